@@ -1,0 +1,13 @@
+import { execFileSync } from "node:child_process";
+import { describe, expect, it } from "vitest";
+import pkg from "../package.json" with { type: "json" };
+
+const mainPath = new URL("./main.ts", import.meta.url).pathname;
+
+describe("virt-api main", () => {
+  it("--help prints the version and a one-line usage and exits 0", () => {
+    const out = execFileSync(process.execPath, [mainPath, "--help"], { encoding: "utf8" });
+    expect(out).toContain(`virt-api ${pkg.version}:`);
+    expect(out).toMatch(/^Usage: virt-api /m);
+  });
+});

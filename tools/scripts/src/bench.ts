@@ -1,0 +1,49 @@
+/**
+ * `npm run bench [-- <area> [flags]]`: runs the benchmark of every area, or of one. An area is a file named
+ * `bench/<area>.bench.ts` in any project; it prints a table and, as its last line, one JSON object of its figures.
+ * Flags after the area are passed to it (e.g. `npm run bench -- migration --with-qemu`).
+ */
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { run } from "./steps.ts";
+
+const root = new URL("../../../", import.meta.url).pathname;
+
+/** Every area's script, by area name. */
+export function discoverAreas(): Map<string, string> {
+  const areas = new Map<string, string>();
+  const projects: string[] = [join(root, "native"), join(root, "e2e")];
+  for (const parent of ["apps", "libs", "tools"]) {
+    for (const e of readdirSync(join(root, parent), { withFileTypes: true })) {
+      if (e.isDirectory()) projects.push(join(root, parent, e.name));
+    }
+  }
+  for (const project of projects) {
+    const dir = join(project, "bench");
+    if (!existsSync(dir)) continue;
+    for (const f of readdirSync(dir)) {
+      const m = /^(.+)\.bench\.ts$/.exec(f);
+      if (m) areas.set(m[1], join(dir, f));
+    }
+  }
+  return areas;
+}
+
+const [area, ...rest] = process.argv.slice(2);
+const areas = discoverAreas();
+if (area && !areas.has(area)) {
+  process.stderr.write(`Unknown bench area "${area}". Areas: ${[...areas.keys()].sort().join(", ") || "(none yet)"}\n`);
+  process.exit(2);
+}
+const selected = area ? [area] : [...areas.keys()].sort();
+if (selected.length === 0) {
+  process.stderr.write("No bench areas exist yet.\n");
+  process.exit(0);
+}
+let failed = 0;
+for (const name of selected) {
+  process.stdout.write(`\n### bench: ${name}\n`);
+  const code = await run(process.execPath, [areas.get(name)!, ...rest], { cwd: root });
+  if (code !== 0) failed++;
+}
+process.exit(failed ? 1 : 0);

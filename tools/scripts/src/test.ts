@@ -1,0 +1,71 @@
+/**
+ * `npm test`: builds what the tests need, then runs every project's tests (Nx), the typecheck, the lint (Biome and
+ * type-aware ESLint with the module-boundary rule), and the Deno lane (libs' tests under Deno, every app's --help
+ * under Deno). Prints `N passed, N failed, N skipped` last and writes it to .reports/test-summary.txt.
+ *
+ * Flags: --skip-deno, --skip-lint (for quick local loops; CI runs everything).
+ */
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { addTally, formatTally, run, type Tally } from "./steps.ts";
+import { readVitestReport } from "./vitest-reports.ts";
+
+const root = new URL("../../../", import.meta.url).pathname;
+const bin = (name: string): string => join(root, "node_modules/.bin", name);
+const args = new Set(process.argv.slice(2));
+const env = { NX_NO_CLOUD: "true", NX_DAEMON: "false", NX_TUI: "false" };
+
+function projectDirs(): string[] {
+  const dirs: string[] = [];
+  for (const parent of ["apps", "libs", "tools"]) {
+    for (const e of readdirSync(join(root, parent), { withFileTypes: true })) {
+      if (e.isDirectory()) dirs.push(join(root, parent, e.name));
+    }
+  }
+  dirs.push(join(root, "native"), join(root, "e2e"));
+  return dirs.filter((d) => existsSync(join(d, "package.json")));
+}
+
+const total: Tally = { passed: 0, failed: 0, skipped: 0 };
+
+async function check(name: string, cmd: string, cmdArgs: string[], options: { cwd?: string } = {}): Promise<void> {
+  process.stdout.write(`\n=== ${name} ===\n`);
+  const code = await run(cmd, cmdArgs, { cwd: options.cwd ?? root, env });
+  const ok = code === 0;
+  process.stdout.write(`=== ${name}: ${ok ? "ok" : `FAILED (exit ${code})`} ===\n`);
+  addTally(total, { passed: ok ? 1 : 0, failed: ok ? 0 : 1, skipped: 0 });
+}
+
+const vitestProjects = projectDirs().filter((d) => existsSync(join(d, "vitest.config.ts")));
+for (const dir of vitestProjects) rmSync(join(dir, ".reports"), { recursive: true, force: true });
+
+// 1. Build + unit/integration tests of every project (Nx resolves build dependencies, e.g. the native addon).
+process.stdout.write("\n=== tests (nx run-many -t test) ===\n");
+await run(bin("nx"), ["run-many", "-t", "test", "--outputStyle=stream", "--skip-nx-cache"], { cwd: root, env });
+for (const dir of vitestProjects) addTally(total, readVitestReport(join(dir, ".reports/vitest.json")));
+
+// 2. Typecheck and lint.
+await check("typecheck (tsc -b)", bin("tsc"), ["-b"]);
+if (!args.has("--skip-lint")) {
+  await check("lint: biome", bin("biome"), ["check", "."]);
+  await check("lint: eslint (type-aware, module boundaries)", bin("eslint"), ["."]);
+}
+
+// 3. Deno lane: the libs' and native's tests under Deno, and every app's --help under Deno.
+if (!args.has("--skip-deno")) {
+  const denoProjects = vitestProjects.filter((d) => d.includes("/libs/") || d.endsWith("/native"));
+  for (const dir of denoProjects) {
+    process.stdout.write(`\n=== deno: tests of ${dir.slice(root.length)} ===\n`);
+    await run(bin("deno"), ["run", "-A", join(root, "node_modules/vitest/vitest.mjs"), "run"], { cwd: dir, env });
+    addTally(total, readVitestReport(join(dir, ".reports/vitest-deno.json")));
+  }
+  for (const app of readdirSync(join(root, "apps"))) {
+    await check(`deno: ${app} --help`, bin("deno"), ["run", "-A", join(root, "apps", app, "src/main.ts"), "--help"]);
+  }
+}
+
+const line = formatTally(total);
+mkdirSync(join(root, ".reports"), { recursive: true });
+writeFileSync(join(root, ".reports/test-summary.txt"), `${line}\n`);
+process.stdout.write(`\n${line}\n`);
+process.exit(total.failed > 0 ? 1 : 0);
