@@ -1,0 +1,2 @@
+/** @kvt/kube: Kubernetes client plumbing: typed clients, informers, workqueue, expectations, leader election, events, reconcile runner. */
+export {};

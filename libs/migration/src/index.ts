@@ -1,0 +1,2 @@
+/** @kvt/migration: Live-migration control: protocol, convergence policy (downtime budget, auto-converge), progress and downtime accounting. */
+export {};
