@@ -27,6 +27,9 @@ export const DEP_CONSTRAINTS: readonly DepConstraint[] = [
 /** Tags that only test files (`*.test.ts`) and e2e may depend on. */
 export const TEST_ONLY_TAGS: readonly string[] = ["type:testing"];
 
+/** Tags that test files may depend on besides the normal rules: fakes, and tools such as the local API server. */
+export const TEST_EXTRA_TAGS: readonly string[] = ["type:testing", "type:tool"];
+
 /**
  * Explains why a project tagged `sourceTags` may not depend on one tagged `targetTags`, or returns undefined
  * when the edge is allowed. `isTestFile` lifts the test-only restriction.
@@ -45,6 +48,7 @@ export function violation(
     }
     return undefined;
   }
+  if (isTestFile && targetTags.some((t) => TEST_EXTRA_TAGS.includes(t))) return undefined;
   for (const c of constraints) {
     if (!sourceTags.includes(c.sourceTag)) continue;
     if (c.onlyDependOnLibsWithTags && !targetTags.some((t) => c.onlyDependOnLibsWithTags?.includes(t))) {

@@ -50,6 +50,18 @@ describe("kvt/module-boundaries", () => {
       /import "@kvt\/runtime" instead/,
     ],
     [
+      "a non-test file importing a tool",
+      "apps/virt-controller/src/x.ts",
+      'import "@kvt/local-cluster";',
+      /can only depend on/,
+    ],
+    [
+      "a non-test file importing the testing lib",
+      "libs/kube/src/x.ts",
+      'import "@kvt/testing";',
+      /only be imported from \*\.test\.ts/,
+    ],
+    [
       "a deep import",
       "apps/virt-handler/src/x.ts",
       'import "@kvt/runtime/src/main-command.ts";',
@@ -73,6 +85,7 @@ describe("kvt/module-boundaries", () => {
     ["a relative import within the project", "apps/virt-api/src/x.ts", 'import "./y.ts";'],
     ["a third-party package", "libs/runtime/src/x.ts", 'import { pino } from "pino";'],
     ["a tool importing an app", "tools/scripts/src/x.ts", 'import "@kvt/virt-api";'],
+    ["a test importing the local cluster tool", "apps/virt-controller/src/x.test.ts", 'import "@kvt/local-cluster";'],
   ])("allows %s", (_name, file, code) => {
     expect(lint(file, code)).toEqual([]);
   });

@@ -1,0 +1,146 @@
+/**
+ * The one interface virt-launcher drives a guest through. Two backends implement it: the native VMM (our C++
+ * addon via @kvt/vmm; primary) and QEMU in TCG mode (software emulation, KubeVirt's `useEmulation`).
+ *
+ * Lifecycle (every backend):
+ *
+ *   created --start()--> running <--pause()/resume()--> paused
+ *      |                   |  \
+ *      |                   |   `--(guest powers off)--> stopped (exitCode 0)      shutdown(grace): ask the guest
+ *      |                   `--(crash/kill)----------> crashed (reason)            (ACPI / Ctrl-Alt-Del), then kill
+ *      `-- migration target: prepareIncoming() ... incoming migration completes --> running
+ *
+ * Events are delivered in order through `on()`; console bytes are batched chunks, never one byte per event.
+ */
+
+/** Where the guest's boot artifacts come from (a resolved containerDisk / kernelBoot). */
+export interface BootSource {
+  /** Absolute path of the kernel (bzImage or a PVH ELF such as the test guest). */
+  readonly kernelPath: string;
+  /** Absolute path of the initramfs, if any. */
+  readonly initrdPath?: string;
+  /** Kernel command line (console=ttyS0 etc. are the backend's to add when missing). */
+  readonly cmdline: string;
+  /** True for guests known to run on a PVM KVM (the test guest): ring-0 kept tiny, work in ring 3. */
+  readonly pvmSafe: boolean;
+}
+
+/** cloud-init NoCloud data, delivered as a `cidata` seed the guest reads (never baked into the image). */
+export interface CloudInitNoCloud {
+  readonly userData?: string;
+  readonly metaData?: string;
+  readonly networkData?: string;
+}
+
+/** Everything a backend needs to build a guest; derived from the VMI spec by the launcher. */
+export interface MachineSpec {
+  /** `namespace/name` of the VMI, for logs and metrics. */
+  readonly vmiKey: string;
+  readonly memoryBytes: number;
+  readonly vcpus: number;
+  readonly boot: BootSource;
+  readonly cloudInit?: CloudInitNoCloud;
+  /** spec.domain.firmware.uuid: visible to the guest as the SMBIOS system UUID where the backend can. */
+  readonly firmwareUuid?: string;
+  /** A scratch directory owned by this launcher (sockets, seed images). */
+  readonly workDir: string;
+}
+
+/** Observable state of the guest. */
+export type MachineState = "created" | "running" | "paused" | "stopped" | "crashed";
+
+/** Which implementation runs the guest. */
+export type MachineBackend = "native" | "qemu";
+
+/** Counters for `domain stats` and the per-VMI metrics. */
+export interface MachineStats {
+  readonly state: MachineState;
+  /** Seconds each vCPU spent running guest code, by vCPU index. */
+  readonly vcpuSeconds: readonly number[];
+  readonly memoryBytes: number;
+  /** Resident memory of the guest (bytes actually backed on the host), when known. */
+  readonly residentBytes?: number;
+}
+
+/** Events a machine emits. */
+export interface MachineEvents {
+  /** A chunk of serial console output. */
+  console: (chunk: Uint8Array) => void;
+  /** The state changed; `reason` explains stopped/crashed. */
+  state: (state: MachineState, reason?: string) => void;
+  /** Live-migration progress (source side). */
+  "migration-progress": (progress: MigrationProgress) => void;
+}
+
+/** Where a migration source sends the guest: what the target's prepareIncoming() returned. */
+export interface MigrationTarget {
+  readonly host: string;
+  readonly port: number;
+  /** One-time secret both sides prove knowledge of before any guest memory moves (HMAC challenge). */
+  readonly secret: string;
+}
+
+/** Knobs from VMI status.migrationState.migrationConfiguration. */
+export interface MigrationOptions {
+  /** Bytes per second; 0 = unlimited. */
+  readonly bandwidthBytesPerSec: number;
+  /** Downtime budget for switch-over. */
+  readonly maxDowntimeMs: number;
+  readonly allowAutoConverge: boolean;
+  /** KubeVirt's completionTimeoutPerGiB (s) times the guest memory, and progressTimeout (s). */
+  readonly completionTimeoutSec: number;
+  readonly progressTimeoutSec: number;
+}
+
+/** A progress sample, in KubeVirt's migration metric terms. */
+export interface MigrationProgress {
+  readonly iteration: number;
+  readonly processedBytes: number;
+  readonly remainingBytes: number;
+  readonly dirtyRateBytesPerSec: number;
+  readonly transferRateBytesPerSec: number;
+  readonly expectedDowntimeMs: number;
+  /** Auto-converge throttle applied to the vCPUs, 0..1. */
+  readonly throttle: number;
+}
+
+/** How a migration ended (source side). */
+export interface MigrationResult {
+  readonly ok: boolean;
+  /** Why it failed, e.g. "canceled", "target connection lost", "completion timeout". */
+  readonly failureReason?: string;
+  /** Guest paused on the source until running on the target. */
+  readonly downtimeMs?: number;
+  readonly totalSeconds: number;
+  readonly bytesSent: number;
+  readonly iterations: number;
+}
+
+/** One guest, whatever runs it. */
+export interface Machine {
+  readonly backend: MachineBackend;
+  readonly state: MachineState;
+  /** Boots the guest. Resolves once the guest is executing. */
+  start(): Promise<void>;
+  pause(): Promise<void>;
+  resume(): Promise<void>;
+  /** Asks the guest to power off; kills it if it has not after `gracePeriodMs`. Resolves when stopped. */
+  shutdown(gracePeriodMs: number): Promise<void>;
+  /** Stops the guest at once. */
+  kill(): Promise<void>;
+  /** Asks the guest to reboot (KubeVirt softreboot). */
+  softReboot(): Promise<void>;
+  /** Sends bytes to the serial console input. */
+  writeConsole(data: Uint8Array): void;
+  /** The last console output kept for late clients (bounded). */
+  consoleScrollback(): Uint8Array;
+  stats(): Promise<MachineStats>;
+  /** Target side: listen for an incoming migration; resolves with where the source should connect. */
+  prepareIncoming(): Promise<MigrationTarget>;
+  /** Source side: live-migrate to `target`. Resolves with the outcome; on failure the guest runs on here. */
+  migrateTo(target: MigrationTarget, options: MigrationOptions): Promise<MigrationResult>;
+  /** Source side: abort an in-flight migration (the result then has failureReason "canceled"). */
+  cancelMigration(): Promise<void>;
+  on<E extends keyof MachineEvents>(event: E, listener: MachineEvents[E]): void;
+  off<E extends keyof MachineEvents>(event: E, listener: MachineEvents[E]): void;
+}
