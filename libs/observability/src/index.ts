@@ -4,3 +4,21 @@
 export { createLogger, forObject, type Logger, type LoggerOptions, type ObjectIdentity } from "./logger.ts";
 /** Per-app Prometheus registry and metric classes. */
 export { Counter, createMetricsRegistry, exposition, Gauge, Histogram, Registry, Summary } from "./metrics.ts";
+/** OTLP/JSON encoding of spans (the trace file format). */
+export {
+  type OtlpAnyValue,
+  type OtlpKeyValue,
+  type OtlpSpan,
+  type OtlpTraceRequest,
+  toOtlpAttributes,
+  toOtlpRequest,
+} from "./otlp-json.ts";
+/** Per-app tracing setup and trace-context helpers for annotations and headers. */
+export {
+  contextFromTraceparent,
+  FileSpanExporter,
+  setupTracing,
+  type TracingHandle,
+  type TracingOptions,
+  traceparentOf,
+} from "./tracing.ts";
