@@ -4,6 +4,8 @@
 export { createLogger, forObject, type Logger, type LoggerOptions, type ObjectIdentity } from "./logger.ts";
 /** Per-app Prometheus registry and metric classes. */
 export { Counter, createMetricsRegistry, exposition, Gauge, Histogram, Registry, Summary } from "./metrics.ts";
+/** The `/metrics`, `/healthz`, `/readyz` endpoint every component serves. */
+export { type MetricsServer, type MetricsServerOptions, startMetricsServer } from "./metrics-server.ts";
 /** OTLP/JSON encoding of spans (the trace file format). */
 export {
   type OtlpAnyValue,
