@@ -29,4 +29,14 @@ class Result {
   Error error_{};
 };
 
+// The value of a Result that carries nothing but success: `Status` is `Result<Unit>`.
+struct Unit {};
+using Status = Result<Unit>;
+
+// The success Status: `return OkStatus();`.
+inline Status OkStatus() { return Status(Unit{}); }
+
+// An error from the current errno: `return ErrnoError("KVM_RUN");`.
+Error ErrnoError(const char* op, std::string detail = "");
+
 }  // namespace kvmts

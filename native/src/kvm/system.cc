@@ -19,3 +19,9 @@ Result<int> QueryApiVersion() {
 }
 
 }  // namespace kvmts::kvm
+
+namespace kvmts {
+
+Error ErrnoError(const char* op, std::string detail) { return Error{errno, op, std::move(detail)}; }
+
+}  // namespace kvmts

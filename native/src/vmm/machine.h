@@ -1,0 +1,145 @@
+// Machine: one KVM virtual machine (VM fd, guest memory + slots, N vCPU threads, the device bus). The builder and
+// the owner of everything; the napi layer holds one per JS Vm and the migration code drives it through this API.
+//
+//            Create()            Start()              Pause()
+//   (none) ----------> kCreated ---------> kRunning ----------> kPaused
+//                        |  LoadElf()        ^   |  <----------   |
+//                        |  RestoreState()   |   |   Resume()     |  SaveState(), RestoreState()
+//                        |  memory() fill    |   v                v
+//                        +-------------------+-> kStopped <-------+   (Stop(), guest shutdown/reset, a fatal exit)
+//
+// Pause() returns only when every vCPU has left KVM_RUN and acknowledged (Firecracker's Pause command + kick), so
+// registers, memory and devices are at a consistent point until Resume(). Stop() finishes and joins the threads;
+// the destructor stops too, then closes fds (vCPUs, VM) and unmaps memory in reverse order.
+//
+// Dirty log (any one thread at a time, e.g. an AsyncWorker; vCPUs may keep running):
+//   StartDirtyLog()  sets KVM_MEM_LOG_DIRTY_PAGES on every slot and clears the VMM bitmaps
+//   CollectDirty()   per region: KVM's log for the slot (fetch-and-clear) OR the pages the VMM wrote since the
+//                    last call; a page written after a CollectDirty shows up in the next one
+//   StopDirtyLog()   clears the flag again
+// The first migration pass sends everything (DirtyBitmap::SetAll), so call StartDirtyLog() BEFORE it, then send,
+// then CollectDirty() per round; the last round runs after Pause().
+//
+// Migration, source side:  StartDirtyLog -> bulk copy -> CollectDirty rounds -> Pause -> CollectDirty (final)
+//                          -> SaveState -> send; on failure Resume() (the guest runs on untouched); on success Stop().
+// Migration, target side:  Create(same memory size, vcpu count) WITHOUT LoadElf -> write pages into memory()
+//                          -> RestoreState(blob) -> Start() (vCPUs run from the restored registers).
+// SaveState/RestoreState need kPaused (or kCreated for RestoreState); they run on the caller's thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kvm/result.h"
+#include "memory/guest_memory.h"
+
+namespace kvmts::vmm {
+
+class VcpuThread;
+class DeviceBus;
+struct MachineImpl;
+
+enum class MachineState { kCreated, kRunning, kPaused, kStopped };
+const char* MachineStateName(MachineState s);
+
+struct MachineConfig {
+  uint64_t memory_bytes = 0;                   // > 0, multiple of 4 KiB
+  uint32_t vcpu_count = 1;                     // 1..64
+  memory::Backing backing = memory::Backing::kAnonymous;
+  bool huge_pages = true;
+};
+
+// Why the guest stopped by itself.
+enum class ShutdownReason { kGuestExit, kReset, kTripleFault, kFatalExit };
+const char* ShutdownReasonName(ShutdownReason r);
+
+// Callbacks from vCPU threads. Must not block and must not touch JS (the napi layer forwards them through a
+// thread-safe function with NonBlockingCall). Called with no machine lock held.
+class MachineEvents {
+ public:
+  virtual ~MachineEvents() = default;
+  // New serial output is waiting; fetch it with Machine::TakeSerialOutput (output batches while nobody fetches).
+  virtual void OnSerialOutput() = 0;
+  // A vCPU exit the VMM does not handle (reason e.g. "KVM_EXIT_MMIO write 0xfee00000 len 4", "KVM_EXIT_INTERNAL_ERROR").
+  // fatal = the vCPU stopped; the machine then shuts down with kFatalExit.
+  virtual void OnVcpuExit(uint32_t vcpu, const std::string& reason, bool fatal) = 0;
+  // The guest stopped: test-port exit (code = the value written), i8042 reset, triple fault, fatal exit.
+  virtual void OnShutdown(ShutdownReason reason, uint32_t code) = 0;
+};
+
+// One region's dirty pages, as collected.
+struct RegionDirty {
+  uint32_t region = 0;      // index into memory().regions()
+  memory::Gpa base;         // GPA of page 0 of the bitmap
+  memory::DirtyBitmap bitmap;
+};
+using DirtySnapshot = std::vector<RegionDirty>;
+
+struct MachineStats {
+  uint64_t exits = 0;          // all KVM_RUN returns, all vCPUs
+  uint64_t io_exits = 0;
+  uint64_t mmio_exits = 0;
+  uint64_t serial_bytes_out = 0;
+  uint64_t serial_bytes_in = 0;
+  uint64_t kicks = 0;
+  uint64_t dirty_log_collections = 0;
+};
+
+class Machine {
+ public:
+  // Opens /dev/kvm, creates the VM, maps memory and registers the slots, creates the vCPUs (CPUID from
+  // KVM_GET_SUPPORTED_CPUID, threads not started) and the devices. events must outlive the machine.
+  static Result<std::unique_ptr<Machine>> Create(const MachineConfig& config, MachineEvents* events);
+  ~Machine();
+  Machine(const Machine&) = delete;
+  Machine& operator=(const Machine&) = delete;
+
+  // Loads a 64-bit ELF (PT_LOAD segments at their physical addresses), writes a PVH hvm_start_info with `cmdline`,
+  // and sets vCPU 0 up in 64-bit long mode at e_entry (identity paging of the low 4 GiB, flat GDT), RBX = start
+  // info (the PVH convention). kCreated only.
+  Status LoadElf(const uint8_t* image, size_t len, const std::string& cmdline);
+  // kCreated -> kRunning: starts one thread per vCPU.
+  Status Start();
+  // kRunning -> kPaused, synchronously (kicks every vCPU, waits for each acknowledgement). No-op when paused.
+  Status Pause();
+  // kPaused -> kRunning.
+  Status Resume();
+  // Any state -> kStopped; joins the vCPU threads. Idempotent, also called by the destructor.
+  void Stop();
+  MachineState state() const;
+
+  memory::GuestMemory& memory();
+  uint32_t vcpu_count() const;
+
+  Status StartDirtyLog();
+  Result<DirtySnapshot> CollectDirty();
+  Status StopDirtyLog();
+  bool dirty_logging() const;
+
+  // The whole machine state (every vCPU: regs, sregs, FPU/XSAVE, XCRs, MSRs, LAPIC, vcpu events, MP state; the
+  // devices; the KVM clock) as an opaque versioned blob: "KVTS" magic, u32 version, sections. kPaused only.
+  Result<std::vector<uint8_t>> SaveState();
+  // Restores a SaveState() blob (same vcpu count). kCreated (then Start()) or kPaused (then Resume()).
+  // Errors: EINVAL op "restore-state" for a malformed or foreign blob, or the failing KVM_SET_* ioctl.
+  Status RestoreState(const uint8_t* data, size_t len);
+
+  // Serial input from the console (queued in the UART's receive FIFO; bytes beyond the FIFO are dropped).
+  void WriteSerialInput(const uint8_t* data, size_t len);
+  // Moves the pending serial output into *out (appends); returns the byte count.
+  size_t TakeSerialOutput(std::string* out);
+
+  // Auto-converge: each vCPU sleeps `percent` of every 10 ms slice (0 = off, max 99). Any state; any thread.
+  void SetCpuThrottle(uint32_t percent);
+
+  MachineStats stats() const;
+
+ private:
+  explicit Machine(std::unique_ptr<MachineImpl> impl);
+  std::unique_ptr<MachineImpl> impl_;
+};
+
+}  // namespace kvmts::vmm
