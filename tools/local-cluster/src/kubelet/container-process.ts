@@ -1,0 +1,189 @@
+/**
+ * Runs one planned container on this machine and reports its state changes. A process container's stdout and
+ * stderr go to `<podDir>/<name>.log` (what `kubectl logs` serves); a tail container copies a file that another
+ * container writes (the guest's serial console) into its own log until stopped.
+ *
+ *   waiting --start()--> running --(exit)--> terminated{exitCode}
+ *                           `--stop(grace)--> SIGTERM ... grace ... SIGKILL --> terminated{137 or code}
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { closeSync, createReadStream, existsSync, openSync, statSync, watch, writeSync } from "node:fs";
+import { join } from "node:path";
+import type { ContainerPlan } from "./container-spec.ts";
+import type { ContainerRunState } from "./pod-status.ts";
+
+/** One running container. */
+export class ContainerProcess {
+  readonly #plan: ContainerPlan;
+  readonly #image: string;
+  readonly #logPath: string;
+  readonly #cwd: string;
+  readonly #onChange: () => void;
+  #state: ContainerRunState;
+  #child: ChildProcess | undefined;
+  #stopTail: (() => void) | undefined;
+
+  /** `onChange` is called after every state change (the kubelet then recomputes the pod status). */
+  constructor(plan: ContainerPlan, image: string, podDir: string, onChange: () => void) {
+    this.#plan = plan;
+    this.#image = image;
+    this.#cwd = podDir;
+    this.#logPath = join(podDir, `${plan.name}.log`);
+    this.#onChange = onChange;
+    this.#state =
+      plan.kind === "unrunnable"
+        ? { name: plan.name, image, state: "waiting", reason: plan.reason, message: plan.message }
+        : { name: plan.name, image, state: "waiting", reason: "ContainerCreating" };
+  }
+
+  /** Current state. */
+  get state(): ContainerRunState {
+    return this.#state;
+  }
+
+  /** Path of the container's log file. */
+  get logPath(): string {
+    return this.#logPath;
+  }
+
+  /** True for a container that only follows another's output (virt-tail): it ends when the workers end. */
+  get isSidecar(): boolean {
+    return this.#plan.kind === "tail";
+  }
+
+  /** The OS pid of a process container while it runs. */
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
+  /** Starts the container. A no-op for unrunnable containers (they stay Waiting with their reason). */
+  start(): void {
+    if (this.#plan.kind === "unrunnable" || this.#state.state !== "waiting") return;
+    const logFd = openSync(this.#logPath, "a");
+    if (this.#plan.kind === "tail") {
+      this.#stopTail = followFile(this.#plan.file, logFd);
+      this.#set({ name: this.#plan.name, image: this.#image, state: "running", startedAt: new Date() });
+      return;
+    }
+    const [cmd, ...args] = this.#plan.argv;
+    const child = spawn(cmd, args, {
+      cwd: this.#cwd,
+      env: this.#plan.env,
+      stdio: ["ignore", logFd, logFd],
+      detached: true,
+    });
+    closeSync(logFd);
+    this.#child = child;
+    const startedAt = new Date();
+    child.once("spawn", () => this.#set({ name: this.#plan.name, image: this.#image, state: "running", startedAt }));
+    child.once("error", (err) => {
+      this.#set({
+        name: this.#plan.name,
+        image: this.#image,
+        state: "terminated",
+        exitCode: 128,
+        reason: "StartError",
+        message: err.message,
+        startedAt,
+        finishedAt: new Date(),
+      });
+    });
+    child.once("exit", (code, signal) => {
+      const exitCode = code ?? 128 + signalNumber(signal);
+      this.#set({
+        name: this.#plan.name,
+        image: this.#image,
+        state: "terminated",
+        exitCode,
+        reason: exitCode === 0 ? "Completed" : signal === "SIGKILL" ? "OOMKilled-or-Killed" : "Error",
+        startedAt,
+        finishedAt: new Date(),
+      });
+    });
+  }
+
+  /**
+   * Stops the container: SIGTERM to its process group, SIGKILL after `graceSeconds`. Resolves once terminated.
+   * A tail container stops at once; a waiting one becomes terminated without running.
+   */
+  async stop(graceSeconds: number): Promise<void> {
+    if (this.#state.state === "terminated") return;
+    if (this.#stopTail || this.#state.state === "waiting") {
+      this.#stopTail?.();
+      this.#stopTail = undefined;
+      const ran = this.#state.state === "running";
+      this.#set({
+        ...this.#state,
+        state: "terminated",
+        exitCode: ran ? 0 : 137,
+        reason: ran ? "Completed" : "ContainerCannotRun",
+        finishedAt: new Date(),
+      });
+      return;
+    }
+    const child = this.#child;
+    if (!child?.pid) return;
+    const exited = new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) resolve();
+      else child.once("exit", () => resolve());
+    });
+    killGroup(child.pid, "SIGTERM");
+    const timer = setTimeout(() => killGroup(child.pid!, "SIGKILL"), Math.max(0, graceSeconds) * 1000);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  #set(state: ContainerRunState): void {
+    this.#state = state;
+    this.#onChange();
+  }
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // The group is gone already (the process exited between checks): nothing left to signal.
+  }
+}
+
+function signalNumber(signal: NodeJS.Signals | null): number {
+  const numbers: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGSEGV: 11, SIGTERM: 15, SIGABRT: 6 };
+  return signal ? (numbers[signal] ?? 0) : 0;
+}
+
+/** Copies what is appended to `file` (which may not exist yet) into `fd` until the returned stop() is called. */
+function followFile(file: string, fd: number): () => void {
+  let offset = 0;
+  let reading = false;
+  let stopped = false;
+  const pump = (): void => {
+    if (reading || stopped || !existsSync(file)) return;
+    const size = statSync(file).size;
+    if (size <= offset) return;
+    reading = true;
+    const stream = createReadStream(file, { start: offset, end: size - 1 });
+    stream.on("data", (chunk) => {
+      if (!stopped) writeSync(fd, chunk as Buffer);
+    });
+    stream.on("close", () => {
+      offset = size;
+      reading = false;
+      pump();
+    });
+  };
+  const timer = setInterval(pump, 250);
+  let watcher: ReturnType<typeof watch> | undefined;
+  try {
+    watcher = watch(join(file, ".."), () => pump());
+  } catch {
+    // Watching is an optimisation over the 250 ms poll; without it the copy is only slower.
+  }
+  pump();
+  return () => {
+    stopped = true;
+    clearInterval(timer);
+    watcher?.close();
+    closeSync(fd);
+  };
+}

@@ -1,0 +1,55 @@
+import type { V1Pod } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import { planContainer } from "./container-spec.ts";
+
+const layout = { projectRoot: "/repo", execPath: "/usr/bin/node", execArgs: [] };
+const pod: V1Pod = {
+  metadata: { name: "virt-launcher-vm-x", namespace: "ns1", uid: "u1" },
+  spec: { nodeName: "node01", containers: [] },
+};
+
+describe("planContainer()", () => {
+  it("maps the launcher command to the virt-launcher entry point with its flags and downward-API env", () => {
+    const plan = planContainer(
+      pod,
+      {
+        name: "compute",
+        image: "kubevirt/virt-launcher:v1",
+        command: ["/usr/bin/virt-launcher-monitor", "--name", "vm-x"],
+        args: ["--namespace", "ns1"],
+        env: [
+          { name: "A", value: "1" },
+          { name: "POD", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+        ],
+      },
+      "/data/pods/u1",
+      layout,
+    );
+    expect(plan).toMatchObject({
+      kind: "process",
+      argv: ["/usr/bin/node", "/repo/apps/virt-launcher/src/main.ts", "--name", "vm-x", "--namespace", "ns1"],
+      env: { A: "1", POD: "virt-launcher-vm-x", KUBEVIRT_POD_DIR: "/data/pods/u1", NODE_NAME: "node01" },
+    });
+  });
+
+  it("maps virt-tail to following the named file inside the pod directory", () => {
+    const plan = planContainer(
+      pod,
+      {
+        name: "guest-console-log",
+        command: ["/usr/bin/virt-tail", "--logfile", "/var/run/kubevirt-private/u1/virt-serial0-log"],
+      },
+      "/data/pods/u1",
+      layout,
+    );
+    expect(plan).toEqual({ kind: "tail", name: "guest-console-log", file: "/data/pods/u1/virt-serial0-log" });
+  });
+
+  it("refuses other images with ErrImagePull and says what it can run", () => {
+    const plan = planContainer(pod, { name: "web", image: "nginx", command: ["nginx"] }, "/d", layout);
+    expect(plan).toMatchObject({ kind: "unrunnable", reason: "ErrImagePull" });
+    expect(plan.kind === "unrunnable" && plan.message).toMatch(
+      /image "nginx" .* not available .* virt-launcher and virt-tail/,
+    );
+  });
+});

@@ -1,0 +1,121 @@
+/**
+ * How the process-kubelet turns a Pod's container into something it can run on this machine (pure).
+ *
+ *   container.command[0]                   runs as
+ *   ------------------------------------   -------------------------------------------------------------
+ *   virt-launcher, virt-launcher-monitor   node apps/virt-launcher/src/main.ts <command[1..]> <args>
+ *   virt-tail --logfile F                  built-in: follows <podDir>/<basename F> into the container log
+ *   anything else                          not runnable: Waiting/ErrImagePull with a message saying why
+ *
+ * Each container gets the env it declares (literal values and the downward-API fieldRefs the launcher pod uses),
+ * plus KUBEVIRT_POD_DIR (a private directory per pod, the stand-in for the pod's volumes) and NODE_NAME.
+ */
+import { basename, join } from "node:path";
+import type { V1Container, V1Pod } from "@kubernetes/client-node";
+
+/** A runnable container: a process, or the built-in file follower. */
+export type ContainerPlan =
+  | {
+      readonly kind: "process";
+      readonly name: string;
+      readonly argv: readonly string[];
+      readonly env: Record<string, string>;
+    }
+  | { readonly kind: "tail"; readonly name: string; readonly file: string }
+  | { readonly kind: "unrunnable"; readonly name: string; readonly reason: string; readonly message: string };
+
+/** Where this machine keeps the programs the images map to. */
+export interface RuntimeLayout {
+  /** Absolute path of the repository root (apps/ live there). */
+  readonly projectRoot: string;
+  /** The JS runtime executable (Node 24 or Deno) used for TypeScript entry points. */
+  readonly execPath: string;
+  /** Extra runtime arguments before the entry point (e.g. `run -A` for Deno). */
+  readonly execArgs: readonly string[];
+}
+
+const LAUNCHER_COMMANDS = new Set(["virt-launcher", "virt-launcher-monitor"]);
+
+function fieldRefValue(pod: V1Pod, fieldPath: string): string | undefined {
+  switch (fieldPath) {
+    case "metadata.name":
+      return pod.metadata?.name;
+    case "metadata.namespace":
+      return pod.metadata?.namespace;
+    case "metadata.uid":
+      return pod.metadata?.uid;
+    case "spec.nodeName":
+      return pod.spec?.nodeName;
+    case "spec.serviceAccountName":
+      return pod.spec?.serviceAccountName;
+    case "status.podIP":
+    case "status.hostIP":
+      return "127.0.0.1";
+    default: {
+      const label = /^metadata\.labels\['(.+)'\]$/.exec(fieldPath);
+      if (label) return pod.metadata?.labels?.[label[1]];
+      const annotation = /^metadata\.annotations\['(.+)'\]$/.exec(fieldPath);
+      return annotation ? pod.metadata?.annotations?.[annotation[1]] : undefined;
+    }
+  }
+}
+
+/** The environment a container process sees (its declared env, resolved; no host env leaks except PATH/HOME). */
+export function containerEnv(pod: V1Pod, container: V1Container, podDir: string): Record<string, string> {
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    HOME: process.env.HOME ?? "/root",
+    KUBEVIRT_POD_DIR: podDir,
+    NODE_NAME: pod.spec?.nodeName ?? "",
+    POD_NAME: pod.metadata?.name ?? "",
+    POD_NAMESPACE: pod.metadata?.namespace ?? "",
+  };
+  for (const e of container.env ?? []) {
+    if (e.value !== undefined) env[e.name] = e.value;
+    else if (e.valueFrom?.fieldRef) {
+      const v = fieldRefValue(pod, e.valueFrom.fieldRef.fieldPath);
+      if (v !== undefined) env[e.name] = v;
+    }
+  }
+  return env;
+}
+
+/** The value following `flag` in `args` (`--flag v` or `--flag=v`). */
+function flagValue(args: readonly string[], flag: string): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === flag) return args[i + 1];
+    if (args[i].startsWith(`${flag}=`)) return args[i].slice(flag.length + 1);
+  }
+  return undefined;
+}
+
+/** Decides how to run `container` of `pod` on this machine. */
+export function planContainer(
+  pod: V1Pod,
+  container: V1Container,
+  podDir: string,
+  layout: RuntimeLayout,
+): ContainerPlan {
+  const command = [...(container.command ?? []), ...(container.args ?? [])];
+  const program = command[0] ? basename(command[0]) : "";
+  if (LAUNCHER_COMMANDS.has(program)) {
+    const entry = join(layout.projectRoot, "apps/virt-launcher/src/main.ts");
+    return {
+      kind: "process",
+      name: container.name,
+      argv: [layout.execPath, ...layout.execArgs, entry, ...command.slice(1)],
+      env: containerEnv(pod, container, podDir),
+    };
+  }
+  if (program === "virt-tail") {
+    const logfile = flagValue(command, "--logfile") ?? "serial0.log";
+    return { kind: "tail", name: container.name, file: join(podDir, basename(logfile)) };
+  }
+  const what = program ? `command "${program}"` : "no command";
+  return {
+    kind: "unrunnable",
+    name: container.name,
+    reason: "ErrImagePull",
+    message: `image "${container.image ?? ""}" with ${what} is not available in the local process runtime (it runs virt-launcher and virt-tail containers only)`,
+  };
+}

@@ -1,0 +1,211 @@
+/**
+ * The process-kubelet: the node agent of the local cluster. It runs the containers of the Pods bound to its node
+ * as local processes (container-spec.ts decides how), reports Pod status, deletes Pods gracefully, and keeps its
+ * Node object and heartbeat current. One instance per simulated node.
+ *
+ *   Pod bound here (spec.nodeName)        -> make <dataDir>/pods/<uid>/, start containers, report status
+ *   container state changes               -> recompute and write pods/status (merge patch)
+ *   deletionTimestamp set                 -> stop containers (SIGTERM, grace, SIGKILL), then DELETE with grace 0
+ *   Pod gone from the API                 -> stop containers at once
+ *   kubelet stopping (node shutdown)      -> stop every container with its pod's grace period
+ */
+import { mkdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import {
+  type CoreV1Api,
+  type KubeConfig,
+  makeInformer,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Pod,
+} from "@kubernetes/client-node";
+import type { Logger } from "@kvt/observability";
+import { ContainerProcess } from "./container-process.ts";
+import { planContainer, type RuntimeLayout } from "./container-spec.ts";
+import { podStatus } from "./pod-status.ts";
+
+/** What a kubelet needs. */
+export interface KubeletOptions {
+  readonly nodeName: string;
+  readonly kubeConfig: KubeConfig;
+  readonly core: CoreV1Api;
+  /** Where pod directories and container logs live. */
+  readonly dataDir: string;
+  readonly layout: RuntimeLayout;
+  readonly log: Logger;
+}
+
+interface RunningPod {
+  readonly uid: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly dir: string;
+  readonly containers: ContainerProcess[];
+  pod: V1Pod;
+  stopping: boolean;
+  statusWrite: Promise<void>;
+}
+
+const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+
+/** Runs the pods of one node. */
+export class Kubelet {
+  readonly #o: KubeletOptions;
+  readonly #pods = new Map<string, RunningPod>();
+  #informer: ReturnType<typeof makeInformer<V1Pod>> | undefined;
+
+  constructor(options: KubeletOptions) {
+    this.#o = options;
+  }
+
+  /** The directory of a pod's files (container logs, the launcher's sockets and console log). */
+  podDir(uid: string): string {
+    return join(this.#o.dataDir, "pods", uid);
+  }
+
+  /** The log file of `container` in the pod `namespace/name`, if this kubelet runs it. */
+  containerLogPath(namespace: string, name: string, container?: string): string | undefined {
+    for (const p of this.#pods.values()) {
+      if (p.namespace !== namespace || p.name !== name) continue;
+      const c = container ? p.containers.find((x) => x.state.name === container) : p.containers[0];
+      return c?.logPath;
+    }
+    return undefined;
+  }
+
+  /** Starts watching pods; resolves once the first list is processed. */
+  async start(): Promise<void> {
+    const informer = makeInformer<V1Pod>(this.#o.kubeConfig, "/api/v1/pods", () =>
+      this.#o.core.listPodForAllNamespaces(),
+    );
+    informer.on("add", (pod) => this.#sync(pod));
+    informer.on("update", (pod) => this.#sync(pod));
+    informer.on("delete", (pod) => this.#gone(pod));
+    informer.on("error", (err: unknown) => {
+      this.#o.log.warn({ err }, "pod watch failed; restarting it in 1s");
+      setTimeout(() => void informer.start().catch(() => undefined), 1000);
+    });
+    this.#informer = informer;
+    await informer.start();
+  }
+
+  /** Node shutdown: stops every container (each pod's grace period) and the watch. */
+  async stop(): Promise<void> {
+    await this.#informer?.stop();
+    await Promise.all([...this.#pods.values()].map((p) => this.#stopContainers(p, graceOf(p.pod))));
+  }
+
+  #sync(pod: V1Pod): void {
+    if (pod.spec?.nodeName !== this.#o.nodeName || !pod.metadata?.uid) return;
+    const uid = pod.metadata.uid;
+    let running = this.#pods.get(uid);
+    if (!running) {
+      if (pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed") return; // finished before we knew it
+      if (pod.metadata.deletionTimestamp) {
+        void this.#finalizeDelete(pod);
+        return;
+      }
+      running = this.#launch(pod);
+    }
+    running.pod = pod;
+    if (pod.metadata.deletionTimestamp && !running.stopping) void this.#deleteGracefully(running);
+  }
+
+  #launch(pod: V1Pod): RunningPod {
+    const uid = pod.metadata!.uid!;
+    const dir = this.podDir(uid);
+    mkdirSync(dir, { recursive: true });
+    const running: RunningPod = {
+      uid,
+      namespace: pod.metadata!.namespace ?? "default",
+      name: pod.metadata!.name!,
+      dir,
+      containers: [],
+      pod,
+      stopping: false,
+      statusWrite: Promise.resolve(),
+    };
+    const onChange = (): void => this.#onContainerChange(running);
+    for (const c of pod.spec?.containers ?? []) {
+      running.containers.push(
+        new ContainerProcess(planContainer(pod, c, dir, this.#o.layout), c.image ?? "", dir, onChange),
+      );
+    }
+    this.#pods.set(uid, running);
+    this.#o.log.info({ pod: `${running.namespace}/${running.name}`, uid }, "starting pod");
+    for (const c of running.containers) c.start();
+    this.#writeStatus(running);
+    return running;
+  }
+
+  #onContainerChange(running: RunningPod): void {
+    // Sidecars that follow another container's output (virt-tail) end when every worker has ended.
+    const workers = running.containers.filter((c) => !c.isSidecar);
+    if (workers.length > 0 && workers.every((c) => c.state.state === "terminated")) {
+      for (const c of running.containers) if (c.isSidecar && c.state.state === "running") void c.stop(0);
+    }
+    this.#writeStatus(running);
+  }
+
+  #writeStatus(running: RunningPod): void {
+    // Serialise status writes per pod so an older state never overwrites a newer one.
+    running.statusWrite = running.statusWrite.then(async () => {
+      const status = podStatus(
+        running.pod,
+        running.containers.map((c) => c.state),
+        new Date(),
+      );
+      try {
+        await this.#o.core.patchNamespacedPodStatus(
+          { name: running.name, namespace: running.namespace, body: { status } },
+          mergePatch,
+        );
+      } catch (err) {
+        // The pod may be gone (deleted while we wrote): the delete path owns it now, so only log.
+        this.#o.log.debug({ err, pod: `${running.namespace}/${running.name}` }, "pod status write failed");
+      }
+    });
+  }
+
+  async #stopContainers(running: RunningPod, graceSeconds: number): Promise<void> {
+    running.stopping = true;
+    await Promise.all(running.containers.map((c) => c.stop(graceSeconds)));
+    await running.statusWrite;
+  }
+
+  async #deleteGracefully(running: RunningPod): Promise<void> {
+    this.#o.log.info(
+      { pod: `${running.namespace}/${running.name}`, grace: graceOf(running.pod) },
+      "stopping pod for deletion",
+    );
+    await this.#stopContainers(running, graceOf(running.pod));
+    await this.#finalizeDelete(running.pod);
+  }
+
+  async #finalizeDelete(pod: V1Pod): Promise<void> {
+    const uid = pod.metadata!.uid!;
+    try {
+      await this.#o.core.deleteNamespacedPod({
+        name: pod.metadata!.name!,
+        namespace: pod.metadata!.namespace ?? "default",
+        gracePeriodSeconds: 0,
+        body: { preconditions: { uid } },
+      });
+    } catch (err) {
+      // Already gone, or replaced by a pod with the same name (the uid precondition failed): nothing to finish.
+      this.#o.log.debug({ err, uid }, "final pod delete failed");
+    }
+  }
+
+  #gone(pod: V1Pod): void {
+    const uid = pod.metadata?.uid;
+    const running = uid ? this.#pods.get(uid) : undefined;
+    if (!running) return;
+    this.#pods.delete(uid!);
+    void this.#stopContainers(running, 0).then(() => rmSync(running.dir, { recursive: true, force: true }));
+  }
+}
+
+function graceOf(pod: V1Pod): number {
+  return pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? 30;
+}

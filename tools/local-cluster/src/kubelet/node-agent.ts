@@ -1,0 +1,73 @@
+/**
+ * One simulated node: registers the Node, serves container logs, heartbeats every 10 s, and runs the Kubelet.
+ * The composition the kubelet's main.ts and the local-cluster supervisor both use.
+ */
+import { cpus, release, totalmem } from "node:os";
+import { CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import type { Logger } from "@kvt/observability";
+import type { RuntimeLayout } from "./container-spec.ts";
+import { Kubelet } from "./kubelet.ts";
+import { startLogServer } from "./log-server.ts";
+import { type NodeFacts, nodeObject, nodeStatus } from "./node-status.ts";
+
+/** Heartbeat period of the node status (the real kubelet's nodeStatusUpdateFrequency is 10 s). */
+export const HEARTBEAT_MS = 10_000;
+
+/** A running node. */
+export interface NodeAgent {
+  readonly nodeName: string;
+  readonly kubelet: Kubelet;
+  stop(): Promise<void>;
+}
+
+/** Starts a node named `nodeName` against the cluster in `kubeConfig`. */
+export async function startNodeAgent(options: {
+  nodeName: string;
+  kubeConfig: KubeConfig;
+  dataDir: string;
+  layout: RuntimeLayout;
+  log: Logger;
+}): Promise<NodeAgent> {
+  const core = options.kubeConfig.makeApiClient(CoreV1Api);
+  const kubelet = new Kubelet({ ...options, core });
+  const logs = await startLogServer((ns, pod, container) => kubelet.containerLogPath(ns, pod, container));
+  const facts: NodeFacts = {
+    nodeName: options.nodeName,
+    cpus: cpus().length,
+    memoryBytes: totalmem(),
+    kubeletPort: logs.port,
+    kernelVersion: release(),
+    kubeletVersion: "v1.32.0-kubevirt-ts",
+  };
+  const readySince = new Date();
+  try {
+    await core.createNode({ body: nodeObject(facts) });
+  } catch (err) {
+    // 409: the node exists from an earlier run; it keeps its labels and taints, and we take it over.
+    if ((err as { code?: number }).code !== 409) throw err;
+  }
+  const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+  const heartbeat = async (): Promise<void> => {
+    try {
+      await core.patchNodeStatus(
+        { name: options.nodeName, body: { status: nodeStatus(facts, new Date(), readySince) } },
+        mergePatch,
+      );
+    } catch (err) {
+      options.log.warn({ err }, "node heartbeat failed; retrying at the next period");
+    }
+  };
+  await heartbeat();
+  const timer = setInterval(() => void heartbeat(), HEARTBEAT_MS);
+  await kubelet.start();
+  options.log.info({ node: options.nodeName, kubeletPort: logs.port }, "node ready");
+  return {
+    nodeName: options.nodeName,
+    kubelet,
+    async stop() {
+      clearInterval(timer);
+      await kubelet.stop();
+      await logs.close();
+    },
+  };
+}
