@@ -59,7 +59,10 @@ export async function startLogServer(
     const follow = url.searchParams.get("follow") === "true";
     const pump = (onDone: () => void): void => {
       const size = statSync(file).size;
-      if (size <= offset) return onDone();
+      if (size <= offset) {
+        onDone();
+        return;
+      }
       const stream = createReadStream(file, { start: offset, end: size - 1 });
       offset = size;
       stream.on("data", (chunk) => res.write(chunk));
