@@ -2,9 +2,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/kvm.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
+
+#include <memory>
+#include <utility>
+
+namespace kvmts {
+
+Error ErrnoError(const char* op, std::string detail) { return Error{errno, op, std::move(detail)}; }
+
+}  // namespace kvmts
 
 namespace kvmts::kvm {
 
@@ -18,10 +26,63 @@ Result<int> QueryApiVersion() {
   return version;
 }
 
+Result<System> System::Open() {
+  int fd = open(kKvmPath, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open", kKvmPath);
+  System sys;
+  sys.fd_ = ScopedFd(fd);
+  int version = ioctl(fd, KVM_GET_API_VERSION, 0);
+  if (version < 0) return ErrnoError("KVM_GET_API_VERSION");
+  if (version != KVM_API_VERSION) return Error{EINVAL, "KVM_GET_API_VERSION", "expected 12"};
+  return sys;
+}
+
+int System::CheckExtension(int cap) const {
+  int r = ioctl(fd_.get(), KVM_CHECK_EXTENSION, cap);
+  return r < 0 ? 0 : r;
+}
+
+Result<int> System::VcpuMmapSize() const {
+  int r = ioctl(fd_.get(), KVM_GET_VCPU_MMAP_SIZE, 0);
+  if (r < 0) return ErrnoError("KVM_GET_VCPU_MMAP_SIZE");
+  return r;
+}
+
+Result<std::vector<kvm_cpuid_entry2>> System::SupportedCpuid() const {
+  for (uint32_t n = 128; n <= 4096; n *= 2) {
+    size_t bytes = sizeof(kvm_cpuid2) + n * sizeof(kvm_cpuid_entry2);
+    std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes]());
+    auto* cpuid = reinterpret_cast<kvm_cpuid2*>(buf.get());
+    cpuid->nent = n;
+    if (ioctl(fd_.get(), KVM_GET_SUPPORTED_CPUID, cpuid) == 0) {
+      return std::vector<kvm_cpuid_entry2>(cpuid->entries, cpuid->entries + cpuid->nent);
+    }
+    if (errno != E2BIG) return ErrnoError("KVM_GET_SUPPORTED_CPUID");
+  }
+  return Error{E2BIG, "KVM_GET_SUPPORTED_CPUID", ""};
+}
+
+Result<std::vector<uint32_t>> System::MsrIndexList() const {
+  kvm_msr_list probe{};
+  probe.nmsrs = 0;
+  if (ioctl(fd_.get(), KVM_GET_MSR_INDEX_LIST, &probe) < 0 && errno != E2BIG) {
+    return ErrnoError("KVM_GET_MSR_INDEX_LIST");
+  }
+  uint32_t n = probe.nmsrs;
+  std::unique_ptr<uint8_t[]> buf(new uint8_t[sizeof(kvm_msr_list) + n * sizeof(uint32_t)]());
+  auto* list = reinterpret_cast<kvm_msr_list*>(buf.get());
+  list->nmsrs = n;
+  if (ioctl(fd_.get(), KVM_GET_MSR_INDEX_LIST, list) < 0) return ErrnoError("KVM_GET_MSR_INDEX_LIST");
+  return std::vector<uint32_t>(list->indices, list->indices + list->nmsrs);
+}
+
+Result<ScopedFd> System::CreateVm() const {
+  int fd;
+  do {
+    fd = ioctl(fd_.get(), KVM_CREATE_VM, 0);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return ErrnoError("KVM_CREATE_VM");
+  return ScopedFd(fd);
+}
+
 }  // namespace kvmts::kvm
-
-namespace kvmts {
-
-Error ErrnoError(const char* op, std::string detail) { return Error{errno, op, std::move(detail)}; }
-
-}  // namespace kvmts

@@ -1,0 +1,86 @@
+#include "kvm/vm.h"
+
+#include <errno.h>
+#include <sys/ioctl.h>
+
+namespace kvmts::kvm {
+namespace {
+
+// Retries an ioctl interrupted by a signal (vCPU kicks use SIGRTMIN on other threads, but be safe).
+template <typename Arg>
+int Ioctl(int fd, unsigned long req, Arg arg) {
+  int r;
+  do {
+    r = ioctl(fd, req, arg);
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
+
+}  // namespace
+
+int VmFd::CheckExtension(int cap) const {
+  int r = ioctl(fd_.get(), KVM_CHECK_EXTENSION, cap);
+  return r < 0 ? 0 : r;
+}
+
+Status VmFd::SetUserMemoryRegion(uint32_t slot, uint32_t flags, uint64_t gpa, uint64_t size, void* host) {
+  kvm_userspace_memory_region region{};
+  region.slot = slot;
+  region.flags = flags;
+  region.guest_phys_addr = gpa;
+  region.memory_size = size;
+  region.userspace_addr = reinterpret_cast<uint64_t>(host);
+  if (Ioctl(fd_.get(), KVM_SET_USER_MEMORY_REGION, &region) < 0) return ErrnoError("KVM_SET_USER_MEMORY_REGION");
+  return OkStatus();
+}
+
+Status VmFd::SetTssAddr(uint64_t addr) {
+  if (Ioctl(fd_.get(), KVM_SET_TSS_ADDR, static_cast<unsigned long>(addr)) < 0) return ErrnoError("KVM_SET_TSS_ADDR");
+  return OkStatus();
+}
+
+Status VmFd::SetIdentityMapAddr(uint64_t addr) {
+  if (Ioctl(fd_.get(), KVM_SET_IDENTITY_MAP_ADDR, &addr) < 0) return ErrnoError("KVM_SET_IDENTITY_MAP_ADDR");
+  return OkStatus();
+}
+
+Status VmFd::EnableSplitIrqchip(uint32_t ioapic_pins) {
+  kvm_enable_cap cap{};
+  cap.cap = KVM_CAP_SPLIT_IRQCHIP;
+  cap.args[0] = ioapic_pins;
+  if (Ioctl(fd_.get(), KVM_ENABLE_CAP, &cap) < 0) return ErrnoError("KVM_ENABLE_CAP", "KVM_CAP_SPLIT_IRQCHIP");
+  return OkStatus();
+}
+
+Status VmFd::CreateIrqchip() {
+  if (Ioctl(fd_.get(), KVM_CREATE_IRQCHIP, 0) < 0) return ErrnoError("KVM_CREATE_IRQCHIP");
+  return OkStatus();
+}
+
+Status VmFd::GetDirtyLog(uint32_t slot, uint64_t* bitmap) {
+  kvm_dirty_log log{};
+  log.slot = slot;
+  log.dirty_bitmap = bitmap;
+  if (Ioctl(fd_.get(), KVM_GET_DIRTY_LOG, &log) < 0) return ErrnoError("KVM_GET_DIRTY_LOG");
+  return OkStatus();
+}
+
+Status VmFd::GetClock(kvm_clock_data* data) {
+  if (Ioctl(fd_.get(), KVM_GET_CLOCK, data) < 0) return ErrnoError("KVM_GET_CLOCK");
+  return OkStatus();
+}
+
+Status VmFd::SetClock(const kvm_clock_data& data) {
+  kvm_clock_data copy = data;
+  copy.flags = 0;  // only the clock value is settable portably
+  if (Ioctl(fd_.get(), KVM_SET_CLOCK, &copy) < 0) return ErrnoError("KVM_SET_CLOCK");
+  return OkStatus();
+}
+
+Result<ScopedFd> VmFd::CreateVcpu(uint32_t id) {
+  int fd = Ioctl(fd_.get(), KVM_CREATE_VCPU, static_cast<unsigned long>(id));
+  if (fd < 0) return ErrnoError("KVM_CREATE_VCPU");
+  return ScopedFd(fd);
+}
+
+}  // namespace kvmts::kvm

@@ -1,0 +1,42 @@
+// kvm::VmFd: one KVM VM file descriptor (rust-vmm kvm-ioctls `VmFd`): memory slots, irqchip, dirty log, clock,
+// vCPU creation. Thin: each method is one ioctl and returns the failed ioctl's name in its Error.
+#pragma once
+
+#include <linux/kvm.h>
+
+#include <cstdint>
+
+#include "kvm/fd.h"
+#include "kvm/result.h"
+
+namespace kvmts::kvm {
+
+class VmFd {
+ public:
+  VmFd() = default;
+  explicit VmFd(ScopedFd fd) : fd_(std::move(fd)) {}
+  int fd() const { return fd_.get(); }
+  int CheckExtension(int cap) const;
+
+  // KVM_SET_USER_MEMORY_REGION. size 0 deletes the slot.
+  Status SetUserMemoryRegion(uint32_t slot, uint32_t flags, uint64_t gpa, uint64_t size, void* host);
+  // KVM_SET_TSS_ADDR / KVM_SET_IDENTITY_MAP_ADDR (needed on Intel; harmless elsewhere).
+  Status SetTssAddr(uint64_t addr);
+  Status SetIdentityMapAddr(uint64_t addr);
+  // KVM_ENABLE_CAP(KVM_CAP_SPLIT_IRQCHIP): LAPICs in the kernel, no PIC/IOAPIC. Before any vCPU.
+  Status EnableSplitIrqchip(uint32_t ioapic_pins);
+  // KVM_CREATE_IRQCHIP: PIC + IOAPIC + LAPICs in the kernel.
+  Status CreateIrqchip();
+  // KVM_GET_DIRTY_LOG: fetch-and-clear the slot's dirty bitmap into `bitmap` (one bit per page).
+  Status GetDirtyLog(uint32_t slot, uint64_t* bitmap);
+  // KVM_GET_CLOCK / KVM_SET_CLOCK (kvmclock).
+  Status GetClock(kvm_clock_data* data);
+  Status SetClock(const kvm_clock_data& data);
+  // KVM_CREATE_VCPU; the caller owns the returned fd.
+  Result<ScopedFd> CreateVcpu(uint32_t id);
+
+ private:
+  ScopedFd fd_;
+};
+
+}  // namespace kvmts::kvm
