@@ -1,0 +1,125 @@
+import type { V1Node, V1Pod } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import { schedulePod } from "./schedule.ts";
+
+// A test-only parser for the plain quantities used below ("2", "500m", "4Gi", "1k").
+const parse = (q: string): number => {
+  const m = /^(\d+)(m|Ki|Mi|Gi|k)?$/.exec(q);
+  if (!m) throw new Error(`bad quantity ${q}`);
+  const mult: Record<string, number> = { m: 0.001, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3, k: 1000 };
+  return Number(m[1]) * (m[2] ? mult[m[2]] : 1);
+};
+
+function node(
+  name: string,
+  extra: Partial<V1Node["spec"]> = {},
+  labels: Record<string, string> = {},
+  kvm = "1k",
+): V1Node {
+  return {
+    metadata: { name, labels: { "kubernetes.io/hostname": name, ...labels } },
+    spec: { ...extra },
+    status: { allocatable: { cpu: "2", memory: "4Gi", pods: "110", "devices.kubevirt.io/kvm": kvm } },
+  };
+}
+
+function pod(
+  name: string,
+  spec: Partial<V1Pod["spec"]> = {},
+  labels: Record<string, string> = {},
+  nodeName?: string,
+): V1Pod {
+  return {
+    metadata: { name, namespace: "default", uid: name, labels },
+    spec: {
+      nodeName,
+      containers: [
+        {
+          name: "compute",
+          resources: { requests: { cpu: "100m", memory: "1Gi" }, limits: { "devices.kubevirt.io/kvm": "1" } },
+        },
+      ],
+      ...spec,
+    },
+  };
+}
+
+describe("schedulePod()", () => {
+  it("picks the node with fewer pods, then by name", () => {
+    const nodes = [node("node02"), node("node01")];
+    expect(schedulePod(pod("a"), { nodes, boundPods: [] }, parse)).toEqual({ nodeName: "node01" });
+    expect(schedulePod(pod("b"), { nodes, boundPods: [pod("a", {}, {}, "node01")] }, parse)).toEqual({
+      nodeName: "node02",
+    });
+  });
+
+  it("honours the hostname anti-affinity a migration target pod carries", () => {
+    const source = pod("virt-launcher-src", {}, { "kubevirt.io/created-by": "vmi-uid" }, "node01");
+    const target = pod("virt-launcher-tgt", {
+      affinity: {
+        podAntiAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: [
+            {
+              topologyKey: "kubernetes.io/hostname",
+              labelSelector: { matchLabels: { "kubevirt.io/created-by": "vmi-uid" } },
+            },
+          ],
+        },
+      },
+    });
+    const nodes = [node("node01"), node("node02")];
+    expect(
+      schedulePod(
+        target,
+        { nodes, boundPods: [source, pod("x", {}, {}, "node02"), pod("y", {}, {}, "node02")] },
+        parse,
+      ),
+    ).toEqual({
+      nodeName: "node02",
+    });
+    expect(schedulePod(target, { nodes: [node("node01")], boundPods: [source] }, parse)).toEqual({
+      unschedulable: "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules.",
+    });
+  });
+
+  it.each([
+    ["nodeSelector", pod("p", { nodeSelector: { zone: "b" } }), "1 node(s) didn't match Pod's node affinity/selector"],
+    [
+      "required node affinity (NotIn)",
+      pod("p", {
+        affinity: {
+          nodeAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: {
+              nodeSelectorTerms: [{ matchExpressions: [{ key: "zone", operator: "NotIn", values: ["a"] }] }],
+            },
+          },
+        },
+      }),
+      "1 node(s) didn't match Pod's node affinity/selector",
+    ],
+    [
+      "too much memory",
+      pod("p", { containers: [{ name: "c", resources: { requests: { memory: "5Gi" } } }] }),
+      "1 Insufficient memory",
+    ],
+  ])("explains %s", (_name, p, reason) => {
+    const result = schedulePod(p, { nodes: [node("node01", {}, { zone: "a" })], boundPods: [] }, parse);
+    expect(result).toEqual({ unschedulable: `0/1 nodes are available: ${reason}.` });
+  });
+
+  it("counts kvm devices, taints and cordons per node", () => {
+    const nodes = [
+      node("node01", { taints: [{ key: "dedicated", value: "gpu", effect: "NoSchedule" }] }),
+      node("node02", { unschedulable: true }),
+      node("node03", {}, {}, "0"),
+    ];
+    expect(schedulePod(pod("p"), { nodes, boundPods: [] }, parse)).toEqual({
+      unschedulable:
+        "0/3 nodes are available: 1 Insufficient devices.kubevirt.io/kvm, 1 node(s) had untolerated taint {dedicated: gpu}, 1 node(s) were unschedulable.",
+    });
+    const tolerant = pod("q", {
+      tolerations: [{ key: "dedicated", operator: "Equal", value: "gpu", effect: "NoSchedule" }],
+    });
+    expect(schedulePod(tolerant, { nodes, boundPods: [] }, parse)).toEqual({ nodeName: "node01" });
+  });
+});
