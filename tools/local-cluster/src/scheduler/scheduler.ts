@@ -64,13 +64,21 @@ export class Scheduler {
     const { kubeConfig, core } = this.#o;
     this.#pods.informer = makeInformer<V1Pod>(kubeConfig, "/api/v1/pods", () => core.listPodForAllNamespaces());
     this.#nodes.informer = makeInformer<V1Node>(kubeConfig, "/api/v1/nodes", () => core.listNode());
-    for (const inf of [this.#pods.informer, this.#nodes.informer] as const) {
-      for (const verb of ["add", "update", "delete"] as const) inf.on(verb, () => this.#kick());
+    const watch = (inf: {
+      on(verb: "add" | "update" | "delete", cb: () => void): void;
+      on(verb: "error", cb: (err: unknown) => void): void;
+      start(): Promise<void>;
+    }): void => {
+      inf.on("add", () => this.#kick());
+      inf.on("update", () => this.#kick());
+      inf.on("delete", () => this.#kick());
       inf.on("error", (err: unknown) => {
         this.#o.log.warn({ err }, "scheduler watch failed; restarting it in 1s");
         setTimeout(() => void inf.start().catch(() => undefined), 1000);
       });
-    }
+    };
+    watch(this.#pods.informer);
+    watch(this.#nodes.informer);
     await Promise.all([this.#pods.informer.start(), this.#nodes.informer.start()]);
     this.#timer = setInterval(() => this.#kick(), RETRY_MS);
     this.#kick();
