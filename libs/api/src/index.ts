@@ -1,2 +1,86 @@
-/** @kvt/api: The kubevirt.io/v1 API: types, OpenAPI schemas, CRDs, defaults, validation, quantities and shared semantics. Pure, no I/O. */
-export {};
+/**
+ * @kvt/api: the kubevirt.io/v1 API. Types inferred from structural OpenAPI schemas, the CRDs built from them,
+ * constants, quantities, defaults, validation and the semantics the controllers and virt-api share. Pure, no I/O.
+ */
+
+// Literal-union types of the constant lists above.
+export type { MigrationPhase, PrintableStatus, RunStrategy, VmiPhase } from "./constants.ts";
+// Constants: group/version, kinds, resources, labels, annotations, finalizers, phases, conditions, reasons.
+export {
+  ANNOTATION,
+  API_VERSION,
+  DEFAULT_GRACE_PERIOD_SECONDS,
+  DEFAULT_NETWORK_NAME,
+  DISK_BUSES,
+  EVICTION_STRATEGIES,
+  FINALIZER,
+  GROUP,
+  INTERFACE_MODELS,
+  KIND,
+  LABEL,
+  MAX_VOLUMES,
+  MIGRATION_ABORT_STATUSES,
+  MIGRATION_CONDITION,
+  MIGRATION_METHODS,
+  MIGRATION_MODES,
+  MIGRATION_PHASES,
+  MIGRATION_PRIORITIES,
+  MIGRATIONS_API_VERSION,
+  MIGRATIONS_GROUP,
+  PRINTABLE_STATUSES,
+  REASON,
+  RESOURCE,
+  RUN_STRATEGIES,
+  SHORT_NAMES,
+  START_REQUEST_DATA_PAUSED_KEY,
+  START_STRATEGIES,
+  STATE_CHANGE_ACTIONS,
+  SUBRESOURCES_GROUP,
+  VERSION,
+  VM_CONDITION,
+  VMI_CONDITION,
+  VMI_PHASES,
+} from "./constants.ts";
+export type { CustomResourceDefinition, PrinterColumn } from "./crds/crds.ts";
+// The CRDs as objects (install them from code), per-kind OpenAPI schema lookup, and the status-subresource rule.
+export { apiVersionOf, customResourceDefinitions, hasStatusSubresource, openApiSchemaOf } from "./crds/crds.ts";
+// The CRDs rendered as the YAML files under libs/api/crds/.
+export { renderCrdFiles } from "./crds/render.ts";
+export type { HasMetadata, ObjectKey } from "./object-key.ts";
+// Object keys: "namespace/name", built only through keyOf().
+export { keyOf, objectKey, splitKey } from "./object-key.ts";
+// The schema node type and its type-level inference helper.
+export type { Infer, JsonSchema, Schema } from "./schema/builder.ts";
+// The raw schemas (structural OpenAPI v3 JSON): for the strict decoder, OpenAPI documents and explain.
+export { migrationPolicySchema, vmimSchema } from "./schema/migration-schemas.ts";
+export { vmSchema } from "./schema/vm-schemas.ts";
+export { vmiSchema } from "./schema/vmi-schemas.ts";
+// The API types (inferred from the schemas) and StatusCause.
+export type {
+  Affinity,
+  Condition,
+  Disk,
+  DomainSpec,
+  Interface,
+  MigrationConfiguration,
+  MigrationPolicy,
+  MigrationPolicySpec,
+  MigrationState,
+  Network,
+  ObjectMeta,
+  StatusCause,
+  Toleration,
+  VirtualMachine,
+  VirtualMachineInstance,
+  VirtualMachineInstanceMigration,
+  VirtualMachineInstanceMigrationSpec,
+  VirtualMachineInstanceMigrationStatus,
+  VirtualMachineInstanceNetworkInterface,
+  VirtualMachineInstanceSpec,
+  VirtualMachineInstanceStatus,
+  VirtualMachineInstanceTemplateSpec,
+  VirtualMachineSpec,
+  VirtualMachineStateChangeRequest,
+  VirtualMachineStatus,
+  Volume,
+} from "./types.ts";
