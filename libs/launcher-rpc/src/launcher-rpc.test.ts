@@ -1,0 +1,275 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createLogger } from "@kvt/observability";
+import { context, propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  type ConsoleEndpoint,
+  type DomainInfo,
+  LauncherClient,
+  type LauncherEvent,
+  LauncherRpcError,
+  LauncherServer,
+  type LauncherService,
+  launcherSocketPath,
+  type MigrateRequest,
+  TIMEOUT_HEADER,
+} from "./index.ts";
+
+const logger = createLogger({ component: "test", level: "silent" });
+
+class FakeService implements LauncherService {
+  state: DomainInfo["state"] = "NoDomain";
+  calls: string[] = [];
+  lastMigrate: MigrateRequest | undefined;
+  hang = false;
+  traceIds: (string | undefined)[] = [];
+  info(): DomainInfo {
+    this.traceIds.push(trace.getSpanContext(context.active())?.traceId);
+    return {
+      protocolVersion: "v1",
+      vmi: { namespace: "default", name: "vm1", uid: "uid-1" },
+      pod: { name: "virt-launcher-vm1-abcde" },
+      pid: process.pid,
+      state: this.state,
+    };
+  }
+  async sync(): Promise<DomainInfo> {
+    this.calls.push("sync");
+    this.state = "Running";
+    return this.info();
+  }
+  async pause(signal: AbortSignal): Promise<void> {
+    if (this.hang) await new Promise((resolve) => signal.addEventListener("abort", resolve));
+    if (this.state !== "Running") throw new LauncherRpcError("Conflict", `cannot pause a ${this.state} domain`);
+    this.state = "Paused";
+  }
+  async unpause(): Promise<void> {
+    this.state = "Running";
+  }
+  async softReboot(): Promise<void> {
+    this.calls.push("softreboot");
+  }
+  async shutdown(request: { gracePeriodSeconds: number }): Promise<void> {
+    this.calls.push(`shutdown ${request.gracePeriodSeconds}`);
+    this.state = "Shutdown";
+  }
+  async kill(): Promise<void> {
+    throw new Error("boom");
+  }
+  async prepareTarget(): Promise<{ host: string; port: number; secret: string }> {
+    return { host: "127.0.0.1", port: 40000, secret: "s3cret" };
+  }
+  async migrate(request: MigrateRequest): Promise<void> {
+    this.lastMigrate = request;
+  }
+  async cancelMigration(): Promise<void> {}
+  async stats(): Promise<{
+    state: DomainInfo["state"];
+    vcpuSeconds: number[];
+    memoryBytes: number;
+    launcherRssBytes: number;
+  }> {
+    return { state: this.state, vcpuSeconds: [0.5], memoryBytes: 64 << 20, launcherRssBytes: 1 };
+  }
+}
+
+class FakeConsole implements ConsoleEndpoint {
+  input: string[] = [];
+  readonly listeners = new Set<(chunk: Uint8Array) => void>();
+  scrollback(): Uint8Array {
+    return new TextEncoder().encode("boot log\n");
+  }
+  write(data: Uint8Array): void {
+    const text = new TextDecoder().decode(data);
+    this.input.push(text);
+    for (const l of this.listeners) l(new TextEncoder().encode(`echo:${text}`));
+  }
+  subscribe(listener: (chunk: Uint8Array) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+}
+
+let dir: string;
+let service: FakeService;
+let consoleEndpoint: FakeConsole;
+let server: LauncherServer;
+let client: LauncherClient;
+
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), "lrpc-"));
+  service = new FakeService();
+  consoleEndpoint = new FakeConsole();
+  const socketPath = launcherSocketPath(dir, "pod-uid-1");
+  server = new LauncherServer({ socketPath, service, console: consoleEndpoint, logger });
+  await server.listen();
+  client = new LauncherClient(socketPath, { timeoutMs: 2000 });
+});
+
+afterEach(async () => {
+  await server.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function rawPost(
+  path: string,
+  body: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath: client.socketPath, path, method: "POST", headers, agent: false }, (res) => {
+      let text = "";
+      res.on("data", (c: Buffer) => {
+        text += c.toString();
+      });
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+describe("launcher-rpc over a unix socket", () => {
+  it("sync boots the domain and info reports it", async () => {
+    expect((await client.info()).state).toBe("NoDomain");
+    const info = await client.sync({ vmi: { metadata: { name: "vm1" } } });
+    expect(info.state).toBe("Running");
+    expect(service.calls).toEqual(["sync"]);
+  });
+
+  it("a command in the wrong state is a Conflict with the service's message", async () => {
+    const error = await client.pause().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LauncherRpcError);
+    expect((error as LauncherRpcError).code).toBe("Conflict");
+    expect((error as LauncherRpcError).message).toContain("cannot pause a NoDomain domain");
+  });
+
+  it("an unexpected service failure is an Internal error, and the server keeps serving", async () => {
+    await expect(client.kill()).rejects.toMatchObject({ code: "Internal" });
+    expect((await client.info()).state).toBe("NoDomain");
+  });
+
+  it("shutdown carries the grace period; migrate is accepted with its options", async () => {
+    await client.shutdown({ gracePeriodSeconds: 7 });
+    expect(service.calls).toContain("shutdown 7");
+    const target = await client.prepareTarget({ migrationUid: "m1" });
+    expect(target).toEqual({ host: "127.0.0.1", port: 40000, secret: "s3cret" });
+    const options = {
+      bandwidthBytesPerSec: 0,
+      maxDowntimeMs: 900,
+      allowAutoConverge: false,
+      allowPostCopy: false,
+      completionTimeoutPerGiB: 150,
+      progressTimeoutSeconds: 150,
+    };
+    await client.migrate({ migrationUid: "m1", target, options });
+    expect(service.lastMigrate).toEqual({ migrationUid: "m1", target, options });
+  });
+
+  it.each([
+    ["not JSON", "{", "BadRequest"],
+    ["a missing grace period", "{}", "BadRequest"],
+    ["a negative grace period", '{"gracePeriodSeconds":-1}', "BadRequest"],
+    ["an array", "[]", "BadRequest"],
+  ])("shutdown with %s is rejected as %s", async (_what, body, code) => {
+    const res = await rawPost("/v1/shutdown", body, { [TIMEOUT_HEADER]: "1000", "content-type": "application/json" });
+    expect(res.status).toBe(400);
+    expect(JSON.parse(res.body)).toMatchObject({ error: { code } });
+    expect(service.calls).toEqual([]);
+  });
+
+  it("a request without a deadline is refused", async () => {
+    const res = await rawPost("/v1/pause", "{}", {});
+    expect(res.status).toBe(400);
+    expect(res.body).toContain(TIMEOUT_HEADER);
+  });
+
+  it("a command past its deadline answers DeadlineExceeded and the service sees the abort", async () => {
+    await client.sync();
+    service.hang = true;
+    await expect(client.pause({ timeoutMs: 200 })).rejects.toMatchObject({ code: "DeadlineExceeded" });
+  });
+
+  it("an unknown version or path is NotFound", async () => {
+    const res = await rawPost("/v2/sync", "{}", { [TIMEOUT_HEADER]: "1000" });
+    expect(res.status).toBe(404);
+  });
+
+  it("a socket nobody listens on is Unavailable", async () => {
+    const nobody = new LauncherClient(join(dir, "launcher-none.sock"));
+    await expect(nobody.info()).rejects.toMatchObject({ code: "Unavailable" });
+  });
+
+  it("the event stream starts with a snapshot and carries published events in order", async () => {
+    const events: LauncherEvent[] = [];
+    const abort = new AbortController();
+    const done = client.watchEvents((event) => {
+      events.push(event);
+      if (event.type === "domain" && event.transition === "snapshot") {
+        server.publish({ type: "domain", transition: "started", info: { ...service.info(), state: "Running" } });
+        server.publish({
+          type: "migration-result",
+          migrationUid: "m1",
+          result: { ok: true, downtimeMs: 3, totalSeconds: 1, bytesSent: 10, iterations: 2 },
+        });
+      }
+      if (event.type === "migration-result") abort.abort();
+    }, abort.signal);
+    await done;
+    expect(events.map((e) => e.type)).toEqual(["domain", "domain", "migration-result"]);
+    expect(events.map((e) => e.seq)).toEqual([1, 2, 3]);
+    expect(events[1]).toMatchObject({ transition: "started", info: { state: "Running" } });
+  });
+
+  it("the event stream ends when the launcher closes", async () => {
+    let snapshot = false;
+    const done = client.watchEvents((event) => {
+      if (event.type === "domain") snapshot = true;
+    });
+    await expect.poll(() => server.subscriberCount).toBe(1);
+    await server.close();
+    await done;
+    expect(snapshot).toBe(true);
+    await server.listen(); // afterEach closes it again
+  });
+
+  it("the console replays the scrollback, then carries bytes both ways", async () => {
+    const stream = await client.openConsole();
+    let received = "";
+    stream.on("data", (chunk: Buffer) => {
+      received += chunk.toString();
+    });
+    await expect.poll(() => received).toBe("boot log\n");
+    stream.write("ls\n");
+    await expect.poll(() => received).toBe("boot log\necho:ls\n");
+    expect(consoleEndpoint.input).toEqual(["ls\n"]);
+    stream.destroy();
+    await expect.poll(() => consoleEndpoint.listeners.size).toBe(0);
+  });
+
+  it("the caller's trace context reaches the service through traceparent", async () => {
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+    try {
+      const traceId = "0af7651916cd43dd8448eb211c80319c";
+      const parent = trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: "b7ad6b7169203331", traceFlags: 1 });
+      await context.with(parent, () => client.info());
+      expect(service.traceIds.at(-1)).toBe(traceId);
+    } finally {
+      context.disable();
+      propagation.disable();
+    }
+  });
+});
+
+describe("launcherSocketPath", () => {
+  it("refuses keys that are not plain names", () => {
+    expect(() => launcherSocketPath("/run", "../etc")).toThrow(RangeError);
+    expect(launcherSocketPath("/run", "abc-1")).toBe("/run/launcher-abc-1.sock");
+  });
+});

@@ -1,0 +1,240 @@
+/**
+ * The handler <-> launcher protocol, version 1: HTTP/1.1 + JSON over one unix socket per launcher (per VMI pod).
+ *
+ * ```
+ *  virt-handler (LauncherClient)                            virt-launcher (LauncherServer)
+ *        |                                                         |
+ *        |  GET  /v1/info                 -> DomainInfo            |   every command request carries
+ *        |  POST /v1/sync   {vmi?}        -> DomainInfo (boots)    |     x-kvt-timeout-ms: <ms left>
+ *        |  POST /v1/pause | /v1/unpause | /v1/softreboot | /v1/kill     (its deadline; 504 when passed)
+ *        |  POST /v1/shutdown {gracePeriodSeconds}  (ACPI, then kill)    traceparent: <W3C trace context>
+ *        |  POST /v1/migration/prepare-target {migrationUid}       |
+ *        |                                -> {host, port, secret}  |   target side: listens for the source
+ *        |  POST /v1/migration/start {migrationUid, target, options}
+ *        |                                -> 202 (result: event)   |   source side: migrates in background
+ *        |  POST /v1/migration/cancel {migrationUid}               |
+ *        |  GET  /v1/stats                -> DomainStats           |
+ *        |  GET  /v1/events  (NDJSON, chunked, long-lived)  <======|   events: a "domain" snapshot first,
+ *        |                                                         |   then domain / migration-progress /
+ *        |                                                         |   migration-result, pings every 10 s
+ *        |  GET  /v1/console  Upgrade: kvt-console.v1  <==========>|   101, then raw serial bytes both ways
+ *        |                                                         |   (scrollback first)
+ * ```
+ *
+ * Errors are `{"error":{"code","message"}}` with a matching HTTP status (see {@link LauncherErrorCode}). Only the
+ * current version is served; an unknown `/vN/` path answers 404 with code `NotFound`.
+ *
+ * Domain states (the launcher's view of its guest):
+ * ```
+ *  NoDomain --sync--> Running <--pause/unpause--> Paused
+ *     |                 |  `--guest powers off / shutdown--> Shutdown   (VMI Succeeded)
+ *     |                 `--crash / kill-------------------> Crashed    (VMI Failed)
+ *     |                 `--migration out succeeded--------> Migrated   (source launcher exits)
+ *     `--prepare-target--> IncomingMigration --completed--> Running    (on the target)
+ * ```
+ */
+
+/** The protocol version, also the path prefix. */
+export const PROTOCOL_VERSION = "v1";
+
+/** Request paths of version 1. */
+export const PATHS = {
+  info: "/v1/info",
+  sync: "/v1/sync",
+  pause: "/v1/pause",
+  unpause: "/v1/unpause",
+  softReboot: "/v1/softreboot",
+  shutdown: "/v1/shutdown",
+  kill: "/v1/kill",
+  prepareTarget: "/v1/migration/prepare-target",
+  migrate: "/v1/migration/start",
+  cancelMigration: "/v1/migration/cancel",
+  stats: "/v1/stats",
+  events: "/v1/events",
+  console: "/v1/console",
+} as const;
+
+/** Header carrying the time left until the request's deadline, in milliseconds (like gRPC's `grpc-timeout`). */
+export const TIMEOUT_HEADER = "x-kvt-timeout-ms";
+
+/** The `Upgrade` token of the console stream. */
+export const CONSOLE_PROTOCOL = "kvt-console.v1";
+
+/** Interval of `ping` events on the event stream, so a dead peer is noticed. */
+export const EVENT_PING_INTERVAL_MS = 10_000;
+
+/** A JSON object (the VMI travels as one; its schema belongs to @kvt/api). */
+export type JsonObject = { [key: string]: unknown };
+
+/** The launcher's view of its guest (see the state diagram above). */
+export type DomainState = "NoDomain" | "IncomingMigration" | "Running" | "Paused" | "Shutdown" | "Crashed" | "Migrated";
+
+/** Which side of a migration a launcher plays. */
+export type MigrationRole = "source" | "target";
+
+/** Progress of a live migration (source side), in KubeVirt's migration metric terms. */
+export interface MigrationProgress {
+  readonly iteration: number;
+  readonly processedBytes: number;
+  readonly remainingBytes: number;
+  readonly dirtyRateBytesPerSec: number;
+  readonly transferRateBytesPerSec: number;
+  readonly expectedDowntimeMs: number;
+  /** Auto-converge throttle applied to the vCPUs, 0..1. */
+  readonly throttle: number;
+}
+
+/** How a migration ended. */
+export interface MigrationResult {
+  readonly ok: boolean;
+  /** Why it failed, e.g. `canceled`, `target connection lost`, `completion timeout`. */
+  readonly failureReason?: string;
+  /** Guest paused on the source until running on the target. */
+  readonly downtimeMs?: number;
+  readonly totalSeconds: number;
+  readonly bytesSent: number;
+  readonly iterations: number;
+}
+
+/** What a launcher knows about the migration it takes part in. */
+export interface MigrationInfo {
+  readonly migrationUid: string;
+  readonly role: MigrationRole;
+  /** `Preparing`/`Ready` on a target before the source connects; `Running`; then `Succeeded` or `Failed`. */
+  readonly phase: "Preparing" | "Ready" | "Running" | "Succeeded" | "Failed";
+  /** ISO time the source started sending / the target became ready. */
+  readonly startTime?: string;
+  readonly endTime?: string;
+  readonly progress?: MigrationProgress;
+  readonly result?: MigrationResult;
+}
+
+/** Who a launcher is and what its guest is doing: the answer to `/v1/info` and `/v1/sync`. */
+export interface DomainInfo {
+  readonly protocolVersion: typeof PROTOCOL_VERSION;
+  /** The VMI this launcher serves (from its start-up arguments). */
+  readonly vmi: { readonly namespace: string; readonly name: string; readonly uid: string };
+  /** The launcher's Pod, from the downward API, when known. */
+  readonly pod: { readonly name?: string; readonly uid?: string };
+  /** The launcher process id (the handler watches it to tell "exited" from "slow"). */
+  readonly pid: number;
+  readonly state: DomainState;
+  /** Why the guest is in `state`, e.g. `GuestShutdown`, `Killed`, `vcpu exit: triple fault`. */
+  readonly reason?: string;
+  /** Which machine backend runs the guest, once it has one. */
+  readonly backend?: "native" | "qemu";
+  /** True when the guest is emulated (KubeVirt's SoftwareEmulation condition). */
+  readonly emulated?: boolean;
+  /** Why the backend was chosen, for the SoftwareEmulation condition message. */
+  readonly backendReason?: string;
+  /** ISO time the guest started running here. */
+  readonly startedAt?: string;
+  /** Why the guest cannot be live-migrated, when it cannot (KubeVirt's LiveMigratable=False reason). */
+  readonly notMigratableReason?: string;
+  readonly migration?: MigrationInfo;
+}
+
+/** `/v1/stats`: counters for the per-VMI metrics. */
+export interface DomainStats {
+  readonly state: DomainState;
+  /** Seconds each vCPU spent running guest code, by vCPU index. */
+  readonly vcpuSeconds: readonly number[];
+  readonly memoryBytes: number;
+  /** Guest memory actually backed on the host, when known. */
+  readonly residentBytes?: number;
+  /** Resident memory of the launcher process itself. */
+  readonly launcherRssBytes: number;
+}
+
+/** `/v1/sync`: boot the guest if it is not running yet. `vmi` is required when the launcher was started without one. */
+export interface SyncRequest {
+  readonly vmi?: JsonObject;
+}
+
+/** `/v1/shutdown`: ask the guest to power off, kill it after the grace period. */
+export interface ShutdownRequest {
+  /** Seconds; 0 kills at once. The VMI's terminationGracePeriodSeconds (default 30). */
+  readonly gracePeriodSeconds: number;
+}
+
+/** `/v1/migration/prepare-target`: listen for an incoming migration. */
+export interface PrepareTargetRequest {
+  readonly migrationUid: string;
+  readonly vmi?: JsonObject;
+}
+
+/** Where the source should send the guest: the answer to prepare-target. */
+export interface MigrationTargetAddress {
+  readonly host: string;
+  readonly port: number;
+  /** One-time secret both sides prove knowledge of (HMAC challenge) before any guest memory moves. */
+  readonly secret: string;
+}
+
+/** Migration knobs, normalised from `migrationState.migrationConfiguration` by the handler. */
+export interface MigrationOptions {
+  /** Bytes per second; 0 = unlimited (KubeVirt bandwidthPerMigration). */
+  readonly bandwidthBytesPerSec: number;
+  /** Switch-over downtime budget (KubeVirt default 900 here as there). */
+  readonly maxDowntimeMs: number;
+  readonly allowAutoConverge: boolean;
+  readonly allowPostCopy: boolean;
+  /** KubeVirt completionTimeoutPerGiB (default 150 s). */
+  readonly completionTimeoutPerGiB: number;
+  /** KubeVirt progressTimeout (default 150 s): abort when remaining bytes do not decrease for this long. */
+  readonly progressTimeoutSeconds: number;
+}
+
+/** `/v1/migration/start`: live-migrate to a prepared target. Answers 202; the outcome arrives as an event. */
+export interface MigrateRequest {
+  readonly migrationUid: string;
+  readonly target: MigrationTargetAddress;
+  readonly options: MigrationOptions;
+}
+
+/** `/v1/migration/cancel`. */
+export interface CancelMigrationRequest {
+  readonly migrationUid: string;
+}
+
+/** What changed, on a `domain` event. */
+export type DomainTransition =
+  | "snapshot"
+  | "started"
+  | "paused"
+  | "resumed"
+  | "shutdown"
+  | "crashed"
+  | "migrated"
+  | "incoming-ready"
+  | "incoming-completed"
+  | "rebooted";
+
+/** An event on the `/v1/events` stream, without its envelope. */
+export type LauncherEventBody =
+  | { readonly type: "domain"; readonly transition: DomainTransition; readonly info: DomainInfo }
+  | { readonly type: "migration-progress"; readonly migrationUid: string; readonly progress: MigrationProgress }
+  | { readonly type: "migration-result"; readonly migrationUid: string; readonly result: MigrationResult }
+  | { readonly type: "ping" };
+
+/** An event on the `/v1/events` stream: a body plus a per-connection sequence number and the ISO time. */
+export type LauncherEvent = LauncherEventBody & { readonly seq: number; readonly time: string };
+
+/** Error codes and the HTTP status each travels with. */
+export const ERROR_STATUS = {
+  BadRequest: 400,
+  NotFound: 404,
+  Conflict: 409,
+  PayloadTooLarge: 413,
+  Internal: 500,
+  Unavailable: 503,
+  DeadlineExceeded: 504,
+} as const;
+
+/** Why a launcher request failed. */
+export type LauncherErrorCode = keyof typeof ERROR_STATUS;
+
+/** The JSON body of an error response. */
+export interface ErrorBody {
+  readonly error: { readonly code: LauncherErrorCode; readonly message: string };
+}

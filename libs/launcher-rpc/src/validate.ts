@@ -1,0 +1,114 @@
+/**
+ * Validation of request bodies on the server: anything a peer sends is checked before a service sees it, and bad
+ * input becomes a `BadRequest` naming the field.
+ */
+import { LauncherRpcError } from "./errors.ts";
+import type {
+  CancelMigrationRequest,
+  JsonObject,
+  MigrateRequest,
+  MigrationOptions,
+  MigrationTargetAddress,
+  PrepareTargetRequest,
+  ShutdownRequest,
+  SyncRequest,
+} from "./protocol.ts";
+
+function bad(message: string): LauncherRpcError {
+  return new LauncherRpcError("BadRequest", message);
+}
+
+/** True for a plain JSON object (not null, not an array). */
+export function isObject(value: unknown): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function object(value: unknown, what: string): JsonObject {
+  if (!isObject(value)) throw bad(`${what} must be a JSON object`);
+  return value;
+}
+
+function str(o: JsonObject, key: string, what: string): string {
+  const v = o[key];
+  if (typeof v !== "string" || v.length === 0 || v.length > 4096)
+    throw bad(`${what}.${key} must be a non-empty string`);
+  return v;
+}
+
+function num(o: JsonObject, key: string, what: string, min: number, max: number): number {
+  const v = o[key];
+  if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max) {
+    throw bad(`${what}.${key} must be a number in [${min}, ${max}]`);
+  }
+  return v;
+}
+
+function bool(o: JsonObject, key: string, what: string): boolean {
+  const v = o[key];
+  if (typeof v !== "boolean") throw bad(`${what}.${key} must be a boolean`);
+  return v;
+}
+
+function optionalVmi(o: JsonObject, what: string): JsonObject | undefined {
+  if (o.vmi === undefined) return undefined;
+  return object(o.vmi, `${what}.vmi`);
+}
+
+/** Parses a `/v1/sync` body. */
+export function parseSync(body: unknown): SyncRequest {
+  const o = object(body ?? {}, "sync request");
+  const vmi = optionalVmi(o, "sync request");
+  return vmi ? { vmi } : {};
+}
+
+/** Parses a `/v1/shutdown` body. */
+export function parseShutdown(body: unknown): ShutdownRequest {
+  const o = object(body, "shutdown request");
+  return { gracePeriodSeconds: num(o, "gracePeriodSeconds", "shutdown request", 0, 86_400 * 365) };
+}
+
+/** Parses a `/v1/migration/prepare-target` body. */
+export function parsePrepareTarget(body: unknown): PrepareTargetRequest {
+  const o = object(body, "prepare-target request");
+  const vmi = optionalVmi(o, "prepare-target request");
+  const migrationUid = str(o, "migrationUid", "prepare-target request");
+  return vmi ? { migrationUid, vmi } : { migrationUid };
+}
+
+function parseTarget(value: unknown): MigrationTargetAddress {
+  const o = object(value, "migrate request.target");
+  return {
+    host: str(o, "host", "target"),
+    port: num(o, "port", "target", 1, 65_535),
+    secret: str(o, "secret", "target"),
+  };
+}
+
+function parseOptions(value: unknown): MigrationOptions {
+  const o = object(value, "migrate request.options");
+  const w = "options";
+  return {
+    bandwidthBytesPerSec: num(o, "bandwidthBytesPerSec", w, 0, Number.MAX_SAFE_INTEGER),
+    maxDowntimeMs: num(o, "maxDowntimeMs", w, 1, 2_000_000),
+    allowAutoConverge: bool(o, "allowAutoConverge", w),
+    allowPostCopy: bool(o, "allowPostCopy", w),
+    completionTimeoutPerGiB: num(o, "completionTimeoutPerGiB", w, 0, Number.MAX_SAFE_INTEGER),
+    progressTimeoutSeconds: num(o, "progressTimeoutSeconds", w, 0, Number.MAX_SAFE_INTEGER),
+  };
+}
+
+/** Parses a `/v1/migration/start` body. */
+export function parseMigrate(body: unknown): MigrateRequest {
+  const o = object(body, "migrate request");
+  return {
+    migrationUid: str(o, "migrationUid", "migrate request"),
+    target: parseTarget(o.target),
+    options: parseOptions(o.options),
+  };
+}
+
+/** Parses a `/v1/migration/cancel` body. */
+export function parseCancelMigration(body: unknown): CancelMigrationRequest {
+  const o = object(body, "cancel-migration request");
+  return { migrationUid: str(o, "migrationUid", "cancel-migration request") };
+}
