@@ -1,2 +1,75 @@
 /** @kvt/kube: Kubernetes client plumbing: typed clients, informers, workqueue, expectations, leader election, events, reconcile runner. */
-export {};
+
+/** JSON patches with `test` preconditions. */
+export { deepEqual, type JsonPatchOp, patchField, pointer, pointerSegment } from "./client/json-patch.ts";
+/** KubeConfig loading (file, env, in-cluster). */
+export { type KubeConfigSource, kubeConfigFor, loadKubeConfig } from "./client/kube-config.ts";
+/** Typed per-kind clients. */
+export {
+  apiVersionOf,
+  type DeleteOptions,
+  type ListOptions,
+  type ResourceClient,
+  type ResourceType,
+  resourceClient,
+  resourcePath,
+} from "./client/resource-client.ts";
+/** The HTTP transport over client-node. */
+export {
+  describePath,
+  type RawWatchEvent,
+  RestClient,
+  type RestClientOptions,
+  type RestRequest,
+  type RestTransport,
+  type WatchHandle,
+} from "./client/rest-client.ts";
+/** API errors and reconcile errors. */
+export {
+  ApiError,
+  isAlreadyExists,
+  isConflict,
+  isGone,
+  isInvalid,
+  isNotFound,
+  SyncError,
+  TerminalError,
+} from "./errors.ts";
+/** core/v1 Event recording. */
+export { EventRecorder, type EventRecorderOptions, type EventSink } from "./event-recorder.ts";
+/** Create/delete expectations. */
+export { EXPECTATIONS_TTL_MS, Expectations } from "./expectations.ts";
+/** List-then-watch informer. */
+export { Informer, type InformerHandlers, type InformerOptions } from "./informer/informer.ts";
+/** Informer cache with indexes. */
+export { controllerOwnerIndex, type IndexFunc, labelIndex, namespaceIndex, Store } from "./informer/store.ts";
+/** Leader election on a Lease. */
+export { LeaderElector, type LeaderElectorOptions } from "./leader/leader-election.ts";
+/** `namespace/name` keys. */
+export { keyOf, type ObjectKey, splitKey } from "./object-key.ts";
+/** Reconcile results and the runner. */
+export { done, type ReconcileContext, type Reconciler, type Result, requeueAfter } from "./reconcile/result.ts";
+export { Runner, type RunnerOptions } from "./reconcile/runner.ts";
+/** Plain JSON shapes of metadata, Status, Lease and Event. */
+export type {
+  CoreEvent,
+  KubeList,
+  KubeObject,
+  Lease,
+  ListMeta,
+  ObjectMeta,
+  ObjectReference,
+  OwnerReference,
+  Status,
+} from "./types.ts";
+/** Rate limiters for retries. */
+export {
+  BucketRateLimiter,
+  defaultControllerRateLimiter,
+  ItemExponentialRateLimiter,
+  MaxOfRateLimiter,
+  type RateLimiter,
+} from "./workqueue/rate-limiter.ts";
+/** The de-duplicating workqueue and its metrics. */
+export { WorkQueue, type WorkQueueOptions } from "./workqueue/workqueue.ts";
+export { type WorkqueueMetrics, workqueueMetrics } from "./workqueue/workqueue-metrics.ts";

@@ -1,0 +1,161 @@
+/**
+ * The runner owns everything cross-cutting about a controller: workers pulling keys from the workqueue, retries
+ * (per-key exponential backoff and an overall rate limit), `reconcileId` in the log context, one span per reconcile
+ * named `reconcile <Kind>`, and the metrics `<prefix>_reconcile_total{controller,result}` and
+ * `<prefix>_reconcile_time_seconds{controller}`. "The retry logic should not be part of the business logic."
+ *
+ * ```
+ *  queue.get() ─> span + logger ─> reconcile(key)
+ *       ^                             ├─ Result{}               -> forget(key)                 result=success
+ *       │                             ├─ Result{requeueAfterMs} -> forget(key), addAfter(key)  result=requeue
+ *       │                             ├─ TerminalError / SyncError{requeue:false} -> forget    result=terminal
+ *       └──── queue.done(key) <───────└─ other throw            -> addRateLimited(key)         result=error
+ * ```
+ */
+import { randomUUID } from "node:crypto";
+import { SpanStatusCode, type Tracer, trace } from "@opentelemetry/api";
+import type { Logger } from "pino";
+import { Counter, Histogram, type Registry } from "prom-client";
+import { SyncError, TerminalError } from "../errors.ts";
+import { type ObjectKey, splitKey } from "../object-key.ts";
+import type { WorkQueue } from "../workqueue/workqueue.ts";
+import type { Reconciler } from "./result.ts";
+
+/** Options for {@link Runner}. */
+export interface RunnerOptions {
+  /** Controller name: the `controller` metric label and log field (e.g. `vm`). */
+  readonly controller: string;
+  /** Kind reconciled, for the span name (`reconcile VirtualMachine`). */
+  readonly kind: string;
+  readonly queue: WorkQueue<ObjectKey>;
+  readonly reconciler: Reconciler;
+  readonly logger: Logger;
+  /** Concurrent workers; default 3. A key is never processed by two at once. */
+  readonly workers?: number;
+  readonly registry?: Registry;
+  /** Metric name prefix; default `kubevirt`. */
+  readonly metricPrefix?: string;
+  /** Default: the global tracer provider's `@kvt/kube`. */
+  readonly tracer?: Tracer;
+}
+
+interface RunnerMetrics {
+  total: Counter<"controller" | "result">;
+  time: Histogram<"controller">;
+}
+const metricsByRegistry = new WeakMap<Registry, Map<string, RunnerMetrics>>();
+
+function runnerMetrics(registry: Registry, prefix: string): RunnerMetrics {
+  let byPrefix = metricsByRegistry.get(registry);
+  if (!byPrefix) {
+    byPrefix = new Map();
+    metricsByRegistry.set(registry, byPrefix);
+  }
+  let m = byPrefix.get(prefix);
+  if (!m) {
+    m = {
+      total: new Counter({
+        name: `${prefix}_reconcile_total`,
+        help: "Total number of reconciles, by controller and result (success, requeue, error, terminal).",
+        labelNames: ["controller", "result"],
+        registers: [registry],
+      }),
+      time: new Histogram({
+        name: `${prefix}_reconcile_time_seconds`,
+        help: "Time one reconcile takes, in seconds.",
+        labelNames: ["controller"],
+        buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
+        registers: [registry],
+      }),
+    };
+    byPrefix.set(prefix, m);
+  }
+  return m;
+}
+
+/** Drives one controller's workqueue. */
+export class Runner {
+  readonly #o: RunnerOptions;
+  readonly #metrics: RunnerMetrics | undefined;
+  readonly #tracer: Tracer;
+  #workers: Promise<void>[] = [];
+
+  constructor(options: RunnerOptions) {
+    this.#o = options;
+    this.#metrics = options.registry ? runnerMetrics(options.registry, options.metricPrefix ?? "kubevirt") : undefined;
+    this.#tracer = options.tracer ?? trace.getTracer("@kvt/kube");
+  }
+
+  /** Starts the workers; they stop when the queue shuts down. Resolves when all have stopped. */
+  run(): Promise<void> {
+    const n = this.#o.workers ?? 3;
+    this.#workers = Array.from({ length: n }, () => this.#work());
+    return Promise.all(this.#workers).then(() => undefined);
+  }
+
+  async #work(): Promise<void> {
+    for (;;) {
+      const key = await this.#o.queue.get();
+      if (key === undefined) return;
+      try {
+        await this.processKey(key);
+      } finally {
+        this.#o.queue.done(key);
+      }
+    }
+  }
+
+  /** Reconciles `key` once, applying the retry policy. Exposed for tests; workers call it. */
+  async processKey(key: ObjectKey): Promise<void> {
+    const { controller, kind, queue } = this.#o;
+    const reconcileId = randomUUID();
+    const logger = this.#o.logger.child({ controller, key, reconcileId });
+    const { namespace, name } = splitKey(key);
+    const started = performance.now();
+    await this.#tracer.startActiveSpan(
+      `reconcile ${kind}`,
+      { attributes: { "k8s.namespace.name": namespace, "k8s.object.name": name, "kubevirt.controller": controller } },
+      async (span) => {
+        let result: string;
+        try {
+          const r = await this.#o.reconciler.reconcile(key, { logger, reconcileId, span });
+          queue.forget(key);
+          if (r.requeueAfterMs !== undefined) {
+            queue.addAfter(key, r.requeueAfterMs);
+            result = "requeue";
+          } else result = "success";
+        } catch (error) {
+          result = this.#handleError(key, error, logger);
+          span.recordException(error instanceof Error ? error : new Error(String(error)));
+          span.setStatus({
+            code: SpanStatusCode.ERROR,
+            message: error instanceof Error ? error.message : String(error),
+          });
+        } finally {
+          span.end();
+        }
+        this.#metrics?.total.inc({ controller, result });
+        this.#metrics?.time.observe({ controller }, (performance.now() - started) / 1000);
+      },
+    );
+  }
+
+  #handleError(key: ObjectKey, error: unknown, logger: Logger): string {
+    const { queue } = this.#o;
+    if (error instanceof TerminalError || (error instanceof SyncError && !error.requeue)) {
+      logger.error(
+        { err: error, reason: error instanceof SyncError ? error.reason : "Terminal" },
+        "reconcile failed; not retrying",
+      );
+      queue.forget(key);
+      return "terminal";
+    }
+    const retries = queue.numRequeues(key);
+    const reason = error instanceof SyncError ? error.reason : "Error";
+    // Early retries are routine (cache lag, conflicts); log them quietly and escalate when they persist.
+    if (retries < 5) logger.debug({ err: error, reason, retries }, "reconcile failed; retrying");
+    else logger.warn({ err: error, reason, retries }, "reconcile failed; retrying");
+    queue.addRateLimited(key);
+    return "error";
+  }
+}
