@@ -1,9 +1,9 @@
+import { objectKey } from "@kvt/api";
 import { describe, expect, it } from "vitest";
 import { Expectations } from "./expectations.ts";
-import { keyOf } from "./object-key.ts";
 
 describe("Expectations", () => {
-  const key = keyOf("default", "vm1");
+  const key = objectKey("default", "vm1");
 
   it("is satisfied with nothing pending, unsatisfied until a create is observed", () => {
     const e = new Expectations();

@@ -4,7 +4,7 @@
  * cache sees the result, so a reconcile never acts on a cache that has not caught up with its own writes.
  * Expectations older than the TTL (5 min) count as satisfied, so a lost watch event cannot block a key forever.
  */
-import type { ObjectKey } from "./object-key.ts";
+import type { ObjectKey } from "@kvt/api";
 
 interface Record {
   adds: number;

@@ -45,8 +45,6 @@ export { Informer, type InformerHandlers, type InformerOptions } from "./informe
 export { controllerOwnerIndex, type IndexFunc, labelIndex, namespaceIndex, Store } from "./informer/store.ts";
 /** Leader election on a Lease. */
 export { LeaderElector, type LeaderElectorOptions } from "./leader/leader-election.ts";
-/** `namespace/name` keys. */
-export { keyOf, type ObjectKey, splitKey } from "./object-key.ts";
 /** Reconcile results and the runner. */
 export { done, type ReconcileContext, type Reconciler, type Result, requeueAfter } from "./reconcile/result.ts";
 export { Runner, type RunnerOptions } from "./reconcile/runner.ts";

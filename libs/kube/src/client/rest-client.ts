@@ -4,13 +4,7 @@
  * every request; client-node would otherwise build a fresh one per call. Every request is counted in
  * `kubevirt_rest_client_requests_total{code,method,resource,verb}`.
  */
-import {
-  type HttpMethod,
-  IsomorphicFetchHttpLibrary,
-  type KubeConfig,
-  RequestContext,
-  Watch,
-} from "@kubernetes/client-node";
+import { IsomorphicFetchHttpLibrary, type KubeConfig, RequestContext, Watch } from "@kubernetes/client-node";
 import type { Registry } from "prom-client";
 import { Counter } from "prom-client";
 import { ApiError } from "../errors.ts";

@@ -12,11 +12,12 @@
  * A relist diffs the new list against the cache and emits add/update/delete, so no handler misses a deletion that
  * happened while the watch was down.
  */
+
+import { keyOf, type ObjectKey } from "@kvt/api";
 import type { Logger } from "pino";
 import type { ListOptions, ResourceClient } from "../client/resource-client.ts";
 import type { RawWatchEvent, WatchHandle } from "../client/rest-client.ts";
 import { isGone } from "../errors.ts";
-import { keyOf, type ObjectKey } from "../object-key.ts";
 import type { KubeObject, Status } from "../types.ts";
 import { type IndexFunc, Store } from "./store.ts";
 

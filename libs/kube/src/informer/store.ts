@@ -2,7 +2,7 @@
  * The informer's cache: objects by key, plus indexes (client-go `cache.Indexer`). Objects in the store are shared
  * and read-only: callers `structuredClone` one before changing it.
  */
-import { keyOf, type ObjectKey } from "../object-key.ts";
+import { keyOf, type ObjectKey } from "@kvt/api";
 import type { KubeObject } from "../types.ts";
 
 /** An index function: the index values of an object (an object may sit under several values). */

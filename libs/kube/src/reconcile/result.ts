@@ -2,9 +2,10 @@
  * What a reconcile returns: done, or come back later. Failures are thrown (`SyncError`, `TerminalError`, any
  * Error) and the runner decides whether to retry.
  */
+
+import type { ObjectKey } from "@kvt/api";
 import type { Span } from "@opentelemetry/api";
 import type { Logger } from "pino";
-import type { ObjectKey } from "../object-key.ts";
 
 /** The outcome of a successful reconcile. */
 export interface Result {

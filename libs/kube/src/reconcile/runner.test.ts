@@ -1,8 +1,8 @@
+import { type ObjectKey, objectKey } from "@kvt/api";
 import { pino } from "pino";
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { SyncError, TerminalError } from "../errors.ts";
-import { keyOf, type ObjectKey } from "../object-key.ts";
 import { ItemExponentialRateLimiter } from "../workqueue/rate-limiter.ts";
 import { WorkQueue } from "../workqueue/workqueue.ts";
 import { done, type ReconcileContext, type Result, requeueAfter } from "./result.ts";
@@ -36,7 +36,7 @@ describe("Runner", () => {
       if (++calls < 3) throw new Error("transient");
       return done();
     });
-    const key = keyOf("d", "vm1");
+    const key = objectKey("d", "vm1");
     const running = runner.run();
     queue.add(key);
     while (calls < 3) await new Promise((r) => setTimeout(r, 5));
@@ -56,8 +56,8 @@ describe("Runner", () => {
     const { registry, queue, runner } = setup(async () => {
       throw errors[calls++ % 2];
     });
-    await runner.processKey(keyOf("d", "a"));
-    await runner.processKey(keyOf("d", "b"));
+    await runner.processKey(objectKey("d", "a"));
+    await runner.processKey(objectKey("d", "b"));
     expect(queue.length).toBe(0);
     expect(await registry.metrics()).toContain('kubevirt_reconcile_total{controller="vm",result="terminal"} 2');
     queue.shutDown();
@@ -65,7 +65,7 @@ describe("Runner", () => {
 
   it("requeues after the requested delay without counting a failure", async () => {
     const { queue, runner } = setup(async () => requeueAfter(5));
-    const key = keyOf("d", "a");
+    const key = objectKey("d", "a");
     await runner.processKey(key);
     expect(queue.numRequeues(key)).toBe(0);
     expect(await queue.get()).toBe(key);
@@ -85,7 +85,7 @@ describe("Runner", () => {
       return done();
     });
     const running = runner.run();
-    const key = keyOf("d", "a");
+    const key = objectKey("d", "a");
     queue.add(key);
     await new Promise((r) => setTimeout(r, 2));
     queue.add(key);

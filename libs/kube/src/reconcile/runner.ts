@@ -13,11 +13,11 @@
  * ```
  */
 import { randomUUID } from "node:crypto";
+import { type ObjectKey, splitKey } from "@kvt/api";
 import { SpanStatusCode, type Tracer, trace } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import { Counter, Histogram, type Registry } from "prom-client";
 import { SyncError, TerminalError } from "../errors.ts";
-import { type ObjectKey, splitKey } from "../object-key.ts";
 import type { WorkQueue } from "../workqueue/workqueue.ts";
 import type { Reconciler } from "./result.ts";
 
