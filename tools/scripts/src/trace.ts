@@ -1,0 +1,31 @@
+/**
+ * `npm run trace -- FILE [--migration NAME] [--trace ID]`: renders one trace from a trace file (written by
+ * `npm start -- --traces FILE`) as a waterfall in the terminal and as an SVG beside FILE.
+ */
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { buildTrees, findMigrationTrace, readTraceFile } from "./trace/trace-file.ts";
+import { renderSvg, renderText } from "./trace/waterfall.ts";
+
+const { values, positionals } = parseArgs({
+  options: { migration: { type: "string" }, trace: { type: "string" } },
+  allowPositionals: true,
+});
+const file = positionals[0];
+if (!file) {
+  process.stderr.write("Usage: npm run trace -- FILE [--migration NAME] [--trace TRACE_ID]\n");
+  process.exit(2);
+}
+const { spans, badLines } = readTraceFile(file);
+if (badLines) process.stderr.write(`warning: skipped ${badLines} malformed line(s) in ${file}\n`);
+const traceId = values.trace ?? findMigrationTrace(spans, values.migration);
+if (!traceId) {
+  const what = values.migration ? `migration "${values.migration}"` : "any migration";
+  process.stderr.write(`No trace for ${what} in ${file} (${spans.length} spans). Pass --trace ID to pick one.\n`);
+  process.exit(1);
+}
+const roots = buildTrees(spans.filter((s) => s.traceId === traceId));
+process.stdout.write(renderText(roots));
+const svgPath = `${file.replace(/\.[^./]+$/, "")}-${traceId.slice(0, 8)}.svg`;
+writeFileSync(svgPath, renderSvg(roots));
+process.stdout.write(`SVG: ${svgPath}\n`);
