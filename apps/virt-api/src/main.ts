@@ -1,16 +1,98 @@
 #!/usr/bin/env node
 /** virt-api: composition root. Admission webhooks and subresources (start, stop, restart, migrate, pause, console) for kubevirt.io/v1. */
+import { readFileSync } from "node:fs";
+import { KubeConfig } from "@kubernetes/client-node";
+import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
+import {
+  HANDLER_PORT,
+  HttpHandlerClient,
+  PodHandlerLocator,
+  TemplateHandlerLocator,
+} from "./handler/handler-client.ts";
+import { RestClusterClient } from "./kube/cluster-client.ts";
+import { HttpTransport } from "./kube/rest.ts";
+import { VirtApiApp } from "./server/app.ts";
+import { startVirtApiServer } from "./server/server.ts";
+import { webhookRoutes } from "./webhooks/admitters.ts";
 
 await main({
   name: "virt-api",
   version: pkg.version,
   summary: "Admission webhooks and subresources (start, stop, restart, migrate, pause, console) for kubevirt.io/v1.",
-  usage: "[--kubeconfig FILE] [--port N] [--tls-cert FILE --tls-key FILE]",
-  flags: { kubeconfig: { type: "string" } },
-  async run() {
-    process.stderr.write("virt-api: not built yet (issue 10); see --help\n");
-    return 1;
+  usage: "--tls-cert FILE --tls-key FILE [--port N] [--kubeconfig FILE] [--requestheader-client-ca FILE] [...]",
+  details: [
+    "  --tls-cert FILE                 serving certificate (PEM)",
+    "  --tls-key FILE                  its private key (PEM)",
+    "  --port N                        HTTPS port (default 8443)",
+    "  --kubeconfig FILE               API server credentials (default: in-cluster, else $KUBECONFIG/~/.kube/config)",
+    "  --namespace NS                  KubeVirt's namespace (default kubevirt)",
+    "  --requestheader-client-ca FILE  trust X-Remote-* identity only from clients this CA signed, and act as that user",
+    "  --requestheader-allowed-names N comma-separated CNs allowed for that client certificate",
+    "  --handler-url TEMPLATE          virt-handler base URL, {node} = VMI's node (default: the handler pod's IP:8186)",
+    "  --handler-ca FILE               CA of virt-handler's serving certificate",
+    "  --handler-client-cert FILE / --handler-client-key FILE   client certificate presented to virt-handler",
+  ],
+  flags: {
+    kubeconfig: { type: "string" },
+    port: { type: "string" },
+    "tls-cert": { type: "string" },
+    "tls-key": { type: "string" },
+    namespace: { type: "string" },
+    "requestheader-client-ca": { type: "string" },
+    "requestheader-allowed-names": { type: "string" },
+    "handler-url": { type: "string" },
+    "handler-ca": { type: "string" },
+    "handler-client-cert": { type: "string" },
+    "handler-client-key": { type: "string" },
+  },
+  async run({ values }, signal) {
+    const logger = createLogger({ component: "virt-api" });
+    const certFile = values["tls-cert"];
+    const keyFile = values["tls-key"];
+    if (!certFile || !keyFile) {
+      process.stderr.write("virt-api: --tls-cert and --tls-key are required\n");
+      return 2;
+    }
+    const kc = new KubeConfig();
+    if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
+    else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
+    else kc.loadFromDefault();
+    const transport = new HttpTransport({ kubeConfig: kc });
+    const namespace = values.namespace ?? "kubevirt";
+    const self = new RestClusterClient(transport);
+    const read = (f: string | undefined): string | undefined => (f ? readFileSync(f, "utf8") : undefined);
+    const locator = values["handler-url"]
+      ? new TemplateHandlerLocator(values["handler-url"])
+      : new PodHandlerLocator(self, namespace, HANDLER_PORT);
+    const handler = new HttpHandlerClient(locator, {
+      ca: read(values["handler-ca"]),
+      cert: read(values["handler-client-cert"]),
+      key: read(values["handler-client-key"]),
+    });
+    const clientCa = read(values["requestheader-client-ca"]);
+    const app = new VirtApiApp({
+      logger,
+      clientFor: (user) => (user ? new RestClusterClient(transport, user) : self),
+      handler,
+      webhooks: webhookRoutes(self, namespace),
+      requestHeaderAuth: clientCa
+        ? { allowedNames: (values["requestheader-allowed-names"] ?? "").split(",").filter((s) => s.length > 0) }
+        : undefined,
+      version: pkg.version,
+    });
+    if (!clientCa) logger.warn("no --requestheader-client-ca: subresource writes act as virt-api's own identity");
+    const server = await startVirtApiServer(app, {
+      certPem: readFileSync(certFile, "utf8"),
+      keyPem: readFileSync(keyFile, "utf8"),
+      clientCaPem: clientCa,
+      port: Number(values.port ?? "8443"),
+    });
+    logger.info({ port: server.port }, "virt-api serving");
+    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    await server.close();
+    logger.info("virt-api stopped");
+    return 0;
   },
 });

@@ -1,0 +1,160 @@
+/**
+ * How virt-api reaches the virt-handler that runs a VMI. This is the contract virt-handler serves (the same URL
+ * scheme as KubeVirt's `VirtHandlerConn`), over HTTPS on port 8186 of the handler on the VMI's node:
+ *
+ *   PUT  /v1/namespaces/{ns}/virtualmachineinstances/{name}/pause        body: PauseOptions JSON  -> 2xx | Status
+ *   PUT  /v1/namespaces/{ns}/virtualmachineinstances/{name}/unpause      body: UnpauseOptions     -> 2xx | Status
+ *   PUT  /v1/namespaces/{ns}/virtualmachineinstances/{name}/softreboot   no body                  -> 2xx | Status
+ *   GET  /v1/namespaces/{ns}/virtualmachineinstances/{name}/guestosinfo  -> VirtualMachineInstanceGuestOSInfo JSON
+ *   GET  /v1/namespaces/{ns}/virtualmachineinstances/{name}/console      WebSocket upgrade, subprotocol
+ *        `plain.kubevirt.io`: binary frames carry the serial port's raw bytes both ways; either side closing
+ *        ends the session.
+ *
+ * virt-api presents a client certificate (its own); the handler's serving certificate is verified against the
+ * CA virt-api is given. The handler for a node is found by a {@link HandlerLocator}.
+ */
+import { request as httpRequest, type RequestOptions } from "node:http";
+import { request as httpsRequest } from "node:https";
+import WebSocket from "ws";
+import type { ClusterClient } from "../kube/cluster-client.ts";
+import type { VirtualMachineInstance } from "../kube/types.ts";
+
+/** KubeVirt's virt-handler console/lifecycle port. */
+export const HANDLER_PORT = 8186;
+/** The console WebSocket subprotocol. */
+export const CONSOLE_SUBPROTOCOL = "plain.kubevirt.io";
+
+/** Finds the base URL (`https://host:port`) of the virt-handler serving a VMI's node. */
+export interface HandlerLocator {
+  locate(vmi: VirtualMachineInstance): Promise<string>;
+}
+
+/** KubeVirt's way: the `kubevirt.io=virt-handler` pod on `vmi.status.nodeName`, at its pod IP, port 8186. */
+export class PodHandlerLocator implements HandlerLocator {
+  readonly #client: ClusterClient;
+  readonly #namespace: string;
+  readonly #port: number;
+
+  constructor(client: ClusterClient, namespace: string, port = HANDLER_PORT) {
+    this.#client = client;
+    this.#namespace = namespace;
+    this.#port = port;
+  }
+
+  async locate(vmi: VirtualMachineInstance): Promise<string> {
+    const node = vmi.status?.nodeName;
+    if (!node) throw new Error(`VMI ${vmi.metadata.name ?? ""} is not scheduled to a node`);
+    const pods = await this.#client.listPods(this.#namespace, "kubevirt.io=virt-handler", `spec.nodeName=${node}`);
+    const pod = pods.find((p) => p.status?.phase === "Running" && p.status.podIP) ?? pods.find((p) => p.status?.podIP);
+    if (!pod?.status?.podIP) throw new Error(`no virt-handler pod with an IP found on node ${node}`);
+    const ip = pod.status.podIP.includes(":") ? `[${pod.status.podIP}]` : pod.status.podIP;
+    return `https://${ip}:${this.#port}`;
+  }
+}
+
+/** A fixed mapping, for the local cluster and tests: `template` with `{node}` replaced by the VMI's node name. */
+export class TemplateHandlerLocator implements HandlerLocator {
+  readonly #template: string;
+  constructor(template: string) {
+    this.#template = template;
+  }
+  locate(vmi: VirtualMachineInstance): Promise<string> {
+    const node = vmi.status?.nodeName;
+    if (!node) return Promise.reject(new Error(`VMI ${vmi.metadata.name ?? ""} is not scheduled to a node`));
+    return Promise.resolve(this.#template.replaceAll("{node}", node));
+  }
+}
+
+/** TLS material for talking to virt-handler. */
+export interface HandlerTls {
+  /** CA that signed the handlers' serving certificates. */
+  readonly ca?: string;
+  /** virt-api's client certificate and key. */
+  readonly cert?: string;
+  readonly key?: string;
+}
+
+/** The calls virt-api makes on a handler. Fakes implement it in unit tests. */
+export interface HandlerClient {
+  /** PUT `sub` for the VMI; rejects with the handler's message on a non-2xx answer. */
+  put(vmi: VirtualMachineInstance, sub: string, body?: unknown): Promise<void>;
+  /** GET `sub` for the VMI and parse the JSON answer. */
+  get(vmi: VirtualMachineInstance, sub: string): Promise<unknown>;
+  /** Opens the console WebSocket to the handler. */
+  console(vmi: VirtualMachineInstance): Promise<WebSocket>;
+}
+
+function vmiPath(vmi: VirtualMachineInstance, sub: string): string {
+  return `/v1/namespaces/${vmi.metadata.namespace ?? ""}/virtualmachineinstances/${vmi.metadata.name ?? ""}/${sub}`;
+}
+
+/** {@link HandlerClient} over HTTPS (or plain HTTP when the locator says `http://`). */
+export class HttpHandlerClient implements HandlerClient {
+  readonly #locator: HandlerLocator;
+  readonly #tls: HandlerTls;
+  readonly #timeoutMs: number;
+
+  constructor(locator: HandlerLocator, tls: HandlerTls = {}, timeoutMs = 20_000) {
+    this.#locator = locator;
+    this.#tls = tls;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  async #call(vmi: VirtualMachineInstance, method: "GET" | "PUT", sub: string, body?: unknown): Promise<string> {
+    const base = new URL(await this.#locator.locate(vmi));
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const options: RequestOptions & HandlerTls = {
+      method,
+      hostname: base.hostname.replace(/^\[|\]$/g, ""),
+      port: base.port,
+      path: vmiPath(vmi, sub),
+      headers: payload ? { "Content-Type": "application/json" } : {},
+      ...this.#tls,
+    };
+    const send = base.protocol === "https:" ? httpsRequest : httpRequest;
+    return await new Promise<string>((resolve, reject) => {
+      const req = send(options, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8");
+          const code = res.statusCode ?? 0;
+          if (code >= 200 && code < 300) return resolve(text);
+          let message = text;
+          try {
+            message = (JSON.parse(text) as { message?: string }).message ?? text;
+          } catch {
+            // not JSON: keep the text
+          }
+          reject(new Error(message || `virt-handler answered HTTP ${code}`));
+        });
+        res.on("error", reject);
+      });
+      req.setTimeout(this.#timeoutMs, () => req.destroy(new Error("virt-handler did not answer in time")));
+      req.on("error", reject);
+      req.end(payload);
+    });
+  }
+
+  async put(vmi: VirtualMachineInstance, sub: string, body?: unknown): Promise<void> {
+    await this.#call(vmi, "PUT", sub, body);
+  }
+
+  async get(vmi: VirtualMachineInstance, sub: string): Promise<unknown> {
+    return JSON.parse(await this.#call(vmi, "GET", sub)) as unknown;
+  }
+
+  async console(vmi: VirtualMachineInstance): Promise<WebSocket> {
+    const base = new URL(await this.#locator.locate(vmi));
+    const url = `${base.protocol === "https:" ? "wss:" : "ws:"}//${base.host}${vmiPath(vmi, "console")}`;
+    const ws = new WebSocket(url, [CONSOLE_SUBPROTOCOL], { ...this.#tls, handshakeTimeout: this.#timeoutMs });
+    return await new Promise<WebSocket>((resolve, reject) => {
+      ws.once("open", () => resolve(ws));
+      ws.once("unexpected-response", (_req, res) => {
+        reject(new Error(`virt-handler refused the console: HTTP ${res.statusCode ?? 0}`));
+        ws.terminate();
+      });
+      ws.once("error", reject);
+    });
+  }
+}

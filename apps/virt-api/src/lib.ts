@@ -1,0 +1,32 @@
+/**
+ * virt-api as a library, for the local cluster and tests that run it in process: the app, its HTTPS server,
+ * certificate generation and the wiring manifests.
+ */
+
+export {
+  CONSOLE_SUBPROTOCOL,
+  type HandlerClient,
+  HttpHandlerClient,
+  PodHandlerLocator,
+  TemplateHandlerLocator,
+} from "./handler/handler-client.ts";
+/** Clients to the API server and to virt-handler. */
+export { type ClusterClient, RestClusterClient } from "./kube/cluster-client.ts";
+export { HttpTransport, type RestTransport, type UserInfo } from "./kube/rest.ts";
+/** MutatingWebhookConfiguration, ValidatingWebhookConfiguration and APIService objects. */
+export {
+  apiServices,
+  mutatingWebhookConfiguration,
+  URL_ANNOTATION,
+  type VirtApiEndpoint,
+  validatingWebhookConfiguration,
+  virtApiManifests,
+} from "./manifests/manifests.ts";
+/** The HTTP application and its dependencies. */
+export { VirtApiApp, type VirtApiDeps } from "./server/app.ts";
+/** HTTPS serving. */
+export { type RunningServer, startVirtApiServer, type VirtApiServerOptions } from "./server/server.ts";
+/** CA and certificate generation (PEM). */
+export { type CertificateAndKey, type CertificateRequest, generateCa, issueCertificate } from "./tls/certs.ts";
+/** The webhooks by path. */
+export { webhookRoutes } from "./webhooks/admitters.ts";

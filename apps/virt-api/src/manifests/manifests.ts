@@ -1,0 +1,185 @@
+/**
+ * The objects a cluster needs to route to virt-api (KubeVirt's `webhooks.go` and `apiservices.go`): a
+ * MutatingWebhookConfiguration, a ValidatingWebhookConfiguration and the APIServices for
+ * `subresources.kubevirt.io` v1 and v1alpha3, all pointing at Service `<namespace>/virt-api` port 443 (or at a
+ * URL, for a local API server), with the CA that signed virt-api's serving certificate.
+ */
+
+/** Where the API server reaches virt-api. */
+export interface VirtApiEndpoint {
+  /** Namespace of the `virt-api` Service; default `kubevirt`. */
+  readonly namespace?: string;
+  /** A URL base (`https://127.0.0.1:8443`) instead of the Service, for API servers outside the cluster network. */
+  readonly url?: string;
+  /** PEM of the CA that signed virt-api's serving certificate. */
+  readonly caPem: string;
+}
+
+interface WebhookSpec {
+  readonly name: string;
+  readonly path: string;
+  readonly resources: readonly string[];
+  readonly group: string;
+  readonly version: string;
+  readonly operations: readonly string[];
+}
+
+const MUTATING: readonly WebhookSpec[] = [
+  {
+    name: "virtualmachines-mutator.kubevirt.io",
+    path: "/virtualmachines-mutate",
+    resources: ["virtualmachines"],
+    group: "kubevirt.io",
+    version: "v1",
+    operations: ["CREATE", "UPDATE"],
+  },
+  {
+    name: "virtualmachineinstances-mutator.kubevirt.io",
+    path: "/virtualmachineinstances-mutate",
+    resources: ["virtualmachineinstances"],
+    group: "kubevirt.io",
+    version: "v1",
+    operations: ["CREATE"],
+  },
+  {
+    name: "migrations-mutator.kubevirt.io",
+    path: "/migration-mutate-create",
+    resources: ["virtualmachineinstancemigrations"],
+    group: "kubevirt.io",
+    version: "v1",
+    operations: ["CREATE"],
+  },
+];
+
+const VALIDATING: readonly WebhookSpec[] = [
+  {
+    name: "virtualmachine-validator.kubevirt.io",
+    path: "/virtualmachines-validate",
+    resources: ["virtualmachines"],
+    group: "kubevirt.io",
+    version: "v1",
+    operations: ["CREATE", "UPDATE"],
+  },
+  {
+    name: "virtualmachineinstances-create-validator.kubevirt.io",
+    path: "/virtualmachineinstances-validate-create",
+    resources: ["virtualmachineinstances"],
+    group: "kubevirt.io",
+    version: "v1",
+    operations: ["CREATE"],
+  },
+  {
+    name: "virtualmachineinstances-update-validator.kubevirt.io",
+    path: "/virtualmachineinstances-validate-update",
+    resources: ["virtualmachineinstances"],
+    group: "kubevirt.io",
+    version: "v1",
+    operations: ["UPDATE"],
+  },
+  {
+    name: "migration-create-validator.kubevirt.io",
+    path: "/migration-validate-create",
+    resources: ["virtualmachineinstancemigrations"],
+    group: "kubevirt.io",
+    version: "v1",
+    operations: ["CREATE"],
+  },
+  {
+    name: "migration-update-validator.kubevirt.io",
+    path: "/migration-validate-update",
+    resources: ["virtualmachineinstancemigrations"],
+    group: "kubevirt.io",
+    version: "v1",
+    operations: ["UPDATE"],
+  },
+  {
+    name: "migration-policy-validator.kubevirt.io",
+    path: "/migration-policy-validate-create",
+    resources: ["migrationpolicies"],
+    group: "migrations.kubevirt.io",
+    version: "v1alpha1",
+    operations: ["CREATE", "UPDATE"],
+  },
+];
+
+function clientConfig(endpoint: VirtApiEndpoint, path: string): Record<string, unknown> {
+  const caBundle = Buffer.from(endpoint.caPem).toString("base64");
+  if (endpoint.url) return { url: `${endpoint.url.replace(/\/$/, "")}${path}`, caBundle };
+  return { service: { namespace: endpoint.namespace ?? "kubevirt", name: "virt-api", path, port: 443 }, caBundle };
+}
+
+function webhook(endpoint: VirtApiEndpoint, spec: WebhookSpec, mutating: boolean): Record<string, unknown> {
+  return {
+    name: spec.name,
+    clientConfig: clientConfig(endpoint, spec.path),
+    rules: [
+      {
+        operations: [...spec.operations],
+        apiGroups: [spec.group],
+        apiVersions: [spec.version],
+        resources: [...spec.resources],
+        scope: "*",
+      },
+    ],
+    failurePolicy: "Fail",
+    sideEffects: "None",
+    admissionReviewVersions: ["v1"],
+    timeoutSeconds: 10,
+    matchPolicy: "Equivalent",
+    ...(mutating ? { reinvocationPolicy: "Never" } : {}),
+  };
+}
+
+/**
+ * APIService has no URL field; for an API server that cannot resolve the Service (the local one), this
+ * annotation on the APIService carries virt-api's base URL.
+ */
+export const URL_ANNOTATION = "kubevirt-ts.io/service-url";
+
+const LABELS = { "app.kubernetes.io/managed-by": "virt-operator", "kubevirt.io": "virt-api-aggregator" };
+
+/** `MutatingWebhookConfiguration virt-api-mutator`. */
+export function mutatingWebhookConfiguration(endpoint: VirtApiEndpoint): Record<string, unknown> {
+  return {
+    apiVersion: "admissionregistration.k8s.io/v1",
+    kind: "MutatingWebhookConfiguration",
+    metadata: { name: "virt-api-mutator", labels: LABELS },
+    webhooks: MUTATING.map((s) => webhook(endpoint, s, true)),
+  };
+}
+
+/** `ValidatingWebhookConfiguration virt-api-validator`. */
+export function validatingWebhookConfiguration(endpoint: VirtApiEndpoint): Record<string, unknown> {
+  return {
+    apiVersion: "admissionregistration.k8s.io/v1",
+    kind: "ValidatingWebhookConfiguration",
+    metadata: { name: "virt-api-validator", labels: LABELS },
+    webhooks: VALIDATING.map((s) => webhook(endpoint, s, false)),
+  };
+}
+
+/** `APIService <version>.subresources.kubevirt.io` for v1 and v1alpha3. */
+export function apiServices(endpoint: VirtApiEndpoint): Record<string, unknown>[] {
+  return ["v1", "v1alpha3"].map((version) => ({
+    apiVersion: "apiregistration.k8s.io/v1",
+    kind: "APIService",
+    metadata: {
+      name: `${version}.subresources.kubevirt.io`,
+      labels: LABELS,
+      ...(endpoint.url ? { annotations: { [URL_ANNOTATION]: endpoint.url } } : {}),
+    },
+    spec: {
+      group: "subresources.kubevirt.io",
+      version,
+      groupPriorityMinimum: 1000,
+      versionPriority: 15,
+      caBundle: Buffer.from(endpoint.caPem).toString("base64"),
+      service: { namespace: endpoint.namespace ?? "kubevirt", name: "virt-api", port: 443 },
+    },
+  }));
+}
+
+/** All wiring objects, in apply order. */
+export function virtApiManifests(endpoint: VirtApiEndpoint): Record<string, unknown>[] {
+  return [mutatingWebhookConfiguration(endpoint), validatingWebhookConfiguration(endpoint), ...apiServices(endpoint)];
+}

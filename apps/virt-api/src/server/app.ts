@@ -1,0 +1,261 @@
+/**
+ * virt-api's request handling: identity, routing, bodies and Status answers for the webhooks, discovery and the
+ * subresources, plus the console WebSocket upgrade. Transport-agnostic: {@link startVirtApiServer} mounts it on
+ * HTTPS; tests mount it on any node:http(s) server.
+ *
+ *   request -> route() -> identity (X-Remote-* via requestheader client cert, or virt-api's own)
+ *           -> webhook | discovery | version | VM lifecycle | VMI action | console (upgrade)
+ *           -> 2xx body, or a v1 Status with KubeVirt's code and message
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
+import type { Logger } from "@kvt/observability";
+import { WebSocketServer } from "ws";
+import { CONSOLE_SUBPROTOCOL, type HandlerClient } from "../handler/handler-client.ts";
+import type { ClusterClient } from "../kube/cluster-client.ts";
+import type { UserInfo } from "../kube/rest.ts";
+import {
+  ApiError,
+  badRequest,
+  internalError,
+  methodNotAllowed,
+  pathNotFound,
+  type Status,
+  unauthorized,
+} from "../kube/status.ts";
+import { apiGroup, apiGroupList, apiResourceList, versionInfo } from "../subresources/discovery.ts";
+import { migrateVm, restartVm, startVm, stopVm } from "../subresources/vm-lifecycle.ts";
+import {
+  fetchVmi,
+  guestOsInfo,
+  pauseVmi,
+  softRebootVmi,
+  unpauseVmi,
+  validateConsole,
+} from "../subresources/vmi-actions.ts";
+import { type Admitter, BadReviewError, parseReview, reviewResponse } from "../webhooks/admission.ts";
+import { callerIdentity, IdentityError, type RequestHeaderAuth } from "./identity.ts";
+import { type Route, route } from "./routes.ts";
+
+/** What the app needs; the composition root wires real clients, tests wire fakes. */
+export interface VirtApiDeps {
+  readonly logger: Logger;
+  /** A client acting as `user`, or as virt-api itself when `user` is undefined. */
+  readonly clientFor: (user: UserInfo | undefined) => ClusterClient;
+  readonly handler: HandlerClient;
+  /** Webhook path -> admitter. */
+  readonly webhooks: Readonly<Record<string, Admitter>>;
+  /** When set, X-Remote-* identity is required and trusted only from a verified proxy certificate. */
+  readonly requestHeaderAuth?: RequestHeaderAuth;
+  /** Reported by the `version` subresource. */
+  readonly version: string;
+}
+
+const MAX_BODY = 3 * 1024 * 1024;
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY) throw new ApiError(badRequest(`request body larger than ${MAX_BODY} bytes`));
+    chunks.push(chunk as Buffer);
+  }
+  const text = Buffer.concat(chunks).toString("utf8").trim();
+  if (text === "") return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw new ApiError(badRequest(`Can not unmarshal Request body to struct, error: ${(error as Error).message}`));
+  }
+}
+
+function sendJson(res: ServerResponse, code: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(code, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendStatus(res: ServerResponse, status: Status): void {
+  sendJson(res, status.code, status);
+}
+
+function options<T>(body: unknown): T {
+  if (body === undefined) return {} as T;
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw new ApiError(badRequest("Can not unmarshal Request body to struct, error: expected a JSON object"));
+  }
+  return body as T;
+}
+
+/** The virt-api HTTP application. */
+export class VirtApiApp {
+  readonly #deps: VirtApiDeps;
+  readonly #webhookPaths: ReadonlySet<string>;
+  readonly #wss = new WebSocketServer({
+    noServer: true,
+    handleProtocols: (p) => (p.has(CONSOLE_SUBPROTOCOL) ? CONSOLE_SUBPROTOCOL : false),
+  });
+
+  constructor(deps: VirtApiDeps) {
+    this.#deps = deps;
+    this.#webhookPaths = new Set(Object.keys(deps.webhooks));
+  }
+
+  /** Handles one plain HTTP request; never throws. */
+  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "https://virt-api");
+    const r = route(req.method ?? "GET", url.pathname, this.#webhookPaths);
+    try {
+      await this.#dispatch(r, req, res);
+    } catch (error) {
+      const status = this.#toStatus(error, r);
+      if (!res.headersSent) sendStatus(res, status);
+      else res.destroy();
+    }
+  }
+
+  #toStatus(error: unknown, r: Route): Status {
+    if (error instanceof ApiError) return error.status;
+    if (error instanceof IdentityError) return unauthorized(error.message);
+    if (error instanceof BadReviewError) return badRequest(error.message);
+    this.#deps.logger.error({ err: error, route: r.kind }, "request failed");
+    return internalError((error as Error).message);
+  }
+
+  async #dispatch(r: Route, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    switch (r.kind) {
+      case "notFound":
+        return sendStatus(res, pathNotFound(req.url ?? ""));
+      case "methodNotAllowed":
+        return sendStatus(res, methodNotAllowed(req.method ?? "", req.url ?? ""));
+      case "healthz":
+        res.writeHead(200, { "Content-Type": "text/plain" });
+        res.end("ok");
+        return;
+      case "discovery":
+        return sendJson(
+          res,
+          200,
+          r.doc === "groupList" ? apiGroupList() : r.doc === "group" ? apiGroup() : apiResourceList(r.version ?? "v1"),
+        );
+      case "version":
+        return sendJson(res, 200, versionInfo(`v${this.#deps.version}`, `node ${process.versions.node}`));
+      case "webhook":
+        return this.#webhook(r.path, req, res);
+      case "vm":
+        return this.#vm(r, req, res);
+      case "vmi":
+        if (r.action === "console") return sendStatus(res, badRequest("the console requires a WebSocket upgrade"));
+        return this.#vmi(r, req, res);
+    }
+  }
+
+  async #webhook(path: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const contentType = req.headers["content-type"] ?? "";
+    if (!contentType.startsWith("application/json")) {
+      throw new ApiError(badRequest(`contentType=${contentType}, expect application/json`));
+    }
+    const review = parseReview(await readJson(req));
+    const admitter = this.#deps.webhooks[path];
+    if (!admitter) throw new ApiError(pathNotFound(path));
+    const result = await admitter(review);
+    if (!result.allowed) {
+      this.#deps.logger.info(
+        { webhook: path, kind: review.kind.kind, namespace: review.namespace, name: review.name },
+        "admission denied",
+      );
+    }
+    sendJson(res, 200, reviewResponse(review, result));
+  }
+
+  async #vm(r: Extract<Route, { kind: "vm" }>, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const user = callerIdentity(req, this.#deps.requestHeaderAuth);
+    const body = await readJson(req);
+    const t = { client: this.#deps.clientFor(user), namespace: r.namespace, name: r.name };
+    const log = this.#deps.logger.child({
+      kind: "VirtualMachine",
+      namespace: r.namespace,
+      name: r.name,
+      user: user?.username,
+    });
+    if (r.action === "start") await startVm(t, options(body));
+    else if (r.action === "stop") await stopVm(t, options(body));
+    else if (r.action === "restart") await restartVm(t, options(body));
+    else {
+      const traceparent = req.headers.traceparent;
+      await migrateVm(
+        t,
+        options(body),
+        typeof traceparent === "string" ? { "kubevirt.io/traceparent": traceparent } : undefined,
+      );
+    }
+    log.info({ action: r.action }, "subresource request accepted");
+    res.writeHead(202);
+    res.end();
+  }
+
+  async #vmi(r: Extract<Route, { kind: "vmi" }>, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const user = callerIdentity(req, this.#deps.requestHeaderAuth);
+    const body = await readJson(req);
+    const t = { client: this.#deps.clientFor(user), handler: this.#deps.handler, namespace: r.namespace, name: r.name };
+    if (r.action === "guestosinfo") return sendJson(res, 200, await guestOsInfo(t));
+    if (r.action === "pause") await pauseVmi(t, options(body));
+    else if (r.action === "unpause") await unpauseVmi(t, options(body));
+    else await softRebootVmi(t);
+    this.#deps.logger.info(
+      { kind: "VirtualMachineInstance", namespace: r.namespace, name: r.name, action: r.action },
+      "subresource request done",
+    );
+    res.writeHead(200);
+    res.end();
+  }
+
+  /** Handles an HTTP upgrade (the console); answers errors as HTTP responses on the raw socket. Never throws. */
+  async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    socket.on("error", () => socket.destroy());
+    const url = new URL(req.url ?? "/", "https://virt-api");
+    const r = route(req.method ?? "GET", url.pathname, this.#webhookPaths);
+    try {
+      if (r.kind !== "vmi" || r.action !== "console") throw new ApiError(pathNotFound(url.pathname));
+      const user = callerIdentity(req, this.#deps.requestHeaderAuth);
+      const vmi = await fetchVmi(this.#deps.clientFor(user), r.namespace, r.name);
+      const refusal = validateConsole(vmi);
+      if (refusal) throw new ApiError(refusal);
+      let upstream: import("ws").WebSocket;
+      try {
+        upstream = await this.#deps.handler.console(vmi);
+      } catch (error) {
+        throw new ApiError(internalError((error as Error).message));
+      }
+      this.#wss.handleUpgrade(req, socket, head, (client) => {
+        this.#deps.logger.info(
+          { kind: "VirtualMachineInstance", namespace: r.namespace, name: r.name },
+          "console connected",
+        );
+        client.on("message", (data, isBinary) => upstream.send(data, { binary: isBinary }));
+        upstream.on("message", (data, isBinary) => client.send(data, { binary: isBinary }));
+        const closeBoth = (): void => {
+          client.close();
+          upstream.close();
+        };
+        client.on("close", closeBoth);
+        upstream.on("close", closeBoth);
+        client.on("error", closeBoth);
+        upstream.on("error", closeBoth);
+      });
+    } catch (error) {
+      const status = this.#toStatus(error, r);
+      const text = JSON.stringify(status);
+      socket.end(
+        `HTTP/1.1 ${status.code} ${status.reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+      );
+    }
+  }
+
+  /** Closes open console sessions. */
+  close(): void {
+    for (const client of this.#wss.clients) client.terminate();
+    this.#wss.close();
+  }
+}

@@ -1,0 +1,142 @@
+/**
+ * VMI subresources that virt-handler carries out: `pause`, `unpause`, `softreboot` (PUT) and `guestosinfo` (GET),
+ * plus the console precondition. Each fetches the VMI as the caller, checks KubeVirt's preconditions
+ * (`lifecycle.go`, `subresource.go`, `console.go`) and only then calls the VMI's virt-handler.
+ */
+import type { HandlerClient } from "../handler/handler-client.ts";
+import type { ClusterClient } from "../kube/cluster-client.ts";
+import {
+  ApiError,
+  badRequest,
+  conflict,
+  forbidden,
+  internalError,
+  kubevirtResource,
+  notFound,
+  type Status,
+} from "../kube/status.ts";
+import { hasCondition, type VirtualMachineInstance } from "../kube/types.ts";
+import { VM_NOT_RUNNING } from "./vm-lifecycle.ts";
+
+const VM = kubevirtResource("virtualmachine");
+const VMI = kubevirtResource("virtualmachineinstance");
+
+/** What a VMI subresource call needs. */
+export interface VmiTarget {
+  readonly client: ClusterClient;
+  readonly handler: HandlerClient;
+  readonly namespace: string;
+  readonly name: string;
+}
+
+/** Body of `pause` / `unpause` (PauseOptions / UnpauseOptions). */
+export interface PauseOptions {
+  dryRun?: string[];
+}
+
+/** `FetchVirtualMachineInstance`: 404 as `virtualmachineinstance.kubevirt.io "x" not found`. */
+export async function fetchVmi(
+  client: ClusterClient,
+  namespace: string,
+  name: string,
+): Promise<VirtualMachineInstance> {
+  let vmi: VirtualMachineInstance | undefined;
+  try {
+    vmi = await client.getVmi(namespace, name);
+  } catch (error) {
+    throw new ApiError(internalError(`unable to retrieve vmi [${name}]: ${(error as Error).message}`));
+  }
+  if (!vmi) throw new ApiError(notFound(VMI, name));
+  return vmi;
+}
+
+async function callHandler(fn: () => Promise<unknown>): Promise<unknown> {
+  try {
+    return await fn();
+  } catch (error) {
+    throw new ApiError(internalError((error as Error).message));
+  }
+}
+
+function refuse(status: Status | undefined): void {
+  if (status) throw new ApiError(status);
+}
+
+/** PUT `pause`. */
+export async function pauseVmi(t: VmiTarget, options: PauseOptions): Promise<void> {
+  const vmi = await fetchVmi(t.client, t.namespace, t.name);
+  refuse(validatePause(vmi));
+  if (options.dryRun?.[0] === "All") return;
+  await callHandler(() => t.handler.put(vmi, "pause", options));
+}
+
+/** Pause preconditions: Running, no non-GuestAgentPing liveness probe, not already paused. */
+export function validatePause(vmi: VirtualMachineInstance): Status | undefined {
+  const name = vmi.metadata.name ?? "";
+  if (vmi.status?.phase !== "Running") return conflict(VMI, name, VM_NOT_RUNNING);
+  const probe = vmi.spec.livenessProbe;
+  if (probe !== undefined && probe.guestAgentPing === undefined) {
+    return forbidden(VMI, name, "Pausing VMIs with a non-GuestAgentPing LivenessProbe is not supported");
+  }
+  if (hasCondition(vmi.status.conditions, "Paused")) return conflict(VMI, name, "VMI is already paused");
+  return undefined;
+}
+
+/** PUT `unpause`. */
+export async function unpauseVmi(t: VmiTarget, options: PauseOptions): Promise<void> {
+  const vm = await t.client.getVm(t.namespace, t.name).catch((error: unknown) => {
+    throw new ApiError(internalError(`unable to retrieve vm [${t.name}]: ${(error as Error).message}`));
+  });
+  if (vm?.status?.snapshotInProgress !== undefined) {
+    throw new ApiError(conflict(VM, t.name, "VM snapshot is in progress"));
+  }
+  const vmi = await fetchVmi(t.client, t.namespace, t.name);
+  refuse(validateUnpause(vmi));
+  if (options.dryRun?.[0] === "All") return;
+  await callHandler(() => t.handler.put(vmi, "unpause", options));
+}
+
+/** Unpause preconditions: Running and paused. */
+export function validateUnpause(vmi: VirtualMachineInstance): Status | undefined {
+  const name = vmi.metadata.name ?? "";
+  if (vmi.status?.phase !== "Running") return conflict(VMI, name, "VMI is not running");
+  if (!hasCondition(vmi.status.conditions, "Paused")) return conflict(VMI, name, "VMI is not paused");
+  return undefined;
+}
+
+/** PUT `softreboot`. */
+export async function softRebootVmi(t: VmiTarget): Promise<void> {
+  const vmi = await fetchVmi(t.client, t.namespace, t.name);
+  refuse(validateSoftReboot(vmi));
+  await callHandler(() => t.handler.put(vmi, "softreboot"));
+}
+
+/** Soft-reboot preconditions: Running, not paused, and an agent or ACPI to deliver the request. */
+export function validateSoftReboot(vmi: VirtualMachineInstance): Status | undefined {
+  const name = vmi.metadata.name ?? "";
+  if (vmi.status?.phase !== "Running") return conflict(VMI, name, VM_NOT_RUNNING);
+  if (hasCondition(vmi.status.conditions, "Paused", "True")) return conflict(VMI, name, "VMI is paused");
+  const acpiDisabled = vmi.spec.domain?.features?.acpi?.enabled === false;
+  if (!hasCondition(vmi.status.conditions, "AgentConnected") && acpiDisabled) {
+    return conflict(VMI, name, "VMI neither have the agent connected nor the ACPI feature enabled");
+  }
+  return undefined;
+}
+
+/** GET `guestosinfo`: the guest agent's OS information, as virt-handler reports it. */
+export async function guestOsInfo(t: VmiTarget): Promise<unknown> {
+  const vmi = await fetchVmi(t.client, t.namespace, t.name);
+  if (vmi.status?.phase !== "Running") throw new ApiError(conflict(VMI, t.name, "VMI is not running"));
+  if (!hasCondition(vmi.status.conditions, "AgentConnected")) {
+    throw new ApiError(conflict(VMI, t.name, "VMI does not have guest agent connected"));
+  }
+  return await callHandler(() => t.handler.get(vmi, "guestosinfo"));
+}
+
+/** Console preconditions (`validateVMIForConsole`): a serial console exists, not Failed, Running. */
+export function validateConsole(vmi: VirtualMachineInstance): Status | undefined {
+  if (vmi.spec.domain?.devices?.autoattachSerialConsole === false) return badRequest("No serial consoles are present.");
+  if (vmi.status?.phase === "Failed") return conflict(VMI, vmi.metadata.name ?? "", "VMI is in failed status");
+  if (vmi.status?.phase !== "Running") return badRequest("VMI is not running");
+  return undefined;
+}

@@ -1,0 +1,125 @@
+/**
+ * AdmissionReview v1 as kube-apiserver speaks it to a webhook (POST, `application/json`):
+ *
+ *   kube-apiserver --AdmissionReview{request{uid, kind, resource, operation, userInfo, object, oldObject}}--> virt-api
+ *   virt-api --AdmissionReview{response{uid, allowed, patchType: JSONPatch, patch: base64([...])}}--> kube-apiserver
+ *   or, on denial:         {response{uid, allowed: false, status{code: 422, reason: Invalid, message, details.causes}}}
+ *
+ * A denial's message is the causes' messages joined by ", " (KubeVirt `ToAdmissionResponse`); the API server
+ * shows it as `admission webhook "<name>" denied the request: <message>`.
+ */
+import type { UserInfo } from "../kube/rest.ts";
+import type { StatusCause } from "../kube/status.ts";
+import type { JsonPatchOp } from "../kube/types.ts";
+
+/** `request` of an AdmissionReview. */
+export interface AdmissionRequest {
+  readonly uid: string;
+  readonly kind: { group: string; version: string; kind: string };
+  readonly resource: { group: string; version: string; resource: string };
+  readonly subResource?: string;
+  readonly name?: string;
+  readonly namespace?: string;
+  readonly operation: "CREATE" | "UPDATE" | "DELETE" | "CONNECT";
+  readonly userInfo?: Partial<UserInfo>;
+  readonly object?: Record<string, unknown>;
+  readonly oldObject?: Record<string, unknown> | null;
+  readonly dryRun?: boolean;
+}
+
+/** `response` of an AdmissionReview. */
+export interface AdmissionResponse {
+  readonly uid: string;
+  readonly allowed: boolean;
+  readonly status?: { code: number; reason?: string; message: string; details?: { causes: StatusCause[] } };
+  readonly patchType?: "JSONPatch";
+  readonly patch?: string;
+  readonly warnings?: string[];
+}
+
+/** What an admitter decides. */
+export type AdmitResult =
+  | { readonly allowed: true; readonly patch?: readonly JsonPatchOp[]; readonly warnings?: readonly string[] }
+  | { readonly allowed: false; readonly causes: readonly StatusCause[] }
+  | { readonly allowed: false; readonly message: string; readonly code: number };
+
+/** One webhook's logic. */
+export type Admitter = (request: AdmissionRequest) => Promise<AdmitResult>;
+
+/** Allow, unchanged. */
+export const ALLOW: AdmitResult = { allowed: true };
+
+/** Thrown for a body that is not an AdmissionReview v1 (answered 400). */
+export class BadReviewError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "BadReviewError";
+  }
+}
+
+/** Parses and checks an AdmissionReview v1 request body. */
+export function parseReview(body: unknown): AdmissionRequest {
+  const review = body as { apiVersion?: unknown; kind?: unknown; request?: unknown } | null;
+  if (!review || typeof review !== "object") throw new BadReviewError("the body is not a JSON object");
+  if (review.kind !== "AdmissionReview" || review.apiVersion !== "admission.k8s.io/v1") {
+    throw new BadReviewError(
+      `expected admission.k8s.io/v1 AdmissionReview, got ${String(review.apiVersion)} ${String(review.kind)}`,
+    );
+  }
+  const request = review.request as Partial<AdmissionRequest> | undefined;
+  if (!request || typeof request.uid !== "string" || typeof request.operation !== "string") {
+    throw new BadReviewError("the AdmissionReview has no request with a uid and an operation");
+  }
+  if (!request.kind || !request.resource) throw new BadReviewError("the AdmissionReview request has no kind/resource");
+  return request as AdmissionRequest;
+}
+
+/** Builds the AdmissionReview answer for `request`. */
+export function reviewResponse(request: AdmissionRequest, result: AdmitResult): Record<string, unknown> {
+  let response: AdmissionResponse;
+  if (result.allowed) {
+    const patch = result.patch && result.patch.length > 0 ? result.patch : undefined;
+    response = {
+      uid: request.uid,
+      allowed: true,
+      ...(patch
+        ? { patchType: "JSONPatch" as const, patch: Buffer.from(JSON.stringify(patch)).toString("base64") }
+        : {}),
+      ...(result.warnings?.length ? { warnings: [...result.warnings] } : {}),
+    };
+  } else if ("causes" in result) {
+    response = {
+      uid: request.uid,
+      allowed: false,
+      status: {
+        code: 422,
+        reason: "Invalid",
+        message: result.causes.map((c) => c.message ?? "").join(", "),
+        details: { causes: [...result.causes] },
+      },
+    };
+  } else {
+    response = { uid: request.uid, allowed: false, status: { code: result.code, message: result.message } };
+  }
+  return { apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", response };
+}
+
+/** A denial from causes (422 Invalid). */
+export function deny(...causes: StatusCause[]): AdmitResult {
+  return { allowed: false, causes };
+}
+
+/** A cause; `reason` defaults to FieldValueInvalid. */
+export function cause(field: string, message: string, reason = "FieldValueInvalid"): StatusCause {
+  return { reason, message, field };
+}
+
+/** Escapes a JSON-pointer token (`~` and `/`). */
+export function pointerToken(token: string): string {
+  return token.replaceAll("~", "~0").replaceAll("/", "~1");
+}
+
+/** Renders a manifest value for a message: strings as they are, anything else as JSON. */
+export function show(value: unknown): string {
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
