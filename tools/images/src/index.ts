@@ -1,2 +1,28 @@
-/** @kvt/images: Builds the local container-disk images from Debian packages: local/demo-linux (kernel + busybox initramfs with NoCloud) and local/test-guest. */
-export {};
+/** @kvt/images: builds the local container-disk images (local/demo-linux from Debian packages, local/test-guest) into the local image store. */
+
+/** The newc cpio writer and reader used for the initramfs. */
+export { type CpioEntry, listCpio, writeCpio } from "./cpio.ts";
+/** Errors from the Debian tools, carrying the command that fixes them. */
+export { DebianToolError } from "./debian.ts";
+/** Build `local/demo-linux:latest` from Debian packages (skipped when current), and its constants. */
+export {
+  type BuildOptions,
+  type BuildResult,
+  buildDemoLinux,
+  DEMO_BOOT_MARKER,
+  DEMO_CMDLINE,
+  DEMO_LINUX_IMAGE,
+  DEMO_MODULES,
+} from "./demo-linux.ts";
+/** The store layout: root, reference parsing, manifests. */
+export {
+  defaultStoreRoot,
+  type ImageManifest,
+  type ImageRef,
+  imageDir,
+  isCurrent,
+  parseImageRef,
+  readManifest,
+} from "./store.ts";
+/** Register the native test guest ELF as `local/test-guest:latest`. */
+export { registerTestGuest, TEST_GUEST_IMAGE } from "./test-guest.ts";

@@ -1,0 +1,23 @@
+/**
+ * `npm run build -w @kvt/images [-- --force] [--store DIR] [--test-guest ELF]`: builds local/demo-linux:latest into
+ * the image store (and registers the test guest when its ELF is given). Exit code 1 with the fix on failure.
+ */
+import { parseArgs } from "node:util";
+import { buildDemoLinux } from "./demo-linux.ts";
+import { registerTestGuest } from "./test-guest.ts";
+
+const { values } = parseArgs({
+  options: { force: { type: "boolean", default: false }, store: { type: "string" }, "test-guest": { type: "string" } },
+});
+try {
+  const log = (line: string): void => void process.stdout.write(`[images] ${line}\n`);
+  const r = await buildDemoLinux({ storeRoot: values.store, force: values.force, log });
+  process.stdout.write(`${r.manifest.image}: ${r.dir}${r.skipped ? " (current)" : ""}\n`);
+  if (values["test-guest"]) {
+    const t = registerTestGuest(values["test-guest"], values.store);
+    process.stdout.write(`${t.manifest.image}: ${t.dir}${t.skipped ? " (current)" : ""}\n`);
+  }
+} catch (err) {
+  process.stderr.write(`[images] ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exitCode = 1;
+}

@@ -1,0 +1,103 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { listCpio } from "./cpio.ts";
+import { buildDemoLinux, DEMO_BOOT_MARKER, DEMO_LINUX_IMAGE } from "./demo-linux.ts";
+import { imageDir, readManifest } from "./store.ts";
+import { registerTestGuest, TEST_GUEST_IMAGE } from "./test-guest.ts";
+
+// Builds into the project's default store (.data/images) so the result is cached for later runs and `npm start`.
+describe("buildDemoLinux()", () => {
+  it("builds local/demo-linux:latest from Debian packages, then skips a rebuild", { timeout: 300_000 }, async () => {
+    const first = await buildDemoLinux();
+    expect(first.manifest.image).toBe(DEMO_LINUX_IMAGE);
+    expect(first.manifest.sources.map((s) => s.name)).toEqual([
+      expect.stringMatching(/^linux-image-\d.*-amd64$/),
+      "busybox-static",
+    ]);
+    const vmlinuz = readFileSync(join(first.dir, "vmlinuz"));
+    expect(vmlinuz.toString("latin1", 0x202, 0x206)).toBe("HdrS"); // a bzImage (Linux boot protocol header)
+    const files = listCpio(readFileSync(join(first.dir, "initrd.img")));
+    const byPath = new Map(files.map((f) => [f.path, f]));
+    const init = byPath.get("init");
+    expect(init && (init.mode & 0o111) !== 0).toBe(true);
+    const initText = Buffer.from(init?.data ?? []).toString("utf8");
+    expect(initText).toContain(DEMO_BOOT_MARKER);
+    expect(initText).toContain("LABEL=cidata");
+    expect(byPath.get("dev/console")?.mode).toBe(0o020600);
+    expect(byPath.get("bin/busybox")?.size).toBeGreaterThan(500_000);
+    expect(byPath.has("bin/sh") && byPath.has("sbin/init") && byPath.has("sbin/poweroff")).toBe(true);
+    expect(Buffer.from(byPath.get("etc/inittab")?.data ?? []).toString()).toMatch(/::ctrlaltdel:\/sbin\/poweroff/);
+    const order = Buffer.from(byPath.get("etc/kvt/modules")?.data ?? [])
+      .toString()
+      .trim()
+      .split("\n");
+    const names = order.map((p) => p.split("/").pop());
+    for (const m of ["virtio_blk.ko", "virtio_pci.ko", "isofs.ko", "vfat.ko"]) expect(names).toContain(m);
+    expect(names.indexOf("virtio.ko")).toBeLessThan(names.indexOf("virtio_blk.ko")); // dependencies first
+    expect(names.indexOf("fat.ko")).toBeLessThan(names.indexOf("vfat.ko"));
+    for (const p of order)
+      expect(byPath.has(`lib/modules/${first.manifest.sources[0]?.name.slice(12)}/${p}`)).toBe(true);
+
+    const again = await buildDemoLinux();
+    expect(again.skipped).toBe(true);
+    expect(again.manifest.inputsDigest).toBe(first.manifest.inputsDigest);
+  });
+});
+
+describe("registerTestGuest()", () => {
+  it("stores an ELF as local/test-guest:latest and rejects a non-ELF", () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-images-"));
+    try {
+      const elf = join(dir, "guest.elf");
+      writeFileSync(elf, Buffer.concat([Buffer.from([0x7f, 0x45, 0x4c, 0x46]), Buffer.alloc(60)]));
+      const store = join(dir, "store");
+      const r = registerTestGuest(elf, store);
+      expect(r.dir).toBe(imageDir(store, TEST_GUEST_IMAGE));
+      expect(readManifest(store, TEST_GUEST_IMAGE)?.pvmSafe).toBe(true);
+      expect(registerTestGuest(elf, store).skipped).toBe(true);
+      writeFileSync(join(dir, "not-elf"), "hello");
+      expect(() => registerTestGuest(join(dir, "not-elf"), store)).toThrow(/not an ELF/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("cloud-config.awk", () => {
+  it("turns write_files and runcmd into a script that does them", () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-cc-"));
+    try {
+      const ud = join(dir, "user-data");
+      writeFileSync(
+        ud,
+        [
+          "#cloud-config",
+          "write_files:",
+          `  - path: ${dir}/out/hello.txt`,
+          "    permissions: '0600'",
+          "    content: |",
+          "      line one",
+          "      it's two",
+          `  - path: ${dir}/out/b64`,
+          "    encoding: b64",
+          "    content: aGVsbG8K",
+          "runcmd:",
+          `  - echo "ran" > ${dir}/out/ran`,
+          `  - [ sh, -c, "echo list >> ${dir}/out/ran" ]`,
+          "",
+        ].join("\n"),
+      );
+      const awk = new URL("./guest/cloud-config.awk", import.meta.url).pathname;
+      const script = execFileSync("awk", ["-f", awk, ud]).toString();
+      execFileSync("sh", ["-c", script]);
+      expect(readFileSync(join(dir, "out/hello.txt"), "utf8")).toBe("line one\nit's two\n");
+      expect(readFileSync(join(dir, "out/b64"), "utf8")).toBe("hello\n");
+      expect(readFileSync(join(dir, "out/ran"), "utf8")).toBe("ran\nlist\n");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,102 @@
+/**
+ * The local image store: where `containerDisk` images of the local cluster live. One directory per image:
+ *
+ *   <store>/                          default <project>/.data/images (git-ignored), or $KVT_IMAGE_STORE
+ *     <repository>/<tag>/             e.g. local/demo-linux/latest/
+ *       image.json                    the manifest below (written last: its presence means the image is complete)
+ *       vmlinuz | test-guest.elf      the kernel (file name given by image.json "kernel")
+ *       initrd.img                    the initramfs, when the image has one ("initrd")
+ *     .cache/                         downloaded .debs and unpacked packages, reused by rebuilds
+ *
+ * A reference `local/demo-linux:latest` maps to `<store>/local/demo-linux/latest`; no tag means `latest`.
+ */
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+/** The manifest of one stored image (`image.json`). */
+export interface ImageManifest {
+  readonly schemaVersion: 1;
+  /** The reference it is stored under, e.g. `local/demo-linux:latest`. */
+  readonly image: string;
+  /** Kernel file name inside the image directory. */
+  readonly kernel: string;
+  /** Initramfs file name inside the image directory, if any. */
+  readonly initrd?: string;
+  /** Default kernel command line. */
+  readonly cmdline: string;
+  /** True when the guest runs on a PVM KVM (ring-0 kept tiny), like the test guest; false for a stock Linux kernel. */
+  readonly pvmSafe: boolean;
+  /** A line the guest prints on its console once booted, if it has one. */
+  readonly bootMarker?: string;
+  /** Digest of everything the image was built from; a rebuild with the same digest is skipped. */
+  readonly inputsDigest: string;
+  /** Where the contents came from (Debian packages with versions, or a file). */
+  readonly sources: readonly { readonly name: string; readonly version: string }[];
+  readonly builtAt: string;
+}
+
+/** The default store root: `<project>/.data/images`, overridden by `KVT_IMAGE_STORE`. */
+export function defaultStoreRoot(): string {
+  const fromEnv = process.env.KVT_IMAGE_STORE;
+  if (fromEnv) return resolve(fromEnv);
+  return new URL("../../../.data/images", import.meta.url).pathname;
+}
+
+/** A parsed image reference. */
+export interface ImageRef {
+  readonly repository: string;
+  readonly tag: string;
+}
+
+/** Parses `local/demo-linux:latest` (tag optional). Rejects anything that could escape the store. */
+export function parseImageRef(ref: string): ImageRef {
+  const m =
+    /^([a-z0-9]+(?:[._-][a-z0-9]+)*(?:\/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)(?::([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?$/.exec(
+      ref,
+    );
+  if (!m?.[1]) throw new Error(`invalid image reference "${ref}" (expected e.g. local/demo-linux:latest)`);
+  return { repository: m[1], tag: m[2] ?? "latest" };
+}
+
+/** The directory of an image in the store. */
+export function imageDir(storeRoot: string, ref: string): string {
+  const r = parseImageRef(ref);
+  return join(storeRoot, ...r.repository.split("/"), r.tag);
+}
+
+/** Reads an image's manifest, or undefined when the image is not (completely) stored. */
+export function readManifest(storeRoot: string, ref: string): ImageManifest | undefined {
+  const file = join(imageDir(storeRoot, ref), "image.json");
+  if (!existsSync(file)) return undefined;
+  try {
+    const m = JSON.parse(readFileSync(file, "utf8")) as ImageManifest;
+    return m.schemaVersion === 1 ? m : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** True when the stored image was built from `inputsDigest` and its files are all present. */
+export function isCurrent(storeRoot: string, ref: string, inputsDigest: string): boolean {
+  const m = readManifest(storeRoot, ref);
+  if (m?.inputsDigest !== inputsDigest) return false;
+  const dir = imageDir(storeRoot, ref);
+  return existsSync(join(dir, m.kernel)) && (m.initrd === undefined || existsSync(join(dir, m.initrd)));
+}
+
+/**
+ * Stores an image: writes its files, then the manifest (atomically, by rename) so a reader never sees a manifest
+ * pointing at missing files.
+ */
+export function writeImage(storeRoot: string, manifest: ImageManifest, files: ReadonlyMap<string, Uint8Array>): string {
+  const dir = imageDir(storeRoot, manifest.image);
+  mkdirSync(dir, { recursive: true });
+  for (const [name, data] of files) {
+    if (name.includes("/") || name === "image.json") throw new Error(`invalid image file name "${name}"`);
+    writeFileSync(join(dir, `${name}.tmp`), data);
+    renameSync(join(dir, `${name}.tmp`), join(dir, name));
+  }
+  writeFileSync(join(dir, "image.json.tmp"), `${JSON.stringify(manifest, null, 2)}\n`);
+  renameSync(join(dir, "image.json.tmp"), join(dir, "image.json"));
+  return dir;
+}
