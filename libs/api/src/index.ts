@@ -49,6 +49,16 @@ export { renderCrdFiles } from "./crds/render.ts";
 export type { HasMetadata, ObjectKey } from "./object-key.ts";
 // Object keys: "namespace/name", built only through keyOf().
 export { keyOf, objectKey, splitKey } from "./object-key.ts";
+export type { QuantityFormat } from "./quantity.ts";
+// Kubernetes resource.Quantity: exact parsing and canonical printing as apimachinery.
+export {
+  canonicalQuantity,
+  parseQuantity,
+  QUANTITY_ERRORS,
+  Quantity,
+  QuantityError,
+  tryParseQuantity,
+} from "./quantity.ts";
 // The schema node type and its type-level inference helper.
 export type { Infer, JsonSchema, Schema } from "./schema/builder.ts";
 // The raw schemas (structural OpenAPI v3 JSON): for the strict decoder, OpenAPI documents and explain.
