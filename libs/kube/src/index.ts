@@ -24,6 +24,16 @@ export {
   type RestTransport,
   type WatchHandle,
 } from "./client/rest-client.ts";
+/** core/v1 Pod and Node shapes, and the core resource types. */
+export {
+  CORE_V1,
+  type Container,
+  type ContainerStatus,
+  type Node,
+  type Pod,
+  type PodCondition,
+  type ResourceList,
+} from "./core-v1.ts";
 /** API errors and reconcile errors. */
 export {
   ApiError,
@@ -43,6 +53,8 @@ export { EXPECTATIONS_TTL_MS, Expectations } from "./expectations.ts";
 export { Informer, type InformerHandlers, type InformerOptions } from "./informer/informer.ts";
 /** Informer cache with indexes. */
 export { controllerOwnerIndex, type IndexFunc, labelIndex, namespaceIndex, Store } from "./informer/store.ts";
+/** kubevirt.io resource types. */
+export { KUBEVIRT_V1 } from "./kubevirt-types.ts";
 /** Leader election on a Lease. */
 export { LeaderElector, type LeaderElectorOptions } from "./leader/leader-election.ts";
 /** Reconcile results and the runner. */

@@ -1,0 +1,91 @@
+/**
+ * core/v1 Pod and Node, trimmed to the fields the KubeVirt components read and write (plain JSON interfaces).
+ * `Affinity` and `Toleration` are structural so the kubevirt.io types' copies assign to them.
+ */
+import type { KubeObject } from "./types.ts";
+
+/** A resource list: `{ cpu: "100m", memory: "1Gi", "devices.kubevirt.io/kvm": "1" }`. */
+export type ResourceList = Record<string, string>;
+
+/** A container (the fields the launcher pod uses). */
+export interface Container {
+  name: string;
+  image?: string;
+  command?: string[];
+  args?: string[];
+  env?: { name: string; value?: string }[];
+  resources?: { requests?: ResourceList; limits?: ResourceList };
+  imagePullPolicy?: string;
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+}
+
+/** A pod condition. */
+export interface PodCondition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+  lastTransitionTime?: string | null;
+  lastProbeTime?: string | null;
+}
+
+/** A container status (readiness and termination). */
+export interface ContainerStatus {
+  name: string;
+  ready?: boolean;
+  restartCount?: number;
+  image?: string;
+  state?: {
+    waiting?: { reason?: string; message?: string };
+    running?: { startedAt?: string };
+    terminated?: { exitCode?: number; reason?: string; message?: string };
+  };
+}
+
+/** core/v1 Pod. */
+export interface Pod extends KubeObject {
+  spec?: {
+    containers: Container[];
+    nodeName?: string;
+    nodeSelector?: Record<string, string>;
+    affinity?: unknown;
+    tolerations?: unknown[];
+    schedulerName?: string;
+    priorityClassName?: string;
+    serviceAccountName?: string;
+    terminationGracePeriodSeconds?: number;
+    restartPolicy?: string;
+    hostname?: string;
+    subdomain?: string;
+    volumes?: { name: string; emptyDir?: Record<string, unknown> }[];
+  };
+  status?: {
+    phase?: "Pending" | "Running" | "Succeeded" | "Failed" | "Unknown";
+    conditions?: PodCondition[];
+    containerStatuses?: ContainerStatus[];
+    podIP?: string;
+    hostIP?: string;
+    reason?: string;
+    message?: string;
+  };
+}
+
+/** core/v1 Node. */
+export interface Node extends KubeObject {
+  spec?: { unschedulable?: boolean; taints?: { key: string; value?: string; effect: string }[] };
+  status?: {
+    conditions?: PodCondition[];
+    addresses?: { type: string; address: string }[];
+    allocatable?: ResourceList;
+    capacity?: ResourceList;
+  };
+}
+
+/** The core/v1 resource types. */
+export const CORE_V1 = {
+  pods: { group: "", version: "v1", plural: "pods", kind: "Pod", namespaced: true },
+  nodes: { group: "", version: "v1", plural: "nodes", kind: "Node", namespaced: false },
+  events: { group: "", version: "v1", plural: "events", kind: "Event", namespaced: true },
+  namespaces: { group: "", version: "v1", plural: "namespaces", kind: "Namespace", namespaced: false },
+  leases: { group: "coordination.k8s.io", version: "v1", plural: "leases", kind: "Lease", namespaced: true },
+} as const;
