@@ -12,7 +12,7 @@ function unescapePointer(s: string): string {
 export function applyJsonPatch<T>(doc: T, ops: readonly JsonPatchOp[]): T {
   const root = { v: structuredClone(doc) as unknown };
   for (const op of ops) {
-    const segs = op.path.split("/").slice(1).map(unescape);
+    const segs = op.path.split("/").slice(1).map(unescapePointer);
     let parent: Record<string, unknown> = root;
     let key = "v";
     for (const seg of segs) {
