@@ -1,0 +1,57 @@
+import { describe, expect, it } from "vitest";
+import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
+
+const layout: ClusterLayout = {
+  projectRoot: "/repo",
+  dataDir: "/data",
+  kubeconfig: "/data/kubeconfig",
+  execPath: "/node",
+  execArgs: [],
+  apiPort: 6443,
+  nodeNames: nodeNames(2),
+  metricsPorts: { "virt-api": 9001, "virt-controller": 9002, "virt-handler/node01": 9003, "virt-handler/node02": 9004 },
+  virtApiPort: 8443,
+  tls: { cert: "/data/pki/virt-api.crt", key: "/data/pki/virt-api.key", ca: "/data/pki/ca.crt" },
+  tracesFile: "/tmp/traces.jsonl",
+};
+
+describe("clusterComponents()", () => {
+  it("starts the API server first and one kubelet and one virt-handler per node", () => {
+    const names = clusterComponents(layout).map((c) => c.name);
+    expect(names).toEqual([
+      "apiserver",
+      "scheduler",
+      "kubelet/node01",
+      "kubelet/node02",
+      "virt-api",
+      "virt-controller",
+      "virt-handler/node01",
+      "virt-handler/node02",
+    ]);
+  });
+
+  it("passes the node name, kubeconfig and traces file to each handler", () => {
+    const handler = clusterComponents(layout).find((c) => c.name === "virt-handler/node02")!;
+    expect(handler.argv).toEqual([
+      "/node",
+      "/repo/apps/virt-handler/src/main.ts",
+      "--node-name",
+      "node02",
+      "--kubeconfig",
+      "/data/kubeconfig",
+      "--metrics-port",
+      "9004",
+    ]);
+    expect(handler.env.KUBEVIRT_TRACES_FILE).toBe("/tmp/traces.jsonl");
+  });
+});
+
+describe("prometheusScrapeConfig()", () => {
+  it("has one job per component kind with every instance as a target", () => {
+    const yaml = prometheusScrapeConfig(clusterComponents(layout));
+    expect(yaml).toContain('  - job_name: virt-handler\n    static_configs:\n      - targets: ["127.0.0.1:9003"]');
+    expect(yaml).toContain('targets: ["127.0.0.1:9004"]');
+    expect(yaml).toContain("  - job_name: virt-controller");
+    expect(yaml).not.toContain("job_name: scheduler");
+  });
+});

@@ -1,0 +1,151 @@
+/**
+ * The processes of the local cluster and their command lines (pure). The order is the start order; the supervisor
+ * stops them in reverse.
+ *
+ *   apiserver -> scheduler -> process-kubelet per node -> virt-api -> virt-controller -> virt-handler per node
+ *
+ * Every component gets the same kubeconfig, its own metrics port (recorded for the Prometheus scrape config) and
+ * the tracing environment (KUBEVIRT_TRACES_FILE when the cluster records traces).
+ */
+import { join } from "node:path";
+
+/** Where things are and which ports were assigned. */
+export interface ClusterLayout {
+  readonly projectRoot: string;
+  readonly dataDir: string;
+  readonly kubeconfig: string;
+  /** Runtime executable and its arguments before an entry point (Node: none; Deno: run -A). */
+  readonly execPath: string;
+  readonly execArgs: readonly string[];
+  readonly apiPort: number;
+  readonly nodeNames: readonly string[];
+  /** Metrics port per component name (`virt-handler/node01` ...). */
+  readonly metricsPorts: Readonly<Record<string, number>>;
+  readonly virtApiPort: number;
+  /** virt-api serving certificate and key, and the CA that signed them. */
+  readonly tls: { readonly cert: string; readonly key: string; readonly ca: string };
+  readonly tracesFile?: string;
+}
+
+/** One process to run. */
+export interface ComponentCommand {
+  readonly name: string;
+  /** Prometheus job name (`virt-handler` for every node's handler). */
+  readonly job: string;
+  readonly argv: string[];
+  readonly env: Record<string, string>;
+  readonly metricsPort?: number;
+}
+
+/** The node names the cluster uses (as kubevirtci names its nodes). */
+export function nodeNames(count: number): string[] {
+  return Array.from({ length: count }, (_, i) => `node${String(i + 1).padStart(2, "0")}`);
+}
+
+/** Every component's command line for `layout`. */
+export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
+  const entry = (path: string): string[] => [layout.execPath, ...layout.execArgs, join(layout.projectRoot, path)];
+  const env: Record<string, string> = {
+    KUBECONFIG: layout.kubeconfig,
+    ...(layout.tracesFile ? { KUBEVIRT_TRACES_FILE: layout.tracesFile } : {}),
+  };
+  const kc = ["--kubeconfig", layout.kubeconfig];
+  const port = (name: string): number => layout.metricsPorts[name] ?? 0;
+  const out: ComponentCommand[] = [
+    {
+      name: "apiserver",
+      job: "apiserver",
+      argv: [
+        ...entry("tools/local-cluster/src/apiserver/main.ts"),
+        "--data-dir",
+        join(layout.dataDir, "apiserver"),
+        "--kubeconfig",
+        layout.kubeconfig,
+        "--port",
+        String(layout.apiPort),
+      ],
+      env,
+    },
+    { name: "scheduler", job: "scheduler", argv: [...entry("tools/local-cluster/src/scheduler/main.ts"), ...kc], env },
+  ];
+  for (const node of layout.nodeNames) {
+    out.push({
+      name: `kubelet/${node}`,
+      job: "kubelet",
+      argv: [
+        ...entry("tools/local-cluster/src/kubelet/main.ts"),
+        "--node-name",
+        node,
+        ...kc,
+        "--data-dir",
+        join(layout.dataDir, "nodes", node),
+      ],
+      env,
+    });
+  }
+  out.push({
+    name: "virt-api",
+    job: "virt-api",
+    argv: [
+      ...entry("apps/virt-api/src/main.ts"),
+      ...kc,
+      "--port",
+      String(layout.virtApiPort),
+      "--tls-cert",
+      layout.tls.cert,
+      "--tls-key",
+      layout.tls.key,
+      "--metrics-port",
+      String(port("virt-api")),
+    ],
+    env,
+    metricsPort: port("virt-api"),
+  });
+  out.push({
+    name: "virt-controller",
+    job: "virt-controller",
+    argv: [...entry("apps/virt-controller/src/main.ts"), ...kc, "--metrics-port", String(port("virt-controller"))],
+    env,
+    metricsPort: port("virt-controller"),
+  });
+  for (const node of layout.nodeNames) {
+    const name = `virt-handler/${node}`;
+    out.push({
+      name,
+      job: "virt-handler",
+      argv: [
+        ...entry("apps/virt-handler/src/main.ts"),
+        "--node-name",
+        node,
+        ...kc,
+        "--metrics-port",
+        String(port(name)),
+      ],
+      env,
+      metricsPort: port(name),
+    });
+  }
+  return out;
+}
+
+/** A Prometheus scrape configuration for every component that serves /metrics. */
+export function prometheusScrapeConfig(components: readonly ComponentCommand[]): string {
+  const jobs = new Map<string, { target: string; instance: string }[]>();
+  for (const c of components) {
+    if (!c.metricsPort) continue;
+    jobs.set(c.job, [...(jobs.get(c.job) ?? []), { target: `127.0.0.1:${c.metricsPort}`, instance: c.name }]);
+  }
+  const lines = [
+    "# Written by `npm start`: scrapes every component of the local cluster.",
+    "global:",
+    "  scrape_interval: 5s",
+    "scrape_configs:",
+  ];
+  for (const [job, targets] of jobs) {
+    lines.push(`  - job_name: ${job}`, "    static_configs:");
+    for (const t of targets) {
+      lines.push(`      - targets: ["${t.target}"]`, `        labels: { component: "${t.instance}" }`);
+    }
+  }
+  return `${lines.join("\n")}\n`;
+}

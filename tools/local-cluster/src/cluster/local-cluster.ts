@@ -1,0 +1,185 @@
+/**
+ * Brings the local cluster up on this machine and down again: the API server, the scheduler, a process-kubelet per
+ * node, virt-api, virt-controller and a virt-handler per node, each as its own supervised process, with the CRDs
+ * installed and the admission webhooks and subresource APIService registered. `npm start` and the e2e tests use it.
+ *
+ * State lives under `dataDir` and survives restarts: the API server's database, the kubeconfig, the ports and the
+ * certificates (cluster.json, pki/), and one log file per component under logs/.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ApiextensionsV1Api, CoreV1Api, KubeConfig, type V1CustomResourceDefinition } from "@kubernetes/client-node";
+import { customResourceDefinitions } from "@kvt/api";
+import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
+import { freePort } from "./free-port.ts";
+import { Supervisor, type SupervisorEvent } from "./supervisor.ts";
+import { waitFor } from "./wait.ts";
+
+/** TLS material for virt-api: paths of PEM files. */
+export interface TlsFiles {
+  readonly cert: string;
+  readonly key: string;
+  readonly ca: string;
+}
+
+/** Options for {@link startLocalCluster}. */
+export interface LocalClusterOptions {
+  readonly projectRoot: string;
+  readonly dataDir: string;
+  /** Number of nodes; default 2. */
+  readonly nodes?: number;
+  /** Record every component's spans to this file (OTLP/JSON lines). */
+  readonly tracesFile?: string;
+  /** Progress lines for the user. */
+  readonly progress: (message: string) => void;
+  /** Creates virt-api's CA and serving certificate in `dir` (when missing) and returns their paths. */
+  readonly ensureTls: (dir: string) => Promise<TlsFiles> | TlsFiles;
+  /** Registers the webhooks and APIService that route to virt-api at `https://127.0.0.1:<port>` with `caPem`. */
+  readonly registerVirtApi?: (kubeConfig: KubeConfig, port: number, caPem: string) => Promise<void>;
+  /** Runtime for the components; default this process's. */
+  readonly execPath?: string;
+  readonly execArgs?: readonly string[];
+}
+
+/** A running local cluster. */
+export interface LocalCluster {
+  readonly kubeconfig: string;
+  readonly kubeConfig: KubeConfig;
+  readonly dataDir: string;
+  readonly nodeNames: readonly string[];
+  readonly scrapeConfigPath: string;
+  readonly supervisor: Supervisor;
+  /** Stops every component (last started first). */
+  stop(): Promise<void>;
+}
+
+interface PersistedState {
+  apiPort: number;
+  virtApiPort: number;
+  metricsPorts: Record<string, number>;
+}
+
+async function loadState(file: string, nodes: readonly string[]): Promise<PersistedState> {
+  const state: PersistedState = existsSync(file)
+    ? (JSON.parse(readFileSync(file, "utf8")) as PersistedState)
+    : { apiPort: await freePort(), virtApiPort: await freePort(), metricsPorts: {} };
+  for (const name of ["virt-api", "virt-controller", ...nodes.map((n) => `virt-handler/${n}`)]) {
+    state.metricsPorts[name] ??= await freePort();
+  }
+  writeFileSync(file, `${JSON.stringify(state, null, 2)}\n`);
+  return state;
+}
+
+async function installCrds(kubeConfig: KubeConfig): Promise<void> {
+  const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
+  for (const crd of customResourceDefinitions() as V1CustomResourceDefinition[]) {
+    const name = crd.metadata!.name!;
+    try {
+      const existing = await api.readCustomResourceDefinition({ name });
+      await api.replaceCustomResourceDefinition({
+        name,
+        body: { ...crd, metadata: { ...crd.metadata, resourceVersion: existing.metadata?.resourceVersion } },
+      });
+    } catch (err) {
+      if ((err as { code?: number }).code !== 404) throw err;
+      await api.createCustomResourceDefinition({ body: crd });
+    }
+  }
+}
+
+/** Starts the local cluster; resolves once the API server answers, the CRDs are installed and every node is Ready. */
+export async function startLocalCluster(options: LocalClusterOptions): Promise<LocalCluster> {
+  const dataDir = options.dataDir;
+  const names = nodeNames(options.nodes ?? 2);
+  for (const d of [dataDir, join(dataDir, "logs"), join(dataDir, "apiserver"), join(dataDir, "pki")])
+    mkdirSync(d, { recursive: true });
+  const state = await loadState(join(dataDir, "cluster.json"), names);
+  const tls = await options.ensureTls(join(dataDir, "pki"));
+  const kubeconfig = join(dataDir, "kubeconfig");
+  const layout: ClusterLayout = {
+    projectRoot: options.projectRoot,
+    dataDir,
+    kubeconfig,
+    execPath: options.execPath ?? process.execPath,
+    execArgs: options.execArgs ?? [],
+    apiPort: state.apiPort,
+    nodeNames: names,
+    metricsPorts: state.metricsPorts,
+    virtApiPort: state.virtApiPort,
+    tls,
+    tracesFile: options.tracesFile,
+  };
+  const components = clusterComponents(layout);
+  const supervisor = new Supervisor((e: SupervisorEvent) => {
+    if (e.type === "exited" && e.restartInMs !== undefined) {
+      options.progress(
+        `${e.name} exited (code ${e.code ?? e.signal}); restarting in ${e.restartInMs / 1000}s (log: ${join(dataDir, "logs")})`,
+      );
+    }
+  });
+  const start = (name: string): void => {
+    const c = components.find((x) => x.name === name)!;
+    supervisor.start({
+      name: c.name,
+      argv: c.argv,
+      env: c.env,
+      logFile: join(dataDir, "logs", `${c.name.replace("/", "-")}.log`),
+    });
+  };
+  try {
+    options.progress(`starting the API server on 127.0.0.1:${state.apiPort}`);
+    start("apiserver");
+    const kubeConfig = await waitFor(
+      "the API server to write its kubeconfig and answer",
+      async () => {
+        if (!existsSync(kubeconfig)) return undefined;
+        const kc = new KubeConfig();
+        kc.loadFromFile(kubeconfig);
+        await kc.makeApiClient(CoreV1Api).listNamespace();
+        return kc;
+      },
+      60_000,
+    );
+    options.progress("installing the kubevirt.io CRDs");
+    await installCrds(kubeConfig);
+    if (options.registerVirtApi) {
+      options.progress("registering virt-api's admission webhooks and the subresources.kubevirt.io APIService");
+      await options.registerVirtApi(kubeConfig, state.virtApiPort, readFileSync(tls.ca, "utf8"));
+    }
+    options.progress(`starting the scheduler and ${names.length} nodes (${names.join(", ")})`);
+    start("scheduler");
+    for (const n of names) start(`kubelet/${n}`);
+    options.progress("starting virt-api, virt-controller and a virt-handler per node");
+    start("virt-api");
+    start("virt-controller");
+    for (const n of names) start(`virt-handler/${n}`);
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    await waitFor(
+      `nodes ${names.join(", ")} to be Ready`,
+      async () => {
+        const nodes = (await core.listNode()).items;
+        return names.every((n) =>
+          nodes
+            .find((x) => x.metadata?.name === n)
+            ?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+        );
+      },
+      60_000,
+      200,
+    );
+    const scrapeConfigPath = join(dataDir, "prometheus.yml");
+    writeFileSync(scrapeConfigPath, prometheusScrapeConfig(components));
+    return {
+      kubeconfig,
+      kubeConfig,
+      dataDir,
+      nodeNames: names,
+      scrapeConfigPath,
+      supervisor,
+      stop: () => supervisor.stopAll(),
+    };
+  } catch (error) {
+    await supervisor.stopAll();
+    throw error;
+  }
+}
