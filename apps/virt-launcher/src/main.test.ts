@@ -1,13 +1,61 @@
-import { execFileSync } from "node:child_process";
-import { describe, expect, it } from "vitest";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { LauncherClient, launcherSocketPath } from "@kvt/launcher-rpc";
+import { afterEach, describe, expect, it } from "vitest";
 import pkg from "../package.json" with { type: "json" };
 
 const mainPath = new URL("./main.ts", import.meta.url).pathname;
+let dir: string | undefined;
+let child: ChildProcess | undefined;
+
+afterEach(() => {
+  child?.kill("SIGKILL");
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+function exitCode(p: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => p.once("exit", (code) => resolve(code)));
+}
 
 describe("virt-launcher main", () => {
   it("--help prints the version and a one-line usage and exits 0", () => {
     const out = execFileSync(process.execPath, [mainPath, "--help"], { encoding: "utf8" });
     expect(out).toContain(`virt-launcher ${pkg.version}:`);
     expect(out).toMatch(/^Usage: virt-launcher /m);
+  });
+
+  it("exits 2 when the VMI is not named", async () => {
+    const p = spawn(process.execPath, [mainPath, "--name", "x"], { stdio: "ignore" });
+    expect(await exitCode(p)).toBe(2);
+  });
+
+  it("serves launcher-rpc for the VMI file, reports a bad spec on sync, and exits 0 on SIGTERM", async () => {
+    dir = mkdtempSync(join(tmpdir(), "kvt-lm-"));
+    const vmiFile = join(dir, "vmi.json");
+    writeFileSync(
+      vmiFile,
+      JSON.stringify({
+        apiVersion: "kubevirt.io/v1",
+        kind: "VirtualMachineInstance",
+        metadata: { name: "vm1", namespace: "default", uid: "u-1" },
+        spec: { domain: { devices: {}, resources: { requests: { memory: "64M" } } }, volumes: [] },
+      }),
+    );
+    child = spawn(process.execPath, [mainPath, "--vmi", vmiFile, "--socket-dir", dir, "--log-level", "silent"], {
+      stdio: "ignore",
+    });
+    const exited = exitCode(child);
+    const client = new LauncherClient(launcherSocketPath(dir, "u-1"), { timeoutMs: 2000 });
+    await expect
+      .poll(async () => (await client.info().catch(() => undefined))?.state, { timeout: 10_000 })
+      .toBe("NoDomain");
+    await expect(client.sync()).rejects.toMatchObject({
+      code: "BadRequest",
+      message: expect.stringContaining("nothing to boot"),
+    });
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
   });
 });

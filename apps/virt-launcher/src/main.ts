@@ -1,16 +1,137 @@
 #!/usr/bin/env node
-/** virt-launcher: composition root. Owns one VirtualMachineInstance's guest: the VMM, its console and its migration data path. */
+/**
+ * virt-launcher: composition root. Owns one VirtualMachineInstance's guest: the VMM, its console and its migration
+ * data path, commanded by virt-handler over launcher-rpc on a unix socket.
+ *
+ * Contract with the launcher Pod (virt-controller renders it; the process-kubelet runs it):
+ *   command: virt-launcher --namespace NS --name NAME --uid UID [--kubeconfig FILE] | --vmi FILE
+ *   env:     POD_NAME, POD_UID (downward API metadata.name / metadata.uid), NODE_NAME,
+ *            KUBEVIRT_SOCKET_DIR (node-wide directory virt-handler lists; else <KUBEVIRT_POD_DIR>),
+ *            KUBEVIRT_POD_DIR (the pod's private directory: console log virt-serial0-log, scratch),
+ *            KVT_IMAGE_STORE (the local image store containerDisk images resolve through)
+ *   socket:  <socket dir>/launcher-<POD_UID, else VMI uid>.sock
+ * Exit codes: 0 the guest shut down or migrated away (or SIGTERM before it started), 1 it crashed or was
+ * killed, 2 bad arguments, 3 could not serve (socket, VMI lookup).
+ */
+import { mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { launcherSocketPath } from "@kvt/launcher-rpc";
+import { createLogger, setupTracing } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
+import { startLauncherApp } from "./launcher-app.ts";
+import { machineFactory } from "./machine/create-machine.ts";
+import { imageStoreResolver } from "./spec/image-store.ts";
+import { toMachineSpec } from "./spec/machine-spec.ts";
+import { loadVmi, UsageError } from "./vmi-source.ts";
+
+const DEFAULT_SOCKET_DIR = "/var/run/kubevirt/sockets";
+const DEFAULT_GRACE_SECONDS = 30;
+/** The local image store's default root, as tools/images defines it: `<project>/.data/images`. */
+const DEFAULT_IMAGE_STORE = new URL("../../../.data/images", import.meta.url).pathname;
 
 await main({
   name: "virt-launcher",
   version: pkg.version,
   summary: "Owns one VirtualMachineInstance's guest: the VMM, its console and its migration data path.",
-  usage: "--vmi FILE --socket PATH",
-  flags: { kubeconfig: { type: "string" } },
-  async run() {
-    process.stderr.write("virt-launcher: not built yet (issue 9); see --help\n");
-    return 1;
+  usage: "(--vmi FILE | --namespace NS --name NAME [--uid UID] [--kubeconfig FILE]) [--socket-dir DIR]",
+  flags: {
+    vmi: { type: "string" },
+    namespace: { type: "string" },
+    name: { type: "string" },
+    uid: { type: "string" },
+    kubeconfig: { type: "string" },
+    "socket-dir": { type: "string" },
+    "pod-dir": { type: "string" },
+    "image-store": { type: "string" },
+    "console-log": { type: "string" },
+    "log-level": { type: "string" },
+  },
+  details: [
+    "  --vmi FILE            the VMI (JSON or YAML); or name it with --namespace/--name and read it with --kubeconfig,",
+    "                        or give --uid and let virt-handler's first sync carry it",
+    "  --socket-dir DIR      where to listen (env KUBEVIRT_SOCKET_DIR; default the pod dir, else /var/run/kubevirt/sockets)",
+    "  --pod-dir DIR         the pod's private directory (env KUBEVIRT_POD_DIR): console log and scratch",
+    "  --image-store DIR     the local image store (env KVT_IMAGE_STORE)",
+    "  --console-log FILE    the guest console log (default <pod dir>/virt-serial0-log)",
+    "Exit codes: 0 shut down or migrated, 1 crashed or killed, 2 bad arguments, 3 could not serve.",
+  ],
+  async run({ values }, signal) {
+    const env = process.env;
+    const level = (values["log-level"] ?? env.LOG_LEVEL ?? "info") as "info";
+    const logger = createLogger({ component: "virt-launcher", level });
+    const tracing = setupTracing({ serviceName: "virt-launcher", serviceVersion: pkg.version });
+    try {
+      const source = await loadVmi({
+        ...(values.vmi ? { vmiFile: values.vmi } : {}),
+        ...(values.namespace ? { namespace: values.namespace } : {}),
+        ...(values.name ? { name: values.name } : {}),
+        ...(values.uid ? { uid: values.uid } : {}),
+        ...(values.kubeconfig ? { kubeconfig: values.kubeconfig } : {}),
+      }).catch((error: unknown) => {
+        if (error instanceof UsageError) throw error;
+        throw new ServeError(`cannot read the VMI: ${(error as Error).message}`, { cause: error });
+      });
+      const podDir = values["pod-dir"] ?? env.KUBEVIRT_POD_DIR;
+      const socketDir = values["socket-dir"] ?? env.KUBEVIRT_SOCKET_DIR ?? podDir ?? DEFAULT_SOCKET_DIR;
+      const workDir = podDir ?? join(tmpdir(), `virt-launcher-${source.identity.uid}`);
+      mkdirSync(socketDir, { recursive: true });
+      mkdirSync(workDir, { recursive: true });
+      const storeRoot = values["image-store"] ?? env.KVT_IMAGE_STORE ?? DEFAULT_IMAGE_STORE;
+      const podUid = env.POD_UID;
+      const log = logger.child({
+        namespace: source.identity.namespace,
+        name: source.identity.name,
+        uid: source.identity.uid,
+      });
+      const app = await startLauncherApp({
+        identity: {
+          ...source.identity,
+          ...(env.POD_NAME ? { podName: env.POD_NAME } : {}),
+          ...(podUid ? { podUid } : {}),
+        },
+        ...(source.vmi ? { vmi: source.vmi } : {}),
+        socketPath: launcherSocketPath(socketDir, podUid ?? source.identity.uid),
+        consoleLogPath: values["console-log"] ?? (podDir ? join(podDir, "virt-serial0-log") : undefined),
+        toSpec: (vmi) => toMachineSpec(vmi, { resolveImage: imageStoreResolver(storeRoot), workDir }),
+        createMachine: machineFactory(log),
+        logger: log,
+      }).catch((error: unknown) => {
+        throw new ServeError(`cannot serve launcher-rpc: ${(error as Error).message}`, { cause: error });
+      });
+      const onTerm = (): void => {
+        const grace = source.vmi?.spec?.terminationGracePeriodSeconds ?? DEFAULT_GRACE_SECONDS;
+        log.info({ gracePeriodSeconds: grace }, "SIGTERM: shutting the guest down");
+        app.manager
+          .shutdown({ gracePeriodSeconds: grace })
+          .catch((error: unknown) => {
+            log.error({ err: error }, "graceful shutdown failed; killing the guest");
+            return app.manager.kill();
+          })
+          .catch((error: unknown) => log.error({ err: error }, "kill failed"));
+      };
+      signal.addEventListener("abort", onTerm, { once: true });
+      const outcome = await app.finished;
+      signal.removeEventListener("abort", onTerm);
+      log.info({ outcome }, "guest gone; launcher exiting");
+      await app.close();
+      return outcome.state === "Crashed" ? 1 : 0;
+    } catch (error) {
+      if (error instanceof UsageError) {
+        process.stderr.write(`virt-launcher: ${error.message}\n`);
+        return 2;
+      }
+      logger.error({ err: error }, "virt-launcher cannot run");
+      return 3;
+    } finally {
+      await tracing.shutdown();
+      logger.flush();
+    }
   },
 });
+
+/** The launcher could not start serving. */
+class ServeError extends Error {
+  override readonly name = "ServeError";
+}

@@ -1,0 +1,318 @@
+/**
+ * The launcher's one guest, as launcher-rpc commands see it: a {@link LauncherService} over a {@link Machine}.
+ * It builds the machine on the first sync (or prepare-target), maps machine states to domain states, publishes
+ * every change on the event stream, runs the source side of a migration in the background, and settles
+ * {@link DomainManager.finished} once the guest is gone for good, so main() can exit with the right code.
+ *
+ * ```
+ *  NoDomain --sync: build+start--> Running <--pause/unpause--> Paused
+ *     |                              |--machine stopped------------> Shutdown   exit 0
+ *     |                              |--machine crashed / kill-----> Crashed    exit 1
+ *     |                              `--migration out ok-----------> Migrated   exit 0
+ *     `--prepare-target--> IncomingMigration --machine running--> Running (target)
+ * ```
+ */
+import type { VirtualMachineInstance } from "@kvt/api";
+import {
+  type DomainInfo,
+  type DomainState,
+  type DomainStats,
+  type DomainTransition,
+  type JsonObject,
+  type LauncherEventBody,
+  LauncherRpcError,
+  type LauncherService,
+  type MigrateRequest,
+  type MigrationInfo,
+  type MigrationTargetAddress,
+  type PrepareTargetRequest,
+  type ShutdownRequest,
+  type SyncRequest,
+} from "@kvt/launcher-rpc";
+import type { Logger } from "@kvt/observability";
+import type { Machine, MachineSpec, MachineState, MigrationOptions } from "../machine/machine.ts";
+import type { ConsoleHub } from "./console-hub.ts";
+
+/** A built machine and how it was chosen (for the SoftwareEmulation condition). */
+export interface BuiltMachine {
+  readonly machine: Machine;
+  readonly emulated: boolean;
+  readonly reason: string;
+}
+
+/** What the manager needs from the launcher's composition root. */
+export interface DomainDeps {
+  readonly identity: { namespace: string; name: string; uid: string; podName?: string; podUid?: string };
+  /** The VMI given at start-up, if any (else the first sync/prepare-target must carry one). */
+  readonly vmi?: VirtualMachineInstance;
+  /** VMI -> MachineSpec (throws SpecError on a bad spec). */
+  readonly toSpec: (vmi: VirtualMachineInstance) => MachineSpec;
+  /** Picks the backend and creates the machine (not yet started). */
+  readonly createMachine: (spec: MachineSpec) => Promise<BuiltMachine>;
+  readonly console: ConsoleHub;
+  readonly publish: (event: LauncherEventBody) => void;
+  readonly logger: Logger;
+}
+
+/** How the guest ended: Shutdown and Migrated are success, Crashed is failure. */
+export interface DomainOutcome {
+  readonly state: "Shutdown" | "Crashed" | "Migrated";
+  readonly reason?: string;
+}
+
+const FINAL: ReadonlySet<DomainState> = new Set(["Shutdown", "Crashed", "Migrated"]);
+
+/** Implements the launcher's command API over one machine. */
+export class DomainManager implements LauncherService {
+  readonly #deps: DomainDeps;
+  #vmi: VirtualMachineInstance | undefined;
+  #built: BuiltMachine | undefined;
+  #building: Promise<BuiltMachine> | undefined;
+  #state: DomainState = "NoDomain";
+  #reason: string | undefined;
+  #startedAt: string | undefined;
+  #migration: MigrationInfo | undefined;
+  #memoryBytes = 0;
+  readonly #finished: Promise<DomainOutcome>;
+  #settle!: (outcome: DomainOutcome) => void;
+
+  constructor(deps: DomainDeps) {
+    this.#deps = deps;
+    this.#vmi = deps.vmi;
+    this.#finished = new Promise((resolve) => {
+      this.#settle = resolve;
+    });
+  }
+
+  /** Settles once the guest reached Shutdown, Crashed or Migrated. */
+  get finished(): Promise<DomainOutcome> {
+    return this.#finished;
+  }
+
+  /** The current domain state. */
+  get state(): DomainState {
+    return this.#state;
+  }
+
+  info(): DomainInfo {
+    const { namespace, name, uid, podName, podUid } = this.#deps.identity;
+    return {
+      protocolVersion: "v1",
+      vmi: { namespace, name, uid },
+      pod: { ...(podName ? { name: podName } : {}), ...(podUid ? { uid: podUid } : {}) },
+      pid: process.pid,
+      state: this.#state,
+      ...(this.#reason ? { reason: this.#reason } : {}),
+      ...(this.#built
+        ? { backend: this.#built.machine.backend, emulated: this.#built.emulated, backendReason: this.#built.reason }
+        : {}),
+      ...(this.#startedAt ? { startedAt: this.#startedAt } : {}),
+      ...(this.#migration ? { migration: this.#migration } : {}),
+    };
+  }
+
+  async sync(request: SyncRequest): Promise<DomainInfo> {
+    if (this.#state !== "NoDomain") return this.info(); // idempotent: the handler re-syncs freely
+    const built = await this.#build(request.vmi);
+    if (this.#state === "NoDomain") {
+      await built.machine.start();
+      this.#startedAt = new Date().toISOString();
+      this.#transition("Running", "started");
+    }
+    return this.info();
+  }
+
+  async pause(): Promise<void> {
+    const machine = this.#require("Running", "pause");
+    await machine.pause();
+  }
+
+  async unpause(): Promise<void> {
+    const machine = this.#require("Paused", "unpause");
+    await machine.resume();
+  }
+
+  async softReboot(): Promise<void> {
+    const machine = this.#require("Running", "soft-reboot");
+    await machine.softReboot();
+  }
+
+  async shutdown(request: ShutdownRequest): Promise<void> {
+    if (FINAL.has(this.#state)) return;
+    if (this.#built) await this.#built.machine.shutdown(request.gracePeriodSeconds * 1000);
+    else this.#transition("Shutdown", "shutdown", "shut down before the guest was started");
+  }
+
+  async kill(): Promise<void> {
+    if (FINAL.has(this.#state)) return;
+    if (this.#built) await this.#built.machine.kill();
+    if (!FINAL.has(this.#state)) this.#transition("Crashed", "crashed", "Killed");
+  }
+
+  async prepareTarget(request: PrepareTargetRequest): Promise<MigrationTargetAddress> {
+    if (this.#state !== "NoDomain" && this.#state !== "IncomingMigration") {
+      throw new LauncherRpcError("Conflict", `cannot receive a migration with a ${this.#state} domain`);
+    }
+    const built = await this.#build(request.vmi);
+    this.#migration = { migrationUid: request.migrationUid, role: "target", phase: "Preparing" };
+    this.#state = "IncomingMigration";
+    const target = await built.machine.prepareIncoming();
+    this.#migration = { ...this.#migration, phase: "Ready", startTime: new Date().toISOString() };
+    this.#publishDomain("incoming-ready");
+    return target;
+  }
+
+  async migrate(request: MigrateRequest): Promise<void> {
+    const machine = this.#require("Running", "migrate");
+    if (this.#migration?.role === "source" && this.#migration.phase === "Running") {
+      if (this.#migration.migrationUid === request.migrationUid) return; // retried request: already under way
+      throw new LauncherRpcError("Conflict", `migration ${this.#migration.migrationUid} is already running`);
+    }
+    const uid = request.migrationUid;
+    this.#migration = { migrationUid: uid, role: "source", phase: "Running", startTime: new Date().toISOString() };
+    const options = toMachineOptions(request, this.#memoryBytes);
+    const onProgress = (progress: MigrationInfo["progress"] & object): void => {
+      if (this.#migration?.migrationUid === uid) this.#migration = { ...this.#migration, progress };
+      this.#deps.publish({ type: "migration-progress", migrationUid: uid, progress });
+    };
+    machine.on("migration-progress", onProgress);
+    this.#deps.logger.info({ migrationUid: uid, target: request.target.host }, "migration started");
+    machine
+      .migrateTo(request.target, options)
+      .catch((error: unknown) => ({
+        ok: false,
+        failureReason: error instanceof Error ? error.message : String(error),
+        totalSeconds: 0,
+        bytesSent: 0,
+        iterations: 0,
+      }))
+      .then((result) => {
+        machine.off("migration-progress", onProgress);
+        const endTime = new Date().toISOString();
+        this.#migration = { ...this.#migration!, phase: result.ok ? "Succeeded" : "Failed", result, endTime };
+        this.#deps.logger.info({ migrationUid: uid, ...result }, "migration ended");
+        this.#deps.publish({ type: "migration-result", migrationUid: uid, result });
+        if (result.ok) this.#transition("Migrated", "migrated", "migrated to the target");
+        else this.#publishDomain("snapshot");
+      })
+      .catch((error: unknown) => this.#deps.logger.error({ err: error }, "migration bookkeeping failed"));
+  }
+
+  async cancelMigration(request: { migrationUid: string }): Promise<void> {
+    const m = this.#migration;
+    if (!m || m.migrationUid !== request.migrationUid || m.role !== "source") {
+      throw new LauncherRpcError("NotFound", `no source migration ${request.migrationUid} here`);
+    }
+    if (m.phase !== "Running") return; // already over: cancelling is a no-op, as in KubeVirt
+    await this.#built!.machine.cancelMigration();
+  }
+
+  async stats(): Promise<DomainStats> {
+    const launcherRssBytes = process.memoryUsage.rss();
+    if (!this.#built) return { state: this.#state, vcpuSeconds: [], memoryBytes: 0, launcherRssBytes };
+    const s = await this.#built.machine.stats();
+    return {
+      state: this.#state,
+      vcpuSeconds: s.vcpuSeconds,
+      memoryBytes: s.memoryBytes,
+      ...(s.residentBytes !== undefined ? { residentBytes: s.residentBytes } : {}),
+      launcherRssBytes,
+    };
+  }
+
+  /** Builds the machine once (concurrent callers share the build). */
+  async #build(vmiJson: JsonObject | undefined): Promise<BuiltMachine> {
+    if (this.#built) return this.#built;
+    if (!this.#building) {
+      const vmi = (vmiJson as VirtualMachineInstance | undefined) ?? this.#vmi;
+      if (!vmi) throw new LauncherRpcError("BadRequest", "this launcher was started without a VMI; send one");
+      if (vmiJson && vmi.metadata?.uid && vmi.metadata.uid !== this.#deps.identity.uid) {
+        throw new LauncherRpcError("BadRequest", `VMI uid ${vmi.metadata.uid} is not this launcher's`);
+      }
+      this.#vmi = vmi;
+      this.#building = this.#create(vmi).finally(() => {
+        this.#building = undefined;
+      });
+    }
+    return this.#building;
+  }
+
+  async #create(vmi: VirtualMachineInstance): Promise<BuiltMachine> {
+    let spec: MachineSpec;
+    try {
+      spec = this.#deps.toSpec(vmi);
+    } catch (error) {
+      throw new LauncherRpcError("BadRequest", (error as Error).message, { cause: error });
+    }
+    this.#memoryBytes = spec.memoryBytes;
+    const built = await this.#deps.createMachine(spec);
+    this.#built = built;
+    this.#deps.console.attach(built.machine);
+    built.machine.on("state", (state, reason) => this.#onMachineState(state, reason));
+    this.#deps.logger.info(
+      { backend: built.machine.backend, emulated: built.emulated, why: built.reason },
+      "machine built",
+    );
+    return built;
+  }
+
+  #onMachineState(state: MachineState, reason: string | undefined): void {
+    const next = nextDomainState(this.#state, state, reason);
+    if (!next) return;
+    if (next.transition === "incoming-completed") {
+      this.#migration = { ...this.#migration!, phase: "Succeeded", endTime: new Date().toISOString() };
+      this.#startedAt = new Date().toISOString();
+    }
+    this.#transition(next.state, next.transition, next.reason);
+  }
+
+  #transition(state: DomainState, transition: DomainTransition, reason?: string): void {
+    this.#state = state;
+    this.#reason = reason;
+    this.#deps.logger.info({ state, reason }, `domain ${transition}`);
+    this.#publishDomain(transition);
+    if (state === "Shutdown" || state === "Crashed" || state === "Migrated") {
+      this.#settle({ state, ...(reason ? { reason } : {}) });
+    }
+  }
+
+  #publishDomain(transition: DomainTransition): void {
+    this.#deps.publish({ type: "domain", transition, info: this.info() });
+  }
+
+  #require(state: DomainState, verb: string): Machine {
+    if (this.#state !== state || !this.#built) {
+      throw new LauncherRpcError("Conflict", `cannot ${verb} a ${this.#state} domain`);
+    }
+    return this.#built.machine;
+  }
+}
+
+/** RPC options -> machine options; KubeVirt's completion timeout is per GiB of guest memory (at least one). */
+function toMachineOptions(request: MigrateRequest, memoryBytes: number): MigrationOptions {
+  const o = request.options;
+  const gib = Math.max(1, Math.ceil(memoryBytes / 2 ** 30));
+  return {
+    bandwidthBytesPerSec: o.bandwidthBytesPerSec,
+    maxDowntimeMs: o.maxDowntimeMs,
+    allowAutoConverge: o.allowAutoConverge,
+    completionTimeoutSec: o.completionTimeoutPerGiB * gib,
+    progressTimeoutSec: o.progressTimeoutSeconds,
+  };
+}
+
+/** Machine state change -> domain transition (pure); undefined when it changes nothing. */
+export function nextDomainState(
+  current: DomainState,
+  machine: MachineState,
+  reason: string | undefined,
+): { state: DomainState; transition: DomainTransition; reason?: string } | undefined {
+  if (FINAL.has(current)) return undefined;
+  if (machine === "running" && current === "IncomingMigration")
+    return { state: "Running", transition: "incoming-completed" };
+  if (machine === "running" && current === "Paused") return { state: "Running", transition: "resumed" };
+  if (machine === "paused" && current === "Running") return { state: "Paused", transition: "paused" };
+  if (machine === "stopped") return { state: "Shutdown", transition: "shutdown", reason: reason ?? "GuestShutdown" };
+  if (machine === "crashed") return { state: "Crashed", transition: "crashed", reason: reason ?? "crashed" };
+  return undefined;
+}

@@ -1,0 +1,103 @@
+/**
+ * An in-memory Machine for unit tests of the launcher (KubeVirt's fake-qemu-process): follows the Machine
+ * lifecycle, echoes console input, and lets a test finish a migration when it chooses. Only tests import it.
+ */
+import { EventEmitter } from "node:events";
+import type {
+  Machine,
+  MachineEvents,
+  MachineState,
+  MachineStats,
+  MigrationOptions,
+  MigrationProgress,
+  MigrationResult,
+  MigrationTarget,
+} from "../machine/machine.ts";
+
+/** A scripted Machine. */
+export class FakeMachine implements Machine {
+  readonly backend = "native" as const;
+  state: MachineState = "created";
+  readonly calls: string[] = [];
+  readonly consoleInput: string[] = [];
+  lastMigrationOptions: MigrationOptions | undefined;
+  readonly #events = new EventEmitter();
+  #output = "";
+  #migration: { resolve: (r: MigrationResult) => void } | undefined;
+
+  async start(): Promise<void> {
+    this.calls.push("start");
+    this.#set("running");
+    this.emitConsole("booted\n");
+  }
+  async pause(): Promise<void> {
+    this.#set("paused");
+  }
+  async resume(): Promise<void> {
+    this.#set("running");
+  }
+  async shutdown(gracePeriodMs: number): Promise<void> {
+    this.calls.push(`shutdown ${gracePeriodMs}`);
+    this.#set("stopped", "GuestShutdown");
+  }
+  async kill(): Promise<void> {
+    this.#set("crashed", "Killed");
+  }
+  async softReboot(): Promise<void> {
+    this.calls.push("softReboot");
+  }
+  writeConsole(data: Uint8Array): void {
+    const text = new TextDecoder().decode(data);
+    this.consoleInput.push(text);
+    this.emitConsole(text);
+  }
+  consoleScrollback(): Uint8Array {
+    return new TextEncoder().encode(this.#output);
+  }
+  async stats(): Promise<MachineStats> {
+    return { state: this.state, vcpuSeconds: [1.5], memoryBytes: 64 << 20 };
+  }
+  async prepareIncoming(): Promise<MigrationTarget> {
+    this.calls.push("prepareIncoming");
+    return { host: "127.0.0.1", port: 45_000, secret: "one-time" };
+  }
+  migrateTo(_target: MigrationTarget, options: MigrationOptions): Promise<MigrationResult> {
+    this.lastMigrationOptions = options;
+    return new Promise((resolve) => {
+      this.#migration = { resolve };
+    });
+  }
+  async cancelMigration(): Promise<void> {
+    this.finishMigration({ ok: false, failureReason: "canceled", totalSeconds: 1, bytesSent: 0, iterations: 0 });
+  }
+  on<E extends keyof MachineEvents>(event: E, listener: MachineEvents[E]): void {
+    this.#events.on(event, listener);
+  }
+  off<E extends keyof MachineEvents>(event: E, listener: MachineEvents[E]): void {
+    this.#events.off(event, listener);
+  }
+
+  /** Test control: the guest prints `text`. */
+  emitConsole(text: string): void {
+    this.#output += text;
+    this.#events.emit("console", new TextEncoder().encode(text));
+  }
+  /** Test control: a progress sample of the running migration. */
+  emitProgress(progress: MigrationProgress): void {
+    this.#events.emit("migration-progress", progress);
+  }
+  /** Test control: end the running migration with `result` (the source releases the guest on success). */
+  finishMigration(result: MigrationResult): void {
+    this.#migration?.resolve(result);
+    this.#migration = undefined;
+  }
+  /** Test control: an incoming migration completed, or the guest changed state by itself. */
+  setState(state: MachineState, reason?: string): void {
+    this.#set(state, reason);
+  }
+
+  #set(state: MachineState, reason?: string): void {
+    this.state = state;
+    this.#events.emit("state", state, reason);
+  }
+}

@@ -1,0 +1,161 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { VirtualMachineInstance } from "@kvt/api";
+import { LauncherClient, type LauncherEvent, launcherSocketPath } from "@kvt/launcher-rpc";
+import { createLogger } from "@kvt/observability";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { FakeMachine } from "./domain/fake-machine.ts";
+import { type LauncherApp, startLauncherApp } from "./launcher-app.ts";
+import type { MachineSpec } from "./machine/machine.ts";
+
+const logger = createLogger({ component: "test", level: "silent" });
+const vmi = {
+  metadata: { name: "vm1", namespace: "default", uid: "vmi-uid-1" },
+  spec: { domain: { devices: {} } },
+} as VirtualMachineInstance;
+const spec: MachineSpec = {
+  vmiKey: "default/vm1",
+  memoryBytes: 2 * 2 ** 30,
+  vcpus: 1,
+  boot: { kernelPath: "/k", cmdline: "", pvmSafe: true },
+  workDir: "/tmp",
+};
+
+let dir: string;
+let machine: FakeMachine;
+let app: LauncherApp;
+let client: LauncherClient;
+let events: LauncherEvent[];
+let stopEvents: AbortController;
+
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), "kvt-launcher-"));
+  machine = new FakeMachine();
+  app = await startLauncherApp({
+    identity: { namespace: "default", name: "vm1", uid: "vmi-uid-1", podName: "virt-launcher-vm1-x", podUid: "pod-1" },
+    socketPath: launcherSocketPath(dir, "pod-1"),
+    consoleLogPath: join(dir, "virt-serial0-log"),
+    toSpec: () => spec,
+    createMachine: async () => ({ machine, emulated: false, reason: "test" }),
+    logger,
+  });
+  client = new LauncherClient(launcherSocketPath(dir, "pod-1"), { timeoutMs: 2000 });
+  events = [];
+  stopEvents = new AbortController();
+  void client.watchEvents((e) => events.push(e), stopEvents.signal).catch(() => {});
+  await expect.poll(() => events.length).toBe(1);
+});
+
+afterEach(async () => {
+  stopEvents.abort();
+  await app.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const transitions = (): string[] => events.flatMap((e) => (e.type === "domain" ? [e.transition] : []));
+
+describe("virt-launcher over launcher-rpc", () => {
+  it("sync without a VMI from start-up or request is a BadRequest", async () => {
+    await expect(client.sync()).rejects.toMatchObject({ code: "BadRequest" });
+  });
+
+  it("sync boots the guest once; pause/unpause follow the machine; shutdown finishes with success", async () => {
+    const info = await client.sync({ vmi: vmi as unknown as Record<string, unknown> });
+    expect(info).toMatchObject({ state: "Running", backend: "native", emulated: false, pod: { uid: "pod-1" } });
+    await client.sync();
+    expect(machine.calls.filter((c) => c === "start")).toHaveLength(1);
+    await client.pause();
+    expect((await client.info()).state).toBe("Paused");
+    await expect(client.pause()).rejects.toMatchObject({ code: "Conflict" });
+    await client.unpause();
+    await client.shutdown({ gracePeriodSeconds: 3 });
+    expect(machine.calls).toContain("shutdown 3000");
+    await expect(app.finished).resolves.toEqual({ state: "Shutdown", reason: "GuestShutdown" });
+    await expect.poll(transitions).toEqual(["snapshot", "started", "paused", "resumed", "shutdown"]);
+  });
+
+  it("a guest crash is a failure outcome with its reason", async () => {
+    await client.sync({ vmi: vmi as unknown as Record<string, unknown> });
+    machine.setState("crashed", "vcpu exit: triple fault");
+    await expect(app.finished).resolves.toEqual({ state: "Crashed", reason: "vcpu exit: triple fault" });
+  });
+
+  it("the console replays output, takes input, and is written to the console log", async () => {
+    await client.sync({ vmi: vmi as unknown as Record<string, unknown> });
+    const stream = await client.openConsole();
+    let seen = "";
+    stream.on("data", (c: Buffer) => {
+      seen += c.toString();
+    });
+    await expect.poll(() => seen).toBe("booted\n");
+    stream.write("echo hi\n");
+    await expect.poll(() => seen).toBe("booted\necho hi\n");
+    stream.destroy();
+    expect(readFileSync(join(dir, "virt-serial0-log"), "utf8")).toBe("booted\necho hi\n");
+  });
+
+  it("migrates as the source: progress and result reach the handler, success ends the launcher", async () => {
+    await client.sync({ vmi: vmi as unknown as Record<string, unknown> });
+    const options = {
+      bandwidthBytesPerSec: 0,
+      maxDowntimeMs: 300,
+      allowAutoConverge: true,
+      allowPostCopy: false,
+      completionTimeoutPerGiB: 150,
+      progressTimeoutSeconds: 150,
+    };
+    await client.migrate({ migrationUid: "m1", target: { host: "127.0.0.1", port: 1, secret: "s" }, options });
+    expect(machine.lastMigrationOptions).toEqual({
+      bandwidthBytesPerSec: 0,
+      maxDowntimeMs: 300,
+      allowAutoConverge: true,
+      completionTimeoutSec: 300, // 150 s per GiB x 2 GiB
+      progressTimeoutSec: 150,
+    });
+    const progress = {
+      iteration: 1,
+      processedBytes: 10,
+      remainingBytes: 5,
+      dirtyRateBytesPerSec: 1,
+      transferRateBytesPerSec: 2,
+      expectedDowntimeMs: 3,
+      throttle: 0,
+    };
+    machine.emitProgress(progress);
+    machine.finishMigration({ ok: true, downtimeMs: 4, totalSeconds: 0.5, bytesSent: 100, iterations: 2 });
+    await expect(app.finished).resolves.toMatchObject({ state: "Migrated" });
+    await expect
+      .poll(() => events.map((e) => e.type))
+      .toEqual(["domain", "domain", "migration-progress", "migration-result", "domain"]);
+    expect((await client.info()).migration).toMatchObject({ migrationUid: "m1", role: "source", phase: "Succeeded" });
+  });
+
+  it("a cancelled migration leaves the guest running here", async () => {
+    await client.sync({ vmi: vmi as unknown as Record<string, unknown> });
+    const options = {
+      bandwidthBytesPerSec: 0,
+      maxDowntimeMs: 300,
+      allowAutoConverge: false,
+      allowPostCopy: false,
+      completionTimeoutPerGiB: 150,
+      progressTimeoutSeconds: 150,
+    };
+    await client.migrate({ migrationUid: "m2", target: { host: "127.0.0.1", port: 1, secret: "s" }, options });
+    await client.cancelMigration({ migrationUid: "m2" });
+    await expect.poll(async () => (await client.info()).migration?.phase).toBe("Failed");
+    const info = await client.info();
+    expect(info.state).toBe("Running");
+    expect(info.migration?.result?.failureReason).toBe("canceled");
+  });
+
+  it("prepares as a migration target and runs once the incoming migration completes", async () => {
+    const target = await client.prepareTarget({ migrationUid: "m3", vmi: vmi });
+    expect(target).toEqual({ host: "127.0.0.1", port: 45_000, secret: "one-time" });
+    expect((await client.info()).state).toBe("IncomingMigration");
+    machine.setState("running");
+    await expect.poll(async () => (await client.info()).state).toBe("Running");
+    expect((await client.info()).migration).toMatchObject({ role: "target", phase: "Succeeded" });
+    expect(transitions()).toEqual(["snapshot", "incoming-ready", "incoming-completed"]);
+  });
+});

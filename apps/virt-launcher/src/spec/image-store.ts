@@ -1,0 +1,79 @@
+/**
+ * Resolves containerDisk and kernelBoot images through the local image store that tools/images writes (the
+ * launcher may not import tools, so it reads the same on-disk contract):
+ *
+ *   <store>/<repository>/<tag>/image.json   {schemaVersion: 1, kernel, initrd?, cmdline, pvmSafe, bootMarker?}
+ *   <store>/<repository>/<tag>/<kernel>      e.g. local/demo-linux/latest/vmlinuz
+ *
+ * A reference without a tag means `latest`. The store root is the launcher's `--image-store` flag, else
+ * `KVT_IMAGE_STORE`.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+
+/** What the launcher needs from a stored image. */
+export interface StoredImage {
+  readonly ref: string;
+  readonly dir: string;
+  /** Absolute path of the kernel. */
+  readonly kernelPath: string;
+  /** Absolute path of the initramfs, if the image has one. */
+  readonly initrdPath?: string;
+  readonly cmdline: string;
+  readonly pvmSafe: boolean;
+}
+
+/** Looks an image reference up; throws {@link ImageNotFoundError} when it is not stored. */
+export type ImageResolver = (ref: string) => StoredImage;
+
+/** An image is missing from the store or unusable; `message` says which and why. */
+export class ImageNotFoundError extends Error {
+  override readonly name = "ImageNotFoundError";
+}
+
+const REF =
+  /^([a-z0-9]+(?:[._-][a-z0-9]+)*(?:\/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)(?::([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?$/;
+
+function plainFile(value: unknown): value is string {
+  return typeof value === "string" && value.length > 0 && !value.includes("/") && value !== ".." && value !== ".";
+}
+
+/** A resolver over the store at `root`. */
+export function imageStoreResolver(root: string): ImageResolver {
+  return (ref) => {
+    const m = REF.exec(ref);
+    if (!m?.[1])
+      throw new ImageNotFoundError(`invalid image reference "${ref}" (expected e.g. local/demo-linux:latest)`);
+    const dir = join(root, ...m[1].split("/"), m[2] ?? "latest");
+    const manifestPath = join(dir, "image.json");
+    if (!existsSync(manifestPath))
+      throw new ImageNotFoundError(`image "${ref}" is not in the local image store ${root}`);
+    let manifest: Record<string, unknown>;
+    try {
+      manifest = JSON.parse(readFileSync(manifestPath, "utf8")) as Record<string, unknown>;
+    } catch (error) {
+      throw new ImageNotFoundError(`image "${ref}": unreadable image.json`, { cause: error });
+    }
+    if (manifest.schemaVersion !== 1 || !plainFile(manifest.kernel)) {
+      throw new ImageNotFoundError(`image "${ref}": image.json is not a version 1 manifest with a kernel`);
+    }
+    const initrd = plainFile(manifest.initrd) ? join(dir, manifest.initrd) : undefined;
+    return {
+      ref,
+      dir,
+      kernelPath: join(dir, manifest.kernel),
+      ...(initrd ? { initrdPath: initrd } : {}),
+      cmdline: typeof manifest.cmdline === "string" ? manifest.cmdline : "",
+      pvmSafe: manifest.pvmSafe === true,
+    };
+  };
+}
+
+/** Resolves a file inside an image (kernelBoot's kernelPath/initrdPath), refusing paths that leave the image. */
+export function fileInImage(image: StoredImage, path: string): string {
+  const parts = path.split("/").filter((p) => p.length > 0 && p !== ".");
+  if (parts.length === 0 || parts.includes("..")) {
+    throw new ImageNotFoundError(`path "${path}" does not name a file inside image "${image.ref}"`);
+  }
+  return join(image.dir, ...parts);
+}

@@ -1,0 +1,195 @@
+/**
+ * VMI spec -> MachineSpec (pure apart from the image lookup it is given). What a backend needs, nothing more:
+ *
+ *   spec.domain.memory.guest | resources.requests.memory | resources.limits.memory  -> memoryBytes
+ *   spec.domain.cpu sockets x cores x threads | resources cpu (rounded up) | 1       -> vcpus
+ *   spec.domain.firmware.kernelBoot.container {image, kernelPath, initrdPath}
+ *     + kernelBoot.kernelArgs                                                        -> boot (kernel boot)
+ *   else the first containerDisk volume (its image's kernel, initrd and cmdline)     -> boot
+ *   the cloudInitNoCloud volume: userData | userDataBase64, networkData[Base64]      -> cloudInit (+ meta-data)
+ *   spec.domain.firmware.uuid                                                        -> firmwareUuid
+ *
+ * Anything unusable becomes a {@link SpecError} listing every cause with its field path, so the VMI can fail with
+ * one clear reason instead of a stack trace.
+ */
+import type { VirtualMachineInstance, Volume } from "@kvt/api";
+import type { BootSource, CloudInitNoCloud, MachineSpec } from "../machine/machine.ts";
+import { fileInImage, ImageNotFoundError, type ImageResolver } from "./image-store.ts";
+import { parseQuantity } from "./quantity.ts";
+
+/** One thing wrong with the spec, KubeVirt StatusCause-style. */
+export interface SpecCause {
+  readonly field: string;
+  readonly message: string;
+}
+
+/** The VMI cannot be turned into a machine; `causes` says why, field by field. */
+export class SpecError extends Error {
+  override readonly name = "SpecError";
+  readonly causes: readonly SpecCause[];
+  constructor(causes: readonly SpecCause[]) {
+    super(`Cannot build a machine from the VMI: ${causes.map((c) => `${c.field}: ${c.message}`).join("; ")}`);
+    this.causes = causes;
+  }
+}
+
+/** What {@link toMachineSpec} needs besides the VMI. */
+export interface SpecContext {
+  readonly resolveImage: ImageResolver;
+  /** The launcher's scratch directory. */
+  readonly workDir: string;
+}
+
+const DOMAIN = "spec.domain";
+
+/** Maps `vmi` to a MachineSpec; throws {@link SpecError} with every problem found. */
+export function toMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): MachineSpec {
+  const causes: SpecCause[] = [];
+  const memoryBytes = memoryOf(vmi, causes);
+  const vcpus = vcpusOf(vmi, causes);
+  const boot = bootOf(vmi, ctx, causes);
+  const cloudInit = cloudInitOf(vmi, causes);
+  if (causes.length > 0 || memoryBytes === undefined || boot === undefined) throw new SpecError(causes);
+  const uuid = vmi.spec?.domain?.firmware?.uuid;
+  return {
+    vmiKey: `${vmi.metadata?.namespace ?? "default"}/${vmi.metadata?.name ?? ""}`,
+    memoryBytes,
+    vcpus,
+    boot,
+    ...(cloudInit ? { cloudInit } : {}),
+    ...(uuid ? { firmwareUuid: uuid } : {}),
+    workDir: ctx.workDir,
+  };
+}
+
+function memoryOf(vmi: VirtualMachineInstance, causes: SpecCause[]): number | undefined {
+  const domain = vmi.spec?.domain;
+  const candidates: [string, string | number | undefined][] = [
+    [`${DOMAIN}.memory.guest`, domain?.memory?.guest],
+    [`${DOMAIN}.resources.requests.memory`, domain?.resources?.requests?.memory],
+    [`${DOMAIN}.resources.limits.memory`, domain?.resources?.limits?.memory],
+  ];
+  const found = candidates.find(([, v]) => v !== undefined);
+  if (!found) {
+    causes.push({ field: `${DOMAIN}.memory.guest`, message: "no guest memory given (memory.guest or resources)" });
+    return undefined;
+  }
+  const bytes = parseQuantity(found[1]);
+  if (bytes === undefined || bytes < 1 << 20) {
+    causes.push({ field: found[0], message: `"${String(found[1])}" is not a memory size of at least 1Mi` });
+    return undefined;
+  }
+  // Guest memory is page-granular: round down to 4 KiB as hypervisors do.
+  return Math.floor(bytes / 4096) * 4096;
+}
+
+function vcpusOf(vmi: VirtualMachineInstance, causes: SpecCause[]): number {
+  const domain = vmi.spec?.domain;
+  const cpu = domain?.cpu;
+  if (cpu && (cpu.sockets !== undefined || cpu.cores !== undefined || cpu.threads !== undefined)) {
+    const n = (cpu.sockets ?? 1) * (cpu.cores ?? 1) * (cpu.threads ?? 1);
+    if (!Number.isInteger(n) || n < 1 || n > 256) {
+      causes.push({ field: `${DOMAIN}.cpu`, message: `sockets x cores x threads = ${n} is not in [1, 256]` });
+      return 1;
+    }
+    return n;
+  }
+  const request = domain?.resources?.limits?.cpu ?? domain?.resources?.requests?.cpu;
+  if (request === undefined) return 1;
+  const n = parseQuantity(request);
+  if (n === undefined || n <= 0) {
+    causes.push({ field: `${DOMAIN}.resources.requests.cpu`, message: `"${String(request)}" is not a CPU quantity` });
+    return 1;
+  }
+  return Math.min(256, Math.max(1, Math.ceil(n)));
+}
+
+function bootOf(vmi: VirtualMachineInstance, ctx: SpecContext, causes: SpecCause[]): BootSource | undefined {
+  const kernelBoot = vmi.spec?.domain?.firmware?.kernelBoot;
+  const field = `${DOMAIN}.firmware.kernelBoot.container`;
+  try {
+    if (kernelBoot?.container) {
+      const image = ctx.resolveImage(kernelBoot.container.image);
+      const initrd = kernelBoot.container.initrdPath;
+      return {
+        kernelPath: kernelBoot.container.kernelPath
+          ? fileInImage(image, kernelBoot.container.kernelPath)
+          : image.kernelPath,
+        ...(initrd
+          ? { initrdPath: fileInImage(image, initrd) }
+          : image.initrdPath
+            ? { initrdPath: image.initrdPath }
+            : {}),
+        cmdline: kernelBoot.kernelArgs ?? image.cmdline,
+        pvmSafe: image.pvmSafe,
+      };
+    }
+  } catch (error) {
+    causes.push({ field, message: messageOf(error) });
+    return undefined;
+  }
+  const volumes = vmi.spec?.volumes ?? [];
+  const index = volumes.findIndex((v) => v.containerDisk !== undefined);
+  const volume = volumes[index];
+  if (!volume?.containerDisk) {
+    causes.push({
+      field: "spec.volumes",
+      message: "nothing to boot: no kernelBoot container and no containerDisk volume",
+    });
+    return undefined;
+  }
+  try {
+    const image = ctx.resolveImage(volume.containerDisk.image);
+    return {
+      kernelPath: image.kernelPath,
+      ...(image.initrdPath ? { initrdPath: image.initrdPath } : {}),
+      cmdline: kernelBoot?.kernelArgs ?? image.cmdline,
+      pvmSafe: image.pvmSafe,
+    };
+  } catch (error) {
+    causes.push({ field: `spec.volumes[${index}].containerDisk.image`, message: messageOf(error) });
+    return undefined;
+  }
+}
+
+function cloudInitOf(vmi: VirtualMachineInstance, causes: SpecCause[]): CloudInitNoCloud | undefined {
+  const volumes: Volume[] = vmi.spec?.volumes ?? [];
+  const index = volumes.findIndex((v) => v.cloudInitNoCloud !== undefined);
+  const source = volumes[index]?.cloudInitNoCloud;
+  if (!source) return undefined;
+  const field = `spec.volumes[${index}].cloudInitNoCloud`;
+  const userData = textOrBase64(source.userData, source.userDataBase64, `${field}.userDataBase64`, causes);
+  const networkData = textOrBase64(source.networkData, source.networkDataBase64, `${field}.networkDataBase64`, causes);
+  if (source.userDataSecretRef || source.networkDataSecretRef) {
+    causes.push({ field, message: "secret references are not supported by this launcher; inline the data" });
+  }
+  const name = vmi.metadata?.name ?? "";
+  // KubeVirt's NoCloud meta-data: instance-id <name>.<namespace>, local-hostname <name>.
+  const metaData = `instance-id: ${name}.${vmi.metadata?.namespace ?? "default"}\nlocal-hostname: ${name}\n`;
+  return {
+    metaData,
+    ...(userData !== undefined ? { userData } : {}),
+    ...(networkData !== undefined ? { networkData } : {}),
+  };
+}
+
+function textOrBase64(
+  text: string | undefined,
+  base64: string | undefined,
+  field: string,
+  causes: SpecCause[],
+): string | undefined {
+  if (text !== undefined) return text;
+  if (base64 === undefined) return undefined;
+  const compact = base64.replace(/\s+/g, "");
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.length % 4 === 1) {
+    causes.push({ field, message: "is not valid base64" });
+    return undefined;
+  }
+  return Buffer.from(compact, "base64").toString("utf8");
+}
+
+function messageOf(error: unknown): string {
+  if (error instanceof ImageNotFoundError || error instanceof Error) return error.message;
+  return String(error);
+}
