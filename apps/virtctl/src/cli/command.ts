@@ -1,0 +1,97 @@
+/**
+ * The shape of one virtctl subcommand (one file each under `commands/`, like kvmtool's builtin-*.c) and the
+ * context it runs in. A command throws {@link CommandError} (or any Error) to fail: the CLI prints the message on
+ * stderr and exits 1, as virtctl does.
+ */
+import type { Writable } from "node:stream";
+import type { VirtClient } from "../kube/client.ts";
+
+/** A flag: boolean or string-valued (numbers and maps are parsed by the command). */
+export interface FlagDef {
+  readonly type: "boolean" | "string";
+  readonly short?: string;
+  /** One line for `--help`. */
+  readonly help: string;
+  /** Shown in `--help` as the default. */
+  readonly default?: string;
+}
+
+/** Parsed input of one command. */
+export interface CommandInput {
+  readonly args: readonly string[];
+  /** Flag values by long name. */
+  readonly values: Readonly<Record<string, string | boolean | undefined>>;
+}
+
+/** The terminal-ish stdin the console needs. */
+export interface Stdin extends NodeJS.ReadableStream {
+  isTTY?: boolean;
+  setRawMode?: (mode: boolean) => unknown;
+}
+
+/** What a command may use. */
+export interface CommandContext {
+  /** The API client (created on first use, so `--help` and argument errors need no kubeconfig). */
+  client(): VirtClient;
+  readonly stdin: Stdin;
+  readonly stdout: Pick<Writable, "write">;
+  readonly stderr: Pick<Writable, "write">;
+  /** Aborted on SIGINT/SIGTERM. */
+  readonly signal: AbortSignal;
+}
+
+/** One subcommand. */
+export interface Command {
+  /** The word users type. */
+  readonly name: string;
+  /** Cobra's `Use`, e.g. `start (VM)`. */
+  readonly use: string;
+  /** One line. */
+  readonly short: string;
+  /** Extra paragraph(s) for `--help`. */
+  readonly long?: string;
+  /** Example lines (`{{ProgramName}}` is not used: write `virtctl`). */
+  readonly example: string;
+  readonly flags: Readonly<Record<string, FlagDef>>;
+  /** Exact number of positional arguments, or [min, max]. */
+  readonly args: number | readonly [number, number];
+  run(input: CommandInput, ctx: CommandContext): Promise<void>;
+}
+
+/** A failure whose message is printed as is. */
+export class CommandError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "CommandError";
+  }
+}
+
+/** The dry-run flag most commands share (KubeVirt's `dryRunCommandUsage`). */
+export const DRY_RUN_FLAG: FlagDef = {
+  type: "boolean",
+  help: "Flag used to set whether to perform a dry run or not. If true the command will be executed without performing any changes.",
+  default: "false",
+};
+
+/** Prints "Dry Run execution" and returns the `dryRun` option value, as `setDryRunOption` does. */
+export function dryRunOption(input: CommandInput, ctx: CommandContext): string[] | undefined {
+  if (input.values["dry-run"] !== true) return undefined;
+  ctx.stdout.write("Dry Run execution\n");
+  return ["All"];
+}
+
+/** Parses an integer flag value or fails like pflag does. */
+export function intFlag(input: CommandInput, name: string, fallback: number): number {
+  const raw = input.values[name];
+  if (raw === undefined || typeof raw === "boolean") return fallback;
+  if (!/^-?\d+$/.test(raw))
+    throw new CommandError(
+      `invalid argument "${raw}" for "--${name}" flag: strconv.ParseInt: parsing "${raw}": invalid syntax`,
+    );
+  return Number(raw);
+}
+
+/** Message of an error from the client, as Go's `%v` of it would print. */
+export function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
