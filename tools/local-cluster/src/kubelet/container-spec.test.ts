@@ -2,7 +2,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { planContainer } from "./container-spec.ts";
 
-const layout = { projectRoot: "/repo", execPath: "/usr/bin/node", execArgs: [] };
+const layout = { projectRoot: "/repo", execPath: "/usr/bin/node", execArgs: [], socketDir: "/data/sockets" };
 const pod: V1Pod = {
   metadata: { name: "virt-launcher-vm-x", namespace: "ns1", uid: "u1" },
   spec: { nodeName: "node01", containers: [] },
@@ -28,7 +28,14 @@ describe("planContainer()", () => {
     expect(plan).toMatchObject({
       kind: "process",
       argv: ["/usr/bin/node", "/repo/apps/virt-launcher/src/main.ts", "--name", "vm-x", "--namespace", "ns1"],
-      env: { A: "1", POD: "virt-launcher-vm-x", KUBEVIRT_POD_DIR: "/data/pods/u1", NODE_NAME: "node01" },
+      env: {
+        A: "1",
+        POD: "virt-launcher-vm-x",
+        KUBEVIRT_POD_DIR: "/data/pods/u1",
+        NODE_NAME: "node01",
+        POD_UID: "u1",
+        KUBEVIRT_SOCKET_DIR: "/data/sockets",
+      },
     });
   });
 

@@ -8,7 +8,9 @@
  *   anything else                          not runnable: Waiting/ErrImagePull with a message saying why
  *
  * Each container gets the env it declares (literal values and the downward-API fieldRefs the launcher pod uses),
- * plus KUBEVIRT_POD_DIR (a private directory per pod, the stand-in for the pod's volumes) and NODE_NAME.
+ * plus KUBEVIRT_POD_DIR (a private directory per pod, the stand-in for the pod's volumes), KUBEVIRT_SOCKET_DIR (the
+ * node-wide directory shared with virt-handler, the stand-in for the hostPath /var/run/kubevirt/sockets), NODE_NAME,
+ * POD_NAME, POD_NAMESPACE and POD_UID.
  */
 import { basename, join } from "node:path";
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
@@ -32,6 +34,8 @@ export interface RuntimeLayout {
   readonly execPath: string;
   /** Extra runtime arguments before the entry point (e.g. `run -A` for Deno). */
   readonly execArgs: readonly string[];
+  /** The node-wide launcher socket directory shared with this node's virt-handler. */
+  readonly socketDir?: string;
 }
 
 const LAUNCHER_COMMANDS = new Set(["virt-launcher", "virt-launcher-monitor"]);
@@ -61,7 +65,12 @@ function fieldRefValue(pod: V1Pod, fieldPath: string): string | undefined {
 }
 
 /** The environment a container process sees (its declared env, resolved; no host env leaks except PATH/HOME). */
-export function containerEnv(pod: V1Pod, container: V1Container, podDir: string): Record<string, string> {
+export function containerEnv(
+  pod: V1Pod,
+  container: V1Container,
+  podDir: string,
+  socketDir?: string,
+): Record<string, string> {
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? "/usr/bin:/bin",
     HOME: process.env.HOME ?? "/root",
@@ -69,6 +78,8 @@ export function containerEnv(pod: V1Pod, container: V1Container, podDir: string)
     NODE_NAME: pod.spec?.nodeName ?? "",
     POD_NAME: pod.metadata?.name ?? "",
     POD_NAMESPACE: pod.metadata?.namespace ?? "",
+    POD_UID: pod.metadata?.uid ?? "",
+    ...(socketDir ? { KUBEVIRT_SOCKET_DIR: socketDir } : {}),
   };
   for (const e of container.env ?? []) {
     if (e.value !== undefined) env[e.name] = e.value;
@@ -104,7 +115,7 @@ export function planContainer(
       kind: "process",
       name: container.name,
       argv: [layout.execPath, ...layout.execArgs, entry, ...command.slice(1)],
-      env: containerEnv(pod, container, podDir),
+      env: containerEnv(pod, container, podDir, layout.socketDir),
     };
   }
   if (program === "virt-tail") {

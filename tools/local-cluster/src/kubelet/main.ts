@@ -1,5 +1,7 @@
 #!/usr/bin/env node
 /** process-kubelet: one simulated node of the local cluster (see kubelet.ts). */
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
@@ -21,6 +23,7 @@ await main({
       process.stderr.write("process-kubelet: --node-name, --kubeconfig and --data-dir are required\n");
       return 2;
     }
+    mkdirSync(join(dataDir, "sockets"), { recursive: true });
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(kubeconfig);
     const log = createLogger({ component: "process-kubelet" }).child({ node: nodeName });
@@ -28,7 +31,12 @@ await main({
       nodeName,
       kubeConfig,
       dataDir,
-      layout: { projectRoot, execPath: process.execPath, execArgs: "Deno" in globalThis ? ["run", "-A"] : [] },
+      layout: {
+        projectRoot,
+        execPath: process.execPath,
+        execArgs: "Deno" in globalThis ? ["run", "-A"] : [],
+        socketDir: join(dataDir, "sockets"),
+      },
       log,
     });
     await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
