@@ -85,6 +85,7 @@ describe("kvt/module-boundaries", () => {
     ["a relative import within the project", "apps/virt-api/src/x.ts", 'import "./y.ts";'],
     ["a third-party package", "libs/runtime/src/x.ts", 'import { pino } from "pino";'],
     ["a tool importing an app", "tools/scripts/src/x.ts", 'import "@kvt/virt-api";'],
+    ["a subpath the package exports", "tools/scripts/src/x.ts", 'import "@kvt/virt-api/lib";'],
     ["a test importing the local cluster tool", "apps/virt-controller/src/x.test.ts", 'import "@kvt/local-cluster";'],
   ])("allows %s", (_name, file, code) => {
     expect(lint(file, code)).toEqual([]);

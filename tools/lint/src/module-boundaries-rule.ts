@@ -4,7 +4,8 @@
  *
  * Errors:
  *  - a relative import that reaches into another project (import it by package name instead);
- *  - a deep import (`@kvt/api/src/x`): projects export only from their barrel;
+ *  - a deep import (`@kvt/api/src/x`): projects export only from their barrel (and subpaths their package.json
+ *    `exports` declares, such as an app's `./lib`);
  *  - an edge the tags forbid (see dep-constraints.ts).
  */
 import { dirname, resolve } from "node:path";
@@ -66,7 +67,7 @@ export const moduleBoundariesRule: Rule.RuleModule = {
         const hit = projectOfPackageSpecifier(projects, spec);
         if (!hit || hit.project === source) return;
         target = hit.project;
-        if (hit.subpath && !hit.subpath.endsWith(".json")) {
+        if (hit.subpath && !hit.subpath.endsWith(".json") && !target.exportedSubpaths.includes(hit.subpath)) {
           context.report({ node, messageId: "deep", data: { spec, target: target.name, pkg: target.packageName } });
           return;
         }

@@ -17,10 +17,13 @@ export interface WorkspaceProject {
   readonly tags: readonly string[];
   /** Workspace packages named in dependencies/devDependencies. */
   readonly dependsOn: readonly string[];
+  /** Public subpaths declared in package.json `exports` besides ".", without "./" (e.g. "lib"). */
+  readonly exportedSubpaths: readonly string[];
 }
 
 interface PackageJson {
   name?: string;
+  exports?: string | Record<string, unknown>;
   nx?: { name?: string; tags?: string[] };
   dependencies?: Record<string, string>;
   devDependencies?: Record<string, string>;
@@ -53,6 +56,12 @@ export function readWorkspaceProjects(workspaceRoot: string): WorkspaceProject[]
       root,
       tags: pkg.nx?.tags ?? [],
       dependsOn: deps,
+      exportedSubpaths:
+        pkg.exports && typeof pkg.exports === "object"
+          ? Object.keys(pkg.exports)
+              .filter((k) => k.startsWith("./"))
+              .map((k) => k.slice(2))
+          : [],
     });
   }
   return projects;
