@@ -13,7 +13,7 @@ export interface Container {
   image?: string;
   command?: string[];
   args?: string[];
-  env?: { name: string; value?: string }[];
+  env?: { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
   resources?: { requests?: ResourceList; limits?: ResourceList };
   imagePullPolicy?: string;
   volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];

@@ -1,7 +1,7 @@
 /** @kvt/kube: Kubernetes client plumbing: typed clients, informers, workqueue, expectations, leader election, events, reconcile runner. */
 
 /** JSON patches with `test` preconditions. */
-export { deepEqual, type JsonPatchOp, patchField, pointer, pointerSegment } from "./client/json-patch.ts";
+export { deepEqual, diffMembers, type JsonPatchOp, patchField, pointer, pointerSegment } from "./client/json-patch.ts";
 /** KubeConfig loading (file, env, in-cluster). */
 export { type KubeConfigSource, kubeConfigFor, loadKubeConfig } from "./client/kube-config.ts";
 /** Typed per-kind clients. */

@@ -78,3 +78,17 @@ describe("paths", () => {
     expect(describePath(path, method, query)).toEqual(expected);
   });
 });
+
+describe("diffMembers", () => {
+  it("tests and replaces only changed members, adds new ones, and adds the whole object when absent", async () => {
+    const { diffMembers } = await import("./json-patch.ts");
+    expect(diffMembers("/status", { phase: "Pending", a: 1 }, { phase: "Scheduling", a: 1, nodeName: "n" })).toEqual([
+      { op: "test", path: "/status/phase", value: "Pending" },
+      { op: "replace", path: "/status/phase", value: "Scheduling" },
+      { op: "add", path: "/status/nodeName", value: "n" },
+    ]);
+    expect(diffMembers("/status", undefined, { phase: "Pending" })).toEqual([
+      { op: "add", path: "/status", value: { phase: "Pending" } },
+    ]);
+  });
+});

@@ -47,3 +47,20 @@ export function deepEqual(a: unknown, b: unknown): boolean {
   if (ak.length !== bk.length) return false;
   return ak.every((k) => deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
 }
+
+/**
+ * The patch that turns the object `oldObj` at `path` into `newObj`, member by member (each changed member gets a
+ * `test` of its old value, so a concurrent writer of the *same* member makes the patch fail, while writers of other
+ * members are not disturbed). `oldObj` undefined adds the whole object.
+ */
+export function diffMembers(
+  path: string,
+  oldObj: Readonly<Record<string, unknown>> | undefined,
+  newObj: Readonly<Record<string, unknown>>,
+): JsonPatchOp[] {
+  if (oldObj === undefined) return [{ op: "add", path, value: newObj }];
+  const keys = new Set([...Object.keys(oldObj), ...Object.keys(newObj)]);
+  const ops: JsonPatchOp[] = [];
+  for (const k of keys) ops.push(...patchField(`${path}/${pointerSegment(k)}`, oldObj[k], newObj[k]));
+  return ops;
+}

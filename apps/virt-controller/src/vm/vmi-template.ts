@@ -1,0 +1,62 @@
+/**
+ * The VMI a VM creates (pure): the template's metadata and spec, the VM as controller owner, a stable firmware UUID
+ * (the template's, else UUIDv5 of the VM name as KubeVirt's firmware controller derives it), and annotations that
+ * record which VM generation and template the VMI was made from (RestartRequired compares them).
+ */
+import { createHash } from "node:crypto";
+import { ANNOTATION, API_VERSION, KIND, LABEL, type VirtualMachine, type VirtualMachineInstance } from "@kvt/api";
+import { FIRMWARE_UUID_NAMESPACE, uuidV5 } from "../shared/uuid.ts";
+
+/** Annotation (ours) with a hash of the template the VMI was created from. */
+export const TEMPLATE_HASH_ANNOTATION = "kubevirt.io/vm-template-hash";
+
+/** The firmware UUID the VM's VMIs get: the template's, else UUIDv5(name). Stable across restarts. */
+export function firmwareUuid(vm: VirtualMachine): string {
+  return vm.spec.template.spec?.domain?.firmware?.uuid ?? uuidV5(FIRMWARE_UUID_NAMESPACE, vm.metadata?.name ?? "");
+}
+
+/** A short hash of the VM's template (metadata labels/annotations and spec). */
+export function templateHash(vm: VirtualMachine): string {
+  const t = vm.spec.template;
+  const json = JSON.stringify({ l: t.metadata?.labels ?? {}, a: t.metadata?.annotations ?? {}, s: t.spec });
+  return createHash("sha256").update(json).digest("hex").slice(0, 16);
+}
+
+/** The VMI to create for `vm`. */
+export function vmiFromVm(vm: VirtualMachine): VirtualMachineInstance {
+  const t = structuredClone(vm.spec.template);
+  const name = vm.metadata?.name ?? "";
+  const spec = t.spec ?? { domain: { devices: {} } };
+  spec.domain.firmware = { ...spec.domain.firmware, uuid: firmwareUuid(vm) };
+  return {
+    apiVersion: API_VERSION,
+    kind: KIND.VirtualMachineInstance,
+    metadata: {
+      name,
+      namespace: vm.metadata?.namespace,
+      labels: { ...t.metadata?.labels, [LABEL.vm]: name },
+      annotations: {
+        ...t.metadata?.annotations,
+        [ANNOTATION.vmGeneration]: String(vm.metadata?.generation ?? 1),
+        [TEMPLATE_HASH_ANNOTATION]: templateHash(vm),
+      },
+      ownerReferences: [
+        {
+          apiVersion: API_VERSION,
+          kind: KIND.VirtualMachine,
+          name,
+          uid: vm.metadata?.uid ?? "",
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    spec,
+  };
+}
+
+/** True when the VM's template changed since `vmi` was created from it (the change waits for a restart). */
+export function restartRequired(vm: VirtualMachine, vmi: VirtualMachineInstance): boolean {
+  const recorded = vmi.metadata?.annotations?.[TEMPLATE_HASH_ANNOTATION];
+  return recorded !== undefined && recorded !== templateHash(vm);
+}
