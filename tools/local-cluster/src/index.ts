@@ -1,2 +1,28 @@
 /** @kvt/local-cluster: The local cluster: an embedded Kubernetes-compatible API server (node:sqlite), scheduler, process-kubelet and supervisor. */
-export {};
+
+/** Admission extension points (mutating/validating plugins, AdmissionReview-shaped attributes). */
+export type {
+  AdmissionAttributes,
+  AdmissionChain,
+  MutatingAdmission,
+  ValidatingAdmission,
+} from "./apiserver/admission/types.ts";
+/** Start an embedded API server (random port with `port: 0`); its handle carries the extension points. */
+export { type ApiServerHandle, type ApiServerOptions, startApiServer } from "./apiserver/apiserver.ts";
+/** Kubernetes Status errors, for extension handlers. */
+export { ApiError, type StatusCause, type StatusObject } from "./apiserver/errors.ts";
+/** Subresource and API aggregation extension points. */
+export type { SubresourceContext, SubresourceHandler } from "./apiserver/http/resource-handler.ts";
+export type { AggregatedApi, UserInfo } from "./apiserver/http/server.ts";
+/** The kubeconfig renderer. */
+export { renderKubeconfig } from "./apiserver/kubeconfig.ts";
+/** Object shapes. */
+export type { KubeObject, ObjectMeta } from "./apiserver/types.ts";
+/** The whole local cluster: bring-up under a data dir (npm start, e2e), its components and their supervisor. */
+export {
+  type LocalCluster,
+  type LocalClusterOptions,
+  startLocalCluster,
+  type TlsFiles,
+} from "./cluster/local-cluster.ts";
+export { type ComponentSpec, Supervisor, type SupervisorEvent } from "./cluster/supervisor.ts";
