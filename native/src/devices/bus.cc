@@ -19,6 +19,13 @@ PioBus::Entry* PioBus::Find(uint16_t port) {
   return nullptr;
 }
 
+std::mutex* PioBus::LockOf(const PioDevice* dev) {
+  for (auto& e : entries_) {
+    if (e.dev == dev) return e.lock.get();
+  }
+  return nullptr;
+}
+
 bool PioBus::Read(uint16_t port, uint8_t* data, size_t len) {
   Entry* e = Find(port);
   if (!e) {

@@ -28,6 +28,8 @@ class PioBus {
   // Dispatches; false when no device claims the port (reads then fill data with 0xff).
   bool Read(uint16_t port, uint8_t* data, size_t len);
   bool Write(uint16_t port, const uint8_t* data, size_t len);
+  // The mutex guarding dev, for callers outside a vCPU exit (console input, save/restore); nullptr if unknown.
+  std::mutex* LockOf(const PioDevice* dev);
 
  private:
   struct Entry {

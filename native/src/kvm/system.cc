@@ -1,5 +1,7 @@
 #include "kvm/system.h"
 
+#include "kvm/abi.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/ioctl.h>
@@ -49,31 +51,33 @@ Result<int> System::VcpuMmapSize() const {
 }
 
 Result<std::vector<kvm_cpuid_entry2>> System::SupportedCpuid() const {
-  for (uint32_t n = 128; n <= 4096; n *= 2) {
-    size_t bytes = sizeof(kvm_cpuid2) + n * sizeof(kvm_cpuid_entry2);
+  // KVM rejects nent above KVM_MAX_CPUID_ENTRIES (256) with EINVAL and too few with E2BIG.
+  for (uint32_t n : {256u, 128u, 80u}) {
+    size_t bytes = sizeof(abi::Cpuid2Header) + n * sizeof(kvm_cpuid_entry2);
     std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes]());
-    auto* cpuid = reinterpret_cast<kvm_cpuid2*>(buf.get());
+    auto* cpuid = reinterpret_cast<abi::Cpuid2Header*>(buf.get());
     cpuid->nent = n;
-    if (ioctl(fd_.get(), KVM_GET_SUPPORTED_CPUID, cpuid) == 0) {
-      return std::vector<kvm_cpuid_entry2>(cpuid->entries, cpuid->entries + cpuid->nent);
+    if (ioctl(fd_.get(), abi::kGetSupportedCpuid, cpuid) == 0) {
+      auto* entries = reinterpret_cast<kvm_cpuid_entry2*>(buf.get() + sizeof(abi::Cpuid2Header));
+      return std::vector<kvm_cpuid_entry2>(entries, entries + cpuid->nent);
     }
-    if (errno != E2BIG) return ErrnoError("KVM_GET_SUPPORTED_CPUID");
+    if (errno != E2BIG && errno != EINVAL) return ErrnoError("KVM_GET_SUPPORTED_CPUID");
   }
   return Error{E2BIG, "KVM_GET_SUPPORTED_CPUID", ""};
 }
 
 Result<std::vector<uint32_t>> System::MsrIndexList() const {
-  kvm_msr_list probe{};
-  probe.nmsrs = 0;
-  if (ioctl(fd_.get(), KVM_GET_MSR_INDEX_LIST, &probe) < 0 && errno != E2BIG) {
+  abi::MsrListHeader probe{0};
+  if (ioctl(fd_.get(), abi::kGetMsrIndexList, &probe) < 0 && errno != E2BIG) {
     return ErrnoError("KVM_GET_MSR_INDEX_LIST");
   }
   uint32_t n = probe.nmsrs;
-  std::unique_ptr<uint8_t[]> buf(new uint8_t[sizeof(kvm_msr_list) + n * sizeof(uint32_t)]());
-  auto* list = reinterpret_cast<kvm_msr_list*>(buf.get());
+  std::unique_ptr<uint8_t[]> buf(new uint8_t[sizeof(abi::MsrListHeader) + n * sizeof(uint32_t)]());
+  auto* list = reinterpret_cast<abi::MsrListHeader*>(buf.get());
   list->nmsrs = n;
-  if (ioctl(fd_.get(), KVM_GET_MSR_INDEX_LIST, list) < 0) return ErrnoError("KVM_GET_MSR_INDEX_LIST");
-  return std::vector<uint32_t>(list->indices, list->indices + list->nmsrs);
+  if (ioctl(fd_.get(), abi::kGetMsrIndexList, list) < 0) return ErrnoError("KVM_GET_MSR_INDEX_LIST");
+  auto* indices = reinterpret_cast<uint32_t*>(buf.get() + sizeof(abi::MsrListHeader));
+  return std::vector<uint32_t>(indices, indices + list->nmsrs);
 }
 
 Result<ScopedFd> System::CreateVm() const {

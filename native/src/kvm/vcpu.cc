@@ -1,5 +1,7 @@
 #include "kvm/vcpu.h"
 
+#include "kvm/abi.h"
+
 #include <errno.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -66,48 +68,51 @@ int VcpuFd::Run() {
 }
 
 Status VcpuFd::SetCpuid(const std::vector<kvm_cpuid_entry2>& entries) {
-  size_t bytes = sizeof(kvm_cpuid2) + entries.size() * sizeof(kvm_cpuid_entry2);
+  size_t bytes = sizeof(abi::Cpuid2Header) + entries.size() * sizeof(kvm_cpuid_entry2);
   std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes]());
-  auto* cpuid = reinterpret_cast<kvm_cpuid2*>(buf.get());
+  auto* cpuid = reinterpret_cast<abi::Cpuid2Header*>(buf.get());
   cpuid->nent = static_cast<uint32_t>(entries.size());
-  std::memcpy(cpuid->entries, entries.data(), entries.size() * sizeof(kvm_cpuid_entry2));
-  if (Ioctl(fd_.get(), KVM_SET_CPUID2, cpuid) < 0) return ErrnoError("KVM_SET_CPUID2");
+  std::memcpy(buf.get() + sizeof(abi::Cpuid2Header), entries.data(), entries.size() * sizeof(kvm_cpuid_entry2));
+  if (Ioctl(fd_.get(), abi::kSetCpuid2, cpuid) < 0) return ErrnoError("KVM_SET_CPUID2");
   return OkStatus();
 }
 
 Status VcpuFd::GetXsave(std::vector<uint8_t>* buf, size_t size) {
-  if (size < sizeof(kvm_xsave)) size = sizeof(kvm_xsave);
+  if (size < abi::kXsaveBytes) size = abi::kXsaveBytes;
   buf->assign(size, 0);
-  unsigned long req = size > sizeof(kvm_xsave) ? KVM_GET_XSAVE2 : KVM_GET_XSAVE;
-  if (Ioctl(fd_.get(), req, buf->data()) < 0) return ErrnoError(size > sizeof(kvm_xsave) ? "KVM_GET_XSAVE2" : "KVM_GET_XSAVE");
+  bool big = size > abi::kXsaveBytes;
+  if (Ioctl(fd_.get(), big ? abi::kGetXsave2 : abi::kGetXsave, buf->data()) < 0) {
+    return ErrnoError(big ? "KVM_GET_XSAVE2" : "KVM_GET_XSAVE");
+  }
   return OkStatus();
 }
 
 Status VcpuFd::SetXsave(const std::vector<uint8_t>& buf) {
-  if (buf.size() < sizeof(kvm_xsave)) return Error{EINVAL, "KVM_SET_XSAVE", "short buffer"};
-  if (Ioctl(fd_.get(), KVM_SET_XSAVE, const_cast<uint8_t*>(buf.data())) < 0) return ErrnoError("KVM_SET_XSAVE");
+  if (buf.size() < abi::kXsaveBytes) return Error{EINVAL, "KVM_SET_XSAVE", "short buffer"};
+  if (Ioctl(fd_.get(), abi::kSetXsave, const_cast<uint8_t*>(buf.data())) < 0) return ErrnoError("KVM_SET_XSAVE");
   return OkStatus();
 }
 
 Result<size_t> VcpuFd::GetMsrs(const std::vector<uint32_t>& indices, std::vector<kvm_msr_entry>* out) {
-  size_t bytes = sizeof(kvm_msrs) + indices.size() * sizeof(kvm_msr_entry);
+  size_t bytes = sizeof(abi::MsrsHeader) + indices.size() * sizeof(kvm_msr_entry);
   std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes]());
-  auto* msrs = reinterpret_cast<kvm_msrs*>(buf.get());
+  auto* msrs = reinterpret_cast<abi::MsrsHeader*>(buf.get());
+  auto* entries = reinterpret_cast<kvm_msr_entry*>(buf.get() + sizeof(abi::MsrsHeader));
   msrs->nmsrs = static_cast<uint32_t>(indices.size());
-  for (size_t i = 0; i < indices.size(); ++i) msrs->entries[i].index = indices[i];
-  int r = Ioctl(fd_.get(), KVM_GET_MSRS, msrs);
+  for (size_t i = 0; i < indices.size(); ++i) entries[i].index = indices[i];
+  int r = Ioctl(fd_.get(), abi::kGetMsrs, msrs);
   if (r < 0) return ErrnoError("KVM_GET_MSRS");
-  out->assign(msrs->entries, msrs->entries + r);
+  out->assign(entries, entries + r);
   return static_cast<size_t>(r);
 }
 
 Status VcpuFd::SetMsrs(const std::vector<kvm_msr_entry>& entries) {
-  size_t bytes = sizeof(kvm_msrs) + entries.size() * sizeof(kvm_msr_entry);
+  size_t bytes = sizeof(abi::MsrsHeader) + entries.size() * sizeof(kvm_msr_entry);
   std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes]());
-  auto* msrs = reinterpret_cast<kvm_msrs*>(buf.get());
+  auto* msrs = reinterpret_cast<abi::MsrsHeader*>(buf.get());
   msrs->nmsrs = static_cast<uint32_t>(entries.size());
-  std::memcpy(msrs->entries, entries.data(), entries.size() * sizeof(kvm_msr_entry));
-  int r = Ioctl(fd_.get(), KVM_SET_MSRS, msrs);
+  std::memcpy(buf.get() + sizeof(abi::MsrsHeader), entries.data(), entries.size() * sizeof(kvm_msr_entry));
+  int r = Ioctl(fd_.get(), abi::kSetMsrs, msrs);
   if (r < 0) return ErrnoError("KVM_SET_MSRS");
   if (static_cast<size_t>(r) != entries.size()) {
     return Error{EINVAL, "KVM_SET_MSRS", "MSR " + std::to_string(entries[static_cast<size_t>(r)].index) + " refused"};

@@ -1,0 +1,92 @@
+// MachineImpl: the parts of a Machine, shared by machine.cc (lifecycle, dirty log, serial) and machine_state.cc
+// (save/restore). Private to src/vmm. Member order is teardown order in reverse: threads go first, then vCPU fds,
+// devices, memory slots' backing, the VM fd and /dev/kvm last.
+#pragma once
+
+#include <linux/kvm.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "devices/bus.h"
+#include "devices/i8042.h"
+#include "devices/serial_16550.h"
+#include "devices/test_port.h"
+#include "kvm/abi.h"
+#include "kvm/system.h"
+#include "kvm/vcpu.h"
+#include "kvm/vm.h"
+#include "memory/guest_memory.h"
+#include "vmm/exit_handler.h"
+#include "vmm/machine.h"
+#include "vmm/vcpu_thread.h"
+
+namespace kvmts::vmm {
+
+struct MachineImpl : public Peripherals,
+                     public devices::OutputSink,
+                     public devices::IrqTrigger,
+                     public devices::ResetSink,
+                     public devices::ExitSink {
+  MachineImpl() : serial(this, this), i8042(this), test_port(this, &MonotonicMicros) {}
+  ~MachineImpl() override;
+
+  static uint64_t MonotonicMicros();
+
+  // Peripherals
+  devices::PioBus& bus() override { return pio; }
+  void ReportExit(uint32_t vcpu, const std::string& reason, bool fatal) override;
+  void RequestShutdown(ShutdownReason reason, uint32_t code) override;
+  // Devices' sinks
+  void Write(uint8_t byte) override;  // serial output
+  void Trigger() override {}          // no interrupt controller routing: the test guest polls the UART
+  void OnReset() override { RequestShutdown(ShutdownReason::kReset, 0); }
+  void OnGuestExit(uint32_t code) override { RequestShutdown(ShutdownReason::kGuestExit, code); }
+
+  // Posts cmd to every vCPU thread, then waits for every acknowledgement.
+  Status Broadcast(VcpuCommand cmd, const char* op);
+  void JoinThreads();
+
+  MachineConfig config;
+  MachineEvents* events = nullptr;
+  kvm::System kvm;
+  kvm::VmFd vm;
+  std::unique_ptr<memory::GuestMemory> mem;
+  std::vector<kvm_cpuid_entry2> cpuid;
+  std::vector<uint32_t> msr_indices;  // saved/restored MSRs (filtered to the readable ones on first save)
+  bool msr_indices_filtered = false;
+  size_t xsave_bytes = kvm::abi::kXsaveBytes;
+  devices::Serial16550 serial;
+  devices::I8042 i8042;
+  devices::TestPort test_port;
+  devices::PioBus pio;
+  std::vector<std::unique_ptr<kvm::VcpuFd>> vcpus;
+  std::vector<std::unique_ptr<VcpuThread>> threads;
+
+  mutable std::mutex lifecycle_mu;  // state transitions (Start/Pause/Resume/Stop/Save/Restore)
+  std::atomic<MachineState> state{MachineState::kCreated};
+  std::atomic<bool> shutdown{false};
+  bool loaded = false;
+
+  std::mutex dirty_mu;
+  bool dirty_logging = false;
+  std::vector<uint64_t> kvm_log_scratch;
+  std::atomic<uint64_t> dirty_collections{0};
+
+  std::mutex serial_out_mu;
+  std::string serial_out;
+  bool serial_notified = false;
+
+  std::atomic<uint32_t> throttle_pct{0};
+  std::thread throttle_thread;
+  std::mutex throttle_mu;
+  std::condition_variable throttle_cv;
+  bool throttle_exit = false;
+};
+
+}  // namespace kvmts::vmm
