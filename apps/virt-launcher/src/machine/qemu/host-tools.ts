@@ -1,0 +1,68 @@
+/**
+ * Host programs the QEMU backend needs: qemu-system-x86_64 (Debian qemu-system-x86) and genisoimage (for the
+ * NoCloud seed). When one is missing it is installed with apt-get if we are root; otherwise a clear error names
+ * the one command to run.
+ */
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+
+/** A host program is missing and could not be installed; `command` is what a user runs to fix it. */
+export class MissingHostToolError extends Error {
+  readonly command: string;
+  constructor(tool: string, command: string, detail?: string) {
+    super(`${tool} is not installed${detail ? ` (${detail})` : ""}; run: ${command}`);
+    this.name = "MissingHostToolError";
+    this.command = command;
+  }
+}
+
+/** A program and the Debian package that provides it. */
+export interface HostTool {
+  readonly bin: string;
+  readonly pkg: string;
+}
+
+/** What the QEMU backend needs on the host. */
+export const QEMU_TOOLS: readonly HostTool[] = [
+  { bin: "qemu-system-x86_64", pkg: "qemu-system-x86" },
+  { bin: "genisoimage", pkg: "genisoimage" },
+];
+
+async function has(bin: string): Promise<boolean> {
+  try {
+    await run("sh", ["-c", 'command -v "$1"', "sh", bin]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+let ensured: Promise<void> | undefined;
+
+/** Makes sure every tool is present: installs the missing ones when root, else throws {@link MissingHostToolError}. */
+export function ensureHostTools(tools: readonly HostTool[] = QEMU_TOOLS): Promise<void> {
+  ensured ??= (async () => {
+    const missing: HostTool[] = [];
+    for (const t of tools) if (!(await has(t.bin))) missing.push(t);
+    if (missing.length === 0) return;
+    const pkgs = [...new Set(missing.map((m) => m.pkg))];
+    const names = missing.map((m) => m.bin).join(", ");
+    if (process.getuid?.() !== 0) throw new MissingHostToolError(names, `sudo apt-get install -y ${pkgs.join(" ")}`);
+    try {
+      await run("apt-get", ["install", "-y", "--no-install-recommends", ...pkgs], { maxBuffer: 64 << 20 });
+    } catch (err) {
+      throw new MissingHostToolError(
+        names,
+        `apt-get update && apt-get install -y ${pkgs.join(" ")}`,
+        (err as Error).message.split("\n")[0],
+      );
+    }
+  })();
+  const p = ensured;
+  p.catch(() => {
+    ensured = undefined;
+  });
+  return p;
+}

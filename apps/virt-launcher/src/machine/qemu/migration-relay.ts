@@ -1,0 +1,234 @@
+/**
+ * Carries QEMU's migration stream between two launchers through our authenticated channel. QEMU itself only ever
+ * talks to a local unix socket; the TCP hop between hosts is ours and starts with a mutual HMAC-SHA256 handshake
+ * over the per-migration secret. Not one byte of the stream is forwarded before both sides have proven the secret.
+ *
+ *   source QEMU --unix--> source relay                        target relay --unix--> target QEMU (-incoming)
+ *                              |  TCP connect                      | (listening on host:port)
+ *                              |<---- MAGIC | nonceT(32) ----------|
+ *                              |---- MAGIC | nonceS(32) | macS --->|  macS = HMAC(secret, "source" | nonceT | nonceS)
+ *                              |                                   |  verify, else close (QEMU never sees the peer)
+ *                              |<---------------- macT ------------|  macT = HMAC(secret, "target" | nonceS | nonceT)
+ *                  verify, else close
+ *                              |<======= raw QEMU stream =========>|  (both directions: QEMU's return path)
+ *
+ * MAGIC = "KVTQMIG1" (8 bytes: protocol and version). Each step has a deadline; a wrong secret, a short read or a
+ * wrong magic ends that connection only, and the target keeps listening for the real source until it is closed.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { connect, createServer, type Server, type Socket } from "node:net";
+import type { Logger } from "@kvt/observability";
+
+const MAGIC = Buffer.from("KVTQMIG1");
+const NONCE = 32;
+const MAC = 32;
+const HANDSHAKE_TIMEOUT_MS = 10_000;
+
+/** The handshake failed: wrong secret, wrong protocol, or the peer went away. */
+export class MigrationAuthError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "MigrationAuthError";
+  }
+}
+
+/** A fresh per-migration secret (256 bits, hex). */
+export function newMigrationSecret(): string {
+  return randomBytes(32).toString("hex");
+}
+
+function mac(secret: string, role: "source" | "target", first: Buffer, second: Buffer): Buffer {
+  return createHmac("sha256", secret).update(role).update(first).update(second).digest();
+}
+
+/** Reads exactly `n` bytes from `socket` (paused-mode reads), keeping any surplus for the next read. */
+class ExactReader {
+  #buffered = Buffer.alloc(0);
+  #want = 0;
+  #resolve?: (b: Buffer) => void;
+  #reject?: (e: Error) => void;
+  readonly #socket: Socket;
+  readonly #onData = (chunk: Buffer): void => {
+    this.#buffered = Buffer.concat([this.#buffered, chunk]);
+    this.#drain();
+  };
+  readonly #onEnd = (): void =>
+    this.#reject?.(new MigrationAuthError("peer closed the connection during the handshake"));
+  constructor(socket: Socket) {
+    this.#socket = socket;
+    socket.on("data", this.#onData);
+    socket.on("end", this.#onEnd);
+    socket.on("close", this.#onEnd);
+    socket.on("error", this.#onEnd);
+  }
+  read(n: number): Promise<Buffer> {
+    return new Promise((resolve, reject) => {
+      this.#want = n;
+      this.#resolve = resolve;
+      this.#reject = reject;
+      this.#drain();
+    });
+  }
+  #drain(): void {
+    if (this.#resolve && this.#buffered.length >= this.#want) {
+      const out = this.#buffered.subarray(0, this.#want);
+      this.#buffered = this.#buffered.subarray(this.#want);
+      const r = this.#resolve;
+      this.#resolve = undefined;
+      this.#reject = undefined;
+      r(out);
+    }
+  }
+  /** Stops reading; returns bytes received beyond the handshake. */
+  detach(): Buffer {
+    this.#socket.off("data", this.#onData);
+    this.#socket.off("end", this.#onEnd);
+    this.#socket.off("close", this.#onEnd);
+    this.#socket.off("error", this.#onEnd);
+    return this.#buffered;
+  }
+}
+
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new MigrationAuthError(`${what} timed out`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Joins two sockets in both directions; ends each when the other ends. */
+function splice(a: Socket, b: Socket, leftoverForB: Buffer): void {
+  if (leftoverForB.length > 0) b.write(leftoverForB);
+  a.pipe(b);
+  b.pipe(a);
+  const destroyBoth = (): void => {
+    a.destroy();
+    b.destroy();
+  };
+  a.on("error", destroyBoth);
+  b.on("error", destroyBoth);
+  a.on("close", () => b.end());
+  b.on("close", () => a.end());
+}
+
+/** Target side: a TCP listener that authenticates the source and then connects it to QEMU's unix socket. */
+export class IncomingRelay {
+  readonly #server: Server;
+  readonly #secret: string;
+  readonly #qemuSocket: string;
+  readonly #log: Logger;
+  #accepted = false;
+
+  private constructor(server: Server, secret: string, qemuSocket: string, log: Logger) {
+    this.#server = server;
+    this.#secret = secret;
+    this.#qemuSocket = qemuSocket;
+    this.#log = log;
+    server.on("connection", (s) => void this.#onConnection(s));
+  }
+
+  /** Listens on `host` (ephemeral port) for a source knowing `secret`; forwards it to `qemuSocket`. */
+  static async listen(host: string, secret: string, qemuSocket: string, log: Logger): Promise<IncomingRelay> {
+    const server = createServer({ pauseOnConnect: false });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(0, host, () => resolve());
+    });
+    return new IncomingRelay(server, secret, qemuSocket, log);
+  }
+
+  /** The port it listens on. */
+  get port(): number {
+    const a = this.#server.address();
+    return typeof a === "object" && a ? a.port : 0;
+  }
+
+  /** Stops listening (an accepted stream keeps flowing). */
+  close(): void {
+    this.#server.close();
+  }
+
+  async #onConnection(socket: Socket): Promise<void> {
+    const peer = `${socket.remoteAddress}:${socket.remotePort}`;
+    if (this.#accepted) {
+      socket.destroy();
+      return;
+    }
+    const reader = new ExactReader(socket);
+    try {
+      const nonceT = randomBytes(NONCE);
+      socket.write(Buffer.concat([MAGIC, nonceT]));
+      const hello = await withDeadline(
+        reader.read(MAGIC.length + NONCE + MAC),
+        HANDSHAKE_TIMEOUT_MS,
+        "migration handshake",
+      );
+      if (!hello.subarray(0, MAGIC.length).equals(MAGIC))
+        throw new MigrationAuthError("not a kvt migration peer (bad magic)");
+      const nonceS = hello.subarray(MAGIC.length, MAGIC.length + NONCE);
+      const macS = hello.subarray(MAGIC.length + NONCE);
+      if (!timingSafeEqual(macS, mac(this.#secret, "source", nonceT, nonceS)))
+        throw new MigrationAuthError("migration peer failed authentication");
+      if (this.#accepted) throw new MigrationAuthError("a migration source is already connected");
+      this.#accepted = true;
+      socket.write(mac(this.#secret, "target", nonceS, nonceT));
+      const leftover = reader.detach();
+      const qemu = connect(this.#qemuSocket);
+      splice(socket, qemu, leftover);
+      this.#server.close();
+      this.#log.info({ peer }, "migration source authenticated; stream forwarded to QEMU");
+    } catch (err) {
+      reader.detach();
+      this.#log.warn({ peer, err: (err as Error).message }, "migration connection refused");
+      socket.destroy();
+    }
+  }
+}
+
+/**
+ * Source side: connects to the target relay and proves the secret (and checks the target's proof). Resolves with
+ * the authenticated socket, over which nothing has been sent yet beyond the handshake.
+ */
+export async function connectOutgoing(host: string, port: number, secret: string): Promise<Socket> {
+  const socket = await new Promise<Socket>((resolve, reject) => {
+    const s = connect({ host, port });
+    s.once("connect", () => {
+      s.off("error", reject);
+      resolve(s);
+    });
+    s.once("error", reject);
+  });
+  const reader = new ExactReader(socket);
+  try {
+    const hello = await withDeadline(reader.read(MAGIC.length + NONCE), HANDSHAKE_TIMEOUT_MS, "migration handshake");
+    if (!hello.subarray(0, MAGIC.length).equals(MAGIC))
+      throw new MigrationAuthError("target is not a kvt migration relay (bad magic)");
+    const nonceT = Buffer.from(hello.subarray(MAGIC.length));
+    const nonceS = randomBytes(NONCE);
+    socket.write(Buffer.concat([MAGIC, nonceS, mac(secret, "source", nonceT, nonceS)]));
+    const macT = await withDeadline(reader.read(MAC), HANDSHAKE_TIMEOUT_MS, "migration handshake");
+    if (!timingSafeEqual(macT, mac(secret, "target", nonceS, nonceT)))
+      throw new MigrationAuthError("target failed authentication");
+    const leftover = reader.detach();
+    if (leftover.length > 0) throw new MigrationAuthError("target sent data before the stream started");
+    return socket;
+  } catch (err) {
+    reader.detach();
+    socket.destroy();
+    throw err instanceof MigrationAuthError ? err : new MigrationAuthError((err as Error).message);
+  }
+}
+
+/** Source side: a unix listener QEMU migrates into; its one connection is joined to the authenticated `peer`. */
+export async function listenForQemu(path: string, peer: Socket): Promise<Server> {
+  const server = createServer((qemu) => {
+    server.close();
+    splice(qemu, peer, Buffer.alloc(0));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(path, () => resolve());
+  });
+  return server;
+}

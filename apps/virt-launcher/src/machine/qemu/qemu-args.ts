@@ -1,0 +1,81 @@
+/**
+ * The qemu-system-x86_64 command line for a MachineSpec (pure). Software emulation only (`-accel tcg`), direct
+ * kernel boot, serial console on stdio, QMP on a unix socket, the NoCloud seed as a read-only virtio-blk drive.
+ *
+ * Machine type: `pc` by default. Measured here (TCG, 1 vCPU, 256 MiB, demo image, to the boot marker):
+ * `pc` + SeaBIOS 7.5 s, `pc` + qboot 13.7 s, `microvm` 6.0 s. microvm is faster but has no i8042, so the
+ * guest cannot be asked to shut down with Ctrl-Alt-Del; `pc` is the default, `microvm` an option.
+ */
+import type { MachineSpec } from "../machine.ts";
+
+/** QEMU machine types this backend knows how to wire. */
+export type QemuMachineType = "pc" | "microvm";
+
+/** Where the backend's files live for one QEMU process. */
+export interface QemuPaths {
+  /** QMP unix socket. */
+  readonly qmpSocket: string;
+  /** The NoCloud seed image, when the spec has cloud-init data. */
+  readonly seedImage?: string;
+}
+
+/** Extra knobs for {@link qemuArgs}. */
+export interface QemuArgOptions {
+  readonly machineType: QemuMachineType;
+  /** Start as a migration target (`-incoming defer`); the guest runs once the incoming stream completes. */
+  readonly incoming: boolean;
+}
+
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
+/** The kernel command line: the image's, plus `console=ttyS0` when it names no console. */
+export function kernelCmdline(cmdline: string): string {
+  const trimmed = cmdline.trim();
+  return /(^|\s)console=/.test(trimmed) ? trimmed : `console=ttyS0 ${trimmed}`.trim();
+}
+
+/** Builds the argv (without the binary). Throws on a spec QEMU cannot express (bad UUID, sizes). */
+export function qemuArgs(spec: MachineSpec, paths: QemuPaths, options: QemuArgOptions): string[] {
+  if (!Number.isInteger(spec.vcpus) || spec.vcpus < 1 || spec.vcpus > 255)
+    throw new Error(`invalid vCPU count ${spec.vcpus}`);
+  const memMiB = Math.ceil(spec.memoryBytes / 1048576);
+  if (!Number.isFinite(memMiB) || memMiB < 16)
+    throw new Error(`guest memory ${spec.memoryBytes} bytes is below 16 MiB`);
+  if (spec.firmwareUuid !== undefined && !UUID.test(spec.firmwareUuid))
+    throw new Error(`invalid firmware UUID "${spec.firmwareUuid}"`);
+  const args = [
+    "-accel",
+    "tcg",
+    "-nodefaults",
+    "-no-user-config",
+    "-display",
+    "none",
+    "-m",
+    `${memMiB}M`,
+    "-smp",
+    String(spec.vcpus),
+    "-chardev",
+    "stdio,id=console,signal=off",
+    "-serial",
+    "chardev:console",
+    "-qmp",
+    `unix:${paths.qmpSocket},server=on,wait=off`,
+    "-kernel",
+    spec.boot.kernelPath,
+    "-append",
+    kernelCmdline(spec.boot.cmdline),
+  ];
+  if (options.machineType === "microvm") args.unshift("-M", "microvm");
+  else args.unshift("-M", "pc");
+  if (spec.boot.initrdPath) args.push("-initrd", spec.boot.initrdPath);
+  if (spec.firmwareUuid) args.push("-uuid", spec.firmwareUuid);
+  if (paths.seedImage) {
+    const drive = `file=${paths.seedImage},format=raw,readonly=on,if=none,id=cidata`;
+    const device = options.machineType === "microvm" ? "virtio-blk-device,drive=cidata" : "virtio-blk-pci,drive=cidata";
+    args.push("-drive", drive, "-device", device);
+  }
+  // A source starts paused (QMP connects, then `cont`); a target runs by itself once the incoming stream completes.
+  if (options.incoming) args.push("-incoming", "defer");
+  else args.push("-S");
+  return args;
+}
