@@ -1,0 +1,182 @@
+import { describe, expect, it } from "vitest";
+import { FakeCluster, newVmi } from "../testing/fake-cluster.ts";
+import { type AdmissionRequest, parseReview, reviewResponse } from "./admission.ts";
+import {
+  mutateMigration,
+  mutateVm,
+  validateMigrationCreate,
+  validateMigrationPolicy,
+  validateMigrationUpdate,
+  validateVm,
+  validateVmiCreate,
+  validateVmiUpdate,
+} from "./admitters.ts";
+
+function req(object: Record<string, unknown>, extra: Partial<AdmissionRequest> = {}): AdmissionRequest {
+  return {
+    uid: "u1",
+    kind: { group: "kubevirt.io", version: "v1", kind: "VirtualMachine" },
+    resource: { group: "kubevirt.io", version: "v1", resource: "virtualmachines" },
+    operation: "CREATE",
+    namespace: "default",
+    name: "vm1",
+    object,
+    ...extra,
+  };
+}
+
+const goodSpec = {
+  domain: { resources: { requests: { memory: "128Mi" } }, devices: { disks: [{ name: "root", disk: {} }] } },
+  volumes: [{ name: "root", containerDisk: { image: "x" } }],
+};
+
+function vm(spec: Record<string, unknown>): Record<string, unknown> {
+  return { apiVersion: "kubevirt.io/v1", kind: "VirtualMachine", metadata: { name: "vm1" }, spec };
+}
+
+describe("VM validation", () => {
+  it.each([
+    [{ runStrategy: "Always", template: { spec: goodSpec } }, undefined],
+    [{ running: true, template: { spec: goodSpec } }, undefined],
+    [{ template: { spec: goodSpec } }, "RunStrategy must be specified"],
+    [
+      { running: true, runStrategy: "Always", template: { spec: goodSpec } },
+      "Running and RunStrategy are mutually exclusive",
+    ],
+    [{ runStrategy: "Sometimes", template: { spec: goodSpec } }, "Invalid RunStrategy (Sometimes)"],
+    [{ runStrategy: "Always" }, "missing virtual machine template."],
+    [
+      { runStrategy: "Always", template: { spec: { domain: {} } } },
+      "spec.template.spec.domain.resources.requests.memory",
+    ],
+    [
+      { runStrategy: "Always", template: { spec: { ...goodSpec, volumes: [] } } },
+      "spec.template.spec.domain.devices.disks[0].Name 'root' not found.",
+    ],
+    [
+      { runStrategy: "Always", template: { spec: { ...goodSpec, evictionStrategy: "Sometimes" } } },
+      "unrecognized option: Sometimes",
+    ],
+  ])("validateVm(%j) -> %s", async (spec, message) => {
+    const result = await validateVm(req(vm(spec)));
+    if (message === undefined) expect(result).toEqual({ allowed: true });
+    else {
+      expect(result.allowed).toBe(false);
+      expect(JSON.stringify(result)).toContain(message);
+    }
+  });
+
+  it("a denial becomes an AdmissionReview with 422 Invalid, the joined message and field causes", async () => {
+    const r = req(vm({ template: { spec: { domain: {} } } }));
+    const review = reviewResponse(r, await validateVm(r)) as { response: Record<string, unknown> };
+    expect(review.response).toMatchObject({
+      uid: "u1",
+      allowed: false,
+      status: { code: 422, reason: "Invalid", message: expect.stringContaining("RunStrategy must be specified, ") },
+    });
+    const causes = (review.response.status as { details: { causes: Array<{ field: string }> } }).details.causes;
+    expect(causes.map((c) => c.field)).toEqual([
+      "spec.runStrategy",
+      "spec.template.spec.domain.resources.requests.memory",
+    ]);
+  });
+});
+
+describe("mutation", () => {
+  it("mutateVm adds a firmware UUID as a base64 JSONPatch", async () => {
+    const r = req(vm({ runStrategy: "Always", template: { spec: goodSpec } }));
+    const review = reviewResponse(r, await mutateVm(r)) as { response: { patchType: string; patch: string } };
+    expect(review.response.patchType).toBe("JSONPatch");
+    const patch = JSON.parse(Buffer.from(review.response.patch, "base64").toString()) as Array<{
+      path: string;
+      value: { uuid: string };
+    }>;
+    expect(patch[0]?.path).toBe("/spec/template/spec/domain/firmware");
+    expect(patch[0]?.value.uuid).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("mutateMigration adds the vmi-name label and the finalizer", async () => {
+    const result = await mutateMigration(req({ metadata: { generateName: "m-" }, spec: { vmiName: "vm1" } }));
+    expect(result).toEqual({
+      allowed: true,
+      patch: [
+        { op: "add", path: "/metadata/labels", value: { "kubevirt.io/vmi-name": "vm1" } },
+        { op: "add", path: "/metadata/finalizers", value: ["kubevirt.io/migrationJobFinalizer"] },
+      ],
+    });
+  });
+});
+
+describe("VMI", () => {
+  it("create validation requires memory", async () => {
+    expect((await validateVmiCreate(req({ spec: { domain: {} } }))).allowed).toBe(false);
+    expect(await validateVmiCreate(req({ spec: goodSpec }))).toEqual({ allowed: true });
+  });
+
+  it("update of the spec is denied to users and allowed to KubeVirt's service accounts", async () => {
+    const admit = validateVmiUpdate("kubevirt");
+    const base = { operation: "UPDATE" as const, oldObject: { spec: goodSpec } };
+    const changed = { spec: { ...goodSpec, hostname: "x" } };
+    const denied = await admit(req(changed, { ...base, userInfo: { username: "alice" } }));
+    expect(JSON.stringify(denied)).toContain("update of VMI object is restricted");
+    const allowed = await admit(
+      req(changed, { ...base, userInfo: { username: "system:serviceaccount:kubevirt:kubevirt-handler" } }),
+    );
+    expect(allowed.allowed).toBe(true);
+  });
+});
+
+describe("migrations", () => {
+  it.each([
+    [undefined, 'the VMI "default/vm1" does not exist'],
+    ["Succeeded", "Cannot migrate VMI in finalized state."],
+    ["Running", undefined],
+  ])("create with VMI phase %s -> %s", async (phase, message) => {
+    const cluster = new FakeCluster();
+    if (phase) cluster.addVmi(newVmi("vm1", phase));
+    const result = await validateMigrationCreate(cluster)(req({ spec: { vmiName: "vm1" } }, { name: "" }));
+    if (message === undefined) expect(result.allowed).toBe(true);
+    else expect(result).toEqual({ allowed: false, code: 400, message });
+  });
+
+  it("create is denied while another migration of the VMI is in flight", async () => {
+    const cluster = new FakeCluster().addVmi(newVmi("vm1", "Running"));
+    cluster.vmims.push({
+      metadata: { name: "m0", namespace: "default", uid: "uid-m0", labels: { "kubevirt.io/vmi-name": "vm1" } },
+      spec: { vmiName: "vm1" },
+      status: { phase: "Running" },
+    });
+    const result = await validateMigrationCreate(cluster)(req({ spec: { vmiName: "vm1" } }, { name: "" }));
+    expect(JSON.stringify(result)).toContain("in-flight migration detected. Active migration job (uid-m0)");
+  });
+
+  it("create is denied for a VMI that is not live-migratable", async () => {
+    const cluster = new FakeCluster().addVmi(
+      newVmi("vm1", "Running", [
+        { type: "LiveMigratable", status: "False", reason: "DisksNotLiveMigratable", message: "rwo" } as never,
+      ]),
+    );
+    const result = await validateMigrationCreate(cluster)(req({ spec: { vmiName: "vm1" } }));
+    expect(JSON.stringify(result)).toContain("Cannot migrate VMI, Reason: DisksNotLiveMigratable, Message: rwo");
+  });
+
+  it("the spec is immutable on update", async () => {
+    const r = req({ spec: { vmiName: "b" } }, { operation: "UPDATE", oldObject: { spec: { vmiName: "a" } } });
+    expect((await validateMigrationUpdate(r)).allowed).toBe(false);
+  });
+
+  it("MigrationPolicy maxDowntimeMs must be in 1..2000000", async () => {
+    expect((await validateMigrationPolicy(req({ spec: { maxDowntimeMs: 0 } }))).allowed).toBe(false);
+    expect((await validateMigrationPolicy(req({ spec: { maxDowntimeMs: 300 } }))).allowed).toBe(true);
+  });
+});
+
+describe("parseReview", () => {
+  it.each([
+    [null],
+    [{ kind: "AdmissionReview", apiVersion: "admission.k8s.io/v1beta1", request: {} }],
+    [{ kind: "AdmissionReview", apiVersion: "admission.k8s.io/v1" }],
+  ])("rejects %j", (body) => {
+    expect(() => parseReview(body)).toThrow();
+  });
+});
