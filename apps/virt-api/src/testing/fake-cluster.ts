@@ -135,7 +135,7 @@ export class FakeCluster implements ClusterClient {
       if (!dryRun) map.set(`${namespace}/${name}`, next);
       return Promise.resolve();
     } catch (error) {
-      return Promise.reject(error);
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
   }
 
