@@ -1,0 +1,91 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { chooseBackend, type HostVirt, parseUseEmulation, probeHostVirt, type UseEmulation } from "./backend-choice.ts";
+
+const hardware: HostVirt = { kvmDevice: true, hardwareVirt: true, pvm: false };
+const pvm: HostVirt = { kvmDevice: true, hardwareVirt: false, pvm: true };
+const nestedNoFlag: HostVirt = { kvmDevice: true, hardwareVirt: false, pvm: false };
+const noKvm: HostVirt = { kvmDevice: false, hardwareVirt: false, pvm: false };
+
+describe("chooseBackend()", () => {
+  it.each<[UseEmulation, HostVirt, boolean, string, string | undefined]>([
+    ["whenNeeded", hardware, false, "native", undefined],
+    ["whenNeeded", nestedNoFlag, false, "native", undefined],
+    ["whenNeeded", pvm, true, "native", undefined],
+    ["whenNeeded", pvm, false, "qemu", "KVMCannotRunGuest"],
+    ["whenNeeded", noKvm, true, "qemu", "KVMUnavailable"],
+    ["never", hardware, false, "native", undefined],
+    ["never", pvm, true, "native", undefined],
+    ["always", hardware, false, "qemu", "EmulationRequested"],
+    ["always", pvm, true, "qemu", "EmulationRequested"],
+  ])("%s on %o, pvmSafe=%s -> %s (%s)", (setting, host, pvmSafe, backend, reason) => {
+    const c = chooseBackend(setting, host, { pvmSafe });
+    expect(c.ok).toBe(true);
+    if (!c.ok) return;
+    expect(c.backend).toBe(backend);
+    expect(c.emulation?.reason).toBe(reason);
+  });
+
+  it.each<[HostVirt, RegExp]>([
+    [pvm, /PVM.*not PVM-safe.*never/],
+    [noKvm, /\/dev\/kvm does not exist.*never/],
+  ])("fails a guest that cannot run anywhere (useEmulation never, %o)", (host, message) => {
+    const c = chooseBackend("never", host, { pvmSafe: false });
+    expect(c).toMatchObject({ ok: false, reason: "NoVirtualizationAvailable" });
+    if (!c.ok) expect(c.message).toMatch(message);
+  });
+});
+
+describe("parseUseEmulation()", () => {
+  it.each([
+    [undefined, "whenNeeded"],
+    [true, "whenNeeded"],
+    [false, "never"],
+    ["always", "always"],
+    ["never", "never"],
+  ])("%j -> %s", (value, want) => {
+    expect(parseUseEmulation(value)).toBe(want);
+  });
+  it("rejects anything else", () => {
+    expect(() => parseUseEmulation("sometimes")).toThrow(/invalid useEmulation/);
+  });
+});
+
+describe("probeHostVirt()", () => {
+  it.each([
+    [
+      "PVM host",
+      "flags\t\t: fpu sse2 hypervisor\n",
+      ["kvm_pvm"],
+      "",
+      { kvmDevice: true, hardwareVirt: false, pvm: true },
+    ],
+    [
+      "PVM as a loadable module",
+      "flags : fpu\n",
+      [],
+      "kvm_pvm 1234 0 - Live 0x0\n",
+      { kvmDevice: true, hardwareVirt: false, pvm: true },
+    ],
+    ["AMD-V host", "flags\t\t: fpu svm npt\n", ["kvm_amd"], "", { kvmDevice: true, hardwareVirt: true, pvm: false }],
+  ])("%s", (_name, cpuinfo, modules, procModules, want) => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-virt-"));
+    try {
+      writeFileSync(join(dir, "kvm"), "");
+      writeFileSync(join(dir, "cpuinfo"), cpuinfo);
+      writeFileSync(join(dir, "modules"), procModules);
+      for (const m of modules) mkdirSync(join(dir, "sys", m), { recursive: true });
+      const paths = {
+        kvm: join(dir, "kvm"),
+        cpuinfo: join(dir, "cpuinfo"),
+        sysModule: join(dir, "sys"),
+        procModules: join(dir, "modules"),
+      };
+      expect(probeHostVirt(paths)).toEqual(want);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
