@@ -1,0 +1,138 @@
+/**
+ * The virt-launcher Pod of a VMI (pure; KubeVirt `services/template.go`).
+ *
+ * Contract with the process-kubelet (tools/local-cluster) and apps/virt-launcher: the container image is
+ * `kubevirt/virt-launcher`; the command `virt-launcher-monitor --namespace NS --name NAME --uid UID` is mapped by the
+ * local process-kubelet to `apps/virt-launcher/src/main.ts` with those flags; the env carries POD_NAME, POD_UID and
+ * NODE_NAME through the downward API. The launcher reads its VMI from virt-handler's first sync (by uid).
+ *
+ * Resources: memory request = guest memory + launcher overhead ({@link launcherOverheadBytes}); CPU from the VMI's
+ * requests (default 100m, as KubeVirt's cluster cpuRequest); one `devices.kubevirt.io/kvm`. Scheduling constraints
+ * (nodeSelector, affinity, tolerations, schedulerName, priorityClassName) come from the VMI, plus
+ * `kubevirt.io/schedulable=true`.
+ */
+import {
+  ANNOTATION,
+  API_VERSION,
+  DEFAULT_GRACE_PERIOD_SECONDS,
+  KIND,
+  LABEL,
+  type VirtualMachineInstance,
+} from "@kvt/api";
+import type { Pod } from "@kvt/kube";
+import { formatBytes, parseQuantity } from "../shared/quantity.ts";
+
+/** The launcher image. */
+export const LAUNCHER_IMAGE = "kubevirt/virt-launcher";
+/** The launcher command the process-kubelet maps to apps/virt-launcher. */
+export const LAUNCHER_COMMAND = "/usr/bin/virt-launcher-monitor";
+/** The KVM device resource. */
+export const KVM_RESOURCE = "devices.kubevirt.io/kvm";
+/** Label the VMI's name under on its pods (KubeVirt `vm.kubevirt.io/name`). */
+export const VM_NAME_LABEL = "vm.kubevirt.io/name";
+/** Fixed part of the launcher's memory overhead: the runtime, the VMM and its buffers. */
+export const LAUNCHER_BASE_OVERHEAD_BYTES = 96 * 2 ** 20;
+/** Seconds the pod's grace period exceeds the VMI's, so the launcher can finish a graceful shutdown. */
+export const POD_GRACE_EXTRA_SECONDS = 15;
+
+/** The guest memory of a VMI in bytes: memory.guest, else requests.memory, else limits.memory. */
+export function guestMemoryBytes(vmi: VirtualMachineInstance): number {
+  const d = vmi.spec.domain;
+  const q = d.memory?.guest ?? d.resources?.requests?.memory ?? d.resources?.limits?.memory;
+  if (q === undefined) throw new TypeError(`VMI ${vmi.metadata?.name} sets no guest memory`);
+  return parseQuantity(q);
+}
+
+/** Launcher memory overhead: a fixed part plus page tables and dirty bitmaps (1/256 of the guest memory). */
+export function launcherOverheadBytes(guestBytes: number): number {
+  return LAUNCHER_BASE_OVERHEAD_BYTES + Math.ceil(guestBytes / 256);
+}
+
+/** Options beyond the VMI (the migration target pod uses them). */
+export interface PodTemplateOptions {
+  /** Extra labels (e.g. `kubevirt.io/migrationJobUID`). */
+  readonly labels?: Record<string, string>;
+  /** Extra nodeSelector terms (a migration's addedNodeSelector). */
+  readonly nodeSelector?: Record<string, string>;
+  /** Replaces the affinity (the target pod adds anti-affinity to the source node). */
+  readonly affinity?: unknown;
+}
+
+/** Renders the launcher pod for `vmi`. Throws a TypeError when the VMI has no guest memory. */
+export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTemplateOptions = {}): Pod {
+  const name = vmi.metadata?.name ?? "";
+  const namespace = vmi.metadata?.namespace ?? "default";
+  const uid = vmi.metadata?.uid ?? "";
+  const guest = guestMemoryBytes(vmi);
+  const overhead = launcherOverheadBytes(guest);
+  const res = vmi.spec.domain.resources;
+  const requests: Record<string, string> = {
+    memory: formatBytes(guest + overhead),
+    cpu: String(res?.requests?.cpu ?? "100m"),
+    [KVM_RESOURCE]: "1",
+  };
+  const limits: Record<string, string> = { [KVM_RESOURCE]: "1" };
+  if (res?.limits?.memory !== undefined) limits.memory = formatBytes(parseQuantity(res.limits.memory) + overhead);
+  if (res?.limits?.cpu !== undefined) limits.cpu = String(res.limits.cpu);
+  const annotations: Record<string, string> = {
+    [ANNOTATION.domain]: name,
+    [ANNOTATION.memoryOverheadBytes]: String(overhead),
+  };
+  const traceparent = vmi.metadata?.annotations?.[ANNOTATION.traceparent];
+  if (traceparent) annotations[ANNOTATION.traceparent] = traceparent;
+  const spec = vmi.spec;
+  const pod: Pod = {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      generateName: `virt-launcher-${name}-`,
+      namespace,
+      labels: {
+        ...vmi.metadata?.labels,
+        [LABEL.app]: "virt-launcher",
+        [LABEL.createdBy]: uid,
+        [VM_NAME_LABEL]: name,
+        ...options.labels,
+      },
+      annotations,
+      ownerReferences: [
+        {
+          apiVersion: API_VERSION,
+          kind: KIND.VirtualMachineInstance,
+          name,
+          uid,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    spec: {
+      containers: [
+        {
+          name: "compute",
+          image: LAUNCHER_IMAGE,
+          command: [LAUNCHER_COMMAND, "--namespace", namespace, "--name", name, "--uid", uid],
+          env: [
+            { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+            { name: "POD_UID", valueFrom: { fieldRef: { fieldPath: "metadata.uid" } } },
+            { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+          ],
+          resources: { requests, limits },
+        },
+      ],
+      nodeSelector: { ...spec.nodeSelector, ...options.nodeSelector, [LABEL.schedulable]: "true" },
+      restartPolicy: "Never",
+      terminationGracePeriodSeconds:
+        (spec.terminationGracePeriodSeconds ?? DEFAULT_GRACE_PERIOD_SECONDS) + POD_GRACE_EXTRA_SECONDS,
+    },
+  };
+  const podSpec = pod.spec!;
+  const affinity = options.affinity ?? spec.affinity;
+  if (affinity) podSpec.affinity = affinity;
+  if (spec.tolerations) podSpec.tolerations = spec.tolerations;
+  if (spec.schedulerName) podSpec.schedulerName = spec.schedulerName;
+  if (spec.priorityClassName) podSpec.priorityClassName = spec.priorityClassName;
+  if (spec.hostname) podSpec.hostname = spec.hostname;
+  if (spec.subdomain) podSpec.subdomain = spec.subdomain;
+  return pod;
+}

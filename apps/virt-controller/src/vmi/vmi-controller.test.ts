@@ -1,0 +1,203 @@
+import { objectKey, type VirtualMachineInstance } from "@kvt/api";
+import { CORE_V1, Expectations, KUBEVIRT_V1, labelIndex, type Pod } from "@kvt/kube";
+import {
+  FakeApi,
+  FakeRecorder,
+  fakeStore,
+  newPod,
+  newVmi,
+  type Option,
+  ownedBy,
+  reconcileWithGuard,
+  withCpus,
+  withLabels,
+  withMemory,
+  withPhase,
+} from "@kvt/testing";
+import { describe, expect, it } from "vitest";
+import { guestMemoryBytes, KVM_RESOURCE, launcherOverheadBytes, renderLauncherPod } from "./pod-template.ts";
+import { VmiController } from "./vmi-controller.ts";
+import { planVmi } from "./vmi-status.ts";
+
+const launcherOf = (vmi: VirtualMachineInstance, ...opts: Option<Pod>[]): Pod =>
+  newPod(
+    `virt-launcher-${vmi.metadata!.name}-abcde`,
+    ownedBy({ ...vmi }),
+    withLabels({ "kubevirt.io/created-by": vmi.metadata!.uid! }),
+    ...opts,
+  );
+const running =
+  (node: string, ready = true): Option<Pod> =>
+  (p) => {
+    p.spec!.nodeName = node;
+    p.status = {
+      phase: "Running",
+      conditions: [
+        { type: "PodScheduled", status: "True" },
+        { type: "Ready", status: ready ? "True" : "False" },
+      ],
+    };
+  };
+const podPhase =
+  (phase: "Failed" | "Succeeded"): Option<Pod> =>
+  (p) => {
+    p.status = { phase };
+  };
+
+function setup(vmi: VirtualMachineInstance, pods: Pod[] = []) {
+  const api = new FakeApi();
+  const stored = api.seed(KUBEVIRT_V1.virtualMachineInstances, vmi);
+  const vmis = fakeStore([stored]);
+  const podStore = fakeStore(pods, { createdBy: labelIndex("kubevirt.io/created-by") });
+  const recorder = new FakeRecorder();
+  const controller = new VmiController({
+    vmis,
+    podsOf: (uid) => podStore.byIndex("createdBy", uid),
+    vmiClient: api.client(KUBEVIRT_V1.virtualMachineInstances),
+    podClient: api.client(CORE_V1.pods),
+    recorder,
+    expectations: new Expectations(),
+  });
+  const run = () => reconcileWithGuard(controller, objectKey("default", vmi.metadata!.name!), [vmis, podStore]);
+  const vmiNow = () =>
+    api.stored<VirtualMachineInstance>(KUBEVIRT_V1.virtualMachineInstances, "default", vmi.metadata!.name!)!;
+  return { api, recorder, run, vmiNow };
+}
+
+describe("planVmi", () => {
+  const now = "2026-01-01T00:00:00Z";
+  const vmi = newVmi("a");
+  it.each([
+    ["new VMI, no pod", newVmi("a"), [], "Pending", true],
+    ["Pending, pod pending", newVmi("a", withPhase("Pending")), [launcherOf(vmi)], "Scheduling", false],
+    [
+      "Scheduling, pod running but not ready",
+      newVmi("a", withPhase("Scheduling")),
+      [launcherOf(vmi, running("n1", false))],
+      "Scheduling",
+      false,
+    ],
+    [
+      "Scheduling, pod ready",
+      newVmi("a", withPhase("Scheduling")),
+      [launcherOf(vmi, running("n1"))],
+      "Scheduled",
+      false,
+    ],
+    ["Scheduling, pod vanished", newVmi("a", withPhase("Scheduling")), [], "Failed", false],
+    [
+      "Scheduling, pod failed",
+      newVmi("a", withPhase("Scheduling")),
+      [launcherOf(vmi, podPhase("Failed"))],
+      "Failed",
+      false,
+    ],
+    ["Running, pod vanished", newVmi("a", withPhase("Running", "n1")), [], "Failed", false],
+    [
+      "Running, pod completed",
+      newVmi("a", withPhase("Running", "n1")),
+      [launcherOf(vmi, podPhase("Succeeded"))],
+      "Succeeded",
+      false,
+    ],
+    ["Running, pod alive", newVmi("a", withPhase("Running", "n1")), [launcherOf(vmi, running("n1"))], "Running", false],
+  ] as const)("%s -> %s", (_n, v, pods, phase, createPod) => {
+    const plan = planVmi(v, pods, now);
+    expect(plan.status.phase).toBe(phase);
+    expect(plan.createPod).toBe(createPod);
+  });
+
+  it("records the failure reason and keeps activePods and phase timestamps", () => {
+    const failed = planVmi(newVmi("a", withPhase("Scheduling")), [], now).status;
+    expect(failed.reason).toBe("PodNotExists");
+    const scheduled = planVmi(newVmi("a", withPhase("Scheduling")), [launcherOf(vmi, running("n1"))], now).status;
+    expect(scheduled.nodeName).toBe("n1");
+    expect(Object.values(scheduled.activePods ?? {})).toEqual(["n1"]);
+    expect(scheduled.phaseTransitionTimestamps?.map((t) => t.phase)).toEqual(["Scheduled"]);
+    expect(scheduled.conditions).toContainEqual(expect.objectContaining({ type: "PodScheduled", status: "True" }));
+  });
+});
+
+describe("renderLauncherPod", () => {
+  it("requests guest memory plus overhead, CPU and the KVM device, with KubeVirt's labels and owner", () => {
+    const vmi = newVmi("vm-x", withMemory("1Gi"), withCpus(2), (v) => {
+      v.spec.nodeSelector = { zone: "a" };
+      v.spec.tolerations = [{ key: "k", operator: "Exists" }];
+    });
+    const pod = renderLauncherPod(vmi);
+    const c = pod.spec!.containers[0];
+    expect(c.image).toBe("kubevirt/virt-launcher");
+    expect(c.command).toEqual([
+      "/usr/bin/virt-launcher-monitor",
+      "--namespace",
+      "default",
+      "--name",
+      "vm-x",
+      "--uid",
+      vmi.metadata!.uid,
+    ]);
+    expect(c.resources?.requests?.memory).toBe(`${(2 ** 30 + launcherOverheadBytes(2 ** 30)) / 2 ** 20}Mi`);
+    expect(c.resources?.requests?.[KVM_RESOURCE]).toBe("1");
+    expect(pod.metadata?.labels).toMatchObject({
+      "kubevirt.io": "virt-launcher",
+      "kubevirt.io/created-by": vmi.metadata!.uid,
+    });
+    expect(pod.metadata?.ownerReferences?.[0]).toMatchObject({
+      kind: "VirtualMachineInstance",
+      name: "vm-x",
+      controller: true,
+    });
+    expect(pod.spec?.nodeSelector).toEqual({ zone: "a", "kubevirt.io/schedulable": "true" });
+    expect(pod.spec?.tolerations).toEqual([{ key: "k", operator: "Exists" }]);
+    expect(guestMemoryBytes(vmi)).toBe(2 ** 30);
+  });
+});
+
+describe("VmiController", () => {
+  it("creates the launcher pod for a new VMI, moves it to Pending and adds the finalizer", async () => {
+    const { api, recorder, run, vmiNow } = setup(newVmi("a"));
+    await run();
+    expect(api.summary()).toEqual(["create pods", "update virtualmachineinstances default/a"]);
+    expect(recorder.reasons()).toEqual(["SuccessfulCreate"]);
+    expect(vmiNow().status?.phase).toBe("Pending");
+    expect(vmiNow().metadata?.finalizers).toContain("kubevirt.io/foregroundDeleteVirtualMachine");
+  });
+
+  it("does not create a second pod while its first creation is unobserved (expectations)", async () => {
+    const { api, run } = setup(newVmi("a"));
+    await run();
+    await run();
+    expect(api.summary().filter((a) => a === "create pods")).toHaveLength(1);
+  });
+
+  it("moves to Scheduled once the pod is ready", async () => {
+    const vmi = newVmi("a", withPhase("Scheduling"));
+    const { run, vmiNow } = setup(vmi, [launcherOf(vmi, running("node01"))]);
+    await run();
+    expect(vmiNow().status).toMatchObject({ phase: "Scheduled", nodeName: "node01" });
+  });
+
+  it("on deletion deletes the live pods, and drops the finalizer once they are gone", async () => {
+    const vmi = newVmi("a", withPhase("Running", "n1"), (v) => {
+      v.metadata!.deletionTimestamp = new Date().toISOString();
+      v.metadata!.finalizers = ["kubevirt.io/foregroundDeleteVirtualMachine"];
+    });
+    const first = setup(vmi, [launcherOf(vmi, running("n1"))]);
+    await first.run();
+    expect(first.api.summary()).toEqual([`delete pods default/virt-launcher-a-abcde`]);
+    const second = setup(vmi, [launcherOf(vmi, podPhase("Succeeded"))]);
+    await second.run();
+    expect(second.vmiNow().metadata?.finalizers).toEqual([]);
+  });
+
+  it("writes nothing when nothing changed", async () => {
+    const vmi = newVmi("a", withPhase("Running", "n1"));
+    const pod = launcherOf(vmi, running("n1"));
+    vmi.metadata!.finalizers = ["kubevirt.io/foregroundDeleteVirtualMachine"];
+    vmi.status!.activePods = { [pod.metadata!.uid!]: "n1" };
+    vmi.status!.conditions = [{ type: "PodScheduled", status: "True", lastTransitionTime: "t" }];
+    const { api, run } = setup(vmi, [pod]);
+    await run();
+    expect(api.summary()).toEqual([]);
+  });
+});

@@ -1,0 +1,172 @@
+/**
+ * The VMI controller (KubeVirt `watch/vmi`): creates each VMI's virt-launcher Pod, drives the phase from Pending to
+ * Scheduled (`vmi-status.ts` decides), fails VMIs whose pod failed or vanished, and on VMI deletion deletes the pods
+ * and then drops the VMI finalizer. VMIs have no status subresource, so status and finalizer go in one UPDATE with
+ * the cached resourceVersion as precondition (KubeVirt uses UPDATE for VMIs too).
+ */
+import { FINALIZER, KIND, keyOf, type ObjectKey, objectKey, splitKey, type VirtualMachineInstance } from "@kvt/api";
+import {
+  deepEqual,
+  done,
+  type EventSink,
+  type Expectations,
+  type InformerHandlers,
+  isNotFound,
+  type Pod,
+  type ReconcileContext,
+  type Reconciler,
+  type ResourceClient,
+  type Result,
+  SyncError,
+} from "@kvt/kube";
+import { renderLauncherPod } from "./pod-template.ts";
+import { planVmi, podIsFinal } from "./vmi-status.ts";
+
+/** What the VMI controller needs. */
+export interface VmiControllerDeps {
+  readonly vmis: { get(key: ObjectKey): VirtualMachineInstance | undefined };
+  /** The pods a VMI owns (launcher and migration target), by VMI uid. */
+  readonly podsOf: (vmiUid: string) => Pod[];
+  readonly vmiClient: Pick<ResourceClient<VirtualMachineInstance>, "update">;
+  readonly podClient: Pick<ResourceClient<Pod>, "create" | "delete">;
+  readonly recorder: EventSink;
+  /** Pod creations/deletions per VMI key. */
+  readonly expectations: Expectations;
+  readonly now?: () => number;
+}
+
+/** The key of the VMI that controls `pod`, if any. */
+export function vmiKeyOfPod(pod: Pod): ObjectKey | undefined {
+  const owner = pod.metadata?.ownerReferences?.find((o) => o.controller && o.kind === KIND.VirtualMachineInstance);
+  return owner ? objectKey(pod.metadata?.namespace, owner.name) : undefined;
+}
+
+const isFinalVmi = (vmi: VirtualMachineInstance): boolean =>
+  vmi.status?.phase === "Succeeded" || vmi.status?.phase === "Failed";
+
+/** Reconciles VirtualMachineInstances. */
+export class VmiController implements Reconciler {
+  readonly #d: VmiControllerDeps;
+  constructor(deps: VmiControllerDeps) {
+    this.#d = deps;
+  }
+
+  /** Informer handlers: VMI changes enqueue the VMI; pod changes lower expectations and enqueue their VMI. */
+  handlers(enqueue: (key: ObjectKey) => void): {
+    vmi: InformerHandlers<VirtualMachineInstance>;
+    pod: InformerHandlers<Pod>;
+  } {
+    const e = this.#d.expectations;
+    const forPod = (pod: Pod, f?: (key: ObjectKey) => void): void => {
+      const key = vmiKeyOfPod(pod);
+      if (!key) return;
+      f?.(key);
+      enqueue(key);
+    };
+    return {
+      vmi: {
+        onAdd: (v) => enqueue(keyOf(v)),
+        onUpdate: (_o, v) => enqueue(keyOf(v)),
+        onDelete: (v) => enqueue(keyOf(v)),
+      },
+      pod: {
+        onAdd: (p) => forPod(p, (k) => e.creationObserved(k)),
+        onUpdate: (_o, p) => forPod(p),
+        onDelete: (p) => forPod(p, (k) => e.deletionObserved(k, p.metadata?.uid)),
+      },
+    };
+  }
+
+  async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
+    const vmi = this.#d.vmis.get(key);
+    if (!vmi) {
+      this.#d.expectations.delete(key);
+      return done();
+    }
+    // Wait for the cache to show our own pod creations/deletions (the pod handler re-enqueues).
+    if (!this.#d.expectations.satisfied(key)) return done();
+    const pods = this.#d.podsOf(vmi.metadata?.uid ?? "");
+    if (vmi.metadata?.deletionTimestamp) return this.#finalize(vmi, pods, ctx);
+    if (isFinalVmi(vmi)) return done();
+    const now = new Date((this.#d.now ?? Date.now)()).toISOString();
+    const plan = planVmi(vmi, pods, now);
+    let syncError: SyncError | undefined;
+    if (plan.createPod) syncError = await this.#createPod(vmi, ctx);
+    const next: VirtualMachineInstance = structuredClone(vmi);
+    next.status = plan.status;
+    const finalizers = vmi.metadata?.finalizers ?? [];
+    if (!finalizers.includes(FINALIZER.vmi)) next.metadata!.finalizers = [...finalizers, FINALIZER.vmi];
+    if (!deepEqual(next, vmi)) {
+      await this.#d.vmiClient.update(next);
+      if (plan.status.phase !== vmi.status?.phase)
+        ctx.logger.info({ from: vmi.status?.phase ?? "", to: plan.status.phase }, "VMI phase changed");
+    }
+    if (syncError) throw syncError;
+    return done();
+  }
+
+  async #createPod(vmi: VirtualMachineInstance, ctx: ReconcileContext): Promise<SyncError | undefined> {
+    const key = keyOf(vmi);
+    let pod: Pod;
+    try {
+      pod = renderLauncherPod(vmi);
+    } catch (error) {
+      this.#d.recorder.event(vmi, "Warning", "FailedCreate", `Error rendering pod: ${String(error)}`);
+      return new SyncError("FailedCreate", `Cannot render the launcher pod: ${String(error)}`, {
+        cause: error,
+        requeue: false,
+      });
+    }
+    this.#d.expectations.expectCreations(key, 1);
+    try {
+      const created = await this.#d.podClient.create(pod);
+      ctx.logger.info({ pod: created.metadata?.name }, "created launcher pod");
+      this.#d.recorder.event(
+        vmi,
+        "Normal",
+        "SuccessfulCreate",
+        `Created virtual machine pod ${created.metadata?.name}`,
+      );
+      return undefined;
+    } catch (error) {
+      this.#d.expectations.lowerCreations(key);
+      this.#d.recorder.event(vmi, "Warning", "FailedCreate", `Error creating pod: ${String(error)}`);
+      return new SyncError("FailedCreate", `Error creating pod: ${String(error)}`, { cause: error });
+    }
+  }
+
+  /** VMI being deleted: delete its live pods, then drop the finalizer once none is left running. */
+  async #finalize(vmi: VirtualMachineInstance, pods: Pod[], ctx: ReconcileContext): Promise<Result> {
+    const key = keyOf(vmi);
+    const running = pods.filter((p) => !podIsFinal(p));
+    for (const pod of running.filter((p) => !p.metadata?.deletionTimestamp)) {
+      const uid = pod.metadata?.uid ?? "";
+      this.#d.expectations.expectDeletions(key, [uid]);
+      try {
+        await this.#d.podClient.delete(pod.metadata?.namespace ?? "", pod.metadata?.name ?? "", {
+          preconditions: { uid },
+        });
+        this.#d.recorder.event(vmi, "Normal", "SuccessfulDelete", `Deleted virtual machine pod ${pod.metadata?.name}`);
+      } catch (error) {
+        this.#d.expectations.lowerDeletions(key, uid);
+        if (!isNotFound(error)) {
+          this.#d.recorder.event(
+            vmi,
+            "Warning",
+            "FailedDelete",
+            `Error deleting pod ${pod.metadata?.name}: ${String(error)}`,
+          );
+          throw new SyncError("FailedDelete", `Error deleting pod: ${String(error)}`, { cause: error });
+        }
+      }
+    }
+    if (running.length > 0) return done();
+    const finalizers = vmi.metadata?.finalizers ?? [];
+    if (!finalizers.includes(FINALIZER.vmi)) return done();
+    const next = structuredClone(vmi);
+    next.metadata!.finalizers = finalizers.filter((f) => f !== FINALIZER.vmi);
+    await this.#d.vmiClient.update(next);
+    ctx.logger.info({ vmi: splitKey(key).name }, "launcher pods gone; released the VMI");
+    return done();
+  }
+}
