@@ -3,6 +3,7 @@
 
 #include "kvm/system.h"
 #include "napi/errors.h"
+#include "napi/vm_object.h"
 
 namespace kvmts::bind {
 namespace {
@@ -23,6 +24,8 @@ Napi::Value JS_KvmApiVersion(const Napi::CallbackInfo& info) {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("kvmApiVersion", Napi::Function::New(env, JS_KvmApiVersion, "kvmApiVersion"));
   exports.Set("setErrorClass", Napi::Function::New(env, JS_SetErrorClass, "setErrorClass"));
+  RegisterVmObject(env, exports);
+  if (RegisterMigrationBindings) RegisterMigrationBindings(env, exports);
   env.AddCleanupHook([] { ResetErrorClass(); });
   return exports;
 }

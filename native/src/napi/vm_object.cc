@@ -1,0 +1,428 @@
+// VmObject: see vm_object.h. Events flow from vCPU threads to JS like this:
+//
+//   vCPU thread                         JS thread (event loop)
+//   Machine -> Bridge::OnSerialOutput   ----NonBlockingCall---->  drain Machine::TakeSerialOutput
+//           -> Bridge::OnVcpuExit                                 -> onEvent("serial-output", Buffer)
+//           -> Bridge::OnShutdown                                 -> onEvent("vcpu-exit", vcpu, reason, fatal)
+//                                                                 -> onEvent("shutdown", reason, code)
+// The Bridge is shared (shared_ptr) by the object and every queued call, so a call that arrives after close()
+// finds machine == nullptr instead of a dangling pointer. The thread-safe function keeps the event loop alive only
+// while the guest runs (Ref on start/resume, Unref on stop/shutdown/close).
+#include "napi/vm_object.h"
+
+#include <errno.h>
+
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "napi/errors.h"
+
+namespace kvmts::bind {
+namespace {
+
+struct Event {
+  enum Kind { kSerial, kExit, kShutdown } kind;
+  uint32_t vcpu = 0;
+  std::string reason;
+  bool fatal = false;
+  uint32_t code = 0;
+};
+
+struct Bridge : public vmm::MachineEvents, public std::enable_shared_from_this<Bridge> {
+  vmm::Machine* machine = nullptr;  // touched on the JS thread only; nullptr once closed
+  Napi::ThreadSafeFunction tsfn;
+  void Post(Event* e);
+  void OnSerialOutput() override { Post(new Event{Event::kSerial, 0, std::string(), false, 0}); }
+  void OnVcpuExit(uint32_t vcpu, const std::string& reason, bool fatal) override {
+    Post(new Event{Event::kExit, vcpu, reason, fatal, 0});
+  }
+  void OnShutdown(vmm::ShutdownReason reason, uint32_t code) override {
+    Post(new Event{Event::kShutdown, 0, vmm::ShutdownReasonName(reason), false, code});
+  }
+};
+
+class VmObject;
+std::mutex g_live_mu;
+std::set<VmObject*> g_live;  // for the env cleanup hook
+
+struct AddonData {
+  Napi::FunctionReference ctor;
+};
+
+class VmObject : public Napi::ObjectWrap<VmObject> {
+ public:
+  static Napi::Function Define(Napi::Env env);
+  explicit VmObject(const Napi::CallbackInfo& info);
+  ~VmObject() override;
+  vmm::Machine* machine() { return machine_.get(); }
+  void Close();
+
+ private:
+  bool Check(Napi::Env env);  // throws when closed
+  Napi::Value Throw(Napi::Env env, const Error& e) {
+    MakeVmmError(env, e).ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  Napi::Value LoadElf(const Napi::CallbackInfo& info);
+  Napi::Value Start(const Napi::CallbackInfo& info);
+  Napi::Value Pause(const Napi::CallbackInfo& info);
+  Napi::Value Resume(const Napi::CallbackInfo& info);
+  Napi::Value Stop(const Napi::CallbackInfo& info);
+  Napi::Value CloseJs(const Napi::CallbackInfo& info);
+  Napi::Value State(const Napi::CallbackInfo& info);
+  Napi::Value WriteSerial(const Napi::CallbackInfo& info);
+  Napi::Value Stats(const Napi::CallbackInfo& info);
+  Napi::Value SaveState(const Napi::CallbackInfo& info);
+  Napi::Value RestoreState(const Napi::CallbackInfo& info);
+  Napi::Value StartDirtyLog(const Napi::CallbackInfo& info);
+  Napi::Value CollectDirty(const Napi::CallbackInfo& info);
+  Napi::Value StopDirtyLog(const Napi::CallbackInfo& info);
+  Napi::Value SetCpuThrottle(const Napi::CallbackInfo& info);
+  Napi::Value Regions(const Napi::CallbackInfo& info);
+  Napi::Value ReadMemory(const Napi::CallbackInfo& info);
+  void SetRef(bool on);
+
+  std::shared_ptr<Bridge> bridge_;
+  std::unique_ptr<vmm::Machine> machine_;
+  bool ref_ = false;
+  Napi::Env env_;
+};
+
+void Bridge::Post(Event* e) {
+  std::shared_ptr<Bridge> self = shared_from_this();
+  napi_status st = tsfn.NonBlockingCall(e, [self](Napi::Env env, Napi::Function cb, Event* ev) {
+    std::unique_ptr<Event> owned(ev);
+    if (env == nullptr || cb.IsEmpty()) return;
+    switch (ev->kind) {
+      case Event::kSerial: {
+        if (!self->machine) return;
+        std::string out;
+        if (self->machine->TakeSerialOutput(&out) == 0) return;
+        cb.Call({Napi::String::New(env, "serial-output"), Napi::Buffer<char>::Copy(env, out.data(), out.size())});
+        return;
+      }
+      case Event::kExit:
+        cb.Call({Napi::String::New(env, "vcpu-exit"), Napi::Number::New(env, ev->vcpu),
+                 Napi::String::New(env, ev->reason), Napi::Boolean::New(env, ev->fatal)});
+        return;
+      case Event::kShutdown:
+        if (self->machine) {  // deliver the output that preceded the shutdown first
+          std::string out;
+          if (self->machine->TakeSerialOutput(&out) > 0) {
+            cb.Call({Napi::String::New(env, "serial-output"), Napi::Buffer<char>::Copy(env, out.data(), out.size())});
+          }
+        }
+        cb.Call({Napi::String::New(env, "shutdown"), Napi::String::New(env, ev->reason),
+                 Napi::Number::New(env, ev->code)});
+        return;
+    }
+  });
+  if (st != napi_ok) delete e;
+}
+
+Napi::Function VmObject::Define(Napi::Env env) {
+  return DefineClass(env, "NativeVm",
+                     {
+                         InstanceMethod<&VmObject::LoadElf>("loadElf"),
+                         InstanceMethod<&VmObject::Start>("start"),
+                         InstanceMethod<&VmObject::Pause>("pause"),
+                         InstanceMethod<&VmObject::Resume>("resume"),
+                         InstanceMethod<&VmObject::Stop>("stop"),
+                         InstanceMethod<&VmObject::CloseJs>("close"),
+                         InstanceMethod<&VmObject::State>("state"),
+                         InstanceMethod<&VmObject::WriteSerial>("writeSerial"),
+                         InstanceMethod<&VmObject::Stats>("stats"),
+                         InstanceMethod<&VmObject::SaveState>("saveState"),
+                         InstanceMethod<&VmObject::RestoreState>("restoreState"),
+                         InstanceMethod<&VmObject::StartDirtyLog>("startDirtyLog"),
+                         InstanceMethod<&VmObject::CollectDirty>("collectDirty"),
+                         InstanceMethod<&VmObject::StopDirtyLog>("stopDirtyLog"),
+                         InstanceMethod<&VmObject::SetCpuThrottle>("setCpuThrottle"),
+                         InstanceMethod<&VmObject::Regions>("regions"),
+                         InstanceMethod<&VmObject::ReadMemory>("readMemory"),
+                     });
+}
+
+// new NativeVm(memoryBytes: number, vcpuCount: number, memfd: boolean, onEvent: Function). Arguments are already
+// validated by libs/vmm; only type tags are checked here.
+VmObject::VmObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<VmObject>(info), env_(info.Env()) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 4 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsBoolean() ||
+      !info[3].IsFunction()) {
+    Napi::TypeError::New(env, "NativeVm(memoryBytes, vcpuCount, memfd, onEvent)").ThrowAsJavaScriptException();
+    return;
+  }
+  vmm::MachineConfig config;
+  config.memory_bytes = static_cast<uint64_t>(info[0].As<Napi::Number>().Int64Value());
+  config.vcpu_count = info[1].As<Napi::Number>().Uint32Value();
+  config.backing = info[2].As<Napi::Boolean>().Value() ? memory::Backing::kMemfd : memory::Backing::kAnonymous;
+  bridge_ = std::make_shared<Bridge>();
+  auto machine = vmm::Machine::Create(config, bridge_.get());
+  if (!machine.ok()) {
+    MakeVmmError(env, machine.error()).ThrowAsJavaScriptException();
+    return;
+  }
+  machine_ = std::move(machine.value());
+  bridge_->machine = machine_.get();
+  bridge_->tsfn = Napi::ThreadSafeFunction::New(env, info[3].As<Napi::Function>(), "kvt-vm-events", 0, 1);
+  bridge_->tsfn.Unref(env);
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  g_live.insert(this);
+}
+
+VmObject::~VmObject() {
+  Close();
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  g_live.erase(this);
+}
+
+void VmObject::Close() {
+  if (machine_) {
+    machine_->Stop();  // joins the vCPU threads: no event is posted after this
+    bridge_->machine = nullptr;
+    machine_.reset();
+  }
+  if (bridge_ && bridge_->tsfn) {
+    bridge_->tsfn.Release();
+    bridge_->tsfn = Napi::ThreadSafeFunction();
+  }
+}
+
+void VmObject::SetRef(bool on) {
+  if (!bridge_ || !bridge_->tsfn || on == ref_) return;
+  if (on) bridge_->tsfn.Ref(env_);
+  else bridge_->tsfn.Unref(env_);
+  ref_ = on;
+}
+
+bool VmObject::Check(Napi::Env env) {
+  if (machine_) return true;
+  MakeVmmError(env, Error{EBADF, "vm", "the VM is closed"}).ThrowAsJavaScriptException();
+  return false;
+}
+
+#define KVT_STATUS(expr)                          \
+  do {                                            \
+    Status st_ = (expr);                          \
+    if (!st_.ok()) return Throw(env, st_.error()); \
+  } while (0)
+
+Napi::Value VmObject::LoadElf(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  if (info.Length() < 2 || !info[0].IsBuffer() || !info[1].IsString()) {
+    Napi::TypeError::New(env, "loadElf(image: Buffer, cmdline: string)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto image = info[0].As<Napi::Buffer<uint8_t>>();
+  KVT_STATUS(machine_->LoadElf(image.Data(), image.Length(), info[1].As<Napi::String>().Utf8Value()));
+  return env.Undefined();
+}
+
+Napi::Value VmObject::Start(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  KVT_STATUS(machine_->Start());
+  SetRef(true);
+  return env.Undefined();
+}
+
+Napi::Value VmObject::Pause(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  KVT_STATUS(machine_->Pause());
+  return env.Undefined();
+}
+
+Napi::Value VmObject::Resume(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  KVT_STATUS(machine_->Resume());
+  SetRef(true);
+  return env.Undefined();
+}
+
+Napi::Value VmObject::Stop(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (machine_) machine_->Stop();
+  SetRef(false);
+  return env.Undefined();
+}
+
+Napi::Value VmObject::CloseJs(const Napi::CallbackInfo& info) {
+  SetRef(false);
+  Close();
+  return info.Env().Undefined();
+}
+
+Napi::Value VmObject::State(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!machine_) return Napi::String::New(env, "closed");
+  vmm::MachineState s = machine_->state();
+  if (s == vmm::MachineState::kStopped) SetRef(false);
+  return Napi::String::New(env, vmm::MachineStateName(s));
+}
+
+Napi::Value VmObject::WriteSerial(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  if (info.Length() < 1 || !info[0].IsBuffer()) {
+    Napi::TypeError::New(env, "writeSerial(data: Buffer)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto data = info[0].As<Napi::Buffer<uint8_t>>();
+  machine_->WriteSerialInput(data.Data(), data.Length());
+  return env.Undefined();
+}
+
+Napi::Value VmObject::Stats(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  vmm::MachineStats s = machine_->stats();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("exits", Napi::Number::New(env, static_cast<double>(s.exits)));
+  o.Set("ioExits", Napi::Number::New(env, static_cast<double>(s.io_exits)));
+  o.Set("mmioExits", Napi::Number::New(env, static_cast<double>(s.mmio_exits)));
+  o.Set("serialBytesOut", Napi::Number::New(env, static_cast<double>(s.serial_bytes_out)));
+  o.Set("serialBytesIn", Napi::Number::New(env, static_cast<double>(s.serial_bytes_in)));
+  o.Set("kicks", Napi::Number::New(env, static_cast<double>(s.kicks)));
+  o.Set("dirtyLogCollections", Napi::Number::New(env, static_cast<double>(s.dirty_log_collections)));
+  return o;
+}
+
+Napi::Value VmObject::SaveState(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  auto blob = machine_->SaveState();
+  if (!blob.ok()) return Throw(env, blob.error());
+  return Napi::Buffer<uint8_t>::Copy(env, blob.value().data(), blob.value().size());
+}
+
+Napi::Value VmObject::RestoreState(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  if (info.Length() < 1 || !info[0].IsBuffer()) {
+    Napi::TypeError::New(env, "restoreState(blob: Buffer)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto blob = info[0].As<Napi::Buffer<uint8_t>>();
+  KVT_STATUS(machine_->RestoreState(blob.Data(), blob.Length()));
+  return env.Undefined();
+}
+
+Napi::Value VmObject::StartDirtyLog(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  KVT_STATUS(machine_->StartDirtyLog());
+  return env.Undefined();
+}
+
+Napi::Value VmObject::StopDirtyLog(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  KVT_STATUS(machine_->StopDirtyLog());
+  return env.Undefined();
+}
+
+// collectDirty(): [{ baseGpa: bigint, bitmap: Buffer }] (one u64 word per 64 pages, little-endian).
+Napi::Value VmObject::CollectDirty(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  auto snap = machine_->CollectDirty();
+  if (!snap.ok()) return Throw(env, snap.error());
+  Napi::Array out = Napi::Array::New(env, snap.value().size());
+  for (size_t i = 0; i < snap.value().size(); ++i) {
+    const auto& r = snap.value()[i];
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("baseGpa", Napi::BigInt::New(env, static_cast<uint64_t>(r.base.value)));
+    o.Set("pages", Napi::Number::New(env, static_cast<double>(r.bitmap.pages())));
+    o.Set("dirtyPages", Napi::Number::New(env, static_cast<double>(r.bitmap.Count())));
+    o.Set("bitmap", Napi::Buffer<uint8_t>::Copy(env, reinterpret_cast<const uint8_t*>(r.bitmap.words()),
+                                                r.bitmap.word_count() * sizeof(uint64_t)));
+    out.Set(static_cast<uint32_t>(i), o);
+  }
+  return out;
+}
+
+Napi::Value VmObject::SetCpuThrottle(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  if (info.Length() < 1 || !info[0].IsNumber()) {
+    Napi::TypeError::New(env, "setCpuThrottle(percent: number)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  machine_->SetCpuThrottle(info[0].As<Napi::Number>().Uint32Value());
+  return env.Undefined();
+}
+
+// regions(): [{ baseGpa: bigint, sizeBytes: number }]
+Napi::Value VmObject::Regions(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  const auto& regions = machine_->memory().regions();
+  Napi::Array out = Napi::Array::New(env, regions.size());
+  for (size_t i = 0; i < regions.size(); ++i) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("baseGpa", Napi::BigInt::New(env, static_cast<uint64_t>(regions[i].base.value)));
+    o.Set("sizeBytes", Napi::Number::New(env, static_cast<double>(regions[i].size_bytes)));
+    out.Set(static_cast<uint32_t>(i), o);
+  }
+  return out;
+}
+
+// readMemory(gpa: bigint, length: number): Buffer (a copy; bounds-checked).
+Napi::Value VmObject::ReadMemory(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  if (info.Length() < 2 || !info[0].IsBigInt() || !info[1].IsNumber()) {
+    Napi::TypeError::New(env, "readMemory(gpa: bigint, length: number)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  bool lossless = false;
+  uint64_t gpa = info[0].As<Napi::BigInt>().Uint64Value(&lossless);
+  uint64_t len = static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value());
+  if (!lossless || len > (1ull << 30)) return Throw(env, Error{EINVAL, "guest-memory", "bad address or length"});
+  auto buf = Napi::Buffer<uint8_t>::New(env, len);
+  KVT_STATUS(machine_->memory().Read(memory::Gpa(gpa), buf.Data(), len));
+  return buf;
+}
+
+}  // namespace
+
+vmm::Machine* UnwrapMachine(Napi::Env env, Napi::Value handle) {
+  auto* data = env.GetInstanceData<AddonData>();
+  if (!data || !handle.IsObject() || !handle.As<Napi::Object>().InstanceOf(data->ctor.Value())) {
+    Napi::TypeError::New(env, "expected a NativeVm handle").ThrowAsJavaScriptException();
+    return nullptr;
+  }
+  VmObject* vm = Napi::ObjectWrap<VmObject>::Unwrap(handle.As<Napi::Object>());
+  if (!vm || !vm->machine()) {
+    MakeVmmError(env, Error{EBADF, "vm", "the VM is closed"}).ThrowAsJavaScriptException();
+    return nullptr;
+  }
+  return vm->machine();
+}
+
+void RegisterVmObject(Napi::Env env, Napi::Object exports) {
+  Napi::Function ctor = VmObject::Define(env);
+  auto* data = new AddonData();
+  data->ctor = Napi::Persistent(ctor);
+  env.SetInstanceData<AddonData>(data);
+  exports.Set("NativeVm", ctor);
+  // Env teardown (process exit, worker exit): stop every guest of this env and release its resources.
+  napi_env raw = env;
+  env.AddCleanupHook([raw] {
+    std::set<VmObject*> mine;
+    {
+      std::lock_guard<std::mutex> lock(g_live_mu);
+      mine = g_live;
+    }
+    for (VmObject* vm : mine) {
+      if (static_cast<napi_env>(vm->Env()) == raw) vm->Close();
+    }
+  });
+}
+
+}  // namespace kvmts::bind
