@@ -5,19 +5,12 @@
  * and runs until Ctrl-C / SIGTERM, which stops everything cleanly. State (the API server's data) persists under the
  * data directory, so the next `npm start` finds the VMs defined before.
  */
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { CustomObjectsApi, type KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { buildDemoLinux, registerTestGuest } from "@kvt/images";
 import { startLocalCluster } from "@kvt/local-cluster";
-import {
-  apiServices,
-  generateCa,
-  issueCertificate,
-  mutatingWebhookConfiguration,
-  validatingWebhookConfiguration,
-} from "@kvt/virt-api/lib";
 import { parse as parseYaml } from "yaml";
 
 const root = new URL("../../../", import.meta.url).pathname;
@@ -34,51 +27,6 @@ const started = Date.now();
 const progress = (message: string): void => {
   process.stdout.write(`[${((Date.now() - started) / 1000).toFixed(1).padStart(5)}s] ${message}\n`);
 };
-
-function ensureTls(dir: string): { cert: string; key: string; ca: string } {
-  const files = { cert: join(dir, "virt-api.crt"), key: join(dir, "virt-api.key"), ca: join(dir, "ca.crt") };
-  if (!existsSync(files.cert)) {
-    const ca = generateCa("kubevirt-ts-local-ca");
-    const serving = issueCertificate(ca, {
-      commonName: "virt-api.kubevirt.svc",
-      dnsNames: ["virt-api.kubevirt.svc", "localhost"],
-      ipAddresses: ["127.0.0.1"],
-    });
-    writeFileSync(files.ca, ca.certPem);
-    writeFileSync(files.cert, serving.certPem);
-    writeFileSync(files.key, serving.keyPem, { mode: 0o600 });
-  }
-  return files;
-}
-
-async function registerVirtApi(kubeConfig: KubeConfig, port: number, caPem: string): Promise<void> {
-  const endpoint = { url: `https://127.0.0.1:${port}`, caPem };
-  const objects = [
-    mutatingWebhookConfiguration(endpoint),
-    validatingWebhookConfiguration(endpoint),
-    ...apiServices(endpoint),
-  ];
-  const api = kubeConfig.makeApiClient(CustomObjectsApi);
-  for (const obj of objects as { apiVersion: string; kind: string; metadata: { name: string } }[]) {
-    const [group, version] = obj.apiVersion.split("/");
-    const plural = `${obj.kind.toLowerCase()}s`;
-    try {
-      await api.createClusterCustomObject({ group, version, plural, body: obj });
-    } catch (err) {
-      if ((err as { code?: number }).code !== 409) throw err;
-      const current = (await api.getClusterCustomObject({ group, version, plural, name: obj.metadata.name })) as {
-        metadata: { resourceVersion: string };
-      };
-      await api.replaceClusterCustomObject({
-        group,
-        version,
-        plural,
-        name: obj.metadata.name,
-        body: { ...obj, metadata: { ...obj.metadata, resourceVersion: current.metadata.resourceVersion } },
-      });
-    }
-  }
-}
 
 async function ensureDemoVm(kubeConfig: KubeConfig): Promise<void> {
   const api = kubeConfig.makeApiClient(CustomObjectsApi);
@@ -116,8 +64,6 @@ const cluster = await startLocalCluster({
   nodes: values.nodes ? Number(values.nodes) : 2,
   tracesFile: values.traces ? resolve(values.traces) : undefined,
   progress,
-  ensureTls,
-  registerVirtApi,
 });
 if (!values["no-demo"]) await ensureDemoVm(cluster.kubeConfig);
 

@@ -13,6 +13,7 @@ import { customResourceDefinitions } from "@kvt/api";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 import { freePort } from "./free-port.ts";
 import { Supervisor, type SupervisorEvent } from "./supervisor.ts";
+import { ensureVirtApiTls, registerVirtApi } from "./virt-api-wiring.ts";
 import { waitFor } from "./wait.ts";
 
 /** TLS material for virt-api: paths of PEM files. */
@@ -32,9 +33,9 @@ export interface LocalClusterOptions {
   readonly tracesFile?: string;
   /** Progress lines for the user. */
   readonly progress: (message: string) => void;
-  /** Creates virt-api's CA and serving certificate in `dir` (when missing) and returns their paths. */
-  readonly ensureTls: (dir: string) => Promise<TlsFiles> | TlsFiles;
-  /** Registers the webhooks and APIService that route to virt-api at `https://127.0.0.1:<port>` with `caPem`. */
+  /** Creates virt-api's CA and serving certificate in `dir` (when missing); default {@link ensureVirtApiTls}. */
+  readonly ensureTls?: (dir: string) => Promise<TlsFiles> | TlsFiles;
+  /** Registers the webhooks and APIService routing to virt-api; default {@link registerVirtApi}. */
   readonly registerVirtApi?: (kubeConfig: KubeConfig, port: number, caPem: string) => Promise<void>;
   /** Runtime for the components; default this process's. */
   readonly execPath?: string;
@@ -94,7 +95,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   for (const d of [dataDir, join(dataDir, "logs"), join(dataDir, "apiserver"), join(dataDir, "pki")])
     mkdirSync(d, { recursive: true });
   const state = await loadState(join(dataDir, "cluster.json"), names);
-  const tls = await options.ensureTls(join(dataDir, "pki"));
+  const tls = await (options.ensureTls ?? ensureVirtApiTls)(join(dataDir, "pki"));
   const kubeconfig = join(dataDir, "kubeconfig");
   const layout: ClusterLayout = {
     projectRoot: options.projectRoot,
@@ -142,10 +143,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     );
     options.progress("installing the kubevirt.io CRDs");
     await installCrds(kubeConfig);
-    if (options.registerVirtApi) {
-      options.progress("registering virt-api's admission webhooks and the subresources.kubevirt.io APIService");
-      await options.registerVirtApi(kubeConfig, state.virtApiPort, readFileSync(tls.ca, "utf8"));
-    }
+    options.progress("registering virt-api's admission webhooks and the subresources.kubevirt.io APIService");
+    await (options.registerVirtApi ?? registerVirtApi)(kubeConfig, state.virtApiPort, readFileSync(tls.ca, "utf8"));
     options.progress(`starting the scheduler and ${names.length} nodes (${names.join(", ")})`);
     start("scheduler");
     for (const n of names) start(`kubelet/${n}`);

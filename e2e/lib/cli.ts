@@ -1,0 +1,77 @@
+/**
+ * Runs the real `kubectl` (the machine's, as a user would) and our `virtctl` against the e2e cluster, each with an
+ * isolated HOME so kubectl's discovery cache never leaks between runs.
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/** The result of one command. */
+export interface CommandResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+const home = mkdtempSync(join(tmpdir(), "kvt-e2e-home-"));
+const root = new URL("../../", import.meta.url).pathname;
+
+function run(
+  cmd: string,
+  args: readonly string[],
+  kubeconfig: string,
+  input?: string,
+  timeoutMs = 60_000,
+): Promise<CommandResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, {
+      env: { ...process.env, KUBECONFIG: kubeconfig, HOME: home },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? 137, stdout, stderr });
+    });
+    child.stdin.end(input ?? "");
+  });
+}
+
+/** `kubectl <args>` against the cluster in `kubeconfig`. */
+export function kubectl(kubeconfig: string, args: readonly string[], input?: string): Promise<CommandResult> {
+  return run("kubectl", args, kubeconfig, input);
+}
+
+/** `virtctl <args>` (this repository's, on the project's Node) against the cluster in `kubeconfig`. */
+export function virtctl(
+  kubeconfig: string,
+  args: readonly string[],
+  input?: string,
+  timeoutMs?: number,
+): Promise<CommandResult> {
+  return run(process.execPath, [join(root, "apps/virtctl/src/main.ts"), ...args], kubeconfig, input, timeoutMs);
+}
+
+/** Like {@link kubectl}, but throws with kubectl's stderr unless it exits 0. */
+export async function kubectlOk(kubeconfig: string, args: readonly string[], input?: string): Promise<string> {
+  const r = await kubectl(kubeconfig, args, input);
+  if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")} exited ${r.code}: ${r.stderr.trim()}`);
+  return r.stdout;
+}
+
+/** Reads an object as JSON with kubectl. */
+export async function getJson<T>(
+  kubeconfig: string,
+  resource: string,
+  name?: string,
+  namespace = "default",
+): Promise<T> {
+  const args = ["get", resource, ...(name ? [name] : []), "-n", namespace, "-o", "json"];
+  return JSON.parse(await kubectlOk(kubeconfig, args)) as T;
+}
