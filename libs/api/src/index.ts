@@ -46,6 +46,11 @@ export type { CustomResourceDefinition, PrinterColumn } from "./crds/crds.ts";
 export { apiVersionOf, customResourceDefinitions, hasStatusSubresource, openApiSchemaOf } from "./crds/crds.ts";
 // The CRDs rendered as the YAML files under libs/api/crds/.
 export { renderCrdFiles } from "./crds/render.ts";
+// Defaulting: what the mutating webhooks apply (VM: firmware uuid/serial; VMI: the full KubeVirt defaults; VMIM: label, finalizer).
+export { defaultMigration } from "./defaults/migration-defaults.ts";
+export { defaultVm, legacyFirmwareUuid, uuidV5 } from "./defaults/vm-defaults.ts";
+export type { DefaultingOptions } from "./defaults/vmi-defaults.ts";
+export { applyVmiSpecDefaults, defaultVmi } from "./defaults/vmi-defaults.ts";
 export type { HasMetadata, ObjectKey } from "./object-key.ts";
 // Object keys: "namespace/name", built only through keyOf().
 export { keyOf, objectKey, splitKey } from "./object-key.ts";
@@ -65,6 +70,9 @@ export type { Infer, JsonSchema, Schema } from "./schema/builder.ts";
 export { migrationPolicySchema, vmimSchema } from "./schema/migration-schemas.ts";
 export { vmSchema } from "./schema/vm-schemas.ts";
 export { vmiSchema } from "./schema/vmi-schemas.ts";
+export type { StrictDecodeResult } from "./strict-decode.ts";
+// Strict decoding (fieldValidation=Strict): unknown fields and wrongly typed values against the CRD schemas.
+export { decodeStrict, decodeStrictWith, strictDecodingMessage } from "./strict-decode.ts";
 // The API types (inferred from the schemas) and StatusCause.
 export type {
   Affinity,
@@ -94,3 +102,21 @@ export type {
   VirtualMachineStatus,
   Volume,
 } from "./types.ts";
+export type { AdmissionDenial } from "./validation/causes.ts";
+// Validation: StatusCause[] with full field paths and KubeVirt's messages; admission denials as KubeVirt builds them.
+export { CAUSE_TYPE, cause, denialFromCauses, denialFromError, FieldPath, path } from "./validation/causes.ts";
+export { dns1123LabelErrors, dns1123SubdomainErrors } from "./validation/dns.ts";
+export type { MigrationCreateContext } from "./validation/migration-validation.ts";
+export { admitMigrationCreate, admitMigrationUpdate } from "./validation/migration-validation.ts";
+export type { ClusterConfig } from "./validation/validation-config.ts";
+// Cluster settings defaulting and validation depend on, with KubeVirt's defaults.
+export { DEFAULT_CLUSTER_CONFIG } from "./validation/validation-config.ts";
+export { validateVm, validateVmSpec } from "./validation/vm-validation.ts";
+export type { RequestContext } from "./validation/vmi-validation.ts";
+export {
+  validateObjectName,
+  validateVmiCreate,
+  validateVmiMetadata,
+  validateVmiSpec,
+  validateVmiUpdate,
+} from "./validation/vmi-validation.ts";

@@ -9,6 +9,7 @@ export const objectMetaSchema = obj({
   name: str(),
   generateName: str(),
   namespace: str(),
+  selfLink: str(),
   uid: str(),
   resourceVersion: str(),
   generation: int({ format: "int64" }),

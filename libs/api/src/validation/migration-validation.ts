@@ -1,0 +1,84 @@
+/**
+ * Validation of VirtualMachineInstanceMigrations (KubeVirt `migration-create-admitter.go`, `migration-update-admitter.go`).
+ *
+ * Create: vmiName required (cause); then, as plain 400 errors like KubeVirt: priority only from virt-controller,
+ * the VMI must exist, not be final, not be LiveMigratable=False, and no other migration of it may be in flight.
+ */
+import { isDeepStrictEqual } from "node:util";
+import { LABEL, VMI_CONDITION } from "../constants.ts";
+import type { VirtualMachineInstance, VirtualMachineInstanceMigration } from "../types.ts";
+import { type AdmissionDenial, CAUSE_TYPE, cause, denialFromCauses, denialFromError } from "./causes.ts";
+
+/** What the create check needs to know about the cluster. */
+export interface MigrationCreateContext {
+  /** The VMI named by `spec.vmiName`, or undefined when it does not exist. */
+  vmi: VirtualMachineInstance | undefined;
+  /** The migrations in the namespace labelled `kubevirt.io/vmi-name=<vmiName>`. */
+  migrationsOfVmi: readonly VirtualMachineInstanceMigration[];
+  /** True when virt-controller makes the request. */
+  isVirtController?: boolean;
+}
+
+const isFinalPhase = (p: string | undefined): boolean => p === "Succeeded" || p === "Failed";
+
+/** The reason a migration may not be created, or undefined when it may. */
+export function admitMigrationCreate(
+  m: VirtualMachineInstanceMigration,
+  ctx: MigrationCreateContext,
+): AdmissionDenial | undefined {
+  if (!m.spec?.vmiName) return denialFromCauses([cause(CAUSE_TYPE.required, "vmiName is missing", "spec.vmiName")]);
+  if (m.spec.priority !== undefined && !ctx.isVirtController) {
+    return denialFromCauses([
+      cause(
+        "FieldValueForbidden",
+        "Migration priority queue, only virt-controller is allowed to set priority field",
+        "spec.migrationPriority",
+      ),
+    ]);
+  }
+  const ns = m.metadata?.namespace ?? "";
+  if (!ctx.vmi) return denialFromError(`the VMI "${ns}/${m.spec.vmiName}" does not exist`);
+  if (isFinalPhase(ctx.vmi.status?.phase)) return denialFromError("Cannot migrate VMI in finalized state.");
+  const migratable = ctx.vmi.status?.conditions?.find((c) => c.type === VMI_CONDITION.LiveMigratable);
+  if (migratable?.status === "False") {
+    return denialFromError(
+      `Cannot migrate VMI, Reason: ${migratable.reason ?? ""}, Message: ${migratable.message ?? ""}`,
+    );
+  }
+  const inFlight = ctx.migrationsOfVmi.find(
+    (o) => o.metadata?.uid !== m.metadata?.uid && !isFinalPhase(o.status?.phase),
+  );
+  if (inFlight) {
+    return denialFromError(
+      `in-flight migration detected. Active migration job (${inFlight.metadata?.uid ?? ""}) is currently already in progress for VMI ${inFlight.spec?.vmiName ?? ""}.`,
+    );
+  }
+  return undefined;
+}
+
+/** The reason a migration update is refused: the spec is immutable and the selector label stays while in flight. */
+export function admitMigrationUpdate(
+  m: VirtualMachineInstanceMigration,
+  old: VirtualMachineInstanceMigration,
+): AdmissionDenial | undefined {
+  if (!isDeepStrictEqual(m.spec, old.spec)) {
+    return denialFromCauses([
+      cause(CAUSE_TYPE.notSupported, "update of Migration object's spec is restricted", "spec"),
+    ]);
+  }
+  if (!isFinalPhase(old.status?.phase)) {
+    const before = old.metadata?.labels?.[LABEL.migrationSelector];
+    const after = m.metadata?.labels?.[LABEL.migrationSelector];
+    if (before !== undefined && after === undefined) {
+      return denialFromCauses([
+        cause(CAUSE_TYPE.invalid, "selector label can't be removed from an in-flight migration", "metadata.labels"),
+      ]);
+    }
+    if (before !== undefined && after !== before) {
+      return denialFromCauses([
+        cause(CAUSE_TYPE.invalid, "selector label can't be modified on an in-flight migration", "metadata.labels"),
+      ]);
+    }
+  }
+  return undefined;
+}
