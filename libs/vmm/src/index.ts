@@ -1,2 +1,31 @@
-/** @kvt/vmm: The typed TypeScript layer over the native VMM addon: Vm, vCPUs, guest memory, dirty log, migration stream. The only importer of @kvt/native. */
-export {};
+/**
+ * @kvt/vmm: the typed TypeScript layer over the native VMM addon (the only importer of @kvt/native).
+ * See README.md for an example.
+ */
+
+/** Errors naming the failed operation: `KVM_SET_USER_MEMORY_REGION: EEXIST` with code/errno/syscall. */
+export { VmmError, type VmmErrorFields } from "./errors.ts";
+/** Typed events and a serial line splitter. */
+export { LineSplitter, type ShutdownEvent, type ShutdownReason, type VcpuExitEvent, type VmEvents } from "./events.ts";
+/** In-memory VMs for app tests. */
+export { FakeVm, FakeVmm } from "./fake/fake-vmm.ts";
+/** Guest physical addresses (branded bigint). */
+export { type Gpa, gpa, MAX_GPA } from "./gpa.ts";
+export { hasKvm, kvmApiVersion } from "./kvm.ts";
+/** The test guest binary (a PVH ELF QEMU boots too) and the KVM API version. */
+export { testGuestPath } from "./native.ts";
+/** A KVM guest: create, start, pause, resume, stop, events, serial in/out, stats, state save/restore, dirty log. */
+export { nativeVmm, Vm } from "./vm.ts";
+/** The interface Vm and FakeVm share, and the factory apps are handed. */
+export type { DirtyRegion, MemoryRegionInfo, VmControl, Vmm, VmState, VmStats } from "./vm-control.ts";
+/** Options of Vm.create and their validation. */
+export {
+  MAX_CMDLINE_BYTES,
+  MAX_MEMORY_BYTES,
+  type MemoryBacking,
+  MIN_MEMORY_BYTES,
+  type ParsedVmOptions,
+  parseVmOptions,
+  type VmKernel,
+  type VmOptions,
+} from "./vm-options.ts";

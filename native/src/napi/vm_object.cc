@@ -82,6 +82,7 @@ class VmObject : public Napi::ObjectWrap<VmObject> {
   Napi::Value SetCpuThrottle(const Napi::CallbackInfo& info);
   Napi::Value Regions(const Napi::CallbackInfo& info);
   Napi::Value ReadMemory(const Napi::CallbackInfo& info);
+  Napi::Value WriteMemory(const Napi::CallbackInfo& info);
   void SetRef(bool on);
 
   std::shared_ptr<Bridge> bridge_;
@@ -142,6 +143,7 @@ Napi::Function VmObject::Define(Napi::Env env) {
                          InstanceMethod<&VmObject::SetCpuThrottle>("setCpuThrottle"),
                          InstanceMethod<&VmObject::Regions>("regions"),
                          InstanceMethod<&VmObject::ReadMemory>("readMemory"),
+                         InstanceMethod<&VmObject::WriteMemory>("writeMemory"),
                      });
 }
 
@@ -387,6 +389,22 @@ Napi::Value VmObject::ReadMemory(const Napi::CallbackInfo& info) {
   auto buf = Napi::Buffer<uint8_t>::New(env, len);
   KVT_STATUS(machine_->memory().Read(memory::Gpa(gpa), buf.Data(), len));
   return buf;
+}
+
+// writeMemory(gpa: bigint, data: Buffer): bounds-checked; the pages count as dirty (VMM-written).
+Napi::Value VmObject::WriteMemory(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Check(env)) return env.Undefined();
+  if (info.Length() < 2 || !info[0].IsBigInt() || !info[1].IsBuffer()) {
+    Napi::TypeError::New(env, "writeMemory(gpa: bigint, data: Buffer)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  bool lossless = false;
+  uint64_t gpa = info[0].As<Napi::BigInt>().Uint64Value(&lossless);
+  if (!lossless) return Throw(env, Error{EINVAL, "guest-memory", "bad address"});
+  auto data = info[1].As<Napi::Buffer<uint8_t>>();
+  KVT_STATUS(machine_->memory().Write(memory::Gpa(gpa), data.Data(), data.Length()));
+  return env.Undefined();
 }
 
 }  // namespace

@@ -1,0 +1,75 @@
+/**
+ * The VM interface both the real `Vm` and the in-memory `FakeVm` implement, and `Vmm`, the factory an app is
+ * handed (the native one or a `FakeVmm`), so app tests run without /dev/kvm.
+ *
+ *   created --start()--> running <--pause()/resume()--> paused
+ *      |                    |  \                          |
+ *      `---- stop() --------+---`-- guest shutdown ---> stopped <--- stop() ---'
+ */
+import type { VmEvents } from "./events.ts";
+import type { Gpa } from "./gpa.ts";
+import type { VmOptions } from "./vm-options.ts";
+
+/** Lifecycle state of a VM. */
+export type VmState = "created" | "running" | "paused" | "stopped";
+
+/** Counters of one VM. */
+export interface VmStats {
+  readonly state: VmState;
+  /** All KVM_RUN returns, every vCPU. */
+  readonly exits: number;
+  readonly ioExits: number;
+  readonly mmioExits: number;
+  readonly serialBytesOut: number;
+  readonly serialBytesIn: number;
+  /** vCPU kicks (pause, throttle). */
+  readonly kicks: number;
+  readonly dirtyLogCollections: number;
+}
+
+/** One memory region's dirty pages since the previous collection. */
+export interface DirtyRegion {
+  readonly baseGpa: Gpa;
+  readonly pages: number;
+  readonly dirtyPages: number;
+  /** Bit i of the little-endian u64 words = page i (4 KiB) from baseGpa. */
+  readonly bitmap: Uint8Array;
+}
+
+/** A guest RAM region. */
+export interface MemoryRegionInfo {
+  readonly baseGpa: Gpa;
+  readonly sizeBytes: number;
+}
+
+/** One virtual machine. */
+export interface VmControl {
+  readonly state: VmState;
+  /** Starts the vCPUs (after loading a kernel, or after restoreState on a migration target). */
+  start(): void;
+  /** Stops every vCPU at a consistent point; returns once all have acknowledged. */
+  pause(): void;
+  resume(): void;
+  /** Stops the guest and releases everything (threads, fds, memory). Idempotent. */
+  stop(): void;
+  /** Sends bytes (or UTF-8 text) to the serial console input. */
+  writeSerial(data: Uint8Array | string): void;
+  stats(): VmStats;
+  /** The whole machine state as an opaque versioned blob. Paused only. */
+  saveState(): Uint8Array;
+  /** Restores a saveState() blob. Created (then start()) or paused (then resume()). */
+  restoreState(blob: Uint8Array): void;
+  /** Guest RAM layout. */
+  regions(): MemoryRegionInfo[];
+  /** A bounds-checked copy of guest memory. */
+  readMemory(address: Gpa, length: number): Uint8Array;
+  /** Writes guest memory (bounds-checked; the pages count as dirty for the dirty log). */
+  writeMemory(address: Gpa, data: Uint8Array): void;
+  on<K extends keyof VmEvents>(event: K, listener: VmEvents[K]): this;
+  off<K extends keyof VmEvents>(event: K, listener: VmEvents[K]): this;
+}
+
+/** Creates VMs: the native VMM, or a fake in tests. */
+export interface Vmm {
+  create(options: VmOptions): VmControl;
+}
