@@ -65,6 +65,8 @@ function createOrBackoff(vm: VirtualMachine, now: number): VmAction {
 /** Decides the next action for `vm` given its VMI (undefined = none in the cache) at time `now` (epoch ms). */
 export function decideVmAction(vm: VirtualMachine, vmi: VirtualMachineInstance | undefined, now: number): VmAction {
   if (vm.metadata?.deletionTimestamp) {
+    // `--cascade=orphan`: the garbage collector releases the VMI; it must survive the VM.
+    if (vm.metadata.finalizers?.includes("orphan")) return { kind: "none" };
     return vmi && !vmi.metadata?.deletionTimestamp
       ? { kind: "delete", reason: "VM is being deleted" }
       : { kind: "none" };

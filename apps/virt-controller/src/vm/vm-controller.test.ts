@@ -62,7 +62,10 @@ describe("VmController run strategies", () => {
     ["running: false", withRunning(false), []],
     [
       "Manual with a Start request",
-      (vm: VirtualMachine) => (withRunStrategy("Manual")(vm), withRequests({ action: "Start" })(vm)),
+      (vm: VirtualMachine) => {
+        withRunStrategy("Manual")(vm);
+        withRequests({ action: "Start" })(vm);
+      },
       ["create virtualmachineinstances"],
     ],
   ])("with no VMI, %s -> %j", async (_name, opt, creates) => {
@@ -196,5 +199,24 @@ describe("VmController run strategies", () => {
     expect(vmStatus()?.conditions).toContainEqual(
       expect.objectContaining({ type: "Failure", status: "True", reason: "FailedCreate" }),
     );
+  });
+});
+
+describe("VmController deletion", () => {
+  it("a VM deleted with --cascade=orphan leaves its VMI alone; a normal deletion stops it", async () => {
+    const orphaning = newVm("vm1", (vm) => {
+      vm.metadata!.deletionTimestamp = new Date().toISOString();
+      vm.metadata!.finalizers = ["orphan"];
+    });
+    const a = setup(orphaning, ownedVmi(orphaning, withPhase("Running")));
+    await a.run();
+    expect(a.api.summary().filter((s) => s.startsWith("delete"))).toEqual([]);
+    const deleting = newVm("vm1", (vm) => {
+      vm.metadata!.deletionTimestamp = new Date().toISOString();
+    });
+    const b = setup(deleting, ownedVmi(deleting, withPhase("Running")));
+    await b.run();
+    expect(b.api.summary()).toContain("delete virtualmachineinstances default/vm1");
+    expect(b.vmStatus()?.printableStatus).toBe("Terminating");
   });
 });

@@ -1,0 +1,140 @@
+/**
+ * virt-controller against the real local API server over HTTP: the VM and VMI controllers for each run strategy,
+ * restart with a stable firmware UUID, and orphan/adopt. No scheduler or kubelet runs, so launcher pods stay Pending.
+ */
+import { customResourceDefinitions, type VirtualMachine, type VirtualMachineInstance } from "@kvt/api";
+import { CORE_V1, KUBEVIRT_V1, type KubeObject, kubeConfigFor, type Pod, RestClient, resourceClient } from "@kvt/kube";
+import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
+import { newVm, withRunning, withRunStrategy } from "@kvt/testing";
+import { pino } from "pino";
+import { Registry } from "prom-client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { VirtControllerApp } from "./app.ts";
+
+async function eventually<T>(fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== false) return v;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > until) throw new Error(`condition not met in ${timeoutMs} ms`, { cause: last });
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe("virt-controller against the local API server", () => {
+  let server: ApiServerHandle;
+  let app: VirtControllerApp;
+  let transport: RestClient;
+  const registry = new Registry();
+  const vms = () => resourceClient<VirtualMachine>(transport, KUBEVIRT_V1.virtualMachines);
+  const vmis = () => resourceClient<VirtualMachineInstance>(transport, KUBEVIRT_V1.virtualMachineInstances);
+  const pods = () => resourceClient<Pod>(transport, CORE_V1.pods);
+  const getVmi = (name: string) =>
+    vmis()
+      .get("default", name)
+      .catch(() => undefined);
+
+  beforeAll(async () => {
+    server = await startApiServer({ inMemory: true, port: 0, logger: pino({ level: "silent" }) });
+    transport = new RestClient(kubeConfigFor(server.url, server.token), { registry });
+    const crds = resourceClient<KubeObject>(transport, {
+      group: "apiextensions.k8s.io",
+      version: "v1",
+      plural: "customresourcedefinitions",
+      kind: "CustomResourceDefinition",
+      namespaced: false,
+    });
+    for (const crd of customResourceDefinitions()) await crds.create(crd);
+    await eventually(() =>
+      vms()
+        .list("default")
+        .then(() => true),
+    );
+    app = new VirtControllerApp({ transport, logger: pino({ level: "silent" }), registry });
+    await app.start();
+  }, 60_000);
+
+  afterAll(async () => {
+    await app?.stop();
+    await server?.stop();
+  });
+
+  it.each([
+    ["Always", true, withRunStrategy("Always")],
+    ["RerunOnFailure", true, withRunStrategy("RerunOnFailure")],
+    ["Once", true, withRunStrategy("Once")],
+    ["Manual", false, withRunStrategy("Manual")],
+    ["Halted", false, withRunStrategy("Halted")],
+  ] as const)("runStrategy %s creates a VMI and its launcher pod: %s", async (name, runs, opt) => {
+    const vmName = `rs-${name.toLowerCase()}`;
+    const vm = newVm(vmName, opt);
+    delete vm.metadata!.uid;
+    delete vm.metadata!.resourceVersion;
+    delete vm.metadata!.creationTimestamp;
+    await vms().create(vm);
+    if (runs) {
+      const vmi = await eventually(() => getVmi(vmName));
+      expect(vmi.metadata?.ownerReferences?.[0]).toMatchObject({
+        kind: "VirtualMachine",
+        name: vmName,
+        controller: true,
+      });
+      const pod = await eventually(async () =>
+        (await pods().list("default")).items.find(
+          (p) => p.metadata?.labels?.["kubevirt.io/created-by"] === vmi.metadata?.uid,
+        ),
+      );
+      expect(pod.spec?.containers[0]?.image).toBe("kubevirt/virt-launcher");
+      const scheduling = await eventually(async () =>
+        (await getVmi(vmName))?.status?.phase === "Scheduling" ? true : undefined,
+      );
+      expect(scheduling).toBe(true);
+      await eventually(async () => ((await vms().get("default", vmName)).status?.created ? true : undefined));
+    } else {
+      const status = await eventually(async () => (await vms().get("default", vmName)).status);
+      expect(status.printableStatus).toBe("Stopped");
+      expect(await getVmi(vmName)).toBeUndefined();
+    }
+  });
+
+  it("running: false makes no VMI; patching running: true does; a deleted VMI comes back with the same firmware UUID", async () => {
+    const vm = newVm("seed", withRunning(false));
+    delete vm.metadata!.uid;
+    delete vm.metadata!.resourceVersion;
+    delete vm.spec.template.spec!.domain.firmware;
+    await vms().create(vm);
+    await eventually(async () => (await vms().get("default", "seed")).status?.printableStatus);
+    expect(await getVmi("seed")).toBeUndefined();
+    await vms().mergePatch("default", "seed", { spec: { running: true } });
+    const first = await eventually(() => getVmi("seed"));
+    const uuid = first.spec.domain.firmware?.uuid;
+    expect(uuid).toMatch(/^[0-9a-f-]{36}$/);
+    await vmis().delete("default", "seed");
+    const second = await eventually(async () => {
+      const v = await getVmi("seed");
+      return v && v.metadata?.uid !== first.metadata?.uid ? v : undefined;
+    });
+    expect(second.spec.domain.firmware?.uuid).toBe(uuid);
+  });
+
+  it("deleting the VM with --cascade=orphan leaves the VMI; re-creating the VM adopts it", async () => {
+    const vm = newVm("orphan");
+    delete vm.metadata!.uid;
+    delete vm.metadata!.resourceVersion;
+    await vms().create(vm);
+    const vmi = await eventually(() => getVmi("orphan"));
+    await vms().delete("default", "orphan", { propagationPolicy: "Orphan" });
+    await eventually(async () => ((await getVmi("orphan"))?.metadata?.ownerReferences?.length ? undefined : true));
+    const again = await vms().create(vm);
+    const adopted = await eventually(async () => {
+      const v = await getVmi("orphan");
+      return v?.metadata?.ownerReferences?.some((o) => o.uid === again.metadata?.uid) ? v : undefined;
+    });
+    expect(adopted.metadata?.uid).toBe(vmi.metadata?.uid);
+  });
+});
