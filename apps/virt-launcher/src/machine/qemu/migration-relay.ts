@@ -97,19 +97,28 @@ function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** Joins two sockets in both directions; ends each when the other ends. */
-function splice(a: Socket, b: Socket, leftoverForB: Buffer): void {
-  if (leftoverForB.length > 0) b.write(leftoverForB);
-  a.pipe(b);
-  b.pipe(a);
-  const destroyBoth = (): void => {
-    a.destroy();
-    b.destroy();
+/**
+ * Joins QEMU's local socket and the remote channel in both directions. Data always drains before an orderly end
+ * is passed on. When `abortLocalOnRemoteEnd` (the source side), a remote end that comes while QEMU is still
+ * sending destroys QEMU's socket, so QEMU sees the failure at once instead of writing into a dead channel.
+ */
+function splice(local: Socket, remote: Socket, leftoverForLocal: Buffer, abortLocalOnRemoteEnd: boolean): void {
+  if (leftoverForLocal.length > 0) local.write(leftoverForLocal);
+  let localEnded = false;
+  local.on("end", () => {
+    localEnded = true;
+  });
+  local.pipe(remote);
+  remote.pipe(local, { end: !abortLocalOnRemoteEnd });
+  const remoteGone = (): void => {
+    if (abortLocalOnRemoteEnd && !localEnded) local.destroy();
+    else local.end();
   };
-  a.on("error", destroyBoth);
-  b.on("error", destroyBoth);
-  a.on("close", () => b.end());
-  b.on("close", () => a.end());
+  remote.on("end", remoteGone);
+  remote.on("close", remoteGone);
+  remote.on("error", () => local.destroy());
+  local.on("error", () => remote.destroy());
+  local.on("close", () => remote.end());
 }
 
 /** Target side: a TCP listener that authenticates the source and then connects it to QEMU's unix socket. */
@@ -175,7 +184,7 @@ export class IncomingRelay {
       socket.write(mac(this.#secret, "target", nonceS, nonceT));
       const leftover = reader.detach();
       const qemu = connect(this.#qemuSocket);
-      splice(socket, qemu, leftover);
+      splice(qemu, socket, leftover, false);
       this.#server.close();
       this.#log.info({ peer }, "migration source authenticated; stream forwarded to QEMU");
     } catch (err) {
@@ -224,7 +233,7 @@ export async function connectOutgoing(host: string, port: number, secret: string
 export async function listenForQemu(path: string, peer: Socket): Promise<Server> {
   const server = createServer((qemu) => {
     server.close();
-    splice(qemu, peer, Buffer.alloc(0));
+    splice(qemu, peer, Buffer.alloc(0), true);
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

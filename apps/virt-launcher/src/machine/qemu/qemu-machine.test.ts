@@ -116,20 +116,48 @@ describe("QemuMachine (real QEMU, TCG, demo image)", { timeout: 240_000 }, () =>
     await sourceConsole.waitFor(/after-21/, 30_000, from);
   });
 
-  it("refuses a wrong migration secret, then live-migrates with the shell counter continuing", async () => {
+  it("refuses a wrong migration secret; cancels and survives a failed migration with the guest running on", async () => {
     source.writeConsole(Buffer.from('i=0; while true; do i=$((i+1)); echo "count=$i"; usleep 200000; done &\n'));
     await sourceConsole.waitFor(/count=5\b/, 60_000);
-    const target = new QemuMachine(spec("b"), { logger });
-    machines.push(target);
-    const targetConsole = new ConsoleWatch(target);
-    const where = await target.prepareIncoming();
+    const t1 = new QemuMachine(spec("t1"), { logger });
+    machines.push(t1);
+    const where = await t1.prepareIncoming();
 
     const refused = await source.migrateTo({ ...where, secret: "0".repeat(64) }, migration);
     expect(refused.ok).toBe(false);
     expect(refused.failureReason).toMatch(/refused|authentication/);
     expect(source.state).toBe("running");
-    expect(target.state).toBe("created");
+    expect(t1.state).toBe("created");
 
+    // Throttled to 1 MiB/s so it is still running when canceled.
+    const slow = { ...migration, bandwidthBytesPerSec: 1 << 20 };
+    const firstProgress = new Promise<void>((r) => source.on("migration-progress", () => r()));
+    const canceled = source.migrateTo(where, slow);
+    await firstProgress;
+    await source.cancelMigration();
+    expect(await canceled).toMatchObject({ ok: false, failureReason: "canceled" });
+    expect(source.state).toBe("running");
+
+    const t2 = new QemuMachine(spec("t2"), { logger });
+    machines.push(t2);
+    const where2 = await t2.prepareIncoming();
+    const started = new Promise<void>((r) => source.on("migration-progress", () => r()));
+    const broken = source.migrateTo(where2, slow);
+    await started;
+    await t2.kill();
+    const r2 = await broken;
+    expect(r2.ok).toBe(false);
+    expect(r2.failureReason).toMatch(/failed/);
+    expect(source.state).toBe("running");
+    const from = sourceConsole.text.length;
+    await sourceConsole.waitFor(/count=\d+/, 30_000, from); // still counting here
+  });
+
+  it("live-migrates to another QEMU with the shell counter continuing, then stops gracefully there", async () => {
+    const target = new QemuMachine(spec("t3"), { logger });
+    machines.push(target);
+    const targetConsole = new ConsoleWatch(target);
+    const where = await target.prepareIncoming();
     const running = waitState(target, "running", 120_000);
     const result = await source.migrateTo(where, migration);
     expect(result).toMatchObject({ ok: true });

@@ -1,0 +1,104 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type Server, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createLogger } from "@kvt/observability";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { connectOutgoing, IncomingRelay, MigrationAuthError, newMigrationSecret } from "./migration-relay.ts";
+
+const logger = createLogger({ component: "relay-test", level: "silent" });
+
+/** A stand-in for QEMU's incoming unix socket: records every byte it receives. */
+function fakeQemu(path: string): Promise<{ server: Server; received: () => Buffer }> {
+  const chunks: Buffer[] = [];
+  const server = createServer((s) => s.on("data", (c: Buffer) => chunks.push(c)));
+  return new Promise((resolve) =>
+    server.listen(path, () => resolve({ server, received: () => Buffer.concat(chunks) })),
+  );
+}
+
+async function until(check: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe("migration relay", () => {
+  let dir: string;
+  let sock: string;
+  const cleanup: (() => void)[] = [];
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "kvt-relay-"));
+    sock = join(dir, "in.sock");
+  });
+  afterEach(() => {
+    for (const c of cleanup.splice(0)) c();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("forwards the stream to QEMU only after the mutual HMAC handshake", async () => {
+    const qemu = await fakeQemu(sock);
+    const secret = newMigrationSecret();
+    const relay = await IncomingRelay.listen("127.0.0.1", secret, sock, logger);
+    cleanup.push(
+      () => qemu.server.close(),
+      () => relay.close(),
+    );
+    const peer = await connectOutgoing("127.0.0.1", relay.port, secret);
+    cleanup.push(() => peer.destroy());
+    peer.write("QEVM-stream-bytes");
+    await until(() => qemu.received().toString() === "QEVM-stream-bytes");
+  });
+
+  it("refuses a wrong secret without forwarding a byte, and still accepts the right one", async () => {
+    const qemu = await fakeQemu(sock);
+    const secret = newMigrationSecret();
+    const relay = await IncomingRelay.listen("127.0.0.1", secret, sock, logger);
+    cleanup.push(
+      () => qemu.server.close(),
+      () => relay.close(),
+    );
+    await expect(connectOutgoing("127.0.0.1", relay.port, newMigrationSecret())).rejects.toBeInstanceOf(
+      MigrationAuthError,
+    );
+    expect(qemu.received().length).toBe(0);
+    const peer = await connectOutgoing("127.0.0.1", relay.port, secret);
+    cleanup.push(() => peer.destroy());
+    peer.write("ok");
+    await until(() => qemu.received().toString() === "ok");
+  });
+
+  it("drops a peer that speaks another protocol", async () => {
+    const qemu = await fakeQemu(sock);
+    const relay = await IncomingRelay.listen("127.0.0.1", newMigrationSecret(), sock, logger);
+    cleanup.push(
+      () => qemu.server.close(),
+      () => relay.close(),
+    );
+    const { connect } = await import("node:net");
+    const s: Socket = connect({ host: "127.0.0.1", port: relay.port });
+    cleanup.push(() => s.destroy());
+    const closed = new Promise<void>((r) => s.on("close", () => r()));
+    s.on("error", () => undefined);
+    s.resume();
+    s.write(Buffer.alloc(72, 0x41)); // right length, wrong magic
+    await closed;
+    expect(qemu.received().length).toBe(0);
+  });
+
+  it("a source refuses a target that cannot prove the secret", async () => {
+    // A fake "target" that sends a valid-looking hello, then garbage instead of its MAC.
+    const server = createServer((s) => {
+      s.write(Buffer.concat([Buffer.from("KVTQMIG1"), Buffer.alloc(32, 1)]));
+      s.once("data", () => s.write(Buffer.alloc(32, 2)));
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    cleanup.push(() => server.close());
+    const port = (server.address() as { port: number }).port;
+    await expect(connectOutgoing("127.0.0.1", port, newMigrationSecret())).rejects.toThrow(
+      /target failed authentication/,
+    );
+  });
+});

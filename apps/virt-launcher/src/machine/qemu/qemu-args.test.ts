@@ -1,0 +1,66 @@
+import { describe, expect, it } from "vitest";
+import type { MachineSpec } from "../machine.ts";
+import { kernelCmdline, qemuArgs } from "./qemu-args.ts";
+
+const spec: MachineSpec = {
+  vmiKey: "default/vm-cirros",
+  memoryBytes: 256 * 1024 * 1024,
+  vcpus: 2,
+  boot: { kernelPath: "/img/vmlinuz", initrdPath: "/img/initrd.img", cmdline: "quiet", pvmSafe: false },
+  firmwareUuid: "5d307ca9-b3ef-428c-8861-06e72d69f223",
+  workDir: "/w",
+};
+
+function after(args: string[], flag: string): string | undefined {
+  return args[args.indexOf(flag) + 1];
+}
+
+describe("qemuArgs()", () => {
+  it("emulates (tcg) with the spec's memory, vCPUs, kernel, initrd, UUID and the seed as a virtio drive", () => {
+    const args = qemuArgs(
+      spec,
+      { qmpSocket: "/w/qmp.sock", seedImage: "/w/cidata.iso" },
+      { machineType: "pc", incoming: false },
+    );
+    expect(after(args, "-accel")).toBe("tcg");
+    expect(args).not.toContain("kvm");
+    expect(after(args, "-M")).toBe("pc");
+    expect(after(args, "-m")).toBe("256M");
+    expect(after(args, "-smp")).toBe("2");
+    expect(after(args, "-kernel")).toBe("/img/vmlinuz");
+    expect(after(args, "-initrd")).toBe("/img/initrd.img");
+    expect(after(args, "-append")).toBe("console=ttyS0 quiet");
+    expect(after(args, "-uuid")).toBe(spec.firmwareUuid);
+    expect(after(args, "-qmp")).toBe("unix:/w/qmp.sock,server=on,wait=off");
+    expect(after(args, "-drive")).toMatch(/^file=\/w\/cidata.iso,format=raw,readonly=on/);
+    expect(after(args, "-device")).toBe("virtio-blk-pci,drive=cidata");
+    expect(args).toContain("-S");
+  });
+
+  it("starts a migration target with -incoming defer instead of -S, and microvm uses virtio-mmio", () => {
+    const args = qemuArgs(spec, { qmpSocket: "/q", seedImage: "/s" }, { machineType: "microvm", incoming: true });
+    expect(after(args, "-incoming")).toBe("defer");
+    expect(args).not.toContain("-S");
+    expect(after(args, "-device")).toBe("virtio-blk-device,drive=cidata");
+  });
+
+  it.each([
+    [{ vcpus: 0 }, /vCPU/],
+    [{ memoryBytes: 1024 }, /below 16 MiB/],
+    [{ firmwareUuid: "not-a-uuid" }, /invalid firmware UUID/],
+  ])("rejects %o", (patch, message) => {
+    expect(() => qemuArgs({ ...spec, ...patch }, { qmpSocket: "/q" }, { machineType: "pc", incoming: false })).toThrow(
+      message,
+    );
+  });
+});
+
+describe("kernelCmdline()", () => {
+  it.each([
+    ["quiet", "console=ttyS0 quiet"],
+    ["console=hvc0 quiet", "console=hvc0 quiet"],
+    ["", "console=ttyS0"],
+  ])("%j -> %j", (input, want) => {
+    expect(kernelCmdline(input)).toBe(want);
+  });
+});
