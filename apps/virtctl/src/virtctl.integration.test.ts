@@ -54,7 +54,7 @@ function virtctl(
   });
 }
 
-describe("virtctl against an HTTP API server", () => {
+describe("virtctl against an HTTP API server", { timeout: 60_000 }, () => {
   const seen: Seen[] = [];
   let server: Server;
   let wss: WebSocketServer;

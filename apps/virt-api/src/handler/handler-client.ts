@@ -80,7 +80,7 @@ export interface HandlerClient {
   put(vmi: VirtualMachineInstance, sub: string, body?: unknown): Promise<void>;
   /** GET `sub` for the VMI and parse the JSON answer. */
   get(vmi: VirtualMachineInstance, sub: string): Promise<unknown>;
-  /** Opens the console WebSocket to the handler. */
+  /** Opens the console WebSocket to the handler, paused: call `resume()` once listeners are attached. */
   console(vmi: VirtualMachineInstance): Promise<WebSocket>;
 }
 
@@ -149,7 +149,11 @@ export class HttpHandlerClient implements HandlerClient {
     const url = `${base.protocol === "https:" ? "wss:" : "ws:"}//${base.host}${vmiPath(vmi, "console")}`;
     const ws = new WebSocket(url, [CONSOLE_SUBPROTOCOL], { ...this.#tls, handshakeTimeout: this.#timeoutMs });
     return await new Promise<WebSocket>((resolve, reject) => {
-      ws.once("open", () => resolve(ws));
+      // Paused until the proxy has attached its listeners, so no early frame is lost.
+      ws.once("open", () => {
+        ws.pause();
+        resolve(ws);
+      });
       ws.once("unexpected-response", (_req, res) => {
         reject(new Error(`virt-handler refused the console: HTTP ${res.statusCode ?? 0}`));
         ws.terminate();

@@ -228,7 +228,12 @@ export class VirtApiApp {
       } catch (error) {
         throw new ApiError(internalError((error as Error).message));
       }
+      let upgraded = false;
+      socket.once("close", () => {
+        if (!upgraded) upstream.close();
+      });
       this.#wss.handleUpgrade(req, socket, head, (client) => {
+        upgraded = true;
         this.#deps.logger.info(
           { kind: "VirtualMachineInstance", namespace: r.namespace, name: r.name },
           "console connected",
@@ -243,6 +248,7 @@ export class VirtApiApp {
         upstream.on("close", closeBoth);
         client.on("error", closeBoth);
         upstream.on("error", closeBoth);
+        upstream.resume();
       });
     } catch (error) {
       const status = this.#toStatus(error, r);

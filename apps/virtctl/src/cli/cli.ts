@@ -5,7 +5,7 @@
  */
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { HttpVirtClient, type VirtClient } from "../kube/client.ts";
-import { ConfigError, type ConnectionFlags, loadConnection } from "../kube/connection.ts";
+import { type ConnectionFlags, loadConnection } from "../kube/connection.ts";
 import type { Command, CommandContext, FlagDef, Stdin } from "./command.ts";
 
 /** The process-facing I/O the CLI uses (injected so tests can drive it). */
@@ -182,11 +182,5 @@ export async function runVirtctl(argv: readonly string[], commands: readonly Com
 }
 
 function defaultClient(flags: ConnectionFlags, env: CliIo["env"]): VirtClient {
-  const conn = loadConnection(flags, env);
-  if (!conn.configured) {
-    throw new ConfigError(
-      "no kubeconfig found: pass --kubeconfig FILE, set KUBECONFIG, or create ~/.kube/config (as kubectl would use)",
-    );
-  }
-  return new HttpVirtClient(conn);
+  return new HttpVirtClient(loadConnection(flags, env));
 }

@@ -99,6 +99,7 @@ export function attach(
     stdin.on("data", onData);
     stdin.on("end", onEnd);
     stdin.resume();
+    ws.resume();
   });
 }
 

@@ -48,7 +48,10 @@ export interface VirtClient {
   readonly namespace: string;
   /** Sends a request; resolves to the parsed JSON body (undefined when empty); rejects with ApiStatusError. */
   request(req: Request): Promise<unknown>;
-  /** Opens a WebSocket at `path` with `protocols`; rejects with ApiStatusError when the upgrade is refused. */
+  /**
+   * Opens a WebSocket at `path` with `protocols`, paused (call `resume()` after adding listeners); rejects with
+   * ApiStatusError when the upgrade is refused.
+   */
   websocket(path: string, protocols: readonly string[]): Promise<WebSocket>;
 }
 
@@ -133,7 +136,11 @@ export class HttpVirtClient implements VirtClient {
     const { hostname: _h, port: _p, path: _path, ...tls } = options;
     const ws = new WebSocket(url, [...protocols], { ...(tls as WebSocket.ClientOptions), handshakeTimeout: 30_000 });
     return await new Promise<WebSocket>((resolve, reject) => {
-      ws.once("open", () => resolve(ws));
+      // Paused until the caller has attached its listeners, so no early frame (the guest's banner) is lost.
+      ws.once("open", () => {
+        ws.pause();
+        resolve(ws);
+      });
       ws.once("unexpected-response", (_req, res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
