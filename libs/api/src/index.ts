@@ -70,6 +70,66 @@ export type { Infer, JsonSchema, Schema } from "./schema/builder.ts";
 export { migrationPolicySchema, vmimSchema } from "./schema/migration-schemas.ts";
 export { vmSchema } from "./schema/vm-schemas.ts";
 export { vmiSchema } from "./schema/vmi-schemas.ts";
+export type { ResolvedMigrationConfiguration } from "./semantics/migration-config.ts";
+// Migration configuration defaults and MigrationPolicy matching.
+export {
+  applyMigrationPolicy,
+  clusterMigrationConfiguration,
+  DEFAULT_MIGRATION_CONFIGURATION,
+  matchMigrationPolicy,
+  resolveMigrationConfiguration,
+} from "./semantics/migration-config.ts";
+// Legal VMI and VMIM phase transitions.
+export {
+  isLegalMigrationPhaseTransition,
+  isLegalVmiPhaseTransition,
+  isMigrationFinal,
+  nextMigrationPhases,
+  nextVmiPhases,
+} from "./semantics/phases.ts";
+export type { PrintableStatusInput } from "./semantics/printable-status.ts";
+// VM status.printableStatus with KubeVirt's precedence.
+export { PRINTABLE_STATUS_PRECEDENCE, printableStatus } from "./semantics/printable-status.ts";
+export type { RandomInt } from "./semantics/start-backoff.ts";
+// Crash-loop backoff (status.startFailure).
+export {
+  MAX_CRASH_LOOP_BACKOFF_SECONDS,
+  nextStartFailure,
+  startBackoffRemainingSeconds,
+  startBackoffSeconds,
+  vmiFailedEarly,
+  wasVmiRunning,
+} from "./semantics/start-backoff.ts";
+export type { JsonPatchOp, LifecycleError, LifecyclePlan, LifecycleResult } from "./semantics/vm-lifecycle.ts";
+// start/stop/restart per run strategy: the JSON patches to send, or the 409/400/500 Status with KubeVirt's messages.
+export {
+  badRequest,
+  CHANGE_UNDERWAY,
+  changeRequestPatch,
+  conflict,
+  internalError,
+  MANUAL_RECOVERY_REQUIRED,
+  planRestart,
+  planStart,
+  planStop,
+  runningPatch,
+  VM_NOT_RUNNING,
+} from "./semantics/vm-lifecycle.ts";
+export type { VmRunAction } from "./semantics/vm-run-plan.ts";
+// The VM controller's decision per run strategy (create, delete, wait for backoff, ...).
+export { planVmRun } from "./semantics/vm-run-plan.ts";
+// Shared semantics: readings of VM/VMI state used by virt-api and virt-controller.
+export {
+  findCondition,
+  hasCondition,
+  hasStartRequest,
+  hasStopRequestForVmi,
+  isSetToStart,
+  isVmiFinal,
+  isVmiMigrating,
+  isVmiUnprocessed,
+  runStrategyOf,
+} from "./semantics/vm-state.ts";
 export type { StrictDecodeResult } from "./strict-decode.ts";
 // Strict decoding (fieldValidation=Strict): unknown fields and wrongly typed values against the CRD schemas.
 export { decodeStrict, decodeStrictWith, strictDecodingMessage } from "./strict-decode.ts";
