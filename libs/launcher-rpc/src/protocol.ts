@@ -107,6 +107,8 @@ export interface MigrationInfo {
   readonly endTime?: string;
   readonly progress?: MigrationProgress;
   readonly result?: MigrationResult;
+  /** Target side, once Ready: where the source connects (the secret is only in prepare-target's answer). */
+  readonly targetAddress?: { readonly host: string; readonly port: number };
 }
 
 /** Who a launcher is and what its guest is doing: the answer to `/v1/info` and `/v1/sync`. */

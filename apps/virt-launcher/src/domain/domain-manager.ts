@@ -157,7 +157,12 @@ export class DomainManager implements LauncherService {
     this.#migration = { migrationUid: request.migrationUid, role: "target", phase: "Preparing" };
     this.#state = "IncomingMigration";
     const target = await built.machine.prepareIncoming();
-    this.#migration = { ...this.#migration, phase: "Ready", startTime: new Date().toISOString() };
+    this.#migration = {
+      ...this.#migration,
+      phase: "Ready",
+      startTime: new Date().toISOString(),
+      targetAddress: { host: target.host, port: target.port },
+    };
     this.#publishDomain("incoming-ready");
     return target;
   }

@@ -1,0 +1,143 @@
+/**
+ * virt-handler, assembled (main.ts and the integration test build it the same way):
+ *
+ *   VMI informer (all VMIs; only those whose status.nodeName or migrationState.targetNode is this node are queued)
+ *     -> workqueue `virt-handler-vm` -> Runner -> VmiController (plan, launcher-rpc, status patch)
+ *   LauncherRegistry (this node's socket dirs) -> re-queues a VMI when its launcher reports
+ *   NodeHeartbeat (kubevirt.io/heartbeat, kubevirt.io/schedulable, devices.kubevirt.io/kvm)
+ *   HandlerServer (pause/unpause/softreboot/console for virt-api)
+ *
+ * Stopping leaves every launcher and guest running: a restarted handler re-adopts them from the socket dirs.
+ */
+
+import type { KubeConfig } from "@kubernetes/client-node";
+import { type ObjectKey, objectKey, type VirtualMachineInstance } from "@kvt/api";
+import {
+  CORE_V1,
+  Informer,
+  KUBEVIRT_V1,
+  type KubeObject,
+  type Node,
+  RestClient,
+  Runner,
+  resourceClient,
+  WorkQueue,
+} from "@kvt/kube";
+import type { Logger, Registry } from "@kvt/observability";
+import { HandlerServer } from "./http/handler-server.ts";
+import { LauncherRegistry } from "./launchers/launcher-registry.ts";
+import { ApiMigrationSecrets, SECRETS, type Secret } from "./migration/migration-secrets.ts";
+import { NodeHeartbeat } from "./node/heartbeat.ts";
+import { VmiController } from "./vmi/vmi-controller.ts";
+
+type Vmi = VirtualMachineInstance & KubeObject;
+
+/** Options for {@link startHandlerApp}. */
+export interface HandlerAppOptions {
+  readonly nodeName: string;
+  readonly kubeConfig: KubeConfig;
+  readonly socketDirs: readonly string[];
+  readonly logger: Logger;
+  readonly registry?: Registry;
+  /** Port of the server for virt-api (KubeVirt 8186; 0 = any) and its address. */
+  readonly port: number;
+  readonly host: string;
+  readonly tls?: { cert: string; key: string; ca?: string };
+  readonly heartbeatPeriodMs?: number;
+  readonly workers?: number;
+}
+
+/** A running handler. */
+export interface HandlerApp {
+  /** The bound port of the server for virt-api. */
+  readonly port: number;
+  stop(): Promise<void>;
+}
+
+/** True when `vmi` concerns node `nodeName` (it runs there, or migrates there). */
+export function concernsNode(vmi: VirtualMachineInstance | undefined, nodeName: string): boolean {
+  return vmi?.status?.nodeName === nodeName || vmi?.status?.migrationState?.targetNode === nodeName;
+}
+
+/** Starts everything; resolves once launchers are re-adopted and the cache is synced. */
+export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp> {
+  const rest = new RestClient(o.kubeConfig, {
+    userAgent: `virt-handler/${o.nodeName}`,
+    ...(o.registry ? { registry: o.registry } : {}),
+  });
+  const vmis = resourceClient<Vmi>(rest, KUBEVIRT_V1.virtualMachineInstances);
+  const nodes = resourceClient<Node>(rest, CORE_V1.nodes);
+  const informer = new Informer<Vmi>({ client: vmis, logger: o.logger.child({ informer: "vmi" }), resyncMs: 30_000 });
+  const queue = new WorkQueue<ObjectKey>({ name: "virt-handler-vm", ...(o.registry ? { registry: o.registry } : {}) });
+  const keysByUid = new Map<string, ObjectKey>();
+  const enqueue = (vmi: Vmi): void => {
+    const key = objectKey(vmi.metadata?.namespace, vmi.metadata?.name ?? "");
+    if (vmi.metadata?.uid) keysByUid.set(vmi.metadata.uid, key);
+    queue.add(key);
+  };
+  informer.addHandlers({
+    onAdd: (vmi) => concernsNode(vmi, o.nodeName) && enqueue(vmi),
+    onUpdate: (old, vmi) => (concernsNode(vmi, o.nodeName) || concernsNode(old, o.nodeName)) && enqueue(vmi),
+    onDelete: (vmi) => vmi.metadata?.uid && keysByUid.delete(vmi.metadata.uid),
+  });
+  const launchers = new LauncherRegistry({
+    socketDirs: o.socketDirs,
+    logger: o.logger.child({ component: "launcher-registry" }),
+    onChange: (uid) => {
+      const key = keysByUid.get(uid);
+      if (key) queue.add(key);
+    },
+  });
+  const controller = new VmiController({
+    nodeName: o.nodeName,
+    vmis: informer.store,
+    writer: { patchStatus: (ns, name, ops) => vmis.patch(ns, name, ops, "status") },
+    launchers,
+    secrets: new ApiMigrationSecrets(resourceClient<Secret>(rest, SECRETS)),
+  });
+  const runner = new Runner({
+    controller: "vmi",
+    kind: "VirtualMachineInstance",
+    queue,
+    reconciler: controller,
+    logger: o.logger,
+    workers: o.workers ?? 3,
+    ...(o.registry ? { registry: o.registry } : {}),
+  });
+  const heartbeat = new NodeHeartbeat({
+    nodeName: o.nodeName,
+    api: {
+      patchNode: (name, patch) => nodes.mergePatch("", name, patch),
+      patchNodeStatus: (name, patch) => nodes.mergePatch("", name, patch, "status"),
+    },
+    logger: o.logger,
+    ...(o.heartbeatPeriodMs ? { periodMs: o.heartbeatPeriodMs } : {}),
+  });
+  const server = new HandlerServer({
+    findVmi: (ns, name) => {
+      const vmi = informer.store.get(objectKey(ns, name));
+      return concernsNode(vmi, o.nodeName) ? vmi : undefined;
+    },
+    launcherFor: (uid) => launchers.forVmi(uid).find((v) => !v.gone),
+    logger: o.logger,
+    ...(o.tls ? { tls: o.tls } : {}),
+  });
+  await launchers.start(); // re-adopt running launchers before deciding anything about their VMIs
+  informer.start();
+  await informer.waitForSync();
+  const running = runner.run();
+  await heartbeat.start();
+  const port = await server.listen(o.port, o.host);
+  o.logger.info({ node: o.nodeName, port, launchers: launchers.all().length }, "virt-handler ready");
+  return {
+    port,
+    async stop() {
+      await server.close();
+      await heartbeat.stop();
+      launchers.stop();
+      informer.stop();
+      queue.shutDown();
+      await running;
+    },
+  };
+}

@@ -1,0 +1,165 @@
+/**
+ * The endpoints virt-api calls on this node's handler (KubeVirt's VirtHandlerConn scheme; apps/virt-api's
+ * handler-client.ts is the caller), over HTTPS when given a certificate, else plain HTTP (local cluster):
+ *
+ *   PUT /v1/namespaces/{ns}/virtualmachineinstances/{name}/pause       -> 200 | Status (404, 409, 503)
+ *   PUT /v1/namespaces/{ns}/virtualmachineinstances/{name}/unpause
+ *   PUT /v1/namespaces/{ns}/virtualmachineinstances/{name}/softreboot
+ *   GET /v1/namespaces/{ns}/virtualmachineinstances/{name}/guestosinfo -> 409: no guest agent in our guests
+ *   GET /v1/namespaces/{ns}/virtualmachineinstances/{name}/console     -> WebSocket, subprotocol
+ *       `plain.kubevirt.io`: binary frames carry the serial bytes both ways; either side closing ends it
+ *   GET /healthz                                                       -> 200 ok
+ *
+ * Every error is a Kubernetes `Status` (kind Status, code, reason, message).
+ */
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
+import type { VirtualMachineInstance } from "@kvt/api";
+import { LauncherRpcError } from "@kvt/launcher-rpc";
+import type { Logger } from "@kvt/observability";
+import { WebSocketServer } from "ws";
+import type { LauncherView } from "../launchers/launcher-registry.ts";
+
+/** The console WebSocket subprotocol virt-api speaks. */
+export const CONSOLE_SUBPROTOCOL = "plain.kubevirt.io";
+
+/** What the server looks VMIs and launchers up in. */
+export interface HandlerServerDeps {
+  readonly findVmi: (namespace: string, name: string) => VirtualMachineInstance | undefined;
+  readonly launcherFor: (vmiUid: string) => LauncherView | undefined;
+  readonly logger: Logger;
+  /** PEM certificate and key for HTTPS; plain HTTP without them. `ca` makes client certificates required. */
+  readonly tls?: { cert: string; key: string; ca?: string };
+}
+
+const ROUTE = /^\/v1\/namespaces\/([^/]+)\/virtualmachineinstances\/([^/]+)\/([a-z]+)$/;
+
+class HttpError extends Error {
+  readonly code: number;
+  readonly reason: string;
+  constructor(code: number, reason: string, message: string) {
+    super(message);
+    this.code = code;
+    this.reason = reason;
+  }
+}
+
+/** virt-handler's REST server for virt-api. */
+export class HandlerServer {
+  readonly #d: HandlerServerDeps;
+  readonly #server: Server;
+  readonly #ws = new WebSocketServer({
+    noServer: true,
+    handleProtocols: (p) => (p.has(CONSOLE_SUBPROTOCOL) ? CONSOLE_SUBPROTOCOL : false),
+  });
+
+  constructor(deps: HandlerServerDeps) {
+    this.#d = deps;
+    const handler = (req: IncomingMessage, res: ServerResponse): void => {
+      this.#handle(req, res).catch((error: unknown) => sendStatus(res, toHttpError(error)));
+    };
+    this.#server = deps.tls
+      ? createHttpsServer({ ...deps.tls, requestCert: !!deps.tls.ca, rejectUnauthorized: !!deps.tls.ca }, handler)
+      : createHttpServer(handler);
+    this.#server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      this.#upgrade(req, socket, head).catch((error: unknown) => {
+        const e = toHttpError(error);
+        socket.end(
+          `HTTP/1.1 ${e.code} ${e.reason}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n${e.message}`,
+        );
+      });
+    });
+  }
+
+  /** Listens on `port` (0 = any) at `host`; resolves with the bound port. */
+  async listen(port: number, host: string): Promise<number> {
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once("error", reject);
+      this.#server.listen(port, host, () => resolve());
+    });
+    return (this.#server.address() as AddressInfo).port;
+  }
+
+  /** Stops listening and drops open consoles. */
+  async close(): Promise<void> {
+    for (const client of this.#ws.clients) client.terminate();
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    if (path === "/healthz") {
+      res.writeHead(200, { "content-type": "text/plain" }).end("ok");
+      return;
+    }
+    const m = ROUTE.exec(path);
+    if (!m) throw new HttpError(404, "NotFound", `no such path: ${path}`);
+    const [, namespace, name, sub] = m;
+    req.resume(); // options bodies (PauseOptions, ...) carry nothing we act on
+    const view = this.#launcher(decodeURIComponent(namespace), decodeURIComponent(name));
+    if (sub === "guestosinfo" && req.method === "GET") {
+      throw new HttpError(409, "Conflict", "VMI does not have guest agent connected");
+    }
+    if (req.method !== "PUT") throw new HttpError(405, "MethodNotAllowed", `${sub} takes PUT`);
+    if (sub === "pause") await view.client.pause();
+    else if (sub === "unpause") await view.client.unpause();
+    else if (sub === "softreboot") await view.client.softReboot();
+    else throw new HttpError(404, "NotFound", `no such subresource: ${sub ?? ""}`);
+    this.#d.logger.info({ namespace, name, action: sub }, "VMI action done");
+    res.writeHead(200, { "content-type": "application/json" }).end("{}");
+  }
+
+  async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const m = ROUTE.exec((req.url ?? "/").split("?")[0] ?? "/");
+    if (m?.[3] !== "console") throw new HttpError(404, "NotFound", "only the console upgrades");
+    const view = this.#launcher(decodeURIComponent(m[1]), decodeURIComponent(m[2]));
+    const serial = await view.client.openConsole();
+    this.#ws.handleUpgrade(req, socket, head, (ws) => {
+      serial.on("data", (chunk: Buffer) => ws.send(chunk, { binary: true }));
+      serial.on("close", () => ws.close());
+      serial.on("error", () => ws.close());
+      ws.on("message", (data: Buffer | ArrayBuffer | Buffer[]) => {
+        serial.write(Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer));
+      });
+      ws.on("close", () => serial.destroy());
+      ws.on("error", () => serial.destroy());
+    });
+  }
+
+  #launcher(namespace: string, name: string): LauncherView {
+    const vmi = this.#d.findVmi(namespace, name);
+    if (!vmi?.metadata?.uid) throw new HttpError(404, "NotFound", `VMI ${namespace}/${name} is not on this node`);
+    const view = this.#d.launcherFor(vmi.metadata.uid);
+    if (!view) throw new HttpError(503, "ServiceUnavailable", `no running launcher for VMI ${namespace}/${name}`);
+    return view;
+  }
+}
+
+function toHttpError(error: unknown): HttpError {
+  if (error instanceof HttpError) return error;
+  if (error instanceof LauncherRpcError) {
+    const reason =
+      error.code === "Conflict" ? "Conflict" : error.code === "BadRequest" ? "BadRequest" : "InternalError";
+    return new HttpError(error.status === 504 ? 504 : error.status, reason, error.message);
+  }
+  return new HttpError(500, "InternalError", error instanceof Error ? error.message : String(error));
+}
+
+function sendStatus(res: ServerResponse, e: HttpError): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = JSON.stringify({
+    kind: "Status",
+    apiVersion: "v1",
+    status: "Failure",
+    message: e.message,
+    reason: e.reason,
+    code: e.code,
+  });
+  res.writeHead(e.code, { "content-type": "application/json" }).end(body);
+}

@@ -1,0 +1,34 @@
+/** `migrationState.migrationConfiguration` (KubeVirt units) -> launcher-rpc MigrationOptions (bytes, seconds). */
+import { type MigrationConfiguration, tryParseQuantity } from "@kvt/api";
+import type { MigrationOptions } from "@kvt/launcher-rpc";
+
+/** KubeVirt's defaults (virt-config.go): unlimited bandwidth, 150 s/GiB, 150 s progress, 900 ms downtime. */
+export const MIGRATION_DEFAULTS: MigrationOptions = {
+  bandwidthBytesPerSec: 0,
+  maxDowntimeMs: 900,
+  allowAutoConverge: false,
+  allowPostCopy: false,
+  completionTimeoutPerGiB: 150,
+  progressTimeoutSeconds: 150,
+};
+
+/** The options a source launcher migrates with; unset or unparsable knobs fall back to the defaults. */
+export function migrationOptionsOf(cfg: MigrationConfiguration | undefined): MigrationOptions {
+  const bandwidth = tryParseQuantity(cfg?.bandwidthPerMigration)?.toNumber();
+  const maxDowntime = cfg?.maxDowntimeMs;
+  return {
+    bandwidthBytesPerSec: bandwidth !== undefined && bandwidth >= 0 ? Math.floor(bandwidth) : 0,
+    maxDowntimeMs:
+      maxDowntime !== undefined && maxDowntime >= 1 && maxDowntime <= 2_000_000
+        ? maxDowntime
+        : MIGRATION_DEFAULTS.maxDowntimeMs,
+    allowAutoConverge: cfg?.allowAutoConverge ?? false,
+    allowPostCopy: cfg?.allowPostCopy ?? false,
+    completionTimeoutPerGiB: positive(cfg?.completionTimeoutPerGiB) ?? MIGRATION_DEFAULTS.completionTimeoutPerGiB,
+    progressTimeoutSeconds: positive(cfg?.progressTimeout) ?? MIGRATION_DEFAULTS.progressTimeoutSeconds,
+  };
+}
+
+function positive(value: number | undefined): number | undefined {
+  return value !== undefined && Number.isFinite(value) && value > 0 ? value : undefined;
+}

@@ -1,0 +1,111 @@
+/**
+ * Both halves of `status.migrationState` as the handlers write them (pure; table-tested). virt-controller fills in
+ * migrationUid, sourceNode/sourcePod, targetNode/targetPod and migrationConfiguration, and sets abortRequested;
+ * the handlers report what their launchers did:
+ *
+ * ```
+ *  target handler (targetNode == me)           source handler (nodeName == me)
+ *  launcher prepared ----> targetNodeAddress,
+ *                          targetDirectMigrationNodePorts
+ *                                               migrate called ---> startTimestamp, mode PreCopy
+ *                                               abortRequested ---> abortStatus Aborting (cancel sent)
+ *                                               result ok -------> completed, endTimestamp, nodeName := targetNode
+ *                                               result failed ---> failed, failureReason, endTimestamp
+ *                                                                  (abortStatus Succeeded when it was a cancel)
+ *  domain running here --> targetNodeDomainDetected, targetNodeDomainReadyTimestamp, activePods[target pod]
+ * ```
+ */
+import type { MigrationState, VirtualMachineInstance, VirtualMachineInstanceStatus } from "@kvt/api";
+import type { DomainInfo } from "@kvt/launcher-rpc";
+
+/** True when `info` is this migration's launcher in `role`. */
+export function isMigrationLauncher(
+  info: DomainInfo | undefined,
+  migration: MigrationState | undefined,
+  role: "source" | "target",
+): boolean {
+  return (
+    !!info?.migration &&
+    !!migration?.migrationUid &&
+    info.migration.migrationUid === migration.migrationUid &&
+    info.migration.role === role
+  );
+}
+
+/** Source half: what the source launcher's migration report means for the status. */
+export function sourceMigrationStatus(
+  status: VirtualMachineInstanceStatus,
+  info: DomainInfo | undefined,
+  now: string,
+): VirtualMachineInstanceStatus {
+  const ms = status.migrationState;
+  if (!ms?.migrationUid || ms.completed || ms.failed || !info) return status;
+  if (!isMigrationLauncher(info, ms, "source")) {
+    // Cancelled before the source ever started sending: nothing to abort, the migration simply failed.
+    if (!ms.abortRequested) return status;
+    const failed: MigrationState = {
+      ...ms,
+      failed: true,
+      abortStatus: "Succeeded",
+      failureReason: "canceled",
+      endTimestamp: now,
+    };
+    return { ...status, migrationState: failed };
+  }
+  const m = info.migration!;
+  const next: MigrationState = {
+    ...ms,
+    mode: ms.mode ?? "PreCopy",
+    startTimestamp: ms.startTimestamp ?? m.startTime ?? now,
+  };
+  if (m.phase === "Succeeded") {
+    next.completed = true;
+    next.endTimestamp = m.endTime ?? now;
+    if (ms.abortRequested) next.abortStatus = "Failed"; // too late to cancel: it finished first
+    const activePods = { ...status.activePods };
+    if (info.pod.uid) delete activePods[info.pod.uid];
+    return { ...status, migrationState: next, nodeName: ms.targetNode ?? status.nodeName, activePods };
+  }
+  if (m.phase === "Failed") {
+    next.failed = true;
+    next.endTimestamp = m.endTime ?? now;
+    next.failureReason = m.result?.failureReason ?? "migration failed";
+    if (ms.abortRequested) next.abortStatus = m.result?.failureReason === "canceled" ? "Succeeded" : "Failed";
+    return { ...status, migrationState: next };
+  }
+  if (ms.abortRequested) next.abortStatus = "Aborting";
+  return { ...status, migrationState: next };
+}
+
+/** Target half: publish where the source connects, then that the domain runs here. */
+export function targetMigrationStatus(
+  status: VirtualMachineInstanceStatus,
+  info: DomainInfo | undefined,
+  ctx: { nodeName: string; now: string },
+): VirtualMachineInstanceStatus {
+  const ms = status.migrationState;
+  if (!ms || ms.targetNode !== ctx.nodeName || !info?.migration || !isMigrationLauncher(info, ms, "target")) {
+    return status;
+  }
+  const next: MigrationState = { ...ms };
+  const address = info.migration.targetAddress;
+  if (address && !ms.targetNodeAddress) {
+    next.targetNodeAddress = address.host;
+    next.targetDirectMigrationNodePorts = { [String(address.port)]: 0 };
+  }
+  let activePods = status.activePods;
+  if (info.state === "Running" && info.migration.phase === "Succeeded" && !ms.targetNodeDomainDetected) {
+    next.targetNodeDomainDetected = true;
+    next.targetNodeDomainReadyTimestamp = ctx.now;
+    if (info.pod.uid) activePods = { ...activePods, [info.pod.uid]: ctx.nodeName };
+  }
+  return { ...status, migrationState: next, ...(activePods ? { activePods } : {}) };
+}
+
+/** The target the source should send to, once the target half published it; undefined until then. */
+export function publishedTarget(vmi: VirtualMachineInstance): { host: string; port: number } | undefined {
+  const ms = vmi.status?.migrationState;
+  const port = Number(Object.keys(ms?.targetDirectMigrationNodePorts ?? {})[0]);
+  if (!ms?.targetNodeAddress || !Number.isInteger(port) || port <= 0 || port > 65_535) return undefined;
+  return { host: ms.targetNodeAddress, port };
+}

@@ -1,0 +1,168 @@
+/**
+ * virt-handler's VMI controller: for each VMI this node owns (status.nodeName) or receives (migrationState.
+ * targetNode), reads its launcher from the registry, plans (vmi-plan.ts), acts through launcher-rpc, then writes
+ * the status (vmi-status.ts, migration-status.ts) as a JSON patch with `test` ops, so concurrent writers
+ * (virt-controller) never lose each other's updates. The retry policy belongs to the runner.
+ */
+import type { ObjectKey, VirtualMachineInstance } from "@kvt/api";
+import {
+  done,
+  type JsonPatchOp,
+  patchField,
+  pointer,
+  type ReconcileContext,
+  type Result,
+  requeueAfter,
+} from "@kvt/kube";
+import { type JsonObject, LauncherRpcError } from "@kvt/launcher-rpc";
+import type { LauncherView } from "../launchers/launcher-registry.ts";
+import type { MigrationSecrets } from "../migration/migration-secrets.ts";
+import { sourceMigrationStatus, targetMigrationStatus } from "../migration/migration-status.ts";
+import { type HandlerAction, planVmi } from "./vmi-plan.ts";
+import { computeVmiStatus, type LauncherFacts, ownsVmi } from "./vmi-status.ts";
+
+/** Reads VMIs from the informer cache. */
+export interface VmiCache {
+  get(key: ObjectKey): VirtualMachineInstance | undefined;
+}
+
+/** Writes VMI status. */
+export interface VmiStatusWriter {
+  patchStatus(namespace: string, name: string, ops: readonly JsonPatchOp[]): Promise<unknown>;
+}
+
+/** The launchers on this node. */
+export interface Launchers {
+  readonly synced: boolean;
+  forVmi(uid: string): LauncherView[];
+}
+
+/** What the controller is built from. */
+export interface VmiControllerDeps {
+  readonly nodeName: string;
+  readonly vmis: VmiCache;
+  readonly writer: VmiStatusWriter;
+  readonly launchers: Launchers;
+  readonly secrets: MigrationSecrets;
+  /** RFC 3339 now, second resolution; injectable for tests. */
+  readonly now?: () => string;
+}
+
+/** Reconciles one VMI key. */
+export class VmiController {
+  readonly #d: VmiControllerDeps;
+  /** VMI uid -> why its launcher refused the spec (terminal for that VMI). */
+  readonly #syncFailures = new Map<string, string>();
+
+  constructor(deps: VmiControllerDeps) {
+    this.#d = deps;
+  }
+
+  async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
+    const vmi = this.#d.vmis.get(key);
+    if (!vmi?.metadata?.uid) return done();
+    const uid = vmi.metadata.uid;
+    const node = this.#d.nodeName;
+    const owner = ownsVmi(vmi, node);
+    const isTarget = vmi.status?.migrationState?.targetNode === node && !owner;
+    if (!owner && !isTarget) return done();
+    const views = this.#d.launchers.forVmi(uid);
+    const live = views.find((v) => !v.gone);
+    const view = live ?? views[0];
+    for (const action of planVmi(vmi, this.#facts(uid, view), live?.info, node)) {
+      await this.#apply(action, vmi, view, ctx);
+    }
+    await this.#writeStatus(vmi, this.#facts(uid, view), ctx);
+    // No launcher yet for a VMI we own: the registry will tell us when one appears; poll as a safety net.
+    return owner && !view ? requeueAfter(2000) : done();
+  }
+
+  #facts(uid: string, view: LauncherView | undefined): LauncherFacts {
+    const failure = this.#syncFailures.get(uid);
+    return {
+      registrySynced: this.#d.launchers.synced,
+      ...(view ? { info: view.info, gone: view.gone } : {}),
+      ...(failure ? { syncFailure: failure } : {}),
+    };
+  }
+
+  async #apply(
+    action: HandlerAction,
+    vmi: VirtualMachineInstance,
+    view: LauncherView | undefined,
+    ctx: ReconcileContext,
+  ): Promise<void> {
+    if (!view) return;
+    const client = view.client;
+    const uid = vmi.metadata!.uid!;
+    ctx.logger.info({ action: action.kind }, "launcher command");
+    switch (action.kind) {
+      case "sync":
+        try {
+          view.info = await client.sync({ vmi: vmi as unknown as JsonObject }, { timeoutMs: 60_000 });
+        } catch (error) {
+          if (error instanceof LauncherRpcError && error.code === "BadRequest") {
+            this.#syncFailures.set(uid, error.message); // a spec the launcher refuses will not get better
+            ctx.logger.warn({ reason: error.message }, "launcher refused the VMI");
+            return;
+          }
+          throw error;
+        }
+        return;
+      case "shutdown":
+        await client.shutdown(
+          { gracePeriodSeconds: action.gracePeriodSeconds },
+          { timeoutMs: action.gracePeriodSeconds * 1000 + 15_000 },
+        );
+        return;
+      case "kill":
+        await client.kill();
+        return;
+      case "cancel-migration":
+        await client.cancelMigration({ migrationUid: action.migrationUid });
+        return;
+      case "prepare-target": {
+        const target = await client.prepareTarget(
+          { migrationUid: action.migrationUid, vmi: vmi },
+          { timeoutMs: 30_000 },
+        );
+        await this.#d.secrets.publish(vmi, action.migrationUid, target.secret);
+        view.info = await client.info();
+        return;
+      }
+      case "migrate": {
+        const secret = await this.#d.secrets.read(vmi, action.migrationUid);
+        await client.migrate({
+          migrationUid: action.migrationUid,
+          target: { ...action.target, secret },
+          options: action.options,
+        });
+        view.info = await client.info();
+        return;
+      }
+    }
+  }
+
+  async #writeStatus(vmi: VirtualMachineInstance, facts: LauncherFacts, ctx: ReconcileContext): Promise<void> {
+    const now = (this.#d.now ?? nowSeconds)();
+    const node = this.#d.nodeName;
+    let status = computeVmiStatus(vmi, facts, { nodeName: node, now });
+    if (ownsVmi(vmi, node)) status = sourceMigrationStatus(status, facts.info, now);
+    else status = targetMigrationStatus(status, facts.info, { nodeName: node, now });
+    const ops = statusPatch(vmi.status, status);
+    if (ops.length === 0) return;
+    ctx.logger.debug({ ops: ops.length, phase: status.phase }, "writing VMI status");
+    await this.#d.writer.patchStatus(vmi.metadata!.namespace ?? "default", vmi.metadata!.name!, ops);
+  }
+}
+
+/** The JSON patch from `old` to `next` status, field by field, each guarded by a `test` of the old value. */
+export function statusPatch(old: Record<string, unknown> | undefined, next: Record<string, unknown>): JsonPatchOp[] {
+  if (!old) return Object.keys(next).length > 0 ? [{ op: "add", path: "/status", value: next }] : [];
+  const keys = new Set([...Object.keys(old), ...Object.keys(next)]);
+  return [...keys].flatMap((k) => patchField(pointer("status", k), old[k], next[k]));
+}
+
+function nowSeconds(): string {
+  return `${new Date().toISOString().slice(0, 19)}Z`;
+}

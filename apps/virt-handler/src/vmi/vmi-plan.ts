@@ -1,0 +1,86 @@
+/**
+ * What the handler should ask its launchers to do for one VMI (pure; table-tested). Level-based: the same inputs
+ * always give the same actions, and every action is idempotent on the launcher, so re-running a plan is safe.
+ *
+ *   source side (status.nodeName == me, Scheduled/Running):
+ *     deleting + domain Running/Paused            -> shutdown(terminationGracePeriodSeconds, default 30)
+ *     domain NoDomain, no refusal yet              -> sync (boot the guest)
+ *     migrationState open, abortRequested          -> cancel-migration (when the launcher is migrating it)
+ *     migrationState open, target published        -> migrate (options from migrationConfiguration)
+ *   target side (migrationState.targetNode == me, not yet the owner):
+ *     target launcher NoDomain, migration open     -> prepare-target
+ *     migration failed/aborted, launcher waiting   -> kill the target launcher
+ */
+import { DEFAULT_GRACE_PERIOD_SECONDS, type VirtualMachineInstance } from "@kvt/api";
+import type { DomainInfo, MigrationOptions } from "@kvt/launcher-rpc";
+import { migrationOptionsOf } from "../migration/migration-options.ts";
+import { publishedTarget } from "../migration/migration-status.ts";
+import { type LauncherFacts, ownsVmi } from "./vmi-status.ts";
+
+/** One command for a launcher. `on` says which: the VMI's own launcher here, or this node's migration target. */
+export type HandlerAction =
+  | { readonly kind: "sync"; readonly on: "source" }
+  | { readonly kind: "shutdown"; readonly on: "source"; readonly gracePeriodSeconds: number }
+  | {
+      readonly kind: "migrate";
+      readonly on: "source";
+      readonly migrationUid: string;
+      readonly target: { host: string; port: number };
+      readonly options: MigrationOptions;
+    }
+  | { readonly kind: "cancel-migration"; readonly on: "source"; readonly migrationUid: string }
+  | { readonly kind: "prepare-target"; readonly on: "target"; readonly migrationUid: string }
+  | { readonly kind: "kill"; readonly on: "target" };
+
+/** Plans the actions for `vmi` on node `nodeName`. */
+export function planVmi(
+  vmi: VirtualMachineInstance,
+  source: LauncherFacts,
+  target: DomainInfo | undefined,
+  nodeName: string,
+): HandlerAction[] {
+  if (ownsVmi(vmi, nodeName)) return planSource(vmi, source);
+  return planTarget(vmi, target, nodeName);
+}
+
+function planSource(vmi: VirtualMachineInstance, source: LauncherFacts): HandlerAction[] {
+  const info = source.info;
+  if (!info || source.gone) return [];
+  const live = info.state === "Running" || info.state === "Paused";
+  if (vmi.metadata?.deletionTimestamp) {
+    if (!live && info.state !== "NoDomain") return [];
+    const grace = vmi.spec?.terminationGracePeriodSeconds ?? DEFAULT_GRACE_PERIOD_SECONDS;
+    return [{ kind: "shutdown", on: "source", gracePeriodSeconds: grace }];
+  }
+  if (info.state === "NoDomain") return source.syncFailure ? [] : [{ kind: "sync", on: "source" }];
+  const ms = vmi.status?.migrationState;
+  if (info.state !== "Running" || !ms?.migrationUid || ms.completed || ms.failed) return [];
+  const uid = ms.migrationUid;
+  const underway = info.migration?.migrationUid === uid && info.migration.role === "source";
+  if (ms.abortRequested) {
+    return underway && info.migration?.phase === "Running"
+      ? [{ kind: "cancel-migration", on: "source", migrationUid: uid }]
+      : [];
+  }
+  const to = publishedTarget(vmi);
+  if (!to || underway) return [];
+  return [
+    {
+      kind: "migrate",
+      on: "source",
+      migrationUid: uid,
+      target: to,
+      options: migrationOptionsOf(ms.migrationConfiguration),
+    },
+  ];
+}
+
+function planTarget(vmi: VirtualMachineInstance, target: DomainInfo | undefined, nodeName: string): HandlerAction[] {
+  const ms = vmi.status?.migrationState;
+  if (!ms?.migrationUid || ms.targetNode !== nodeName || !target) return [];
+  const over = ms.failed === true || ms.abortRequested === true;
+  if (over)
+    return target.state === "IncomingMigration" || target.state === "NoDomain" ? [{ kind: "kill", on: "target" }] : [];
+  if (ms.completed) return [];
+  return target.state === "NoDomain" ? [{ kind: "prepare-target", on: "target", migrationUid: ms.migrationUid }] : [];
+}
