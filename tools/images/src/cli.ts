@@ -1,7 +1,9 @@
 /**
  * `npm run build -w @kvt/images [-- --force] [--store DIR] [--test-guest ELF]`: builds local/demo-linux:latest into
- * the image store (and registers the test guest when its ELF is given). Exit code 1 with the fix on failure.
+ * the image store, and registers the test guest from `--test-guest`, or from native/build/guest/kvt-test-guest.elf
+ * when the native build has made it. Exit code 1 with the fix on failure.
  */
+import { existsSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { buildDemoLinux } from "./demo-linux.ts";
 import { registerTestGuest } from "./test-guest.ts";
@@ -13,8 +15,10 @@ try {
   const log = (line: string): void => void process.stdout.write(`[images] ${line}\n`);
   const r = await buildDemoLinux({ storeRoot: values.store, force: values.force, log });
   process.stdout.write(`${r.manifest.image}: ${r.dir}${r.skipped ? " (current)" : ""}\n`);
-  if (values["test-guest"]) {
-    const t = registerTestGuest(values["test-guest"], values.store);
+  const builtGuest = new URL("../../../native/build/guest/kvt-test-guest.elf", import.meta.url).pathname;
+  const guest = values["test-guest"] ?? (existsSync(builtGuest) ? builtGuest : undefined);
+  if (guest) {
+    const t = registerTestGuest(guest, values.store);
     process.stdout.write(`${t.manifest.image}: ${t.dir}${t.skipped ? " (current)" : ""}\n`);
   }
 } catch (err) {

@@ -38,6 +38,19 @@ describe("chooseBackend()", () => {
   });
 });
 
+describe("emulationCondition()", () => {
+  it("is SoftwareEmulation=True with the reason for an emulated VMI, and absent otherwise", () => {
+    expect(emulationCondition(chooseBackend("whenNeeded", pvm, { pvmSafe: false }))).toEqual({
+      type: "SoftwareEmulation",
+      status: "True",
+      reason: "KVMCannotRunGuest",
+      message: expect.stringMatching(/PVM/),
+    });
+    expect(emulationCondition(chooseBackend("whenNeeded", hardware, { pvmSafe: false }))).toBeUndefined();
+    expect(emulationCondition(chooseBackend("never", pvm, { pvmSafe: false }))).toBeUndefined();
+  });
+});
+
 describe("parseUseEmulation()", () => {
   it.each([
     [undefined, "whenNeeded"],

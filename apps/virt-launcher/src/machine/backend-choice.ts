@@ -93,6 +93,25 @@ export function chooseBackend(
   };
 }
 
+/** A VMI status condition (the shape of kubevirt.io/v1 VirtualMachineInstanceCondition that we fill). */
+export interface EmulationCondition {
+  readonly type: typeof SOFTWARE_EMULATION_CONDITION;
+  readonly status: "True";
+  readonly reason: string;
+  readonly message: string;
+}
+
+/** The SoftwareEmulation condition an emulated VMI carries, or undefined for a VMI on KVM or one that failed. */
+export function emulationCondition(choice: BackendChoice): EmulationCondition | undefined {
+  if (!choice.ok || !choice.emulation) return undefined;
+  return {
+    type: SOFTWARE_EMULATION_CONDITION,
+    status: "True",
+    reason: choice.emulation.reason,
+    message: choice.emulation.message,
+  };
+}
+
 /** Where {@link probeHostVirt} looks; tests point these at fixtures. */
 export interface HostVirtPaths {
   readonly kvm: string;
