@@ -2,7 +2,14 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { chooseBackend, type HostVirt, parseUseEmulation, probeHostVirt, type UseEmulation } from "./backend-choice.ts";
+import {
+  chooseBackend,
+  emulationCondition,
+  type HostVirt,
+  parseUseEmulation,
+  probeHostVirt,
+  type UseEmulation,
+} from "./backend-choice.ts";
 
 const hardware: HostVirt = { kvmDevice: true, hardwareVirt: true, pvm: false };
 const pvm: HostVirt = { kvmDevice: true, hardwareVirt: false, pvm: true };
