@@ -1,0 +1,77 @@
+// IncomingMigration: the target's half of the stream (protocol in stream.h). Reads frames, authenticates the
+// source, writes pages straight into guest memory (readv into the host mapping, no staging buffer) and keeps the
+// machine-state blob for the caller to restore. Runs on one thread; never touches KVM itself.
+//
+//   kAwaitHello -> kAwaitAuth -> kAwaitStart -> kStreaming --Complete--> kReceived --ConfirmResumed()--> kDone
+//        \______________\______________\____________\___________________________\__ any error --> kFailed
+//                                                                                   (Abandon sent, best effort)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kvm/result.h"
+#include "migration/channel.h"
+#include "migration/ram_layout.h"
+#include "migration/stream.h"
+
+namespace kvmts::migration {
+
+/** Fills a buffer with unpredictable bytes (getrandom in production, a fixed pattern in golden tests). */
+using RandomFn = std::function<void(uint8_t* out, size_t len)>;
+/** getrandom(2)-backed RandomFn. */
+void SystemRandom(uint8_t* out, size_t len);
+
+/** Target-side counters. */
+struct IncomingStats {
+  uint16_t version = 0;
+  uint64_t frames = 0;
+  uint64_t bytes = 0;       // wire bytes read, headers included
+  uint64_t data_pages = 0;  // pages written with data
+  uint64_t zero_pages = 0;  // pages named by Zero frames
+};
+
+class IncomingMigration {
+ public:
+  enum class Phase { kAwaitHello, kAwaitAuth, kAwaitStart, kStreaming, kReceived, kDone, kFailed };
+
+  /** `fresh_memory`: the guest RAM is still all zeros (a new machine), so Zero ranges never written need no work. */
+  IncomingMigration(Channel& channel, RamLayout ram, std::string secret, bool fresh_memory, RandomFn random);
+
+  /** Handshake, Start, then pages and state until Complete. On error: Abandon to the source, phase kFailed. */
+  Status ReceiveUntilComplete();
+  /** The machine state of the State frame (valid once ReceiveUntilComplete succeeded). */
+  const std::vector<uint8_t>& state() const { return state_; }
+  /** Tells the source the guest runs here now (Resumed). */
+  Status ConfirmResumed();
+  /** Gives up: sends Abandon{reason} (best effort) and fails. */
+  void Abort(const std::string& reason);
+  Phase phase() const { return phase_; }
+  const IncomingStats& stats() const { return stats_; }
+
+ private:
+  Status Fail(Error e);
+  Status ReadFrame(FrameHeader* h, std::vector<uint8_t>* payload);  // small frames only
+  Status Handshake();
+  Status OnMemory(const FrameHeader& h);
+  Status OnZero(const FrameHeader& h, const std::vector<uint8_t>& payload);
+  Status ReadTable(const FrameHeader& h, uint32_t* crc, std::vector<PageRange>* ranges);
+  void MarkTouched(const PageRange& r);
+  bool Touched(uint64_t page) const;
+
+  Channel& ch_;
+  RamLayout ram_;
+  std::string secret_;
+  bool fresh_;
+  RandomFn random_;
+  Phase phase_ = Phase::kAwaitHello;
+  uint64_t memory_end_ = 0;
+  uint32_t page_size_ = 4096;
+  std::vector<uint64_t> touched_;  // pages written by this migration (bit per page of [0, memory_end_))
+  std::vector<uint8_t> state_;
+  IncomingStats stats_;
+};
+
+}  // namespace kvmts::migration

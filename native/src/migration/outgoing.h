@@ -1,0 +1,78 @@
+// OutgoingMigration: the source's half of the stream (protocol in stream.h). Authenticates the target, then sends
+// page ranges straight from guest memory (sendmsg with an iovec per range: the kernel copies from the guest mapping,
+// no staging buffer), the machine state, and waits for the target's Resumed. Knows nothing of KVM or of policy:
+// session.cc decides what to send when; libs/migration decides when to stop iterating.
+//
+//   Handshake() -> SendRanges()* -> SendState() -> Complete()  (Resumed received = the target owns the guest)
+//   any error: the caller resumes its guest; Abandon() tells the target why (best effort)
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvm/result.h"
+#include "migration/channel.h"
+#include "migration/incoming.h"
+#include "migration/ram_layout.h"
+#include "migration/residency.h"
+#include "migration/stream.h"
+
+namespace kvmts::migration {
+
+/** How one SendRanges() call behaves. */
+struct SendOptions {
+  bool detect_zero = true;       // zero pages go as Zero markers (protocol >= 2)
+  bool check_data = false;       // CRC over page data too (only when the guest is paused)
+  bool probe_residency = false;  // pages never populated on the host count as zero without being read
+  uint64_t bytes_per_sec = 0;    // bandwidth cap, 0 = none
+  uint64_t max_frame_bytes = uint64_t{4} << 20;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+/** Source-side counters. */
+struct OutgoingStats {
+  uint16_t version = 0;
+  uint64_t frames = 0;
+  uint64_t bytes = 0;       // wire bytes written, headers included
+  uint64_t data_pages = 0;  // pages sent with data
+  uint64_t zero_pages = 0;  // pages sent as markers
+};
+
+class OutgoingMigration {
+ public:
+  OutgoingMigration(Channel& channel, RamLayout ram, std::string secret, RandomFn random,
+                    uint16_t max_version = kProtocolVersion);
+  /** Hello, Challenge (verifies the target), Auth, AuthOk, Start. */
+  Status Handshake();
+  /** Sends the pages of `ranges` (each inside one RAM region). */
+  Status SendRanges(const std::vector<PageRange>& ranges, const SendOptions& options);
+  /** Sends the machine state blob. */
+  Status SendState(const uint8_t* data, size_t len);
+  /** Sends Complete and waits for Resumed. An Abandon from the target, or EOF, is an error. */
+  Status Complete();
+  /** Tells the target the migration is off (best effort). */
+  void Abandon(const std::string& reason);
+  const OutgoingStats& stats() const { return stats_; }
+
+ private:
+  Status SendFrame(Command c, const void* payload, size_t len);
+  Status ReadReply(Command expected, std::vector<uint8_t>* payload);
+  Status SendBatch(const std::vector<PageRange>& data, bool checked);
+  Status SendZeros(const std::vector<PageRange>& zeros);
+  Status Classify(const PageRange& r, const SendOptions& o, RangeTable* data, RangeTable* zeros);
+  void Pace(uint64_t bytes_per_sec);
+
+  Channel& ch_;
+  RamLayout ram_;
+  std::string secret_;
+  RandomFn random_;
+  uint16_t max_version_;
+  ResidencyProbe probe_;
+  OutgoingStats stats_;
+  uint64_t paced_bytes_ = 0;
+  uint64_t pace_start_ns_ = 0;
+};
+
+}  // namespace kvmts::migration

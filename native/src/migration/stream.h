@@ -1,0 +1,152 @@
+// The migration wire format: framed messages over one TCP connection (Cloud Hypervisor's vm-migration protocol,
+// plus authentication, zero-page markers and a per-frame CRC). Pure encoding/decoding; no I/O here.
+//
+//  source (running guest)                                 target (empty guest, listening)
+//    |  Hello    {magic "KVTMIGR\0", minVer, maxVer, nonceS[32]}  |
+//    |----------------------------------------------------------->|
+//    |  Challenge {ver, nonceT[32], macT}                          |  macT = HMAC(secret, "kvt-migration target" ver nonceS nonceT)
+//    |<-----------------------------------------------------------|
+//    |  Auth     {macS}                                            |  macS = HMAC(secret, "kvt-migration source" ver nonceT nonceS)
+//    |----------------------------------------------------------->|  wrong mac: Abandon "authentication failed" + close
+//    |  AuthOk   {}                                                |  (nothing but Hello/Auth is read before this point)
+//    |<-----------------------------------------------------------|
+//    |  Start    {ver, flags, memoryBytes, pageSize}               |  layout must match the target's guest
+//    |  Memory   {n, ranges[n]} page data ...   (bulk pass, then dirty rounds; written straight into guest memory)
+//    |  Zero     {n, ranges[n]}                 (pages that are all zeros: a marker, no data; version >= 2 only)
+//    |  -- source pauses the guest --                              |
+//    |  Memory/Zero (final dirty pages), State {machine state}     |
+//    |  Complete {}                                                |
+//    |----------------------------------------------------------->|  target restores state, resumes the guest
+//    |  Resumed  {}                                                |
+//    |<-----------------------------------------------------------|  only now does the source release its guest
+//    Abandon {code, reason} may be sent by either side at any point; both close; the source resumes its guest.
+//
+// Every frame starts with a 16-byte little-endian header:
+//    offset 0  u16 command      (Command below)
+//    offset 2  u8  flags        bit 0 kFlagPayloadChecked: the CRC covers the whole payload
+//    offset 3  u8  reserved     0
+//    offset 4  u32 crc32c       CRC-32C of the header with this field zeroed, then of the checked payload bytes
+//    offset 8  u64 length       payload bytes after the header
+// All frames but Memory must set kFlagPayloadChecked. A Memory frame sent while the guest runs checks only its range
+// table: its pages may legitimately change while the kernel copies them (they are dirty again and sent in a later
+// round), so a data CRC would be a race, not an integrity check. Memory frames sent while the guest is paused (the
+// final round) check their data too. TCP's own checksum covers the bytes on the wire either way.
+//
+// Versions: the current version (2) and the previous one (1) are accepted; 1 has no Zero command (zero pages travel
+// as data). Hello carries each side's range; the target picks the highest common version and names it in Challenge.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvm/result.h"
+#include "migration/range_table.h"
+#include "migration/sha256.h"
+
+namespace kvmts::migration {
+
+inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kMinProtocolVersion = 1;
+inline constexpr size_t kHeaderSize = 16;
+inline constexpr size_t kNonceSize = 32;
+inline constexpr uint8_t kFlagPayloadChecked = 1;
+inline constexpr char kMagic[8] = {'K', 'V', 'T', 'M', 'I', 'G', 'R', '\0'};
+inline constexpr uint64_t kMaxMemoryFrameBytes = uint64_t{256} << 20;  // data bytes of one Memory frame
+inline constexpr uint32_t kMaxRangesPerFrame = 65536;
+inline constexpr uint64_t kMaxStateBytes = uint64_t{64} << 20;
+inline constexpr size_t kMaxReasonBytes = 1024;
+
+/** Frame commands. Values are wire constants: never renumber. */
+enum class Command : uint16_t {
+  kHello = 1,
+  kChallenge = 2,
+  kAuth = 3,
+  kAuthOk = 4,
+  kStart = 5,
+  kMemory = 6,
+  kZero = 7,
+  kState = 8,
+  kComplete = 9,
+  kResumed = 10,
+  kAbandon = 11,
+};
+
+/** Printable command name ("Memory"), or "unknown". */
+const char* CommandName(uint16_t command);
+
+/** A decoded frame header. */
+struct FrameHeader {
+  uint16_t command = 0;
+  uint8_t flags = 0;
+  uint8_t reserved = 0;
+  uint32_t crc = 0;
+  uint64_t length = 0;
+};
+
+/** Writes `h` to 16 bytes (crc field as given). */
+void EncodeHeader(const FrameHeader& h, uint8_t out[kHeaderSize]);
+/** Reads 16 bytes into a header (no validation). */
+FrameHeader DecodeHeader(const uint8_t in[kHeaderSize]);
+/** The CRC of the header (crc field taken as zero), to be extended over the checked payload bytes. */
+uint32_t HeaderCrc(const FrameHeader& h);
+/** Rejects unknown commands, nonzero reserved bits, lengths over the command's limit, and unchecked non-Memory frames. */
+Status ValidateHeader(const FrameHeader& h);
+
+/** A whole small frame (header + payload) with its CRC filled in; for everything but Memory data. */
+std::vector<uint8_t> EncodeFrame(Command command, const void* payload, size_t len);
+
+/** Hello: the source's version range and nonce. */
+struct Hello {
+  uint16_t min_version = kMinProtocolVersion;
+  uint16_t max_version = kProtocolVersion;
+  uint8_t nonce[kNonceSize] = {0};
+};
+/** Challenge: the chosen version, the target's nonce and its proof. */
+struct Challenge {
+  uint16_t version = 0;
+  uint8_t nonce[kNonceSize] = {0};
+  Digest mac{};
+};
+/** Start: what the source is about to send. */
+struct Start {
+  uint16_t version = 0;
+  uint32_t flags = 0;
+  uint64_t memory_bytes = 0;
+  uint32_t page_size = 0;
+};
+/** Abandon: why a side gives up. */
+struct Abandon {
+  uint32_t code = 0;
+  std::string reason;
+};
+
+std::vector<uint8_t> EncodeHello(const Hello& m);
+Result<Hello> DecodeHello(const uint8_t* p, size_t len);
+std::vector<uint8_t> EncodeChallenge(const Challenge& m);
+Result<Challenge> DecodeChallenge(const uint8_t* p, size_t len);
+std::vector<uint8_t> EncodeStart(const Start& m);
+Result<Start> DecodeStart(const uint8_t* p, size_t len);
+std::vector<uint8_t> EncodeAbandon(const Abandon& m);
+Result<Abandon> DecodeAbandon(const uint8_t* p, size_t len);
+
+/** Bytes of a range table of `n` entries: u32 n, u32 reserved, n x {u64 gpa, u64 length}. */
+inline uint64_t RangeTableBytes(uint64_t n) { return 8 + 16 * n; }
+/** Encodes a range table (the prefix of Memory and the whole payload of Zero). */
+std::vector<uint8_t> EncodeRangeTable(const std::vector<PageRange>& ranges);
+/** Reads the count of a table from its first 8 bytes; rejects counts over the limit or a nonzero reserved word. */
+Result<uint32_t> DecodeRangeCount(const uint8_t* p8);
+/** Decodes `n` entries and checks each: page aligned, nonempty, inside [0, memory_bytes), no overflow. */
+Result<std::vector<PageRange>> DecodeRanges(const uint8_t* p, uint32_t n, uint64_t memory_bytes, uint32_t page_size);
+
+/** MAC input of either side: label || u16 version || first nonce || second nonce. */
+Digest HandshakeMac(const std::string& secret, const char* label, uint16_t version, const uint8_t* first_nonce,
+                    const uint8_t* second_nonce);
+inline constexpr const char* kTargetLabel = "kvt-migration target";
+inline constexpr const char* kSourceLabel = "kvt-migration source";
+
+/** Makes a protocol Error (err = EPROTO) with `detail`. */
+Error ProtocolError(const std::string& detail);
+
+}  // namespace kvmts::migration
