@@ -1,0 +1,159 @@
+/**
+ * Composition root of the embedded API server: store -> registry -> admission -> service -> watch hub ->
+ * controllers (GC, namespaces, CRD cleanup) -> HTTP. `startApiServer` is what tests, `npm run apiserver` and the
+ * local cluster use.
+ */
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Logger, pino } from "pino";
+import { AdmissionChain } from "./admission/types.ts";
+import { startControllers } from "./controllers/index.ts";
+import { builtinSubresources } from "./http/builtin-subresources.ts";
+import { loadOrGenerateCerts } from "./http/certs.ts";
+import { OpenApiV3 } from "./http/openapi.ts";
+import type { SubresourceHandler } from "./http/resource-handler.ts";
+import { type AggregatedApi, createApiHttpServer, type UserInfo } from "./http/server.ts";
+import { writeKubeconfig } from "./kubeconfig.ts";
+import { ResourceRegistry } from "./resources/registry.ts";
+import { ResourceService, systemContext } from "./rest/service.ts";
+import { Store } from "./storage/store.ts";
+import { WatchHub } from "./watch/hub.ts";
+
+/** Options of {@link startApiServer}. Give `dataDir` (durable) or `inMemory: true`. */
+export interface ApiServerOptions {
+  readonly dataDir?: string;
+  readonly inMemory?: boolean;
+  /** TCP port on 127.0.0.1; 0 (default) picks a free one. */
+  readonly port?: number;
+  /** Where to write the kubeconfig (default `<dataDir>/kubeconfig`, or a temp file in memory mode). */
+  readonly kubeconfigPath?: string;
+  readonly logger?: Logger;
+  /** Watch history retention (defaults: 10 minutes, at least 100,000 events). */
+  readonly historyMs?: number;
+  readonly historyMinEvents?: number;
+  /** Serve HTTPS with a generated CA (default true; kubectl sends no bearer token over plain HTTP). */
+  readonly tls?: boolean;
+}
+
+/** A running server. */
+export interface ApiServerHandle {
+  /** `https://127.0.0.1:<port>` (or http:// with `tls: false`). */
+  readonly url: string;
+  /** The admin bearer token. */
+  readonly token: string;
+  /** The CA certificate (PEM) when serving TLS. */
+  readonly caCert: string | undefined;
+  readonly kubeconfigPath: string;
+  /** Extension point: mutating and validating admission plugins. */
+  readonly admission: AdmissionChain;
+  /** Extension point: subresource handlers by `<group or core>/<resource>/<subresource>` (e.g. `core/pods/log`). */
+  readonly subresources: Map<string, SubresourceHandler>;
+  /** Extension point: aggregated API group-versions (e.g. subresources.kubevirt.io). */
+  readonly aggregated: AggregatedApi[];
+  /** In-process access to the generic registry (for controllers in the same process and tests). */
+  readonly service: ResourceService;
+  /** Compacts watch history up to `rev` (tests use it to force 410 Expired). */
+  compact(rev?: number): void;
+  /** Stops serving, commits and closes storage. */
+  stop(): Promise<void>;
+}
+
+const BOOT_NAMESPACES = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+function loadToken(dataDir: string | undefined): string {
+  if (dataDir) {
+    const f = join(dataDir, "token");
+    if (existsSync(f)) return readFileSync(f, "utf8").trim();
+    const t = randomBytes(32).toString("hex");
+    writeFileSync(f, `${t}\n`, { mode: 0o600 });
+    return t;
+  }
+  return randomBytes(32).toString("hex");
+}
+
+/** Starts an API server on 127.0.0.1 and writes its kubeconfig once it is ready. */
+export async function startApiServer(options: ApiServerOptions): Promise<ApiServerHandle> {
+  if (!options.dataDir && !options.inMemory) throw new Error("startApiServer: give dataDir or inMemory: true");
+  const logger = options.logger ?? pino({ level: "silent" });
+  if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
+  const store = Store.open({
+    path: options.dataDir ? join(options.dataDir, "state.db") : undefined,
+    historyMs: options.historyMs,
+    historyMinEvents: options.historyMinEvents,
+    logger,
+  });
+  const registry = new ResourceRegistry(store, logger);
+  const admission = new AdmissionChain();
+  const service = new ResourceService(store, registry, admission, logger);
+  const hub = new WatchHub(store);
+  const openapi = new OpenApiV3(registry);
+  const nsDef = registry.lookup("", "v1", "namespaces");
+  for (const ns of BOOT_NAMESPACES)
+    if (nsDef && !store.get("core/namespaces", ns))
+      await service.create(nsDef, "v1", undefined, { metadata: { name: ns } }, systemContext());
+  const controllers = startControllers(service, logger);
+  const token = loadToken(options.dataDir);
+  const subresources = builtinSubresources();
+  const aggregated: AggregatedApi[] = [];
+  const certs = options.tls === false ? undefined : loadOrGenerateCerts(options.dataDir);
+  const server = createApiHttpServer(
+    {
+      svc: service,
+      hub,
+      openapi,
+      logger,
+      tokens: new Map<string, UserInfo>([
+        [token, { username: "kubernetes-admin", groups: ["system:masters", "system:authenticated"] }],
+      ]),
+      subresources,
+      aggregated,
+    },
+    certs,
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, "127.0.0.1", () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `${certs ? "https" : "http"}://127.0.0.1:${port}`;
+  let tmp: string | undefined;
+  let kubeconfigPath = options.kubeconfigPath;
+  if (!kubeconfigPath) {
+    if (options.dataDir) kubeconfigPath = join(options.dataDir, "kubeconfig");
+    else {
+      tmp = mkdtempSync(join(tmpdir(), "kvt-apiserver-"));
+      kubeconfigPath = join(tmp, "kubeconfig");
+    }
+  }
+  writeKubeconfig(kubeconfigPath, url, token, certs?.caCert);
+  const compactTimer = setInterval(() => store.compact(), 30_000);
+  compactTimer.unref();
+  logger.info({ url, kubeconfig: kubeconfigPath, revision: store.revision }, "API server ready");
+  let stopped = false;
+  return {
+    url,
+    token,
+    caCert: certs?.caCert,
+    kubeconfigPath,
+    admission,
+    subresources,
+    aggregated,
+    service,
+    compact: (rev?: number) => store.compact(rev ?? store.revision),
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(compactTimer);
+      controllers.stop();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      store.close();
+      if (tmp) rmSync(tmp, { recursive: true, force: true });
+    },
+  };
+}

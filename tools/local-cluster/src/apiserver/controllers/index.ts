@@ -1,0 +1,31 @@
+/** Starts the in-process controllers a control plane needs to keep the API's promises (GC, namespaces, CRDs). */
+import type { Logger } from "pino";
+import type { ResourceService } from "../rest/service.ts";
+import { CrdCleanupController } from "./crd-cleanup.ts";
+import { GarbageCollector } from "./gc.ts";
+import { NamespaceController } from "./namespaces.ts";
+
+/** Running controllers. */
+export interface Controllers {
+  stop(): void;
+}
+
+/** Starts the controllers, fed by the store's committed events. */
+export function startControllers(svc: ResourceService, logger: Logger): Controllers {
+  const gc = new GarbageCollector(svc, logger);
+  const ns = new NamespaceController(svc, logger);
+  const crd = new CrdCleanupController(svc, logger);
+  const unsubscribe = svc.store.subscribe((ev) => {
+    gc.onEvent(ev);
+    ns.onEvent(ev);
+    crd.onEvent(ev);
+  });
+  return {
+    stop: () => {
+      unsubscribe();
+      gc.stop();
+      ns.stop();
+      crd.stop();
+    },
+  };
+}

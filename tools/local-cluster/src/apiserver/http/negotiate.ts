@@ -1,0 +1,47 @@
+/** Query-parameter and Accept-header parsing shared by the resource handlers. */
+import { badRequest } from "../errors.ts";
+import type { WriteContext } from "../rest/service.ts";
+import type { IncludeObject } from "../table/table.ts";
+
+/** True if the client asked for a meta.k8s.io Table. */
+export function wantsTable(accept: string | undefined): boolean {
+  if (!accept) return false;
+  return accept.split(",").some((a) => /as=Table/.test(a) && /g=meta\.k8s\.io/.test(a));
+}
+
+/** includeObject (default Metadata). */
+export function includeObject(q: URLSearchParams): IncludeObject {
+  const v = q.get("includeObject");
+  if (v === "None" || v === "Object" || v === "Metadata") return v;
+  if (v) throw badRequest(`includeObject: unsupported value "${v}"`);
+  return "Metadata";
+}
+
+/** A non-negative integer query parameter. */
+export function intParam(q: URLSearchParams, name: string): number | undefined {
+  const v = q.get(name);
+  if (v === null || v === "") return undefined;
+  if (!/^\d+$/.test(v)) throw badRequest(`invalid value for ${name}: ${v}`);
+  return Number(v);
+}
+
+/** A resourceVersion parameter ("" / "0" = any). */
+export function rvParam(q: URLSearchParams): number | undefined {
+  const v = q.get("resourceVersion");
+  if (v === null || v === "" || v === "0") return undefined;
+  if (!/^\d+$/.test(v)) throw badRequest(`invalid resource version "${v}"`);
+  return Number(v);
+}
+
+/** The write context of a request. */
+export function writeContext(q: URLSearchParams, user: WriteContext["user"]): WriteContext {
+  const fv = q.get("fieldValidation") ?? "Warn";
+  if (fv !== "Strict" && fv !== "Warn" && fv !== "Ignore")
+    throw badRequest(`fieldValidation must be one of "Ignore", "Warn", or "Strict", got "${fv}"`);
+  const dryRun = q.getAll("dryRun");
+  if (dryRun.some((d) => d !== "All")) throw badRequest(`Invalid dry run value: ${dryRun.join(",")}`);
+  const options: Record<string, unknown> = {};
+  const fm = q.get("fieldManager");
+  if (fm) options.fieldManager = fm;
+  return { user, dryRun: dryRun.length > 0, fieldValidation: fv, warnings: [], options };
+}

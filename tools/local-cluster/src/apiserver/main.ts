@@ -1,0 +1,46 @@
+/**
+ * `npm run apiserver -- --data-dir DIR --kubeconfig FILE [--port N]`: runs the embedded API server alone in the
+ * foreground, writes the kubeconfig once it is ready, and stops cleanly (every write committed) on SIGINT/SIGTERM.
+ */
+import { createLogger } from "@kvt/observability";
+import { main } from "@kvt/runtime";
+import { startApiServer } from "./apiserver.ts";
+
+await main({
+  name: "kvt-apiserver",
+  version: "0.1.0",
+  summary: "an embedded Kubernetes-compatible API server (node:sqlite storage) for the local cluster",
+  usage: "--data-dir DIR --kubeconfig FILE [--port N] [--log-level LEVEL]",
+  flags: {
+    "data-dir": { type: "string" },
+    kubeconfig: { type: "string" },
+    port: { type: "string" },
+    "log-level": { type: "string" },
+  },
+  details: [
+    "  --data-dir DIR      where the SQLite state lives (created if missing)",
+    "  --kubeconfig FILE   where to write the kubeconfig (default DIR/kubeconfig)",
+    "  --port N            TCP port on 127.0.0.1 (default 0: a free port)",
+    "  --log-level LEVEL   trace|debug|info|warn|error (default info)",
+  ],
+  async run({ values }, signal) {
+    const dataDir = values["data-dir"];
+    if (!dataDir) {
+      process.stderr.write("kvt-apiserver: --data-dir is required\n");
+      return 2;
+    }
+    const port = values.port === undefined ? 0 : Number(values.port);
+    if (!Number.isInteger(port) || port < 0 || port > 65535) {
+      process.stderr.write(`kvt-apiserver: invalid --port ${values.port ?? ""}\n`);
+      return 2;
+    }
+    const level = (values["log-level"] ?? "info") as "info";
+    const logger = createLogger({ component: "kvt-apiserver", level });
+    const server = await startApiServer({ dataDir, port, kubeconfigPath: values.kubeconfig, logger });
+    process.stdout.write(`kvt-apiserver listening on ${server.url}; kubeconfig: ${server.kubeconfigPath}\n`);
+    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    await server.stop();
+    logger.info("API server stopped");
+    return 0;
+  },
+});

@@ -1,0 +1,277 @@
+/**
+ * The built-in resources the system and kubectl use (core v1, apps, coordination, events, RBAC, policy,
+ * apiextensions, admissionregistration, apiregistration), with their scopes, short names, columns, selectable
+ * fields and strategies. Their schemas are permissive (x-kubernetes-preserve-unknown-fields below the top level).
+ */
+import { type FieldGetter, pathGetter } from "../selectors/fields.ts";
+import { AGE, BUILTIN_COLUMNS } from "../table/printers.ts";
+import type { KubeObject } from "../types.ts";
+import { crdStrategy } from "./crd.ts";
+import type { JSONSchemaProps } from "./schema.ts";
+import type { ResourceDef, Strategy } from "./types.ts";
+
+/** Verbs of an ordinary read-write resource. */
+export const ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"] as const;
+
+interface Spec {
+  group: string;
+  version: string;
+  resource: string;
+  kind: string;
+  namespaced: boolean;
+  shortNames?: string[];
+  categories?: string[];
+  subresources?: string[];
+  fields?: string[];
+  generation?: boolean;
+  strategy?: Strategy;
+  topLevel?: string[];
+  verbs?: readonly string[];
+  nameIsLabel?: boolean;
+}
+
+function permissiveSchema(topLevel: readonly string[]): JSONSchemaProps {
+  const properties: Record<string, JSONSchemaProps> = {
+    apiVersion: { type: "string" },
+    kind: { type: "string" },
+    metadata: { type: "object" },
+  };
+  for (const f of topLevel) properties[f] = { "x-kubernetes-preserve-unknown-fields": true };
+  return { type: "object", properties };
+}
+
+const podStrategy: Strategy = {
+  gracePeriod: (o: KubeObject) => {
+    const spec = o.spec as { terminationGracePeriodSeconds?: number; nodeName?: string } | undefined;
+    const phase = (o.status as { phase?: string } | undefined)?.phase;
+    if (!spec?.nodeName || phase === "Succeeded" || phase === "Failed") return 0;
+    return spec.terminationGracePeriodSeconds ?? 30;
+  },
+  prepareCreate: (o: KubeObject) => {
+    o.status = { phase: "Pending", qosClass: "BestEffort" };
+    const spec = o.spec as Record<string, unknown> | undefined;
+    if (spec) {
+      spec.restartPolicy ??= "Always";
+      spec.terminationGracePeriodSeconds ??= 30;
+      spec.dnsPolicy ??= "ClusterFirst";
+      spec.schedulerName ??= "default-scheduler";
+    }
+  },
+};
+
+const namespaceStrategy: Strategy = {
+  prepareCreate: (o: KubeObject) => {
+    o.spec = { finalizers: ["kubernetes"] };
+    o.status = { phase: "Active" };
+    o.metadata.labels = { ...(o.metadata.labels ?? {}), "kubernetes.io/metadata.name": o.metadata.name ?? "" };
+  },
+  prepareUpdate: (o: KubeObject, old: KubeObject) => {
+    o.spec = old.spec;
+    o.metadata.labels = { ...(o.metadata.labels ?? {}), "kubernetes.io/metadata.name": o.metadata.name ?? "" };
+  },
+};
+
+const C = (resource: string, kind: string, namespaced: boolean, extra: Partial<Spec> = {}): Spec => ({
+  group: "",
+  version: "v1",
+  resource,
+  kind,
+  namespaced,
+  ...extra,
+});
+const G = (
+  group: string,
+  version: string,
+  resource: string,
+  kind: string,
+  namespaced: boolean,
+  extra: Partial<Spec> = {},
+): Spec => ({
+  group,
+  version,
+  resource,
+  kind,
+  namespaced,
+  ...extra,
+});
+
+const SPECS: Spec[] = [
+  C("namespaces", "Namespace", false, {
+    shortNames: ["ns"],
+    subresources: ["status", "finalize"],
+    fields: ["status.phase"],
+    strategy: namespaceStrategy,
+    nameIsLabel: true,
+  }),
+  C("pods", "Pod", true, {
+    shortNames: ["po"],
+    categories: ["all"],
+    subresources: ["status", "binding", "eviction", "log"],
+    fields: [
+      "spec.nodeName",
+      "spec.restartPolicy",
+      "spec.schedulerName",
+      "spec.serviceAccountName",
+      "spec.hostNetwork",
+      "status.phase",
+      "status.podIP",
+      "status.nominatedNodeName",
+    ],
+    strategy: podStrategy,
+  }),
+  C("nodes", "Node", false, { shortNames: ["no"], subresources: ["status"], fields: ["spec.unschedulable"] }),
+  C("services", "Service", true, { shortNames: ["svc"], categories: ["all"], subresources: ["status"] }),
+  C("endpoints", "Endpoints", true, { shortNames: ["ep"], topLevel: ["subsets"] }),
+  C("configmaps", "ConfigMap", true, { shortNames: ["cm"], topLevel: ["data", "binaryData", "immutable"] }),
+  C("secrets", "Secret", true, { fields: ["type"], topLevel: ["data", "stringData", "type", "immutable"] }),
+  C("serviceaccounts", "ServiceAccount", true, {
+    shortNames: ["sa"],
+    topLevel: ["secrets", "imagePullSecrets", "automountServiceAccountToken"],
+  }),
+  C("events", "Event", true, {
+    shortNames: ["ev"],
+    fields: [
+      "involvedObject.kind",
+      "involvedObject.namespace",
+      "involvedObject.name",
+      "involvedObject.uid",
+      "involvedObject.apiVersion",
+      "involvedObject.resourceVersion",
+      "involvedObject.fieldPath",
+      "reason",
+      "reportingComponent",
+      "source",
+      "type",
+    ],
+    topLevel: [
+      "involvedObject",
+      "reason",
+      "message",
+      "source",
+      "firstTimestamp",
+      "lastTimestamp",
+      "count",
+      "type",
+      "eventTime",
+      "series",
+      "action",
+      "related",
+      "reportingComponent",
+      "reportingInstance",
+    ],
+  }),
+  C("persistentvolumeclaims", "PersistentVolumeClaim", true, { shortNames: ["pvc"], subresources: ["status"] }),
+  C("persistentvolumes", "PersistentVolume", false, { shortNames: ["pv"], subresources: ["status"] }),
+  G("apps", "v1", "deployments", "Deployment", true, {
+    shortNames: ["deploy"],
+    categories: ["all"],
+    subresources: ["status"],
+    generation: true,
+  }),
+  G("apps", "v1", "daemonsets", "DaemonSet", true, {
+    shortNames: ["ds"],
+    categories: ["all"],
+    subresources: ["status"],
+    generation: true,
+  }),
+  G("apps", "v1", "replicasets", "ReplicaSet", true, {
+    shortNames: ["rs"],
+    categories: ["all"],
+    subresources: ["status"],
+    generation: true,
+  }),
+  G("apps", "v1", "statefulsets", "StatefulSet", true, {
+    shortNames: ["sts"],
+    categories: ["all"],
+    subresources: ["status"],
+    generation: true,
+  }),
+  G("coordination.k8s.io", "v1", "leases", "Lease", true),
+  G("events.k8s.io", "v1", "events", "Event", true, {
+    shortNames: ["ev"],
+    topLevel: [
+      "eventTime",
+      "series",
+      "reportingController",
+      "reportingInstance",
+      "action",
+      "reason",
+      "regarding",
+      "related",
+      "note",
+      "type",
+      "deprecatedSource",
+      "deprecatedFirstTimestamp",
+      "deprecatedLastTimestamp",
+      "deprecatedCount",
+    ],
+  }),
+  G("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true, {
+    shortNames: ["pdb"],
+    subresources: ["status"],
+    generation: true,
+  }),
+  G("rbac.authorization.k8s.io", "v1", "roles", "Role", true, { topLevel: ["rules"] }),
+  G("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, { topLevel: ["roleRef", "subjects"] }),
+  G("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, {
+    topLevel: ["rules", "aggregationRule"],
+  }),
+  G("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, {
+    topLevel: ["roleRef", "subjects"],
+  }),
+  G("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false, {
+    shortNames: ["crd", "crds"],
+    categories: ["api-extensions"],
+    subresources: ["status"],
+    generation: true,
+    strategy: crdStrategy,
+  }),
+  G("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", false, {
+    categories: ["api-extensions"],
+    generation: true,
+    topLevel: ["webhooks"],
+  }),
+  G("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", false, {
+    categories: ["api-extensions"],
+    generation: true,
+    topLevel: ["webhooks"],
+  }),
+  G("apiregistration.k8s.io", "v1", "apiservices", "APIService", false, {
+    categories: ["api-extensions"],
+    subresources: ["status"],
+  }),
+];
+
+function toDef(s: Spec): ResourceDef {
+  const fields = new Map<string, FieldGetter>();
+  for (const f of s.fields ?? []) fields.set(f, pathGetter(f));
+  const coll = `${s.group || "core"}/${s.resource}`;
+  const topLevel = s.topLevel ?? ["spec", "status"];
+  return {
+    group: s.group,
+    versions: [s.version],
+    resource: s.resource,
+    kind: s.kind,
+    listKind: `${s.kind}List`,
+    singular: s.kind.toLowerCase(),
+    namespaced: s.namespaced,
+    shortNames: s.shortNames ?? [],
+    categories: s.categories ?? [],
+    verbs: s.verbs ?? ALL_VERBS,
+    subresources: s.subresources ?? [],
+    columns: BUILTIN_COLUMNS.get(coll) ?? [AGE],
+    fields,
+    generation: s.generation ?? false,
+    unconditionalUpdate: true,
+    returnDeletedObject: s.resource === "pods",
+    custom: false,
+    schemas: new Map([[s.version, permissiveSchema(topLevel)]]),
+    strategy: s.strategy ?? {},
+    nameIsLabel: s.nameIsLabel ?? false,
+  };
+}
+
+/** Every built-in resource definition. */
+export function builtinResources(): ResourceDef[] {
+  return SPECS.map(toDef);
+}

@@ -1,0 +1,428 @@
+/**
+ * The generic registry: create, update, patch and get with Kubernetes semantics (generateName, uid, generation,
+ * resourceVersion conflicts, status subresource rules, strict field validation, finalizers, no-op writes), the
+ * way k8s.io/apiserver's generic registry Store does them. HTTP handlers and the in-process controllers (GC,
+ * namespaces) both write through it. Deletion lives in delete.ts.
+ */
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import type { AdmissionAttributes, AdmissionChain, AdmissionOperation } from "../admission/types.ts";
+import {
+  ApiError,
+  alreadyExists,
+  badRequest,
+  conflict,
+  forbidden,
+  invalid,
+  notFound,
+  type StatusCause,
+  unsupportedPatch,
+} from "../errors.ts";
+import { applyJsonPatch, parseJsonPatch } from "../patch/json-patch.ts";
+import { mergePatch } from "../patch/merge-patch.ts";
+import { strategicMerge } from "../patch/strategic-merge.ts";
+import type { ResourceRegistry } from "../resources/registry.ts";
+import { applySchema } from "../resources/schema.ts";
+import { collOf, groupVersion, idOf, type ResourceDef } from "../resources/types.ts";
+import type { Entry, Store } from "../storage/store.ts";
+import { isObject, type Json, type JsonObject, jsonEqual, type KubeObject, nowTime } from "../types.ts";
+import { generateName, specPart, unknownMetaFields, validateMeta, validateName } from "./metadata.ts";
+
+/** Who is asking and how (per request). */
+export interface WriteContext {
+  readonly user: { readonly username: string; readonly groups: readonly string[] };
+  readonly dryRun: boolean;
+  readonly fieldValidation: "Strict" | "Warn" | "Ignore";
+  /** Warnings to send back (`Warning: 299 - "..."` headers). */
+  readonly warnings: string[];
+  readonly options: Readonly<Record<string, unknown>>;
+}
+
+/** A context for in-process writers (controllers). */
+export function systemContext(username = "system:apiserver"): WriteContext {
+  return {
+    user: { username, groups: ["system:masters"] },
+    dryRun: false,
+    fieldValidation: "Ignore",
+    warnings: [],
+    options: {},
+  };
+}
+
+/** Patch content types. */
+export const PATCH_TYPES = {
+  json: "application/json-patch+json",
+  merge: "application/merge-patch+json",
+  strategic: "application/strategic-merge-patch+json",
+  apply: "application/apply-patch+yaml",
+} as const;
+
+/** A write raced with another one between read and commit (a 409; patches retry it). */
+export class RaceConflict extends ApiError {
+  constructor(def: ResourceDef, name: string) {
+    const c = conflict(def, name);
+    super(c.code, c.reason, c.message, c.details);
+  }
+}
+
+/** The generic registry. */
+export class ResourceService {
+  readonly store: Store;
+  readonly registry: ResourceRegistry;
+  readonly admission: AdmissionChain;
+  readonly logger: Logger;
+
+  constructor(store: Store, registry: ResourceRegistry, admission: AdmissionChain, logger: Logger) {
+    this.store = store;
+    this.registry = registry;
+    this.admission = admission;
+    this.logger = logger;
+  }
+
+  /** The stored entry, or 404. */
+  get(def: ResourceDef, ns: string | undefined, name: string): Entry {
+    const e = this.store.get(collOf(def), idOf(def, ns, name));
+    if (!e) throw notFound(def, name);
+    return e;
+  }
+
+  /** The object as served at `version` (conversion None: only apiVersion changes). */
+  asVersion(def: ResourceDef, obj: KubeObject, version: string): KubeObject {
+    const apiVersion = groupVersion(def.group, version);
+    return obj.apiVersion === apiVersion ? obj : { ...obj, apiVersion };
+  }
+
+  #decode(def: ResourceDef, version: string, body: unknown, ns: string | undefined): KubeObject {
+    if (!isObject(body)) throw badRequest("the body of the request was not a JSON object");
+    const gv = groupVersion(def.group, version);
+    if (
+      body.apiVersion !== undefined &&
+      body.apiVersion !== gv &&
+      !def.versions.map((v) => groupVersion(def.group, v)).includes(JSON.stringify(body.apiVersion))
+    )
+      throw badRequest(
+        `the API version in the data (${JSON.stringify(body.apiVersion)}) does not match the expected API version (${gv})`,
+      );
+    if (body.kind !== undefined && body.kind !== def.kind)
+      throw badRequest(
+        `the kind in the data (${JSON.stringify(body.kind)}) does not match the expected kind (${def.kind})`,
+      );
+    const meta = body.metadata ?? {};
+    if (!isObject(meta)) throw badRequest("metadata must be an object");
+    const obj = {
+      ...structuredClone(body),
+      apiVersion: groupVersion(def.group, def.versions[0]),
+      kind: def.kind,
+      metadata: structuredClone(meta),
+    } as KubeObject;
+    if (def.namespaced) {
+      if (obj.metadata.namespace && ns && obj.metadata.namespace !== ns)
+        throw badRequest("the namespace of the provided object does not match the namespace sent on the request");
+      obj.metadata.namespace = ns;
+    } else delete obj.metadata.namespace;
+    return obj;
+  }
+
+  #schema(def: ResourceDef, version: string, obj: KubeObject, ctx: WriteContext, report: boolean): StatusCause[] {
+    const schema = def.schemas.get(version) ?? def.schemas.get(def.versions[0]);
+    const unknown = report ? unknownMetaFields(obj) : [];
+    let causes: StatusCause[] = [];
+    if (schema) {
+      const r = applySchema(schema, obj as unknown as JsonObject);
+      if (report) unknown.push(...r.unknown);
+      causes = r.causes;
+    }
+    if (unknown.length > 0 && ctx.fieldValidation === "Strict")
+      throw badRequest(`strict decoding error: ${unknown.map((u) => `unknown field "${u}"`).join(", ")}`);
+    if (ctx.fieldValidation === "Warn") for (const u of unknown) ctx.warnings.push(`unknown field "${u}"`);
+    return causes;
+  }
+
+  #attrs(
+    op: AdmissionOperation,
+    def: ResourceDef,
+    version: string,
+    sub: string,
+    obj: KubeObject | null,
+    old: KubeObject | null,
+    ctx: WriteContext,
+  ): AdmissionAttributes {
+    const m = (obj ?? old)?.metadata;
+    return {
+      operation: op,
+      group: def.group,
+      version,
+      kind: def.kind,
+      resource: def.resource,
+      subResource: sub,
+      namespace: m?.namespace ?? "",
+      name: m?.name ?? "",
+      object: obj,
+      oldObject: old,
+      dryRun: ctx.dryRun,
+      userInfo: ctx.user,
+      options: ctx.options,
+    };
+  }
+
+  #checkNamespace(def: ResourceDef, ns: string | undefined, name: string): void {
+    if (!def.namespaced) return;
+    if (!ns) throw badRequest("the server could not find the requested resource: a namespace is required");
+    const nsEntry = this.store.get("core/namespaces", ns);
+    if (!nsEntry) throw notFound({ group: "", resource: "namespaces" }, ns);
+    if (nsEntry.obj.metadata.deletionTimestamp)
+      throw forbidden(def, name, `unable to create new content in namespace ${ns} because it is being terminated`);
+  }
+
+  async #validateAll(
+    def: ResourceDef,
+    version: string,
+    sub: string,
+    op: AdmissionOperation,
+    obj: KubeObject,
+    old: KubeObject | null,
+    ctx: WriteContext,
+    schemaCauses: StatusCause[],
+  ): Promise<KubeObject> {
+    let out = obj;
+    const mutated = await this.admission.mutate(this.#attrs(op, def, version, sub, out, old, ctx));
+    if (mutated && mutated !== out) {
+      out = mutated;
+      schemaCauses = this.#schema(def, version, out, { ...ctx, fieldValidation: "Ignore" }, false);
+    }
+    const causes = [...schemaCauses, ...validateMeta(out), ...(def.strategy.validate?.(out, old ?? undefined) ?? [])];
+    if (causes.length > 0) throw invalid(def.kind, def.group, out.metadata.name ?? "", causes);
+    await this.admission.validate(this.#attrs(op, def, version, sub, out, old, ctx));
+    return out;
+  }
+
+  /** POST: creates an object. */
+  async create(
+    def: ResourceDef,
+    version: string,
+    ns: string | undefined,
+    body: unknown,
+    ctx: WriteContext,
+  ): Promise<Entry> {
+    let obj = this.#decode(def, version, body, ns);
+    const schemaCauses = this.#schema(def, version, obj, ctx, true);
+    const m = obj.metadata;
+    if (!m.name && m.generateName) m.name = generateName(m.generateName);
+    const nameCauses = validateName(def, m.name);
+    if (nameCauses.length > 0) throw invalid(def.kind, def.group, m.name ?? "", nameCauses);
+    this.#checkNamespace(def, ns, m.name as string);
+    m.uid = randomUUID();
+    m.creationTimestamp = nowTime();
+    delete m.resourceVersion;
+    delete m.deletionTimestamp;
+    delete m.deletionGracePeriodSeconds;
+    delete m.selfLink;
+    if (def.generation) m.generation = 1;
+    else delete m.generation;
+    if (def.subresources.includes("status")) delete obj.status;
+    def.strategy.prepareCreate?.(obj);
+    obj = await this.#validateAll(def, version, "", "CREATE", obj, null, ctx, schemaCauses);
+    const coll = collOf(def);
+    for (let attempt = 0; this.store.get(coll, idOf(def, ns, obj.metadata.name as string)); attempt++) {
+      if (!m.generateName || attempt >= 7) throw alreadyExists(def, obj.metadata.name as string);
+      obj.metadata.name = generateName(m.generateName);
+    }
+    if (ctx.dryRun)
+      return {
+        coll,
+        id: idOf(def, ns, obj.metadata.name as string),
+        rev: this.store.revision,
+        obj,
+        json: JSON.stringify(obj),
+      };
+    const { entry, committed } = this.store.put(coll, idOf(def, ns, obj.metadata.name as string), obj);
+    await committed;
+    return entry;
+  }
+
+  /** PUT (main endpoint or `/status`). */
+  async update(
+    def: ResourceDef,
+    version: string,
+    ns: string | undefined,
+    name: string,
+    body: unknown,
+    ctx: WriteContext,
+    sub = "",
+  ): Promise<Entry> {
+    const oldEntry = this.get(def, ns, name);
+    const old = oldEntry.obj;
+    const incoming = this.#decode(def, version, body, ns);
+    if (incoming.metadata.name !== undefined && incoming.metadata.name !== name)
+      throw badRequest(
+        `the name of the object (${String(incoming.metadata.name)}) does not match the name on the URL (${name})`,
+      );
+    const rv = incoming.metadata.resourceVersion;
+    if (rv === undefined || rv === "") {
+      if (!def.unconditionalUpdate)
+        throw invalid(def.kind, def.group, name, [
+          {
+            reason: "FieldValueInvalid",
+            message: "Invalid value: 0x0: must be specified for an update",
+            field: "metadata.resourceVersion",
+          },
+        ]);
+    } else if (rv !== old.metadata.resourceVersion) throw conflict(def, name);
+    return this.#write(def, version, ns, name, oldEntry, incoming, ctx, sub);
+  }
+
+  async #write(
+    def: ResourceDef,
+    version: string,
+    ns: string | undefined,
+    name: string,
+    oldEntry: Entry,
+    incoming: KubeObject,
+    ctx: WriteContext,
+    sub: string,
+  ): Promise<Entry> {
+    const old = oldEntry.obj;
+    const hasStatus = def.subresources.includes("status");
+    let obj: KubeObject;
+    let schemaCauses: StatusCause[];
+    if (sub === "status") {
+      obj = structuredClone(old);
+      if (incoming.status === undefined) delete obj.status;
+      else obj.status = incoming.status;
+      if (!def.custom) {
+        obj.metadata.labels = incoming.metadata.labels;
+        obj.metadata.annotations = incoming.metadata.annotations;
+      }
+      schemaCauses = this.#schema(def, version, obj, ctx, true);
+    } else {
+      obj = incoming;
+      if (hasStatus) {
+        if (old.status === undefined) delete obj.status;
+        else obj.status = structuredClone(old.status);
+      }
+      schemaCauses = this.#schema(def, version, obj, ctx, true);
+    }
+    const m = obj.metadata;
+    m.name = name;
+    m.uid = old.metadata.uid;
+    m.creationTimestamp = old.metadata.creationTimestamp;
+    if (old.metadata.deletionTimestamp) m.deletionTimestamp = old.metadata.deletionTimestamp;
+    else delete m.deletionTimestamp;
+    if (old.metadata.deletionGracePeriodSeconds !== undefined)
+      m.deletionGracePeriodSeconds = old.metadata.deletionGracePeriodSeconds;
+    else delete m.deletionGracePeriodSeconds;
+    if (old.metadata.generation !== undefined) m.generation = old.metadata.generation;
+    else delete m.generation;
+    delete m.generateName;
+    if (old.metadata.generateName) m.generateName = old.metadata.generateName;
+    delete m.selfLink;
+    if (def.namespaced) m.namespace = ns;
+    if (old.metadata.deletionTimestamp) {
+      const added = (m.finalizers ?? []).filter((f) => !(old.metadata.finalizers ?? []).includes(f));
+      if (added.length > 0)
+        throw invalid(def.kind, def.group, name, [
+          {
+            reason: "FieldValueForbidden",
+            message: `Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{${added.map((f) => JSON.stringify(f)).join(", ")}}`,
+            field: "metadata.finalizers",
+          },
+        ]);
+    }
+    if (sub !== "status") def.strategy.prepareUpdate?.(obj, old);
+    obj = await this.#validateAll(def, version, sub, "UPDATE", obj, old, ctx, schemaCauses);
+    if (def.generation && m.generation !== undefined && !jsonEqual(specPart(obj, hasStatus), specPart(old, hasStatus)))
+      obj.metadata.generation = (old.metadata.generation ?? 0) + 1;
+    if (obj.metadata.finalizers?.length === 0) delete obj.metadata.finalizers;
+    obj.metadata.resourceVersion = old.metadata.resourceVersion;
+    if (jsonEqual(obj, old)) return oldEntry;
+    if (ctx.dryRun) return { ...oldEntry, obj, json: JSON.stringify(obj) };
+    const coll = collOf(def);
+    const id = idOf(def, ns, name);
+    if (this.store.get(coll, id)?.rev !== oldEntry.rev) throw new RaceConflict(def, name);
+    if (obj.metadata.deletionTimestamp && !obj.metadata.finalizers?.length && !this.#graceRemaining(obj)) {
+      const { entry, committed } = this.store.remove(coll, id, obj);
+      await committed;
+      return entry;
+    }
+    const { entry, committed } = this.store.put(coll, id, obj);
+    await committed;
+    return entry;
+  }
+
+  #graceRemaining(obj: KubeObject): boolean {
+    return (obj.metadata.deletionGracePeriodSeconds ?? 0) > 0;
+  }
+
+  /** PATCH with any supported patch type (main endpoint or `/status`). */
+  async patch(
+    def: ResourceDef,
+    version: string,
+    ns: string | undefined,
+    name: string,
+    contentType: string,
+    body: unknown,
+    ctx: WriteContext,
+    sub = "",
+  ): Promise<Entry> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#patchOnce(def, version, ns, name, contentType, body, ctx, sub);
+      } catch (err) {
+        if (!(err instanceof RaceConflict) || attempt >= 5) throw err;
+      }
+    }
+  }
+
+  async #patchOnce(
+    def: ResourceDef,
+    version: string,
+    ns: string | undefined,
+    name: string,
+    contentType: string,
+    body: unknown,
+    ctx: WriteContext,
+    sub: string,
+  ): Promise<Entry> {
+    const accepted = def.custom
+      ? [PATCH_TYPES.json, PATCH_TYPES.merge, PATCH_TYPES.apply]
+      : [PATCH_TYPES.json, PATCH_TYPES.merge, PATCH_TYPES.strategic, PATCH_TYPES.apply];
+    if (!accepted.includes(contentType as (typeof accepted)[number])) throw unsupportedPatch(accepted);
+    const existing = this.store.get(collOf(def), idOf(def, ns, name));
+    if (!existing) {
+      if (contentType === PATCH_TYPES.apply && sub === "") {
+        const obj = isObject(body)
+          ? { ...body, metadata: { ...(isObject(body.metadata) ? body.metadata : {}), name } }
+          : body;
+        return this.create(def, version, ns, obj, ctx);
+      }
+      throw notFound(def, name);
+    }
+    const current = this.asVersion(def, existing.obj, version) as unknown as Json;
+    let patched: Json;
+    if (contentType === PATCH_TYPES.json) patched = applyJsonPatch(current, parseJsonPatch(body));
+    else if (!isObject(body)) throw badRequest("the body of the request was not a JSON object");
+    else if (contentType === PATCH_TYPES.strategic) patched = strategicMerge(current, body);
+    else patched = mergePatch(current, body);
+    if (!isObject(patched) || !isObject(patched.metadata))
+      throw new ApiError(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request: patched object is not an object",
+      );
+    const incoming = this.#decode(def, version, patched, ns);
+    if (incoming.metadata.name !== name)
+      throw badRequest(
+        `the name of the object (${String(incoming.metadata.name)}) does not match the name on the URL (${name})`,
+      );
+    if (incoming.metadata.resourceVersion !== existing.obj.metadata.resourceVersion) throw conflict(def, name);
+    try {
+      return await this.#write(def, version, ns, name, existing, incoming, ctx, sub);
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 400 && err.message.startsWith("strict decoding error"))
+        throw new ApiError(422, "Invalid", `The request is invalid: patch: Invalid value: "map[...]": ${err.message}`, {
+          causes: [{ reason: "FieldValueInvalid", message: err.message, field: "patch" }],
+        });
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,149 @@
+/**
+ * The durable revision log on `node:sqlite`, kine-style: one table of rows, one global monotonic revision.
+ *
+ *   kv(rev INTEGER PRIMARY KEY, coll TEXT, id TEXT, value TEXT, prev_rev INTEGER, deleted INTEGER)
+ *   meta(k TEXT PRIMARY KEY, v INTEGER)          -- 'compact' = highest compacted revision
+ *
+ *   write path:  append(rows)  ->  BEGIN; INSERT ...; COMMIT   (one transaction per batch = group commit)
+ *   read path:   open() loads the latest row of every live key, and the rows after the compact revision
+ *                (joined with their previous row) to rebuild the watch history.
+ *
+ * Fsync policy: WAL with `synchronous=FULL`, so a batch is on disk when `append` returns; the server acknowledges a
+ * write only after its batch committed. The in-memory mode (`:memory:`) is for tests.
+ */
+import { DatabaseSync, type StatementSync } from "node:sqlite";
+
+/** One stored row. `value` is the object's JSON (the last state, for a deletion). */
+export interface LogRow {
+  rev: number;
+  coll: string;
+  id: string;
+  value: string;
+  prevRev: number;
+  deleted: boolean;
+}
+
+/** A row of the history, with the previous state of its key. */
+export interface HistoryRow extends LogRow {
+  prevValue: string | null;
+}
+
+interface RawRow {
+  rev: number;
+  coll: string;
+  id: string;
+  value: string;
+  prev_rev: number;
+  deleted: number;
+  prev_value?: string | null;
+}
+
+function fromRaw(r: RawRow): HistoryRow {
+  return {
+    rev: r.rev,
+    coll: r.coll,
+    id: r.id,
+    value: r.value,
+    prevRev: r.prev_rev,
+    deleted: r.deleted === 1,
+    prevValue: r.prev_value ?? null,
+  };
+}
+
+/** The SQLite revision log. */
+export class SqliteLog {
+  readonly #db: DatabaseSync;
+  readonly #insert: StatementSync;
+
+  /** Opens (creating if needed) the log at `path`, or an in-memory log for `":memory:"`. */
+  constructor(path: string) {
+    this.#db = new DatabaseSync(path);
+    if (path !== ":memory:") {
+      this.#db.exec("PRAGMA journal_mode=WAL");
+      this.#db.exec("PRAGMA synchronous=FULL");
+    }
+    this.#db.exec(`CREATE TABLE IF NOT EXISTS kv (
+      rev INTEGER PRIMARY KEY, coll TEXT NOT NULL, id TEXT NOT NULL, value TEXT NOT NULL,
+      prev_rev INTEGER NOT NULL, deleted INTEGER NOT NULL)`);
+    this.#db.exec("CREATE INDEX IF NOT EXISTS kv_key ON kv (coll, id, rev)");
+    this.#db.exec("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL)");
+    this.#insert = this.#db.prepare(
+      "INSERT INTO kv (rev, coll, id, value, prev_rev, deleted) VALUES (?, ?, ?, ?, ?, ?)",
+    );
+  }
+
+  /** Appends rows in one transaction; durable when it returns. */
+  append(rows: readonly LogRow[]): void {
+    if (rows.length === 0) return;
+    this.#db.exec("BEGIN");
+    try {
+      for (const r of rows) this.#insert.run(r.rev, r.coll, r.id, r.value, r.prevRev, r.deleted ? 1 : 0);
+      this.#db.exec("COMMIT");
+    } catch (err) {
+      this.#db.exec("ROLLBACK");
+      throw err;
+    }
+  }
+
+  /** The highest revision ever written (0 for an empty log). */
+  currentRevision(): number {
+    const r = this.#db.prepare("SELECT MAX(rev) AS m FROM kv").get() as { m: number | null } | undefined;
+    return Math.max(r?.m ?? 0, this.compactRevision());
+  }
+
+  /** The highest compacted revision. */
+  compactRevision(): number {
+    const r = this.#db.prepare("SELECT v FROM meta WHERE k = 'compact'").get() as { v: number } | undefined;
+    return r?.v ?? 0;
+  }
+
+  /** The latest row of every key that is not deleted. */
+  liveRows(): LogRow[] {
+    const rows = this.#db
+      .prepare(
+        `SELECT k.* FROM kv k JOIN (SELECT coll, id, MAX(rev) AS r FROM kv GROUP BY coll, id) m ON k.rev = m.r
+         WHERE k.deleted = 0 ORDER BY k.rev`,
+      )
+      .all() as unknown as RawRow[];
+    return rows.map(fromRaw);
+  }
+
+  /** Every row after `rev`, with the previous value of its key, in revision order. */
+  historyAfter(rev: number): HistoryRow[] {
+    const rows = this.#db
+      .prepare(
+        `SELECT k.*, p.value AS prev_value FROM kv k LEFT JOIN kv p ON p.rev = k.prev_rev
+         WHERE k.rev > ? ORDER BY k.rev`,
+      )
+      .all(rev) as unknown as RawRow[];
+    return rows.map(fromRaw);
+  }
+
+  /**
+   * Compacts history up to `rev`: drops every row at or below it that is superseded by a newer row of its key,
+   * and tombstones at or below it.
+   */
+  compact(rev: number): void {
+    this.#db.exec("BEGIN");
+    try {
+      this.#db
+        .prepare(
+          `DELETE FROM kv WHERE rev <= ? AND (deleted = 1 OR EXISTS
+             (SELECT 1 FROM kv n WHERE n.coll = kv.coll AND n.id = kv.id AND n.rev > kv.rev AND n.rev <= ?))`,
+        )
+        .run(rev, rev);
+      this.#db
+        .prepare("INSERT INTO meta (k, v) VALUES ('compact', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v")
+        .run(rev);
+      this.#db.exec("COMMIT");
+    } catch (err) {
+      this.#db.exec("ROLLBACK");
+      throw err;
+    }
+  }
+
+  /** Closes the database (a WAL checkpoint happens on close). */
+  close(): void {
+    if (this.#db.isOpen) this.#db.close();
+  }
+}

@@ -1,0 +1,75 @@
+/** Shapes shared by every apiserver module: JSON values and Kubernetes object metadata. */
+
+/** Any JSON value. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** A JSON object. */
+export type JsonObject = { [key: string]: Json };
+
+/** An owner reference (metav1.OwnerReference). */
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+/** ObjectMeta as the server reads and writes it. */
+export interface ObjectMeta {
+  name?: string;
+  generateName?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  deletionGracePeriodSeconds?: number;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  finalizers?: string[];
+  ownerReferences?: OwnerReference[];
+  managedFields?: Json[];
+  [key: string]: unknown;
+}
+
+/** A Kubernetes object: apiVersion, kind, metadata and anything else. */
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: ObjectMeta;
+  [key: string]: unknown;
+}
+
+/** True for a plain JSON object (not an array, not null). */
+export function isObject(v: unknown): v is JsonObject {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** A deep copy of a JSON value. */
+export function clone<T>(v: T): T {
+  return structuredClone(v);
+}
+
+/** Kubernetes timestamp with seconds precision (metav1.Time). */
+export function nowTime(now: number = Date.now()): string {
+  return `${new Date(now).toISOString().slice(0, 19)}Z`;
+}
+
+/** Deep equality of two JSON values (key order ignored). */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    return a.every((x, i) => jsonEqual(x, b[i]));
+  }
+  if (isObject(a) && isObject(b)) {
+    const ka = Object.keys(a).filter((k) => a[k] !== undefined);
+    const kb = Object.keys(b).filter((k) => b[k] !== undefined);
+    if (ka.length !== kb.length) return false;
+    return ka.every((k) => jsonEqual(a[k], b[k]));
+  }
+  return false;
+}
