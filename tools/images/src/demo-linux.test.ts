@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -67,37 +67,50 @@ describe("registerTestGuest()", () => {
 });
 
 describe("cloud-config.awk", () => {
-  it("turns write_files and runcmd into a script that does them", () => {
-    const dir = mkdtempSync(join(tmpdir(), "kvt-cc-"));
-    try {
-      const ud = join(dir, "user-data");
-      writeFileSync(
-        ud,
-        [
-          "#cloud-config",
-          "write_files:",
-          `  - path: ${dir}/out/hello.txt`,
-          "    permissions: '0600'",
-          "    content: |",
-          "      line one",
-          "      it's two",
-          `  - path: ${dir}/out/b64`,
-          "    encoding: b64",
-          "    content: aGVsbG8K",
-          "runcmd:",
-          `  - echo "ran" > ${dir}/out/ran`,
-          `  - [ sh, -c, "echo list >> ${dir}/out/ran" ]`,
-          "",
-        ].join("\n"),
-      );
-      const awk = new URL("./guest/cloud-config.awk", import.meta.url).pathname;
-      const script = execFileSync("awk", ["-f", awk, ud]).toString();
-      execFileSync("sh", ["-c", script]);
-      expect(readFileSync(join(dir, "out/hello.txt"), "utf8")).toBe("line one\nit's two\n");
-      expect(readFileSync(join(dir, "out/b64"), "utf8")).toBe("hello\n");
-      expect(readFileSync(join(dir, "out/ran"), "utf8")).toBe("ran\nlist\n");
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  it.each(["host awk", "the image's busybox awk"])(
+    "turns write_files and runcmd into a script that does them (%s)",
+    { timeout: 300_000 },
+    async (which) => {
+      const dir = mkdtempSync(join(tmpdir(), "kvt-cc-"));
+      try {
+        let awkCmd = ["awk"];
+        if (which !== "host awk") {
+          const built = await buildDemoLinux();
+          const busybox = listCpio(readFileSync(join(built.dir, "initrd.img"))).find((f) => f.path === "bin/busybox");
+          writeFileSync(join(dir, "busybox"), busybox?.data ?? new Uint8Array(), { mode: 0o755 });
+          awkCmd = [join(dir, "busybox"), "awk"];
+        }
+        const ud = join(dir, "user-data");
+        mkdirSync(join(dir, "out"), { recursive: true });
+        rmSync(join(dir, "out"), { recursive: true });
+        writeFileSync(
+          ud,
+          [
+            "#cloud-config",
+            "write_files:",
+            `  - path: ${dir}/out/hello.txt`,
+            "    permissions: '0600'",
+            "    content: |",
+            "      line one",
+            "      it's two",
+            `  - path: ${dir}/out/b64`,
+            "    encoding: b64",
+            "    content: aGVsbG8K",
+            "runcmd:",
+            `  - echo "ran" > ${dir}/out/ran`,
+            `  - [ sh, -c, "echo list >> ${dir}/out/ran" ]`,
+            "",
+          ].join("\n"),
+        );
+        const awk = new URL("./guest/cloud-config.awk", import.meta.url).pathname;
+        const script = execFileSync(awkCmd[0] ?? "awk", [...awkCmd.slice(1), "-f", awk, ud]).toString();
+        execFileSync("sh", ["-c", script]);
+        expect(readFileSync(join(dir, "out/hello.txt"), "utf8")).toBe("line one\nit's two\n");
+        expect(readFileSync(join(dir, "out/b64"), "utf8")).toBe("hello\n");
+        expect(readFileSync(join(dir, "out/ran"), "utf8")).toBe("ran\nlist\n");
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });

@@ -95,9 +95,10 @@ describe("QemuMachine (real QEMU, TCG, demo image)", { timeout: 240_000 }, () =>
     expect(Buffer.from(source.consoleScrollback()).toString("latin1")).toContain(MARKER);
   });
 
-  it("answers echo hi on the serial console and sees the firmware UUID", async () => {
+  it("answers echo hi on the serial console; the guest sees the firmware UUID and the meta-data hostname", async () => {
     const from = sourceConsole.text.length;
-    source.writeConsole(Buffer.from("echo hi; cat /sys/class/dmi/id/product_uuid\n"));
+    source.writeConsole(Buffer.from("echo hi; cat /sys/class/dmi/id/product_uuid; echo host=$(hostname)\n"));
+    await sourceConsole.waitFor(/host=vm-cirros/, 30_000, from);
     await sourceConsole.waitFor(/\r?\nhi\r?\n/, 30_000, from);
     await sourceConsole.waitFor(/5d307ca9-b3ef-428c-8861-06e72d69f223/i, 30_000, from);
   });
