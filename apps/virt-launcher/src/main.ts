@@ -8,7 +8,8 @@
  *   env:     POD_NAME, POD_UID (downward API metadata.name / metadata.uid), NODE_NAME,
  *            KUBEVIRT_SOCKET_DIR (node-wide directory virt-handler lists; else <KUBEVIRT_POD_DIR>),
  *            KUBEVIRT_POD_DIR (the pod's private directory: console log virt-serial0-log, scratch),
- *            KVT_IMAGE_STORE (the local image store containerDisk images resolve through)
+ *            KVT_IMAGE_STORE (the local image store containerDisk images resolve through),
+ *            KUBEVIRT_USE_EMULATION (never | whenNeeded | always: KubeVirt's useEmulation)
  *   socket:  <socket dir>/launcher-<POD_UID, else VMI uid>.sock
  * Exit codes: 0 the guest shut down or migrated away (or SIGTERM before it started), 1 it crashed or was
  * killed, 2 bad arguments, 3 could not serve (socket, VMI lookup).
@@ -21,6 +22,7 @@ import { createLogger, setupTracing } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
 import { startLauncherApp } from "./launcher-app.ts";
+import { parseUseEmulation } from "./machine/backend-choice.ts";
 import { machineFactory } from "./machine/create-machine.ts";
 import { imageStoreResolver } from "./spec/image-store.ts";
 import { toMachineSpec } from "./spec/machine-spec.ts";
@@ -46,6 +48,7 @@ await main({
     "pod-dir": { type: "string" },
     "image-store": { type: "string" },
     "console-log": { type: "string" },
+    "use-emulation": { type: "string" },
     "log-level": { type: "string" },
   },
   details: [
@@ -55,6 +58,7 @@ await main({
     "  --pod-dir DIR         the pod's private directory (env KUBEVIRT_POD_DIR): console log and scratch",
     "  --image-store DIR     the local image store (env KVT_IMAGE_STORE)",
     "  --console-log FILE    the guest console log (default <pod dir>/virt-serial0-log)",
+    "  --use-emulation MODE  never | whenNeeded | always (env KUBEVIRT_USE_EMULATION; default whenNeeded)",
     "Exit codes: 0 shut down or migrated, 1 crashed or killed, 2 bad arguments, 3 could not serve.",
   ],
   async run({ values }, signal) {
@@ -73,6 +77,12 @@ await main({
         if (error instanceof UsageError) throw error;
         throw new ServeError(`cannot read the VMI: ${(error as Error).message}`, { cause: error });
       });
+      let useEmulation: ReturnType<typeof parseUseEmulation>;
+      try {
+        useEmulation = parseUseEmulation(values["use-emulation"] ?? env.KUBEVIRT_USE_EMULATION);
+      } catch (error) {
+        throw new UsageError((error as Error).message);
+      }
       const podDir = values["pod-dir"] ?? env.KUBEVIRT_POD_DIR;
       const socketDir = values["socket-dir"] ?? env.KUBEVIRT_SOCKET_DIR ?? podDir ?? DEFAULT_SOCKET_DIR;
       const workDir = podDir ?? join(tmpdir(), `virt-launcher-${source.identity.uid}`);
@@ -95,7 +105,7 @@ await main({
         socketPath: launcherSocketPath(socketDir, podUid ?? source.identity.uid),
         consoleLogPath: values["console-log"] ?? (podDir ? join(podDir, "virt-serial0-log") : undefined),
         toSpec: (vmi) => toMachineSpec(vmi, { resolveImage: imageStoreResolver(storeRoot), workDir }),
-        createMachine: machineFactory(log),
+        createMachine: machineFactory({ logger: log, useEmulation }),
         logger: log,
       }).catch((error: unknown) => {
         throw new ServeError(`cannot serve launcher-rpc: ${(error as Error).message}`, { cause: error });

@@ -30,7 +30,13 @@ import {
   type SyncRequest,
 } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
-import type { Machine, MachineSpec, MachineState, MigrationOptions } from "../machine/machine.ts";
+import {
+  type Machine,
+  type MachineSpec,
+  type MachineState,
+  MachineUnsupportedError,
+  type MigrationOptions,
+} from "../machine/machine.ts";
 import type { ConsoleHub } from "./console-hub.ts";
 
 /** A built machine and how it was chosen (for the SoftwareEmulation condition). */
@@ -107,6 +113,9 @@ export class DomainManager implements LauncherService {
         ? { backend: this.#built.machine.backend, emulated: this.#built.emulated, backendReason: this.#built.reason }
         : {}),
       ...(this.#startedAt ? { startedAt: this.#startedAt } : {}),
+      ...(this.#built?.machine.notMigratableReason
+        ? { notMigratableReason: this.#built.machine.notMigratableReason }
+        : {}),
       ...(this.#migration ? { migration: this.#migration } : {}),
     };
   }
@@ -115,7 +124,17 @@ export class DomainManager implements LauncherService {
     if (this.#state !== "NoDomain") return this.info(); // idempotent: the handler re-syncs freely
     const built = await this.#build(request.vmi);
     if (this.#state === "NoDomain") {
-      await built.machine.start();
+      try {
+        await built.machine.start();
+      } catch (error) {
+        // A guest that cannot start will not start on a retry either: report it, so the VMI fails with the reason.
+        this.#transition(
+          "Crashed",
+          "crashed",
+          `start failed: ${error instanceof Error ? error.message : String(error)}`,
+        );
+        return this.info();
+      }
       this.#startedAt = new Date().toISOString();
       this.#transition("Running", "started");
     }
@@ -124,17 +143,17 @@ export class DomainManager implements LauncherService {
 
   async pause(): Promise<void> {
     const machine = this.#require("Running", "pause");
-    await machine.pause();
+    await asConflict(machine.pause());
   }
 
   async unpause(): Promise<void> {
     const machine = this.#require("Paused", "unpause");
-    await machine.resume();
+    await asConflict(machine.resume());
   }
 
   async softReboot(): Promise<void> {
     const machine = this.#require("Running", "soft-reboot");
-    await machine.softReboot();
+    await asConflict(machine.softReboot());
   }
 
   async shutdown(request: ShutdownRequest): Promise<void> {
@@ -156,7 +175,7 @@ export class DomainManager implements LauncherService {
     const built = await this.#build(request.vmi);
     this.#migration = { migrationUid: request.migrationUid, role: "target", phase: "Preparing" };
     this.#state = "IncomingMigration";
-    const target = await built.machine.prepareIncoming();
+    const target = await asConflict(built.machine.prepareIncoming());
     this.#migration = {
       ...this.#migration,
       phase: "Ready",
@@ -250,7 +269,11 @@ export class DomainManager implements LauncherService {
       throw new LauncherRpcError("BadRequest", (error as Error).message, { cause: error });
     }
     this.#memoryBytes = spec.memoryBytes;
-    const built = await this.#deps.createMachine(spec);
+    const built = await this.#deps.createMachine(spec).catch((error: unknown) => {
+      if (error instanceof MachineUnsupportedError)
+        throw new LauncherRpcError("BadRequest", error.message, { cause: error });
+      throw error;
+    });
     this.#built = built;
     this.#deps.console.attach(built.machine);
     built.machine.on("state", (state, reason) => this.#onMachineState(state, reason));
@@ -320,4 +343,15 @@ export function nextDomainState(
   if (machine === "stopped") return { state: "Shutdown", transition: "shutdown", reason: reason ?? "GuestShutdown" };
   if (machine === "crashed") return { state: "Crashed", transition: "crashed", reason: reason ?? "crashed" };
   return undefined;
+}
+
+/** A request the backend cannot honour is a 409, as in KubeVirt; anything else stays an internal error. */
+async function asConflict<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    if (error instanceof MachineUnsupportedError)
+      throw new LauncherRpcError("Conflict", error.message, { cause: error });
+    throw error;
+  }
 }

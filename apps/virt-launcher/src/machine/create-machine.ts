@@ -1,27 +1,47 @@
 /**
- * Builds the guest's Machine with the backend chosen for it. The choice (KubeVirt's `useEmulation`: never / when
- * needed / always) belongs to backend-choice.ts (issue 7); until it lands every guest goes to the native VMM, whose
- * adapter lives in ./native/ once libs/vmm exports its Vm. A backend that is not built in fails the sync with
- * `Unavailable` and a message saying so, never with a pretend guest.
+ * Builds the guest's Machine with the backend chosen for it (backend-choice.ts: KubeVirt's `useEmulation`,
+ * never / whenNeeded / always, against what this host's KVM can run): the native VMM (./native/) or QEMU in TCG
+ * mode (./qemu/). A guest that can run nowhere fails with the chooser's reason; one the chosen backend cannot
+ * boot fails with the backend's. Both surface as MachineUnsupportedError, which the launcher answers with
+ * BadRequest so the handler fails the VMI with that message.
  */
-import { LauncherRpcError } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
+import { nativeVmm, type Vmm } from "@kvt/vmm";
 import type { BuiltMachine } from "../domain/domain-manager.ts";
-import type { MachineSpec } from "./machine.ts";
+import { chooseBackend, type HostVirt, probeHostVirt, type UseEmulation } from "./backend-choice.ts";
+import { type MachineSpec, MachineUnsupportedError } from "./machine.ts";
+import { NativeMachine } from "./native/native-machine.ts";
+import { QemuMachine } from "./qemu/qemu-machine.ts";
 
 /** Creates (does not start) the machine for `spec`. */
 export type MachineFactory = (spec: MachineSpec) => Promise<BuiltMachine>;
 
-/** The launcher's machine factory for this build. */
-export function machineFactory(logger: Logger): MachineFactory {
+/** What the factory decides with; tests inject the host and a fake VMM. */
+export interface MachineFactoryOptions {
+  readonly logger: Logger;
+  readonly useEmulation: UseEmulation;
+  readonly host?: HostVirt;
+  readonly vmm?: Vmm;
+}
+
+/** The launcher's machine factory. */
+export function machineFactory(options: MachineFactoryOptions): MachineFactory {
   return async (spec) => {
-    logger.info(
-      { vmi: spec.vmiKey, pvmSafe: spec.boot.pvmSafe },
-      "choosing the native backend (no backend choice yet)",
-    );
-    throw new LauncherRpcError(
-      "Unavailable",
-      "the native VMM backend is not built into this launcher yet (libs/vmm exports no Vm)",
-    );
+    const host = options.host ?? probeHostVirt();
+    const choice = chooseBackend(options.useEmulation, host, { pvmSafe: spec.boot.pvmSafe });
+    if (!choice.ok) throw new MachineUnsupportedError(`${choice.reason}: ${choice.message}`);
+    options.logger.info({ backend: choice.backend, emulation: choice.emulation, host }, "backend chosen");
+    if (choice.backend === "qemu") {
+      return {
+        machine: new QemuMachine(spec, { logger: options.logger }),
+        emulated: true,
+        reason: choice.emulation?.message ?? "software emulation (QEMU TCG)",
+      };
+    }
+    return {
+      machine: new NativeMachine(spec, options.vmm ?? nativeVmm, options.logger),
+      emulated: false,
+      reason: "native VMM on KVM",
+    };
   };
 }

@@ -116,10 +116,20 @@ export interface MigrationResult {
   readonly iterations: number;
 }
 
+/**
+ * A request this backend cannot honour for this guest (e.g. soft reboot without ACPI or a guest agent); the launcher
+ * answers it with 409 Conflict, as KubeVirt does, instead of an internal error. (Added for issue 9.)
+ */
+export class MachineUnsupportedError extends Error {
+  override readonly name = "MachineUnsupportedError";
+}
+
 /** One guest, whatever runs it. */
 export interface Machine {
   readonly backend: MachineBackend;
   readonly state: MachineState;
+  /** Why this guest cannot be live-migrated on this backend, when it cannot (LiveMigratable=False). Added for issue 9. */
+  readonly notMigratableReason?: string;
   /** Boots the guest. Resolves once the guest is executing. */
   start(): Promise<void>;
   pause(): Promise<void>;
