@@ -63,7 +63,7 @@ describe("start", () => {
     await startVm(target(cluster), {});
     expect(cluster.vms.get("default/vm1")?.status?.stateChangeRequests).toEqual([
       { action: "Stop", uid: "uid-vmi-vm1" },
-      { action: "Start", data: {} },
+      { action: "Start" },
     ]);
   });
 
@@ -114,6 +114,14 @@ describe("start", () => {
       code: 500,
       message: "Internal error occurred: unable to complete request: stop/start already underway",
     });
+  });
+
+  it("a missing stateChangeRequests member is added without a test (portable to strict RFC 6902 servers)", async () => {
+    const cluster = new FakeCluster().addVm(newVm("vm1", { runStrategy: "Manual" }, { created: false }));
+    await startVm(target(cluster), {});
+    expect(cluster.writes[0]?.body).toEqual([
+      { op: "add", path: "/status/stateChangeRequests", value: [{ action: "Start" }] },
+    ]);
   });
 
   it("a lost test race (the API server's 422) becomes 409", async () => {

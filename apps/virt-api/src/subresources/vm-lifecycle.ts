@@ -11,32 +11,26 @@
  *   restart: anything but Halted/Once, with a VMI --(Stop(uid)+Start requests)-->
  *   migrate: VMI Running --(create VMIM generateName kubevirt-migrate-vm-)-->
  */
+
+import {
+  type JsonPatchOp as ApiJsonPatchOp,
+  type VirtualMachine as ApiVm,
+  type VirtualMachineInstance as ApiVmi,
+  type LifecycleError,
+  type LifecyclePlan,
+  type LifecycleResult,
+  planRestart,
+  planStart,
+  planStop,
+  VM_NOT_RUNNING,
+} from "@kvt/api";
 import { type ClusterClient, isPatchTestFailure } from "../kube/cluster-client.ts";
 import { ApiError, badRequest, conflict, internalError, kubevirtResource, notFound } from "../kube/status.ts";
-import {
-  hasCondition,
-  isFinalPhase,
-  type JsonPatchOp,
-  type VirtualMachine,
-  type VirtualMachineInstance,
-} from "../kube/types.ts";
-import {
-  ChangeUnderwayError,
-  changeRequestPatch,
-  gracePeriodPatch,
-  RunStrategy,
-  runningPatch,
-  runStrategyOf,
-} from "./patches.ts";
+import type { JsonPatchOp, VirtualMachine, VirtualMachineInstance } from "../kube/types.ts";
+import { gracePeriodPatch } from "./patches.ts";
 
 const VM = kubevirtResource("virtualmachine");
 const VMI = kubevirtResource("virtualmachineinstance");
-
-/** KubeVirt's `vmNotRunning`. */
-export const VM_NOT_RUNNING = "VM is not running";
-/** KubeVirt's `volumeMigrationManualRecoveryRequiredErr`. */
-export const MANUAL_RECOVERY_REQUIRED =
-  "VM recovery required: Volume migration failed, leaving some volumes pointing to non-consistent targets; manual intervention is needed to reassign them to their original volumes.";
 
 /** Body of `start` (StartOptions). */
 export interface StartOptions {
@@ -89,26 +83,6 @@ async function fetchVmi(t: VmTarget): Promise<VirtualMachineInstance | undefined
   }
 }
 
-function strategyOrThrow(vm: VirtualMachine): string {
-  try {
-    return runStrategyOf(vm);
-  } catch (error) {
-    throw new ApiError(internalError((error as Error).message));
-  }
-}
-
-function changeRequestOrThrow(
-  vm: VirtualMachine,
-  ...changes: Parameters<typeof changeRequestPatch>[1][]
-): JsonPatchOp[] {
-  try {
-    return changeRequestPatch(vm, ...changes);
-  } catch (error) {
-    if (error instanceof ChangeUnderwayError) throw new ApiError(internalError(error.message));
-    throw error;
-  }
-}
-
 /** Runs a patch, mapping a lost `test` race to 409 and anything else to 500 (KubeVirt's `patchErr` handling). */
 async function writePatch(name: string, write: () => Promise<void>): Promise<void> {
   try {
@@ -119,135 +93,113 @@ async function writePatch(name: string, write: () => Promise<void>): Promise<voi
   }
 }
 
-function isLive(vmi: VirtualMachineInstance | undefined): boolean {
-  const phase = vmi?.status?.phase;
-  return vmi !== undefined && !isFinalPhase(phase) && phase !== "Unknown" && phase !== undefined && phase !== "";
+/** A refusal from @kvt/api's plan, as the Status virt-api answers. */
+function refusal(error: LifecycleError, name: string): ApiError {
+  if (error.code === 409)
+    return new ApiError(conflict(VM, name, error.message.replace(/^Operation cannot be fulfilled on [^:]+: /, "")));
+  if (error.code === 400) return new ApiError(badRequest(error.message));
+  return new ApiError(internalError(error.message.replace(/^Internal error occurred: /, "")));
 }
 
-/** PUT `start`. Resolves when the write is accepted (202). */
-export async function startVm(t: VmTarget, options: StartOptions): Promise<void> {
-  const vm = await fetchVm(t);
-  const vmi = await fetchVmi(t);
-  if (isLive(vmi)) throw new ApiError(conflict(VM, t.name, "VM is already running"));
-  if (hasCondition(vm.status?.conditions, "ManualRecoveryRequired", "True")) {
-    throw new ApiError(conflict(VM, t.name, MANUAL_RECOVERY_REQUIRED));
-  }
-  const data: Record<string, string> = options.paused ? { paused: "true" } : {};
-  const dryRun = isDryRun(options.dryRun);
-  const strategy = strategyOrThrow(vm);
-  switch (strategy) {
-    case RunStrategy.Halted: {
-      const startsPaused = vm.spec.template?.spec.startStrategy === "Paused";
-      if (options.paused && !startsPaused) {
-        const patch = changeRequestOrThrow(vm, { action: "Start", data });
-        return writePatch(t.name, () => t.client.patchVmStatus(t.namespace, t.name, patch, dryRun));
-      }
-      const patch = runningPatch(vm, true);
-      return writePatch(t.name, () => t.client.patchVm(t.namespace, t.name, patch, dryRun));
+/**
+ * Adapts a plan's patch to RFC 6902 servers: KubeVirt guards a missing member with `test` against null, which
+ * kube-apiserver's JSON-patch library accepts but a strict RFC 6902 implementation rejects; for a member that is
+ * absent from the object we read, drop that `test` and turn the following `replace` into an `add`.
+ */
+export function portablePatch(doc: unknown, ops: readonly ApiJsonPatchOp[]): JsonPatchOp[] {
+  const absent = new Set<string>();
+  const out: JsonPatchOp[] = [];
+  for (const op of ops) {
+    if (op.op === "test" && (op.value === null || op.value === undefined) && !hasPath(doc, op.path)) {
+      absent.add(op.path);
+      continue;
     }
-    case RunStrategy.RerunOnFailure:
-    case RunStrategy.Manual: {
-      const phase = vmi?.status?.phase;
-      if (strategy === RunStrategy.RerunOnFailure && phase === "Failed") {
-        throw new ApiError(conflict(VM, t.name, "RerunOnFailure does not support starting VM from failed state"));
-      }
-      const needsRestart =
-        vmi !== undefined &&
-        ((strategy === RunStrategy.RerunOnFailure && phase === "Succeeded") ||
-          (strategy === RunStrategy.Manual && isFinalPhase(phase)));
-      const start = { action: "Start" as const, data };
-      const patch = needsRestart
-        ? changeRequestOrThrow(vm, { action: "Stop", uid: vmi?.metadata.uid }, start)
-        : changeRequestOrThrow(vm, start);
-      return writePatch(t.name, () => t.client.patchVmStatus(t.namespace, t.name, patch, dryRun));
-    }
-    default:
-      throw new ApiError(conflict(VM, t.name, `${strategy} does not support manual start requests`));
+    if (op.op === "remove") out.push({ op: "remove", path: op.path });
+    else out.push({ op: op.op === "replace" && absent.has(op.path) ? "add" : op.op, path: op.path, value: op.value });
   }
+  return out;
 }
 
-/** PUT `stop`. */
-export async function stopVm(t: VmTarget, options: StopOptions): Promise<void> {
-  const vm = await fetchVm(t);
-  const strategy = strategyOrThrow(vm);
-  const vmi = await fetchVmi(t);
-  const dryRun = isDryRun(options.dryRun);
-  const running = vmi !== undefined && !isFinalPhase(vmi.status?.phase);
-  let oldGrace = 0;
-  if (running && options.gracePeriod !== undefined) {
-    oldGrace = vmi.spec.terminationGracePeriodSeconds ?? 0;
-    const patch = gracePeriodPatch(vmi, options.gracePeriod);
+function hasPath(doc: unknown, pointer: string): boolean {
+  let at: unknown = doc;
+  for (const token of pointer.split("/").slice(1)) {
+    const key = token.replaceAll("~1", "/").replaceAll("~0", "~");
+    if (typeof at !== "object" || at === null || !(key in at)) return false;
+    at = (at as Record<string, unknown>)[key];
+  }
+  return true;
+}
+
+/** Applies an accepted plan: VMI grace period first, then the VM spec or status patch. */
+async function applyPlan(
+  t: VmTarget,
+  vm: VirtualMachine,
+  vmi: VirtualMachineInstance | undefined,
+  plan: LifecyclePlan,
+  dryRun: boolean,
+): Promise<void> {
+  const oldGrace = vmi?.spec.terminationGracePeriodSeconds;
+  if (plan.vmiGracePeriodSeconds !== undefined && vmi) {
     try {
-      await t.client.patchVmi(t.namespace, t.name, patch, dryRun);
+      await t.client.patchVmi(t.namespace, t.name, gracePeriodPatch(vmi, plan.vmiGracePeriodSeconds), dryRun);
     } catch (error) {
       throw new ApiError(internalError((error as Error).message));
     }
   }
-  const stopRequest = (): JsonPatchOp[] => changeRequestOrThrow(vm, { action: "Stop", uid: vmi?.metadata.uid });
-  switch (strategy) {
-    case RunStrategy.Halted: {
-      if (!running) throw new ApiError(conflict(VM, t.name, VM_NOT_RUNNING));
-      const shorter =
-        options.gracePeriod !== undefined &&
-        (vmi.spec.terminationGracePeriodSeconds === undefined || options.gracePeriod < oldGrace);
-      if (!shorter) {
-        throw new ApiError(
-          conflict(VM, t.name, "Halted only supports manual stop requests with a shorter graceperiod"),
-        );
-      }
-      const patch = stopRequest();
-      return writePatch(t.name, () => t.client.patchVmStatus(t.namespace, t.name, patch, dryRun));
-    }
-    case RunStrategy.RerunOnFailure:
-    case RunStrategy.Manual: {
-      if (!running) throw new ApiError(conflict(VM, t.name, VM_NOT_RUNNING));
-      const patch = stopRequest();
-      return writePatch(t.name, () => t.client.patchVmStatus(t.namespace, t.name, patch, dryRun));
-    }
-    default: {
-      const patch = runningPatch(vm, false);
-      return writePatch(t.name, () => t.client.patchVm(t.namespace, t.name, patch, dryRun));
-    }
-  }
-}
-
-/** PUT `restart`. Only a grace period of 0 (force) is accepted; force sets the VMI's grace period to 1 s first. */
-export async function restartVm(t: VmTarget, options: RestartOptions): Promise<void> {
-  const grace = options.gracePeriodSeconds;
-  if (grace !== undefined && grace > 0) {
-    throw new ApiError(badRequest("For force restart, only gracePeriod=0 is supported for now"));
-  }
-  if (grace !== undefined && grace < 0) throw new ApiError(badRequest("gracePeriod has to be greater or equal to 0"));
-  const vm = await fetchVm(t);
-  if (hasCondition(vm.status?.conditions, "VolumesChange", "True")) {
-    throw new ApiError(conflict(VM, t.name, MANUAL_RECOVERY_REQUIRED));
-  }
-  const strategy = strategyOrThrow(vm);
-  if (strategy === RunStrategy.Halted || strategy === RunStrategy.Once) {
-    throw new ApiError(conflict(VM, t.name, `RunStategy ${strategy} does not support manual restart requests`));
-  }
-  const vmi = await fetchVmi(t);
-  if (!vmi) throw new ApiError(conflict(VM, t.name, `VM is not running: ${RunStrategy.Halted}`));
-  const dryRun = isDryRun(options.dryRun);
-  const force = grace === 0;
-  const oldGrace = vmi.spec.terminationGracePeriodSeconds;
-  if (force) {
-    try {
-      await t.client.patchVmi(t.namespace, t.name, gracePeriodPatch(vmi, 1), dryRun);
-    } catch (error) {
-      throw new ApiError(internalError((error as Error).message));
-    }
-  }
-  const patch = changeRequestOrThrow(vm, { action: "Stop", uid: vmi.metadata.uid }, { action: "Start" });
   try {
-    await writePatch(t.name, () => t.client.patchVmStatus(t.namespace, t.name, patch, dryRun));
+    if (plan.vmPatch) {
+      const patch = portablePatch(vm, plan.vmPatch);
+      await writePatch(t.name, () => t.client.patchVm(t.namespace, t.name, patch, dryRun));
+    }
+    if (plan.vmStatusPatch) {
+      const patch = portablePatch(vm, plan.vmStatusPatch);
+      await writePatch(t.name, () => t.client.patchVmStatus(t.namespace, t.name, patch, dryRun));
+    }
   } catch (error) {
-    if (force && oldGrace !== undefined) {
-      const rollback = gracePeriodPatch({ ...vmi, spec: { ...vmi.spec, terminationGracePeriodSeconds: 1 } }, oldGrace);
-      await t.client.patchVmi(t.namespace, t.name, rollback, dryRun).catch(() => undefined);
+    if (plan.vmiGracePeriodSeconds !== undefined && vmi && oldGrace !== undefined) {
+      const changed = { ...vmi, spec: { ...vmi.spec, terminationGracePeriodSeconds: plan.vmiGracePeriodSeconds } };
+      await t.client.patchVmi(t.namespace, t.name, gracePeriodPatch(changed, oldGrace), dryRun).catch(() => undefined);
     }
     throw error;
   }
+}
+
+type Planner<O> = (vm: ApiVm, vmi: ApiVmi | undefined, opts: O) => LifecycleResult;
+
+async function runPlan<O>(t: VmTarget, planner: Planner<O>, opts: O, dryRun: string[] | undefined): Promise<void> {
+  const vm = await fetchVm(t);
+  const vmi = await fetchVmi(t);
+  const result = planner(vm as unknown as ApiVm, vmi as unknown as ApiVmi | undefined, opts);
+  if (!result.ok) throw refusal(result.error, t.name);
+  await applyPlan(t, vm, vmi, result.plan, isDryRun(dryRun));
+}
+
+/** PUT `start` (@kvt/api `planStart`). Resolves when the write is accepted (202). */
+export async function startVm(t: VmTarget, options: StartOptions): Promise<void> {
+  await runPlan(t, planStart, { paused: options.paused === true }, options.dryRun);
+}
+
+/** PUT `stop` (@kvt/api `planStop`). */
+export async function stopVm(t: VmTarget, options: StopOptions): Promise<void> {
+  await runPlan(
+    t,
+    planStop,
+    options.gracePeriod === undefined ? {} : { gracePeriod: options.gracePeriod },
+    options.dryRun,
+  );
+}
+
+/** PUT `restart` (@kvt/api `planRestart`): only a grace period of 0 (force) is accepted. */
+export async function restartVm(t: VmTarget, options: RestartOptions): Promise<void> {
+  const grace = options.gracePeriodSeconds;
+  if (grace !== undefined && grace !== 0) {
+    // Refused before any read, as KubeVirt does.
+    const result = planRestart({ metadata: { name: t.name }, spec: {} } as unknown as ApiVm, undefined, {
+      gracePeriodSeconds: grace,
+    });
+    if (!result.ok) throw refusal(result.error, t.name);
+  }
+  await runPlan(t, planRestart, grace === undefined ? {} : { gracePeriodSeconds: grace }, options.dryRun);
 }
 
 /** PUT `migrate`: creates a VMIM (generateName `kubevirt-migrate-vm-`) for the VM's running VMI. */

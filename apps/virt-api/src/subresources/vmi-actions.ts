@@ -3,6 +3,8 @@
  * plus the console precondition. Each fetches the VMI as the caller, checks KubeVirt's preconditions
  * (`lifecycle.go`, `subresource.go`, `console.go`) and only then calls the VMI's virt-handler.
  */
+
+import { VM_NOT_RUNNING } from "@kvt/api";
 import type { HandlerClient } from "../handler/handler-client.ts";
 import type { ClusterClient } from "../kube/cluster-client.ts";
 import {
@@ -16,7 +18,6 @@ import {
   type Status,
 } from "../kube/status.ts";
 import { hasCondition, type VirtualMachineInstance } from "../kube/types.ts";
-import { VM_NOT_RUNNING } from "./vm-lifecycle.ts";
 
 const VM = kubevirtResource("virtualmachine");
 const VMI = kubevirtResource("virtualmachineinstance");

@@ -37,11 +37,16 @@ export interface AdmissionResponse {
   readonly warnings?: string[];
 }
 
-/** What an admitter decides. */
+/** What an admitter decides: allow (with an optional patch), or deny with a Status. */
 export type AdmitResult =
   | { readonly allowed: true; readonly patch?: readonly JsonPatchOp[]; readonly warnings?: readonly string[] }
-  | { readonly allowed: false; readonly causes: readonly StatusCause[] }
-  | { readonly allowed: false; readonly message: string; readonly code: number };
+  | {
+      readonly allowed: false;
+      readonly code: number;
+      readonly reason?: string;
+      readonly message: string;
+      readonly causes?: readonly StatusCause[];
+    };
 
 /** One webhook's logic. */
 export type Admitter = (request: AdmissionRequest) => Promise<AdmitResult>;
@@ -87,26 +92,30 @@ export function reviewResponse(request: AdmissionRequest, result: AdmitResult): 
         : {}),
       ...(result.warnings?.length ? { warnings: [...result.warnings] } : {}),
     };
-  } else if ("causes" in result) {
+  } else {
     response = {
       uid: request.uid,
       allowed: false,
       status: {
-        code: 422,
-        reason: "Invalid",
-        message: result.causes.map((c) => c.message ?? "").join(", "),
-        details: { causes: [...result.causes] },
+        code: result.code,
+        ...(result.reason ? { reason: result.reason } : {}),
+        message: result.message,
+        ...(result.causes?.length ? { details: { causes: [...result.causes] } } : {}),
       },
     };
-  } else {
-    response = { uid: request.uid, allowed: false, status: { code: result.code, message: result.message } };
   }
   return { apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", response };
 }
 
-/** A denial from causes (422 Invalid). */
+/** A denial from causes (422 Invalid, messages joined by ", " as KubeVirt's `ToAdmissionResponse`). */
 export function deny(...causes: StatusCause[]): AdmitResult {
-  return { allowed: false, causes };
+  return {
+    allowed: false,
+    code: 422,
+    reason: "Invalid",
+    message: causes.map((c) => c.message ?? "").join(", "),
+    causes,
+  };
 }
 
 /** A cause; `reason` defaults to FieldValueInvalid. */
