@@ -167,7 +167,12 @@ export type { AdmissionDenial } from "./validation/causes.ts";
 export { CAUSE_TYPE, cause, denialFromCauses, denialFromError, FieldPath, path } from "./validation/causes.ts";
 export { dns1123LabelErrors, dns1123SubdomainErrors } from "./validation/dns.ts";
 export type { MigrationCreateContext } from "./validation/migration-validation.ts";
-export { admitMigrationCreate, admitMigrationUpdate } from "./validation/migration-validation.ts";
+export {
+  admitMigrationCreate,
+  admitMigrationUpdate,
+  MAX_DOWNTIME_MS_LIMIT,
+  validateMigrationPolicy,
+} from "./validation/migration-validation.ts";
 export type { ClusterConfig } from "./validation/validation-config.ts";
 // Cluster settings defaulting and validation depend on, with KubeVirt's defaults.
 export { DEFAULT_CLUSTER_CONFIG } from "./validation/validation-config.ts";

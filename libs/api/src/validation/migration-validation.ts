@@ -6,8 +6,14 @@
  */
 import { isDeepStrictEqual } from "node:util";
 import { LABEL, VMI_CONDITION } from "../constants.ts";
-import type { VirtualMachineInstance, VirtualMachineInstanceMigration } from "../types.ts";
-import { type AdmissionDenial, CAUSE_TYPE, cause, denialFromCauses, denialFromError } from "./causes.ts";
+import type {
+  MigrationPolicy,
+  StatusCause,
+  VirtualMachineInstance,
+  VirtualMachineInstanceMigration,
+} from "../types.ts";
+import { type AdmissionDenial, CAUSE_TYPE, cause, denialFromCauses, denialFromError, FieldPath } from "./causes.ts";
+import { readQuantity } from "./quantities.ts";
 
 /** What the create check needs to know about the cluster. */
 export interface MigrationCreateContext {
@@ -81,4 +87,31 @@ export function admitMigrationUpdate(
     }
   }
   return undefined;
+}
+
+/** The largest switchover downtime QEMU accepts, in milliseconds. */
+export const MAX_DOWNTIME_MS_LIMIT = 2_000_000;
+
+/**
+ * A MigrationPolicy (KubeVirt `migrationpolicy-admitter.go`): completionTimeoutPerGiB and bandwidthPerMigration not
+ * negative, bandwidth a valid quantity, maxDowntimeMs within 1..2000000. KubeVirt only lets maxDowntimeMs change
+ * behind its stall-detection/downtime-tuning gates; downtime control is ours by design, so it is always allowed here.
+ */
+export function validateMigrationPolicy(policy: MigrationPolicy): StatusCause[] {
+  const causes: StatusCause[] = [];
+  const spec = policy.spec;
+  if (!spec || typeof spec !== "object") return [cause(CAUSE_TYPE.required, "spec is a required field", "spec")];
+  if (!spec.selectors) causes.push(cause(CAUSE_TYPE.required, "spec.selectors is a required field", "spec.selectors"));
+  if (spec.completionTimeoutPerGiB !== undefined && spec.completionTimeoutPerGiB < 0) {
+    causes.push(cause(CAUSE_TYPE.invalid, "must not be negative", "spec.completionTimeoutPerGiB"));
+  }
+  if (spec.maxDowntimeMs !== undefined && (spec.maxDowntimeMs < 1 || spec.maxDowntimeMs > MAX_DOWNTIME_MS_LIMIT)) {
+    causes.push(cause(CAUSE_TYPE.invalid, `must be between 1 and ${MAX_DOWNTIME_MS_LIMIT}`, "spec.maxDowntimeMs"));
+  }
+  if (spec.bandwidthPerMigration !== undefined) {
+    const f = new FieldPath("spec.bandwidthPerMigration");
+    const q = readQuantity(spec.bandwidthPerMigration, f, causes);
+    if (q && q.unscaled < 0n) causes.push(cause(CAUSE_TYPE.invalid, "must not be negative", String(f)));
+  }
+  return causes;
 }

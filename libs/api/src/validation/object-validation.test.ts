@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { vm, vmi } from "../testdata/objects.ts";
 import type { StatusCause, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration } from "../types.ts";
 import { denialFromCauses } from "./causes.ts";
-import { admitMigrationCreate, admitMigrationUpdate } from "./migration-validation.ts";
+import { admitMigrationCreate, admitMigrationUpdate, validateMigrationPolicy } from "./migration-validation.ts";
 import { validateVm } from "./vm-validation.ts";
 import { validateVmiCreate, validateVmiUpdate } from "./vmi-validation.ts";
 
@@ -257,5 +257,45 @@ describe("VMIM admission", () => {
       admitMigrationUpdate({ ...old, metadata: { name: "m", labels: { "kubevirt.io/vmi-name": "x" } } }, old)?.message,
     ).toBe("selector label can't be modified on an in-flight migration");
     expect(admitMigrationUpdate(structuredClone(old), old)).toBeUndefined();
+  });
+});
+
+describe("MigrationPolicy validation", () => {
+  const base = { metadata: { name: "p" }, spec: { selectors: { virtualMachineInstanceSelector: { tier: "db" } } } };
+  it.each<[string, Record<string, unknown>, StatusCause[]]>([
+    ["valid", {}, []],
+    [
+      "negative completion timeout",
+      { completionTimeoutPerGiB: -1 },
+      [cause("FieldValueInvalid", "must not be negative", "spec.completionTimeoutPerGiB")],
+    ],
+    [
+      "negative bandwidth",
+      { bandwidthPerMigration: "-1Mi" },
+      [cause("FieldValueInvalid", "must not be negative", "spec.bandwidthPerMigration")],
+    ],
+    [
+      "bandwidth not a quantity",
+      { bandwidthPerMigration: "fast" },
+      [
+        cause(
+          "FieldValueInvalid",
+          "spec.bandwidthPerMigration 'fast': quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+          "spec.bandwidthPerMigration",
+        ),
+      ],
+    ],
+    [
+      "downtime 0",
+      { maxDowntimeMs: 0 },
+      [cause("FieldValueInvalid", "must be between 1 and 2000000", "spec.maxDowntimeMs")],
+    ],
+    [
+      "downtime too large",
+      { maxDowntimeMs: 2_000_001 },
+      [cause("FieldValueInvalid", "must be between 1 and 2000000", "spec.maxDowntimeMs")],
+    ],
+  ])("%s", (_n, extra, want) => {
+    expect(validateMigrationPolicy({ ...base, spec: { ...base.spec, ...extra } })).toEqual(want);
   });
 });
