@@ -8,15 +8,23 @@
  *                                    └──────────────────── API server (writes) <─────────────────────────┘
  * ```
  */
-import type { ObjectKey, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration } from "@kvt/api";
+import {
+  LABEL,
+  type MigrationPolicy,
+  type ObjectKey,
+  objectKey,
+  type VirtualMachine,
+  type VirtualMachineInstance,
+  type VirtualMachineInstanceMigration,
+} from "@kvt/api";
 import {
   CORE_V1,
   type CoreEvent,
-  controllerOwnerIndex,
   EventRecorder,
   Expectations,
   Informer,
   KUBEVIRT_V1,
+  type KubeObject,
   labelIndex,
   type Node,
   type Pod,
@@ -29,8 +37,19 @@ import {
 import type { Tracer } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
+import { EvacuationController } from "./evacuation/evacuation-controller.ts";
+import { MigrationController } from "./migration/migration-controller.ts";
+import { NodeController } from "./node/node-controller.ts";
 import { VmController } from "./vm/vm-controller.ts";
 import { VmiController } from "./vmi/vmi-controller.ts";
+
+const ACTIVE_PHASES: ReadonlySet<string> = new Set([
+  "Scheduling",
+  "Scheduled",
+  "PreparingTarget",
+  "TargetReady",
+  "Running",
+]);
 
 /** What the app needs of an informer to run it. */
 interface Lifecycle {
@@ -66,76 +85,135 @@ export class VirtControllerApp {
   /** Starts informers, waits for their first lists, then starts the controllers. Stop with {@link stop}. */
   async start(): Promise<void> {
     const { transport, logger } = this.#o;
-    const vmClient = resourceClient<VirtualMachine>(transport, KUBEVIRT_V1.virtualMachines);
-    const vmiClient = resourceClient<VirtualMachineInstance>(transport, KUBEVIRT_V1.virtualMachineInstances);
-    const podClient = resourceClient<Pod>(transport, CORE_V1.pods);
+    const c = {
+      vms: resourceClient<VirtualMachine>(transport, KUBEVIRT_V1.virtualMachines),
+      vmis: resourceClient<VirtualMachineInstance>(transport, KUBEVIRT_V1.virtualMachineInstances),
+      migrations: resourceClient<VirtualMachineInstanceMigration>(
+        transport,
+        KUBEVIRT_V1.virtualMachineInstanceMigrations,
+      ),
+      pods: resourceClient<Pod>(transport, CORE_V1.pods),
+      nodes: resourceClient<Node>(transport, CORE_V1.nodes),
+    };
     const eventClient = resourceClient<CoreEvent>(transport, CORE_V1.events);
-
-    const vms = this.#informer(new Informer<VirtualMachine>({ client: vmClient, logger }));
+    const vms = this.#informer(new Informer<VirtualMachine>({ client: c.vms, logger }));
     const vmis = this.#informer(
       new Informer<VirtualMachineInstance>({
-        client: vmiClient,
+        client: c.vmis,
         logger,
-        indexers: { node: (v) => (v.status?.nodeName ? [v.status.nodeName] : []), owner: controllerOwnerIndex },
+        indexers: { node: (v) => (v.status?.nodeName ? [v.status.nodeName] : []) },
       }),
     );
     const pods = this.#informer(
       new Informer<Pod>({
-        client: podClient,
+        client: c.pods,
         logger,
-        selector: { labelSelector: "kubevirt.io=virt-launcher" },
-        indexers: {
-          createdBy: labelIndex("kubevirt.io/created-by"),
-          node: (p) => (p.spec?.nodeName ? [p.spec.nodeName] : []),
-        },
+        selector: { labelSelector: `${LABEL.app}=virt-launcher` },
+        indexers: { createdBy: labelIndex(LABEL.createdBy), migration: labelIndex(LABEL.migrationJob) },
       }),
     );
-    // Watched now so the migration, node and evacuation controllers share them.
-    this.#informer(
-      new Informer<VirtualMachineInstanceMigration>({
-        client: resourceClient(transport, KUBEVIRT_V1.virtualMachineInstanceMigrations),
-        logger,
-      }),
+    const migrations = this.#informer(new Informer<VirtualMachineInstanceMigration>({ client: c.migrations, logger }));
+    const nodes = this.#informer(new Informer<Node>({ client: c.nodes, logger }));
+    const policies = this.#informer(
+      new Informer<MigrationPolicy>({ client: resourceClient(transport, KUBEVIRT_V1.migrationPolicies), logger }),
     );
-    this.#informer(new Informer<Node>({ client: resourceClient(transport, CORE_V1.nodes), logger }));
-
+    const namespaces = this.#informer(
+      new Informer<KubeObject>({ client: resourceClient(transport, CORE_V1.namespaces), logger }),
+    );
     const recorder = (component: string): EventRecorder => {
       const r = new EventRecorder({ events: eventClient, component, logger, host: this.#o.host });
       this.#recorders.push(r);
       return r;
     };
+    const podsOfVmi = (uid: string): Pod[] => pods.store.byIndex("createdBy", uid);
+    const activeFrom = (node: string): number =>
+      migrations.store
+        .list()
+        .filter((m) => ACTIVE_PHASES.has(m.status?.phase ?? ""))
+        .filter(
+          (m) => vmis.store.get(objectKey(m.metadata?.namespace, m.spec.vmiName ?? ""))?.status?.nodeName === node,
+        ).length;
 
-    const vmController = new VmController({
+    const vm = new VmController({
       vms: vms.store,
       vmis: vmis.store,
-      vmClient,
-      vmiClient,
+      vmClient: c.vms,
+      vmiClient: c.vmis,
       recorder: recorder("virtualmachine-controller"),
       expectations: new Expectations(),
     });
-    const vmQueue = this.#queue("virt-controller-vm");
-    const vmHandlers = vmController.handlers((k) => vmQueue.add(k));
-    vms.addHandlers(vmHandlers.vm);
-    vmis.addHandlers(vmHandlers.vmi);
+    const vmQ = this.#queue("virt-controller-vm");
+    const vmH = vm.handlers((k) => vmQ.add(k));
+    vms.addHandlers(vmH.vm);
+    vmis.addHandlers(vmH.vmi);
 
-    const vmiController = new VmiController({
+    const vmi = new VmiController({
       vmis: vmis.store,
-      podsOf: (uid) => pods.store.byIndex("createdBy", uid),
-      vmiClient,
-      podClient,
+      podsOf: podsOfVmi,
+      vmiClient: c.vmis,
+      podClient: c.pods,
       recorder: recorder("virtualmachineinstance-controller"),
       expectations: new Expectations(),
     });
-    const vmiQueue = this.#queue("virt-controller-vmi");
-    const vmiHandlers = vmiController.handlers((k) => vmiQueue.add(k));
-    vmis.addHandlers(vmiHandlers.vmi);
-    pods.addHandlers(vmiHandlers.pod);
+    const vmiQ = this.#queue("virt-controller-vmi");
+    const vmiH = vmi.handlers((k) => vmiQ.add(k));
+    vmis.addHandlers(vmiH.vmi);
+    pods.addHandlers(vmiH.pod);
+
+    const migration = new MigrationController({
+      migrations: migrations.store,
+      vmis: vmis.store,
+      podsOfMigration: (uid) => pods.store.byIndex("migration", uid),
+      podsOfVmi,
+      policies: () => policies.store.list(),
+      namespaceLabels: (ns) => namespaces.store.get(objectKey(undefined, ns))?.metadata?.labels ?? {},
+      migrationClient: c.migrations,
+      vmiClient: c.vmis,
+      podClient: c.pods,
+      recorder: recorder("migration-controller"),
+      expectations: new Expectations(),
+    });
+    const migQ = this.#queue("virt-controller-migration");
+    const migH = migration.handlers((k) => migQ.add(k));
+    migrations.addHandlers(migH.migration);
+    pods.addHandlers(migH.pod);
+    vmis.addHandlers(migH.vmi);
+
+    const node = new NodeController({
+      nodes: nodes.store,
+      vmisOnNode: (n) => vmis.store.byIndex("node", n),
+      podsOfVmi,
+      nodeClient: c.nodes,
+      vmiClient: c.vmis,
+      recorder: recorder("node-controller"),
+    });
+    const nodeQ = this.#queue("virt-controller-node");
+    const nodeH = node.handlers((k) => nodeQ.add(k));
+    nodes.addHandlers(nodeH.node);
+    vmis.addHandlers(nodeH.vmi);
+
+    const evacuation = new EvacuationController({
+      vmis: vmis.store,
+      migrations: migrations.store,
+      outboundFrom: activeFrom,
+      migrationClient: c.migrations,
+      recorder: recorder("evacuation-controller"),
+      expectations: new Expectations(),
+    });
+    const evacQ = this.#queue("virt-controller-evacuation");
+    const evacH = evacuation.handlers((k) => evacQ.add(k));
+    vmis.addHandlers(evacH.vmi);
+    migrations.addHandlers(evacH.migration);
 
     for (const i of this.#informers) i.start();
     await Promise.all(this.#informers.map((i) => i.waitForSync()));
     logger.info({ informers: this.#informers.length }, "caches synced; starting controllers");
-    this.#run("vm", "VirtualMachine", vmQueue, vmController, this.#o.threads?.vm ?? 3);
-    this.#run("vmi", "VirtualMachineInstance", vmiQueue, vmiController, this.#o.threads?.vmi ?? 10);
+    const t = this.#o.threads;
+    this.#run("vm", "VirtualMachine", vmQ, vm, t?.vm ?? 3);
+    this.#run("vmi", "VirtualMachineInstance", vmiQ, vmi, t?.vmi ?? 10);
+    this.#run("migration", "VirtualMachineInstanceMigration", migQ, migration, 3);
+    this.#run("node", "Node", nodeQ, node, 3);
+    this.#run("evacuation", "VirtualMachineInstance", evacQ, evacuation, 3);
   }
 
   /** Stops the controllers (in-flight reconciles finish) and the informers; flushes pending events. */

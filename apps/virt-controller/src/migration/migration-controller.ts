@@ -152,7 +152,9 @@ export class MigrationController implements Reconciler {
     if (syncError)
       throw syncError instanceof SyncError
         ? syncError
-        : new SyncError("FailedSync", syncError instanceof Error ? syncError.message : "migration action failed", { cause: syncError });
+        : new SyncError("FailedSync", syncError instanceof Error ? syncError.message : "migration action failed", {
+            cause: syncError,
+          });
     if (isFinalPhase(plan.status.phase)) await this.#garbageCollect(m, ctx);
     return plan.requeueAfterMs !== undefined ? requeueAfter(plan.requeueAfterMs) : done();
   }

@@ -1,0 +1,59 @@
+import { objectKey, type VirtualMachineInstance, type VirtualMachineInstanceMigration } from "@kvt/api";
+import { Expectations, KUBEVIRT_V1 } from "@kvt/kube";
+import { FakeApi, FakeRecorder, fakeStore, newMigration, newVmi, reconcileWithGuard, withPhase } from "@kvt/testing";
+import { describe, expect, it } from "vitest";
+import { EvacuationController } from "./evacuation-controller.ts";
+
+function setup(vmi: VirtualMachineInstance, migrations: VirtualMachineInstanceMigration[] = [], outbound = 0) {
+  const api = new FakeApi();
+  const vmis = fakeStore([vmi]);
+  const ms = fakeStore(migrations);
+  const controller = new EvacuationController({
+    vmis,
+    migrations: ms,
+    outboundFrom: () => outbound,
+    migrationClient: api.client(KUBEVIRT_V1.virtualMachineInstanceMigrations),
+    recorder: new FakeRecorder(),
+    expectations: new Expectations(),
+  });
+  return { api, run: () => reconcileWithGuard(controller, objectKey("default", vmi.metadata!.name!), [vmis, ms]) };
+}
+const evacuating = (...annotations: [string, string][]) =>
+  newVmi("a", withPhase("Running", "n1"), (v) => {
+    v.status!.evacuationNodeName = "n1";
+    if (annotations.length) v.metadata!.annotations = Object.fromEntries(annotations);
+  });
+
+describe("EvacuationController", () => {
+  it("creates a system-critical evacuation migration for a VMI marked for evacuation", async () => {
+    const { api, run } = setup(evacuating());
+    await run();
+    const m = api.writes()[0].body as VirtualMachineInstanceMigration;
+    expect(m.metadata).toMatchObject({
+      generateName: "kubevirt-evacuation-",
+      annotations: { "kubevirt.io/evacuationMigration": "n1" },
+    });
+    expect(m.spec).toEqual({ vmiName: "a", priority: "system-critical" });
+  });
+
+  it("uses system-maintenance for descheduler evictions", async () => {
+    const { api, run } = setup(evacuating(["kubevirt.io/eviction-source", "descheduler"]));
+    await run();
+    expect((api.writes()[0].body as VirtualMachineInstanceMigration).spec.priority).toBe("system-maintenance");
+  });
+
+  it.each([
+    ["a migration is in flight", [newMigration("m", "a", (m) => (m.status = { phase: "Running" }))], 0],
+    ["the node's outbound limit is reached", [], 2],
+  ] as const)("waits when %s", async (_n, migrations, outbound) => {
+    const { api, run } = setup(evacuating(), [...migrations], outbound);
+    await run();
+    expect(api.writes()).toEqual([]);
+  });
+
+  it("ignores VMIs not marked for evacuation", async () => {
+    const { api, run } = setup(newVmi("a", withPhase("Running", "n1")));
+    await run();
+    expect(api.writes()).toEqual([]);
+  });
+});

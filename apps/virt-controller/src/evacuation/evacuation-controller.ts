@@ -1,0 +1,137 @@
+/**
+ * The evacuation controller (KubeVirt `drain/evacuation`): a VMI whose `status.evacuationNodeName` names the node it
+ * runs on gets a VirtualMachineInstanceMigration (`kubevirt-evacuation-*`, priority system-critical, or
+ * system-maintenance when the descheduler asked), one at a time per VMI, within the per-node outbound limit, and
+ * after a failed evacuation migration only when its backoff (20 s, doubling) has passed.
+ */
+import {
+  ANNOTATION,
+  API_VERSION,
+  FINALIZER,
+  KIND,
+  keyOf,
+  LABEL,
+  type ObjectKey,
+  splitKey,
+  type VirtualMachineInstance,
+  type VirtualMachineInstanceMigration,
+} from "@kvt/api";
+import {
+  done,
+  type EventSink,
+  type Expectations,
+  type InformerHandlers,
+  type ReconcileContext,
+  type Reconciler,
+  type ResourceClient,
+  type Result,
+  requeueAfter,
+  SyncError,
+} from "@kvt/kube";
+import { isFinalPhase } from "../migration/migration-plan.ts";
+
+/** First backoff after a failed evacuation migration. */
+export const EVACUATION_BACKOFF_MS = 20_000;
+
+/** What the evacuation controller needs. */
+export interface EvacuationControllerDeps {
+  readonly vmis: { get(key: ObjectKey): VirtualMachineInstance | undefined };
+  readonly migrations: { list(): VirtualMachineInstanceMigration[] };
+  /** Migrations in flight from `node` (any VMI). */
+  readonly outboundFrom: (node: string) => number;
+  readonly perNodeLimit?: number;
+  readonly migrationClient: Pick<ResourceClient<VirtualMachineInstanceMigration>, "create">;
+  readonly recorder: EventSink;
+  readonly expectations: Expectations;
+  readonly now?: () => number;
+}
+
+/** Reconciles VMIs that must leave their node. */
+export class EvacuationController implements Reconciler {
+  readonly #d: EvacuationControllerDeps;
+  constructor(deps: EvacuationControllerDeps) {
+    this.#d = deps;
+  }
+
+  /** VMI changes enqueue the VMI; a new migration lowers the expectation of its VMI. */
+  handlers(enqueue: (key: ObjectKey) => void): {
+    vmi: InformerHandlers<VirtualMachineInstance>;
+    migration: InformerHandlers<VirtualMachineInstanceMigration>;
+  } {
+    const forMigration = (m: VirtualMachineInstanceMigration, add: boolean): void => {
+      if (!m.metadata?.annotations?.[ANNOTATION.evacuationMigration]) return;
+      const key = keyOf({ metadata: { namespace: m.metadata.namespace, name: m.spec.vmiName } });
+      if (add) this.#d.expectations.creationObserved(key);
+      enqueue(key);
+    };
+    return {
+      vmi: { onAdd: (v) => enqueue(keyOf(v)), onUpdate: (_o, v) => enqueue(keyOf(v)) },
+      migration: { onAdd: (m) => forMigration(m, true), onUpdate: (_o, m) => forMigration(m, false) },
+    };
+  }
+
+  async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
+    const vmi = this.#d.vmis.get(key);
+    if (!vmi) {
+      this.#d.expectations.delete(key);
+      return done();
+    }
+    const node = vmi.status?.evacuationNodeName;
+    if (!node || node !== vmi.status?.nodeName || vmi.status?.phase !== "Running") return done();
+    if (!this.#d.expectations.satisfied(key)) return done();
+    const { namespace, name } = splitKey(key);
+    const mine = this.#d.migrations
+      .list()
+      .filter((m) => m.metadata?.namespace === namespace && m.spec.vmiName === name);
+    if (mine.some((m) => !isFinalPhase(m.status?.phase))) return done();
+    const now = (this.#d.now ?? Date.now)();
+    const failed = mine
+      .filter((m) => m.metadata?.annotations?.[ANNOTATION.evacuationMigration] && m.status?.phase === "Failed")
+      .sort((a, b) => (a.metadata?.creationTimestamp ?? "").localeCompare(b.metadata?.creationTimestamp ?? ""));
+    if (failed.length > 0) {
+      const last = failed.at(-1)!;
+      const endedAt = Date.parse(
+        last.status?.phaseTransitionTimestamps?.at(-1)?.phaseTransitionTimestamp ??
+          last.metadata?.creationTimestamp ??
+          "",
+      );
+      const wait = EVACUATION_BACKOFF_MS * 2 ** Math.min(failed.length - 1, 10) - (now - endedAt);
+      if (wait > 0) return requeueAfter(wait);
+    }
+    if (this.#d.outboundFrom(node) >= (this.#d.perNodeLimit ?? 2)) return requeueAfter(5000);
+    const descheduler = vmi.metadata?.annotations?.[ANNOTATION.evictionSource] === "descheduler";
+    const migration: VirtualMachineInstanceMigration = {
+      apiVersion: API_VERSION,
+      kind: KIND.VirtualMachineInstanceMigration,
+      metadata: {
+        generateName: "kubevirt-evacuation-",
+        namespace,
+        labels: { [LABEL.migrationSelector]: name },
+        annotations: { [ANNOTATION.evacuationMigration]: node },
+        finalizers: [FINALIZER.migration],
+      },
+      spec: { vmiName: name, priority: descheduler ? "system-maintenance" : "system-critical" },
+    };
+    this.#d.expectations.expectCreations(key, 1);
+    try {
+      const created = await this.#d.migrationClient.create(migration);
+      this.#d.recorder.event(
+        vmi,
+        "Normal",
+        "SuccessfulCreate",
+        `Created Migration ${created.metadata?.name} for evacuation of node ${node}`,
+      );
+      ctx.logger.info({ migration: created.metadata?.name, node }, "created evacuation migration");
+    } catch (error) {
+      this.#d.expectations.lowerCreations(key);
+      this.#d.recorder.event(
+        vmi,
+        "Warning",
+        "FailedCreate",
+        `Error creating a Migration for evacuation: ${String(error)}`,
+      );
+      throw new SyncError("FailedCreate", `Error creating evacuation migration: ${String(error)}`, { cause: error });
+    }
+    return done();
+  }
+}
