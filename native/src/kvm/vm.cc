@@ -65,6 +65,26 @@ Status VmFd::GetDirtyLog(uint32_t slot, uint64_t* bitmap) {
   return OkStatus();
 }
 
+Status VmFd::EnableManualDirtyProtect() {
+  kvm_enable_cap cap{};
+  cap.cap = KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2;
+  cap.args[0] = KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE;
+  if (Ioctl(fd_.get(), KVM_ENABLE_CAP, &cap) < 0) {
+    return ErrnoError("KVM_ENABLE_CAP", "KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2");
+  }
+  return OkStatus();
+}
+
+Status VmFd::ClearDirtyLog(uint32_t slot, uint64_t first_page, uint32_t num_pages, uint64_t* bitmap) {
+  kvm_clear_dirty_log clear{};
+  clear.slot = slot;
+  clear.first_page = first_page;
+  clear.num_pages = num_pages;
+  clear.dirty_bitmap = bitmap;
+  if (Ioctl(fd_.get(), KVM_CLEAR_DIRTY_LOG, &clear) < 0) return ErrnoError("KVM_CLEAR_DIRTY_LOG");
+  return OkStatus();
+}
+
 Status VmFd::GetClock(kvm_clock_data* data) {
   if (Ioctl(fd_.get(), KVM_GET_CLOCK, data) < 0) return ErrnoError("KVM_GET_CLOCK");
   return OkStatus();

@@ -29,6 +29,10 @@ class VmFd {
   Status CreateIrqchip();
   // KVM_GET_DIRTY_LOG: fetch-and-clear the slot's dirty bitmap into `bitmap` (one bit per page).
   Status GetDirtyLog(uint32_t slot, uint64_t* bitmap);
+  // KVM_ENABLE_CAP(KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2): GET_DIRTY_LOG stops clearing; CLEAR_DIRTY_LOG re-protects.
+  Status EnableManualDirtyProtect();
+  // KVM_CLEAR_DIRTY_LOG: re-arms write tracking for the set bits of `bitmap` (pages first_page.., a multiple of 64).
+  Status ClearDirtyLog(uint32_t slot, uint64_t first_page, uint32_t num_pages, uint64_t* bitmap);
   // KVM_GET_CLOCK / KVM_SET_CLOCK (kvmclock).
   Status GetClock(kvm_clock_data* data);
   Status SetClock(const kvm_clock_data& data);

@@ -118,6 +118,14 @@ Result<std::unique_ptr<Machine>> Machine::Create(const MachineConfig& config, Ma
     return st.error();
   }
 
+  if (config.dirty_log_mode != DirtyLogMode::kClassic &&
+      (impl->vm.CheckExtension(KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2) & KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE)) {
+    if (auto st = impl->vm.EnableManualDirtyProtect(); !st.ok()) return st.error();
+    impl->manual_protect = true;
+  } else if (config.dirty_log_mode == DirtyLogMode::kManualProtect) {
+    return Error{ENOTSUP, "KVM_ENABLE_CAP", "KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2 unsupported"};
+  }
+
   auto mem = memory::GuestMemory::Create({config.memory_bytes, config.backing, config.huge_pages});
   if (!mem.ok()) return mem.error();
   impl->mem = std::move(mem.value());
@@ -244,6 +252,11 @@ Result<DirtySnapshot> Machine::CollectDirty() {
     RegionDirty rd{static_cast<uint32_t>(i), r.base, memory::DirtyBitmap(r.pages())};
     impl_->kvm_log_scratch.assign(rd.bitmap.word_count(), 0);
     if (auto st = impl_->vm.GetDirtyLog(r.slot, impl_->kvm_log_scratch.data()); !st.ok()) return st.error();
+    if (impl_->manual_protect && rd.bitmap.word_count()) {
+      // Re-arm tracking for the pages just reported (KVM only visits the set bits).
+      auto st = impl_->vm.ClearDirtyLog(r.slot, 0, static_cast<uint32_t>(r.pages()), impl_->kvm_log_scratch.data());
+      if (!st.ok()) return st.error();
+    }
     rd.bitmap.OrWords(impl_->kvm_log_scratch.data(), impl_->kvm_log_scratch.size());
     impl_->mem->vmm_dirty(i).TakeInto(rd.bitmap);
     snap.push_back(std::move(rd));

@@ -75,6 +75,7 @@ struct MachineImpl : public Peripherals,
 
   std::mutex dirty_mu;
   bool dirty_logging = false;
+  bool manual_protect = false;
   std::vector<uint64_t> kvm_log_scratch;
   std::atomic<uint64_t> dirty_collections{0};
 
