@@ -132,7 +132,7 @@ export {
 } from "./semantics/vm-state.ts";
 export type { StrictDecodeResult } from "./strict-decode.ts";
 // Strict decoding (fieldValidation=Strict): unknown fields and wrongly typed values against the CRD schemas.
-export { decodeStrict, decodeStrictWith, strictDecodingMessage } from "./strict-decode.ts";
+export { decodeStrict, decodeStrictWith, strictDecodingMessage, typeErrors } from "./strict-decode.ts";
 // The API types (inferred from the schemas) and StatusCause.
 export type {
   Affinity,

@@ -25,6 +25,21 @@ describe("decodeStrict()", () => {
     expect(r.causes[1]).toEqual({ type: "FieldValueUnknown", message: 'unknown field "spec.foo"', field: "spec.foo" });
   });
 
+  it("reports unknown fields inside empty marker objects such as `bridge: {}`", () => {
+    const v = vm() as unknown as { spec: { template: { spec: { networks: Record<string, unknown>[] } } } };
+    const net = v.spec.template.spec.networks[0];
+    if (net) net.pod = { vmNetworkCIDR: "10.0.2.0/24", mtu: 1400 };
+    expect(decodeStrict("VirtualMachine", v).unknownFields).toEqual(["spec.template.spec.networks[0].pod.mtu"]);
+    const w = vm() as unknown as {
+      spec: { template: { spec: { domain: { devices: { interfaces: Record<string, unknown>[] } } } } };
+    };
+    const iface = w.spec.template.spec.domain.devices.interfaces[0];
+    if (iface) iface.masquerade = { x: 1 };
+    expect(decodeStrict("VirtualMachine", w).unknownFields).toEqual([
+      "spec.template.spec.domain.devices.interfaces[0].masquerade.x",
+    ]);
+  });
+
   it("reports values of the wrong type", () => {
     const v = vm() as unknown as { spec: Record<string, unknown> };
     v.spec.running = "yes";

@@ -65,12 +65,13 @@ function walk(s: JsonSchema, v: unknown, at: string, out: StrictDecodeResult): v
     }
     return;
   }
-  if (typeof v !== "object") return;
+  // The root metadata is ObjectMeta, which the API server decodes by its own rules.
+  if (typeof v !== "object" || at === "metadata") return;
   for (const [k, child] of Object.entries(v as Record<string, unknown>)) {
     const childPath = at ? `${at}.${k}` : k;
     const childSchema = s.properties?.[k] ?? s.additionalProperties;
     if (childSchema) walk(childSchema, child, childPath, out);
-    else if (s.properties) {
+    else {
       out.unknownFields.push(childPath);
       out.causes.push({ type: "FieldValueUnknown", message: `unknown field "${childPath}"`, field: childPath });
     }
@@ -92,6 +93,23 @@ export function decodeStrict(kind: string, obj: unknown): StrictDecodeResult {
   const schema = SCHEMAS[kind];
   if (!schema) throw new TypeError(`Cannot decode kind "${kind}": not a kubevirt.io kind`);
   return decodeStrictWith(schema, obj);
+}
+
+/**
+ * Only the wrongly typed values of `obj` (as kind `kind`): what validation and defaulting check first, so that a
+ * malformed object is refused with a cause instead of tripping over a string where a list belongs.
+ */
+export function typeErrors(kind: string, obj: unknown): StatusCause[] {
+  if (obj === null || typeof obj !== "object" || Array.isArray(obj)) {
+    return [
+      {
+        type: "FieldValueTypeInvalid",
+        message: `Invalid value: "${jsonType(obj)}": body must be of type object`,
+        field: "",
+      },
+    ];
+  }
+  return decodeStrict(kind, obj).causes.filter((c) => c.type === "FieldValueTypeInvalid");
 }
 
 /** The API server's message for unknown fields: `strict decoding error: unknown field "spec.foo", unknown field "..."`. */

@@ -5,6 +5,7 @@
  */
 import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
+import { typeErrors } from "../strict-decode.ts";
 import type { VirtualMachine } from "../types.ts";
 import { DEFAULT_CLUSTER_CONFIG } from "../validation/validation-config.ts";
 import type { DefaultingOptions } from "./vmi-defaults.ts";
@@ -18,7 +19,7 @@ export function defaultVm(
   const vm = structuredClone(input);
   const spec = vm.spec?.template?.spec;
   // Deleting VMs and template-less VMs are left alone (the latter fails validation).
-  if (vm.metadata?.deletionTimestamp || !spec?.domain) return vm;
+  if (vm.metadata?.deletionTimestamp || !spec?.domain || typeErrors("VirtualMachine", vm).length > 0) return vm;
   const config = opts.config ?? DEFAULT_CLUSTER_CONFIG;
   const uuid = opts.uuid ?? (() => crypto.randomUUID());
   if (operation === "CREATE") {

@@ -10,6 +10,7 @@
  */
 import { DEFAULT_GRACE_PERIOD_SECONDS, DEFAULT_NETWORK_NAME, FINALIZER } from "../constants.ts";
 import { Quantity } from "../quantity.ts";
+import { typeErrors } from "../strict-decode.ts";
 import type { VirtualMachineInstance, VirtualMachineInstanceSpec } from "../types.ts";
 import { quantityOrZero } from "../validation/quantities.ts";
 import { type ClusterConfig, DEFAULT_CLUSTER_CONFIG } from "../validation/validation-config.ts";
@@ -143,8 +144,8 @@ export function applyVmiSpecDefaults(
 export function defaultVmi(input: VirtualMachineInstance, opts: DefaultingOptions = {}): VirtualMachineInstance {
   const config = opts.config ?? DEFAULT_CLUSTER_CONFIG;
   const vmi = structuredClone(input);
-  // A VMI without domain.devices is refused by validation; defaulting leaves it for that to report.
-  if (!vmi.spec?.domain?.devices) return vmi;
+  // A malformed VMI (no domain.devices, wrong types) is refused by validation; defaulting leaves it for that to report.
+  if (!vmi.spec?.domain?.devices || typeErrors("VirtualMachineInstance", vmi).length > 0) return vmi;
   const spec = vmi.spec;
   applyVmiSpecDefaults(spec, config);
   const firmware = spec.domain.firmware ?? {};

@@ -6,6 +6,7 @@
  */
 import { isDeepStrictEqual } from "node:util";
 import { LABEL, VMI_CONDITION } from "../constants.ts";
+import { typeErrors } from "../strict-decode.ts";
 import type {
   MigrationPolicy,
   StatusCause,
@@ -32,6 +33,8 @@ export function admitMigrationCreate(
   m: VirtualMachineInstanceMigration,
   ctx: MigrationCreateContext,
 ): AdmissionDenial | undefined {
+  const typeCauses = typeErrors("VirtualMachineInstanceMigration", m);
+  if (typeCauses.length > 0) return denialFromCauses(typeCauses);
   if (!m.spec?.vmiName) return denialFromCauses([cause(CAUSE_TYPE.required, "vmiName is missing", "spec.vmiName")]);
   if (m.spec.priority !== undefined && !ctx.isVirtController) {
     return denialFromCauses([
@@ -98,6 +101,8 @@ export const MAX_DOWNTIME_MS_LIMIT = 2_000_000;
  * behind its stall-detection/downtime-tuning gates; downtime control is ours by design, so it is always allowed here.
  */
 export function validateMigrationPolicy(policy: MigrationPolicy): StatusCause[] {
+  const typeCauses = typeErrors("MigrationPolicy", policy);
+  if (typeCauses.length > 0) return typeCauses;
   const causes: StatusCause[] = [];
   const spec = policy.spec;
   if (!spec || typeof spec !== "object") return [cause(CAUSE_TYPE.required, "spec is a required field", "spec")];

@@ -3,6 +3,7 @@
  * are mutually exclusive and one is required, the strategy is known, and the template passes the VMI rules.
  */
 import { RUN_STRATEGIES } from "../constants.ts";
+import { typeErrors } from "../strict-decode.ts";
 import type { StatusCause, VirtualMachine, VirtualMachineSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath, path } from "./causes.ts";
 import { type RequestContext, validateObjectName, validateVmiMetadata, validateVmiSpec } from "./vmi-validation.ts";
@@ -44,6 +45,8 @@ export function validateVmSpec(field: FieldPath, spec: VirtualMachineSpec, ctx: 
 
 /** A VM on create or update (the VM webhook applies the same rules to both). */
 export function validateVm(vm: VirtualMachine, ctx: RequestContext = {}): StatusCause[] {
+  const typeCauses = typeErrors("VirtualMachine", vm);
+  if (typeCauses.length > 0) return typeCauses;
   if (!vm.spec || typeof vm.spec !== "object") return [cause(CAUSE_TYPE.required, "spec is a required field", "spec")];
   return [...validateObjectName(vm.metadata), ...validateVmSpec(path("spec"), vm.spec, ctx)];
 }

@@ -5,6 +5,7 @@
  */
 import { isDeepStrictEqual } from "node:util";
 import { LABEL } from "../constants.ts";
+import { typeErrors } from "../strict-decode.ts";
 import type { ObjectMeta, StatusCause, VirtualMachineInstance, VirtualMachineInstanceSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath, path } from "./causes.ts";
 import { dns1123SubdomainErrors } from "./dns.ts";
@@ -93,6 +94,8 @@ export function validateObjectName(meta: ObjectMeta | undefined): StatusCause[] 
 
 /** A VMI on create (after defaulting): name, reserved labels, the spec, mandatory memory. */
 export function validateVmiCreate(vmi: VirtualMachineInstance, ctx: RequestContext = {}): StatusCause[] {
+  const typeCauses = typeErrors("VirtualMachineInstance", vmi);
+  if (typeCauses.length > 0) return typeCauses;
   const spec = path("spec");
   return [
     ...validateObjectName(vmi.metadata),
