@@ -3,7 +3,7 @@
  * constants, quantities, defaults, validation and the semantics the controllers and virt-api share. Pure, no I/O.
  */
 
-// Literal-union types of the constant lists above.
+// Literal-union types of the constant lists (run strategies, phases, printable statuses).
 export type { MigrationPhase, PrintableStatus, RunStrategy, VmiPhase } from "./constants.ts";
 // Constants: group/version, kinds, resources, labels, annotations, finalizers, phases, conditions, reasons.
 export {
@@ -41,19 +41,25 @@ export {
   VMI_CONDITION,
   VMI_PHASES,
 } from "./constants.ts";
+// The CRD object type and its printer columns.
 export type { CustomResourceDefinition, PrinterColumn } from "./crds/crds.ts";
 // The CRDs as objects (install them from code), per-kind OpenAPI schema lookup, and the status-subresource rule.
 export { apiVersionOf, customResourceDefinitions, hasStatusSubresource, openApiSchemaOf } from "./crds/crds.ts";
 // The CRDs rendered as the YAML files under libs/api/crds/.
 export { renderCrdFiles } from "./crds/render.ts";
-// Defaulting: what the mutating webhooks apply (VM: firmware uuid/serial; VMI: the full KubeVirt defaults; VMIM: label, finalizer).
+// VMIM defaulting: kubevirt.io/vmi-name label and the migration finalizer.
 export { defaultMigration } from "./defaults/migration-defaults.ts";
+// VM defaulting (firmware uuid/serial on CREATE, machine type) and the legacy UUIDv5.
 export { defaultVm, legacyFirmwareUuid, uuidV5 } from "./defaults/vm-defaults.ts";
+// Injectable inputs of defaulting: cluster config, UUID source, clock.
 export type { DefaultingOptions } from "./defaults/vmi-defaults.ts";
+// VMI defaulting: everything KubeVirt's VMI mutator applies on CREATE.
 export { applyVmiSpecDefaults, defaultVmi } from "./defaults/vmi-defaults.ts";
+// ObjectKey ("namespace/name") and the minimal shape keyOf() accepts.
 export type { HasMetadata, ObjectKey } from "./object-key.ts";
 // Object keys: "namespace/name", built only through keyOf().
 export { keyOf, objectKey, splitKey } from "./object-key.ts";
+// How a quantity prints: BinarySI, DecimalSI or DecimalExponent.
 export type { QuantityFormat } from "./quantity.ts";
 // Kubernetes resource.Quantity: exact parsing and canonical printing as apimachinery.
 export {
@@ -66,10 +72,13 @@ export {
 } from "./quantity.ts";
 // The schema node type and its type-level inference helper.
 export type { Infer, JsonSchema, Schema } from "./schema/builder.ts";
-// The raw schemas (structural OpenAPI v3 JSON): for the strict decoder, OpenAPI documents and explain.
+// Schemas (structural OpenAPI v3 JSON) of VMIM and MigrationPolicy.
 export { migrationPolicySchema, vmimSchema } from "./schema/migration-schemas.ts";
+// Schema of VirtualMachine.
 export { vmSchema } from "./schema/vm-schemas.ts";
+// Schema of VirtualMachineInstance.
 export { vmiSchema } from "./schema/vmi-schemas.ts";
+// A migration configuration with every knob resolved.
 export type { ResolvedMigrationConfiguration } from "./semantics/migration-config.ts";
 // Migration configuration defaults and MigrationPolicy matching.
 export {
@@ -87,9 +96,11 @@ export {
   nextMigrationPhases,
   nextVmiPhases,
 } from "./semantics/phases.ts";
+// What printableStatus() looks at besides the VM and VMI.
 export type { PrintableStatusInput } from "./semantics/printable-status.ts";
 // VM status.printableStatus with KubeVirt's precedence.
 export { PRINTABLE_STATUS_PRECEDENCE, printableStatus } from "./semantics/printable-status.ts";
+// Injectable rand.Intn for deterministic backoff.
 export type { RandomInt } from "./semantics/start-backoff.ts";
 // Crash-loop backoff (status.startFailure).
 export {
@@ -100,6 +111,7 @@ export {
   vmiFailedEarly,
   wasVmiRunning,
 } from "./semantics/start-backoff.ts";
+// Plans and errors of the start/stop/restart subresources.
 export type { JsonPatchOp, LifecycleError, LifecyclePlan, LifecycleResult } from "./semantics/vm-lifecycle.ts";
 // start/stop/restart per run strategy: the JSON patches to send, or the 409/400/500 Status with KubeVirt's messages.
 export {
@@ -115,6 +127,7 @@ export {
   runningPatch,
   VM_NOT_RUNNING,
 } from "./semantics/vm-lifecycle.ts";
+// The VM controller decision.
 export type { VmRunAction } from "./semantics/vm-run-plan.ts";
 // The VM controller's decision per run strategy (create, delete, wait for backoff, ...).
 export { planVmRun } from "./semantics/vm-run-plan.ts";
@@ -130,6 +143,7 @@ export {
   isVmiUnprocessed,
   runStrategyOf,
 } from "./semantics/vm-state.ts";
+// Result of a strict decode.
 export type { StrictDecodeResult } from "./strict-decode.ts";
 // Strict decoding (fieldValidation=Strict): unknown fields and wrongly typed values against the CRD schemas.
 export { decodeStrict, decodeStrictWith, strictDecodingMessage, typeErrors } from "./strict-decode.ts";
@@ -162,22 +176,30 @@ export type {
   VirtualMachineStatus,
   Volume,
 } from "./types.ts";
+// A webhook denial: code, reason, message, causes.
 export type { AdmissionDenial } from "./validation/causes.ts";
 // Validation: StatusCause[] with full field paths and KubeVirt's messages; admission denials as KubeVirt builds them.
 export { CAUSE_TYPE, cause, denialFromCauses, denialFromError, FieldPath, path } from "./validation/causes.ts";
+// DNS-1123 label/subdomain checks with apimachinery's messages.
 export { dns1123LabelErrors, dns1123SubdomainErrors } from "./validation/dns.ts";
+// What the VMIM create check needs from the cluster.
 export type { MigrationCreateContext } from "./validation/migration-validation.ts";
+// VMIM create/update admission and MigrationPolicy validation.
 export {
   admitMigrationCreate,
   admitMigrationUpdate,
   MAX_DOWNTIME_MS_LIMIT,
   validateMigrationPolicy,
 } from "./validation/migration-validation.ts";
+// Cluster settings type.
 export type { ClusterConfig } from "./validation/validation-config.ts";
 // Cluster settings defaulting and validation depend on, with KubeVirt's defaults.
 export { DEFAULT_CLUSTER_CONFIG } from "./validation/validation-config.ts";
+// VM validation (the VM validating webhook).
 export { validateVm, validateVmSpec } from "./validation/vm-validation.ts";
+// Who is asking (KubeVirt service accounts may do more) and with which config.
 export type { RequestContext } from "./validation/vmi-validation.ts";
+// VMI validation: spec rules (also for VM templates), create, update, reserved labels, object names.
 export {
   validateObjectName,
   validateVmiCreate,
