@@ -12,6 +12,17 @@ export { FakeVm, FakeVmm } from "./fake/fake-vmm.ts";
 /** Guest physical addresses (branded bigint). */
 export { type Gpa, gpa, MAX_GPA } from "./gpa.ts";
 export { hasKvm, kvmApiVersion } from "./kvm.ts";
+/** The live-migration stream: source and target halves (policy lives in @kvt/migration). */
+export {
+  type MigrationCollectStats,
+  type MigrationConnectOptions,
+  type MigrationRoundStats,
+  MigrationSourceStream,
+  type MigrationStreamTotals,
+  type MigrationSwitchStats,
+  type MigrationTargetStats,
+  MigrationTargetStream,
+} from "./migration-stream.ts";
 /** The test guest binary (a PVH ELF QEMU boots too) and the KVM API version. */
 export { testGuestPath } from "./native.ts";
 /** A KVM guest: create, start, pause, resume, stop, events, serial in/out, stats, state save/restore, dirty log. */

@@ -180,8 +180,10 @@ Status IncomingMigration::OnZero(const FrameHeader& h, const std::vector<uint8_t
   for (const PageRange& pr : ranges.value()) {
     uint8_t* hva = ram_.Translate(pr.gpa, pr.length);
     if (hva == nullptr) return ProtocolError("Zero range outside guest RAM");
+    if (!fresh_) probe_.Populated(hva, pr.length / page_size_, ram_.RegionOf(pr.gpa)->shared, &populated_);
     for (uint64_t off = 0; off < pr.length; off += page_size_) {
       if (fresh_ && !Touched((pr.gpa + off) / page_size_)) continue;  // still zero from the mapping
+      if (!fresh_ && !Touched((pr.gpa + off) / page_size_) && !populated_[off / page_size_]) continue;
       if (!IsZeroPage(hva + off, page_size_)) std::memset(hva + off, 0, page_size_);
     }
     stats_.zero_pages += pr.length / page_size_;

@@ -15,6 +15,7 @@
 #include "kvm/result.h"
 #include "migration/channel.h"
 #include "migration/ram_layout.h"
+#include "migration/residency.h"
 #include "migration/stream.h"
 
 namespace kvmts::migration {
@@ -37,7 +38,8 @@ class IncomingMigration {
  public:
   enum class Phase { kAwaitHello, kAwaitAuth, kAwaitStart, kStreaming, kReceived, kDone, kFailed };
 
-  /** `fresh_memory`: the guest RAM is still all zeros (a new machine), so Zero ranges never written need no work. */
+  /** `fresh_memory`: the guest RAM is still all zeros (a new buffer), so Zero ranges never written need no work.
+   *  Otherwise pages the host never populated are skipped (ResidencyProbe) and the rest are checked and cleared. */
   IncomingMigration(Channel& channel, RamLayout ram, std::string secret, bool fresh_memory, RandomFn random);
 
   /** Handshake, Start, then pages and state until Complete. On error: Abandon to the source, phase kFailed. */
@@ -69,6 +71,8 @@ class IncomingMigration {
   Phase phase_ = Phase::kAwaitHello;
   uint64_t memory_end_ = 0;
   uint32_t page_size_ = 4096;
+  ResidencyProbe probe_;
+  std::vector<bool> populated_;
   std::vector<uint64_t> touched_;  // pages written by this migration (bit per page of [0, memory_end_))
   std::vector<uint8_t> state_;
   IncomingStats stats_;

@@ -1,0 +1,120 @@
+// Migration sessions over a live vmm::Machine: the source's rounds and switch-over, the target's accept/restore/
+// resume. The napi layer runs each call on a worker thread; the policy (how many rounds, when to switch over,
+// throttling) is libs/migration's, which calls these step by step.
+//
+//  source:  Connect (TCP, handshake, StartDirtyLog) -> SendBulk -> { Collect -> SendPending }* -> SwitchOver
+//           SwitchOver = Pause -> Collect -> send pending (data CRC on) -> SaveState -> State -> Complete
+//                        -> Resumed received: ok (the machine stays paused; the caller releases it)
+//                        -> anything else: Resume() at once, error (the guest runs on untouched)
+//           Cancel() (any thread) fails the step in flight; Close() stops the dirty log and the connection.
+//  target:  Listen -> Accept (one connection: receive until Complete -> RestoreState -> Start -> Resumed)
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kvm/result.h"
+#include "memory/dirty_bitmap.h"
+#include "migration/channel.h"
+#include "migration/outgoing.h"
+#include "vmm/machine.h"
+
+namespace kvmts::migration {
+
+/** What one sending step did. */
+struct RoundStats {
+  uint64_t bytes_sent = 0;  // wire bytes of this step
+  uint64_t data_pages = 0;
+  uint64_t zero_pages = 0;
+  double seconds = 0;
+};
+
+/** What Collect() found. */
+struct CollectStats {
+  uint64_t new_dirty_bytes = 0;  // pages dirtied since the previous Collect (or since the dirty log started)
+  uint64_t pending_bytes = 0;    // everything collected and not sent yet
+  double seconds_since_last = 0;
+};
+
+/** The switch-over: downtime as the source saw it (paused -> Resumed received). */
+struct SwitchStats {
+  RoundStats final_round;
+  uint64_t state_bytes = 0;
+  double downtime_ms = 0;
+};
+
+class SourceSession {
+ public:
+  /** Connects to host:port, authenticates, sends Start and starts the dirty log. `io_timeout_ms` bounds every
+   *  blocking send/receive (a hung peer is an error, not a hang). */
+  static Result<std::unique_ptr<SourceSession>> Connect(vmm::Machine* machine, const std::string& host, uint16_t port,
+                                                        const std::string& secret, uint32_t io_timeout_ms);
+  ~SourceSession();
+  Result<RoundStats> SendBulk(uint64_t bytes_per_sec);
+  Result<CollectStats> Collect();
+  Result<RoundStats> SendPending(uint64_t bytes_per_sec);
+  Result<SwitchStats> SwitchOver(uint64_t bytes_per_sec);
+  /** Fails the step in flight and every later one. Any thread. */
+  void Cancel();
+  /** Stops the dirty log (if the migration failed) and closes the connection. */
+  void Close();
+  const OutgoingStats& totals() const { return out_->stats(); }
+
+ private:
+  SourceSession(vmm::Machine* machine, std::unique_ptr<FdChannel> ch, RamLayout ram, const std::string& secret);
+  Status Check() const;
+  Result<RoundStats> SendRangesTimed(const std::vector<PageRange>& ranges, const SendOptions& o);
+
+  vmm::Machine* machine_;
+  std::unique_ptr<FdChannel> ch_;
+  RamLayout ram_;
+  std::unique_ptr<OutgoingMigration> out_;
+  std::vector<memory::DirtyBitmap> pending_;
+  std::vector<uint64_t> region_base_;
+  std::atomic<bool> cancel_{false};
+  bool closed_ = false;
+  bool released_ = false;
+  uint64_t last_collect_ns_ = 0;
+};
+
+/** Target-side results. */
+struct TargetStats {
+  IncomingStats stream;
+  double receive_seconds = 0;
+  double restore_ms = 0;      // RestoreState + Start
+  uint64_t huge_page_bytes = 0;  // guest RAM backed by transparent huge pages after the transfer
+};
+
+class TargetSession {
+ public:
+  /** Binds and listens on host:port (port 0 = any free port). */
+  static Result<std::unique_ptr<TargetSession>> Listen(vmm::Machine* machine, const std::string& host, uint16_t port);
+  ~TargetSession();
+  uint16_t port() const { return port_; }
+  /** Waits for one source, receives the guest, restores it and starts it, then confirms. The machine is started
+   *  only when everything arrived intact; otherwise it is left untouched in kCreated. */
+  Result<TargetStats> Accept(const std::string& secret, uint32_t io_timeout_ms);
+  /** Fails a pending or running Accept. Any thread. */
+  void Cancel();
+
+ private:
+  TargetSession(vmm::Machine* machine, int listen_fd, uint16_t port) : machine_(machine), listen_fd_(listen_fd), port_(port) {}
+  vmm::Machine* machine_;
+  int listen_fd_;
+  uint16_t port_;
+  std::atomic<bool> cancel_{false};
+  std::mutex mu_;
+  int conn_fd_ = -1;
+};
+
+/** Guest RAM of a machine as the stream sees it. */
+RamLayout LayoutOf(vmm::Machine* machine);
+
+/** Bytes of [hva, hva+len) mappings backed by huge pages (AnonHugePages + ShmemPmdMapped in /proc/self/smaps). */
+uint64_t HugePageBytes(const RamLayout& ram);
+
+}  // namespace kvmts::migration
