@@ -91,7 +91,8 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
   const controller = new VmiController({
     nodeName: o.nodeName,
     vmis: informer.store,
-    writer: { patchStatus: (ns, name, ops) => vmis.patch(ns, name, ops, "status") },
+    // KubeVirt's VMI CRD has no status subresource: status is patched on the object itself.
+    writer: { patchStatus: (ns, name, ops) => vmis.patch(ns, name, ops) },
     launchers,
     secrets: new ApiMigrationSecrets(resourceClient<Secret>(rest, SECRETS)),
   });
@@ -127,12 +128,20 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
   await informer.waitForSync();
   const running = runner.run();
   await heartbeat.start();
-  const port = await server.listen(o.port, o.host);
+  // The server for virt-api is not what keeps guests alive: if its port is taken (two handlers on one host without
+  // --port), say so loudly and keep reconciling rather than crash-loop the node agent.
+  const port = await server.listen(o.port, o.host).catch((error: unknown) => {
+    o.logger.error(
+      { err: error, port: o.port },
+      "cannot serve virt-api's endpoints (pass --port); console and pause unavailable",
+    );
+    return -1;
+  });
   o.logger.info({ node: o.nodeName, port, launchers: launchers.all().length }, "virt-handler ready");
   return {
     port,
     async stop() {
-      await server.close();
+      if (port >= 0) await server.close();
       await heartbeat.stop();
       launchers.stop();
       informer.stop();

@@ -11,6 +11,7 @@ import { createLogger, createMetricsRegistry, setupTracing } from "@kvt/observab
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
 import { startHandlerApp } from "./handler-app.ts";
+import { startMetricsServer } from "./http/metrics-server.ts";
 
 await main({
   name: "virt-handler",
@@ -22,6 +23,7 @@ await main({
     kubeconfig: { type: "string" },
     "socket-dir": { type: "string" },
     port: { type: "string" },
+    "metrics-port": { type: "string" },
     host: { type: "string" },
     "tls-cert": { type: "string" },
     "tls-key": { type: "string" },
@@ -35,6 +37,7 @@ await main({
     "                        (env KUBEVIRT_SOCKET_DIR; default /var/run/kubevirt/sockets)",
     "  --port N, --host H    the server virt-api calls (default 8186 on 0.0.0.0; 0 = any free port)",
     "  --tls-cert/--tls-key  serve HTTPS; --client-ca also requires client certificates",
+    "  --metrics-port N      serve /metrics and /healthz on 127.0.0.1:N (default 8185; 0 = any)",
   ],
   async run({ values }, signal) {
     const nodeName = values["node-name"] ?? process.env.NODE_NAME;
@@ -68,12 +71,15 @@ await main({
       const socketDirs = (values["socket-dir"] ?? process.env.KUBEVIRT_SOCKET_DIR ?? "/var/run/kubevirt/sockets")
         .split(",")
         .filter((d) => d.length > 0);
+      const registry = createMetricsRegistry();
+      const metrics = await startMetricsServer(registry, Number(values["metrics-port"] ?? 8185));
+      logger.info({ port: metrics.port }, "serving /metrics");
       const app = await startHandlerApp({
         nodeName,
         kubeConfig: loadKubeConfig(values.kubeconfig ? { kubeconfig: values.kubeconfig } : {}),
         socketDirs,
         logger,
-        registry: createMetricsRegistry(),
+        registry,
         port,
         host: values.host ?? "0.0.0.0",
         ...(tls ? { tls } : {}),
@@ -81,6 +87,7 @@ await main({
       await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
       logger.info("stopping; launchers keep running");
       await app.stop();
+      metrics.server.close();
       return 0;
     } catch (error) {
       logger.error({ err: error }, "virt-handler cannot run");

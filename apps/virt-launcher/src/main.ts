@@ -10,7 +10,8 @@
  *            KUBEVIRT_POD_DIR (the pod's private directory: console log virt-serial0-log, scratch),
  *            KVT_IMAGE_STORE (the local image store containerDisk images resolve through),
  *            KUBEVIRT_USE_EMULATION (never | whenNeeded | always: KubeVirt's useEmulation)
- *   socket:  <socket dir>/launcher-<POD_UID, else VMI uid>.sock
+ *   socket:  <socket dir>/launcher-<first 16 hex digits of POD_UID, else of the VMI uid>.sock (short: unix socket
+ *            paths end at 107 bytes; the handler learns who is behind a socket from /v1/info, not its name)
  * Exit codes: 0 the guest shut down or migrated away (or SIGTERM before it started), 1 it crashed or was
  * killed, 2 bad arguments, 3 could not serve (socket, VMI lookup).
  */
@@ -102,7 +103,7 @@ await main({
           ...(podUid ? { podUid } : {}),
         },
         ...(source.vmi ? { vmi: source.vmi } : {}),
-        socketPath: launcherSocketPath(socketDir, podUid ?? source.identity.uid),
+        socketPath: launcherSocketPath(socketDir, socketKey(podUid ?? source.identity.uid)),
         consoleLogPath: values["console-log"] ?? (podDir ? join(podDir, "virt-serial0-log") : undefined),
         toSpec: (vmi) => toMachineSpec(vmi, { resolveImage: imageStoreResolver(storeRoot), workDir }),
         createMachine: machineFactory({ logger: log, useEmulation }),
@@ -140,6 +141,12 @@ await main({
     }
   },
 });
+
+/** A short socket key from a UID: 16 hex digits (64 bits) keep names unique per node and paths short. */
+function socketKey(uid: string): string {
+  const hex = uid.replaceAll("-", "").toLowerCase();
+  return /^[0-9a-f]{16,}$/.test(hex) ? hex.slice(0, 16) : uid;
+}
 
 /** The launcher could not start serving. */
 class ServeError extends Error {

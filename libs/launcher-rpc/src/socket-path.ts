@@ -1,7 +1,7 @@
 /**
  * Where a launcher listens: `<socketDir>/launcher-<key>.sock`, one directory per node (KubeVirt keeps its
- * `launcher-sock` in a per-pod directory the handler can reach). The key is the launcher Pod's UID when known
- * (unique per launcher, also for a migration target of the same VMI), else the VMI's UID. A handler lists the
+ * `launcher-sock` in a per-pod directory the handler can reach). The key is derived from the launcher Pod's UID
+ * when known (unique per launcher, also for a migration target of the same VMI), else from the VMI's UID. A handler lists the
  * directory to find every launcher on its node, also after its own restart; each answers `/v1/info` with its VMI.
  * Unix socket paths are limited to 107 bytes, so keep `socketDir` short.
  */

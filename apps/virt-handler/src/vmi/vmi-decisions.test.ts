@@ -106,6 +106,16 @@ describe("computeVmiStatus", () => {
     expect(computeVmiStatus(pending, facts(info("Running")), { nodeName: NODE, now: NOW })).toEqual(pending.status);
   });
 
+  it("a refused spec fails the VMI with Synchronized=False carrying the launcher's message", () => {
+    const f = facts(info("NoDomain"), { syncFailure: "image local/x is not in the store" });
+    const s = computeVmiStatus(vmi("Scheduled"), f, { nodeName: NODE, now: NOW });
+    expect(s).toMatchObject({ phase: "Failed", reason: SYNC_FAILED });
+    expect(s.conditions?.find((c) => c.type === "Synchronized")).toMatchObject({
+      status: "False",
+      message: "image local/x is not in the store",
+    });
+  });
+
   it("a failed guest gets the reason and Ready=False GuestNotRunning", () => {
     const s = computeVmiStatus(vmi("Running"), facts(info("Crashed", { reason: "Killed" })), {
       nodeName: NODE,

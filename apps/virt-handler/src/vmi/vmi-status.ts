@@ -72,6 +72,15 @@ export function computeVmiStatus(
   }
   if (reason) status.reason = reason;
   status.conditions = conditionsFor(status, facts.info, ctx.now);
+  if (facts.syncFailure) {
+    // KubeVirt reports a failed sync on the Synchronized condition, with the launcher's message.
+    status.conditions = setCondition(
+      status.conditions,
+      VMI_CONDITION.Synchronized,
+      { type: VMI_CONDITION.Synchronized, status: "False", reason: SYNC_FAILED, message: facts.syncFailure },
+      ctx.now,
+    );
+  }
   const podUid = facts.info?.pod.uid;
   if (podUid && !facts.gone && status.activePods?.[podUid] !== ctx.nodeName && !FINAL.has(phase)) {
     status.activePods = { ...status.activePods, [podUid]: ctx.nodeName };
