@@ -20,6 +20,12 @@ export async function readBody(req: IncomingMessage): Promise<string> {
 
 /** Decodes JSON (or YAML for apply patches and yaml content types); 400 on malformed input. */
 export function decode(text: string, contentType: string): unknown {
+  if (contentType.includes("protobuf") || contentType.includes("cbor"))
+    throw new ApiError(
+      415,
+      "UnsupportedMediaType",
+      `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml`,
+    );
   if (text.trim() === "") return undefined;
   try {
     if (contentType.includes("yaml")) return parseYaml(text) as unknown;

@@ -268,6 +268,7 @@ function toDef(s: Spec): ResourceDef {
     schemas: new Map([[s.version, permissiveSchema(topLevel)]]),
     strategy: s.strategy ?? {},
     nameIsLabel: s.nameIsLabel ?? false,
+    omitNameColumn: coll === "core/events",
   };
 }
 

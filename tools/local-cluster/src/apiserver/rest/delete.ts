@@ -103,8 +103,6 @@ export async function deleteObject(
   const keep = finalizers.size > 0 || grace > 0 || nsFinalizers.length > 0;
   if (!keep) {
     if (ctx.dryRun) return { entry: cur, deleted: true };
-    if (!m.deletionTimestamp) m.deletionTimestamp = nowTime();
-    m.deletionGracePeriodSeconds = 0;
     const { entry, committed } = svc.store.remove(coll, id, obj);
     await committed;
     return { entry, deleted: true };

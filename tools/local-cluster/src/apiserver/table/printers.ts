@@ -165,6 +165,10 @@ const EVENT: PrinterColumn[] = [
     return `${(str(io.kind) ?? "").toLowerCase()}/${str(io.name) ?? ""}`;
   }),
   col("Message", (o) => str(o.message) ?? ""),
+  col("Source", (o) => str(obj(o.source).component) ?? str(o.reportingComponent) ?? "", 1),
+  col("First Seen", (o, now) => ageOf(o.firstTimestamp ?? o.eventTime, now), 1),
+  col("Count", (o) => Number(o.count ?? 1), 1, "integer"),
+  col("Name", (o) => o.metadata.name ?? "", 1),
 ];
 
 /** Built-in columns by `group/resource` (core group as `core`). */

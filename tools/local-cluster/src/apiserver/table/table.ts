@@ -41,7 +41,7 @@ const NAME_COLUMN: ColumnDefinition = {
 /** The column definitions of a resource. */
 export function columnDefinitions(def: ResourceDef): ColumnDefinition[] {
   return [
-    NAME_COLUMN,
+    ...(def.omitNameColumn ? [] : [NAME_COLUMN]),
     ...def.columns.map((c) => ({
       name: c.name,
       type: c.type,
@@ -67,7 +67,10 @@ export function tableRow(
   include: IncludeObject,
   now: number,
 ): { cells: Json[]; object?: Json } {
-  const cells: Json[] = [obj.metadata.name ?? "", ...def.columns.map((c) => renderCell(c, obj, now))];
+  const cells: Json[] = [
+    ...(def.omitNameColumn ? [] : [obj.metadata.name ?? ""]),
+    ...def.columns.map((c) => renderCell(c, obj, now)),
+  ];
   if (include === "None") return { cells };
   if (include === "Object") return { cells, object: obj as unknown as Json };
   return {
