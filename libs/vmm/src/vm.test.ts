@@ -156,6 +156,29 @@ describe.skipIf(!kvm)("Vm on /dev/kvm", () => {
     expect(exits.at(-1)?.fatal).toBe(true);
   });
 
+  it("reports an i8042 reset (0xfe to port 0x64) as a shutdown with reason reset", async () => {
+    const image = elfWith([0xb0, 0xfe, 0xe6, 0x64, 0xf4]); // mov $0xfe,%al ; out %al,$0x64 ; hlt
+    const vm = Vm.create({ memoryBytes: 32 * MiB, kernel: { image } });
+    live.push(vm);
+    const done = new Promise<ShutdownEvent>((resolve) => vm.on("shutdown", resolve));
+    vm.start();
+    expect(await done).toEqual({ reason: "reset", code: 0 });
+    expect(vm.state).toBe("stopped");
+  });
+
+  it("keeps running under an auto-converge throttle and after it is lifted", async () => {
+    const run = guest("ws=8 every=128 lines=0");
+    run.vm.start();
+    run.vm.setCpuThrottle(90);
+    const seen = run.lines.length;
+    await until(() => run.lines.length >= seen + 2);
+    run.vm.setCpuThrottle(0);
+    const later = run.lines.length;
+    await until(() => run.lines.length >= later + 2);
+    expect(run.vm.stats().kicks).toBeGreaterThan(0);
+    expect(() => run.vm.setCpuThrottle(100)).toThrow(RangeError);
+  });
+
   it("names the failed operation in typed errors", () => {
     const vm = Vm.create({ memoryBytes: 32 * MiB });
     live.push(vm);
