@@ -177,9 +177,18 @@ export type {
   Volume,
 } from "./types.ts";
 // A webhook denial: code, reason, message, causes.
-export type { AdmissionDenial } from "./validation/causes.ts";
+export type { AdmissionDenial, WireStatusCause } from "./validation/causes.ts";
 // Validation: StatusCause[] with full field paths and KubeVirt's messages; admission denials as KubeVirt builds them.
-export { CAUSE_TYPE, cause, denialFromCauses, denialFromError, FieldPath, path } from "./validation/causes.ts";
+export {
+  CAUSE_TYPE,
+  cause,
+  denialFromCauses,
+  denialFromError,
+  denialToStatus,
+  FieldPath,
+  path,
+  toWireCauses,
+} from "./validation/causes.ts";
 // DNS-1123 label/subdomain checks with apimachinery's messages.
 export { dns1123LabelErrors, dns1123SubdomainErrors } from "./validation/dns.ts";
 // What the VMIM create check needs from the cluster.

@@ -74,3 +74,40 @@ export function denialFromCauses(causes: StatusCause[]): AdmissionDenial {
 export function denialFromError(message: string): AdmissionDenial {
   return { code: 400, reason: "BadRequest", message, causes: [] };
 }
+
+/** A StatusCause as metav1 serialises it: the cause type travels under the JSON key `reason`. */
+export interface WireStatusCause {
+  reason: string;
+  message: string;
+  field?: string;
+}
+
+/** The wire form of causes (`type` -> `reason`; an empty field is omitted, as Go's omitempty does). */
+export function toWireCauses(causes: readonly StatusCause[]): WireStatusCause[] {
+  return causes.map((c) =>
+    c.field ? { reason: c.type, message: c.message, field: c.field } : { reason: c.type, message: c.message },
+  );
+}
+
+/** A denial as a complete Kubernetes `Status` object (what an admission response's `result` or an API error carries). */
+export function denialToStatus(d: AdmissionDenial): {
+  kind: "Status";
+  apiVersion: "v1";
+  metadata: Record<string, never>;
+  status: "Failure";
+  message: string;
+  reason: string;
+  code: number;
+  details?: { causes: WireStatusCause[] };
+} {
+  const base = {
+    kind: "Status" as const,
+    apiVersion: "v1" as const,
+    metadata: {},
+    status: "Failure" as const,
+    message: d.message,
+    reason: d.reason,
+    code: d.code,
+  };
+  return d.causes.length > 0 ? { ...base, details: { causes: toWireCauses(d.causes) } } : base;
+}

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { vm, vmi } from "../testdata/objects.ts";
 import type { StatusCause, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration } from "../types.ts";
-import { denialFromCauses } from "./causes.ts";
+import { denialFromCauses, denialFromError, denialToStatus, toWireCauses } from "./causes.ts";
 import { admitMigrationCreate, admitMigrationUpdate, validateMigrationPolicy } from "./migration-validation.ts";
 import { validateVm } from "./vm-validation.ts";
 import { validateVmiCreate, validateVmiUpdate } from "./vmi-validation.ts";
@@ -148,6 +148,33 @@ describe("VMI create and update", () => {
         "metadata.labels",
       ),
     ]);
+  });
+
+  it("causes go on the wire with the type under `reason`, inside a Status", () => {
+    const causes = [cause("FieldValueInvalid", "bad", "spec.x"), cause("FieldValueRequired", "no memory", "")];
+    expect(toWireCauses(causes)).toEqual([
+      { reason: "FieldValueInvalid", message: "bad", field: "spec.x" },
+      { reason: "FieldValueRequired", message: "no memory" },
+    ]);
+    expect(denialToStatus(denialFromCauses(causes))).toEqual({
+      kind: "Status",
+      apiVersion: "v1",
+      metadata: {},
+      status: "Failure",
+      message: "bad, no memory",
+      reason: "Invalid",
+      code: 422,
+      details: { causes: toWireCauses(causes) },
+    });
+    expect(denialToStatus(denialFromError("nope"))).toEqual({
+      kind: "Status",
+      apiVersion: "v1",
+      metadata: {},
+      status: "Failure",
+      message: "nope",
+      reason: "BadRequest",
+      code: 400,
+    });
   });
 
   it("denialFromCauses joins ten messages and counts the rest, as KubeVirt's ToAdmissionResponse", () => {
