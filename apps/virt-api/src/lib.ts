@@ -3,6 +3,13 @@
  * certificate generation and the wiring manifests.
  */
 
+/** What an API server does for the subresources.kubevirt.io APIService: proxy to virt-api with X-Remote-* identity. */
+export {
+  AggregationProxy,
+  type AggregationProxyOptions,
+  forwardedHeaders,
+  type ProxyUser,
+} from "./aggregation/proxy.ts";
 export {
   CONSOLE_SUBPROTOCOL,
   type HandlerClient,
@@ -24,6 +31,8 @@ export {
 } from "./manifests/manifests.ts";
 /** The HTTP application and its dependencies. */
 export { VirtApiApp, type VirtApiDeps } from "./server/app.ts";
+/** virt-api's metrics. */
+export { virtApiMetrics } from "./server/metrics.ts";
 /** HTTPS serving. */
 export { type RunningServer, startVirtApiServer, type VirtApiServerOptions } from "./server/server.ts";
 /** CA and certificate generation (PEM). */

@@ -2,7 +2,7 @@
 /** virt-api: composition root. Admission webhooks and subresources (start, stop, restart, migrate, pause, console) for kubevirt.io/v1. */
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
-import { createLogger } from "@kvt/observability";
+import { createLogger, createMetricsRegistry, startMetricsServer } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
 import {
@@ -14,6 +14,7 @@ import {
 import { RestClusterClient } from "./kube/cluster-client.ts";
 import { HttpTransport } from "./kube/rest.ts";
 import { VirtApiApp } from "./server/app.ts";
+import { virtApiMetrics } from "./server/metrics.ts";
 import { startVirtApiServer } from "./server/server.ts";
 import { webhookRoutes } from "./webhooks/admitters.ts";
 
@@ -30,7 +31,9 @@ await main({
     "  --namespace NS                  KubeVirt's namespace (default kubevirt)",
     "  --requestheader-client-ca FILE  trust X-Remote-* identity only from clients this CA signed, and act as that user",
     "  --requestheader-allowed-names N comma-separated CNs allowed for that client certificate",
-    "  --handler-url TEMPLATE          virt-handler base URL, {node} = VMI's node (default: the handler pod's IP:8186)",
+    "  --handler-url SPEC              virt-handler base URL: a template ({node} = VMI's node) or node=URL,node=URL",
+    "                                  (default: the kubevirt.io=virt-handler pod on the VMI's node, pod IP, 8186)",
+    "  --metrics-port N                /metrics, /healthz, /readyz on plain HTTP (127.0.0.1; off when unset)",
     "  --handler-ca FILE               CA of virt-handler's serving certificate",
     "  --handler-client-cert FILE / --handler-client-key FILE   client certificate presented to virt-handler",
   ],
@@ -46,6 +49,7 @@ await main({
     "handler-ca": { type: "string" },
     "handler-client-cert": { type: "string" },
     "handler-client-key": { type: "string" },
+    "metrics-port": { type: "string" },
   },
   async run({ values }, signal) {
     const logger = createLogger({ component: "virt-api" });
@@ -72,6 +76,8 @@ await main({
       key: read(values["handler-client-key"]),
     });
     const clientCa = read(values["requestheader-client-ca"]);
+    const registry = createMetricsRegistry();
+    const metrics = virtApiMetrics(registry);
     const app = new VirtApiApp({
       logger,
       clientFor: (user) => (user ? new RestClusterClient(transport, user) : self),
@@ -81,6 +87,7 @@ await main({
         ? { allowedNames: (values["requestheader-allowed-names"] ?? "").split(",").filter((s) => s.length > 0) }
         : undefined,
       version: pkg.version,
+      consoleSessions: metrics,
     });
     if (!clientCa) logger.warn("no --requestheader-client-ca: subresource writes act as virt-api's own identity");
     const server = await startVirtApiServer(app, {
@@ -89,9 +96,15 @@ await main({
       clientCaPem: clientCa,
       port: Number(values.port ?? "8443"),
     });
-    logger.info({ port: server.port }, "virt-api serving");
+    metrics.setReady(true);
+    const ops = values["metrics-port"]
+      ? await startMetricsServer({ registry, port: Number(values["metrics-port"]) })
+      : undefined;
+    logger.info({ port: server.port, metricsPort: ops?.port }, "virt-api serving");
     await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    metrics.setReady(false);
     await server.close();
+    await ops?.close();
     logger.info("virt-api stopped");
     return 0;
   },

@@ -52,16 +52,32 @@ export class PodHandlerLocator implements HandlerLocator {
   }
 }
 
-/** A fixed mapping, for the local cluster and tests: `template` with `{node}` replaced by the VMI's node name. */
+/**
+ * A fixed mapping, for the local cluster and tests. `spec` is either a template with `{node}` replaced by the
+ * VMI's node name (`https://{node}.handlers:8186`), or a list `node1=URL,node2=URL`.
+ */
 export class TemplateHandlerLocator implements HandlerLocator {
-  readonly #template: string;
-  constructor(template: string) {
-    this.#template = template;
+  readonly #template: string | undefined;
+  readonly #byNode = new Map<string, string>();
+  constructor(spec: string) {
+    const entries = spec
+      .split(",")
+      .map((e) => e.trim())
+      .filter((e) => e.length > 0);
+    if (entries.length > 0 && entries.every((e) => /^[^=/:]+=\S+$/.test(e))) {
+      for (const e of entries) {
+        const at = e.indexOf("=");
+        this.#byNode.set(e.slice(0, at), e.slice(at + 1));
+      }
+      this.#template = undefined;
+    } else this.#template = spec;
   }
   locate(vmi: VirtualMachineInstance): Promise<string> {
     const node = vmi.status?.nodeName;
     if (!node) return Promise.reject(new Error(`VMI ${vmi.metadata.name ?? ""} is not scheduled to a node`));
-    return Promise.resolve(this.#template.replaceAll("{node}", node));
+    if (this.#template !== undefined) return Promise.resolve(this.#template.replaceAll("{node}", node));
+    const url = this.#byNode.get(node);
+    return url ? Promise.resolve(url) : Promise.reject(new Error(`no virt-handler known for node ${node}`));
   }
 }
 

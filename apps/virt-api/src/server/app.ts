@@ -49,6 +49,14 @@ export interface VirtApiDeps {
   readonly requestHeaderAuth?: RequestHeaderAuth;
   /** Reported by the `version` subresource. */
   readonly version: string;
+  /** Console session accounting (metrics); optional. */
+  readonly consoleSessions?: ConsoleSessionObserver;
+}
+
+/** Told when console sessions open and close (e.g. `kubevirt_console_active_connections`). */
+export interface ConsoleSessionObserver {
+  opened(namespace: string, name: string): void;
+  closed(namespace: string, name: string): void;
 }
 
 const MAX_BODY = 3 * 1024 * 1024;
@@ -234,6 +242,8 @@ export class VirtApiApp {
       });
       this.#wss.handleUpgrade(req, socket, head, (client) => {
         upgraded = true;
+        this.#deps.consoleSessions?.opened(r.namespace, r.name);
+        let counted = true;
         this.#deps.logger.info(
           { kind: "VirtualMachineInstance", namespace: r.namespace, name: r.name },
           "console connected",
@@ -241,6 +251,8 @@ export class VirtApiApp {
         client.on("message", (data, isBinary) => upstream.send(data, { binary: isBinary }));
         upstream.on("message", (data, isBinary) => client.send(data, { binary: isBinary }));
         const closeBoth = (): void => {
+          if (counted) this.#deps.consoleSessions?.closed(r.namespace, r.name);
+          counted = false;
           client.close();
           upstream.close();
         };
