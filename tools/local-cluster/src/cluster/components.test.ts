@@ -11,6 +11,7 @@ const layout: ClusterLayout = {
   nodeNames: nodeNames(2),
   metricsPorts: { "virt-api": 9001, "virt-controller": 9002, "virt-handler/node01": 9003, "virt-handler/node02": 9004 },
   virtApiPort: 8443,
+  handlerPorts: { node01: 8186, node02: 8187 },
   tls: { cert: "/data/pki/virt-api.crt", key: "/data/pki/virt-api.key", ca: "/data/pki/ca.crt" },
   tracesFile: "/tmp/traces.jsonl",
 };
@@ -43,6 +44,11 @@ describe("clusterComponents()", () => {
       "9004",
     ]);
     expect(handler.env.KUBEVIRT_TRACES_FILE).toBe("/tmp/traces.jsonl");
+  });
+
+  it("tells virt-api where each node's handler listens", () => {
+    const api = clusterComponents(layout).find((c) => c.name === "virt-api")!;
+    expect(api.argv.slice(-2)).toEqual(["--handler-url", "node01=http://127.0.0.1:8186,node02=http://127.0.0.1:8187"]);
   });
 });
 

@@ -22,6 +22,8 @@ export interface ClusterLayout {
   /** Metrics port per component name (`virt-handler/node01` ...). */
   readonly metricsPorts: Readonly<Record<string, number>>;
   readonly virtApiPort: number;
+  /** virt-handler's HTTP port (console, pause) per node. */
+  readonly handlerPorts: Readonly<Record<string, number>>;
   /** virt-api serving certificate and key, and the CA that signed them. */
   readonly tls: { readonly cert: string; readonly key: string; readonly ca: string };
   readonly tracesFile?: string;

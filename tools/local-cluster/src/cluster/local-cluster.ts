@@ -58,12 +58,15 @@ interface PersistedState {
   apiPort: number;
   virtApiPort: number;
   metricsPorts: Record<string, number>;
+  handlerPorts: Record<string, number>;
 }
 
 async function loadState(file: string, nodes: readonly string[]): Promise<PersistedState> {
   const state: PersistedState = existsSync(file)
     ? (JSON.parse(readFileSync(file, "utf8")) as PersistedState)
-    : { apiPort: await freePort(), virtApiPort: await freePort(), metricsPorts: {} };
+    : { apiPort: await freePort(), virtApiPort: await freePort(), metricsPorts: {}, handlerPorts: {} };
+  state.handlerPorts ??= {};
+  for (const n of nodes) state.handlerPorts[n] ??= await freePort();
   for (const name of ["virt-api", "virt-controller", ...nodes.map((n) => `virt-handler/${n}`)]) {
     state.metricsPorts[name] ??= await freePort();
   }
@@ -107,6 +110,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     nodeNames: names,
     metricsPorts: state.metricsPorts,
     virtApiPort: state.virtApiPort,
+    handlerPorts: state.handlerPorts,
     tls,
     tracesFile: options.tracesFile,
   };
