@@ -82,10 +82,12 @@ export { vmiSchema } from "./schema/vmi-schemas.ts";
 export type { ResolvedMigrationConfiguration } from "./semantics/migration-config.ts";
 // Migration configuration defaults and MigrationPolicy matching.
 export {
+  acceptableCompletionTimeSeconds,
   applyMigrationPolicy,
   clusterMigrationConfiguration,
   DEFAULT_MIGRATION_CONFIGURATION,
   matchMigrationPolicy,
+  migrationDataSizeGiga,
   resolveMigrationConfiguration,
 } from "./semantics/migration-config.ts";
 // Legal VMI and VMIM phase transitions.

@@ -6,7 +6,8 @@
  * selector is on the namespace. The best match has the most matching labels (VMI + namespace); ties go to more VMI
  * labels, then to the lexicographically smallest policy name. Its non-nil fields override the cluster values.
  */
-import type { MigrationConfiguration, MigrationPolicy } from "../types.ts";
+import { tryParseQuantity } from "../quantity.ts";
+import type { MigrationConfiguration, MigrationPolicy, VirtualMachineInstance } from "../types.ts";
 
 /** Cluster migration settings with every field resolved. */
 export type ResolvedMigrationConfiguration = Required<
@@ -133,4 +134,29 @@ export function resolveMigrationConfiguration(
   const policy = matchMigrationPolicy(policies, vmiLabels, namespaceLabels);
   const configuration = applyMigrationPolicy(cluster, policy);
   return policy?.metadata?.name ? { configuration, policyName: policy.metadata.name } : { configuration };
+}
+
+/**
+ * The data a migration moves, in units of 10^9 bytes rounded up (KubeVirt `getVMIMigrationDataSize`: the guest
+ * memory, memory.guest over requests.memory, plus `extraBytes` for block-migrated disks; note the decimal Giga
+ * despite the knob's "PerGiB" name).
+ */
+export function migrationDataSizeGiga(vmi: VirtualMachineInstance, extraBytes = 0n): bigint {
+  const raw = vmi.spec?.domain?.memory?.guest ?? vmi.spec?.domain?.resources?.requests?.memory;
+  const memory = tryParseQuantity(raw)?.value() ?? 0n;
+  const total = memory + extraBytes;
+  const giga = 1_000_000_000n;
+  return total <= 0n ? 0n : (total + giga - 1n) / giga;
+}
+
+/**
+ * Seconds a migration may take before the completion timeout fires (`acceptableCompletionTime`):
+ * completionTimeoutPerGiB x the data size; 0 means "never" (no memory known).
+ */
+export function acceptableCompletionTimeSeconds(
+  vmi: VirtualMachineInstance,
+  config: Pick<ResolvedMigrationConfiguration, "completionTimeoutPerGiB">,
+  extraBytes = 0n,
+): number {
+  return Number(BigInt(config.completionTimeoutPerGiB) * migrationDataSizeGiga(vmi, extraBytes));
 }

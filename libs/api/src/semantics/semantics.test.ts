@@ -2,10 +2,12 @@ import { describe, expect, it } from "vitest";
 import { vm as newVm, vmi as newVmi } from "../testdata/objects.ts";
 import type { MigrationPolicy, VirtualMachine, VirtualMachineInstance } from "../types.ts";
 import {
+  acceptableCompletionTimeSeconds,
   applyMigrationPolicy,
   clusterMigrationConfiguration,
   DEFAULT_MIGRATION_CONFIGURATION,
   matchMigrationPolicy,
+  migrationDataSizeGiga,
   resolveMigrationConfiguration,
 } from "./migration-config.ts";
 import { isLegalMigrationPhaseTransition, isLegalVmiPhaseTransition, isMigrationFinal } from "./phases.ts";
@@ -446,5 +448,29 @@ describe("migration configuration and MigrationPolicy matching", () => {
     expect(applyMigrationPolicy(base, q).allowWorkloadDisruption).toBe(false);
     expect(resolveMigrationConfiguration(base, [p], vmiLabels, nsLabels).policyName).toBe("fast");
     expect(resolveMigrationConfiguration(base, [], vmiLabels, nsLabels)).toEqual({ configuration: base });
+  });
+});
+
+describe("migration completion timeout", () => {
+  const withMemory = (guest?: string, request?: string): VirtualMachineInstance => {
+    const v = newVmi();
+    v.spec.domain.resources = request ? { requests: { memory: request } } : {};
+    if (guest) v.spec.domain.memory = { guest };
+    return v;
+  };
+  it.each<[string | undefined, string | undefined, bigint, number]>([
+    [undefined, "64M", 1n, 150],
+    [undefined, "1G", 1n, 150],
+    [undefined, "1Gi", 2n, 300],
+    ["8Gi", "1Gi", 9n, 1350],
+    [undefined, undefined, 0n, 0],
+  ])("guest %s, request %s: %s G of data, %s s", (guest, request, size, seconds) => {
+    const v = withMemory(guest, request);
+    expect(migrationDataSizeGiga(v)).toBe(size);
+    expect(acceptableCompletionTimeSeconds(v, DEFAULT_MIGRATION_CONFIGURATION)).toBe(seconds);
+  });
+
+  it("block-migrated disk bytes add to the data", () => {
+    expect(migrationDataSizeGiga(withMemory(undefined, "1G"), 1n)).toBe(2n);
   });
 });
