@@ -99,6 +99,8 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
       layout.tls.key,
       "--metrics-port",
       String(port("virt-api")),
+      "--handler-url",
+      layout.nodeNames.map((n) => `${n}=http://127.0.0.1:${layout.handlerPorts[n]}`).join(","),
     ],
     env,
     metricsPort: port("virt-api"),
