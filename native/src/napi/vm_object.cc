@@ -1,13 +1,5 @@
-// VmObject: see vm_object.h. Events flow from vCPU threads to JS like this:
-//
-//   vCPU thread                         JS thread (event loop)
-//   Machine -> Bridge::OnSerialOutput   ----NonBlockingCall---->  drain Machine::TakeSerialOutput
-//           -> Bridge::OnVcpuExit                                 -> onEvent("serial-output", Buffer)
-//           -> Bridge::OnShutdown                                 -> onEvent("vcpu-exit", vcpu, reason, fatal)
-//                                                                 -> onEvent("shutdown", reason, code)
-// The Bridge is shared (shared_ptr) by the object and every queued call, so a call that arrives after close()
-// finds machine == nullptr instead of a dangling pointer. The thread-safe function keeps the event loop alive only
-// while the guest runs (Ref on start/resume, Unref on stop/shutdown/close).
+// VmObject: see vm_object.h. Events: napi/events.h. The thread-safe function keeps the event loop alive only while
+// the guest runs (Ref on start/resume, Unref on stop/shutdown/close).
 #include "napi/vm_object.h"
 
 #include <errno.h>
@@ -19,30 +11,10 @@
 #include <vector>
 
 #include "napi/errors.h"
+#include "napi/events.h"
 
 namespace kvmts::bind {
 namespace {
-
-struct Event {
-  enum Kind { kSerial, kExit, kShutdown } kind;
-  uint32_t vcpu = 0;
-  std::string reason;
-  bool fatal = false;
-  uint32_t code = 0;
-};
-
-struct Bridge : public vmm::MachineEvents, public std::enable_shared_from_this<Bridge> {
-  vmm::Machine* machine = nullptr;  // touched on the JS thread only; nullptr once closed
-  Napi::ThreadSafeFunction tsfn;
-  void Post(Event* e);
-  void OnSerialOutput() override { Post(new Event{Event::kSerial, 0, std::string(), false, 0}); }
-  void OnVcpuExit(uint32_t vcpu, const std::string& reason, bool fatal) override {
-    Post(new Event{Event::kExit, vcpu, reason, fatal, 0});
-  }
-  void OnShutdown(vmm::ShutdownReason reason, uint32_t code) override {
-    Post(new Event{Event::kShutdown, 0, vmm::ShutdownReasonName(reason), false, code});
-  }
-};
 
 class VmObject;
 std::mutex g_live_mu;
@@ -91,73 +63,6 @@ class VmObject : public Napi::ObjectWrap<VmObject> {
   bool ref_ = false;
   Napi::Env env_;
 };
-
-// Calls the JS event callback with raw napi calls: while an env shuts down (worker terminate, process exit) a
-// call can fail, and node-addon-api's wrappers would then throw into a dying env, which is a fatal error. Failures
-// here only mean the event is no longer wanted.
-struct Args {
-  napi_env env;
-  std::vector<napi_value> values;
-  bool ok = true;
-  Args& Str(const std::string& s) {
-    napi_value v = nullptr;
-    ok = ok && napi_create_string_utf8(env, s.data(), s.size(), &v) == napi_ok;
-    values.push_back(v);
-    return *this;
-  }
-  Args& Num(double d) {
-    napi_value v = nullptr;
-    ok = ok && napi_create_double(env, d, &v) == napi_ok;
-    values.push_back(v);
-    return *this;
-  }
-  Args& Bool(bool b) {
-    napi_value v = nullptr;
-    ok = ok && napi_get_boolean(env, b, &v) == napi_ok;
-    values.push_back(v);
-    return *this;
-  }
-  Args& Bytes(const std::string& s) {
-    napi_value v = nullptr;
-    void* data = nullptr;
-    ok = ok && napi_create_buffer_copy(env, s.size(), s.data(), &data, &v) == napi_ok;
-    values.push_back(v);
-    return *this;
-  }
-  void CallOn(napi_value cb) {
-    napi_value undefined = nullptr, result = nullptr;
-    if (!ok || napi_get_undefined(env, &undefined) != napi_ok) return;
-    napi_call_function(env, undefined, cb, values.size(), values.data(), &result);
-  }
-};
-
-void Bridge::Post(Event* e) {
-  std::shared_ptr<Bridge> self = shared_from_this();
-  napi_status st = tsfn.NonBlockingCall(e, [self](Napi::Env env, Napi::Function cb, Event* ev) {
-    std::unique_ptr<Event> owned(ev);
-    if (env == nullptr || cb.IsEmpty()) return;
-    napi_env raw = env;
-    auto serial = [&] {
-      if (!self->machine) return;
-      std::string out;
-      if (self->machine->TakeSerialOutput(&out) == 0) return;
-      Args{raw, {}}.Str("serial-output").Bytes(out).CallOn(cb);
-    };
-    switch (ev->kind) {
-      case Event::kSerial:
-        serial();
-        return;
-      case Event::kExit:
-        Args{raw, {}}.Str("vcpu-exit").Num(ev->vcpu).Str(ev->reason).Bool(ev->fatal).CallOn(cb);
-        return;
-      case Event::kShutdown:
-        serial();  // deliver the output that preceded the shutdown first
-        Args{raw, {}}.Str("shutdown").Str(ev->reason).Num(ev->code).CallOn(cb);
-        return;
-    }
-  });
-  if (st != napi_ok) delete e;
-}
 
 Napi::Function VmObject::Define(Napi::Env env) {
   return DefineClass(env, "NativeVm",
