@@ -29,13 +29,17 @@ describe("buildDemoLinux()", () => {
     expect(byPath.get("dev/console")?.mode).toBe(0o020600);
     expect(byPath.get("bin/busybox")?.size).toBeGreaterThan(500_000);
     expect(byPath.has("bin/sh") && byPath.has("sbin/init") && byPath.has("sbin/poweroff")).toBe(true);
-    expect(Buffer.from(byPath.get("etc/inittab")?.data ?? []).toString()).toMatch(/::ctrlaltdel:\/sbin\/poweroff/);
+    const inittab = Buffer.from(byPath.get("etc/inittab")?.data ?? []).toString();
+    expect(inittab).toMatch(/::ctrlaltdel:\/sbin\/poweroff/);
+    expect(inittab).toMatch(/::respawn:\/sbin\/acpid -f/);
+    expect((byPath.get("etc/acpi/PWRF/00000080")?.mode ?? 0) & 0o111).not.toBe(0); // acpid's power-button action
     const order = Buffer.from(byPath.get("etc/kvt/modules")?.data ?? [])
       .toString()
       .trim()
       .split("\n");
     const names = order.map((p) => p.split("/").pop());
-    for (const m of ["virtio_blk.ko", "virtio_pci.ko", "isofs.ko", "vfat.ko"]) expect(names).toContain(m);
+    for (const m of ["virtio_blk.ko", "virtio_pci.ko", "isofs.ko", "vfat.ko", "button.ko", "evdev.ko"])
+      expect(names).toContain(m);
     expect(names.indexOf("virtio.ko")).toBeLessThan(names.indexOf("virtio_blk.ko")); // dependencies first
     expect(names.indexOf("fat.ko")).toBeLessThan(names.indexOf("vfat.ko"));
     for (const p of order)

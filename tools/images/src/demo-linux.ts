@@ -25,7 +25,7 @@ export const DEMO_LINUX_IMAGE = "local/demo-linux:latest";
 export const DEMO_BOOT_MARKER = "KVT_DEMO_LINUX_BOOTED";
 /** The demo image's default kernel command line (backends add their console= when missing). */
 export const DEMO_CMDLINE = "console=ttyS0 quiet panic=-1";
-/** Modules the init loads (dependencies are added): virtio (PCI and MMIO) block devices, iso9660 and vfat seeds. */
+/** Modules the init loads (dependencies are added): virtio (PCI and MMIO) block devices, iso9660 and vfat seeds, the ACPI power button. */
 export const DEMO_MODULES = [
   "virtio_pci",
   "virtio_mmio",
@@ -35,6 +35,8 @@ export const DEMO_MODULES = [
   "nls_cp437",
   "nls_ascii",
   "nls_utf8",
+  "button",
+  "evdev",
 ];
 /** Bump when the build changes in a way the package versions and guest files do not capture. */
 const BUILDER_REVISION = "1";
@@ -68,6 +70,7 @@ function guestFiles(): Map<string, Buffer> {
     ["etc/inittab", guestFile("inittab")],
     ["etc/profile", guestFile("profile")],
     ["sbin/kvt-cloud-init", guestFile("cloud-init.sh")],
+    ["etc/acpi/PWRF/00000080", guestFile("acpi-power-button.sh")],
     ["usr/share/kvt/cloud-config.awk", guestFile("cloud-config.awk")],
   ]);
 }
@@ -148,7 +151,7 @@ function initramfsEntries(input: {
   entries.push({ kind: "file", path: "etc/group", data: Buffer.from("root:x:0:\n") });
   for (const [path, data] of input.files) {
     for (const p of parentsOf(path)) addDir(p);
-    const exec = path === "init" || path.startsWith("sbin/");
+    const exec = path === "init" || path.startsWith("sbin/") || path.startsWith("etc/acpi/");
     entries.push({ kind: "file", path, data, mode: exec ? 0o755 : 0o644 });
   }
   return entries;

@@ -2,9 +2,12 @@
  * The qemu-system-x86_64 command line for a MachineSpec (pure). Software emulation only (`-accel tcg`), direct
  * kernel boot, serial console on stdio, QMP on a unix socket, the NoCloud seed as a read-only virtio-blk drive.
  *
- * Machine type: `pc` by default. Measured here (TCG, 1 vCPU, 256 MiB, demo image, to the boot marker):
- * `pc` + SeaBIOS 7.5 s, `pc` + qboot 13.7 s, `microvm` 6.0 s. microvm is faster but has no i8042, so the
- * guest cannot be asked to shut down with Ctrl-Alt-Del; `pc` is the default, `microvm` an option.
+ * Machine type: `pc` by default. Measured here (TCG, 1 vCPU, 256 MiB, demo image, to the boot marker, one run each
+ * on a loaded 2-core host): `pc` + SeaBIOS 7.5 s, `pc` + qboot 13.7 s, `microvm` 6.0 s. But microvm has no
+ * i8042 (no Ctrl-Alt-Del), no HPET or ACPI PM timer, and under heavier host load its kernel stalled calibrating the
+ * TSC and never reached init in 60 s; `pc` boots reliably, so it is the default and `microvm` only an option.
+ * Graceful shutdown on `pc`: ACPI power button (the demo image's acpid powers off; measured 2.6 s) and
+ * Ctrl-Alt-Del through the i8042 (the demo image's init powers off).
  */
 import type { MachineSpec } from "../machine.ts";
 
