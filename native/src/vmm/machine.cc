@@ -301,8 +301,7 @@ void Machine::SetCpuThrottle(uint32_t percent) {
   impl_->throttle_thread = std::thread([m] {
     std::unique_lock<std::mutex> lock(m->throttle_mu);
     while (!m->throttle_exit) {
-      uint32_t pct = m->throttle_pct.load();
-      m->throttle_cv.wait_for(lock, std::chrono::microseconds(pct ? 100 * (100 - pct) : 10000));
+      m->throttle_cv.wait_for(lock, std::chrono::milliseconds(10));  // one throttle slice
       if (m->throttle_exit) break;
       if (m->throttle_pct.load() && m->state.load() == MachineState::kRunning) {
         for (auto& t : m->threads) t->Kick();

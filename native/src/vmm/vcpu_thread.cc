@@ -123,9 +123,14 @@ VcpuState VcpuThread::Running() {
     __atomic_store_n(&vcpu_->run()->immediate_exit, 0, __ATOMIC_SEQ_CST);
     uint32_t pct = throttle_.load();
     if (pct && !has_command_.load()) {
-      // Auto-converge: give up pct% of a 10 ms slice, waking early for a command.
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::microseconds(100 * pct), [this] { return !commands_.empty(); });
+      // Auto-converge: the machine kicks every 10 ms; give up pct% of the slice, waking early for a command.
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, std::chrono::microseconds(100 * pct), [this] { return !commands_.empty(); });
+      }
+      // Throttle kicks that landed while asleep must not cut the next run short; a command posted meanwhile is
+      // seen by Running()'s has_command_ check before KVM_RUN.
+      __atomic_store_n(&vcpu_->run()->immediate_exit, 0, __ATOMIC_SEQ_CST);
     }
     return VcpuState::kRunning;
   }
