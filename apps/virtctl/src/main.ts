@@ -9,6 +9,10 @@ const onSignal = (): void => {
   controller.abort();
 };
 process.on("SIGINT", onSignal);
+// The reader of our output went away (`virtctl console vm | grep -m1 ...`): that is a normal end.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(0);
+});
 process.on("SIGTERM", onSignal);
 
 const code = await runVirtctl(process.argv.slice(2), COMMANDS, {

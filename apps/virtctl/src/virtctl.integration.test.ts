@@ -98,6 +98,10 @@ describe("virtctl against an HTTP API server", { timeout: 60_000 }, () => {
       seen.push({ method: "UPGRADE", url: req.url ?? "", auth: req.headers.authorization, body: "" });
       wss.handleUpgrade(req, socket, head, (ws) => {
         ws.send(Buffer.from("cloud-init: hello from the guest\r\n"));
+        if ((req.url ?? "").includes("/vm-poweroff/")) {
+          ws.close(1000, "guest powered off");
+          return;
+        }
         ws.on("message", (data: Buffer) => ws.send(Buffer.from(`echo:${data.toString()}`)));
       });
     });
@@ -188,5 +192,17 @@ describe("virtctl against an HTTP API server", { timeout: 60_000 }, () => {
       url: `${SUB}/default/virtualmachineinstances/vm-cirros/console`,
       auth: "Bearer alice-token",
     });
+  });
+
+  it("console with piped stdin that ends at once still prints the guest's output until the console closes", async () => {
+    const r = await virtctl(["console", "vm-poweroff"], { KUBECONFIG: kubeconfig, HOME: dir });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe("cloud-init: hello from the guest\r\n");
+  });
+
+  it("console of a VMI the server refuses prints KubeVirt's error and exits 1", async () => {
+    const r = await virtctl(["--server", "http://127.0.0.1:1", "console", "x"], { HOME: dir });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/ECONNREFUSED|connect/);
   });
 });

@@ -4,7 +4,9 @@
  *
  *   connect (retry each second while the API answers 400, e.g. VMI not running yet, until --timeout minutes)
  *     -> stdin raw (when a TTY) -> stdin bytes ==> socket ; socket bytes ==> stdout
- *     -> ends on Ctrl+] (0x1d), stdin EOF, SIGINT, or the socket closing (abnormal close: exit 1 with a hint)
+ *     -> ends on Ctrl+] (0x1d), EOF of a terminal, SIGINT/SIGTERM, or the socket closing (abnormal close: exit 1
+ *        with a hint). Piped stdin running out only stops sending, so `virtctl console vm </dev/null | grep -m1 x`
+ *        works (KubeVirt's virtctl returns at once on any stdin EOF).
  */
 import type WebSocket from "ws";
 import { type Command, type CommandContext, CommandError, errorText, intFlag } from "../cli/command.ts";
@@ -91,7 +93,15 @@ export function attach(
       }
       ws.send(bytes, { binary: true });
     };
-    const onEnd = (): void => finish("eof");
+    // A terminal's EOF ends the session; piped input running out only stops sending (the guest's output keeps
+    // flowing until the socket closes, SIGINT/SIGTERM, or the reader of our stdout goes away).
+    const onEnd = (): void => {
+      if (raw) finish("eof");
+      else {
+        stdin.off("data", onData);
+        stdin.off("end", onEnd);
+      }
+    };
     ws.on("message", (data: Buffer) => ctx.stdout.write(data));
     ws.on("close", (code: number) => finish(code === 1006 ? "abnormal" : "closed"));
     ws.on("error", () => finish("abnormal"));
