@@ -2,6 +2,7 @@ import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { runVirtctl } from "../cli/cli.ts";
 import { ApiStatusError, type Request, type VirtClient } from "../kube/client.ts";
+import { vmiIdLabelValue } from "./expose.ts";
 import { COMMANDS } from "./index.ts";
 
 /** A fake API client: records requests and answers from a table keyed `METHOD path`. */
@@ -274,6 +275,15 @@ describe("expose", () => {
     const { code, err } = await run(argv);
     expect(code).toBe(1);
     expect(err).toContain(message);
+  });
+});
+
+describe("vmiIdLabelValue", () => {
+  it("keeps short names and hashes long ones like KubeVirt (54 chars, '-', 8 hex of SHA-1)", () => {
+    expect(vmiIdLabelValue("vm-cirros")).toBe("vm-cirros");
+    const long = "a".repeat(70);
+    expect(vmiIdLabelValue(long)).toMatch(/^a{54}-[0-9a-f]{8}$/);
+    expect(vmiIdLabelValue(long)).toHaveLength(63);
   });
 });
 

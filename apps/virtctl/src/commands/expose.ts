@@ -21,11 +21,14 @@ interface ServicePort {
   targetPort: number | string;
 }
 
-/** KubeVirt's `CalculateVirtualMachineInstanceID`: the name, or a hashed form when over 63 characters. */
+/**
+ * KubeVirt's `CalculateVirtualMachineInstanceID`: the name when it fits a label (63), else its first 54
+ * characters, "-", and the first 8 hex digits of its SHA-1.
+ */
 export function vmiIdLabelValue(name: string): string {
   if (name.length <= 63) return name;
-  const hash = createHash("sha256").update(name).digest("hex").slice(0, 10);
-  return `${name.slice(0, 52)}-${hash}`;
+  const hash = createHash("sha1").update(name).digest("hex").slice(0, 8);
+  return `${name.slice(0, 54)}-${hash}`;
 }
 
 function vmiSpecOf(owner: Owner, isVm: boolean): Record<string, unknown> | undefined {
