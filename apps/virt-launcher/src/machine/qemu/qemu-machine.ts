@@ -243,8 +243,12 @@ export class QemuMachine implements Machine {
       this.#stderrTail = (this.#stderrTail + chunk.toString("utf8")).slice(-2000);
     });
     child.stdin.on("error", () => undefined);
+    // If the launcher process exits (crash, uncaught error), its QEMU must not outlive it.
+    const reap = (): void => void child.kill("SIGKILL");
+    process.once("exit", reap);
     this.#exited = new Promise((resolve) => {
       child.once("close", (code, signal) => {
+        process.off("exit", reap);
         this.#onExit(code, signal);
         resolve();
       });
