@@ -40,6 +40,10 @@ describe("clusterComponents()", () => {
       "node02",
       "--kubeconfig",
       "/data/kubeconfig",
+      "--socket-dir",
+      "/data/nodes/node02/sockets",
+      "--port",
+      "8187",
       "--metrics-port",
       "9004",
     ]);
