@@ -1,2 +1,31 @@
-/** @kvt/migration: Live-migration control: protocol, convergence policy (downtime budget, auto-converge), progress and downtime accounting. */
-export {};
+/**
+ * @kvt/migration: live-migration control for the native VMM. The convergence policy (downtime budget, auto-converge,
+ * KubeVirt's completion and progress timeouts), the source runner with progress events and downtime accounting, and
+ * the target's listener. The bytes move in native code through @kvt/vmm's migration streams.
+ */
+
+/** The pure convergence policy and KubeVirt's timeout defaults. */
+export {
+  COMPLETION_TIMEOUT_PER_GIB_DEFAULT,
+  type ConvergenceOptions,
+  ConvergencePolicy,
+  completionTimeoutSec,
+  type Decision,
+  PROGRESS_TIMEOUT_DEFAULT,
+  type RoundSample,
+  THROTTLE_INCREMENT,
+  THROTTLE_INITIAL,
+  THROTTLE_MAX,
+} from "./policy.ts";
+/** The source side: run a migration, cancel it, observe progress, read downtime and totals. */
+export {
+  type MigrationDestination,
+  type MigrationProgress,
+  type MigrationResult,
+  OutgoingMigration,
+  type OutgoingOptions,
+} from "./source.ts";
+/** The target side: listen with a one-time secret and wait for the guest. */
+export { type IncomingMigration, type IncomingOptions, prepareIncoming } from "./target.ts";
+/** The wire format's frame codec (diagnostics; the native stream is the implementation). */
+export { type DecodedFrame, decodeFrames, WIRE_COMMANDS } from "./wire.ts";

@@ -38,6 +38,8 @@ export interface MigrationSwitchStats {
   readonly stateBytes: number;
   /** Guest paused here until the target's confirmation that it runs there. */
   readonly downtimeMs: number;
+  /** SHA-256 (hex) of all guest RAM at switch-over, when asked for (tests). */
+  readonly memoryDigest?: string;
 }
 
 /** Totals of a source stream. */
@@ -61,6 +63,8 @@ export interface MigrationTargetStats {
   readonly restoreMs: number;
   /** Guest RAM backed by transparent huge pages after the transfer. */
   readonly hugePageBytes: number;
+  /** SHA-256 (hex) of all guest RAM before its vCPUs started, when asked for (tests). */
+  readonly memoryDigest?: string;
 }
 
 /** Where and how the source connects. */
@@ -80,13 +84,13 @@ interface MigrationBinding {
   migrationSourceBulk(h: Handle, bytesPerSec: number): Promise<MigrationRoundStats>;
   migrationSourceCollect(h: Handle): Promise<MigrationCollectStats>;
   migrationSourceSendPending(h: Handle, bytesPerSec: number): Promise<MigrationRoundStats>;
-  migrationSourceSwitchOver(h: Handle, bytesPerSec: number): Promise<MigrationSwitchStats>;
+  migrationSourceSwitchOver(h: Handle, bytesPerSec: number, digest: boolean): Promise<MigrationSwitchStats>;
   migrationSourceCancel(h: Handle): void;
   migrationSourceClose(h: Handle): void;
   migrationSourceTotals(h: Handle): MigrationStreamTotals;
   migrationTargetListen(vm: object, host: string, port: number): Handle;
   migrationTargetPort(h: Handle): number;
-  migrationTargetAccept(h: Handle, secret: string, ioTimeoutMs: number): Promise<MigrationTargetStats>;
+  migrationTargetAccept(h: Handle, secret: string, ioTimeoutMs: number, digest: boolean): Promise<MigrationTargetStats>;
   migrationTargetCancel(h: Handle): void;
 }
 
@@ -155,9 +159,10 @@ export class MigrationSourceStream {
   /**
    * Pauses the guest, sends the last pages and the machine state, and waits for the target's confirmation. On
    * success the guest stays paused here (stop it: it runs on the target). On failure it is already resumed here.
+   * `digest` adds a SHA-256 of all RAM to the result (slow: tests only).
    */
-  switchOver(bytesPerSec = 0): Promise<MigrationSwitchStats> {
-    return withSite(migrationBinding().migrationSourceSwitchOver(this.#h, bytesPerSec), new Error());
+  switchOver(bytesPerSec = 0, digest = false): Promise<MigrationSwitchStats> {
+    return withSite(migrationBinding().migrationSourceSwitchOver(this.#h, bytesPerSec, digest), new Error());
   }
 
   /** Fails the step in flight (and every later one) promptly. */
@@ -200,10 +205,13 @@ export class MigrationTargetStream {
     }
   }
 
-  /** Accepts one source, receives the guest, restores and starts it, confirms. Rejects without starting it. */
-  accept(secret: string, ioTimeoutMs = 10_000): Promise<MigrationTargetStats> {
+  /**
+   * Accepts one source, receives the guest, restores and starts it, confirms. Rejects without starting it.
+   * `digest` adds a SHA-256 of all RAM taken before the vCPUs start (slow: tests only).
+   */
+  accept(secret: string, ioTimeoutMs = 10_000, digest = false): Promise<MigrationTargetStats> {
     checkSecret(secret);
-    return withSite(migrationBinding().migrationTargetAccept(this.#h, secret, ioTimeoutMs), new Error());
+    return withSite(migrationBinding().migrationTargetAccept(this.#h, secret, ioTimeoutMs, digest), new Error());
   }
 
   /** Fails a pending accept. */

@@ -14,6 +14,7 @@
 #include <ctime>
 
 #include "migration/incoming.h"
+#include "migration/sha256.h"
 
 namespace kvmts::migration {
 namespace {
@@ -51,6 +52,19 @@ RamLayout LayoutOf(vmm::Machine* machine) {
     regions.push_back({r.base.value, r.size_bytes, r.host, r.fd >= 0});
   }
   return RamLayout(std::move(regions));
+}
+
+std::string MemoryDigest(const RamLayout& ram) {
+  Sha256 h;
+  for (const RamRegion& r : ram.regions()) h.Update(r.hva, r.size);
+  Digest d = h.Final();
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : d) {
+    out.push_back(hex[b >> 4]);
+    out.push_back(hex[b & 15]);
+  }
+  return out;
 }
 
 uint64_t HugePageBytes(const RamLayout& ram) {
@@ -187,7 +201,7 @@ Result<RoundStats> SourceSession::SendPending(uint64_t bytes_per_sec) {
   return SendRangesTimed(table.ranges(), o);
 }
 
-Result<SwitchStats> SourceSession::SwitchOver(uint64_t bytes_per_sec) {
+Result<SwitchStats> SourceSession::SwitchOver(uint64_t bytes_per_sec, bool digest) {
   auto c = Check();
   if (!c.ok()) return c.error();
   uint64_t t0 = NowNs();
@@ -210,6 +224,7 @@ Result<SwitchStats> SourceSession::SwitchOver(uint64_t bytes_per_sec) {
   ss.state_bytes = blob.value().size();
   r = out_->SendState(blob.value().data(), blob.value().size());
   if (!r.ok()) return fail(r.error());
+  if (digest) ss.memory_digest = MemoryDigest(ram_);
   r = out_->Complete();
   if (!r.ok()) return fail(r.error());
   released_ = true;
@@ -267,7 +282,7 @@ void TargetSession::Cancel() {
   if (conn_fd_ >= 0) shutdown(conn_fd_, SHUT_RDWR);
 }
 
-Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io_timeout_ms) {
+Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io_timeout_ms, bool digest) {
   pollfd p{listen_fd_, POLLIN, 0};
   int pr = poll(&p, 1, static_cast<int>(io_timeout_ms));
   if (cancel_.load()) return Error{ECANCELED, "migration", "canceled"};
@@ -296,6 +311,7 @@ Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io
   ts.stream = in.stats();
   if (!r.ok()) return cancel_.load() ? Error{ECANCELED, "migration", "canceled"} : r.error();
   ts.receive_seconds = double(NowNs() - t0) / 1e9;
+  if (digest) ts.memory_digest = MemoryDigest(ram);
   uint64_t t1 = NowNs();
   r = machine_->RestoreState(in.state().data(), in.state().size());
   if (!r.ok()) {

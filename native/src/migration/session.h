@@ -45,6 +45,7 @@ struct SwitchStats {
   RoundStats final_round;
   uint64_t state_bytes = 0;
   double downtime_ms = 0;
+  std::string memory_digest;  // SHA-256 of all guest RAM once paused and sent (only when asked: tests)
 };
 
 class SourceSession {
@@ -57,7 +58,7 @@ class SourceSession {
   Result<RoundStats> SendBulk(uint64_t bytes_per_sec);
   Result<CollectStats> Collect();
   Result<RoundStats> SendPending(uint64_t bytes_per_sec);
-  Result<SwitchStats> SwitchOver(uint64_t bytes_per_sec);
+  Result<SwitchStats> SwitchOver(uint64_t bytes_per_sec, bool digest = false);
   /** Fails the step in flight and every later one. Any thread. */
   void Cancel();
   /** Stops the dirty log (if the migration failed) and closes the connection. */
@@ -87,6 +88,7 @@ struct TargetStats {
   double receive_seconds = 0;
   double restore_ms = 0;      // RestoreState + Start
   uint64_t huge_page_bytes = 0;  // guest RAM backed by transparent huge pages after the transfer
+  std::string memory_digest;     // SHA-256 of all guest RAM before the vCPUs start (only when asked: tests)
 };
 
 class TargetSession {
@@ -97,7 +99,7 @@ class TargetSession {
   uint16_t port() const { return port_; }
   /** Waits for one source, receives the guest, restores it and starts it, then confirms. The machine is started
    *  only when everything arrived intact; otherwise it is left untouched in kCreated. */
-  Result<TargetStats> Accept(const std::string& secret, uint32_t io_timeout_ms);
+  Result<TargetStats> Accept(const std::string& secret, uint32_t io_timeout_ms, bool digest = false);
   /** Fails a pending or running Accept. Any thread. */
   void Cancel();
 
@@ -113,6 +115,9 @@ class TargetSession {
 
 /** Guest RAM of a machine as the stream sees it. */
 RamLayout LayoutOf(vmm::Machine* machine);
+
+/** Hex SHA-256 over all RAM regions in GPA order. */
+std::string MemoryDigest(const RamLayout& ram);
 
 /** Bytes of [hva, hva+len) mappings backed by huge pages (AnonHugePages + ShmemPmdMapped in /proc/self/smaps). */
 uint64_t HugePageBytes(const RamLayout& ram);

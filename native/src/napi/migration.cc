@@ -3,10 +3,10 @@
 //
 //   migrationSourceConnect(vm, host, port, secret, ioTimeoutMs) -> Promise<source>
 //   migrationSourceBulk(source, bytesPerSec) / migrationSourceSendPending(source, bytesPerSec) -> Promise<Round>
-//   migrationSourceCollect(source) -> Promise<Collect>      migrationSourceSwitchOver(source, bps) -> Promise<Switch>
+//   migrationSourceCollect(source) -> Promise<Collect>   migrationSourceSwitchOver(source, bps, digest) -> Promise<Switch>
 //   migrationSourceCancel(source) / migrationSourceClose(source) / migrationSourceTotals(source)   (synchronous)
 //   migrationTargetListen(vm, host, port) -> target          migrationTargetPort(target) -> number
-//   migrationTargetAccept(target, secret, ioTimeoutMs) -> Promise<TargetStats>   migrationTargetCancel(target)
+//   migrationTargetAccept(target, secret, ioTimeoutMs, digest) -> Promise<TargetStats>   migrationTargetCancel(target)
 #include <napi.h>
 
 #include <functional>
@@ -160,13 +160,15 @@ Napi::Value JS_SourceCollect(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value JS_SourceSwitchOver(const Napi::CallbackInfo& info) {
+  bool digest = info.Length() > 2 && info[2].ToBoolean().Value();
   return SourceStep<migration::SwitchStats>(
-      info, [](SourceSession& s, uint64_t bps) { return s.SwitchOver(bps); },
+      info, [digest](SourceSession& s, uint64_t bps) { return s.SwitchOver(bps, digest); },
       [](Napi::Env e, migration::SwitchStats& w) -> Napi::Value {
         Napi::Object o = Napi::Object::New(e);
         o.Set("finalRound", RoundJs(e, w.final_round));
         o.Set("stateBytes", double(w.state_bytes));
         o.Set("downtimeMs", w.downtime_ms);
+        if (!w.memory_digest.empty()) o.Set("memoryDigest", w.memory_digest);
         return o;
       });
 }
@@ -224,8 +226,9 @@ Napi::Value JS_TargetAccept(const Napi::CallbackInfo& info) {
   std::shared_ptr<TargetSession> s = h->session;
   std::string secret = info[1].ToString();
   uint32_t timeout = info[2].ToNumber().Uint32Value();
+  bool digest = info.Length() > 3 && info[3].ToBoolean().Value();
   return Queue<migration::TargetStats>(
-      env, h->vm.Value(), [s, secret, timeout]() { return s->Accept(secret, timeout); },
+      env, h->vm.Value(), [s, secret, timeout, digest]() { return s->Accept(secret, timeout, digest); },
       [](Napi::Env e, migration::TargetStats& t) -> Napi::Value {
         Napi::Object o = Napi::Object::New(e);
         o.Set("version", t.stream.version);
@@ -236,6 +239,7 @@ Napi::Value JS_TargetAccept(const Napi::CallbackInfo& info) {
         o.Set("receiveSeconds", t.receive_seconds);
         o.Set("restoreMs", t.restore_ms);
         o.Set("hugePageBytes", double(t.huge_page_bytes));
+        if (!t.memory_digest.empty()) o.Set("memoryDigest", t.memory_digest);
         return o;
       });
 }

@@ -1,0 +1,218 @@
+/**
+ * Live migrations of real KVM guests between OS processes (forked test peers), compared with unmigrated runs of
+ * the same deterministic workload: the guest's console output must be identical byte for byte.
+ */
+import { existsSync } from "node:fs";
+import { createServer, type Server, type Socket, connect as tcpConnect } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { Peer, type PeerEvent } from "./live-peers.test-util.ts";
+import type { MigrationResult } from "./source.ts";
+
+const hasKvm = existsSync("/dev/kvm");
+if (!hasKvm) console.warn("\n*** /dev/kvm is missing: the live migration tests are SKIPPED on this machine ***\n");
+
+const MiB = 2 ** 20;
+const MEM = 64 * MiB;
+const options = {
+  bandwidthBytesPerSec: 0,
+  maxDowntimeMs: 50,
+  allowAutoConverge: true,
+  completionTimeoutSec: 60,
+  progressTimeoutSec: 30,
+};
+type Destination = { host: string; port: number; secret: string };
+
+const peers: Peer[] = [];
+async function peer(): Promise<Peer> {
+  const p = await Peer.spawn();
+  peers.push(p);
+  return p;
+}
+afterEach(async () => {
+  await Promise.all(peers.splice(0).map((p) => p.close()));
+});
+
+const baselines = new Map<string, Promise<string>>();
+/** The console output of an unmigrated run (memoized per command line). */
+function baseline(cmdline: string): Promise<string> {
+  let b = baselines.get(cmdline);
+  if (!b) {
+    b = (async () => {
+      const p = await Peer.spawn();
+      try {
+        p.send({ op: "boot", memoryBytes: MEM, cmdline });
+        await p.waitFor("shutdown");
+        return p.output;
+      } finally {
+        await p.close();
+      }
+    })();
+    baselines.set(cmdline, b);
+  }
+  return b;
+}
+
+async function listen(target: Peer, digest = false): Promise<Destination> {
+  target.forget("listening");
+  target.send({ op: "prepare", memoryBytes: MEM, digest });
+  return (await target.waitFor("listening")).destination as Destination;
+}
+
+async function migrate(source: Peer, destination: Destination, extra: object = {}): Promise<MigrationResult> {
+  source.forget("migrated");
+  source.send({ op: "migrate", destination, options: { ...options, ...extra } });
+  return (await source.waitFor("migrated")).result as MigrationResult;
+}
+
+const WORKLOAD = "ws=8 pattern=random rate=40 seed=7 every=128 lines=120";
+
+describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
+  it("migrates mid-workload: the console output equals an unmigrated run, memory digests match", async () => {
+    const expected = baseline(WORKLOAD);
+    const [source, target] = [await peer(), await peer()];
+    source.send({ op: "boot", memoryBytes: MEM, cmdline: WORKLOAD });
+    await source.waitForLines(20);
+    const dest = await listen(target, true);
+    const result = await migrate(source, dest, { digest: true });
+    expect(result).toMatchObject({ ok: true, converged: true });
+    expect(result.iterations).toBeGreaterThanOrEqual(2);
+    expect(result.downtimeMs).toBeGreaterThan(0);
+    const incoming = (await target.waitFor("incoming-done")).stats as { memoryDigest: string; version: number };
+    expect(incoming.memoryDigest).toMatch(/^[0-9a-f]{64}$/);
+    expect(incoming.memoryDigest).toBe(result.memoryDigest);
+    expect(incoming.version).toBe(2);
+    await target.waitFor("shutdown");
+    expect(source.output.length).toBeGreaterThan(0);
+    expect(target.output.length).toBeGreaterThan(0);
+    expect((source.output + target.output).split("\n")).toEqual((await expected).split("\n"));
+  }, 120_000);
+
+  it("survives five ping-pong migrations between two processes with identical output", async () => {
+    const cmdline = "ws=8 pattern=seq rate=40 seed=3 every=128 lines=320";
+    const expected = baseline(cmdline);
+    const a = await peer();
+    const b = await peer();
+    a.send({ op: "boot", memoryBytes: MEM, cmdline });
+    await a.waitForLines(10);
+    let [from, to] = [a, b];
+    const outputs: string[] = [];
+    for (let hop = 0; hop < 5; hop++) {
+      const dest = await listen(to);
+      const outBefore = from.output;
+      const result = await migrate(from, dest);
+      expect(result.ok, `hop ${hop}: ${result.failureReason}`).toBe(true);
+      await to.waitFor("incoming-done");
+      outputs.push(outBefore.length <= from.output.length ? from.output : outBefore);
+      from.output = "";
+      [from, to] = [to, from];
+    }
+    await from.waitFor("shutdown");
+    outputs.push(from.output);
+    expect(outputs.join("").split("\n")).toEqual((await expected).split("\n"));
+  }, 180_000);
+
+  it("keeps the guest running on the source when the target dies mid-transfer", async () => {
+    const cmdline = "ws=32 pattern=fill rate=0 seed=1 every=2048 tick=50 lines=60";
+    const expected = baseline(cmdline);
+    const [source, target] = [await peer(), await peer()];
+    source.send({ op: "boot", memoryBytes: MEM, cmdline });
+    await source.waitForLines(8);
+    const dest = await listen(target);
+    source.forget("migrated");
+    source.send({ op: "migrate", destination: dest, options: { ...options, bandwidthBytesPerSec: 8 * MiB } });
+    await new Promise((r) => setTimeout(r, 400)); // the capped bulk pass of ~32 MiB takes ~4 s
+    target.signal("SIGKILL");
+    const result = (await source.waitFor("migrated")).result as MigrationResult;
+    expect(result.ok).toBe(false);
+    expect(result.failureReason).toMatch(/EPIPE|ECONNRESET|connection closed/);
+    await source.waitFor("shutdown");
+    expect(source.output.split("\n")).toEqual((await expected).split("\n"));
+  }, 120_000);
+
+  it("resumes the source when the target dies during the switch-over", async () => {
+    const expected = baseline(WORKLOAD);
+    const [source, target] = [await peer(), await peer()];
+    source.send({ op: "boot", memoryBytes: MEM, cmdline: WORKLOAD });
+    await source.waitForLines(10);
+    const dest = await listen(target);
+    source.forget("migrated");
+    source.send({ op: "migrate", destination: dest, options: { ...options, holdSwitchOver: true } });
+    await source.waitFor("switching");
+    target.signal("SIGSTOP"); // the source pauses, sends the last pages and state, then waits for Resumed
+    source.send({ op: "go" });
+    await new Promise((r) => setTimeout(r, 300));
+    target.signal("SIGKILL");
+    const result = (await source.waitFor("migrated")).result as MigrationResult;
+    expect(result.ok).toBe(false);
+    expect(result.converged).toBe(true);
+    await source.waitFor("shutdown");
+    expect(source.output.split("\n")).toEqual((await expected).split("\n"));
+  }, 120_000);
+
+  it("refuses a source with the wrong secret before any memory moves", async () => {
+    const [source, target] = [await peer(), await peer()];
+    source.send({ op: "boot", memoryBytes: MEM, cmdline: WORKLOAD });
+    await source.waitForLines(3);
+    const dest = await listen(target);
+    const result = await migrate(source, { ...dest, secret: `${dest.secret.slice(0, -4)}beef` });
+    expect(result.ok).toBe(false);
+    expect(result.failureReason).toMatch(/authentication failed/);
+    expect(result.bytesSent).toBeLessThan(200);
+    const failed: PeerEvent = await target.waitFor("incoming-failed");
+    expect(String(failed.error)).toMatch(/authentication failed|EACCES/);
+    await source.waitForLines(6); // still running here
+  }, 60_000);
+
+  it("aborts cleanly on a corrupted frame (a flipped byte in transit), the source guest runs on", async () => {
+    const expected = baseline(WORKLOAD);
+    const [source, target] = [await peer(), await peer()];
+    source.send({ op: "boot", memoryBytes: MEM, cmdline: WORKLOAD });
+    await source.waitForLines(10);
+    const dest = await listen(target);
+    // Source writes Hello (64 B), Auth (48 B), Start (40 B), then the first Memory frame: byte 156 is its CRC.
+    const proxy = await corruptingProxy(dest.port, 156);
+    try {
+      const result = await migrate(source, { ...dest, port: proxy.port });
+      expect(result.ok).toBe(false);
+      expect(result.failureReason).toMatch(/target abandoned|ECONNRESET|EPIPE/);
+      const failed = await target.waitFor("incoming-failed");
+      expect(String(failed.error)).toMatch(/CRC mismatch/);
+      await source.waitFor("shutdown");
+      expect(source.output.split("\n")).toEqual((await expected).split("\n"));
+    } finally {
+      await proxy.close();
+    }
+  }, 120_000);
+});
+
+/** A TCP proxy to 127.0.0.1:port that XORs one byte of the client->server stream at `offset`. */
+async function corruptingProxy(port: number, offset: number): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets: Socket[] = [];
+  const server: Server = createServer((client) => {
+    const upstream = tcpConnect(port, "127.0.0.1");
+    sockets.push(client, upstream);
+    let seen = 0;
+    client.on("data", (chunk: Buffer) => {
+      if (offset >= seen && offset < seen + chunk.length) chunk[offset - seen] = (chunk[offset - seen] ?? 0) ^ 0x5a;
+      seen += chunk.length;
+      upstream.write(chunk);
+    });
+    upstream.on("data", (chunk: Buffer) => client.write(chunk));
+    const end = (): void => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("close", end).on("error", end);
+    upstream.on("close", end).on("error", end);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const address = server.address();
+  return {
+    port: typeof address === "object" && address ? address.port : 0,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}

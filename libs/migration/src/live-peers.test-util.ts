@@ -1,0 +1,104 @@
+/**
+ * Test helpers for live migrations between OS processes: a forked test-peer.ts per side, its console bytes, and
+ * waits on its events. Used by live-migration.test.ts (and the bench).
+ */
+import { type ChildProcess, fork } from "node:child_process";
+import type { PeerCommand } from "./test-peer.ts";
+
+/** An event from a peer. */
+export type PeerEvent = { ev: string } & Record<string, unknown>;
+
+/** One forked migration peer. */
+export class Peer {
+  readonly #child: ChildProcess;
+  readonly #events: PeerEvent[] = [];
+  #waiters: { pred: (e: PeerEvent) => boolean; resolve: (e: PeerEvent) => void }[] = [];
+  /** Everything the guest printed while it ran in this process. */
+  output = "";
+  exited = false;
+
+  private constructor(child: ChildProcess) {
+    this.#child = child;
+    child.on("message", (m) => this.#onEvent(m as PeerEvent));
+    child.on("exit", () => {
+      this.exited = true;
+      this.#onEvent({ ev: "exit" });
+    });
+  }
+
+  /** Forks a peer and waits until it is ready. */
+  static async spawn(): Promise<Peer> {
+    const child = fork(new URL("./test-peer.ts", import.meta.url).pathname, [], {
+      execPath: process.execPath,
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    const peer = new Peer(child);
+    await peer.waitFor("ready");
+    return peer;
+  }
+
+  #onEvent(e: PeerEvent): void {
+    if (e.ev === "serial") this.output += String(e.data);
+    this.#events.push(e);
+    const hit = this.#waiters.filter((w) => w.pred(e));
+    this.#waiters = this.#waiters.filter((w) => !w.pred(e));
+    for (const w of hit) w.resolve(e);
+  }
+
+  /** Sends a command. */
+  send(cmd: PeerCommand): void {
+    this.#child.send(cmd);
+  }
+
+  /** Resolves with the first event named `ev` (already received or future) that satisfies `pred`. */
+  waitFor(ev: string, pred: (e: PeerEvent) => boolean = () => true, timeoutMs = 60_000): Promise<PeerEvent> {
+    const match = (e: PeerEvent): boolean => e.ev === ev && pred(e);
+    const seen = this.#events.find(match);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${ev}`)), timeoutMs);
+      this.#waiters.push({
+        pred: match,
+        resolve: (e) => {
+          clearTimeout(timer);
+          resolve(e);
+        },
+      });
+    });
+  }
+
+  /** Resolves once the guest printed at least `n` lines here. */
+  waitForLines(n: number, timeoutMs = 60_000): Promise<void> {
+    const enough = (): boolean => this.output.split("\n").length - 1 >= n;
+    if (enough()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${n} lines`)), timeoutMs);
+      this.#waiters.push({
+        pred: () => enough(),
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+      });
+    });
+  }
+
+  /** Forgets past events of a kind (so waitFor sees only new ones). */
+  forget(ev: string): void {
+    for (let i = this.#events.length - 1; i >= 0; i--) if (this.#events[i]?.ev === ev) this.#events.splice(i, 1);
+  }
+
+  /** Sends a signal to the peer process. */
+  signal(sig: NodeJS.Signals): void {
+    this.#child.kill(sig);
+  }
+
+  /** Asks the peer to exit, kills it if it does not. */
+  async close(): Promise<void> {
+    if (this.exited) return;
+    this.#child.send({ op: "exit" });
+    const timer = setTimeout(() => this.#child.kill("SIGKILL"), 5000);
+    await this.waitFor("exit");
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,176 @@
+/**
+ * The source side of a live migration: drives MigrationSourceStream round by round under the ConvergencePolicy.
+ *
+ *   connect+auth -> bulk -> [collect -> decide -> (throttle) -> send pending]* -> switch-over -> release
+ *        \___________\___________\________________________________________\__ error/cancel/timeout:
+ *                                                  throttle off, dirty log off, the guest runs on here
+ *
+ * Progress is reported after every collection; the result carries the measured downtime and totals.
+ */
+
+import { MigrationSourceStream, type Vm } from "@kvt/vmm";
+import type { Logger } from "pino";
+import { type ConvergenceOptions, ConvergencePolicy } from "./policy.ts";
+
+/** Where to send the guest (what the target's prepareIncoming returned). */
+export interface MigrationDestination {
+  readonly host: string;
+  readonly port: number;
+  readonly secret: string;
+}
+
+/** A progress sample, in KubeVirt's migration metric terms. */
+export interface MigrationProgress {
+  readonly iteration: number;
+  readonly processedBytes: number;
+  readonly remainingBytes: number;
+  readonly dirtyRateBytesPerSec: number;
+  readonly transferRateBytesPerSec: number;
+  readonly expectedDowntimeMs: number;
+  /** Auto-converge throttle applied to the vCPUs, 0..1. */
+  readonly throttle: number;
+}
+
+/** How a migration ended (source side). */
+export interface MigrationResult {
+  readonly ok: boolean;
+  /** Why it failed: "canceled", "completion timeout (..)", "target abandoned: ..", "connect: ECONNREFUSED", ... */
+  readonly failureReason?: string;
+  /** Guest paused on the source until running on the target. */
+  readonly downtimeMs?: number;
+  readonly totalSeconds: number;
+  /** Wire bytes sent, frame headers included. */
+  readonly bytesSent: number;
+  /** Passes over memory: the bulk pass, every dirty round, and the final round. */
+  readonly iterations: number;
+  /** Whether the policy reached the downtime budget (false when it gave up). */
+  readonly converged: boolean;
+  readonly dataPages: number;
+  readonly zeroPages: number;
+  /** SHA-256 of all guest RAM at switch-over, when `digest` was asked for (tests). */
+  readonly memoryDigest?: string;
+}
+
+/** Options of one outgoing migration. */
+export interface OutgoingOptions extends ConvergenceOptions {
+  /** Bound on each blocking network step (ms). Default 10 s. */
+  readonly ioTimeoutMs?: number;
+  /** Stop the source guest once the target confirmed (default true). */
+  readonly release?: boolean;
+  /** Add a full-memory SHA-256 at switch-over (slow; tests). */
+  readonly digest?: boolean;
+  readonly onProgress?: (p: MigrationProgress) => void;
+  /** Awaited after the policy decided to switch over, before the guest pauses (orchestration and tests). */
+  readonly beforeSwitchOver?: () => Promise<void>;
+  readonly logger?: Logger;
+}
+
+/** One outgoing migration. Create, then `run()` once; `cancel()` at any time. */
+export class OutgoingMigration {
+  readonly #vm: Vm;
+  readonly #dest: MigrationDestination;
+  readonly #o: OutgoingOptions;
+  #stream?: MigrationSourceStream;
+  #cancelReason?: string;
+  #timer?: ReturnType<typeof setTimeout>;
+
+  constructor(vm: Vm, destination: MigrationDestination, options: OutgoingOptions) {
+    this.#vm = vm;
+    this.#dest = destination;
+    this.#o = options;
+  }
+
+  /** Aborts the migration; `run()` then resolves with failureReason `reason` and the guest runs on here. */
+  cancel(reason = "canceled"): void {
+    this.#cancelReason ??= reason;
+    this.#stream?.cancel();
+  }
+
+  /** Runs the migration to its end. Never rejects: failures are in the result. */
+  async run(): Promise<MigrationResult> {
+    const t0 = performance.now();
+    const policy = new ConvergencePolicy(this.#o);
+    const cap = this.#o.bandwidthBytesPerSec;
+    const log = this.#o.logger;
+    let iterations = 0;
+    let sent = 0;
+    let converged = false;
+    if (this.#o.completionTimeoutSec > 0) {
+      // The policy checks between rounds; this catches a single round that overruns.
+      this.#timer = setTimeout(
+        () => this.cancel(`completion timeout (${this.#o.completionTimeoutSec} s)`),
+        this.#o.completionTimeoutSec * 1000,
+      );
+    }
+    const result = (ok: boolean, extra: Partial<MigrationResult>): MigrationResult => {
+      const totals = this.#stream?.totals();
+      return {
+        ok,
+        totalSeconds: (performance.now() - t0) / 1000,
+        bytesSent: totals?.bytesSent ?? 0,
+        iterations,
+        converged,
+        dataPages: totals?.dataPages ?? 0,
+        zeroPages: totals?.zeroPages ?? 0,
+        ...extra,
+      };
+    };
+    try {
+      this.#stream = await MigrationSourceStream.connect(this.#vm, { ...this.#dest, ioTimeoutMs: this.#o.ioTimeoutMs });
+      if (this.#cancelReason) this.#stream.cancel();
+      const bulk = await this.#stream.bulk(cap);
+      iterations = 1;
+      sent += bulk.bytesSent;
+      policy.observeTransfer(bulk.bytesSent, bulk.seconds);
+      for (;;) {
+        const c = await this.#stream.collect();
+        const d = policy.decide({
+          elapsedMs: performance.now() - t0,
+          pendingBytes: c.pendingBytes,
+          newDirtyBytes: c.newDirtyBytes,
+          intervalSec: c.secondsSinceLast,
+        });
+        this.#o.onProgress?.({
+          iteration: iterations,
+          processedBytes: sent,
+          remainingBytes: c.pendingBytes,
+          dirtyRateBytesPerSec: policy.dirtyRateBytesPerSec,
+          transferRateBytesPerSec: policy.bandwidthBytesPerSec,
+          expectedDowntimeMs: d.kind === "fail" ? Number.POSITIVE_INFINITY : d.expectedDowntimeMs,
+          throttle: policy.throttlePercent / 100,
+        });
+        if (d.kind === "fail") {
+          log?.warn({ reason: d.reason, iterations }, "migration gave up");
+          return result(false, { failureReason: d.reason });
+        }
+        if (d.kind === "switch-over") {
+          converged = true;
+          await this.#o.beforeSwitchOver?.();
+          const sw = await this.#stream.switchOver(cap, this.#o.digest ?? false);
+          iterations++;
+          log?.info({ downtimeMs: sw.downtimeMs, iterations }, "migration completed");
+          this.#stream.close(); // before the release: the stream uses the machine
+          if (this.#o.release ?? true) this.#vm.stop();
+          return result(true, { downtimeMs: sw.downtimeMs, memoryDigest: sw.memoryDigest });
+        }
+        if (d.throttlePercent !== policy.throttlePercent || d.throttlePercent > 0) {
+          this.#vm.setCpuThrottle(d.throttlePercent);
+        }
+        const r = await this.#stream.sendPending(cap);
+        iterations++;
+        sent += r.bytesSent;
+        policy.observeTransfer(r.bytesSent, r.seconds);
+      }
+    } catch (e) {
+      const reason = this.#cancelReason ?? (e instanceof Error ? e.message : String(e));
+      log?.warn({ reason, iterations }, "migration failed; the guest runs on here");
+      return result(false, { failureReason: reason });
+    } finally {
+      clearTimeout(this.#timer);
+      if (this.#vm.state !== "stopped") {
+        if (policy.throttlePercent > 0) this.#vm.setCpuThrottle(0);
+      }
+      this.#stream?.close();
+    }
+  }
+}

@@ -1,0 +1,105 @@
+/**
+ * A migration peer process for the live tests and the bench (not part of the library API): holds at most one Vm
+ * and obeys messages from its parent over the fork IPC channel.
+ *
+ *   parent -> peer: {op:"boot", memoryBytes, cmdline}        create + start the test guest
+ *                   {op:"prepare", memoryBytes}               create an empty Vm and listen -> {ev:"listening"}
+ *                   {op:"migrate", destination, options}      send the Vm away -> {ev:"migrated", result}
+ *                   {op:"exit"}                               stop everything and exit
+ *   peer -> parent: {ev:"serial", data} raw console bytes, {ev:"shutdown"}, {ev:"incoming-done"|"incoming-failed"},
+ *                   {ev:"switching"} before a switch-over when asked (options.holdSwitchOver), answered by {op:"go"}
+ */
+import { testGuestPath, Vm } from "@kvt/vmm";
+import { OutgoingMigration, type OutgoingOptions } from "./source.ts";
+import { prepareIncoming } from "./target.ts";
+
+/** Messages a peer accepts. */
+export type PeerCommand =
+  | { op: "boot"; memoryBytes: number; cmdline: string }
+  | { op: "prepare"; memoryBytes: number; digest?: boolean }
+  | {
+      op: "migrate";
+      destination: { host: string; port: number; secret: string };
+      options: OutgoingOptions & { holdSwitchOver?: boolean };
+    }
+  | { op: "go" }
+  | { op: "exit" };
+
+let vm: Vm | undefined;
+let go: (() => void) | undefined;
+
+function send(msg: object): void {
+  process.send?.(msg);
+}
+
+function attach(v: Vm): void {
+  v.on("serial-output", (chunk) => send({ ev: "serial", data: Buffer.from(chunk).toString("latin1") }));
+  v.on("shutdown", ({ reason, code }) => send({ ev: "shutdown", reason, code }));
+}
+
+function release(): void {
+  if (vm && vm.state !== "stopped") vm.stop();
+  vm = undefined;
+}
+
+async function handle(cmd: PeerCommand): Promise<void> {
+  switch (cmd.op) {
+    case "boot":
+      release();
+      vm = Vm.create({
+        memoryBytes: cmd.memoryBytes,
+        vcpus: 1,
+        kernel: { path: testGuestPath(), cmdline: cmd.cmdline },
+      });
+      attach(vm);
+      vm.start();
+      send({ ev: "booted" });
+      return;
+    case "prepare": {
+      release();
+      const target = Vm.create({ memoryBytes: cmd.memoryBytes, vcpus: 1 });
+      vm = target;
+      attach(target);
+      const incoming = prepareIncoming(target, { digest: cmd.digest ?? false });
+      send({ ev: "listening", destination: incoming.destination });
+      try {
+        send({ ev: "incoming-done", stats: await incoming.done });
+      } catch (e) {
+        send({ ev: "incoming-failed", error: e instanceof Error ? e.message : String(e) });
+      }
+      return;
+    }
+    case "migrate": {
+      if (!vm) throw new Error("no vm to migrate");
+      const hold = cmd.options.holdSwitchOver ?? false;
+      const m = new OutgoingMigration(vm, cmd.destination, {
+        ...cmd.options,
+        onProgress: (p) => send({ ev: "progress", progress: p }),
+        beforeSwitchOver: hold
+          ? () =>
+              new Promise<void>((resolve) => {
+                go = resolve;
+                send({ ev: "switching" });
+              })
+          : undefined,
+      });
+      const result = await m.run();
+      if (result.ok) vm = undefined;
+      send({ ev: "migrated", result });
+      return;
+    }
+    case "go":
+      go?.();
+      return;
+    case "exit":
+      release();
+      process.exit(0);
+  }
+}
+
+process.on("message", (m) => {
+  handle(m as PeerCommand).catch((e: unknown) =>
+    send({ ev: "error", error: e instanceof Error ? e.message : String(e) }),
+  );
+});
+send({ ev: "ready" });
