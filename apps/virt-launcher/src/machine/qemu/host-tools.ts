@@ -39,27 +39,33 @@ async function has(bin: string): Promise<boolean> {
   }
 }
 
+/** Installs or reports missing tools; `root` says whether apt-get may be run (default: are we uid 0). */
+export async function installMissing(
+  tools: readonly HostTool[],
+  root: boolean = process.getuid?.() === 0,
+): Promise<void> {
+  const missing: HostTool[] = [];
+  for (const t of tools) if (!(await has(t.bin))) missing.push(t);
+  if (missing.length === 0) return;
+  const pkgs = [...new Set(missing.map((m) => m.pkg))];
+  const names = missing.map((m) => m.bin).join(", ");
+  if (!root) throw new MissingHostToolError(names, `sudo apt-get install -y ${pkgs.join(" ")}`);
+  try {
+    await run("apt-get", ["install", "-y", "--no-install-recommends", ...pkgs], { maxBuffer: 64 << 20 });
+  } catch (err) {
+    throw new MissingHostToolError(
+      names,
+      `apt-get update && apt-get install -y ${pkgs.join(" ")}`,
+      (err as Error).message.split("\n")[0],
+    );
+  }
+}
+
 let ensured: Promise<void> | undefined;
 
-/** Makes sure every tool is present: installs the missing ones when root, else throws {@link MissingHostToolError}. */
-export function ensureHostTools(tools: readonly HostTool[] = QEMU_TOOLS): Promise<void> {
-  ensured ??= (async () => {
-    const missing: HostTool[] = [];
-    for (const t of tools) if (!(await has(t.bin))) missing.push(t);
-    if (missing.length === 0) return;
-    const pkgs = [...new Set(missing.map((m) => m.pkg))];
-    const names = missing.map((m) => m.bin).join(", ");
-    if (process.getuid?.() !== 0) throw new MissingHostToolError(names, `sudo apt-get install -y ${pkgs.join(" ")}`);
-    try {
-      await run("apt-get", ["install", "-y", "--no-install-recommends", ...pkgs], { maxBuffer: 64 << 20 });
-    } catch (err) {
-      throw new MissingHostToolError(
-        names,
-        `apt-get update && apt-get install -y ${pkgs.join(" ")}`,
-        (err as Error).message.split("\n")[0],
-      );
-    }
-  })();
+/** Makes sure the QEMU backend's tools are present (once per process; retried after a failure). */
+export function ensureHostTools(): Promise<void> {
+  ensured ??= installMissing(QEMU_TOOLS);
   const p = ensured;
   p.catch(() => {
     ensured = undefined;

@@ -64,3 +64,20 @@ describe("kernelCmdline()", () => {
     expect(kernelCmdline(input)).toBe(want);
   });
 });
+
+describe("installMissing()", () => {
+  it("names the one command to run when a tool is missing and we are not root", async () => {
+    const { installMissing, MissingHostToolError } = await import("./host-tools.ts");
+    const err = await installMissing([{ bin: "kvt-no-such-qemu", pkg: "qemu-system-x86" }], false).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(MissingHostToolError);
+    expect((err as Error).message).toMatch(
+      /kvt-no-such-qemu is not installed; run: sudo apt-get install -y qemu-system-x86/,
+    );
+  });
+  it("is satisfied when the tools exist", async () => {
+    const { installMissing } = await import("./host-tools.ts");
+    await expect(installMissing([{ bin: "sh", pkg: "dash" }], false)).resolves.toBeUndefined();
+  });
+});
