@@ -133,6 +133,36 @@ describe.skipIf(!kvm)("Vm on /dev/kvm", () => {
     expect([...before, ...out.lines]).toEqual(ref.lines);
   });
 
+  it("hops through 8 fresh Vms mid-output (pause, copy memory, save, restore, start) with output identical to a run that never moved", async () => {
+    const cmdline = "ws=16 every=64 lines=120 rate=30";
+    const ref = guest(cmdline, 32 * MiB);
+    ref.vm.start();
+    const first = Vm.create({ memoryBytes: 32 * MiB, kernel: { path: testGuestPath(), cmdline } });
+    live.push(first);
+    const lines: string[] = [];
+    const splitter = new LineSplitter(); // one byte stream across every hop: a line may straddle two Vms
+    first.on("serial-output", (chunk) => lines.push(...splitter.push(chunk)));
+    let current = { vm: first, done: new Promise<ShutdownEvent>((resolve) => first.on("shutdown", resolve)) };
+    current.vm.start();
+    for (let hop = 0; hop < 8; hop++) {
+      await until(() => lines.length >= 4 + hop * 12);
+      await new Promise((r) => setTimeout(r, hop)); // vary the point where the pause lands
+      current.vm.pause();
+      const blob = current.vm.saveState();
+      const next = Vm.create({ memoryBytes: 32 * MiB });
+      live.push(next);
+      for (const r of current.vm.regions()) next.writeMemory(r.baseGpa, current.vm.readMemory(r.baseGpa, r.sizeBytes));
+      next.restoreState(blob);
+      await new Promise((r) => setTimeout(r, 5)); // output queued before the pause
+      current.vm.stop();
+      next.on("serial-output", (chunk) => lines.push(...splitter.push(chunk)));
+      current = { vm: next, done: new Promise<ShutdownEvent>((resolve) => next.on("shutdown", resolve)) };
+      next.start();
+    }
+    await Promise.all([ref.done, current.done]);
+    expect(lines).toEqual(ref.lines);
+  }, 60_000);
+
   it("delivers serial input to the guest", async () => {
     const run = guest("pattern=idle tick=20 lines=40");
     run.vm.start();

@@ -114,12 +114,22 @@ VcpuState VcpuThread::Paused() {
 
 VcpuState VcpuThread::Running() {
   if (has_command_.load()) {
+    if (pending_io_) {
+      // An I/O or MMIO exit is only complete (registers, RIP, string-op progress) once KVM_RUN is re-entered.
+      // Re-enter with immediate_exit set: KVM finishes the operation and returns -EINTR without running the
+      // guest, so a pause, save or migration never sees a half-done instruction.
+      __atomic_store_n(&vcpu_->run()->immediate_exit, 1, __ATOMIC_SEQ_CST);
+      vcpu_->Run();
+      __atomic_store_n(&vcpu_->run()->immediate_exit, 0, __ATOMIC_SEQ_CST);
+      pending_io_ = false;
+    }
     VcpuState next = DrainCommands(VcpuState::kRunning);
     if (next != VcpuState::kRunning) return next;
   }
   int r = vcpu_->Run();
   exits_.fetch_add(1, std::memory_order_relaxed);
   if (r == -EINTR || r == -EAGAIN) {
+    pending_io_ = false;  // KVM completed any pending operation before returning
     __atomic_store_n(&vcpu_->run()->immediate_exit, 0, __ATOMIC_SEQ_CST);
     uint32_t pct = throttle_.load();
     if (pct && !has_command_.load()) {
@@ -139,6 +149,8 @@ VcpuState VcpuThread::Running() {
     peripherals_->RequestShutdown(ShutdownReason::kFatalExit, static_cast<uint32_t>(-r));
     return VcpuState::kFinished;
   }
+  uint32_t reason = vcpu_->run()->exit_reason;
+  pending_io_ = reason == KVM_EXIT_IO || reason == KVM_EXIT_MMIO;
   ExitAction action = HandleExit(vcpu_->id(), vcpu_->run(), *peripherals_, counters_);
   if (action == ExitAction::kContinue) return VcpuState::kRunning;
   return VcpuState::kFinished;

@@ -11,7 +11,9 @@
 //
 // A command is queued under the mutex, then the thread is kicked: run->immediate_exit = 1, a full fence, and
 // pthread_kill(SIGRTMIN) (a no-op handler installed without SA_RESTART), so KVM_RUN returns -EINTR promptly whether
-// the vCPU is inside KVM_RUN or about to enter it. Each command is acknowledged once the thread reached the state.
+// the vCPU is inside KVM_RUN or about to enter it. Each command is acknowledged once the thread reached the state;
+// before acknowledging a pause after an I/O or MMIO exit, the thread re-enters KVM_RUN with immediate_exit set so
+// KVM completes the instruction (the state a pause exposes is always at an instruction boundary).
 // The thread never touches JS; it reports through Peripherals (vmm/exit_handler.h).
 #pragma once
 
@@ -79,6 +81,7 @@ class VcpuThread {
   uint64_t posted_ = 0, acked_ = 0;
   std::atomic<VcpuState> state_{VcpuState::kPaused};
   std::atomic<uint32_t> throttle_{0};
+  bool pending_io_ = false;  // the last exit was I/O or MMIO: KVM completes it on the next KVM_RUN
   std::atomic<uint64_t> exits_{0}, kicks_{0};
   ExitCounters counters_;
 };
