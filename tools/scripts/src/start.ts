@@ -5,12 +5,14 @@
  * and runs until Ctrl-C / SIGTERM, which stops everything cleanly. State (the API server's data) persists under the
  * data directory, so the next `npm start` finds the VMs defined before.
  */
+import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { CustomObjectsApi, type KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { buildDemoLinux, registerTestGuest } from "@kvt/images";
 import { startLocalCluster } from "@kvt/local-cluster";
+import { testGuestPath } from "@kvt/vmm";
 import { parse as parseYaml } from "yaml";
 
 const root = new URL("../../../", import.meta.url).pathname;
@@ -49,14 +51,17 @@ async function ensureDemoVm(kubeConfig: KubeConfig): Promise<void> {
   }
 }
 
+if (!existsSync(join(root, "native/build/kvm_native.node")) || !existsSync(testGuestPath())) {
+  progress("building the native VMM and the test guest (make -C native)");
+  const built = spawnSync("make", ["-C", join(root, "native"), "-j2"], { stdio: ["ignore", "inherit", "inherit"] });
+  if (built.status !== 0) {
+    process.stderr.write("Building native/ failed (see above). It needs g++ and make: apt-get install -y g++ make\n");
+    process.exit(1);
+  }
+}
 progress("building local images if missing (local/demo-linux:latest, local/test-guest:latest)");
 await buildDemoLinux({ log: (line) => progress(`  ${line}`) });
-const testGuest = join(root, "native/build/test-guest.elf");
-if (existsSync(testGuest)) registerTestGuest(testGuest);
-else
-  progress(
-    `  (test guest not built yet at ${testGuest}: run npm run build -w @kvt/native for local/test-guest:latest)`,
-  );
+registerTestGuest(testGuestPath());
 
 const cluster = await startLocalCluster({
   projectRoot: root,
