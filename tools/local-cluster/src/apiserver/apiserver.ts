@@ -152,7 +152,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
         server.close(() => resolve());
         server.closeAllConnections();
       });
-      store.close();
+      await store.close();
       if (tmp) rmSync(tmp, { recursive: true, force: true });
     },
   };

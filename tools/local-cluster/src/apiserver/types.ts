@@ -54,8 +54,15 @@ export function clone<T>(v: T): T {
 }
 
 /** Kubernetes timestamp with seconds precision (metav1.Time). */
+let lastSecond = -1;
+let lastText = "";
 export function nowTime(now: number = Date.now()): string {
-  return `${new Date(now).toISOString().slice(0, 19)}Z`;
+  const sec = Math.floor(now / 1000);
+  if (sec !== lastSecond) {
+    lastSecond = sec;
+    lastText = `${new Date(sec * 1000).toISOString().slice(0, 19)}Z`;
+  }
+  return lastText;
 }
 
 /** Deep equality of two JSON values (key order ignored). */

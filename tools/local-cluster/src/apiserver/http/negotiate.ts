@@ -43,5 +43,5 @@ export function writeContext(q: URLSearchParams, user: WriteContext["user"]): Wr
   const options: Record<string, unknown> = {};
   const fm = q.get("fieldManager");
   if (fm) options.fieldManager = fm;
-  return { user, dryRun: dryRun.length > 0, fieldValidation: fv, warnings: [], options };
+  return { user, dryRun: dryRun.length > 0, fieldValidation: fv, warnings: [], options, freshBody: true };
 }

@@ -36,6 +36,8 @@ export interface WriteContext {
   /** Warnings to send back (`Warning: 299 - "..."` headers). */
   readonly warnings: string[];
   readonly options: Readonly<Record<string, unknown>>;
+  /** The body was just decoded from the request and may be used without a copy. */
+  readonly freshBody?: boolean;
 }
 
 /** A context for in-process writers (controllers). */
@@ -92,7 +94,8 @@ export class ResourceService {
     return obj.apiVersion === apiVersion ? obj : { ...obj, apiVersion };
   }
 
-  #decode(def: ResourceDef, version: string, body: unknown, ns: string | undefined): KubeObject {
+  /** Checks kind/apiVersion/namespace of a body; `fresh` bodies (just parsed) are used without a copy. */
+  #decode(def: ResourceDef, version: string, body: unknown, ns: string | undefined, fresh = false): KubeObject {
     if (!isObject(body)) throw badRequest("the body of the request was not a JSON object");
     const gv = groupVersion(def.group, version);
     if (
@@ -110,10 +113,10 @@ export class ResourceService {
     const meta = body.metadata ?? {};
     if (!isObject(meta)) throw badRequest("metadata must be an object");
     const obj = {
-      ...structuredClone(body),
+      ...(fresh ? body : structuredClone(body)),
       apiVersion: groupVersion(def.group, def.versions[0]),
       kind: def.kind,
-      metadata: structuredClone(meta),
+      metadata: fresh ? { ...meta } : structuredClone(meta),
     } as KubeObject;
     if (def.namespaced) {
       if (obj.metadata.namespace && ns && obj.metadata.namespace !== ns)
@@ -204,7 +207,7 @@ export class ResourceService {
     body: unknown,
     ctx: WriteContext,
   ): Promise<Entry> {
-    let obj = this.#decode(def, version, body, ns);
+    let obj = this.#decode(def, version, body, ns, ctx.freshBody === true);
     const schemaCauses = this.#schema(def, version, obj, ctx, true);
     const m = obj.metadata;
     if (!m.name && m.generateName) m.name = generateName(m.generateName);
@@ -252,7 +255,7 @@ export class ResourceService {
   ): Promise<Entry> {
     const oldEntry = this.get(def, ns, name);
     const old = oldEntry.obj;
-    const incoming = this.#decode(def, version, body, ns);
+    const incoming = this.#decode(def, version, body, ns, ctx.freshBody === true);
     if (incoming.metadata.name !== undefined && incoming.metadata.name !== name)
       throw badRequest(
         `the name of the object (${String(incoming.metadata.name)}) does not match the name on the URL (${name})`,

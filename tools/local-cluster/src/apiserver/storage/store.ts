@@ -14,6 +14,7 @@
 import type { Logger } from "pino";
 import { expired } from "../errors.ts";
 import type { KubeObject } from "../types.ts";
+import { type LogWriter, SyncLogWriter, WorkerLogWriter } from "./log-writer.ts";
 import { type LogRow, SqliteLog } from "./sqlite-log.ts";
 
 /** A stored object at its revision. `json` is its serialized form, reused by list responses. */
@@ -59,7 +60,8 @@ interface Pending {
 
 /** The store. */
 export class Store {
-  readonly #log: SqliteLog;
+  readonly #writer: LogWriter;
+  #inFlight: Promise<void> | undefined;
   readonly #logger: Logger;
   readonly #state = new Map<string, Map<string, Entry>>();
   readonly #history: StoreEvent[] = [];
@@ -76,20 +78,24 @@ export class Store {
     this.#logger = options.logger;
     this.#historyMs = options.historyMs ?? 10 * 60_000;
     this.#historyMin = options.historyMinEvents ?? 100_000;
-    this.#log = new SqliteLog(options.path ?? ":memory:");
-    this.#rev = this.#log.currentRevision();
-    this.#compacted = this.#log.compactRevision();
-    for (const row of this.#log.liveRows()) {
+    const log = new SqliteLog(options.path ?? ":memory:");
+    this.#rev = log.currentRevision();
+    this.#compacted = log.compactRevision();
+    for (const row of log.liveRows()) {
       const obj = JSON.parse(row.value) as KubeObject;
       this.#collection(row.coll).set(row.id, { coll: row.coll, id: row.id, rev: row.rev, obj, json: row.value });
     }
     const now = Date.now();
-    for (const h of this.#log.historyAfter(this.#compacted)) {
+    for (const h of log.historyAfter(this.#compacted)) {
       const type = h.deleted ? "DELETED" : h.prevValue === null || h.prevRev === 0 ? "ADDED" : "MODIFIED";
       const prev = h.prevValue === null ? undefined : (JSON.parse(h.prevValue) as KubeObject);
       const obj = JSON.parse(h.value) as KubeObject;
       this.#history.push({ rev: h.rev, type, coll: h.coll, id: h.id, obj, json: h.value, prev, time: now });
     }
+    if (options.path) {
+      log.close();
+      this.#writer = new WorkerLogWriter(options.path);
+    } else this.#writer = new SyncLogWriter(log);
   }
 
   /** Opens the store, loading state and history from the log. */
@@ -190,19 +196,27 @@ export class Store {
     return new Promise((resolve, reject) => p.waiters.push({ resolve, reject }));
   }
 
-  /** Commits the queued writes now (normally scheduled automatically). */
+  /** Sends the queued writes to the log (one batch in flight at a time; the next one accumulates meanwhile). */
   flush(): void {
     const p = this.#pending;
-    if (!p) return;
+    if (!p || this.#inFlight) return;
     this.#pending = undefined;
-    try {
-      this.#log.append(p.rows);
-    } catch (err) {
-      this.#failed = err;
-      this.#logger.fatal({ err }, "storage commit failed; refusing further writes");
-      for (const w of p.waiters) w.reject(err);
-      return;
-    }
+    this.#inFlight = this.#writer.append(p.rows).then(
+      () => {
+        this.#inFlight = undefined;
+        this.#committed(p);
+        this.flush();
+      },
+      (err: unknown) => {
+        this.#inFlight = undefined;
+        this.#failed = err;
+        this.#logger.fatal({ err }, "storage commit failed; refusing further writes");
+        for (const w of p.waiters) w.reject(err);
+      },
+    );
+  }
+
+  #committed(p: Pending): void {
     for (const ev of p.events) {
       this.#history.push(ev);
       for (const l of this.#listeners) {
@@ -260,14 +274,16 @@ export class Store {
     if (head === this.#historyHead && toRev === undefined) return;
     this.#history.splice(0, head);
     this.#historyHead = 0;
-    this.flush();
-    this.#log.compact(this.#compacted);
+    this.#writer.compact(this.#compacted).catch((err: unknown) => this.#logger.error({ err }, "log compaction failed"));
     this.#logger.debug({ compacted: this.#compacted }, "compacted history");
   }
 
   /** Commits pending writes and closes the log. */
-  close(): void {
-    this.flush();
-    this.#log.close();
+  async close(): Promise<void> {
+    while (this.#inFlight || this.#pending) {
+      this.flush();
+      await this.#inFlight;
+    }
+    await this.#writer.close();
   }
 }

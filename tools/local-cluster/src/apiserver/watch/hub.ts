@@ -57,21 +57,30 @@ export function matches(f: WatchFilter, obj: KubeObject, id: string): boolean {
   );
 }
 
+/** One shared WatchEvent per store event and type, so streams can cache its serialized line. */
+const shared = new WeakMap<StoreEvent, Partial<Record<WatchEvent["type"], WatchEvent>>>();
+
+function as(ev: StoreEvent, type: WatchEvent["type"]): WatchEvent {
+  let m = shared.get(ev);
+  if (!m) {
+    m = {};
+    shared.set(ev, m);
+  }
+  let w = m[type];
+  if (!w) {
+    w = { type, obj: ev.obj, json: ev.json, rev: ev.rev };
+    m[type] = w;
+  }
+  return w;
+}
+
 function translate(f: WatchFilter, ev: StoreEvent): WatchEvent | undefined {
   const newMatch = ev.type !== "DELETED" && matches(f, ev.obj, ev.id);
   const oldMatch = ev.prev !== undefined && matches(f, ev.prev, ev.id);
   if (ev.type === "DELETED")
-    return oldMatch || (ev.prev === undefined && matches(f, ev.obj, ev.id))
-      ? { type: "DELETED", obj: ev.obj, json: ev.json, rev: ev.rev }
-      : undefined;
-  if (newMatch)
-    return {
-      type: oldMatch || (ev.type === "MODIFIED" && ev.prev === undefined) ? "MODIFIED" : "ADDED",
-      obj: ev.obj,
-      json: ev.json,
-      rev: ev.rev,
-    };
-  if (oldMatch) return { type: "DELETED", obj: ev.obj, json: ev.json, rev: ev.rev };
+    return oldMatch || (ev.prev === undefined && matches(f, ev.obj, ev.id)) ? as(ev, "DELETED") : undefined;
+  if (newMatch) return as(ev, oldMatch || (ev.type === "MODIFIED" && ev.prev === undefined) ? "MODIFIED" : "ADDED");
+  if (oldMatch) return as(ev, "DELETED");
   return undefined;
 }
 

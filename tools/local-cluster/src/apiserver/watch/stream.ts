@@ -32,6 +32,8 @@ export interface WatchRequest {
 }
 
 const MAX_QUEUED = 16 * 1024 * 1024;
+/** Serialized plain-JSON lines, shared by every watcher that receives the same event. */
+const lines = new WeakMap<WatchEvent, string>();
 const BOOKMARK_EVERY_MS = 60_000;
 
 /** Serves the watch until timeout or disconnect. */
@@ -75,8 +77,15 @@ export function serveWatch(res: ServerResponse, hub: WatchHub, w: WatchRequest):
       const obj = gv === preferredGv ? ev.obj : { ...ev.obj, apiVersion: gv };
       body = JSON.stringify(toTable(w.def, [obj], w.include, { resourceVersion: String(ev.rev) }, first));
       first = false;
-    } else if (gv === preferredGv) body = ev.json;
-    else body = JSON.stringify({ ...ev.obj, apiVersion: gv });
+    } else if (gv === preferredGv) {
+      let line = lines.get(ev);
+      if (line === undefined) {
+        line = `{"type":"${ev.type}","object":${ev.json}}\n`;
+        lines.set(ev, line);
+      }
+      write(line);
+      return;
+    } else body = JSON.stringify({ ...ev.obj, apiVersion: gv });
     write(`{"type":"${ev.type}","object":${body}}\n`);
   };
 

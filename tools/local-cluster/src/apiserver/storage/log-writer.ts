@@ -1,0 +1,93 @@
+/**
+ * Where committed batches go. On disk, a worker thread owns the SQLite write connection, so the fsync of one batch
+ * overlaps with the main thread accepting and validating the next one (pipelined group commit):
+ *
+ *   main thread:  batch N queued ──postMessage──▶ worker: BEGIN; INSERT...; COMMIT (fsync) ──▶ reply N
+ *                 batch N+1 accumulates meanwhile; sent when reply N arrives
+ *
+ * In memory there is nothing to wait for, so batches are appended synchronously.
+ */
+import { Worker } from "node:worker_threads";
+import type { LogRow, SqliteLog } from "./sqlite-log.ts";
+
+/** A sink for batches of rows. */
+export interface LogWriter {
+  /** Resolves once the batch is durable. */
+  append(rows: LogRow[]): Promise<void>;
+  /** Compacts history up to `rev`. */
+  compact(rev: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Appends on the calling thread (in-memory logs). */
+export class SyncLogWriter implements LogWriter {
+  readonly #log: SqliteLog;
+  constructor(log: SqliteLog) {
+    this.#log = log;
+  }
+  append(rows: LogRow[]): Promise<void> {
+    this.#log.append(rows);
+    return Promise.resolve();
+  }
+  compact(rev: number): Promise<void> {
+    this.#log.compact(rev);
+    return Promise.resolve();
+  }
+  close(): Promise<void> {
+    this.#log.close();
+    return Promise.resolve();
+  }
+}
+
+interface Reply {
+  id: number;
+  error?: string;
+}
+
+/** Appends in a worker thread that owns its own SQLite connection. */
+export class WorkerLogWriter implements LogWriter {
+  readonly #worker: Worker;
+  readonly #waiting = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
+  #next = 0;
+  #dead: Error | undefined;
+
+  constructor(path: string) {
+    this.#worker = new Worker(new URL("./log-worker.ts", import.meta.url), { workerData: { path } });
+    this.#worker.on("message", (m: Reply) => {
+      const w = this.#waiting.get(m.id);
+      this.#waiting.delete(m.id);
+      if (m.error) w?.reject(new Error(m.error));
+      else w?.resolve();
+    });
+    const fail = (err: Error): void => {
+      this.#dead = err;
+      for (const w of this.#waiting.values()) w.reject(err);
+      this.#waiting.clear();
+    };
+    this.#worker.on("error", fail);
+    this.#worker.on("exit", (code) => fail(new Error(`storage worker exited with code ${code}`)));
+  }
+
+  #send(msg: Record<string, unknown>): Promise<void> {
+    if (this.#dead) return Promise.reject(this.#dead);
+    const id = ++this.#next;
+    return new Promise((resolve, reject) => {
+      this.#waiting.set(id, { resolve, reject });
+      this.#worker.postMessage({ ...msg, id });
+    });
+  }
+
+  append(rows: LogRow[]): Promise<void> {
+    return this.#send({ op: "append", rows });
+  }
+
+  compact(rev: number): Promise<void> {
+    return this.#send({ op: "compact", rev });
+  }
+
+  async close(): Promise<void> {
+    if (this.#dead) return;
+    await this.#send({ op: "close" });
+    await this.#worker.terminate();
+  }
+}

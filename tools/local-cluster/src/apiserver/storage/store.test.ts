@@ -1,0 +1,91 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pino } from "pino";
+import { afterEach, describe, expect, it } from "vitest";
+import { ApiError } from "../errors.ts";
+import type { KubeObject } from "../types.ts";
+import { Store } from "./store.ts";
+
+const logger = pino({ level: "silent" });
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+const obj = (name: string, v = 1): KubeObject => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  metadata: { name, namespace: "ns" },
+  data: { v: String(v) },
+});
+
+describe("Store", () => {
+  it("numbers every write with one global revision and stamps resourceVersion", async () => {
+    const s = Store.open({ logger });
+    const a = s.put("core/configmaps", "ns/a", obj("a"));
+    const b = s.put("core/secrets", "ns/b", obj("b"));
+    await Promise.all([a.committed, b.committed]);
+    expect(a.entry.rev + 1).toBe(b.entry.rev);
+    expect(s.get("core/configmaps", "ns/a")?.obj.metadata.resourceVersion).toBe(String(a.entry.rev));
+    expect(s.revision).toBe(b.entry.rev);
+    await s.close();
+  });
+
+  it("keeps state and watch history across a reopen of the same file", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-store-"));
+    dirs.push(dir);
+    const path = join(dir, "state.db");
+    const s1 = Store.open({ path, logger });
+    await s1.put("core/configmaps", "ns/a", obj("a")).committed;
+    await s1.put("core/configmaps", "ns/a", obj("a", 2)).committed;
+    await s1.put("core/configmaps", "ns/b", obj("b")).committed;
+    await s1.remove("core/configmaps", "ns/b", obj("b")).committed;
+    await s1.close();
+    const s2 = Store.open({ path, logger });
+    expect(s2.revision).toBe(4);
+    expect(s2.get("core/configmaps", "ns/a")?.obj.data).toEqual({ v: "2" });
+    expect(s2.get("core/configmaps", "ns/b")).toBeUndefined();
+    expect(s2.eventsSince(1, "core/configmaps").map((e) => `${e.type} ${e.id} ${e.rev}`)).toEqual([
+      "MODIFIED ns/a 2",
+      "ADDED ns/b 3",
+      "DELETED ns/b 4",
+    ]);
+    await s2.put("core/configmaps", "ns/c", obj("c")).committed;
+    expect(s2.revision).toBe(5);
+    await s2.close();
+  });
+
+  it("answers 410 Expired for history older than the compacted revision, and compacts the log", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-store-"));
+    dirs.push(dir);
+    const path = join(dir, "state.db");
+    const s = Store.open({ path, logger });
+    for (let i = 0; i < 5; i++) await s.put("core/configmaps", "ns/a", obj("a", i)).committed;
+    s.compact(3);
+    expect(() => s.eventsSince(2, "core/configmaps")).toThrow(ApiError);
+    try {
+      s.eventsSince(1, "core/configmaps");
+    } catch (e) {
+      expect((e as ApiError).code).toBe(410);
+      expect((e as ApiError).message).toBe("too old resource version: 1 (4)");
+    }
+    expect(s.eventsSince(3, "core/configmaps").map((e) => e.rev)).toEqual([4, 5]);
+    await s.close();
+    const again = Store.open({ path, logger });
+    expect(again.compactedRevision).toBe(3);
+    expect(again.get("core/configmaps", "ns/a")?.obj.data).toEqual({ v: "4" });
+    expect(again.eventsSince(3, "core/configmaps").map((e) => e.rev)).toEqual([4, 5]);
+    await again.close();
+  });
+
+  it("retains history by age and count", async () => {
+    const s = Store.open({ logger, historyMs: 1000, historyMinEvents: 2 });
+    for (let i = 0; i < 5; i++) await s.put("core/configmaps", `ns/o${i}`, obj(`o${i}`)).committed;
+    s.compact(undefined, Date.now() + 500);
+    expect(s.compactedRevision).toBe(0);
+    s.compact(undefined, Date.now() + 5000);
+    expect(s.compactedRevision).toBe(3);
+    expect(s.eventsSince(3, "core/configmaps")).toHaveLength(2);
+    await s.close();
+  });
+});
