@@ -10,6 +10,7 @@ export {
   forwardedHeaders,
   type ProxyUser,
 } from "./aggregation/proxy.ts";
+/** virt-handler's console subprotocol, the handler client and the ways to find a node's handler. */
 export {
   CONSOLE_SUBPROTOCOL,
   type HandlerClient,
@@ -17,8 +18,9 @@ export {
   PodHandlerLocator,
   TemplateHandlerLocator,
 } from "./handler/handler-client.ts";
-/** Clients to the API server and to virt-handler. */
+/** Typed KubeVirt operations through the API server, as one user. */
 export { type ClusterClient, RestClusterClient } from "./kube/cluster-client.ts";
+/** The impersonating HTTP transport to the API server. */
 export { HttpTransport, type RestTransport, type UserInfo } from "./kube/rest.ts";
 /** MutatingWebhookConfiguration, ValidatingWebhookConfiguration and APIService objects. */
 export {
