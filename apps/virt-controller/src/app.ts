@@ -64,7 +64,10 @@ export interface VirtControllerAppOptions {
   readonly logger: Logger;
   readonly registry: Registry;
   readonly tracer?: Tracer;
-  /** Worker counts; defaults as KubeVirt: vm 3, vmi 10. */
+  /**
+   * Concurrent reconciles per controller; default 10 for vm and vmi (KubeVirt runs 3 and 10 goroutines; ours are
+   * async slots that mostly wait on the API server, so more of them cost little).
+   */
   readonly threads?: { vm?: number; vmi?: number };
   /** Host name for event sources. */
   readonly host?: string;
@@ -209,8 +212,8 @@ export class VirtControllerApp {
     await Promise.all(this.#informers.map((i) => i.waitForSync()));
     logger.info({ informers: this.#informers.length }, "caches synced; starting controllers");
     const t = this.#o.threads;
-    this.#run("vm", "VirtualMachine", vmQ, vm, t?.vm ?? 3);
-    this.#run("vmi", "VirtualMachineInstance", vmiQ, vmi, t?.vmi ?? 10);
+    this.#run("vm", "VirtualMachine", vmQ, vm, t?.vm ?? 16);
+    this.#run("vmi", "VirtualMachineInstance", vmiQ, vmi, t?.vmi ?? 32);
     this.#run("migration", "VirtualMachineInstanceMigration", migQ, migration, 3);
     this.#run("node", "Node", nodeQ, node, 3);
     this.#run("evacuation", "VirtualMachineInstance", evacQ, evacuation, 3);

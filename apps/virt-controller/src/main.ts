@@ -64,13 +64,6 @@ await main({
       tracer: trace.getTracer("virt-controller"),
       host: identity,
     });
-    const health = await startHealthServer({
-      registry,
-      port: Number(values["metrics-port"] ?? 8182),
-      isLeader: () => elector.isLeader,
-      beforeScrape: () => app.updateMetrics(),
-    });
-    logger.info({ port: health.port, identity, namespace }, "virt-controller serving health and metrics");
     await ensureNamespace(transport, namespace);
     let exitCode = 0;
     const stopped = new AbortController();
@@ -97,6 +90,13 @@ await main({
         }
       },
     });
+    const health = await startHealthServer({
+      registry,
+      port: Number(values["metrics-port"] ?? 8182),
+      isLeader: () => elector.isLeader,
+      beforeScrape: () => app.updateMetrics(),
+    });
+    logger.info({ port: health.port, identity, namespace }, "virt-controller serving health and metrics");
     await elector.run(AbortSignal.any([signal, stopped.signal]));
     await app.stop();
     await health.close();

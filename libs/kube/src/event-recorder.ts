@@ -1,7 +1,9 @@
 /**
  * Records core/v1 Events about objects (client-go `record.EventRecorder`). Writes are asynchronous and never fail
  * the caller; a repeat of the same (object, type, reason, message) within 10 minutes bumps `count` on the
- * existing Event instead of creating a new one.
+ * existing Event instead of creating a new one. Like client-go's broadcaster, events wait in a bounded queue and
+ * only a few are written at a time, so a burst of events never crowds out the controllers' own writes; when the
+ * queue is full, new events are dropped (and counted in the log at debug level).
  */
 import type { Logger } from "pino";
 import type { ResourceClient } from "./client/resource-client.ts";
@@ -21,6 +23,10 @@ export interface EventRecorderOptions {
   readonly logger: Logger;
   /** `source.host`. */
   readonly host?: string;
+  /** Event writes in flight at once; default 4. */
+  readonly maxInFlight?: number;
+  /** Events waiting beyond which new ones are dropped; default 10 000. */
+  readonly maxQueued?: number;
 }
 
 const AGGREGATE_MS = 10 * 60_000;
@@ -30,7 +36,9 @@ const MAX_TRACKED = 4096;
 export class EventRecorder implements EventSink {
   readonly #o: EventRecorderOptions;
   readonly #recent = new Map<string, { name: string; namespace: string; count: number; at: number }>();
-  readonly #inflight = new Set<Promise<void>>();
+  readonly #queue: (() => Promise<void>)[] = [];
+  readonly #idle: (() => void)[] = [];
+  #active = 0;
   #seq = 0;
 
   constructor(options: EventRecorderOptions) {
@@ -38,13 +46,32 @@ export class EventRecorder implements EventSink {
   }
 
   event(obj: KubeObject, type: "Normal" | "Warning", reason: string, message: string): void {
-    const p = this.#write(obj, type, reason, message).finally(() => this.#inflight.delete(p));
-    this.#inflight.add(p);
+    if (this.#queue.length >= (this.#o.maxQueued ?? 10_000)) {
+      this.#o.logger.debug({ reason }, "event queue full; dropping event");
+      return;
+    }
+    // Snapshot what the event needs now: the caller may go on to change its own copy of the object.
+    const ref = { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { ...obj.metadata } };
+    this.#queue.push(() => this.#write(ref, type, reason, message));
+    this.#pump();
   }
 
   /** Resolves when every event recorded so far has been written (or has failed). */
-  async flush(): Promise<void> {
-    await Promise.all([...this.#inflight]);
+  flush(): Promise<void> {
+    if (this.#active === 0 && this.#queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  #pump(): void {
+    while (this.#active < (this.#o.maxInFlight ?? 4) && this.#queue.length > 0) {
+      const job = this.#queue.shift()!;
+      this.#active++;
+      void job().finally(() => {
+        this.#active--;
+        this.#pump();
+        if (this.#active === 0 && this.#queue.length === 0) for (const w of this.#idle.splice(0)) w();
+      });
+    }
   }
 
   async #write(obj: KubeObject, type: "Normal" | "Warning", reason: string, message: string): Promise<void> {

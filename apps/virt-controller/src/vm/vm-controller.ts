@@ -95,7 +95,9 @@ export class VmController implements Reconciler {
         message: String(error instanceof Error ? error.message : error),
       };
     }
-    await this.#writeStatus(vm, vmForStatus, vmi, now, syncError);
+    // Right after a create the cache cannot describe the new VMI yet; the reconcile its informer event triggers
+    // writes an accurate status (and the VM is spared a write that would only say "Stopped").
+    if (action.kind !== "create" || syncError) await this.#writeStatus(vm, vmForStatus, vmi, now, syncError);
     if (syncError) throw new SyncError(syncError.reason, syncError.message);
     return action.kind === "backoff" ? requeueAfter(action.ms) : done();
   }

@@ -154,13 +154,22 @@ describe("renderLauncherPod", () => {
 });
 
 describe("VmiController", () => {
-  it("creates the launcher pod for a new VMI, moves it to Pending and adds the finalizer", async () => {
+  it("creates the launcher pod for a new VMI, moves it through Pending to Scheduling in one write and adds the finalizer", async () => {
     const { api, recorder, run, vmiNow } = setup(newVmi("a"));
     await run();
     expect(api.summary()).toEqual(["create pods", "update virtualmachineinstances default/a"]);
     expect(recorder.reasons()).toEqual(["SuccessfulCreate"]);
-    expect(vmiNow().status?.phase).toBe("Pending");
+    expect(vmiNow().status?.phase).toBe("Scheduling");
+    expect(vmiNow().status?.phaseTransitionTimestamps?.map((t) => t.phase)).toEqual(["Pending", "Scheduling"]);
     expect(vmiNow().metadata?.finalizers).toContain("kubevirt.io/foregroundDeleteVirtualMachine");
+  });
+
+  it("stays Pending with a FailedCreate event when the pod cannot be created, and throws for a retry", async () => {
+    const { api, recorder, run, vmiNow } = setup(newVmi("a"));
+    api.failOn("create", "pods", new Error("quota exceeded"));
+    await expect(run()).rejects.toThrow(/quota exceeded/);
+    expect(recorder.reasons()).toEqual(["FailedCreate"]);
+    expect(vmiNow().status?.phase).toBe("Pending");
   });
 
   it("does not create a second pod while its first creation is unobserved (expectations)", async () => {

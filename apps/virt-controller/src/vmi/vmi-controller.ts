@@ -91,9 +91,14 @@ export class VmiController implements Reconciler {
     const now = new Date((this.#d.now ?? Date.now)()).toISOString();
     const plan = planVmi(vmi, pods, now);
     let syncError: SyncError | undefined;
-    if (plan.createPod) syncError = await this.#createPod(vmi, ctx);
+    let status = plan.status;
+    if (plan.createPod) {
+      syncError = await this.#createPod(vmi, ctx);
+      // The pod exists now: go on to Scheduling in the same write instead of waiting for the informer to say so.
+      if (!syncError) status = planVmi({ ...vmi, status }, [], now, { podCreated: true }).status;
+    }
     const next: VirtualMachineInstance = structuredClone(vmi);
-    next.status = plan.status;
+    next.status = status;
     const finalizers = vmi.metadata?.finalizers ?? [];
     if (!finalizers.includes(FINALIZER.vmi)) next.metadata!.finalizers = [...finalizers, FINALIZER.vmi];
     if (!deepEqual(next, vmi)) {

@@ -81,9 +81,24 @@ function podScheduled(pod: Pod | undefined): Condition | undefined {
 
 /**
  * Plans the controller's next step for `vmi`, given the launcher pods it owns (the migration target pod included)
- * at `now` (RFC 3339). The VMI must not be final or being deleted.
+ * at `now` (RFC 3339). The VMI must not be final or being deleted. `podCreated`: the controller has just created the
+ * launcher pod (not yet in the cache), so the VMI moves on to Scheduling.
  */
-export function planVmi(vmi: VirtualMachineInstance, pods: readonly Pod[], now: string): VmiPlan {
+export function planVmi(
+  vmi: VirtualMachineInstance,
+  pods: readonly Pod[],
+  now: string,
+  options: { podCreated?: boolean } = {},
+): VmiPlan {
+  if (options.podCreated) {
+    const status = withPhase(withPhase({ ...vmi.status }, "Pending", now), "Scheduling", now);
+    status.conditions = setCondition(
+      status.conditions,
+      { type: VMI_CONDITION.Ready, status: "False", reason: REASON.PodConditionMissing },
+      now,
+    );
+    return { status, createPod: false };
+  }
   let status: VirtualMachineInstanceStatus = { ...vmi.status };
   const phase = status.phase ?? "";
   const live = livePods(pods);

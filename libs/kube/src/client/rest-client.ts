@@ -7,6 +7,7 @@
 import { IsomorphicFetchHttpLibrary, type KubeConfig, RequestContext, Watch } from "@kubernetes/client-node";
 import type { Registry } from "prom-client";
 import { Counter } from "prom-client";
+
 import { ApiError } from "../errors.ts";
 import type { Status } from "../types.ts";
 
@@ -67,7 +68,7 @@ export class RestClient implements RestTransport {
   readonly #userAgent: string;
   readonly #requests: Counter<"code" | "method" | "resource" | "verb"> | undefined;
   #dispatcher: ReturnType<RequestContext["getDispatcher"]> | undefined;
-  #dispatcherSet = false;
+  #auth: { headers: [string, string][]; at: number } | undefined;
 
   constructor(kc: KubeConfig, options: RestClientOptions = {}) {
     const cluster = kc.getCurrentCluster();
@@ -95,12 +96,7 @@ export class RestClient implements RestTransport {
     const url = new URL(this.#server + req.path);
     for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const ctx = new RequestContext(url.toString(), req.method);
-    await this.#kc.applySecurityAuthentication(ctx);
-    // Reuse one dispatcher so requests share a keep-alive connection pool.
-    if (!this.#dispatcherSet) {
-      this.#dispatcher = ctx.getDispatcher();
-      this.#dispatcherSet = true;
-    } else if (this.#dispatcher) ctx.setDispatcher(this.#dispatcher);
+    await this.#authenticate(ctx);
     ctx.setHeaderParam("Accept", "application/json");
     ctx.setHeaderParam("User-Agent", this.#userAgent);
     if (req.body !== undefined) {
@@ -124,6 +120,23 @@ export class RestClient implements RestTransport {
     } finally {
       this.#requests?.inc({ code, method: req.method, ...describePath(req.path, req.method, req.query) });
     }
+  }
+
+  /**
+   * Applies the kubeconfig's credentials. client-node builds a fresh dispatcher (connection pool) per call, so the
+   * first one is kept for every request and the auth headers are cached for a minute (exec and OIDC tokens are
+   * refreshed that often).
+   */
+  async #authenticate(ctx: RequestContext): Promise<void> {
+    const now = performance.now();
+    if (!this.#auth || now - this.#auth.at > 60_000) {
+      const probe = new RequestContext(this.#server, "GET");
+      await this.#kc.applySecurityAuthentication(probe);
+      this.#dispatcher ??= probe.getDispatcher();
+      this.#auth = { headers: Object.entries(probe.getHeaders()), at: now };
+    }
+    for (const [k, v] of this.#auth.headers) ctx.setHeaderParam(k, v);
+    if (this.#dispatcher) ctx.setDispatcher(this.#dispatcher);
   }
 
   async watch(

@@ -1,0 +1,217 @@
+/**
+ * `npm run bench -- controller [--vms N]`: N VirtualMachines (default 1,000) with runStrategy Always created at once
+ * against the local API server (its own process, SQLite on disk) with virt-controller running as its own process.
+ * Reports the seconds until all VMIs and all launcher Pods exist, the controller's API requests per VMI by verb and
+ * resource (from its `kubevirt_rest_client_requests_total`), and the controller's peak RSS (VmHWM).
+ * KubeVirt's density test allows PATCH VMI at most 2x and UPDATE VMI at most 10x the pod creates.
+ * Last line: {"area":"controller","vms":..,"secondsToAllVmis":..,"secondsToAllPods":..,"requestsPerVmi":{..},"peakRssBytes":..}
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { customResourceDefinitions, type VirtualMachine, type VirtualMachineInstance } from "@kvt/api";
+import {
+  CORE_V1,
+  Informer,
+  KUBEVIRT_V1,
+  type KubeObject,
+  loadKubeConfig,
+  type Pod,
+  RestClient,
+  resourceClient,
+} from "@kvt/kube";
+import { pino } from "pino";
+
+const { values } = parseArgs({ options: { vms: { type: "string", default: "1000" } } });
+const N = Math.max(1, Number(values.vms) || 1000);
+const root = new URL("../../../", import.meta.url).pathname;
+const dir = mkdtempSync(join(tmpdir(), "kvt-controller-bench-"));
+const children: ChildProcess[] = [];
+const logger = pino({ level: "silent" });
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function startProcess(args: string[], readyText: RegExp): Promise<ChildProcess> {
+  const child = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      if (readyText.test(out)) resolve(child);
+    });
+    child.once("exit", (code) => reject(new Error(`${args[0]} exited with ${code}`)));
+  });
+}
+
+async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function main(): Promise<void> {
+  const kubeconfig = join(dir, "kubeconfig");
+  await startProcess(
+    [
+      "tools/local-cluster/src/apiserver/main.ts",
+      "--data-dir",
+      join(dir, "api"),
+      "--kubeconfig",
+      kubeconfig,
+      "--log-level",
+      "warn",
+    ],
+    /listening on/,
+  );
+  const transport = new RestClient(loadKubeConfig({ kubeconfig }));
+  const crds = resourceClient<KubeObject>(transport, {
+    group: "apiextensions.k8s.io",
+    version: "v1",
+    plural: "customresourcedefinitions",
+    kind: "CustomResourceDefinition",
+    namespaced: false,
+  });
+  for (const crd of customResourceDefinitions()) await crds.create(crd);
+  const vms = resourceClient<VirtualMachine>(transport, KUBEVIRT_V1.virtualMachines);
+  await waitFor(
+    () =>
+      vms.list("default").then(
+        () => true,
+        () => false,
+      ),
+    10_000,
+  );
+
+  const metricsPort = await freePort();
+  const controller = spawn(
+    process.execPath,
+    [
+      "apps/virt-controller/src/main.ts",
+      "--kubeconfig",
+      kubeconfig,
+      "--metrics-port",
+      String(metricsPort),
+      "--log-level",
+      "warn",
+    ],
+    { cwd: root, stdio: ["ignore", "ignore", "inherit"] },
+  );
+  children.push(controller);
+  const metricsUrl = `http://127.0.0.1:${metricsPort}`;
+  await waitFor(
+    () =>
+      fetch(`${metricsUrl}/leader`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    30_000,
+  );
+
+  const vmiInformer = new Informer<VirtualMachineInstance>({
+    client: resourceClient(transport, KUBEVIRT_V1.virtualMachineInstances),
+    logger,
+  });
+  const podInformer = new Informer<Pod>({
+    client: resourceClient(transport, CORE_V1.pods),
+    logger,
+    selector: { labelSelector: "kubevirt.io=virt-launcher" },
+  });
+  let allVmisAt = 0;
+  let allPodsAt = 0;
+  vmiInformer.addHandlers({
+    onAdd: () => {
+      if (vmiInformer.store.size >= N && !allVmisAt) allVmisAt = performance.now();
+    },
+  });
+  podInformer.addHandlers({
+    onAdd: () => {
+      if (podInformer.store.size >= N && !allPodsAt) allPodsAt = performance.now();
+    },
+  });
+  vmiInformer.start();
+  podInformer.start();
+  await Promise.all([vmiInformer.waitForSync(), podInformer.waitForSync()]);
+
+  const t0 = performance.now();
+  let next = 0;
+  const vm = (i: number): VirtualMachine => ({
+    metadata: { name: `vm-${i}`, namespace: "default" },
+    spec: {
+      runStrategy: "Always",
+      template: { spec: { domain: { devices: {}, resources: { requests: { memory: "64Mi" } } } } },
+    },
+  });
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (next < N) await vms.create(vm(next++));
+    }),
+  );
+  const createdAt = performance.now();
+  await waitFor(() => allVmisAt > 0 && allPodsAt > 0, 300_000);
+
+  const metrics = await (await fetch(`${metricsUrl}/metrics`)).text();
+  if (process.env.KVT_BENCH_DEBUG)
+    process.stderr.write(
+      metrics
+        .split("\n")
+        .filter((l) => /reconcile_total|workqueue_retries|rest_client_requests_total.*code="4/.test(l))
+        .join("\n") + "\n",
+    );
+  const requests: Record<string, number> = {};
+  for (const m of metrics.matchAll(/^kubevirt_rest_client_requests_total\{([^}]*)\} (\d+(?:\.\d+)?)/gm)) {
+    const labels = Object.fromEntries([...m[1].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (labels.verb === "WATCH" || labels.verb === "LIST") continue;
+    const k = `${labels.verb} ${labels.resource}`;
+    requests[k] = (requests[k] ?? 0) + Number(m[2]);
+  }
+  const perVmi = Object.fromEntries(
+    Object.entries(requests)
+      .sort()
+      .map(([k, v]) => [k, Math.round((v / N) * 100) / 100]),
+  );
+  const status = readFileSync(`/proc/${controller.pid}/status`, "utf8");
+  const peakRssBytes = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
+  vmiInformer.stop();
+  podInformer.stop();
+
+  const secondsToAllVmis = Math.round(((allVmisAt - t0) / 1000) * 100) / 100;
+  const secondsToAllPods = Math.round(((allPodsAt - t0) / 1000) * 100) / 100;
+  const rows: [string, string][] = [
+    ["VMs created (seconds)", ((createdAt - t0) / 1000).toFixed(2)],
+    ["all VMIs exist (seconds)", String(secondsToAllVmis)],
+    ["all launcher pods exist (seconds)", String(secondsToAllPods)],
+    ["controller peak RSS (MiB)", (peakRssBytes / 2 ** 20).toFixed(1)],
+    ...Object.entries(perVmi).map(([k, v]): [string, string] => [`requests per VMI: ${k}`, String(v)]),
+  ];
+  const w = Math.max(...rows.map((r) => r[0].length));
+  process.stdout.write(`controller density: ${N} VMs, runStrategy Always\n`);
+  for (const [k, v] of rows) process.stdout.write(`${k.padEnd(w)}  ${v}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ area: "controller", vms: N, secondsToAllVmis, secondsToAllPods, requestsPerVmi: perVmi, peakRssBytes })}\n`,
+  );
+}
+
+try {
+  await main();
+} finally {
+  for (const c of children) c.kill("SIGTERM");
+  await Promise.all(
+    children.map((c) => (c.exitCode === null ? new Promise((r) => c.once("exit", r)) : Promise.resolve())),
+  );
+  rmSync(dir, { recursive: true, force: true });
+}
