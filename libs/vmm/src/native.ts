@@ -24,6 +24,7 @@ export interface NativeVmStats {
   serialBytesIn: number;
   kicks: number;
   dirtyLogCollections: number;
+  vcpuSeconds: number[];
 }
 
 /** One region's dirty pages: bit i of the little-endian u64 words = page i from baseGpa. */

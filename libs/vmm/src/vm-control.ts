@@ -25,6 +25,8 @@ export interface VmStats {
   /** vCPU kicks (pause, throttle). */
   readonly kicks: number;
   readonly dirtyLogCollections: number;
+  /** CPU seconds used by each vCPU's thread (guest time plus exit handling), by vCPU index. */
+  readonly vcpuSeconds: readonly number[];
 }
 
 /** One memory region's dirty pages since the previous collection. */

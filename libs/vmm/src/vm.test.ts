@@ -75,6 +75,10 @@ describe.skipIf(!kvm)("Vm on /dev/kvm", () => {
       "kvt-guest progress n=3 pages=3072 sum=X",
     ]);
     expect(lines[4]).toMatch(/^kvt-guest done n=3 sum=0x[0-9a-f]{16}$/);
+    const stats = vm?.stats();
+    expect(stats?.vcpuSeconds).toHaveLength(1);
+    expect(stats?.vcpuSeconds[0]).toBeGreaterThan(0);
+    expect(stats?.serialBytesOut).toBe(lines.join("\n").length + 1);
     expect(vm?.state).toBe("stopped");
   });
 

@@ -131,6 +131,7 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
         serialBytesIn: 0,
         kicks: 0,
         dirtyLogCollections: 0,
+        vcpuSeconds: [],
       };
     }
     return { state: this.state, ...this.#call(() => this.#native.stats()) };

@@ -112,7 +112,10 @@ Result<std::unique_ptr<Machine>> Machine::Create(const MachineConfig& config, Ma
     if (auto st = impl->vm.SetTssAddr(kTssAddr); !st.ok()) return st.error();
     impl->vm.SetIdentityMapAddr(kIdentityMapAddr);  // best effort (AMD ignores it)
   }
-  if (impl->vm.CheckExtension(KVM_CAP_SPLIT_IRQCHIP)) {
+  if (config.linux_platform) {
+    // Stock Linux: PIC + IOAPIC + PIT in the kernel (vmm/machine_linux.cc), before any vCPU exists.
+    if (auto st = CreateLinuxIrqchip(impl->vm); !st.ok()) return st.error();
+  } else if (impl->vm.CheckExtension(KVM_CAP_SPLIT_IRQCHIP)) {
     if (auto st = impl->vm.EnableSplitIrqchip(24); !st.ok()) return st.error();
   } else if (auto st = impl->vm.CreateIrqchip(); !st.ok()) {
     return st.error();
@@ -317,6 +320,7 @@ MachineStats Machine::stats() const {
     s.kicks += t->kicks();
     s.io_exits += t->counters().io;
     s.mmio_exits += t->counters().mmio;
+    s.vcpu_seconds.push_back(t->CpuSeconds());
   }
   std::mutex* mu = impl_->pio.LockOf(&impl_->serial);
   std::lock_guard<std::mutex> lock(*mu);

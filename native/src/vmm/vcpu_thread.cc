@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <signal.h>
 
+#include <time.h>
+
 #include <chrono>
 
 namespace kvmts::vmm {
@@ -59,6 +61,14 @@ bool VcpuThread::WaitAck(int timeout_ms) {
                           [this] { return acked_ >= posted_ || state_.load() == VcpuState::kFinished; });
 }
 
+double VcpuThread::CpuSeconds() const {
+  if (!started_ || state_.load() == VcpuState::kFinished) return finished_cpu_seconds_.load();
+  clockid_t cid;
+  timespec ts;
+  if (pthread_getcpuclockid(tid_, &cid) != 0 || clock_gettime(cid, &ts) != 0) return 0;
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 void VcpuThread::Join() {
   if (!started_) return;
   if (thread_.joinable()) {
@@ -101,6 +111,10 @@ void VcpuThread::Run() {
   VcpuState state = DrainCommands(VcpuState::kPaused);
   while (state != VcpuState::kFinished) {
     state = (state == VcpuState::kRunning) ? Running() : Paused();
+  }
+  timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+    finished_cpu_seconds_.store(static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9);
   }
   Ack(VcpuState::kFinished);
 }

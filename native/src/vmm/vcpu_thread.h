@@ -59,6 +59,8 @@ class VcpuThread {
   const ExitCounters& counters() const { return counters_; }
   uint64_t exits() const { return exits_.load(std::memory_order_relaxed); }
   uint64_t kicks() const { return kicks_.load(std::memory_order_relaxed); }
+  // CPU time the vCPU thread has used (guest + VMM work on that thread), seconds; 0 before Spawn or after Join.
+  double CpuSeconds() const;
 
  private:
   void Run();
@@ -83,6 +85,7 @@ class VcpuThread {
   std::atomic<uint32_t> throttle_{0};
   bool pending_io_ = false;  // the last exit was I/O or MMIO: KVM completes it on the next KVM_RUN
   std::atomic<uint64_t> exits_{0}, kicks_{0};
+  std::atomic<double> finished_cpu_seconds_{0};
   ExitCounters counters_;
 };
 

@@ -88,6 +88,7 @@ export class FakeVm extends TypedEmitter<VmEvents> implements VmControl {
       serialBytesIn: this.#bytesIn,
       kicks: 0,
       dirtyLogCollections: 0,
+      vcpuSeconds: this.options.vcpus > 0 ? Array.from({ length: this.options.vcpus }, () => 0) : [],
     };
   }
 
