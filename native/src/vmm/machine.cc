@@ -112,10 +112,7 @@ Result<std::unique_ptr<Machine>> Machine::Create(const MachineConfig& config, Ma
     if (auto st = impl->vm.SetTssAddr(kTssAddr); !st.ok()) return st.error();
     impl->vm.SetIdentityMapAddr(kIdentityMapAddr);  // best effort (AMD ignores it)
   }
-  if (config.linux_platform) {
-    // Stock Linux: PIC + IOAPIC + PIT in the kernel (vmm/machine_linux.cc), before any vCPU exists.
-    if (auto st = CreateLinuxIrqchip(impl->vm); !st.ok()) return st.error();
-  } else if (impl->vm.CheckExtension(KVM_CAP_SPLIT_IRQCHIP)) {
+  if (impl->vm.CheckExtension(KVM_CAP_SPLIT_IRQCHIP)) {
     if (auto st = impl->vm.EnableSplitIrqchip(24); !st.ok()) return st.error();
   } else if (auto st = impl->vm.CreateIrqchip(); !st.ok()) {
     return st.error();
