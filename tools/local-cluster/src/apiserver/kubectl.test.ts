@@ -256,6 +256,27 @@ lastTimestamp: "${new Date().toISOString().slice(0, 19)}Z"
     expect(gone.stderr.trim()).toBe('Error from server (NotFound): widgets.example.com "or-dep" not found');
   });
 
+  it("accepts the protobuf bodies of kubectl's typed create commands, and answers auth can-i", async () => {
+    expect((await k.run(["create", "namespace", "typed"])).stdout.trim()).toBe("namespace/typed created");
+    expect((await k.run(["create", "configmap", "cm1", "-n", "typed", "--from-literal=a=b"])).stdout.trim()).toBe(
+      "configmap/cm1 created",
+    );
+    expect(
+      (await k.run(["create", "secret", "generic", "s1", "-n", "typed", "--from-literal=pw=x"])).stdout.trim(),
+    ).toBe("secret/s1 created");
+    expect((await k.run(["create", "serviceaccount", "sa1", "-n", "typed"])).stdout.trim()).toBe(
+      "serviceaccount/sa1 created",
+    );
+    expect((await k.run(["get", "configmap", "cm1", "-n", "typed", "-o", "jsonpath={.data.a}"])).stdout).toBe("b");
+    expect((await k.run(["get", "secret", "s1", "-n", "typed", "-o", "jsonpath={.data.pw}"])).stdout).toBe(
+      Buffer.from("x").toString("base64"),
+    );
+    const cms = lines((await k.run(["get", "configmaps", "-n", "typed"])).stdout);
+    expect(cms[0]).toEqual(["NAME", "DATA", "AGE"]);
+    expect(cms[1]?.slice(0, 2)).toEqual(["cm1", "1"]);
+    expect((await k.run(["auth", "can-i", "create", "pods"])).stdout.trim()).toBe("yes");
+  });
+
   it("serves built-in pods with their columns, and deleting a namespace deletes its contents", async () => {
     const ns = await k.run([
       "apply",

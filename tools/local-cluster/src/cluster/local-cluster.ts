@@ -8,7 +8,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ApiextensionsV1Api, CoreV1Api, KubeConfig, type V1CustomResourceDefinition } from "@kubernetes/client-node";
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
 import { customResourceDefinitions } from "@kvt/api";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 import { freePort } from "./free-port.ts";
@@ -74,19 +74,27 @@ async function loadState(file: string, nodes: readonly string[]): Promise<Persis
   return state;
 }
 
+/**
+ * Creates or replaces the kubevirt.io CRDs. Sent through the generic custom-object client on purpose: client-node's
+ * typed CRD model drops keys it does not know by their JSON names (`x-kubernetes-preserve-unknown-fields`), which
+ * would silently prune template metadata.
+ */
 async function installCrds(kubeConfig: KubeConfig): Promise<void> {
-  const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
-  for (const crd of customResourceDefinitions() as V1CustomResourceDefinition[]) {
-    const name = crd.metadata!.name!;
+  const api = kubeConfig.makeApiClient(CustomObjectsApi);
+  const ref = { group: "apiextensions.k8s.io", version: "v1", plural: "customresourcedefinitions" };
+  for (const crd of customResourceDefinitions() as { metadata: { name: string } }[]) {
     try {
-      const existing = await api.readCustomResourceDefinition({ name });
-      await api.replaceCustomResourceDefinition({
-        name,
-        body: { ...crd, metadata: { ...crd.metadata, resourceVersion: existing.metadata?.resourceVersion } },
-      });
+      await api.createClusterCustomObject({ ...ref, body: crd });
     } catch (err) {
-      if ((err as { code?: number }).code !== 404) throw err;
-      await api.createCustomResourceDefinition({ body: crd });
+      if ((err as { code?: number }).code !== 409) throw err;
+      const existing = (await api.getClusterCustomObject({ ...ref, name: crd.metadata.name })) as {
+        metadata: { resourceVersion: string };
+      };
+      await api.replaceClusterCustomObject({
+        ...ref,
+        name: crd.metadata.name,
+        body: { ...crd, metadata: { ...crd.metadata, resourceVersion: existing.metadata.resourceVersion } },
+      });
     }
   }
 }

@@ -2,11 +2,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { parse as parseYaml } from "yaml";
 import { ApiError, badRequest } from "../errors.ts";
+import { decodeProtobuf } from "./protobuf.ts";
 
 const MAX_BODY = 3 * 1024 * 1024;
 
 /** Reads the whole body (413 over 3 MiB, like etcd's request limit). */
-export async function readBody(req: IncomingMessage): Promise<string> {
+export async function readBody(req: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -15,17 +16,19 @@ export async function readBody(req: IncomingMessage): Promise<string> {
     if (size > MAX_BODY) throw new ApiError(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728");
     chunks.push(b);
   }
-  return Buffer.concat(chunks).toString("utf8");
+  return Buffer.concat(chunks);
 }
 
-/** Decodes JSON (or YAML for apply patches and yaml content types); 400 on malformed input. */
-export function decode(text: string, contentType: string): unknown {
-  if (contentType.includes("protobuf") || contentType.includes("cbor"))
+/** Decodes JSON, YAML (apply patches, yaml content types) or Kubernetes protobuf; 400 on malformed input. */
+export function decode(body: Buffer, contentType: string): unknown {
+  if (contentType.includes("protobuf")) return decodeProtobuf(body);
+  if (contentType.includes("cbor"))
     throw new ApiError(
       415,
       "UnsupportedMediaType",
-      `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml`,
+      "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
     );
+  const text = body.toString("utf8");
   if (text.trim() === "") return undefined;
   try {
     if (contentType.includes("yaml")) return parseYaml(text) as unknown;

@@ -126,7 +126,17 @@ export async function handleResource(
   if (info.name === undefined) {
     if (method === "GET" && (info.legacyWatch || query.get("watch") === "true" || query.get("watch") === "1")) {
       const filter = filterOf(def, ns, query);
-      const fromRev = rvParam(query);
+      const initialEvents = query.get("sendInitialEvents") === "true";
+      if (
+        initialEvents &&
+        (query.get("resourceVersionMatch") !== "NotOlderThan" || query.get("allowWatchBookmarks") !== "true")
+      )
+        throw new ApiError(
+          422,
+          "Invalid",
+          'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan and allowWatchBookmarks to true',
+        );
+      const fromRev = initialEvents ? undefined : rvParam(query);
       const timeout = intParam(query, "timeoutSeconds") ?? 1800 + Math.floor(Math.random() * 1800);
       serveWatch(res, deps.hub, {
         def,
@@ -134,6 +144,7 @@ export async function handleResource(
         filter,
         fromRev,
         startRev: fromRev ?? svc.store.revision,
+        initialEventsEnd: initialEvents,
         table,
         include: includeObject(query),
         bookmarks: query.get("allowWatchBookmarks") === "true",
@@ -143,6 +154,20 @@ export async function handleResource(
       return;
     }
     if (method === "GET") return list(deps, res, def, version, ns, query, table);
+    if (method === "POST" && def.strategy.review) {
+      const b = await body();
+      if (!isObject(b)) throw badRequest("the body of the request was not a JSON object");
+      const obj = {
+        ...b,
+        apiVersion: groupVersion(def.group, version),
+        kind: def.kind,
+        metadata: isObject(b.metadata) ? b.metadata : {},
+      } as KubeObject;
+      sendJson(res, 201, def.strategy.review(obj, user));
+      return;
+    }
+    if (!def.verbs.includes(method === "GET" ? "list" : method === "POST" ? "create" : "deletecollection"))
+      throw methodNotAllowed(method, def);
     if (method === "POST") {
       const e = await svc.create(def, version, ns, await body(), ctx);
       return sendObj(201, e.obj);
@@ -151,6 +176,7 @@ export async function handleResource(
     throw methodNotAllowed(method, def);
   }
   const name = info.name;
+  if (!def.verbs.includes("get")) throw methodNotAllowed(method, def);
   switch (method) {
     case "GET":
       return sendObj(200, svc.get(def, ns, name).obj);

@@ -71,6 +71,20 @@ const namespaceStrategy: Strategy = {
   },
 };
 
+/** Authorization reviews: the local cluster has one administrator, so every authenticated request is allowed. */
+const accessReview: Strategy = {
+  review: (o, user) => {
+    const out = structuredClone(o);
+    const spec = (out.spec ?? {}) as Record<string, unknown>;
+    if (out.kind === "SelfSubjectAccessReview") spec.user = undefined;
+    out.status = {
+      allowed: user.groups.includes("system:masters"),
+      reason: "the local cluster's administrator may do anything",
+    };
+    return out;
+  },
+};
+
 const C = (resource: string, kind: string, namespaced: boolean, extra: Partial<Spec> = {}): Spec => ({
   group: "",
   version: "v1",
@@ -235,6 +249,14 @@ const SPECS: Spec[] = [
     categories: ["api-extensions"],
     generation: true,
     topLevel: ["webhooks"],
+  }),
+  G("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", false, {
+    verbs: ["create"],
+    strategy: accessReview,
+  }),
+  G("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", false, {
+    verbs: ["create"],
+    strategy: accessReview,
   }),
   G("apiregistration.k8s.io", "v1", "apiservices", "APIService", false, {
     categories: ["api-extensions"],

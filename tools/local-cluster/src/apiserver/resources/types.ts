@@ -25,6 +25,10 @@ export interface Strategy {
   prepareUpdate?(obj: KubeObject, old: KubeObject): void;
   /** Extra validation; returns causes. */
   validate?(obj: KubeObject, old: KubeObject | undefined): StatusCause[];
+  /**
+   * A create-only review resource (e.g. SelfSubjectAccessReview): answers POST from the request, stores nothing.
+   */
+  review?(obj: KubeObject, user: { readonly username: string; readonly groups: readonly string[] }): KubeObject;
   /** Default grace period for a delete without one (pods: terminationGracePeriodSeconds). */
   gracePeriod?(obj: KubeObject): number;
 }

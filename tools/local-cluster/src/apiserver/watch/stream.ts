@@ -22,6 +22,8 @@ export interface WatchRequest {
   readonly filter: WatchFilter;
   /** undefined = from now with synthetic ADDED events. */
   readonly fromRev: number | undefined;
+  /** WatchList: mark the end of the synthetic ADDED events with a `k8s.io/initial-events-end` bookmark. */
+  readonly initialEventsEnd?: boolean;
   /** The revision the watch starts at (the store's revision when fromRev is undefined). */
   readonly startRev: number;
   readonly table: boolean;
@@ -105,6 +107,10 @@ export function serveWatch(res: ServerResponse, hub: WatchHub, w: WatchRequest):
       return;
     }
     throw err;
+  }
+  if (w.initialEventsEnd) {
+    lastRev = Math.max(lastRev, w.startRev);
+    bookmark({ "k8s.io/initial-events-end": "true" });
   }
   if (w.bookmarks) {
     const tick = (): void => {
