@@ -9,6 +9,7 @@
  * ```
  */
 import {
+  ANNOTATION,
   LABEL,
   type MigrationPolicy,
   type ObjectKey,
@@ -34,7 +35,8 @@ import {
   resourceClient,
   WorkQueue,
 } from "@kvt/kube";
-import type { Tracer } from "@opentelemetry/api";
+import { contextFromTraceparent } from "@kvt/observability";
+import type { Context, Tracer } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import { EvacuationController } from "./evacuation/evacuation-controller.ts";
@@ -214,7 +216,10 @@ export class VirtControllerApp {
     const t = this.#o.threads;
     this.#run("vm", "VirtualMachine", vmQ, vm, t?.vm ?? 16);
     this.#run("vmi", "VirtualMachineInstance", vmiQ, vmi, t?.vmi ?? 32);
-    this.#run("migration", "VirtualMachineInstanceMigration", migQ, migration, 3);
+    // A migration's reconciles join the trace of the request that created it (virt-api's migrate subresource).
+    this.#run("migration", "VirtualMachineInstanceMigration", migQ, migration, 3, (key) =>
+      contextFromTraceparent(migrations.store.get(key)?.metadata?.annotations?.[ANNOTATION.traceparent]),
+    );
     this.#run("node", "Node", nodeQ, node, 3);
     this.#run("evacuation", "VirtualMachineInstance", evacQ, evacuation, 3);
   }
@@ -243,7 +248,14 @@ export class VirtControllerApp {
     return q;
   }
 
-  #run(controller: string, kind: string, queue: WorkQueue<ObjectKey>, reconciler: Reconciler, workers: number): void {
+  #run(
+    controller: string,
+    kind: string,
+    queue: WorkQueue<ObjectKey>,
+    reconciler: Reconciler,
+    workers: number,
+    parentOf?: (key: ObjectKey) => Context | undefined,
+  ): void {
     const runner = new Runner({
       controller,
       kind,
@@ -254,6 +266,7 @@ export class VirtControllerApp {
       registry: this.#o.registry,
       metricPrefix: "kubevirt_virt_controller",
       tracer: this.#o.tracer,
+      parentOf,
     });
     this.#runners.push(runner.run());
   }

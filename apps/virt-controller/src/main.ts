@@ -15,7 +15,7 @@ import {
   RestClient,
   resourceClient,
 } from "@kvt/kube";
-import { createLogger, createMetricsRegistry, Gauge } from "@kvt/observability";
+import { createLogger, createMetricsRegistry, Gauge, setupTracing } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import { trace } from "@opentelemetry/api";
 import pkg from "../package.json" with { type: "json" };
@@ -41,6 +41,7 @@ await main({
   async run({ values }, signal) {
     const logger = createLogger({ component: "virt-controller", level: (values["log-level"] ?? "info") as "info" });
     const registry = createMetricsRegistry();
+    const tracing = setupTracing({ serviceName: "virt-controller", serviceVersion: pkg.version });
     const transport = new RestClient(loadKubeConfig({ kubeconfig: values.kubeconfig }), {
       registry,
       userAgent: `virt-controller/${pkg.version}`,
@@ -100,6 +101,7 @@ await main({
     await elector.run(AbortSignal.any([signal, stopped.signal]));
     await app.stop();
     await health.close();
+    await tracing.shutdown();
     logger.info("virt-controller stopped");
     return exitCode;
   },

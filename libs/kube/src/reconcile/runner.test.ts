@@ -98,3 +98,34 @@ describe("Runner", () => {
     await running;
   });
 });
+
+describe("Runner tracing", () => {
+  it("starts the reconcile span under the parent context the options give for the key", async () => {
+    const { ROOT_CONTEXT, trace: api } = await import("@opentelemetry/api");
+    const parent = api.setSpanContext(ROOT_CONTEXT, {
+      traceId: "0af7651916cd43dd8448eb211c80319c",
+      spanId: "b7ad6b7169203331",
+      traceFlags: 1,
+    });
+    const seen: unknown[] = [];
+    const tracer = {
+      startActiveSpan: (_name: string, _opts: unknown, ctx: unknown, fn: (span: unknown) => unknown) => {
+        seen.push(ctx);
+        return fn({ end() {}, recordException() {}, setStatus() {} });
+      },
+    } as unknown as import("@opentelemetry/api").Tracer;
+    const queue = new WorkQueue<ObjectKey>({ name: "q" });
+    const runner = new Runner({
+      controller: "migration",
+      kind: "VirtualMachineInstanceMigration",
+      queue,
+      reconciler: { reconcile: async () => done() },
+      logger: pino({ level: "silent" }),
+      tracer,
+      parentOf: () => parent,
+    });
+    await runner.processKey(objectKey("d", "m"));
+    expect(seen).toEqual([parent]);
+    queue.shutDown();
+  });
+});

@@ -14,7 +14,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { type ObjectKey, splitKey } from "@kvt/api";
-import { SpanStatusCode, type Tracer, trace } from "@opentelemetry/api";
+import { type Context, context, SpanStatusCode, type Tracer, trace } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import { Counter, Histogram, type Registry } from "prom-client";
 import { SyncError, TerminalError } from "../errors.ts";
@@ -37,6 +37,11 @@ export interface RunnerOptions {
   readonly metricPrefix?: string;
   /** Default: the global tracer provider's `@kvt/kube`. */
   readonly tracer?: Tracer;
+  /**
+   * The parent context of `key`'s reconcile span, e.g. from the object's `kubevirt.io/traceparent` annotation, so
+   * the reconcile joins the trace of the request that created the object. Undefined: a root span.
+   */
+  readonly parentOf?: (key: ObjectKey) => Context | undefined;
 }
 
 interface RunnerMetrics {
@@ -115,6 +120,7 @@ export class Runner {
     await this.#tracer.startActiveSpan(
       `reconcile ${kind}`,
       { attributes: { "k8s.namespace.name": namespace, "k8s.object.name": name, "kubevirt.controller": controller } },
+      this.#o.parentOf?.(key) ?? context.active(),
       async (span) => {
         let result: string;
         try {
