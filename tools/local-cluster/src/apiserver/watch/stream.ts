@@ -62,8 +62,18 @@ export function serveWatch(res: ServerResponse, hub: WatchHub, w: WatchRequest):
     if (!res.writableEnded) res.end();
   };
 
+  let corked = false;
   const write = (line: string): void => {
     if (closed) return;
+    if (!corked) {
+      // Events committed together go out in one TLS record / syscall.
+      corked = true;
+      res.cork();
+      process.nextTick(() => {
+        corked = false;
+        res.uncork();
+      });
+    }
     res.write(line);
     if (res.writableLength > MAX_QUEUED) {
       w.logger.warn({ resource: w.def.resource }, "watch client too slow; closing its watch");
