@@ -4,10 +4,9 @@ const report = `.reports/vitest${"Deno" in globalThis ? "-deno" : ""}.json`;
 export default defineConfig({
   test: {
     passWithNoTests: true,
-    // TEMPORARY while the components land: e2e runs only with KVT_E2E=1 (the integrator removes this gate).
-    include: process.env.KVT_E2E === "1" ? ["**/*.e2e.test.ts"] : [],
+    include: ["**/*.e2e.test.ts"],
     exclude: ["node_modules/**"],
-    globalSetup: process.env.KVT_E2E === "1" ? ["lib/global-setup.ts"] : [],
+    globalSetup: ["lib/global-setup.ts"],
     // One cluster serves every file; files run one after the other so they never fight over it.
     fileParallelism: false,
     testTimeout: 180_000,

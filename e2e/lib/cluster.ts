@@ -5,8 +5,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildDemoLinux } from "@kvt/images";
+import { buildDemoLinux, registerTestGuest } from "@kvt/images";
 import { type LocalCluster, startLocalCluster } from "@kvt/local-cluster";
+import { testGuestPath } from "@kvt/vmm";
 
 const root = new URL("../../", import.meta.url).pathname;
 
@@ -24,7 +25,8 @@ export function e2eKubeconfig(): string {
 export async function startE2eCluster(
   tracesFile?: string,
 ): Promise<{ cluster: LocalCluster; cleanup: () => Promise<void> }> {
-  await buildDemoLinux({});
+  await buildDemoLinux({ log: (line) => process.stdout.write(`[e2e images] ${line}\n`) });
+  registerTestGuest(testGuestPath());
   const dataDir = mkdtempSync(join(tmpdir(), "kvt-e2e-cluster-"));
   const cluster = await startLocalCluster({
     projectRoot: root,
