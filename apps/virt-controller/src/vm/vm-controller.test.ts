@@ -128,6 +128,15 @@ describe("VmController run strategies", () => {
     expect(after.api.summary().filter((a) => a.startsWith("create"))).toEqual([]);
   });
 
+  it("a Start request with data.paused=true creates the VMI with startStrategy Paused", async () => {
+    const vm = newVm("vm1", withRunStrategy("Manual"), (v) => {
+      v.status = { stateChangeRequests: [{ action: "Start", data: { paused: "true" } }] };
+    });
+    const { api, run } = setup(vm);
+    await run();
+    expect((api.writes()[0].body as VirtualMachineInstance).spec.startStrategy).toBe("Paused");
+  });
+
   it("Halted with a Start request flips spec.runStrategy to Always", async () => {
     const { api, run } = setup(newVm("vm1", withRunStrategy("Halted"), withRequests({ action: "Start" })));
     await run();

@@ -4,7 +4,15 @@
  * record which VM generation and template the VMI was made from (RestartRequired compares them).
  */
 import { createHash } from "node:crypto";
-import { ANNOTATION, API_VERSION, KIND, LABEL, type VirtualMachine, type VirtualMachineInstance } from "@kvt/api";
+import {
+  ANNOTATION,
+  API_VERSION,
+  KIND,
+  LABEL,
+  START_REQUEST_DATA_PAUSED_KEY,
+  type VirtualMachine,
+  type VirtualMachineInstance,
+} from "@kvt/api";
 import { FIRMWARE_UUID_NAMESPACE, uuidV5 } from "../shared/uuid.ts";
 
 /** Annotation (ours) with a hash of the template the VMI was created from. */
@@ -28,6 +36,10 @@ export function vmiFromVm(vm: VirtualMachine): VirtualMachineInstance {
   const name = vm.metadata?.name ?? "";
   const spec = t.spec ?? { domain: { devices: {} } };
   spec.domain.firmware = { ...spec.domain.firmware, uuid: firmwareUuid(vm) };
+  // `virtctl start --paused` arrives as a Start request with data.paused=true: the guest starts paused.
+  const request = vm.status?.stateChangeRequests?.[0];
+  if (request?.action === "Start" && request.data?.[START_REQUEST_DATA_PAUSED_KEY] === "true")
+    spec.startStrategy = "Paused";
   return {
     apiVersion: API_VERSION,
     kind: KIND.VirtualMachineInstance,
