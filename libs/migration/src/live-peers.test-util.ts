@@ -45,6 +45,11 @@ export class Peer {
     for (const w of hit) w.resolve(e);
   }
 
+  /** Every event of a kind received so far. */
+  all(ev: string): PeerEvent[] {
+    return this.#events.filter((e) => e.ev === ev);
+  }
+
   /** Sends a command. */
   send(cmd: PeerCommand): void {
     this.#child.send(cmd);

@@ -1,0 +1,182 @@
+/**
+ * `npm run bench -- migration [--with-qemu]`: live migration of the test guest between two processes on loopback,
+ * per case: total time, downtime, throughput, bytes sent, iterations, convergence and whether the guest's console
+ * output equals an unmigrated run of the same workload. Also the machine's limits (memcpy, loopback TCP) and the
+ * time from Vm.create to the guest's first instruction (its first serial byte). Prints a table, then one JSON line:
+ *   {"area":"migration","limits":{..},"createToFirstInstructionMs":..,"cases":[{name,memoryBytes,..,"qemu"?:{..}}]}
+ * Env: MIGRATION_BENCH_CASES=idle-1g,ws256-50m-1g to run a subset.
+ */
+import { hasKvm, testGuestPath, Vm } from "@kvt/vmm";
+import { Peer } from "../src/live-peers.test-util.ts";
+import type { MigrationProgress, MigrationResult } from "../src/source.ts";
+import { loopbackTcpBytesPerSec, memcpyBytesPerSec } from "./limits.ts";
+
+const MiB = 2 ** 20;
+const GiB = 2 ** 30;
+
+/** One benchmark case: a guest workload and when to start migrating it. */
+interface Case {
+  name: string;
+  memoryBytes: number;
+  workingSetBytes: number;
+  dirtyRateBytesPerSec: number | "max";
+  cmdline: string;
+  /** Serial lines to wait for before migrating (the workload is warmed up). */
+  warmLines: number;
+}
+
+const CASES: Case[] = [
+  {
+    name: "idle-1g",
+    memoryBytes: GiB,
+    workingSetBytes: 0,
+    dirtyRateBytesPerSec: 0,
+    cmdline: "ws=16 pattern=idle tick=20 lines=100",
+    warmLines: 5,
+  },
+  {
+    name: "idle-4g",
+    memoryBytes: 4 * GiB,
+    workingSetBytes: 0,
+    dirtyRateBytesPerSec: 0,
+    cmdline: "ws=16 pattern=idle tick=20 lines=100",
+    warmLines: 5,
+  },
+  {
+    name: "full-1g",
+    memoryBytes: GiB,
+    workingSetBytes: 992 * MiB,
+    dirtyRateBytesPerSec: 0,
+    cmdline: "ws=992 pattern=fill every=8192 tick=100 lines=331",
+    warmLines: 33,
+  },
+  {
+    name: "ws256-50m-1g",
+    memoryBytes: GiB,
+    workingSetBytes: 256 * MiB,
+    dirtyRateBytesPerSec: 50 * MiB,
+    cmdline: "ws=256 pattern=random rate=50 seed=5 every=1024 lines=200",
+    warmLines: 8,
+  },
+  {
+    name: "ws256-max-1g",
+    memoryBytes: GiB,
+    workingSetBytes: 256 * MiB,
+    dirtyRateBytesPerSec: "max",
+    cmdline: "ws=256 pattern=random rate=0 seed=9 every=16384 lines=160",
+    warmLines: 8,
+  },
+];
+
+const OPTIONS = {
+  bandwidthBytesPerSec: 0,
+  maxDowntimeMs: 20,
+  allowAutoConverge: true,
+  completionTimeoutSec: 120,
+  progressTimeoutSec: 60,
+};
+
+/** The unmigrated run's console output. */
+async function baseline(c: Case): Promise<string> {
+  const p = await Peer.spawn();
+  try {
+    p.send({ op: "boot", memoryBytes: c.memoryBytes, cmdline: c.cmdline });
+    await p.waitFor("shutdown", () => true, 180_000);
+    return p.output;
+  } finally {
+    await p.close();
+  }
+}
+
+async function runCase(c: Case, expected: string): Promise<Record<string, unknown>> {
+  const [source, target] = [await Peer.spawn(), await Peer.spawn()];
+  try {
+    source.send({ op: "boot", memoryBytes: c.memoryBytes, cmdline: c.cmdline });
+    await source.waitForLines(c.warmLines, 120_000);
+    target.send({ op: "prepare", memoryBytes: c.memoryBytes });
+    const dest = (await target.waitFor("listening")).destination as { host: string; port: number; secret: string };
+    source.send({ op: "migrate", destination: dest, options: OPTIONS });
+    const result = (await source.waitFor("migrated", () => true, 180_000)).result as MigrationResult;
+    const stats = result.ok ? ((await target.waitFor("incoming-done")).stats as Record<string, number>) : undefined;
+    if (result.ok) await target.waitFor("shutdown", () => true, 180_000);
+    else await source.waitFor("shutdown", () => true, 180_000);
+    if (process.env.MIGRATION_BENCH_VERBOSE)
+      console.log(
+        c.name,
+        source.all("progress").map((e) => e.progress),
+        result,
+        stats,
+      );
+    const rates = source.all("progress").map((e) => (e.progress as MigrationProgress).dirtyRateBytesPerSec);
+    const maxDirtyRate = Math.max(0, ...rates);
+    const verified = source.output + target.output === expected;
+    return {
+      name: c.name,
+      memoryBytes: c.memoryBytes,
+      workingSetBytes: c.workingSetBytes,
+      dirtyRateBytesPerSec: c.dirtyRateBytesPerSec === "max" ? Math.round(maxDirtyRate) : c.dirtyRateBytesPerSec,
+      totalSeconds: round(result.totalSeconds, 4),
+      downtimeMs: round(result.downtimeMs ?? Number.NaN, 3),
+      throughputBytesPerSec: Math.round(result.bytesSent / result.totalSeconds),
+      bytesSent: result.bytesSent,
+      iterations: result.iterations,
+      converged: result.converged && result.ok,
+      guestVerified: verified,
+      ...(result.ok ? {} : { failureReason: result.failureReason }),
+      targetHugePageBytes: stats?.hugePageBytes ?? 0,
+    };
+  } finally {
+    await Promise.all([source.close(), target.close()]);
+  }
+}
+
+function round(v: number, digits: number): number {
+  return Number(v.toFixed(digits));
+}
+
+async function createToFirstInstructionMs(): Promise<number> {
+  const samples: number[] = [];
+  for (let i = 0; i < 8; i++) {
+    const t0 = performance.now();
+    const vm = Vm.create({ memoryBytes: GiB, kernel: { path: testGuestPath(), cmdline: "ws=16 pattern=idle" } });
+    let at = 0;
+    const first = new Promise<number>((r) =>
+      vm.on("serial-output", () => {
+        if (at === 0) {
+          at = performance.now();
+          r(at);
+        }
+      }),
+    );
+    vm.start();
+    samples.push((await first) - t0);
+    vm.stop();
+  }
+  samples.sort((a, b) => a - b);
+  return round(samples[Math.floor(samples.length / 2)] ?? 0, 3);
+}
+
+if (!hasKvm()) {
+  console.log("/dev/kvm is missing: nothing to measure");
+  console.log(JSON.stringify({ area: "migration", skipped: "no /dev/kvm" }));
+  process.exit(0);
+}
+const withQemu = process.argv.includes("--with-qemu");
+const only = process.env.MIGRATION_BENCH_CASES?.split(",");
+const limits = {
+  memcpyBytesPerSec: Math.round(memcpyBytesPerSec()),
+  loopbackTcpBytesPerSec: Math.round(await loopbackTcpBytesPerSec()),
+};
+const createMs = await createToFirstInstructionMs();
+const cases: Record<string, unknown>[] = [];
+for (const c of CASES.filter((x) => !only || only.includes(x.name))) {
+  const expected = await baseline(c);
+  const row = await runCase(c, expected);
+  if (withQemu) row.qemu = await (await import("./qemu.ts")).qemuCase({ ...c, expectedOutput: expected });
+  cases.push(row);
+}
+console.log(
+  `limits: memcpy ${(limits.memcpyBytesPerSec / GiB).toFixed(2)} GiB/s, loopback TCP ${(limits.loopbackTcpBytesPerSec / GiB).toFixed(2)} GiB/s; Vm.create -> first instruction ${createMs} ms`,
+);
+console.table(cases.map(({ qemu, ...r }) => ({ ...r, ...(qemu ? { qemu: JSON.stringify(qemu) } : {}) })));
+console.log(JSON.stringify({ area: "migration", limits, createToFirstInstructionMs: createMs, cases }));
