@@ -1,0 +1,25 @@
+/**
+ * Reads a VMI's guest console as a user would: `kubectl logs <launcher pod> -c guest-console-log` (the container
+ * KubeVirt adds to every launcher pod, whose log is the guest's serial console).
+ */
+import { kubectl } from "./cli.ts";
+import { launcherPods } from "./objects.ts";
+
+/** The console log of the newest launcher pod of the VMI with uid `vmiUid` ("" when none yet). */
+export async function consoleLog(kubeconfig: string, vmiUid: string, pod?: string): Promise<string> {
+  const name = pod ?? (await launcherPods(kubeconfig, vmiUid)).at(-1)?.metadata.name;
+  if (!name) return "";
+  const r = await kubectl(kubeconfig, ["logs", name, "-c", "guest-console-log"]);
+  if (r.code !== 0) throw new Error(`kubectl logs ${name} -c guest-console-log: ${r.stderr.trim()}`);
+  return r.stdout;
+}
+
+/** The test guest's progress lines (`... line=N ... sum=...`), by line number. */
+export function progressLines(log: string): Map<number, string> {
+  const out = new Map<number, string>();
+  for (const line of log.split("\n")) {
+    const m = /\bline[= ](\d+)\b/.exec(line);
+    if (m) out.set(Number(m[1]), line.trim());
+  }
+  return out;
+}
