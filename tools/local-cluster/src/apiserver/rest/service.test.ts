@@ -63,7 +63,7 @@ describe("generic registry semantics", () => {
       { metadata: { name: "u1" }, spec: { size: 1 } },
       ctx(),
     );
-    const body = structuredClone(e.obj) as KubeObject;
+    const body = structuredClone<KubeObject>(e.obj);
     delete body.metadata.resourceVersion;
     expect(await code(api.service.update(widgets, "v1", "default", "u1", body, ctx()))).toBe(422);
     const fresh = structuredClone(e.obj);
