@@ -79,6 +79,7 @@ export interface VirtControllerAppOptions {
 export class VirtControllerApp {
   readonly #o: VirtControllerAppOptions;
   readonly #informers: Lifecycle[] = [];
+  readonly #required: Lifecycle[] = [];
   readonly #queues: WorkQueue<ObjectKey>[] = [];
   readonly #runners: Promise<void>[] = [];
   readonly #recorders: EventRecorder[] = [];
@@ -119,11 +120,15 @@ export class VirtControllerApp {
     );
     const migrations = this.#informer(new Informer<VirtualMachineInstanceMigration>({ client: c.migrations, logger }));
     const nodes = this.#informer(new Informer<Node>({ client: c.nodes, logger }));
+    // Policies and namespace labels only refine migrations: their informers start with the others but the
+    // controllers do not wait for them (a cluster without the MigrationPolicy CRD still runs VMs).
     const policies = this.#informer(
       new Informer<MigrationPolicy>({ client: resourceClient(transport, KUBEVIRT_V1.migrationPolicies), logger }),
+      false,
     );
     const namespaces = this.#informer(
       new Informer<KubeObject>({ client: resourceClient(transport, CORE_V1.namespaces), logger }),
+      false,
     );
     const recorder = (component: string): EventRecorder => {
       const r = new EventRecorder({ events: eventClient, component, logger, host: this.#o.host });
@@ -211,7 +216,7 @@ export class VirtControllerApp {
     migrations.addHandlers(evacH.migration);
 
     for (const i of this.#informers) i.start();
-    await Promise.all(this.#informers.map((i) => i.waitForSync()));
+    await Promise.all(this.#required.map((i) => i.waitForSync()));
     logger.info({ informers: this.#informers.length }, "caches synced; starting controllers");
     const t = this.#o.threads;
     this.#run("vm", "VirtualMachine", vmQ, vm, t?.vm ?? 16);
@@ -237,8 +242,9 @@ export class VirtControllerApp {
     for (const q of this.#queues) q.updateUnfinishedWork();
   }
 
-  #informer<T extends Lifecycle>(informer: T): T {
+  #informer<T extends Lifecycle>(informer: T, required = true): T {
     this.#informers.push(informer);
+    if (required) this.#required.push(informer);
     return informer;
   }
 
