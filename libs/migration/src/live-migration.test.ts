@@ -149,6 +149,33 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
     expect(source.output.split("\n")).toEqual((await expected).split("\n"));
   }, 120_000);
 
+  it.each([
+    ["a cancel", { op: "cancel" as const }, {}, /^canceled$/],
+    ["an exceeded completion budget", undefined, { completionTimeoutSec: 0.5 }, /^completion timeout/],
+  ])(
+    "aborts on %s mid-transfer and the guest runs on untouched",
+    async (_what, cmd, extra, reason) => {
+      const cmdline = "ws=32 pattern=fill rate=0 seed=2 every=2048 tick=50 lines=50";
+      const expected = baseline(cmdline);
+      const [source, target] = [await peer(), await peer()];
+      source.send({ op: "boot", memoryBytes: MEM, cmdline });
+      await source.waitForLines(8);
+      const dest = await listen(target);
+      source.forget("migrated");
+      const capped = { ...options, bandwidthBytesPerSec: 8 * MiB, ...extra };
+      source.send({ op: "migrate", destination: dest, options: capped });
+      await new Promise((r) => setTimeout(r, 200));
+      if (cmd) source.send(cmd);
+      const result = (await source.waitFor("migrated")).result as MigrationResult;
+      expect(result.ok).toBe(false);
+      expect(result.failureReason).toMatch(reason);
+      await target.waitFor("incoming-failed");
+      await source.waitFor("shutdown");
+      expect(source.output.split("\n")).toEqual((await expected).split("\n"));
+    },
+    120_000,
+  );
+
   it("refuses a source with the wrong secret before any memory moves", async () => {
     const [source, target] = [await peer(), await peer()];
     source.send({ op: "boot", memoryBytes: MEM, cmdline: WORKLOAD });

@@ -5,6 +5,7 @@
  *   parent -> peer: {op:"boot", memoryBytes, cmdline}        create + start the test guest
  *                   {op:"prepare", memoryBytes}               create an empty Vm and listen -> {ev:"listening"}
  *                   {op:"migrate", destination, options}      send the Vm away -> {ev:"migrated", result}
+ *                   {op:"cancel"}                             cancel the outgoing migration in flight
  *                   {op:"exit"}                               stop everything and exit
  *   peer -> parent: {ev:"serial", data} raw console bytes, {ev:"shutdown"}, {ev:"incoming-done"|"incoming-failed"},
  *                   {ev:"switching"} before a switch-over when asked (options.holdSwitchOver), answered by {op:"go"}
@@ -23,10 +24,12 @@ export type PeerCommand =
       options: OutgoingOptions & { holdSwitchOver?: boolean };
     }
   | { op: "go" }
+  | { op: "cancel" }
   | { op: "exit" };
 
 let vm: Vm | undefined;
 let go: (() => void) | undefined;
+let current: OutgoingMigration | undefined;
 
 function send(msg: object): void {
   process.send?.(msg);
@@ -83,11 +86,16 @@ async function handle(cmd: PeerCommand): Promise<void> {
               })
           : undefined,
       });
+      current = m;
       const result = await m.run();
+      current = undefined;
       if (result.ok) vm = undefined;
       send({ ev: "migrated", result });
       return;
     }
+    case "cancel":
+      current?.cancel();
+      return;
     case "go":
       go?.();
       return;
