@@ -22,6 +22,7 @@ export interface NativeVmStats {
   mmioExits: number;
   serialBytesOut: number;
   serialBytesIn: number;
+  serialBytesDropped: number;
   kicks: number;
   dirtyLogCollections: number;
   vcpuSeconds: number[];

@@ -22,6 +22,8 @@ export interface VmStats {
   readonly mmioExits: number;
   readonly serialBytesOut: number;
   readonly serialBytesIn: number;
+  /** Console output dropped because nobody drained it (4 MiB buffer full). */
+  readonly serialBytesDropped: number;
   /** vCPU kicks (pause, throttle). */
   readonly kicks: number;
   readonly dirtyLogCollections: number;

@@ -140,6 +140,7 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
   /** The machine state (vCPUs, devices, clock) as a versioned blob. The VM must be paused. */
   saveState(): Uint8Array {
     return this.#call(() => this.#native.saveState());
+        serialBytesDropped: 0,
   }
 
   /** Restores a saveState() blob into a created or paused VM. */

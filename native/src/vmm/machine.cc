@@ -76,6 +76,11 @@ void MachineImpl::Write(uint8_t byte) {
   bool notify = false;
   {
     std::lock_guard<std::mutex> lock(serial_out_mu);
+    // Bounded: a guest printing while nobody drains (JS busy or gone) must not grow the VMM without limit.
+    if (serial_out.size() >= kSerialBufferMaxBytes) {
+      serial_dropped++;
+      return;
+    }
     serial_out.push_back(static_cast<char>(byte));
     if (!serial_notified) notify = serial_notified = true;
   }
@@ -326,5 +331,9 @@ MachineStats Machine::stats() const {
   s.dirty_log_collections = impl_->dirty_collections.load();
   return s;
 }
+  {
+    std::lock_guard<std::mutex> out_lock(impl_->serial_out_mu);
+    s.serial_bytes_dropped = impl_->serial_dropped;
+  }
 
 }  // namespace kvmts::vmm

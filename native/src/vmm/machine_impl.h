@@ -28,6 +28,9 @@
 
 namespace kvmts::vmm {
 
+// Serial output kept for JS before bytes are dropped (the guest's console is slower than this in practice).
+inline constexpr size_t kSerialBufferMaxBytes = 4u << 20;
+
 struct MachineImpl : public Peripherals,
                      public devices::OutputSink,
                      public devices::IrqTrigger,
@@ -86,6 +89,7 @@ struct MachineImpl : public Peripherals,
   std::atomic<uint32_t> throttle_pct{0};
   std::thread throttle_thread;
   std::mutex throttle_mu;
+  uint64_t serial_dropped = 0;  // output bytes dropped because serial_out was full
   std::condition_variable throttle_cv;
   bool throttle_exit = false;
 };

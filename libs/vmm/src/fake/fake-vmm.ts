@@ -86,6 +86,7 @@ export class FakeVm extends TypedEmitter<VmEvents> implements VmControl {
       mmioExits: 0,
       serialBytesOut: this.#bytesOut,
       serialBytesIn: this.#bytesIn,
+      serialBytesDropped: 0,
       kicks: 0,
       dirtyLogCollections: 0,
       vcpuSeconds: this.options.vcpus > 0 ? Array.from({ length: this.options.vcpus }, () => 0) : [],
