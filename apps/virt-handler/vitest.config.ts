@@ -5,6 +5,9 @@ export default defineConfig({
   test: {
     passWithNoTests: true,
     include: ["src/**/*.test.ts"],
+    // The integration tests run real guests (KVM, QEMU TCG) and launcher processes: one file at a time keeps them
+    // from starving each other on a 2-core machine.
+    fileParallelism: false,
     reporters: ["default", ["json", { outputFile: report }]],
   },
 });

@@ -23,7 +23,7 @@ const NODE = "node01";
 
 async function eventually<T>(
   fn: () => Promise<T | undefined | false> | T | undefined | false,
-  timeoutMs = 20_000,
+  timeoutMs = 60_000,
 ): Promise<T> {
   const until = Date.now() + timeoutMs;
   let last: unknown;
@@ -134,7 +134,7 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
     );
     await nodes().create({ apiVersion: "v1", kind: "Node", metadata: { name: NODE } });
     handler = await startHandler();
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     await handler?.stop();
@@ -211,7 +211,7 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
       reason: "GuestNotRunning",
     });
     await vmis().mergePatch("default", "guest1", { metadata: { finalizers: [] } });
-  }, 60_000);
+  }, 180_000);
 
   it("fails the VMI when its launcher is killed", async () => {
     const { launcher } = await scheduledVmi("guest2", "0a1b2c3d-0000-4000-8000-000000000002");
@@ -222,5 +222,5 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
       return v.status?.phase === "Failed" ? v : undefined;
     });
     expect(failed.status?.reason).toBe("LauncherExited");
-  }, 60_000);
+  }, 120_000);
 });

@@ -9,5 +9,5 @@ describe("virt-handler main", () => {
     const out = execFileSync(process.execPath, [mainPath, "--help"], { encoding: "utf8" });
     expect(out).toContain(`virt-handler ${pkg.version}:`);
     expect(out).toMatch(/^Usage: virt-handler /m);
-  });
+  }, 60_000);
 });

@@ -24,12 +24,12 @@ describe("virt-launcher main", () => {
     const out = execFileSync(process.execPath, [mainPath, "--help"], { encoding: "utf8" });
     expect(out).toContain(`virt-launcher ${pkg.version}:`);
     expect(out).toMatch(/^Usage: virt-launcher /m);
-  });
+  }, 60_000);
 
   it("exits 2 when the VMI is not named", async () => {
     const p = spawn(process.execPath, [mainPath, "--name", "x"], { stdio: "ignore" });
     expect(await exitCode(p)).toBe(2);
-  });
+  }, 60_000);
 
   it("serves launcher-rpc for the VMI file, reports a bad spec on sync, and exits 0 on SIGTERM", async () => {
     dir = mkdtempSync(join(tmpdir(), "kvt-lm-"));
@@ -49,7 +49,7 @@ describe("virt-launcher main", () => {
     const exited = exitCode(child);
     const client = new LauncherClient(launcherSocketPath(dir, "u-1"), { timeoutMs: 2000 });
     await expect
-      .poll(async () => (await client.info().catch(() => undefined))?.state, { timeout: 10_000 })
+      .poll(async () => (await client.info().catch(() => undefined))?.state, { timeout: 60_000 })
       .toBe("NoDomain");
     await expect(client.sync()).rejects.toMatchObject({
       code: "BadRequest",
@@ -57,5 +57,5 @@ describe("virt-launcher main", () => {
     });
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
-  });
+  }, 90_000);
 });

@@ -147,8 +147,11 @@ export class VmiController {
     const now = (this.#d.now ?? nowSeconds)();
     const node = this.#d.nodeName;
     let status = computeVmiStatus(vmi, facts, { nodeName: node, now });
-    if (ownsVmi(vmi, node)) status = sourceMigrationStatus(status, facts.info, now);
-    else status = targetMigrationStatus(status, facts.info, { nodeName: node, now });
+    // The source half comes from a source launcher on the owning node; the target half from a target launcher
+    // here (also after nodeName moved to this node, so targetNodeDomainDetected is never skipped).
+    if (ownsVmi(vmi, node) && facts.info?.migration?.role !== "target")
+      status = sourceMigrationStatus(status, facts.info, now);
+    status = targetMigrationStatus(status, facts.info, { nodeName: node, now });
     const ops = statusPatch(vmi.status, status);
     if (ops.length === 0) return;
     ctx.logger.debug({ ops: ops.length, phase: status.phase }, "writing VMI status");

@@ -285,6 +285,9 @@ export class DomainManager implements LauncherService {
   }
 
   #onMachineState(state: MachineState, reason: string | undefined): void {
+    // While this source migrates out, a backend pausing or stopping the guest is the switch-over, not a user
+    // pause or a shutdown: the migration result decides (Migrated on success; the guest runs on after a failure).
+    if (this.#migration?.role === "source" && this.#migration.phase === "Running" && state !== "crashed") return;
     const next = nextDomainState(this.#state, state, reason);
     if (!next) return;
     if (next.transition === "incoming-completed") {
