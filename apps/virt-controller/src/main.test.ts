@@ -10,4 +10,14 @@ describe("virt-controller main", () => {
     expect(out).toContain(`virt-controller ${pkg.version}:`);
     expect(out).toMatch(/^Usage: virt-controller /m);
   });
+
+  it("rejects a bad --metrics-port with exit code 2", () => {
+    let status = 0;
+    try {
+      execFileSync(process.execPath, [mainPath, "--metrics-port", "nope"], { encoding: "utf8", stdio: "pipe" });
+    } catch (error) {
+      status = (error as { status: number }).status;
+    }
+    expect(status).toBe(2);
+  });
 });

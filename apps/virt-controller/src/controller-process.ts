@@ -1,0 +1,111 @@
+/**
+ * The virt-controller process: logger, metrics, tracing, the health server, and leader election that starts the
+ * controllers (`app.ts`) on the leader. Losing the lease ends the process with exit code 1.
+ */
+import { hostname } from "node:os";
+import {
+  CORE_V1,
+  isNotFound,
+  type KubeObject,
+  LeaderElector,
+  type Lease,
+  loadKubeConfig,
+  RestClient,
+  resourceClient,
+} from "@kvt/kube";
+import { createLogger, createMetricsRegistry, Gauge, setupTracing } from "@kvt/observability";
+import { trace } from "@opentelemetry/api";
+import { VirtControllerApp } from "./app.ts";
+import { startHealthServer } from "./health-server.ts";
+
+/** What main.ts parsed. */
+export interface ControllerProcessOptions {
+  readonly kubeconfig: string | undefined;
+  /** Port of /metrics, /healthz and /leader (0 = any free port). */
+  readonly metricsPort: number;
+  /** Namespace of the Lease. */
+  readonly namespace: string;
+  readonly logLevel: string;
+  readonly version: string;
+}
+
+/** Runs virt-controller until `signal` aborts or leadership is lost; resolves to the exit code. */
+export async function runController(o: ControllerProcessOptions, signal: AbortSignal): Promise<number> {
+  const logger = createLogger({ component: "virt-controller", level: o.logLevel as "info" });
+  const registry = createMetricsRegistry();
+  const tracing = setupTracing({ serviceName: "virt-controller", serviceVersion: o.version });
+  const transport = new RestClient(loadKubeConfig({ kubeconfig: o.kubeconfig }), {
+    registry,
+    userAgent: `virt-controller/${o.version}`,
+  });
+  const namespace = o.namespace;
+  const identity = `${process.env.POD_NAME ?? hostname()}_${process.pid}`;
+  const leading = new Gauge({
+    name: "kubevirt_virt_controller_leading_status",
+    help: "Indication for an operating virt-controller: 1 when this replica is the leader.",
+    registers: [registry],
+  });
+  new Gauge({
+    name: "kubevirt_virt_controller_ready_status",
+    help: "Indication for a virt-controller that is ready to take the lead.",
+    registers: [registry],
+  }).set(1);
+  const app = new VirtControllerApp({
+    transport,
+    logger,
+    registry,
+    tracer: trace.getTracer("virt-controller"),
+    host: identity,
+  });
+  await ensureNamespace(transport, namespace);
+  let exitCode = 0;
+  const stopped = new AbortController();
+  const elector: LeaderElector = new LeaderElector({
+    leases: resourceClient<Lease>(transport, CORE_V1.leases),
+    namespace,
+    name: "virt-controller",
+    identity,
+    logger,
+    onStartedLeading: () => {
+      leading.set(1);
+      app.start().catch((error: unknown) => {
+        logger.error({ err: error }, "controllers failed to start");
+        exitCode = 1;
+        stopped.abort();
+      });
+    },
+    onStoppedLeading: () => {
+      leading.set(0);
+      if (!signal.aborted) {
+        logger.error("leaderelection lost");
+        exitCode = 1;
+        stopped.abort();
+      }
+    },
+  });
+  const health = await startHealthServer({
+    registry,
+    port: o.metricsPort,
+    isLeader: () => elector.isLeader,
+    beforeScrape: () => app.updateMetrics(),
+  });
+  logger.info({ port: health.port, identity, namespace }, "virt-controller serving health and metrics");
+  await elector.run(AbortSignal.any([signal, stopped.signal]));
+  await app.stop();
+  await health.close();
+  await tracing.shutdown();
+  logger.info("virt-controller stopped");
+  return exitCode;
+}
+
+/** Creates the Lease's namespace when it does not exist (a fresh local cluster has only the boot namespaces). */
+async function ensureNamespace(transport: RestClient, name: string): Promise<void> {
+  const namespaces = resourceClient<KubeObject>(transport, CORE_V1.namespaces);
+  try {
+    await namespaces.get("", name);
+  } catch (error) {
+    if (!isNotFound(error)) return;
+    // Another replica may create it at the same moment; the Lease create reports any real problem.
+    await namespaces.create({ metadata: { name } }).catch(() => undefined);
+  }
+}
