@@ -129,6 +129,7 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
         mmioExits: 0,
         serialBytesOut: 0,
         serialBytesIn: 0,
+        serialBytesDropped: 0,
         kicks: 0,
         dirtyLogCollections: 0,
         vcpuSeconds: [],
@@ -140,7 +141,6 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
   /** The machine state (vCPUs, devices, clock) as a versioned blob. The VM must be paused. */
   saveState(): Uint8Array {
     return this.#call(() => this.#native.saveState());
-        serialBytesDropped: 0,
   }
 
   /** Restores a saveState() blob into a created or paused VM. */

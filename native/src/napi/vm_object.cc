@@ -232,8 +232,8 @@ Napi::Value VmObject::Stats(const Napi::CallbackInfo& info) {
   o.Set("serialBytesIn", Napi::Number::New(env, static_cast<double>(s.serial_bytes_in)));
   o.Set("kicks", Napi::Number::New(env, static_cast<double>(s.kicks)));
   o.Set("dirtyLogCollections", Napi::Number::New(env, static_cast<double>(s.dirty_log_collections)));
-  Napi::Array seconds = Napi::Array::New(env, s.vcpu_seconds.size());
   o.Set("serialBytesDropped", Napi::Number::New(env, static_cast<double>(s.serial_bytes_dropped)));
+  Napi::Array seconds = Napi::Array::New(env, s.vcpu_seconds.size());
   for (size_t i = 0; i < s.vcpu_seconds.size(); ++i) seconds.Set(static_cast<uint32_t>(i), s.vcpu_seconds[i]);
   o.Set("vcpuSeconds", seconds);
   return o;

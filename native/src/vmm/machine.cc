@@ -328,12 +328,12 @@ MachineStats Machine::stats() const {
   std::lock_guard<std::mutex> lock(*mu);
   s.serial_bytes_out = impl_->serial.events().bytes_out;
   s.serial_bytes_in = impl_->serial.events().bytes_in;
-  s.dirty_log_collections = impl_->dirty_collections.load();
-  return s;
-}
   {
     std::lock_guard<std::mutex> out_lock(impl_->serial_out_mu);
     s.serial_bytes_dropped = impl_->serial_dropped;
   }
+  s.dirty_log_collections = impl_->dirty_collections.load();
+  return s;
+}
 
 }  // namespace kvmts::vmm

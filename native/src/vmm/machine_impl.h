@@ -85,11 +85,11 @@ struct MachineImpl : public Peripherals,
   std::mutex serial_out_mu;
   std::string serial_out;
   bool serial_notified = false;
+  uint64_t serial_dropped = 0;  // output bytes dropped because serial_out was full
 
   std::atomic<uint32_t> throttle_pct{0};
   std::thread throttle_thread;
   std::mutex throttle_mu;
-  uint64_t serial_dropped = 0;  // output bytes dropped because serial_out was full
   std::condition_variable throttle_cv;
   bool throttle_exit = false;
 };
