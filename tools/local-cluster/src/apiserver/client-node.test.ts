@@ -30,7 +30,7 @@ afterAll(async () => {
 async function eventually(check: () => boolean, timeoutMs = 15_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!check()) {
-    if (Date.now() > end) throw new Error("condition not met in time");
+    if (Date.now() > end) throw new Error(`condition not met in time: ${check.toString()}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

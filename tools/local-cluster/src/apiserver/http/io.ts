@@ -7,16 +7,23 @@ import { decodeProtobuf } from "./protobuf.ts";
 const MAX_BODY = 3 * 1024 * 1024;
 
 /** Reads the whole body (413 over 3 MiB, like etcd's request limit). */
-export async function readBody(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    const b = chunk as Buffer;
-    size += b.length;
-    if (size > MAX_BODY) throw new ApiError(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728");
-    chunks.push(b);
-  }
-  return Buffer.concat(chunks);
+export function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (b: Buffer) => {
+      size += b.length;
+      if (size > MAX_BODY) {
+        req.removeAllListeners("data");
+        req.resume();
+        reject(new ApiError(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728"));
+        return;
+      }
+      chunks.push(b);
+    });
+    req.once("end", () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
+    req.once("error", reject);
+  });
 }
 
 /** Decodes JSON, YAML (apply patches, yaml content types) or Kubernetes protobuf; 400 on malformed input. */

@@ -67,7 +67,7 @@ describe("Store", () => {
       s.eventsSince(1, "core/configmaps");
     } catch (e) {
       expect((e as ApiError).code).toBe(410);
-      expect((e as ApiError).message).toBe("too old resource version: 1 (4)");
+      expect((e as ApiError).message).toBe("too old resource version: 1 (3)");
     }
     expect(s.eventsSince(3, "core/configmaps").map((e) => e.rev)).toEqual([4, 5]);
     await s.close();

@@ -238,7 +238,7 @@ export class Store {
 
   /** Committed events of `coll` after `rev`; throws 410 Expired if that history was compacted. */
   eventsSince(rev: number, coll: string): StoreEvent[] {
-    if (rev < this.#compacted) throw expired(rev, this.#compacted + 1);
+    if (rev < this.#compacted) throw expired(rev, this.#compacted);
     const h = this.#history;
     let lo = this.#historyHead;
     let hi = h.length;

@@ -53,16 +53,20 @@ export function serveWatch(res: ServerResponse, hub: WatchHub, w: WatchRequest):
   let closed = false;
   let handle: WatchHandle | undefined;
   const timers: NodeJS.Timeout[] = [];
+  let corked = false;
 
   const close = (): void => {
     if (closed) return;
     closed = true;
     handle?.close();
     for (const t of timers) clearTimeout(t);
+    if (corked) {
+      corked = false;
+      res.uncork();
+    }
     if (!res.writableEnded) res.end();
   };
 
-  let corked = false;
   const write = (line: string): void => {
     if (closed) return;
     if (!corked) {
@@ -70,6 +74,7 @@ export function serveWatch(res: ServerResponse, hub: WatchHub, w: WatchRequest):
       corked = true;
       res.cork();
       process.nextTick(() => {
+        if (!corked) return;
         corked = false;
         res.uncork();
       });
