@@ -124,15 +124,32 @@ function lines(path: string): number {
   return existsSync(path) ? readFileSync(path, "latin1").split("\n").length - 1 : 0;
 }
 
+/** The first line where two console outputs differ, for the report. */
+function firstDifference(got: string, want: string): string {
+  const a = got.split("\n");
+  const b = want.split("\n");
+  const i = a.findIndex((line, k) => line !== b[k]);
+  const at = i < 0 ? a.length : i;
+  return `line ${at + 1}: got ${JSON.stringify(a[at] ?? "<end>")}, want ${JSON.stringify(b[at] ?? "<end>")}`;
+}
+
 function exited(p: ChildProcess): Promise<void> {
   return p.exitCode !== null || p.signalCode !== null
     ? Promise.resolve()
     : new Promise((r) => p.once("exit", () => r()));
 }
 
-/** Runs one case on QEMU; the figures QEMU's query-migrate reports. */
+/** Runs one case on QEMU; the figures QEMU's query-migrate reports, or `{error}` when QEMU failed. */
 export async function qemuCase(c: QemuCaseInput): Promise<Record<string, unknown>> {
   if (!existsSync(QEMU)) return { skipped: "qemu-system-x86_64 not installed (apt-get install -y qemu-system-x86)" };
+  try {
+    return await runQemuCase(c);
+  } catch (e) {
+    return { error: e instanceof Error ? e.message : String(e) };
+  }
+}
+
+async function runQemuCase(c: QemuCaseInput): Promise<Record<string, unknown>> {
   const dir = mkdtempSync(join(tmpdir(), "kvt-qemu-mig-"));
   const port = await freePort();
   const source = launch(dir, "source", c);
@@ -148,6 +165,9 @@ export async function qemuCase(c: QemuCaseInput): Promise<Record<string, unknown
     await qs.run("migrate", { uri: `tcp:127.0.0.1:${port}` });
     let info: Record<string, unknown> = {};
     for (;;) {
+      if (source.exitCode !== null || source.signalCode !== null) {
+        throw new Error(`source QEMU exited during the migration (last status ${String(info.status)})`);
+      }
       info = await qs.run("query-migrate");
       if (info.status === "completed" || info.status === "failed" || info.status === "cancelled") break;
       await sleep(5);
@@ -172,6 +192,9 @@ export async function qemuCase(c: QemuCaseInput): Promise<Record<string, unknown
       iterations: ram["dirty-sync-count"] ?? 0,
       converged: ok,
       guestVerified: c.expectedOutput !== undefined && out === c.expectedOutput,
+      ...(c.expectedOutput !== undefined && out !== c.expectedOutput
+        ? { outputDiff: firstDifference(out, c.expectedOutput) }
+        : {}),
     };
   } finally {
     source.kill("SIGKILL");
