@@ -2,6 +2,8 @@
  * Black-box suite: the machine's real kubectl against a server on a random port. Every case asserts on kubectl's
  * own output, as a user would read it.
  */
+import { readFileSync } from "node:fs";
+import { renderCrdFiles } from "@kvt/api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServerHandle, startApiServer } from "./apiserver.ts";
 import { WIDGET_CRD, widget } from "./testdata/crd-fixture.ts";
@@ -275,6 +277,27 @@ lastTimestamp: "${new Date().toISOString().slice(0, 19)}Z"
     expect(cms[0]).toEqual(["NAME", "DATA", "AGE"]);
     expect(cms[1]?.slice(0, 2)).toEqual(["cm1", "1"]);
     expect((await k.run(["auth", "can-i", "create", "pods"])).stdout.trim()).toBe("yes");
+  });
+
+  it("applies KubeVirt's CRDs and the seed's VM manifest, and prints them as KubeVirt does", async () => {
+    const crds = await k.run(["apply", "-f", k.file("kubevirt-crds.yaml", renderCrdFiles().get("all.yaml") ?? "")]);
+    expect(crds.stdout).toContain("customresourcedefinition.apiextensions.k8s.io/virtualmachines.kubevirt.io created");
+    await k.run([
+      "wait",
+      "--for=condition=Established",
+      "crd/virtualmachines.kubevirt.io",
+      "crd/virtualmachineinstances.kubevirt.io",
+    ]);
+    const manifest = readFileSync(new URL("../../../../libs/api/src/testdata/vm-cirros.yaml", import.meta.url), "utf8");
+    const f = k.file("vm.yaml", manifest);
+    expect((await k.run(["apply", "-f", f])).stdout.trim()).toBe("virtualmachine.kubevirt.io/vm-cirros created");
+    expect((await k.run(["apply", "-f", f])).stdout.trim()).toBe("virtualmachine.kubevirt.io/vm-cirros unchanged");
+    expect(lines((await k.run(["get", "vms"])).stdout)[0]).toEqual(["NAME", "AGE", "STATUS", "READY"]);
+    expect(lines((await k.run(["get", "vmis"])).stderr)).toEqual([["No resources found in default namespace."]]);
+    const all = (await k.run(["get", "all"])).stdout;
+    expect(all).toContain("virtualmachine.kubevirt.io/vm-cirros");
+    const x = await k.run(["explain", "vm.spec.runStrategy"]);
+    expect(x.stdout).toContain("FIELD: runStrategy <string>");
   });
 
   it("serves built-in pods with their columns, and deleting a namespace deletes its contents", async () => {
