@@ -1,4 +1,4 @@
-import type { VirtualMachine, VirtualMachineInstance } from "@kvt/api";
+import type { VirtualMachineInstance } from "@kvt/api";
 import { newVm, newVmi, type Option, withPhase, withRunStrategy } from "@kvt/testing";
 import { describe, expect, it } from "vitest";
 import { crashLoopDelaySeconds, nextStartFailure } from "./crash-loop.ts";
@@ -13,8 +13,9 @@ const cond =
       conditions: [...(v.status?.conditions ?? []), { type, status, ...(reason ? { reason } : {}) }],
     };
   };
-const deleting: Option<VirtualMachine & VirtualMachineInstance> = (o) => {
-  o.metadata!.deletionTimestamp = "2026-01-01T00:00:00Z";
+const deleting = <T extends { metadata?: { deletionTimestamp?: string } }>(o: T): void => {
+  o.metadata ??= {};
+  o.metadata.deletionTimestamp = "2026-01-01T00:00:00Z";
 };
 
 describe("printableStatus precedence", () => {
