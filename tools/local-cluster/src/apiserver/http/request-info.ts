@@ -5,6 +5,7 @@
  *   /apis/GROUP/VERSION[/watch]/[namespaces/NS/]RESOURCE[/NAME[/SUB...]]
  *   /api/v1/namespaces/NAME[/status|/finalize]           (the namespace object itself)
  */
+import { badRequest } from "../errors.ts";
 
 /** A parsed resource request. */
 export interface RequestInfo {
@@ -21,10 +22,15 @@ export interface RequestInfo {
 
 /** Parses `path` (no query), or undefined if it is not a resource path. */
 export function parseResourcePath(path: string): RequestInfo | undefined {
-  const parts = path
-    .split("/")
-    .filter((p) => p !== "")
-    .map((p) => decodeURIComponent(p));
+  let parts: string[];
+  try {
+    parts = path
+      .split("/")
+      .filter((p) => p !== "")
+      .map((p) => decodeURIComponent(p));
+  } catch {
+    throw badRequest(`malformed path: ${JSON.stringify(path)}`);
+  }
   let group: string;
   let version: string;
   let i: number;

@@ -1,0 +1,59 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ApiServerHandle, startApiServer } from "../apiserver.ts";
+
+let api: ApiServerHandle;
+beforeAll(async () => {
+  api = await startApiServer({ inMemory: true, tls: false });
+});
+afterAll(async () => {
+  await api?.stop();
+});
+
+const get = (path: string, headers: Record<string, string> = {}): Promise<Response> =>
+  fetch(`${api.url}${path}`, { headers: { Authorization: `Bearer ${api.token}`, ...headers } });
+
+describe("HTTP front", () => {
+  it("answers 401 without a token or with a wrong one", async () => {
+    expect((await fetch(`${api.url}/api`)).status).toBe(401);
+    const wrong = await fetch(`${api.url}/api/v1/pods`, { headers: { Authorization: "Bearer nope" } });
+    expect(wrong.status).toBe(401);
+    expect(await wrong.json()).toMatchObject({ kind: "Status", reason: "Unauthorized", code: 401 });
+    expect((await fetch(`${api.url}/healthz`)).status).toBe(200);
+  });
+
+  it("serves /version as 1.32, aggregated discovery with its content type, legacy discovery, and no /openapi/v2", async () => {
+    expect(await (await get("/version")).json()).toMatchObject({ major: "1", minor: "32" });
+    const agg = await get("/apis", {
+      Accept: "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
+    });
+    expect(agg.headers.get("content-type")).toBe(
+      "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+    );
+    const body = (await agg.json()) as { items: { metadata: { name: string } }[] };
+    expect(body.items.map((i) => i.metadata.name)).toContain("apps");
+    const legacy = (await (await get("/api/v1")).json()) as { resources: { name: string }[] };
+    expect(legacy.resources.map((r) => r.name)).toEqual(
+      expect.arrayContaining(["pods", "pods/status", "pods/binding", "namespaces"]),
+    );
+    expect((await get("/openapi/v2")).status).toBe(404);
+    const idx = (await (await get("/openapi/v3")).json()) as { paths: Record<string, { serverRelativeURL: string }> };
+    expect(idx.paths["api/v1"]?.serverRelativeURL).toMatch(/^\/openapi\/v3\/api\/v1\?hash=[0-9A-F]+$/);
+  });
+
+  it("turns bad input into Status errors, never a crash", async () => {
+    expect((await get("/api/v1/namespaces/%zz/pods")).status).toBe(400);
+    const post = (body: string, type = "application/json"): Promise<Response> =>
+      fetch(`${api.url}/api/v1/namespaces/default/configmaps`, {
+        method: "POST",
+        body,
+        headers: { Authorization: `Bearer ${api.token}`, "Content-Type": type },
+      });
+    expect((await post("{not json")).status).toBe(400);
+    expect((await post("[1,2]")).status).toBe(400);
+    expect((await post("k8s\0garbage", "application/vnd.kubernetes.protobuf")).status).toBe(400);
+    expect((await post(JSON.stringify({ metadata: { name: "UPPER" } }))).status).toBe(422);
+    expect((await get("/api/v1/pods?labelSelector=a%20b")).status).toBe(400);
+    expect((await get("/api/v1/nosuchthings")).status).toBe(404);
+    expect((await get("/version")).status).toBe(200);
+  });
+});
