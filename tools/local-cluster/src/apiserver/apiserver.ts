@@ -11,6 +11,8 @@ import { join } from "node:path";
 import { type Logger, pino } from "pino";
 import { AdmissionChain } from "./admission/types.ts";
 import { startControllers } from "./controllers/index.ts";
+import type { ProxyClientCert } from "./extensions/aggregation.ts";
+import { installExtensions } from "./extensions/install-extensions.ts";
 import { builtinSubresources } from "./http/builtin-subresources.ts";
 import { loadOrGenerateCerts } from "./http/certs.ts";
 import { OpenApiV3 } from "./http/openapi.ts";
@@ -36,6 +38,8 @@ export interface ApiServerOptions {
   readonly historyMinEvents?: number;
   /** Serve HTTPS with a generated CA (default true; kubectl sends no bearer token over plain HTTP). */
   readonly tls?: boolean;
+  /** Front-proxy client certificate presented to aggregated API servers (`--proxy-client-cert/--proxy-client-key`). */
+  readonly proxyClient?: ProxyClientCert;
 }
 
 /** A running server. */
@@ -99,20 +103,31 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   const subresources = builtinSubresources();
   const aggregated: AggregatedApi[] = [];
   const certs = options.tls === false ? undefined : loadOrGenerateCerts(options.dataDir);
+  const tokens = new Map<string, UserInfo>([
+    [token, { username: "kubernetes-admin", groups: ["system:masters", "system:authenticated"] }],
+  ]);
   const server = createApiHttpServer(
     {
       svc: service,
       hub,
       openapi,
       logger,
-      tokens: new Map<string, UserInfo>([
-        [token, { username: "kubernetes-admin", groups: ["system:masters", "system:authenticated"] }],
-      ]),
+      tokens,
       subresources,
       aggregated,
     },
     certs,
   );
+  const extensions = installExtensions({
+    server,
+    service,
+    admission,
+    subresources,
+    aggregated,
+    tokens,
+    logger,
+    proxyClient: options.proxyClient,
+  });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port ?? 0, "127.0.0.1", () => resolve());
@@ -148,6 +163,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       stopped = true;
       clearInterval(compactTimer);
       controllers.stop();
+      extensions.stop();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

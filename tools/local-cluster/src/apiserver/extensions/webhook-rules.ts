@@ -54,11 +54,14 @@ const strings = (v: Json | undefined, dflt: readonly string[] = []): readonly st
 
 function selector(v: Json | undefined): LabelSelector {
   if (!isObject(v)) return [];
-  return fromLabelSelectorObject(v as Parameters<typeof fromLabelSelectorObject>[0]);
+  return fromLabelSelectorObject(v);
 }
 
 /** The URL a clientConfig points at, or undefined when it names neither a url nor a service. */
-export function clientConfigUrl(clientConfig: Json | undefined, serviceBaseUrl: string | undefined): string | undefined {
+export function clientConfigUrl(
+  clientConfig: Json | undefined,
+  serviceBaseUrl: string | undefined,
+): string | undefined {
   if (!isObject(clientConfig)) return undefined;
   if (typeof clientConfig.url === "string" && clientConfig.url !== "") return clientConfig.url;
   const svc = clientConfig.service;

@@ -4,6 +4,7 @@
  *   answered with that exact Content-Type, which is how client-go tells the forms apart), and legacy
  *   (APIVersions, APIGroupList, APIGroup, APIResourceList).
  */
+import { toAggregatedResources } from "../extensions/discovery-convert.ts";
 import type { ResourceRegistry } from "../resources/registry.ts";
 import { groupVersion, type ResourceDef } from "../resources/types.ts";
 import type { Json } from "../types.ts";
@@ -121,7 +122,11 @@ export function aggregatedDiscovery(
     for (const e of external)
       items.push({
         metadata: { name: e.group, creationTimestamp: null },
-        versions: e.versions.map((v) => ({ version: v, resources: [], freshness: "Current" })),
+        versions: e.versions.map((v) => ({
+          version: v,
+          resources: toAggregatedResources(e.group, v, e.resources(v)),
+          freshness: "Current",
+        })),
       });
   return { kind: "APIGroupDiscoveryList", apiVersion: `apidiscovery.k8s.io/${apiVersion}`, metadata: {}, items };
 }

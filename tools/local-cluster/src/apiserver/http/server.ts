@@ -14,6 +14,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer } from "node:https";
 import type { Logger } from "pino";
 import { ApiError, notFound, toApiError } from "../errors.ts";
+import { legacyAggregatedGroup } from "../extensions/discovery-convert.ts";
 import type { ResourceService } from "../rest/service.ts";
 import type { WatchHub } from "../watch/hub.ts";
 import {
@@ -117,7 +118,7 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
     }
     const parts = path.split("/").slice(1);
     if (parts[0] === "apis" && parts.length === 2) {
-      const g = legacyApiGroup(registry, parts[1]);
+      const g = legacyApiGroup(registry, parts[1]) ?? legacyAggregatedGroup(deps.aggregated, parts[1]);
       if (g) return sendJson(res, 200, g);
     }
     if ((parts[0] === "api" && parts.length === 2) || (parts[0] === "apis" && parts.length === 3)) {

@@ -1,0 +1,59 @@
+/**
+ * The mechanisms a real API server uses to reach other servers, installed on the embedded one:
+ *
+ *   admission chain  <- dynamic admission webhooks (stored Mutating/ValidatingWebhookConfigurations)
+ *   aggregated       <- API aggregation (stored APIServices), discovery included
+ *   server 'upgrade' <- WebSocket relay to aggregated APIs (bearer token checked)
+ *   subresources     <- core/pods/log through the node's kubelet
+ */
+import type { Server } from "node:http";
+import type { Logger } from "pino";
+import type { AdmissionChain } from "../admission/types.ts";
+import type { SubresourceHandler } from "../http/resource-handler.ts";
+import type { AggregatedApi, UserInfo } from "../http/server.ts";
+import type { ResourceService } from "../rest/service.ts";
+import { ApiServiceAggregator, type ProxyClientCert } from "./aggregation.ts";
+import { podLogs } from "./pod-logs.ts";
+import { upgradeHandler } from "./upgrade.ts";
+import { WebhookAdmission } from "./webhook-admission.ts";
+
+/** What the extensions hook into. */
+export interface ExtensionTargets {
+  readonly server: Server;
+  readonly service: ResourceService;
+  readonly admission: AdmissionChain;
+  readonly subresources: Map<string, SubresourceHandler>;
+  readonly aggregated: AggregatedApi[];
+  readonly tokens: ReadonlyMap<string, UserInfo>;
+  readonly logger: Logger;
+  /** The front-proxy client certificate for aggregated APIs (kube-apiserver `--proxy-client-cert-file`). */
+  readonly proxyClient?: ProxyClientCert;
+}
+
+/** Installed extensions; `stop()` detaches the watchers (call before closing the store). */
+export interface Extensions {
+  readonly aggregator: ApiServiceAggregator;
+  stop(): void;
+}
+
+/** Installs webhooks, aggregation, the upgrade relay and pods/log on a server being composed. */
+export function installExtensions(t: ExtensionTargets): Extensions {
+  new WebhookAdmission(t.service, t.logger.child({ component: "admission-webhooks" })).install(t.admission);
+  const aggregator = new ApiServiceAggregator(
+    t.service,
+    t.aggregated,
+    t.logger.child({ component: "aggregator" }),
+    t.proxyClient,
+  );
+  aggregator.start();
+  const upgrades = upgradeHandler(t.tokens, t.aggregated, t.logger);
+  t.server.on("upgrade", upgrades.listener);
+  if (!t.subresources.has("core/pods/log")) t.subresources.set("core/pods/log", podLogs);
+  return {
+    aggregator,
+    stop: () => {
+      aggregator.stop();
+      upgrades.closeAll();
+    },
+  };
+}

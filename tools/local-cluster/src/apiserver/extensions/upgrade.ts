@@ -1,0 +1,84 @@
+/**
+ * The HTTP `upgrade` event (WebSocket requests such as virtctl console): authenticate the bearer token as every
+ * other request is, then hand the socket to the aggregated API that serves the path. Anything else is answered on
+ * the raw socket with a Status: 401 without a valid token, 404 for a path nothing upgrades.
+ *
+ *   GET /apis/subresources.kubevirt.io/v1/namespaces/NS/virtualmachineinstances/NAME/console  (Upgrade: websocket)
+ *     -> token -> user -> AggregatedGroup.upgrade() -> virt-api (101, then bytes both ways)
+ */
+import { timingSafeEqual } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import type { Logger } from "pino";
+import { ApiError } from "../errors.ts";
+import type { AggregatedApi, UserInfo } from "../http/server.ts";
+
+/** An aggregated API that can relay upgrades. */
+interface Upgradable extends AggregatedApi {
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, user: UserInfo): boolean | undefined;
+}
+
+const isUpgradable = (a: AggregatedApi): a is Upgradable => typeof (a as Partial<Upgradable>).upgrade === "function";
+
+/** The user of a `Bearer` token, or undefined. */
+export function userOfToken(tokens: ReadonlyMap<string, UserInfo>, header: string | undefined): UserInfo | undefined {
+  if (!header?.startsWith("Bearer ")) return undefined;
+  const token = Buffer.from(header.slice(7).trim());
+  for (const [t, user] of tokens) {
+    const b = Buffer.from(t);
+    if (b.length === token.length && timingSafeEqual(b, token)) return user;
+  }
+  return undefined;
+}
+
+/** Writes a Status answer on a socket that was never upgraded, then closes it. */
+export function refuseUpgrade(socket: Duplex, err: ApiError): void {
+  const body = JSON.stringify(err.toStatus());
+  const text = { 401: "Unauthorized", 404: "Not Found", 500: "Internal Server Error" }[err.code] ?? "Error";
+  socket.end(
+    `HTTP/1.1 ${err.code} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** The server's `upgrade` listener and a way to close the relayed sockets (they outlive `server.close()`). */
+export interface UpgradeHandler {
+  readonly listener: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+  closeAll(): void;
+}
+
+/** Creates the `upgrade` listener. */
+export function upgradeHandler(
+  tokens: ReadonlyMap<string, UserInfo>,
+  aggregated: readonly AggregatedApi[],
+  logger: Logger,
+): UpgradeHandler {
+  const open = new Set<Duplex>();
+  const listener = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    open.add(socket);
+    socket.on("close", () => open.delete(socket));
+    socket.on("error", (err) => logger.debug({ err, url: req.url }, "upgrade socket error"));
+    try {
+      const user = userOfToken(tokens, req.headers.authorization);
+      if (!user) {
+        refuseUpgrade(socket, new ApiError(401, "Unauthorized", "Unauthorized"));
+        return;
+      }
+      const parts = (req.url ?? "/").split("?")[0]?.split("/") ?? [];
+      const api =
+        parts[1] === "apis"
+          ? aggregated.find((a) => a.group === parts[2] && a.versions.includes(parts[3] ?? ""))
+          : undefined;
+      if (api && isUpgradable(api) && api.upgrade(req, socket, head, user) !== false) return;
+      refuseUpgrade(socket, new ApiError(404, "NotFound", "the server could not find the requested resource"));
+    } catch (err) {
+      logger.error({ err, url: req.url }, "upgrade failed");
+      refuseUpgrade(socket, new ApiError(500, "InternalError", `Internal error occurred: ${(err as Error).message}`));
+    }
+  };
+  return {
+    listener,
+    closeAll: () => {
+      for (const s of open) s.destroy();
+    },
+  };
+}

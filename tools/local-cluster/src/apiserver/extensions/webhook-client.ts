@@ -1,0 +1,152 @@
+/**
+ * One admission webhook call: AdmissionReview v1 POSTed over HTTPS (verified against the webhook's caBundle) with
+ * `?timeout=<n>s` and a deadline, the answer checked as kube-apiserver checks it (apiVersion/kind, matching uid,
+ * patchType with a patch). Anything that keeps the call from producing a usable answer is a
+ * {@link WebhookCallError}; the caller applies the failurePolicy.
+ *
+ *   AdmissionAttributes --review()--> {"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{...}}
+ *        --POST url?timeout=10s (TLS, caBundle)--> webhook --> {"response":{uid, allowed, status?, patchType?, patch?}}
+ */
+import { randomUUID } from "node:crypto";
+import { request as httpRequest, type IncomingMessage } from "node:http";
+import { request as httpsRequest } from "node:https";
+import type { AdmissionAttributes } from "../admission/types.ts";
+import { isObject, type Json, type JsonObject } from "../types.ts";
+import type { Webhook } from "./webhook-rules.ts";
+
+/** The webhook could not be called or answered nonsense (failurePolicy decides). */
+export class WebhookCallError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "WebhookCallError";
+  }
+}
+
+/** The parts of an AdmissionResponse the server acts on. */
+export interface AdmissionResponse {
+  readonly allowed: boolean;
+  /** The denial's Status (message, reason, code, details), if any. */
+  readonly status: JsonObject | undefined;
+  /** The decoded RFC 6902 patch (mutating webhooks), if any. */
+  readonly patch: Json | undefined;
+  readonly warnings: readonly string[];
+}
+
+const OPTIONS_KIND: Record<string, string> = {
+  CREATE: "CreateOptions",
+  UPDATE: "UpdateOptions",
+  DELETE: "DeleteOptions",
+};
+const MAX_RESPONSE_BYTES = 3 * 1024 * 1024;
+
+/** The AdmissionReview v1 request for `attrs` (a new uid each call). */
+export function admissionReview(attrs: AdmissionAttributes, uid: string = randomUUID()): JsonObject {
+  const kind = { group: attrs.group, version: attrs.version, kind: attrs.kind };
+  const resource = { group: attrs.group, version: attrs.version, resource: attrs.resource };
+  const optionsKind = OPTIONS_KIND[attrs.operation];
+  const request: JsonObject = {
+    uid,
+    kind,
+    resource,
+    requestKind: kind,
+    requestResource: resource,
+    name: attrs.name,
+    operation: attrs.operation,
+    userInfo: { username: attrs.userInfo.username, groups: [...attrs.userInfo.groups] },
+    object: (attrs.object ?? null) as unknown as Json,
+    oldObject: (attrs.oldObject ?? null) as unknown as Json,
+    dryRun: attrs.dryRun,
+    options: optionsKind ? { ...(attrs.options as JsonObject), apiVersion: "meta.k8s.io/v1", kind: optionsKind } : null,
+  };
+  if (attrs.subResource) {
+    request.subResource = attrs.subResource;
+    request.requestSubResource = attrs.subResource;
+  }
+  if (attrs.namespace) request.namespace = attrs.namespace;
+  return { apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", request };
+}
+
+function post(hook: Webhook, body: string): Promise<{ code: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    let url: URL;
+    try {
+      url = new URL(hook.url);
+    } catch (err) {
+      reject(new WebhookCallError(`failed to call webhook: invalid URL "${hook.url}"`, { cause: err }));
+      return;
+    }
+    url.searchParams.set("timeout", `${hook.timeoutSeconds}s`);
+    const target = url.toString();
+    const fail = (why: string, cause?: unknown): void =>
+      reject(new WebhookCallError(`failed to call webhook: Post "${target}": ${why}`, { cause }));
+    if (url.protocol !== "https:" && url.protocol !== "http:")
+      return fail(`unsupported protocol scheme "${url.protocol}"`);
+    const options = {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json",
+        "content-length": Buffer.byteLength(body),
+      },
+      ...(url.protocol === "https:" && hook.caPem ? { ca: hook.caPem } : {}),
+    };
+    const onAnswer = (res: IncomingMessage): void => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on("data", (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_RESPONSE_BYTES) {
+          req.destroy(new Error("response body too large"));
+          return;
+        }
+        chunks.push(c);
+      });
+      res.on("end", () => resolve({ code: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+      res.on("error", (err) => fail(err.message, err));
+    };
+    const req = url.protocol === "https:" ? httpsRequest(url, options, onAnswer) : httpRequest(url, options, onAnswer);
+    req.setTimeout(hook.timeoutSeconds * 1000, () => req.destroy(new Error("context deadline exceeded")));
+    req.on("error", (err) => fail(err.message, err));
+    req.end(body);
+  });
+}
+
+function decodePatch(resp: JsonObject): Json | undefined {
+  if (resp.patch === undefined || resp.patch === null || resp.patch === "") return undefined;
+  if (resp.patchType !== "JSONPatch")
+    throw new WebhookCallError(`unsupported patch type ${JSON.stringify(resp.patchType ?? "")}`);
+  if (typeof resp.patch !== "string") throw new WebhookCallError("patch is not a base64 string");
+  try {
+    return JSON.parse(Buffer.from(resp.patch, "base64").toString("utf8")) as Json;
+  } catch (err) {
+    throw new WebhookCallError(`the patch is not valid JSON: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Calls `hook` for `attrs`; throws {@link WebhookCallError} when no valid answer came back. */
+export async function callWebhook(hook: Webhook, attrs: AdmissionAttributes): Promise<AdmissionResponse> {
+  if (!hook.url) throw new WebhookCallError("failed to call webhook: clientConfig names neither a url nor a service");
+  const uid = randomUUID();
+  const { code, text } = await post(hook, JSON.stringify(admissionReview(attrs, uid)));
+  if (code < 200 || code >= 300)
+    throw new WebhookCallError(`the server responded with status ${code}: ${text.slice(0, 512)}`);
+  let review: Json;
+  try {
+    review = JSON.parse(text) as Json;
+  } catch (err) {
+    throw new WebhookCallError(`received invalid webhook response: ${(err as Error).message}`, { cause: err });
+  }
+  if (!isObject(review) || review.kind !== "AdmissionReview" || review.apiVersion !== "admission.k8s.io/v1")
+    throw new WebhookCallError('received invalid webhook response: expected an admission.k8s.io/v1 "AdmissionReview"');
+  const resp = review.response;
+  if (!isObject(resp)) throw new WebhookCallError("webhook response was absent");
+  if (resp.uid !== uid)
+    throw new WebhookCallError(`expected response.uid="${uid}", got "${typeof resp.uid === "string" ? resp.uid : ""}"`);
+  if (typeof resp.allowed !== "boolean") throw new WebhookCallError("webhook response has no allowed field");
+  return {
+    allowed: resp.allowed,
+    status: isObject(resp.status) ? resp.status : undefined,
+    patch: resp.allowed ? decodePatch(resp) : undefined,
+    warnings: Array.isArray(resp.warnings) ? resp.warnings.filter((w): w is string => typeof w === "string") : [],
+  };
+}
