@@ -7,7 +7,7 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { Agent, request } from "node:https";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { customResourceDefinitions } from "@kvt/api";
@@ -158,6 +158,12 @@ async function pool(total: number, op: (i: number) => Promise<void>): Promise<vo
   );
 }
 
+/** The server's CPU time (user + system) in ms, from /proc: a load-independent cost per write. */
+function serverCpuMs(): number {
+  const f = readFileSync(`/proc/${child.pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+}
+const cpu0 = serverCpuMs();
 const t0 = performance.now();
 await pool(OBJECTS, (i) => must("POST", coll, vmi(`vmi-${i}`)).then(() => undefined));
 const tCreate = performance.now();
@@ -172,6 +178,7 @@ await pool(OBJECTS, (i) =>
 const tUpdate = performance.now();
 await pool(OBJECTS, (i) => must("DELETE", `${coll}/vmi-${i}`).then(() => undefined));
 const tDelete = performance.now();
+const cpuPerWriteMs = (serverCpuMs() - cpu0) / (OBJECTS * 3);
 const writes = OBJECTS * 3;
 const writesPerSec = writes / ((tDelete - t0) / 1000);
 await new Promise((r) => setTimeout(r, 500));
@@ -213,6 +220,8 @@ const rows: [string, string][] = [
   ["update phase writes/s", String(r(OBJECTS / ((tUpdate - tCreate) / 1000)))],
   ["delete phase writes/s", String(r(OBJECTS / ((tDelete - tUpdate) / 1000)))],
   ["durable writes/s (all)", String(r(writesPerSec))],
+  ["server CPU ms per write (incl. 10 watchers)", String(Math.round(cpuPerWriteMs * 1000) / 1000)],
+  ["load average (1 min) during the run", String(loadavg()[0]?.toFixed(1))],
   ["watchers / events measured", `${WATCHERS} / ${latencies.length}`],
   ["watch delivery p50 ms", String(r(pct(50)))],
   ["watch delivery p99 ms", String(r(pct(99)))],
@@ -221,5 +230,5 @@ const rows: [string, string][] = [
 ];
 for (const [k, v] of rows) process.stdout.write(`${k.padEnd(40)} ${v}\n`);
 process.stdout.write(
-  `${JSON.stringify({ area: "apiserver", writesPerSec: r(writesPerSec), watchP50Ms: r(pct(50)), watchP99Ms: r(pct(99)), list10kMs: r(list10kMs), rssBytes: rssKb * 1024 })}\n`,
+  `${JSON.stringify({ area: "apiserver", writesPerSec: r(writesPerSec), watchP50Ms: r(pct(50)), watchP99Ms: r(pct(99)), list10kMs: r(list10kMs), rssBytes: rssKb * 1024, serverCpuMsPerWrite: Math.round(cpuPerWriteMs * 1000) / 1000 })}\n`,
 );
