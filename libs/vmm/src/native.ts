@@ -50,7 +50,7 @@ export interface NativeVm {
   saveState(): Uint8Array;
   restoreState(blob: Uint8Array): void;
   startDirtyLog(): void;
-  collectDirty(): NativeDirtyRegion[];
+  collectDirty(): Promise<NativeDirtyRegion[]>;
   stopDirtyLog(): void;
   setCpuThrottle(percent: number): void;
   regions(): { baseGpa: bigint; sizeBytes: number }[];

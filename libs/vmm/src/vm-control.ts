@@ -65,7 +65,7 @@ export interface VmControl {
   restoreState(blob: Uint8Array): void;
   /** Guest RAM layout. */
   regions(): MemoryRegionInfo[];
-  /** A bounds-checked copy of guest memory. */
+  /** A bounds-checked copy of guest memory (small ranges; bulk copies belong to the migration stream). */
   readMemory(address: Gpa, length: number): Uint8Array;
   /** Writes guest memory (bounds-checked; the pages count as dirty for the dirty log). */
   writeMemory(address: Gpa, data: Uint8Array): void;

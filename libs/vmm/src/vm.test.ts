@@ -167,6 +167,29 @@ describe.skipIf(!kvm)("Vm on /dev/kvm", () => {
     expect(lines).toEqual(ref.lines);
   }, 60_000);
 
+  it("collects dirty pages from KVM's log merged with the pages the VMM wrote", async () => {
+    const run = guest("ws=8 every=256 lines=0");
+    run.vm.start();
+    await until(() => run.lines.length >= 1);
+    run.vm.startDirtyLog();
+    await until(() => run.lines.length >= 4);
+    const [region] = await run.vm.collectDirty();
+    expect(region?.baseGpa).toBe(0n);
+    expect(region?.pages).toBe(16384);
+    expect(region?.dirtyPages).toBeGreaterThan(0);
+    run.vm.pause();
+    await run.vm.collectDirty(); // drain what the guest wrote before the pause
+    run.vm.writeMemory(gpa(60 * MiB + 5), new Uint8Array([1, 2, 3]));
+    const after = await run.vm.collectDirty();
+    expect(after[0]?.dirtyPages).toBe(1);
+    const page = (60 * MiB) / 4096;
+    expect(
+      new DataView(after[0]?.bitmap.buffer ?? new ArrayBuffer(0), after[0]?.bitmap.byteOffset).getUint8(page >> 3),
+    ).toBe(1 << (page & 7));
+    run.vm.stopDirtyLog();
+    await expect(run.vm.collectDirty()).rejects.toMatchObject({ syscall: "KVM_GET_DIRTY_LOG", code: "EINVAL" });
+  });
+
   it("delivers serial input to the guest", async () => {
     const run = guest("pattern=idle tick=20 lines=40");
     run.vm.start();

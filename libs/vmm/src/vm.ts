@@ -154,9 +154,18 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
     this.#call(() => this.#native.startDirtyLog());
   }
 
-  /** The pages dirtied since startDirtyLog() or the previous collection, per region. */
-  collectDirty(): DirtyRegion[] {
-    return this.#call(() => this.#native.collectDirty()).map((r) => ({ ...r, baseGpa: gpa(r.baseGpa) }));
+  /**
+   * The pages dirtied since startDirtyLog() or the previous collection, per region: KVM's log merged with the pages
+   * the VMM wrote. Collected off the JS thread.
+   */
+  async collectDirty(): Promise<DirtyRegion[]> {
+    const callSite = new Error();
+    try {
+      const regions = await this.#native.collectDirty();
+      return regions.map((r) => ({ ...r, baseGpa: gpa(r.baseGpa) }));
+    } catch (e) {
+      return withCallSite(e, callSite);
+    }
   }
 
   /** Stops dirty-page logging. */

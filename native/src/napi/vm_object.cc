@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "napi/errors.h"
+#include "napi/dirty_log_worker.h"
 #include "napi/events.h"
 
 namespace kvmts::bind {
@@ -59,7 +60,7 @@ class VmObject : public Napi::ObjectWrap<VmObject> {
   void SetRef(bool on);
 
   std::shared_ptr<Bridge> bridge_;
-  std::unique_ptr<vmm::Machine> machine_;
+  std::shared_ptr<vmm::Machine> machine_;  // shared with in-flight AsyncWorkers (dirty_log_worker.h)
   bool ref_ = false;
   Napi::Env env_;
 };
@@ -273,24 +274,12 @@ Napi::Value VmObject::StopDirtyLog(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// collectDirty(): [{ baseGpa: bigint, bitmap: Buffer }] (one u64 word per 64 pages, little-endian).
+// collectDirty(): Promise<[{ baseGpa: bigint, pages, dirtyPages, bitmap: Buffer }]> (one u64 word per 64 pages,
+// little-endian), collected on the thread pool.
 Napi::Value VmObject::CollectDirty(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!Check(env)) return env.Undefined();
-  auto snap = machine_->CollectDirty();
-  if (!snap.ok()) return Throw(env, snap.error());
-  Napi::Array out = Napi::Array::New(env, snap.value().size());
-  for (size_t i = 0; i < snap.value().size(); ++i) {
-    const auto& r = snap.value()[i];
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("baseGpa", Napi::BigInt::New(env, static_cast<uint64_t>(r.base.value)));
-    o.Set("pages", Napi::Number::New(env, static_cast<double>(r.bitmap.pages())));
-    o.Set("dirtyPages", Napi::Number::New(env, static_cast<double>(r.bitmap.Count())));
-    o.Set("bitmap", Napi::Buffer<uint8_t>::Copy(env, reinterpret_cast<const uint8_t*>(r.bitmap.words()),
-                                                r.bitmap.word_count() * sizeof(uint64_t)));
-    out.Set(static_cast<uint32_t>(i), o);
-  }
-  return out;
+  return CollectDirtyAsync(env, machine_);
 }
 
 Napi::Value VmObject::SetCpuThrottle(const Napi::CallbackInfo& info) {
