@@ -2,6 +2,7 @@
  * `npm run apiserver -- --data-dir DIR --kubeconfig FILE [--port N]`: runs the embedded API server alone in the
  * foreground, writes the kubeconfig once it is ready, and stops cleanly (every write committed) on SIGINT/SIGTERM.
  */
+import { readFileSync } from "node:fs";
 import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import { startApiServer } from "./apiserver.ts";
@@ -10,18 +11,23 @@ await main({
   name: "kvt-apiserver",
   version: "0.1.0",
   summary: "an embedded Kubernetes-compatible API server (node:sqlite storage) for the local cluster",
-  usage: "--data-dir DIR --kubeconfig FILE [--port N] [--log-level LEVEL]",
+  usage:
+    "--data-dir DIR --kubeconfig FILE [--port N] [--log-level LEVEL] [--proxy-client-cert FILE --proxy-client-key FILE]",
   flags: {
     "data-dir": { type: "string" },
     kubeconfig: { type: "string" },
     port: { type: "string" },
     "log-level": { type: "string" },
+    "proxy-client-cert": { type: "string" },
+    "proxy-client-key": { type: "string" },
   },
   details: [
     "  --data-dir DIR      where the SQLite state lives (created if missing)",
     "  --kubeconfig FILE   where to write the kubeconfig (default DIR/kubeconfig)",
     "  --port N            TCP port on 127.0.0.1 (default 0: a free port)",
     "  --log-level LEVEL   trace|debug|info|warn|error (default info)",
+    "  --proxy-client-cert FILE, --proxy-client-key FILE",
+    "                      front-proxy client certificate (PEM) presented to aggregated API servers (APIServices)",
   ],
   async run({ values }, signal) {
     const dataDir = values["data-dir"];
@@ -36,7 +42,17 @@ await main({
     }
     const level = (values["log-level"] ?? "info") as "info";
     const logger = createLogger({ component: "kvt-apiserver", level });
-    const server = await startApiServer({ dataDir, port, kubeconfigPath: values.kubeconfig, logger });
+    const certFile = values["proxy-client-cert"];
+    const keyFile = values["proxy-client-key"];
+    if ((certFile === undefined) !== (keyFile === undefined)) {
+      process.stderr.write("kvt-apiserver: give both --proxy-client-cert and --proxy-client-key, or neither\n");
+      return 2;
+    }
+    const proxyClient =
+      certFile && keyFile
+        ? { certPem: readFileSync(certFile, "utf8"), keyPem: readFileSync(keyFile, "utf8") }
+        : undefined;
+    const server = await startApiServer({ dataDir, port, kubeconfigPath: values.kubeconfig, logger, proxyClient });
     process.stdout.write(`kvt-apiserver listening on ${server.url}; kubeconfig: ${server.kubeconfigPath}\n`);
     await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
     await server.stop();

@@ -26,6 +26,11 @@ export interface ClusterLayout {
   readonly handlerPorts: Readonly<Record<string, number>>;
   /** virt-api serving certificate and key, and the CA that signed them. */
   readonly tls: { readonly cert: string; readonly key: string; readonly ca: string };
+  /**
+   * Front-proxy PKI for API aggregation: the API server presents `clientCert`/`clientKey` to virt-api, which trusts
+   * the caller's X-Remote-* identity from certificates `ca` signed (CN `front-proxy-client`).
+   */
+  readonly frontProxy?: { readonly ca: string; readonly clientCert: string; readonly clientKey: string };
   readonly tracesFile?: string;
 }
 
@@ -65,6 +70,9 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         layout.kubeconfig,
         "--port",
         String(layout.apiPort),
+        ...(layout.frontProxy
+          ? ["--proxy-client-cert", layout.frontProxy.clientCert, "--proxy-client-key", layout.frontProxy.clientKey]
+          : []),
       ],
       env,
     },
@@ -101,6 +109,9 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
       String(port("virt-api")),
       "--handler-url",
       layout.nodeNames.map((n) => `${n}=http://127.0.0.1:${layout.handlerPorts[n]}`).join(","),
+      ...(layout.frontProxy
+        ? ["--requestheader-client-ca", layout.frontProxy.ca, "--requestheader-allowed-names", "front-proxy-client"]
+        : []),
     ],
     env,
     metricsPort: port("virt-api"),

@@ -13,7 +13,7 @@ import { customResourceDefinitions } from "@kvt/api";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 import { freePort } from "./free-port.ts";
 import { Supervisor, type SupervisorEvent } from "./supervisor.ts";
-import { ensureVirtApiTls, registerVirtApi } from "./virt-api-wiring.ts";
+import { ensureFrontProxyTls, ensureVirtApiTls, registerVirtApi } from "./virt-api-wiring.ts";
 import { waitFor } from "./wait.ts";
 
 /** TLS material for virt-api: paths of PEM files. */
@@ -120,6 +120,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     virtApiPort: state.virtApiPort,
     handlerPorts: state.handlerPorts,
     tls,
+    frontProxy: ensureFrontProxyTls(join(dataDir, "pki")),
     tracesFile: options.tracesFile,
   };
   const components = clusterComponents(layout);

@@ -32,6 +32,39 @@ export function ensureVirtApiTls(dir: string): TlsFiles {
   return files;
 }
 
+/** The front-proxy PKI: the requestheader client CA virt-api trusts and the client certificate the API server presents. */
+export interface FrontProxyFiles {
+  /** CA that signed the client certificate (virt-api `--requestheader-client-ca`). */
+  readonly ca: string;
+  /** Client certificate (CN `front-proxy-client`) and key (API server `--proxy-client-cert/--proxy-client-key`). */
+  readonly clientCert: string;
+  readonly clientKey: string;
+}
+
+/** The CN virt-api allows for the front-proxy client certificate (`--requestheader-allowed-names`). */
+export const FRONT_PROXY_CLIENT_NAME = "front-proxy-client";
+
+/**
+ * Creates the front-proxy CA and the API server's front-proxy client certificate in `dir`, unless they exist (as
+ * kubeadm's front-proxy-ca.crt / front-proxy-client.crt): the API server proxies APIService requests with it, and
+ * virt-api then trusts the X-Remote-User/X-Remote-Group identity headers.
+ */
+export function ensureFrontProxyTls(dir: string): FrontProxyFiles {
+  const files = {
+    ca: join(dir, "front-proxy-ca.crt"),
+    clientCert: join(dir, "front-proxy-client.crt"),
+    clientKey: join(dir, "front-proxy-client.key"),
+  };
+  if (!existsSync(files.ca) || !existsSync(files.clientCert) || !existsSync(files.clientKey)) {
+    const ca = generateCa("kubevirt-ts-front-proxy-ca");
+    const client = issueCertificate(ca, { commonName: FRONT_PROXY_CLIENT_NAME, usage: "client" });
+    writeFileSync(files.ca, ca.certPem);
+    writeFileSync(files.clientCert, client.certPem);
+    writeFileSync(files.clientKey, client.keyPem, { mode: 0o600 });
+  }
+  return files;
+}
+
 /** Creates or replaces the webhook configurations and APIServices routing to virt-api on 127.0.0.1:`port`. */
 export async function registerVirtApi(kubeConfig: KubeConfig, port: number, caPem: string): Promise<void> {
   const endpoint = { url: `https://127.0.0.1:${port}`, caPem };
