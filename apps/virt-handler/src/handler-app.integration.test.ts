@@ -223,4 +223,12 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
     });
     expect(failed.status?.reason).toBe("LauncherExited");
   }, 120_000);
+
+  it("shuts down the launcher of a VMI that is deleted outright", async () => {
+    const { launcher } = await scheduledVmi("guest3", "0a1b2c3d-0000-4000-8000-000000000003");
+    await eventually(async () => (await vmis().get("default", "guest3")).status?.phase === "Running");
+    const exited = new Promise<number | null>((resolve) => launcher.once("exit", (c) => resolve(c)));
+    await vmis().delete("default", "guest3");
+    expect(await exited).toBe(0);
+  }, 120_000);
 });

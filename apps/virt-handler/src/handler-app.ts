@@ -26,6 +26,7 @@ import {
 import type { Logger, Registry } from "@kvt/observability";
 import { HandlerServer } from "./http/handler-server.ts";
 import { LauncherRegistry } from "./launchers/launcher-registry.ts";
+import { OrphanReaper } from "./launchers/orphans.ts";
 import { ApiMigrationSecrets, SECRETS, type Secret } from "./migration/migration-secrets.ts";
 import { NodeHeartbeat } from "./node/heartbeat.ts";
 import { VmiController } from "./vmi/vmi-controller.ts";
@@ -78,7 +79,11 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
   informer.addHandlers({
     onAdd: (vmi) => concernsNode(vmi, o.nodeName) && enqueue(vmi),
     onUpdate: (old, vmi) => (concernsNode(vmi, o.nodeName) || concernsNode(old, o.nodeName)) && enqueue(vmi),
-    onDelete: (vmi) => vmi.metadata?.uid && keysByUid.delete(vmi.metadata.uid),
+    onDelete: (vmi) => {
+      if (!vmi.metadata?.uid) return;
+      keysByUid.delete(vmi.metadata.uid);
+      reaper.vmiDeleted(vmi.metadata.uid, vmi.spec?.terminationGracePeriodSeconds);
+    },
   });
   const launchers = new LauncherRegistry({
     socketDirs: o.socketDirs,
@@ -86,7 +91,16 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     onChange: (uid) => {
       const key = keysByUid.get(uid);
       if (key) queue.add(key);
+      else reaper.reap();
     },
+  });
+  const uids = (): Set<string> =>
+    new Set(informer.store.list().flatMap((v) => (v.metadata?.uid ? [v.metadata.uid] : [])));
+  const reaper = new OrphanReaper({
+    cacheSynced: () => informer.hasSynced,
+    vmiExists: (uid) => uids().has(uid),
+    launchers: () => launchers.all(),
+    logger: o.logger,
   });
   const controller = new VmiController({
     nodeName: o.nodeName,
@@ -127,6 +141,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
   informer.start();
   await informer.waitForSync();
   const running = runner.run();
+  reaper.reap(); // launchers re-adopted at start whose VMI went away while this handler was down
   await heartbeat.start();
   // The server for virt-api is not what keeps guests alive: if its port is taken (two handlers on one host without
   // --port), say so loudly and keep reconciling rather than crash-loop the node agent.
