@@ -120,8 +120,12 @@ function launch(dir: string, name: string, c: QemuCaseInput, incomingPort?: numb
   return spawn(QEMU, args, { stdio: "ignore" });
 }
 
+/** Lines the guest (not the BIOS) printed so far. */
 function lines(path: string): number {
-  return existsSync(path) ? readFileSync(path, "latin1").split("\n").length - 1 : 0;
+  if (!existsSync(path)) return 0;
+  return readFileSync(path, "latin1")
+    .split("\n")
+    .filter((l) => l.startsWith("kvt-guest")).length;
 }
 
 /** The first line where two console outputs differ, for the report. */
@@ -180,8 +184,9 @@ async function runQemuCase(c: QemuCaseInput): Promise<Record<string, unknown>> {
     } else {
       await exited(source);
     }
-    const out =
+    const raw =
       readFileSync(join(dir, "source.log"), "latin1") + (ok ? readFileSync(join(dir, "target.log"), "latin1") : "");
+    const out = raw.slice(Math.max(0, raw.indexOf("kvt-guest start"))); // drop SeaBIOS's banner
     const ram = (info.ram ?? {}) as Record<string, number>;
     const totalSeconds = Number(info["total-time"] ?? 0) / 1000;
     return {
