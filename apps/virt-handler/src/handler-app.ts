@@ -27,6 +27,7 @@ import type { Logger, Registry } from "@kvt/observability";
 import { HandlerServer } from "./http/handler-server.ts";
 import { LauncherRegistry } from "./launchers/launcher-registry.ts";
 import { OrphanReaper } from "./launchers/orphans.ts";
+import { registerVmiMetrics } from "./metrics/vmi-metrics.ts";
 import { ApiMigrationSecrets, SECRETS, type Secret } from "./migration/migration-secrets.ts";
 import { NodeHeartbeat } from "./node/heartbeat.ts";
 import { VmiController } from "./vmi/vmi-controller.ts";
@@ -102,6 +103,16 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     launchers: () => launchers.all(),
     logger: o.logger,
   });
+  if (o.registry) {
+    registerVmiMetrics(o.registry, {
+      nodeName: o.nodeName,
+      reports: () =>
+        launchers
+          .all()
+          .filter((v) => !v.gone)
+          .map((v) => v.info),
+    });
+  }
   const controller = new VmiController({
     nodeName: o.nodeName,
     vmis: informer.store,
