@@ -89,6 +89,9 @@ export class ContainerProcess {
       });
     });
     child.once("exit", (code, signal) => {
+      // Like a container runtime tearing down the container's cgroup: whatever the process started (QEMU for an
+      // emulated guest) goes with it, so nothing outlives its container.
+      if (child.pid) killGroup(child.pid, "SIGKILL");
       const exitCode = code ?? 128 + signalNumber(signal);
       this.#set({
         name: this.#plan.name,

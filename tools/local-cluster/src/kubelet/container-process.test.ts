@@ -1,0 +1,67 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { ContainerProcess } from "./container-process.ts";
+
+let dir = "";
+afterEach(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until(pred: () => boolean, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("ContainerProcess", () => {
+  it("reports the exit code and kills what the container started when its process ends", async () => {
+    dir = mkdtempSync(join(tmpdir(), "kvt-cp-"));
+    // The container's process starts a long-lived grandchild (as the launcher starts QEMU), prints its pid and exits 3.
+    const script =
+      "const c = require('node:child_process').spawn('sleep', ['300'], { stdio: 'ignore' }); console.log('child ' + c.pid); setTimeout(() => process.exit(3), 200);";
+    const c = new ContainerProcess(
+      {
+        kind: "process",
+        name: "compute",
+        argv: [process.execPath, "-e", script],
+        env: { PATH: process.env.PATH ?? "" },
+      },
+      "img",
+      dir,
+      () => {},
+    );
+    c.start();
+    await until(() => c.state.state === "terminated");
+    expect(c.state).toMatchObject({ state: "terminated", exitCode: 3, reason: "Error" });
+    const grandchild = Number(/child (\d+)/.exec(readFileSync(c.logPath, "utf8"))?.[1]);
+    expect(grandchild).toBeGreaterThan(0);
+    await until(() => !alive(grandchild));
+  });
+
+  it("stop() sends SIGTERM and the container ends", async () => {
+    dir = mkdtempSync(join(tmpdir(), "kvt-cp-"));
+    const c = new ContainerProcess(
+      { kind: "process", name: "compute", argv: [process.execPath, "-e", "setInterval(() => {}, 1000)"], env: {} },
+      "img",
+      dir,
+      () => {},
+    );
+    c.start();
+    await until(() => c.state.state === "running");
+    await c.stop(5);
+    expect(c.state).toMatchObject({ state: "terminated", exitCode: 143 });
+  });
+});
