@@ -106,11 +106,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
   if (o.registry) {
     registerVmiMetrics(o.registry, {
       nodeName: o.nodeName,
-      reports: () =>
-        launchers
-          .all()
-          .filter((v) => !v.gone)
-          .map((v) => v.info),
+      reports: () => launchers.all().map((v) => v.info),
     });
   }
   const controller = new VmiController({
