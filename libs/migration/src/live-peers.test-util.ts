@@ -93,16 +93,23 @@ export class Peer {
     for (let i = this.#events.length - 1; i >= 0; i--) if (this.#events[i]?.ev === ev) this.#events.splice(i, 1);
   }
 
-  /** Sends a signal to the peer process. */
+  /** Sends a signal to the peer process (by pid: Deno's ChildProcess.kill does not reach a stopped child). */
   signal(sig: NodeJS.Signals): void {
-    this.#child.kill(sig);
+    if (this.#child.pid !== undefined && !this.exited) {
+      try {
+        process.kill(this.#child.pid, sig);
+      } catch {
+        // already gone
+      }
+    }
   }
 
   /** Asks the peer to exit, kills it if it does not. */
   async close(): Promise<void> {
     if (this.exited) return;
-    this.#child.send({ op: "exit" });
-    const timer = setTimeout(() => this.#child.kill("SIGKILL"), 5000);
+    if (this.#child.connected) this.#child.send({ op: "exit" });
+    this.signal("SIGCONT");
+    const timer = setTimeout(() => this.signal("SIGKILL"), 5000);
     await this.waitFor("exit");
     clearTimeout(timer);
   }
