@@ -38,11 +38,11 @@ export interface Extensions {
 
 /** Installs webhooks, aggregation, the upgrade relay and pods/log on a server being composed. */
 export function installExtensions(t: ExtensionTargets): Extensions {
-  new WebhookAdmission(t.service, t.logger.child({ component: "admission-webhooks" })).install(t.admission);
+  new WebhookAdmission(t.service, t.logger.child({ subsystem: "admission-webhooks" })).install(t.admission);
   const aggregator = new ApiServiceAggregator(
     t.service,
     t.aggregated,
-    t.logger.child({ component: "aggregator" }),
+    t.logger.child({ subsystem: "aggregator" }),
     t.proxyClient,
   );
   aggregator.start();
