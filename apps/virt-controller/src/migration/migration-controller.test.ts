@@ -20,7 +20,6 @@ import {
 } from "@kvt/testing";
 import { describe, expect, it } from "vitest";
 import { MigrationController } from "./migration-controller.ts";
-import { effectiveConfiguration, matchPolicy } from "./policy.ts";
 import { renderTargetPod } from "./target-pod.ts";
 
 const mPhase =
@@ -255,27 +254,7 @@ describe("MigrationController", () => {
   });
 });
 
-describe("policies", () => {
-  const p = (name: string, vmiSel: Record<string, string>, nsSel: Record<string, string> = {}): MigrationPolicy => ({
-    metadata: { name },
-    spec: { selectors: { virtualMachineInstanceSelector: vmiSel, namespaceSelector: nsSel } },
-  });
-  it("picks the policy matching most labels, then more VMI labels, then the smallest name", () => {
-    expect(matchPolicy([p("a", { x: "1" }), p("b", { x: "1", y: "2" })], { x: "1", y: "2" }, {})?.metadata?.name).toBe(
-      "b",
-    );
-    expect(matchPolicy([p("a", {}, { ns: "1" }), p("b", { x: "1" })], { x: "1" }, { ns: "1" })?.metadata?.name).toBe(
-      "b",
-    );
-    expect(matchPolicy([p("z", { x: "1" }), p("c", { x: "1" })], { x: "1" }, {})?.metadata?.name).toBe("c");
-    expect(matchPolicy([p("a", { x: "2" })], { x: "1" }, {})).toBeUndefined();
-  });
-  it("copies allowPostCopy into allowWorkloadDisruption when the policy leaves it unset", () => {
-    expect(
-      effectiveConfiguration({ allowWorkloadDisruption: false }, { spec: { selectors: {}, allowPostCopy: true } })
-        .allowWorkloadDisruption,
-    ).toBe(true);
-  });
+describe("target pod", () => {
   it("the target pod avoids the VMI's other launcher pods' host", () => {
     const vmi = runningVmi();
     const pod = renderTargetPod(vmi, newMigration("m", "vmi1"));

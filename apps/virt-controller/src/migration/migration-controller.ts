@@ -5,6 +5,7 @@
  * most 5 finished VMIMs per VMI.
  */
 import {
+  clusterMigrationConfiguration,
   FINALIZER,
   keyOf,
   LABEL,
@@ -13,6 +14,8 @@ import {
   type MigrationState,
   type ObjectKey,
   objectKey,
+  type ResolvedMigrationConfiguration,
+  resolveMigrationConfiguration,
   splitKey,
   type VirtualMachineInstance,
   type VirtualMachineInstanceMigration,
@@ -34,7 +37,6 @@ import {
 } from "@kvt/kube";
 import { livePods } from "../vmi/vmi-status.ts";
 import { FINISHED_MIGRATIONS_KEPT, isFinalPhase, type MigrationAction, planMigration } from "./migration-plan.ts";
-import { DEFAULT_MIGRATION_CONFIGURATION, effectiveConfiguration, matchPolicy } from "./policy.ts";
 import { renderTargetPod } from "./target-pod.ts";
 
 /** What the migration controller needs. */
@@ -56,7 +58,7 @@ export interface MigrationControllerDeps {
   readonly recorder: EventSink;
   /** Target pod creations per VMIM key. */
   readonly expectations: Expectations;
-  /** Cluster migration configuration; default KubeVirt's. */
+  /** Cluster migration configuration as the admin set it; unset fields take KubeVirt's defaults (@kvt/api). */
   readonly config?: MigrationConfiguration;
   readonly now?: () => number;
 }
@@ -117,7 +119,7 @@ export class MigrationController implements Reconciler {
     }
     if (!this.#d.expectations.satisfied(key)) return done();
     const vmi = this.#d.vmis.get(objectKey(m.metadata?.namespace, m.spec.vmiName ?? ""));
-    const config = this.#d.config ?? DEFAULT_MIGRATION_CONFIGURATION;
+    const config = clusterMigrationConfiguration(this.#d.config);
     const { cluster, node } = this.#activeCounts(m, vmi);
     const plan = planMigration({
       migration: m,
@@ -126,8 +128,8 @@ export class MigrationController implements Reconciler {
       runningInCluster: cluster,
       outboundFromNode: node,
       limits: {
-        perCluster: config.parallelMigrationsPerCluster ?? 5,
-        perNode: config.parallelOutboundMigrationsPerNode ?? 2,
+        perCluster: config.parallelMigrationsPerCluster,
+        perNode: config.parallelOutboundMigrationsPerNode,
       },
       handoffState: () => this.#handoffState(m, vmi!, config),
       now: (this.#d.now ?? Date.now)(),
@@ -178,11 +180,13 @@ export class MigrationController implements Reconciler {
   #handoffState(
     m: VirtualMachineInstanceMigration,
     vmi: VirtualMachineInstance,
-    config: MigrationConfiguration,
+    config: ResolvedMigrationConfiguration,
   ): MigrationState {
-    const policy = matchPolicy(
+    // The VMI's labels as they are: KubeVirt skips both selectors for a VMI without labels.
+    const { configuration, policyName } = resolveMigrationConfiguration(
+      config,
       this.#d.policies(),
-      vmi.metadata?.labels ?? {},
+      vmi.metadata?.labels,
       this.#d.namespaceLabels(vmi.metadata?.namespace ?? ""),
     );
     const sourcePod = livePods(this.#d.podsOfVmi(vmi.metadata?.uid ?? "")).find(
@@ -191,10 +195,10 @@ export class MigrationController implements Reconciler {
     const state: MigrationState = {
       migrationUid: m.metadata?.uid,
       sourceNode: vmi.status?.nodeName,
-      migrationConfiguration: effectiveConfiguration(config, policy),
+      migrationConfiguration: configuration,
     };
     if (sourcePod?.metadata?.name) state.sourcePod = sourcePod.metadata.name;
-    if (policy?.metadata?.name) state.migrationPolicyName = policy.metadata.name;
+    if (policyName) state.migrationPolicyName = policyName;
     return state;
   }
 
