@@ -9,18 +9,18 @@ import {
   API_VERSION,
   KIND,
   LABEL,
+  legacyFirmwareUuid,
   START_REQUEST_DATA_PAUSED_KEY,
   type VirtualMachine,
   type VirtualMachineInstance,
 } from "@kvt/api";
-import { FIRMWARE_UUID_NAMESPACE, uuidV5 } from "../shared/uuid.ts";
 
 /** Annotation (ours) with a hash of the template the VMI was created from. */
 export const TEMPLATE_HASH_ANNOTATION = "kubevirt.io/vm-template-hash";
 
 /** The firmware UUID the VM's VMIs get: the template's, else UUIDv5(name). Stable across restarts. */
 export function firmwareUuid(vm: VirtualMachine): string {
-  return vm.spec.template.spec?.domain?.firmware?.uuid ?? uuidV5(FIRMWARE_UUID_NAMESPACE, vm.metadata?.name ?? "");
+  return vm.spec.template.spec?.domain?.firmware?.uuid ?? legacyFirmwareUuid(vm.metadata?.name ?? "");
 }
 
 /** A short hash of the VM's template (metadata labels/annotations and spec). */

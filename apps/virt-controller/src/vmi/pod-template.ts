@@ -17,10 +17,11 @@ import {
   DEFAULT_GRACE_PERIOD_SECONDS,
   KIND,
   LABEL,
+  parseQuantity,
+  Quantity,
   type VirtualMachineInstance,
 } from "@kvt/api";
 import type { Pod } from "@kvt/kube";
-import { formatBytes, parseQuantity } from "../shared/quantity.ts";
 
 /** The launcher image. */
 export const LAUNCHER_IMAGE = "kubevirt/virt-launcher";
@@ -35,12 +36,20 @@ export const LAUNCHER_BASE_OVERHEAD_BYTES = 96 * 2 ** 20;
 /** Seconds the pod's grace period exceeds the VMI's, so the launcher can finish a graceful shutdown. */
 export const POD_GRACE_EXTRA_SECONDS = 15;
 
-/** The guest memory of a VMI in bytes: memory.guest, else requests.memory, else limits.memory. */
+/**
+ * The guest memory of a VMI in bytes: memory.guest, else requests.memory, else limits.memory. Throws a TypeError
+ * when none is set, a QuantityError (apimachinery's message) when it is malformed.
+ */
 export function guestMemoryBytes(vmi: VirtualMachineInstance): number {
   const d = vmi.spec.domain;
   const q = d.memory?.guest ?? d.resources?.requests?.memory ?? d.resources?.limits?.memory;
   if (q === undefined) throw new TypeError(`VMI ${vmi.metadata?.name} sets no guest memory`);
-  return parseQuantity(q);
+  return Number(parseQuantity(q).value());
+}
+
+/** `bytes` (rounded up) as the canonical BinarySI quantity the API server would print: "1025Mi", "1Gi". */
+function bytesQuantity(bytes: number): string {
+  return Quantity.of(BigInt(Math.ceil(bytes)), "BinarySI").toString();
 }
 
 /** Launcher memory overhead: a fixed part plus page tables and dirty bitmaps (1/256 of the guest memory). */
@@ -67,12 +76,13 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
   const overhead = launcherOverheadBytes(guest);
   const res = vmi.spec.domain.resources;
   const requests: Record<string, string> = {
-    memory: formatBytes(guest + overhead),
+    memory: bytesQuantity(guest + overhead),
     cpu: String(res?.requests?.cpu ?? "100m"),
     [KVM_RESOURCE]: "1",
   };
   const limits: Record<string, string> = { [KVM_RESOURCE]: "1" };
-  if (res?.limits?.memory !== undefined) limits.memory = formatBytes(parseQuantity(res.limits.memory) + overhead);
+  if (res?.limits?.memory !== undefined)
+    limits.memory = bytesQuantity(Number(parseQuantity(res.limits.memory).value()) + overhead);
   if (res?.limits?.cpu !== undefined) limits.cpu = String(res.limits.cpu);
   const annotations: Record<string, string> = {
     [ANNOTATION.domain]: name,
