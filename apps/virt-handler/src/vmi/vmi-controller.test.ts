@@ -1,0 +1,98 @@
+import type { ObjectKey, VirtualMachineInstance } from "@kvt/api";
+import type { JsonPatchOp, ReconcileContext } from "@kvt/kube";
+import { type DomainInfo, LauncherRpcError } from "@kvt/launcher-rpc";
+import { createLogger } from "@kvt/observability";
+import { describe, expect, it } from "vitest";
+import type { LauncherView } from "../launchers/launcher-registry.ts";
+import { statusPatch, VmiController } from "./vmi-controller.ts";
+
+const ctx = {
+  logger: createLogger({ component: "test", level: "silent" }),
+  reconcileId: "r",
+} as unknown as ReconcileContext;
+const NOW = "2026-11-22T05:00:00Z";
+
+function deepFreeze<T>(o: T): T {
+  if (o && typeof o === "object") {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}
+
+const cached: VirtualMachineInstance = {
+  metadata: { name: "vm1", namespace: "default", uid: "u1" },
+  spec: { domain: { devices: {} } },
+  status: { phase: "Scheduled", nodeName: "node01" },
+};
+const vmi = deepFreeze(cached);
+
+function setup(sync: () => Promise<DomainInfo>) {
+  const info: DomainInfo = {
+    protocolVersion: "v1",
+    vmi: { namespace: "default", name: "vm1", uid: "u1" },
+    pod: { uid: "p1" },
+    pid: 1,
+    state: "NoDomain",
+  };
+  const calls: string[] = [];
+  const view = {
+    socketPath: "/s",
+    gone: false,
+    info,
+    client: {
+      sync: async () => {
+        calls.push("sync");
+        return sync();
+      },
+    },
+  } as unknown as LauncherView;
+  const patches: JsonPatchOp[][] = [];
+  const controller = new VmiController({
+    nodeName: "node01",
+    vmis: { get: (key: ObjectKey) => (key === "default/vm1" ? vmi : undefined) },
+    writer: { patchStatus: async (_ns, _n, ops) => patches.push([...ops]) },
+    launchers: { synced: true, forVmi: (uid) => (uid === "u1" ? [view] : []) },
+    secrets: { publish: async () => {}, read: async () => "s" },
+    now: () => NOW,
+  });
+  return { controller, calls, patches, info };
+}
+
+describe("VmiController.reconcile (fake launcher and writer; cached VMI frozen)", () => {
+  it("syncs a Scheduled VMI and writes Running with a test-guarded patch", async () => {
+    const { controller, calls, patches, info } = setup(async () => ({ ...info, state: "Running" }));
+    await controller.reconcile("default/vm1" as ObjectKey, ctx);
+    expect(calls).toEqual(["sync"]);
+    const ops = patches[0];
+    expect(ops).toContainEqual({ op: "test", path: "/status/phase", value: "Scheduled" });
+    expect(ops).toContainEqual({ op: "replace", path: "/status/phase", value: "Running" });
+    expect(ops).toContainEqual({ op: "add", path: "/status/activePods", value: { p1: "node01" } });
+  });
+
+  it("a refused spec fails the VMI once and is never re-synced", async () => {
+    const { controller, calls, patches } = setup(async () => {
+      throw new LauncherRpcError("BadRequest", "image local/x is not in the local image store");
+    });
+    await controller.reconcile("default/vm1" as ObjectKey, ctx);
+    await controller.reconcile("default/vm1" as ObjectKey, ctx);
+    expect(calls).toEqual(["sync"]);
+    expect(patches[0]).toContainEqual({ op: "replace", path: "/status/phase", value: "Failed" });
+  });
+
+  it("a launcher that cannot be reached is retried by the runner (the error propagates)", async () => {
+    const { controller } = setup(async () => {
+      throw new LauncherRpcError("Unavailable", "launcher unreachable (ECONNREFUSED)");
+    });
+    await expect(controller.reconcile("default/vm1" as ObjectKey, ctx)).rejects.toMatchObject({ code: "Unavailable" });
+  });
+});
+
+describe("statusPatch", () => {
+  it("adds the whole status when there was none, and is empty when nothing changed", () => {
+    expect(statusPatch(undefined, { phase: "Running" })).toEqual([
+      { op: "add", path: "/status", value: { phase: "Running" } },
+    ]);
+    expect(statusPatch({ phase: "Running" }, { phase: "Running" })).toEqual([]);
+  });
+});
