@@ -7,11 +7,12 @@
  *     -> token -> user -> AggregatedGroup.upgrade() -> virt-api (101, then bytes both ways)
  */
 import { timingSafeEqual } from "node:crypto";
-import type { IncomingMessage } from "node:http";
+import { type IncomingMessage, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
 import { ApiError } from "../errors.ts";
 import type { AggregatedApi, UserInfo } from "../http/server.ts";
+import { impersonatedUser } from "./impersonation.ts";
 
 /** An aggregated API that can relay upgrades. */
 interface Upgradable extends AggregatedApi {
@@ -34,7 +35,7 @@ export function userOfToken(tokens: ReadonlyMap<string, UserInfo>, header: strin
 /** Writes a Status answer on a socket that was never upgraded, then closes it. */
 export function refuseUpgrade(socket: Duplex, err: ApiError): void {
   const body = JSON.stringify(err.toStatus());
-  const text = { 401: "Unauthorized", 404: "Not Found", 500: "Internal Server Error" }[err.code] ?? "Error";
+  const text = STATUS_CODES[err.code] ?? "Error";
   socket.end(
     `HTTP/1.1 ${err.code} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
@@ -58,11 +59,12 @@ export function upgradeHandler(
     socket.on("close", () => open.delete(socket));
     socket.on("error", (err) => logger.debug({ err, url: req.url }, "upgrade socket error"));
     try {
-      const user = userOfToken(tokens, req.headers.authorization);
-      if (!user) {
+      const authenticated = userOfToken(tokens, req.headers.authorization);
+      if (!authenticated) {
         refuseUpgrade(socket, new ApiError(401, "Unauthorized", "Unauthorized"));
         return;
       }
+      const user = impersonatedUser(authenticated, req.headers);
       const parts = (req.url ?? "/").split("?")[0]?.split("/") ?? [];
       const api =
         parts[1] === "apis"
@@ -71,6 +73,10 @@ export function upgradeHandler(
       if (api && isUpgradable(api) && api.upgrade(req, socket, head, user) !== false) return;
       refuseUpgrade(socket, new ApiError(404, "NotFound", "the server could not find the requested resource"));
     } catch (err) {
+      if (err instanceof ApiError) {
+        refuseUpgrade(socket, err);
+        return;
+      }
       logger.error({ err, url: req.url }, "upgrade failed");
       refuseUpgrade(socket, new ApiError(500, "InternalError", `Internal error occurred: ${(err as Error).message}`));
     }

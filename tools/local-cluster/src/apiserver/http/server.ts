@@ -15,6 +15,7 @@ import { createServer as createHttpsServer } from "node:https";
 import type { Logger } from "pino";
 import { ApiError, notFound, toApiError } from "../errors.ts";
 import { legacyAggregatedGroup } from "../extensions/discovery-convert.ts";
+import { impersonatedUser } from "../extensions/impersonation.ts";
 import type { ResourceService } from "../rest/service.ts";
 import type { WatchHub } from "../watch/hub.ts";
 import {
@@ -88,8 +89,9 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
     res.end("ok");
     return;
   }
-  const user = authenticate(deps, req);
-  if (!user) throw new ApiError(401, "Unauthorized", "Unauthorized");
+  const authenticated = authenticate(deps, req);
+  if (!authenticated) throw new ApiError(401, "Unauthorized", "Unauthorized");
+  const user = impersonatedUser(authenticated, req.headers);
   const { registry } = deps.svc;
   const method = req.method ?? "GET";
   if (method === "GET") {

@@ -64,6 +64,7 @@ export function call(
   path: string,
   body?: unknown,
   contentType = "application/json",
+  headers: Record<string, string | string[]> = {},
 ): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const url = new URL(path, api.url);
@@ -72,7 +73,12 @@ export function call(
       {
         method,
         ca: api.caCert,
-        headers: { authorization: `Bearer ${api.token}`, "content-type": contentType, accept: "application/json" },
+        headers: {
+          authorization: `Bearer ${api.token}`,
+          "content-type": contentType,
+          accept: "application/json",
+          ...headers,
+        },
       },
       (res) => {
         const chunks: Buffer[] = [];
