@@ -50,6 +50,7 @@ bool Record(uint16_t version, const std::string& path) {
   OutgoingMigration out(rec, src.Layout(), fuzzguest::kSecret, fuzzguest::FixedRandom, version);
   bool ok = out.Handshake().ok();
   ok = ok && out.SendRanges({{0, fuzzguest::kRegionBytes}, {uint64_t{1} << 32, fuzzguest::kRegionBytes}}, {}).ok();
+  ok = ok && out.Sync().ok();
   SendOptions paused;
   paused.check_data = true;
   ok = ok && out.SendRanges({{4096, 4096}}, paused).ok();

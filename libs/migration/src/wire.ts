@@ -20,6 +20,7 @@ export const WIRE_COMMANDS = {
   Complete: 9,
   Resumed: 10,
   Abandon: 11,
+  Sync: 12,
 } as const;
 
 const NAMES = Object.fromEntries(Object.entries(WIRE_COMMANDS).map(([k, v]) => [v, k])) as Record<number, string>;

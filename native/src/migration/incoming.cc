@@ -214,6 +214,15 @@ Status IncomingMigration::ReceiveUntilComplete() {
       case Command::kZero:
         r = OnZero(h, p);
         break;
+      case Command::kSync: {
+        if (stats_.version < 2) {
+          r = ProtocolError("Sync frame in a version 1 stream");
+          break;
+        }
+        auto frame = EncodeFrame(Command::kSync, nullptr, 0);
+        r = WriteBytes(ch_, frame.data(), frame.size());
+        break;
+      }
       case Command::kState:
         state_ = std::move(p);
         have_state = true;

@@ -192,6 +192,14 @@ Status OutgoingMigration::SendRanges(const std::vector<PageRange>& ranges, const
   return OkStatus();
 }
 
+Status OutgoingMigration::Sync() {
+  if (stats_.version < 2) return OkStatus();
+  auto r = SendFrame(Command::kSync, nullptr, 0);
+  if (!r.ok()) return r;
+  std::vector<uint8_t> reply;
+  return ReadReply(Command::kSync, &reply);
+}
+
 Status OutgoingMigration::SendState(const uint8_t* data, size_t len) {
   if (len > kMaxStateBytes) return Error{EFBIG, "migration", "machine state too large"};
   return SendFrame(Command::kState, data, len);

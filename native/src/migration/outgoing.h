@@ -48,6 +48,8 @@ class OutgoingMigration {
   Status Handshake();
   /** Sends the pages of `ranges` (each inside one RAM region). */
   Status SendRanges(const std::vector<PageRange>& ranges, const SendOptions& options);
+  /** Waits until the target has taken in everything sent so far (Sync round trip; a no-op on version 1). */
+  Status Sync();
   /** Sends the machine state blob. */
   Status SendState(const uint8_t* data, size_t len);
   /** Sends Complete and waits for Resumed. An Abandon from the target, or EOF, is an error. */

@@ -171,6 +171,10 @@ Result<RoundStats> SourceSession::SendBulk(uint64_t bytes_per_sec) {
 Result<CollectStats> SourceSession::Collect() {
   auto c = Check();
   if (!c.ok()) return c.error();
+  if (machine_->state() != vmm::MachineState::kPaused) {
+    auto synced = out_->Sync();  // the target caught up: nothing of earlier rounds is left to drain at switch-over
+    if (!synced.ok()) return cancel_.load() ? Error{ECANCELED, "migration", "canceled"} : synced.error();
+  }
   auto snap = machine_->CollectDirty();
   if (!snap.ok()) return snap.error();
   CollectStats cs;

@@ -51,6 +51,7 @@ uint64_t MaxPayload(uint16_t command) {
     case Command::kAuthOk:
     case Command::kComplete:
     case Command::kResumed:
+    case Command::kSync:
       return 0;
   }
   return 0;
@@ -62,7 +63,7 @@ Error ProtocolError(const std::string& detail) { return Error{EPROTO, "migration
 
 const char* CommandName(uint16_t command) {
   static const char* const kNames[] = {"unknown", "Hello",    "Challenge", "Auth",     "AuthOk",  "Start",
-                                       "Memory",  "Zero",     "State",     "Complete", "Resumed", "Abandon"};
+                                       "Memory",  "Zero",     "State",     "Complete", "Resumed", "Abandon", "Sync"};
   return command < sizeof(kNames) / sizeof(kNames[0]) ? kNames[command] : "unknown";
 }
 
@@ -93,7 +94,7 @@ uint32_t HeaderCrc(const FrameHeader& h) {
 }
 
 Status ValidateHeader(const FrameHeader& h) {
-  if (h.command < static_cast<uint16_t>(Command::kHello) || h.command > static_cast<uint16_t>(Command::kAbandon)) {
+  if (h.command < static_cast<uint16_t>(Command::kHello) || h.command > static_cast<uint16_t>(Command::kSync)) {
     return ProtocolError("unknown command " + std::to_string(h.command));
   }
   if (h.reserved != 0 || (h.flags & ~kFlagPayloadChecked) != 0) {

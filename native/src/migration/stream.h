@@ -13,6 +13,9 @@
 //    |  Start    {ver, flags, memoryBytes, pageSize}               |  layout must match the target's guest
 //    |  Memory   {n, ranges[n]} page data ...   (bulk pass, then dirty rounds; written straight into guest memory)
 //    |  Zero     {n, ranges[n]}                 (pages that are all zeros: a marker, no data; version >= 2 only)
+//    |  Sync     {}  -> the target answers Sync {} once everything before it is in guest memory (version >= 2):
+//    |                  the source syncs before each dirty-log collection, so a switch-over never starts with
+//    |                  megabytes still queued in socket buffers (they would count as downtime)
 //    |  -- source pauses the guest --                              |
 //    |  Memory/Zero (final dirty pages), State {machine state}     |
 //    |  Complete {}                                                |
@@ -71,6 +74,7 @@ enum class Command : uint16_t {
   kComplete = 9,
   kResumed = 10,
   kAbandon = 11,
+  kSync = 12,
 };
 
 /** Printable command name ("Memory"), or "unknown". */

@@ -111,6 +111,7 @@ TEST("session: a dirty round overwrites, and a page that became zero is cleared 
   CHECK(out.SendRanges(src.All(), SendOptions{}).ok());
   std::memset(src.low.data() + 2 * kPage, 0, kPage);  // guest zeroes page 2
   src.low[9 * kPage] = 1;                             // and writes page 9
+  CHECK(out.Sync().ok());  // the target answers once the bulk pass is in its memory
   CHECK(out.SendRanges({{2 * kPage, kPage}, {9 * kPage, kPage}}, SendOptions{}).ok());
   CHECK(out.SendState(reinterpret_cast<const uint8_t*>("s"), 1).ok());
   CHECK(out.Complete().ok());
