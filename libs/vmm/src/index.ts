@@ -12,6 +12,16 @@ export { FakeVm, FakeVmm } from "./fake/fake-vmm.ts";
 /** Guest physical addresses (branded bigint). */
 export { type Gpa, gpa, MAX_GPA } from "./gpa.ts";
 export { hasKvm, kvmApiVersion } from "./kvm.ts";
+/** Direct Linux boot (bzImage + initramfs, the x86 64-bit boot protocol): the `boot` option of Vm.create. */
+export {
+  joinInitrd,
+  linuxCmdline,
+  MAX_LINUX_CMDLINE_BYTES,
+  parseLinuxBoot,
+  type VmLinuxBoot,
+} from "./linux-boot.ts";
+/** A cloud-init NoCloud seed as an initramfs segment (for `boot.extraInitrd`). */
+export { type NoCloudSeed, noCloudSeedInitrd, SEED_DIR } from "./linux-seed.ts";
 /** The live-migration stream: source and target halves (policy lives in @kvt/migration). */
 export {
   type MigrationCollectStats,

@@ -56,6 +56,11 @@ export interface VmControl {
   resume(): void;
   /** Stops the guest and releases everything (threads, fds, memory). Idempotent. */
   stop(): void;
+  /**
+   * Linux boots only: presses Ctrl-Alt-Del on the guest's keyboard (the demo image's init powers off). Throws
+   * VmmError EAGAIN when the guest has not enabled its keyboard yet.
+   */
+  sendCtrlAltDel?(): void;
   /** Sends bytes (or UTF-8 text) to the serial console input. */
   writeSerial(data: Uint8Array | string): void;
   stats(): VmStats;

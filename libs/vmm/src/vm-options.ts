@@ -1,3 +1,5 @@
+import { parseLinuxBoot, type VmLinuxBoot } from "./linux-boot.ts";
+
 /**
  * VM options and their validation (better-sqlite3's lib/database.js: validate in TS, hand C++ positional
  * arguments that are already valid). TypeError for a wrong type, RangeError for a value out of range.
@@ -23,6 +25,8 @@ export interface VmOptions {
   readonly memoryBacking?: MemoryBacking;
   /** The guest to load. Omit it on a migration target: memory and state arrive from the source. */
   readonly kernel?: VmKernel;
+  /** Direct Linux boot of a bzImage + initramfs (linux-boot.ts); exclusive with `kernel`. */
+  readonly boot?: VmLinuxBoot;
 }
 
 /** Validated options, every default filled in. */
@@ -31,6 +35,7 @@ export interface ParsedVmOptions {
   readonly vcpus: number;
   readonly memoryBacking: MemoryBacking;
   readonly kernel?: VmKernel;
+  readonly boot?: VmLinuxBoot;
 }
 
 /** Smallest guest: the test guest places its working set at 16 MiB. */
@@ -72,5 +77,7 @@ export function parseVmOptions(options: VmOptions): ParsedVmOptions {
       }
     }
   }
-  return { memoryBytes, vcpus, memoryBacking, ...(kernel ? { kernel } : {}) };
+  if (options.boot !== undefined && kernel !== undefined) throw new TypeError("give kernel or boot, not both");
+  const boot = options.boot === undefined ? undefined : parseLinuxBoot(options.boot);
+  return { memoryBytes, vcpus, memoryBacking, ...(kernel ? { kernel } : {}), ...(boot ? { boot } : {}) };
 }

@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs";
 import { withCallSite } from "./errors.ts";
 import { type ShutdownReason, TypedEmitter, type VmEvents } from "./events.ts";
 import { type Gpa, gpa } from "./gpa.ts";
+import { createLinuxNativeVm, loadLinuxBoot, sendCtrlAltDelTo } from "./linux-boot.ts";
 import { binding, type NativeEventArgs, type NativeVm } from "./native.ts";
 import type { DirtyRegion, MemoryRegionInfo, VmControl, Vmm, VmState, VmStats } from "./vm-control.ts";
 import { parseVmOptions, type VmOptions } from "./vm-options.ts";
@@ -44,12 +45,22 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
     };
     let native: NativeVm;
     try {
-      native = new (binding().NativeVm)(o.memoryBytes, o.vcpus, o.memoryBacking === "memfd", onEvent);
+      native = o.boot
+        ? createLinuxNativeVm(o.memoryBytes, o.vcpus, o.memoryBacking === "memfd", onEvent)
+        : new (binding().NativeVm)(o.memoryBytes, o.vcpus, o.memoryBacking === "memfd", onEvent);
     } catch (e) {
       return withCallSite(e, callSite);
     }
     const vm = new Vm(native);
     holder.vm = vm;
+    if (o.boot) {
+      try {
+        loadLinuxBoot(native, o.boot);
+      } catch (e) {
+        native.close();
+        return withCallSite(e, callSite);
+      }
+    }
     if (o.kernel) {
       const image = o.kernel.image ?? readFileSync(o.kernel.path ?? "");
       try {
@@ -124,6 +135,11 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
     if (this.#stopped) {
       return {
         state: "stopped",
+  /** Linux boots: Ctrl-Alt-Del on the guest's PS/2 keyboard (linux-boot.ts). VmmError EAGAIN before the guest enabled it. */
+  sendCtrlAltDel(): void {
+    this.#call(() => sendCtrlAltDelTo(this.#native));
+  }
+
         exits: 0,
         ioExits: 0,
         mmioExits: 0,

@@ -26,6 +26,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setErrorClass", Napi::Function::New(env, JS_SetErrorClass, "setErrorClass"));
   RegisterVmObject(env, exports);
   if (RegisterMigrationBindings) RegisterMigrationBindings(env, exports);
+  if (RegisterLinuxBootBindings) RegisterLinuxBootBindings(env, exports);
   env.AddCleanupHook([] { ResetErrorClass(); });
   return exports;
 }

@@ -89,7 +89,8 @@ Napi::Function VmObject::Define(Napi::Env env) {
                      });
 }
 
-// new NativeVm(memoryBytes: number, vcpuCount: number, memfd: boolean, onEvent: Function). Arguments are already
+// new NativeVm(memoryBytes: number, vcpuCount: number, memfd: boolean, onEvent: Function[, linuxPlatform: boolean]).
+// Arguments are already
 // validated by libs/vmm; only type tags are checked here.
 VmObject::VmObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<VmObject>(info), env_(info.Env()) {
   Napi::Env env = info.Env();
@@ -104,6 +105,8 @@ VmObject::VmObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<VmObject>(
   config.backing = info[2].As<Napi::Boolean>().Value() ? memory::Backing::kMemfd : memory::Backing::kAnonymous;
   bridge_ = std::make_shared<Bridge>();
   auto machine = vmm::Machine::Create(config, bridge_.get());
+  // Optional 5th argument linuxPlatform (napi/linux_boot.cc loads the kernel): PIC/IOAPIC/PIT, UART IRQ, ACPI.
+  config.linux_platform = info.Length() > 4 && info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value();
   if (!machine.ok()) {
     MakeVmmError(env, machine.error()).ThrowAsJavaScriptException();
     return;

@@ -26,5 +26,7 @@ void RegisterVmObject(Napi::Env env, Napi::Object exports);
 
 // Defined by the migration bindings (napi/migration*.cc), if present.
 void RegisterMigrationBindings(Napi::Env env, Napi::Object exports) __attribute__((weak));
+// Defined by the Linux boot binding (napi/linux_boot.cc): loadLinux(vm, kernel, initrd, cmdline).
+void RegisterLinuxBootBindings(Napi::Env env, Napi::Object exports) __attribute__((weak));
 
 }  // namespace kvmts::bind

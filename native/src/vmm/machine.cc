@@ -117,7 +117,10 @@ Result<std::unique_ptr<Machine>> Machine::Create(const MachineConfig& config, Ma
     if (auto st = impl->vm.SetTssAddr(kTssAddr); !st.ok()) return st.error();
     impl->vm.SetIdentityMapAddr(kIdentityMapAddr);  // best effort (AMD ignores it)
   }
-  if (impl->vm.CheckExtension(KVM_CAP_SPLIT_IRQCHIP)) {
+  if (config.linux_platform) {
+    // Stock Linux: PIC + IOAPIC + PIT in the kernel (vmm/machine_linux.cc), before any vCPU exists.
+    if (auto st = CreateLinuxIrqchip(impl->vm); !st.ok()) return st.error();
+  } else if (impl->vm.CheckExtension(KVM_CAP_SPLIT_IRQCHIP)) {
     if (auto st = impl->vm.EnableSplitIrqchip(24); !st.ok()) return st.error();
   } else if (auto st = impl->vm.CreateIrqchip(); !st.ok()) {
     return st.error();
@@ -166,7 +169,11 @@ Result<std::unique_ptr<Machine>> Machine::Create(const MachineConfig& config, Ma
   }
 
   impl->pio.Register(0x3f8, 8, &impl->serial);
-  impl->pio.Register(devices::kI8042Base, 5, &impl->i8042);
+  if (config.linux_platform) {
+    RegisterLinuxDevices(*impl);  // a full 8042 + keyboard and the ACPI PM port (machine_linux.cc)
+  } else {
+    impl->pio.Register(devices::kI8042Base, 5, &impl->i8042);
+  }
   impl->pio.Register(devices::kTestPortBase, devices::kTestPortLen, &impl->test_port);
   for (auto& v : impl->vcpus) impl->threads.push_back(std::make_unique<VcpuThread>(v.get(), impl.get()));
   return std::unique_ptr<Machine>(new Machine(std::move(impl)));

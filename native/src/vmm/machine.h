@@ -57,6 +57,9 @@ struct MachineConfig {
   memory::Backing backing = memory::Backing::kAnonymous;
   bool huge_pages = true;
   DirtyLogMode dirty_log_mode = DirtyLogMode::kAuto;
+  // The PC platform a stock Linux kernel expects (vmm/machine_linux.cc): the full in-kernel irqchip (PIC + IOAPIC +
+  // LAPICs) instead of the split one, the PIT, the UART on ISA IRQ 4, ACPI power-off. Set for LoadLinux guests.
+  bool linux_platform = false;
 };
 
 // Why the guest stopped by itself.
@@ -110,6 +113,14 @@ class Machine {
   // and sets vCPU 0 up in 64-bit long mode at e_entry (identity paging of the low 4 GiB, flat GDT), RBX = start
   // info (the PVH convention). kCreated only.
   Status LoadElf(const uint8_t* image, size_t len, const std::string& cmdline);
+  // Loads a Linux bzImage and an initramfs (may be empty) with the 64-bit boot protocol (vmm/linux_boot.h): kernel
+  // at 1 MiB, zero page with the e820 map, command line, ACPI tables; vCPU 0 at the 64-bit entry, boot CPUID/MSRs
+  // on every vCPU. Needs config.linux_platform. kCreated only. Defined in machine_linux.cc.
+  Status LoadLinux(const uint8_t* kernel, size_t kernel_len, const uint8_t* initrd, size_t initrd_len,
+                   const std::string& cmdline);
+  // Linux platform: presses and releases Ctrl-Alt-Del on the guest's PS/2 keyboard (its init decides: the demo image
+  // powers off). EAGAIN when the guest has not enabled its keyboard yet. Any state. Defined in machine_linux.cc.
+  Status SendCtrlAltDel();
   // kCreated -> kRunning: starts one thread per vCPU.
   Status Start();
   // kRunning -> kPaused, synchronously (kicks every vCPU, waits for each acknowledgement). No-op when paused.

@@ -15,6 +15,7 @@
 
 #include "devices/bus.h"
 #include "devices/i8042.h"
+#include "devices/ps2_controller.h"
 #include "devices/serial_16550.h"
 #include "devices/test_port.h"
 #include "kvm/abi.h"
@@ -47,7 +48,11 @@ struct MachineImpl : public Peripherals,
   void RequestShutdown(ShutdownReason reason, uint32_t code) override;
   // Devices' sinks
   void Write(uint8_t byte) override;  // serial output
-  void Trigger() override {}          // no interrupt controller routing: the test guest polls the UART
+  // The test guest polls the UART (no routing); a Linux platform gets ISA IRQ 4 (vmm/machine_linux.cc).
+  void Trigger() override {
+    if (config.linux_platform) RaiseSerialIrq();
+  }
+  void RaiseSerialIrq();
   void OnReset() override { RequestShutdown(ShutdownReason::kReset, 0); }
   void OnGuestExit(uint32_t code) override { RequestShutdown(ShutdownReason::kGuestExit, code); }
 
@@ -87,11 +92,21 @@ struct MachineImpl : public Peripherals,
   bool serial_notified = false;
   uint64_t serial_dropped = 0;  // output bytes dropped because serial_out was full
 
+  // Linux platform (machine_linux.cc): the 8042 with a keyboard on ISA IRQ 1, the ACPI power-off register.
+  std::unique_ptr<devices::IrqTrigger> kbd_irq;
+  std::unique_ptr<devices::Ps2Controller> ps2;
+  std::unique_ptr<devices::PioDevice> acpi_pm;
+
   std::atomic<uint32_t> throttle_pct{0};
   std::thread throttle_thread;
   std::mutex throttle_mu;
   std::condition_variable throttle_cv;
   bool throttle_exit = false;
 };
+
+// KVM_CREATE_IRQCHIP + KVM_CREATE_PIT2 for MachineConfig::linux_platform (machine_linux.cc).
+Status CreateLinuxIrqchip(kvm::VmFd& vm);
+// Registers the Linux platform's port devices (8042 + keyboard, ACPI PM) instead of the reset-only i8042.
+void RegisterLinuxDevices(MachineImpl& m);
 
 }  // namespace kvmts::vmm

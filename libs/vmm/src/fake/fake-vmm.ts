@@ -38,7 +38,7 @@ export class FakeVm extends TypedEmitter<VmEvents> implements VmControl {
 
   start(): void {
     this.#require("start", "created");
-    if (!this.options.kernel && !this.#restored) {
+    if (!this.options.kernel && !this.options.boot && !this.#restored) {
       throw new VmmError("start: EINVAL (no guest loaded and no state restored)", {
         code: "EINVAL",
         errno: 22,
@@ -135,6 +135,19 @@ export class FakeVm extends TypedEmitter<VmEvents> implements VmControl {
     const bytes = encoder.encode(text);
     this.#bytesOut += bytes.length;
     this.emit("serial-output", bytes);
+  }
+
+  /** Linux boots: the fake guest powers off on Ctrl-Alt-Del, as the demo image's init does (guest-exit 0). */
+  sendCtrlAltDel(): void {
+    this.#require("sendCtrlAltDel", "running");
+    if (!this.options.boot) {
+      throw new VmmError("ctrl-alt-del: EINVAL (not a Linux boot)", {
+        code: "EINVAL",
+        errno: 22,
+        syscall: "ctrl-alt-del",
+      });
+    }
+    queueMicrotask(() => this.guestExit(0));
   }
 
   /** Test hook: the guest stops by itself. */

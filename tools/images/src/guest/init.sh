@@ -18,10 +18,13 @@ while read -r mod; do
 done </etc/kvt/modules
 
 # The NoCloud seed: a block device labelled cidata (iso9660 or vfat). Devices may take a moment to appear.
+# Our native VMM has no block devices: it appends the seed to the initramfs as /run/cidata/{meta-data,user-data}
+# (a second cpio segment), so the files are already there and no device is waited for.
 seed=""
+[ -f /run/cidata/meta-data ] && seed="initramfs"
 tries=0
 seen=0
-while [ "$tries" -lt 20 ]; do
+while [ -z "$seed" ] && [ "$tries" -lt 20 ]; do
   seed=$(findfs LABEL=cidata 2>/dev/null || findfs LABEL=CIDATA 2>/dev/null)
   [ -n "$seed" ] && break
   # Give disks a second to appear; once some have, a few more tries for the seed among them, then go on without.
@@ -30,7 +33,7 @@ while [ "$tries" -lt 20 ]; do
   usleep 100000
   tries=$((tries + 1))
 done
-if [ -n "$seed" ]; then
+if [ -n "$seed" ] && [ "$seed" != "initramfs" ]; then
   mount -o ro -t iso9660 "$seed" /run/cidata 2>/dev/null || mount -o ro -t vfat "$seed" /run/cidata 2>/dev/null ||
     echo "kvt-init: cannot mount the cidata seed $seed"
 fi

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LauncherClient, type LauncherEvent, launcherSocketPath } from "@kvt/launcher-rpc";
@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type LauncherApp, startLauncherApp } from "../../launcher-app.ts";
 import { machineFactory } from "../create-machine.ts";
 import type { MachineSpec } from "../machine.ts";
+import { nativeBootOptions } from "./boot-options.ts";
 import { NativeMachine } from "./native-machine.ts";
 
 const logger = createLogger({ component: "test", level: "silent" });
@@ -25,9 +26,52 @@ function spec(cmdline: string, extra: Partial<MachineSpec> = {}): MachineSpec {
 }
 
 describe("NativeMachine (fake VMM)", () => {
-  it("refuses a kernel with an initramfs before allocating anything", () => {
-    const s = spec("", { boot: { kernelPath: "/k", initrdPath: "/i", cmdline: "", pvmSafe: false } });
-    expect(() => new NativeMachine(s, new FakeVmm(), logger)).toThrow(/without an initramfs/);
+  it("refuses a kernel it cannot read before allocating anything", () => {
+    const s = spec("", { boot: { kernelPath: "/nonexistent/k", cmdline: "", pvmSafe: false } });
+    expect(() => new NativeMachine(s, new FakeVmm(), logger)).toThrow(/cannot read the kernel/);
+  });
+
+  it("boots a bzImage + initramfs as Linux with the NoCloud seed appended, and an ELF as is", () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-boot-"));
+    try {
+      writeFileSync(join(dir, "vmlinuz"), Buffer.from("MZ not an ELF"));
+      const linux = spec("console=ttyS0 quiet", {
+        boot: { kernelPath: join(dir, "vmlinuz"), initrdPath: join(dir, "initrd"), cmdline: "quiet", pvmSafe: false },
+        cloudInit: { userData: "#!/bin/sh\necho hi\n" },
+      });
+      const o = nativeBootOptions(linux);
+      expect(o.kernel).toBeUndefined();
+      expect(o.boot).toMatchObject({ kind: "linux", initrdPath: join(dir, "initrd"), cmdline: "quiet" });
+      const seed = Buffer.from(o.boot?.extraInitrd?.[0] ?? []).toString("latin1");
+      expect(seed).toContain("run/cidata/user-data");
+      expect(seed).toContain("#!/bin/sh\necho hi");
+      expect(seed).toContain("instance-id: default.guest");
+      expect(nativeBootOptions(spec("ws=4")).kernel).toMatchObject({ path: testGuestPath(), cmdline: "ws=4" });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a Linux guest's reset boots it again, Ctrl-Alt-Del shuts it down, power-off stops it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-boot-"));
+    writeFileSync(join(dir, "vmlinuz"), Buffer.from("bzImage"));
+    const vmm = new FakeVmm();
+    const m = new NativeMachine(
+      spec("", { boot: { kernelPath: join(dir, "vmlinuz"), cmdline: "", pvmSafe: false } }),
+      vmm,
+      logger,
+    );
+    try {
+      await m.start();
+      const first = vmm.vms[0];
+      first?.guestExit(0, "reset");
+      expect(m.state).toBe("running");
+      expect(vmm.vms).toHaveLength(2);
+      await m.shutdown(5_000);
+      expect(m.state).toBe("stopped");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("the factory picks the native VMM for a PVM-safe guest and QEMU otherwise, and says why", async () => {

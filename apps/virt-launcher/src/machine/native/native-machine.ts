@@ -2,18 +2,21 @@
  * The native backend: a {@link Machine} over @kvt/vmm's Vm (our KVM VMM). The mapping:
  *
  *   Machine            Vm                       notes
- *   start()            Vm.create + start()      64-bit ELF (PVH) kernels, e.g. the test guest; no initrd
+ *   start()            Vm.create + start()      64-bit ELF (PVH) kernels such as the test guest, or Linux
+ *                                               (bzImage + initramfs + the NoCloud seed: boot-options.ts)
  *   pause()/resume()   pause()/resume()         synchronous, at a consistent point
- *   shutdown(grace)    stop()                   no ACPI power button in this VMM: nothing to ask, so it stops
- *                                               at once (reason says so) instead of idling out the grace period
+ *   shutdown(grace)    Linux: sendCtrlAltDel()  the guest's init powers off (ACPI S5 -> guest-exit 0); stop()
+ *                      then stop() at grace     when it has not within the grace period
+ *                      ELF guests: stop()       nothing to ask: stops at once (reason says so)
  *   kill()             stop()                   crashed, reason Killed
- *   console            serial-output/writeSerial scrollback kept here (bounded)
- *   Vm "shutdown"      guest-exit -> stopped (GuestShutdown, code);  reset/triple-fault/fatal-exit -> crashed
+ *   console            serial-output/writeSerial scrollback kept here (bounded), across guest reboots
+ *   Vm "shutdown"      guest-exit -> stopped (GuestShutdown, code);  Linux reset -> a new Vm boots the same
+ *                      spec (guest reboot);  ELF reset/triple-fault/fatal-exit -> crashed
  *   migration          not yet: libs/vmm exports no migration API, so the VMI is LiveMigratable=False
  */
 import { EventEmitter } from "node:events";
 import type { Logger } from "@kvt/observability";
-import type { ShutdownEvent, VcpuExitEvent, VmControl, Vmm } from "@kvt/vmm";
+import type { ShutdownEvent, VcpuExitEvent, VmControl, Vmm, VmOptions } from "@kvt/vmm";
 import {
   type Machine,
   type MachineEvents,
@@ -24,6 +27,7 @@ import {
   type MigrationResult,
   type MigrationTarget,
 } from "../machine.ts";
+import { isLinuxBoot, nativeBootOptions } from "./boot-options.ts";
 
 /** Bytes of console output kept for clients that attach late. */
 export const SCROLLBACK_BYTES = 256 * 1024;
@@ -32,10 +36,10 @@ const NO_MIGRATION = "live migration on the native VMM is not available yet (lib
 
 /** Checks, before anything is allocated, that the native VMM can boot `spec`; throws MachineUnsupportedError. */
 export function assertNativeBootable(spec: MachineSpec): void {
-  if (spec.boot.initrdPath) {
-    throw new MachineUnsupportedError(
-      `the native VMM boots 64-bit ELF (PVH) kernels without an initramfs; ${spec.boot.kernelPath} comes with one`,
-    );
+  try {
+    isLinuxBoot(spec);
+  } catch (err) {
+    throw new MachineUnsupportedError(`cannot read the kernel ${spec.boot.kernelPath}: ${(err as Error).message}`);
   }
 }
 
@@ -52,6 +56,8 @@ export class NativeMachine implements Machine {
   #scrollback: Uint8Array[] = [];
   #scrollbackBytes = 0;
   #startedAt = 0;
+  #bootOptions: VmOptions | undefined;
+  #reboots = 0;
 
   constructor(spec: MachineSpec, vmm: Vmm, logger: Logger) {
     assertNativeBootable(spec);
@@ -66,19 +72,23 @@ export class NativeMachine implements Machine {
 
   async start(): Promise<void> {
     if (this.#state !== "created") throw new Error(`Cannot start a ${this.#state} machine`);
-    const vm = this.#vmm.create({
-      memoryBytes: this.#spec.memoryBytes,
-      vcpus: this.#spec.vcpus,
-      kernel: { path: this.#spec.boot.kernelPath, cmdline: this.#spec.boot.cmdline },
-    });
-    this.#vm = vm;
-    vm.on("serial-output", (chunk) => this.#onSerial(chunk));
-    vm.on("shutdown", (event) => this.#onShutdown(event));
-    vm.on("vcpu-exit", (event) => this.#onVcpuExit(event));
-    if (this.#spec.cloudInit) this.#log.debug("the native guest reads no cloud-init seed; user data ignored");
-    vm.start();
+    this.#bootOptions = nativeBootOptions(this.#spec);
+    if (this.#spec.cloudInit && !this.#bootOptions.boot) {
+      this.#log.debug("an ELF guest reads no cloud-init seed; user data ignored");
+    }
+    this.#boot(this.#bootOptions);
     this.#startedAt = Date.now();
     this.#set("running");
+  }
+
+  /** Creates and starts a Vm for `options`, its events wired to this machine. */
+  #boot(options: VmOptions): void {
+    const vm = this.#vmm.create(options);
+    this.#vm = vm;
+    vm.on("serial-output", (chunk) => this.#onSerial(chunk));
+    vm.on("shutdown", (event) => this.#onShutdown(vm, event));
+    vm.on("vcpu-exit", (event) => this.#onVcpuExit(event));
+    vm.start();
   }
 
   async pause(): Promise<void> {
@@ -91,10 +101,38 @@ export class NativeMachine implements Machine {
     this.#set("running");
   }
 
-  async shutdown(_gracePeriodMs: number): Promise<void> {
+  async shutdown(gracePeriodMs: number): Promise<void> {
+    if (!this.#live()) return;
+    const vm = this.#vm;
+    if (this.#bootOptions?.boot && vm?.sendCtrlAltDel && this.#state === "running") {
+      try {
+        vm.sendCtrlAltDel();
+        if (await this.#stoppedWithin(gracePeriodMs)) return;
+        this.#log.warn({ gracePeriodMs }, "the guest did not power off after Ctrl-Alt-Del; stopping it");
+      } catch (err) {
+        // EAGAIN: the guest has not enabled its keyboard (still booting); nothing to ask, so stop it.
+        this.#log.info({ err }, "Ctrl-Alt-Del not delivered; stopping the guest");
+      }
+    }
     if (!this.#live()) return;
     this.#vm?.stop();
-    this.#set("stopped", "GuestShutdown: stopped at once (the native VMM has no ACPI power button)");
+    this.#set("stopped", "GuestShutdown: stopped by the VMM");
+  }
+
+  #stoppedWithin(ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const onState = (state: MachineState): void => {
+        if (state !== "stopped" && state !== "crashed") return;
+        clearTimeout(timer);
+        this.#events.off("state", onState);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.#events.off("state", onState);
+        resolve(false);
+      }, ms);
+      this.#events.on("state", onState);
+    });
   }
 
   async kill(): Promise<void> {
@@ -153,10 +191,17 @@ export class NativeMachine implements Machine {
     this.#events.emit("console", chunk);
   }
 
-  #onShutdown(event: ShutdownEvent): void {
-    if (!this.#live()) return;
+  #onShutdown(vm: VmControl, event: ShutdownEvent): void {
+    if (!this.#live() || vm !== this.#vm) return;
     // The Vm already halted its vCPUs; release its memory and threads outside the native callback.
-    setImmediate(() => this.#vm?.stop());
+    setImmediate(() => vm.stop());
+    if (event.reason === "reset" && this.#bootOptions?.boot && this.#state === "running") {
+      // A Linux guest rebooted: boot the same spec on a fresh machine (memory, devices and vCPUs reset).
+      this.#reboots++;
+      this.#log.info({ reboots: this.#reboots }, "guest reboot");
+      this.#boot(this.#bootOptions);
+      return;
+    }
     if (event.reason === "guest-exit") this.#set("stopped", `GuestShutdown: exit code ${event.code}`);
     else this.#set("crashed", `guest ${event.reason} (code ${event.code})`);
   }

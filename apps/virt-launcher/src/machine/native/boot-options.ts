@@ -1,0 +1,54 @@
+/**
+ * What the native VMM boots for a MachineSpec: a 64-bit ELF (PVH, the test guest) is loaded as is; anything else
+ * is booted as Linux (bzImage + initramfs, the x86 64-bit boot protocol), with the VMI's cloud-init NoCloud data
+ * appended to the initramfs as /run/cidata (the demo image's init reads it there: our VMM has no block devices).
+ *
+ *   kernel starts with "\x7fELF" --> { kernel: { path, cmdline } }                    (no initramfs, no seed)
+ *   otherwise                    --> { boot: { kind: "linux", kernelPath, initrdPath, cmdline, extraInitrd: [seed] } }
+ */
+import { closeSync, openSync, readSync } from "node:fs";
+import { noCloudSeedInitrd, type VmOptions } from "@kvt/vmm";
+import type { MachineSpec } from "../machine.ts";
+import { defaultMetaData } from "../qemu/seed.ts";
+
+/** True when the file at `path` is an ELF image (the test guest), false for a bzImage or anything else. */
+export function isElfKernel(path: string): boolean {
+  const fd = openSync(path, "r");
+  try {
+    const head = Buffer.alloc(4);
+    readSync(fd, head, 0, 4, 0);
+    return head.equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]));
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** True when `spec` boots as Linux on the native VMM (reset = reboot, power-off and Ctrl-Alt-Del apply). */
+export function isLinuxBoot(spec: MachineSpec): boolean {
+  return spec.boot.initrdPath !== undefined || !isElfKernel(spec.boot.kernelPath);
+}
+
+/** The Vm.create options for `spec`. */
+export function nativeBootOptions(spec: MachineSpec): VmOptions {
+  const base = { memoryBytes: spec.memoryBytes, vcpus: spec.vcpus };
+  if (!isLinuxBoot(spec)) return { ...base, kernel: { path: spec.boot.kernelPath, cmdline: spec.boot.cmdline } };
+  const seed = spec.cloudInit
+    ? [
+        noCloudSeedInitrd({
+          metaData: spec.cloudInit.metaData ?? defaultMetaData(spec.vmiKey),
+          ...(spec.cloudInit.userData !== undefined ? { userData: spec.cloudInit.userData } : {}),
+          ...(spec.cloudInit.networkData !== undefined ? { networkConfig: spec.cloudInit.networkData } : {}),
+        }),
+      ]
+    : [];
+  return {
+    ...base,
+    boot: {
+      kind: "linux",
+      kernelPath: spec.boot.kernelPath,
+      ...(spec.boot.initrdPath ? { initrdPath: spec.boot.initrdPath } : {}),
+      cmdline: spec.boot.cmdline,
+      extraInitrd: seed,
+    },
+  };
+}

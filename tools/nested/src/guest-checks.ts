@@ -1,0 +1,140 @@
+/**
+ * The Linux-guest checks of our VMM, run INSIDE the L1 host (l1-run.ts) where /dev/kvm is a hardware-style (nested
+ * SVM) KVM. Each check prints one line `KVT_NESTED_CHECK {"name","ok","ms","detail"}` that the lane collects.
+ *
+ *   boot 1: demo image + NoCloud seed (#! user data) --> first console byte --> boot marker --> cloud-init line
+ *           --> `echo hi` answered --> `reboot` --> "reset" shutdown --> boot 2 (same VM spec, a new machine)
+ *   boot 2: marker --> `poweroff` --> "guest-exit" code 0 (ACPI S5)
+ *
+ * Run by hand inside L1: node tools/nested/src/guest-checks.ts
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { DEMO_BOOT_MARKER, DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir } from "@kvt/images";
+import { hasKvm, noCloudSeedInitrd, type ShutdownEvent, Vm } from "@kvt/vmm";
+import { GuestConsole } from "./guest-console.ts";
+
+/** The line the seed's user data prints (the vm-cirros example's script prints the same text). */
+export const CLOUD_INIT_LINE = "printed from cloud-init userdata";
+const BOOT_TIMEOUT_MS = 240_000;
+
+/** One check's outcome, as printed. */
+export interface CheckResult {
+  readonly name: string;
+  readonly ok: boolean;
+  readonly ms: number;
+  readonly detail?: string;
+}
+
+function report(r: CheckResult): void {
+  process.stdout.write(`KVT_NESTED_CHECK ${JSON.stringify(r)}\n`);
+}
+
+/** A booted demo guest: its VM, console and the shutdown it ends with. */
+export interface DemoGuest {
+  readonly vm: Vm;
+  readonly console: GuestConsole;
+  readonly shutdown: Promise<ShutdownEvent>;
+}
+
+/** Boots the demo image on our VMM (1 vCPU unless told otherwise), with `userData` as a NoCloud seed. */
+export function bootDemo(options: { userData?: string; memoryBytes?: number; vcpus?: number } = {}): DemoGuest {
+  const dir = imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE);
+  const console = new GuestConsole();
+  const seed = noCloudSeedInitrd({
+    metaData: "instance-id: nested.demo\nlocal-hostname: demo\n",
+    ...(options.userData !== undefined ? { userData: options.userData } : {}),
+  });
+  const vm = Vm.create({
+    memoryBytes: options.memoryBytes ?? 256 * 2 ** 20,
+    vcpus: options.vcpus ?? 1,
+    boot: {
+      kind: "linux",
+      kernelPath: join(dir, "vmlinuz"),
+      initrdPath: join(dir, "initrd.img"),
+      extraInitrd: [seed],
+      cmdline: "console=ttyS0 quiet panic=-1",
+    },
+  });
+  vm.on("serial-output", (chunk) => console.feed(chunk));
+  const shutdown = new Promise<ShutdownEvent>((resolve) => vm.on("shutdown", resolve));
+  vm.start();
+  return { vm, console, shutdown };
+}
+
+async function check(name: string, fn: () => Promise<string | undefined>): Promise<boolean> {
+  const t0 = performance.now();
+  try {
+    const detail = await fn();
+    report({ name, ok: true, ms: Math.round(performance.now() - t0), ...(detail ? { detail } : {}) });
+    return true;
+  } catch (err) {
+    report({ name, ok: false, ms: Math.round(performance.now() - t0), detail: (err as Error).message });
+    return false;
+  }
+}
+
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return Promise.race([
+    p,
+    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms)),
+  ]);
+}
+
+/** Sends `line` every 2 s until `re` shows up after it (input sent before the shell reads it is not lost, but a
+ * shell that is not up yet may not echo it). */
+async function converse(g: DemoGuest, line: string, re: RegExp, timeoutMs: number): Promise<string> {
+  const from = g.console.mark();
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    g.vm.writeSerial(`${line}\n`);
+    try {
+      return (await g.console.waitFor(re, 2000, from)).line;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  if (!hasKvm()) throw new Error("no /dev/kvm in L1");
+  if (!existsSync(join(imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE), "vmlinuz"))) throw new Error("no demo image");
+  const userData = `#!/bin/sh\necho "${CLOUD_INIT_LINE}"\n`;
+  const g = bootDemo({ userData });
+  let booted = await check("boot-to-marker", async () => {
+    const m = await g.console.waitFor(new RegExp(DEMO_BOOT_MARKER), BOOT_TIMEOUT_MS);
+    return `first console byte ${Math.round(g.console.firstByteMs ?? -1)} ms, marker ${Math.round(m.atMs)} ms: ${m.line}`;
+  });
+  if (booted) {
+    await check("cloud-init-userdata", async () => (await g.console.waitFor(new RegExp(CLOUD_INIT_LINE), 30_000)).line);
+    await check("console-echo-hi", async () => converse(g, "echo h''i", /^hi$/, 30_000));
+    await check("guest-reboot", async () => {
+      g.vm.writeSerial("reboot\n");
+      const ev = await within(g.shutdown, 60_000, "reset after `reboot`");
+      if (ev.reason !== "reset") throw new Error(`expected a reset, got ${ev.reason} code ${ev.code}`);
+      return `shutdown event ${ev.reason}`;
+    });
+  }
+  g.vm.stop();
+  const g2 = bootDemo();
+  booted = await check("reboot-boots-again", async () => {
+    const m = await g2.console.waitFor(new RegExp(DEMO_BOOT_MARKER), BOOT_TIMEOUT_MS);
+    return `marker ${Math.round(m.atMs)} ms`;
+  });
+  if (booted) {
+    await check("guest-poweroff", async () => {
+      await converse(g2, "echo ready", /^ready$/, 30_000);
+      g2.vm.writeSerial("poweroff\n");
+      const ev = await within(g2.shutdown, 60_000, "power-off");
+      if (ev.reason !== "guest-exit" || ev.code !== 0)
+        throw new Error(`expected guest-exit 0, got ${ev.reason} ${ev.code}`);
+      return "guest-exit code 0 (ACPI S5)";
+    });
+  }
+  g2.vm.stop();
+}
+
+await main().catch((err: unknown) => {
+  report({ name: "lane", ok: false, ms: 0, detail: (err as Error).message });
+});
+process.exit(0);

@@ -1,0 +1,32 @@
+#!/bin/sh
+# /init of the nested lane's L1 host (runs under QEMU TCG with an emulated SVM CPU). It mounts the build host's
+# filesystem read-only over 9p, loads KVM (nested SVM, nested paging) and runs one job of the project inside it:
+#   kvt.job=<path relative to the project>  kvt.project=<project dir on the host>  kvt.args=<comma-separated args>
+# then powers the L1 host off. Everything the job prints goes to the L1 console (the lane reads it on stdout).
+export PATH=/bin:/sbin
+/bin/busybox --install -s /bin
+mkdir -p /proc /sys /dev /host /tmp
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+exec 0</dev/console 1>/dev/console 2>&1
+dmesg -n 1
+arg() { tr ' ' '\n' </proc/cmdline | sed -n "s/^$1=//p" | tail -n 1; }
+job=$(arg kvt.job)
+project=$(arg kvt.project)
+args=$(arg kvt.args | tr ',' ' ')
+
+fail() { echo "KVT_L1_FAIL $*"; poweroff -f; }
+while read -r mod opts; do
+  [ -n "$mod" ] && { insmod "/mods/$mod" $opts || fail "insmod $mod"; }
+done </mods/order
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /host || fail "mount 9p"
+for d in proc sys dev; do mount --bind /$d /host/$d || fail "bind /$d"; done
+mount -t tmpfs -o mode=1777 tmpfs /host/tmp || fail "tmpfs /tmp"
+mount -t tmpfs tmpfs /host/run 2>/dev/null
+[ -c /dev/kvm ] || fail "no /dev/kvm after loading kvm-amd"
+echo "KVT_L1_READY uptime $(cut -d' ' -f1 /proc/uptime)s npt=$(cat /sys/module/kvm_amd/parameters/npt 2>/dev/null)"
+chroot /host /usr/bin/env -i HOME=/tmp PATH="$project/node_modules/.bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+  KVT_NESTED_L1=1 TMPDIR=/tmp /bin/sh -c "cd '$project' && exec node '$job' $args"
+echo "KVT_L1_JOB_EXIT $?"
+poweroff -f

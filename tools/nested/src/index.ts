@@ -1,0 +1,13 @@
+/**
+ * @kvt/nested: the nested lane. A QEMU TCG host with nested SVM KVM, built from Debian packages, in which the
+ * Linux-guest checks and the boot bench of our VMM run (this machine's own KVM is PVM and cannot run Linux).
+ */
+
+/** A guest console with pattern waits (used by the jobs inside L1). */
+export { type ConsoleMatch, GuestConsole } from "./guest-console.ts";
+/** Build the L1 host (kernel + initramfs) from Debian packages, cached under .data/nested. */
+export { buildL1Image, type L1Image, moduleLoadOrder, nestedDataDir, projectRoot } from "./l1-image.ts";
+/** Boot the L1 host and run one job of the project inside it. */
+export { type L1Job, type L1Result, runInL1 } from "./l1-run.ts";
+/** Parse what the jobs report. */
+export { type NestedCheck, parseBenchSamples, parseChecks } from "./results.ts";
