@@ -134,6 +134,11 @@ describe("printableStatus(): precedence, first match wins", () => {
       "CrashLoopBackOff",
     ],
     [
+      "no VMI after start failures",
+      { vm: vmWith({}, { startFailure: { consecutiveFailCount: 1, retryAfterTimestamp: "2026-01-01T00:01:00Z" } }) },
+      "CrashLoopBackOff",
+    ],
+    [
       "Manual never crash-loops",
       {
         vm: vmWith({ runStrategy: "Manual" }, { startFailure: { consecutiveFailCount: 1 } }),
@@ -304,6 +309,30 @@ describe("planVmRun(): the VM controller per run strategy", () => {
     ],
     ["Once, no VMI: create", vmWith({ runStrategy: "Once" }), undefined, { action: "createVmi" }],
     ["Once, final VMI: nothing", vmWith({ runStrategy: "Once" }), vmiWith({ phase: "Failed" }), { action: "none" }],
+    [
+      "VM being deleted: delete its VMI, whatever the strategy",
+      { ...vmWith({ runStrategy: "Manual" }), metadata: { name: "v", deletionTimestamp: "2026-01-01T00:00:00Z" } },
+      vmiWith({ phase: "Running" }),
+      { action: "deleteVmi", thenRequestStart: false },
+    ],
+    [
+      "VM being deleted with --cascade=orphan: leave the VMI",
+      { ...vmWith(), metadata: { name: "v", deletionTimestamp: "2026-01-01T00:00:00Z", finalizers: ["orphan"] } },
+      vmiWith({ phase: "Running" }),
+      { action: "none" },
+    ],
+    [
+      "VM being deleted, VMI already deleting: wait",
+      { ...vmWith(), metadata: { name: "v", deletionTimestamp: "2026-01-01T00:00:00Z" } },
+      vmiWith({ phase: "Running" }, { deletionTimestamp: "2026-01-01T00:00:00Z" }),
+      { action: "none" },
+    ],
+    [
+      "VM being deleted, no VMI: never creates one",
+      { ...vmWith(), metadata: { name: "v", deletionTimestamp: "2026-01-01T00:00:00Z" } },
+      undefined,
+      { action: "none" },
+    ],
     [
       "running and runStrategy: invalid",
       vmWith({ running: true }),

@@ -9,6 +9,9 @@
  * | Manual         | Stop request for it: delete                         | create on a Start request                |
  * | Halted         | delete                                              | Start request: set the strategy to Always |
  * | Once           | nothing                                             | create                                   |
+ *
+ * Before any strategy, a VM being deleted (`metadata.deletionTimestamp`) only stops its VMI, and not even that when
+ * it is deleted with `--cascade=orphan` (the `orphan` finalizer): the garbage collector then releases the VMI.
  */
 import type { VirtualMachine, VirtualMachineInstance } from "../types.ts";
 import { startBackoffRemainingSeconds } from "./start-backoff.ts";
@@ -35,8 +38,16 @@ function createAfterBackoff(vm: VirtualMachine, now: Date): VmRunAction {
   return seconds > 0 ? { action: "waitBackoff", seconds } : { action: "createVmi" };
 }
 
+/** Kubernetes' finalizer for `--cascade=orphan` deletions (`metav1.FinalizerOrphanDependents`). */
+const ORPHAN_FINALIZER = "orphan";
+
 /** The action for `vm` given its VMI (if any) at time `now`. */
 export function planVmRun(vm: VirtualMachine, vmi: VirtualMachineInstance | undefined, now: Date): VmRunAction {
+  if (vm.metadata?.deletionTimestamp) {
+    // KubeVirt `vm.go sync`: a deleted VM stops its VMI unless its dependents are to be orphaned.
+    if (!vmi || vm.metadata.finalizers?.includes(ORPHAN_FINALIZER)) return NONE;
+    return deleteUnlessDeleting(vmi);
+  }
   let strategy: ReturnType<typeof runStrategyOf>;
   try {
     strategy = runStrategyOf(vm);
