@@ -107,6 +107,14 @@ describe("VmController run strategies", () => {
     expect(api.summary().includes("delete virtualmachineinstances default/vm1")).toBe(deletes);
   });
 
+  it("Halted with a running VMI: deletes it and reports Stopping until it is gone", async () => {
+    const vm = newVm("vm1", withRunStrategy("Halted"));
+    const { api, run, vmStatus } = setup(vm, ownedVmi(vm, withPhase("Running")));
+    await run();
+    expect(api.summary()).toContain("delete virtualmachineinstances default/vm1");
+    expect(vmStatus()?.printableStatus).toBe("Stopping");
+  });
+
   it("RerunOnFailure: a Failed VMI is deleted and a Start request queued so it reruns", async () => {
     const vm = newVm("vm1", withRunStrategy("RerunOnFailure"));
     const { run, vmStatus } = setup(vm, ownedVmi(vm, withPhase("Failed")));

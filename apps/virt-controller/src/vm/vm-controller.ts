@@ -1,9 +1,17 @@
 /**
  * The VM controller (KubeVirt `watch/vm`): keeps each VirtualMachine's VMI in line with its run strategy and state
- * change requests, adopts orphaned VMIs of the same name, and writes the VM status. Decisions are in
- * `run-strategy.ts`, the status in `vm-status.ts`; this file does the I/O.
+ * change requests, adopts orphaned VMIs of the same name, and writes the VM status. The decision is @kvt/api's
+ * `planVmRun` (KubeVirt `syncRunStrategy`), the status is `vm-status.ts`; this file does the I/O.
  */
-import { keyOf, type ObjectKey, splitKey, type VirtualMachine, type VirtualMachineInstance } from "@kvt/api";
+import {
+  keyOf,
+  type ObjectKey,
+  planVmRun,
+  splitKey,
+  type VirtualMachine,
+  type VirtualMachineInstance,
+  type VmRunAction,
+} from "@kvt/api";
 import {
   diffMembers,
   done,
@@ -18,8 +26,7 @@ import {
   requeueAfter,
   SyncError,
 } from "@kvt/kube";
-import { decideVmAction, type VmAction } from "./run-strategy.ts";
-import { computeVmStatus, isOwnedBy } from "./vm-status.ts";
+import { computeVmStatus, isOwnedBy, type VmStatusInput } from "./vm-status.ts";
 import { vmiFromVm } from "./vmi-template.ts";
 
 /** What the VM controller needs. */
@@ -85,7 +92,7 @@ export class VmController implements Reconciler {
       });
       vmi = adopted;
     }
-    const action = syncError ? ({ kind: "none" } as const) : decideVmAction(vm, vmi, now);
+    const action: VmRunAction = syncError ? { action: "none" } : planVmRun(vm, vmi, new Date(now));
     let vmForStatus = vm;
     try {
       vmForStatus = await this.#apply(vm, vmi, action, ctx);
@@ -97,9 +104,13 @@ export class VmController implements Reconciler {
     }
     // Right after a create the cache cannot describe the new VMI yet; the reconcile its informer event triggers
     // writes an accurate status (and the VM is spared a write that would only say "Stopped").
-    if (action.kind !== "create" || syncError) await this.#writeStatus(vm, vmForStatus, vmi, now, syncError);
+    if (action.action !== "createVmi" || syncError) {
+      // A deletion asked for and not yet observed is KubeVirt's "stop expected": printableStatus Stopping.
+      const stopExpected = action.action === "deleteVmi" && !this.#d.expectations.satisfied(key);
+      await this.#writeStatus(vm, vmForStatus, vmi, { now, syncError, stopExpected });
+    }
     if (syncError) throw new SyncError(syncError.reason, syncError.message);
-    return action.kind === "backoff" ? requeueAfter(action.ms) : done();
+    return action.action === "waitBackoff" ? requeueAfter(action.seconds * 1000) : done();
   }
 
   /** Takes controller ownership of an orphan VMI of the same name; leaves VMIs owned by another controller alone. */
@@ -134,13 +145,13 @@ export class VmController implements Reconciler {
   async #apply(
     vm: VirtualMachine,
     vmi: VirtualMachineInstance | undefined,
-    action: VmAction,
+    action: VmRunAction,
     ctx: ReconcileContext,
   ): Promise<VirtualMachine> {
     const key = keyOf(vm);
     const { namespace, name } = splitKey(key);
-    switch (action.kind) {
-      case "create": {
+    switch (action.action) {
+      case "createVmi": {
         const next = vmiFromVm(vm);
         this.#d.expectations.expectCreations(key, 1);
         try {
@@ -166,7 +177,7 @@ export class VmController implements Reconciler {
         );
         return vm;
       }
-      case "delete": {
+      case "deleteVmi": {
         const uid = vmi?.metadata?.uid ?? "";
         this.#d.expectations.expectDeletions(key, [uid]);
         try {
@@ -184,26 +195,30 @@ export class VmController implements Reconciler {
             cause: error,
           });
         }
-        ctx.logger.info({ vmi: name, reason: action.reason }, "deleted VMI");
+        ctx.logger.info({ vmi: name, phase: vmi?.status?.phase ?? "" }, "deleted VMI");
         this.#d.recorder.event(
           vm,
           "Normal",
           "SuccessfulDelete",
           `Stopped the virtual machine by deleting the virtual machine instance ${uid}`,
         );
-        if (!action.appendStart) return vm;
+        // RerunOnFailure: a Failed VMI reruns through a Start request, written with this reconcile's status.
+        if (!action.thenRequestStart) return vm;
         const requests = [...(vm.status?.stateChangeRequests ?? []), { action: "Start" as const }];
         return { ...vm, status: { ...vm.status, stateChangeRequests: requests } };
       }
-      case "setRunStrategy": {
+      case "setRunStrategyAlways": {
         await this.#d.vmClient.patch(namespace, name, [
           { op: "test", path: "/metadata/uid", value: vm.metadata?.uid },
           ...(vm.spec.running !== undefined ? [{ op: "remove" as const, path: "/spec/running" }] : []),
-          { op: "add", path: "/spec/runStrategy", value: action.runStrategy },
+          { op: "add", path: "/spec/runStrategy", value: "Always" },
         ]);
         return vm;
       }
-      case "backoff":
+      case "invalid":
+        // KubeVirt reports a VM whose strategy cannot be read (running and runStrategy both set) as a sync error.
+        throw new SyncError("FailedCreate", `Error fetching RunStrategy: ${action.message}`);
+      case "waitBackoff":
       case "none":
         return vm;
     }
@@ -213,10 +228,9 @@ export class VmController implements Reconciler {
     vm: VirtualMachine,
     vmForStatus: VirtualMachine,
     vmi: VirtualMachineInstance | undefined,
-    now: number,
-    syncError: { reason: string; message: string } | undefined,
+    input: VmStatusInput,
   ): Promise<void> {
-    const status = computeVmStatus(vmForStatus, vmi, { now, syncError });
+    const status = computeVmStatus(vmForStatus, vmi, input);
     const ops = diffMembers("/status", vm.status, status);
     if (ops.length === 0) return;
     const { namespace, name } = splitKey(keyOf(vm));

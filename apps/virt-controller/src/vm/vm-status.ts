@@ -1,15 +1,16 @@
 /**
- * The VM status the controller writes (pure): created, ready, printableStatus (KubeVirt's precedence), conditions
- * (Ready, Failure, RestartRequired, plus the VMI's other conditions copied), stateChangeRequests cleanup,
- * startFailure, runStrategy and generations.
- *
- * printableStatus, first match wins: Terminating > Stopping > Migrating > Paused > Running > ErrorUnschedulable >
- * Starting > CrashLoopBackOff > Stopped > Unknown (the volume and image-pull states need objects we do not have).
+ * The VM status the controller writes (pure): created, ready, printableStatus, conditions (Ready, Failure,
+ * RestartRequired, plus the VMI's other conditions copied), stateChangeRequests cleanup, startFailure, runStrategy
+ * and generations. printableStatus (KubeVirt's precedence) and the crash-loop record come from @kvt/api.
  */
 import {
   type Condition,
-  type PrintableStatus,
-  REASON,
+  isVmiFinal,
+  nextStartFailure,
+  printableStatus,
+  type RandomInt,
+  type RunStrategy,
+  runStrategyOf,
   type VirtualMachine,
   type VirtualMachineInstance,
   type VirtualMachineStatus,
@@ -17,8 +18,6 @@ import {
   VMI_CONDITION,
 } from "@kvt/api";
 import { findCondition, isTrue, removeCondition, setCondition } from "../shared/conditions.ts";
-import { nextStartFailure } from "./crash-loop.ts";
-import { backoffRemainingMs, effectiveRunStrategy, isFinal, stopRequestedFor } from "./run-strategy.ts";
 import { restartRequired } from "./vmi-template.ts";
 
 /** Inputs besides the VM and VMI. */
@@ -27,34 +26,20 @@ export interface VmStatusInput {
   readonly now: number;
   /** The error of this reconcile's actions, if any: it becomes the Failure condition. */
   readonly syncError?: { reason: string; message: string };
-  readonly random?: () => number;
+  /** This reconcile asked for the VMI's deletion (KubeVirt's pending deletion expectation): printableStatus Stopping. */
+  readonly stopExpected?: boolean;
+  /** `rand.Intn` for the crash-loop jitter; injected by tests. */
+  readonly random?: RandomInt;
 }
 
-function isMigrating(vmi: VirtualMachineInstance): boolean {
-  const m = vmi.status?.migrationState;
-  return !!m?.startTimestamp && !m.completed && !m.failed;
-}
-
-/** The VM's printableStatus. */
-export function printableStatus(
-  vm: VirtualMachine,
-  vmi: VirtualMachineInstance | undefined,
-  now: number,
-): PrintableStatus {
-  if (vm.metadata?.deletionTimestamp) return "Terminating";
-  if (vmi && !isFinal(vmi)) {
-    const halted = effectiveRunStrategy(vm) === "Halted";
-    if (vmi.metadata?.deletionTimestamp || halted || stopRequestedFor(vm, vmi)) return "Stopping";
-    if (isMigrating(vmi)) return "Migrating";
-    if (isTrue(vmi.status?.conditions, VMI_CONDITION.Paused)) return "Paused";
-    if (vmi.status?.phase === "Running") return "Running";
-    const scheduled = findCondition(vmi.status?.conditions, VMI_CONDITION.PodScheduled);
-    if (scheduled?.status === "False" && scheduled.reason === REASON.Unschedulable) return "ErrorUnschedulable";
-    return "Starting";
+/** The run strategy in force, or undefined for an invalid VM (running and runStrategy both set). */
+function runStrategyOrUndefined(vm: VirtualMachine): RunStrategy | undefined {
+  try {
+    return runStrategyOf(vm);
+  } catch {
+    // The reconcile reports the invalid VM as a Failure; the status just leaves runStrategy as it was.
+    return undefined;
   }
-  if (backoffRemainingMs(vm, now) > 0 && effectiveRunStrategy(vm) !== "Halted") return "CrashLoopBackOff";
-  if (!vmi || isFinal(vmi)) return "Stopped";
-  return "Unknown";
 }
 
 /** Requests left after dropping the ones already carried out (KubeVirt processes only element [0]). */
@@ -65,7 +50,7 @@ export function remainingRequests(
   const reqs = vm.status?.stateChangeRequests;
   if (!reqs?.length) return reqs;
   const [first, ...rest] = reqs;
-  const live = vmi && !isFinal(vmi) && !vmi.metadata?.deletionTimestamp;
+  const live = vmi && !isVmiFinal(vmi) && !vmi.metadata?.deletionTimestamp;
   const doneStop = first.action === "Stop" && (!vmi || (first.uid !== undefined && first.uid !== vmi.metadata?.uid));
   const doneStart = first.action === "Start" && live;
   if (!doneStop && !doneStart) return reqs;
@@ -125,16 +110,23 @@ export function computeVmStatus(
   const status: VirtualMachineStatus = { ...vm.status };
   status.created = !!vmiForStatus;
   status.ready = !!vmiForStatus && isTrue(vmiForStatus.status?.conditions, VMI_CONDITION.Ready);
-  const startFailure = nextStartFailure(vm, vmiForStatus, input.now, input.random);
+  const now = new Date(input.now);
+  const startFailure = nextStartFailure(vm, vmiForStatus, now, input.random);
   if (startFailure) status.startFailure = startFailure;
   else delete status.startFailure;
   const withFailure: VirtualMachine = { ...vm, status: { ...vm.status, startFailure } };
-  status.printableStatus = printableStatus(withFailure, vmiForStatus, input.now);
+  status.printableStatus = printableStatus({
+    vm: withFailure,
+    vmi: vmiForStatus,
+    stopExpected: input.stopExpected,
+    now,
+  });
   status.conditions = conditionsFor(vm, vmiForStatus, input);
   const requests = remainingRequests(vm, vmiForStatus);
   if (requests) status.stateChangeRequests = requests;
   else delete status.stateChangeRequests;
-  if (vmiForStatus) status.runStrategy = effectiveRunStrategy(vm);
+  const runStrategy = runStrategyOrUndefined(vm);
+  if (vmiForStatus && runStrategy) status.runStrategy = runStrategy;
   if (vm.metadata?.generation !== undefined) status.desiredGeneration = vm.metadata.generation;
   const created = vmiForStatus?.metadata?.annotations?.["kubevirt.io/vm-generation"];
   if (created !== undefined) status.observedGeneration = Number(created);
