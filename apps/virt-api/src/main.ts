@@ -2,7 +2,7 @@
 /** virt-api: composition root. Admission webhooks and subresources (start, stop, restart, migrate, pause, console) for kubevirt.io/v1. */
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
-import { createLogger, createMetricsRegistry, startMetricsServer } from "@kvt/observability";
+import { createLogger, createMetricsRegistry, setupTracing, startMetricsServer } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
 import {
@@ -59,11 +59,13 @@ await main({
       process.stderr.write("virt-api: --tls-cert and --tls-key are required\n");
       return 2;
     }
+    const tracing = setupTracing({ serviceName: "virt-api", serviceVersion: pkg.version });
     const kc = new KubeConfig();
     if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
     else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
     else kc.loadFromDefault();
-    const transport = new HttpTransport({ kubeConfig: kc });
+    const registry = createMetricsRegistry();
+    const transport = new HttpTransport({ kubeConfig: kc, registry });
     const namespace = values.namespace ?? "kubevirt";
     const self = new RestClusterClient(transport);
     const read = (f: string | undefined): string | undefined => (f ? readFileSync(f, "utf8") : undefined);
@@ -76,7 +78,6 @@ await main({
       key: read(values["handler-client-key"]),
     });
     const clientCa = read(values["requestheader-client-ca"]);
-    const registry = createMetricsRegistry();
     const metrics = virtApiMetrics(registry);
     const app = new VirtApiApp({
       logger,
@@ -88,6 +89,7 @@ await main({
         : undefined,
       version: pkg.version,
       consoleSessions: metrics,
+      requests: metrics,
     });
     if (!clientCa) logger.warn("no --requestheader-client-ca: subresource writes act as virt-api's own identity");
     const server = await startVirtApiServer(app, {
@@ -105,6 +107,7 @@ await main({
     metrics.setReady(false);
     await server.close();
     await ops?.close();
+    await tracing.shutdown();
     logger.info("virt-api stopped");
     return 0;
   },

@@ -40,6 +40,7 @@ import type { Context, Tracer } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import { EvacuationController } from "./evacuation/evacuation-controller.ts";
+import type { ControllerMetrics } from "./metrics/controller-metrics.ts";
 import { MigrationController } from "./migration/migration-controller.ts";
 import { NodeController } from "./node/node-controller.ts";
 import { VmController } from "./vm/vm-controller.ts";
@@ -66,6 +67,8 @@ export interface VirtControllerAppOptions {
   readonly logger: Logger;
   readonly registry: Registry;
   readonly tracer?: Tracer;
+  /** virt-controller's own metrics, fed from the informers once they run. */
+  readonly metrics?: ControllerMetrics;
   /**
    * Concurrent reconciles per controller; default 10 for vm and vmi (KubeVirt runs 3 and 10 goroutines; ours are
    * async slots that mostly wait on the API server, so more of them cost little).
@@ -130,6 +133,7 @@ export class VirtControllerApp {
       new Informer<KubeObject>({ client: resourceClient(transport, CORE_V1.namespaces), logger }),
       false,
     );
+    this.#o.metrics?.watch({ vmis, migrations });
     const recorder = (component: string): EventRecorder => {
       const r = new EventRecorder({ events: eventClient, component, logger, host: this.#o.host });
       this.#recorders.push(r);

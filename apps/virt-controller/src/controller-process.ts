@@ -13,10 +13,11 @@ import {
   RestClient,
   resourceClient,
 } from "@kvt/kube";
-import { createLogger, createMetricsRegistry, Gauge, setupTracing } from "@kvt/observability";
+import { createLogger, createMetricsRegistry, setupTracing } from "@kvt/observability";
 import { trace } from "@opentelemetry/api";
 import { VirtControllerApp } from "./app.ts";
 import { startHealthServer } from "./health-server.ts";
+import { ControllerMetrics } from "./metrics/controller-metrics.ts";
 
 /** What main.ts parsed. */
 export interface ControllerProcessOptions {
@@ -40,20 +41,14 @@ export async function runController(o: ControllerProcessOptions, signal: AbortSi
   });
   const namespace = o.namespace;
   const identity = `${process.env.POD_NAME ?? hostname()}_${process.pid}`;
-  const leading = new Gauge({
-    name: "kubevirt_virt_controller_leading_status",
-    help: "Indication for an operating virt-controller: 1 when this replica is the leader.",
-    registers: [registry],
-  });
-  new Gauge({
-    name: "kubevirt_virt_controller_ready_status",
-    help: "Indication for a virt-controller that is ready to take the lead.",
-    registers: [registry],
-  }).set(1);
+  const metrics = new ControllerMetrics(registry);
+  metrics.setLeading(false);
+  metrics.setReady(true);
   const app = new VirtControllerApp({
     transport,
     logger,
     registry,
+    metrics,
     tracer: trace.getTracer("virt-controller"),
     host: identity,
   });
@@ -67,7 +62,7 @@ export async function runController(o: ControllerProcessOptions, signal: AbortSi
     identity,
     logger,
     onStartedLeading: () => {
-      leading.set(1);
+      metrics.setLeading(true);
       app.start().catch((error: unknown) => {
         logger.error({ err: error }, "controllers failed to start");
         exitCode = 1;
@@ -75,7 +70,7 @@ export async function runController(o: ControllerProcessOptions, signal: AbortSi
       });
     },
     onStoppedLeading: () => {
-      leading.set(0);
+      metrics.setLeading(false);
       if (!signal.aborted) {
         logger.error("leaderelection lost");
         exitCode = 1;

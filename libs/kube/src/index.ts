@@ -17,6 +17,7 @@ export {
 /** The HTTP transport over client-node. */
 export {
   describePath,
+  pathTemplate,
   type RawWatchEvent,
   RestClient,
   type RestClientOptions,

@@ -15,6 +15,12 @@ export {
   toOtlpAttributes,
   toOtlpRequest,
 } from "./otlp-json.ts";
+/** Free-text failure reasons mapped to bounded label values. */
+export {
+  MIGRATION_FAILURE_REASONS,
+  type MigrationFailureReason,
+  migrationFailureReason,
+} from "./reason-label.ts";
 /** Per-app tracing setup and trace-context helpers for annotations and headers. */
 export {
   contextFromTraceparent,

@@ -89,7 +89,10 @@ export function toOtlpRequest(spans: readonly ReadableSpan[]): OtlpTraceRequest 
   const byResource = new Map<ReadableSpan["resource"], Map<string, ReadableSpan[]>>();
   for (const span of spans) {
     let scopes = byResource.get(span.resource);
-    if (!scopes) byResource.set(span.resource, (scopes = new Map<string, ReadableSpan[]>()));
+    if (!scopes) {
+      scopes = new Map<string, ReadableSpan[]>();
+      byResource.set(span.resource, scopes);
+    }
     const scopeName = span.instrumentationScope.name;
     scopes.set(scopeName, [...(scopes.get(scopeName) ?? []), span]);
   }

@@ -5,8 +5,11 @@
  * Per-VMI series (labels `name`, `namespace`) come only from virt-handler. No label takes unbounded values.
  */
 
-/** Which process serves a metric. */
-export type Component = "virt-api" | "virt-controller" | "virt-handler" | "all";
+/**
+ * Which process serves a metric: one component, `all` of them (the API client), or `controllers` (virt-controller
+ * and virt-handler, the components that run workqueues).
+ */
+export type Component = "virt-api" | "virt-controller" | "virt-handler" | "all" | "controllers";
 
 /** One exported metric family. */
 export interface MetricSpec {
@@ -41,16 +44,16 @@ export const METRICS: readonly MetricSpec[] = [
   m(
     "kubevirt_workqueue_adds_total",
     "counter",
-    "all",
+    "controllers",
     ["name"],
     true,
     "Total number of adds handled by the workqueue.",
   ),
-  m("kubevirt_workqueue_depth", "gauge", "all", ["name"], true, "Current depth of the workqueue."),
+  m("kubevirt_workqueue_depth", "gauge", "controllers", ["name"], true, "Current depth of the workqueue."),
   m(
     "kubevirt_workqueue_queue_duration_seconds",
     "histogram",
-    "all",
+    "controllers",
     ["name"],
     true,
     "How long an item stays in the workqueue before being processed.",
@@ -58,7 +61,7 @@ export const METRICS: readonly MetricSpec[] = [
   m(
     "kubevirt_workqueue_work_duration_seconds",
     "histogram",
-    "all",
+    "controllers",
     ["name"],
     true,
     "How long processing an item from the workqueue takes.",
@@ -66,7 +69,7 @@ export const METRICS: readonly MetricSpec[] = [
   m(
     "kubevirt_workqueue_retries_total",
     "counter",
-    "all",
+    "controllers",
     ["name"],
     true,
     "Total number of retries handled by the workqueue.",
@@ -74,7 +77,7 @@ export const METRICS: readonly MetricSpec[] = [
   m(
     "kubevirt_workqueue_unfinished_work_seconds",
     "gauge",
-    "all",
+    "controllers",
     ["name"],
     true,
     "Seconds of work in progress not yet observed by work_duration.",
@@ -82,7 +85,7 @@ export const METRICS: readonly MetricSpec[] = [
   m(
     "kubevirt_workqueue_longest_running_processor_seconds",
     "gauge",
-    "all",
+    "controllers",
     ["name"],
     true,
     "Seconds the longest running processor has been running.",
@@ -315,6 +318,14 @@ export const METRICS: readonly MetricSpec[] = [
     "Guest downtime of completed live migrations (paused on the source until running on the target).",
   ),
   m(
+    "kubevirt_vmi_migration_last_downtime_seconds",
+    "gauge",
+    "virt-handler",
+    ["name", "namespace", "node"],
+    false,
+    "Guest downtime of the last completed migration of a VMI out of this node, in seconds.",
+  ),
+  m(
     "kubevirt_vmi_migration_duration_seconds",
     "histogram",
     "virt-handler",
@@ -339,6 +350,37 @@ export const METRICS: readonly MetricSpec[] = [
     "Live migrations of a VMI that completed, counted by the source node's handler.",
   ),
 ];
+
+/** The catalog entries `component` must export (its own, `all`, and `controllers` for the two controllers). */
+export function metricsOf(component: "virt-api" | "virt-controller" | "virt-handler"): MetricSpec[] {
+  return METRICS.filter(
+    (m) =>
+      m.component === component || m.component === "all" || (m.component === "controllers" && component !== "virt-api"),
+  );
+}
+
+/**
+ * The catalog metrics of `component` absent from its `/metrics` text, or served with another type or other labels
+ * (each as `name: problem`); empty when the component exports its whole contract.
+ */
+export function catalogMismatches(component: "virt-api" | "virt-controller" | "virt-handler", text: string): string[] {
+  const problems: string[] = [];
+  for (const spec of metricsOf(component)) {
+    const type = new RegExp(`^# TYPE ${spec.name} (\\w+)$`, "m").exec(text)?.[1];
+    if (!type) {
+      problems.push(`${spec.name}: not exported`);
+      continue;
+    }
+    if (type !== spec.type) problems.push(`${spec.name}: type ${type}, expected ${spec.type}`);
+    const sample = new RegExp(`^${spec.name}(?:_bucket|_count)?\\{([^}]*)\\}`, "m").exec(text)?.[1];
+    if (sample === undefined) continue;
+    const labels = [...sample.matchAll(/(\w+)="/g)].map((l) => l[1]).filter((l) => l !== "le");
+    const expected = [...spec.labels].sort().join(",");
+    if (labels.sort().join(",") !== expected)
+      problems.push(`${spec.name}: labels ${labels.join(",")}, expected ${expected}`);
+  }
+  return problems;
+}
 
 /** The metric names a PromQL expression mentions (series names as written, e.g. `..._bucket`). */
 export function metricNamesIn(expr: string): string[] {

@@ -137,7 +137,7 @@ export const VIRTUAL_MACHINES: Dashboard = {
         {
           title: "VMIs by node",
           unit: "short",
-          targets: [t('sum by (node) (kubevirt_vmi_phase_count{phase="Running"})', "{{node}}")],
+          targets: [t('sum by (node) (kubevirt_vmi_phase_count{phase="running"})', "{{node}}")],
         },
         {
           title: "Start latency (creation to Running)",

@@ -1,7 +1,16 @@
 /** @kvt/monitoring: the metric catalog, the Grafana dashboards and the Prometheus rules' location. */
 
 /** Every exported metric, and helpers to check PromQL against it. */
-export { type Component, familyOf, isKnownMetric, METRICS, type MetricSpec, metricNamesIn } from "./catalog.ts";
+export {
+  type Component,
+  catalogMismatches,
+  familyOf,
+  isKnownMetric,
+  METRICS,
+  type MetricSpec,
+  metricNamesIn,
+  metricsOf,
+} from "./catalog.ts";
 /** The dashboards as data, their Grafana JSON, and every panel query. */
 export { allQueries, DASHBOARDS, type Dashboard, type Panel, renderDashboard, type Target } from "./dashboards.ts";
 

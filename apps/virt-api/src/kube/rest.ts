@@ -8,6 +8,8 @@
 import { request as httpRequest, type IncomingMessage, type RequestOptions } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
+import type { Registry } from "@kvt/observability";
+import { type RestRequestRecorder, restClientMetrics } from "./rest-metrics.ts";
 
 /** Who a request acts as (AdmissionReview `userInfo`, or the aggregator's X-Remote-* headers). */
 export interface UserInfo {
@@ -75,19 +77,37 @@ export interface HttpTransportOptions {
   readonly kubeConfig: KubeConfig;
   /** Per-request deadline in milliseconds; default 30 000. */
   readonly timeoutMs?: number;
+  /** Registry for the `kubevirt_rest_client_*` metrics; none means no metrics. */
+  readonly registry?: Registry;
 }
 
 /** {@link RestTransport} over node:http(s), configured from a kubeconfig. */
 export class HttpTransport implements RestTransport {
   readonly #kc: KubeConfig;
   readonly #timeoutMs: number;
+  readonly #record: RestRequestRecorder | undefined;
 
   constructor(options: HttpTransportOptions) {
     this.#kc = options.kubeConfig;
     this.#timeoutMs = options.timeoutMs ?? 30_000;
+    const server = options.kubeConfig.getCurrentCluster()?.server;
+    this.#record = options.registry && server ? restClientMetrics(options.registry, new URL(server).host) : undefined;
   }
 
   async send(req: RestRequest, as?: UserInfo): Promise<RestResponse> {
+    if (!this.#record) return await this.#send(req, as);
+    const started = performance.now();
+    let code = "<error>";
+    try {
+      const response = await this.#send(req, as);
+      code = String(response.status);
+      return response;
+    } finally {
+      this.#record(req, code, (performance.now() - started) / 1000);
+    }
+  }
+
+  async #send(req: RestRequest, as?: UserInfo): Promise<RestResponse> {
     const cluster = this.#kc.getCurrentCluster();
     if (!cluster) throw new Error("no current cluster in the kubeconfig");
     const base = new URL(cluster.server);

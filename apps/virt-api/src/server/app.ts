@@ -9,7 +9,8 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import type { Logger } from "@kvt/observability";
+import { contextFromTraceparent, type Logger, traceparentOf } from "@kvt/observability";
+import { context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { WebSocketServer } from "ws";
 import { CONSOLE_SUBPROTOCOL, type HandlerClient } from "../handler/handler-client.ts";
 import type { ClusterClient } from "../kube/cluster-client.ts";
@@ -51,6 +52,23 @@ export interface VirtApiDeps {
   readonly version: string;
   /** Console session accounting (metrics); optional. */
   readonly consoleSessions?: ConsoleSessionObserver;
+  /** Request accounting (metrics); optional. */
+  readonly requests?: RequestObserver;
+}
+
+/** Told the outcome of each plain request (e.g. `kubevirt_virt_api_requests_total`). */
+export interface RequestObserver {
+  /** `handler` is bounded: a webhook path, `vm/<action>`, `vmi/<action>` or the route kind. */
+  handled(handler: string, code: number): void;
+}
+
+const tracer = trace.getTracer("virt-api");
+
+/** The bounded handler name of a route (metric label and span name). */
+function handlerOf(r: Route): string {
+  if (r.kind === "webhook") return r.path;
+  if (r.kind === "vm" || r.kind === "vmi") return `${r.kind}/${r.action}`;
+  return r.kind;
 }
 
 /** Told when console sessions open and close (e.g. `kubevirt_console_active_connections`). */
@@ -114,6 +132,39 @@ export class VirtApiApp {
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? "/", "https://virt-api");
     const r = route(req.method ?? "GET", url.pathname, this.#webhookPaths);
+    const handler = handlerOf(r);
+    // Subresource calls are spans (their trace continues in the objects they write, e.g. a migration's VMIM);
+    // webhooks and discovery are not traced (too frequent, no object of their own).
+    if (r.kind !== "vm" && r.kind !== "vmi") {
+      await this.#handle(r, req, res);
+      this.#deps.requests?.handled(handler, res.statusCode);
+      return;
+    }
+    const header = req.headers.traceparent;
+    const parent = contextFromTraceparent(typeof header === "string" ? header : undefined);
+    const span = tracer.startSpan(
+      `${r.action} ${r.kind === "vm" ? "VirtualMachine" : "VirtualMachineInstance"}`,
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          "http.request.method": req.method ?? "GET",
+          "k8s.namespace.name": r.namespace,
+          [r.kind === "vm" ? "kubevirt.vm.name" : "kubevirt.vmi.name"]: r.name,
+        },
+      },
+      parent,
+    );
+    try {
+      await context.with(trace.setSpan(parent, span), () => this.#handle(r, req, res));
+    } finally {
+      span.setAttribute("http.response.status_code", res.statusCode);
+      if (res.statusCode >= 400) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+      this.#deps.requests?.handled(handler, res.statusCode);
+    }
+  }
+
+  async #handle(r: Route, req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
       await this.#dispatch(r, req, res);
     } catch (error) {
@@ -191,7 +242,8 @@ export class VirtApiApp {
     else if (r.action === "stop") await stopVm(t, options(body));
     else if (r.action === "restart") await restartVm(t, options(body));
     else {
-      const traceparent = req.headers.traceparent;
+      // The VMIM carries this request's span as its parent: the whole migration joins this trace.
+      const traceparent = traceparentOf() ?? req.headers.traceparent;
       await migrateVm(
         t,
         options(body),

@@ -1,39 +1,40 @@
 /**
- * virt-api's Prometheus metrics under KubeVirt's names: `kubevirt_virt_api_ready_status`,
- * `kubevirt_console_active_connections{namespace,name}` and
- * `kubevirt_vmi_last_api_connection_timestamp_seconds{namespace,name}`.
+ * virt-api's Prometheus metrics: `kubevirt_virt_api_ready_status`, `kubevirt_console_active_connections{namespace}`
+ * (KubeVirt's name; per-namespace here, since per-VMI series come only from virt-handler), and
+ * `kubevirt_virt_api_requests_total{handler,code}` (ours: webhook and subresource requests by handler and status).
+ * The API client's `kubevirt_rest_client_*` series are registered by the transport (`kube/rest-metrics.ts`).
  */
-import { Gauge, type Registry } from "@kvt/observability";
-import type { ConsoleSessionObserver } from "./app.ts";
+import { Counter, Gauge, type Registry } from "@kvt/observability";
+import type { ConsoleSessionObserver, RequestObserver } from "./app.ts";
 
-/** Registers virt-api's metrics on `registry`; returns the console observer to pass to the app. */
-export function virtApiMetrics(registry: Registry): ConsoleSessionObserver & { setReady(ready: boolean): void } {
+/** The metric hooks virt-api's app and composition root call. */
+export interface VirtApiMetrics extends ConsoleSessionObserver, RequestObserver {
+  setReady(ready: boolean): void;
+}
+
+/** Registers virt-api's metrics on `registry`; returns the observers to pass to the app. */
+export function virtApiMetrics(registry: Registry): VirtApiMetrics {
   const ready = new Gauge({
     name: "kubevirt_virt_api_ready_status",
-    help: "Indication for a virt-api that is ready to take the lead.",
+    help: "Indication for a virt-api that is ready to serve: 1 when ready, 0 otherwise.",
     registers: [registry],
   });
   const active = new Gauge({
     name: "kubevirt_console_active_connections",
-    help: "Amount of active Console connections, broken down by namespace and vmi name.",
-    labelNames: ["namespace", "name"],
+    help: "Amount of active serial console connections, broken down by namespace.",
+    labelNames: ["namespace"],
     registers: [registry],
   });
-  const last = new Gauge({
-    name: "kubevirt_vmi_last_api_connection_timestamp_seconds",
-    help: "Virtual Machine last API connection timestamp. Including VNC, console, portforward, SSH and usbredir connections.",
-    labelNames: ["namespace", "name"],
+  const requests = new Counter({
+    name: "kubevirt_virt_api_requests_total",
+    help: "Requests to virt-api's webhooks and subresources, by handler and HTTP status code.",
+    labelNames: ["handler", "code"],
     registers: [registry],
   });
   return {
     setReady: (value) => ready.set(value ? 1 : 0),
-    opened: (namespace, name) => {
-      active.inc({ namespace, name });
-      last.set({ namespace, name }, Date.now() / 1000);
-    },
-    closed: (namespace, name) => {
-      active.dec({ namespace, name });
-      last.set({ namespace, name }, Date.now() / 1000);
-    },
+    opened: (namespace) => active.inc({ namespace }),
+    closed: (namespace) => active.dec({ namespace }),
+    handled: (handler, code) => requests.inc({ handler, code: String(code) }),
   };
 }

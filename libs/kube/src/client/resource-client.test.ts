@@ -35,8 +35,13 @@ describe("resourceClient over RestClient", () => {
     expect(req.url).toBe("/apis/kubevirt.io/v1/namespaces/d/virtualmachineinstances/a/status");
     expect(req.contentType).toBe("application/json-patch+json");
     expect(JSON.parse(req.body)).toEqual([{ op: "test", path: "/status/phase", value: "Pending" }]);
-    expect(await registry.metrics()).toContain(
-      'kubevirt_rest_client_requests_total{code="200",method="PATCH",resource="virtualmachineinstances/status",verb="PATCH"} 1',
+    const host = new URL(server.url).host;
+    const text = await registry.metrics();
+    expect(text).toContain(
+      `kubevirt_rest_client_requests_total{code="200",method="PATCH",host="${host}",resource="virtualmachineinstances/status",verb="PATCH"} 1`,
+    );
+    expect(text).toContain(
+      'kubevirt_rest_client_request_latency_seconds_count{verb="PATCH",url="/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}/status"} 1',
     );
   });
 

@@ -2,11 +2,12 @@
  * The HTTP transport over client-node: KubeConfig authentication (`applySecurityAuthentication`), client-node's
  * undici fetch library for requests and its `Watch` for streams. One dispatcher (connection pool) is reused for
  * every request; client-node would otherwise build a fresh one per call. Every request is counted in
- * `kubevirt_rest_client_requests_total{code,method,resource,verb}`.
+ * `kubevirt_rest_client_requests_total{code,method,host,resource,verb}` and timed in
+ * `kubevirt_rest_client_request_latency_seconds{verb,url}` (url: the path template, never object names).
  */
 import { IsomorphicFetchHttpLibrary, type KubeConfig, RequestContext, Watch } from "@kubernetes/client-node";
 import type { Registry } from "prom-client";
-import { Counter } from "prom-client";
+import { Counter, Histogram } from "prom-client";
 
 import { ApiError } from "../errors.ts";
 import type { Status } from "../types.ts";
@@ -66,7 +67,9 @@ export class RestClient implements RestTransport {
   readonly #http = new IsomorphicFetchHttpLibrary();
   readonly #watch: Watch;
   readonly #userAgent: string;
-  readonly #requests: Counter<"code" | "method" | "resource" | "verb"> | undefined;
+  readonly #requests: Counter<"code" | "method" | "host" | "resource" | "verb"> | undefined;
+  readonly #latency: Histogram<"verb" | "url"> | undefined;
+  readonly #host: string;
   #dispatcher: ReturnType<RequestContext["getDispatcher"]> | undefined;
   #auth: { headers: [string, string][]; at: number } | undefined;
 
@@ -77,11 +80,21 @@ export class RestClient implements RestTransport {
     this.#server = cluster.server.replace(/\/+$/, "");
     this.#watch = new Watch(kc);
     this.#userAgent = options.userAgent ?? "kvt";
+    this.#host = new URL(this.#server).host;
     this.#requests = options.registry
       ? new Counter({
           name: "kubevirt_rest_client_requests_total",
-          help: "Number of HTTP requests to the API server, partitioned by status code, method, resource and verb.",
-          labelNames: ["code", "method", "resource", "verb"],
+          help: "Number of HTTP requests to the API server, partitioned by status code, method, host, resource and verb.",
+          labelNames: ["code", "method", "host", "resource", "verb"],
+          registers: [options.registry],
+        })
+      : undefined;
+    this.#latency = options.registry
+      ? new Histogram({
+          name: "kubevirt_rest_client_request_latency_seconds",
+          help: "Request latency to the API server in seconds, broken down by verb and URL template.",
+          labelNames: ["verb", "url"],
+          buckets: [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192],
           registers: [options.registry],
         })
       : undefined;
@@ -105,6 +118,7 @@ export class RestClient implements RestTransport {
     }
     if (req.signal) ctx.setSignal(req.signal);
     let code = "<error>";
+    const started = performance.now();
     try {
       const response = await this.#http.send(ctx).toPromise();
       code = String(response.httpStatusCode);
@@ -118,7 +132,12 @@ export class RestClient implements RestTransport {
         status,
       );
     } finally {
-      this.#requests?.inc({ code, method: req.method, ...describePath(req.path, req.method, req.query) });
+      const described = describePath(req.path, req.method, req.query);
+      this.#requests?.inc({ code, method: req.method, host: this.#host, ...described });
+      this.#latency?.observe(
+        { verb: described.verb, url: pathTemplate(req.path) },
+        (performance.now() - started) / 1000,
+      );
     }
   }
 
@@ -151,6 +170,7 @@ export class RestClient implements RestTransport {
     this.#requests?.inc({
       code: "200",
       method: "GET",
+      host: this.#host,
       resource: describePath(path, "GET", {}).resource,
       verb: "WATCH",
     });
@@ -211,4 +231,23 @@ export function describePath(
   else if (method === "PUT") verb = "UPDATE";
   else verb = method;
   return { resource: sub ? `${resource}/${sub}` : resource, verb };
+}
+
+/**
+ * A request path with namespace and object names replaced by `{namespace}` and `{name}` (bounded label values):
+ * `/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/vm1/status` becomes
+ * `/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}/status`.
+ */
+export function pathTemplate(path: string): string {
+  const parts = path.split("/").filter(Boolean);
+  const base = parts[0] === "api" ? 2 : 3;
+  const out = parts.slice(0, base);
+  let rest = parts.slice(base);
+  if (rest[0] === "namespaces" && rest.length >= 2) {
+    out.push("namespaces", "{namespace}");
+    rest = rest.slice(2);
+  }
+  if (rest.length > 0) out.push(rest[0]);
+  if (rest.length > 1) out.push("{name}", ...rest.slice(2));
+  return `/${out.join("/")}`;
 }
