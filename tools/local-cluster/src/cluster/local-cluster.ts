@@ -7,6 +7,7 @@
  * certificates (cluster.json, pki/), and one log file per component under logs/.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
 import { customResourceDefinitions } from "@kvt/api";
@@ -99,7 +100,54 @@ async function installCrds(kubeConfig: KubeConfig): Promise<void> {
   }
 }
 
-/** Starts the local cluster; resolves once the API server answers, the CRDs are installed and every node is Ready. */
+/** How long each start-up stage may take: generous, as a loaded shared machine starts Node processes slowly. */
+const START_TIMEOUT_MS = 180_000;
+
+function tcpOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+}
+
+async function httpOk(url: string): Promise<boolean> {
+  const r = await fetch(url, { signal: AbortSignal.timeout(2000) });
+  await r.body?.cancel();
+  return r.ok;
+}
+
+/**
+ * Waits until the KubeVirt components serve, so the cluster is usable the moment start resolves: virt-api's
+ * webhook port accepts connections (the API server calls it on every VMI write; before that, writes fail with
+ * "failed calling webhook"), virt-controller has a leader, and each node's virt-handler answers /healthz.
+ */
+async function waitForComponents(state: PersistedState, nodes: readonly string[]): Promise<void> {
+  await waitFor("virt-api to accept connections", () => tcpOpen(state.virtApiPort), START_TIMEOUT_MS, 200);
+  const controller = state.metricsPorts["virt-controller"];
+  await waitFor(
+    "virt-controller to lead",
+    () => httpOk(`http://127.0.0.1:${controller}/leader`),
+    START_TIMEOUT_MS,
+    200,
+  );
+  for (const n of nodes) {
+    await waitFor(
+      `virt-handler on ${n} to serve`,
+      () => httpOk(`http://127.0.0.1:${state.handlerPorts[n]}/healthz`),
+      START_TIMEOUT_MS,
+      200,
+    );
+  }
+}
+
+/**
+ * Starts the local cluster; resolves once the API server answers, the CRDs are installed, every node is Ready and
+ * virt-api, virt-controller and the virt-handlers serve.
+ */
 export async function startLocalCluster(options: LocalClusterOptions): Promise<LocalCluster> {
   const dataDir = options.dataDir;
   const names = nodeNames(options.nodes ?? 2);
@@ -152,7 +200,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
         await kc.makeApiClient(CoreV1Api).listNamespace();
         return kc;
       },
-      60_000,
+      START_TIMEOUT_MS,
     );
     options.progress("installing the kubevirt.io CRDs");
     await installCrds(kubeConfig);
@@ -176,9 +224,11 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
             ?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
         );
       },
-      60_000,
+      START_TIMEOUT_MS,
       200,
     );
+    options.progress("waiting for virt-api, the virt-controller leader and every virt-handler to serve");
+    await waitForComponents(state, names);
     const scrapeConfigPath = join(dataDir, "prometheus.yml");
     writeFileSync(scrapeConfigPath, prometheusScrapeConfig(components));
     return {

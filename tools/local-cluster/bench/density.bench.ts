@@ -1,0 +1,327 @@
+/**
+ * `npm run bench -- density [--vmis N] [--interval-ms MS] [--memory 64Mi] [--keep]`: KubeVirt's density test on
+ * the local cluster. Starts a cluster in a temporary data directory, creates N VirtualMachineInstances of the test
+ * guest (native VMM) `interval-ms` apart, and times each from its create call to the watch event that shows phase
+ * Running (this client's clock: status timestamps have one-second resolution). Then reads the resident memory of
+ * every launcher process (VmRSS in /proc/<pid>/status; the pid is found through the pod's directory, the launcher's
+ * working directory), deletes everything and stops the cluster.
+ *
+ * Besides P50/P95 it breaks the time down by stage, all seen by this client's own watches:
+ *
+ *   create --controller--> pod ADDED --scheduler--> pod bound --kubelet--> pod Running (launcher process spawned)
+ *     --controller--> VMI Scheduled --launcher start + handler sync + VMM start + status write--> VMI Running
+ *
+ * Prints a table and, last, one JSON line:
+ *   {"area":"density","vmis":..,"p50Seconds":..,"p95Seconds":..,"launcherRssBytesMedian":..}
+ */
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { parseArgs } from "node:util";
+import { CoreV1Api, CustomObjectsApi, type KubeConfig, Watch } from "@kubernetes/client-node";
+import { registerTestGuest } from "@kvt/images";
+import { testGuestPath } from "@kvt/vmm";
+import { type LocalCluster, startLocalCluster } from "../src/index.ts";
+
+const { values } = parseArgs({
+  options: {
+    vmis: { type: "string", default: "100" },
+    "interval-ms": { type: "string", default: "100" },
+    memory: { type: "string", default: "64Mi" },
+    "timeout-s": { type: "string", default: "600" },
+    keep: { type: "boolean", default: false },
+  },
+});
+const COUNT = Number(values.vmis);
+const INTERVAL_MS = Number(values["interval-ms"]);
+const TIMEOUT_MS = Number(values["timeout-s"]) * 1000;
+const NAMESPACE = "default";
+const LABEL = "kvt.bench/density";
+const root = new URL("../../../", import.meta.url).pathname;
+const VMI_REF = { group: "kubevirt.io", version: "v1", namespace: NAMESPACE, plural: "virtualmachineinstances" };
+
+/** What this client saw of one VMI, in ms on its own clock. */
+interface Timeline {
+  readonly name: string;
+  created: number;
+  uid?: string;
+  podAdded?: number;
+  podBound?: number;
+  podRunning?: number;
+  scheduled?: number;
+  running?: number;
+  failed?: string;
+  node?: string;
+}
+
+interface VmiEvent {
+  metadata?: { name?: string; uid?: string };
+  status?: { phase?: string; nodeName?: string; reason?: string };
+}
+interface PodEvent {
+  metadata?: { labels?: Record<string, string> };
+  spec?: { nodeName?: string };
+  status?: { phase?: string };
+}
+
+const log = (line: string): void => void process.stdout.write(`[density] ${line}\n`);
+
+function vmiManifest(name: string): Record<string, unknown> {
+  return {
+    apiVersion: "kubevirt.io/v1",
+    kind: "VirtualMachineInstance",
+    metadata: { name, labels: { [LABEL]: "true" } },
+    spec: {
+      domain: {
+        devices: { disks: [{ name: "containerdisk", disk: { bus: "virtio" } }] },
+        resources: { requests: { memory: values.memory } },
+      },
+      terminationGracePeriodSeconds: 0,
+      volumes: [{ name: "containerdisk", containerDisk: { image: "local/test-guest:latest" } }],
+    },
+  };
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i];
+}
+
+function sortedOf(xs: readonly (number | undefined)[]): number[] {
+  return xs.filter((x): x is number => x !== undefined && Number.isFinite(x)).sort((a, b) => a - b);
+}
+
+/** Follows VMIs and launcher pods with this client's own watches, stamping each stage as it is first seen. */
+async function watchTimelines(kc: KubeConfig, byName: Map<string, Timeline>): Promise<AbortController[]> {
+  const byUid = new Map<string, Timeline>();
+  const stamp = (t: Timeline, key: "podAdded" | "podBound" | "podRunning" | "scheduled" | "running"): void => {
+    t[key] ??= performance.now();
+  };
+  const watch = new Watch(kc);
+  const onError = (what: string) => (err: unknown) => {
+    if (err && (err as { name?: string }).name !== "AbortError")
+      log(`${what} watch ended: ${(err as Error).message ?? JSON.stringify(err)}`);
+  };
+  const vmis = await watch.watch(
+    `/apis/kubevirt.io/v1/namespaces/${NAMESPACE}/virtualmachineinstances`,
+    { labelSelector: LABEL },
+    (_type: string, obj: VmiEvent) => {
+      const t = byName.get(obj.metadata?.name ?? "");
+      if (!t) return;
+      if (obj.metadata?.uid && !t.uid) {
+        t.uid = obj.metadata.uid;
+        byUid.set(t.uid, t);
+      }
+      const phase = obj.status?.phase;
+      if (phase === "Scheduled" || phase === "Running") stamp(t, "scheduled");
+      if (phase === "Running") {
+        stamp(t, "running");
+        t.node = obj.status?.nodeName;
+      }
+      if (phase === "Failed" && !t.failed) t.failed = obj.status?.reason ?? "Failed";
+    },
+    onError("VMI"),
+  );
+  const pods = await watch.watch(
+    `/api/v1/namespaces/${NAMESPACE}/pods`,
+    { labelSelector: "kubevirt.io/created-by" },
+    (_type: string, obj: PodEvent) => {
+      const vmiUid = obj.metadata?.labels?.["kubevirt.io/created-by"] ?? "";
+      const t = byUid.get(vmiUid) ?? [...byName.values()].find((x) => x.uid === vmiUid);
+      if (!t) return;
+      stamp(t, "podAdded");
+      if (obj.spec?.nodeName) stamp(t, "podBound");
+      if (obj.status?.phase === "Running") stamp(t, "podRunning");
+    },
+    onError("pod"),
+  );
+  return [vmis, pods];
+}
+
+/** The pid of the launcher process running in pod `uid` on `node`: the process whose cwd is the pod's directory. */
+function launcherPids(dataDir: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cwd = readlinkSync(`/proc/${entry}/cwd`);
+      if (!cwd.startsWith(join(dataDir, "nodes"))) continue;
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+      if (!cmdline.includes("virt-launcher")) continue;
+      const podUid = /\/pods\/([^/]+)$/.exec(cwd)?.[1];
+      if (podUid) out.set(podUid, Number(entry));
+    } catch {
+      // The process ended while we looked, or is not ours to read: not a launcher of this cluster.
+    }
+  }
+  return out;
+}
+
+/** VmRSS, RssAnon and RssFile of `pid` in bytes. */
+function rssOf(pid: number): { rss: number; anon: number; file: number } | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const kb = (key: string): number => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? 0) * 1024;
+    return { rss: kb("VmRSS"), anon: kb("RssAnon"), file: kb("RssFile") };
+  } catch {
+    return undefined; // exited meanwhile
+  }
+}
+
+async function createAll(api: CustomObjectsApi, byName: Map<string, Timeline>): Promise<void> {
+  const creates: Promise<void>[] = [];
+  const begin = performance.now();
+  for (let i = 0; i < COUNT; i++) {
+    const name = `density-${String(i).padStart(3, "0")}`;
+    // Keep the cadence against the schedule, not the previous create (a slow create must not stretch it).
+    const wait = begin + i * INTERVAL_MS - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const t: Timeline = { name, created: performance.now() };
+    byName.set(name, t);
+    creates.push(
+      api.createNamespacedCustomObject({ ...VMI_REF, body: vmiManifest(name) }).then(
+        (obj: VmiEvent) => {
+          t.uid ??= obj.metadata?.uid;
+        },
+        (err: unknown) => {
+          t.failed = `create failed: ${(err as Error).message}`;
+        },
+      ),
+    );
+  }
+  await Promise.all(creates);
+}
+
+async function waitAllRunning(byName: Map<string, Timeline>): Promise<void> {
+  const deadline = performance.now() + TIMEOUT_MS;
+  let lastReport = 0;
+  for (;;) {
+    const all = [...byName.values()];
+    const done = all.filter((t) => t.running !== undefined || t.failed).length;
+    if (done === all.length) return;
+    if (performance.now() > deadline) {
+      log(`timed out: ${done}/${all.length} Running or Failed after ${TIMEOUT_MS / 1000}s`);
+      return;
+    }
+    if (performance.now() - lastReport > 5000) {
+      lastReport = performance.now();
+      log(`${all.filter((t) => t.running !== undefined).length}/${all.length} Running`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function cleanup(kc: KubeConfig): Promise<void> {
+  const api = kc.makeApiClient(CustomObjectsApi);
+  const core = kc.makeApiClient(CoreV1Api);
+  await api.deleteCollectionNamespacedCustomObject({ ...VMI_REF, labelSelector: LABEL }).catch((err: unknown) => {
+    log(`deleting the VMIs failed: ${String(err)}`);
+  });
+  const deadline = Date.now() + 120_000;
+  while (Date.now() < deadline) {
+    const pods = await core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: "kubevirt.io/created-by" });
+    if (pods.items.length === 0) return;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  log("launcher pods still present after 120s; stopping the cluster anyway (the kubelets kill their pods)");
+}
+
+const stageNames = [
+  ["create -> pod ADDED (virt-controller)", "created", "podAdded"],
+  ["pod ADDED -> bound (scheduler)", "podAdded", "podBound"],
+  ["bound -> pod Running (kubelet spawn)", "podBound", "podRunning"],
+  ["pod Running -> VMI Scheduled (controller)", "podRunning", "scheduled"],
+  ["Scheduled -> Running (launcher + handler)", "scheduled", "running"],
+  ["create -> Running (total)", "created", "running"],
+] as const;
+
+function report(timelines: readonly Timeline[], rss: { rss: number; anon: number; file: number }[]): string {
+  const totals = sortedOf(timelines.map((t) => (t.running === undefined ? undefined : t.running - t.created)));
+  const rssSorted = sortedOf(rss.map((r) => r.rss));
+  const rows: string[] = [];
+  const fmt = (ms: number): string => (ms / 1000).toFixed(3).padStart(8);
+  rows.push(`${"stage".padEnd(44)} ${"P50 s".padStart(8)} ${"P95 s".padStart(8)} ${"max s".padStart(8)}`);
+  for (const [label, from, to] of stageNames) {
+    const d = sortedOf(
+      timelines.map((t) => (t[to] === undefined || t[from] === undefined ? undefined : t[to] - t[from])),
+    );
+    rows.push(`${label.padEnd(44)} ${fmt(percentile(d, 50))} ${fmt(percentile(d, 95))} ${fmt(d.at(-1) ?? Number.NaN)}`);
+  }
+  const mib = (b: number): string => `${(b / 1024 / 1024).toFixed(1)} MiB`;
+  const med = (xs: number[]): number => percentile(sortedOf(xs), 50);
+  const failed = timelines.filter((t) => t.failed);
+  const nodes = new Map<string, number>();
+  for (const t of timelines) if (t.node) nodes.set(t.node, (nodes.get(t.node) ?? 0) + 1);
+  rows.push(
+    "",
+    `VMIs Running: ${totals.length}/${timelines.length}; failed: ${failed.length}${failed.length ? ` (${failed[0].name}: ${failed[0].failed})` : ""}`,
+    `per node: ${[...nodes].map(([n, c]) => `${n}=${c}`).join(" ")}`,
+    `launcher RSS (${rss.length} processes): median ${mib(med(rss.map((r) => r.rss)))} (anon ${mib(med(rss.map((r) => r.anon)))}, file ${mib(med(rss.map((r) => r.file)))}), max ${mib(rssSorted.at(-1) ?? 0)}`,
+    `goals: P50 < 1 s, P95 < 2 s, launcher < 60 MiB; load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")} on this shared machine (figures are noisy)`,
+  );
+  process.stdout.write(`${rows.join("\n")}\n`);
+  const round = (x: number): number | null => (Number.isFinite(x) ? Math.round(x * 1000) / 1000 : null);
+  return JSON.stringify({
+    area: "density",
+    vmis: timelines.length,
+    p50Seconds: round(percentile(totals, 50) / 1000),
+    p95Seconds: round(percentile(totals, 95) / 1000),
+    launcherRssBytesMedian: rssSorted.length ? percentile(rssSorted, 50) : null,
+  });
+}
+
+async function run(cluster: LocalCluster): Promise<string> {
+  const kc = cluster.kubeConfig;
+  const byName = new Map<string, Timeline>();
+  const watches = await watchTimelines(kc, byName);
+  try {
+    log(`creating ${COUNT} VMIs ${INTERVAL_MS} ms apart`);
+    await createAll(kc.makeApiClient(CustomObjectsApi), byName);
+    await waitAllRunning(byName);
+    const pids = launcherPids(cluster.dataDir);
+    const rss = [...pids.values()].map(rssOf).filter((r) => r !== undefined);
+    return report([...byName.values()], rss);
+  } finally {
+    for (const w of watches) w.abort();
+    log("deleting the VMIs");
+    await cleanup(kc);
+  }
+}
+
+registerTestGuest(testGuestPath());
+const dataDir = mkdtempSync(join(tmpdir(), "kvt-density-"));
+log(`starting a local cluster in ${dataDir} (load average ${loadavg()[0].toFixed(2)})`);
+let cluster: LocalCluster | undefined;
+let json = "";
+let failure: unknown;
+const interrupted = (): void => {
+  void cluster
+    ?.stop()
+    .finally(() => rmSync(dataDir, { recursive: true, force: true }))
+    .finally(() => process.exit(130));
+};
+process.once("SIGINT", interrupted);
+process.once("SIGTERM", interrupted);
+try {
+  const started = performance.now();
+  cluster = await startLocalCluster({ projectRoot: root, dataDir, nodes: 2, progress: (m) => log(m) });
+  log(`cluster up in ${((performance.now() - started) / 1000).toFixed(1)}s`);
+  json = await run(cluster);
+} catch (error) {
+  failure = error;
+} finally {
+  await cluster?.stop();
+  if (values.keep) log(`kept ${dataDir}`);
+  else rmSync(dataDir, { recursive: true, force: true });
+}
+if (failure) {
+  process.stderr.write(
+    `[density] failed: ${failure instanceof Error ? (failure.stack ?? failure.message) : JSON.stringify(failure)}\n`,
+  );
+  process.exit(1);
+}
+process.stdout.write(`${json}\n`);
