@@ -46,6 +46,7 @@ export interface NativeVm {
   close(): void;
   state(): "created" | "running" | "paused" | "stopped" | "closed";
   writeSerial(data: Uint8Array): void;
+  takeSerialOutput(): Uint8Array;
   stats(): NativeVmStats;
   saveState(): Uint8Array;
   restoreState(blob: Uint8Array): void;

@@ -51,7 +51,7 @@ export interface VmControl {
   readonly state: VmState;
   /** Starts the vCPUs (after loading a kernel, or after restoreState on a migration target). */
   start(): void;
-  /** Stops every vCPU at a consistent point; returns once all have acknowledged. */
+  /** Stops every vCPU at a consistent point; returns once all have acknowledged and earlier output was emitted. */
   pause(): void;
   resume(): void;
   /** Stops the guest and releases everything (threads, fds, memory). Idempotent. */

@@ -128,8 +128,7 @@ describe.skipIf(!kvm)("Vm on /dev/kvm", () => {
       }
     }
     dst.restoreState(blob);
-    await new Promise((r) => setTimeout(r, 20));
-    const before = [...src.lines];
+    const before = [...src.lines]; // pause() emitted everything written before it
     src.vm.stop();
     dst.start();
     await Promise.all([ref.done, out.done]);
@@ -156,7 +155,6 @@ describe.skipIf(!kvm)("Vm on /dev/kvm", () => {
       live.push(next);
       for (const r of current.vm.regions()) next.writeMemory(r.baseGpa, current.vm.readMemory(r.baseGpa, r.sizeBytes));
       next.restoreState(blob);
-      await new Promise((r) => setTimeout(r, 5)); // output queued before the pause
       current.vm.stop();
       next.on("serial-output", (chunk) => lines.push(...splitter.push(chunk)));
       current = { vm: next, done: new Promise<ShutdownEvent>((resolve) => next.on("shutdown", resolve)) };

@@ -107,9 +107,18 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
     this.#call(() => this.#native.start());
   }
 
-  /** Pauses every vCPU at a consistent point (synchronous: returns when all acknowledged). */
+  /**
+   * Pauses every vCPU at a consistent point (synchronous: returns when all acknowledged). Every byte the guest
+   * wrote before the pause has been emitted as "serial-output" when it returns.
+   */
   pause(): void {
     this.#call(() => this.#native.pause());
+    this.#flushSerial();
+  }
+
+  #flushSerial(): void {
+    const chunk = this.#native.takeSerialOutput();
+    if (chunk.length > 0) this.emit("serial-output", chunk);
   }
 
   /** Resumes a paused guest. */
@@ -121,7 +130,14 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;
+    this.#native.stop();
+    this.#flushSerial();
     this.#native.close();
+  }
+
+  /** Linux boots: Ctrl-Alt-Del on the guest's PS/2 keyboard (linux-boot.ts). VmmError EAGAIN before the guest enabled it. */
+  sendCtrlAltDel(): void {
+    this.#call(() => sendCtrlAltDelTo(this.#native));
   }
 
   /** Sends console input to the guest's UART (its 64-byte FIFO; excess is dropped, as on hardware). */
@@ -135,11 +151,6 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
     if (this.#stopped) {
       return {
         state: "stopped",
-  /** Linux boots: Ctrl-Alt-Del on the guest's PS/2 keyboard (linux-boot.ts). VmmError EAGAIN before the guest enabled it. */
-  sendCtrlAltDel(): void {
-    this.#call(() => sendCtrlAltDelTo(this.#native));
-  }
-
         exits: 0,
         ioExits: 0,
         mmioExits: 0,

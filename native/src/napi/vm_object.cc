@@ -47,6 +47,7 @@ class VmObject : public Napi::ObjectWrap<VmObject> {
   Napi::Value CloseJs(const Napi::CallbackInfo& info);
   Napi::Value State(const Napi::CallbackInfo& info);
   Napi::Value WriteSerial(const Napi::CallbackInfo& info);
+  Napi::Value TakeSerialOutput(const Napi::CallbackInfo& info);
   Napi::Value Stats(const Napi::CallbackInfo& info);
   Napi::Value SaveState(const Napi::CallbackInfo& info);
   Napi::Value RestoreState(const Napi::CallbackInfo& info);
@@ -76,6 +77,7 @@ Napi::Function VmObject::Define(Napi::Env env) {
                          InstanceMethod<&VmObject::CloseJs>("close"),
                          InstanceMethod<&VmObject::State>("state"),
                          InstanceMethod<&VmObject::WriteSerial>("writeSerial"),
+                         InstanceMethod<&VmObject::TakeSerialOutput>("takeSerialOutput"),
                          InstanceMethod<&VmObject::Stats>("stats"),
                          InstanceMethod<&VmObject::SaveState>("saveState"),
                          InstanceMethod<&VmObject::RestoreState>("restoreState"),
@@ -103,10 +105,10 @@ VmObject::VmObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<VmObject>(
   config.memory_bytes = static_cast<uint64_t>(info[0].As<Napi::Number>().Int64Value());
   config.vcpu_count = info[1].As<Napi::Number>().Uint32Value();
   config.backing = info[2].As<Napi::Boolean>().Value() ? memory::Backing::kMemfd : memory::Backing::kAnonymous;
-  bridge_ = std::make_shared<Bridge>();
-  auto machine = vmm::Machine::Create(config, bridge_.get());
   // Optional 5th argument linuxPlatform (napi/linux_boot.cc loads the kernel): PIC/IOAPIC/PIT, UART IRQ, ACPI.
   config.linux_platform = info.Length() > 4 && info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value();
+  bridge_ = std::make_shared<Bridge>();
+  auto machine = vmm::Machine::Create(config, bridge_.get());
   if (!machine.ok()) {
     MakeVmmError(env, machine.error()).ThrowAsJavaScriptException();
     return;
@@ -224,6 +226,15 @@ Napi::Value VmObject::WriteSerial(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// takeSerialOutput(): Buffer. The output not yet delivered as an event, taken now (pause/stop use it so every
+// byte written before they returned has been seen).
+Napi::Value VmObject::TakeSerialOutput(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::string out;
+  if (machine_) machine_->TakeSerialOutput(&out);
+  return Napi::Buffer<char>::Copy(env, out.data(), out.size());
+}
+
 Napi::Value VmObject::Stats(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!Check(env)) return env.Undefined();
@@ -234,9 +245,9 @@ Napi::Value VmObject::Stats(const Napi::CallbackInfo& info) {
   o.Set("mmioExits", Napi::Number::New(env, static_cast<double>(s.mmio_exits)));
   o.Set("serialBytesOut", Napi::Number::New(env, static_cast<double>(s.serial_bytes_out)));
   o.Set("serialBytesIn", Napi::Number::New(env, static_cast<double>(s.serial_bytes_in)));
+  o.Set("serialBytesDropped", Napi::Number::New(env, static_cast<double>(s.serial_bytes_dropped)));
   o.Set("kicks", Napi::Number::New(env, static_cast<double>(s.kicks)));
   o.Set("dirtyLogCollections", Napi::Number::New(env, static_cast<double>(s.dirty_log_collections)));
-  o.Set("serialBytesDropped", Napi::Number::New(env, static_cast<double>(s.serial_bytes_dropped)));
   Napi::Array seconds = Napi::Array::New(env, s.vcpu_seconds.size());
   for (size_t i = 0; i < s.vcpu_seconds.size(); ++i) seconds.Set(static_cast<uint32_t>(i), s.vcpu_seconds[i]);
   o.Set("vcpuSeconds", seconds);

@@ -94,10 +94,10 @@ struct MachineStats {
   uint64_t mmio_exits = 0;
   uint64_t serial_bytes_out = 0;
   uint64_t serial_bytes_in = 0;
+  uint64_t serial_bytes_dropped = 0;  // output dropped while nobody drained it (buffer full)
   uint64_t kicks = 0;
   uint64_t dirty_log_collections = 0;
   std::vector<double> vcpu_seconds;  // CPU time of each vCPU thread, by vCPU index
-  uint64_t serial_bytes_dropped = 0;  // output dropped while nobody drained it (buffer full)
 };
 
 class Machine {
