@@ -27,6 +27,7 @@ import type { Logger, Registry } from "@kvt/observability";
 import { HandlerServer } from "./http/handler-server.ts";
 import { LauncherRegistry } from "./launchers/launcher-registry.ts";
 import { OrphanReaper } from "./launchers/orphans.ts";
+import { registerHandlerMetrics } from "./metrics/handler-metrics.ts";
 import { registerVmiMetrics } from "./metrics/vmi-metrics.ts";
 import { ApiMigrationSecrets, SECRETS, type Secret } from "./migration/migration-secrets.ts";
 import { NodeHeartbeat } from "./node/heartbeat.ts";
@@ -90,6 +91,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     socketDirs: o.socketDirs,
     logger: o.logger.child({ component: "launcher-registry" }),
     onChange: (uid) => {
+      handlerMetrics?.observe(uid);
       const key = keysByUid.get(uid);
       if (key) queue.add(key);
       else reaper.reap();
@@ -103,6 +105,13 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     launchers: () => launchers.all(),
     logger: o.logger,
   });
+  const handlerMetrics = o.registry
+    ? registerHandlerMetrics(o.registry, {
+        nodeName: o.nodeName,
+        launchers: () => launchers.all(),
+        ready: () => informer.hasSynced && launchers.synced,
+      })
+    : undefined;
   if (o.registry) {
     registerVmiMetrics(o.registry, {
       nodeName: o.nodeName,

@@ -1,5 +1,8 @@
+import { kubeConfigFor } from "@kvt/kube";
+import { catalogMismatches } from "@kvt/monitoring";
 import { createMetricsRegistry } from "@kvt/observability";
 import { describe, expect, it } from "vitest";
+import { HttpTransport } from "../kube/rest.ts";
 import { virtApiMetrics } from "./metrics.ts";
 
 describe("virtApiMetrics", () => {
@@ -16,5 +19,20 @@ describe("virtApiMetrics", () => {
     expect(text).toContain("kubevirt_virt_api_ready_status 1");
     expect(text).toContain('kubevirt_virt_api_requests_total{handler="vm/migrate",code="202"} 1');
     expect(text).not.toContain('name="vm1"');
+  });
+
+  it("serves every catalog metric of virt-api with its type and labels", async () => {
+    const registry = createMetricsRegistry();
+    virtApiMetrics(registry).handled("vm/migrate", 202);
+    // The API client's metrics, as main.ts wires them (nothing listens on port 1: the request fails, and counts).
+    const transport = new HttpTransport({ kubeConfig: kubeConfigFor("http://127.0.0.1:1", "t"), registry });
+    await transport
+      .send({ method: "GET", path: "/apis/kubevirt.io/v1/namespaces/default/virtualmachines/vm1" })
+      .catch(() => {});
+    const text = await registry.metrics();
+    expect(catalogMismatches("virt-api", text)).toEqual([]);
+    expect(text).toContain(
+      'kubevirt_rest_client_request_latency_seconds_count{verb="GET",url="/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}"} 1',
+    );
   });
 });

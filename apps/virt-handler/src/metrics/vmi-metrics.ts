@@ -43,6 +43,35 @@ const SERIES: readonly [string, string, Pick][] = [
     (i) => i.migration?.progress?.transferRateBytesPerSec,
   ],
   [
+    "kubevirt_vmi_migration_progress_ratio",
+    "Progress of the running migration from 0 to 1 (processed / (processed + remaining)).",
+    (i) => {
+      const p = i.migration?.progress;
+      if (!p) return undefined;
+      const total = p.processedBytes + p.remainingBytes;
+      return total > 0 ? p.processedBytes / total : 0;
+    },
+  ],
+  [
+    "kubevirt_vmi_migration_expected_completion_seconds",
+    "Expected seconds until the running migration completes at the current transfer rate.",
+    (i) => {
+      const p = i.migration?.progress;
+      if (!p || p.transferRateBytesPerSec <= 0) return undefined;
+      return p.remainingBytes / p.transferRateBytesPerSec + p.expectedDowntimeMs / 1000;
+    },
+  ],
+  [
+    "kubevirt_vmi_migration_iterations",
+    "Pre-copy iterations done so far by the running migration.",
+    (i) => i.migration?.progress?.iteration,
+  ],
+  [
+    "kubevirt_vmi_migration_autoconverge_throttle_ratio",
+    "vCPU throttle applied by auto-converge to the migrating guest, from 0 to 1.",
+    (i) => i.migration?.progress?.throttle,
+  ],
+  [
     "kubevirt_vmi_migration_last_downtime_seconds",
     "Time the guest was paused during the switch-over of its last migration out of this node, in seconds.",
     (i) => (i.migration?.result?.downtimeMs === undefined ? undefined : i.migration.result.downtimeMs / 1000),

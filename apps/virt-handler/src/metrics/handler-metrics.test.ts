@@ -1,0 +1,105 @@
+import { kubeConfigFor, RestClient, WorkQueue } from "@kvt/kube";
+import type { DomainInfo, DomainStats, MigrationInfo } from "@kvt/launcher-rpc";
+import { catalogMismatches } from "@kvt/monitoring";
+import { createMetricsRegistry } from "@kvt/observability";
+import { describe, expect, it } from "vitest";
+import { type MeteredLauncher, registerHandlerMetrics } from "./handler-metrics.ts";
+import { registerVmiMetrics } from "./vmi-metrics.ts";
+
+const stats: DomainStats = {
+  state: "Running",
+  vcpuSeconds: [1.5, 2.5],
+  memoryBytes: 64 << 20,
+  residentBytes: 32 << 20,
+  launcherRssBytes: 80 << 20,
+};
+
+function launcher(name: string, migration?: MigrationInfo): MeteredLauncher {
+  const info: DomainInfo = {
+    protocolVersion: "v1",
+    vmi: { namespace: "default", name, uid: `uid-${name}` },
+    pod: {},
+    pid: 1,
+    state: "Running",
+    backend: "native",
+    ...(migration ? { migration } : {}),
+  };
+  return { info, gone: false, client: { stats: async () => stats } };
+}
+
+const running: MigrationInfo = {
+  migrationUid: "m-running",
+  role: "source",
+  phase: "Running",
+  progress: {
+    iteration: 3,
+    processedBytes: 300,
+    remainingBytes: 100,
+    dirtyRateBytesPerSec: 50,
+    transferRateBytesPerSec: 200,
+    expectedDowntimeMs: 10,
+    throttle: 0.2,
+  },
+};
+const done = (uid: string, ok: boolean): MigrationInfo => ({
+  migrationUid: uid,
+  role: "source",
+  phase: ok ? "Succeeded" : "Failed",
+  endTime: new Date(Date.now() + 1000).toISOString(),
+  result: ok
+    ? { ok, downtimeMs: 42, totalSeconds: 3, bytesSent: 400, iterations: 4 }
+    : { ok, failureReason: "target connection lost", totalSeconds: 2, bytesSent: 10, iterations: 1 },
+});
+
+describe("virt-handler metrics", () => {
+  it("serve every catalog metric of virt-handler with its type and labels", async () => {
+    const registry = createMetricsRegistry();
+    // What handler-app registers besides this directory's metrics: the API client and the workqueue.
+    new RestClient(kubeConfigFor("http://127.0.0.1:1", "t"), { registry });
+    new WorkQueue<string>({ name: "virt-handler-vm", registry }).add("default/a");
+    const launchers = [launcher("a", running), launcher("b", done("m-ok", true)), launcher("c", done("m-bad", false))];
+    const metrics = registerHandlerMetrics(registry, {
+      nodeName: "node01",
+      launchers: () => launchers,
+      ready: () => true,
+    });
+    registerVmiMetrics(registry, { nodeName: "node01", reports: () => launchers.map((l) => l.info) });
+    for (const l of launchers) metrics.observe(l.info.vmi.uid);
+    const text = await registry.metrics();
+    expect(catalogMismatches("virt-handler", text)).toEqual([]);
+    expect(text).toContain('kubevirt_virt_handler_ready_status{node="node01"} 1');
+    expect(text).toContain(
+      'kubevirt_vmi_vcpu_seconds_total{name="a",namespace="default",node="node01",id="1",state="running"} 2.5',
+    );
+    expect(text).toContain('kubevirt_vmi_memory_domain_bytes{name="a",namespace="default",node="node01"} 67108864');
+    expect(text).toContain('kubevirt_vmi_migration_progress_ratio{namespace="default",name="a",node="node01"} 0.75');
+    expect(text).toContain(
+      'kubevirt_vmi_migration_expected_completion_seconds{namespace="default",name="a",node="node01"} 0.51',
+    );
+    expect(text).toContain('kubevirt_vmi_migration_iterations{namespace="default",name="a",node="node01"} 3');
+    expect(text).toContain(
+      'kubevirt_vmi_migration_autoconverge_throttle_ratio{namespace="default",name="a",node="node01"} 0.2',
+    );
+    expect(text).toContain('kubevirt_vmi_migration_downtime_seconds_sum{node="node01",backend="native"} 0.042');
+    expect(text).toContain(
+      'kubevirt_vmi_migration_duration_seconds_count{node="node01",backend="native",result="failed"} 1',
+    );
+    expect(text).toContain('kubevirt_vmi_migration_failures_total{node="node01",reason="ConnectionLost"} 1');
+    expect(text).toContain('kubevirt_vmi_migrations_succeeded_total{name="b",namespace="default",node="node01"} 1');
+  });
+
+  it("records each migration's outcome once however often its launcher changes", async () => {
+    const registry = createMetricsRegistry({ defaultMetrics: false });
+    const launchers = [launcher("b", done("m-ok", true))];
+    const metrics = registerHandlerMetrics(registry, {
+      nodeName: "node01",
+      launchers: () => launchers,
+      ready: () => false,
+    });
+    metrics.observe("uid-b");
+    metrics.observe("uid-b");
+    const text = await registry.metrics();
+    expect(text).toContain('kubevirt_vmi_migration_downtime_seconds_count{node="node01",backend="native"} 1');
+    expect(text).toContain('kubevirt_virt_handler_ready_status{node="node01"} 0');
+  });
+});
