@@ -15,9 +15,9 @@
  */
 import { request as httpRequest, type RequestOptions } from "node:http";
 import { request as httpsRequest } from "node:https";
+import type { VirtualMachineInstance } from "@kvt/api";
 import WebSocket from "ws";
 import type { ClusterClient } from "../kube/cluster-client.ts";
-import type { VirtualMachineInstance } from "../kube/types.ts";
 
 /** KubeVirt's virt-handler console/lifecycle port. */
 export const HANDLER_PORT = 8186;
@@ -43,7 +43,7 @@ export class PodHandlerLocator implements HandlerLocator {
 
   async locate(vmi: VirtualMachineInstance): Promise<string> {
     const node = vmi.status?.nodeName;
-    if (!node) throw new Error(`VMI ${vmi.metadata.name ?? ""} is not scheduled to a node`);
+    if (!node) throw new Error(`VMI ${vmi.metadata?.name ?? ""} is not scheduled to a node`);
     const pods = await this.#client.listPods(this.#namespace, "kubevirt.io=virt-handler", `spec.nodeName=${node}`);
     const pod = pods.find((p) => p.status?.phase === "Running" && p.status.podIP) ?? pods.find((p) => p.status?.podIP);
     if (!pod?.status?.podIP) throw new Error(`no virt-handler pod with an IP found on node ${node}`);
@@ -74,7 +74,7 @@ export class TemplateHandlerLocator implements HandlerLocator {
   }
   locate(vmi: VirtualMachineInstance): Promise<string> {
     const node = vmi.status?.nodeName;
-    if (!node) return Promise.reject(new Error(`VMI ${vmi.metadata.name ?? ""} is not scheduled to a node`));
+    if (!node) return Promise.reject(new Error(`VMI ${vmi.metadata?.name ?? ""} is not scheduled to a node`));
     if (this.#template !== undefined) return Promise.resolve(this.#template.replaceAll("{node}", node));
     const url = this.#byNode.get(node);
     return url ? Promise.resolve(url) : Promise.reject(new Error(`no virt-handler known for node ${node}`));
@@ -101,7 +101,7 @@ export interface HandlerClient {
 }
 
 function vmiPath(vmi: VirtualMachineInstance, sub: string): string {
-  return `/v1/namespaces/${vmi.metadata.namespace ?? ""}/virtualmachineinstances/${vmi.metadata.name ?? ""}/${sub}`;
+  return `/v1/namespaces/${vmi.metadata?.namespace ?? ""}/virtualmachineinstances/${vmi.metadata?.name ?? ""}/${sub}`;
 }
 
 /** {@link HandlerClient} over HTTPS (or plain HTTP when the locator says `http://`). */

@@ -3,15 +3,15 @@
  * webhooks depend on the {@link ClusterClient} interface; unit tests pass a fake, production passes
  * {@link RestClusterClient} over an impersonating {@link RestTransport}.
  */
+
+import type { JsonPatchOp, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration } from "@kvt/api";
 import type { RestResponse, RestTransport, UserInfo } from "./rest.ts";
 import { ApiError, internalError, isStatus } from "./status.ts";
-import type {
-  JsonPatchOp,
-  List,
-  VirtualMachine,
-  VirtualMachineInstance,
-  VirtualMachineInstanceMigration,
-} from "./types.ts";
+
+/** A Kubernetes list, as far as virt-api reads it. */
+interface List<T> {
+  items?: T[];
+}
 
 /** A Pod, as far as the virt-handler locator reads it. */
 export interface PodLite {

@@ -5,7 +5,7 @@
  *
  * For a missing member it uses `add` without a `test`: RFC 6902 fails a `test` on a missing path.
  */
-import type { JsonPatchOp, VirtualMachineInstance } from "../kube/types.ts";
+import type { JsonPatchOp, VirtualMachineInstance } from "@kvt/api";
 
 /** `patchVMITerminationGracePeriod`: sets the VMI's grace period, guarded by a `test` on the old value. */
 export function gracePeriodPatch(vmi: VirtualMachineInstance, gracePeriod: number): JsonPatchOp[] {

@@ -1,3 +1,4 @@
+import type { RunStrategy, VmiPhase } from "@kvt/api";
 import { describe, expect, it } from "vitest";
 import { ApiError } from "../kube/status.ts";
 import { FakeCluster, newVm, newVmi } from "../testing/fake-cluster.ts";
@@ -67,7 +68,7 @@ describe("start", () => {
     ]);
   });
 
-  it.each([
+  it.each<[RunStrategy, VmiPhase | undefined, number, string]>([
     [
       "Always",
       undefined,
@@ -156,7 +157,7 @@ describe("stop", () => {
     ]);
   });
 
-  it.each([["Manual"], ["RerunOnFailure"], ["Halted"]])(
+  it.each<[RunStrategy]>([["Manual"], ["RerunOnFailure"], ["Halted"]])(
     "stop on %s without a VMI is 409 VM is not running",
     async (s) => {
       const status = await statusOf(stopVm(target(new FakeCluster().addVm(newVm("vm1", { runStrategy: s }))), {}));
@@ -205,7 +206,7 @@ describe("restart", () => {
     expect(cluster.vmis.get("default/vm1")?.spec.terminationGracePeriodSeconds).toBe(1);
   });
 
-  it.each([
+  it.each<[{ gracePeriodSeconds?: number }, RunStrategy, boolean, number, string]>([
     [{ gracePeriodSeconds: 5 }, "Always", true, 400, "For force restart, only gracePeriod=0 is supported for now"],
     [{ gracePeriodSeconds: -1 }, "Always", true, 400, "gracePeriod has to be greater or equal to 0"],
     [{}, "Halted", true, 409, "RunStategy Halted does not support manual restart requests"],
@@ -225,8 +226,8 @@ describe("migrate", () => {
     const cluster = new FakeCluster().addVm(newVm("vm1", { runStrategy: "Always" })).addVmi(newVmi("vm1", "Running"));
     await migrateVm(target(cluster), { addedNodeSelector: { zone: "b" } }, { "kubevirt.io/traceparent": "00-a-b-01" });
     expect(cluster.vmims).toHaveLength(1);
-    expect(cluster.vmims[0]?.metadata.generateName).toBe("kubevirt-migrate-vm-");
-    expect(cluster.vmims[0]?.metadata.annotations).toEqual({ "kubevirt.io/traceparent": "00-a-b-01" });
+    expect(cluster.vmims[0]?.metadata?.generateName).toBe("kubevirt-migrate-vm-");
+    expect(cluster.vmims[0]?.metadata?.annotations).toEqual({ "kubevirt.io/traceparent": "00-a-b-01" });
     expect(cluster.vmims[0]?.spec).toEqual({ vmiName: "vm1", addedNodeSelector: { zone: "b" } });
   });
 

@@ -13,20 +13,19 @@
  */
 
 import {
-  type JsonPatchOp as ApiJsonPatchOp,
-  type VirtualMachine as ApiVm,
-  type VirtualMachineInstance as ApiVmi,
+  type JsonPatchOp,
   type LifecycleError,
   type LifecyclePlan,
   type LifecycleResult,
   planRestart,
   planStart,
   planStop,
+  type VirtualMachine,
+  type VirtualMachineInstance,
   VM_NOT_RUNNING,
 } from "@kvt/api";
 import { type ClusterClient, isPatchTestFailure } from "../kube/cluster-client.ts";
 import { ApiError, badRequest, conflict, internalError, kubevirtResource, notFound } from "../kube/status.ts";
-import type { JsonPatchOp, VirtualMachine, VirtualMachineInstance } from "../kube/types.ts";
 import { gracePeriodPatch } from "./patches.ts";
 
 const VM = kubevirtResource("virtualmachine");
@@ -106,7 +105,7 @@ function refusal(error: LifecycleError, name: string): ApiError {
  * kube-apiserver's JSON-patch library accepts but a strict RFC 6902 implementation rejects; for a member that is
  * absent from the object we read, drop that `test` and turn the following `replace` into an `add`.
  */
-export function portablePatch(doc: unknown, ops: readonly ApiJsonPatchOp[]): JsonPatchOp[] {
+export function portablePatch(doc: unknown, ops: readonly JsonPatchOp[]): JsonPatchOp[] {
   const absent = new Set<string>();
   const out: JsonPatchOp[] = [];
   for (const op of ops) {
@@ -164,12 +163,12 @@ async function applyPlan(
   }
 }
 
-type Planner<O> = (vm: ApiVm, vmi: ApiVmi | undefined, opts: O) => LifecycleResult;
+type Planner<O> = (vm: VirtualMachine, vmi: VirtualMachineInstance | undefined, opts: O) => LifecycleResult;
 
 async function runPlan<O>(t: VmTarget, planner: Planner<O>, opts: O, dryRun: string[] | undefined): Promise<void> {
   const vm = await fetchVm(t);
   const vmi = await fetchVmi(t);
-  const result = planner(vm as unknown as ApiVm, vmi as unknown as ApiVmi | undefined, opts);
+  const result = planner(vm, vmi, opts);
   if (!result.ok) throw refusal(result.error, t.name);
   await applyPlan(t, vm, vmi, result.plan, isDryRun(dryRun));
 }
@@ -194,7 +193,7 @@ export async function restartVm(t: VmTarget, options: RestartOptions): Promise<v
   const grace = options.gracePeriodSeconds;
   if (grace !== undefined && grace !== 0) {
     // Refused before any read, as KubeVirt does.
-    const result = planRestart({ metadata: { name: t.name }, spec: {} } as unknown as ApiVm, undefined, {
+    const result = planRestart({ metadata: { name: t.name }, spec: {} } as unknown as VirtualMachine, undefined, {
       gracePeriodSeconds: grace,
     });
     if (!result.ok) throw refusal(result.error, t.name);

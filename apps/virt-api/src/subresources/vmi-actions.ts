@@ -4,7 +4,7 @@
  * (`lifecycle.go`, `subresource.go`, `console.go`) and only then calls the VMI's virt-handler.
  */
 
-import { VM_NOT_RUNNING } from "@kvt/api";
+import { findCondition, hasCondition, type VirtualMachineInstance, VM_NOT_RUNNING } from "@kvt/api";
 import type { HandlerClient } from "../handler/handler-client.ts";
 import type { ClusterClient } from "../kube/cluster-client.ts";
 import {
@@ -17,7 +17,6 @@ import {
   notFound,
   type Status,
 } from "../kube/status.ts";
-import { hasCondition, type VirtualMachineInstance } from "../kube/types.ts";
 
 const VM = kubevirtResource("virtualmachine");
 const VMI = kubevirtResource("virtualmachineinstance");
@@ -73,13 +72,13 @@ export async function pauseVmi(t: VmiTarget, options: PauseOptions): Promise<voi
 
 /** Pause preconditions: Running, no non-GuestAgentPing liveness probe, not already paused. */
 export function validatePause(vmi: VirtualMachineInstance): Status | undefined {
-  const name = vmi.metadata.name ?? "";
+  const name = vmi.metadata?.name ?? "";
   if (vmi.status?.phase !== "Running") return conflict(VMI, name, VM_NOT_RUNNING);
   const probe = vmi.spec.livenessProbe;
   if (probe !== undefined && probe.guestAgentPing === undefined) {
     return forbidden(VMI, name, "Pausing VMIs with a non-GuestAgentPing LivenessProbe is not supported");
   }
-  if (hasCondition(vmi.status.conditions, "Paused")) return conflict(VMI, name, "VMI is already paused");
+  if (findCondition(vmi.status.conditions, "Paused") !== undefined) return conflict(VMI, name, "VMI is already paused");
   return undefined;
 }
 
@@ -99,9 +98,9 @@ export async function unpauseVmi(t: VmiTarget, options: PauseOptions): Promise<v
 
 /** Unpause preconditions: Running and paused. */
 export function validateUnpause(vmi: VirtualMachineInstance): Status | undefined {
-  const name = vmi.metadata.name ?? "";
+  const name = vmi.metadata?.name ?? "";
   if (vmi.status?.phase !== "Running") return conflict(VMI, name, "VMI is not running");
-  if (!hasCondition(vmi.status.conditions, "Paused")) return conflict(VMI, name, "VMI is not paused");
+  if (findCondition(vmi.status.conditions, "Paused") === undefined) return conflict(VMI, name, "VMI is not paused");
   return undefined;
 }
 
@@ -114,11 +113,11 @@ export async function softRebootVmi(t: VmiTarget): Promise<void> {
 
 /** Soft-reboot preconditions: Running, not paused, and an agent or ACPI to deliver the request. */
 export function validateSoftReboot(vmi: VirtualMachineInstance): Status | undefined {
-  const name = vmi.metadata.name ?? "";
+  const name = vmi.metadata?.name ?? "";
   if (vmi.status?.phase !== "Running") return conflict(VMI, name, VM_NOT_RUNNING);
-  if (hasCondition(vmi.status.conditions, "Paused", "True")) return conflict(VMI, name, "VMI is paused");
+  if (hasCondition(vmi.status.conditions, "Paused")) return conflict(VMI, name, "VMI is paused");
   const acpiDisabled = vmi.spec.domain?.features?.acpi?.enabled === false;
-  if (!hasCondition(vmi.status.conditions, "AgentConnected") && acpiDisabled) {
+  if (findCondition(vmi.status.conditions, "AgentConnected") === undefined && acpiDisabled) {
     return conflict(VMI, name, "VMI neither have the agent connected nor the ACPI feature enabled");
   }
   return undefined;
@@ -128,7 +127,7 @@ export function validateSoftReboot(vmi: VirtualMachineInstance): Status | undefi
 export async function guestOsInfo(t: VmiTarget): Promise<unknown> {
   const vmi = await fetchVmi(t.client, t.namespace, t.name);
   if (vmi.status?.phase !== "Running") throw new ApiError(conflict(VMI, t.name, "VMI is not running"));
-  if (!hasCondition(vmi.status.conditions, "AgentConnected")) {
+  if (findCondition(vmi.status.conditions, "AgentConnected") === undefined) {
     throw new ApiError(conflict(VMI, t.name, "VMI does not have guest agent connected"));
   }
   return await callHandler(() => t.handler.get(vmi, "guestosinfo"));
@@ -137,7 +136,7 @@ export async function guestOsInfo(t: VmiTarget): Promise<unknown> {
 /** Console preconditions (`validateVMIForConsole`): a serial console exists, not Failed, Running. */
 export function validateConsole(vmi: VirtualMachineInstance): Status | undefined {
   if (vmi.spec.domain?.devices?.autoattachSerialConsole === false) return badRequest("No serial consoles are present.");
-  if (vmi.status?.phase === "Failed") return conflict(VMI, vmi.metadata.name ?? "", "VMI is in failed status");
+  if (vmi.status?.phase === "Failed") return conflict(VMI, vmi.metadata?.name ?? "", "VMI is in failed status");
   if (vmi.status?.phase !== "Running") return badRequest("VMI is not running");
   return undefined;
 }

@@ -4,16 +4,18 @@
  * that records calls. Only `*.test.ts` files import this module.
  */
 import { isDeepStrictEqual } from "node:util";
+import type {
+  JsonPatchOp,
+  RunStrategy,
+  VirtualMachine,
+  VirtualMachineInstance,
+  VirtualMachineInstanceMigration,
+  VmiPhase,
+} from "@kvt/api";
 import type WebSocket from "ws";
 import type { HandlerClient } from "../handler/handler-client.ts";
 import type { ClusterClient, PodLite } from "../kube/cluster-client.ts";
 import { ApiError, type Status } from "../kube/status.ts";
-import type {
-  JsonPatchOp,
-  VirtualMachine,
-  VirtualMachineInstance,
-  VirtualMachineInstanceMigration,
-} from "../kube/types.ts";
 
 type Json = Record<string, unknown>;
 
@@ -81,12 +83,12 @@ export class FakeCluster implements ClusterClient {
   failNextPatch: ApiError | undefined;
 
   addVm(vm: VirtualMachine): this {
-    this.vms.set(`${vm.metadata.namespace ?? "default"}/${vm.metadata.name ?? ""}`, structuredClone(vm));
+    this.vms.set(`${vm.metadata?.namespace ?? "default"}/${vm.metadata?.name ?? ""}`, structuredClone(vm));
     return this;
   }
 
   addVmi(vmi: VirtualMachineInstance): this {
-    this.vmis.set(`${vmi.metadata.namespace ?? "default"}/${vmi.metadata.name ?? ""}`, structuredClone(vmi));
+    this.vmis.set(`${vmi.metadata?.namespace ?? "default"}/${vmi.metadata?.name ?? ""}`, structuredClone(vmi));
     return this;
   }
 
@@ -145,9 +147,9 @@ export class FakeCluster implements ClusterClient {
     dryRun: boolean,
   ): Promise<VirtualMachineInstanceMigration> {
     const created = structuredClone(vmim);
-    created.metadata.namespace = namespace;
-    created.metadata.name = `${vmim.metadata.generateName ?? ""}abcde`;
-    this.writes.push({ verb: "createVmim", name: created.metadata.name, body: vmim, dryRun });
+    const name = `${vmim.metadata?.generateName ?? ""}abcde`;
+    created.metadata = { ...created.metadata, namespace, name };
+    this.writes.push({ verb: "createVmim", name, body: vmim, dryRun });
     if (!dryRun) this.vmims.push(created);
     return Promise.resolve(created);
   }
@@ -157,8 +159,8 @@ export class FakeCluster implements ClusterClient {
     return Promise.resolve(
       this.vmims.filter(
         (m) =>
-          m.metadata.namespace === namespace &&
-          (wanted === undefined || m.metadata.labels?.["kubevirt.io/vmi-name"] === wanted),
+          m.metadata?.namespace === namespace &&
+          (wanted === undefined || m.metadata?.labels?.["kubevirt.io/vmi-name"] === wanted),
       ),
     );
   }
@@ -184,12 +186,12 @@ export class FakeHandler implements HandlerClient {
   guestInfo: unknown = { name: "debian", kernelRelease: "6.1" };
 
   put(vmi: VirtualMachineInstance, sub: string, body?: unknown): Promise<void> {
-    this.calls.push({ verb: "put", vmi: vmi.metadata.name ?? "", sub, body });
+    this.calls.push({ verb: "put", vmi: vmi.metadata?.name ?? "", sub, body });
     return this.fail ? Promise.reject(new Error(this.fail)) : Promise.resolve();
   }
 
   get(vmi: VirtualMachineInstance, sub: string): Promise<unknown> {
-    this.calls.push({ verb: "get", vmi: vmi.metadata.name ?? "", sub });
+    this.calls.push({ verb: "get", vmi: vmi.metadata?.name ?? "", sub });
     return this.fail ? Promise.reject(new Error(this.fail)) : Promise.resolve(this.guestInfo);
   }
 
@@ -201,7 +203,7 @@ export class FakeHandler implements HandlerClient {
 /** A VM in `default` with the given run strategy (or `running`) and optional status. */
 export function newVm(
   name: string,
-  strategy: { runStrategy?: string; running?: boolean },
+  strategy: { runStrategy?: RunStrategy; running?: boolean },
   status?: VirtualMachine["status"],
 ): VirtualMachine {
   return {
@@ -213,18 +215,22 @@ export function newVm(
   };
 }
 
+type VmiSpec = VirtualMachineInstance["spec"];
+/** Spec fields a test sets; the domain may leave out `devices`. */
+type VmiSpecOverrides = Partial<Omit<VmiSpec, "domain">> & { domain?: Partial<VmiSpec["domain"]> };
+
 /** A VMI in `default` in `phase` with optional conditions and spec overrides. */
 export function newVmi(
   name: string,
-  phase: string | undefined,
+  phase: VmiPhase | undefined,
   conditions: Array<{ type: string; status: string }> = [],
-  spec: VirtualMachineInstance["spec"] = {},
+  spec: VmiSpecOverrides = {},
 ): VirtualMachineInstance {
   return {
     apiVersion: "kubevirt.io/v1",
     kind: "VirtualMachineInstance",
     metadata: { name, namespace: "default", uid: `uid-vmi-${name}` },
-    spec: { domain: { devices: {} }, ...spec },
+    spec: { ...spec, domain: { devices: {}, ...spec.domain } },
     status: { ...(phase ? { phase } : {}), nodeName: "node01", conditions },
   };
 }

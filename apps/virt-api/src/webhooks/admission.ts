@@ -8,9 +8,10 @@
  * A denial's message is the causes' messages joined by ", " (KubeVirt `ToAdmissionResponse`); the API server
  * shows it as `admission webhook "<name>" denied the request: <message>`.
  */
+
+import type { JsonPatchOp } from "@kvt/api";
 import type { UserInfo } from "../kube/rest.ts";
 import type { StatusCause } from "../kube/status.ts";
-import type { JsonPatchOp } from "../kube/types.ts";
 
 /** `request` of an AdmissionReview. */
 export interface AdmissionRequest {
@@ -105,22 +106,6 @@ export function reviewResponse(request: AdmissionRequest, result: AdmitResult): 
     };
   }
   return { apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", response };
-}
-
-/** A denial from causes (422 Invalid, messages joined by ", " as KubeVirt's `ToAdmissionResponse`). */
-export function deny(...causes: StatusCause[]): AdmitResult {
-  return {
-    allowed: false,
-    code: 422,
-    reason: "Invalid",
-    message: causes.map((c) => c.message ?? "").join(", "),
-    causes,
-  };
-}
-
-/** A cause; `reason` defaults to FieldValueInvalid. */
-export function cause(field: string, message: string, reason = "FieldValueInvalid"): StatusCause {
-  return { reason, message, field };
 }
 
 /** Escapes a JSON-pointer token (`~` and `/`). */

@@ -1,3 +1,4 @@
+import type { VmiPhase } from "@kvt/api";
 import { describe, expect, it } from "vitest";
 import { FakeCluster, newVmi } from "../testing/fake-cluster.ts";
 import { type AdmissionRequest, parseReview, reviewResponse } from "./admission.ts";
@@ -134,7 +135,7 @@ describe("VMI", () => {
 });
 
 describe("migrations", () => {
-  it.each([
+  it.each<[VmiPhase | undefined, string | undefined]>([
     [undefined, 'the VMI "default/vm1" does not exist'],
     ["Succeeded", "Cannot migrate VMI in finalized state."],
     ["Running", undefined],
@@ -173,8 +174,17 @@ describe("migrations", () => {
   });
 
   it("MigrationPolicy maxDowntimeMs must be in 1..2000000", async () => {
-    expect((await validateMigrationPolicy(req({ spec: { maxDowntimeMs: 0 } }))).allowed).toBe(false);
-    expect((await validateMigrationPolicy(req({ spec: { maxDowntimeMs: 300 } }))).allowed).toBe(true);
+    // A MigrationPolicy's spec.selectors is required (the CRD's schema); @kvt/api's validation checks it too.
+    const policy = (spec: Record<string, unknown>) => req({ spec: { selectors: {}, ...spec } });
+    const denied = await validateMigrationPolicy(policy({ maxDowntimeMs: 0 }));
+    expect(denied.allowed).toBe(false);
+    expect(denied).toMatchObject({
+      code: 422,
+      causes: [{ reason: "FieldValueInvalid", field: "spec.maxDowntimeMs", message: "must be between 1 and 2000000" }],
+    });
+    expect((await validateMigrationPolicy(policy({ maxDowntimeMs: 300 }))).allowed).toBe(true);
+    expect((await validateMigrationPolicy(policy({ completionTimeoutPerGiB: -1 }))).allowed).toBe(false);
+    expect((await validateMigrationPolicy(policy({ bandwidthPerMigration: "-1Mi" }))).allowed).toBe(false);
   });
 });
 

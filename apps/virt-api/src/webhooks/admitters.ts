@@ -10,16 +10,18 @@
  *   /migration-mutate-create                     VMIM create: defaultMigration (label kubevirt.io/vmi-name, finalizer)
  *   /migration-validate-create                   VMIM create: admitMigrationCreate (reads the VMI and its VMIMs)
  *   /migration-validate-update                   VMIM update: admitMigrationUpdate
- *   /migration-policy-validate-create            MigrationPolicy create/update: value ranges (local rules)
+ *   /migration-policy-validate-create            MigrationPolicy create/update: validateMigrationPolicy
  *
  * Mutators answer like KubeVirt's: `replace` of every top-level section (`/spec`, `/metadata`) the defaults
  * changed.
  */
 import { isDeepStrictEqual } from "node:util";
+import type { JsonPatchOp } from "@kvt/api";
 import {
   type AdmissionDenial,
   admitMigrationCreate,
   admitMigrationUpdate,
+  validateMigrationPolicy as apiValidateMigrationPolicy,
   validateVm as apiValidateVm,
   validateVmiCreate as apiValidateVmiCreate,
   validateVmiUpdate as apiValidateVmiUpdate,
@@ -28,27 +30,17 @@ import {
   defaultVmi,
   denialFromCauses,
   LABEL,
+  type MigrationPolicy,
   type StatusCause,
+  toWireCauses,
   type VirtualMachine,
   type VirtualMachineInstance,
   type VirtualMachineInstanceMigration,
 } from "@kvt/api";
 import type { ClusterClient } from "../kube/cluster-client.ts";
-import type { StatusCause as WireCause } from "../kube/status.ts";
-import type { JsonPatchOp } from "../kube/types.ts";
-import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW, cause, deny } from "./admission.ts";
+import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW } from "./admission.ts";
 
 type Obj = Record<string, unknown>;
-
-/**
- * @kvt/api's causes carry the cause type under `type`; on the wire (metav1.StatusCause) the key is `reason`.
- */
-function wireCauses(causes: readonly StatusCause[]): WireCause[] {
-  return causes.map((c) => {
-    const { type, ...rest } = c as StatusCause & { type?: string; reason?: string };
-    return { ...rest, ...(type !== undefined ? { reason: type } : {}) };
-  });
-}
 
 function denied(denial: AdmissionDenial | undefined): AdmitResult {
   if (!denial) return ALLOW;
@@ -57,7 +49,7 @@ function denied(denial: AdmissionDenial | undefined): AdmitResult {
     code: denial.code,
     reason: denial.reason,
     message: denial.message,
-    causes: wireCauses(denial.causes),
+    causes: toWireCauses(denial.causes),
   };
 }
 
@@ -155,8 +147,8 @@ export function validateMigrationCreate(client: ClusterClient, kubevirtNamespace
     const migrations = vmiName ? await client.listVmims(namespace, `${LABEL.migrationSelector} in (${vmiName})`) : [];
     return denied(
       admitMigrationCreate(m, {
-        vmi: vmi as unknown as VirtualMachineInstance | undefined,
-        migrationsOfVmi: migrations as unknown as VirtualMachineInstanceMigration[],
+        vmi,
+        migrationsOfVmi: migrations,
         isVirtController: req.userInfo?.username === `system:serviceaccount:${kubevirtNamespace}:kubevirt-controller`,
       }),
     );
@@ -170,33 +162,9 @@ export const validateMigrationUpdate: Admitter = (req) => {
   return Promise.resolve(denied(admitMigrationUpdate(m, old)));
 };
 
-function get(value: unknown, ...path: string[]): unknown {
-  let at = value;
-  for (const key of path) at = typeof at === "object" && at !== null ? (at as Obj)[key] : undefined;
-  return at;
-}
-
-/** `/migration-policy-validate-create` (create and update): KubeVirt's value ranges. */
-export const validateMigrationPolicy: Admitter = (req) => {
-  const spec = (get(req.object, "spec") ?? {}) as Obj;
-  const causes = [];
-  const downtime = spec.maxDowntimeMs;
-  if (downtime !== undefined && !(typeof downtime === "number" && downtime >= 1 && downtime <= 2_000_000)) {
-    causes.push(cause("spec.maxDowntimeMs", "spec.maxDowntimeMs must be between 1 and 2000000"));
-  }
-  const timeout = spec.completionTimeoutPerGiB;
-  if (timeout !== undefined && !(typeof timeout === "number" && timeout >= 0)) {
-    causes.push(cause("spec.completionTimeoutPerGiB", "spec.completionTimeoutPerGiB must not be negative"));
-  }
-  const bandwidth = spec.bandwidthPerMigration;
-  if (
-    bandwidth !== undefined &&
-    (typeof bandwidth === "string" ? bandwidth.startsWith("-") : typeof bandwidth !== "number" || bandwidth < 0)
-  ) {
-    causes.push(cause("spec.bandwidthPerMigration", "spec.bandwidthPerMigration must not be negative"));
-  }
-  return Promise.resolve(causes.length > 0 ? deny(...causes) : ALLOW);
-};
+/** `/migration-policy-validate-create` (create and update): @kvt/api's `validateMigrationPolicy` (KubeVirt's rules). */
+export const validateMigrationPolicy: Admitter = (req) =>
+  Promise.resolve(fromCauses(apiValidateMigrationPolicy(objectOf<MigrationPolicy>(req))));
 
 /** Every webhook path with its admitter. */
 export function webhookRoutes(client: ClusterClient, kubevirtNamespace: string): Record<string, Admitter> {
