@@ -31,6 +31,7 @@ import { registerHandlerMetrics } from "./metrics/handler-metrics.ts";
 import { registerVmiMetrics } from "./metrics/vmi-metrics.ts";
 import { ApiMigrationSecrets, SECRETS, type Secret } from "./migration/migration-secrets.ts";
 import { NodeHeartbeat } from "./node/heartbeat.ts";
+import { reconcileParent } from "./tracing/migration-trace.ts";
 import { VmiController } from "./vmi/vmi-controller.ts";
 
 type Vmi = VirtualMachineInstance & KubeObject;
@@ -134,6 +135,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     logger: o.logger,
     workers: o.workers ?? 3,
     ...(o.registry ? { registry: o.registry } : {}),
+    parentOf: (key) => reconcileParent(informer.store.get(key)),
   });
   const heartbeat = new NodeHeartbeat({
     nodeName: o.nodeName,

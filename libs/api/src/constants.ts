@@ -69,6 +69,11 @@ export const LABEL = {
 export const ANNOTATION = {
   /** W3C traceparent of the request that created the object (ours, not KubeVirt's: KubeVirt has no tracing). */
   traceparent: "kubevirt.io/traceparent",
+  /**
+   * VMI -> W3C traceparent of its current migration (copied from the VMIM by virt-controller at the handoff), so
+   * both virt-handlers and, through them, both virt-launchers add their spans to the migration's trace (ours).
+   */
+  migrationTraceparent: "kubevirt.io/migration-traceparent",
   /** Launcher pod -> name of the domain (namespace_name). */
   domain: "kubevirt.io/domain",
   /** Target pod / VMI -> name of the VMIM. */

@@ -5,6 +5,7 @@
  * most 5 finished VMIMs per VMI.
  */
 import {
+  ANNOTATION,
   clusterMigrationConfiguration,
   FINALIZER,
   keyOf,
@@ -27,6 +28,7 @@ import {
   type Expectations,
   type InformerHandlers,
   isNotFound,
+  type JsonPatchOp,
   type Pod,
   type ReconcileContext,
   type Reconciler,
@@ -35,7 +37,12 @@ import {
   requeueAfter,
   SyncError,
 } from "@kvt/kube";
+import { traceparentOf } from "@kvt/observability";
+import { context, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
 import { livePods } from "../vmi/vmi-status.ts";
+
+const tracer = trace.getTracer("virt-controller");
+
 import { FINISHED_MIGRATIONS_KEPT, isFinalPhase, type MigrationAction, planMigration } from "./migration-plan.ts";
 import { renderTargetPod } from "./target-pod.ts";
 
@@ -118,6 +125,13 @@ export class MigrationController implements Reconciler {
       return done();
     }
     if (!this.#d.expectations.satisfied(key)) return done();
+    // Identities go in attributes (the span name stays `reconcile VirtualMachineInstanceMigration`).
+    ctx.span.setAttributes({
+      "kubevirt.migration.name": m.metadata?.name ?? "",
+      "kubevirt.migration.uid": m.metadata?.uid ?? "",
+      "kubevirt.migration.phase": m.status?.phase ?? "Pending",
+      "kubevirt.vmi.name": m.spec.vmiName ?? "",
+    });
     const vmi = this.#d.vmis.get(objectKey(m.metadata?.namespace, m.spec.vmiName ?? ""));
     const config = clusterMigrationConfiguration(this.#d.config);
     const { cluster, node } = this.#activeCounts(m, vmi);
@@ -202,6 +216,35 @@ export class MigrationController implements Reconciler {
     return state;
   }
 
+  async #createTargetPod(
+    key: ObjectKey,
+    m: VirtualMachineInstanceMigration,
+    vmi: VirtualMachineInstance,
+    ctx: ReconcileContext,
+    span: Span,
+  ): Promise<void> {
+    const pod = renderTargetPod(vmi, m);
+    const traceparent = traceparentOf(trace.setSpan(context.active(), span));
+    if (traceparent)
+      pod.metadata = {
+        ...pod.metadata,
+        annotations: { ...pod.metadata?.annotations, [ANNOTATION.traceparent]: traceparent },
+      };
+    this.#d.expectations.expectCreations(key, 1);
+    try {
+      const created = await this.#d.podClient.create(pod);
+      span.setAttribute("k8s.pod.name", created.metadata?.name ?? "");
+      this.#d.recorder.event(m, "Normal", "SuccessfulCreate", `Created migration target pod ${created.metadata?.name}`);
+      ctx.logger.info({ pod: created.metadata?.name }, "created migration target pod");
+    } catch (error) {
+      this.#d.expectations.lowerCreations(key);
+      this.#d.recorder.event(m, "Warning", "FailedCreate", `Error creating migration target pod: ${String(error)}`);
+      throw new SyncError("FailedCreate", `Error creating migration target pod: ${String(error)}`, {
+        cause: error,
+      });
+    }
+  }
+
   async #apply(
     action: MigrationAction,
     m: VirtualMachineInstanceMigration,
@@ -212,24 +255,21 @@ export class MigrationController implements Reconciler {
     const { namespace, name } = splitKey(key);
     switch (action.kind) {
       case "createTargetPod": {
-        const pod = renderTargetPod(vmi!, m);
-        this.#d.expectations.expectCreations(key, 1);
-        try {
-          const created = await this.#d.podClient.create(pod);
-          this.#d.recorder.event(
-            m,
-            "Normal",
-            "SuccessfulCreate",
-            `Created migration target pod ${created.metadata?.name}`,
-          );
-          ctx.logger.info({ pod: created.metadata?.name }, "created migration target pod");
-        } catch (error) {
-          this.#d.expectations.lowerCreations(key);
-          this.#d.recorder.event(m, "Warning", "FailedCreate", `Error creating migration target pod: ${String(error)}`);
-          throw new SyncError("FailedCreate", `Error creating migration target pod: ${String(error)}`, {
-            cause: error,
-          });
-        }
+        // A child span of the reconcile; the target pod carries it as its traceparent.
+        await tracer.startActiveSpan(
+          "create Pod",
+          { attributes: { "k8s.namespace.name": namespace, "kubevirt.migration.name": name } },
+          async (span) => {
+            try {
+              await this.#createTargetPod(key, m, vmi!, ctx, span);
+            } catch (error) {
+              span.setStatus({ code: SpanStatusCode.ERROR, message: String(error) });
+              throw error;
+            } finally {
+              span.end();
+            }
+          },
+        );
         return;
       }
       case "deleteTargetPods":
@@ -258,6 +298,8 @@ export class MigrationController implements Reconciler {
             path: "/metadata/labels",
             value: { ...labels, [LABEL.migrationTargetNodeName]: action.state.targetNode ?? "" },
           },
+          // The handlers' reconciles of this VMI join the migration's trace while it runs.
+          ...migrationTraceOps(v),
         ]);
         ctx.logger.info(
           { targetNode: action.state.targetNode, policy: action.state.migrationPolicyName },
@@ -307,4 +349,17 @@ export class MigrationController implements Reconciler {
       });
     }
   }
+}
+
+/** Patch ops that set the VMI's migration traceparent to the active span (none when tracing is off). */
+function migrationTraceOps(vmi: VirtualMachineInstance): JsonPatchOp[] {
+  const traceparent = traceparentOf();
+  if (!traceparent) return [];
+  return [
+    {
+      op: "add",
+      path: "/metadata/annotations",
+      value: { ...vmi.metadata?.annotations, [ANNOTATION.migrationTraceparent]: traceparent },
+    },
+  ];
 }
