@@ -163,7 +163,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       stopped = true;
       clearInterval(compactTimer);
       controllers.stop();
-      extensions.stop();
+      await extensions.stop();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

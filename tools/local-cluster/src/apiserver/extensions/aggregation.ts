@@ -166,7 +166,8 @@ export class ApiServiceAggregator {
   #groups: AggregatedGroup[] = [];
   #unsubscribe: (() => void) | undefined;
   #timer: NodeJS.Timeout | undefined;
-  #busy = false;
+  #inFlight: Promise<void> | undefined;
+  #stopped = false;
 
   constructor(svc: ResourceService, aggregated: AggregatedApi[], logger: Logger, client?: ProxyClientCert) {
     this.#svc = svc;
@@ -185,10 +186,12 @@ export class ApiServiceAggregator {
     this.#timer.unref();
   }
 
-  /** Stops following changes. */
-  stop(): void {
+  /** Stops following changes; resolves once no discovery refresh (and its status write) is running. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
     this.#unsubscribe?.();
     if (this.#timer) clearInterval(this.#timer);
+    await this.#inFlight;
   }
 
   /** The aggregated group serving `group`, if any. */
@@ -221,32 +224,34 @@ export class ApiServiceAggregator {
   }
 
   /** Fetches discovery from backends that are due and records Available on their APIService. */
-  async refresh(now: number = Date.now()): Promise<void> {
-    if (this.#busy) return;
-    this.#busy = true;
-    try {
-      for (const g of this.#groups)
-        for (const b of g.backends) {
-          if (b.nextFetch > now) continue;
-          try {
-            b.resources = await fetchDiscovery(b, g.group, this.#client);
-            b.nextFetch = Date.now() + 60_000;
-            await this.#setAvailable(b, true, "Passed", "all checks passed");
-          } catch (err) {
-            b.nextFetch = Date.now() + 5_000;
-            const msg = `failing or missing response from ${b.url}/apis/${g.group}/${b.version}: ${(err as Error).message}`;
-            await this.#setAvailable(b, false, "FailedDiscoveryCheck", msg);
-          }
+  refresh(now: number = Date.now()): Promise<void> {
+    if (this.#inFlight || this.#stopped) return this.#inFlight ?? Promise.resolve();
+    this.#inFlight = this.#refresh(now).finally(() => {
+      this.#inFlight = undefined;
+    });
+    return this.#inFlight;
+  }
+
+  async #refresh(now: number): Promise<void> {
+    for (const g of this.#groups)
+      for (const b of g.backends) {
+        if (b.nextFetch > now || this.#stopped) continue;
+        try {
+          b.resources = await fetchDiscovery(b, g.group, this.#client);
+          b.nextFetch = Date.now() + 60_000;
+          await this.#setAvailable(b, true, "Passed", "all checks passed");
+        } catch (err) {
+          b.nextFetch = Date.now() + 5_000;
+          const msg = `failing or missing response from ${b.url}/apis/${g.group}/${b.version}: ${(err as Error).message}`;
+          await this.#setAvailable(b, false, "FailedDiscoveryCheck", msg);
         }
-    } finally {
-      this.#busy = false;
-    }
+      }
   }
 
   async #setAvailable(b: Backend, ok: boolean, reason: string, message: string): Promise<void> {
     const def = this.#svc.registry.lookup("apiregistration.k8s.io", "v1", "apiservices");
     const cur = this.#svc.store.get(APISERVICES, b.apiService)?.obj;
-    if (!def || !cur) return;
+    if (!def || !cur || this.#stopped) return;
     const status = isObject(cur.status) ? cur.status : {};
     const conds = (Array.isArray(status.conditions) ? status.conditions : []).filter(isObject);
     const prev = conds.find((c) => c.type === "Available");

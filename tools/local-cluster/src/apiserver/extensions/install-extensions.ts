@@ -30,10 +30,10 @@ export interface ExtensionTargets {
   readonly proxyClient?: ProxyClientCert;
 }
 
-/** Installed extensions; `stop()` detaches the watchers (call before closing the store). */
+/** Installed extensions; `stop()` detaches the watchers and waits for their writes (call before closing the store). */
 export interface Extensions {
   readonly aggregator: ApiServiceAggregator;
-  stop(): void;
+  stop(): Promise<void>;
 }
 
 /** Installs webhooks, aggregation, the upgrade relay and pods/log on a server being composed. */
@@ -51,9 +51,9 @@ export function installExtensions(t: ExtensionTargets): Extensions {
   if (!t.subresources.has("core/pods/log")) t.subresources.set("core/pods/log", podLogs);
   return {
     aggregator,
-    stop: () => {
-      aggregator.stop();
+    stop: async () => {
       upgrades.closeAll();
+      await aggregator.stop();
     },
   };
 }
