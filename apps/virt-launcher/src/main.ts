@@ -66,7 +66,14 @@ await main({
     const env = process.env;
     const level = (values["log-level"] ?? env.LOG_LEVEL ?? "info") as "info";
     const logger = createLogger({ component: "virt-launcher", level });
-    const tracing = setupTracing({ serviceName: "virt-launcher", serviceVersion: pkg.version });
+    const tracing = setupTracing({
+      serviceName: "virt-launcher",
+      serviceVersion: pkg.version,
+      attributes: {
+        ...(env.POD_NAME ? { "k8s.pod.name": env.POD_NAME } : {}),
+        ...(env.NODE_NAME ? { "k8s.node.name": env.NODE_NAME } : {}),
+      },
+    });
     try {
       const source = await loadVmi({
         ...(values.vmi ? { vmiFile: values.vmi } : {}),
