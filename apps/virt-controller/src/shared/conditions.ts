@@ -1,15 +1,8 @@
-/** Status conditions: set one (keeping lastTransitionTime while its status is unchanged), find one, drop one. */
-import type { Condition } from "@kvt/api";
-
-/** The condition of `type`, if present. */
-export function findCondition(conditions: readonly Condition[] | undefined, type: string): Condition | undefined {
-  return conditions?.find((c) => c.type === type);
-}
-
-/** True when the condition of `type` has status "True". */
-export function isTrue(conditions: readonly Condition[] | undefined, type: string): boolean {
-  return findCondition(conditions, type)?.status === "True";
-}
+/**
+ * Writing status conditions: set one (keeping lastTransitionTime while its status is unchanged), drop one. Reading
+ * them is @kvt/api's `findCondition` / `hasCondition`.
+ */
+import { type Condition, findCondition } from "@kvt/api";
 
 /**
  * A new list with `cond` in place of any condition of the same type. `lastTransitionTime` is kept when the status

@@ -1,5 +1,6 @@
+import { findCondition } from "@kvt/api";
 import { describe, expect, it } from "vitest";
-import { findCondition, setCondition } from "./conditions.ts";
+import { setCondition } from "./conditions.ts";
 
 describe("setCondition", () => {
   it("keeps lastTransitionTime while the status stays the same", () => {

@@ -5,6 +5,8 @@
  */
 import {
   type Condition,
+  findCondition,
+  hasCondition,
   isVmiFinal,
   nextStartFailure,
   printableStatus,
@@ -17,7 +19,7 @@ import {
   VM_CONDITION,
   VMI_CONDITION,
 } from "@kvt/api";
-import { findCondition, isTrue, removeCondition, setCondition } from "../shared/conditions.ts";
+import { removeCondition, setCondition } from "../shared/conditions.ts";
 import { restartRequired } from "./vmi-template.ts";
 
 /** Inputs besides the VM and VMI. */
@@ -109,7 +111,7 @@ export function computeVmStatus(
   const vmiForStatus = vmi && isOwnedBy(vmi, vm) ? vmi : undefined;
   const status: VirtualMachineStatus = { ...vm.status };
   status.created = !!vmiForStatus;
-  status.ready = !!vmiForStatus && isTrue(vmiForStatus.status?.conditions, VMI_CONDITION.Ready);
+  status.ready = !!vmiForStatus && hasCondition(vmiForStatus.status?.conditions, VMI_CONDITION.Ready);
   const now = new Date(input.now);
   const startFailure = nextStartFailure(vm, vmiForStatus, now, input.random);
   if (startFailure) status.startFailure = startFailure;

@@ -4,7 +4,16 @@
  * and then drops the VMI finalizer. VMIs have no status subresource, so status and finalizer go in one UPDATE with
  * the cached resourceVersion as precondition (KubeVirt uses UPDATE for VMIs too).
  */
-import { FINALIZER, KIND, keyOf, type ObjectKey, objectKey, splitKey, type VirtualMachineInstance } from "@kvt/api";
+import {
+  FINALIZER,
+  isVmiFinal,
+  KIND,
+  keyOf,
+  type ObjectKey,
+  objectKey,
+  splitKey,
+  type VirtualMachineInstance,
+} from "@kvt/api";
 import {
   deepEqual,
   done,
@@ -40,9 +49,6 @@ export function vmiKeyOfPod(pod: Pod): ObjectKey | undefined {
   const owner = pod.metadata?.ownerReferences?.find((o) => o.controller && o.kind === KIND.VirtualMachineInstance);
   return owner ? objectKey(pod.metadata?.namespace, owner.name) : undefined;
 }
-
-const isFinalVmi = (vmi: VirtualMachineInstance): boolean =>
-  vmi.status?.phase === "Succeeded" || vmi.status?.phase === "Failed";
 
 /** Reconciles VirtualMachineInstances. */
 export class VmiController implements Reconciler {
@@ -87,7 +93,7 @@ export class VmiController implements Reconciler {
     if (!this.#d.expectations.satisfied(key)) return done();
     const pods = this.#d.podsOf(vmi.metadata?.uid ?? "");
     if (vmi.metadata?.deletionTimestamp) return this.#finalize(vmi, pods, ctx);
-    if (isFinalVmi(vmi)) return done();
+    if (isVmiFinal(vmi)) return done();
     const now = new Date((this.#d.now ?? Date.now)()).toISOString();
     const plan = planVmi(vmi, pods, now);
     let syncError: SyncError | undefined;
