@@ -12,7 +12,9 @@
  *   console            serial-output/writeSerial scrollback kept here (bounded), across guest reboots
  *   Vm "shutdown"      guest-exit -> stopped (GuestShutdown, code);  Linux reset -> a new Vm boots the same
  *                      spec (guest reboot);  ELF reset/triple-fault/fatal-exit -> crashed
- *   migration          not yet: libs/vmm exports no migration API, so the VMI is LiveMigratable=False
+ *   prepareIncoming()  Vm.create, not started    native-migration.ts (@kvt/migration): the target receives,
+ *   migrateTo()        OutgoingMigration         then starts the guest; the source stops its Vm only after the
+ *   cancelMigration()  cancel()                  target confirmed (state stopped, reason "migrated")
  */
 import { EventEmitter } from "node:events";
 import type { Logger } from "@kvt/observability";
@@ -24,15 +26,15 @@ import {
   type MachineState,
   type MachineStats,
   MachineUnsupportedError,
+  type MigrationOptions,
   type MigrationResult,
   type MigrationTarget,
 } from "../machine.ts";
 import { isLinuxBoot, nativeBootOptions } from "./boot-options.ts";
+import { incomingVmOptions, NativeMigration } from "./native-migration.ts";
 
 /** Bytes of console output kept for clients that attach late. */
 export const SCROLLBACK_BYTES = 256 * 1024;
-
-const NO_MIGRATION = "live migration on the native VMM is not available yet (libs/vmm has no migration API)";
 
 /** Checks, before anything is allocated, that the native VMM can boot `spec`; throws MachineUnsupportedError. */
 export function assertNativeBootable(spec: MachineSpec): void {
@@ -46,7 +48,6 @@ export function assertNativeBootable(spec: MachineSpec): void {
 /** A guest run by our VMM. */
 export class NativeMachine implements Machine {
   readonly backend = "native" as const;
-  readonly notMigratableReason = NO_MIGRATION;
   readonly #spec: MachineSpec;
   readonly #vmm: Vmm;
   readonly #log: Logger;
@@ -58,12 +59,14 @@ export class NativeMachine implements Machine {
   #startedAt = 0;
   #bootOptions: VmOptions | undefined;
   #reboots = 0;
+  readonly #migration: NativeMigration;
 
   constructor(spec: MachineSpec, vmm: Vmm, logger: Logger) {
     assertNativeBootable(spec);
     this.#spec = spec;
     this.#vmm = vmm;
     this.#log = logger.child({ vmi: spec.vmiKey, backend: "native" });
+    this.#migration = new NativeMigration(this.#log);
   }
 
   get state(): MachineState {
@@ -83,12 +86,16 @@ export class NativeMachine implements Machine {
 
   /** Creates and starts a Vm for `options`, its events wired to this machine. */
   #boot(options: VmOptions): void {
-    const vm = this.#vmm.create(options);
+    this.#attach(this.#vmm.create(options)).start();
+  }
+
+  /** Makes `vm` this machine's Vm, its events wired here. */
+  #attach(vm: VmControl): VmControl {
     this.#vm = vm;
     vm.on("serial-output", (chunk) => this.#onSerial(chunk));
     vm.on("shutdown", (event) => this.#onShutdown(vm, event));
     vm.on("vcpu-exit", (event) => this.#onVcpuExit(event));
-    vm.start();
+    return vm;
   }
 
   async pause(): Promise<void> {
@@ -165,14 +172,44 @@ export class NativeMachine implements Machine {
   }
 
   async prepareIncoming(): Promise<MigrationTarget> {
-    throw new MachineUnsupportedError(NO_MIGRATION);
+    if (this.#state !== "created" || this.#vm) throw new MachineUnsupportedError(`the machine is ${this.#state}`);
+    const options = nativeBootOptions(this.#spec);
+    const vm = this.#attach(this.#vmm.create(incomingVmOptions(options)));
+    try {
+      return this.#migration.listen(vm, {
+        onRunning: () => {
+          this.#bootOptions = options; // a Linux guest's reboot boots the same spec here
+          this.#startedAt = Date.now();
+          this.#set("running");
+        },
+        onFailed: (reason) => {
+          vm.stop();
+          this.#set("crashed", reason);
+        },
+      });
+    } catch (err) {
+      vm.stop();
+      this.#vm = undefined;
+      throw err;
+    }
   }
 
-  async migrateTo(): Promise<MigrationResult> {
-    throw new MachineUnsupportedError(NO_MIGRATION);
+  async migrateTo(target: MigrationTarget, options: MigrationOptions): Promise<MigrationResult> {
+    const vm = this.#require("running");
+    const result = await this.#migration.migrate(vm, target, options, (p) =>
+      this.#events.emit("migration-progress", p),
+    );
+    if (result.ok && this.#vm === vm) {
+      this.#set("stopped", "migrated"); // before stop(): the last console bytes still flow, no guest-exit is seen
+      vm.stop();
+    }
+    return result;
   }
 
-  async cancelMigration(): Promise<void> {}
+  async cancelMigration(): Promise<void> {
+    this.#migration.cancel();
+    this.#migration.cancelIncoming();
+  }
 
   on<E extends keyof MachineEvents>(event: E, listener: MachineEvents[E]): void {
     this.#events.on(event, listener);

@@ -1,0 +1,209 @@
+/**
+ * Live migration of native-VMM guests through launcher-rpc: two launcher processes (native-launcher.fixture.ts), the
+ * source synced with the deterministic test guest, the target prepared; the console logs of both together must equal
+ * an unmigrated run line for line. Cancel and a wrong secret leave the guest running on the source.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { LauncherClient, type LauncherEvent, type MigrationOptions } from "@kvt/launcher-rpc";
+import { createLogger } from "@kvt/observability";
+import { FakeVmm, hasKvm, testGuestPath } from "@kvt/vmm";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { Machine } from "../machine.ts";
+import { NativeMachine } from "./native-machine.ts";
+import { incomingVmOptions } from "./native-migration.ts";
+
+const fixture = new URL("./native-launcher.fixture.ts", import.meta.url).pathname;
+const MiB = 2 ** 20;
+const options: MigrationOptions = {
+  bandwidthBytesPerSec: 0,
+  maxDowntimeMs: 50,
+  allowAutoConverge: true,
+  allowPostCopy: false,
+  completionTimeoutPerGiB: 150,
+  progressTimeoutSeconds: 150,
+};
+const WORKLOAD = "ws=8 pattern=random rate=40 seed=7 every=128 lines=120";
+const SLOW = "ws=32 pattern=fill rate=0 seed=2 every=2048 tick=50 lines=50";
+
+describe("NativeMachine migration (fake VMM)", () => {
+  const logger = createLogger({ component: "test", level: "silent" });
+  const spec = {
+    vmiKey: "default/guest",
+    memoryBytes: 64 * MiB,
+    vcpus: 1,
+    boot: { kernelPath: testGuestPath(), cmdline: "ws=4", pvmSafe: true },
+    workDir: tmpdir(),
+  };
+
+  it("is live-migratable; a VMM without a migration stream refuses to prepare and leaves the machine unbuilt", async () => {
+    const vmm = new FakeVmm();
+    const m: Machine = new NativeMachine(spec, vmm, logger);
+    expect(m.notMigratableReason).toBeUndefined();
+    await expect(m.prepareIncoming()).rejects.toThrow(/no migration stream/);
+    expect(m.state).toBe("created");
+    expect(vmm.vms[0]?.state).toBe("stopped");
+    await m.start();
+    expect(m.state).toBe("running");
+    await expect(
+      m.migrateTo({ host: "127.0.0.1", port: 1, secret: "x".repeat(32) }, toMachine(options)),
+    ).rejects.toThrow(/no migration stream/);
+    expect(m.state).toBe("running");
+  });
+
+  it("a target is the source's machine without a loaded ELF kernel (memory and vCPU state arrive)", () => {
+    expect(incomingVmOptions({ memoryBytes: 64 * MiB, vcpus: 2, kernel: { path: "/k", cmdline: "" } })).toEqual({
+      memoryBytes: 64 * MiB,
+      vcpus: 2,
+    });
+  });
+});
+
+function toMachine(o: MigrationOptions) {
+  return {
+    bandwidthBytesPerSec: o.bandwidthBytesPerSec,
+    maxDowntimeMs: o.maxDowntimeMs,
+    allowAutoConverge: o.allowAutoConverge,
+    completionTimeoutSec: o.completionTimeoutPerGiB,
+    progressTimeoutSec: o.progressTimeoutSeconds,
+  };
+}
+
+/** One launcher process and what it reported. */
+interface Launcher {
+  readonly client: LauncherClient;
+  readonly events: LauncherEvent[];
+  readonly exited: Promise<number | null>;
+  readonly child: ChildProcess;
+  console(): string;
+}
+
+let dir = "";
+const children: ChildProcess[] = [];
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "kvt-nmig-"));
+  return () => rmSync(dir, { recursive: true, force: true });
+});
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+});
+
+let seq = 0;
+async function launcher(cmdline: string): Promise<Launcher> {
+  const n = seq++;
+  const socketPath = join(dir, `l${n}.sock`);
+  const logPath = join(dir, `l${n}.log`);
+  const child = spawn(process.execPath, [fixture, socketPath, logPath, cmdline], {
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  children.push(child);
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const client = new LauncherClient(socketPath, { timeoutMs: 20_000 });
+  await expect
+    .poll(
+      () =>
+        client.info().then(
+          () => true,
+          () => false,
+        ),
+      { timeout: 60_000, interval: 100 },
+    )
+    .toBe(true);
+  const events: LauncherEvent[] = [];
+  void client.watchEvents((e) => events.push(e)).catch(() => {});
+  const console = (): string => {
+    try {
+      return readFileSync(logPath, "latin1");
+    } catch {
+      return "";
+    }
+  };
+  return { client, events, exited, child, console };
+}
+
+const lines = (text: string): number => text.split("\n").length - 1;
+
+const baselines = new Map<string, Promise<string>>();
+/** The console of an unmigrated launcher run of `cmdline`. */
+function baseline(cmdline: string): Promise<string> {
+  let b = baselines.get(cmdline);
+  if (!b) {
+    b = (async () => {
+      const l = await launcher(cmdline);
+      await l.client.sync();
+      expect(await l.exited).toBe(0);
+      return l.console();
+    })();
+    baselines.set(cmdline, b);
+  }
+  return b;
+}
+
+function resultOf(l: Launcher, uid: string): LauncherEvent & { type: "migration-result" } {
+  const e = l.events.find((x) => x.type === "migration-result" && x.migrationUid === uid);
+  if (e?.type !== "migration-result") throw new Error(`no migration-result for ${uid} yet`);
+  return e;
+}
+
+describe.skipIf(!hasKvm())("native live migration between two launcher processes (real KVM)", () => {
+  it("moves the running guest: progress events, Migrated source (exit 0), the console continues on the target", async () => {
+    const expected = baseline(WORKLOAD);
+    const source = await launcher(WORKLOAD);
+    const target = await launcher(WORKLOAD);
+    await source.client.sync();
+    await expect.poll(() => lines(source.console()), { timeout: 60_000 }).toBeGreaterThanOrEqual(20);
+    expect((await source.client.info()).notMigratableReason).toBeUndefined();
+    const address = await target.client.prepareTarget({ migrationUid: "m1" });
+    expect(address.secret).toMatch(/^[0-9a-f]{64}$/);
+    expect((await target.client.info()).state).toBe("IncomingMigration");
+    await source.client.migrate({ migrationUid: "m1", target: address, options });
+    await expect.poll(() => resultOf(source, "m1"), { timeout: 60_000 }).toBeTruthy();
+    const { result } = resultOf(source, "m1");
+    expect(result).toMatchObject({ ok: true });
+    expect(result.downtimeMs).toBeGreaterThan(0);
+    expect(result.iterations).toBeGreaterThanOrEqual(2);
+    expect(source.events.some((e) => e.type === "migration-progress" && e.migrationUid === "m1")).toBe(true);
+    expect(await source.exited).toBe(0);
+    await expect.poll(async () => (await target.client.info()).state, { timeout: 10_000 }).toMatch(/Running|Shutdown/);
+    expect(await target.exited).toBe(0); // the guest finished its lines on the target
+    expect(lines(target.console())).toBeGreaterThan(0);
+    expect((source.console() + target.console()).split("\n")).toEqual((await expected).split("\n"));
+  }, 180_000);
+
+  it.each([
+    ["a cancel", "m2", true],
+    ["a wrong secret", "m3", false],
+  ])(
+    "%s fails the migration and the guest runs on in the source launcher",
+    async (_what, uid, cancel) => {
+      const expected = baseline(SLOW);
+      const source = await launcher(SLOW);
+      const target = await launcher(SLOW);
+      await source.client.sync();
+      await expect.poll(() => lines(source.console()), { timeout: 60_000 }).toBeGreaterThanOrEqual(8);
+      const address = await target.client.prepareTarget({ migrationUid: uid });
+      const to = cancel ? address : { ...address, secret: `${address.secret.slice(0, -4)}beef` };
+      await source.client.migrate({
+        migrationUid: uid,
+        target: to,
+        options: { ...options, bandwidthBytesPerSec: 8 * MiB },
+      });
+      if (cancel) {
+        await new Promise((r) => setTimeout(r, 300));
+        await source.client.cancelMigration({ migrationUid: uid });
+      }
+      await expect.poll(() => resultOf(source, uid), { timeout: 60_000 }).toBeTruthy();
+      const { result } = resultOf(source, uid);
+      expect(result.ok).toBe(false);
+      expect(result.failureReason).toMatch(cancel ? /^canceled$/ : /authentication failed/);
+      const info = await source.client.info();
+      expect(info).toMatchObject({ state: "Running", migration: { migrationUid: uid, phase: "Failed" } });
+      expect(await target.exited).toBe(1); // the target's guest never ran: its launcher fails
+      expect(await source.exited).toBe(0); // the guest finished its lines here
+      expect(source.console().split("\n")).toEqual((await expected).split("\n"));
+    },
+    180_000,
+  );
+});

@@ -1,0 +1,139 @@
+/**
+ * Live migration of a native-VMM guest (the {@link Machine} migration calls of NativeMachine), over @kvt/migration:
+ *
+ *   target launcher                                   source launcher
+ *   prepareIncoming(): Vm.create (same spec,          migrateTo(target, options):
+ *     not started) -> listen, one-time secret           OutgoingMigration (bulk, dirty rounds under the policy:
+ *     -> {host, port, secret} to the handler            bandwidth cap, max downtime, auto-converge, completion
+ *   ... the source connects, authenticates (HMAC),      and progress timeouts) -> "migration-progress" events
+ *   memory + state arrive, the vCPUs start here         switch-over: pause, last pages + state, wait for the
+ *     -> onRunning (the machine is "running")             target's confirmation -> only then the source Vm stops
+ *   any failure -> onFailed (the Vm is discarded)      any failure or cancelMigration(): the guest runs on here
+ *
+ * The machine keeps the Vm's events (console, shutdown) wired; this module only moves the guest.
+ */
+
+import { type IncomingMigration, OutgoingMigration, prepareIncoming } from "@kvt/migration";
+import type { Logger } from "@kvt/observability";
+import { Vm, type VmControl, type VmOptions } from "@kvt/vmm";
+import {
+  MachineUnsupportedError,
+  type MigrationOptions,
+  type MigrationProgress,
+  type MigrationResult,
+  type MigrationTarget,
+} from "../machine.ts";
+
+/** How long a prepared target waits for its source, and the bound on each network step (ms). */
+export const INCOMING_TIMEOUT_MS = 120_000;
+/** Bound on each blocking network step of the source (ms). */
+export const OUTGOING_IO_TIMEOUT_MS = 10_000;
+
+/**
+ * The Vm options of a migration target: the source's machine (memory, vCPUs, and for Linux its platform devices),
+ * without loading an ELF kernel: the memory and the vCPU state arrive from the source.
+ */
+export function incomingVmOptions(boot: VmOptions): VmOptions {
+  const { kernel: _loadedBySource, ...machine } = boot;
+  return machine;
+}
+
+function migratable(vm: VmControl | undefined, verb: string): Vm {
+  if (!(vm instanceof Vm)) throw new MachineUnsupportedError(`cannot ${verb}: this VMM has no migration stream`);
+  return vm;
+}
+
+/** What a listening target reports back to its machine. */
+export interface IncomingCallbacks {
+  /** The guest runs here now. */
+  readonly onRunning: () => void;
+  /** The transfer failed or was canceled; the Vm was never started. */
+  readonly onFailed: (reason: string) => void;
+}
+
+/** One native guest's migrations, in either role. */
+export class NativeMigration {
+  readonly #log: Logger;
+  readonly #host: string;
+  #incoming: IncomingMigration | undefined;
+  #outgoing: OutgoingMigration | undefined;
+
+  /** `host`: the address the target listens on and hands to the source (default 127.0.0.1). */
+  constructor(logger: Logger, host = "127.0.0.1") {
+    this.#log = logger;
+    this.#host = host;
+  }
+
+  /** Target side: listens for the guest into `vm` (created, not started). */
+  listen(vm: VmControl, callbacks: IncomingCallbacks): MigrationTarget {
+    if (this.#incoming) throw new MachineUnsupportedError("an incoming migration is already prepared");
+    const incoming = prepareIncoming(migratable(vm, "receive a migration"), {
+      host: this.#host,
+      ioTimeoutMs: INCOMING_TIMEOUT_MS,
+      logger: this.#log,
+    });
+    this.#incoming = incoming;
+    incoming.done.then(
+      (stats) => {
+        this.#log.info(
+          { receiveSeconds: stats.receiveSeconds, restoreMs: stats.restoreMs, bytes: stats.bytesReceived },
+          "incoming migration completed; the guest runs here",
+        );
+        callbacks.onRunning();
+      },
+      (err: unknown) => callbacks.onFailed(`incoming migration failed: ${(err as Error).message}`),
+    );
+    this.#log.info({ host: incoming.destination.host, port: incoming.destination.port }, "waiting for the source");
+    return incoming.destination;
+  }
+
+  /** Target side: stops waiting (the listener's callbacks then report a failure). */
+  cancelIncoming(): void {
+    this.#incoming?.cancel();
+  }
+
+  /**
+   * Source side: sends the guest in `vm` to `target`. On success the guest is paused here and the target confirmed
+   * it runs there: the caller releases `vm`. On failure the guest runs on here. Never rejects for migration failures.
+   */
+  async migrate(
+    vm: VmControl | undefined,
+    target: MigrationTarget,
+    options: MigrationOptions,
+    onProgress: (p: MigrationProgress) => void,
+  ): Promise<MigrationResult> {
+    const source = migratable(vm, "migrate");
+    if (this.#outgoing) throw new MachineUnsupportedError("a migration is already in progress");
+    const outgoing = new OutgoingMigration(source, target, {
+      bandwidthBytesPerSec: options.bandwidthBytesPerSec,
+      maxDowntimeMs: options.maxDowntimeMs,
+      allowAutoConverge: options.allowAutoConverge,
+      completionTimeoutSec: options.completionTimeoutSec,
+      progressTimeoutSec: options.progressTimeoutSec,
+      ioTimeoutMs: OUTGOING_IO_TIMEOUT_MS,
+      release: false, // the machine releases the Vm, so its state says "migrated" rather than a guest exit
+      onProgress,
+      logger: this.#log,
+    });
+    this.#outgoing = outgoing;
+    this.#log.info({ host: target.host, port: target.port, ...options }, "migration started");
+    try {
+      const r = await outgoing.run();
+      return {
+        ok: r.ok,
+        ...(r.failureReason !== undefined ? { failureReason: r.failureReason } : {}),
+        ...(r.downtimeMs !== undefined ? { downtimeMs: r.downtimeMs } : {}),
+        totalSeconds: r.totalSeconds,
+        bytesSent: r.bytesSent,
+        iterations: r.iterations,
+      };
+    } finally {
+      this.#outgoing = undefined;
+    }
+  }
+
+  /** Source side: aborts the outgoing migration in flight (its result says "canceled"); no-op when none. */
+  cancel(): void {
+    this.#outgoing?.cancel("canceled");
+  }
+}
