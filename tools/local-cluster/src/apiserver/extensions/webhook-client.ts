@@ -9,7 +9,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { request as httpRequest, type IncomingMessage } from "node:http";
-import { request as httpsRequest } from "node:https";
+import { Agent, request as httpsRequest } from "node:https";
 import type { AdmissionAttributes } from "../admission/types.ts";
 import { isObject, type Json, type JsonObject } from "../types.ts";
 import type { Webhook } from "./webhook-rules.ts";
@@ -38,6 +38,25 @@ const OPTIONS_KIND: Record<string, string> = {
   DELETE: "DeleteOptions",
 };
 const MAX_RESPONSE_BYTES = 3 * 1024 * 1024;
+const agents = new Map<string, Agent>();
+
+/**
+ * A keep-alive agent per trust bundle: webhooks sit on every write of their resources (VMI updates included), so
+ * a TLS handshake per call would be the dominant cost. Bounded: configurations rarely carry more than a few CAs.
+ */
+function agentFor(caPem: string | undefined): Agent {
+  const key = caPem ?? "";
+  let agent = agents.get(key);
+  if (!agent) {
+    if (agents.size >= 32) {
+      for (const a of agents.values()) a.destroy();
+      agents.clear();
+    }
+    agent = new Agent({ keepAlive: true, maxSockets: 16, ...(caPem ? { ca: caPem } : {}) });
+    agents.set(key, agent);
+  }
+  return agent;
+}
 
 /** The AdmissionReview v1 request for `attrs` (a new uid each call). */
 export function admissionReview(attrs: AdmissionAttributes, uid: string = randomUUID()): JsonObject {
@@ -88,7 +107,7 @@ function post(hook: Webhook, body: string): Promise<{ code: number; text: string
         accept: "application/json",
         "content-length": Buffer.byteLength(body),
       },
-      ...(url.protocol === "https:" && hook.caPem ? { ca: hook.caPem } : {}),
+      ...(url.protocol === "https:" ? { agent: agentFor(hook.caPem) } : {}),
     };
     const onAnswer = (res: IncomingMessage): void => {
       const chunks: Buffer[] = [];
