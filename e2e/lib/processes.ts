@@ -1,0 +1,118 @@
+/**
+ * Finds the local cluster's processes on this machine, for the failure tests (kill -9 a launcher, a handler), and
+ * follows a VMI's phase with `kubectl get -w` so a short-lived phase (Failed, before a VM replaces the VMI) is not
+ * missed between polls.
+ *
+ *   launcher of pod P   the process whose working directory is <dataDir>/nodes/<node>/pods/<P uid> (the
+ *                       process-kubelet starts every container there) and whose command runs virt-launcher
+ *   virt-handler of N   the process whose command runs apps/virt-handler with `--node-name N` and this cluster's
+ *                       kubeconfig (another cluster on the machine has another data directory)
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+
+interface ProcessInfo {
+  readonly pid: number;
+  readonly argv: string[];
+  readonly cwd: string;
+}
+
+function processes(): ProcessInfo[] {
+  const out: ProcessInfo[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").filter(Boolean);
+      out.push({ pid: Number(entry), argv, cwd: readlinkSync(`/proc/${entry}/cwd`) });
+    } catch {
+      // The process ended while we looked: skip it.
+    }
+  }
+  return out;
+}
+
+/** The pid of the launcher running in the pod with uid `podUid`, or undefined when none runs. */
+export function launcherPid(podUid: string): number | undefined {
+  return processes().find(
+    (p) => p.cwd.endsWith(`/pods/${podUid}`) && p.argv.some((a) => a.endsWith("virt-launcher/src/main.ts")),
+  )?.pid;
+}
+
+/** The pid of the virt-handler of `node` in the cluster whose kubeconfig is `kubeconfig`, or undefined. */
+export function handlerPid(kubeconfig: string, node: string): number | undefined {
+  const flag = (argv: string[], name: string): string | undefined => argv[argv.indexOf(name) + 1];
+  return processes().find(
+    (p) =>
+      p.argv.some((a) => a.endsWith("virt-handler/src/main.ts")) &&
+      flag(p.argv, "--node-name") === node &&
+      flag(p.argv, "--kubeconfig") === kubeconfig,
+  )?.pid;
+}
+
+/**
+ * The guest's serial console as the launcher writes it: `<dataDir>/nodes/<node>/pods/<podUid>/virt-serial0-log`
+ * (the data directory is the kubeconfig's). "" until it exists. The file `kubectl logs -c guest-console-log`
+ * follows, read directly: it works whether or not the launcher pod has that container.
+ */
+export function consoleFile(kubeconfig: string, node: string, podUid: string): string {
+  try {
+    return readFileSync(join(dirname(kubeconfig), "nodes", node, "pods", podUid, "virt-serial0-log"), "utf8");
+  } catch {
+    return "";
+  }
+}
+
+/** The highest `kvt-guest progress n=N` the test guest printed in `consoleText`, or -1 before the first. */
+export function guestProgress(consoleText: string): number {
+  let max = -1;
+  for (const m of consoleText.matchAll(/kvt-guest progress n=(\d+)/g)) max = Math.max(max, Number(m[1]));
+  return max;
+}
+
+/** True while process `pid` exists (and is not a zombie). */
+export function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** One observed state of a VMI. */
+export interface VmiObservation {
+  readonly uid: string;
+  readonly phase: string;
+}
+
+/** A running `kubectl get vmi NAME -w`: every state it printed, until stop(). */
+export interface VmiWatcher {
+  readonly seen: VmiObservation[];
+  stop(): void;
+}
+
+/** Follows the VMI `name` with the real kubectl's watch, recording (uid, phase) of every event. */
+export function watchVmi(kubeconfig: string, name: string): VmiWatcher {
+  const seen: VmiObservation[] = [];
+  const child: ChildProcess = spawn(
+    "kubectl",
+    ["get", "vmi", name, "-w", "-o", 'jsonpath={.metadata.uid} {.status.phase}{"\\n"}'],
+    {
+      env: { ...process.env, KUBECONFIG: kubeconfig, HOME: mkdtempSync(join(tmpdir(), "kvt-e2e-watch-")) },
+      stdio: ["ignore", "pipe", "ignore"],
+    },
+  );
+  let pending = "";
+  child.stdout?.on("data", (d: Buffer) => {
+    pending += d.toString();
+    const lines = pending.split("\n");
+    pending = lines.pop() ?? "";
+    for (const line of lines) {
+      const [uid, phase] = line.trim().split(" ");
+      if (uid) seen.push({ uid, phase: phase ?? "" });
+    }
+  });
+  return { seen, stop: () => void child.kill("SIGKILL") };
+}
