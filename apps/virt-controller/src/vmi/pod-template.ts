@@ -27,6 +27,10 @@ import type { Pod } from "@kvt/kube";
 export const LAUNCHER_IMAGE = "kubevirt/virt-launcher";
 /** The launcher command the process-kubelet maps to apps/virt-launcher. */
 export const LAUNCHER_COMMAND = "/usr/bin/virt-launcher-monitor";
+/** The sidecar that follows the launcher's serial console log (the process-kubelet maps virt-tail to it). */
+export const CONSOLE_LOG_CONTAINER = "guest-console-log";
+/** The command of the console-log sidecar (KubeVirt's virt-tail). */
+export const VIRT_TAIL_COMMAND = "/usr/bin/virt-tail";
 /** The KVM device resource. */
 export const KVM_RESOURCE = "devices.kubevirt.io/kvm";
 /** Label the VMI's name under on its pods (KubeVirt `vm.kubevirt.io/name`). */
@@ -129,6 +133,7 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
           ],
           resources: { requests, limits },
         },
+        guestConsoleLogContainer(uid),
       ],
       nodeSelector: { ...spec.nodeSelector, ...options.nodeSelector, [LABEL.schedulable]: "true" },
       restartPolicy: "Never",
@@ -145,4 +150,18 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
   if (spec.hostname) podSpec.hostname = spec.hostname;
   if (spec.subdomain) podSpec.subdomain = spec.subdomain;
   return pod;
+}
+
+/**
+ * KubeVirt's `guest-console-log` container: `virt-tail` follows the console log the launcher writes
+ * (`/var/run/kubevirt-private/<vmi uid>/virt-serial0-log`), so `kubectl logs <pod> -c guest-console-log` shows the
+ * guest's serial console. Tiny resources, as KubeVirt sets them.
+ */
+export function guestConsoleLogContainer(uid: string): NonNullable<Pod["spec"]>["containers"][number] {
+  return {
+    name: CONSOLE_LOG_CONTAINER,
+    image: LAUNCHER_IMAGE,
+    command: [VIRT_TAIL_COMMAND, "--logfile", `/var/run/kubevirt-private/${uid}/virt-serial0-log`],
+    resources: { requests: { cpu: "5m", memory: "35M" }, limits: { cpu: "15m", memory: "60M" } },
+  };
 }

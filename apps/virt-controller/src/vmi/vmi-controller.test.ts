@@ -119,6 +119,17 @@ describe("planVmi", () => {
 });
 
 describe("renderLauncherPod", () => {
+  it("adds KubeVirt's guest-console-log container: virt-tail of the launcher's serial console log", () => {
+    const vmi = newVmi("vm-c", withMemory("64Mi"));
+    const containers = renderLauncherPod(vmi).spec!.containers;
+    expect(containers.map((c) => c.name)).toEqual(["compute", "guest-console-log"]);
+    expect(containers[1]).toMatchObject({
+      image: "kubevirt/virt-launcher",
+      command: ["/usr/bin/virt-tail", "--logfile", `/var/run/kubevirt-private/${vmi.metadata!.uid}/virt-serial0-log`],
+      resources: { requests: { cpu: "5m", memory: "35M" } },
+    });
+  });
+
   it("requests guest memory plus overhead, CPU and the KVM device, with KubeVirt's labels and owner", () => {
     const vmi = newVmi("vm-x", withMemory("1Gi"), withCpus(2), (v) => {
       v.spec.nodeSelector = { zone: "a" };
