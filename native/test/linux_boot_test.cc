@@ -188,15 +188,19 @@ TEST(AcpiTablesChecksumAndPointAtEachOther) {
   CHECK_EQ(Sum(b, kRsdpOffset, 20), 0);
   CHECK_EQ(Sum(b, kRsdpOffset, 36), 0);
   CHECK_EQ(GetAt<uint64_t>(b, kRsdpOffset + 24), kAcpiTablesAddr + kXsdtOffset);
+  CHECK_EQ(std::string(reinterpret_cast<const char*>(b.data() + kFacsOffset), 4), std::string("FACS"));
+  CHECK((kAcpiTablesAddr + kFacsOffset) % 64 == 0);
   for (size_t off : {kXsdtOffset, kFadtOffset, kDsdtOffset, kMadtOffset}) {
     CHECK_EQ(Sum(b, off, GetAt<uint32_t>(b, off + 4)), 0);
   }
   CHECK_EQ(GetAt<uint64_t>(b, kXsdtOffset + 36), kAcpiTablesAddr + kFadtOffset);
   CHECK_EQ(GetAt<uint64_t>(b, kXsdtOffset + 44), kAcpiTablesAddr + kMadtOffset);
   CHECK_EQ(GetAt<uint32_t>(b, kFadtOffset + 4), 276u);
-  CHECK((GetAt<uint32_t>(b, kFadtOffset + 112) & (1u << 20)) != 0);  // HW_REDUCED_ACPI
+  CHECK((GetAt<uint32_t>(b, kFadtOffset + 112) & (1u << 20)) == 0);  // not hardware-reduced: legacy IRQs stay
   CHECK_EQ(GetAt<uint64_t>(b, kFadtOffset + 140), kAcpiTablesAddr + kDsdtOffset);
-  CHECK_EQ(GetAt<uint64_t>(b, kFadtOffset + 244 + 4), kAcpiPmPort);
+  CHECK_EQ(GetAt<uint32_t>(b, kFadtOffset + 64), static_cast<uint32_t>(kAcpiPmPort + kAcpiPm1CntOffset));
+  CHECK_EQ(GetAt<uint64_t>(b, kFadtOffset + 172 + 4), static_cast<uint64_t>(kAcpiPmPort + kAcpiPm1CntOffset));
+  CHECK_EQ(b[kFadtOffset + 89], 2);
   CHECK_EQ(GetAt<uint32_t>(b, kMadtOffset + 4), 44u + 2 * 8 + 12);
   CHECK_EQ(b[kMadtOffset + 44 + 8 + 3], 1);  // second LAPIC: APIC ID 1
   CHECK_EQ(b[kMadtOffset + 44 + 16], 1);     // then the IOAPIC
@@ -206,13 +210,16 @@ TEST(AcpiTablesChecksumAndPointAtEachOther) {
 TEST(AcpiSleepControlPowersOff) {
   Sink sink;
   AcpiPmDevice pm(&sink);
-  uint8_t wake = 0x80;
-  pm.Write(1, &wake, 1);  // WAK_STS clear on the status register
-  uint8_t typ_only = 5 << 2;
-  pm.Write(0, &typ_only, 1);
+  uint8_t wake[2] = {0x00, 0x80};
+  pm.Write(0, wake, 2);  // WAK_STS clear on the status register
+  uint8_t cnt[2];
+  pm.Read(kAcpiPm1CntOffset, cnt, 2);
+  CHECK((cnt[0] & 1) != 0);  // SCI_EN: already in ACPI mode
+  uint16_t typ_only = 5 << 10;
+  pm.Write(kAcpiPm1CntOffset, reinterpret_cast<const uint8_t*>(&typ_only), 2);
   CHECK_EQ(sink.exits, 0);
-  uint8_t s5 = (5 << 2) | kAcpiSlpEn;
-  pm.Write(0, &s5, 1);
+  uint16_t s5 = (5 << 10) | kAcpiSlpEn;
+  pm.Write(kAcpiPm1CntOffset, reinterpret_cast<const uint8_t*>(&s5), 2);
   CHECK_EQ(sink.exits, 1);
   CHECK_EQ(sink.code, 0u);
 }

@@ -1,13 +1,17 @@
-// LinuxAcpi: the smallest ACPI a stock Linux needs to find its CPUs and interrupt controllers and to power off
-// (Cloud Hypervisor's hardware-reduced layout, reduced): no SCI, no PM timer, no AML beyond the \_S5 object.
+// LinuxAcpi: the smallest ACPI a stock Linux needs to find its CPUs and interrupt controllers and to power off,
+// on a PC platform with legacy devices (PIC, PIT, ISA IRQs of the UART and keyboard stay as on a PC: a
+// hardware-reduced FADT would make Linux drop the legacy PIC and with it every ISA IRQ mapping). Fixed ACPI
+// hardware is only the PM1a event and control blocks; no PM timer, no GPEs, no AML beyond the \_S5 object.
 //
-//   0xe0000 RSDP "RSD PTR " rev 2 --> XSDT --> FADT (rev 6, HW_REDUCED_ACPI, RESET_REG_SUP)
+//   0xe0000 RSDP "RSD PTR " rev 2 --> XSDT --> FADT (rev 6, RESET_REG_SUP, no fixed power/sleep buttons)
 //                                          |      X_DSDT --> DSDT: Name (_S5_, Package (4) {5, 0, 0, 0})
-//                                          |      SLEEP_CONTROL_REG = I/O 0x600, SLEEP_STATUS_REG = I/O 0x601
+//                                          |      FIRMWARE_CTRL --> FACS (64 bytes, no waking vector)
+//                                          |      PM1a_EVT_BLK = I/O 0x600 (4 bytes), PM1a_CNT_BLK = I/O 0x604 (2)
+//                                          |      SCI_INT = 9, SMI_CMD = 0 (always in ACPI mode: SCI_EN reads 1)
 //                                          |      RESET_REG = I/O 0x64, value 0xfe (the i8042 reset line)
 //                                          +--> MADT (APIC): one Local APIC per vCPU, IOAPIC id 0 at 0xfec00000
 //
-//   power-off: the guest writes SLP_TYP<<2 | SLP_EN (bit 5) to 0x600 --> AcpiPmDevice --> ExitSink::OnGuestExit(0)
+//   power-off: the guest writes SLP_TYP<<10 | SLP_EN (bit 13) to PM1a_CNT --> AcpiPmDevice --> OnGuestExit(0)
 //   reboot:    the guest writes 0xfe to 0x64 (ACPI reset register, then the keyboard controller) --> i8042 reset
 // The tables live in the e820-reserved ROM area (vmm/linux_boot.h), so the kernel never reuses that memory.
 // BuildAcpiTables is pure (checksums and offsets are unit-tested); AcpiPmDevice is a port-I/O device.
@@ -22,18 +26,20 @@
 namespace kvmts::vmm {
 
 inline constexpr uint64_t kAcpiTablesAddr = 0xe0000;
-inline constexpr uint16_t kAcpiPmPort = 0x600, kAcpiPmPortLen = 2;  // sleep control, sleep status
-inline constexpr uint8_t kAcpiSlpEn = 0x20;
+inline constexpr uint16_t kAcpiPmPort = 0x600, kAcpiPmPortLen = 6;  // PM1a_EVT (status, enable), PM1a_CNT
+inline constexpr uint16_t kAcpiPm1CntOffset = 4;
+inline constexpr uint16_t kAcpiSlpEn = 1u << 13, kAcpiSciEn = 1u << 0;
 inline constexpr uint64_t kIoapicAddr = 0xfec00000, kLapicAddr = 0xfee00000;
 
 // The tables as one blob to copy to kAcpiTablesAddr (RSDP first). vcpus: 1..64.
 std::vector<uint8_t> BuildAcpiTables(uint32_t vcpus);
 
 // Offsets of the tables inside the blob, for tests.
-inline constexpr size_t kRsdpOffset = 0x0, kXsdtOffset = 0x40, kFadtOffset = 0x100, kDsdtOffset = 0x240,
-                        kMadtOffset = 0x300;
+inline constexpr size_t kRsdpOffset = 0x0, kXsdtOffset = 0x40, kFadtOffset = 0x100, kFacsOffset = 0x240,
+                        kDsdtOffset = 0x280, kMadtOffset = 0x300;
 
-// The sleep control/status registers of the hardware-reduced FADT. A write with SLP_EN set powers off.
+// The PM1a event (status, enable: read 0, writes ignored) and control blocks. A PM1a_CNT write with SLP_EN set
+// powers off (S5 is the only sleep state the DSDT declares); PM1a_CNT reads SCI_EN = 1 (ACPI mode).
 class AcpiPmDevice : public devices::PioDevice {
  public:
   explicit AcpiPmDevice(devices::ExitSink* sink) : sink_(sink) {}
@@ -44,6 +50,7 @@ class AcpiPmDevice : public devices::PioDevice {
  private:
   devices::ExitSink* sink_;
   uint64_t power_offs_ = 0;
+  uint16_t cnt_ = kAcpiSciEn;
 };
 
 }  // namespace kvmts::vmm
