@@ -41,9 +41,23 @@ auto Printable(const T& v) {
   }
 }
 
+// a == b, and for two integers of different signedness the mathematically exact comparison (C++20 cmp_equal).
+template <typename A, typename B>
+bool Equal(const A& a, const B& b) {
+  if constexpr (std::is_integral_v<A> && std::is_integral_v<B> && std::is_signed_v<A> != std::is_signed_v<B>) {
+    if constexpr (std::is_signed_v<A>) {
+      return a >= 0 && static_cast<std::make_unsigned_t<A>>(a) == b;
+    } else {
+      return b >= 0 && a == static_cast<std::make_unsigned_t<B>>(b);
+    }
+  } else {
+    return a == b;
+  }
+}
+
 template <typename A, typename B>
 void CheckEq(const A& a, const B& b, const char* ea, const char* eb, const char* file, int line) {
-  if (a == b) return;
+  if (Equal(a, b)) return;
   std::ostringstream os;
   os << Printable(a) << " vs " << Printable(b);
   std::fprintf(stderr, "  %s:%d: CHECK_EQ(%s, %s) failed: %s\n", file, line, ea, eb, os.str().c_str());
