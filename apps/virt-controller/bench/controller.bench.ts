@@ -13,18 +13,10 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { customResourceDefinitions, type VirtualMachine, type VirtualMachineInstance } from "@kvt/api";
-import {
-  CORE_V1,
-  Informer,
-  KUBEVIRT_V1,
-  type KubeObject,
-  loadKubeConfig,
-  type Pod,
-  RestClient,
-  resourceClient,
-} from "@kvt/kube";
+import type { VirtualMachine, VirtualMachineInstance } from "@kvt/api";
+import { CORE_V1, Informer, KUBEVIRT_V1, loadKubeConfig, type Pod, RestClient, resourceClient } from "@kvt/kube";
 import { pino } from "pino";
+import { installKubeVirtCrds } from "../src/testing/install-crds.ts";
 
 const { values } = parseArgs({ options: { vms: { type: "string", default: "1000" } } });
 const N = Math.max(1, Number(values.vms) || 1000);
@@ -80,23 +72,8 @@ async function main(): Promise<void> {
     /listening on/,
   );
   const transport = new RestClient(loadKubeConfig({ kubeconfig }));
-  const crds = resourceClient<KubeObject>(transport, {
-    group: "apiextensions.k8s.io",
-    version: "v1",
-    plural: "customresourcedefinitions",
-    kind: "CustomResourceDefinition",
-    namespaced: false,
-  });
-  for (const crd of customResourceDefinitions()) await crds.create(crd);
+  await installKubeVirtCrds(transport, 10_000);
   const vms = resourceClient<VirtualMachine>(transport, KUBEVIRT_V1.virtualMachines);
-  await waitFor(
-    () =>
-      vms.list("default").then(
-        () => true,
-        () => false,
-      ),
-    10_000,
-  );
 
   const metricsPort = await freePort();
   const controller = spawn(

@@ -2,29 +2,16 @@
  * virt-controller against the real local API server over HTTP: the VM and VMI controllers for each run strategy,
  * restart with a stable firmware UUID, and orphan/adopt. No scheduler or kubelet runs, so launcher pods stay Pending.
  */
-import { customResourceDefinitions, type VirtualMachine, type VirtualMachineInstance } from "@kvt/api";
-import { CORE_V1, KUBEVIRT_V1, type KubeObject, kubeConfigFor, type Pod, RestClient, resourceClient } from "@kvt/kube";
+import type { VirtualMachine, VirtualMachineInstance } from "@kvt/api";
+import { CORE_V1, KUBEVIRT_V1, kubeConfigFor, type Pod, RestClient, resourceClient } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
 import { newVm, withRunning, withRunStrategy } from "@kvt/testing";
 import { pino } from "pino";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtControllerApp } from "./app.ts";
-
-async function eventually<T>(fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > until) throw new Error(`condition not met in ${timeoutMs} ms`, { cause: last });
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+import { eventually } from "./testing/eventually.ts";
+import { installKubeVirtCrds } from "./testing/install-crds.ts";
 
 describe("virt-controller against the local API server", () => {
   let server: ApiServerHandle;
@@ -42,19 +29,7 @@ describe("virt-controller against the local API server", () => {
   beforeAll(async () => {
     server = await startApiServer({ inMemory: true, port: 0, logger: pino({ level: "silent" }) });
     transport = new RestClient(kubeConfigFor(server.url, server.token), { registry });
-    const crds = resourceClient<KubeObject>(transport, {
-      group: "apiextensions.k8s.io",
-      version: "v1",
-      plural: "customresourcedefinitions",
-      kind: "CustomResourceDefinition",
-      namespaced: false,
-    });
-    for (const crd of customResourceDefinitions()) await crds.create(crd);
-    await eventually(() =>
-      vms()
-        .list("default")
-        .then(() => true),
-    );
+    await installKubeVirtCrds(transport);
     app = new VirtControllerApp({ transport, logger: pino({ level: "silent" }), registry });
     await app.start();
   }, 60_000);

@@ -2,11 +2,10 @@
  * A migration's controller-side lifecycle against the real local API server; the test plays the scheduler (binding),
  * the kubelet (pod status) and both virt-handlers (VMI status and migrationState).
  */
-import { customResourceDefinitions, type VirtualMachineInstance, type VirtualMachineInstanceMigration } from "@kvt/api";
+import type { VirtualMachineInstance, VirtualMachineInstanceMigration } from "@kvt/api";
 import {
   CORE_V1,
   KUBEVIRT_V1,
-  type KubeObject,
   kubeConfigFor,
   LeaderElector,
   type Lease,
@@ -20,21 +19,8 @@ import { pino } from "pino";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtControllerApp } from "./app.ts";
-
-async function eventually<T>(fn: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > until) throw new Error(`condition not met in ${timeoutMs} ms`, { cause: last });
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+import { eventually } from "./testing/eventually.ts";
+import { installKubeVirtCrds } from "./testing/install-crds.ts";
 
 describe("migration lifecycle against the local API server", () => {
   let server: ApiServerHandle;
@@ -78,19 +64,7 @@ describe("migration lifecycle against the local API server", () => {
   beforeAll(async () => {
     server = await startApiServer({ inMemory: true, port: 0, logger: pino({ level: "silent" }) });
     transport = new RestClient(kubeConfigFor(server.url, server.token));
-    const crds = resourceClient<KubeObject>(transport, {
-      group: "apiextensions.k8s.io",
-      version: "v1",
-      plural: "customresourcedefinitions",
-      kind: "CustomResourceDefinition",
-      namespaced: false,
-    });
-    for (const crd of customResourceDefinitions()) await crds.create(crd);
-    await eventually(() =>
-      vmims()
-        .list("default")
-        .then(() => true),
-    );
+    await installKubeVirtCrds(transport);
     app = new VirtControllerApp({ transport, logger: pino({ level: "silent" }), registry: new Registry() });
     await app.start();
   }, 60_000);
