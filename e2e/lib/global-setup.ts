@@ -1,7 +1,11 @@
 /**
  * vitest globalSetup for e2e: starts one local cluster for the whole run and stops it afterwards. Tests read its
- * kubeconfig with `inject("kubeconfig")`. KVT_E2E_TRACES=<file> records every component's spans there.
+ * kubeconfig with `inject("kubeconfig")`. Every component's spans are recorded to `inject("tracesFile")`
+ * (KVT_E2E_TRACES=<file>, else a temporary file); `inject("scrapeConfig")` is the cluster's Prometheus scrape config.
  */
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { startE2eCluster } from "./cluster.ts";
 
@@ -9,13 +13,20 @@ declare module "vitest" {
   export interface ProvidedContext {
     kubeconfig: string;
     nodeNames: string[];
+    /** OTLP/JSON lines of every component's spans. */
+    tracesFile: string;
+    /** The Prometheus scrape configuration `npm start` writes for the cluster. */
+    scrapeConfig: string;
   }
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const { cluster, cleanup } = await startE2eCluster(process.env.KVT_E2E_TRACES);
+  const tracesFile = process.env.KVT_E2E_TRACES ?? join(mkdtempSync(join(tmpdir(), "kvt-e2e-traces-")), "traces.jsonl");
+  const { cluster, cleanup } = await startE2eCluster(tracesFile);
   process.env.KVT_E2E_KUBECONFIG = cluster.kubeconfig;
   project.provide("kubeconfig", cluster.kubeconfig);
   project.provide("nodeNames", [...cluster.nodeNames]);
+  project.provide("tracesFile", tracesFile);
+  project.provide("scrapeConfig", cluster.scrapeConfigPath);
   return cleanup;
 }

@@ -1,0 +1,105 @@
+/**
+ * A real Prometheus (Debian's `prometheus` package) for e2e tests: started on loopback with the cluster's generated
+ * scrape configuration (interval shortened to 1 s so a short migration is seen), queried over its HTTP API, and
+ * stopped with its temporary storage removed.
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { eventually } from "./eventually.ts";
+
+/** One series of an instant query's answer. */
+export interface PromSample {
+  readonly metric: Record<string, string>;
+  readonly value: [number, string];
+}
+
+/** A running Prometheus. */
+export interface Prometheus {
+  readonly url: string;
+  /** Runs an instant query; rejects on a PromQL error. */
+  query(expr: string): Promise<PromSample[]>;
+  /** Runs a range query (1 s steps) from `startMs` to now; resolves to the number of series with any sample. */
+  seriesOver(expr: string, startMs: number): Promise<number>;
+  stop(): Promise<void>;
+}
+
+/** The prometheus binary, installed with apt-get when missing and running as root; undefined when unavailable. */
+export function prometheusBinary(): string | undefined {
+  if (existsSync("/usr/bin/prometheus")) return "/usr/bin/prometheus";
+  if (process.getuid?.() !== 0) return undefined;
+  execFileSync("apt-get", ["install", "-y", "--no-install-recommends", "prometheus"], { stdio: "ignore" });
+  return existsSync("/usr/bin/prometheus") ? "/usr/bin/prometheus" : undefined;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (address === null || typeof address === "string") throw new Error("cannot pick a free port");
+  return address.port;
+}
+
+/** Starts Prometheus on 127.0.0.1 scraping what `scrapeConfigPath` lists; resolves once it is ready. */
+export async function startPrometheus(binary: string, scrapeConfigPath: string): Promise<Prometheus> {
+  const dir = mkdtempSync(join(tmpdir(), "kvt-e2e-prometheus-"));
+  const config = join(dir, "prometheus.yml");
+  writeFileSync(
+    config,
+    readFileSync(scrapeConfigPath, "utf8").replace(/scrape_interval: \S+/, "scrape_interval: 1s\n  scrape_timeout: 1s"),
+  );
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child: ChildProcess = spawn(
+    binary,
+    [
+      `--config.file=${config}`,
+      `--storage.tsdb.path=${join(dir, "data")}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      "--log.level=warn",
+    ],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-4000);
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  await eventually(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`prometheus exited ${child.exitCode}: ${stderr}`);
+      const r = await fetch(`${url}/-/ready`);
+      if (!r.ok) throw new Error(`prometheus not ready: ${r.status}`);
+    },
+    { timeoutMs: 60_000, what: "Prometheus to be ready" },
+  );
+  return {
+    url,
+    async query(expr) {
+      const r = await fetch(`${url}/api/v1/query?query=${encodeURIComponent(expr)}`);
+      const body = (await r.json()) as { status: string; error?: string; data?: { result: PromSample[] } };
+      if (body.status !== "success") throw new Error(`PromQL ${expr}: ${body.error ?? r.status}`);
+      return body.data?.result ?? [];
+    },
+    async seriesOver(expr, startMs) {
+      const q = new URLSearchParams({
+        query: expr,
+        start: String(startMs / 1000),
+        end: String(Date.now() / 1000),
+        step: "1",
+      });
+      const r = await fetch(`${url}/api/v1/query_range?${q.toString()}`);
+      const body = (await r.json()) as { status: string; error?: string; data?: { result: { values: unknown[] }[] } };
+      if (body.status !== "success") throw new Error(`PromQL ${expr}: ${body.error ?? r.status}`);
+      return (body.data?.result ?? []).filter((s) => s.values.length > 0).length;
+    },
+    async stop() {
+      if (child.exitCode === null) child.kill("SIGTERM");
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
