@@ -8,6 +8,7 @@ import {
   ANNOTATION,
   API_VERSION,
   FINALIZER,
+  isMigrationFinal,
   KIND,
   keyOf,
   LABEL,
@@ -28,7 +29,6 @@ import {
   requeueAfter,
   SyncError,
 } from "@kvt/kube";
-import { isFinalPhase } from "../migration/migration-plan.ts";
 
 /** First backoff after a failed evacuation migration. */
 export const EVACUATION_BACKOFF_MS = 20_000;
@@ -83,7 +83,7 @@ export class EvacuationController implements Reconciler {
     const mine = this.#d.migrations
       .list()
       .filter((m) => m.metadata?.namespace === namespace && m.spec.vmiName === name);
-    if (mine.some((m) => !isFinalPhase(m.status?.phase))) return done();
+    if (mine.some((m) => !isMigrationFinal(m.status?.phase))) return done();
     const now = (this.#d.now ?? Date.now)();
     const failed = mine
       .filter((m) => m.metadata?.annotations?.[ANNOTATION.evacuationMigration] && m.status?.phase === "Failed")

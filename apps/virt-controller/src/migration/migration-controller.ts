@@ -8,6 +8,7 @@ import {
   ANNOTATION,
   clusterMigrationConfiguration,
   FINALIZER,
+  isMigrationFinal,
   keyOf,
   LABEL,
   type MigrationConfiguration,
@@ -43,7 +44,7 @@ import { livePods } from "../vmi/vmi-status.ts";
 
 const tracer = trace.getTracer("virt-controller");
 
-import { FINISHED_MIGRATIONS_KEPT, isFinalPhase, type MigrationAction, planMigration } from "./migration-plan.ts";
+import { FINISHED_MIGRATIONS_KEPT, type MigrationAction, planMigration } from "./migration-plan.ts";
 import { renderTargetPod } from "./target-pod.ts";
 
 /** What the migration controller needs. */
@@ -98,7 +99,7 @@ export class MigrationController implements Reconciler {
         if (
           m.metadata?.namespace === vmi.metadata?.namespace &&
           m.spec.vmiName === vmi.metadata?.name &&
-          !isFinalPhase(m.status?.phase)
+          !isMigrationFinal(m.status?.phase)
         )
           enqueue(keyOf(m));
       }
@@ -171,7 +172,7 @@ export class MigrationController implements Reconciler {
         : new SyncError("FailedSync", syncError instanceof Error ? syncError.message : "migration action failed", {
             cause: syncError,
           });
-    if (isFinalPhase(plan.status.phase)) await this.#garbageCollect(m, ctx);
+    if (isMigrationFinal(plan.status.phase)) await this.#garbageCollect(m, ctx);
     return plan.requeueAfterMs !== undefined ? requeueAfter(plan.requeueAfterMs) : done();
   }
 
@@ -338,7 +339,7 @@ export class MigrationController implements Reconciler {
     const finished = this.#d.migrations
       .list()
       .filter((o) => o.metadata?.namespace === m.metadata?.namespace && o.spec.vmiName === m.spec.vmiName)
-      .filter((o) => isFinalPhase(o.status?.phase) && !o.metadata?.deletionTimestamp)
+      .filter((o) => isMigrationFinal(o.status?.phase) && !o.metadata?.deletionTimestamp)
       .sort((a, b) => (a.metadata?.creationTimestamp ?? "").localeCompare(b.metadata?.creationTimestamp ?? ""));
     for (const old of finished.slice(0, Math.max(0, finished.length - FINISHED_MIGRATIONS_KEPT))) {
       const { namespace, name } = splitKey(keyOf(old));

@@ -20,7 +20,7 @@ import type {
   VirtualMachineInstanceMigration,
   VirtualMachineInstanceMigrationStatus,
 } from "@kvt/api";
-import { ANNOTATION, type MigrationPhase } from "@kvt/api";
+import { ANNOTATION, isMigrationFinal, type MigrationPhase } from "@kvt/api";
 import type { Pod } from "@kvt/kube";
 import { livePods, podIsReady } from "../vmi/vmi-status.ts";
 
@@ -70,11 +70,6 @@ export interface MigrationPlan {
   readonly requeueAfterMs?: number;
 }
 
-/** True for Succeeded and Failed. */
-export function isFinalPhase(phase: string | undefined): boolean {
-  return phase === "Succeeded" || phase === "Failed";
-}
-
 const PRE_HANDOFF: ReadonlySet<string> = new Set(["", "Pending", "Scheduling", "Scheduled"]);
 
 function timeoutSeconds(m: VirtualMachineInstanceMigration, annotation: string, fallback: number): number {
@@ -117,7 +112,7 @@ export function planMigration(input: MigrationInputs): MigrationPlan {
     vmi?.status?.migrationState?.migrationUid === m.metadata?.uid ? vmi?.status?.migrationState : undefined;
   const target = livePods(input.targetPods).at(-1);
 
-  if (isFinalPhase(phase)) return finish(status, actions, events, undefined, m);
+  if (isMigrationFinal(phase)) return finish(status, actions, events, undefined, m);
   if (phase === "") setPhase("Pending");
 
   if (m.metadata?.deletionTimestamp) {
@@ -257,7 +252,7 @@ function finish(
 ): MigrationPlan {
   const out = [...actions];
   // A finished migration needs no finalizer: cancellation is moot and GC deletes must not wait.
-  if (isFinalPhase(status.phase) && m.metadata?.finalizers?.length) out.push({ kind: "removeFinalizer" });
+  if (isMigrationFinal(status.phase) && m.metadata?.finalizers?.length) out.push({ kind: "removeFinalizer" });
   return requeueAfterMs === undefined
     ? { status, actions: out, events }
     : { status, actions: out, events, requeueAfterMs };
