@@ -5,21 +5,20 @@
  *   boot 1: demo image + NoCloud seed (#! user data) --> first console byte --> boot marker --> cloud-init line
  *           --> `echo hi` answered --> `reboot` --> "reset" shutdown --> boot 2 (same VM spec, a new machine)
  *   boot 2: marker --> `poweroff` --> "guest-exit" code 0 (ACPI S5)
+ *   boot 3: marker --> the host sends Ctrl-Alt-Del (PS/2 keyboard) --> the init powers off --> "guest-exit" 0
  *
  * Run by hand inside L1: node tools/nested/src/guest-checks.ts
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { DEMO_BOOT_MARKER, DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir } from "@kvt/images";
-import { hasKvm, noCloudSeedInitrd, type ShutdownEvent, Vm } from "@kvt/vmm";
-import { GuestConsole } from "./guest-console.ts";
+import { hasKvm } from "@kvt/vmm";
+import { bootDemo, CLOUD_INIT_LINE, type DemoGuest } from "./demo-guest.ts";
 
-/** The line the seed's user data prints (the vm-cirros example's script prints the same text). */
-export const CLOUD_INIT_LINE = "printed from cloud-init userdata";
 const BOOT_TIMEOUT_MS = 240_000;
 
 /** One check's outcome, as printed. */
-export interface CheckResult {
+interface CheckResult {
   readonly name: string;
   readonly ok: boolean;
   readonly ms: number;
@@ -28,38 +27,6 @@ export interface CheckResult {
 
 function report(r: CheckResult): void {
   process.stdout.write(`KVT_NESTED_CHECK ${JSON.stringify(r)}\n`);
-}
-
-/** A booted demo guest: its VM, console and the shutdown it ends with. */
-export interface DemoGuest {
-  readonly vm: Vm;
-  readonly console: GuestConsole;
-  readonly shutdown: Promise<ShutdownEvent>;
-}
-
-/** Boots the demo image on our VMM (1 vCPU unless told otherwise), with `userData` as a NoCloud seed. */
-export function bootDemo(options: { userData?: string; memoryBytes?: number; vcpus?: number } = {}): DemoGuest {
-  const dir = imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE);
-  const console = new GuestConsole();
-  const seed = noCloudSeedInitrd({
-    metaData: "instance-id: nested.demo\nlocal-hostname: demo\n",
-    ...(options.userData !== undefined ? { userData: options.userData } : {}),
-  });
-  const vm = Vm.create({
-    memoryBytes: options.memoryBytes ?? 256 * 2 ** 20,
-    vcpus: options.vcpus ?? 1,
-    boot: {
-      kind: "linux",
-      kernelPath: join(dir, "vmlinuz"),
-      initrdPath: join(dir, "initrd.img"),
-      extraInitrd: [seed],
-      cmdline: "console=ttyS0 quiet panic=-1",
-    },
-  });
-  vm.on("serial-output", (chunk) => console.feed(chunk));
-  const shutdown = new Promise<ShutdownEvent>((resolve) => vm.on("shutdown", resolve));
-  vm.start();
-  return { vm, console, shutdown };
 }
 
 async function check(name: string, fn: () => Promise<string | undefined>): Promise<boolean> {
@@ -132,6 +99,22 @@ async function main(): Promise<void> {
     });
   }
   g2.vm.stop();
+  const g3 = bootDemo();
+  booted = await check("host-ctrl-alt-del-boot", async () => {
+    const m = await g3.console.waitFor(new RegExp(DEMO_BOOT_MARKER), BOOT_TIMEOUT_MS);
+    return `marker ${Math.round(m.atMs)} ms`;
+  });
+  if (booted) {
+    await check("host-ctrl-alt-del-shutdown", async () => {
+      await converse(g3, "echo ready", /^ready$/, 30_000);
+      g3.vm.sendCtrlAltDel();
+      const ev = await within(g3.shutdown, 60_000, "power-off after Ctrl-Alt-Del");
+      if (ev.reason !== "guest-exit" || ev.code !== 0)
+        throw new Error(`expected guest-exit 0, got ${ev.reason} ${ev.code}`);
+      return "the guest's init powered off: guest-exit code 0";
+    });
+  }
+  g3.vm.stop();
 }
 
 await main().catch((err: unknown) => {

@@ -31,7 +31,9 @@ vm.on("shutdown", (e) => process.stdout.write(`L2 shutdown ${JSON.stringify(e)}\
 vm.start();
 const stats = setInterval(() => {
   const s = vm.stats();
-  process.stdout.write(`L2 stats +${((performance.now() - t0) / 1000).toFixed(0)}s exits ${s.exits} io ${s.ioExits} out ${s.serialBytesOut} cpu ${JSON.stringify(s.vcpuSeconds)} partial ${JSON.stringify(pending.slice(-80))}\n`);
+  process.stdout.write(
+    `L2 stats +${((performance.now() - t0) / 1000).toFixed(0)}s exits ${s.exits} io ${s.ioExits} out ${s.serialBytesOut} cpu ${JSON.stringify(s.vcpuSeconds)} partial ${JSON.stringify(pending.slice(-80))}\n`,
+  );
   vm.writeSerial("echo hi\n");
 }, 15_000);
 stats.unref();

@@ -1,0 +1,54 @@
+/**
+ * `npm run bench -- boot [runs]`: in the nested lane (an L1 TCG host with nested SVM KVM, see ../README.md), the
+ * time from VMM start to the kernel's first console line and to the demo image's boot marker (1 vCPU, 256 MiB),
+ * median of `runs` (default 5), on our VMM and on QEMU `-accel kvm -M microvm -kernel` with the same kernel and
+ * initramfs, side by side. Prints a table, then one JSON line:
+ *   {"area":"boot","lane":"nested","runs":..,"kernelFirstLineMs":..,"bootMarkerMs":..,"qemuBootMarkerMs":..}
+ */
+import { buildL1Image } from "../src/l1-image.ts";
+import { runInL1 } from "../src/l1-run.ts";
+import { parseBenchSamples } from "../src/results.ts";
+
+interface Sample {
+  readonly vmm: "kvt" | "qemu";
+  readonly run: number;
+  readonly kernelFirstLineMs: number;
+  readonly bootMarkerMs: number;
+}
+
+function median(values: readonly number[]): number | null {
+  if (values.length === 0) return null;
+  const s = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[mid] ?? null) : Math.round(((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2);
+}
+
+const runs = Number(process.argv[2] ?? 5);
+const image = await buildL1Image((l) => void process.stdout.write(`${l}\n`));
+const result = await runInL1(image, {
+  job: "tools/nested/src/guest-bench.ts",
+  args: [String(runs)],
+  timeoutMs: 20 * 60_000,
+  onLine: (line, atMs) => {
+    if (/^KVT_/.test(line)) process.stdout.write(`[L1 +${(atMs / 1000).toFixed(1)}s] ${line}\n`);
+  },
+});
+const samples = parseBenchSamples<Sample>(result.lines);
+const ours = samples.filter((s) => s.vmm === "kvt");
+const qemu = samples.filter((s) => s.vmm === "qemu");
+const row = (name: string, list: readonly Sample[]): string =>
+  `${name.padEnd(28)} ${String(list.length).padStart(4)}  ${String(median(list.map((s) => s.kernelFirstLineMs))).padStart(10)}  ${String(median(list.map((s) => s.bootMarkerMs))).padStart(10)}`;
+process.stdout.write(
+  `\nboot (nested lane, 1 vCPU, 256 MiB)  runs  first line  boot marker   (median ms from VMM start)\n`,
+);
+process.stdout.write(`${row("kubevirt-ts VMM", ours)}\n${row("QEMU -accel kvm -M microvm", qemu)}\n`);
+process.stdout.write(
+  `${JSON.stringify({
+    area: "boot",
+    lane: "nested",
+    runs: Math.min(ours.length, qemu.length),
+    kernelFirstLineMs: median(ours.map((s) => s.kernelFirstLineMs)),
+    bootMarkerMs: median(ours.map((s) => s.bootMarkerMs)),
+    qemuBootMarkerMs: median(qemu.map((s) => s.bootMarkerMs)),
+  })}\n`,
+);
