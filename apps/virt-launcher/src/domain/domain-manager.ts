@@ -38,6 +38,7 @@ import {
   type MigrationOptions,
 } from "../machine/machine.ts";
 import type { ConsoleHub } from "./console-hub.ts";
+import { SourceMigrationTrace, TargetMigrationTrace } from "./migration-trace.ts";
 
 /** A built machine and how it was chosen (for the SoftwareEmulation condition). */
 export interface BuiltMachine {
@@ -78,6 +79,8 @@ export class DomainManager implements LauncherService {
   #reason: string | undefined;
   #startedAt: string | undefined;
   #migration: MigrationInfo | undefined;
+  /** Spans of the incoming migration (target side), until the guest runs here. */
+  #incomingTrace: TargetMigrationTrace | undefined;
   #memoryBytes = 0;
   readonly #finished: Promise<DomainOutcome>;
   #settle!: (outcome: DomainOutcome) => void;
@@ -174,6 +177,7 @@ export class DomainManager implements LauncherService {
     }
     const built = await this.#build(request.vmi);
     this.#migration = { migrationUid: request.migrationUid, role: "target", phase: "Preparing" };
+    this.#incomingTrace = new TargetMigrationTrace(request.migrationUid);
     this.#state = "IncomingMigration";
     const target = await asConflict(built.machine.prepareIncoming());
     this.#migration = {
@@ -195,7 +199,9 @@ export class DomainManager implements LauncherService {
     const uid = request.migrationUid;
     this.#migration = { migrationUid: uid, role: "source", phase: "Running", startTime: new Date().toISOString() };
     const options = toMachineOptions(request, this.#memoryBytes);
+    const spans = new SourceMigrationTrace(uid, request.target.host);
     const onProgress = (progress: MigrationInfo["progress"] & object): void => {
+      spans.progress(progress);
       if (this.#migration?.migrationUid === uid) this.#migration = { ...this.#migration, progress };
       this.#deps.publish({ type: "migration-progress", migrationUid: uid, progress });
     };
@@ -212,6 +218,7 @@ export class DomainManager implements LauncherService {
       }))
       .then((result) => {
         machine.off("migration-progress", onProgress);
+        spans.end(result);
         const endTime = new Date().toISOString();
         this.#migration = { ...this.#migration!, phase: result.ok ? "Succeeded" : "Failed", result, endTime };
         this.#deps.logger.info({ migrationUid: uid, ...result }, "migration ended");
@@ -292,6 +299,7 @@ export class DomainManager implements LauncherService {
     if (!next) return;
     if (next.transition === "incoming-completed") {
       this.#migration = { ...this.#migration!, phase: "Succeeded", endTime: new Date().toISOString() };
+      this.#incomingTrace?.completed();
       this.#startedAt = new Date().toISOString();
     }
     this.#transition(next.state, next.transition, next.reason);
