@@ -18,6 +18,7 @@ import { type JsonObject, LauncherRpcError } from "@kvt/launcher-rpc";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
 import type { MigrationSecrets } from "../migration/migration-secrets.ts";
 import { sourceMigrationStatus, targetMigrationStatus } from "../migration/migration-status.ts";
+import { commandSpan, tagReconcile } from "../tracing/handler-spans.ts";
 import { type HandlerAction, planVmi } from "./vmi-plan.ts";
 import { computeVmiStatus, type LauncherFacts, ownsVmi } from "./vmi-status.ts";
 
@@ -69,8 +70,9 @@ export class VmiController {
     const views = this.#d.launchers.forVmi(uid);
     const live = views.find((v) => !v.gone);
     const view = live ?? views[0];
+    tagReconcile(ctx.span, vmi, live?.info, node);
     for (const action of planVmi(vmi, this.#facts(uid, view), live?.info, node)) {
-      await this.#apply(action, vmi, view, ctx);
+      await commandSpan(action.kind, vmi, () => this.#apply(action, vmi, view, ctx));
     }
     await this.#writeStatus(vmi, this.#facts(uid, view), ctx);
     // No launcher yet for a VMI we own: the registry will tell us when one appears; poll as a safety net.
