@@ -54,6 +54,8 @@ const ACTIVE_PHASES: ReadonlySet<string> = new Set([
   "Running",
 ]);
 
+const STARTING_PHASES: ReadonlySet<string> = new Set(["", "Pending", "Scheduling", "Scheduled"]);
+
 /** What the app needs of an informer to run it. */
 interface Lifecycle {
   start(): void;
@@ -224,7 +226,12 @@ export class VirtControllerApp {
     logger.info({ informers: this.#informers.length }, "caches synced; starting controllers");
     const t = this.#o.threads;
     this.#run("vm", "VirtualMachine", vmQ, vm, t?.vm ?? 16);
-    this.#run("vmi", "VirtualMachineInstance", vmiQ, vmi, t?.vmi ?? 32);
+    // A starting VMI's reconciles join the trace it was created in (the VM controller's, via the annotation).
+    this.#run("vmi", "VirtualMachineInstance", vmiQ, vmi, t?.vmi ?? 32, (key) => {
+      const v = vmis.store.get(key);
+      const starting = STARTING_PHASES.has(v?.status?.phase ?? "");
+      return starting ? contextFromTraceparent(v?.metadata?.annotations?.[ANNOTATION.traceparent]) : undefined;
+    });
     // A migration's reconciles join the trace of the request that created it (virt-api's migrate subresource).
     this.#run("migration", "VirtualMachineInstanceMigration", migQ, migration, 3, (key) =>
       contextFromTraceparent(migrations.store.get(key)?.metadata?.annotations?.[ANNOTATION.traceparent]),

@@ -14,6 +14,7 @@ import {
   type VirtualMachine,
   type VirtualMachineInstance,
 } from "@kvt/api";
+import { traceparentOf } from "@kvt/observability";
 
 /** Annotation (ours) with a hash of the template the VMI was created from. */
 export const TEMPLATE_HASH_ANNOTATION = "kubevirt.io/vm-template-hash";
@@ -40,6 +41,8 @@ export function vmiFromVm(vm: VirtualMachine): VirtualMachineInstance {
   const request = vm.status?.stateChangeRequests?.[0];
   if (request?.action === "Start" && request.data?.[START_REQUEST_DATA_PAUSED_KEY] === "true")
     spec.startStrategy = "Paused";
+  // The VMI starts in the trace of the reconcile that creates it (the pod and the handlers follow it).
+  const traceparent = traceparentOf();
   return {
     apiVersion: API_VERSION,
     kind: KIND.VirtualMachineInstance,
@@ -51,6 +54,7 @@ export function vmiFromVm(vm: VirtualMachine): VirtualMachineInstance {
         ...t.metadata?.annotations,
         [ANNOTATION.vmGeneration]: String(vm.metadata?.generation ?? 1),
         [TEMPLATE_HASH_ANNOTATION]: templateHash(vm),
+        ...(traceparent ? { [ANNOTATION.traceparent]: traceparent } : {}),
       },
       ownerReferences: [
         {
