@@ -12,6 +12,7 @@ export {
   DEMO_BOOT_MARKER,
   DEMO_CMDLINE,
   DEMO_LINUX_IMAGE,
+  DEMO_MIN_MEMORY_BYTES,
   DEMO_MODULES,
 } from "./demo-linux.ts";
 /** The store layout: root, reference parsing, manifests. */

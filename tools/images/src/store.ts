@@ -28,6 +28,11 @@ export interface ImageManifest {
   readonly pvmSafe: boolean;
   /** A line the guest prints on its console once booted, if it has one. */
   readonly bootMarker?: string;
+  /**
+   * The least guest memory the image boots with. A VMI asking for less (the seed's vm-cirros asks for 64M, enough for
+   * cirros but not for a stock Debian kernel, whose decompressor alone runs out) gets this much; the launcher says so.
+   */
+  readonly minMemoryBytes?: number;
   /** Digest of everything the image was built from; a rebuild with the same digest is skipped. */
   readonly inputsDigest: string;
   /** Where the contents came from (Debian packages with versions, or a file). */

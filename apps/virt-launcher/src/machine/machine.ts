@@ -23,6 +23,8 @@ export interface BootSource {
   readonly cmdline: string;
   /** True for guests known to run on a PVM KVM (the test guest): ring-0 kept tiny, work in ring 3. */
   readonly pvmSafe: boolean;
+  /** The least memory the image boots with (from its image manifest), when known. */
+  readonly minMemoryBytes?: number;
 }
 
 /** cloud-init NoCloud data, delivered as a `cidata` seed the guest reads (never baked into the image). */

@@ -2,7 +2,8 @@
  * Resolves containerDisk and kernelBoot images through the local image store that tools/images writes (the
  * launcher may not import tools, so it reads the same on-disk contract):
  *
- *   <store>/<repository>/<tag>/image.json   {schemaVersion: 1, kernel, initrd?, cmdline, pvmSafe, bootMarker?}
+ *   <store>/<repository>/<tag>/image.json   {schemaVersion: 1, kernel, initrd?, cmdline, pvmSafe, bootMarker?,
+ *                                             minMemoryBytes?}
  *   <store>/<repository>/<tag>/<kernel>      e.g. local/demo-linux/latest/vmlinuz
  *
  * A reference without a tag means `latest`. The store root is the launcher's `--image-store` flag, else
@@ -21,6 +22,8 @@ export interface StoredImage {
   readonly initrdPath?: string;
   readonly cmdline: string;
   readonly pvmSafe: boolean;
+  /** The least guest memory the image boots with, when the image says. */
+  readonly minMemoryBytes?: number;
 }
 
 /** Looks an image reference up; throws {@link ImageNotFoundError} when it is not stored. */
@@ -65,6 +68,9 @@ export function imageStoreResolver(root: string): ImageResolver {
       ...(initrd ? { initrdPath: initrd } : {}),
       cmdline: typeof manifest.cmdline === "string" ? manifest.cmdline : "",
       pvmSafe: manifest.pvmSafe === true,
+      ...(typeof manifest.minMemoryBytes === "number" && manifest.minMemoryBytes > 0
+        ? { minMemoryBytes: manifest.minMemoryBytes }
+        : {}),
     };
   };
 }

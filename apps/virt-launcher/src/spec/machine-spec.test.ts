@@ -78,6 +78,20 @@ describe("toMachineSpec", () => {
     });
   });
 
+  it("raises guest memory to the image's minimum when the VMI asks for less", () => {
+    storeImage("local/big-linux", "latest", {
+      kernel: "vmlinuz",
+      cmdline: "",
+      pvmSafe: false,
+      minMemoryBytes: 128 << 20,
+    });
+    const vmi = cirros();
+    vmi.spec.volumes![0] = { name: "containerdisk", containerDisk: { image: "local/big-linux:latest" } };
+    expect(toMachineSpec(vmi, ctx).memoryBytes).toBe(128 << 20);
+    vmi.spec.domain.resources = { requests: { memory: "1Gi" } };
+    expect(toMachineSpec(vmi, ctx).memoryBytes).toBe(1 << 30);
+  });
+
   it("kernelBoot takes the kernel from its container image and the args from kernelArgs", () => {
     const vmi = cirros();
     vmi.spec.domain.firmware = {

@@ -8,6 +8,7 @@
  *   else the first containerDisk volume (its image's kernel, initrd and cmdline)     -> boot
  *   the cloudInitNoCloud volume: userData | userDataBase64, networkData[Base64]      -> cloudInit (+ meta-data)
  *   spec.domain.firmware.uuid                                                        -> firmwareUuid
+ *   memoryBytes is raised to the image's minMemoryBytes when the VMI asks for less than the image boots with
  *
  * Anything unusable becomes a {@link SpecError} listing every cause with its field path, so the VMI can fail with
  * one clear reason instead of a stack trace.
@@ -53,7 +54,8 @@ export function toMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Ma
   const uuid = vmi.spec?.domain?.firmware?.uuid;
   return {
     vmiKey: `${vmi.metadata?.namespace ?? "default"}/${vmi.metadata?.name ?? ""}`,
-    memoryBytes,
+    // An image that cannot boot in what the VMI asks for (the seed's 64M with a stock Debian kernel) gets its minimum.
+    memoryBytes: Math.max(memoryBytes, boot.minMemoryBytes ?? 0),
     vcpus,
     boot,
     ...(cloudInit ? { cloudInit } : {}),
@@ -122,6 +124,7 @@ function bootOf(vmi: VirtualMachineInstance, ctx: SpecContext, causes: SpecCause
             : {}),
         cmdline: kernelBoot.kernelArgs ?? image.cmdline,
         pvmSafe: image.pvmSafe,
+        ...(image.minMemoryBytes ? { minMemoryBytes: image.minMemoryBytes } : {}),
       };
     }
   } catch (error) {
@@ -145,6 +148,7 @@ function bootOf(vmi: VirtualMachineInstance, ctx: SpecContext, causes: SpecCause
       ...(image.initrdPath ? { initrdPath: image.initrdPath } : {}),
       cmdline: kernelBoot?.kernelArgs ?? image.cmdline,
       pvmSafe: image.pvmSafe,
+      ...(image.minMemoryBytes ? { minMemoryBytes: image.minMemoryBytes } : {}),
     };
   } catch (error) {
     causes.push({ field: `spec.volumes[${index}].containerDisk.image`, message: messageOf(error) });
