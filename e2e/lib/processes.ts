@@ -5,8 +5,9 @@
  *
  *   launcher of pod P   the process whose working directory is <dataDir>/nodes/<node>/pods/<P uid> (the
  *                       process-kubelet starts every container there) and whose command runs virt-launcher
- *   virt-handler of N   the process whose command runs apps/virt-handler with `--node-name N` and this cluster's
- *                       kubeconfig (another cluster on the machine has another data directory)
+ *   virt-handler of N   the process whose command runs apps/virt-handler with `--node-name N` and a kubeconfig in
+ *                       this cluster's data directory (its own service account's; another cluster on the machine
+ *                       has another data directory)
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
@@ -40,14 +41,14 @@ export function launcherPid(podUid: string): number | undefined {
   )?.pid;
 }
 
-/** The pid of the virt-handler of `node` in the cluster whose kubeconfig is `kubeconfig`, or undefined. */
+/** The pid of the virt-handler of `node` in the cluster whose (admin) kubeconfig is `kubeconfig`, or undefined. */
 export function handlerPid(kubeconfig: string, node: string): number | undefined {
   const flag = (argv: string[], name: string): string | undefined => argv[argv.indexOf(name) + 1];
   return processes().find(
     (p) =>
       p.argv.some((a) => a.endsWith("virt-handler/src/main.ts")) &&
       flag(p.argv, "--node-name") === node &&
-      flag(p.argv, "--kubeconfig") === kubeconfig,
+      dirname(flag(p.argv, "--kubeconfig") ?? "") === dirname(kubeconfig),
   )?.pid;
 }
 

@@ -15,7 +15,7 @@
  *   {"area":"density","vmis":..,"p50Seconds":..,"p95Seconds":..,"launcherRssBytesMedian":..}
  */
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
-import { loadavg, tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
@@ -31,11 +31,14 @@ const { values } = parseArgs({
     memory: { type: "string", default: "64Mi" },
     "timeout-s": { type: "string", default: "600" },
     keep: { type: "boolean", default: false },
+    "node-cpus": { type: "string" },
   },
 });
 const COUNT = Number(values.vmis);
 const INTERVAL_MS = Number(values["interval-ms"]);
 const TIMEOUT_MS = Number(values["timeout-s"]) * 1000;
+/** Each launcher pod requests 100m CPU: give the 2 nodes room for all of them (and the rest of the pod). */
+const NODE_CPUS = Number(values["node-cpus"] ?? Math.max(cpus().length, Math.ceil((COUNT * 0.1) / 2) + 1));
 const NAMESPACE = "default";
 const LABEL = "kvt.bench/density";
 const root = new URL("../../../", import.meta.url).pathname;
@@ -159,12 +162,36 @@ function launcherPids(dataDir: string): Map<string, number> {
   return out;
 }
 
-/** VmRSS, RssAnon and RssFile of `pid` in bytes. */
-function rssOf(pid: number): { rss: number; anon: number; file: number } | undefined {
+/** Resident memory of one launcher, in bytes. */
+interface LauncherMemory {
+  /** VmRSS: everything resident, shared pages (the node binary, ~50 MiB) included. */
+  readonly rss: number;
+  /** Proportional set size: shared pages divided among the processes sharing them. */
+  readonly pss: number;
+  /** Resident part of the guest's RAM (the anonymous mapping of exactly the VMI's memory size). */
+  readonly guest: number;
+}
+
+function memoryBytes(quantity: string): number {
+  const m = /^(\d+)(Ki|Mi|Gi)?$/.exec(quantity);
+  const unit = { Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 }[m?.[2] ?? ""] ?? 1;
+  return Number(m?.[1] ?? 0) * unit;
+}
+
+/** What /proc says about `pid`'s memory; undefined when it exited meanwhile. */
+function memoryOf(pid: number, guestBytes: number): LauncherMemory | undefined {
   try {
+    const kb = (text: string, key: string): number =>
+      Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? 0) * 1024;
     const status = readFileSync(`/proc/${pid}/status`, "utf8");
-    const kb = (key: string): number => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? 0) * 1024;
-    return { rss: kb("VmRSS"), anon: kb("RssAnon"), file: kb("RssFile") };
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+    let guest = 0;
+    // smaps: a header line per mapping ("start-end perms offset dev inode [path]"), then "Key: N kB" lines.
+    for (const mapping of readFileSync(`/proc/${pid}/smaps`, "utf8").split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
+      const anonymous = (mapping.split("\n")[0] ?? "").trim().split(/\s+/).length === 5;
+      if (anonymous && kb(mapping, "Size") === guestBytes) guest = Math.max(guest, kb(mapping, "Rss"));
+    }
+    return { rss: kb(status, "VmRSS"), pss: kb(rollup, "Pss"), guest };
   } catch {
     return undefined; // exited meanwhile
   }
@@ -237,7 +264,7 @@ const stageNames = [
   ["create -> Running (total)", "created", "running"],
 ] as const;
 
-function report(timelines: readonly Timeline[], rss: { rss: number; anon: number; file: number }[]): string {
+function report(timelines: readonly Timeline[], rss: LauncherMemory[]): string {
   const totals = sortedOf(timelines.map((t) => (t.running === undefined ? undefined : t.running - t.created)));
   const rssSorted = sortedOf(rss.map((r) => r.rss));
   const rows: string[] = [];
@@ -258,7 +285,7 @@ function report(timelines: readonly Timeline[], rss: { rss: number; anon: number
     "",
     `VMIs Running: ${totals.length}/${timelines.length}; failed: ${failed.length}${failed.length ? ` (${failed[0].name}: ${failed[0].failed})` : ""}`,
     `per node: ${[...nodes].map(([n, c]) => `${n}=${c}`).join(" ")}`,
-    `launcher RSS (${rss.length} processes): median ${mib(med(rss.map((r) => r.rss)))} (anon ${mib(med(rss.map((r) => r.anon)))}, file ${mib(med(rss.map((r) => r.file)))}), max ${mib(rssSorted.at(-1) ?? 0)}`,
+    `launcher memory (${rss.length} processes, medians): VmRSS ${mib(med(rss.map((r) => r.rss)))} (max ${mib(rssSorted.at(-1) ?? 0)}), PSS ${mib(med(rss.map((r) => r.pss)))}, guest RAM resident ${mib(med(rss.map((r) => r.guest)))}, VmRSS - guest RAM ${mib(med(rss.map((r) => r.rss - r.guest)))}`,
     `goals: P50 < 1 s, P95 < 2 s, launcher < 60 MiB; load average ${loadavg()
       .map((l) => l.toFixed(2))
       .join(" ")} on this shared machine (figures are noisy)`,
@@ -283,7 +310,8 @@ async function run(cluster: LocalCluster): Promise<string> {
     await createAll(kc.makeApiClient(CustomObjectsApi), byName);
     await waitAllRunning(byName);
     const pids = launcherPids(cluster.dataDir);
-    const rss = [...pids.values()].map(rssOf).filter((r) => r !== undefined);
+    const guestBytes = memoryBytes(values.memory);
+    const rss = [...pids.values()].map((pid) => memoryOf(pid, guestBytes)).filter((r) => r !== undefined);
     return report([...byName.values()], rss);
   } finally {
     for (const w of watches) w.abort();
@@ -308,7 +336,13 @@ process.once("SIGINT", interrupted);
 process.once("SIGTERM", interrupted);
 try {
   const started = performance.now();
-  cluster = await startLocalCluster({ projectRoot: root, dataDir, nodes: 2, progress: (m) => log(m) });
+  cluster = await startLocalCluster({
+    projectRoot: root,
+    dataDir,
+    nodes: 2,
+    nodeCpus: NODE_CPUS,
+    progress: (m) => log(m),
+  });
   log(`cluster up in ${((performance.now() - started) / 1000).toFixed(1)}s`);
   json = await run(cluster);
 } catch (error) {

@@ -32,6 +32,8 @@ export interface ClusterLayout {
    */
   readonly frontProxy?: { readonly ca: string; readonly clientCert: string; readonly clientKey: string };
   readonly tracesFile?: string;
+  /** CPUs each node advertises (kubelet --cpus); default the machine's. */
+  readonly nodeCpus?: number;
 }
 
 /** One process to run. */
@@ -89,6 +91,7 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         ...kc,
         "--data-dir",
         join(layout.dataDir, "nodes", node),
+        ...(layout.nodeCpus ? ["--cpus", String(layout.nodeCpus)] : []),
       ],
       env,
     });

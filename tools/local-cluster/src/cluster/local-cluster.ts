@@ -30,6 +30,11 @@ export interface LocalClusterOptions {
   readonly dataDir: string;
   /** Number of nodes; default 2. */
   readonly nodes?: number;
+  /**
+   * CPUs each node advertises; default the machine's. Launcher pods request 100m each, so a node of this machine's
+   * 2 CPUs takes about 19 of them: density runs need more.
+   */
+  readonly nodeCpus?: number;
   /** Record every component's spans to this file (OTLP/JSON lines). */
   readonly tracesFile?: string;
   /** Progress lines for the user. */
@@ -170,6 +175,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     tls,
     frontProxy: ensureFrontProxyTls(join(dataDir, "pki")),
     tracesFile: options.tracesFile,
+    nodeCpus: options.nodeCpus,
   };
   const components = clusterComponents(layout);
   const supervisor = new Supervisor((e: SupervisorEvent) => {

@@ -38,6 +38,7 @@ describe("ContainerProcess", () => {
         name: "compute",
         argv: [process.execPath, "-e", script],
         env: { PATH: process.env.PATH ?? "" },
+        nice: 10,
       },
       "img",
       dir,
@@ -54,7 +55,13 @@ describe("ContainerProcess", () => {
   it("stop() sends SIGTERM and the container ends", async () => {
     dir = mkdtempSync(join(tmpdir(), "kvt-cp-"));
     const c = new ContainerProcess(
-      { kind: "process", name: "compute", argv: [process.execPath, "-e", "setInterval(() => {}, 1000)"], env: {} },
+      {
+        kind: "process",
+        name: "compute",
+        argv: [process.execPath, "-e", "setInterval(() => {}, 1000)"],
+        env: {},
+        nice: 0,
+      },
       "img",
       dir,
       () => {},

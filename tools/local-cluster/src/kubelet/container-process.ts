@@ -65,7 +65,9 @@ export class ContainerProcess {
       this.#set({ name: this.#plan.name, image: this.#image, state: "running", startedAt: new Date() });
       return;
     }
-    const [cmd, ...args] = this.#plan.argv;
+    // nice(1) execs the program (same pid), so every thread it starts inherits the niceness.
+    const argv = this.#plan.nice > 0 ? ["nice", "-n", String(this.#plan.nice), ...this.#plan.argv] : this.#plan.argv;
+    const [cmd, ...args] = argv;
     const child = spawn(cmd, args, {
       cwd: this.#cwd,
       env: this.#plan.env,

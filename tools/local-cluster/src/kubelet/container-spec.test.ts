@@ -59,4 +59,38 @@ describe("planContainer()", () => {
       /image "nginx" .* not available .* virt-launcher and virt-tail/,
     );
   });
+
+  it("gives launcher processes the node's compile cache when the layout names one", () => {
+    const plan = planContainer(
+      pod,
+      { name: "compute", image: "kubevirt/virt-launcher:v1", command: ["virt-launcher"] },
+      "/data/pods/u1",
+      { ...layout, compileCacheDir: "/data/compile-cache" },
+    );
+    expect(plan).toMatchObject({ kind: "process", env: { NODE_COMPILE_CACHE: "/data/compile-cache" } });
+    expect(planContainer(pod, { name: "compute", command: ["virt-launcher"] }, "/d", layout)).not.toHaveProperty(
+      "env.NODE_COMPILE_CACHE",
+    );
+  });
+
+  it.each([
+    [undefined, 19],
+    ["100m", 10],
+    ["250m", 6],
+    ["1", 0],
+    ["2", 0],
+    ["0.5", 3],
+  ])("runs a container requesting cpu %s at nice %i (its cgroup weight)", (request, nice) => {
+    const plan = planContainer(
+      pod,
+      {
+        name: "compute",
+        command: ["virt-launcher"],
+        ...(request ? { resources: { requests: { cpu: request } } } : {}),
+      },
+      "/d",
+      layout,
+    );
+    expect(plan).toMatchObject({ kind: "process", nice });
+  });
 });

@@ -10,7 +10,9 @@
  * Each container gets the env it declares (literal values and the downward-API fieldRefs the launcher pod uses),
  * plus KUBEVIRT_POD_DIR (a private directory per pod, the stand-in for the pod's volumes), KUBEVIRT_SOCKET_DIR (the
  * node-wide directory shared with virt-handler, the stand-in for the hostPath /var/run/kubevirt/sockets), NODE_NAME,
- * POD_NAME, POD_NAMESPACE and POD_UID.
+ * POD_NAME, POD_NAMESPACE and POD_UID; launcher processes also get NODE_COMPILE_CACHE (the node's shared compile
+ * cache) when the layout names one. A process runs at the niceness that stands in for its CPU request's cgroup
+ * weight (niceForCpuRequest).
  */
 import { basename, join } from "node:path";
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
@@ -22,6 +24,8 @@ export type ContainerPlan =
       readonly name: string;
       readonly argv: readonly string[];
       readonly env: Record<string, string>;
+      /** Scheduling niceness standing in for the container's cgroup CPU weight (see {@link niceForCpuRequest}). */
+      readonly nice: number;
     }
   | { readonly kind: "tail"; readonly name: string; readonly file: string }
   | { readonly kind: "unrunnable"; readonly name: string; readonly reason: string; readonly message: string };
@@ -36,6 +40,12 @@ export interface RuntimeLayout {
   readonly execArgs: readonly string[];
   /** The node-wide launcher socket directory shared with this node's virt-handler. */
   readonly socketDir?: string;
+  /**
+   * Node's on-disk compile cache for the TypeScript entry points (NODE_COMPILE_CACHE), shared by the node's
+   * launchers: the stand-in for an image's pre-built code. Every launcher otherwise parses and compiles its whole
+   * module graph again (seconds on a loaded machine). Deno ignores it.
+   */
+  readonly compileCacheDir?: string;
 }
 
 const LAUNCHER_COMMANDS = new Set(["virt-launcher", "virt-launcher-monitor"]);
@@ -91,6 +101,28 @@ export function containerEnv(
   return env;
 }
 
+/** Parses a CPU quantity ("100m", "1", "0.5") into millicores; undefined when absent or unparsable. */
+function cpuMillis(quantity: string | number | undefined): number | undefined {
+  if (quantity === undefined) return undefined;
+  const m = /^(\d+(?:\.\d+)?)(m?)$/.exec(String(quantity).trim());
+  if (!m) return undefined;
+  return m[2] ? Number(m[1]) : Number(m[1]) * 1000;
+}
+
+/**
+ * The niceness that gives a process about the CPU weight a real kubelet gives the container through its cgroup:
+ * cpu.shares = request in millicores x 1024 / 1000 (at least 2; no request = BestEffort = 2), against 1024 for
+ * the system's own processes. Each nice level weighs about 1.25x, so the level is log1.25(1024 / shares), within
+ * 0..19: a launcher requesting KubeVirt's default 100m runs at nice 10, so guests that spin their vCPUs (the test
+ * guest busy-waits) cannot starve the control plane, as on a real node.
+ */
+export function niceForCpuRequest(request: string | number | undefined): number {
+  const millis = cpuMillis(request) ?? 0;
+  const shares = Math.max(2, Math.floor((millis * 1024) / 1000));
+  const level = Math.round(Math.log(1024 / shares) / Math.log(1.25));
+  return Math.min(19, Math.max(0, level));
+}
+
 /** The value following `flag` in `args` (`--flag v` or `--flag=v`). */
 function flagValue(args: readonly string[], flag: string): string | undefined {
   for (let i = 0; i < args.length; i++) {
@@ -115,7 +147,11 @@ export function planContainer(
       kind: "process",
       name: container.name,
       argv: [layout.execPath, ...layout.execArgs, entry, ...command.slice(1)],
-      env: containerEnv(pod, container, podDir, layout.socketDir),
+      env: {
+        ...containerEnv(pod, container, podDir, layout.socketDir),
+        ...(layout.compileCacheDir ? { NODE_COMPILE_CACHE: layout.compileCacheDir } : {}),
+      },
+      nice: niceForCpuRequest(container.resources?.requests?.cpu),
     };
   }
   if (program === "virt-tail") {

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
+import { warmLauncherCompileCache } from "./compile-cache.ts";
 import { startNodeAgent } from "./node-agent.ts";
 
 const projectRoot = new URL("../../../../", import.meta.url).pathname;
@@ -13,8 +14,13 @@ await main({
   name: "process-kubelet",
   version: "0.1.0",
   summary: "Runs the Pods bound to one node of the local cluster as local processes.",
-  usage: "--node-name NAME --kubeconfig FILE --data-dir DIR",
-  flags: { "node-name": { type: "string" }, kubeconfig: { type: "string" }, "data-dir": { type: "string" } },
+  usage: "--node-name NAME --kubeconfig FILE --data-dir DIR [--cpus N]",
+  flags: {
+    "node-name": { type: "string" },
+    kubeconfig: { type: "string" },
+    "data-dir": { type: "string" },
+    cpus: { type: "string" },
+  },
   async run({ values }, signal) {
     const nodeName = values["node-name"];
     const kubeconfig = values.kubeconfig;
@@ -27,21 +33,22 @@ await main({
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(kubeconfig);
     const log = createLogger({ component: "process-kubelet" }).child({ node: nodeName });
-    const agent = await startNodeAgent({
-      nodeName,
-      kubeConfig,
-      dataDir,
-      layout: {
-        projectRoot,
-        execPath: process.execPath,
-        execArgs: "Deno" in globalThis ? ["run", "-A"] : [],
-        socketDir: join(dataDir, "sockets"),
-      },
-      log,
-    });
+    const deno = "Deno" in globalThis;
+    const layout = {
+      projectRoot,
+      execPath: process.execPath,
+      execArgs: deno ? ["run", "-A"] : [],
+      socketDir: join(dataDir, "sockets"),
+      ...(deno ? {} : { compileCacheDir: join(dataDir, "compile-cache") }),
+    };
+    const warm = warmLauncherCompileCache(layout, signal);
+    // The CPUs the node advertises (default the machine's): the scheduler fits pods' CPU requests against them.
+    const nodeCpus = values.cpus ? Number(values.cpus) : undefined;
+    const agent = await startNodeAgent({ nodeName, kubeConfig, dataDir, layout, log, cpus: nodeCpus });
     await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
     log.info("stopping: node shutdown, stopping every pod");
     await agent.stop();
+    await warm;
     return 0;
   },
 });

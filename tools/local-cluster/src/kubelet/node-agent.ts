@@ -27,13 +27,15 @@ export async function startNodeAgent(options: {
   dataDir: string;
   layout: RuntimeLayout;
   log: Logger;
+  /** CPUs the node advertises; default this machine's. */
+  cpus?: number;
 }): Promise<NodeAgent> {
   const core = options.kubeConfig.makeApiClient(CoreV1Api);
   const kubelet = new Kubelet({ ...options, core });
   const logs = await startLogServer((ns, pod, container) => kubelet.containerLogPath(ns, pod, container));
   const facts: NodeFacts = {
     nodeName: options.nodeName,
-    cpus: cpus().length,
+    cpus: options.cpus ?? cpus().length,
     memoryBytes: totalmem(),
     kubeletPort: logs.port,
     kernelVersion: release(),
