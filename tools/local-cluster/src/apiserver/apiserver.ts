@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { type Logger, pino } from "pino";
 import { AdmissionChain } from "./admission/types.ts";
 import { startControllers } from "./controllers/index.ts";
@@ -67,9 +67,16 @@ export interface ApiServerHandle {
 
 const BOOT_NAMESPACES = ["default", "kube-system", "kube-public", "kube-node-lease"];
 
-function loadToken(dataDir: string | undefined): string {
+/**
+ * KubeVirt's service accounts the local cluster's components run as (namespace `kubevirt`): each gets its own token
+ * and a kubeconfig `kubeconfig-<account>` beside the admin one, so admission sees virt-controller and virt-handler
+ * as KubeVirt does on a real cluster (virt-api lets only them change a VMI's spec and reserved labels).
+ */
+export const KUBEVIRT_SERVICE_ACCOUNTS = ["kubevirt-controller", "kubevirt-handler"] as const;
+
+function loadToken(dataDir: string | undefined, file = "token"): string {
   if (dataDir) {
-    const f = join(dataDir, "token");
+    const f = join(dataDir, file);
     if (existsSync(f)) return readFileSync(f, "utf8").trim();
     const t = randomBytes(32).toString("hex");
     writeFileSync(f, `${t}\n`, { mode: 0o600 });
@@ -106,6 +113,14 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   const tokens = new Map<string, UserInfo>([
     [token, { username: "kubernetes-admin", groups: ["system:masters", "system:authenticated"] }],
   ]);
+  const accountTokens = KUBEVIRT_SERVICE_ACCOUNTS.map((sa) => {
+    const t = loadToken(options.dataDir, `token-${sa}`);
+    tokens.set(t, {
+      username: `system:serviceaccount:kubevirt:${sa}`,
+      groups: ["system:serviceaccounts", "system:serviceaccounts:kubevirt", "system:authenticated"],
+    });
+    return { sa, token: t };
+  });
   const server = createApiHttpServer(
     {
       svc: service,
@@ -143,7 +158,10 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       kubeconfigPath = join(tmp, "kubeconfig");
     }
   }
-  writeKubeconfig(kubeconfigPath, url, token, certs?.caCert);
+  for (const { sa, token: t } of accountTokens) {
+    writeKubeconfig(join(dirname(kubeconfigPath), `kubeconfig-${sa}`), url, t, certs?.caCert);
+  }
+  writeKubeconfig(kubeconfigPath, url, token, certs?.caCert); // last: waiters on it find the others too
   const compactTimer = setInterval(() => store.compact(), 30_000);
   compactTimer.unref();
   logger.info({ url, kubeconfig: kubeconfigPath, revision: store.revision }, "API server ready");

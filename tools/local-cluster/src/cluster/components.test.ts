@@ -31,7 +31,7 @@ describe("clusterComponents()", () => {
     ]);
   });
 
-  it("passes the node name, kubeconfig and traces file to each handler", () => {
+  it("passes the node name, kubeconfig (its service account's) and traces file to each handler", () => {
     const handler = clusterComponents(layout).find((c) => c.name === "virt-handler/node02")!;
     expect(handler.argv).toEqual([
       "/node",
@@ -39,7 +39,7 @@ describe("clusterComponents()", () => {
       "--node-name",
       "node02",
       "--kubeconfig",
-      "/data/kubeconfig",
+      "/data/kubeconfig-kubevirt-handler",
       "--socket-dir",
       "/data/nodes/node02/sockets",
       "--port",
@@ -48,6 +48,11 @@ describe("clusterComponents()", () => {
       "9004",
     ]);
     expect(handler.env.KUBEVIRT_TRACES_FILE).toBe("/tmp/traces.jsonl");
+  });
+
+  it("runs virt-controller as KubeVirt's kubevirt-controller service account", () => {
+    const controller = clusterComponents(layout).find((c) => c.name === "virt-controller")!;
+    expect(controller.argv).toContain("/data/kubeconfig-kubevirt-controller");
   });
 
   it("tells virt-api where each node's handler listens", () => {

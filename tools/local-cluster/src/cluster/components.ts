@@ -7,7 +7,7 @@
  * Every component gets the same kubeconfig, its own metrics port (recorded for the Prometheus scrape config) and
  * the tracing environment (KUBEVIRT_TRACES_FILE when the cluster records traces).
  */
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 /** Where things are and which ports were assigned. */
 export interface ClusterLayout {
@@ -59,6 +59,8 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
     ...(layout.tracesFile ? { KUBEVIRT_TRACES_FILE: layout.tracesFile } : {}),
   };
   const kc = ["--kubeconfig", layout.kubeconfig];
+  /** virt-controller and virt-handler run as KubeVirt's service accounts (the API server writes these kubeconfigs). */
+  const accountKc = (sa: string): string[] => ["--kubeconfig", join(dirname(layout.kubeconfig), `kubeconfig-${sa}`)];
   const port = (name: string): number => layout.metricsPorts[name] ?? 0;
   const out: ComponentCommand[] = [
     {
@@ -122,7 +124,12 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
   out.push({
     name: "virt-controller",
     job: "virt-controller",
-    argv: [...entry("apps/virt-controller/src/main.ts"), ...kc, "--metrics-port", String(port("virt-controller"))],
+    argv: [
+      ...entry("apps/virt-controller/src/main.ts"),
+      ...accountKc("kubevirt-controller"),
+      "--metrics-port",
+      String(port("virt-controller")),
+    ],
     env,
     metricsPort: port("virt-controller"),
   });
@@ -135,7 +142,7 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         ...entry("apps/virt-handler/src/main.ts"),
         "--node-name",
         node,
-        ...kc,
+        ...accountKc("kubevirt-handler"),
         "--socket-dir",
         join(layout.dataDir, "nodes", node, "sockets"),
         "--port",
