@@ -14,11 +14,11 @@ export async function consoleLog(kubeconfig: string, vmiUid: string, pod?: strin
   return r.stdout;
 }
 
-/** The test guest's progress lines (`... line=N ... sum=...`), by line number. */
+/** The test guest's progress lines (`kvt-guest progress n=N pages=.. sum=..`), by line number. */
 export function progressLines(log: string): Map<number, string> {
   const out = new Map<number, string>();
   for (const line of log.split("\n")) {
-    const m = /\bline[= ](\d+)\b/.exec(line);
+    const m = /\bprogress n=(\d+)\b/.exec(line) ?? /\bline[= ](\d+)\b/.exec(line);
     if (m) out.set(Number(m[1]), line.trim());
   }
   return out;

@@ -1,0 +1,129 @@
+/**
+ * A live migration created as a VirtualMachineInstanceMigration object moves a running test guest to the other node
+ * while its workload keeps going: the guest's progress lines continue on the target without a gap or a restart.
+ */
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { describe, expect, inject, it } from "vitest";
+import { getJson, kubectlOk } from "../lib/cli.ts";
+import { consoleLog, progressLines } from "../lib/console-log.ts";
+import { eventually } from "../lib/eventually.ts";
+import { testGuestVm } from "../lib/manifests.ts";
+import { launcherPods, type PodView, vmiOrUndefined } from "../lib/objects.ts";
+
+const NAME = "e2e-migrate";
+
+/** A file in a pod's directory on its (local) node: `<cluster dir>/nodes/<node>/pods/<pod uid>/<file>`. */
+function podFile(kubeconfig: string, pod: PodView, file: string): string {
+  return readFileSync(
+    join(dirname(kubeconfig), "nodes", pod.spec.nodeName ?? "", "pods", pod.metadata.uid, file),
+    "utf8",
+  );
+}
+
+/**
+ * The guest console of a launcher pod: `kubectl logs <pod> -c guest-console-log`; while the local API server does
+ * not serve pods/log yet (NotFound), the file that container follows, read from the pod's directory.
+ */
+async function guestConsole(kubeconfig: string, vmiUid: string, pod: PodView): Promise<string> {
+  try {
+    return await consoleLog(kubeconfig, vmiUid, pod.metadata.name);
+  } catch (err) {
+    if (!/NotFound|not found/.test((err as Error).message)) throw err;
+    try {
+      return podFile(kubeconfig, pod, "virt-serial0-log");
+    } catch (e) {
+      const dir = join(dirname(kubeconfig), "nodes", pod.spec.nodeName ?? "", "pods", pod.metadata.uid);
+      const files = existsSync(dir) ? readdirSync(dir).join(",") : "(no pod dir)";
+      const compute = existsSync(join(dir, "compute.log")) ? podFile(kubeconfig, pod, "compute.log").slice(-1500) : "";
+      throw new Error(`no console log in ${dir} [${files}]: ${compute}`, { cause: e });
+    }
+  }
+}
+
+/** The source launcher's own account of the migration (its "migration ended" log line). */
+function migrationEnded(kubeconfig: string, pod: PodView): Record<string, unknown> | undefined {
+  for (const line of podFile(kubeconfig, pod, "compute.log").split("\n")) {
+    if (!line.includes('"migration ended"')) continue;
+    return JSON.parse(line) as Record<string, unknown>;
+  }
+  return undefined;
+}
+
+interface VmimView {
+  status?: { phase?: string; migrationState?: { failureReason?: string } };
+}
+
+describe("live migration (VirtualMachineInstanceMigration)", () => {
+  const kubeconfig = inject("kubeconfig");
+
+  it("moves a running guest to the other node and its workload continues", async () => {
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(testGuestVm(NAME, { running: true })));
+    const vmi = await eventually(
+      async () => {
+        const v = await vmiOrUndefined(kubeconfig, NAME);
+        expect(v?.status?.phase).toBe("Running");
+        expect(v?.status?.conditions?.find((c) => c.type === "LiveMigratable")?.status).toBe("True");
+        return v!;
+      },
+      { timeoutMs: 120_000, what: "a migratable running VMI" },
+    );
+    const sourceNode = vmi.status!.nodeName!;
+    const sourcePod = (await launcherPods(kubeconfig, vmi.metadata.uid)).at(-1)!;
+    // Let the workload print a few lines first.
+    await eventually(async () =>
+      expect(progressLines(await guestConsole(kubeconfig, vmi.metadata.uid, sourcePod)).size).toBeGreaterThan(2),
+    );
+
+    const vmim = {
+      apiVersion: "kubevirt.io/v1",
+      kind: "VirtualMachineInstanceMigration",
+      metadata: { name: `${NAME}-mig` },
+      spec: { vmiName: NAME },
+    };
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(vmim));
+    await eventually(
+      async () => {
+        const m = await getJson<VmimView>(kubeconfig, "vmim", `${NAME}-mig`);
+        expect(m.status?.migrationState?.failureReason).toBeUndefined();
+        expect(m.status?.phase).toBe("Succeeded");
+      },
+      { timeoutMs: 150_000, what: "the migration to succeed" },
+    );
+    const moved = await vmiOrUndefined(kubeconfig, NAME);
+    expect(moved?.metadata.uid).toBe(vmi.metadata.uid);
+    expect(moved?.status?.phase).toBe("Running");
+    expect(moved?.status?.nodeName).not.toBe(sourceNode);
+    expect(moved?.status?.migrationState).toMatchObject({ completed: true, sourceNode });
+
+    const before = progressLines(await guestConsole(kubeconfig, vmi.metadata.uid, sourcePod));
+    const lastBefore = Math.max(...before.keys());
+    const targetPod = (await launcherPods(kubeconfig, vmi.metadata.uid)).find(
+      (p) => p.spec.nodeName === moved?.status?.nodeName,
+    )!;
+    const ended = migrationEnded(kubeconfig, sourcePod);
+    expect(ended).toMatchObject({ ok: true });
+    const phases = (
+      await getJson<{ status?: { phaseTransitionTimestamps?: unknown } }>(kubeconfig, "vmim", `${NAME}-mig`)
+    ).status?.phaseTransitionTimestamps;
+    // The figures of this run, for the record (the launcher's own account, then the VMIM's phase timestamps).
+    console.log(
+      `[migration figures] ${sourceNode} -> ${String(moved?.status?.nodeName)}: ${JSON.stringify({
+        totalSeconds: ended?.totalSeconds,
+        downtimeMs: ended?.downtimeMs,
+        bytesSent: ended?.bytesSent,
+        iterations: ended?.iterations,
+        vmimPhases: phases,
+      })}`,
+    );
+    const after = await eventually(async () => {
+      const lines = progressLines(await guestConsole(kubeconfig, vmi.metadata.uid, targetPod));
+      expect(Math.max(0, ...lines.keys())).toBeGreaterThan(lastBefore + 2);
+      return lines;
+    });
+    // The target continues the same sequence: its first line follows the source's last, nothing restarts at 0.
+    expect(Math.min(...after.keys())).toBeGreaterThan(0);
+    expect(Math.min(...after.keys())).toBeLessThanOrEqual(lastBefore + 1);
+    await kubectlOk(kubeconfig, ["delete", "vm", NAME]);
+  });
+});
