@@ -37,8 +37,10 @@ const GROUP = { group: "kubevirt.io", version: "v1", namespace: "default" };
 
 interface Figures {
   readonly startSeconds: number[];
+  /** NaN when the migration did not succeed (see `migrationError`). */
   readonly migrationSeconds: number;
   readonly memoryBytes: number;
+  readonly migrationError?: string;
 }
 
 interface Phased {
@@ -144,7 +146,15 @@ async function measure(mode: "on" | "off"): Promise<Figures> {
       return m.status?.phase === "Succeeded" || m.status?.phase === "Failed" ? m.status.phase : undefined;
     });
     const clientSeconds = (performance.now() - t0) / 1000;
-    if (phase !== "Succeeded") throw new Error(`the ${mode} migration ended ${phase}`);
+    if (phase !== "Succeeded") {
+      const m = (await api.getNamespacedCustomObject({
+        ...GROUP,
+        plural: "virtualmachineinstancemigrations",
+        name: "obs-mig",
+      })) as { status?: { migrationState?: { failureReason?: string } } };
+      const why = m.status?.migrationState?.failureReason ?? "no failure reason";
+      return { startSeconds, migrationSeconds: Number.NaN, memoryBytes: 0, migrationError: `${phase}: ${why}` };
+    }
     // The handler's own measurement of the migration (start of sending to switch-over done), from its /metrics.
     const handlerTarget = scrapeTargets(cluster.scrapeConfigPath).get(`virt-handler/${source}`);
     let migrationSeconds = clientSeconds;
@@ -174,12 +184,14 @@ for (let round = 0; round < ROUNDS; round++) {
     const f = await measure(mode);
     results[mode].push(f);
     process.stdout.write(
-      `round ${round + 1} ${mode.padEnd(3)}  VM start P50 ${median(f.startSeconds).toFixed(3)} s  migration ${f.migrationSeconds.toFixed(3)} s  load ${loadavg()[0].toFixed(2)}\n`,
+      `round ${round + 1} ${mode.padEnd(3)}  VM start P50 ${median(f.startSeconds).toFixed(3)} s  migration ${f.migrationError ?? `${f.migrationSeconds.toFixed(3)} s`}  load ${loadavg()[0].toFixed(2)}\n`,
     );
   }
 }
 const startP50 = (mode: "on" | "off") => median(results[mode].flatMap((f) => f.startSeconds));
-const throughput = (mode: "on" | "off") => median(results[mode].map((f) => f.memoryBytes / f.migrationSeconds));
+const throughput = (mode: "on" | "off") =>
+  median(results[mode].filter((f) => !f.migrationError).map((f) => f.memoryBytes / f.migrationSeconds));
+const migrationErrors = [...results.off, ...results.on].flatMap((f) => (f.migrationError ? [f.migrationError] : []));
 const figures = {
   area: "observability",
   vmis: COUNT,
@@ -191,6 +203,7 @@ const figures = {
   migrationThroughputBytesPerSecOn: Math.round(throughput("on")),
   migrationThroughputLoss: Number((1 - throughput("on") / throughput("off")).toFixed(4)),
   budget: { vmStartOverhead: 0.05, migrationThroughputLoss: 0.02 },
+  ...(migrationErrors.length > 0 ? { migrationErrors } : {}),
   loadAverage1m: Number(loadavg()[0].toFixed(2)),
 };
 process.stdout.write(`${JSON.stringify(figures)}\n`);
