@@ -1,6 +1,6 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { planContainer } from "./container-spec.ts";
+import { nodeTracingEnv, planContainer } from "./container-spec.ts";
 
 const layout = { projectRoot: "/repo", execPath: "/usr/bin/node", execArgs: [], socketDir: "/data/sockets" };
 const pod: V1Pod = {
@@ -92,5 +92,13 @@ describe("planContainer()", () => {
       layout,
     );
     expect(plan).toMatchObject({ kind: "process", nice });
+  });
+});
+
+describe("nodeTracingEnv", () => {
+  it("passes the node's trace file and OTEL_* settings to containers, nothing else", () => {
+    expect(
+      nodeTracingEnv({ KUBEVIRT_TRACES_FILE: "/t.jsonl", OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", SECRET: "x" }),
+    ).toEqual({ KUBEVIRT_TRACES_FILE: "/t.jsonl", OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318" });
   });
 });

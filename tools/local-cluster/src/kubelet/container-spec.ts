@@ -90,6 +90,7 @@ export function containerEnv(
     POD_NAMESPACE: pod.metadata?.namespace ?? "",
     POD_UID: pod.metadata?.uid ?? "",
     ...(socketDir ? { KUBEVIRT_SOCKET_DIR: socketDir } : {}),
+    ...nodeTracingEnv(),
   };
   for (const e of container.env ?? []) {
     if (e.value !== undefined) env[e.name] = e.value;
@@ -99,6 +100,19 @@ export function containerEnv(
     }
   }
   return env;
+}
+
+/**
+ * The node's tracing configuration, passed to every container (as a node-level OpenTelemetry agent would be found
+ * by pods): `KUBEVIRT_TRACES_FILE` (the local cluster's `--traces FILE`) and the standard `OTEL_*` variables, so
+ * virt-launchers add their spans to the same traces as the components.
+ */
+export function nodeTracingEnv(source: Record<string, string | undefined> = process.env): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(source)) {
+    if (v !== undefined && (k === "KUBEVIRT_TRACES_FILE" || k.startsWith("OTEL_"))) out[k] = v;
+  }
+  return out;
 }
 
 /** Parses a CPU quantity ("100m", "1", "0.5") into millicores; undefined when absent or unparsable. */
