@@ -3,7 +3,7 @@
  * kubeconfig with `inject("kubeconfig")`. Every component's spans are recorded to `inject("tracesFile")`
  * (KVT_E2E_TRACES=<file>, else a temporary file); `inject("scrapeConfig")` is the cluster's Prometheus scrape config.
  */
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
@@ -21,12 +21,17 @@ declare module "vitest" {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const tracesFile = process.env.KVT_E2E_TRACES ?? join(mkdtempSync(join(tmpdir(), "kvt-e2e-traces-")), "traces.jsonl");
+  const tracesDir = process.env.KVT_E2E_TRACES ? undefined : mkdtempSync(join(tmpdir(), "kvt-e2e-traces-"));
+  const tracesFile = process.env.KVT_E2E_TRACES ?? join(tracesDir ?? "", "traces.jsonl");
   const { cluster, cleanup } = await startE2eCluster(tracesFile);
   process.env.KVT_E2E_KUBECONFIG = cluster.kubeconfig;
   project.provide("kubeconfig", cluster.kubeconfig);
   project.provide("nodeNames", [...cluster.nodeNames]);
   project.provide("tracesFile", tracesFile);
   project.provide("scrapeConfig", cluster.scrapeConfigPath);
-  return cleanup;
+  return async () => {
+    await cleanup();
+    // The temporary trace file goes with the cluster (KVT_E2E_KEEP keeps both).
+    if (tracesDir && !process.env.KVT_E2E_KEEP) rmSync(tracesDir, { recursive: true, force: true });
+  };
 }
