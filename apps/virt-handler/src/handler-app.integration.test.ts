@@ -157,7 +157,7 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
       return v.status?.phase === "Running" ? v : undefined;
     });
     expect(running.status?.conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
-    expect(running.status?.conditions?.find((c) => c.type === "LiveMigratable")?.status).toBe("False");
+    expect(running.status?.conditions?.find((c) => c.type === "LiveMigratable")?.status).toBe("True");
     expect(running.status?.activePods).toEqual({ "0a1b2c3d-0000-4000-8000-000000000001": NODE });
     expect(running.status?.phaseTransitionTimestamps?.map((t) => t.phase)).toEqual(["Running"]);
 
