@@ -13,10 +13,9 @@
  * Anything unusable becomes a {@link SpecError} listing every cause with its field path, so the VMI can fail with
  * one clear reason instead of a stack trace.
  */
-import type { VirtualMachineInstance, Volume } from "@kvt/api";
+import { tryParseQuantity, type VirtualMachineInstance, type Volume } from "@kvt/api";
 import type { BootSource, CloudInitNoCloud, MachineSpec } from "../machine/machine.ts";
 import { fileInImage, ImageNotFoundError, type ImageResolver } from "./image-store.ts";
-import { parseQuantity } from "./quantity.ts";
 
 /** One thing wrong with the spec, KubeVirt StatusCause-style. */
 export interface SpecCause {
@@ -76,13 +75,14 @@ function memoryOf(vmi: VirtualMachineInstance, causes: SpecCause[]): number | un
     causes.push({ field: `${DOMAIN}.memory.guest`, message: "no guest memory given (memory.guest or resources)" });
     return undefined;
   }
-  const bytes = parseQuantity(found[1]);
-  if (bytes === undefined || bytes < 1 << 20) {
+  // Bytes as apimachinery reads the quantity (exact, rounded up); undefined when Kubernetes would refuse it.
+  const bytes = tryParseQuantity(found[1])?.value();
+  if (bytes === undefined || bytes < 1n << 20n) {
     causes.push({ field: found[0], message: `"${String(found[1])}" is not a memory size of at least 1Mi` });
     return undefined;
   }
   // Guest memory is page-granular: round down to 4 KiB as hypervisors do.
-  return Math.floor(bytes / 4096) * 4096;
+  return Number(bytes - (bytes % 4096n));
 }
 
 function vcpusOf(vmi: VirtualMachineInstance, causes: SpecCause[]): number {
@@ -98,7 +98,8 @@ function vcpusOf(vmi: VirtualMachineInstance, causes: SpecCause[]): number {
   }
   const request = domain?.resources?.limits?.cpu ?? domain?.resources?.requests?.cpu;
   if (request === undefined) return 1;
-  const n = parseQuantity(request);
+  const milli = tryParseQuantity(request)?.milliValue();
+  const n = milli === undefined ? undefined : Number(milli) / 1000;
   if (n === undefined || n <= 0) {
     causes.push({ field: `${DOMAIN}.resources.requests.cpu`, message: `"${String(request)}" is not a CPU quantity` });
     return 1;
