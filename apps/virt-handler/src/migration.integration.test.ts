@@ -70,6 +70,8 @@ describe.skipIf(!hasQemu())("live migration between two handlers", () => {
           POD_NAME: `virt-launcher-${name}-${node}`,
         },
         stdio: ["ignore", "ignore", "inherit"],
+        // Its own process group, so the cleanup below also takes the QEMU it starts (as a pod's cgroup would).
+        detached: true,
       },
     );
     launchers.push(p);
@@ -126,7 +128,13 @@ describe.skipIf(!hasQemu())("live migration between two handlers", () => {
 
   afterAll(async () => {
     for (const h of handlers) await h.stop();
-    for (const l of launchers) l.kill("SIGKILL");
+    for (const l of launchers) {
+      try {
+        if (l.pid) process.kill(-l.pid, "SIGKILL");
+      } catch {
+        // Already gone with its whole group.
+      }
+    }
     await server?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
