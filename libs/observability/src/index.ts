@@ -1,5 +1,7 @@
 /** Logging, metrics and tracing plumbing shared by every component. */
 
+/** The trace file exporter (`KUBEVIRT_TRACES_FILE`): one OTLP/JSON line per batch, written asynchronously. */
+export { FileSpanExporter } from "./file-span-exporter.ts";
 /** Structured logger creation and per-object child loggers. */
 export { createLogger, forObject, type Logger, type LoggerOptions, type ObjectIdentity } from "./logger.ts";
 /** Per-app Prometheus registry and metric classes. */
@@ -21,12 +23,14 @@ export {
   type MigrationFailureReason,
   migrationFailureReason,
 } from "./reason-label.ts";
-/** Per-app tracing setup and trace-context helpers for annotations and headers. */
+/** Per-app tracing setup (the SDK is loaded only when spans are exported) and trace-context helpers. */
 export {
   contextFromTraceparent,
-  FileSpanExporter,
   setupTracing,
   type TracingHandle,
   type TracingOptions,
+  traceExportTargets,
   traceparentOf,
 } from "./tracing.ts";
+/** W3C `traceparent` formatting, parsing and propagation without @opentelemetry/core. */
+export { formatTraceparent, parseTraceparent, W3CTraceparentPropagator } from "./w3c-propagator.ts";

@@ -1,10 +1,17 @@
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { context, trace } from "@opentelemetry/api";
 import { afterEach, describe, expect, it } from "vitest";
 import type { OtlpTraceRequest } from "./otlp-json.ts";
-import { contextFromTraceparent, setupTracing, type TracingHandle, traceparentOf } from "./tracing.ts";
+import {
+  contextFromTraceparent,
+  setupTracing,
+  type TracingHandle,
+  traceExportTargets,
+  traceparentOf,
+} from "./tracing.ts";
 
 let handle: TracingHandle | undefined;
 let dir: string | undefined;
@@ -62,5 +69,61 @@ describe("setupTracing()", () => {
     const span = (JSON.parse(readFileSync(file, "utf8")) as OtlpTraceRequest).resourceSpans[0].scopeSpans[0].spans[0];
     expect(span.traceId).toBe("0af7651916cd43dd8448eb211c80319c");
     expect(span.parentSpanId).toBe("b7ad6b7169203331");
+  });
+});
+
+describe("traceExportTargets()", () => {
+  it.each([
+    [{}, {}],
+    [{ KUBEVIRT_TRACES_FILE: "/t.jsonl" }, { file: "/t.jsonl" }],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318/" }, { endpoint: "http://c:4318/v1/traces" }],
+    [
+      { OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://t/x" },
+      { endpoint: "http://t/x" },
+    ],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_TRACES_EXPORTER: "none" }, {}],
+    [{ KUBEVIRT_TRACES_FILE: "/t.jsonl", OTEL_SDK_DISABLED: "true" }, {}],
+  ])("%j -> %j", (env, targets) => {
+    expect(traceExportTargets(env)).toEqual(targets);
+  });
+});
+
+describe("setupTracing() module loading", () => {
+  /** The @opentelemetry packages a fresh process loads for `env`, through setupTracing() and a traced span. */
+  function packagesLoaded(env: Record<string, string>): string[] {
+    const script = `
+      import { registerHooks } from "node:module";
+      const seen = new Set();
+      registerHooks({ resolve(specifier, context, next) {
+        const r = next(specifier, context);
+        const m = new RegExp("node_modules/(@opentelemetry/[^/]+)/").exec(r.url);
+        if (m) seen.add(m[1]);
+        return r;
+      } });
+      const { setupTracing, traceparentOf, contextFromTraceparent } = await import(${JSON.stringify(new URL("./index.ts", import.meta.url).href)});
+      const { context, trace } = await import("@opentelemetry/api");
+      const handle = setupTracing({ serviceName: "probe", env: ${JSON.stringify(env)} });
+      const parent = contextFromTraceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+      const span = trace.getTracer("probe").startSpan("probe", {}, parent);
+      const tp = context.with(trace.setSpan(parent, span), () => traceparentOf());
+      span.end();
+      await handle.shutdown();
+      if (!tp?.startsWith("00-0af7651916cd43dd8448eb211c80319c-")) throw new Error("trace context lost: " + tp);
+      process.stdout.write(JSON.stringify([...seen].sort()));`;
+    const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8" });
+    return JSON.parse(out) as string[];
+  }
+
+  // The probe runs Node's module hooks in a child process (the Deno lane runs this file under Deno).
+  it.skipIf("Deno" in globalThis)("loads no SDK package when nothing is exported, yet passes trace context on", () => {
+    expect(packagesLoaded({})).toEqual(["@opentelemetry/api", "@opentelemetry/context-async-hooks"]);
+  });
+
+  it.skipIf("Deno" in globalThis)("loads the SDK but not the OTLP exporter for a trace file", () => {
+    dir = mkdtempSync(join(tmpdir(), "kvt-trace-"));
+    const loaded = packagesLoaded({ KUBEVIRT_TRACES_FILE: join(dir, "t.jsonl") });
+    expect(loaded).toContain("@opentelemetry/sdk-trace");
+    expect(loaded).not.toContain("@opentelemetry/exporter-trace-otlp-http");
+    expect(readFileSync(join(dir, "t.jsonl"), "utf8")).toContain('"name":"probe"');
   });
 });

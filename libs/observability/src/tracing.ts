@@ -2,25 +2,25 @@
  * OpenTelemetry setup for an app (libraries only use @opentelemetry/api). Off unless configured:
  *  - `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` (+ `/v1/traces`): OTLP/HTTP JSON export;
  *  - `KUBEVIRT_TRACES_FILE=<path>`: every export appended to the file as one OTLP/JSON line (the local cluster's
- *    `npm start -- --traces FILE`); several processes may append to the same file (one `appendFileSync` per batch).
+ *    `npm start -- --traces FILE`); several processes may append to the same file (see {@link FileSpanExporter}).
  *  - `OTEL_TRACES_EXPORTER=none` or `OTEL_SDK_DISABLED=true` turn it off.
+ * The SDK (about 200 ms of CPU to import, the OTLP exporter half of it) is loaded only when something is exported, and
+ * the OTLP exporter only when an endpoint is configured. It is loaded synchronously (`require` of the packages' ES
+ * module builds, the same instances `import` gives), so setupTracing stays synchronous and no span started right after
+ * it is lost.
  * Context propagates in-process through AsyncLocalStorage, across HTTP in the W3C `traceparent` header, and across
  * objects in the `kubevirt.io/traceparent` annotation (see {@link traceparentOf} / {@link contextFromTraceparent}).
  */
-import { appendFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
 import { type Context, context, propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import { type ExportResult, ExportResultCode, W3CTraceContextPropagator } from "@opentelemetry/core";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import {
-  BatchSpanProcessor,
-  type ReadableSpan,
-  type SpanExporter,
-  type SpanProcessor,
-  TracerProvider,
-} from "@opentelemetry/sdk-trace";
-import { toOtlpRequest } from "./otlp-json.ts";
+import type * as OtlpHttp from "@opentelemetry/exporter-trace-otlp-http";
+import type * as Resources from "@opentelemetry/resources";
+import type * as SdkTrace from "@opentelemetry/sdk-trace";
+import type { SpanProcessor } from "@opentelemetry/sdk-trace";
+import { FileSpanExporter } from "./file-span-exporter.ts";
+import { W3CTraceparentPropagator } from "./w3c-propagator.ts";
 
 /** What {@link setupTracing} returns: flush and stop before the process exits. */
 export interface TracingHandle {
@@ -43,47 +43,61 @@ export interface TracingOptions {
   readonly extraProcessors?: SpanProcessor[];
 }
 
-/** A SpanExporter that appends each batch to a file as one OTLP/JSON line. */
-export class FileSpanExporter implements SpanExporter {
-  readonly #path: string;
-  constructor(path: string) {
-    this.#path = path;
+/** Where spans go per `env`: an OTLP/HTTP endpoint, a file, both, or nowhere. */
+export function traceExportTargets(env: Record<string, string | undefined>): { endpoint?: string; file?: string } {
+  if (env.OTEL_SDK_DISABLED === "true" || env.OTEL_TRACES_EXPORTER === "none") return {};
+  const endpoint =
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
+    (env.OTEL_EXPORTER_OTLP_ENDPOINT ? `${env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/$/, "")}/v1/traces` : undefined);
+  return {
+    ...(endpoint ? { endpoint } : {}),
+    ...(env.KUBEVIRT_TRACES_FILE ? { file: env.KUBEVIRT_TRACES_FILE } : {}),
+  };
+}
+
+const requireHere = createRequire(import.meta.url);
+
+/**
+ * Loads `specifier` synchronously. `import.meta.resolve` applies the `import` condition, so `require` (of an ES module,
+ * Node 22.12+ / Deno 2) returns the instance a static `import` of it would, with one copy of @opentelemetry/api.
+ * Where `import.meta.resolve` is missing (some test runners' module loaders) the package's CommonJS build is loaded,
+ * which shares the API's globals (the API keeps its registrations on `globalThis` for exactly this case).
+ */
+function loadSync<T>(specifier: string): T {
+  let target = specifier;
+  try {
+    target = fileURLToPath(import.meta.resolve(specifier));
+  } catch {
+    // no import.meta.resolve here: fall back to require's own resolution
   }
-  export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
-    try {
-      appendFileSync(this.#path, `${JSON.stringify(toOtlpRequest(spans))}\n`);
-      done({ code: ExportResultCode.SUCCESS });
-    } catch (error) {
-      done({ code: ExportResultCode.FAILED, error: error as Error });
-    }
-  }
-  async shutdown(): Promise<void> {}
+  return requireHere(target) as T;
 }
 
 /**
- * Installs the global tracer provider, context manager and W3C propagator for this process, per the environment.
- * Call once from the app's composition root. Always installs propagation (so trace context passes through even
- * when this process exports nothing).
+ * Installs the global context manager and W3C propagator for this process and, per the environment, a tracer
+ * provider with its exporters. Call once from the app's composition root. Propagation is installed even when this
+ * process exports nothing, so trace context passes through it.
  */
 export function setupTracing(options: TracingOptions): TracingHandle {
   const env = options.env ?? process.env;
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
-  const processors: SpanProcessor[] = [...(options.extraProcessors ?? [])];
-  const disabled = env.OTEL_SDK_DISABLED === "true" || env.OTEL_TRACES_EXPORTER === "none";
-  if (!disabled) {
-    const endpoint =
-      env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
-      (env.OTEL_EXPORTER_OTLP_ENDPOINT ? `${env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/$/, "")}/v1/traces` : undefined);
-    if (endpoint) processors.push(new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: endpoint }) }));
-    if (env.KUBEVIRT_TRACES_FILE) {
-      processors.push(
-        new BatchSpanProcessor({ exporter: new FileSpanExporter(env.KUBEVIRT_TRACES_FILE), scheduledDelayMillis: 500 }),
-      );
-    }
+  propagation.setGlobalPropagator(new W3CTraceparentPropagator());
+  const targets = traceExportTargets(env);
+  const extra = options.extraProcessors ?? [];
+  if (!targets.endpoint && !targets.file && extra.length === 0) return { enabled: false, shutdown: async () => {} };
+  const sdk = loadSync<typeof SdkTrace>("@opentelemetry/sdk-trace");
+  const { resourceFromAttributes } = loadSync<typeof Resources>("@opentelemetry/resources");
+  const processors: SpanProcessor[] = [...extra];
+  if (targets.endpoint) {
+    const { OTLPTraceExporter } = loadSync<typeof OtlpHttp>("@opentelemetry/exporter-trace-otlp-http");
+    processors.push(new sdk.BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: targets.endpoint }) }));
   }
-  if (processors.length === 0) return { enabled: false, shutdown: async () => {} };
-  const provider = new TracerProvider({
+  if (targets.file) {
+    // One write per second at most: a span reaches the file within a second, and shutdown flushes the rest.
+    const exporter = new FileSpanExporter(targets.file);
+    processors.push(new sdk.BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 }));
+  }
+  const provider = new sdk.TracerProvider({
     resource: resourceFromAttributes({
       "service.name": options.serviceName,
       ...(options.serviceVersion ? { "service.version": options.serviceVersion } : {}),
