@@ -111,6 +111,7 @@ export function rootHelp(commands: readonly Command[]): string {
 }
 
 function checkArgs(cmd: Command, args: readonly string[]): string | undefined {
+  if (cmd.checkArgs) return cmd.checkArgs(args);
   const [min, max] = typeof cmd.args === "number" ? [cmd.args, cmd.args] : cmd.args;
   if (args.length >= min && args.length <= max) return undefined;
   if (min === 0 && max === 0) return `unknown command "${args[0] ?? ""}" for "virtctl ${cmd.name}"`;

@@ -55,6 +55,8 @@ export interface Command {
   readonly flags: Readonly<Record<string, FlagDef>>;
   /** Exact number of positional arguments, or [min, max]. */
   readonly args: number | readonly [number, number];
+  /** Replaces the count check of `args` when given: the usage error for these arguments, or undefined if fine. */
+  readonly checkArgs?: (args: readonly string[]) => string | undefined;
   run(input: CommandInput, ctx: CommandContext): Promise<void>;
 }
 

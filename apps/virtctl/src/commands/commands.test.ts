@@ -152,6 +152,43 @@ describe("VM lifecycle commands", () => {
     expect(err).toBe("Must both use --force=true and set --grace-period.\n");
     expect(client.requests).toEqual([]);
   });
+
+  it.each([
+    [["start", "vm", "vm-cirros"], "start", { paused: false }],
+    [["start", "VirtualMachine", "vm-cirros", "--paused"], "start", { paused: true }],
+    [["stop", "vms", "vm-cirros"], "stop", {}],
+    [["restart", "virtualmachines", "vm-cirros", "--force", "--grace-period=0"], "restart", { gracePeriodSeconds: 0 }],
+  ])("virtctl %j (the user guide's 'start vm NAME' form) acts on the VM named last", async (argv, action, body) => {
+    const { code, out, client } = await run(argv);
+    expect(code).toBe(0);
+    expect(out).toBe(`VM vm-cirros was scheduled to ${action}\n`);
+    expect(client.requests).toEqual([{ method: "PUT", path: `${SUB}/virtualmachines/vm-cirros/${action}`, body }]);
+  });
+
+  it.each([
+    [["start", "vmi", "vm-cirros"], "vmi"],
+    [["stop", "pod", "vm-cirros"], "pod"],
+  ])("virtctl %j: two arguments need the vm resource type first", async (argv, type) => {
+    const { code, err, client } = await run(argv);
+    expect(code).toBe(1);
+    expect(err).toBe(`Error: accepts 1 arg(s), received 2\nRun 'virtctl ${argv[0]} --help' for usage.\n`);
+    expect(client.requests).toEqual([]);
+    expect(type).not.toBe("vm");
+  });
+
+  it("three arguments are refused before any request", async () => {
+    const { code, err, client } = await run(["restart", "vm", "a", "b"]);
+    expect(code).toBe(1);
+    expect(err).toBe("Error: accepts 1 arg(s), received 3\nRun 'virtctl restart --help' for usage.\n");
+    expect(client.requests).toEqual([]);
+  });
+
+  it("--dry-run prints KubeVirt's line before the flag check fails", async () => {
+    const { code, out, err } = await run(["stop", "vm1", "--dry-run", "--force"]);
+    expect(code).toBe(1);
+    expect(out).toBe("Dry Run execution\n");
+    expect(err).toBe("Must both use --force=true and set --grace-period.\n");
+  });
 });
 
 describe("pause/unpause vm", () => {

@@ -1,31 +1,16 @@
-/** `virtctl start VM [--paused] [--dry-run]`: PUT the VM's `start` subresource. */
-import { type Command, CommandError, DRY_RUN_FLAG, dryRunOption, errorText } from "../cli/command.ts";
-import { vmSubresource } from "../kube/paths.ts";
+/** `virtctl start VM [--paused] [--dry-run]`: PUT the VM's `start` subresource (StartOptions). */
+import type { Command } from "../cli/command.ts";
+import { vmStateChangeCommand } from "./vm-state-change.ts";
 
 /** The `start` command. */
-export const startCommand: Command = {
-  name: "start",
-  use: "start (VM)",
+export const startCommand: Command = vmStateChangeCommand({
+  action: "start",
   short: "Start a virtual machine.",
-  example: "  # Start a virtual machine called 'myvm':\n  virtctl start myvm",
   flags: {
     paused: { type: "boolean", help: "If set to true, start virtual machine in paused state", default: "false" },
-    "dry-run": DRY_RUN_FLAG,
   },
-  args: 1,
-  async run(input, ctx) {
-    const [name = ""] = input.args;
-    const client = ctx.client();
-    const dryRun = dryRunOption(input, ctx);
-    try {
-      await client.request({
-        method: "PUT",
-        path: vmSubresource(client.namespace, name, "start"),
-        body: { paused: input.values.paused === true, ...(dryRun ? { dryRun } : {}) },
-      });
-    } catch (error) {
-      throw new CommandError(`Error starting VirtualMachine ${errorText(error)}`);
-    }
-    ctx.stdout.write(`VM ${name} was scheduled to start\n`);
-  },
-};
+  request: (input) => ({
+    body: { paused: input.values.paused === true },
+    errorPrefix: "Error starting VirtualMachine ",
+  }),
+});

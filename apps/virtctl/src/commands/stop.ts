@@ -1,31 +1,17 @@
-/** `virtctl stop VM [--grace-period N --force] [--dry-run]`: PUT the VM's `stop` subresource. */
-import { type Command, CommandError, DRY_RUN_FLAG, dryRunOption, errorText } from "../cli/command.ts";
-import { vmSubresource } from "../kube/paths.ts";
+/** `virtctl stop VM [--grace-period N --force] [--dry-run]`: PUT the VM's `stop` subresource (StopOptions). */
+import type { Command } from "../cli/command.ts";
 import { FORCE_FLAG, forcedGracePeriod, GRACE_PERIOD_FLAG } from "./force-flags.ts";
+import { vmStateChangeCommand } from "./vm-state-change.ts";
 
 /** The `stop` command. */
-export const stopCommand: Command = {
-  name: "stop",
-  use: "stop (VM)",
+export const stopCommand: Command = vmStateChangeCommand({
+  action: "stop",
   short: "Stop a virtual machine.",
-  example: "  # Stop a virtual machine called 'myvm':\n  virtctl stop myvm",
-  flags: { force: FORCE_FLAG, "grace-period": GRACE_PERIOD_FLAG, "dry-run": DRY_RUN_FLAG },
-  args: 1,
-  async run(input, ctx) {
-    const [name = ""] = input.args;
-    const client = ctx.client();
-    const dryRun = dryRunOption(input, ctx);
+  flags: { force: FORCE_FLAG, "grace-period": GRACE_PERIOD_FLAG },
+  request(input) {
     const grace = forcedGracePeriod(input);
-    try {
-      await client.request({
-        method: "PUT",
-        path: vmSubresource(client.namespace, name, "stop"),
-        body: { ...(grace !== undefined ? { gracePeriod: grace } : {}), ...(dryRun ? { dryRun } : {}) },
-      });
-    } catch (error) {
-      const what = grace !== undefined ? "error force stopping VirtualMachine: " : "error stopping VirtualMachine ";
-      throw new CommandError(`${what}${errorText(error)}`);
-    }
-    ctx.stdout.write(`VM ${name} was scheduled to stop\n`);
+    return grace === undefined
+      ? { body: {}, errorPrefix: "error stopping VirtualMachine " }
+      : { body: { gracePeriod: grace }, errorPrefix: "error force stopping VirtualMachine: " };
   },
-};
+});
