@@ -102,4 +102,57 @@ describe("virt-handler metrics", () => {
     expect(text).toContain('kubevirt_vmi_migration_downtime_seconds_count{node="node01",backend="native"} 1');
     expect(text).toContain('kubevirt_virt_handler_ready_status{node="node01"} 0');
   });
+
+  it("serves launcher stats from a cache: one /v1/stats round per max age however often it is scraped", async () => {
+    const registry = createMetricsRegistry({ defaultMetrics: false });
+    let clock = 0;
+    const calls: string[] = [];
+    let seconds = 1;
+    const counted = (name: string): MeteredLauncher => {
+      const l = launcher(name);
+      return {
+        ...l,
+        client: {
+          stats: async () => {
+            calls.push(name);
+            return { ...stats, vcpuSeconds: [seconds] };
+          },
+        },
+      };
+    };
+    const launchers: MeteredLauncher[] = [counted("a"), counted("b")];
+    registerHandlerMetrics(
+      registry,
+      { nodeName: "node01", launchers: () => launchers, ready: () => true },
+      { statsMaxAgeMs: 5_000, now: () => clock },
+    );
+    // vCPU seconds of `name` in a fresh scrape, or undefined when it has none.
+    const vcpu = async (name: string) =>
+      (await registry.metrics())
+        .split("\n")
+        .find((l) => l.startsWith(`kubevirt_vmi_vcpu_seconds_total{name="${name}"`))
+        ?.split(" ")
+        .at(-1);
+    // The first scrape asks every launcher once, and the three stats families share that round.
+    expect(await vcpu("a")).toBe("1");
+    expect(calls.sort()).toEqual(["a", "b"]);
+    // Scrapes every second for 4 s: served from the cache, no launcher is asked.
+    seconds = 2;
+    for (clock = 1_000; clock < 5_000; clock += 1_000) expect(await vcpu("a")).toBe("1");
+    expect(calls).toHaveLength(2);
+    // A VM that just started is asked at once, alone.
+    clock = 4_500;
+    launchers.push(counted("c"));
+    expect(await vcpu("c")).toBe("2");
+    expect(calls).toHaveLength(3);
+    // Older than the max age: one new round for every running launcher.
+    clock = 5_000;
+    expect(await vcpu("a")).toBe("2");
+    expect(calls.slice(3).sort()).toEqual(["a", "b", "c"]);
+    // A launcher that stopped leaves the metrics at once, without a round.
+    launchers[1] = { ...launchers[1], gone: true };
+    clock = 6_000;
+    expect(await vcpu("b")).toBeUndefined();
+    expect(calls).toHaveLength(6);
+  });
 });

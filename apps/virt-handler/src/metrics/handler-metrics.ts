@@ -2,7 +2,8 @@
  * virt-handler's node and per-VMI metrics beyond the migration progress gauges (`vmi-metrics.ts`):
  *
  *   kubevirt_virt_handler_ready_status{node}                        informer synced and launchers re-adopted
- *   kubevirt_vmi_vcpu_seconds_total{name,namespace,node,id,state}   from each launcher's /v1/stats at scrape time
+ *   kubevirt_vmi_vcpu_seconds_total{name,namespace,node,id,state}   from each launcher's /v1/stats, cached (see
+ *                                                                   STATS_MAX_AGE_MS: a scrape does not fan out)
  *   kubevirt_vmi_memory_domain_bytes / _resident_bytes{name,namespace,node}
  *   kubevirt_vmi_migration_downtime_seconds{node,backend}           completed migrations out of this node
  *   kubevirt_vmi_migration_duration_seconds{node,backend,result}    completed or failed
@@ -44,8 +45,25 @@ export interface HandlerMetrics {
 
 const RECORDED_LIMIT = 1024;
 
+/** How old the cached launcher stats may get before a scrape asks the launchers again (Prometheus' rate() windows
+ * are minutes; KubeVirt scrapes every 30 s). */
+export const STATS_MAX_AGE_MS = 5_000;
+/** How long a scrape waits for one launcher's /v1/stats. */
+export const STATS_TIMEOUT_MS = 1_000;
+
+/** Tuning of {@link registerHandlerMetrics} (defaults above; tests pass a clock). */
+export interface HandlerMetricsOptions {
+  readonly statsMaxAgeMs?: number;
+  readonly statsTimeoutMs?: number;
+  readonly now?: () => number;
+}
+
 /** Registers virt-handler's metrics on `registry`. */
-export function registerHandlerMetrics(registry: Registry, source: HandlerMetricsSource): HandlerMetrics {
+export function registerHandlerMetrics(
+  registry: Registry,
+  source: HandlerMetricsSource,
+  options: HandlerMetricsOptions = {},
+): HandlerMetrics {
   const registers = [registry];
   const node = source.nodeName;
   new Gauge({
@@ -59,23 +77,44 @@ export function registerHandlerMetrics(registry: Registry, source: HandlerMetric
   });
   const running = (): MeteredLauncher[] =>
     source.launchers().filter((l) => !l.gone && (l.info.state === "Running" || l.info.state === "Paused"));
-  let statsAt = 0;
-  let stats: Promise<[DomainInfo, DomainStats][]> = Promise.resolve([]);
-  // One round of /v1/stats per scrape, shared by the three families that need it.
-  const latestStats = (): Promise<[DomainInfo, DomainStats][]> => {
-    if (Date.now() - statsAt > 500) {
-      statsAt = Date.now();
-      stats = Promise.all(
-        running().map((l) =>
-          l.client.stats({ timeoutMs: 2_000 }).then(
-            (s): [DomainInfo, DomainStats][] => [[l.info, s]],
-            // A launcher that does not answer in time is left out of this scrape only.
-            (): [DomainInfo, DomainStats][] => [],
-          ),
+  const maxAgeMs = options.statsMaxAgeMs ?? STATS_MAX_AGE_MS;
+  const timeoutMs = options.statsTimeoutMs ?? STATS_TIMEOUT_MS;
+  const now = options.now ?? Date.now;
+  // The last /v1/stats answer of each launcher (by its client: one per launcher connection).
+  const cache = new WeakMap<MeteredLauncher["client"], DomainStats>();
+  let refreshedAt = Number.NEGATIVE_INFINITY;
+  let refreshing: Promise<void> | undefined;
+  const ask = (launchers: readonly MeteredLauncher[]): Promise<void> =>
+    Promise.all(
+      launchers.map((l) =>
+        l.client.stats({ timeoutMs }).then(
+          (s) => void cache.set(l.client, s),
+          // A launcher that does not answer in time keeps its last figures until the next round.
+          () => {},
         ),
-      ).then((lists) => lists.flat());
+      ),
+    ).then(() => {});
+  // Scrapes are served from the cache. One round of /v1/stats to every running launcher when the cache is older
+  // than maxAgeMs (so 1 s scrapes cost one round per maxAgeMs, not one per scrape), and a call to a launcher seen for
+  // the first time (a VM that just started shows up in the next scrape, not maxAgeMs later). At most one round at a
+  // time; the three families that need stats share it.
+  const latestStats = async (): Promise<[DomainInfo, DomainStats][]> => {
+    const live = running();
+    if (!refreshing) {
+      const stale = now() - refreshedAt >= maxAgeMs;
+      const unseen = stale ? live : live.filter((l) => !cache.has(l.client));
+      if (unseen.length > 0 || stale) {
+        if (stale) refreshedAt = now();
+        refreshing = ask(unseen).finally(() => {
+          refreshing = undefined;
+        });
+      }
     }
-    return stats;
+    if (refreshing) await refreshing;
+    return live.flatMap((l): [DomainInfo, DomainStats][] => {
+      const s = cache.get(l.client);
+      return s ? [[l.info, s]] : [];
+    });
   };
   const vmiLabels = (info: DomainInfo) => ({ name: info.vmi.name, namespace: info.vmi.namespace, node });
   new Counter({
