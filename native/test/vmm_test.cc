@@ -198,20 +198,29 @@ TEST(state_blob_round_trips_sections_and_rejects_malformed_input) {
   w.Section(kTagRegs, 1, &a, sizeof a);
   w.Section(kTagSerial, kMachineWide, "xy", 2);
   std::vector<uint8_t> blob = w.Take();
-  uint32_t vcpus = 0;
+  uint32_t vcpus = 0, version = 0;
   std::vector<StateSection> sections;
   std::string why;
-  CHECK(ParseState(blob.data(), blob.size(), &vcpus, &sections, &why));
+  CHECK(ParseState(blob.data(), blob.size(), &version, &vcpus, &sections, &why));
+  CHECK_EQ(version, kStateVersion);
   CHECK_EQ(vcpus, 2u);
   CHECK_EQ(sections.size(), 2u);
   CHECK_EQ(sections[0].tag, static_cast<uint32_t>(kTagRegs));
   CHECK_EQ(sections[0].vcpu, 1u);
   CHECK_EQ(sections[1].len, 2u);
   sections.clear();
-  CHECK(!ParseState(blob.data(), blob.size() - 1, &vcpus, &sections, &why));
+  CHECK(!ParseState(blob.data(), blob.size() - 1, &version, &vcpus, &sections, &why));
   CHECK_EQ(why, std::string("truncated section"));
   blob[4] = 7;
-  CHECK(!ParseState(blob.data(), blob.size(), &vcpus, &sections, &why));
+  CHECK(!ParseState(blob.data(), blob.size(), &version, &vcpus, &sections, &why));
   CHECK_EQ(why, std::string("unsupported version 7"));
-  CHECK(!ParseState(blob.data(), 3, &vcpus, &sections, &why));
+  CHECK(!ParseState(blob.data(), 3, &version, &vcpus, &sections, &why));
+  // The previous version is still read (STYLE: current and previous only).
+  StateWriter v1(1, kStateVersionPrevious);
+  v1.Section(kTagSerial, kMachineWide, "z", 1);
+  std::vector<uint8_t> old = v1.Take();
+  sections.clear();
+  CHECK(ParseState(old.data(), old.size(), &version, &vcpus, &sections, &why));
+  CHECK_EQ(version, kStateVersionPrevious);
+  CHECK_EQ(sections.size(), 1u);
 }

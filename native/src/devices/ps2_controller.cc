@@ -104,6 +104,26 @@ void Ps2Controller::KeyboardCommand(uint8_t cmd) {
   }
 }
 
+std::vector<uint8_t> Ps2Controller::Save() const {
+  std::vector<uint8_t> out;
+  out.reserve(6 + out_.size());
+  for (uint8_t b : {uint8_t{1}, ctr_, status_, pending_cmd_, pending_kbd_cmd_, static_cast<uint8_t>(out_.size())}) {
+    out.push_back(b);
+  }
+  for (uint8_t b : out_) out.push_back(b);
+  return out;
+}
+
+bool Ps2Controller::Restore(const uint8_t* data, size_t len) {
+  if (len < 6 || data[0] != 1 || data[5] > kPs2OutputBytes || len != 6u + data[5]) return false;
+  ctr_ = data[1];
+  status_ = data[2];
+  pending_cmd_ = data[3];
+  pending_kbd_cmd_ = data[4];
+  out_.assign(data + 6, data + len);
+  return true;
+}
+
 bool Ps2Controller::InjectCtrlAltDel() {
   if ((ctr_ & kPs2CtrKbdDisabled) || !(ctr_ & kPs2CtrKbdInt)) return false;
   for (uint8_t b : kCtrlAltDel) Push(b);

@@ -12,10 +12,12 @@
 //        0xff reset -> fa aa   0xf2 get id -> fa ab 83   0xf0 scancode set <- n -> fa (n=0: fa 02)
 //        0xed LEDs / 0xf3 typematic <- n -> fa fa      anything else -> fa
 //   InjectCtrlAltDel(): set-2 make and break codes of Ctrl, Alt, Del into the output buffer, IRQ 1.
+//   Save()/Restore(): u8 version (1) | CTR | status | pending controller cmd | pending keyboard cmd | u8 n | n bytes
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <vector>
 
 #include "devices/bus.h"
 #include "devices/i8042.h"
@@ -38,6 +40,14 @@ class Ps2Controller : public PioDevice {
   bool InjectCtrlAltDel();
   uint64_t resets() const { return resets_; }
   uint8_t control() const { return ctr_; }
+
+  // Persist (Firecracker `Persist`): the registers, the half-done commands and the output buffer. Restore
+  // returns false (changing nothing) on a malformed blob.
+  std::vector<uint8_t> Save() const;
+  bool Restore(const uint8_t* data, size_t len);
+  // True when the output buffer holds a byte and its interrupt is enabled: the guest expects IRQ 1 for it (the
+  // machine pulses the line again after a restore; a duplicate edge finds the buffer drained, as on a PC).
+  bool InterruptPending() const { return !out_.empty() && (ctr_ & kPs2CtrKbdInt); }
 
  private:
   void Push(uint8_t b);

@@ -124,6 +124,10 @@ size_t Serial16550::Enqueue(const uint8_t* data, size_t len) {
   return n;
 }
 
+bool Serial16550::InterruptPending() const {
+  return ((ier_ & kIerRdaBit) && !rx_.empty()) || ((ier_ & kIerThreBit) && thre_pending_);
+}
+
 std::vector<uint8_t> Serial16550::Save() const {
   std::vector<uint8_t> out{1, ier_, lcr_, mcr_, lsr_, msr_, scr_, dll_, dlm_, fcr_, static_cast<uint8_t>(thre_pending_),
                            static_cast<uint8_t>(rx_.size())};

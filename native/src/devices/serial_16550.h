@@ -63,6 +63,11 @@ class Serial16550 : public PioDevice {
   // Persist: registers and the rx FIFO as bytes (version 1), and back. Restore returns false on a bad blob.
   std::vector<uint8_t> Save() const;
   bool Restore(const uint8_t* data, size_t len);
+  // The interrupt line's state: true while an enabled interrupt condition is pending (received data with
+  // IER.RDA, or THR-empty with IER.THRE, not yet acknowledged), i.e. what IIR would report. The line is pulsed
+  // (one edge per event), so after a restore the machine pulses it again when this is true: an edge that was
+  // raised but not yet in the saved interrupt controller is then not lost (a duplicate finds IIR empty).
+  bool InterruptPending() const;
 
  private:
   uint8_t ReadReg(uint16_t offset);

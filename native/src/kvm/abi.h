@@ -29,6 +29,7 @@ struct XsaveRegion {
 
 inline constexpr unsigned long kGetSupportedCpuid = _IOWR(KVMIO, 0x05, Cpuid2Header);
 inline constexpr unsigned long kSetCpuid2 = _IOW(KVMIO, 0x90, Cpuid2Header);
+inline constexpr unsigned long kGetCpuid2 = _IOWR(KVMIO, 0x91, Cpuid2Header);
 inline constexpr unsigned long kGetMsrIndexList = _IOWR(KVMIO, 0x02, MsrListHeader);
 inline constexpr unsigned long kGetMsrs = _IOWR(KVMIO, 0x88, MsrsHeader);
 inline constexpr unsigned long kSetMsrs = _IOW(KVMIO, 0x89, MsrsHeader);

@@ -120,6 +120,29 @@ Status VcpuFd::SetMsrs(const std::vector<kvm_msr_entry>& entries) {
   return OkStatus();
 }
 
+Result<std::vector<kvm_cpuid_entry2>> VcpuFd::GetCpuid() {
+  // KVM_GET_CPUID2 fails with E2BIG when nent is too small; 256 is KVM_MAX_CPUID_ENTRIES.
+  constexpr uint32_t kMaxEntries = 256;
+  size_t bytes = sizeof(abi::Cpuid2Header) + kMaxEntries * sizeof(kvm_cpuid_entry2);
+  std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes]());
+  auto* cpuid = reinterpret_cast<abi::Cpuid2Header*>(buf.get());
+  cpuid->nent = kMaxEntries;
+  if (Ioctl(fd_.get(), abi::kGetCpuid2, cpuid) < 0) return ErrnoError("KVM_GET_CPUID2");
+  auto* entries = reinterpret_cast<kvm_cpuid_entry2*>(buf.get() + sizeof(abi::Cpuid2Header));
+  return std::vector<kvm_cpuid_entry2>(entries, entries + cpuid->nent);
+}
+
+Result<uint32_t> VcpuFd::GetTscKhz() {
+  int r = Ioctl(fd_.get(), KVM_GET_TSC_KHZ, 0);
+  if (r < 0) return ErrnoError("KVM_GET_TSC_KHZ");
+  return static_cast<uint32_t>(r);
+}
+
+Status VcpuFd::SetTscKhz(uint32_t khz) {
+  if (Ioctl(fd_.get(), KVM_SET_TSC_KHZ, static_cast<unsigned long>(khz)) < 0) return ErrnoError("KVM_SET_TSC_KHZ");
+  return OkStatus();
+}
+
 void VcpuFd::KvmclockCtrl() { ioctl(fd_.get(), KVM_KVMCLOCK_CTRL, 0); }
 
 }  // namespace kvmts::kvm

@@ -52,6 +52,12 @@ class VcpuFd {
   // KVM_GET_MSRS for `indices`; returns how many were read (KVM stops at the first it cannot read).
   Result<size_t> GetMsrs(const std::vector<uint32_t>& indices, std::vector<kvm_msr_entry>* out);
   Status SetMsrs(const std::vector<kvm_msr_entry>& entries);
+  // KVM_GET_CPUID2: the CPUID table the vCPU was given.
+  Result<std::vector<kvm_cpuid_entry2>> GetCpuid();
+  // KVM_GET_TSC_KHZ / KVM_SET_TSC_KHZ: the guest TSC frequency (setting a different one needs TSC scaling, or a
+  // value within KVM's tolerance of the host's; EINVAL or ENOTSUP otherwise).
+  Result<uint32_t> GetTscKhz();
+  Status SetTscKhz(uint32_t khz);
   // KVM_KVMCLOCK_CTRL: tells the guest's kvmclock it was paused (avoids soft-lockup warnings). Best effort.
   void KvmclockCtrl();
 

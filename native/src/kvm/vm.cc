@@ -92,7 +92,6 @@ Status VmFd::GetClock(kvm_clock_data* data) {
 
 Status VmFd::SetClock(const kvm_clock_data& data) {
   kvm_clock_data copy = data;
-  copy.flags = 0;  // only the clock value is settable portably
   if (Ioctl(fd_.get(), KVM_SET_CLOCK, &copy) < 0) return ErrnoError("KVM_SET_CLOCK");
   return OkStatus();
 }

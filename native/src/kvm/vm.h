@@ -33,7 +33,9 @@ class VmFd {
   Status EnableManualDirtyProtect();
   // KVM_CLEAR_DIRTY_LOG: re-arms write tracking for the set bits of `bitmap` (pages first_page.., a multiple of 64).
   Status ClearDirtyLog(uint32_t slot, uint64_t first_page, uint32_t num_pages, uint64_t* bitmap);
-  // KVM_GET_CLOCK / KVM_SET_CLOCK (kvmclock).
+  // KVM_GET_CLOCK / KVM_SET_CLOCK (kvmclock). SetClock passes data.flags through: the only flag KVM accepts is
+  // KVM_CLOCK_REALTIME (data.realtime is then the host wall clock the value belongs to, and KVM adds the time
+  // since), offered when CheckExtension(KVM_CAP_ADJUST_CLOCK) has that bit; any other flag is EINVAL.
   Status GetClock(kvm_clock_data* data);
   Status SetClock(const kvm_clock_data& data);
   // KVM_CREATE_VCPU; the caller owns the returned fd.

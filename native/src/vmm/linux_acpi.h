@@ -46,6 +46,9 @@ class AcpiPmDevice : public devices::PioDevice {
   void Read(uint16_t offset, uint8_t* data, size_t len) override;
   void Write(uint16_t offset, const uint8_t* data, size_t len) override;
   uint64_t power_offs() const { return power_offs_; }
+  // The PM1a_CNT register (SCI_EN, the last SLP_TYP), for the machine state.
+  uint16_t control() const { return cnt_; }
+  void set_control(uint16_t cnt) { cnt_ = cnt; }
 
  private:
   devices::ExitSink* sink_;

@@ -24,7 +24,7 @@
 //                          -> SaveState -> send; on failure Resume() (the guest runs on untouched); on success Stop().
 // Migration, target side:  Create(same memory size, vcpu count) WITHOUT LoadElf -> write pages into memory()
 //                          -> RestoreState(blob) -> Start() (vCPUs run from the restored registers).
-// SaveState/RestoreState need kPaused (or kCreated for RestoreState); they run on the caller's thread.
+// SaveState/RestoreState need kPaused or kCreated; they run on the caller's thread.
 #pragma once
 
 #include <atomic>
@@ -139,11 +139,14 @@ class Machine {
   Status StopDirtyLog();
   bool dirty_logging() const;
 
-  // The whole machine state (every vCPU: regs, sregs, FPU/XSAVE, XCRs, MSRs, LAPIC, vcpu events, MP state; the
-  // devices; the KVM clock) as an opaque versioned blob: "KVTS" magic, u32 version, sections. kPaused only.
+  // The whole machine state (every vCPU: CPUID, TSC kHz, regs, sregs, FPU/XSAVE, XCRs, MSRs incl. kvmclock's,
+  // LAPIC, vcpu events, MP state; for linux_platform the in-kernel PIC pair, IOAPIC and PIT; the devices; the
+  // KVM clock) as an opaque versioned blob (vmm/state_blob.h; restore order: vmm/machine_state.cc). kPaused (or
+  // kCreated: the state a Start() would begin with).
   Result<std::vector<uint8_t>> SaveState();
-  // Restores a SaveState() blob (same vcpu count). kCreated (then Start()) or kPaused (then Resume()).
-  // Errors: EINVAL op "restore-state" for a malformed or foreign blob, or the failing KVM_SET_* ioctl.
+  // Restores a SaveState() blob (same vcpu count and platform). kCreated (then Start()) or kPaused (then
+  // Resume(); the vCPUs keep their CPUID). Errors: EINVAL op "restore-state" for a malformed or foreign blob
+  // (checked before anything changes), or the failing KVM_SET_* ioctl.
   Status RestoreState(const uint8_t* data, size_t len);
 
   // Serial input from the console (queued in the UART's receive FIFO; bytes beyond the FIFO are dropped).

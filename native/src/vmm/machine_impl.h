@@ -24,6 +24,7 @@
 #include "kvm/vm.h"
 #include "memory/guest_memory.h"
 #include "vmm/exit_handler.h"
+#include "vmm/linux_acpi.h"
 #include "vmm/machine.h"
 #include "vmm/vcpu_thread.h"
 
@@ -95,7 +96,7 @@ struct MachineImpl : public Peripherals,
   // Linux platform (machine_linux.cc): the 8042 with a keyboard on ISA IRQ 1, the ACPI power-off register.
   std::unique_ptr<devices::IrqTrigger> kbd_irq;
   std::unique_ptr<devices::Ps2Controller> ps2;
-  std::unique_ptr<devices::PioDevice> acpi_pm;
+  std::unique_ptr<AcpiPmDevice> acpi_pm;
 
   std::atomic<uint32_t> throttle_pct{0};
   std::thread throttle_thread;

@@ -1,9 +1,17 @@
 // StateBlob: the byte format of Machine::SaveState, a tagged-section container (Firecracker `Persist` snapshots,
 // reduced). Pure; tested on its own.
 //
-//   "KVTS" | u32 version (1) | u32 vcpu_count | section* 
+//   "KVTS" | u32 version (2) | u32 vcpu_count | section*
 //   section = u32 tag | u32 vcpu (or 0xffffffff for machine-wide) | u64 length | length bytes
 // All integers little-endian (x86 host order). Unknown tags are an error on restore (no silent partial state).
+//
+// Versions (the current and the previous one are read, STYLE section 4):
+//   1  vCPUs (regs, sregs, XSAVE, XCRs, LAPIC, events, MP state, debug regs, MSRs), the KVM clock, the UART.
+//   2  adds what a Linux guest on the PC platform needs: the platform (kTagPlatform: a v2 blob is refused by a
+//      machine of the other kind), per vCPU the CPUID table and the TSC frequency, the in-kernel PIC master and
+//      slave and IOAPIC (KVM_GET_IRQCHIP), the PIT (KVM_GET_PIT2), the 8042 and the ACPI PM1a control register.
+//      Its clock section keeps KVM_GET_CLOCK's flags (KVM_CLOCK_REALTIME: the target adds the time in between).
+// The payload of each section is the KVM struct as the ioctl returns it (or the device's own Save() bytes).
 #pragma once
 
 #include <cstdint>
@@ -13,19 +21,28 @@
 
 namespace kvmts::vmm {
 
-inline constexpr uint32_t kStateVersion = 1;
+inline constexpr uint32_t kStateVersion = 2;
+inline constexpr uint32_t kStateVersionPrevious = 1;
 inline constexpr uint32_t kMachineWide = 0xffffffffu;
 
 enum StateTag : uint32_t {
+  // per vCPU
   kTagRegs = 1, kTagSregs, kTagXsave, kTagXcrs, kTagLapic, kTagEvents, kTagMpState, kTagDebugRegs, kTagMsrs,
+  kTagCpuid, kTagTscKhz,                                            // v2
+  // machine-wide
   kTagClock = 100, kTagSerial,
+  kTagPlatform, kTagPicMaster, kTagPicSlave, kTagIoapic, kTagPit, kTagPs2, kTagAcpiPm,  // v2
 };
+
+// kTagPlatform payload: u32 flags.
+inline constexpr uint32_t kPlatformLinux = 1u << 0;
 
 class StateWriter {
  public:
-  StateWriter(uint32_t vcpus) {
+  // `version` other than kStateVersion only for tests of the previous version's reader.
+  explicit StateWriter(uint32_t vcpus, uint32_t version = kStateVersion) {
     buf_.insert(buf_.end(), {'K', 'V', 'T', 'S'});
-    Put32(kStateVersion);
+    Put32(version);
     Put32(vcpus);
   }
   void Section(uint32_t tag, uint32_t vcpu, const void* data, uint64_t len) {
@@ -51,11 +68,15 @@ struct StateSection {
 };
 
 // Parses the header and every section; returns false (with *why) on any malformation.
-inline bool ParseState(const uint8_t* data, size_t len, uint32_t* vcpus, std::vector<StateSection>* out,
-                       std::string* why) {
+// *version is the blob's version (kStateVersion or kStateVersionPrevious).
+inline bool ParseState(const uint8_t* data, size_t len, uint32_t* version, uint32_t* vcpus,
+                       std::vector<StateSection>* out, std::string* why) {
   auto get32 = [&](size_t off) { uint32_t v; std::memcpy(&v, data + off, 4); return v; };
   if (len < 12 || std::memcmp(data, "KVTS", 4) != 0) return *why = "bad magic", false;
-  if (get32(4) != kStateVersion) return *why = "unsupported version " + std::to_string(get32(4)), false;
+  *version = get32(4);
+  if (*version != kStateVersion && *version != kStateVersionPrevious) {
+    return *why = "unsupported version " + std::to_string(*version), false;
+  }
   *vcpus = get32(8);
   size_t off = 12;
   while (off < len) {
