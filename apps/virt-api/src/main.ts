@@ -12,7 +12,7 @@ import {
   TemplateHandlerLocator,
 } from "./handler/handler-client.ts";
 import { RestClusterClient } from "./kube/cluster-client.ts";
-import { HttpTransport } from "./kube/rest.ts";
+import { HttpTransport, serviceAccountUser, VIRT_API_SERVICE_ACCOUNT } from "./kube/rest.ts";
 import { VirtApiApp } from "./server/app.ts";
 import { virtApiMetrics } from "./server/metrics.ts";
 import { startVirtApiServer } from "./server/server.ts";
@@ -82,6 +82,7 @@ await main({
     const app = new VirtApiApp({
       logger,
       clientFor: (user) => (user ? new RestClusterClient(transport, user) : self),
+      internalClient: new RestClusterClient(transport, serviceAccountUser(namespace, VIRT_API_SERVICE_ACCOUNT)),
       handler,
       webhooks: webhookRoutes(self, namespace),
       requestHeaderAuth: clientCa

@@ -19,6 +19,18 @@ export interface UserInfo {
   readonly extra: Readonly<Record<string, readonly string[]>>;
 }
 
+/** virt-api's service account (KubeVirt's `kubevirt-apiserver`): one of those the VMI update webhook trusts. */
+export const VIRT_API_SERVICE_ACCOUNT = "kubevirt-apiserver";
+
+/** The user a service account authenticates as (its name and the groups the API server gives every such token). */
+export function serviceAccountUser(namespace: string, name: string): UserInfo {
+  return {
+    username: `system:serviceaccount:${namespace}:${name}`,
+    groups: ["system:serviceaccounts", `system:serviceaccounts:${namespace}`, "system:authenticated"],
+    extra: {},
+  };
+}
+
 /** One call to the API server. */
 export interface RestRequest {
   readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";

@@ -43,6 +43,11 @@ export interface VirtApiDeps {
   readonly logger: Logger;
   /** A client acting as `user`, or as virt-api itself when `user` is undefined. */
   readonly clientFor: (user: UserInfo | undefined) => ClusterClient;
+  /**
+   * A client acting as virt-api's service account (kubevirt-apiserver), for KubeVirt's internal VMI grace-period
+   * patch of a forced stop/restart; without it that patch is made as the caller (and the VMI webhook refuses it).
+   */
+  readonly internalClient?: ClusterClient;
   readonly handler: HandlerClient;
   /** Webhook path -> admitter. */
   readonly webhooks: Readonly<Record<string, Admitter>>;
@@ -231,7 +236,12 @@ export class VirtApiApp {
   async #vm(r: Extract<Route, { kind: "vm" }>, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const user = callerIdentity(req, this.#deps.requestHeaderAuth);
     const body = await readJson(req);
-    const t = { client: this.#deps.clientFor(user), namespace: r.namespace, name: r.name };
+    const t = {
+      client: this.#deps.clientFor(user),
+      ...(this.#deps.internalClient ? { internal: this.#deps.internalClient } : {}),
+      namespace: r.namespace,
+      name: r.name,
+    };
     const log = this.#deps.logger.child({
       kind: "VirtualMachine",
       namespace: r.namespace,

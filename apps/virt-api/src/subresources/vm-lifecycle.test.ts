@@ -1,8 +1,9 @@
 import type { RunStrategy, VmiPhase } from "@kvt/api";
 import { describe, expect, it } from "vitest";
-import { ApiError } from "../kube/status.ts";
+import type { ClusterClient } from "../kube/cluster-client.ts";
+import { ApiError, badRequest } from "../kube/status.ts";
 import { FakeCluster, newVm, newVmi } from "../testing/fake-cluster.ts";
-import { migrateVm, restartVm, startVm, stopVm } from "./vm-lifecycle.ts";
+import { migrateVm, restartVm, startVm, stopVm, type VmTarget } from "./vm-lifecycle.ts";
 
 function target(cluster: FakeCluster, name = "vm1") {
   return { client: cluster, namespace: "default", name };
@@ -183,6 +184,50 @@ describe("stop", () => {
     expect(refused.message).toContain("Halted only supports manual stop requests with a shorter graceperiod");
     await stopVm(target(cluster), { gracePeriod: 0 });
     expect(cluster.vms.get("default/vm1")?.status?.stateChangeRequests?.[0]?.action).toBe("Stop");
+  });
+});
+
+describe("the VMI grace-period patch of a forced stop/restart", () => {
+  /** The caller as the VMI update webhook sees a user: VM writes pass, a VMI spec patch is refused. */
+  function asUser(cluster: FakeCluster): ClusterClient {
+    return {
+      getVm: (ns, n) => cluster.getVm(ns, n),
+      getVmi: (ns, n) => cluster.getVmi(ns, n),
+      patchVm: (ns, n, p, d) => cluster.patchVm(ns, n, p, d),
+      patchVmStatus: (ns, n, p, d) => cluster.patchVmStatus(ns, n, p, d),
+      patchVmi: () =>
+        Promise.reject(
+          new ApiError(
+            badRequest(
+              'admission webhook "virtualmachineinstances-update-validator.kubevirt.io" denied the request: update of VMI object is restricted',
+            ),
+          ),
+        ),
+      createVmim: (ns, v, d) => cluster.createVmim(ns, v, d),
+      listVmims: (ns, l) => cluster.listVmims(ns, l),
+      listPods: (ns, l, f) => cluster.listPods(ns, l, f),
+    };
+  }
+
+  it.each([
+    ["stop --force --grace-period=0", (t: VmTarget) => stopVm(t, { gracePeriod: 0 }), 0, ["patchVmi", "patchVm"]],
+    [
+      "restart --force --grace-period=0",
+      (t: VmTarget) => restartVm(t, { gracePeriodSeconds: 0 }),
+      1,
+      ["patchVmi", "patchVmStatus"],
+    ],
+  ])("%s patches the VMI as virt-api's service account and the VM as the caller", async (_, act, grace, verbs) => {
+    const cluster = new FakeCluster()
+      .addVm(newVm("vm1", { runStrategy: "Always" }, { created: true }))
+      .addVmi(newVmi("vm1", "Running", [], { terminationGracePeriodSeconds: 30 }));
+    // As the caller alone it cannot work: the webhook refuses the VMI patch and nothing is written.
+    const refused = await statusOf(act({ client: asUser(cluster), namespace: "default", name: "vm1" }));
+    expect(refused.message).toContain("update of VMI object is restricted");
+    expect(cluster.writes).toEqual([]);
+    await act({ client: asUser(cluster), internal: cluster, namespace: "default", name: "vm1" });
+    expect(cluster.writes.map((w) => w.verb)).toEqual(verbs);
+    expect(cluster.vmis.get("default/vm1")?.spec.terminationGracePeriodSeconds).toBe(grace);
   });
 });
 

@@ -54,7 +54,14 @@ export interface MigrateOptions {
 
 /** Who and what a VM subresource call is about. */
 export interface VmTarget {
+  /** Acts as the caller: every read and the VM writes the caller asked for. */
   readonly client: ClusterClient;
+  /**
+   * Acts as virt-api's own service account, for the one write KubeVirt's virt-api makes on its own behalf: the VMI
+   * grace-period patch before a forced stop or restart (the VMI update webhook lets only KubeVirt's service accounts
+   * change a VMI's spec, so as the caller it is always refused). Defaults to `client`.
+   */
+  readonly internal?: ClusterClient;
   readonly namespace: string;
   readonly name: string;
 }
@@ -138,9 +145,10 @@ async function applyPlan(
   dryRun: boolean,
 ): Promise<void> {
   const oldGrace = vmi?.spec.terminationGracePeriodSeconds;
+  const internal = t.internal ?? t.client;
   if (plan.vmiGracePeriodSeconds !== undefined && vmi) {
     try {
-      await t.client.patchVmi(t.namespace, t.name, gracePeriodPatch(vmi, plan.vmiGracePeriodSeconds), dryRun);
+      await internal.patchVmi(t.namespace, t.name, gracePeriodPatch(vmi, plan.vmiGracePeriodSeconds), dryRun);
     } catch (error) {
       throw new ApiError(internalError((error as Error).message));
     }
@@ -157,7 +165,7 @@ async function applyPlan(
   } catch (error) {
     if (plan.vmiGracePeriodSeconds !== undefined && vmi && oldGrace !== undefined) {
       const changed = { ...vmi, spec: { ...vmi.spec, terminationGracePeriodSeconds: plan.vmiGracePeriodSeconds } };
-      await t.client.patchVmi(t.namespace, t.name, gracePeriodPatch(changed, oldGrace), dryRun).catch(() => undefined);
+      await internal.patchVmi(t.namespace, t.name, gracePeriodPatch(changed, oldGrace), dryRun).catch(() => undefined);
     }
     throw error;
   }
