@@ -23,9 +23,11 @@ function run(
   kubeconfig: string,
   input?: string,
   timeoutMs = 60_000,
+  cwd?: string,
 ): Promise<CommandResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, {
+      cwd,
       env: { ...process.env, KUBECONFIG: kubeconfig, HOME: home },
       stdio: ["pipe", "pipe", "pipe"],
     });
@@ -46,6 +48,11 @@ function run(
 /** `kubectl <args>` against the cluster in `kubeconfig`. */
 export function kubectl(kubeconfig: string, args: readonly string[], input?: string): Promise<CommandResult> {
   return run("kubectl", args, kubeconfig, input);
+}
+
+/** `kubectl <args>` run in directory `cwd` (for a user's `kubectl create -f vm.yaml`). */
+export function kubectlIn(cwd: string, kubeconfig: string, args: readonly string[]): Promise<CommandResult> {
+  return run("kubectl", args, kubeconfig, undefined, 60_000, cwd);
 }
 
 /** `virtctl <args>` (this repository's, on the project's Node) against the cluster in `kubeconfig`. */
@@ -74,4 +81,33 @@ export async function getJson<T>(
 ): Promise<T> {
   const args = ["get", resource, ...(name ? [name] : []), "-n", namespace, "-o", "json"];
   return JSON.parse(await kubectlOk(kubeconfig, args)) as T;
+}
+
+/** A long-running `kubectl` (e.g. `get -w`) whose output is collected until {@link Watch.stop}. */
+export interface Watch {
+  /** Everything printed on stdout so far. */
+  output(): string;
+  /** Ends the process and returns its whole stdout. */
+  stop(): Promise<string>;
+}
+
+/** Starts `kubectl <args>` in the background (for `kubectl get ... -w`), killed by `stop()` or after `timeoutMs`. */
+export function kubectlWatch(kubeconfig: string, args: readonly string[], timeoutMs = 300_000): Watch {
+  const child = spawn("kubectl", args, {
+    env: { ...process.env, KUBECONFIG: kubeconfig, HOME: home },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  const closed = new Promise<void>((resolve) => child.on("close", () => resolve()));
+  const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+  return {
+    output: () => stdout,
+    stop: async () => {
+      clearTimeout(timer);
+      child.kill("SIGTERM");
+      await closed;
+      return stdout;
+    },
+  };
 }

@@ -5,7 +5,15 @@ import { parse } from "yaml";
 /** A VirtualMachine running the deterministic test guest (`local/test-guest:latest`) on the native VMM. */
 export function testGuestVm(
   name: string,
-  options: { running?: boolean; runStrategy?: string; memory?: string } = {},
+  options: {
+    running?: boolean;
+    runStrategy?: string;
+    memory?: string;
+    /** Extra labels on the VMI template (a MigrationPolicy selects VMIs by them). */
+    labels?: Record<string, string>;
+    /** Default 0: the test guest has no ACPI, so a graceful shutdown always waits out the whole grace period. */
+    terminationGracePeriodSeconds?: number;
+  } = {},
 ): Record<string, unknown> {
   const run = options.runStrategy ? { runStrategy: options.runStrategy } : { running: options.running ?? false };
   return {
@@ -15,13 +23,13 @@ export function testGuestVm(
     spec: {
       ...run,
       template: {
-        metadata: { labels: { "kubevirt.io/vm": name } },
+        metadata: { labels: { "kubevirt.io/vm": name, ...options.labels } },
         spec: {
           domain: {
             devices: { disks: [{ name: "containerdisk", disk: { bus: "virtio" } }] },
             resources: { requests: { memory: options.memory ?? "64Mi" } },
           },
-          terminationGracePeriodSeconds: 0,
+          terminationGracePeriodSeconds: options.terminationGracePeriodSeconds ?? 0,
           volumes: [{ name: "containerdisk", containerDisk: { image: "local/test-guest:latest" } }],
         },
       },

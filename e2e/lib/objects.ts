@@ -9,7 +9,7 @@ export interface VmiView {
     ownerReferences?: { uid: string; kind: string; controller?: boolean }[];
     labels?: Record<string, string>;
   };
-  spec: { domain: { firmware?: { uuid?: string } } };
+  spec: { domain: { firmware?: { uuid?: string } }; terminationGracePeriodSeconds?: number };
   status?: {
     phase?: string;
     nodeName?: string;
