@@ -1,7 +1,7 @@
 import { type ObjectKey, objectKey } from "@kvt/api";
 import { pino } from "pino";
 import { Registry } from "prom-client";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { SyncError, TerminalError } from "../errors.ts";
 import { ItemExponentialRateLimiter } from "../workqueue/rate-limiter.ts";
 import { WorkQueue } from "../workqueue/workqueue.ts";
@@ -126,6 +126,128 @@ describe("Runner tracing", () => {
     });
     await runner.processKey(objectKey("d", "m"));
     expect(seen).toEqual([parent]);
+    queue.shutDown();
+  });
+});
+
+describe("Runner without a tracer provider", () => {
+  const traced = {
+    traceId: "0af7651916cd43dd8448eb211c80319c",
+    spanId: "b7ad6b7169203331",
+    traceFlags: 1,
+  };
+
+  it("runs a reconcile of an untraced object with no span and no active context", async () => {
+    const api = await import("@opentelemetry/api");
+    const tracer = api.trace.getTracer("test"); // a ProxyTracer: no provider is registered in this process
+    const started = vi.spyOn(tracer, "startActiveSpan");
+    const seen: { recording: boolean; valid: boolean; active: unknown }[] = [];
+    const queue = new WorkQueue<ObjectKey>({ name: "q" });
+    const runner = new Runner({
+      controller: "vmi",
+      kind: "VirtualMachineInstance",
+      queue,
+      reconciler: {
+        reconcile: async (_key, ctx) => {
+          const sc = ctx.span.spanContext();
+          seen.push({
+            recording: ctx.span.isRecording(),
+            valid: api.isSpanContextValid(sc),
+            active: api.trace.getActiveSpan(),
+          });
+          return done();
+        },
+      },
+      logger: pino({ level: "silent" }),
+      tracer,
+      parentOf: () => api.ROOT_CONTEXT, // what contextFromTraceparent(undefined) answers
+    });
+    await runner.processKey(objectKey("d", "a"));
+    expect(started).not.toHaveBeenCalled();
+    expect(seen).toEqual([{ recording: false, valid: false, active: undefined }]);
+    queue.shutDown();
+  });
+
+  it("still carries an object's trace context (a non-recording span under it) so writes propagate it", async () => {
+    const api = await import("@opentelemetry/api");
+    const tracer = api.trace.getTracer("test");
+    const started = vi.spyOn(tracer, "startActiveSpan");
+    let seenTraceId: string | undefined;
+    const queue = new WorkQueue<ObjectKey>({ name: "q" });
+    const runner = new Runner({
+      controller: "migration",
+      kind: "VirtualMachineInstanceMigration",
+      queue,
+      reconciler: {
+        reconcile: async (_key, ctx) => {
+          seenTraceId = ctx.span.spanContext().traceId;
+          return done();
+        },
+      },
+      logger: pino({ level: "silent" }),
+      tracer,
+      parentOf: () => api.trace.setSpanContext(api.ROOT_CONTEXT, traced),
+    });
+    await runner.processKey(objectKey("d", "m"));
+    expect(started).toHaveBeenCalledTimes(1);
+    expect(seenTraceId).toBe(traced.traceId);
+    queue.shutDown();
+  });
+
+  it("starts real spans once a provider is registered", async () => {
+    const api = await import("@opentelemetry/api");
+    const tracer = api.trace.getTracer("test");
+    const names: string[] = [];
+    const sdkTracer = {
+      startActiveSpan: (name: string, _opts: unknown, _ctx: unknown, fn: (span: unknown) => unknown) => {
+        names.push(name);
+        return fn({ end() {}, recordException() {}, setStatus() {} });
+      },
+    } as unknown as import("@opentelemetry/api").Tracer;
+    const queue = new WorkQueue<ObjectKey>({ name: "q" });
+    const runner = new Runner({
+      controller: "vm",
+      kind: "VirtualMachine",
+      queue,
+      reconciler: { reconcile: async () => done() },
+      logger: pino({ level: "silent" }),
+      tracer,
+    });
+    await runner.processKey(objectKey("d", "a"));
+    expect(names).toEqual([]);
+    api.trace.setGlobalTracerProvider({ getTracer: () => sdkTracer });
+    try {
+      await runner.processKey(objectKey("d", "a"));
+    } finally {
+      api.trace.disable();
+    }
+    expect(names).toEqual(["reconcile VirtualMachine"]);
+    queue.shutDown();
+  });
+
+  it("builds the per-reconcile child logger only when the reconcile logs", async () => {
+    const logger = pino({ level: "silent" });
+    const child = vi.spyOn(logger, "child");
+    let logs = false;
+    const queue = new WorkQueue<ObjectKey>({ name: "q" });
+    const runner = new Runner({
+      controller: "vm",
+      kind: "VirtualMachine",
+      queue,
+      reconciler: {
+        reconcile: async (_key, ctx) => {
+          if (logs) ctx.logger.debug("reconciling");
+          return done();
+        },
+      },
+      logger,
+    });
+    await runner.processKey(objectKey("d", "a"));
+    expect(child).not.toHaveBeenCalled();
+    logs = true;
+    await runner.processKey(objectKey("d", "a"));
+    expect(child).toHaveBeenCalledTimes(1);
+    expect(child.mock.calls[0][0]).toMatchObject({ controller: "vm", key: "d/a" });
     queue.shutDown();
   });
 });

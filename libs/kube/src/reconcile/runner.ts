@@ -11,10 +11,25 @@
  *       │                             ├─ TerminalError / SyncError{requeue:false} -> forget    result=terminal
  *       └──── queue.done(key) <───────└─ other throw            -> addRateLimited(key)         result=error
  * ```
+ * Tracing costs nothing when it is off: with no tracer provider registered (no SDK) and no trace context on the
+ * object, the reconcile runs without a span (the context gets a shared non-recording one) and outside
+ * `context.with`. With an SDK, every reconcile gets a real span; with an object's trace context but no SDK, a
+ * non-recording span still carries that context so writes made by the reconcile propagate it.
+ * The per-reconcile child logger is built only when the reconcile logs through it (pino serializes the bindings of
+ * a child at creation, even when the level discards every line).
  */
 import { randomUUID } from "node:crypto";
 import { type ObjectKey, splitKey } from "@kvt/api";
-import { type Context, context, SpanStatusCode, type Tracer, trace } from "@opentelemetry/api";
+import {
+  type Context,
+  context,
+  INVALID_SPAN_CONTEXT,
+  ProxyTracer,
+  type Span,
+  SpanStatusCode,
+  type Tracer,
+  trace,
+} from "@opentelemetry/api";
 import type { Logger } from "pino";
 import { Counter, Histogram, type Registry } from "prom-client";
 import { SyncError, TerminalError } from "../errors.ts";
@@ -78,11 +93,25 @@ function runnerMetrics(registry: Registry, prefix: string): RunnerMetrics {
   return m;
 }
 
+/** The span a reconcile gets when nothing is traced: records nothing, carries no context. */
+const NON_RECORDING_SPAN: Span = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+
+/**
+ * True when spans from `tracer` may be recorded: a tracer handed in by the app (an SDK tracer) always; the API's
+ * ProxyTracer (what `trace.getTracer()` returns before any SDK is registered) only once a provider is registered,
+ * which `trace.getTracer()` then shows by returning the SDK's own tracer instead of a ProxyTracer.
+ */
+function mayRecord(tracer: Tracer): boolean {
+  return !(tracer instanceof ProxyTracer) || !(trace.getTracer("@kvt/kube") instanceof ProxyTracer);
+}
+
 /** Drives one controller's workqueue. */
 export class Runner {
   readonly #o: RunnerOptions;
   readonly #metrics: RunnerMetrics | undefined;
   readonly #tracer: Tracer;
+  /** Set once spans may be recorded (a provider, once registered, stays). */
+  #tracing = false;
   #workers: Promise<void>[] = [];
 
   constructor(options: RunnerOptions) {
@@ -112,38 +141,56 @@ export class Runner {
 
   /** Reconciles `key` once, applying the retry policy. Exposed for tests; workers call it. */
   async processKey(key: ObjectKey): Promise<void> {
-    const { controller, kind, queue } = this.#o;
-    const reconcileId = randomUUID();
-    const logger = this.#o.logger.child({ controller, key, reconcileId });
+    const parent = this.#o.parentOf?.(key);
+    this.#tracing ||= mayRecord(this.#tracer);
+    if (!this.#tracing && (!parent || !trace.getSpanContext(parent))) {
+      await this.#reconcile(key, NON_RECORDING_SPAN);
+      return;
+    }
+    const { controller, kind } = this.#o;
     const { namespace, name } = splitKey(key);
-    const started = performance.now();
     await this.#tracer.startActiveSpan(
       `reconcile ${kind}`,
       { attributes: { "k8s.namespace.name": namespace, "k8s.object.name": name, "kubevirt.controller": controller } },
-      this.#o.parentOf?.(key) ?? context.active(),
+      parent ?? context.active(),
       async (span) => {
-        let result: string;
         try {
-          const r = await this.#o.reconciler.reconcile(key, { logger, reconcileId, span });
-          queue.forget(key);
-          if (r.requeueAfterMs !== undefined) {
-            queue.addAfter(key, r.requeueAfterMs);
-            result = "requeue";
-          } else result = "success";
-        } catch (error) {
-          result = this.#handleError(key, error, logger);
-          span.recordException(error instanceof Error ? error : new Error(String(error)));
-          span.setStatus({
-            code: SpanStatusCode.ERROR,
-            message: error instanceof Error ? error.message : String(error),
-          });
+          await this.#reconcile(key, span);
         } finally {
           span.end();
         }
-        this.#metrics?.total.inc({ controller, result });
-        this.#metrics?.time.observe({ controller }, (performance.now() - started) / 1000);
       },
     );
+  }
+
+  async #reconcile(key: ObjectKey, span: Span): Promise<void> {
+    const { controller, queue, logger: base } = this.#o;
+    const reconcileId = randomUUID();
+    let logger: Logger | undefined;
+    const ctx = {
+      reconcileId,
+      span,
+      get logger(): Logger {
+        logger ??= base.child({ controller, key, reconcileId });
+        return logger;
+      },
+    };
+    const started = performance.now();
+    let result: string;
+    try {
+      const r = await this.#o.reconciler.reconcile(key, ctx);
+      queue.forget(key);
+      if (r.requeueAfterMs !== undefined) {
+        queue.addAfter(key, r.requeueAfterMs);
+        result = "requeue";
+      } else result = "success";
+    } catch (error) {
+      result = this.#handleError(key, error, ctx.logger);
+      span.recordException(error instanceof Error ? error : new Error(String(error)));
+      span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+    }
+    this.#metrics?.total.inc({ controller, result });
+    this.#metrics?.time.observe({ controller }, (performance.now() - started) / 1000);
   }
 
   #handleError(key: ObjectKey, error: unknown, logger: Logger): string {
