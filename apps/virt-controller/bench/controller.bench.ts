@@ -3,14 +3,19 @@
  * against the local API server (its own process, SQLite on disk) with virt-controller running as its own process.
  * Reports the seconds until all VMIs and all launcher Pods exist, the controller's API requests per VMI by verb and
  * resource over the whole run until it settles (from its `kubevirt_rest_client_requests_total`), and the
- * controller's peak RSS (VmHWM).
+ * controller's peak RSS (VmHWM), and the CPU seconds (user + system, from /proc) that the controller, the API server and
+ * this bench client (its creates and informers) spent from the first create until all pods existed, and until the
+ * controller settled: the three share the machine's cores, so the controller's own CPU per VM is the figure to watch.
  * KubeVirt's density test allows PATCH VMI at most 2x and UPDATE VMI at most 10x the pod creates.
- * Last line: {"area":"controller","vms":..,"secondsToAllVmis":..,"secondsToAllPods":..,"requestsPerVmi":{..},"peakRssBytes":..}
+ * `KVT_BENCH_CONTROLLER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"` passes Node flags to the controller.
+ * Last line: {"area":"controller","vms":..,"secondsToAllVmis":..,"secondsToAllPods":..,"requestsPerVmi":{..},
+ * "peakRssBytes":..,"cpuSecondsToAllPods":{"controller":..,"apiserver":..,"bench":..},"controllerCpuSecondsTotal":..,
+ * "controllerCpuMsPerVm":..}
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { VirtualMachine, VirtualMachineInstance } from "@kvt/api";
@@ -36,6 +41,20 @@ function freePort(): Promise<number> {
   });
 }
 
+/** User + system CPU seconds a child process has used so far (/proc/<pid>/stat fields 14 and 15, in clock ticks). */
+function cpuSecondsOf(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+}
+
+/** This process's user + system CPU seconds so far. */
+function ownCpuSeconds(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+}
+
 function startProcess(args: string[], readyText: RegExp): Promise<ChildProcess> {
   const child = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
   children.push(child);
@@ -59,7 +78,7 @@ async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: numbe
 
 async function main(): Promise<void> {
   const kubeconfig = join(dir, "kubeconfig");
-  await startProcess(
+  const apiserver = await startProcess(
     [
       "tools/local-cluster/src/apiserver/main.ts",
       "--data-dir",
@@ -79,6 +98,7 @@ async function main(): Promise<void> {
   const controller = spawn(
     process.execPath,
     [
+      ...(process.env.KVT_BENCH_CONTROLLER_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
       "apps/virt-controller/src/main.ts",
       "--kubeconfig",
       kubeconfig,
@@ -111,6 +131,12 @@ async function main(): Promise<void> {
   });
   let allVmisAt = 0;
   let allPodsAt = 0;
+  const cpu = (): { controller: number; apiserver: number; bench: number } => ({
+    controller: cpuSecondsOf(controller.pid),
+    apiserver: cpuSecondsOf(apiserver.pid),
+    bench: ownCpuSeconds(),
+  });
+  let cpuAtAllPods = cpu();
   vmiInformer.addHandlers({
     onAdd: () => {
       if (vmiInformer.store.size >= N && !allVmisAt) allVmisAt = performance.now();
@@ -118,7 +144,10 @@ async function main(): Promise<void> {
   });
   podInformer.addHandlers({
     onAdd: () => {
-      if (podInformer.store.size >= N && !allPodsAt) allPodsAt = performance.now();
+      if (podInformer.store.size >= N && !allPodsAt) {
+        allPodsAt = performance.now();
+        cpuAtAllPods = cpu();
+      }
     },
   });
   vmiInformer.start();
@@ -126,6 +155,7 @@ async function main(): Promise<void> {
   await Promise.all([vmiInformer.waitForSync(), podInformer.waitForSync()]);
 
   const t0 = performance.now();
+  const cpuAtStart = cpu();
   let next = 0;
   const vm = (i: number): VirtualMachine => ({
     metadata: { name: `vm-${i}`, namespace: "default" },
@@ -173,6 +203,16 @@ async function main(): Promise<void> {
       .sort()
       .map(([k, v]) => [k, Math.round((v / N) * 100) / 100]),
   );
+  const cpuAtEnd = cpu();
+  const round2 = (x: number): number => Math.round(x * 100) / 100;
+  const cpuSecondsToAllPods = {
+    controller: round2(cpuAtAllPods.controller - cpuAtStart.controller),
+    apiserver: round2(cpuAtAllPods.apiserver - cpuAtStart.apiserver),
+    bench: round2(cpuAtAllPods.bench - cpuAtStart.bench),
+  };
+  // Until settled: includes the reconciles that follow the last pod (status writes, the pods' own updates).
+  const controllerCpuSecondsTotal = round2(cpuAtEnd.controller - cpuAtStart.controller);
+  const controllerCpuMsPerVm = round2((controllerCpuSecondsTotal * 1000) / N);
   const status = readFileSync(`/proc/${controller.pid}/status`, "utf8");
   const peakRssBytes = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
   vmiInformer.stop();
@@ -185,13 +225,20 @@ async function main(): Promise<void> {
     ["all VMIs exist (seconds)", String(secondsToAllVmis)],
     ["all launcher pods exist (seconds)", String(secondsToAllPods)],
     ["controller peak RSS (MiB)", (peakRssBytes / 2 ** 20).toFixed(1)],
+    ["CPU s until all pods: controller", String(cpuSecondsToAllPods.controller)],
+    ["CPU s until all pods: API server", String(cpuSecondsToAllPods.apiserver)],
+    ["CPU s until all pods: bench client", String(cpuSecondsToAllPods.bench)],
+    ["controller CPU s until settled", String(controllerCpuSecondsTotal)],
+    ["controller CPU ms per VM", String(controllerCpuMsPerVm)],
     ...Object.entries(perVmi).map(([k, v]): [string, string] => [`requests per VMI: ${k}`, String(v)]),
   ];
+  const loadAverage = round2(loadavg()[0]);
+  rows.push(["load average (1 min, at the end)", String(loadAverage)]);
   const w = Math.max(...rows.map((r) => r[0].length));
   process.stdout.write(`controller density: ${N} VMs, runStrategy Always\n`);
   for (const [k, v] of rows) process.stdout.write(`${k.padEnd(w)}  ${v}\n`);
   process.stdout.write(
-    `${JSON.stringify({ area: "controller", vms: N, secondsToAllVmis, secondsToAllPods, requestsPerVmi: perVmi, peakRssBytes })}\n`,
+    `${JSON.stringify({ area: "controller", vms: N, secondsToAllVmis, secondsToAllPods, requestsPerVmi: perVmi, peakRssBytes, cpuSecondsToAllPods, controllerCpuSecondsTotal, controllerCpuMsPerVm, loadAverage })}\n`,
   );
 }
 
