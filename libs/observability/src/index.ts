@@ -25,6 +25,7 @@ export {
 } from "./reason-label.ts";
 /** Per-app tracing setup (the SDK is loaded only when spans are exported) and trace-context helpers. */
 export {
+  clientSpan,
   contextFromTraceparent,
   setupTracing,
   type TracingHandle,

@@ -6,6 +6,7 @@ import { context, trace } from "@opentelemetry/api";
 import { afterEach, describe, expect, it } from "vitest";
 import type { OtlpTraceRequest } from "./otlp-json.ts";
 import {
+  clientSpan,
   contextFromTraceparent,
   setupTracing,
   type TracingHandle,
@@ -69,6 +70,34 @@ describe("setupTracing()", () => {
     const span = (JSON.parse(readFileSync(file, "utf8")) as OtlpTraceRequest).resourceSpans[0].scopeSpans[0].spans[0];
     expect(span.traceId).toBe("0af7651916cd43dd8448eb211c80319c");
     expect(span.parentSpanId).toBe("b7ad6b7169203331");
+  });
+});
+
+describe("clientSpan()", () => {
+  it("hands the call the traceparent of a CLIENT span and records a failure", async () => {
+    dir = mkdtempSync(join(tmpdir(), "kvt-trace-"));
+    const file = join(dir, "traces.jsonl");
+    handle = setupTracing({ serviceName: "virtctl", env: { KUBEVIRT_TRACES_FILE: file } });
+    const sent = await clientSpan("migrate VirtualMachine", { "kubevirt.vm.name": "vm1" }, async (tp) => tp);
+    await expect(clientSpan("stop VirtualMachine", {}, () => Promise.reject(new Error("refused")))).rejects.toThrow(
+      "refused",
+    );
+    await handle.shutdown();
+    const spans = readFileSync(file, "utf8")
+      .trim()
+      .split("\n")
+      .flatMap((l) => (JSON.parse(l) as OtlpTraceRequest).resourceSpans.flatMap((r) => r.scopeSpans))
+      .flatMap((s) => s.spans);
+    const migrate = spans.find((s) => s.name === "migrate VirtualMachine");
+    expect(sent).toBe(`00-${migrate?.traceId}-${migrate?.spanId}-01`);
+    expect(migrate?.kind).toBe(3); // OTLP SPAN_KIND_CLIENT
+    expect(migrate?.attributes).toContainEqual({ key: "kubevirt.vm.name", value: { stringValue: "vm1" } });
+    expect(spans.find((s) => s.name === "stop VirtualMachine")?.status).toEqual({ code: 2, message: "refused" });
+  });
+
+  it("sends no traceparent when nothing is traced", async () => {
+    handle = setupTracing({ serviceName: "virtctl", env: {} });
+    expect(await clientSpan("migrate VirtualMachine", {}, async (tp) => tp)).toBeUndefined();
   });
 });
 

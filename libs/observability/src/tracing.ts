@@ -13,7 +13,16 @@
  */
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
-import { type Context, context, propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
+import {
+  type Attributes,
+  type Context,
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import type * as OtlpHttp from "@opentelemetry/exporter-trace-otlp-http";
 import type * as Resources from "@opentelemetry/resources";
@@ -129,4 +138,26 @@ export function traceparentOf(ctx: Context = context.active()): string | undefin
 export function contextFromTraceparent(traceparent: string | undefined): Context {
   if (!traceparent) return ROOT_CONTEXT;
   return propagation.extract(ROOT_CONTEXT, { traceparent }, carrierGetter);
+}
+
+/**
+ * Runs an outgoing call as a CLIENT span named `name` (low-cardinality, e.g. `migrate VirtualMachine`), handing `call`
+ * the span's W3C traceparent to send along, so the server's spans become its children. With no tracer provider
+ * installed the span is a no-op and `call` gets the traceparent of the active context, if any.
+ */
+export function clientSpan<T>(
+  name: string,
+  attributes: Attributes,
+  call: (traceparent: string | undefined) => Promise<T>,
+): Promise<T> {
+  return trace.getTracer("kubevirt-ts").startActiveSpan(name, { kind: SpanKind.CLIENT, attributes }, async (span) => {
+    try {
+      return await call(traceparentOf());
+    } catch (error) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
 }

@@ -1,6 +1,7 @@
 /** `virtctl migrate VM [--addedNodeSelector k=v,...] [--dry-run]`: PUT the VM's `migrate` subresource. */
 import { type Command, CommandError, DRY_RUN_FLAG, dryRunOption, errorText } from "../cli/command.ts";
 import { vmSubresource } from "../kube/paths.ts";
+import { tracedRequest } from "../kube/trace-context.ts";
 
 /** Parses pflag's StringToString syntax `k=v,k2=v2`. */
 export function parseStringMap(raw: string, flag: string): Record<string, string> {
@@ -35,11 +36,17 @@ export const migrateCommand: Command = {
     const client = ctx.client();
     const dryRun = dryRunOption(input, ctx);
     try {
-      await client.request({
-        method: "PUT",
-        path: vmSubresource(client.namespace, name, "migrate"),
-        body: { ...(selector ? { addedNodeSelector: selector } : {}), ...(dryRun ? { dryRun } : {}) },
-      });
+      // The migration's trace starts here when virtctl's tracing is configured (OTEL_* variables).
+      await tracedRequest(
+        client,
+        {
+          method: "PUT",
+          path: vmSubresource(client.namespace, name, "migrate"),
+          body: { ...(selector ? { addedNodeSelector: selector } : {}), ...(dryRun ? { dryRun } : {}) },
+        },
+        "migrate VirtualMachine",
+        { "k8s.namespace.name": client.namespace, "kubevirt.vm.name": name },
+      );
     } catch (error) {
       throw new CommandError(`Error migrating VirtualMachine ${errorText(error)}`);
     }

@@ -15,6 +15,8 @@ export interface Request {
   readonly path: string;
   readonly query?: Readonly<Record<string, string | undefined>>;
   readonly body?: unknown;
+  /** Extra request headers (e.g. a W3C `traceparent`). */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 /** A Kubernetes Status as the server sent it. */
@@ -107,6 +109,7 @@ export class HttpVirtClient implements VirtClient {
       Accept: "application/json",
       "User-Agent": "virtctl/kubevirt-ts",
       ...(payload !== undefined ? { "Content-Type": "application/json" } : {}),
+      ...req.headers,
     };
     const send = this.#conn.server.protocol === "https:" ? httpsRequest : httpRequest;
     const { code, text } = await new Promise<{ code: number; text: string }>((resolve, reject) => {
