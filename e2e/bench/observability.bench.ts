@@ -1,50 +1,75 @@
 /**
- * `npm run bench -- observability [--vmis N] [--rounds R]`: the cost of observability on the two figures that
- * matter, VM start and live-migration throughput, with tracing and metrics on vs off. Each round starts a local
- * cluster twice, the two modes in turn (off first in odd rounds, on first in even ones, so drift of this shared
- * machine's load hits both alike):
+ * `npm run bench -- observability [--vmis N] [--rounds R] [--variants off,on] [--scrape-interval S]`: the cost of
+ * observability on the two figures that matter, VM start and live-migration throughput. Variants (any of them,
+ * comma-separated; the first is the baseline):
  *
- *   off: no trace export (the components' tracers are no-ops) and nobody scrapes /metrics;
- *   on:  every component exports its spans (`--traces FILE`, OTLP/JSON batches) and all /metrics endpoints
- *        of the generated scrape config are scraped every second (ten times Prometheus' usual rate).
+ *   off:     no trace export (the components load no OpenTelemetry SDK) and nobody scrapes /metrics;
+ *   traces:  every component exports its spans (`--traces FILE`, OTLP/JSON batches), nobody scrapes;
+ *   metrics: no trace export; every /metrics endpoint of the generated scrape config is scraped every S seconds
+ *            (default 1: five times the local cluster's Prometheus rate, thirty times KubeVirt's);
+ *   on:      both.
  *
- * In each cluster it creates N test-guest VMIs one after another (create -> phase Running, this client's clock),
- * then live-migrates the first one (VMIM create -> Succeeded), and reads the migration's duration and guest memory
- * from the source virt-handler's metrics (throughput = guest memory / migration duration).
- * Budgets: VM start +5 %, migration throughput -2 %. Prints a table and, last, one JSON line:
- *   {"area":"observability","vmStartP50SecondsOff":..,"vmStartP50SecondsOn":..,"vmStartOverhead":..,...}
+ * Each round starts one local cluster per variant, in alternating order (ABAB..., reversed every other round: BA AB),
+ * so the drift of a shared machine's load hits every variant alike. In each cluster it creates N test-guest VMIs
+ * (256 MiB, 160 MiB of it written once, then idle: see vmi()) one
+ * after another (create -> phase Running, this client's clock), then live-migrates each of them once (VMIM create ->
+ * Succeeded; the duration is the source virt-handler's own measurement, the delta of
+ * `kubevirt_vmi_migration_duration_seconds_sum`; throughput = guest memory / duration). It also records the CPU time
+ * each component used during that workload (from /proc: the process, its live children and the children it reaped,
+ * so exited launchers count), which is far less noisy than wall-clock figures on a loaded machine.
+ *
+ * Budgets: VM start +5 %, migration throughput -2 % (variant "on" vs the baseline). Prints a line per cluster, a
+ * table per variant (median and spread) and, last, one JSON line:
+ *   {"area":"observability","vmStartOverhead":..,"migrationThroughputLoss":..,"variants":{..},...}
+ * Overheads are ratios of medians over all samples; the `...Paired` figures are the medians (and min..max) of the
+ * per-round ratios of the same two variants, which cancel the load drift between rounds.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { CustomObjectsApi } from "@kubernetes/client-node";
 import { registerTestGuest } from "@kvt/images";
-import { startLocalCluster } from "@kvt/local-cluster";
+import { type LocalCluster, startLocalCluster } from "@kvt/local-cluster";
 import { testGuestPath } from "@kvt/vmm";
+
+const VARIANTS = ["off", "traces", "metrics", "on"] as const;
+type Variant = (typeof VARIANTS)[number];
 
 const { values } = parseArgs({
   options: {
-    vmis: { type: "string", default: "4" },
-    rounds: { type: "string", default: "1" },
+    vmis: { type: "string", default: "3" },
+    rounds: { type: "string", default: "4" },
+    variants: { type: "string", default: "off,on" },
+    "scrape-interval": { type: "string", default: "1" },
   },
 });
 const COUNT = Number(values.vmis);
 const ROUNDS = Number(values.rounds);
+const SCRAPE_MS = Number(values["scrape-interval"]) * 1000;
+const variants = values.variants.split(",").map((v) => {
+  if (!(VARIANTS as readonly string[]).includes(v))
+    throw new Error(`unknown variant ${v}: one of ${VARIANTS.join(", ")}`);
+  return v as Variant;
+});
+const BASE = variants[0];
 const root = new URL("../../", import.meta.url).pathname;
 const GROUP = { group: "kubevirt.io", version: "v1", namespace: "default" };
+const MEMORY_BYTES = 256 * 1024 * 1024;
+const CLK_TCK = 100;
 
 interface Figures {
   readonly startSeconds: number[];
-  /** NaN when the migration did not succeed (see `migrationError`). */
-  readonly migrationSeconds: number;
-  readonly memoryBytes: number;
-  readonly migrationError?: string;
+  /** Guest memory / migration duration of each migration that succeeded. */
+  readonly throughputs: number[];
+  readonly migrationErrors: string[];
+  /** CPU seconds used during the workload, by component (virt-handler = both nodes', launchers = all). */
+  readonly cpuSeconds: Record<string, number>;
 }
 
 interface Phased {
-  status?: { phase?: string; nodeName?: string };
+  status?: { phase?: string; nodeName?: string; migrationState?: { failureReason?: string } };
 }
 
 async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 180_000): Promise<T> {
@@ -57,6 +82,11 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutM
   }
 }
 
+/**
+ * A 256 MiB test-guest VMI whose guest writes a 160 MiB working set once and then idles (`pattern=fill`): every migration
+ * moves the same non-zero memory, and idle guests leave the two cores to the components being measured (the default
+ * workload dirties memory flat out, one busy core per VM, which drowns the figures in contention).
+ */
 function vmi(name: string): Record<string, unknown> {
   return {
     apiVersion: "kubevirt.io/v1",
@@ -64,11 +94,16 @@ function vmi(name: string): Record<string, unknown> {
     metadata: { name },
     spec: {
       domain: {
-        devices: { disks: [{ name: "containerdisk", disk: { bus: "virtio" } }] },
-        resources: { requests: { memory: "64Mi" } },
+        devices: {},
+        firmware: {
+          kernelBoot: {
+            container: { image: "local/test-guest:latest", kernelPath: "/test-guest.elf" },
+            kernelArgs: "pattern=fill ws=160 tick=1000",
+          },
+        },
+        resources: { requests: { memory: "256Mi" } },
       },
       terminationGracePeriodSeconds: 0,
-      volumes: [{ name: "containerdisk", containerDisk: { image: "local/test-guest:latest" } }],
     },
   };
 }
@@ -80,8 +115,8 @@ function scrapeTargets(scrapeConfigPath: string): Map<string, string> {
   return new Map([...pairs].map((m) => [m[2], m[1]]));
 }
 
-/** Scrapes every /metrics endpoint of a Prometheus scrape config every second until stopped. */
-function scrapeEverySecond(scrapeConfigPath: string): () => void {
+/** Scrapes every /metrics endpoint of a Prometheus scrape config every SCRAPE_MS until stopped. */
+function scrapePeriodically(scrapeConfigPath: string): () => void {
   const targets = [...scrapeTargets(scrapeConfigPath).values()];
   const timer = setInterval(() => {
     for (const t of targets) {
@@ -89,7 +124,7 @@ function scrapeEverySecond(scrapeConfigPath: string): () => void {
         .then((r) => r.text())
         .catch(() => "");
     }
-  }, 1_000);
+  }, SCRAPE_MS);
   return () => clearInterval(timer);
 }
 
@@ -101,19 +136,94 @@ function sampleSum(text: string, name: string, match: (labels: string) => boolea
   return sum;
 }
 
-async function measure(mode: "on" | "off"): Promise<Figures> {
-  const dataDir = mkdtempSync(join(tmpdir(), `kvt-bench-obs-${mode}-`));
+interface ProcStat {
+  readonly ppid: number;
+  /** utime + stime, in ticks. */
+  readonly own: number;
+  /** cutime + cstime of the children it reaped, in ticks. */
+  readonly reaped: number;
+}
+
+/** Every process of this machine (that is still there while it is read). */
+function processTable(): Map<number, ProcStat> {
+  const table = new Map<number, ProcStat>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" "); // f[0] is field 3 (state)
+      table.set(Number(entry), {
+        ppid: Number(f[1]),
+        own: Number(f[11]) + Number(f[12]),
+        reaped: Number(f[13]) + Number(f[14]),
+      });
+    } catch {
+      // exited while listing
+    }
+  }
+  return table;
+}
+
+/**
+ * CPU ticks by component so far: each supervised component's own time; a kubelet's live descendants and the
+ * children it reaped count as `virt-launcher` (the launchers, their QEMUs and guests).
+ */
+function cpuTicks(cluster: LocalCluster): Map<string, number> {
+  const table = processTable();
+  const children = new Map<number, number[]>();
+  for (const [pid, s] of table) children.set(s.ppid, [...(children.get(s.ppid) ?? []), pid]);
+  const subtree = (pid: number): number =>
+    (children.get(pid) ?? []).reduce((sum, c) => sum + (table.get(c)?.own ?? 0) + subtree(c), 0);
+  const out = new Map<string, number>();
+  const add = (k: string, ticks: number) => out.set(k, (out.get(k) ?? 0) + ticks);
+  const names = [
+    "apiserver",
+    "scheduler",
+    "virt-api",
+    "virt-controller",
+    ...cluster.nodeNames.flatMap((n) => [`kubelet/${n}`, `virt-handler/${n}`]),
+  ];
+  for (const name of names) {
+    const pid = cluster.supervisor.pidOf(name);
+    const s = pid === undefined ? undefined : table.get(pid);
+    if (pid === undefined || !s) continue;
+    const component = name.split("/")[0];
+    if (component === "kubelet") {
+      add("kubelet", s.own);
+      add("virt-launcher", s.reaped + subtree(pid));
+    } else {
+      add(component, s.own + s.reaped + subtree(pid));
+    }
+  }
+  return out;
+}
+
+async function measure(variant: Variant): Promise<Figures> {
+  const dataDir = mkdtempSync(join(tmpdir(), `kvt-bench-obs-${variant}-`));
+  const traces = variant === "traces" || variant === "on";
+  const scraped = variant === "metrics" || variant === "on";
   const cluster = await startLocalCluster({
     projectRoot: root,
     dataDir,
     nodes: 2,
-    ...(mode === "on" ? { tracesFile: join(dataDir, "traces.jsonl") } : {}),
+    ...(traces ? { tracesFile: join(dataDir, "traces.jsonl") } : {}),
     progress: () => {},
   });
-  const stopScraping = mode === "on" ? scrapeEverySecond(cluster.scrapeConfigPath) : () => {};
+  const stopScraping = scraped ? scrapePeriodically(cluster.scrapeConfigPath) : () => {};
+  const targets = scrapeTargets(cluster.scrapeConfigPath);
+  const migratedSeconds = async (node: string | undefined): Promise<number> => {
+    const target = targets.get(`virt-handler/${node}`);
+    if (!target) return Number.NaN;
+    const text = await (await fetch(`http://${target}/metrics`)).text();
+    return sampleSum(text, "kubevirt_vmi_migration_duration_seconds_sum", (l) => l.includes('result="succeeded"'));
+  };
   try {
+    // Let the components finish starting (informer lists, first heartbeats) before counting their CPU.
+    await new Promise((r) => setTimeout(r, 3_000));
+    const cpuBefore = cpuTicks(cluster);
     const api = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
     const vmis = { ...GROUP, plural: "virtualmachineinstances" };
+    const vmims = { ...GROUP, plural: "virtualmachineinstancemigrations" };
     const startSeconds: number[] = [];
     for (let i = 0; i < COUNT; i++) {
       const name = `obs-${i}`;
@@ -125,45 +235,46 @@ async function measure(mode: "on" | "off"): Promise<Figures> {
       });
       startSeconds.push((performance.now() - t0) / 1000);
     }
-    const source = ((await api.getNamespacedCustomObject({ ...vmis, name: "obs-0" })) as Phased).status?.nodeName;
-    const t0 = performance.now();
-    await api.createNamespacedCustomObject({
-      ...GROUP,
-      plural: "virtualmachineinstancemigrations",
-      body: {
-        apiVersion: "kubevirt.io/v1",
-        kind: "VirtualMachineInstanceMigration",
-        metadata: { name: "obs-mig" },
-        spec: { vmiName: "obs-0" },
-      },
-    });
-    const phase = await until("the migration to finish", async () => {
-      const m = (await api.getNamespacedCustomObject({
-        ...GROUP,
-        plural: "virtualmachineinstancemigrations",
-        name: "obs-mig",
-      })) as Phased;
-      return m.status?.phase === "Succeeded" || m.status?.phase === "Failed" ? m.status.phase : undefined;
-    });
-    const clientSeconds = (performance.now() - t0) / 1000;
-    if (phase !== "Succeeded") {
-      const m = (await api.getNamespacedCustomObject({
-        ...GROUP,
-        plural: "virtualmachineinstancemigrations",
-        name: "obs-mig",
-      })) as { status?: { migrationState?: { failureReason?: string } } };
-      const why = m.status?.migrationState?.failureReason ?? "no failure reason";
-      return { startSeconds, migrationSeconds: Number.NaN, memoryBytes: 0, migrationError: `${phase}: ${why}` };
+    const throughputs: number[] = [];
+    const migrationErrors: string[] = [];
+    for (let i = 0; i < COUNT; i++) {
+      const vmiName = `obs-${i}`;
+      const name = `obs-mig-${i}`;
+      const source = ((await api.getNamespacedCustomObject({ ...vmis, name: vmiName })) as Phased).status?.nodeName;
+      const before = await migratedSeconds(source);
+      await api.createNamespacedCustomObject({
+        ...vmims,
+        body: {
+          apiVersion: "kubevirt.io/v1",
+          kind: "VirtualMachineInstanceMigration",
+          metadata: { name },
+          spec: { vmiName },
+        },
+      });
+      const m = await until("the migration to finish", async () => {
+        const m = (await api.getNamespacedCustomObject({ ...vmims, name })) as Phased;
+        return m.status?.phase === "Succeeded" || m.status?.phase === "Failed" ? m : undefined;
+      });
+      if (m.status?.phase !== "Succeeded") {
+        migrationErrors.push(`${m.status?.phase}: ${m.status?.migrationState?.failureReason ?? "no failure reason"}`);
+        continue;
+      }
+      // The handler records the outcome when the source launcher reports it, which may follow the VMIM's phase.
+      const seconds = await until(
+        "the source handler to record the migration",
+        async () => {
+          const d = (await migratedSeconds(source)) - before;
+          return d > 0 ? d : undefined;
+        },
+        10_000,
+      ).catch(() => Number.NaN);
+      if (Number.isNaN(seconds)) migrationErrors.push("the source handler recorded no duration");
+      else throughputs.push(MEMORY_BYTES / seconds);
     }
-    // The handler's own measurement of the migration (start of sending to switch-over done), from its /metrics.
-    const handlerTarget = scrapeTargets(cluster.scrapeConfigPath).get(`virt-handler/${source}`);
-    let migrationSeconds = clientSeconds;
-    if (handlerTarget) {
-      const text = await (await fetch(`http://${handlerTarget}/metrics`)).text();
-      const s = sampleSum(text, "kubevirt_vmi_migration_duration_seconds_sum", (l) => l.includes('result="succeeded"'));
-      if (s > 0) migrationSeconds = s;
-    }
-    return { startSeconds, migrationSeconds, memoryBytes: 64 * 1024 * 1024 };
+    const cpuAfter = cpuTicks(cluster);
+    const cpuSeconds: Record<string, number> = {};
+    for (const [k, v] of cpuAfter) cpuSeconds[k] = (v - (cpuBefore.get(k) ?? 0)) / CLK_TCK;
+    return { startSeconds, throughputs, migrationErrors, cpuSeconds };
   } finally {
     stopScraping();
     await cluster.stop();
@@ -171,39 +282,117 @@ async function measure(mode: "on" | "off"): Promise<Figures> {
   }
 }
 
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? Number.NaN : s[Math.floor((s.length - 1) / 2)];
+const quantile = (xs: readonly number[], q: number): number => {
+  const s = [...xs].filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
+  if (s.length === 0) return Number.NaN;
+  const i = (s.length - 1) * q;
+  return s[Math.floor(i)] + (s[Math.ceil(i)] - s[Math.floor(i)]) * (i - Math.floor(i));
 };
+const median = (xs: readonly number[]): number => quantile(xs, 0.5);
+const round = (x: number, digits: number): number => Number(x.toFixed(digits));
+const spread = (xs: readonly number[], digits: number) => ({
+  p50: round(median(xs), digits),
+  p25: round(quantile(xs, 0.25), digits),
+  p75: round(quantile(xs, 0.75), digits),
+  min: round(quantile(xs, 0), digits),
+  max: round(quantile(xs, 1), digits),
+  n: xs.length,
+});
 
 registerTestGuest(testGuestPath());
-const results: Record<"on" | "off", Figures[]> = { on: [], off: [] };
-for (let round = 0; round < ROUNDS; round++) {
-  const order: ("on" | "off")[] = round % 2 === 0 ? ["off", "on"] : ["on", "off"];
-  for (const mode of order) {
-    const f = await measure(mode);
-    results[mode].push(f);
+const results = new Map<Variant, Figures[]>(variants.map((v) => [v, []]));
+for (let r = 0; r < ROUNDS; r++) {
+  const order = r % 2 === 0 ? variants : [...variants].reverse();
+  for (const variant of order) {
+    const f = await measure(variant);
+    results.get(variant)!.push(f);
+    const cpu = Object.entries(f.cpuSeconds)
+      .map(([k, v]) => `${k} ${v.toFixed(2)}`)
+      .join(", ");
     process.stdout.write(
-      `round ${round + 1} ${mode.padEnd(3)}  VM start P50 ${median(f.startSeconds).toFixed(3)} s  migration ${f.migrationError ?? `${f.migrationSeconds.toFixed(3)} s`}  load ${loadavg()[0].toFixed(2)}\n`,
+      `round ${r + 1} ${variant.padEnd(7)}  VM start P50 ${median(f.startSeconds).toFixed(3)} s  migration P50 ${(median(f.throughputs) / 2 ** 20).toFixed(1)} MiB/s${f.migrationErrors.length > 0 ? ` (${f.migrationErrors.join("; ")})` : ""}  CPU s: ${cpu}  load ${loadavg()[0].toFixed(2)}\n`,
     );
   }
 }
-const startP50 = (mode: "on" | "off") => median(results[mode].flatMap((f) => f.startSeconds));
-const throughput = (mode: "on" | "off") =>
-  median(results[mode].filter((f) => !f.migrationError).map((f) => f.memoryBytes / f.migrationSeconds));
-const migrationErrors = [...results.off, ...results.on].flatMap((f) => (f.migrationError ? [f.migrationError] : []));
+
+const all = (v: Variant) => results.get(v)!;
+const starts = (v: Variant) => all(v).flatMap((f) => f.startSeconds);
+const throughputs = (v: Variant) => all(v).flatMap((f) => f.throughputs);
+const cpuTotal = (f: Figures) => Object.values(f.cpuSeconds).reduce((a, b) => a + b, 0);
+/** Per-round ratios of variant `v` to the baseline (paired by round). */
+const paired = (v: Variant, pick: (f: Figures) => number): number[] =>
+  all(v).map((f, i) => pick(f) / pick(all(BASE)[i]));
+const perVariant: Record<string, unknown> = {};
+for (const v of variants) {
+  const components = [...new Set(all(v).flatMap((f) => Object.keys(f.cpuSeconds)))].sort();
+  perVariant[v] = {
+    vmStartSeconds: spread(starts(v), 3),
+    migrationThroughputMiBPerSec: spread(
+      throughputs(v).map((t) => t / 2 ** 20),
+      1,
+    ),
+    cpuSecondsPerRun: Object.fromEntries(
+      [
+        ["total", all(v).map(cpuTotal)] as const,
+        ...components.map((c) => [c, all(v).map((f) => f.cpuSeconds[c] ?? 0)] as const),
+      ].map(([c, xs]) => [c, round(median(xs), 2)]),
+    ),
+    ...(v === BASE
+      ? {}
+      : {
+          vmStartOverhead: round(median(starts(v)) / median(starts(BASE)) - 1, 4),
+          migrationThroughputLoss: round(1 - median(throughputs(v)) / median(throughputs(BASE)), 4),
+          vmStartOverheadPaired: spread(
+            paired(v, (f) => median(f.startSeconds)).map((x) => x - 1),
+            4,
+          ),
+          migrationThroughputLossPaired: spread(
+            paired(v, (f) => median(f.throughputs)).map((x) => 1 - x),
+            4,
+          ),
+          cpuOverheadPaired: spread(
+            paired(v, cpuTotal).map((x) => x - 1),
+            4,
+          ),
+        }),
+  };
+}
+for (const v of variants) {
+  const p = perVariant[v] as {
+    vmStartSeconds: ReturnType<typeof spread>;
+    migrationThroughputMiBPerSec: ReturnType<typeof spread>;
+    cpuSecondsPerRun: Record<string, number>;
+  };
+  process.stdout.write(
+    `${v.padEnd(7)}  VM start P50 ${p.vmStartSeconds.p50} s [p25 ${p.vmStartSeconds.p25} .. p75 ${p.vmStartSeconds.p75}]  migration P50 ${p.migrationThroughputMiBPerSec.p50} MiB/s [p25 ${p.migrationThroughputMiBPerSec.p25} .. p75 ${p.migrationThroughputMiBPerSec.p75}]  CPU s per run: ${Object.entries(
+      p.cpuSecondsPerRun,
+    )
+      .map(([k, x]) => `${k} ${x}`)
+      .join(", ")}\n`,
+  );
+}
+const head = variants.includes("on") && BASE !== "on" ? (perVariant.on as Record<string, unknown>) : undefined;
+const migrationErrors = variants.flatMap((v) => all(v).flatMap((f) => f.migrationErrors.map((e) => `${v}: ${e}`)));
 const figures = {
   area: "observability",
   vmis: COUNT,
   rounds: ROUNDS,
-  vmStartP50SecondsOff: Number(startP50("off").toFixed(3)),
-  vmStartP50SecondsOn: Number(startP50("on").toFixed(3)),
-  vmStartOverhead: Number((startP50("on") / startP50("off") - 1).toFixed(4)),
-  migrationThroughputBytesPerSecOff: Math.round(throughput("off")),
-  migrationThroughputBytesPerSecOn: Math.round(throughput("on")),
-  migrationThroughputLoss: Number((1 - throughput("on") / throughput("off")).toFixed(4)),
+  baseline: BASE,
+  scrapeIntervalSeconds: SCRAPE_MS / 1000,
+  ...(head
+    ? {
+        vmStartP50SecondsOff: (perVariant[BASE] as { vmStartSeconds: { p50: number } }).vmStartSeconds.p50,
+        vmStartP50SecondsOn: (head as { vmStartSeconds: { p50: number } }).vmStartSeconds.p50,
+        vmStartOverhead: head.vmStartOverhead,
+        migrationThroughputLoss: head.migrationThroughputLoss,
+        vmStartOverheadPaired: head.vmStartOverheadPaired,
+        migrationThroughputLossPaired: head.migrationThroughputLossPaired,
+        cpuOverheadPaired: head.cpuOverheadPaired,
+      }
+    : {}),
   budget: { vmStartOverhead: 0.05, migrationThroughputLoss: 0.02 },
+  variants: perVariant,
   ...(migrationErrors.length > 0 ? { migrationErrors } : {}),
-  loadAverage1m: Number(loadavg()[0].toFixed(2)),
+  loadAverage1m: round(loadavg()[0], 2),
 };
 process.stdout.write(`${JSON.stringify(figures)}\n`);
