@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -24,6 +24,22 @@ describe("virt-launcher main", () => {
     const out = execFileSync(process.execPath, [mainPath, "--help"], { encoding: "utf8" });
     expect(out).toContain(`virt-launcher ${pkg.version}:`);
     expect(out).toMatch(/^Usage: virt-launcher /m);
+  }, 60_000);
+
+  it("starts without loading the Kubernetes API client (the launcher Pod names the VMI; the handler's sync carries it)", () => {
+    // A module hook that lists, at exit, every module URL the process loaded.
+    const hook = `data:text/javascript,${encodeURIComponent(
+      'import { registerHooks } from "node:module"; const seen = [];' +
+        "registerHooks({ load(url, ctx, next) { seen.push(url); return next(url, ctx); } });" +
+        'process.on("exit", () => process.stderr.write(seen.join("\\n")));',
+    )}`;
+    const run = spawnSync(process.execPath, ["--import", hook, mainPath, "--namespace", "default", "--name", "x"], {
+      encoding: "utf8",
+    });
+    const loaded = run.stderr.split("\n");
+    expect(loaded.some((url) => url.endsWith("/vmi-source.ts"))).toBe(true);
+    expect(loaded.filter((url) => url.includes("@kubernetes/client-node") || url.includes("/libs/kube/"))).toEqual([]);
+    expect(run.status).toBe(2); // no --uid and no kubeconfig: a usage error, after the start-up imports
   }, 60_000);
 
   it("exits 2 when the VMI is not named", async () => {
