@@ -2,8 +2,9 @@
  * Observability end to end: a real Prometheus (Debian's package) scrapes the local cluster with the scrape config
  * `npm start` writes while a test-guest VM starts and live-migrates (virtctl migrate); then every dashboard panel
  * query returns data, the migration metrics match the VMIM's status, and the trace file holds one trace for the
- * migration with spans from virt-api, virt-controller, both virt-handlers and both virt-launchers, correctly
- * parented, whose downtime attribute equals the downtime virt-handler reports.
+ * migration, started by virtctl (its tracing configured), with spans from virt-api, virt-controller, both
+ * virt-handlers and both virt-launchers, correctly parented, whose downtime attribute equals the downtime virt-handler
+ * reports.
  */
 import { allQueries } from "@kvt/monitoring";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -65,7 +66,11 @@ describe("observability: metrics and traces of a VM start and a live migration",
       { timeoutMs: 120_000, what: "the VMI to be Running" },
     );
     sourceNode = vmi.status?.nodeName ?? "";
-    const r = await virtctl(kubeconfig, ["migrate", NAME]);
+    // virtctl's own tracing configured (as OTEL_* would): the trace starts at the `virtctl migrate` request.
+    process.env.KUBEVIRT_TRACES_FILE = tracesFile;
+    const r = await virtctl(kubeconfig, ["migrate", NAME]).finally(() => {
+      delete process.env.KUBEVIRT_TRACES_FILE;
+    });
     expect(r.code, r.stderr).toBe(0);
     migration = await eventually(
       async () => {
@@ -148,11 +153,13 @@ describe("observability: metrics and traces of a VM start and a live migration",
       },
       { timeoutMs: 20_000, intervalMs: 1_000, what: "the migration's trace in the trace file" },
     );
-    // Parenting: one root (virt-api's subresource span, or virtctl's when it sends a traceparent) and every other
-    // span's parent in the same trace.
+    // Parenting: one root, virtctl's request (it sent its traceparent), whose child is virt-api's subresource span;
+    // every other span's parent in the same trace.
     const ids = new Set(trace.map((s) => s.spanId));
     const roots = trace.filter((s) => !s.parentSpanId);
-    expect(roots.map((s) => `${s.service}: ${s.name}`)).toEqual(["virt-api: migrate VirtualMachine"]);
+    expect(roots.map((s) => `${s.service}: ${s.name}`)).toEqual(["virtctl: migrate VirtualMachine"]);
+    const api = trace.find((s) => s.service === "virt-api" && s.name === "migrate VirtualMachine");
+    expect(api?.parentSpanId).toBe(roots[0].spanId);
     expect(trace.filter((s) => s.parentSpanId && !ids.has(s.parentSpanId)).map((s) => s.name)).toEqual([]);
     // Span names are low-cardinality: no object names in them.
     for (const s of trace) expect(s.name).not.toContain(NAME);
