@@ -1,5 +1,6 @@
-// sendCtrlAltDel(vm) and loadLinux(vm: NativeVm, kernel: Buffer, initrd: Buffer, cmdline: string): loads a bzImage and an initramfs into a
-// VM created with linuxPlatform = true (vmm/machine_linux.cc). Synchronous: copying a few MiB takes milliseconds.
+// sendCtrlAltDel(vm) and loadLinux(vm: NativeVm, kernel: Buffer, initrd: Buffer, cmdline: string[, uuid: string]):
+// loads a bzImage and an initramfs into a VM created with linuxPlatform = true (vmm/machine_linux.cc), with `uuid`
+// (canonical text) as the SMBIOS system UUID. Synchronous: copying a few MiB takes milliseconds.
 // Arguments are validated by libs/vmm (linux-boot.ts); only type tags are checked here.
 #include <napi.h>
 
@@ -11,8 +12,10 @@ namespace {
 
 Napi::Value JS_LoadLinux(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (info.Length() < 4 || !info[1].IsBuffer() || !info[2].IsBuffer() || !info[3].IsString()) {
-    Napi::TypeError::New(env, "loadLinux(vm, kernel: Buffer, initrd: Buffer, cmdline: string)")
+  bool has_uuid = info.Length() > 4 && !info[4].IsUndefined();
+  if (info.Length() < 4 || !info[1].IsBuffer() || !info[2].IsBuffer() || !info[3].IsString() ||
+      (has_uuid && !info[4].IsString())) {
+    Napi::TypeError::New(env, "loadLinux(vm, kernel: Buffer, initrd: Buffer, cmdline: string[, uuid: string])")
         .ThrowAsJavaScriptException();
     return env.Undefined();
   }
@@ -21,7 +24,8 @@ Napi::Value JS_LoadLinux(const Napi::CallbackInfo& info) {
   auto kernel = info[1].As<Napi::Buffer<uint8_t>>();
   auto initrd = info[2].As<Napi::Buffer<uint8_t>>();
   Status st = machine->LoadLinux(kernel.Data(), kernel.Length(), initrd.Data(), initrd.Length(),
-                                 info[3].As<Napi::String>().Utf8Value());
+                                 info[3].As<Napi::String>().Utf8Value(),
+                                 has_uuid ? info[4].As<Napi::String>().Utf8Value() : std::string());
   if (!st.ok()) MakeVmmError(env, st.error()).ThrowAsJavaScriptException();
   return env.Undefined();
 }

@@ -115,9 +115,11 @@ class Machine {
   Status LoadElf(const uint8_t* image, size_t len, const std::string& cmdline);
   // Loads a Linux bzImage and an initramfs (may be empty) with the 64-bit boot protocol (vmm/linux_boot.h): kernel
   // at 1 MiB, zero page with the e820 map, command line, ACPI tables; vCPU 0 at the 64-bit entry, boot CPUID/MSRs
-  // on every vCPU. Needs config.linux_platform. kCreated only. Defined in machine_linux.cc.
+  // on every vCPU, SMBIOS tables at 0xf0000 (vmm/smbios.h) with `uuid` (canonical text; empty = none, the
+  // guest then has no product_uuid) as the system UUID. Needs config.linux_platform. kCreated only. Errors:
+  // EINVAL for a malformed uuid. Defined in machine_linux.cc.
   Status LoadLinux(const uint8_t* kernel, size_t kernel_len, const uint8_t* initrd, size_t initrd_len,
-                   const std::string& cmdline);
+                   const std::string& cmdline, const std::string& uuid = {});
   // Linux platform: presses and releases Ctrl-Alt-Del on the guest's PS/2 keyboard (its init decides: the demo image
   // powers off). EAGAIN when the guest has not enabled its keyboard yet. Any state. Defined in machine_linux.cc.
   Status SendCtrlAltDel();

@@ -1,6 +1,7 @@
 // Machine::LoadLinux and the Linux platform hooks of the machine (MachineConfig::linux_platform): the in-kernel
 // PIC/IOAPIC/PIT, the UART's IRQ 4, the ACPI power-off register. The byte layouts come from vmm/linux_boot.h
-// (boot protocol) and vmm/linux_acpi.h (ACPI tables); this file only writes them into guest memory and the vCPUs.
+// (boot protocol), vmm/linux_acpi.h (ACPI tables) and vmm/smbios.h (system identity); this file only writes them
+// into guest memory and the vCPUs.
 #include <errno.h>
 
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "vmm/linux_boot.h"
 #include "vmm/machine.h"
 #include "vmm/machine_impl.h"
+#include "vmm/smbios.h"
 
 namespace kvmts::vmm {
 namespace {
@@ -72,7 +74,7 @@ void MachineImpl::RaiseSerialIrq() {
 }
 
 Status Machine::LoadLinux(const uint8_t* kernel, size_t kernel_len, const uint8_t* initrd, size_t initrd_len,
-                          const std::string& cmdline) {
+                          const std::string& cmdline, const std::string& uuid) {
   std::lock_guard<std::mutex> lock(impl_->lifecycle_mu);
   MachineImpl& m = *impl_;
   if (m.state.load() != MachineState::kCreated) return Error{EINVAL, "load-linux", "machine is not created"};
@@ -81,6 +83,12 @@ Status Machine::LoadLinux(const uint8_t* kernel, size_t kernel_len, const uint8_
   if (!image.ok()) return image.error();
   auto line = CheckCmdline(image.value(), cmdline);
   if (!line.ok()) return line.error();
+  SmbiosInfo identity;
+  if (!uuid.empty()) {
+    auto parsed = ParseUuid(uuid);
+    if (!parsed) return Error{EINVAL, "load-linux", "firmware uuid is not a UUID: " + uuid};
+    identity.uuid = *parsed;
+  }
 
   std::vector<RamRange> ram;
   for (const auto& r : m.mem->regions()) ram.push_back({r.base.value, r.size_bytes});
@@ -105,6 +113,8 @@ Status Machine::LoadLinux(const uint8_t* kernel, size_t kernel_len, const uint8_
   auto acpi = BuildAcpiTables(m.config.vcpu_count);
   if (auto st = m.mem->Write(memory::Gpa(kAcpiTablesAddr), acpi.data(), acpi.size()); !st.ok()) return st;
   bp.rsdp_addr = kAcpiTablesAddr;
+  auto smbios = BuildSmbiosTables(identity);
+  if (auto st = m.mem->Write(memory::Gpa(kSmbiosAddr), smbios.data(), smbios.size()); !st.ok()) return st;
   auto zero_page = BuildBootParams(bp);
   if (!zero_page.ok()) return zero_page.error();
   if (auto st = m.mem->Write(memory::Gpa(kZeroPageAddr), zero_page.value().data(), kZeroPageBytes); !st.ok()) {
