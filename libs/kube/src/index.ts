@@ -14,7 +14,7 @@ export {
   resourceClient,
   resourcePath,
 } from "./client/resource-client.ts";
-/** The HTTP transport over client-node. */
+/** The HTTP transport (node:http(s), keep-alive) authenticated from a client-node KubeConfig. */
 export {
   describePath,
   pathTemplate,
@@ -73,6 +73,8 @@ export type {
   OwnerReference,
   Status,
 } from "./types.ts";
+/** Writes of a controller its informer cache has not shown yet (skip reconciles that would act on stale data). */
+export { UNOBSERVED_WRITE_TTL_MS, UnobservedWrites } from "./unobserved-writes.ts";
 /** Rate limiters for retries. */
 export {
   BucketRateLimiter,
