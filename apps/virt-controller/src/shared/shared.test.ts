@@ -10,4 +10,24 @@ describe("setCondition", () => {
     const c = setCondition(b, { type: "Ready", status: "True" }, "t3");
     expect(findCondition(c, "Ready")?.lastTransitionTime).toBe("t3");
   });
+
+  it("updates a condition where it is and appends a new one, so an unchanged list keeps its order", () => {
+    const list = [
+      { type: "PodScheduled", status: "True" as const, lastTransitionTime: "t0" },
+      { type: "Ready", status: "True" as const, lastTransitionTime: "t0" },
+      { type: "LiveMigratable", status: "True" as const, lastTransitionTime: "t0" },
+    ];
+    expect(setCondition(list, { type: "PodScheduled", status: "True" }, "t1")).toEqual(list);
+    expect(setCondition(list, { type: "Ready", status: "False" }, "t1").map((c) => c.type)).toEqual([
+      "PodScheduled",
+      "Ready",
+      "LiveMigratable",
+    ]);
+    expect(setCondition(list, { type: "Paused", status: "True" }, "t1").map((c) => c.type)).toEqual([
+      "PodScheduled",
+      "Ready",
+      "LiveMigratable",
+      "Paused",
+    ]);
+  });
 });

@@ -220,4 +220,50 @@ describe("VmiController", () => {
     await run();
     expect(api.summary()).toEqual([]);
   });
+
+  it("writes nothing for a Running VMI whose handler wrote its conditions after PodScheduled (no reorder ping-pong)", async () => {
+    const vmi = newVmi("a", withPhase("Running", "n1"));
+    const pod = launcherOf(vmi, running("n1"));
+    vmi.metadata!.finalizers = ["kubevirt.io/foregroundDeleteVirtualMachine"];
+    vmi.status!.activePods = { [pod.metadata!.uid!]: "n1" };
+    vmi.status!.conditions = [
+      { type: "PodScheduled", status: "True", lastTransitionTime: "t" },
+      { type: "Ready", status: "True", lastTransitionTime: "t" },
+      { type: "LiveMigratable", status: "True", lastTransitionTime: "t" },
+    ];
+    const { api, run } = setup(vmi, [pod]);
+    await run();
+    expect(api.summary()).toEqual([]);
+  });
+
+  it("skips reconciles while the cache still shows the version its own update replaced (no 409 retry)", async () => {
+    const vmi = newVmi("a");
+    const api = new FakeApi();
+    const stored = api.seed(KUBEVIRT_V1.virtualMachineInstances, vmi);
+    const vmis = fakeStore([stored]);
+    const podStore = fakeStore<Pod>([], { createdBy: labelIndex("kubevirt.io/created-by") });
+    const expectations = new Expectations();
+    const controller = new VmiController({
+      vmis,
+      podsOf: (uid) => podStore.byIndex("createdBy", uid),
+      vmiClient: api.client(KUBEVIRT_V1.virtualMachineInstances),
+      podClient: api.client(CORE_V1.pods),
+      recorder: new FakeRecorder(),
+      expectations,
+    });
+    const key = objectKey("default", "a");
+    const run = () => reconcileWithGuard(controller, key, [vmis, podStore]);
+    await run();
+    expect(api.summary()).toEqual(["create pods", "update virtualmachineinstances default/a"]);
+    // The pod's ADDED event arrives (and lowers the expectation) before the VMI's MODIFIED event.
+    const [createdPod] = api.all<Pod>(CORE_V1.pods);
+    podStore.upsert(createdPod);
+    expectations.creationObserved(key);
+    await run();
+    expect(api.summary()).toHaveLength(2);
+    // Once the cache shows the update, reconciles run again (and find nothing to do).
+    vmis.upsert(api.stored<VirtualMachineInstance>(KUBEVIRT_V1.virtualMachineInstances, "default", "a")!);
+    await run();
+    expect(api.summary()).toHaveLength(2);
+  });
 });

@@ -2,7 +2,8 @@
  * The VMI controller (KubeVirt `watch/vmi`): creates each VMI's virt-launcher Pod, drives the phase from Pending to
  * Scheduled (`vmi-status.ts` decides), fails VMIs whose pod failed or vanished, and on VMI deletion deletes the pods
  * and then drops the VMI finalizer. VMIs have no status subresource, so status and finalizer go in one UPDATE with
- * the cached resourceVersion as precondition (KubeVirt uses UPDATE for VMIs too).
+ * the cached resourceVersion as precondition (KubeVirt uses UPDATE for VMIs too). Until the cache shows that update,
+ * reconciles of the VMI are skipped (`UnobservedWrites`): they would replan from the replaced version and conflict.
  */
 import {
   FINALIZER,
@@ -27,6 +28,7 @@ import {
   type ResourceClient,
   type Result,
   SyncError,
+  UnobservedWrites,
 } from "@kvt/kube";
 import { renderLauncherPod } from "./pod-template.ts";
 import { planVmi, podIsFinal } from "./vmi-status.ts";
@@ -41,6 +43,8 @@ export interface VmiControllerDeps {
   readonly recorder: EventSink;
   /** Pod creations/deletions per VMI key. */
   readonly expectations: Expectations;
+  /** VMI updates the cache has not shown yet; default: a fresh tracker. */
+  readonly writes?: UnobservedWrites;
   readonly now?: () => number;
 }
 
@@ -53,8 +57,10 @@ export function vmiKeyOfPod(pod: Pod): ObjectKey | undefined {
 /** Reconciles VirtualMachineInstances. */
 export class VmiController implements Reconciler {
   readonly #d: VmiControllerDeps;
+  readonly #writes: UnobservedWrites;
   constructor(deps: VmiControllerDeps) {
     this.#d = deps;
+    this.#writes = deps.writes ?? new UnobservedWrites();
   }
 
   /** Informer handlers: VMI changes enqueue the VMI; pod changes lower expectations and enqueue their VMI. */
@@ -87,10 +93,13 @@ export class VmiController implements Reconciler {
     const vmi = this.#d.vmis.get(key);
     if (!vmi) {
       this.#d.expectations.delete(key);
+      this.#writes.forget(key);
       return done();
     }
-    // Wait for the cache to show our own pod creations/deletions (the pod handler re-enqueues).
+    // Wait for the cache to show our own pod creations/deletions (the pod handler re-enqueues) and our own last
+    // update of the VMI (its watch event re-enqueues).
     if (!this.#d.expectations.satisfied(key)) return done();
+    if (this.#writes.pending(key, vmi.metadata?.resourceVersion)) return done();
     const pods = this.#d.podsOf(vmi.metadata?.uid ?? "");
     if (vmi.metadata?.deletionTimestamp) return this.#finalize(vmi, pods, ctx);
     if (isVmiFinal(vmi)) return done();
@@ -103,12 +112,17 @@ export class VmiController implements Reconciler {
       // The pod exists now: go on to Scheduling in the same write instead of waiting for the informer to say so.
       if (!syncError) status = planVmi({ ...vmi, status }, [], now, { podCreated: true }).status;
     }
-    const next: VirtualMachineInstance = structuredClone(vmi);
-    next.status = status;
+    // Only status and finalizers change: a shallow copy suffices (the cached VMI itself is never modified).
     const finalizers = vmi.metadata?.finalizers ?? [];
-    if (!finalizers.includes(FINALIZER.vmi)) next.metadata!.finalizers = [...finalizers, FINALIZER.vmi];
-    if (!deepEqual(next, vmi)) {
+    const addFinalizer = !finalizers.includes(FINALIZER.vmi);
+    if (addFinalizer || !deepEqual(status, vmi.status)) {
+      const next: VirtualMachineInstance = {
+        ...vmi,
+        metadata: { ...vmi.metadata, ...(addFinalizer ? { finalizers: [...finalizers, FINALIZER.vmi] } : {}) },
+        status,
+      };
       await this.#d.vmiClient.update(next);
+      this.#writes.wrote(key, vmi.metadata?.resourceVersion);
       if (plan.status.phase !== vmi.status?.phase)
         ctx.logger.info({ from: vmi.status?.phase ?? "", to: plan.status.phase }, "VMI phase changed");
     }
@@ -174,9 +188,9 @@ export class VmiController implements Reconciler {
     if (running.length > 0) return done();
     const finalizers = vmi.metadata?.finalizers ?? [];
     if (!finalizers.includes(FINALIZER.vmi)) return done();
-    const next = structuredClone(vmi);
-    next.metadata!.finalizers = finalizers.filter((f) => f !== FINALIZER.vmi);
+    const next = { ...vmi, metadata: { ...vmi.metadata, finalizers: finalizers.filter((f) => f !== FINALIZER.vmi) } };
     await this.#d.vmiClient.update(next);
+    this.#writes.wrote(key, vmi.metadata?.resourceVersion);
     ctx.logger.info({ vmi: splitKey(key).name }, "launcher pods gone; released the VMI");
     return done();
   }
