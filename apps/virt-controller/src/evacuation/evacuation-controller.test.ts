@@ -16,7 +16,11 @@ function setup(vmi: VirtualMachineInstance, migrations: VirtualMachineInstanceMi
     recorder: new FakeRecorder(),
     expectations: new Expectations(),
   });
-  return { api, run: () => reconcileWithGuard(controller, objectKey("default", vmi.metadata!.name!), [vmis, ms]) };
+  return {
+    api,
+    controller,
+    run: () => reconcileWithGuard(controller, objectKey("default", vmi.metadata!.name!), [vmis, ms]),
+  };
 }
 const evacuating = (...annotations: [string, string][]) =>
   newVmi("a", withPhase("Running", "n1"), (v) => {
@@ -55,5 +59,17 @@ describe("EvacuationController", () => {
     const { api, run } = setup(newVmi("a", withPhase("Running", "n1")));
     await run();
     expect(api.writes()).toEqual([]);
+  });
+
+  it("enqueues only VMIs marked for evacuation (every other VMI change costs no reconcile)", () => {
+    const { controller } = setup(evacuating());
+    const keys: string[] = [];
+    const h = controller.handlers((k) => keys.push(k));
+    const plain = newVmi("b", withPhase("Running", "n1"));
+    h.vmi.onAdd?.(plain);
+    h.vmi.onUpdate?.(plain, plain);
+    expect(keys).toEqual([]);
+    h.vmi.onUpdate?.(plain, evacuating());
+    expect(keys).toEqual(["default/a"]);
   });
 });

@@ -53,7 +53,7 @@ export class EvacuationController implements Reconciler {
     this.#d = deps;
   }
 
-  /** VMI changes enqueue the VMI; a new migration lowers the expectation of its VMI. */
+  /** Changes of VMIs to evacuate enqueue the VMI; a new migration lowers the expectation of its VMI. */
   handlers(enqueue: (key: ObjectKey) => void): {
     vmi: InformerHandlers<VirtualMachineInstance>;
     migration: InformerHandlers<VirtualMachineInstanceMigration>;
@@ -64,8 +64,12 @@ export class EvacuationController implements Reconciler {
       if (add) this.#d.expectations.creationObserved(key);
       enqueue(key);
     };
+    // Only a VMI asked to leave its node has anything to reconcile here (every other VMI returns at once).
+    const forVmi = (v: VirtualMachineInstance): void => {
+      if (v.status?.evacuationNodeName) enqueue(keyOf(v));
+    };
     return {
-      vmi: { onAdd: (v) => enqueue(keyOf(v)), onUpdate: (_o, v) => enqueue(keyOf(v)) },
+      vmi: { onAdd: forVmi, onUpdate: (_o, v) => forVmi(v) },
       migration: { onAdd: (m) => forMigration(m, true), onUpdate: (_o, m) => forMigration(m, false) },
     };
   }

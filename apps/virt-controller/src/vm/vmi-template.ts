@@ -24,11 +24,19 @@ export function firmwareUuid(vm: VirtualMachine): string {
   return vm.spec.template.spec?.domain?.firmware?.uuid ?? legacyFirmwareUuid(vm.metadata?.name ?? "");
 }
 
+/** Hashes by template object: cached VMs are never modified, so a template's hash is computed once per version. */
+const hashes = new WeakMap<object, string>();
+
 /** A short hash of the VM's template (metadata labels/annotations and spec). */
 export function templateHash(vm: VirtualMachine): string {
   const t = vm.spec.template;
-  const json = JSON.stringify({ l: t.metadata?.labels ?? {}, a: t.metadata?.annotations ?? {}, s: t.spec });
-  return createHash("sha256").update(json).digest("hex").slice(0, 16);
+  let hash = hashes.get(t);
+  if (hash === undefined) {
+    const json = JSON.stringify({ l: t.metadata?.labels ?? {}, a: t.metadata?.annotations ?? {}, s: t.spec });
+    hash = createHash("sha256").update(json).digest("hex").slice(0, 16);
+    hashes.set(t, hash);
+  }
+  return hash;
 }
 
 /** The VMI to create for `vm`. */
