@@ -108,7 +108,11 @@ export class HttpVirtClient implements VirtClient {
       ...(options.headers as Record<string, string>),
       Accept: "application/json",
       "User-Agent": "virtctl/kubevirt-ts",
-      ...(payload !== undefined ? { "Content-Type": "application/json" } : {}),
+      // Content-Length always: Node sends a DELETE body unframed otherwise (no chunked encoding by default for
+      // DELETE), and the API server reads those bytes as a broken next request (400 with no body).
+      ...(payload !== undefined
+        ? { "Content-Type": "application/json", "Content-Length": String(Buffer.byteLength(payload)) }
+        : {}),
       ...req.headers,
     };
     const send = this.#conn.server.protocol === "https:" ? httpsRequest : httpRequest;
