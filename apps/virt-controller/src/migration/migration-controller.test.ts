@@ -228,6 +228,27 @@ describe("MigrationController", () => {
     expect(recorder.reasons()).toContain("AbortRequested");
   });
 
+  it("while an abort is in flight, a reconcile with nothing new writes nothing (no condition timestamp churn)", async () => {
+    const m = newMigration("m1", "vmi1", mPhase("Running"), (x) => {
+      x.metadata!.deletionTimestamp = new Date().toISOString();
+      x.status!.conditions = [
+        {
+          type: "migrationAbortRequested",
+          status: "True",
+          lastTransitionTime: "2026-01-01T00:00:00Z",
+          reason: "MigrationAbortRequested",
+          message: "The migration was canceled",
+        },
+      ];
+    });
+    const state = { migrationUid: m.metadata!.uid, startTimestamp: "t", abortRequested: true };
+    const vmi = newVmi("vmi1", withPhase("Running", "node01"), (v) => (v.status!.migrationState = state));
+    m.status!.migrationState = state;
+    const { api, run } = setup(m, vmi, [targetPod(m, vmi, readyOn("node02"))]);
+    await run();
+    expect(api.writes()).toEqual([]);
+  });
+
   it("fails when the VMI does not exist", async () => {
     const { run, now } = setup(newMigration("m1", "vmi1"), undefined);
     await run();

@@ -22,6 +22,7 @@ import type {
 } from "@kvt/api";
 import { ANNOTATION, isMigrationFinal, type MigrationPhase } from "@kvt/api";
 import type { Pod } from "@kvt/kube";
+import { setCondition } from "../shared/conditions.ts";
 import { livePods, podIsReady } from "../vmi/vmi-status.ts";
 
 /** Default seconds an unschedulable target pod may stay Pending. */
@@ -229,18 +230,18 @@ function advanceAfterHandoff(
   if (status.phase === "TargetReady" && vmiState?.startTimestamp) setPhase("Running");
 }
 
+/** The abort condition, set once: its transition time stays put while the abort is in flight (no status churn). */
 function setAbortCondition(conditions: Condition[] | undefined, now: string): Condition[] {
-  const rest = (conditions ?? []).filter((c) => c.type !== "migrationAbortRequested");
-  return [
-    ...rest,
+  return setCondition(
+    conditions,
     {
       type: "migrationAbortRequested",
       status: "True",
-      lastTransitionTime: now,
       reason: "MigrationAbortRequested",
       message: "The migration was canceled",
     },
-  ];
+    now,
+  );
 }
 
 function finish(
