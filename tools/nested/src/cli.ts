@@ -8,12 +8,16 @@ import { runInL1 } from "./l1-run.ts";
 import { parseChecks } from "./results.ts";
 
 const verbose = process.argv.includes("--verbose");
+// `--only migration`: just the live-migration checks (one boot instead of four).
+const onlyAt = process.argv.indexOf("--only");
+const only = onlyAt > 0 ? process.argv[onlyAt + 1] : undefined;
 const log = (line: string): void => void process.stdout.write(`${line}\n`);
 const t0 = Date.now();
 const image = await buildL1Image(log);
 log(`nested: L1 kernel ${image.kernelVersion}, initramfs ${image.initrdPath} (ready in ${Date.now() - t0} ms)`);
 const result = await runInL1(image, {
   job: "tools/nested/src/guest-checks.ts",
+  ...(only ? { args: [only] } : {}),
   onLine: (line, atMs) => {
     if (verbose || /^KVT_/.test(line)) log(`[L1 +${(atMs / 1000).toFixed(1)}s] ${line}`);
   },

@@ -4,7 +4,7 @@
  */
 import { join } from "node:path";
 import { DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir } from "@kvt/images";
-import { noCloudSeedInitrd, type ShutdownEvent, Vm } from "@kvt/vmm";
+import { noCloudSeedInitrd, type ShutdownEvent, Vm, type VmOptions } from "@kvt/vmm";
 import { GuestConsole } from "./guest-console.ts";
 
 /** The line the seed's user data prints (the vm-cirros example's script prints the same text). */
@@ -17,15 +17,24 @@ export interface DemoGuest {
   readonly shutdown: Promise<ShutdownEvent>;
 }
 
-/** Boots the demo image on our VMM (1 vCPU unless told otherwise), with `userData` as a NoCloud seed. */
-export function bootDemo(options: { userData?: string; memoryBytes?: number; vcpus?: number } = {}): DemoGuest {
+/** How a demo guest is made: memory, vCPUs and the NoCloud user data. */
+export interface DemoOptions {
+  readonly userData?: string;
+  readonly memoryBytes?: number;
+  readonly vcpus?: number;
+}
+
+/**
+ * The Vm.create options of the demo image (1 vCPU, 256 MiB unless told otherwise). A migration target is created
+ * from the same options, as the launcher does (its memory and vCPU state then arrive from the source).
+ */
+export function demoVmOptions(options: DemoOptions = {}): VmOptions {
   const dir = imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE);
-  const console = new GuestConsole();
   const seed = noCloudSeedInitrd({
     metaData: "instance-id: nested.demo\nlocal-hostname: demo\n",
     ...(options.userData !== undefined ? { userData: options.userData } : {}),
   });
-  const vm = Vm.create({
+  return {
     memoryBytes: options.memoryBytes ?? 256 * 2 ** 20,
     vcpus: options.vcpus ?? 1,
     boot: {
@@ -35,7 +44,13 @@ export function bootDemo(options: { userData?: string; memoryBytes?: number; vcp
       extraInitrd: [seed],
       cmdline: "console=ttyS0 quiet panic=-1",
     },
-  });
+  };
+}
+
+/** Boots the demo image on our VMM (1 vCPU unless told otherwise), with `userData` as a NoCloud seed. */
+export function bootDemo(options: DemoOptions = {}): DemoGuest {
+  const console = new GuestConsole();
+  const vm = Vm.create(demoVmOptions(options));
   vm.on("serial-output", (chunk) => console.feed(chunk));
   const shutdown = new Promise<ShutdownEvent>((resolve) => vm.on("shutdown", resolve));
   vm.start();

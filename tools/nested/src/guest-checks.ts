@@ -6,66 +6,32 @@
  *           --> `echo hi` answered --> `reboot` --> "reset" shutdown --> boot 2 (same VM spec, a new machine)
  *   boot 2: marker --> `poweroff` --> "guest-exit" code 0 (ACPI S5)
  *   boot 3: marker --> the host sends Ctrl-Alt-Del (PS/2 keyboard) --> the init powers off --> "guest-exit" 0
+ *   boot 4: marker --> shell counter --> live migration to a second VMM process --> the counter continues there,
+ *           the guest clock moved no more than the downtime --> `poweroff` on the target (live-migration-checks.ts)
  *
- * Run by hand inside L1: node tools/nested/src/guest-checks.ts
+ * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration]
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { DEMO_BOOT_MARKER, DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir } from "@kvt/images";
 import { hasKvm } from "@kvt/vmm";
+import { type ConsolePeer, check, converse, report, within } from "./check-runner.ts";
 import { bootDemo, CLOUD_INIT_LINE, type DemoGuest } from "./demo-guest.ts";
+import { liveMigrationChecks } from "./live-migration-checks.ts";
 
 const BOOT_TIMEOUT_MS = 240_000;
 
-/** One check's outcome, as printed. */
-interface CheckResult {
-  readonly name: string;
-  readonly ok: boolean;
-  readonly ms: number;
-  readonly detail?: string;
-}
-
-function report(r: CheckResult): void {
-  process.stdout.write(`KVT_NESTED_CHECK ${JSON.stringify(r)}\n`);
-}
-
-async function check(name: string, fn: () => Promise<string | undefined>): Promise<boolean> {
-  const t0 = performance.now();
-  try {
-    const detail = await fn();
-    report({ name, ok: true, ms: Math.round(performance.now() - t0), ...(detail ? { detail } : {}) });
-    return true;
-  } catch (err) {
-    report({ name, ok: false, ms: Math.round(performance.now() - t0), detail: (err as Error).message });
-    return false;
-  }
-}
-
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return Promise.race([
-    p,
-    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms)),
-  ]);
-}
-
-/** Sends `line` every 2 s until `re` shows up after it (input sent before the shell reads it is not lost, but a
- * shell that is not up yet may not echo it). */
-async function converse(g: DemoGuest, line: string, re: RegExp, timeoutMs: number): Promise<string> {
-  const from = g.console.mark();
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    g.vm.writeSerial(`${line}\n`);
-    try {
-      return (await g.console.waitFor(re, 2000, from)).line;
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-    }
-  }
-}
+const local = (g: DemoGuest): ConsolePeer => ({ console: g.console, writeSerial: (t) => g.vm.writeSerial(t) });
 
 async function main(): Promise<void> {
   if (!hasKvm()) throw new Error("no /dev/kvm in L1");
   if (!existsSync(join(imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE), "vmlinuz"))) throw new Error("no demo image");
+  // `migration` as the job's argument runs only the live-migration checks (boot 4).
+  if (process.argv[2] !== "migration") await bootChecks();
+  await liveMigrationChecks(BOOT_TIMEOUT_MS);
+}
+
+async function bootChecks(): Promise<void> {
   const userData = `#!/bin/sh\necho "${CLOUD_INIT_LINE}"\n`;
   const g = bootDemo({ userData });
   let booted = await check("boot-to-marker", async () => {
@@ -74,7 +40,7 @@ async function main(): Promise<void> {
   });
   if (booted) {
     await check("cloud-init-userdata", async () => (await g.console.waitFor(new RegExp(CLOUD_INIT_LINE), 30_000)).line);
-    await check("console-echo-hi", async () => converse(g, "echo h''i", /^hi$/, 30_000));
+    await check("console-echo-hi", async () => (await converse(local(g), "echo h''i", /^hi$/, 30_000)).line);
     await check("guest-reboot", async () => {
       g.vm.writeSerial("reboot\n");
       const ev = await within(g.shutdown, 60_000, "reset after `reboot`");
@@ -90,7 +56,7 @@ async function main(): Promise<void> {
   });
   if (booted) {
     await check("guest-poweroff", async () => {
-      await converse(g2, "echo ready", /^ready$/, 30_000);
+      await converse(local(g2), "echo ready", /^ready$/, 30_000);
       g2.vm.writeSerial("poweroff\n");
       const ev = await within(g2.shutdown, 60_000, "power-off");
       if (ev.reason !== "guest-exit" || ev.code !== 0)
@@ -106,7 +72,7 @@ async function main(): Promise<void> {
   });
   if (booted) {
     await check("host-ctrl-alt-del-shutdown", async () => {
-      await converse(g3, "echo ready", /^ready$/, 30_000);
+      await converse(local(g3), "echo ready", /^ready$/, 30_000);
       g3.vm.sendCtrlAltDel();
       const ev = await within(g3.shutdown, 60_000, "power-off after Ctrl-Alt-Del");
       if (ev.reason !== "guest-exit" || ev.code !== 0)

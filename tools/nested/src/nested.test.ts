@@ -1,6 +1,15 @@
 import { describe, expect, it } from "vitest";
+import { MAX_CONSOLE_LINE } from "./check-runner.ts";
 import { GuestConsole } from "./guest-console.ts";
 import { moduleLoadOrder } from "./l1-image.ts";
+import {
+  CLOCK_PROBE,
+  COUNTER_LOOP,
+  counterValues,
+  judgeClock,
+  judgeCounter,
+  parseClockProbe,
+} from "./migration-verdict.ts";
 import { parseBenchSamples, parseChecks } from "./results.ts";
 
 const ko = (deps: string): Uint8Array => Buffer.from(`\0license=GPL\0depends=${deps}\0name=x\0`);
@@ -38,5 +47,55 @@ describe("nested lane (pure parts)", () => {
     await expect(wait).resolves.toMatchObject({ line: "hi" });
     expect(c.firstByteMs).toBeGreaterThanOrEqual(0);
     await expect(c.waitFor(/never/, 10)).rejects.toThrow(/no \/never\//);
+  });
+
+  it("accepts a counter that continues on the target, across a line split by the switch-over", () => {
+    const source = "ready\ncount 0\ncount 1\nT=17.5\ncount 2\ncou";
+    const target = "nt 3\ncount 4\ncount 5\ncount 6\n";
+    expect(counterValues(source)).toEqual([0, 1, 2]);
+    const v = judgeCounter(source, target, 3);
+    expect(v).toMatchObject({ ok: true, lastOnSource: 2, firstOnTarget: 3, lastOnTarget: 6 });
+  });
+
+  it.each([
+    ["restarted", "count 0\ncount 1\n", "count 0\ncount 1\ncount 2\n", /restarted at 0/],
+    ["skipped", "count 0\ncount 1\n", "count 3\ncount 4\ncount 5\n", /skipped: 1 then 3/],
+    ["repeated", "count 0\ncount 1\n", "count 1\ncount 2\ncount 3\n", /went back/],
+    ["stalled", "count 0\ncount 1\n", "count 2\n", /printed 1 count lines, wanted 3/],
+    ["never started", "", "count 0\ncount 1\ncount 2\n", /source printed no count line/],
+  ])("refuses a counter that %s", (_name, source, target, why) => {
+    const v = judgeCounter(source, target, 3);
+    expect(v.ok).toBe(false);
+    expect(v.detail).toMatch(why);
+  });
+
+  it("reads the guest clock probe", () => {
+    expect(parseClockProbe("T=1763800000 U=123.45")).toEqual({ guestWall: 1763800000, guestUptime: 123.45 });
+    expect(parseClockProbe("echo T=$(date +%s) U=$(cut -d' ' -f1 /proc/uptime)")).toBeUndefined();
+    expect(parseClockProbe("T=1763800000.%N")).toBeUndefined();
+  });
+
+  it("judges the guest clock jump against the downtime plus slack", () => {
+    const before = { guestWall: 1000, guestUptime: 50, hostSeconds: 5000 };
+    // The guest ran on with the host (KVM_CLOCK_REALTIME): no jump beyond the answers' latency.
+    expect(judgeClock(before, { guestWall: 1030, guestUptime: 80, hostSeconds: 5030.1 }, 200, 1000)).toMatchObject({
+      ok: true,
+      uptimeJumpMs: -100,
+      wallJumpMs: -100,
+    });
+    // The guest clock stopped for the downtime: behind by about the downtime, still within it.
+    expect(judgeClock(before, { guestWall: 1030, guestUptime: 79.7, hostSeconds: 5030 }, 300, 100).ok).toBe(true);
+    // A 5 s jump of the monotonic clock with 200 ms downtime is not.
+    expect(judgeClock(before, { guestWall: 1035, guestUptime: 85, hostSeconds: 5030 }, 200, 1000)).toMatchObject({
+      ok: false,
+      uptimeJumpMs: 5000,
+    });
+    // Nor is a wall clock that was set back (e.g. the guest restarted its clock from the RTC).
+    expect(judgeClock(before, { guestWall: 900, guestUptime: 80, hostSeconds: 5030 }, 200, 1000).ok).toBe(false);
+  });
+
+  it("keeps the commands typed on the guest console within the UART FIFO", () => {
+    for (const line of [COUNTER_LOOP, CLOCK_PROBE])
+      expect(Buffer.byteLength(line)).toBeLessThanOrEqual(MAX_CONSOLE_LINE);
   });
 });

@@ -1,0 +1,102 @@
+/**
+ * The source side's handle on the target VMM process (migration-target.ts): spawns it, waits until it listens, and
+ * turns its JSON lines into a console, a "running" promise and a shutdown promise.
+ *
+ *   spawnTarget() --node migration-target.ts--> {"kind":"listening"} --> TargetPeer.destination
+ *                                                {"kind":"serial"}    --> TargetPeer.console.feed
+ *                                                {"kind":"running"}   --> TargetPeer.running resolves
+ *                                                {"kind":"failed"}    --> TargetPeer.running rejects
+ *                                                {"kind":"shutdown"}  --> TargetPeer.shutdown resolves
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import type { MigrationDestination } from "@kvt/migration";
+import type { ShutdownEvent } from "@kvt/vmm";
+import type { DemoOptions } from "./demo-guest.ts";
+import { GuestConsole } from "./guest-console.ts";
+import type { TargetMessage } from "./migration-target.ts";
+
+const TARGET_SCRIPT = new URL("./migration-target.ts", import.meta.url).pathname;
+
+/** A target VMM process with its guest's console. */
+export interface TargetPeer {
+  readonly destination: MigrationDestination;
+  readonly console: GuestConsole;
+  /** Resolves with the target's stats once the guest runs there; rejects when the incoming migration failed. */
+  readonly running: Promise<Record<string, unknown>>;
+  readonly shutdown: Promise<ShutdownEvent>;
+  writeSerial(text: string): void;
+  /** Stops the target's VM and waits for its process to exit. */
+  stop(): Promise<void>;
+}
+
+function settleOn(
+  child: ChildProcess,
+  console: GuestConsole,
+): {
+  listening: Promise<MigrationDestination>;
+  running: Promise<Record<string, unknown>>;
+  shutdown: Promise<ShutdownEvent>;
+} {
+  let onListening: (d: MigrationDestination) => void = () => {};
+  let onRunning: (s: Record<string, unknown>) => void = () => {};
+  let onFailed: (e: Error) => void = () => {};
+  let onShutdown: (e: ShutdownEvent) => void = () => {};
+  const listening = new Promise<MigrationDestination>((resolve, reject) => {
+    onListening = resolve;
+    child.on("exit", (code) => reject(new Error(`the target process exited (${code}) before listening`)));
+  });
+  const running = new Promise<Record<string, unknown>>((resolve, reject) => {
+    onRunning = resolve;
+    onFailed = reject;
+    child.on("exit", (code) => reject(new Error(`the target process exited (${code})`)));
+  });
+  running.catch(() => {}); // observed by the caller; never an unhandled rejection here
+  const shutdown = new Promise<ShutdownEvent>((resolve) => {
+    onShutdown = resolve;
+  });
+  if (!child.stdout) throw new Error("the target process has no stdout");
+  createInterface({ input: child.stdout }).on("line", (line) => {
+    let m: TargetMessage;
+    try {
+      m = JSON.parse(line) as TargetMessage;
+    } catch {
+      process.stdout.write(`target: ${line}\n`); // a log line of the target process, not a message
+      return;
+    }
+    if (m.kind === "listening") onListening(m.destination);
+    else if (m.kind === "serial") console.feed(Buffer.from(m.base64, "base64"));
+    else if (m.kind === "running") onRunning(m.stats);
+    else if (m.kind === "failed") onFailed(new Error(`incoming migration failed: ${m.reason}`));
+    else if (m.kind === "shutdown") onShutdown({ reason: m.reason as ShutdownEvent["reason"], code: m.code });
+  });
+  return { listening, running, shutdown };
+}
+
+/** Starts a target VMM process for a demo guest made with `options` and waits until it listens. */
+export async function spawnTarget(options: DemoOptions = {}): Promise<TargetPeer> {
+  const child = spawn(process.execPath, [TARGET_SCRIPT, JSON.stringify(options)], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  const console = new GuestConsole();
+  const { listening, running, shutdown } = settleOn(child, console);
+  const destination = await listening;
+  const command = (c: object): void => {
+    child.stdin?.write(`${JSON.stringify(c)}\n`);
+  };
+  return {
+    destination,
+    console,
+    running,
+    shutdown,
+    writeSerial: (text) => command({ serial: text }),
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
+      command({ stop: true });
+      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

@@ -1,0 +1,57 @@
+/**
+ * The target VMM process of the nested lane's live migration (a second Node process inside L1, spawned by
+ * migration-peer.ts). It creates the demo guest's machine from the same options as the source (as the launcher
+ * does: not started; memory and vCPU state arrive from the source), listens on loopback with a one-time secret
+ * (@kvt/migration prepareIncoming) and runs the guest once it has arrived.
+ *
+ *   stdout, one JSON object a line:  {"kind":"listening","destination":{host,port,secret}}
+ *                                    {"kind":"running","stats":{...}}      the guest runs here now
+ *                                    {"kind":"failed","reason":"..."}      nothing was started
+ *                                    {"kind":"serial","base64":"..."}      guest console output
+ *                                    {"kind":"shutdown","reason":"guest-exit","code":0}
+ *   stdin, one JSON object a line:   {"serial":"text"}  console input      {"stop":true}  stop the VM and exit
+ *
+ * Usage (inside L1): node tools/nested/src/migration-target.ts '<DemoOptions JSON>'
+ */
+import { createInterface } from "node:readline";
+import { prepareIncoming } from "@kvt/migration";
+import { Vm } from "@kvt/vmm";
+import { type DemoOptions, demoVmOptions } from "./demo-guest.ts";
+
+/** One line of the target's report. */
+export type TargetMessage =
+  | { readonly kind: "listening"; readonly destination: { host: string; port: number; secret: string } }
+  | { readonly kind: "running"; readonly stats: Record<string, unknown> }
+  | { readonly kind: "failed"; readonly reason: string }
+  | { readonly kind: "serial"; readonly base64: string }
+  | { readonly kind: "shutdown"; readonly reason: string; readonly code: number };
+
+function send(message: TargetMessage): void {
+  process.stdout.write(`${JSON.stringify(message)}\n`);
+}
+
+function main(): void {
+  const options = JSON.parse(process.argv[2] ?? "{}") as DemoOptions;
+  const vm = Vm.create(demoVmOptions(options));
+  vm.on("serial-output", (chunk) => send({ kind: "serial", base64: Buffer.from(chunk).toString("base64") }));
+  vm.on("shutdown", (e) => send({ kind: "shutdown", reason: e.reason, code: e.code }));
+  const incoming = prepareIncoming(vm, { host: "127.0.0.1", ioTimeoutMs: 240_000 });
+  send({ kind: "listening", destination: incoming.destination });
+  incoming.done.then(
+    (stats) => send({ kind: "running", stats: { ...stats } }),
+    (err: unknown) => send({ kind: "failed", reason: (err as Error).message }),
+  );
+  const stop = (): never => {
+    vm.stop();
+    process.exit(0);
+  };
+  const commands = createInterface({ input: process.stdin });
+  commands.on("line", (line) => {
+    const command = JSON.parse(line) as { serial?: string; stop?: boolean };
+    if (command.serial !== undefined) vm.writeSerial(command.serial);
+    if (command.stop) stop();
+  });
+  commands.on("close", stop); // the source process went away: nobody drives this guest any more
+}
+
+main();
