@@ -53,6 +53,29 @@ export function clone<T>(v: T): T {
   return structuredClone(v);
 }
 
+/**
+ * A deep copy of a plain JSON value (objects, arrays, primitives; keys holding undefined are kept), about ten
+ * times cheaper than structuredClone for objects the size of a VMI. Only for values that are JSON: request bodies
+ * and stored objects, never Dates, Maps or class instances.
+ */
+export function cloneJson<T>(v: T): T {
+  if (typeof v !== "object" || v === null) return v;
+  if (Array.isArray(v)) {
+    const out = new Array<unknown>(v.length);
+    for (let i = 0; i < v.length; i++) out[i] = cloneJson(v[i] as unknown);
+    return out as T;
+  }
+  const src = v as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(src)) {
+    // A "__proto__" key from JSON.parse is an own property; assigning it would set the prototype instead.
+    if (k === "__proto__")
+      Object.defineProperty(out, k, { value: cloneJson(src[k]), enumerable: true, writable: true, configurable: true });
+    else out[k] = cloneJson(src[k]);
+  }
+  return out as T;
+}
+
 /** Kubernetes timestamp with seconds precision (metav1.Time). */
 let lastSecond = -1;
 let lastText = "";

@@ -101,7 +101,7 @@ export async function handleResource(
     }
     return bodyCache;
   };
-  const sendObj = (code: number, obj: KubeObject): void => {
+  const sendObj = (code: number, obj: KubeObject, json?: string): void => {
     if (table && method === "GET") {
       sendJson(
         res,
@@ -112,8 +112,11 @@ export async function handleResource(
       );
       return;
     }
-    sendJson(res, code, svc.asVersion(def, obj, version), "application/json", ctx.warnings);
+    const served = svc.asVersion(def, obj, version);
+    // The stored serialization is the answer when the object is served as stored (no second JSON.stringify).
+    sendJson(res, code, served === obj && json !== undefined ? json : served, "application/json", ctx.warnings);
   };
+  const sendEntry = (code: number, e: Entry): void => sendObj(code, e.obj, e.json);
 
   if (info.subresource && info.subresource !== "status") {
     const handler = deps.subresources.get(`${collOf(def)}/${info.subresource}`);
@@ -170,7 +173,7 @@ export async function handleResource(
       throw methodNotAllowed(method, def);
     if (method === "POST") {
       const e = await svc.create(def, version, ns, await body(), ctx);
-      return sendObj(201, e.obj);
+      return sendEntry(201, e);
     }
     if (method === "DELETE") return deleteCollection(deps, req, res, def, version, ns, query, ctx, body);
     throw methodNotAllowed(method, def);
@@ -179,10 +182,10 @@ export async function handleResource(
   if (!def.verbs.includes("get")) throw methodNotAllowed(method, def);
   switch (method) {
     case "GET":
-      return sendObj(200, svc.get(def, ns, name).obj);
+      return sendEntry(200, svc.get(def, ns, name));
     case "PUT": {
       const e = await svc.update(def, version, ns, name, await body(), ctx, info.subresource);
-      return sendObj(200, e.obj);
+      return sendEntry(200, e);
     }
     case "PATCH": {
       const e = await svc.patch(
@@ -195,14 +198,14 @@ export async function handleResource(
         ctx,
         info.subresource,
       );
-      return sendObj(200, e.obj);
+      return sendEntry(200, e);
     }
     case "DELETE": {
       if (info.subresource) throw methodNotAllowed("DELETE", def);
       const opts = deleteOptions(await body(), query);
       const r = await deleteObject(svc, def, ns, name, opts, ctx);
       if (r.deleted && !def.returnDeletedObject) return sendJson(res, 200, deleteStatus(def, r.entry.obj));
-      return sendObj(200, r.entry.obj);
+      return sendEntry(200, r.entry);
     }
     default:
       throw methodNotAllowed(method, def);

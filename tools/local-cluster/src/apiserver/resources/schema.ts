@@ -5,7 +5,7 @@
  * server's business and skipped here.
  */
 import type { StatusCause } from "../errors.ts";
-import { isObject, type Json, type JsonObject } from "../types.ts";
+import { cloneJson, isObject, type Json, type JsonObject } from "../types.ts";
 
 /** The subset of JSONSchemaProps (apiextensions.k8s.io/v1) the server interprets. */
 export interface JSONSchemaProps {
@@ -59,17 +59,54 @@ function join(path: string, key: string): string {
   return path ? `${path}.${key}` : key;
 }
 
-function walk(s: JSONSchemaProps, v: Json, path: string, out: SchemaResult, root: boolean): void {
+/** The path of a child: `parent.key`, or `parent[i]` for an array item. Built only when needed (errors, containers). */
+function pathOf(parent: string, key: string | number): string {
+  return typeof key === "number" ? `${parent}[${key}]` : join(parent, key);
+}
+
+/** Per-schema facts computed once (schemas are immutable once a resource is registered). */
+interface Compiled {
+  /** Properties with a default. */
+  readonly defaults: readonly (readonly [string, Json])[];
+  /** The enum values, serialized, and as listed in an error. */
+  readonly enumJson: ReadonlySet<string> | undefined;
+  readonly enumAllowed: string;
+  readonly pattern: RegExp | undefined;
+}
+
+const compiled = new WeakMap<JSONSchemaProps, Compiled>();
+
+function compile(s: JSONSchemaProps): Compiled {
+  let c = compiled.get(s);
+  if (!c) {
+    const defaults: [string, Json][] = [];
+    for (const [k, ps] of Object.entries(s.properties ?? {}))
+      if (ps.default !== undefined) defaults.push([k, ps.default]);
+    c = {
+      defaults,
+      enumJson: s.enum ? new Set(s.enum.map((e) => JSON.stringify(e))) : undefined,
+      enumAllowed: (s.enum ?? []).map((e) => JSON.stringify(e)).join(", "),
+      pattern: s.pattern ? new RegExp(s.pattern, "u") : undefined,
+    };
+    compiled.set(s, c);
+  }
+  return c;
+}
+
+function walk(s: JSONSchemaProps, v: Json, parent: string, key: string | number, out: SchemaResult): void {
   if (v === null) {
-    if (!s.nullable && s.type)
+    if (!s.nullable && s.type) {
+      const path = pathOf(parent, key);
       out.causes.push({
         reason: "FieldValueInvalid",
         message: `Invalid value: "null": ${path} in body must be of type ${s.type}: "null"`,
         field: path,
       });
+    }
     return;
   }
   if (!typeMatches(s, v)) {
+    const path = pathOf(parent, key);
     const expected = s["x-kubernetes-int-or-string"] ? "integer or string" : (s.type as string);
     out.causes.push({
       reason: "FieldValueTypeInvalid",
@@ -78,82 +115,98 @@ function walk(s: JSONSchemaProps, v: Json, path: string, out: SchemaResult, root
     });
     return;
   }
-  if (s.enum && !s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v))) {
-    const allowed = s.enum.map((e) => JSON.stringify(e)).join(", ");
+  const c = compile(s);
+  if (c.enumJson && !c.enumJson.has(JSON.stringify(v))) {
     out.causes.push({
       reason: "FieldValueNotSupported",
-      message: `Unsupported value: ${JSON.stringify(v)}: supported values: ${allowed}`,
+      message: `Unsupported value: ${JSON.stringify(v)}: supported values: ${c.enumAllowed}`,
+      field: pathOf(parent, key),
+    });
+  }
+  if (typeof v === "number") checkNumber(s, v, parent, key, out);
+  else if (typeof v === "string") checkString(s, c, v, parent, key, out);
+  else if (Array.isArray(v)) walkArray(s, v, pathOf(parent, key), out);
+  else if (isObject(v)) walkObject(s, v, pathOf(parent, key), out, false);
+}
+
+function checkNumber(s: JSONSchemaProps, v: number, parent: string, key: string | number, out: SchemaResult): void {
+  if (s.minimum !== undefined && v < s.minimum) {
+    const path = pathOf(parent, key);
+    out.causes.push({
+      reason: "FieldValueInvalid",
+      message: `Invalid value: ${v}: ${path} in body should be greater than or equal to ${s.minimum}`,
       field: path,
     });
   }
-  if (typeof v === "number") {
-    if (s.minimum !== undefined && v < s.minimum)
-      out.causes.push({
-        reason: "FieldValueInvalid",
-        message: `Invalid value: ${v}: ${path} in body should be greater than or equal to ${s.minimum}`,
-        field: path,
-      });
-    if (s.maximum !== undefined && v > s.maximum)
-      out.causes.push({
-        reason: "FieldValueInvalid",
-        message: `Invalid value: ${v}: ${path} in body should be less than or equal to ${s.maximum}`,
-        field: path,
-      });
+  if (s.maximum !== undefined && v > s.maximum) {
+    const path = pathOf(parent, key);
+    out.causes.push({
+      reason: "FieldValueInvalid",
+      message: `Invalid value: ${v}: ${path} in body should be less than or equal to ${s.maximum}`,
+      field: path,
+    });
   }
-  if (typeof v === "string") {
-    if (s.minLength !== undefined && v.length < s.minLength)
-      out.causes.push({
-        reason: "FieldValueInvalid",
-        message: `Invalid value: "${v}": ${path} in body should be at least ${s.minLength} chars long`,
-        field: path,
-      });
-    if (s.maxLength !== undefined && v.length > s.maxLength)
-      out.causes.push({
-        reason: "FieldValueTooLong",
-        message: `Too long: may not be more than ${s.maxLength} bytes`,
-        field: path,
-      });
-    if (s.pattern && !new RegExp(s.pattern, "u").test(v))
-      out.causes.push({
-        reason: "FieldValueInvalid",
-        message: `Invalid value: "${v}": ${path} in body should match '${s.pattern}'`,
-        field: path,
-      });
+}
+
+function checkString(
+  s: JSONSchemaProps,
+  c: Compiled,
+  v: string,
+  parent: string,
+  key: string | number,
+  out: SchemaResult,
+): void {
+  if (s.minLength !== undefined && v.length < s.minLength) {
+    const path = pathOf(parent, key);
+    out.causes.push({
+      reason: "FieldValueInvalid",
+      message: `Invalid value: "${v}": ${path} in body should be at least ${s.minLength} chars long`,
+      field: path,
+    });
   }
-  if (Array.isArray(v)) {
-    if (s.minItems !== undefined && v.length < s.minItems)
-      out.causes.push({
-        reason: "FieldValueInvalid",
-        message: `Invalid value: ${v.length}: ${path} in body should have at least ${s.minItems} items`,
-        field: path,
-      });
-    if (s.maxItems !== undefined && v.length > s.maxItems)
-      out.causes.push({
-        reason: "FieldValueTooMany",
-        message: `Too many: ${v.length}: must have at most ${s.maxItems} items`,
-        field: path,
-      });
-    if (s.items) for (const [i, item] of v.entries()) walk(s.items, item, `${path}[${i}]`, out, false);
-    return;
+  if (s.maxLength !== undefined && v.length > s.maxLength)
+    out.causes.push({
+      reason: "FieldValueTooLong",
+      message: `Too long: may not be more than ${s.maxLength} bytes`,
+      field: pathOf(parent, key),
+    });
+  if (c.pattern && !c.pattern.test(v)) {
+    const path = pathOf(parent, key);
+    out.causes.push({
+      reason: "FieldValueInvalid",
+      message: `Invalid value: "${v}": ${path} in body should match '${s.pattern}'`,
+      field: path,
+    });
   }
-  if (isObject(v)) walkObject(s, v, path, out, root);
+}
+
+function walkArray(s: JSONSchemaProps, v: Json[], path: string, out: SchemaResult): void {
+  if (s.minItems !== undefined && v.length < s.minItems)
+    out.causes.push({
+      reason: "FieldValueInvalid",
+      message: `Invalid value: ${v.length}: ${path} in body should have at least ${s.minItems} items`,
+      field: path,
+    });
+  if (s.maxItems !== undefined && v.length > s.maxItems)
+    out.causes.push({
+      reason: "FieldValueTooMany",
+      message: `Too many: ${v.length}: must have at most ${s.maxItems} items`,
+      field: path,
+    });
+  if (s.items) for (let i = 0; i < v.length; i++) walk(s.items, v[i], path, i, out);
 }
 
 function walkObject(s: JSONSchemaProps, v: JsonObject, path: string, out: SchemaResult, root: boolean): void {
-  const props = s.properties ?? {};
+  const props = s.properties;
   const embedded = root || s["x-kubernetes-embedded-resource"] === true;
-  for (const [k, ps] of Object.entries(props)) {
-    if (v[k] === undefined && ps.default !== undefined) v[k] = structuredClone(ps.default);
-  }
+  for (const [k, d] of compile(s).defaults) if (v[k] === undefined) v[k] = cloneJson(d);
+  const additional = isObject(s.additionalProperties) ? s.additionalProperties : undefined;
+  const keepUnknown = s["x-kubernetes-preserve-unknown-fields"] === true || s.additionalProperties === true;
   for (const k of Object.keys(v)) {
     if (embedded && (k === "apiVersion" || k === "kind" || k === "metadata")) continue;
-    const child = v[k];
-    const ps = props[k];
-    if (ps) {
-      walk(ps, child, join(path, k), out, false);
-    } else if (isObject(s.additionalProperties)) {
-      walk(s.additionalProperties, child, join(path, k), out, false);
-    } else if (!s["x-kubernetes-preserve-unknown-fields"] && s.additionalProperties !== true) {
+    const ps = props !== undefined && Object.hasOwn(props, k) ? props[k] : additional;
+    if (ps) walk(ps, v[k], path, k, out);
+    else if (!keepUnknown) {
       out.unknown.push(join(path, k));
       delete v[k];
     }

@@ -12,7 +12,7 @@
 import { ApiError, conflict, type StatusObject } from "../errors.ts";
 import { collOf, idOf, type ResourceDef } from "../resources/types.ts";
 import type { Entry } from "../storage/store.ts";
-import { type KubeObject, nowTime } from "../types.ts";
+import { cloneJson, type KubeObject, nowTime } from "../types.ts";
 import type { ResourceService, WriteContext } from "./service.ts";
 
 /** metav1.DeleteOptions as the server reads them. */
@@ -83,7 +83,7 @@ export async function deleteObject(
   });
   const coll = collOf(def);
   const id = idOf(def, ns, name);
-  const obj: KubeObject = structuredClone(old);
+  const obj: KubeObject = cloneJson(old);
   const m = obj.metadata;
   const finalizers = new Set(m.finalizers ?? []);
   const policy = opts.propagationPolicy ?? (opts.orphanDependents ? "Orphan" : undefined);
@@ -119,7 +119,7 @@ export async function deleteObject(
   if (isNamespace) obj.status = { ...(obj.status ?? {}), phase: "Terminating" };
   m.finalizers = [...finalizers];
   if (m.finalizers.length === 0) delete m.finalizers;
-  if (ctx.dryRun) return { entry: { ...cur, obj }, deleted: false };
+  if (ctx.dryRun) return { entry: { ...cur, obj, json: JSON.stringify(obj) }, deleted: false };
   if (finalizers.size === 0 && nsFinalizers.length === 0 && m.deletionGracePeriodSeconds === 0) {
     const { entry, committed } = svc.store.remove(coll, id, obj);
     await committed;

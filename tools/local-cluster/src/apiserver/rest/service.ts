@@ -25,7 +25,7 @@ import type { ResourceRegistry } from "../resources/registry.ts";
 import { applySchema } from "../resources/schema.ts";
 import { collOf, groupVersion, idOf, type ResourceDef } from "../resources/types.ts";
 import type { Entry, Store } from "../storage/store.ts";
-import { isObject, type Json, type JsonObject, jsonEqual, type KubeObject, nowTime } from "../types.ts";
+import { cloneJson, isObject, type Json, type JsonObject, jsonEqual, type KubeObject, nowTime } from "../types.ts";
 import { generateName, specPart, unknownMetaFields, validateMeta, validateName } from "./metadata.ts";
 
 /** Who is asking and how (per request). */
@@ -113,10 +113,10 @@ export class ResourceService {
     const meta = body.metadata ?? {};
     if (!isObject(meta)) throw badRequest("metadata must be an object");
     const obj = {
-      ...(fresh ? body : structuredClone(body)),
+      ...(fresh ? body : cloneJson(body)),
       apiVersion: groupVersion(def.group, def.versions[0]),
       kind: def.kind,
-      metadata: fresh ? { ...meta } : structuredClone(meta),
+      metadata: fresh ? { ...meta } : cloneJson(meta),
     } as KubeObject;
     if (def.namespaced) {
       if (obj.metadata.namespace && ns && obj.metadata.namespace !== ns)
@@ -289,7 +289,7 @@ export class ResourceService {
     let obj: KubeObject;
     let schemaCauses: StatusCause[];
     if (sub === "status") {
-      obj = structuredClone(old);
+      obj = cloneJson(old);
       if (incoming.status === undefined) delete obj.status;
       else obj.status = incoming.status;
       if (!def.custom) {
@@ -301,7 +301,7 @@ export class ResourceService {
       obj = incoming;
       if (hasStatus) {
         if (old.status === undefined) delete obj.status;
-        else obj.status = structuredClone(old.status);
+        else obj.status = cloneJson(old.status);
       }
       schemaCauses = this.#schema(def, version, obj, ctx, true);
     }

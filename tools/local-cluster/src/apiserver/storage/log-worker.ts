@@ -1,11 +1,16 @@
 /**
  * The storage worker: owns the SQLite write connection of a durable store. Messages are handled in order:
- *   {op:"append", id, rows} -> one transaction (fsync)      -> {id}
- *   {op:"compact", id, rev} -> compaction                    -> {id}
- *   {op:"close", id}        -> close (WAL checkpoint)        -> {id}
- * Any failure is answered as {id, error}; the main thread then refuses further writes.
+ *   {op:"append", id, rows} -> rows written in a transaction (fsync)  -> {upTo: id}
+ *   {op:"compact", id, rev} -> compaction                             -> {upTo: id}
+ *   {op:"close", id}        -> close (WAL checkpoint)                 -> {upTo: id}
+ *
+ * Group commit across batches: the main thread does not wait for one batch before sending the next, so several
+ * appends may be queued here when a commit ends. They are drained together (`receiveMessageOnPort`) into one
+ * transaction, hence one fsync, and answered with one reply naming the highest id it covers. A failure is answered as
+ * {upTo, error}; every later message is then refused too, so the log stays a prefix of the revisions the main thread
+ * handed out (the main thread refuses further writes).
  */
-import { parentPort, workerData } from "node:worker_threads";
+import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from "node:worker_threads";
 import { type LogRow, SqliteLog } from "./sqlite-log.ts";
 
 interface Msg {
@@ -15,14 +20,43 @@ interface Msg {
   rev?: number;
 }
 
+const port = parentPort as MessagePort;
 const log = new SqliteLog((workerData as { path: string }).path);
-parentPort?.on("message", (m: Msg) => {
-  try {
-    if (m.op === "append") log.append(m.rows ?? []);
-    else if (m.op === "compact") log.compact(m.rev ?? 0);
-    else log.close();
-    parentPort?.postMessage({ id: m.id });
-  } catch (err) {
-    parentPort?.postMessage({ id: m.id, error: err instanceof Error ? err.message : String(err) });
+let failure: string | undefined;
+
+function run(upTo: number, action: () => void): void {
+  if (failure === undefined) {
+    try {
+      action();
+    } catch (err) {
+      failure = err instanceof Error ? err.message : String(err);
+    }
+  }
+  port.postMessage(failure === undefined ? { upTo } : { upTo, error: failure });
+}
+
+port.on("message", (first: Msg) => {
+  const queued = [first];
+  for (let m = receiveMessageOnPort(port); m !== undefined; m = receiveMessageOnPort(port))
+    queued.push(m.message as Msg);
+  for (let i = 0; i < queued.length; ) {
+    const m = queued[i];
+    if (m.op !== "append") {
+      i++;
+      if (m.op === "compact") run(m.id, () => log.compact(m.rev ?? 0));
+      else {
+        // Close even after a failure: what did commit stays readable and the file is released.
+        log.close();
+        run(m.id, () => undefined);
+      }
+      continue;
+    }
+    const batches: LogRow[][] = [];
+    let last = m.id;
+    for (; i < queued.length && queued[i].op === "append"; i++) {
+      batches.push(queued[i].rows ?? []);
+      last = queued[i].id;
+    }
+    run(last, () => log.append(batches.flat()));
   }
 });

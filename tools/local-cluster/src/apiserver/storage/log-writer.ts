@@ -1,18 +1,21 @@
 /**
  * Where committed batches go. On disk, a worker thread owns the SQLite write connection, so the fsync of one batch
- * overlaps with the main thread accepting and validating the next one (pipelined group commit):
+ * overlaps with the main thread accepting and validating the next ones (pipelined group commit):
  *
- *   main thread:  batch N queued ──postMessage──▶ worker: BEGIN; INSERT...; COMMIT (fsync) ──▶ reply N
- *                 batch N+1 accumulates meanwhile; sent when reply N arrives
+ *   main thread:  batch N ──postMessage──▶ worker: BEGIN; INSERT...; COMMIT (fsync) ──▶ {upTo: N}
+ *                 batch N+1 ──postMessage──▶ (queued while N commits)  ┐ drained together:
+ *                 batch N+2 ──postMessage──▶ (queued while N commits)  ┘ one transaction ──▶ {upTo: N+2}
  *
- * In memory there is nothing to wait for, so batches are appended synchronously.
+ * The main thread never waits for a reply before sending the next batch, and the worker answers in order, so
+ * batches become durable, and are acknowledged, in revision order. In memory there is nothing to wait for, so batches
+ * are appended synchronously.
  */
 import { Worker } from "node:worker_threads";
 import type { LogRow, SqliteLog } from "./sqlite-log.ts";
 
-/** A sink for batches of rows. */
+/** A sink for batches of rows. Calls are applied in call order. */
 export interface LogWriter {
-  /** Resolves once the batch is durable. */
+  /** Resolves once the batch (and every batch sent before it) is durable. */
   append(rows: LogRow[]): Promise<void>;
   /** Compacts history up to `rev`. */
   compact(rev: number): Promise<void>;
@@ -39,14 +42,16 @@ export class SyncLogWriter implements LogWriter {
   }
 }
 
+/** The worker's answer: every message with an id up to `upTo` is done (or failed, with `error`). */
 interface Reply {
-  id: number;
+  upTo: number;
   error?: string;
 }
 
 /** Appends in a worker thread that owns its own SQLite connection. */
 export class WorkerLogWriter implements LogWriter {
   readonly #worker: Worker;
+  /** Outstanding messages by id, in id (= send) order. */
   readonly #waiting = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
   #next = 0;
   #dead: Error | undefined;
@@ -54,10 +59,13 @@ export class WorkerLogWriter implements LogWriter {
   constructor(path: string) {
     this.#worker = new Worker(new URL("./log-worker.ts", import.meta.url), { workerData: { path } });
     this.#worker.on("message", (m: Reply) => {
-      const w = this.#waiting.get(m.id);
-      this.#waiting.delete(m.id);
-      if (m.error) w?.reject(new Error(m.error));
-      else w?.resolve();
+      const err = m.error === undefined ? undefined : new Error(m.error);
+      for (const [id, w] of this.#waiting) {
+        if (id > m.upTo) break;
+        this.#waiting.delete(id);
+        if (err) w.reject(err);
+        else w.resolve();
+      }
     });
     const fail = (err: Error): void => {
       this.#dead = err;

@@ -3,13 +3,20 @@
  * history for watches. One global revision numbers every write and is the objects' resourceVersion.
  *
  *   write(coll, id, obj)  --(sync)-->  state map updated, rev assigned, row queued
- *                         --(setImmediate)-->  SqliteLog.append(batch)  (group commit, fsync)
+ *                         --(setImmediate)-->  LogWriter.append(batch)   (batches pipelined, group commit, fsync)
  *                         -->  history.push(events); listeners notified; write promises resolve
  *
  *   watch from rev N:  N < compactedRev -> 410 Expired;  else history events with rev > N, then live events.
  *
  * Writes are applied to memory synchronously, so a handler that reads and then writes without awaiting in between
- * needs no lock. Acknowledgements wait for the commit, so every acknowledged write survives kill -9.
+ * needs no lock.
+ *
+ * Fsync policy: the writes of one event-loop turn form a batch, sent to the log at once without waiting for the
+ * batches before it; the log commits whatever batches are queued in one SQLite transaction (WAL, synchronous=FULL:
+ * one fsync of the WAL per transaction; see sqlite-log.ts). A write's promise resolves, and the server acknowledges
+ * it, only once its batch and every earlier one are on disk, and events are published at that moment, in revision
+ * order, so every acknowledged (or watched) write survives kill -9. If a commit fails, it and every later batch are
+ * refused and the store refuses further writes.
  */
 import type { Logger } from "pino";
 import { expired } from "../errors.ts";
@@ -61,7 +68,8 @@ interface Pending {
 /** The store. */
 export class Store {
   readonly #writer: LogWriter;
-  #inFlight: Promise<void> | undefined;
+  /** Settles when the newest batch sent to the log has been handled (committed or failed); never rejects. */
+  #lastBatch: Promise<void> = Promise.resolve();
   readonly #logger: Logger;
   readonly #state = new Map<string, Map<string, Entry>>();
   readonly #history: StoreEvent[] = [];
@@ -196,21 +204,25 @@ export class Store {
     return new Promise((resolve, reject) => p.waiters.push({ resolve, reject }));
   }
 
-  /** Sends the queued writes to the log (one batch in flight at a time; the next one accumulates meanwhile). */
+  /**
+   * Sends the queued writes to the log now, without waiting for earlier batches: the log applies batches in order
+   * and answers in order, so batches commit, and publish their events, in revision order.
+   */
   flush(): void {
     const p = this.#pending;
-    if (!p || this.#inFlight) return;
+    if (!p) return;
     this.#pending = undefined;
-    this.#inFlight = this.#writer.append(p.rows).then(
-      () => {
-        this.#inFlight = undefined;
-        this.#committed(p);
-        this.flush();
-      },
+    if (this.#failed !== undefined) {
+      for (const w of p.waiters) w.reject(this.#failed);
+      return;
+    }
+    this.#lastBatch = this.#writer.append(p.rows).then(
+      () => this.#committed(p),
       (err: unknown) => {
-        this.#inFlight = undefined;
-        this.#failed = err;
-        this.#logger.fatal({ err }, "storage commit failed; refusing further writes");
+        if (this.#failed === undefined) {
+          this.#failed = err;
+          this.#logger.fatal({ err }, "storage commit failed; refusing further writes");
+        }
         for (const w of p.waiters) w.reject(err);
       },
     );
@@ -280,10 +292,8 @@ export class Store {
 
   /** Commits pending writes and closes the log. */
   async close(): Promise<void> {
-    while (this.#inFlight || this.#pending) {
-      this.flush();
-      await this.#inFlight;
-    }
+    this.flush();
+    await this.#lastBatch;
     await this.#writer.close();
   }
 }

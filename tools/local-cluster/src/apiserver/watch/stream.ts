@@ -34,8 +34,8 @@ export interface WatchRequest {
 }
 
 const MAX_QUEUED = 16 * 1024 * 1024;
-/** Serialized plain-JSON lines, shared by every watcher that receives the same event. */
-const lines = new WeakMap<WatchEvent, string>();
+/** Encoded plain-JSON lines, shared by every watcher that receives the same event (encoded once, not per watcher). */
+const lines = new WeakMap<WatchEvent, Buffer>();
 const BOOKMARK_EVERY_MS = 60_000;
 
 /** Serves the watch until timeout or disconnect. */
@@ -67,7 +67,7 @@ export function serveWatch(res: ServerResponse, hub: WatchHub, w: WatchRequest):
     if (!res.writableEnded) res.end();
   };
 
-  const write = (line: string): void => {
+  const write = (line: string | Buffer): void => {
     if (closed) return;
     if (!corked) {
       // Events committed together go out in one TLS record / syscall.
@@ -97,7 +97,7 @@ export function serveWatch(res: ServerResponse, hub: WatchHub, w: WatchRequest):
     } else if (gv === preferredGv) {
       let line = lines.get(ev);
       if (line === undefined) {
-        line = `{"type":"${ev.type}","object":${ev.json}}\n`;
+        line = Buffer.from(`{"type":"${ev.type}","object":${ev.json}}\n`);
         lines.set(ev, line);
       }
       write(line);
