@@ -9,6 +9,9 @@ typedef signed char s8;
 
 #define SERIAL_PORT 0x3f8
 #define TEST_PORT 0xf4 /* isa-debug-exit on QEMU; the kubevirt-ts test port */
+#define TEST_PORT_SIGNATURE 0x4b /* a 1-byte read of TEST_PORT on the kubevirt-ts VMM (QEMU: never 0x4b) */
+#define TEST_IDLE_PORT 0xf6 /* 4-byte write: sleep up to that many microseconds (kubevirt-ts VMM only) */
+#define TEST_IDLE_MAX_US 1000000u
 #define CLOCK_NONE 0
 #define CLOCK_KVM 1
 #define CLOCK_TEST_PORT 2
