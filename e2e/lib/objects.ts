@@ -16,7 +16,18 @@ export interface VmiView {
     reason?: string;
     conditions?: { type: string; status: string; reason?: string; message?: string }[];
     activePods?: Record<string, string>;
-    migrationState?: { completed?: boolean; failed?: boolean; sourceNode?: string; targetNode?: string };
+    migrationState?: {
+      migrationUid?: string;
+      completed?: boolean;
+      failed?: boolean;
+      failureReason?: string;
+      abortRequested?: boolean;
+      abortStatus?: string;
+      startTimestamp?: string;
+      sourceNode?: string;
+      targetNode?: string;
+      migrationPolicyName?: string;
+    };
   };
 }
 
