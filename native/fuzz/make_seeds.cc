@@ -49,7 +49,9 @@ bool Record(uint16_t version, const std::string& path) {
   Recording rec(a);
   OutgoingMigration out(rec, src.Layout(), fuzzguest::kSecret, fuzzguest::FixedRandom, version);
   bool ok = out.Handshake().ok();
-  ok = ok && out.SendRanges({{0, fuzzguest::kRegionBytes}, {uint64_t{1} << 32, fuzzguest::kRegionBytes}}, {}).ok();
+  SendOptions bulk;
+  bulk.populate_hint = true;  // version 3 streams carry Populate hints before the bulk pass's data
+  ok = ok && out.SendRanges({{0, fuzzguest::kRegionBytes}, {uint64_t{1} << 32, fuzzguest::kRegionBytes}}, bulk).ok();
   ok = ok && out.Sync().ok();
   SendOptions paused;
   paused.check_data = true;
@@ -72,7 +74,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string dir = argv[1];
-  bool ok = Record(2, dir + "/stream-v2") && Record(1, dir + "/stream-v1");
+  bool ok = Record(3, dir + "/stream-v3") && Record(2, dir + "/stream-v2");
   std::printf("%s\n", ok ? "seeds written" : "seed recording failed");
   return ok ? 0 : 1;
 }

@@ -77,10 +77,18 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
     expect(result).toMatchObject({ ok: true, converged: true });
     expect(result.iterations).toBeGreaterThanOrEqual(2);
     expect(result.downtimeMs).toBeGreaterThan(0);
-    const incoming = (await target.waitFor("incoming-done")).stats as { memoryDigest: string; version: number };
+    const incoming = (await target.waitFor("incoming-done")).stats as {
+      memoryDigest: string;
+      version: number;
+      hintedBytes: number;
+      dataPages: number;
+    };
     expect(incoming.memoryDigest).toMatch(/^[0-9a-f]{64}$/);
     expect(incoming.memoryDigest).toBe(result.memoryDigest);
-    expect(incoming.version).toBe(2);
+    expect(incoming.version).toBe(3);
+    // The bulk pass announced its data pages (Populate hints): at least the pages of the bulk's data.
+    expect(incoming.hintedBytes).toBeGreaterThan(0);
+    expect(incoming.hintedBytes).toBeLessThanOrEqual(incoming.dataPages * 4096);
     await target.waitFor("shutdown");
     expect(source.output.length).toBeGreaterThan(0);
     expect(target.output.length).toBeGreaterThan(0);

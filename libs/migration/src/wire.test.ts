@@ -24,6 +24,7 @@ describe("wire format (TypeScript decoder vs the C++ golden frames)", () => {
     ["authOk", "AuthOk", 0],
     ["start", "Start", 24],
     ["zero", "Zero", 40],
+    ["populate", "Populate", 40],
     ["abandon", "Abandon", 20],
   ])("decodes the golden %s frame with a valid CRC", (name, command, length) => {
     const [f] = decodeFrames(frame(name));

@@ -21,6 +21,7 @@ export const WIRE_COMMANDS = {
   Resumed: 10,
   Abandon: 11,
   Sync: 12,
+  Populate: 13,
 } as const;
 
 const NAMES = Object.fromEntries(Object.entries(WIRE_COMMANDS).map(([k, v]) => [v, k])) as Record<number, string>;

@@ -63,6 +63,12 @@ export interface MigrationTargetStats {
   readonly restoreMs: number;
   /** Guest RAM backed by transparent huge pages after the transfer. */
   readonly hugePageBytes: number;
+  /** Bytes the source announced would come with data (protocol 3 Populate hints; 0 from a version 2 source). */
+  readonly hintedBytes: number;
+  /** Hinted bytes a helper thread faulted in before the data reached them. */
+  readonly prefaultedBytes: number;
+  /** Hinted bytes in sparse 2 MiB chunks, received into 4 KiB pages instead of huge pages. */
+  readonly smallPageBytes: number;
   /** SHA-256 (hex) of all guest RAM before its vCPUs started, when asked for (tests). */
   readonly memoryDigest?: string;
 }

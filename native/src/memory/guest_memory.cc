@@ -14,6 +14,7 @@ Result<std::unique_ptr<GuestMemory>> GuestMemory::Create(const GuestMemoryOption
   std::unique_ptr<GuestMemory> mem(new GuestMemory());
   mem->size_bytes_ = options.size_bytes;
   mem->backing_ = options.backing;
+  mem->huge_pages_ = options.huge_pages;
   uint64_t low = options.size_bytes < kMmioHoleStart ? options.size_bytes : kMmioHoleStart;
   std::vector<std::pair<uint64_t, uint64_t>> layout{{0, low}};
   if (options.size_bytes > low) layout.emplace_back(kMmioHoleEnd, options.size_bytes - low);

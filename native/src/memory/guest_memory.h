@@ -74,6 +74,8 @@ class GuestMemory {
 
   uint64_t size_bytes() const { return size_bytes_; }
   Backing backing() const { return backing_; }
+  // Whether the mappings asked for transparent huge pages (GuestMemoryOptions::huge_pages).
+  bool huge_pages() const { return huge_pages_; }
   size_t region_count() const { return regions_.size(); }
   const MemoryRegion& region(size_t i) const { return regions_[i]; }
   const std::vector<MemoryRegion>& regions() const { return regions_; }
@@ -101,6 +103,7 @@ class GuestMemory {
   GuestMemory() = default;
   uint64_t size_bytes_ = 0;
   Backing backing_ = Backing::kAnonymous;
+  bool huge_pages_ = false;
   std::vector<MemoryRegion> regions_;
   std::vector<DirtyBitmap> vmm_dirty_;
 };

@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -27,6 +28,19 @@ IncomingMigration::IncomingMigration(Channel& channel, RamLayout ram, std::strin
     : ch_(channel), ram_(std::move(ram)), secret_(std::move(secret)), fresh_(fresh_memory), random_(std::move(random)) {
   memory_end_ = ram_.end();
   touched_.assign((memory_end_ / page_size_ + 63) / 64, 0);
+}
+
+IncomingMigration::~IncomingMigration() { FinishPrefault(); }
+
+void IncomingMigration::EnablePrefault(PrefaultOptions options) {
+  if (options.enabled) prefault_ = std::make_unique<Prefaulter>(ram_, options);
+}
+
+void IncomingMigration::FinishPrefault() {
+  if (prefault_ == nullptr || !prefault_->started()) return;
+  prefault_->Finish();
+  stats_.prefaulted_bytes = prefault_->stats().populated_bytes;
+  stats_.small_page_bytes = prefault_->stats().small_page_bytes;
 }
 
 Status IncomingMigration::Fail(Error e) {
@@ -157,6 +171,11 @@ Status IncomingMigration::OnMemory(const FrameHeader& h) {
   if (sum != data) return ProtocolError("Memory frame length disagrees with its range table");
   bool checked = h.flags & kFlagPayloadChecked;
   if (!checked && crc != h.crc) return ProtocolError("CRC mismatch in Memory frame range table");
+  if (prefault_ != nullptr && !ranges.empty()) {
+    // The helper works top down and stops below this frame: the receiver faults these pages itself.
+    frontier_ = std::max(frontier_, ranges.back().gpa);
+    prefault_->SetFrontier(frontier_);
+  }
   r = ReadAll(ch_, iov.data(), iov.size());
   if (!r.ok()) return r;
   stats_.bytes += data;
@@ -191,6 +210,24 @@ Status IncomingMigration::OnZero(const FrameHeader& h, const std::vector<uint8_t
   return OkStatus();
 }
 
+Status IncomingMigration::OnPopulate(const std::vector<uint8_t>& payload) {
+  if (stats_.version < 3) return ProtocolError("Populate frame in a version 2 stream");
+  if (payload.size() < 8) return ProtocolError("Populate frame truncated");
+  auto n = DecodeRangeCount(payload.data());
+  if (!n.ok()) return n.error();
+  if (payload.size() != RangeTableBytes(n.value())) {
+    return ProtocolError("Populate frame length disagrees with its table");
+  }
+  auto ranges = DecodeRanges(payload.data() + 8, n.value(), memory_end_, page_size_);
+  if (!ranges.ok()) return ranges.error();
+  for (const PageRange& pr : ranges.value()) stats_.hinted_bytes += pr.length;
+  if (prefault_ != nullptr && !prefault_->started()) {
+    prefault_->Hint(ranges.value());
+    hints_pending_ = true;
+  }
+  return OkStatus();
+}
+
 void IncomingMigration::MarkTouched(const PageRange& r) {
   for (uint64_t p = r.gpa / page_size_; p < (r.gpa + r.length) / page_size_; p++) touched_[p / 64] |= uint64_t{1} << (p % 64);
 }
@@ -206,8 +243,18 @@ Status IncomingMigration::ReceiveUntilComplete() {
     FrameHeader h;
     std::vector<uint8_t> p;
     r = ReadFrame(&h, &p);
-    if (!r.ok()) return Fail(r.error());
+    if (!r.ok()) {
+      FinishPrefault();
+      return Fail(r.error());
+    }
+    if (hints_pending_ && static_cast<Command>(h.command) != Command::kPopulate) {
+      hints_pending_ = false;  // all hints of the bulk pass are in: fault them in while the data arrives
+      prefault_->Start();
+    }
     switch (static_cast<Command>(h.command)) {
+      case Command::kPopulate:
+        r = OnPopulate(p);
+        break;
       case Command::kMemory:
         r = OnMemory(h);
         break;
@@ -219,6 +266,7 @@ Status IncomingMigration::ReceiveUntilComplete() {
           r = ProtocolError("Sync frame in a version 1 stream");
           break;
         }
+        FinishPrefault();  // the bulk pass is in memory: later rounds fault their few pages themselves
         auto frame = EncodeFrame(Command::kSync, nullptr, 0);
         r = WriteBytes(ch_, frame.data(), frame.size());
         break;
@@ -228,13 +276,17 @@ Status IncomingMigration::ReceiveUntilComplete() {
         have_state = true;
         break;
       case Command::kComplete:
+        FinishPrefault();
         if (!have_state) return Fail(ProtocolError("Complete before State"));
         phase_ = Phase::kReceived;
         return OkStatus();
       default:
         r = ProtocolError(std::string("unexpected ") + CommandName(h.command) + " frame while streaming");
     }
-    if (!r.ok()) return Fail(r.error());
+    if (!r.ok()) {
+      FinishPrefault();
+      return Fail(r.error());
+    }
   }
 }
 

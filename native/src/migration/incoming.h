@@ -9,11 +9,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kvm/result.h"
 #include "migration/channel.h"
+#include "migration/prefault.h"
 #include "migration/ram_layout.h"
 #include "migration/residency.h"
 #include "migration/stream.h"
@@ -32,6 +34,9 @@ struct IncomingStats {
   uint64_t bytes = 0;       // wire bytes read, headers included
   uint64_t data_pages = 0;  // pages written with data
   uint64_t zero_pages = 0;  // pages named by Zero frames
+  uint64_t hinted_bytes = 0;      // bytes named by Populate hints (version 3)
+  uint64_t prefaulted_bytes = 0;  // bytes the prefault helper faulted in before the data reached them
+  uint64_t small_page_bytes = 0;  // hinted bytes in sparse chunks received into 4 KiB pages
 };
 
 class IncomingMigration {
@@ -41,6 +46,10 @@ class IncomingMigration {
   /** `fresh_memory`: the guest RAM is still all zeros (a new buffer), so Zero ranges never written need no work.
    *  Otherwise pages the host never populated are skipped (ResidencyProbe) and the rest are checked and cleared. */
   IncomingMigration(Channel& channel, RamLayout ram, std::string secret, bool fresh_memory, RandomFn random);
+  ~IncomingMigration();
+  /** Acts on Populate hints (prefault.h); off by default (hints are then read, checked and ignored). Set before
+   *  ReceiveUntilComplete(). */
+  void EnablePrefault(PrefaultOptions options);
 
   /** Handshake, Start, then pages and state until Complete. On error: Abandon to the source, phase kFailed. */
   Status ReceiveUntilComplete();
@@ -59,6 +68,8 @@ class IncomingMigration {
   Status Handshake();
   Status OnMemory(const FrameHeader& h);
   Status OnZero(const FrameHeader& h, const std::vector<uint8_t>& payload);
+  Status OnPopulate(const std::vector<uint8_t>& payload);
+  void FinishPrefault();
   Status ReadTable(const FrameHeader& h, uint32_t* crc, std::vector<PageRange>* ranges);
   void MarkTouched(const PageRange& r);
   bool Touched(uint64_t page) const;
@@ -76,6 +87,9 @@ class IncomingMigration {
   std::vector<uint64_t> touched_;  // pages written by this migration (bit per page of [0, memory_end_))
   std::vector<uint8_t> state_;
   IncomingStats stats_;
+  std::unique_ptr<Prefaulter> prefault_;  // null unless enabled
+  bool hints_pending_ = false;            // Populate hints arrived, the helper not started yet
+  uint64_t frontier_ = 0;                 // highest GPA the receiver has written up to (bulk pass)
 };
 
 }  // namespace kvmts::migration

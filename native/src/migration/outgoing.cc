@@ -1,5 +1,6 @@
 #include "migration/outgoing.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
 
@@ -147,6 +148,53 @@ Status OutgoingMigration::SendZeros(const std::vector<PageRange>& zeros) {
   return OkStatus();
 }
 
+// Sends `ranges` as Zero or Populate frames of at most kMaxRangesPerFrame entries each.
+Status OutgoingMigration::SendTables(Command c, const std::vector<PageRange>& ranges) {
+  for (size_t i = 0; i < ranges.size(); i += kMaxRangesPerFrame) {
+    size_t end = std::min<size_t>(ranges.size(), i + kMaxRangesPerFrame);
+    std::vector<PageRange> part(ranges.begin() + static_cast<ptrdiff_t>(i), ranges.begin() + static_cast<ptrdiff_t>(end));
+    if (c == Command::kZero) {
+      auto r = SendZeros(part);
+      if (!r.ok()) return r;
+      continue;
+    }
+    auto table = EncodeRangeTable(part);
+    auto r = SendFrame(c, table.data(), table.size());
+    if (!r.ok()) return r;
+    paced_bytes_ += kHeaderSize + table.size();
+  }
+  return OkStatus();
+}
+
+// The bulk pass of protocol >= 3: one classification of every page (residency, then zero check), the data ranges
+// as Populate hints so the target faults them in meanwhile, the zero ranges, then the data in GPA order. A page
+// that changes after its classification is dirty in the log (started before the bulk pass) and goes again later.
+Status OutgoingMigration::SendClassifiedFirst(const std::vector<PageRange>& ranges, const SendOptions& o) {
+  RangeTable data, zeros;
+  for (const Batch& batch : SplitIntoBatches(ranges, uint64_t{64} << 20, kMaxRangesPerFrame, kPage)) {
+    if (o.cancel != nullptr && o.cancel->load(std::memory_order_relaxed)) {
+      return Error{ECANCELED, "migration", "canceled"};
+    }
+    for (const PageRange& r : batch.ranges) {
+      auto c = Classify(r, o, &data, &zeros);
+      if (!c.ok()) return c;
+    }
+  }
+  auto r = SendTables(Command::kPopulate, data.ranges());
+  if (!r.ok()) return r;
+  r = SendTables(Command::kZero, zeros.ranges());
+  if (!r.ok()) return r;
+  for (const Batch& batch : SplitIntoBatches(data.ranges(), o.max_frame_bytes, kMaxRangesPerBatch, kPage)) {
+    if (o.cancel != nullptr && o.cancel->load(std::memory_order_relaxed)) {
+      return Error{ECANCELED, "migration", "canceled"};
+    }
+    r = SendBatch(batch.ranges, o.check_data);
+    if (!r.ok()) return r;
+    Pace(o.bytes_per_sec);
+  }
+  return OkStatus();
+}
+
 void OutgoingMigration::Pace(uint64_t bytes_per_sec) {
   if (bytes_per_sec == 0) return;
   uint64_t now = NowNs();
@@ -165,6 +213,7 @@ void OutgoingMigration::Pace(uint64_t bytes_per_sec) {
 
 Status OutgoingMigration::SendRanges(const std::vector<PageRange>& ranges, const SendOptions& o) {
   bool zero_markers = o.detect_zero && stats_.version >= 2;
+  if (zero_markers && o.populate_hint && stats_.version >= 3) return SendClassifiedFirst(ranges, o);
   for (const Batch& batch : SplitIntoBatches(ranges, o.max_frame_bytes, kMaxRangesPerBatch, kPage)) {
     if (o.cancel != nullptr && o.cancel->load(std::memory_order_relaxed)) {
       return Error{ECANCELED, "migration", "canceled"};

@@ -26,6 +26,8 @@ struct SendOptions {
   bool detect_zero = true;       // zero pages go as Zero markers (protocol >= 2)
   bool check_data = false;       // CRC over page data too (only when the guest is paused)
   bool probe_residency = false;  // pages never populated on the host count as zero without being read
+  bool populate_hint = false;    // bulk pass: classify everything first, tell the target which pages will come
+                                 // with data (Populate, protocol >= 3), then send the zeros, then the data
   uint64_t bytes_per_sec = 0;    // bandwidth cap, 0 = none
   uint64_t max_frame_bytes = uint64_t{4} << 20;
   const std::atomic<bool>* cancel = nullptr;
@@ -63,6 +65,8 @@ class OutgoingMigration {
   Status ReadReply(Command expected, std::vector<uint8_t>* payload);
   Status SendBatch(const std::vector<PageRange>& data, bool checked);
   Status SendZeros(const std::vector<PageRange>& zeros);
+  Status SendTables(Command c, const std::vector<PageRange>& ranges);
+  Status SendClassifiedFirst(const std::vector<PageRange>& ranges, const SendOptions& o);
   Status Classify(const PageRange& r, const SendOptions& o, RangeTable* data, RangeTable* zeros);
   void Pace(uint64_t bytes_per_sec);
 

@@ -7,12 +7,14 @@
 
 namespace kvmts::migration {
 
-/** One mapped RAM region. `shared` = a MAP_SHARED (memfd) mapping, which changes how residency is probed. */
+/** One mapped RAM region. `shared` = a MAP_SHARED (memfd) mapping, which changes how residency is probed;
+ *  `huge_pages` = the mapping asked for transparent huge pages (MADV_HUGEPAGE), which the target keeps. */
 struct RamRegion {
   uint64_t gpa = 0;
   uint64_t size = 0;
   uint8_t* hva = nullptr;
   bool shared = false;
+  bool huge_pages = false;
 };
 
 /** GPA -> host translation over a few regions. */

@@ -48,8 +48,9 @@ Result<addrinfo*> Resolve(const std::string& host, uint16_t port, bool passive) 
 
 RamLayout LayoutOf(vmm::Machine* machine) {
   std::vector<RamRegion> regions;
+  bool huge = machine->memory().huge_pages();
   for (const memory::MemoryRegion& r : machine->memory().regions()) {
-    regions.push_back({r.base.value, r.size_bytes, r.host, r.fd >= 0});
+    regions.push_back({r.base.value, r.size_bytes, r.host, r.fd >= 0, huge});
   }
   return RamLayout(std::move(regions));
 }
@@ -163,6 +164,7 @@ Result<RoundStats> SourceSession::SendBulk(uint64_t bytes_per_sec) {
   for (const RamRegion& r : ram_.regions()) all.push_back({r.gpa, r.size});
   SendOptions o;
   o.probe_residency = true;
+  o.populate_hint = true;
   o.bytes_per_sec = bytes_per_sec;
   o.cancel = &cancel_;
   return SendRangesTimed(all, o);
@@ -309,6 +311,7 @@ Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io
   Forget forget{this};
   RamLayout ram = LayoutOf(machine_);
   IncomingMigration in(ch, ram, secret, false, SystemRandom);
+  in.EnablePrefault(PrefaultOptions{});
   TargetStats ts;
   uint64_t t0 = NowNs();
   auto r = in.ReceiveUntilComplete();

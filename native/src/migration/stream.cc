@@ -43,6 +43,7 @@ uint64_t MaxPayload(uint16_t command) {
     case Command::kMemory:
       return RangeTableBytes(kMaxRangesPerFrame) + kMaxMemoryFrameBytes;
     case Command::kZero:
+    case Command::kPopulate:
       return RangeTableBytes(kMaxRangesPerFrame);
     case Command::kState:
       return kMaxStateBytes;
@@ -63,7 +64,8 @@ Error ProtocolError(const std::string& detail) { return Error{EPROTO, "migration
 
 const char* CommandName(uint16_t command) {
   static const char* const kNames[] = {"unknown", "Hello",    "Challenge", "Auth",     "AuthOk",  "Start",
-                                       "Memory",  "Zero",     "State",     "Complete", "Resumed", "Abandon", "Sync"};
+                                       "Memory",  "Zero",     "State",     "Complete", "Resumed", "Abandon", "Sync",
+                                       "Populate"};
   return command < sizeof(kNames) / sizeof(kNames[0]) ? kNames[command] : "unknown";
 }
 
@@ -94,7 +96,7 @@ uint32_t HeaderCrc(const FrameHeader& h) {
 }
 
 Status ValidateHeader(const FrameHeader& h) {
-  if (h.command < static_cast<uint16_t>(Command::kHello) || h.command > static_cast<uint16_t>(Command::kSync)) {
+  if (h.command < static_cast<uint16_t>(Command::kHello) || h.command > static_cast<uint16_t>(Command::kPopulate)) {
     return ProtocolError("unknown command " + std::to_string(h.command));
   }
   if (h.reserved != 0 || (h.flags & ~kFlagPayloadChecked) != 0) {

@@ -11,6 +11,10 @@
 //    |  AuthOk   {}                                                |  (nothing but Hello/Auth is read before this point)
 //    |<-----------------------------------------------------------|
 //    |  Start    {ver, flags, memoryBytes, pageSize}               |  layout must match the target's guest
+//    |  Populate {n, ranges[n]}                 (version >= 3, bulk pass only, before its data: the pages that will
+//    |                                           come with data; a hint, no data: the target faults them in on a
+//    |                                           helper thread, top down, while it receives bottom up, and backs
+//    |                                           sparse 2 MiB chunks with 4 KiB pages instead of huge pages)
 //    |  Memory   {n, ranges[n]} page data ...   (bulk pass, then dirty rounds; written straight into guest memory)
 //    |  Zero     {n, ranges[n]}                 (pages that are all zeros: a marker, no data; version >= 2 only)
 //    |  Sync     {}  -> the target answers Sync {} once everything before it is in guest memory (version >= 2):
@@ -35,8 +39,9 @@
 // round), so a data CRC would be a race, not an integrity check. Memory frames sent while the guest is paused (the
 // final round) check their data too. TCP's own checksum covers the bytes on the wire either way.
 //
-// Versions: the current version (2) and the previous one (1) are accepted; 1 has no Zero command (zero pages travel
-// as data). Hello carries each side's range; the target picks the highest common version and names it in Challenge.
+// Versions: the current version (3) and the previous one (2) are accepted; 2 has no Populate command (the target
+// then faults its memory in as the data arrives). Hello carries each side's range; the target picks the highest
+// common version and names it in Challenge.
 #pragma once
 
 #include <cstddef>
@@ -50,8 +55,8 @@
 
 namespace kvmts::migration {
 
-inline constexpr uint16_t kProtocolVersion = 2;
-inline constexpr uint16_t kMinProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kMinProtocolVersion = 2;
 inline constexpr size_t kHeaderSize = 16;
 inline constexpr size_t kNonceSize = 32;
 inline constexpr uint8_t kFlagPayloadChecked = 1;
@@ -75,6 +80,7 @@ enum class Command : uint16_t {
   kResumed = 10,
   kAbandon = 11,
   kSync = 12,
+  kPopulate = 13,
 };
 
 /** Printable command name ("Memory"), or "unknown". */
@@ -137,7 +143,7 @@ Result<Abandon> DecodeAbandon(const uint8_t* p, size_t len);
 
 /** Bytes of a range table of `n` entries: u32 n, u32 reserved, n x {u64 gpa, u64 length}. */
 inline uint64_t RangeTableBytes(uint64_t n) { return 8 + 16 * n; }
-/** Encodes a range table (the prefix of Memory and the whole payload of Zero). */
+/** Encodes a range table (the prefix of Memory and the whole payload of Zero and Populate). */
 std::vector<uint8_t> EncodeRangeTable(const std::vector<PageRange>& ranges);
 /** Reads the count of a table from its first 8 bytes; rejects counts over the limit or a nonzero reserved word. */
 Result<uint32_t> DecodeRangeCount(const uint8_t* p8);

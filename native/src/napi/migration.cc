@@ -239,6 +239,9 @@ Napi::Value JS_TargetAccept(const Napi::CallbackInfo& info) {
         o.Set("receiveSeconds", t.receive_seconds);
         o.Set("restoreMs", t.restore_ms);
         o.Set("hugePageBytes", double(t.huge_page_bytes));
+        o.Set("hintedBytes", double(t.stream.hinted_bytes));
+        o.Set("prefaultedBytes", double(t.stream.prefaulted_bytes));
+        o.Set("smallPageBytes", double(t.stream.small_page_bytes));
         if (!t.memory_digest.empty()) o.Set("memoryDigest", t.memory_digest);
         return o;
       });

@@ -1,5 +1,6 @@
 // Whole-stream tests without KVM: an OutgoingMigration and an IncomingMigration on two threads over a socketpair,
 // moving a plain buffer "guest" (two regions with a hole, like guest RAM across the MMIO hole).
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -61,7 +62,9 @@ Outcome Migrate(FakeGuest& src, FakeGuest& dst, const std::string& source_secret
   o.source = out.Handshake();
   SendOptions opts;
   opts.probe_residency = true;
+  opts.populate_hint = true;
   if (o.source.ok()) o.source = out.SendRanges(src.All(), opts);
+  opts.populate_hint = false;
   if (o.source.ok() && !second_round.empty()) {
     opts.check_data = true;
     o.source = out.SendRanges(second_round, opts);
@@ -75,7 +78,7 @@ Outcome Migrate(FakeGuest& src, FakeGuest& dst, const std::string& source_secret
   return o;
 }
 
-TEST("session: pages, zero markers, state and Resumed cross the stream") {
+TEST(session_pages_zero_markers_state_and_resumed_cross_the_stream) {
   FakeGuest src(64), dst(64);
   std::mt19937 rng(1);
   for (int p : {0, 1, 5, 63}) {
@@ -91,10 +94,11 @@ TEST("session: pages, zero markers, state and Resumed cross the stream") {
   CHECK_EQ(o.out.data_pages, uint64_t(5));
   CHECK_EQ(o.out.zero_pages, uint64_t(123));
   CHECK_EQ(o.in.data_pages, uint64_t(5));
-  CHECK_EQ(o.in.version, uint16_t(2));
+  CHECK_EQ(o.in.version, uint16_t(3));
+  CHECK_EQ(o.in.hinted_bytes, 5 * kPage);
 }
 
-TEST("session: a dirty round overwrites, and a page that became zero is cleared on the target") {
+TEST(session_a_dirty_round_overwrites_and_a_page_that_became_zero_is_cleared_on_the_target) {
   FakeGuest src(16), dst(16);
   std::memset(src.low.data(), 7, src.low.size());
   int sv[2];
@@ -120,7 +124,7 @@ TEST("session: a dirty round overwrites, and a page that became zero is cleared 
   CHECK(src.low == dst.low);
 }
 
-TEST("session: a wrong secret is refused before any memory moves") {
+TEST(session_a_wrong_secret_is_refused_before_any_memory_moves) {
   FakeGuest src(8), dst(8);
   std::memset(src.low.data(), 3, src.low.size());
   Outcome o = Migrate(src, dst, "right", "wrong");
@@ -130,9 +134,66 @@ TEST("session: a wrong secret is refused before any memory moves") {
   CHECK(std::all_of(dst.low.begin(), dst.low.end(), [](uint8_t v) { return v == 0; }));
 }
 
-TEST("session: version 1 peers send zero pages as data") {
-  FakeGuest src(8), dst(8);
-  src.low[0] = 1;
+TEST(session_a_version_2_source_sends_no_populate_hints_and_version_1_is_refused) {
+  for (uint16_t max_version : {uint16_t{2}, uint16_t{1}}) {
+    FakeGuest src(8), dst(8);
+    src.low[0] = 1;
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    FdChannel a(sv[0]), b(sv[1]);
+    Status t = OkStatus();
+    IncomingStats in_stats;
+    std::thread target([&] {
+      IncomingMigration in(b, dst.Layout(), "k", true, SystemRandom);
+      in.EnablePrefault(PrefaultOptions{});
+      t = in.ReceiveUntilComplete();
+      if (t.ok()) t = in.ConfirmResumed();
+      in_stats = in.stats();
+      b.Shutdown();
+    });
+    OutgoingMigration out(a, src.Layout(), "k", SystemRandom, max_version);
+    SendOptions o;
+    o.populate_hint = true;
+    Status s = out.Handshake();
+    if (s.ok()) s = out.SendRanges(src.All(), o);
+    if (s.ok()) s = out.SendState(reinterpret_cast<const uint8_t*>("s"), 1);
+    if (s.ok()) s = out.Complete();
+    target.join();
+    if (max_version == 2) {
+      CHECK(t.ok());
+      CHECK(s.ok());
+      CHECK_EQ(in_stats.version, uint16_t(2));
+      CHECK_EQ(in_stats.hinted_bytes, uint64_t(0));
+      CHECK_EQ(in_stats.data_pages, uint64_t(1));
+      CHECK(src.low == dst.low);
+    } else {
+      CHECK(!t.ok());  // no common version: nothing but the handshake was read
+      CHECK(!s.ok());
+      CHECK(std::all_of(dst.low.begin(), dst.low.end(), [](uint8_t v) { return v == 0; }));
+    }
+  }
+}
+
+// Page-aligned anonymous memory (huge pages requested) at a 2 MiB boundary, as guest RAM is.
+struct MappedGuest {
+  static constexpr uint64_t kBytes = uint64_t{8} << 20;
+  uint8_t* base = nullptr;
+  void* map = nullptr;
+  MappedGuest() {
+    map = mmap(nullptr, kBytes + (uint64_t{2} << 20), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uintptr_t p = reinterpret_cast<uintptr_t>(map);
+    base = reinterpret_cast<uint8_t*>((p + (uintptr_t{2} << 20) - 1) & ~((uintptr_t{2} << 20) - 1));
+    madvise(base, kBytes, MADV_HUGEPAGE);
+  }
+  ~MappedGuest() { munmap(map, kBytes + (uint64_t{2} << 20)); }
+  RamLayout Layout() { return RamLayout({{0, kBytes, base, false, true}}); }
+};
+
+TEST(session_populate_hints_name_the_data_pages_and_sparse_chunks_get_small_pages) {
+  MappedGuest src, dst;
+  std::memset(src.base, 0x5a, uint64_t{2} << 20);                     // chunk 0: dense (huge page)
+  for (uint64_t p : {600, 700, 1000}) src.base[p * kPage + 8] = 1;    // chunk 1: 3 pages of 512 (small pages)
+  src.base[(uint64_t{6} << 20) + 3 * kPage] = 2;                      // chunk 3: 1 page; chunk 2 stays zero
   int sv[2];
   socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
   FdChannel a(sv[0]), b(sv[1]);
@@ -140,20 +201,28 @@ TEST("session: version 1 peers send zero pages as data") {
   IncomingStats in_stats;
   std::thread target([&] {
     IncomingMigration in(b, dst.Layout(), "k", true, SystemRandom);
+    in.EnablePrefault(PrefaultOptions{});
     t = in.ReceiveUntilComplete();
     if (t.ok()) t = in.ConfirmResumed();
     in_stats = in.stats();
   });
-  OutgoingMigration out(a, src.Layout(), "k", SystemRandom, 1);
+  OutgoingMigration out(a, src.Layout(), "k", SystemRandom);
+  SendOptions o;
+  o.probe_residency = true;
+  o.populate_hint = true;
   CHECK(out.Handshake().ok());
-  CHECK(out.SendRanges(src.All(), SendOptions{}).ok());
+  CHECK(out.SendRanges({{0, MappedGuest::kBytes}}, o).ok());
+  CHECK(out.Sync().ok());
   CHECK(out.SendState(reinterpret_cast<const uint8_t*>("s"), 1).ok());
   CHECK(out.Complete().ok());
   target.join();
   CHECK(t.ok());
-  CHECK_EQ(in_stats.version, uint16_t(1));
-  CHECK_EQ(in_stats.data_pages, uint64_t(16));
-  CHECK(src.low == dst.low);
+  CHECK_EQ(in_stats.version, uint16_t(3));
+  CHECK_EQ(in_stats.hinted_bytes, (512 + 3 + 1) * kPage);
+  CHECK_EQ(in_stats.small_page_bytes, (3 + 1) * kPage);
+  CHECK(in_stats.prefaulted_bytes <= (uint64_t{2} << 20) + 4 * kPage);
+  CHECK_EQ(in_stats.data_pages, uint64_t(516));
+  CHECK(std::memcmp(src.base, dst.base, MappedGuest::kBytes) == 0);
 }
 
 // A channel that flips one byte of everything written after `skip` bytes.
@@ -180,7 +249,7 @@ class CorruptingChannel : public Channel {
   uint64_t written_ = 0;
 };
 
-TEST("session: a corrupt frame makes the target abandon, and the source sees the reason") {
+TEST(session_a_corrupt_frame_makes_the_target_abandon_and_the_source_sees_the_reason) {
   // The source writes Hello (64 B), Auth (48 B), Start (40 B), then the first Memory frame at byte 152: byte 5 is
   // Hello's CRC, 156 the Memory frame's CRC, 180 a GPA in its range table.
   for (uint64_t at : {uint64_t{5}, uint64_t{156}, uint64_t{180}}) {
@@ -211,7 +280,7 @@ TEST("session: a corrupt frame makes the target abandon, and the source sees the
   }
 }
 
-TEST("session: the target refuses Memory before authentication") {
+TEST(session_the_target_refuses_memory_before_authentication) {
   FakeGuest dst(4);
   auto table = EncodeRangeTable({{0, kPage}});
   std::vector<uint8_t> page(kPage, 9);

@@ -38,17 +38,18 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> GoldenFrames() {
   out.push_back({"start", EncodeFrame(Command::kStart, p.data(), p.size())});
   p = EncodeRangeTable({{0x1000, 0x2000}, {0x100000, 0x1000}});
   out.push_back({"zero", EncodeFrame(Command::kZero, p.data(), p.size())});
+  out.push_back({"populate", EncodeFrame(Command::kPopulate, p.data(), p.size())});
   p = EncodeAbandon({1, "source: canceled"});
   out.push_back({"abandon", EncodeFrame(Command::kAbandon, p.data(), p.size())});
   return out;
 }
 
 const char* const kGoldenHello =
-    "01000100642af28430000000000000004b56544d494752000100020000000000000102030405060708090a0b0c0d0e0f1011121314151617"
+    "01000100c8c3d1a430000000000000004b56544d494752000200030000000000000102030405060708090a0b0c0d0e0f1011121314151617"
     "18191a1b1c1d1e1f";
 const char* const kGoldenStart = "0500010024d6d3631800000000000000020000000000000000000040000000000010000000000000";
 
-TEST("sha256 matches the FIPS 180-2 vectors") {
+TEST(sha256_matches_the_fips_180_2_vectors) {
   CHECK_EQ(DigestHex(Sha256Of("", 0)), std::string("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
   CHECK_EQ(DigestHex(Sha256Of("abc", 3)), std::string("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
   std::string m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
@@ -60,7 +61,7 @@ TEST("sha256 matches the FIPS 180-2 vectors") {
   CHECK_EQ(DigestHex(s.Final()), std::string("cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
 }
 
-TEST("hmac-sha256 matches RFC 4231 cases 1, 2 and 6") {
+TEST(hmac_sha256_matches_rfc_4231_cases_1_2_and_6) {
   std::vector<uint8_t> k1(20, 0x0b);
   CHECK_EQ(DigestHex(HmacSha256(k1.data(), k1.size(), "Hi There", 8)),
            std::string("b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"));
@@ -76,7 +77,7 @@ TEST("hmac-sha256 matches RFC 4231 cases 1, 2 and 6") {
   CHECK(!DigestEqual(a, b));
 }
 
-TEST("crc32c: check value and hardware path equal the table") {
+TEST(crc32c_check_value_and_hardware_path_equal_the_table) {
   CHECK_EQ(Crc32c(0, "123456789", 9), 0xE3069283u);
   CHECK_EQ(Crc32cPortable(0, "123456789", 9), 0xE3069283u);
   std::mt19937 rng(7);
@@ -90,7 +91,7 @@ TEST("crc32c: check value and hardware path equal the table") {
   CHECK_EQ(Crc32c(Crc32c(0, buf.data(), 100), buf.data() + 100, 900), Crc32c(0, buf.data(), 1000));
 }
 
-TEST("range table: bitmap runs, merging and the word tail") {
+TEST(range_table_bitmap_runs_merging_and_the_word_tail) {
   uint64_t bm[3] = {0b1011, ~uint64_t{0}, 0x8000000000000001ull};
   RangeTable t;
   t.AppendBitmap(bm, 190, 0x100000, 4096);
@@ -109,7 +110,7 @@ TEST("range table: bitmap runs, merging and the word tail") {
   CHECK(none.empty());
 }
 
-TEST("range table: batches respect byte and count limits") {
+TEST(range_table_batches_respect_byte_and_count_limits) {
   std::vector<PageRange> ranges = {{0, 10 * 4096}, {20 * 4096, 4096}, {30 * 4096, 4096}, {40 * 4096, 4096}};
   auto batches = SplitIntoBatches(ranges, 4 * 4096, 2, 4096);
   uint64_t total = 0;
@@ -119,10 +120,10 @@ TEST("range table: batches respect byte and count limits") {
     total += b.bytes;
   }
   CHECK_EQ(total, uint64_t(13 * 4096));
-  CHECK_EQ(batches.front().ranges.front(), (PageRange{0, 4 * 4096}));
+  CHECK((batches.front().ranges.front() == PageRange{0, 4 * 4096}));
 }
 
-TEST("zero-page classification") {
+TEST(zero_page_classification) {
   std::vector<uint8_t> mem(4 * 4096, 0);
   mem[4096 + 4095] = 1;
   mem[3 * 4096] = 9;
@@ -132,7 +133,7 @@ TEST("zero-page classification") {
   CHECK((zeros.ranges() == std::vector<PageRange>{{0x10000, 4096}, {0x12000, 4096}}));
 }
 
-TEST("frame header: golden bytes, round trip, validation") {
+TEST(frame_header_golden_bytes_round_trip_validation) {
   auto frames = GoldenFrames();
   CHECK_EQ(Hex(frames[0].second.data(), frames[0].second.size()), std::string(kGoldenHello));
   CHECK_EQ(Hex(frames[4].second.data(), frames[4].second.size()), std::string(kGoldenStart));
@@ -151,7 +152,7 @@ TEST("frame header: golden bytes, round trip, validation") {
   CHECK(!ValidateHeader(FrameHeader{6, 0, 0, 0, uint64_t{1} << 40}).ok());  // Memory too long
 }
 
-TEST("messages: decode rejects malformed payloads") {
+TEST(messages_decode_rejects_malformed_payloads) {
   auto hello = EncodeHello(Hello{});
   CHECK(DecodeHello(hello.data(), hello.size()).ok());
   hello[0] = 'X';
@@ -205,13 +206,13 @@ int Cli(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc > 1) return Cli(argc, argv);
   int failed_cases = 0;
-  for (auto& c : mtest::Registry()) {
-    int before = mtest::Failures();
+  for (auto& c : kvt_test::Registry()) {
+    int before = kvt_test::Failures();
     c.fn();
-    bool ok = mtest::Failures() == before;
+    bool ok = kvt_test::Failures() == before;
     std::printf("%s %s\n", ok ? "ok  " : "FAIL", c.name);
     if (!ok) failed_cases++;
   }
-  std::printf("%zu cases, %d failed\n", mtest::Registry().size(), failed_cases);
+  std::printf("%zu cases, %d failed\n", kvt_test::Registry().size(), failed_cases);
   return failed_cases ? 1 : 0;
 }
