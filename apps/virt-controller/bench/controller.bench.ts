@@ -3,7 +3,7 @@
  * against the local API server (its own process, SQLite on disk) with virt-controller running as its own process.
  * Reports the seconds until all VMIs and all launcher Pods exist, the controller's API requests per VMI by verb and
  * resource over the whole run until it settles (from its `kubevirt_rest_client_requests_total`), and the
- * controller's peak RSS (VmHWM), and the CPU seconds (user + system, from /proc) that the controller, the API server and
+ * controller's RSS when the creates start and its peak RSS (VmHWM), and the CPU seconds (user + system, from /proc) that the controller, the API server and
  * this bench client (its creates and informers) spent from the first create until all pods existed, and until the
  * controller settled: the three share the machine's cores, so the controller's own CPU per VM is the figure to watch.
  * KubeVirt's density test allows PATCH VMI at most 2x and UPDATE VMI at most 10x the pod creates.
@@ -154,6 +154,8 @@ async function main(): Promise<void> {
   podInformer.start();
   await Promise.all([vmiInformer.waitForSync(), podInformer.waitForSync()]);
 
+  const rssAtStartBytes =
+    Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${controller.pid}/status`, "utf8"))?.[1] ?? 0) * 1024;
   const t0 = performance.now();
   const cpuAtStart = cpu();
   let next = 0;
@@ -224,6 +226,7 @@ async function main(): Promise<void> {
     ["VMs created (seconds)", ((createdAt - t0) / 1000).toFixed(2)],
     ["all VMIs exist (seconds)", String(secondsToAllVmis)],
     ["all launcher pods exist (seconds)", String(secondsToAllPods)],
+    ["controller RSS before the creates (MiB)", (rssAtStartBytes / 2 ** 20).toFixed(1)],
     ["controller peak RSS (MiB)", (peakRssBytes / 2 ** 20).toFixed(1)],
     ["CPU s until all pods: controller", String(cpuSecondsToAllPods.controller)],
     ["CPU s until all pods: API server", String(cpuSecondsToAllPods.apiserver)],
@@ -238,7 +241,7 @@ async function main(): Promise<void> {
   process.stdout.write(`controller density: ${N} VMs, runStrategy Always\n`);
   for (const [k, v] of rows) process.stdout.write(`${k.padEnd(w)}  ${v}\n`);
   process.stdout.write(
-    `${JSON.stringify({ area: "controller", vms: N, secondsToAllVmis, secondsToAllPods, requestsPerVmi: perVmi, peakRssBytes, cpuSecondsToAllPods, controllerCpuSecondsTotal, controllerCpuMsPerVm, loadAverage })}\n`,
+    `${JSON.stringify({ area: "controller", vms: N, secondsToAllVmis, secondsToAllPods, requestsPerVmi: perVmi, rssAtStartBytes, peakRssBytes, cpuSecondsToAllPods, controllerCpuSecondsTotal, controllerCpuMsPerVm, loadAverage })}\n`,
   );
 }
 
