@@ -85,6 +85,8 @@ const MAX_SOCKETS = 32;
 export class RestClient implements RestTransport {
   readonly #kc: KubeConfig;
   readonly #server: string;
+  /** Where requests go, parsed once (`http.request` would parse a URL string per request). */
+  readonly #target: { hostname: string; port: number; basePath: string };
   readonly #https: boolean;
   readonly #userAgent: string;
   readonly #watchIdleMs: number;
@@ -101,6 +103,11 @@ export class RestClient implements RestTransport {
     this.#kc = kc;
     this.#server = cluster.server.replace(/\/+$/, "");
     const url = new URL(this.#server);
+    this.#target = {
+      hostname: url.hostname.replace(/^\[|\]$/g, ""),
+      port: Number(url.port) || (url.protocol === "https:" ? 443 : 80),
+      basePath: url.pathname.replace(/\/+$/, ""),
+    };
     this.#https = url.protocol === "https:";
     this.#host = url.host;
     this.#userAgent = options.userAgent ?? "kvt";
@@ -198,7 +205,11 @@ export class RestClient implements RestTransport {
     signal: AbortSignal | undefined,
   ): Promise<{ status: number; text: string }> {
     return new Promise((resolve, reject) => {
-      const req = (this.#https ? httpsRequest : httpRequest)(this.#server + path, {
+      const { hostname, port, basePath } = this.#target;
+      const req = (this.#https ? httpsRequest : httpRequest)({
+        hostname,
+        port,
+        path: basePath + path,
         method,
         headers,
         agent: conn.agent,
@@ -289,7 +300,9 @@ export class RestClient implements RestTransport {
     });
     const conn = await this.#connect();
     return openWatch({
-      url: this.#server + path + queryString({ ...query, watch: true, allowWatchBookmarks: true }),
+      hostname: this.#target.hostname,
+      port: this.#target.port,
+      path: this.#target.basePath + path + queryString({ ...query, watch: true, allowWatchBookmarks: true }),
       send: this.#https ? httpsRequest : httpRequest,
       headers: { ...conn.headers, Accept: "application/json", "User-Agent": this.#userAgent },
       agent: conn.watchAgent,

@@ -27,10 +27,12 @@ export interface WatchHandle {
 
 /** What {@link openWatch} needs. */
 export interface WatchStreamOptions {
-  /** Full URL, query included (`watch=true`, `resourceVersion`, selectors). */
-  readonly url: string;
+  readonly hostname: string;
+  readonly port: number;
+  /** Path and query (`watch=true`, `resourceVersion`, selectors). */
+  readonly path: string;
   /** `http.request` or `https.request`. */
-  readonly send: (url: string, options: RequestOptions) => ClientRequest;
+  readonly send: (options: RequestOptions) => ClientRequest;
   readonly headers: OutgoingHttpHeaders;
   readonly agent: Agent;
   /** A watch that receives nothing for this long ends with a `TimeoutError` (ms). */
@@ -45,7 +47,14 @@ export function openWatch(o: WatchStreamOptions): Promise<WatchHandle> {
   return new Promise((resolve) => {
     let finished = false;
     let idle: ReturnType<typeof setTimeout> | undefined;
-    const req = o.send(o.url, { method: "GET", headers: o.headers, agent: o.agent });
+    const req = o.send({
+      hostname: o.hostname,
+      port: o.port,
+      path: o.path,
+      method: "GET",
+      headers: o.headers,
+      agent: o.agent,
+    });
     const stop = (): void => {
       finished = true;
       clearTimeout(idle);
