@@ -4,7 +4,7 @@
  * so; the flow is the same on the native VMM on hardware KVM.
  */
 import { describe, expect, inject, it } from "vitest";
-import { kubectlOk, virtctl } from "../lib/cli.ts";
+import { kubectl, kubectlOk, virtctl } from "../lib/cli.ts";
 import { consoleLog } from "../lib/console-log.ts";
 import { eventually } from "../lib/eventually.ts";
 import { demoVmYaml } from "../lib/manifests.ts";
@@ -22,10 +22,14 @@ describe("the seed's vm-cirros with kubectl and virtctl (emulated here)", () => 
       `virtualmachine.kubevirt.io/${NAME} created`,
     );
     expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined();
+    // "Since spec.running is set to false, no vmi will be created: kubectl get vmis"
+    const vmis = await kubectl(kubeconfig, ["get", "vmis"]);
+    expect(vmis.code).toBe(0);
+    expect(vmis.stdout).not.toMatch(new RegExp(`^${NAME}\\s`, "m"));
   });
 
-  it("virtctl start vm-cirros; the VMI runs emulated and kubectl describe shows the SuccessfulCreate event", async () => {
-    const start = await virtctl(kubeconfig, ["start", NAME]);
+  it("virtctl start vm vm-cirros (as the guide writes it); the VMI runs emulated and kubectl describe shows the SuccessfulCreate event", async () => {
+    const start = await virtctl(kubeconfig, ["start", "vm", NAME]);
     expect(start.code, start.stderr).toBe(0);
     expect(start.stdout).toContain(`VM ${NAME} was scheduled to start`);
     const vmi = await eventually(async () => {
