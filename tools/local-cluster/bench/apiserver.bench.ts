@@ -101,7 +101,7 @@ class Connection {
     }
     // Large answers (the 10,000-item list) arrive in many chunks: join them once, when complete.
     if (this.#received < this.#total) return;
-    const buf = this.#chunks.length === 1 ? (this.#chunks[0]) : Buffer.concat(this.#chunks);
+    const buf = this.#chunks.length === 1 ? this.#chunks[0] : Buffer.concat(this.#chunks);
     const rest = buf.subarray(this.#total);
     this.#chunks = rest.length > 0 ? [rest] : [];
     this.#received = rest.length;

@@ -67,7 +67,8 @@ export function cloneJson<T>(v: T): T {
   }
   const src = v as Record<string, unknown>;
   const out: Record<string, unknown> = {};
-  for (const k of Object.keys(src)) {
+  for (const k in src) {
+    if (!Object.hasOwn(src, k)) continue;
     // A "__proto__" key from JSON.parse is an own property; assigning it would set the prototype instead.
     if (k === "__proto__")
       Object.defineProperty(out, k, { value: cloneJson(src[k]), enumerable: true, writable: true, configurable: true });
@@ -88,18 +89,25 @@ export function nowTime(now: number = Date.now()): string {
   return lastText;
 }
 
-/** Deep equality of two JSON values (key order ignored). */
+/** Deep equality of two JSON values (key order ignored; keys holding undefined count as absent). Allocates nothing. */
 export function jsonEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
   if (Array.isArray(a)) {
     if (!Array.isArray(b) || a.length !== b.length) return false;
-    return a.every((x, i) => jsonEqual(x, b[i]));
+    for (let i = 0; i < a.length; i++) if (!jsonEqual(a[i], b[i])) return false;
+    return true;
   }
-  if (isObject(a) && isObject(b)) {
-    const ka = Object.keys(a).filter((k) => a[k] !== undefined);
-    const kb = Object.keys(b).filter((k) => b[k] !== undefined);
-    if (ka.length !== kb.length) return false;
-    return ka.every((k) => jsonEqual(a[k], b[k]));
+  if (Array.isArray(b)) return false;
+  const ra = a as Record<string, unknown>;
+  const rb = b as Record<string, unknown>;
+  // Count a's defined keys while comparing them, then b's: equal counts mean b has no extra key.
+  let keys = 0;
+  for (const k in ra) {
+    if (!Object.hasOwn(ra, k) || ra[k] === undefined) continue;
+    keys++;
+    if (!Object.hasOwn(rb, k) || !jsonEqual(ra[k], rb[k])) return false;
   }
-  return false;
+  for (const k in rb) if (Object.hasOwn(rb, k) && rb[k] !== undefined) keys--;
+  return keys === 0;
 }

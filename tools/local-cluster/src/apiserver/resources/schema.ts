@@ -199,11 +199,16 @@ function walkArray(s: JSONSchemaProps, v: Json[], path: string, out: SchemaResul
 function walkObject(s: JSONSchemaProps, v: JsonObject, path: string, out: SchemaResult, root: boolean): void {
   const props = s.properties;
   const embedded = root || s["x-kubernetes-embedded-resource"] === true;
-  for (const [k, d] of compile(s).defaults) if (v[k] === undefined) v[k] = cloneJson(d);
+  const { defaults } = compile(s);
+  for (let i = 0; i < defaults.length; i++) {
+    const [k, d] = defaults[i];
+    if (v[k] === undefined) v[k] = cloneJson(d);
+  }
   const additional = isObject(s.additionalProperties) ? s.additionalProperties : undefined;
   const keepUnknown = s["x-kubernetes-preserve-unknown-fields"] === true || s.additionalProperties === true;
-  for (const k of Object.keys(v)) {
-    if (embedded && (k === "apiVersion" || k === "kind" || k === "metadata")) continue;
+  // for-in (no key array); deleting the key being visited is allowed.
+  for (const k in v) {
+    if (!Object.hasOwn(v, k) || (embedded && (k === "apiVersion" || k === "kind" || k === "metadata"))) continue;
     const ps = props !== undefined && Object.hasOwn(props, k) ? props[k] : additional;
     if (ps) walk(ps, v[k], path, k, out);
     else if (!keepUnknown) {

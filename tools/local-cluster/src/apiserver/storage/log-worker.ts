@@ -45,9 +45,9 @@ port.on("message", (first: Msg) => {
       i++;
       if (m.op === "compact") run(m.id, () => log.compact(m.rev ?? 0));
       else {
-        // Close even after a failure: what did commit stays readable and the file is released.
+        // Close even after a failure (what did commit stays readable, the file is released), and say it closed.
         log.close();
-        run(m.id, () => undefined);
+        port.postMessage({ upTo: m.id });
       }
       continue;
     }

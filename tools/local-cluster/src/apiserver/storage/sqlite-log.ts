@@ -4,12 +4,15 @@
  *   kv(rev INTEGER PRIMARY KEY, coll TEXT, id TEXT, value TEXT, prev_rev INTEGER, deleted INTEGER)
  *   meta(k TEXT PRIMARY KEY, v INTEGER)          -- 'compact' = highest compacted revision
  *
- *   write path:  append(rows)  ->  BEGIN; INSERT ...; COMMIT   (one transaction per batch = group commit)
+ *   write path:  append(rows)  ->  BEGIN; INSERT ...; COMMIT   (one transaction per call = group commit)
  *   read path:   open() loads the latest row of every live key, and the rows after the compact revision
  *                (joined with their previous row) to rebuild the watch history.
  *
- * Fsync policy: WAL with `synchronous=FULL`, so a batch is on disk when `append` returns; the server acknowledges a
- * write only after its batch committed. The in-memory mode (`:memory:`) is for tests.
+ * Fsync policy: WAL with `synchronous=FULL`: every COMMIT fsyncs the WAL, so the rows of an `append` are on disk
+ * when it returns (checkpoints, which SQLite runs every 1000 WAL pages, fsync the database file too). The storage
+ * worker passes every batch queued at the time of a commit to one `append`, so concurrent writes share one fsync;
+ * the server acknowledges a write only after the `append` holding it returned. The in-memory mode (`:memory:`) is
+ * for tests.
  */
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 

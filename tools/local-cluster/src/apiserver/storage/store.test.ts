@@ -1,11 +1,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DatabaseSync } from "node:sqlite";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApiError } from "../errors.ts";
 import type { KubeObject } from "../types.ts";
-import { Store } from "./store.ts";
+import { Store, type StoreEvent } from "./store.ts";
 
 const logger = pino({ level: "silent" });
 const dirs: string[] = [];
@@ -87,5 +88,58 @@ describe("Store", () => {
     expect(s.compactedRevision).toBe(3);
     expect(s.eventsSince(3, "core/configmaps")).toHaveLength(2);
     await s.close();
+  });
+
+  it("commits writes sent over many loop turns without waiting, in revision order, each acknowledged once published", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-store-"));
+    dirs.push(dir);
+    const path = join(dir, "state.db");
+    const s = Store.open({ path, logger });
+    const published: number[] = [];
+    s.subscribe((ev: StoreEvent) => published.push(ev.rev));
+    const acks: Promise<void>[] = [];
+    for (let turn = 0; turn < 20; turn++) {
+      for (let i = 0; i < 10; i++) {
+        const { entry, committed } = s.put("core/configmaps", `ns/o${turn}-${i}`, obj(`o${turn}-${i}`));
+        acks.push(committed.then(() => expect(published).toContain(entry.rev)));
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(acks);
+    expect(published).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
+    await s.close();
+    const again = Store.open({ path, logger });
+    expect(again.revision).toBe(200);
+    expect(again.list("core/configmaps")).toHaveLength(200);
+    await again.close();
+  });
+
+  it("refuses the failed batch, every later one and further writes once a commit fails", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-store-"));
+    dirs.push(dir);
+    const path = join(dir, "state.db");
+    const s = Store.open({ path, logger });
+    const published: string[] = [];
+    s.subscribe((ev: StoreEvent) => published.push(ev.id));
+    await s.put("core/configmaps", "ns/a", obj("a")).committed;
+    // Another connection takes revision 3, so the store's commit of its own revision 3 fails (PRIMARY KEY).
+    const db = new DatabaseSync(path);
+    db.prepare("INSERT INTO kv (rev, coll, id, value, prev_rev, deleted) VALUES (3, 'x', 'y', '{}', 0, 0)").run();
+    db.close();
+    const writes = [];
+    for (const name of ["b", "c", "d"]) {
+      writes.push(s.put("core/configmaps", `ns/${name}`, obj(name)).committed);
+      await new Promise((r) => setImmediate(r));
+    }
+    const settled = await Promise.allSettled(writes);
+    expect(settled.slice(1).map((r) => r.status)).toEqual(["rejected", "rejected"]);
+    expect(published).not.toContain("ns/c");
+    expect(published).not.toContain("ns/d");
+    expect(() => s.put("core/configmaps", "ns/e", obj("e"))).toThrow(/storage failed/);
+    await s.close();
+    const again = Store.open({ path, logger });
+    expect(again.get("core/configmaps", "ns/c")).toBeUndefined();
+    expect(again.get("core/configmaps", "ns/d")).toBeUndefined();
+    await again.close();
   });
 });
