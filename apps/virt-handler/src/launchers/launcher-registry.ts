@@ -3,18 +3,24 @@
  * running launchers without touching their guests: it only reads `/v1/info` and follows `/v1/events`).
  *
  * ```
- *  scan (every scanIntervalMs) --new launcher-*.sock--> info() --ok--> tracked: follow the event stream
+ *  scan (a socket created in a watched dir; every scanIntervalMs as a safety net)
+ *       --new launcher-*.sock--> info() --ok--> tracked: follow the event stream
  *                                                           `--refused--> ignored until the next scan (stale file)
  *  tracked --domain/migration event--> info updated, onChange(vmiUid)
  *  tracked --stream ended or broke---> kept as `gone` with its last info, onChange(vmiUid)
  * ```
  * The last report of a launcher that went away is kept (marked gone) so its final state (Shutdown, Crashed,
  * Migrated) is never lost between the event and the next reconcile; it is dropped after `goneTtlMs`.
+ * The directories are watched (inotify), so a launcher that starts listening is adopted at once rather than at the
+ * next periodic scan (on average half an interval later: the largest wait of a VMI's start on an idle node).
  */
-import { readdirSync } from "node:fs";
+import { type FSWatcher, readdirSync, watch } from "node:fs";
 import { join } from "node:path";
 import { type DomainInfo, isLauncherSocketName, LauncherClient, type LauncherEvent } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
+
+/** How soon a socket that did not answer is tried again (besides the periodic scan). */
+const ADOPT_RETRY_MS = 100;
 
 /** One launcher as the handler sees it. */
 export interface LauncherView {
@@ -45,6 +51,10 @@ export class LauncherRegistry {
   readonly #abort = new AbortController();
   #timer: ReturnType<typeof setInterval> | undefined;
   #synced = false;
+  readonly #watchers = new Map<string, FSWatcher>();
+  /** The scan in progress (watch events during it ask for one more after it). */
+  #scanning: Promise<void> | undefined;
+  #rescan = false;
 
   constructor(options: LauncherRegistryOptions) {
     this.#o = options;
@@ -57,10 +67,12 @@ export class LauncherRegistry {
 
   /** Scans once (awaited, so re-adoption completes before reconciling), then keeps scanning. */
   async start(): Promise<void> {
+    this.#watchDirs();
     await this.scan();
     this.#synced = true;
     this.#timer = setInterval(() => {
-      this.scan().catch((error: unknown) => this.#o.logger.warn({ err: error }, "launcher scan failed; retrying"));
+      this.#watchDirs(); // a directory that did not exist yet
+      this.#scanSoon();
     }, this.#o.scanIntervalMs ?? 1000);
     this.#timer.unref();
   }
@@ -68,7 +80,48 @@ export class LauncherRegistry {
   /** Stops scanning and following event streams (the launchers keep running). */
   stop(): void {
     clearInterval(this.#timer);
+    for (const w of this.#watchers.values()) w.close();
+    this.#watchers.clear();
     this.#abort.abort();
+  }
+
+  /** Watches every socket directory that exists and is not watched yet. */
+  #watchDirs(): void {
+    if (this.#abort.signal.aborted) return;
+    for (const dir of this.#o.socketDirs) {
+      if (this.#watchers.has(dir)) continue;
+      try {
+        const watcher = watch(dir, (_event, name) => {
+          if (name && isLauncherSocketName(String(name))) this.#scanSoon();
+        });
+        watcher.on("error", () => {
+          // The directory went away: forget the watcher; the periodic scan sets a new one up when it is back.
+          watcher.close();
+          this.#watchers.delete(dir);
+        });
+        watcher.unref();
+        this.#watchers.set(dir, watcher);
+      } catch {
+        // Not there yet (it appears with the first launcher): the periodic scan retries.
+      }
+    }
+  }
+
+  /** Scans now, or once more right after the scan in progress (which may have listed the directory too early). */
+  #scanSoon(): void {
+    if (this.#scanning) {
+      this.#rescan = true;
+      return;
+    }
+    this.#scanning = this.scan()
+      .catch((error: unknown) => this.#o.logger.warn({ err: error }, "launcher scan failed; retrying"))
+      .finally(() => {
+        this.#scanning = undefined;
+        if (this.#rescan) {
+          this.#rescan = false;
+          this.#scanSoon();
+        }
+      });
   }
 
   /** The launchers serving VMI `uid` on this node, newest report first. */
@@ -113,7 +166,9 @@ export class LauncherRegistry {
       this.#follow(view);
       this.#o.onChange(info.vmi.uid);
     } catch {
-      // A socket file nobody answers on is left over from a dead launcher; it is retried at the next scan.
+      // A socket file nobody answers on is left over from a dead launcher, or one caught between bind() and
+      // listen(): look once more shortly (a watch event would not come again), and at every periodic scan.
+      setTimeout(() => this.#scanSoon(), ADOPT_RETRY_MS).unref();
     } finally {
       this.#probing.delete(socketPath);
     }

@@ -1,0 +1,70 @@
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type DomainInfo, LauncherServer, type LauncherService, launcherSocketPath } from "@kvt/launcher-rpc";
+import { createLogger } from "@kvt/observability";
+import { afterEach, describe, expect, it } from "vitest";
+import { LauncherRegistry } from "./launcher-registry.ts";
+
+const logger = createLogger({ component: "test", level: "silent" });
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** A launcher that only answers /v1/info (and the event stream the registry follows). */
+async function fakeLauncher(dir: string, uid: string): Promise<LauncherServer> {
+  const info: DomainInfo = {
+    protocolVersion: "v1",
+    vmi: { namespace: "default", name: uid, uid },
+    pod: {},
+    pid: process.pid,
+    state: "NoDomain",
+  };
+  const answers: Partial<LauncherService> = { info: () => info };
+  const service = new Proxy(answers, {
+    get: (target, key) =>
+      key in target ? target[key as "info"] : () => Promise.reject(new Error(`${String(key)}: not in this fake`)),
+  }) as LauncherService;
+  const server = new LauncherServer({ socketPath: launcherSocketPath(dir, uid.padEnd(16, "0")), service, logger });
+  await server.listen();
+  cleanups.push(() => server.close());
+  return server;
+}
+
+describe("LauncherRegistry", () => {
+  it("adopts a launcher as soon as its socket appears, not at the next periodic scan", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-reg-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const changed: string[] = [];
+    const registry = new LauncherRegistry({
+      socketDirs: [dir],
+      logger,
+      onChange: (uid) => changed.push(uid),
+      scanIntervalMs: 600_000, // the periodic scan never comes during this test
+    });
+    await registry.start();
+    cleanups.push(() => registry.stop());
+    expect(registry.synced).toBe(true);
+    expect(registry.all()).toEqual([]);
+
+    await fakeLauncher(dir, "aaaa1111");
+    await expect.poll(() => changed, { timeout: 3000, interval: 10 }).toContain("aaaa1111");
+    expect(registry.forVmi("aaaa1111")[0]?.info.state).toBe("NoDomain");
+
+    await fakeLauncher(dir, "bbbb2222"); // and the next one too
+    await expect.poll(() => registry.forVmi("bbbb2222").length, { timeout: 3000, interval: 10 }).toBe(1);
+  });
+
+  it("starts watching a socket directory that appears after it started", async () => {
+    const parent = mkdtempSync(join(tmpdir(), "kvt-reg-"));
+    cleanups.push(() => rmSync(parent, { recursive: true, force: true }));
+    const dir = join(parent, "sockets");
+    const registry = new LauncherRegistry({ socketDirs: [dir], logger, onChange: () => {}, scanIntervalMs: 50 });
+    await registry.start();
+    cleanups.push(() => registry.stop());
+    mkdirSync(dir);
+    await fakeLauncher(dir, "cccc3333");
+    await expect.poll(() => registry.forVmi("cccc3333").length, { timeout: 3000, interval: 10 }).toBe(1);
+  });
+});
