@@ -149,6 +149,21 @@ describe("virt-handler metrics", () => {
     clock = 5_000;
     expect(await vcpu("a")).toBe("2");
     expect(calls.slice(3).sort()).toEqual(["a", "b", "c"]);
+    // A launcher that does not answer is not asked again before the next round.
+    clock = 5_500;
+    launchers.push({
+      ...launcher("d"),
+      client: {
+        stats: () => {
+          calls.push("d");
+          return Promise.reject(new Error("timeout"));
+        },
+      },
+    });
+    expect(await vcpu("d")).toBeUndefined();
+    expect(await vcpu("d")).toBeUndefined();
+    expect(calls.filter((c) => c === "d")).toHaveLength(1);
+    calls.pop();
     // A launcher that stopped leaves the metrics at once, without a round.
     launchers[1] = { ...launchers[1], gone: true };
     clock = 6_000;

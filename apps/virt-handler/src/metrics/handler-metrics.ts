@@ -82,17 +82,20 @@ export function registerHandlerMetrics(
   const now = options.now ?? Date.now;
   // The last /v1/stats answer of each launcher (by its client: one per launcher connection).
   const cache = new WeakMap<MeteredLauncher["client"], DomainStats>();
+  // Launchers asked at least once: one that does not answer waits for the next round like the others.
+  const asked = new WeakSet<MeteredLauncher["client"]>();
   let refreshedAt = Number.NEGATIVE_INFINITY;
   let refreshing: Promise<void> | undefined;
   const ask = (launchers: readonly MeteredLauncher[]): Promise<void> =>
     Promise.all(
-      launchers.map((l) =>
-        l.client.stats({ timeoutMs }).then(
+      launchers.map((l) => {
+        asked.add(l.client);
+        return l.client.stats({ timeoutMs }).then(
           (s) => void cache.set(l.client, s),
           // A launcher that does not answer in time keeps its last figures until the next round.
           () => {},
-        ),
-      ),
+        );
+      }),
     ).then(() => {});
   // Scrapes are served from the cache. One round of /v1/stats to every running launcher when the cache is older
   // than maxAgeMs (so 1 s scrapes cost one round per maxAgeMs, not one per scrape), and a call to a launcher seen for
@@ -102,7 +105,7 @@ export function registerHandlerMetrics(
     const live = running();
     if (!refreshing) {
       const stale = now() - refreshedAt >= maxAgeMs;
-      const unseen = stale ? live : live.filter((l) => !cache.has(l.client));
+      const unseen = stale ? live : live.filter((l) => !asked.has(l.client));
       if (unseen.length > 0 || stale) {
         if (stale) refreshedAt = now();
         refreshing = ask(unseen).finally(() => {
