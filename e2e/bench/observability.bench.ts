@@ -66,6 +66,8 @@ interface Figures {
   readonly migrationErrors: string[];
   /** CPU seconds used during the workload, by component (virt-handler = both nodes', launchers = all). */
   readonly cpuSeconds: Record<string, number>;
+  /** CPU milliseconds one scrape of every /metrics endpoint costs each component, with the VMs still running. */
+  readonly cpuMsPerScrape: Record<string, number>;
 }
 
 interface Phased {
@@ -198,6 +200,67 @@ function cpuTicks(cluster: LocalCluster): Map<string, number> {
   return out;
 }
 
+const COST_SCRAPES = 10;
+
+/** CPU nanoseconds the live processes of each component have used (all threads, /proc/PID/task/TID/schedstat). */
+function cpuNanos(cluster: LocalCluster): Map<string, number> {
+  const table = processTable();
+  const children = new Map<number, number[]>();
+  for (const [pid, s] of table) children.set(s.ppid, [...(children.get(s.ppid) ?? []), pid]);
+  const nanosOf = (pid: number): number => {
+    let ns = 0;
+    try {
+      for (const tid of readdirSync(`/proc/${pid}/task`)) {
+        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+      }
+    } catch {
+      // exited meanwhile
+    }
+    return ns;
+  };
+  const subtree = (pid: number): number =>
+    (children.get(pid) ?? []).reduce((sum, c) => sum + nanosOf(c) + subtree(c), 0);
+  const out = new Map<string, number>();
+  const add = (k: string, ns: number) => out.set(k, (out.get(k) ?? 0) + ns);
+  for (const name of [
+    "virt-api",
+    "virt-controller",
+    ...cluster.nodeNames.flatMap((n) => [`kubelet/${n}`, `virt-handler/${n}`]),
+  ]) {
+    const pid = cluster.supervisor.pidOf(name);
+    if (pid === undefined) continue;
+    const component = name.split("/")[0];
+    if (component === "kubelet") add("virt-launcher", subtree(pid));
+    else add(component, nanosOf(pid) + subtree(pid));
+  }
+  return out;
+}
+
+/**
+ * CPU milliseconds one scrape of every /metrics endpoint costs each component (virt-launcher: the stats calls it
+ * answers), with the VMs still running: COST_SCRAPES scrapes at the bench's interval, less the idle CPU rate
+ * measured just before over as long a window.
+ */
+async function scrapeCost(cluster: LocalCluster): Promise<Record<string, number>> {
+  const targets = [...scrapeTargets(cluster.scrapeConfigPath).values()];
+  const window = COST_SCRAPES * SCRAPE_MS;
+  const idle0 = cpuNanos(cluster);
+  await new Promise((r) => setTimeout(r, window));
+  const idle1 = cpuNanos(cluster);
+  for (let i = 0; i < COST_SCRAPES; i++) {
+    const next = new Promise((r) => setTimeout(r, SCRAPE_MS));
+    await Promise.all(targets.map((t) => fetch(`http://${t}/metrics`).then((r) => r.text())));
+    await next;
+  }
+  const busy = cpuNanos(cluster);
+  const out: Record<string, number> = {};
+  for (const [k, v] of busy) {
+    const idle = (idle1.get(k) ?? 0) - (idle0.get(k) ?? 0);
+    out[k] = round((v - (idle1.get(k) ?? 0) - idle) / 1e6 / COST_SCRAPES, 2);
+  }
+  return out;
+}
+
 async function measure(variant: Variant): Promise<Figures> {
   const dataDir = mkdtempSync(join(tmpdir(), `kvt-bench-obs-${variant}-`));
   const traces = variant === "traces" || variant === "on";
@@ -274,7 +337,8 @@ async function measure(variant: Variant): Promise<Figures> {
     const cpuAfter = cpuTicks(cluster);
     const cpuSeconds: Record<string, number> = {};
     for (const [k, v] of cpuAfter) cpuSeconds[k] = (v - (cpuBefore.get(k) ?? 0)) / CLK_TCK;
-    return { startSeconds, throughputs, migrationErrors, cpuSeconds };
+    stopScraping(); // the scrape cost is measured against an unscraped baseline
+    return { startSeconds, throughputs, migrationErrors, cpuSeconds, cpuMsPerScrape: await scrapeCost(cluster) };
   } finally {
     stopScraping();
     await cluster.stop();
@@ -331,6 +395,9 @@ for (const v of variants) {
       throughputs(v).map((t) => t / 2 ** 20),
       1,
     ),
+    cpuMsPerScrape: Object.fromEntries(
+      components.map((c) => [c, round(median(all(v).map((f) => f.cpuMsPerScrape[c] ?? 0)), 2)]),
+    ),
     cpuSecondsPerRun: Object.fromEntries(
       [
         ["total", all(v).map(cpuTotal)] as const,
@@ -362,13 +429,16 @@ for (const v of variants) {
     vmStartSeconds: ReturnType<typeof spread>;
     migrationThroughputMiBPerSec: ReturnType<typeof spread>;
     cpuSecondsPerRun: Record<string, number>;
+    cpuMsPerScrape: Record<string, number>;
   };
-  process.stdout.write(
-    `${v.padEnd(7)}  VM start P50 ${p.vmStartSeconds.p50} s [p25 ${p.vmStartSeconds.p25} .. p75 ${p.vmStartSeconds.p75}]  migration P50 ${p.migrationThroughputMiBPerSec.p50} MiB/s [p25 ${p.migrationThroughputMiBPerSec.p25} .. p75 ${p.migrationThroughputMiBPerSec.p75}]  CPU s per run: ${Object.entries(
-      p.cpuSecondsPerRun,
-    )
+  const list = (r: Record<string, number>) =>
+    Object.entries(r)
       .map(([k, x]) => `${k} ${x}`)
-      .join(", ")}\n`,
+      .join(", ");
+  const t = p.migrationThroughputMiBPerSec;
+  process.stdout.write(
+    `${v.padEnd(7)}  VM start P50 ${p.vmStartSeconds.p50} s [p25 ${p.vmStartSeconds.p25} .. p75 ${p.vmStartSeconds.p75}]  migration P50 ${t.p50} MiB/s [p25 ${t.p25} .. p75 ${t.p75}]\n` +
+      `         CPU s per run: ${list(p.cpuSecondsPerRun)}\n         CPU ms per scrape: ${list(p.cpuMsPerScrape)}\n`,
   );
 }
 const head = variants.includes("on") && BASE !== "on" ? (perVariant.on as Record<string, unknown>) : undefined;
