@@ -44,6 +44,8 @@ interface RunningPod {
   pod: V1Pod;
   stopping: boolean;
   statusWrite: Promise<void>;
+  /** A status write is queued and has not read the state yet: later changes ride along with it. */
+  statusQueued: boolean;
 }
 
 const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
@@ -124,6 +126,7 @@ export class Kubelet {
       pod,
       stopping: false,
       statusWrite: Promise.resolve(),
+      statusQueued: false,
     };
     const onChange = (): void => this.#onContainerChange(running);
     for (const c of pod.spec?.containers ?? []) {
@@ -148,8 +151,13 @@ export class Kubelet {
   }
 
   #writeStatus(running: RunningPod): void {
-    // Serialise status writes per pod so an older state never overwrites a newer one.
+    // Serialise status writes per pod so an older state never overwrites a newer one, and coalesce: a write that
+    // has not started yet reads the state when it starts, so it covers every change made meanwhile (a pod start
+    // is then one PATCH, Running, instead of one per container state change).
+    if (running.statusQueued) return;
+    running.statusQueued = true;
     running.statusWrite = running.statusWrite.then(async () => {
+      running.statusQueued = false;
       const status = podStatus(
         running.pod,
         running.containers.map((c) => c.state),

@@ -6,6 +6,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import { warmLauncherCompileCache } from "./compile-cache.ts";
+import { NODE_LAUNCHER_FLAGS } from "./container-spec.ts";
 import { startNodeAgent } from "./node-agent.ts";
 
 const projectRoot = new URL("../../../../", import.meta.url).pathname;
@@ -37,7 +38,7 @@ await main({
     const layout = {
       projectRoot,
       execPath: process.execPath,
-      execArgs: deno ? ["run", "-A"] : [],
+      execArgs: deno ? ["run", "-A"] : NODE_LAUNCHER_FLAGS,
       socketDir: join(dataDir, "sockets"),
       ...(deno ? {} : { compileCacheDir: join(dataDir, "compile-cache") }),
     };
