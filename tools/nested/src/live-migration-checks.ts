@@ -18,6 +18,7 @@ import { type ConsolePeer, check, converse, typeLine, within } from "./check-run
 import { bootDemo } from "./demo-guest.ts";
 import { spawnTarget, type TargetPeer } from "./migration-peer.ts";
 import {
+  CLOCK_ANSWER,
   CLOCK_PROBE,
   type ClockSample,
   COUNTER_LOOP,
@@ -33,7 +34,7 @@ export const CLOCK_SLACK_MS = 1000;
 const COUNTS_ON_TARGET = 3;
 
 async function clockSample(peer: ConsolePeer): Promise<ClockSample> {
-  const answer = await converse(peer, CLOCK_PROBE, /^T=\d+/, 30_000);
+  const answer = await converse(peer, CLOCK_PROBE, CLOCK_ANSWER, 30_000);
   const clocks = parseClockProbe(answer.line);
   if (clocks === undefined) throw new Error(`cannot read the guest clocks from ${JSON.stringify(answer.line)}`);
   return { ...clocks, hostSeconds: answer.hostMs / 1000 };
@@ -91,9 +92,10 @@ export async function liveMigrationChecks(bootTimeoutMs: number): Promise<void> 
   if (booted) {
     // The SMBIOS tables of the direct boot (native/src/vmm/smbios.h) as the guest's DMI sees them.
     await check("smbios-system-identity", async () => {
-      const v = await converse(source, "echo V=$(cat /sys/class/dmi/id/sys_vendor)", /^V=/, 30_000);
-      const p = await converse(source, "echo P=$(cat /sys/class/dmi/id/product_name)", /^P=/, 30_000);
-      if (v.line !== "V=KubeVirt" || p.line !== "P=None") throw new Error(`DMI says ${v.line} ${p.line}`);
+      // A trailing " E" marks each answer as complete (the console matches partial lines too).
+      const v = await converse(source, "echo V=$(cat /sys/class/dmi/id/sys_vendor) E", /^V=.* E$/, 30_000);
+      const p = await converse(source, "echo P=$(cat /sys/class/dmi/id/product_name) E", /^P=.* E$/, 30_000);
+      if (v.line !== "V=KubeVirt E" || p.line !== "P=None E") throw new Error(`DMI says ${v.line} ${p.line}`);
       return "sys_vendor KubeVirt, product_name None (SMBIOS type 1 at 0xf0000)";
     });
   }
@@ -103,11 +105,11 @@ export async function liveMigrationChecks(bootTimeoutMs: number): Promise<void> 
     (await check("migration-counter-started", async () => {
       await converse(source, "echo ready", /^ready$/, 30_000);
       await converse(source, "cd /sys/devices/system/clocksource/clocksource0 && echo IN", /^IN$/, 30_000);
-      const cs = await converse(source, "echo CS=$(cat current_clocksource); cd /", /^CS=\w/, 30_000);
+      const cs = await converse(source, "echo CS=$(cat current_clocksource) E", /^CS=\S+ E$/, 30_000);
       typeLine(source, COUNTER_LOOP);
       await g.console.waitFor(/^count 3$/, 60_000);
       before = await clockSample(source);
-      return `count 3 on the source; guest ${cs.line.replace("CS=", "clocksource ")}, date ${before.guestWall}, uptime ${before.guestUptime} s`;
+      return `count 3 on the source; guest ${cs.line.replace("CS=", "clocksource ").replace(/ E$/, "")}, date ${before.guestWall}, uptime ${before.guestUptime} s`;
     }));
   let migrated: Migrated | undefined;
   if (counting) {

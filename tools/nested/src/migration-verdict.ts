@@ -14,14 +14,19 @@
 /** The shell loop the guest runs in the background: one `count N` line a second (fits the UART's 64-byte FIFO). */
 export const COUNTER_LOOP = "i=0; while :; do echo count $i; i=$((i+1)); sleep 1; done &";
 
-/** The command whose answer `T=<wall seconds> U=<uptime seconds>` samples the guest's clocks. */
-export const CLOCK_PROBE = "echo T=$(date +%s) U=$(cut -d' ' -f1 /proc/uptime)";
+/**
+ * The command whose answer `T=<wall seconds> U=<uptime seconds> E` samples the guest's clocks (the trailing E marks
+ * the whole line as arrived: the console matches partial lines too).
+ */
+export const CLOCK_PROBE = "echo T=$(date +%s) U=$(cut -d' ' -f1 /proc/uptime) E";
 
-/** The `count N` values in console text, in order. */
+/** The `count N` values of the complete lines of console text, in order (a line still arriving is left out). */
 export function counterValues(text: string): number[] {
   const out: number[] = [];
-  for (const line of text.split("\n")) {
-    const m = /^count (\d+)$/.exec(line.trim());
+  for (const line of text.split("\n").slice(0, -1)) {
+    // The shell's prompt or the echo of a command typed meanwhile may share the line with the background
+    // loop's output (`demo:/# count 4`): the value is the line's end.
+    const m = /count (\d+)$/.exec(line.trim());
     if (m) out.push(Number(m[1]));
   }
   return out;
@@ -78,9 +83,12 @@ export interface ClockSample {
   readonly hostSeconds: number;
 }
 
-/** The guest clocks in a `T=<date +%s> U=<uptime>` answer; undefined when the line is not one. */
+/** A complete answer to CLOCK_PROBE. */
+export const CLOCK_ANSWER = /^T=(\d+) U=(\d+(?:\.\d+)?) E$/;
+
+/** The guest clocks in a `T=<date +%s> U=<uptime> E` answer; undefined when the line is not one. */
 export function parseClockProbe(line: string): { guestWall: number; guestUptime: number } | undefined {
-  const m = /^T=(\d+) U=(\d+(?:\.\d+)?)$/.exec(line.trim());
+  const m = CLOCK_ANSWER.exec(line.trim());
   return m ? { guestWall: Number(m[1]), guestUptime: Number(m[2]) } : undefined;
 }
 

@@ -50,8 +50,8 @@ describe("nested lane (pure parts)", () => {
   });
 
   it("accepts a counter that continues on the target, across a line split by the switch-over", () => {
-    const source = "ready\ncount 0\ncount 1\nT=17.5\ncount 2\ncou";
-    const target = "nt 3\ncount 4\ncount 5\ncount 6\n";
+    const source = "ready\ncount 0\ncount 1\nT=17 U=1.5 E\ndemo:/# count 2\ncou";
+    const target = "nt 3\ncount 4\ncount 5\ncount 6\ncount 1";
     expect(counterValues(source)).toEqual([0, 1, 2]);
     const v = judgeCounter(source, target, 3);
     expect(v).toMatchObject({ ok: true, lastOnSource: 2, firstOnTarget: 3, lastOnTarget: 6 });
@@ -70,9 +70,10 @@ describe("nested lane (pure parts)", () => {
   });
 
   it("reads the guest clock probe", () => {
-    expect(parseClockProbe("T=1763800000 U=123.45")).toEqual({ guestWall: 1763800000, guestUptime: 123.45 });
+    expect(parseClockProbe("T=1763800000 U=123.45 E")).toEqual({ guestWall: 1763800000, guestUptime: 123.45 });
     expect(parseClockProbe("echo T=$(date +%s) U=$(cut -d' ' -f1 /proc/uptime)")).toBeUndefined();
     expect(parseClockProbe("T=1763800000.%N")).toBeUndefined();
+    expect(parseClockProbe("T=1763800000 U=12")).toBeUndefined(); // a line still arriving
   });
 
   it("judges the guest clock jump against the downtime plus slack", () => {

@@ -20,6 +20,8 @@ fail() { echo "KVT_L1_FAIL $*"; poweroff -f; }
 while read -r mod opts; do
   [ -n "$mod" ] && { insmod "/mods/$mod" $opts || fail "insmod $mod"; }
 done </mods/order
+# Loopback: the live-migration check moves a guest between two VMM processes over 127.0.0.1.
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up || fail "loopback"
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /host || fail "mount 9p"
 for d in proc sys dev; do mount --bind /$d /host/$d || fail "bind /$d"; done
 mount -t tmpfs -o mode=1777 tmpfs /host/tmp || fail "tmpfs /tmp"
