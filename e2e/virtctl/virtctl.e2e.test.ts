@@ -96,7 +96,7 @@ describe("virtctl against a running test guest", () => {
     await eventually(async () => expect(await lastProgress(vmi.metadata.uid)).toBeGreaterThan(2), BOOT);
   });
 
-  it("pause vm freezes the guest (Paused condition, no progress); pause again and unpause are refused/accepted as KubeVirt's", async () => {
+  it("pause vm freezes the guest (Paused condition, no progress); pausing again or soft-rebooting it is KubeVirt's conflict; unpause resumes it", async () => {
     const unpauseRunning = await virtctl(kubeconfig, ["unpause", "vmi", NAME]);
     expectRefused(
       unpauseRunning,
@@ -120,6 +120,10 @@ describe("virtctl against a running test guest", () => {
     expectRefused(
       await virtctl(kubeconfig, ["pause", "vmi", NAME]),
       `Error pausing VirtualMachineInstance ${NAME}: ${conflictText("virtualmachineinstance", "VMI is already paused")}`,
+    );
+    expectRefused(
+      await virtctl(kubeconfig, ["soft-reboot", NAME]),
+      `Error soft rebooting VirtualMachineInstance ${NAME}: ${conflictText("virtualmachineinstance", "VMI is paused")}`,
     );
 
     const unpause = await virtctl(kubeconfig, ["unpause", "vm", NAME]);
@@ -269,5 +273,25 @@ describe("virtctl against a running test guest", () => {
       await virtctl(kubeconfig, ["unpause", "vmi", NAME]),
       `Error unpausing VirtualMachineInstance ${NAME}: virtualmachineinstance.kubevirt.io "${NAME}" not found`,
     );
+  });
+
+  it("start --paused runs the new VMI paused (startStrategy Paused) until unpaused", async () => {
+    const start = await virtctl(kubeconfig, ["start", NAME, "--paused"]);
+    expect(start.code, start.stderr).toBe(0);
+    expect(start.stdout).toBe(`VM ${NAME} was scheduled to start\n`);
+    const paused = await runningVmi();
+    // virt-controller's half: the new VMI asks to start paused.
+    expect((paused.spec as { startStrategy?: string }).startStrategy).toBe("Paused");
+    // virt-handler's and the launcher's half: the domain starts paused and the VMI says so.
+    await eventually(async () =>
+      expect(condition(await vmiOrUndefined(kubeconfig, NAME), "Paused")?.status).toBe("True"),
+    );
+    await eventually(async () => expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Paused"));
+    // The guest has not run: no progress line at all.
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(await lastProgress(paused.metadata.uid)).toBe(0);
+    const unpause = await virtctl(kubeconfig, ["unpause", "vmi", NAME]);
+    expect(unpause.code, unpause.stderr).toBe(0);
+    await eventually(async () => expect(await lastProgress(paused.metadata.uid)).toBeGreaterThan(1), BOOT);
   });
 });
