@@ -1,8 +1,10 @@
 /**
  * Records core/v1 Events about objects (client-go `record.EventRecorder`). Writes are asynchronous and never fail
  * the caller; a repeat of the same (object, type, reason, message) within 10 minutes bumps `count` on the
- * existing Event instead of creating a new one. Like client-go's broadcaster, events wait in a bounded queue and
- * only a few are written at a time, so a burst of events never crowds out the controllers' own writes; when the
+ * existing Event instead of creating a new one. Like client-go's broadcaster (one goroutine writes a process's
+ * events one after another), events wait in a bounded queue and are written one at a time per recorder, so a burst
+ * of events never crowds out the controllers' own writes: in a 1,000-VM start, events are a third of all requests
+ * and, written 4 at a time, they took that share of the API server away from the VMI and pod creates. When the
  * queue is full, new events are dropped (and counted in the log at debug level).
  */
 import type { Logger } from "pino";
@@ -23,7 +25,7 @@ export interface EventRecorderOptions {
   readonly logger: Logger;
   /** `source.host`. */
   readonly host?: string;
-  /** Event writes in flight at once; default 4. */
+  /** Event writes in flight at once; default 1. */
   readonly maxInFlight?: number;
   /** Events waiting beyond which new ones are dropped; default 10 000. */
   readonly maxQueued?: number;
@@ -63,7 +65,7 @@ export class EventRecorder implements EventSink {
   }
 
   #pump(): void {
-    while (this.#active < (this.#o.maxInFlight ?? 4) && this.#queue.length > 0) {
+    while (this.#active < (this.#o.maxInFlight ?? 1) && this.#queue.length > 0) {
       const job = this.#queue.shift()!;
       this.#active++;
       void job().finally(() => {
