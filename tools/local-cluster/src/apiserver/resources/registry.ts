@@ -18,6 +18,8 @@ export class ResourceRegistry {
   readonly #logger: Logger;
   #generation = 0;
   readonly #changeListeners = new Set<() => void>();
+  /** `lookup` answers by `group/version/resource`, valid for one generation (every request routes through it). */
+  readonly #lookups = new Map<string, ResourceDef | undefined>();
 
   /** Loads built-ins and the CRDs in `store`, and follows later CRD changes. */
   constructor(store: Store, logger: Logger) {
@@ -46,6 +48,7 @@ export class ResourceRegistry {
       }
     }
     this.#generation++;
+    this.#lookups.clear();
     for (const l of this.#changeListeners) l();
   }
 
@@ -66,7 +69,12 @@ export class ResourceRegistry {
 
   /** The resource served at group/version/resource. */
   lookup(group: string, version: string, resource: string): ResourceDef | undefined {
-    return this.all().find((d) => d.group === group && d.resource === resource && d.versions.includes(version));
+    const key = `${group}/${version}/${resource}`;
+    if (this.#lookups.has(key)) return this.#lookups.get(key);
+    const def = this.all().find((d) => d.group === group && d.resource === resource && d.versions.includes(version));
+    // Bounded: only paths that name a resource reach here, and unknown ones are not remembered.
+    if (def) this.#lookups.set(key, def);
+    return def;
   }
 
   /** The resource of an apiVersion+kind (ownerReferences). */
