@@ -264,7 +264,7 @@ describe("migrate-cancel", () => {
 });
 
 describe("expose", () => {
-  it("creates a Service selecting vm.kubevirt.io/name, owned by the VM", async () => {
+  it("creates a Service selecting vm.kubevirt.io/name, owned by no one (it outlives the VM, as KubeVirt's)", async () => {
     const client = new FakeClient();
     client.answers.set("GET /apis/kubevirt.io/v1/namespaces/default/virtualmachines/vm-cirros", {
       metadata: { name: "vm-cirros", uid: "u-1" },
@@ -278,11 +278,8 @@ describe("expose", () => {
     expect(out).toBe("Service vm-cirros-ssh successfully created for vm vm-cirros\n");
     const post = client.requests[1];
     expect(post?.path).toBe("/api/v1/namespaces/default/services");
+    expect((post?.body as { metadata: unknown }).metadata).toEqual({ name: "vm-cirros-ssh", namespace: "default" });
     expect(post?.body).toMatchObject({
-      metadata: {
-        name: "vm-cirros-ssh",
-        ownerReferences: [{ kind: "VirtualMachine", name: "vm-cirros", uid: "u-1", controller: true }],
-      },
       spec: {
         type: "NodePort",
         ports: [{ protocol: "TCP", port: 22, targetPort: 22 }],
@@ -291,17 +288,38 @@ describe("expose", () => {
     });
   });
 
-  it("uses the pod-network interface's ports without --port", async () => {
+  it("uses the pod-network interface's ports without --port, named port-<n> as KubeVirt names them", async () => {
     const client = new FakeClient();
     client.answers.set("GET /apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/v", {
       metadata: { name: "v", uid: "u" },
       spec: {
         networks: [{ name: "default", pod: {} }],
-        domain: { devices: { interfaces: [{ name: "default", ports: [{ name: "http", port: 80 }] }] } },
+        domain: {
+          devices: {
+            interfaces: [
+              {
+                name: "default",
+                ports: [
+                  { name: "http", port: 80 },
+                  { port: 53, protocol: "UDP" },
+                ],
+              },
+            ],
+          },
+        },
       },
     });
-    expect((await run(["expose", "vmi", "v", "--name", "s"], client)).code).toBe(0);
-    expect(client.requests[1]?.body).toMatchObject({ spec: { ports: [{ name: "http", port: 80, protocol: "TCP" }] } });
+    expect((await run(["expose", "vmi", "v", "--name", "s", "--ip-family", "IPv4,IPv6"], client)).code).toBe(0);
+    expect((client.requests[1]?.body as { spec: unknown }).spec).toEqual({
+      type: "ClusterIP",
+      ipFamilies: ["IPv4", "IPv6"],
+      ipFamilyPolicy: "PreferDualStack",
+      ports: [
+        { name: "port-1", port: 80, protocol: "TCP" },
+        { name: "port-2", port: 53, protocol: "UDP" },
+      ],
+      selector: { "vm.kubevirt.io/name": "v" },
+    });
   });
 
   it.each([

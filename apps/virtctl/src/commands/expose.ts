@@ -18,7 +18,8 @@ interface ServicePort {
   name?: string;
   protocol: string;
   port: number;
-  targetPort: number | string;
+  /** Unset: the API server defaults it to `port`. */
+  targetPort?: number | string;
 }
 
 /**
@@ -36,7 +37,7 @@ function vmiSpecOf(owner: Owner, isVm: boolean): Record<string, unknown> | undef
   return (owner.spec?.template as { spec?: Record<string, unknown> } | undefined)?.spec;
 }
 
-/** Ports of the interface bound to the pod network (`podNetworkPorts`). */
+/** Ports of the interface bound to the pod network (`podNetworkPorts`): named `port-<n>`, target = port. */
 export function podNetworkPorts(spec: Record<string, unknown> | undefined): ServicePort[] {
   const networks = (spec?.networks ?? []) as Array<{ name: string; pod?: unknown }>;
   const podNet = networks.find((n) => n.pod !== undefined);
@@ -49,12 +50,7 @@ export function podNetworkPorts(spec: Record<string, unknown> | undefined): Serv
       }
     | undefined;
   const iface = domain?.devices?.interfaces?.find((i) => i.name === podNet.name);
-  return (iface?.ports ?? []).map((p) => ({
-    ...(p.name ? { name: p.name } : {}),
-    protocol: p.protocol ?? "TCP",
-    port: p.port,
-    targetPort: p.port,
-  }));
+  return (iface?.ports ?? []).map((p, i) => ({ name: `port-${i + 1}`, protocol: p.protocol ?? "TCP", port: p.port }));
 }
 
 function oneOf(value: string, allowed: readonly string[], what: string): string {
@@ -78,6 +74,8 @@ function serviceSpecFlags(input: CommandInput): Record<string, unknown> {
   const policy = input.values["ip-family-policy"];
   if (typeof policy === "string" && policy !== "") {
     spec.ipFamilyPolicy = oneOf(policy, ["SingleStack", "PreferDualStack", "RequireDualStack"], "IP family policy");
+  } else if (Array.isArray(spec.ipFamilies) && spec.ipFamilies.length > 1) {
+    spec.ipFamilyPolicy = "PreferDualStack"; // two families and no policy: KubeVirt asks for dual stack
   }
   return spec;
 }
@@ -159,20 +157,8 @@ export const exposeCommand: Command = {
     const service = {
       apiVersion: "v1",
       kind: "Service",
-      metadata: {
-        name: serviceName,
-        namespace: client.namespace,
-        ownerReferences: [
-          {
-            apiVersion: "kubevirt.io/v1",
-            kind: isVm ? "VirtualMachine" : "VirtualMachineInstance",
-            name: owner.metadata.name,
-            uid: owner.metadata.uid,
-            controller: true,
-            blockOwnerDeletion: false,
-          },
-        ],
-      },
+      // No owner: like KubeVirt's, the Service is the user's and outlives the VM/VMI it was made for.
+      metadata: { name: serviceName, namespace: client.namespace },
       spec: { ...spec, ports, selector: { "vm.kubevirt.io/name": vmiIdLabelValue(name) } },
     };
     try {
