@@ -41,7 +41,7 @@ import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import { EvacuationController } from "./evacuation/evacuation-controller.ts";
 import type { ControllerMetrics } from "./metrics/controller-metrics.ts";
-import { MigrationController } from "./migration/migration-controller.ts";
+import { MigrationController, migrationVmiIndex } from "./migration/migration-controller.ts";
 import { NodeController } from "./node/node-controller.ts";
 import { VmController } from "./vm/vm-controller.ts";
 import { VmiController } from "./vmi/vmi-controller.ts";
@@ -123,7 +123,13 @@ export class VirtControllerApp {
         indexers: { createdBy: labelIndex(LABEL.createdBy), migration: labelIndex(LABEL.migrationJob) },
       }),
     );
-    const migrations = this.#informer(new Informer<VirtualMachineInstanceMigration>({ client: c.migrations, logger }));
+    const migrations = this.#informer(
+      new Informer<VirtualMachineInstanceMigration>({
+        client: c.migrations,
+        logger,
+        indexers: { vmi: migrationVmiIndex },
+      }),
+    );
     const nodes = this.#informer(new Informer<Node>({ client: c.nodes, logger }));
     // Policies and namespace labels only refine migrations: their informers start with the others but the
     // controllers do not wait for them (a cluster without the MigrationPolicy CRD still runs VMs).
@@ -178,6 +184,7 @@ export class VirtControllerApp {
 
     const migration = new MigrationController({
       migrations: migrations.store,
+      migrationsOfVmi: (key) => migrations.store.byIndex("vmi", key),
       vmis: vmis.store,
       podsOfMigration: (uid) => pods.store.byIndex("migration", uid),
       podsOfVmi,

@@ -1,5 +1,6 @@
 import {
   type MigrationPolicy,
+  type ObjectKey,
   objectKey,
   type VirtualMachineInstance,
   type VirtualMachineInstanceMigration,
@@ -19,7 +20,7 @@ import {
   withPhase,
 } from "@kvt/testing";
 import { describe, expect, it } from "vitest";
-import { MigrationController } from "./migration-controller.ts";
+import { MigrationController, migrationVmiIndex } from "./migration-controller.ts";
 import { renderTargetPod } from "./target-pod.ts";
 
 const mPhase =
@@ -282,5 +283,40 @@ describe("target pod", () => {
     expect(pod.spec?.affinity).toMatchObject({
       podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: "kubernetes.io/hostname" }] },
     });
+  });
+});
+
+describe("MigrationController handlers", () => {
+  it("a VMI change enqueues the unfinished migrations of that VMI only, through the VMI index when given", () => {
+    const vmi = runningVmi();
+    const mine = newMigration("m1", "vmi1", mPhase("Running"));
+    const done = newMigration("m0", "vmi1", mPhase("Succeeded"));
+    const other = newMigration("m2", "vmi2", mPhase("Running"));
+    const store = fakeStore([mine, done, other], { vmi: migrationVmiIndex });
+    const asked: string[] = [];
+    const byIndex = (k: ObjectKey): VirtualMachineInstanceMigration[] => {
+      asked.push(k);
+      return store.byIndex("vmi", k);
+    };
+    for (const migrationsOfVmi of [undefined, byIndex]) {
+      const controller = new MigrationController({
+        migrations: store,
+        migrationsOfVmi,
+        vmis: fakeStore([vmi]),
+        podsOfMigration: () => [],
+        podsOfVmi: () => [],
+        policies: () => [],
+        namespaceLabels: () => ({}),
+        migrationClient: new FakeApi().client(KUBEVIRT_V1.virtualMachineInstanceMigrations),
+        vmiClient: new FakeApi().client(KUBEVIRT_V1.virtualMachineInstances),
+        podClient: new FakeApi().client(CORE_V1.pods),
+        recorder: new FakeRecorder(),
+        expectations: new Expectations(),
+      });
+      const keys: string[] = [];
+      controller.handlers((k) => keys.push(k)).vmi.onUpdate?.(vmi, vmi);
+      expect(keys).toEqual(["default/m1"]);
+    }
+    expect(asked).toEqual(["default/vmi1"]);
   });
 });

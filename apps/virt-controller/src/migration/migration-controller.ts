@@ -53,6 +53,11 @@ export interface MigrationControllerDeps {
     get(key: ObjectKey): VirtualMachineInstanceMigration | undefined;
     list(): VirtualMachineInstanceMigration[];
   };
+  /**
+   * The migrations of the VMI under `key` (an informer index in the app); default: a scan of `migrations.list()`.
+   * Every VMI change asks, so with thousands of finished migrations kept the scan would cost per event.
+   */
+  readonly migrationsOfVmi?: (key: ObjectKey) => VirtualMachineInstanceMigration[];
   readonly vmis: { get(key: ObjectKey): VirtualMachineInstance | undefined };
   /** Pods labelled with a migration uid. */
   readonly podsOfMigration: (migrationUid: string) => Pod[];
@@ -72,6 +77,10 @@ export interface MigrationControllerDeps {
 }
 
 const ACTIVE: ReadonlySet<string> = new Set(["Scheduling", "Scheduled", "PreparingTarget", "TargetReady", "Running"]);
+
+/** Index function for the migrations informer: the key of the VMI a migration moves (`migrationsOfVmi`). */
+export const migrationVmiIndex = (m: VirtualMachineInstanceMigration): string[] =>
+  m.spec.vmiName ? [objectKey(m.metadata?.namespace, m.spec.vmiName)] : [];
 
 /** Reconciles VirtualMachineInstanceMigrations. */
 export class MigrationController implements Reconciler {
@@ -95,14 +104,7 @@ export class MigrationController implements Reconciler {
       enqueue(key);
     };
     const forVmi = (vmi: VirtualMachineInstance): void => {
-      for (const m of this.#d.migrations.list()) {
-        if (
-          m.metadata?.namespace === vmi.metadata?.namespace &&
-          m.spec.vmiName === vmi.metadata?.name &&
-          !isMigrationFinal(m.status?.phase)
-        )
-          enqueue(keyOf(m));
-      }
+      for (const m of this.#migrationsOfVmi(keyOf(vmi))) if (!isMigrationFinal(m.status?.phase)) enqueue(keyOf(m));
     };
     return {
       migration: {
@@ -174,6 +176,11 @@ export class MigrationController implements Reconciler {
           });
     if (isMigrationFinal(plan.status.phase)) await this.#garbageCollect(m, ctx);
     return plan.requeueAfterMs !== undefined ? requeueAfter(plan.requeueAfterMs) : done();
+  }
+
+  #migrationsOfVmi(key: ObjectKey): VirtualMachineInstanceMigration[] {
+    if (this.#d.migrationsOfVmi) return this.#d.migrationsOfVmi(key);
+    return this.#d.migrations.list().filter((m) => migrationVmiIndex(m)[0] === key);
   }
 
   #activeCounts(
@@ -336,9 +343,7 @@ export class MigrationController implements Reconciler {
 
   /** Deletes the oldest finished VMIMs of the same VMI beyond {@link FINISHED_MIGRATIONS_KEPT}. */
   async #garbageCollect(m: VirtualMachineInstanceMigration, ctx: ReconcileContext): Promise<void> {
-    const finished = this.#d.migrations
-      .list()
-      .filter((o) => o.metadata?.namespace === m.metadata?.namespace && o.spec.vmiName === m.spec.vmiName)
+    const finished = this.#migrationsOfVmi(objectKey(m.metadata?.namespace, m.spec.vmiName ?? ""))
       .filter((o) => isMigrationFinal(o.status?.phase) && !o.metadata?.deletionTimestamp)
       .sort((a, b) => (a.metadata?.creationTimestamp ?? "").localeCompare(b.metadata?.creationTimestamp ?? ""));
     for (const old of finished.slice(0, Math.max(0, finished.length - FINISHED_MIGRATIONS_KEPT))) {
