@@ -32,7 +32,11 @@ function oid(s: string): Buffer {
   return tlv(0x06, Buffer.from(out));
 }
 function integer(b: Buffer): Buffer {
-  return tlv(0x02, b[0] & 0x80 ? Buffer.concat([Buffer.from([0]), b]) : b);
+  // DER wants the shortest form: a random serial starting 0x00 0x0X would be "illegal padding" to OpenSSL.
+  let i = 0;
+  while (i < b.length - 1 && b[i] === 0 && (b[i + 1] & 0x80) === 0) i++;
+  const v = b.subarray(i);
+  return tlv(0x02, v[0] & 0x80 ? Buffer.concat([Buffer.from([0]), v]) : v);
 }
 const utf8 = (s: string): Buffer => tlv(0x0c, Buffer.from(s, "utf8"));
 function time(d: Date): Buffer {
