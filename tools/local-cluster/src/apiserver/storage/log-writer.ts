@@ -48,16 +48,30 @@ interface Reply {
   error?: string;
 }
 
-/** Appends in a worker thread that owns its own SQLite connection. */
+/**
+ * Appends in a worker thread that owns its own SQLite connection; a second thread checkpoints the WAL
+ * (checkpoint-worker.ts) so commits do not wait for checkpoints.
+ */
 export class WorkerLogWriter implements LogWriter {
   readonly #worker: Worker;
+  readonly #checkpointer: Worker;
+  #checkpointerGone = false;
   /** Outstanding messages by id, in id (= send) order. */
   readonly #waiting = new Map<number, { resolve: () => void; reject: (e: Error) => void }>();
   #next = 0;
   #dead: Error | undefined;
 
-  constructor(path: string) {
+  /** `onCheckpointError` hears of failed checkpoints (they are retried; commits go on regardless). */
+  constructor(path: string, onCheckpointError: (message: string) => void) {
     this.#worker = new Worker(new URL("./log-worker.ts", import.meta.url), { workerData: { path } });
+    this.#checkpointer = new Worker(new URL("./checkpoint-worker.ts", import.meta.url), { workerData: { path } });
+    this.#checkpointer.on("message", (m: { error?: string }) => {
+      if (m.error !== undefined) onCheckpointError(m.error);
+    });
+    this.#checkpointer.on("error", (err: Error) => onCheckpointError(err.message));
+    this.#checkpointer.once("exit", () => {
+      this.#checkpointerGone = true;
+    });
     this.#worker.on("message", (m: Reply) => {
       const err = m.error === undefined ? undefined : new Error(m.error);
       for (const [id, w] of this.#waiting) {
@@ -94,6 +108,19 @@ export class WorkerLogWriter implements LogWriter {
   }
 
   async close(): Promise<void> {
+    // The checkpointer closes its connection first, so the writer's close is the last one: it checkpoints and
+    // removes the WAL.
+    if (!this.#checkpointerGone) {
+      const closed = new Promise<void>((resolve) => {
+        this.#checkpointer.once("exit", () => resolve());
+        this.#checkpointer.on("message", (m: { closed?: boolean }) => {
+          if (m.closed) resolve();
+        });
+      });
+      this.#checkpointer.postMessage({ op: "close" });
+      await closed;
+      await this.#checkpointer.terminate();
+    }
     if (this.#dead) return;
     await this.#send({ op: "close" });
     await this.#worker.terminate();

@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { pino } from "pino";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { ApiError } from "../errors.ts";
 import type { KubeObject } from "../types.ts";
 import { Store, type StoreEvent } from "./store.ts";
@@ -140,6 +140,24 @@ describe("Store", () => {
     const again = Store.open({ path, logger });
     expect(again.get("core/configmaps", "ns/c")).toBeUndefined();
     expect(again.get("core/configmaps", "ns/d")).toBeUndefined();
+    await again.close();
+  });
+
+  it("checkpoints the WAL into the database file in the background, between commits", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-store-"));
+    dirs.push(dir);
+    const path = join(dir, "state.db");
+    const s = Store.open({ path, logger });
+    // About 150 WAL pages: below SQLite's automatic checkpoint (1000 pages), so only the checkpointer moves them.
+    const writes = Array.from(
+      { length: 300 },
+      (_, i) => s.put("core/configmaps", `ns/b${i}`, { ...obj(`b${i}`), data: { v: "x".repeat(2000) } }).committed,
+    );
+    await Promise.all(writes);
+    await vi.waitFor(() => expect(statSync(path).size).toBeGreaterThan(300 * 2000), { timeout: 5000, interval: 50 });
+    await s.close();
+    const again = Store.open({ path, logger });
+    expect(again.list("core/configmaps")).toHaveLength(300);
     await again.close();
   });
 });

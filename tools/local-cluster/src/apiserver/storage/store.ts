@@ -102,7 +102,9 @@ export class Store {
     }
     if (options.path) {
       log.close();
-      this.#writer = new WorkerLogWriter(options.path);
+      this.#writer = new WorkerLogWriter(options.path, (message) =>
+        this.#logger.warn({ err: message }, "WAL checkpoint failed; retrying"),
+      );
     } else this.#writer = new SyncLogWriter(log);
   }
 
