@@ -40,7 +40,7 @@ void IncomingMigration::FinishPrefault() {
   if (prefault_ == nullptr || !prefault_->started()) return;
   prefault_->Finish();
   stats_.prefaulted_bytes = prefault_->stats().populated_bytes;
-  stats_.small_page_bytes = prefault_->stats().small_page_bytes;
+  stats_.small_page_bytes = prefault_->stats().small_page_bytes + prefault_->stats().dense_small_page_bytes;
 }
 
 Status IncomingMigration::Fail(Error e) {

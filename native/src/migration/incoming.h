@@ -36,7 +36,7 @@ struct IncomingStats {
   uint64_t zero_pages = 0;  // pages named by Zero frames
   uint64_t hinted_bytes = 0;      // bytes named by Populate hints (version 3)
   uint64_t prefaulted_bytes = 0;  // bytes the prefault helper faulted in before the data reached them
-  uint64_t small_page_bytes = 0;  // hinted bytes in sparse chunks received into 4 KiB pages
+  uint64_t small_page_bytes = 0;  // sparse chunks' hinted bytes + dense chunks faulted in as 4 KiB pages
 };
 
 class IncomingMigration {

@@ -7,8 +7,14 @@
 //
 // Page size per 2 MiB chunk: a chunk the hint fills at least `dense_pages` of 512 pages keeps transparent huge pages
 // (one fault, and the guest's TLB likes it); a sparser chunk is marked MADV_NOHUGEPAGE for the transfer, so its few
-// pages cost a few 4 KiB faults instead of zeroing (and, on such hosts, faulting in) a whole 2 MiB page. Finish()
-// gives the regions that asked for huge pages MADV_HUGEPAGE back (khugepaged may collapse the sparse chunks later).
+// pages cost a few 4 KiB faults instead of zeroing (and, on such hosts, faulting in) a whole 2 MiB page.
+// Dense chunks are measured, not assumed: the helper faults its first dense chunks in alternately as one huge page
+// and as 4 KiB pages (`calibration_chunks` each), then uses the faster size (moving average of the time per chunk)
+// and tries the other one every 8th chunk; when the winner changes, the dense chunks between the receiver and the
+// helper switch too. On bare metal huge pages win (one fault, one 2 MiB clear); in a VM whose host reclaims freed
+// guest memory (free page reporting, balloons) a fresh huge page also costs the host 512 faults, while 4 KiB pages
+// come from memory the guest freed recently and the host still backs, so small pages can be several times faster
+// there. Finish() gives the chunks marked for small pages MADV_HUGEPAGE back (khugepaged may collapse them later).
 //
 //   Start(hint) --> helper: pieces from the top down, each skipped once below the frontier --> done
 //   SetFrontier(gpa) from the receive thread; Finish() (any thread but the helper) stops, joins, restores THP.
@@ -27,14 +33,16 @@ namespace kvmts::migration {
 /** How the target faults memory in ahead of the data. */
 struct PrefaultOptions {
   bool enabled = true;
-  uint32_t dense_pages = 256;  // of 512 pages in a 2 MiB chunk: at least this many hinted = keep huge pages
+  uint32_t dense_pages = 256;      // of 512 pages in a 2 MiB chunk: at least this many hinted = dense
+  uint32_t calibration_chunks = 2; // dense chunks timed per page size before choosing (0 = always huge pages)
 };
 
 /** What the prefaulter did (for stats and tests). */
 struct PrefaultStats {
   uint64_t hinted_bytes = 0;     // bytes named by Populate hints
   uint64_t populated_bytes = 0;  // bytes the helper faulted in before the receiver got there
-  uint64_t small_page_bytes = 0; // hinted bytes in chunks marked MADV_NOHUGEPAGE (sparse)
+  uint64_t small_page_bytes = 0;        // hinted bytes of sparse chunks (4 KiB pages)
+  uint64_t dense_small_page_bytes = 0;  // dense chunks marked for 4 KiB pages when the pass ended
 };
 
 class Prefaulter {
@@ -61,15 +69,20 @@ class Prefaulter {
     uint64_t gpa;
     uint64_t len;
     uint8_t* hva;
+    bool dense = false;  // a whole 2 MiB chunk of a huge-page region
   };
   void Plan();
   void Run();
+  bool Populate(const Piece& p);
+  void SetPageSize(size_t i, bool small);
+  void Remark(size_t below, bool small);
 
   RamLayout ram_;
   PrefaultOptions options_;
   std::vector<PageRange> hinted_;
   std::vector<Piece> pieces_;           // GPA order; the helper walks it backwards
-  std::vector<Piece> small_page_runs_;  // host ranges marked MADV_NOHUGEPAGE (restored by Finish)
+  std::vector<Piece> small_page_runs_;  // sparse chunks marked MADV_NOHUGEPAGE (restored by Finish)
+  std::vector<bool> dense_small_;       // per piece: a dense chunk marked MADV_NOHUGEPAGE (helper-owned until the join)
   std::atomic<uint64_t> frontier_{0};
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> populated_{0};

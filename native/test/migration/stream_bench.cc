@@ -4,7 +4,7 @@
 // change can be judged by CPU per byte, not only by a noisy wall clock.
 //
 //   build/migration-test/stream_bench [--mib 1024] [--frame-mib 4] [--zero-every N] [--prefault] [--no-huge]
-//                                     [--no-hint] [--dense N] [--sparse N] [--reps N] [--sleep S]
+//                                     [--no-hint] [--dense N] [--calibrate N] [--sparse N] [--reps N] [--sleep S]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -37,6 +37,7 @@ struct Options {
   bool huge = true;
   bool hint = true;        // protocol 3's Populate hints and the target's prefault helper
   uint32_t dense = 256;    // PrefaultOptions::dense_pages
+  uint32_t calibrate = PrefaultOptions{}.calibration_chunks;
   uint32_t sparse = 0;     // only this many random pages of every 2 MiB chunk are non-zero (0 = all)
   int reps = 3;
   unsigned sleep_s = 0;    // before each rep: long enough and freed memory is reported to the host (cold again)
@@ -84,6 +85,7 @@ int Target(int listen_fd, const Options& o, int report_fd) {
   PrefaultOptions po;
   po.enabled = o.hint;
   po.dense_pages = o.dense;
+  po.calibration_chunks = o.calibrate;
   in.EnablePrefault(po);
   Status r = in.ReceiveUntilComplete();
   if (r.ok()) r = in.ConfirmResumed();
@@ -153,6 +155,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps") o.reps = static_cast<int>(next());
     else if (a == "--no-hint") o.hint = false;
     else if (a == "--dense") o.dense = static_cast<uint32_t>(next());
+    else if (a == "--calibrate") o.calibrate = static_cast<uint32_t>(next());
     else if (a == "--sparse") o.sparse = static_cast<uint32_t>(next());
     else if (a == "--sleep") o.sleep_s = static_cast<unsigned>(next());
     else {
