@@ -4,14 +4,11 @@
  * the target's listener. The bytes move in native code through @kvt/vmm's migration streams.
  */
 
-/** The pure convergence policy and KubeVirt's timeout defaults. */
+/** The pure convergence policy (timeouts arrive resolved: @kvt/api's acceptableCompletionTimeSeconds). */
 export {
-  COMPLETION_TIMEOUT_PER_GIB_DEFAULT,
   type ConvergenceOptions,
   ConvergencePolicy,
-  completionTimeoutSec,
   type Decision,
-  PROGRESS_TIMEOUT_DEFAULT,
   type RoundSample,
   THROTTLE_INCREMENT,
   THROTTLE_INITIAL,

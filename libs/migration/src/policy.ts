@@ -4,7 +4,7 @@
  *
  *   collect --> expected downtime = pending bytes / measured bandwidth
  *                 <= maxDowntimeMs ...........................> "switch-over"
- *                 elapsed > completion timeout ...............> "fail" (KubeVirt completionTimeoutPerGiB x GiB)
+ *                 elapsed > completion timeout ...............> "fail" (seconds resolved by the caller)
  *                 no new low of remaining bytes for progressTimeoutSec > "fail" (KubeVirt progressTimeout)
  *                 otherwise ..................................> "iterate" (send the pending pages, collect again)
  *                      and, with auto-converge, when the guest dirties faster than half the link for two rounds
@@ -18,7 +18,8 @@ export interface ConvergenceOptions {
   /** Switch over once the pending pages fit in this much downtime. */
   readonly maxDowntimeMs: number;
   readonly allowAutoConverge: boolean;
-  /** Whole-migration limit in seconds (KubeVirt: completionTimeoutPerGiB x guest GiB); 0 = none. */
+  /** Whole-migration limit in seconds; 0 = none. KubeVirt's formula (completionTimeoutPerGiB x the data size) has one
+   *  owner, `acceptableCompletionTimeSeconds` in @kvt/api: callers resolve it there and pass the seconds here. */
   readonly completionTimeoutSec: number;
   /** Fail when the remaining bytes reach no new low for this long; 0 = none. */
   readonly progressTimeoutSec: number;
@@ -40,15 +41,6 @@ export type Decision =
   | { readonly kind: "switch-over"; readonly expectedDowntimeMs: number }
   | { readonly kind: "iterate"; readonly throttlePercent: number; readonly expectedDowntimeMs: number }
   | { readonly kind: "fail"; readonly reason: string };
-
-/** KubeVirt's default completionTimeoutPerGiB (seconds) and progressTimeout (seconds). */
-export const COMPLETION_TIMEOUT_PER_GIB_DEFAULT = 150;
-export const PROGRESS_TIMEOUT_DEFAULT = 150;
-
-/** KubeVirt's completion timeout: completionTimeoutPerGiB x the guest's memory in GiB (fractional GiB count). */
-export function completionTimeoutSec(perGiB: number, memoryBytes: number): number {
-  return perGiB * (memoryBytes / 2 ** 30);
-}
 
 /** The first throttle step, the step after it, and the ceiling (QEMU cpu-throttle-initial/increment, max 99). */
 export const THROTTLE_INITIAL = 20;
