@@ -185,6 +185,18 @@ TEST(linux_machine_state_round_trips_through_kvm_irqchip_pit_and_vcpus) {
     }
   }
   CHECK(As<uint32_t>(sections[{kTagTscKhz, 0}]) > 0u);
+  // kvmclock's MSRs (MSR_KVM_WALL_CLOCK_NEW, MSR_KVM_SYSTEM_TIME_NEW) and the TSC are among the saved MSRs.
+  for (uint32_t want : {0x4b564d00u, 0x4b564d01u, 0x10u}) {
+    const auto& msrs = sections[{kTagMsrs, 0}];
+    bool found = false;
+    for (size_t off = 0; off + sizeof(kvm_msr_entry) <= msrs.size(); off += sizeof(kvm_msr_entry)) {
+      kvm_msr_entry e;
+      std::memcpy(&e, msrs.data() + off, sizeof e);
+      found = found || e.index == want;
+    }
+    if (!found) std::printf("  MSR 0x%x is not saved\n", want);
+    CHECK(found);
+  }
   CHECK_EQ(As<kvm_regs>(sections[{kTagRegs, 0}]).rsi, kZeroPageAddr);  // vCPU 0 as LoadLinux left it
 
   // Values a fresh machine would not have, so the target can only show them if it applied the sections.
