@@ -8,26 +8,30 @@ import { runInL1 } from "./l1-run.ts";
 import { parseChecks } from "./results.ts";
 
 const verbose = process.argv.includes("--verbose");
-// `--only migration`: just the live-migration checks (one boot instead of four).
-const onlyAt = process.argv.indexOf("--only");
-const only = onlyAt > 0 ? process.argv[onlyAt + 1] : undefined;
+// `--only migration [--vcpus N]`: just the live-migration checks (one boot instead of four), with N vCPUs.
+const argAfter = (flag: string): string | undefined => {
+  const at = process.argv.indexOf(flag);
+  return at > 0 ? process.argv[at + 1] : undefined;
+};
+const only = argAfter("--only");
+const vcpus = argAfter("--vcpus");
 const log = (line: string): void => void process.stdout.write(`${line}\n`);
 const t0 = Date.now();
 const image = await buildL1Image(log);
 log(`nested: L1 kernel ${image.kernelVersion}, initramfs ${image.initrdPath} (ready in ${Date.now() - t0} ms)`);
 const result = await runInL1(image, {
   job: "tools/nested/src/guest-checks.ts",
-  ...(only ? { args: [only] } : {}),
+  ...(only ? { args: [only, ...(vcpus ? [vcpus] : [])] } : {}),
   onLine: (line, atMs) => {
     if (verbose || /^KVT_/.test(line)) log(`[L1 +${(atMs / 1000).toFixed(1)}s] ${line}`);
   },
 });
 const checks = parseChecks(result.lines);
 log("");
-log("check                      result  time");
+log(`${"check".padEnd(28)} result  time`);
 for (const c of checks)
   log(
-    `${c.name.padEnd(26)} ${c.ok ? "ok    " : "FAILED"}  ${(c.ms / 1000).toFixed(1)} s${c.detail ? `  ${c.detail}` : ""}`,
+    `${c.name.padEnd(28)} ${c.ok ? "ok    " : "FAILED"}  ${(c.ms / 1000).toFixed(1)} s${c.detail ? `  ${c.detail}` : ""}`,
   );
 log(`L1 run: ${(result.wallMs / 1000).toFixed(1)} s${result.timedOut ? " (timed out)" : ""}`);
 const failed = checks.filter((c) => !c.ok).length;

@@ -9,7 +9,7 @@
  *   boot 4: marker --> shell counter --> live migration to a second VMM process --> the counter continues there,
  *           the guest clock moved no more than the downtime --> `poweroff` on the target (live-migration-checks.ts)
  *
- * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration]
+ * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus]]
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -26,9 +26,9 @@ const local = (g: DemoGuest): ConsolePeer => ({ console: g.console, writeSerial:
 async function main(): Promise<void> {
   if (!hasKvm()) throw new Error("no /dev/kvm in L1");
   if (!existsSync(join(imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE), "vmlinuz"))) throw new Error("no demo image");
-  // `migration` as the job's argument runs only the live-migration checks (boot 4).
+  // `migration [vcpus]` as the job's arguments runs only the live-migration checks (boot 4), with that many vCPUs.
   if (process.argv[2] !== "migration") await bootChecks();
-  await liveMigrationChecks(BOOT_TIMEOUT_MS);
+  await liveMigrationChecks(BOOT_TIMEOUT_MS, Number(process.argv[3] ?? 1));
 }
 
 async function bootChecks(): Promise<void> {

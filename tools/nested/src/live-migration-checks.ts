@@ -55,8 +55,11 @@ interface Migrated {
   readonly downtimeMs: number;
 }
 
-async function migrate(source: ReturnType<typeof bootDemo>): Promise<{ detail: string; migrated: Migrated }> {
-  const target = await spawnTarget();
+async function migrate(
+  source: ReturnType<typeof bootDemo>,
+  vcpus: number,
+): Promise<{ detail: string; migrated: Migrated }> {
+  const target = await spawnTarget({ vcpus });
   try {
     const migration = new OutgoingMigration(source.vm, target.destination, {
       bandwidthBytesPerSec: 0,
@@ -81,9 +84,9 @@ async function migrate(source: ReturnType<typeof bootDemo>): Promise<{ detail: s
   }
 }
 
-/** Boots a demo guest, starts its counter, migrates it to a target process and checks it there. */
-export async function liveMigrationChecks(bootTimeoutMs: number): Promise<void> {
-  const g = bootDemo();
+/** Boots a demo guest (`vcpus` vCPUs), starts its counter, migrates it to a target process and checks it there. */
+export async function liveMigrationChecks(bootTimeoutMs: number, vcpus = 1): Promise<void> {
+  const g = bootDemo({ vcpus });
   const source: ConsolePeer = { console: g.console, writeSerial: (t) => g.vm.writeSerial(t) };
   const booted = await check("migration-source-boot", async () => {
     const m = await g.console.waitFor(new RegExp(DEMO_BOOT_MARKER), bootTimeoutMs);
@@ -114,7 +117,7 @@ export async function liveMigrationChecks(bootTimeoutMs: number): Promise<void> 
   let migrated: Migrated | undefined;
   if (counting) {
     await check("live-migration", async () => {
-      const r = await migrate(g);
+      const r = await migrate(g, vcpus);
       migrated = r.migrated;
       return r.detail;
     });
