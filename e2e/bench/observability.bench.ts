@@ -200,7 +200,7 @@ function cpuTicks(cluster: LocalCluster): Map<string, number> {
   return out;
 }
 
-const COST_SCRAPES = 10;
+const COST_SCRAPES = 8;
 
 /** CPU nanoseconds the live processes of each component have used (all threads, /proc/PID/task/TID/schedstat). */
 function cpuNanos(cluster: LocalCluster): Map<string, number> {
@@ -238,26 +238,27 @@ function cpuNanos(cluster: LocalCluster): Map<string, number> {
 
 /**
  * CPU milliseconds one scrape of every /metrics endpoint costs each component (virt-launcher: the stats calls it
- * answers), with the VMs still running: COST_SCRAPES scrapes at the bench's interval, less the idle CPU rate
- * measured just before over as long a window.
+ * answers), with the VMs still running: 2 x COST_SCRAPES windows of the bench's scrape interval, alternately quiet and
+ * starting with a scrape of every target (ABAB, so background work and its drift fall on both kinds alike); the cost is
+ * the difference of the two sums over COST_SCRAPES.
  */
 async function scrapeCost(cluster: LocalCluster): Promise<Record<string, number>> {
   const targets = [...scrapeTargets(cluster.scrapeConfigPath).values()];
-  const window = COST_SCRAPES * SCRAPE_MS;
-  const idle0 = cpuNanos(cluster);
-  await new Promise((r) => setTimeout(r, window));
-  const idle1 = cpuNanos(cluster);
-  for (let i = 0; i < COST_SCRAPES; i++) {
-    const next = new Promise((r) => setTimeout(r, SCRAPE_MS));
-    await Promise.all(targets.map((t) => fetch(`http://${t}/metrics`).then((r) => r.text())));
-    await next;
+  const busy = new Map<string, number>();
+  const quiet = new Map<string, number>();
+  let mark = cpuNanos(cluster);
+  for (let i = 0; i < 2 * COST_SCRAPES; i++) {
+    const windowEnd = new Promise((r) => setTimeout(r, SCRAPE_MS));
+    const scraping = i % 2 === 1;
+    if (scraping) await Promise.all(targets.map((t) => fetch(`http://${t}/metrics`).then((r) => r.text())));
+    await windowEnd;
+    const now = cpuNanos(cluster);
+    const into = scraping ? busy : quiet;
+    for (const [k, v] of now) into.set(k, (into.get(k) ?? 0) + v - (mark.get(k) ?? 0));
+    mark = now;
   }
-  const busy = cpuNanos(cluster);
   const out: Record<string, number> = {};
-  for (const [k, v] of busy) {
-    const idle = (idle1.get(k) ?? 0) - (idle0.get(k) ?? 0);
-    out[k] = round((v - (idle1.get(k) ?? 0) - idle) / 1e6 / COST_SCRAPES, 2);
-  }
+  for (const [k, v] of busy) out[k] = round((v - (quiet.get(k) ?? 0)) / 1e6 / COST_SCRAPES, 2);
   return out;
 }
 
