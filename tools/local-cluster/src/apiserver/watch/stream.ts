@@ -34,8 +34,27 @@ export interface WatchRequest {
 }
 
 const MAX_QUEUED = 16 * 1024 * 1024;
-/** Encoded plain-JSON lines, shared by every watcher that receives the same event (encoded once, not per watcher). */
-const lines = new WeakMap<WatchEvent, Buffer>();
+/**
+ * Encoded plain-JSON lines of this event-loop turn, shared by every watcher that receives the same event (encoded
+ * once, not per watcher). Live events reach all their watchers in one turn, so the cache is dropped at its end
+ * rather than kept alive with the watch history.
+ */
+let lines: Map<WatchEvent, Buffer> | undefined;
+
+function encodedLine(ev: WatchEvent): Buffer {
+  if (!lines) {
+    lines = new Map();
+    setImmediate(() => {
+      lines = undefined;
+    });
+  }
+  let line = lines.get(ev);
+  if (line === undefined) {
+    line = Buffer.from(`{"type":"${ev.type}","object":${ev.json}}\n`);
+    lines.set(ev, line);
+  }
+  return line;
+}
 const BOOKMARK_EVERY_MS = 60_000;
 
 /** Serves the watch until timeout or disconnect. */
@@ -70,10 +89,11 @@ export function serveWatch(res: ServerResponse, hub: WatchHub, w: WatchRequest):
   const write = (line: string | Buffer): void => {
     if (closed) return;
     if (!corked) {
-      // Events committed together go out in one TLS record / syscall.
+      // Events committed in this turn of the event loop (possibly by several commits answered at once) go out in
+      // one TLS record / syscall.
       corked = true;
       res.cork();
-      process.nextTick(() => {
+      setImmediate(() => {
         if (!corked) return;
         corked = false;
         res.uncork();
@@ -95,12 +115,7 @@ export function serveWatch(res: ServerResponse, hub: WatchHub, w: WatchRequest):
       body = JSON.stringify(toTable(w.def, [obj], w.include, { resourceVersion: String(ev.rev) }, first));
       first = false;
     } else if (gv === preferredGv) {
-      let line = lines.get(ev);
-      if (line === undefined) {
-        line = Buffer.from(`{"type":"${ev.type}","object":${ev.json}}\n`);
-        lines.set(ev, line);
-      }
-      write(line);
+      write(encodedLine(ev));
       return;
     } else body = JSON.stringify({ ...ev.obj, apiVersion: gv });
     write(`{"type":"${ev.type}","object":${body}}\n`);
