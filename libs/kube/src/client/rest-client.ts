@@ -57,7 +57,11 @@ export interface RestClientOptions {
   readonly registry?: Registry;
   /** User agent; default `kvt`. */
   readonly userAgent?: string;
-  /** A watch that receives nothing for this long is ended with a `TimeoutError` (ms); default 30 s. */
+  /**
+   * A watch that receives nothing for this long is ended with a `TimeoutError` and resumed (ms); default 90 s. It
+   * detects a dead connection; the API server sends a bookmark about every minute on a quiet watch, so a shorter
+   * limit would only reconnect healthy quiet watches (client-node's 30 s did, twice a minute per informer).
+   */
   readonly watchIdleTimeoutMs?: number;
 }
 
@@ -111,7 +115,7 @@ export class RestClient implements RestTransport {
     this.#https = url.protocol === "https:";
     this.#host = url.host;
     this.#userAgent = options.userAgent ?? "kvt";
-    this.#watchIdleMs = options.watchIdleTimeoutMs ?? 30_000;
+    this.#watchIdleMs = options.watchIdleTimeoutMs ?? 90_000;
     this.#requests = options.registry
       ? new Counter({
           name: "kubevirt_rest_client_requests_total",
