@@ -286,7 +286,8 @@ Status Machine::RestoreState(const uint8_t* data, size_t len) {
       case kTagMsrs: {
         std::vector<kvm_msr_entry> e(sec.len / sizeof(kvm_msr_entry));
         std::memcpy(e.data(), sec.data, sec.len);
-        auto split = std::stable_partition(e.begin(), e.end(), [](const kvm_msr_entry& x) { return x.index != kMsrTscDeadline; });
+        auto split = std::stable_partition(e.begin(), e.end(),
+                                           [](const kvm_msr_entry& x) { return x.index != kMsrTscDeadline; });
         deadlines[sec.vcpu].assign(split, e.end());
         e.erase(split, e.end());
         st = v->SetMsrs(e);

@@ -109,10 +109,11 @@ export async function liveMigrationChecks(bootTimeoutMs: number, vcpus = 1): Pro
       await converse(source, "echo ready", /^ready$/, 30_000);
       await converse(source, "cd /sys/devices/system/clocksource/clocksource0 && echo IN", /^IN$/, 30_000);
       const cs = await converse(source, "echo CS=$(cat current_clocksource) E", /^CS=\S+ E$/, 30_000);
+      const cpus = await converse(source, "echo C=$(grep -c ^processor /proc/cpuinfo) E", /^C=\d+ E$/, 30_000);
       typeLine(source, COUNTER_LOOP);
       await g.console.waitFor(/^count 3$/, 60_000);
       before = await clockSample(source);
-      return `count 3 on the source; guest ${cs.line.replace("CS=", "clocksource ").replace(/ E$/, "")}, date ${before.guestWall}, uptime ${before.guestUptime} s`;
+      return `count 3 on the source; guest ${cpus.line.slice(2, -2)} CPUs, ${cs.line.replace("CS=", "clocksource ").replace(/ E$/, "")}, date ${before.guestWall}, uptime ${before.guestUptime} s`;
     }));
   let migrated: Migrated | undefined;
   if (counting) {
