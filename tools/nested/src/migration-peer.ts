@@ -7,6 +7,7 @@
  *                                                {"kind":"running"}   --> TargetPeer.running resolves
  *                                                {"kind":"failed"}    --> TargetPeer.running rejects
  *                                                {"kind":"shutdown"}  --> TargetPeer.shutdown resolves
+ *                                                {"kind":"error"}     --> TargetPeer.errors
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
@@ -26,6 +27,10 @@ export interface TargetPeer {
   readonly running: Promise<Record<string, unknown>>;
   readonly shutdown: Promise<ShutdownEvent>;
   writeSerial(text: string): void;
+  /** Ctrl-Alt-Del on the target guest's PS/2 keyboard; a refusal shows up in `errors`. */
+  sendCtrlAltDel(): void;
+  /** Command failures the target reported. */
+  readonly errors: readonly string[];
   /** Stops the target's VM and waits for its process to exit. */
   stop(): Promise<void>;
 }
@@ -33,6 +38,7 @@ export interface TargetPeer {
 function settleOn(
   child: ChildProcess,
   console: GuestConsole,
+  errors: string[],
 ): {
   listening: Promise<MigrationDestination>;
   running: Promise<Record<string, unknown>>;
@@ -69,6 +75,7 @@ function settleOn(
     else if (m.kind === "running") onRunning(m.stats);
     else if (m.kind === "failed") onFailed(new Error(`incoming migration failed: ${m.reason}`));
     else if (m.kind === "shutdown") onShutdown({ reason: m.reason as ShutdownEvent["reason"], code: m.code });
+    else if (m.kind === "error") errors.push(m.message);
   });
   return { listening, running, shutdown };
 }
@@ -79,7 +86,8 @@ export async function spawnTarget(options: DemoOptions = {}): Promise<TargetPeer
     stdio: ["pipe", "pipe", "inherit"],
   });
   const console = new GuestConsole();
-  const { listening, running, shutdown } = settleOn(child, console);
+  const errors: string[] = [];
+  const { listening, running, shutdown } = settleOn(child, console, errors);
   const destination = await listening;
   const command = (c: object): void => {
     child.stdin?.write(`${JSON.stringify(c)}\n`);
@@ -89,7 +97,9 @@ export async function spawnTarget(options: DemoOptions = {}): Promise<TargetPeer
     console,
     running,
     shutdown,
+    errors,
     writeSerial: (text) => command({ serial: text }),
+    sendCtrlAltDel: () => command({ ctrlAltDel: true }),
     stop: async () => {
       if (child.exitCode !== null) return;
       const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));

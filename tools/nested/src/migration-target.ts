@@ -9,7 +9,9 @@
  *                                    {"kind":"failed","reason":"..."}      nothing was started
  *                                    {"kind":"serial","base64":"..."}      guest console output
  *                                    {"kind":"shutdown","reason":"guest-exit","code":0}
- *   stdin, one JSON object a line:   {"serial":"text"}  console input      {"stop":true}  stop the VM and exit
+ *                                    {"kind":"error","message":"..."}      a command failed (e.g. Ctrl-Alt-Del: EAGAIN)
+ *   stdin, one JSON object a line:   {"serial":"text"}  console input      {"ctrlAltDel":true}  on the keyboard
+ *                                    {"stop":true}  stop the VM and exit
  *
  * Usage (inside L1): node tools/nested/src/migration-target.ts '<DemoOptions JSON>'
  */
@@ -24,7 +26,8 @@ export type TargetMessage =
   | { readonly kind: "running"; readonly stats: Record<string, unknown> }
   | { readonly kind: "failed"; readonly reason: string }
   | { readonly kind: "serial"; readonly base64: string }
-  | { readonly kind: "shutdown"; readonly reason: string; readonly code: number };
+  | { readonly kind: "shutdown"; readonly reason: string; readonly code: number }
+  | { readonly kind: "error"; readonly message: string };
 
 function send(message: TargetMessage): void {
   process.stdout.write(`${JSON.stringify(message)}\n`);
@@ -47,8 +50,16 @@ function main(): void {
   };
   const commands = createInterface({ input: process.stdin });
   commands.on("line", (line) => {
-    const command = JSON.parse(line) as { serial?: string; stop?: boolean };
+    const command = JSON.parse(line) as { serial?: string; ctrlAltDel?: boolean; stop?: boolean };
     if (command.serial !== undefined) vm.writeSerial(command.serial);
+    if (command.ctrlAltDel) {
+      try {
+        vm.sendCtrlAltDel();
+      } catch (err) {
+        // Reported to the source process, whose check then fails with the reason.
+        send({ kind: "error", message: (err as Error).message });
+      }
+    }
     if (command.stop) stop();
   });
   commands.on("close", stop); // the source process went away: nobody drives this guest any more
