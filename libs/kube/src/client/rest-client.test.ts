@@ -99,3 +99,29 @@ describe("RestClient", () => {
     expect(outcome).toBe("not called");
   });
 });
+
+describe("RestClient timeouts", () => {
+  it("fails a request the server never answers with a TimeoutError, and the next request still works", async () => {
+    let calls = 0;
+    const url = await serve((_req, res) => {
+      if (calls++ === 0) return; // hang the first request
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end("{}");
+    });
+    const client = new RestClient(kubeConfigFor(url), { requestTimeoutMs: 100 });
+    const error = await client.request({ method: "GET", path: "/api/v1/x" }).catch((e: unknown) => e);
+    expect((error as Error).name).toBe("TimeoutError");
+    expect(await client.request({ method: "GET", path: "/api/v1/x" })).toEqual({});
+  });
+
+  it("does not time out a kept-alive connection that merely sat idle between requests", async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end("{}");
+    });
+    const client = new RestClient(kubeConfigFor(url), { requestTimeoutMs: 100 });
+    expect(await client.request({ method: "GET", path: "/api/v1/x" })).toEqual({});
+    await new Promise((r) => setTimeout(r, 250));
+    expect(await client.request({ method: "GET", path: "/api/v1/x" })).toEqual({});
+  });
+});

@@ -63,6 +63,11 @@ export interface RestClientOptions {
    * limit would only reconnect healthy quiet watches (client-node's 30 s did, twice a minute per informer).
    */
   readonly watchIdleTimeoutMs?: number;
+  /**
+   * A request whose connection stays silent this long (no answer, or a stalled body) fails with a `TimeoutError`
+   * (ms); default 5 min, what undici's fetch allowed before. Keeps a worker from waiting forever on a hung server.
+   */
+  readonly requestTimeoutMs?: number;
 }
 
 /** The connection settings derived from the KubeConfig; refreshed every minute (exec and OIDC tokens expire). */
@@ -94,6 +99,7 @@ export class RestClient implements RestTransport {
   readonly #https: boolean;
   readonly #userAgent: string;
   readonly #watchIdleMs: number;
+  readonly #requestTimeoutMs: number;
   readonly #requests: Counter<"code" | "method" | "host" | "resource" | "verb"> | undefined;
   readonly #latency: Histogram<"verb" | "url"> | undefined;
   readonly #host: string;
@@ -116,6 +122,7 @@ export class RestClient implements RestTransport {
     this.#host = url.host;
     this.#userAgent = options.userAgent ?? "kvt";
     this.#watchIdleMs = options.watchIdleTimeoutMs ?? 90_000;
+    this.#requestTimeoutMs = options.requestTimeoutMs ?? 300_000;
     this.#requests = options.registry
       ? new Counter({
           name: "kubevirt_rest_client_requests_total",
@@ -218,6 +225,12 @@ export class RestClient implements RestTransport {
         headers,
         agent: conn.agent,
         signal,
+        timeout: this.#requestTimeoutMs,
+      });
+      req.once("timeout", () => {
+        const error = new Error(`${method} ${path}: no answer for ${this.#requestTimeoutMs} ms`);
+        error.name = "TimeoutError";
+        req.destroy(error);
       });
       let answered = false;
       req.once("response", (res: IncomingMessage) => {
