@@ -5,7 +5,7 @@
 import type { VirtualMachine, VirtualMachineInstance } from "@kvt/api";
 import { CORE_V1, KUBEVIRT_V1, kubeConfigFor, type Pod, RestClient, resourceClient } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
-import { newVm, withRunning, withRunStrategy } from "@kvt/testing";
+import { newVm, newVmi, withRunning, withRunStrategy } from "@kvt/testing";
 import { pino } from "pino";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -111,5 +111,64 @@ describe("virt-controller against the local API server", () => {
       return v?.metadata?.ownerReferences?.some((o) => o.uid === again.metadata?.uid) ? v : undefined;
     });
     expect(adopted.metadata?.uid).toBe(vmi.metadata?.uid);
+  });
+
+  it("does not fight virt-handler over a Running VMI's conditions (each writer keeps the other's order)", async () => {
+    // virt-handler appends the conditions it sets (Ready, LiveMigratable) at the end of the list, as the handler
+    // does; the controller used to move PodScheduled to the end on each reconcile, and each write triggered the
+    // other's next one: hundreds of UPDATEs a second, for as long as the VMI ran.
+    const v = newVmi("writers");
+    delete v.metadata!.uid;
+    delete v.metadata!.resourceVersion;
+    delete v.metadata!.creationTimestamp;
+    delete v.status;
+    const created = await vmis().create(v);
+    const pod = await eventually(async () =>
+      (await pods().list("default")).items.find(
+        (p) => p.metadata?.labels?.["kubevirt.io/created-by"] === created.metadata?.uid,
+      ),
+    );
+    const placed = await pods().update({ ...pod, spec: { ...pod.spec!, nodeName: "n1" } });
+    const ready = [
+      { type: "PodScheduled", status: "True" as const },
+      { type: "Ready", status: "True" as const },
+    ];
+    await pods().updateStatus({ ...placed, status: { phase: "Running", conditions: ready } });
+    await eventually(async () => ((await getVmi("writers"))?.status?.phase === "Scheduled" ? true : undefined));
+    type Cond = NonNullable<NonNullable<VirtualMachineInstance["status"]>["conditions"]>[number];
+    const handlerWrite = async (vmi: VirtualMachineInstance): Promise<boolean> => {
+      let conds: Cond[] = vmi.status?.conditions ?? [];
+      for (const type of ["Ready", "LiveMigratable"]) {
+        const old = conds.find((c) => c.type === type);
+        const next = { type, status: "True" as const, lastTransitionTime: old?.lastTransitionTime ?? "t" };
+        conds = [...conds.filter((c) => c.type !== type), next];
+      }
+      if (vmi.status?.phase === "Running" && JSON.stringify(conds) === JSON.stringify(vmi.status?.conditions))
+        return false;
+      await vmis()
+        .patch("default", "writers", [
+          { op: "test", path: "/metadata/resourceVersion", value: vmi.metadata?.resourceVersion },
+          { op: "replace", path: "/status/phase", value: "Running" },
+          { op: "replace", path: "/status/conditions", value: conds },
+        ])
+        .catch(() => undefined); // a conflict: the next pass reads the newer VMI
+      return true;
+    };
+    const controllerUpdates = async (): Promise<number> =>
+      Number(
+        /kubevirt_rest_client_requests_total\{code="200",method="PUT",[^}]*resource="virtualmachineinstances",verb="UPDATE"\} (\d+)/.exec(
+          await registry.metrics(),
+        )?.[1] ?? 0,
+      );
+    // Play the handler for 3 s: write whenever its view of the conditions differs from the stored one.
+    let handlerWrites = 0;
+    const before = await controllerUpdates();
+    const until = Date.now() + 3000;
+    while (Date.now() < until) {
+      if (await handlerWrite((await getVmi("writers"))!)) handlerWrites++;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(handlerWrites).toBeLessThanOrEqual(2);
+    expect((await controllerUpdates()) - before).toBeLessThanOrEqual(1);
   });
 });
