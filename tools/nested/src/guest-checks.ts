@@ -9,7 +9,9 @@
  *   boot 4: marker --> shell counter --> live migration to a second VMM process --> the counter continues there,
  *           the guest clock moved no more than the downtime --> `poweroff` on the target (live-migration-checks.ts)
  *
- * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus]]
+ *   then:   the test-guest suites of libs/vmm and libs/migration under vitest (guest-suite.ts), one check per file
+ *
+ * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | suite]
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -17,6 +19,7 @@ import { DEMO_BOOT_MARKER, DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir } from "
 import { hasKvm } from "@kvt/vmm";
 import { type ConsolePeer, check, converse, report, within } from "./check-runner.ts";
 import { bootDemo, CLOUD_INIT_LINE, type DemoGuest } from "./demo-guest.ts";
+import { testGuestSuiteChecks } from "./guest-suite.ts";
 import { liveMigrationChecks } from "./live-migration-checks.ts";
 
 const BOOT_TIMEOUT_MS = 240_000;
@@ -26,9 +29,13 @@ const local = (g: DemoGuest): ConsolePeer => ({ console: g.console, writeSerial:
 async function main(): Promise<void> {
   if (!hasKvm()) throw new Error("no /dev/kvm in L1");
   if (!existsSync(join(imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE), "vmlinuz"))) throw new Error("no demo image");
-  // `migration [vcpus]` as the job's arguments runs only the live-migration checks (boot 4), with that many vCPUs.
-  if (process.argv[2] !== "migration") await bootChecks();
-  await liveMigrationChecks(BOOT_TIMEOUT_MS, Number(process.argv[3] ?? 1));
+  // `migration [vcpus]` as the job's arguments runs only the live-migration checks (boot 4), with that many vCPUs;
+  // `suite` only the test-guest suites (guest-suite.ts).
+  const only = process.argv[2];
+  if (only === undefined) await bootChecks();
+  if (only === undefined || only === "migration")
+    await liveMigrationChecks(BOOT_TIMEOUT_MS, Number(process.argv[3] ?? 1));
+  if (only === undefined || only === "suite") await testGuestSuiteChecks();
 }
 
 async function bootChecks(): Promise<void> {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { MAX_CONSOLE_LINE } from "./check-runner.ts";
 import { GuestConsole } from "./guest-console.ts";
+import { suiteChecks } from "./guest-suite.ts";
 import { moduleLoadOrder } from "./l1-image.ts";
 import {
   CLOCK_PROBE,
@@ -98,5 +99,36 @@ describe("nested lane (pure parts)", () => {
   it("keeps the commands typed on the guest console within the UART FIFO", () => {
     for (const line of [COUNTER_LOOP, CLOCK_PROBE])
       expect(Buffer.byteLength(line)).toBeLessThanOrEqual(MAX_CONSOLE_LINE);
+  });
+
+  it("turns vitest's JSON report into one check per suite file", () => {
+    const json = {
+      testResults: [
+        {
+          name: "/p/libs/vmm/src/vm.test.ts",
+          assertionResults: [
+            { fullName: "a", status: "passed" },
+            { fullName: "b", status: "skipped" },
+          ],
+        },
+        {
+          name: "/p/libs/migration/src/live-migration.test.ts",
+          assertionResults: [
+            { fullName: "moves", status: "passed" },
+            { fullName: "ping-pong", status: "failed" },
+          ],
+        },
+        { name: "/p/x.test.ts", assertionResults: [{ fullName: "c", status: "skipped" }] },
+      ],
+    };
+    expect(suiteChecks(json, "/p", 61_000)).toEqual([
+      { name: "suite libs/vmm/src/vm.test.ts", ok: true, detail: "1 passed, 0 failed, 1 skipped (vitest 61 s)" },
+      {
+        name: "suite libs/migration/src/live-migration.test.ts",
+        ok: false,
+        detail: "1 passed, 1 failed, 0 skipped (vitest 61 s): ping-pong",
+      },
+      { name: "suite x.test.ts", ok: false, detail: "0 passed, 0 failed, 1 skipped (vitest 61 s)" },
+    ]);
   });
 });

@@ -1,0 +1,84 @@
+/**
+ * The test-guest suites of the VMM on L1's nested SVM KVM (nothing in the VMM may depend on this host's PVM): vitest
+ * runs libs/vmm's real-KVM tests (boot, pause, save/restore hops, dirty log, throttle) and libs/migration's
+ * process-to-process live migrations inside L1, and each file becomes one check.
+ *
+ *   L1 job --> /tmp/kvt-l1-vitest.config.mjs (the project is read-only over 9p: cache and report go to /tmp)
+ *          --> node vitest run --config ... --> /tmp/kvt-l1-vitest.json --> KVT_NESTED_CHECK per file
+ */
+import { spawn } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { report } from "./check-runner.ts";
+
+/** The suites run in L1, relative to the project root. */
+export const L1_SUITES = ["libs/vmm/src/vm.test.ts", "libs/migration/src/live-migration.test.ts"] as const;
+
+const REPORT = "/tmp/kvt-l1-vitest.json";
+const CONFIG = "/tmp/kvt-l1-vitest.config.mjs";
+
+interface VitestJson {
+  testResults: {
+    name: string;
+    assertionResults: { fullName: string; status: string; duration?: number | null }[];
+  }[];
+}
+
+/** One check per suite file from vitest's JSON report: passed when no test failed and at least one ran. */
+export function suiteChecks(
+  json: VitestJson,
+  root: string,
+  ms: number,
+): { name: string; ok: boolean; detail: string }[] {
+  return json.testResults.map((file) => {
+    const count = (status: string): number => file.assertionResults.filter((a) => a.status === status).length;
+    const failed = file.assertionResults.filter((a) => a.status === "failed").map((a) => a.fullName);
+    const passed = count("passed");
+    const detail =
+      `${passed} passed, ${failed.length} failed, ${count("skipped") + count("pending")} skipped (vitest ${Math.round(ms / 1000)} s)` +
+      (failed.length ? `: ${failed.join("; ")}` : "");
+    const name = `suite ${file.name.replace(`${root}/`, "")}`;
+    return { name, ok: failed.length === 0 && passed > 0, detail };
+  });
+}
+
+/** Runs the suites under vitest inside L1 and reports one check per file. */
+export async function testGuestSuiteChecks(): Promise<void> {
+  const root = fileURLToPath(new URL("../../..", import.meta.url)).replace(/\/$/, "");
+  writeFileSync(
+    CONFIG,
+    `export default ${JSON.stringify({
+      cacheDir: "/tmp/kvt-l1-vite",
+      test: {
+        root,
+        include: [...L1_SUITES],
+        // Nested KVM under TCG is one to two orders of magnitude slower than this host's KVM.
+        testTimeout: 600_000,
+        hookTimeout: 600_000,
+        fileParallelism: false,
+        reporters: ["default", ["json", { outputFile: REPORT }]],
+      },
+    })};\n`,
+  );
+  const t0 = performance.now();
+  const vitest = `${root}/node_modules/vitest/vitest.mjs`;
+  const code = await new Promise<number | null>((resolve) => {
+    const child = spawn(process.execPath, [vitest, "run", "--config", CONFIG], { cwd: root, stdio: "inherit" });
+    child.on("exit", resolve);
+    child.on("error", () => resolve(null));
+  });
+  const ms = performance.now() - t0;
+  let json: VitestJson;
+  try {
+    json = JSON.parse(readFileSync(REPORT, "utf8")) as VitestJson;
+  } catch (err) {
+    report({
+      name: "suite",
+      ok: false,
+      ms: Math.round(ms),
+      detail: `vitest exited ${code}: ${(err as Error).message}`,
+    });
+    return;
+  }
+  for (const c of suiteChecks(json, root, ms)) report({ ...c, ms: Math.round(ms) });
+}
