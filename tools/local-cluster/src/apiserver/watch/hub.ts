@@ -75,6 +75,12 @@ function as(ev: StoreEvent, type: WatchEvent["type"]): WatchEvent {
 }
 
 function translate(f: WatchFilter, ev: StoreEvent): WatchEvent | undefined {
+  if (f.labels.length === 0 && f.fields.length === 0) {
+    // No selector: the table above reduces to the namespace check (old and new state share the id).
+    if (!ev.id.startsWith(f.idPrefix)) return undefined;
+    if (ev.type === "DELETED") return as(ev, "DELETED");
+    return as(ev, ev.type === "ADDED" && ev.prev === undefined ? "ADDED" : "MODIFIED");
+  }
   const newMatch = ev.type !== "DELETED" && matches(f, ev.obj, ev.id);
   const oldMatch = ev.prev !== undefined && matches(f, ev.prev, ev.id);
   if (ev.type === "DELETED")
