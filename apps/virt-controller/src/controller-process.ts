@@ -35,10 +35,11 @@ export async function runController(o: ControllerProcessOptions, signal: AbortSi
   const logger = createLogger({ component: "virt-controller", level: o.logLevel as "info" });
   const registry = createMetricsRegistry();
   const tracing = setupTracing({ serviceName: "virt-controller", serviceVersion: o.version });
-  const transport = new RestClient(loadKubeConfig({ kubeconfig: o.kubeconfig }), {
-    registry,
-    userAgent: `virt-controller/${o.version}`,
-  });
+  const kubeConfig = loadKubeConfig({ kubeconfig: o.kubeconfig });
+  const transport = new RestClient(kubeConfig, { registry, userAgent: `virt-controller/${o.version}` });
+  // Lease renewals get their own connection pool (kube-controller-manager's separate leader-election client): in a
+  // burst, the controllers' requests fill the shared pool and a renewal queued behind them could miss its deadline.
+  const leaseTransport = new RestClient(kubeConfig, { userAgent: `virt-controller/${o.version} leader-election` });
   const namespace = o.namespace;
   const identity = `${process.env.POD_NAME ?? hostname()}_${process.pid}`;
   const metrics = new ControllerMetrics(registry);
@@ -56,7 +57,7 @@ export async function runController(o: ControllerProcessOptions, signal: AbortSi
   let exitCode = 0;
   const stopped = new AbortController();
   const elector: LeaderElector = new LeaderElector({
-    leases: resourceClient<Lease>(transport, CORE_V1.leases),
+    leases: resourceClient<Lease>(leaseTransport, CORE_V1.leases),
     namespace,
     name: "virt-controller",
     identity,
