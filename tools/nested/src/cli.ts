@@ -22,6 +22,8 @@ log(`nested: L1 kernel ${image.kernelVersion}, initramfs ${image.initrdPath} (re
 const result = await runInL1(image, {
   job: "tools/nested/src/guest-checks.ts",
   ...(only ? { args: [only, ...(vcpus ? [vcpus] : [])] } : {}),
+  // Boots, the migration group and the suites take about 10 minutes here; the issue's CI budget is 20.
+  timeoutMs: 20 * 60_000,
   onLine: (line, atMs) => {
     if (verbose || /^KVT_/.test(line)) log(`[L1 +${(atMs / 1000).toFixed(1)}s] ${line}`);
   },
