@@ -15,7 +15,7 @@ import type { RuntimeLayout } from "./container-spec.ts";
 export function warmLauncherCompileCache(layout: RuntimeLayout, signal: AbortSignal): Promise<void> {
   const cacheDir = layout.compileCacheDir;
   if (!cacheDir) return Promise.resolve();
-  const entry = join(layout.projectRoot, "apps/virt-launcher/src/main.ts");
+  const entry = layout.launcherEntry ?? join(layout.projectRoot, "apps/virt-launcher/src/main.ts");
   return new Promise((resolve) => {
     const child = spawn(layout.execPath, [...layout.execArgs, entry, "--help"], {
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/", NODE_COMPILE_CACHE: cacheDir },

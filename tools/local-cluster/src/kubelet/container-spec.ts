@@ -3,7 +3,8 @@
  *
  *   container.command[0]                   runs as
  *   ------------------------------------   -------------------------------------------------------------
- *   virt-launcher, virt-launcher-monitor   node apps/virt-launcher/src/main.ts <command[1..]> <args>
+ *   virt-launcher, virt-launcher-monitor   node [flags] <the node's launcher image, else apps/virt-launcher/src/main.ts>
+ *                                            <command[1..]> <args>
  *   virt-tail --logfile F                  built-in: follows <podDir>/<basename F> into the container log
  *   anything else                          not runnable: Waiting/ErrImagePull with a message saying why
  *
@@ -46,6 +47,11 @@ export interface RuntimeLayout {
    * module graph again (seconds on a loaded machine). Deno ignores it.
    */
   readonly compileCacheDir?: string;
+  /**
+   * The launcher entry point to run: the node's bundled launcher image (launcher-image.ts) when it was built,
+   * else (absent) `apps/virt-launcher/src/main.ts`.
+   */
+  readonly launcherEntry?: string;
 }
 
 const LAUNCHER_COMMANDS = new Set(["virt-launcher", "virt-launcher-monitor"]);
@@ -165,7 +171,7 @@ export function planContainer(
   const command = [...(container.command ?? []), ...(container.args ?? [])];
   const program = command[0] ? basename(command[0]) : "";
   if (LAUNCHER_COMMANDS.has(program)) {
-    const entry = join(layout.projectRoot, "apps/virt-launcher/src/main.ts");
+    const entry = layout.launcherEntry ?? join(layout.projectRoot, "apps/virt-launcher/src/main.ts");
     return {
       kind: "process",
       name: container.name,

@@ -6,7 +6,8 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import { warmLauncherCompileCache } from "./compile-cache.ts";
-import { NODE_LAUNCHER_FLAGS } from "./container-spec.ts";
+import { NODE_LAUNCHER_FLAGS, type RuntimeLayout } from "./container-spec.ts";
+import { buildLauncherImage } from "./launcher-image.ts";
 import { startNodeAgent } from "./node-agent.ts";
 
 const projectRoot = new URL("../../../../", import.meta.url).pathname;
@@ -35,14 +36,27 @@ await main({
     kubeConfig.loadFromFile(kubeconfig);
     const log = createLogger({ component: "process-kubelet" }).child({ node: nodeName });
     const deno = "Deno" in globalThis;
-    const layout = {
+    const layout: { -readonly [K in keyof RuntimeLayout]: RuntimeLayout[K] } = {
       projectRoot,
       execPath: process.execPath,
       execArgs: deno ? ["run", "-A"] : NODE_LAUNCHER_FLAGS,
       socketDir: join(dataDir, "sockets"),
       ...(deno ? {} : { compileCacheDir: join(dataDir, "compile-cache") }),
     };
-    const warm = warmLauncherCompileCache(layout, signal);
+    // The launcher image (a bundle of its sources: half the start-up CPU of each launcher), built in the background
+    // so the node registers at once; pods started before it is ready run the sources. Then the compile cache is
+    // warmed for whichever entry point launchers will run.
+    const warm = (
+      deno
+        ? Promise.resolve()
+        : buildLauncherImage(projectRoot, join(dataDir, "launcher-image")).then(
+            (entry) => {
+              layout.launcherEntry = entry;
+            },
+            (err: unknown) =>
+              log.warn({ err }, "cannot bundle virt-launcher; launchers run from its TypeScript sources"),
+          )
+    ).then(() => warmLauncherCompileCache(layout, signal));
     // The CPUs the node advertises (default the machine's): the scheduler fits pods' CPU requests against them.
     const nodeCpus = values.cpus ? Number(values.cpus) : undefined;
     const agent = await startNodeAgent({ nodeName, kubeConfig, dataDir, layout, log, cpus: nodeCpus });
