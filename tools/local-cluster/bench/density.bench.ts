@@ -14,7 +14,7 @@
  * Prints a table and, last, one JSON line:
  *   {"area":"density","vmis":..,"p50Seconds":..,"p95Seconds":..,"launcherRssBytesMedian":..}
  */
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -171,6 +171,49 @@ function launcherPids(dataDir: string): Map<string, number> {
   return out;
 }
 
+/**
+ * CPU seconds (user + system) used so far by each process of this cluster (its command line or working directory
+ * names the data directory), keyed by pid, with the component it is: the figure load does not distort much.
+ */
+function clusterCpu(dataDir: string): Map<number, { component: string; seconds: number }> {
+  const out = new Map<number, { component: string; seconds: number }>();
+  const tick = 100; // USER_HZ on Linux
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8").replaceAll("\0", " ");
+      let cwd = "";
+      try {
+        cwd = readlinkSync(`/proc/${entry}/cwd`);
+      } catch {
+        // not ours to read
+      }
+      if (!cmdline.includes(dataDir) && !cwd.startsWith(dataDir)) continue;
+      const app = /(?:apps|tools\/local-cluster\/src)\/([a-z-]+)\//.exec(cmdline)?.[1] ?? cmdline.split(" ")[0];
+      const component = cmdline.includes("virt-launcher") ? "virt-launcher (all)" : app;
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      out.set(Number(entry), { component, seconds: (Number(fields[11]) + Number(fields[12])) / tick });
+    } catch {
+      // exited while we looked
+    }
+  }
+  return out;
+}
+
+/** CPU seconds per component between two {@link clusterCpu} samples (processes born in between count whole). */
+function cpuBetween(
+  before: Map<number, { component: string; seconds: number }>,
+  after: Map<number, { component: string; seconds: number }>,
+): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [pid, a] of after) {
+    const used = a.seconds - (before.get(pid)?.seconds ?? 0);
+    out.set(a.component, (out.get(a.component) ?? 0) + used);
+  }
+  return out;
+}
+
 /** Resident memory of one launcher, in bytes. */
 interface LauncherMemory {
   /** VmRSS: everything resident, shared pages (the node binary, ~50 MiB) included. */
@@ -179,6 +222,8 @@ interface LauncherMemory {
   readonly pss: number;
   /** Resident part of the guest's RAM (the anonymous mapping of exactly the VMI's memory size). */
   readonly guest: number;
+  /** RssAnon: private memory (JS heap, native heap, guest RAM), without the shared node binary and libraries. */
+  readonly anon: number;
 }
 
 function memoryBytes(quantity: string): number {
@@ -200,7 +245,7 @@ function memoryOf(pid: number, guestBytes: number): LauncherMemory | undefined {
       const anonymous = (mapping.split("\n")[0] ?? "").trim().split(/\s+/).length === 5;
       if (anonymous && kb(mapping, "Size") === guestBytes) guest = Math.max(guest, kb(mapping, "Rss"));
     }
-    return { rss: kb(status, "VmRSS"), pss: kb(rollup, "Pss"), guest };
+    return { rss: kb(status, "VmRSS"), pss: kb(rollup, "Pss"), guest, anon: kb(status, "RssAnon") };
   } catch {
     return undefined; // exited meanwhile
   }
@@ -273,7 +318,7 @@ const stageNames = [
   ["create -> Running (total)", "created", "running"],
 ] as const;
 
-function report(timelines: readonly Timeline[], rss: LauncherMemory[]): string {
+function report(timelines: readonly Timeline[], rss: LauncherMemory[], cpu: Map<string, number>): string {
   const totals = sortedOf(timelines.map((t) => (t.running === undefined ? undefined : t.running - t.created)));
   const rssSorted = sortedOf(rss.map((r) => r.rss));
   const rows: string[] = [];
@@ -294,7 +339,11 @@ function report(timelines: readonly Timeline[], rss: LauncherMemory[]): string {
     "",
     `VMIs Running: ${totals.length}/${timelines.length}; failed: ${failed.length}${failed.length ? ` (${failed[0].name}: ${failed[0].failed})` : ""}`,
     `per node: ${[...nodes].map(([n, c]) => `${n}=${c}`).join(" ")}`,
-    `launcher memory (${rss.length} processes, medians): VmRSS ${mib(med(rss.map((r) => r.rss)))} (max ${mib(rssSorted.at(-1) ?? 0)}), PSS ${mib(med(rss.map((r) => r.pss)))}, guest RAM resident ${mib(med(rss.map((r) => r.guest)))}, VmRSS - guest RAM ${mib(med(rss.map((r) => r.rss - r.guest)))}`,
+    `launcher memory (${rss.length} processes, medians): VmRSS ${mib(med(rss.map((r) => r.rss)))} (max ${mib(rssSorted.at(-1) ?? 0)}), PSS ${mib(med(rss.map((r) => r.pss)))}, guest RAM resident ${mib(med(rss.map((r) => r.guest)))}, VmRSS - guest RAM ${mib(med(rss.map((r) => r.rss - r.guest)))}, private (RssAnon - guest RAM) ${mib(med(rss.map((r) => r.anon - r.guest)))}`,
+    `CPU seconds from the first create to the last Running (${timelines.length} VMIs): ${[...cpu]
+      .sort((a, b) => b[1] - a[1])
+      .map(([c, sec]) => `${c} ${sec.toFixed(2)}`)
+      .join(", ")}; total ${[...cpu.values()].reduce((a, b) => a + b, 0).toFixed(2)}`,
     `goals: P50 < 1 s, P95 < 2 s, launcher < 60 MiB; load average ${loadavg()
       .map((l) => l.toFixed(2))
       .join(" ")} on this shared machine (figures are noisy)`,
@@ -310,18 +359,39 @@ function report(timelines: readonly Timeline[], rss: LauncherMemory[]): string {
   });
 }
 
+/**
+ * Waits (up to 60 s) until every node has its launcher image built and its compile cache warmed, as KubeVirt's
+ * density test runs on nodes that pulled the launcher image already.
+ */
+async function imagesReady(dataDir: string): Promise<void> {
+  const started = performance.now();
+  const nodesDir = join(dataDir, "nodes");
+  const ready = (): boolean =>
+    readdirSync(nodesDir).every(
+      (node) =>
+        existsSync(join(nodesDir, node, "launcher-image", "virt-launcher.mjs")) &&
+        existsSync(join(nodesDir, node, "compile-cache")),
+    );
+  while (!ready() && performance.now() - started < 60_000) await new Promise((r) => setTimeout(r, 200));
+  log(
+    `launcher images ${ready() ? "ready" : "NOT ready (launchers run the sources)"} after ${((performance.now() - started) / 1000).toFixed(1)}s`,
+  );
+}
+
 async function run(cluster: LocalCluster): Promise<string> {
   const kc = cluster.kubeConfig;
   const byName = new Map<string, Timeline>();
   const watches = await watchTimelines(kc, byName);
   try {
     log(`creating ${COUNT} VMIs ${INTERVAL_MS} ms apart`);
+    const cpuBefore = clusterCpu(cluster.dataDir);
     await createAll(kc.makeApiClient(CustomObjectsApi), byName);
     await waitAllRunning(byName);
+    const cpu = cpuBetween(cpuBefore, clusterCpu(cluster.dataDir));
     const pids = launcherPids(cluster.dataDir);
     const guestBytes = memoryBytes(values.memory);
     const rss = [...pids.values()].map((pid) => memoryOf(pid, guestBytes)).filter((r) => r !== undefined);
-    return report([...byName.values()], rss);
+    return report([...byName.values()], rss, cpu);
   } finally {
     for (const w of watches) w.abort();
     log("deleting the VMIs");
@@ -353,6 +423,7 @@ try {
     progress: (m) => log(m),
   });
   log(`cluster up in ${((performance.now() - started) / 1000).toFixed(1)}s`);
+  await imagesReady(dataDir);
   json = await run(cluster);
 } catch (error) {
   failure = error;
