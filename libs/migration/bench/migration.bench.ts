@@ -124,6 +124,8 @@ async function runCase(c: Case, expected: string): Promise<Record<string, unknow
       guestVerified: verified,
       ...(result.ok ? {} : { failureReason: result.failureReason }),
       targetHugePageBytes: stats?.hugePageBytes ?? 0,
+      targetPrefaultedBytes: stats?.prefaultedBytes ?? 0,
+      targetSmallPageBytes: stats?.smallPageBytes ?? 0,
     };
   } finally {
     await Promise.all([source.close(), target.close()]);
