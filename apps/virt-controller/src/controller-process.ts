@@ -39,7 +39,10 @@ export async function runController(o: ControllerProcessOptions, signal: AbortSi
   const transport = new RestClient(kubeConfig, { registry, userAgent: `virt-controller/${o.version}` });
   // Lease renewals get their own connection pool (kube-controller-manager's separate leader-election client): in a
   // burst, the controllers' requests fill the shared pool and a renewal queued behind them could miss its deadline.
-  const leaseTransport = new RestClient(kubeConfig, { userAgent: `virt-controller/${o.version} leader-election` });
+  const leaseTransport = new RestClient(kubeConfig, {
+    registry,
+    userAgent: `virt-controller/${o.version} leader-election`,
+  });
   const namespace = o.namespace;
   const identity = `${process.env.POD_NAME ?? hostname()}_${process.pid}`;
   const metrics = new ControllerMetrics(registry);

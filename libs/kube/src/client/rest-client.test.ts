@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApiError } from "../errors.ts";
 import { kubeConfigFor } from "./kube-config.ts";
@@ -123,5 +124,22 @@ describe("RestClient timeouts", () => {
     expect(await client.request({ method: "GET", path: "/api/v1/x" })).toEqual({});
     await new Promise((r) => setTimeout(r, 250));
     expect(await client.request({ method: "GET", path: "/api/v1/x" })).toEqual({});
+  });
+});
+
+describe("RestClient metrics", () => {
+  it("two clients on one registry count into the same series", async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end("{}");
+    });
+    const registry = new Registry();
+    const a = new RestClient(kubeConfigFor(url), { registry });
+    const b = new RestClient(kubeConfigFor(url), { registry });
+    await a.request({ method: "GET", path: "/api/v1/namespaces/d/pods/p" });
+    await b.request({ method: "GET", path: "/api/v1/namespaces/d/pods/p" });
+    expect(await registry.metrics()).toMatch(
+      /kubevirt_rest_client_requests_total\{[^}]*resource="pods",verb="GET"\} 2/,
+    );
   });
 });

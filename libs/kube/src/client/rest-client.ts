@@ -53,7 +53,10 @@ export interface RestTransport {
 
 /** Options for {@link RestClient}. */
 export interface RestClientOptions {
-  /** Registry for `kubevirt_rest_client_requests_total`; none means no metric. */
+  /**
+   * Registry for `kubevirt_rest_client_requests_total` and the latency histogram; none means no metric. Clients
+   * on the same registry share the series.
+   */
   readonly registry?: Registry;
   /** User agent; default `kvt`. */
   readonly userAgent?: string;
@@ -90,6 +93,36 @@ const AUTH_REFRESH_MS = 60_000;
  */
 const MAX_SOCKETS = 32;
 
+interface RestClientMetrics {
+  readonly requests: Counter<"code" | "method" | "host" | "resource" | "verb">;
+  readonly latency: Histogram<"verb" | "url">;
+}
+const metricsByRegistry = new WeakMap<Registry, RestClientMetrics>();
+
+/** The client metrics of `registry`, shared by every RestClient registered there (e.g. a separate lease client). */
+function restClientMetrics(registry: Registry): RestClientMetrics {
+  let m = metricsByRegistry.get(registry);
+  if (!m) {
+    m = {
+      requests: new Counter({
+        name: "kubevirt_rest_client_requests_total",
+        help: "Number of HTTP requests to the API server, partitioned by status code, method, host, resource and verb.",
+        labelNames: ["code", "method", "host", "resource", "verb"],
+        registers: [registry],
+      }),
+      latency: new Histogram({
+        name: "kubevirt_rest_client_request_latency_seconds",
+        help: "Request latency to the API server in seconds, broken down by verb and URL template.",
+        labelNames: ["verb", "url"],
+        buckets: [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192],
+        registers: [registry],
+      }),
+    };
+    metricsByRegistry.set(registry, m);
+  }
+  return m;
+}
+
 /** {@link RestTransport} over a KubeConfig. */
 export class RestClient implements RestTransport {
   readonly #kc: KubeConfig;
@@ -123,23 +156,9 @@ export class RestClient implements RestTransport {
     this.#userAgent = options.userAgent ?? "kvt";
     this.#watchIdleMs = options.watchIdleTimeoutMs ?? 90_000;
     this.#requestTimeoutMs = options.requestTimeoutMs ?? 300_000;
-    this.#requests = options.registry
-      ? new Counter({
-          name: "kubevirt_rest_client_requests_total",
-          help: "Number of HTTP requests to the API server, partitioned by status code, method, host, resource and verb.",
-          labelNames: ["code", "method", "host", "resource", "verb"],
-          registers: [options.registry],
-        })
-      : undefined;
-    this.#latency = options.registry
-      ? new Histogram({
-          name: "kubevirt_rest_client_request_latency_seconds",
-          help: "Request latency to the API server in seconds, broken down by verb and URL template.",
-          labelNames: ["verb", "url"],
-          buckets: [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192],
-          registers: [options.registry],
-        })
-      : undefined;
+    const metrics = options.registry ? restClientMetrics(options.registry) : undefined;
+    this.#requests = metrics?.requests;
+    this.#latency = metrics?.latency;
   }
 
   /** The API server URL. */
