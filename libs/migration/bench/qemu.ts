@@ -47,6 +47,11 @@ class Qmp {
     });
   }
 
+  /** True once the socket closed (QEMU exited). */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
   static async open(path: string): Promise<Qmp> {
     for (let i = 0; i < 200 && !existsSync(path); i++) await sleep(25);
     const sock = connect(path);
@@ -166,13 +171,25 @@ async function runQemuCase(c: QemuCaseInput): Promise<Record<string, unknown>> {
     const qs = await Qmp.open(join(dir, "source.qmp"));
     await qs.run("migrate-set-capabilities", { capabilities: [{ capability: "auto-converge", state: true }] });
     await qs.run("migrate-set-parameters", { "downtime-limit": 20, "max-bandwidth": 100 * 2 ** 30 });
+    const t0 = performance.now();
     await qs.run("migrate", { uri: `tcp:127.0.0.1:${port}` });
     let info: Record<string, unknown> = {};
     for (;;) {
-      if (source.exitCode !== null || source.signalCode !== null) {
-        throw new Error(`source QEMU exited during the migration (last status ${String(info.status)})`);
+      if (source.exitCode !== null || source.signalCode !== null || qs.closed) {
+        // The workload ran to its end (isa-debug-exit) while QEMU was still iterating: it never converged.
+        return {
+          totalSeconds: (performance.now() - t0) / 1000,
+          converged: false,
+          failureReason: `the guest finished before QEMU converged (last status ${String(info.status)})`,
+          iterations: ((info.ram ?? {}) as Record<string, number>)["dirty-sync-count"] ?? 0,
+        };
       }
-      info = await qs.run("query-migrate");
+      try {
+        info = await qs.run("query-migrate");
+      } catch (e) {
+        if (qs.closed) continue; // QEMU exited between the check and the query: reported above
+        throw e;
+      }
       if (info.status === "completed" || info.status === "failed" || info.status === "cancelled") break;
       await sleep(5);
     }
