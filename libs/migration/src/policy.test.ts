@@ -19,10 +19,33 @@ describe("ConvergencePolicy", () => {
       throttlePercent: 0,
       expectedDowntimeMs: 100,
     });
-    expect(p.decide({ elapsedMs: 1100, pendingBytes: 40 * MiB, newDirtyBytes: 40 * MiB, intervalSec: 0.1 })).toEqual({
+    expect(p.decide({ elapsedMs: 1100, pendingBytes: 40 * MiB, newDirtyBytes: 40 * MiB, intervalSec: 0.05 })).toEqual({
       kind: "switch-over",
       expectedDowntimeMs: 40,
     });
+  });
+
+  it("within budget, spends up to two more rounds while the guest dirties less than half the link", () => {
+    const p = new ConvergencePolicy({ ...base, maxDowntimeMs: 20 });
+    p.observeTransfer(1000 * MiB, 1); // 1000 MiB/s; the guest dirties 50 MiB/s
+    const sample = (pendingMiB: number) => ({
+      elapsedMs: 100,
+      pendingBytes: pendingMiB * MiB,
+      newDirtyBytes: 5 * MiB,
+      intervalSec: 0.1,
+    });
+    expect(p.decide(sample(15)).kind).toBe("iterate"); // 15 ms: within budget, but a round would leave ~0.75 ms
+    expect(p.decide(sample(4)).kind).toBe("switch-over"); // 4 ms: under a quarter of the budget
+    const q = new ConvergencePolicy({ ...base, maxDowntimeMs: 20 });
+    q.observeTransfer(1000 * MiB, 1);
+    expect([q.decide(sample(15)).kind, q.decide(sample(15)).kind, q.decide(sample(15)).kind]).toEqual([
+      "iterate",
+      "iterate",
+      "switch-over",
+    ]);
+    const hot = new ConvergencePolicy({ ...base, maxDowntimeMs: 20 });
+    hot.observeTransfer(1000 * MiB, 1);
+    expect(hot.decide({ ...sample(15), newDirtyBytes: 60 * MiB }).kind).toBe("switch-over"); // 600 MiB/s: no gain
   });
 
   it("switches over at once when nothing is pending, even before any bandwidth is known", () => {

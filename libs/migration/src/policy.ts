@@ -3,7 +3,10 @@
  * asks `decide()` what to do next:
  *
  *   collect --> expected downtime = pending bytes / measured bandwidth
- *                 <= maxDowntimeMs ...........................> "switch-over"
+ *                 <= maxDowntimeMs ...........................> "switch-over", except: while the guest dirties
+ *                      less than half the link and the expected downtime is above a quarter of the budget, up to
+ *                      two more rounds first (each leaves about dirty rate / bandwidth of the pending bytes, so a
+ *                      round of a few ms of copying buys most of the downtime back)
  *                 elapsed > completion timeout ...............> "fail" (seconds resolved by the caller)
  *                 no new low of remaining bytes for progressTimeoutSec > "fail" (KubeVirt progressTimeout)
  *                 otherwise ..................................> "iterate" (send the pending pages, collect again)
@@ -42,6 +45,9 @@ export type Decision =
   | { readonly kind: "iterate"; readonly throttlePercent: number; readonly expectedDowntimeMs: number }
   | { readonly kind: "fail"; readonly reason: string };
 
+/** Rounds the policy may add once within budget, to bring the downtime further down. */
+export const MAX_EXTRA_ROUNDS = 2;
+
 /** The first throttle step, the step after it, and the ceiling (QEMU cpu-throttle-initial/increment, max 99). */
 export const THROTTLE_INITIAL = 20;
 export const THROTTLE_INCREMENT = 10;
@@ -54,6 +60,7 @@ export class ConvergencePolicy {
   #dirtyRate = 0;
   #throttle = 0;
   #hotRounds = 0;
+  #extraRounds = 0;
   #lowestRemaining = Number.POSITIVE_INFINITY;
   #lowestAtMs = 0;
 
@@ -98,7 +105,13 @@ export class ConvergencePolicy {
   decide(s: RoundSample): Decision {
     if (s.intervalSec > 0) this.#dirtyRate = s.newDirtyBytes / s.intervalSec;
     const expected = this.expectedDowntimeMs(s.pendingBytes);
-    if (expected <= this.#o.maxDowntimeMs) return { kind: "switch-over", expectedDowntimeMs: expected };
+    if (expected <= this.#o.maxDowntimeMs) {
+      if (this.#worthAnotherRound(expected)) {
+        this.#extraRounds++;
+        return { kind: "iterate", throttlePercent: this.#throttle, expectedDowntimeMs: expected };
+      }
+      return { kind: "switch-over", expectedDowntimeMs: expected };
+    }
     if (this.#o.completionTimeoutSec > 0 && s.elapsedMs > this.#o.completionTimeoutSec * 1000) {
       return { kind: "fail", reason: `completion timeout (${this.#o.completionTimeoutSec} s)` };
     }
@@ -110,6 +123,17 @@ export class ConvergencePolicy {
     }
     this.#updateThrottle();
     return { kind: "iterate", throttlePercent: this.#throttle, expectedDowntimeMs: expected };
+  }
+
+  /** Within budget already: one more round is cheap and shrinks the pending bytes by dirty rate / bandwidth. */
+  #worthAnotherRound(expectedMs: number): boolean {
+    const bw = this.bandwidthBytesPerSec;
+    return (
+      this.#extraRounds < MAX_EXTRA_ROUNDS &&
+      bw > 0 &&
+      this.#dirtyRate < 0.5 * bw &&
+      expectedMs > this.#o.maxDowntimeMs / 4
+    );
   }
 
   #updateThrottle(): void {
