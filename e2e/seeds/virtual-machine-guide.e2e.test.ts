@@ -167,5 +167,8 @@ describe("the VirtualMachine user guide, command by command", () => {
     const launcher = (await launcherPods(kubeconfig, vmi.metadata.uid)).at(-1)!;
     expect(ok(await k("get", "pods", "-l", selector, "-o", "name")).trim()).toBe(`pod/${launcher.metadata.name}`);
     ok(await k("delete", "virtualmachine", "vmi-ephemeral"));
+    // The Service is the user's: it outlives the VM it was made for (no owner reference, as with KubeVirt's).
+    await eventually(async () => expect(await vmiOrUndefined(kubeconfig, "vmi-ephemeral")).toBeUndefined(), BOOT);
+    expect(ok(await k("get", "svc", "vmiservice", "-o", "name")).trim()).toBe("service/vmiservice");
   });
 });
