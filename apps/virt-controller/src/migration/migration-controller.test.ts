@@ -1,4 +1,5 @@
 import {
+  FINALIZER,
   type MigrationPolicy,
   type ObjectKey,
   objectKey,
@@ -196,19 +197,19 @@ describe("MigrationController", () => {
     expect(api.summary()).toContain("delete pods default/target");
   });
 
-  it("cancellation before hand-off deletes the target pod and fails the migration", async () => {
+  it("cancellation before hand-off deletes the target pod and fails the migration, keeping the finalizer until the Failed status is stored", async () => {
     const vmi = runningVmi();
-    const m = newMigration(
-      "m1",
-      "vmi1",
-      mPhase("Scheduling"),
-      (x) => (x.metadata!.deletionTimestamp = new Date().toISOString()),
-    );
+    const m = newMigration("m1", "vmi1", mPhase("Scheduling"), (x) => {
+      x.metadata!.deletionTimestamp = new Date().toISOString();
+      x.metadata!.finalizers = [FINALIZER.migration];
+    });
     const { api, run, now } = setup(m, vmi, [targetPod(m, vmi)]);
     await run();
     expect(api.summary()).toContain("delete pods default/target");
     expect(now()?.status?.phase).toBe("Failed");
     expect(now()?.status?.migrationState?.failureReason).toBe("Migration failed due to being canceled");
+    // Users (kubectl get vmim -w) see Failed before the object goes: the finalizer waits for the next pass.
+    expect(now()?.metadata?.finalizers).toEqual([FINALIZER.migration]);
   });
 
   it("cancellation after hand-off sets abortRequested on the VMI", async () => {

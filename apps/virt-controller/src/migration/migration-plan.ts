@@ -252,8 +252,9 @@ function finish(
   m: VirtualMachineInstanceMigration,
 ): MigrationPlan {
   const out = [...actions];
-  // A finished migration needs no finalizer: cancellation is moot and GC deletes must not wait.
-  if (isMigrationFinal(status.phase) && m.metadata?.finalizers?.length) out.push({ kind: "removeFinalizer" });
+  // A finished migration needs no finalizer: cancellation is moot and GC deletes must not wait. It goes only once the
+  // final phase is stored (a later pass), so a canceled VMIM is seen Failed, with its event, before it disappears.
+  if (isMigrationFinal(m.status?.phase) && m.metadata?.finalizers?.length) out.push({ kind: "removeFinalizer" });
   return requeueAfterMs === undefined
     ? { status, actions: out, events }
     : { status, actions: out, events, requeueAfterMs };
