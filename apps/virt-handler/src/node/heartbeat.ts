@@ -15,6 +15,8 @@ export const KVM_RESOURCE = "devices.kubevirt.io/kvm";
 export const KVM_CAPACITY = "1k";
 /** KubeVirt's heartbeat period (1 min; jittered). */
 export const HEARTBEAT_PERIOD_MS = 60_000;
+/** First retry delay after a failed heartbeat. */
+const RETRY_MS = 1000;
 
 /** Merge-patches a Node (metadata and status separately, as the API requires). */
 export interface NodePatcher {
@@ -65,28 +67,38 @@ export class NodeHeartbeat {
     this.#kvm = options.kvm ?? kvmAvailable();
   }
 
-  /** Beats once (awaited, so the node is schedulable before VMIs arrive), then every period with 1.2x jitter. */
+  /**
+   * Beats once (awaited, so the node is schedulable before VMIs arrive), then every period with 1.2x jitter. A
+   * failed beat is retried sooner (1 s, doubling, at most the period): the first one can race the kubelet
+   * registering the Node, and until it succeeds no VMI can be scheduled here.
+   */
   async start(): Promise<void> {
-    await this.beat(true);
+    let failures = (await this.beat(true)) ? 0 : 1;
     const next = (): void => {
-      this.#timer = setTimeout(
-        () => {
-          void this.beat(true).finally(next); // beat() never rejects: it logs its own failures
-        },
-        this.#periodMs * (1 + Math.random() * 0.2),
-      );
+      const delay =
+        failures > 0
+          ? Math.min(this.#periodMs, RETRY_MS * 2 ** (failures - 1))
+          : this.#periodMs * (1 + Math.random() * 0.2);
+      this.#timer = setTimeout(() => {
+        void this.beat(true).then((ok) => {
+          failures = ok ? 0 : failures + 1;
+          next();
+        }); // beat() never rejects: it logs its own failures
+      }, delay);
       this.#timer.unref();
     };
     next();
   }
 
-  /** One heartbeat; failures are logged and retried at the next period. */
-  async beat(schedulable: boolean): Promise<void> {
+  /** One heartbeat; failures are logged (and retried by start()'s loop). True when it was written. */
+  async beat(schedulable: boolean): Promise<boolean> {
     try {
       await this.#api.patchNode(this.#nodeName, heartbeatPatch(new Date(), schedulable));
       await this.#api.patchNodeStatus(this.#nodeName, capacityPatch(this.#kvm));
+      return true;
     } catch (error) {
-      this.#logger.warn({ err: error, node: this.#nodeName }, "node heartbeat failed; retrying next period");
+      this.#logger.warn({ err: error, node: this.#nodeName }, "node heartbeat failed; retrying");
+      return false;
     }
   }
 
