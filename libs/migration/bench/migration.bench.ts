@@ -117,6 +117,7 @@ async function runCase(c: Case, expected: string): Promise<Record<string, unknow
       dirtyRateBytesPerSec: c.dirtyRateBytesPerSec === "max" ? Math.round(maxDirtyRate) : c.dirtyRateBytesPerSec,
       totalSeconds: round(result.totalSeconds, 4),
       downtimeMs: round(result.downtimeMs ?? Number.NaN, 3),
+      ...(result.downtimePhases ? { downtimePhases: roundAll(result.downtimePhases, 3) } : {}),
       throughputBytesPerSec: Math.round(result.bytesSent / result.totalSeconds),
       bytesSent: result.bytesSent,
       iterations: result.iterations,
@@ -134,6 +135,10 @@ async function runCase(c: Case, expected: string): Promise<Record<string, unknow
 
 function round(v: number, digits: number): number {
   return Number(v.toFixed(digits));
+}
+
+function roundAll(o: object, digits: number): Record<string, number> {
+  return Object.fromEntries(Object.entries(o).map(([k, v]) => [k, round(Number(v), digits)]));
 }
 
 async function createToFirstInstructionMs(): Promise<number> {
@@ -180,5 +185,11 @@ for (const c of CASES.filter((x) => !only || only.includes(x.name))) {
 console.log(
   `limits: memcpy ${(limits.memcpyBytesPerSec / GiB).toFixed(2)} GiB/s, loopback TCP ${(limits.loopbackTcpBytesPerSec / GiB).toFixed(2)} GiB/s; Vm.create -> first instruction ${createMs} ms`,
 );
-console.table(cases.map(({ qemu, ...r }) => ({ ...r, ...(qemu ? { qemu: JSON.stringify(qemu) } : {}) })));
+console.table(
+  cases.map(({ qemu, downtimePhases, ...r }) => ({
+    ...r,
+    ...(downtimePhases ? { downtimePhases: JSON.stringify(downtimePhases) } : {}),
+    ...(qemu ? { qemu: JSON.stringify(qemu) } : {}),
+  })),
+);
 console.log(JSON.stringify({ area: "migration", limits, createToFirstInstructionMs: createMs, cases }));

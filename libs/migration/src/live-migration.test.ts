@@ -77,6 +77,11 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
     expect(result).toMatchObject({ ok: true, converged: true });
     expect(result.iterations).toBeGreaterThanOrEqual(2);
     expect(result.downtimeMs).toBeGreaterThan(0);
+    // The phases account for the downtime (only the digest, asked for here, falls between them).
+    const phases = Object.values(result.downtimePhases ?? {});
+    expect(phases).toHaveLength(5);
+    expect(phases.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual((result.downtimeMs ?? 0) + 0.01);
+    expect(result.downtimePhases?.resumeMs).toBeGreaterThan(0);
     const incoming = (await target.waitFor("incoming-done")).stats as {
       memoryDigest: string;
       version: number;

@@ -8,7 +8,7 @@
  * Progress is reported after every collection; the result carries the measured downtime and totals.
  */
 
-import { MigrationSourceStream, type Vm } from "@kvt/vmm";
+import { type MigrationDowntimePhases, MigrationSourceStream, type Vm } from "@kvt/vmm";
 import type { Logger } from "pino";
 import { type ConvergenceOptions, ConvergencePolicy } from "./policy.ts";
 
@@ -38,6 +38,8 @@ export interface MigrationResult {
   readonly failureReason?: string;
   /** Guest paused on the source until running on the target. */
   readonly downtimeMs?: number;
+  /** Where that downtime went (pause, final dirty log, final pages, state save, target resume). */
+  readonly downtimePhases?: MigrationDowntimePhases;
   readonly totalSeconds: number;
   /** Wire bytes sent, frame headers included. */
   readonly bytesSent: number;
@@ -148,10 +150,14 @@ export class OutgoingMigration {
           await this.#o.beforeSwitchOver?.();
           const sw = await this.#stream.switchOver(cap, this.#o.digest ?? false);
           iterations++;
-          log?.info({ downtimeMs: sw.downtimeMs, iterations }, "migration completed");
+          log?.info({ downtimeMs: sw.downtimeMs, phases: sw.downtimePhases, iterations }, "migration completed");
           this.#stream.close(); // before the release: the stream uses the machine
           if (this.#o.release ?? true) this.#vm.stop();
-          return result(true, { downtimeMs: sw.downtimeMs, memoryDigest: sw.memoryDigest });
+          return result(true, {
+            downtimeMs: sw.downtimeMs,
+            downtimePhases: sw.downtimePhases,
+            memoryDigest: sw.memoryDigest,
+          });
         }
         if (d.throttlePercent !== policy.throttlePercent || d.throttlePercent > 0) {
           this.#vm.setCpuThrottle(d.throttlePercent);

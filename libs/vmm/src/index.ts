@@ -26,6 +26,7 @@ export { type NoCloudSeed, noCloudSeedInitrd, SEED_DIR } from "./linux-seed.ts";
 export {
   type MigrationCollectStats,
   type MigrationConnectOptions,
+  type MigrationDowntimePhases,
   type MigrationRoundStats,
   MigrationSourceStream,
   type MigrationStreamTotals,

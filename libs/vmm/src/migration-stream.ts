@@ -38,8 +38,20 @@ export interface MigrationSwitchStats {
   readonly stateBytes: number;
   /** Guest paused here until the target's confirmation that it runs there. */
   readonly downtimeMs: number;
+  /** Where the downtime went (ms): vCPUs paused, final dirty log, final pages sent, machine state saved, and State +
+   *  Complete -> Resumed (the target drains the socket, restores the state and starts its vCPUs). */
+  readonly downtimePhases: MigrationDowntimePhases;
   /** SHA-256 (hex) of all guest RAM at switch-over, when asked for (tests). */
   readonly memoryDigest?: string;
+}
+
+/** The phases of a switch-over's downtime, in milliseconds. */
+export interface MigrationDowntimePhases {
+  readonly pauseMs: number;
+  readonly collectMs: number;
+  readonly sendMs: number;
+  readonly saveMs: number;
+  readonly resumeMs: number;
 }
 
 /** Totals of a source stream. */

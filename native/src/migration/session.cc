@@ -210,10 +210,17 @@ Result<RoundStats> SourceSession::SendPending(uint64_t bytes_per_sec) {
 Result<SwitchStats> SourceSession::SwitchOver(uint64_t bytes_per_sec, bool digest) {
   auto c = Check();
   if (!c.ok()) return c.error();
-  uint64_t t0 = NowNs();
+  uint64_t t0 = NowNs(), mark = t0;
+  auto lap = [&mark]() {
+    uint64_t now = NowNs();
+    double ms = double(now - mark) / 1e6;
+    mark = now;
+    return ms;
+  };
   auto r = machine_->Pause();
   if (!r.ok()) return r.error();
   SwitchStats ss;
+  ss.pause_ms = lap();
   auto fail = [&](Error e) -> Result<SwitchStats> {
     if (cancel_.load()) e = Error{ECANCELED, "migration", "canceled"};
     out_->Abandon(e.detail.empty() ? e.op : e.detail);
@@ -222,18 +229,23 @@ Result<SwitchStats> SourceSession::SwitchOver(uint64_t bytes_per_sec, bool diges
   };
   auto collected = Collect();
   if (!collected.ok()) return fail(collected.error());
+  ss.collect_ms = lap();
   auto round = SendPending(bytes_per_sec);
   if (!round.ok()) return fail(round.error());
   ss.final_round = round.value();
+  ss.send_ms = lap();
   auto blob = machine_->SaveState();
   if (!blob.ok()) return fail(blob.error());
   ss.state_bytes = blob.value().size();
+  ss.save_ms = lap();
   r = out_->SendState(blob.value().data(), blob.value().size());
   if (!r.ok()) return fail(r.error());
   if (digest) ss.memory_digest = MemoryDigest(ram_);
+  lap();  // the digest (tests only) is not a phase
   r = out_->Complete();
   if (!r.ok()) return fail(r.error());
   released_ = true;
+  ss.resume_ms = lap();
   ss.downtime_ms = double(NowNs() - t0) / 1e6;
   return ss;
 }

@@ -40,11 +40,14 @@ struct CollectStats {
   double seconds_since_last = 0;
 };
 
-/** The switch-over: downtime as the source saw it (paused -> Resumed received). */
+/** The switch-over: downtime as the source saw it (paused -> Resumed received), and its phases (CH DowntimeContext):
+ *  pause (vCPUs stopped), collect (final dirty log), send (final pages), save (machine state), resume (State +
+ *  Complete sent -> Resumed: the target drains the socket, restores the state and starts its vCPUs). */
 struct SwitchStats {
   RoundStats final_round;
   uint64_t state_bytes = 0;
   double downtime_ms = 0;
+  double pause_ms = 0, collect_ms = 0, send_ms = 0, save_ms = 0, resume_ms = 0;
   std::string memory_digest;  // SHA-256 of all guest RAM once paused and sent (only when asked: tests)
 };
 

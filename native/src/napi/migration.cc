@@ -168,6 +168,13 @@ Napi::Value JS_SourceSwitchOver(const Napi::CallbackInfo& info) {
         o.Set("finalRound", RoundJs(e, w.final_round));
         o.Set("stateBytes", double(w.state_bytes));
         o.Set("downtimeMs", w.downtime_ms);
+        Napi::Object phases = Napi::Object::New(e);
+        phases.Set("pauseMs", w.pause_ms);
+        phases.Set("collectMs", w.collect_ms);
+        phases.Set("sendMs", w.send_ms);
+        phases.Set("saveMs", w.save_ms);
+        phases.Set("resumeMs", w.resume_ms);
+        o.Set("downtimePhases", phases);
         if (!w.memory_digest.empty()) o.Set("memoryDigest", w.memory_digest);
         return o;
       });
