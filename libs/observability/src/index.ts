@@ -28,6 +28,7 @@ export {
   clientSpan,
   contextFromTraceparent,
   setupTracing,
+  startTracing,
   type TracingHandle,
   type TracingOptions,
   traceExportTargets,

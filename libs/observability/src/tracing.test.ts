@@ -9,6 +9,7 @@ import {
   clientSpan,
   contextFromTraceparent,
   setupTracing,
+  startTracing,
   type TracingHandle,
   traceExportTargets,
   traceparentOf,
@@ -70,6 +71,27 @@ describe("setupTracing()", () => {
     const span = (JSON.parse(readFileSync(file, "utf8")) as OtlpTraceRequest).resourceSpans[0].scopeSpans[0].spans[0];
     expect(span.traceId).toBe("0af7651916cd43dd8448eb211c80319c");
     expect(span.parentSpanId).toBe("b7ad6b7169203331");
+  });
+});
+
+describe("startTracing()", () => {
+  it("is off unless configured, and exports parented spans to the trace file once awaited", async () => {
+    handle = await startTracing({ serviceName: "virt-test", env: {} });
+    expect(handle.enabled).toBe(false);
+    dir = mkdtempSync(join(tmpdir(), "kvt-trace-"));
+    const file = join(dir, "traces.jsonl");
+    handle = await startTracing({ serviceName: "virt-launcher", env: { KUBEVIRT_TRACES_FILE: file } });
+    expect(handle.enabled).toBe(true);
+    const remote = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    trace.getTracer("test").startSpan("start VirtualMachineInstance", {}, contextFromTraceparent(remote)).end();
+    await handle.shutdown();
+    const request = JSON.parse(readFileSync(file, "utf8")) as OtlpTraceRequest;
+    expect(request.resourceSpans[0].resource.attributes).toContainEqual({
+      key: "service.name",
+      value: { stringValue: "virt-launcher" },
+    });
+    const span = request.resourceSpans[0].scopeSpans[0].spans[0];
+    expect(span).toMatchObject({ name: "start VirtualMachineInstance", parentSpanId: "b7ad6b7169203331" });
   });
 });
 

@@ -5,9 +5,9 @@
  *    `npm start -- --traces FILE`); several processes may append to the same file (see {@link FileSpanExporter}).
  *  - `OTEL_TRACES_EXPORTER=none` or `OTEL_SDK_DISABLED=true` turn it off.
  * The SDK (about 200 ms of CPU to import, the OTLP exporter half of it) is loaded only when something is exported, and
- * the OTLP exporter only when an endpoint is configured. It is loaded synchronously (`require` of the packages' ES
- * module builds, the same instances `import` gives), so setupTracing stays synchronous and no span started right after
- * it is lost.
+ * the OTLP exporter only when an endpoint is configured. setupTracing loads it synchronously (`require` of the
+ * packages' ES module builds, the same instances `import` gives), so it stays synchronous and no span started right
+ * after it is lost; startTracing loads it with `import()`, for apps that await it (bundlers split it into chunks).
  * Context propagates in-process through AsyncLocalStorage, across HTTP in the W3C `traceparent` header, and across
  * objects in the `kubevirt.io/traceparent` annotation (see {@link traceparentOf} / {@link contextFromTraceparent}).
  */
@@ -82,32 +82,44 @@ function loadSync<T>(specifier: string): T {
   return requireHere(target) as T;
 }
 
-/**
- * Installs the global context manager and W3C propagator for this process and, per the environment, a tracer
- * provider with its exporters. Call once from the app's composition root. Propagation is installed even when this
- * process exports nothing, so trace context passes through it.
- */
-export function setupTracing(options: TracingOptions): TracingHandle {
-  const env = options.env ?? process.env;
+/** The SDK modules a provider is built from. */
+interface SdkModules {
+  readonly sdk: typeof SdkTrace;
+  readonly resources: typeof Resources;
+  readonly otlp?: typeof OtlpHttp;
+}
+
+type Plan = { readonly handle: TracingHandle } | { readonly targets: ReturnType<typeof traceExportTargets> };
+
+/** Installs propagation (always) and says what else to do: nothing (a handle) or export to `targets`. */
+function plan(options: TracingOptions): Plan {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   propagation.setGlobalPropagator(new W3CTraceparentPropagator());
-  const targets = traceExportTargets(env);
-  const extra = options.extraProcessors ?? [];
-  if (!targets.endpoint && !targets.file && extra.length === 0) return { enabled: false, shutdown: async () => {} };
-  const sdk = loadSync<typeof SdkTrace>("@opentelemetry/sdk-trace");
-  const { resourceFromAttributes } = loadSync<typeof Resources>("@opentelemetry/resources");
-  const processors: SpanProcessor[] = [...extra];
-  if (targets.endpoint) {
-    const { OTLPTraceExporter } = loadSync<typeof OtlpHttp>("@opentelemetry/exporter-trace-otlp-http");
-    processors.push(new sdk.BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: targets.endpoint }) }));
+  const targets = traceExportTargets(options.env ?? process.env);
+  if (!targets.endpoint && !targets.file && (options.extraProcessors ?? []).length === 0) {
+    return { handle: { enabled: false, shutdown: async () => {} } };
+  }
+  return { targets };
+}
+
+/** Installs a tracer provider exporting to `targets`. */
+function install(
+  options: TracingOptions,
+  targets: ReturnType<typeof traceExportTargets>,
+  m: SdkModules,
+): TracingHandle {
+  const processors: SpanProcessor[] = [...(options.extraProcessors ?? [])];
+  if (targets.endpoint && m.otlp) {
+    const exporter = new m.otlp.OTLPTraceExporter({ url: targets.endpoint });
+    processors.push(new m.sdk.BatchSpanProcessor({ exporter }));
   }
   if (targets.file) {
     // One write per second at most: a span reaches the file within a second, and shutdown flushes the rest.
     const exporter = new FileSpanExporter(targets.file);
-    processors.push(new sdk.BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 }));
+    processors.push(new m.sdk.BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 }));
   }
-  const provider = new sdk.TracerProvider({
-    resource: resourceFromAttributes({
+  const provider = new m.sdk.TracerProvider({
+    resource: m.resources.resourceFromAttributes({
       "service.name": options.serviceName,
       ...(options.serviceVersion ? { "service.version": options.serviceVersion } : {}),
       ...options.attributes,
@@ -120,6 +132,38 @@ export function setupTracing(options: TracingOptions): TracingHandle {
     enabled: true,
     shutdown: () => (stopped ??= provider.shutdown()),
   };
+}
+
+/**
+ * Installs the global context manager and W3C propagator for this process and, per the environment, a tracer
+ * provider with its exporters. Call once from the app's composition root. Propagation is installed even when this
+ * process exports nothing, so trace context passes through it. Loads the SDK synchronously (see {@link loadSync});
+ * an app that can wait should prefer {@link startTracing}.
+ */
+export function setupTracing(options: TracingOptions): TracingHandle {
+  const p = plan(options);
+  if ("handle" in p) return p.handle;
+  return install(options, p.targets, {
+    sdk: loadSync<typeof SdkTrace>("@opentelemetry/sdk-trace"),
+    resources: loadSync<typeof Resources>("@opentelemetry/resources"),
+    ...(p.targets.endpoint ? { otlp: loadSync<typeof OtlpHttp>("@opentelemetry/exporter-trace-otlp-http") } : {}),
+  });
+}
+
+/**
+ * {@link setupTracing} for an app that awaits it before starting work: the SDK comes in through `import()` of literal
+ * specifiers, which bundlers split into chunks of their own (loaded, and compile-cached, only when tracing is on)
+ * and which always yields the one ES module instance of each package. Nothing is imported when nothing is exported.
+ */
+export async function startTracing(options: TracingOptions): Promise<TracingHandle> {
+  const p = plan(options);
+  if ("handle" in p) return p.handle;
+  const [sdk, resources, otlp] = await Promise.all([
+    import("@opentelemetry/sdk-trace"),
+    import("@opentelemetry/resources"),
+    p.targets.endpoint ? import("@opentelemetry/exporter-trace-otlp-http") : undefined,
+  ]);
+  return install(options, p.targets, { sdk, resources, ...(otlp ? { otlp } : {}) });
 }
 
 const carrierGetter = {
