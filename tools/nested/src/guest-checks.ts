@@ -7,7 +7,8 @@
  *   boot 2: marker --> `poweroff` --> "guest-exit" code 0 (ACPI S5)
  *   boot 3: marker --> the host sends Ctrl-Alt-Del (PS/2 keyboard) --> the init powers off --> "guest-exit" 0
  *   boot 4: marker --> shell counter --> live migration to a second VMM process --> the counter continues there,
- *           the guest clock moved no more than the downtime --> `poweroff` on the target (live-migration-checks.ts)
+ *           the guest clocks moved no more than the downtime --> Ctrl-Alt-Del on the target (live-migration-checks.ts)
+ *   boot 5: the same with 2 vCPUs (check names end in -2vcpu)
  *
  *   then:   the test-guest suites of libs/vmm and libs/migration under vitest (guest-suite.ts), one check per file
  *
@@ -33,8 +34,11 @@ async function main(): Promise<void> {
   // `suite` only the test-guest suites (guest-suite.ts).
   const only = process.argv[2];
   if (only === undefined) await bootChecks();
-  if (only === undefined || only === "migration")
-    await liveMigrationChecks(BOOT_TIMEOUT_MS, Number(process.argv[3] ?? 1));
+  if (only === "migration") await liveMigrationChecks(BOOT_TIMEOUT_MS, Number(process.argv[3] ?? 1));
+  if (only === undefined) {
+    await liveMigrationChecks(BOOT_TIMEOUT_MS, 1);
+    await liveMigrationChecks(BOOT_TIMEOUT_MS, 2); // the APs' LAPIC and MP state move too
+  }
   if (only === undefined || only === "suite") await testGuestSuiteChecks();
 }
 

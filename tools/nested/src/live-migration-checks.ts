@@ -86,15 +86,16 @@ async function migrate(
 
 /** Boots a demo guest (`vcpus` vCPUs), starts its counter, migrates it to a target process and checks it there. */
 export async function liveMigrationChecks(bootTimeoutMs: number, vcpus = 1): Promise<void> {
+  const suffix = vcpus > 1 ? `-${vcpus}vcpu` : ""; // check names of a multi-vCPU run
   const g = bootDemo({ vcpus });
   const source: ConsolePeer = { console: g.console, writeSerial: (t) => g.vm.writeSerial(t) };
-  const booted = await check("migration-source-boot", async () => {
+  const booted = await check(`migration-source-boot${suffix}`, async () => {
     const m = await g.console.waitFor(new RegExp(DEMO_BOOT_MARKER), bootTimeoutMs);
     return `marker ${Math.round(m.atMs)} ms`;
   });
   if (booted) {
     // The SMBIOS tables of the direct boot (native/src/vmm/smbios.h) as the guest's DMI sees them.
-    await check("smbios-system-identity", async () => {
+    await check(`smbios-system-identity${suffix}`, async () => {
       // A trailing " E" marks each answer as complete (the console matches partial lines too).
       const v = await converse(source, "echo V=$(cat /sys/class/dmi/id/sys_vendor) E", /^V=.* E$/, 30_000);
       const p = await converse(source, "echo P=$(cat /sys/class/dmi/id/product_name) E", /^P=.* E$/, 30_000);
@@ -105,7 +106,7 @@ export async function liveMigrationChecks(bootTimeoutMs: number, vcpus = 1): Pro
   let before: ClockSample | undefined;
   const counting =
     booted &&
-    (await check("migration-counter-started", async () => {
+    (await check(`migration-counter-started${suffix}`, async () => {
       await converse(source, "echo ready", /^ready$/, 30_000);
       await converse(source, "cd /sys/devices/system/clocksource/clocksource0 && echo IN", /^IN$/, 30_000);
       const cs = await converse(source, "echo CS=$(cat current_clocksource) E", /^CS=\S+ E$/, 30_000);
@@ -117,7 +118,7 @@ export async function liveMigrationChecks(bootTimeoutMs: number, vcpus = 1): Pro
     }));
   let migrated: Migrated | undefined;
   if (counting) {
-    await check("live-migration", async () => {
+    await check(`live-migration${suffix}`, async () => {
       const r = await migrate(g, vcpus);
       migrated = r.migrated;
       return r.detail;
@@ -126,20 +127,20 @@ export async function liveMigrationChecks(bootTimeoutMs: number, vcpus = 1): Pro
   if (migrated && before) {
     const { target, downtimeMs } = migrated;
     const clockBefore = before;
-    await check("migration-counter-continues", async () => {
+    await check(`migration-counter-continues${suffix}`, async () => {
       await countsOnTarget(source, target, 90_000);
       const v = judgeCounter(g.console.text, target.console.text, COUNTS_ON_TARGET);
       if (!v.ok) throw new Error(v.detail);
       return v.detail;
     });
-    await check("migration-guest-clock", async () => {
+    await check(`migration-guest-clock${suffix}`, async () => {
       const v = judgeClock(clockBefore, await clockSample(target), downtimeMs, CLOCK_SLACK_MS);
       if (!v.ok) throw new Error(v.detail);
       return v.detail;
     });
     // Ctrl-Alt-Del from the target's host side: needs the 8042's restored state (keyboard enabled, its interrupt
     // on), IRQ 1 through the restored PIC/IOAPIC, and ACPI power-off; the demo init powers off on it.
-    await check("migrated-guest-ctrl-alt-del", async () => {
+    await check(`migrated-guest-ctrl-alt-del${suffix}`, async () => {
       target.sendCtrlAltDel();
       const ev = await within(target.shutdown, 60_000, "power-off on the target after Ctrl-Alt-Del").catch((err) => {
         throw new Error(
