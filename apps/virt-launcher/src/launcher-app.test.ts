@@ -75,6 +75,15 @@ describe("virt-launcher over launcher-rpc", () => {
     await expect.poll(transitions).toEqual(["snapshot", "started", "paused", "resumed", "shutdown"]);
   });
 
+  it("a VMI with startStrategy Paused starts its machine paused and reports Paused until unpaused", async () => {
+    const pausedVmi = { ...vmi, spec: { ...vmi.spec, startStrategy: "Paused" } };
+    expect((await client.sync({ vmi: pausedVmi as unknown as Record<string, unknown> })).state).toBe("Paused");
+    expect(machine.calls).toEqual(["start paused"]);
+    await client.unpause();
+    expect((await client.info()).state).toBe("Running");
+    await expect.poll(transitions).toEqual(["snapshot", "started", "paused", "resumed"]);
+  });
+
   it("a guest crash is a failure outcome with its reason", async () => {
     await client.sync({ vmi: vmi as unknown as Record<string, unknown> });
     machine.setState("crashed", "vcpu exit: triple fault");
@@ -110,7 +119,7 @@ describe("virt-launcher over launcher-rpc", () => {
       bandwidthBytesPerSec: 0,
       maxDowntimeMs: 300,
       allowAutoConverge: true,
-      completionTimeoutSec: 300, // 150 s per GiB x 2 GiB
+      completionTimeoutSec: 450, // KubeVirt: 150 s x ceil(2 GiB / 1 GB) = 150 s x 3
       progressTimeoutSec: 150,
     });
     const progress = {

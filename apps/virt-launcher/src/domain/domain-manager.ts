@@ -12,7 +12,7 @@
  *     `--prepare-target--> IncomingMigration --machine running--> Running (target)
  * ```
  */
-import type { VirtualMachineInstance } from "@kvt/api";
+import { acceptableCompletionTimeSeconds, type VirtualMachineInstance } from "@kvt/api";
 import {
   type DomainInfo,
   type DomainState,
@@ -128,7 +128,7 @@ export class DomainManager implements LauncherService {
     const built = await this.#build(request.vmi);
     if (this.#state === "NoDomain") {
       try {
-        await built.machine.start();
+        await built.machine.start({ paused: this.#vmi?.spec?.startStrategy === "Paused" });
       } catch (error) {
         // A guest that cannot start will not start on a retry either: report it, so the VMI fails with the reason.
         this.#transition(
@@ -140,6 +140,8 @@ export class DomainManager implements LauncherService {
       }
       this.#startedAt = new Date().toISOString();
       this.#transition("Running", "started");
+      // startStrategy Paused: the machine came up paused; the domain says so until the first unpause.
+      if (built.machine.state === "paused") this.#transition("Paused", "paused");
     }
     return this.info();
   }
@@ -198,7 +200,7 @@ export class DomainManager implements LauncherService {
     }
     const uid = request.migrationUid;
     this.#migration = { migrationUid: uid, role: "source", phase: "Running", startTime: new Date().toISOString() };
-    const options = toMachineOptions(request, this.#memoryBytes);
+    const options = toMachineOptions(request, this.#vmi ?? NO_VMI, this.#memoryBytes);
     const spans = new SourceMigrationTrace(uid, request.target.host);
     const onProgress = (progress: MigrationInfo["progress"] & object): void => {
       spans.progress(progress);
@@ -327,15 +329,23 @@ export class DomainManager implements LauncherService {
   }
 }
 
-/** RPC options -> machine options; KubeVirt's completion timeout is per GiB of guest memory (at least one). */
-function toMachineOptions(request: MigrateRequest, memoryBytes: number): MigrationOptions {
+/** A VMI that names no memory (the completion timeout then goes by the guest's). */
+const NO_VMI = { spec: { domain: { devices: {} } } } as VirtualMachineInstance;
+
+/**
+ * RPC options -> machine options. The completion timeout is KubeVirt's formula, owned by @kvt/api (per decimal GB of
+ * the VMI's memory, rounded up); the guest's memory stands in when the VMI names none.
+ */
+function toMachineOptions(request: MigrateRequest, vmi: VirtualMachineInstance, memoryBytes: number): MigrationOptions {
   const o = request.options;
-  const gib = Math.max(1, Math.ceil(memoryBytes / 2 ** 30));
+  const perGiB = { completionTimeoutPerGiB: o.completionTimeoutPerGiB };
   return {
     bandwidthBytesPerSec: o.bandwidthBytesPerSec,
     maxDowntimeMs: o.maxDowntimeMs,
     allowAutoConverge: o.allowAutoConverge,
-    completionTimeoutSec: o.completionTimeoutPerGiB * gib,
+    completionTimeoutSec:
+      acceptableCompletionTimeSeconds(vmi, perGiB) ||
+      acceptableCompletionTimeSeconds(NO_VMI, perGiB, BigInt(memoryBytes)),
     progressTimeoutSec: o.progressTimeoutSeconds,
   };
 }

@@ -12,6 +12,7 @@ import type {
   MigrationProgress,
   MigrationResult,
   MigrationTarget,
+  StartOptions,
 } from "../machine/machine.ts";
 
 /** A scripted Machine. */
@@ -25,7 +26,12 @@ export class FakeMachine implements Machine {
   #output = "";
   #migration: { resolve: (r: MigrationResult) => void } | undefined;
 
-  async start(): Promise<void> {
+  async start(options: StartOptions = {}): Promise<void> {
+    if (options.paused) {
+      this.calls.push("start paused");
+      this.#set("paused");
+      return;
+    }
     this.calls.push("start");
     this.#set("running");
     this.emitConsole("booted\n");

@@ -126,14 +126,23 @@ export class MachineUnsupportedError extends Error {
   override readonly name = "MachineUnsupportedError";
 }
 
+/** How to start a guest. */
+export interface StartOptions {
+  /** Set the guest up paused: not one instruction runs before resume() (VMI spec.startStrategy Paused). */
+  readonly paused?: boolean;
+}
+
 /** One guest, whatever runs it. */
 export interface Machine {
   readonly backend: MachineBackend;
   readonly state: MachineState;
   /** Why this guest cannot be live-migrated on this backend, when it cannot (LiveMigratable=False). Added for issue 9. */
   readonly notMigratableReason?: string;
-  /** Boots the guest. Resolves once the guest is executing. */
-  start(): Promise<void>;
+  /**
+   * Boots the guest. Resolves once the guest is executing, or, with `paused` (KubeVirt's startStrategy Paused), once
+   * it is set up without having executed anything: the first resume() runs it.
+   */
+  start(options?: StartOptions): Promise<void>;
   pause(): Promise<void>;
   resume(): Promise<void>;
   /** Asks the guest to power off; kills it if it has not after `gracePeriodMs`. Resolves when stopped. */

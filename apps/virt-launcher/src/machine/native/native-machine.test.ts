@@ -96,12 +96,15 @@ describe.skipIf(!hasKvm())("virt-launcher with the native VMM on /dev/kvm", () =
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  async function launch(cmdline: string): Promise<{ client: LauncherClient; events: LauncherEvent[] }> {
+  async function launch(
+    cmdline: string,
+    vmiSpec: Record<string, unknown> = {},
+  ): Promise<{ client: LauncherClient; events: LauncherEvent[] }> {
     dir = mkdtempSync(join(tmpdir(), "kvt-native-"));
     const socketPath = launcherSocketPath(dir, "pod-n");
     app = await startLauncherApp({
       identity: { namespace: "default", name: "guest", uid: "vmi-n" },
-      vmi: { metadata: { name: "guest", namespace: "default", uid: "vmi-n" } } as never,
+      vmi: { metadata: { name: "guest", namespace: "default", uid: "vmi-n" }, spec: vmiSpec } as never,
       socketPath,
       toSpec: () => spec(cmdline),
       createMachine: machineFactory({ logger, useEmulation: "never", host: pvmHost }),
@@ -122,6 +125,24 @@ describe.skipIf(!hasKvm())("virt-launcher with the native VMM on /dev/kvm", () =
     });
     const info = await client.sync();
     expect(info).toMatchObject({ backend: "native", emulated: false });
+    await expect(app!.finished).resolves.toMatchObject({ state: "Shutdown" });
+    await expect.poll(() => text).toMatch(/kvt-guest done n=3/);
+    expect(text).toContain("kvt-guest start ws=4");
+    stream.destroy();
+  });
+
+  it("startStrategy Paused: the guest is set up but runs no instruction until the first unpause", async () => {
+    const { client } = await launch("ws=4 every=256 lines=3 seed=1", { startStrategy: "Paused" });
+    const stream = await client.openConsole();
+    let text = "";
+    stream.on("data", (c: Buffer) => {
+      text += c.toString();
+    });
+    expect((await client.sync()).state).toBe("Paused");
+    await new Promise((r) => setTimeout(r, 300));
+    expect(text).toBe(""); // not even the guest's first line
+    expect((await client.info()).state).toBe("Paused");
+    await client.unpause();
     await expect(app!.finished).resolves.toMatchObject({ state: "Shutdown" });
     await expect.poll(() => text).toMatch(/kvt-guest done n=3/);
     expect(text).toContain("kvt-guest start ws=4");

@@ -29,6 +29,7 @@ import {
   type MigrationOptions,
   type MigrationResult,
   type MigrationTarget,
+  type StartOptions,
 } from "../machine.ts";
 import { isLinuxBoot, nativeBootOptions } from "./boot-options.ts";
 import { incomingVmOptions, NativeMigration } from "./native-migration.ts";
@@ -57,6 +58,8 @@ export class NativeMachine implements Machine {
   #scrollback: Uint8Array[] = [];
   #scrollbackBytes = 0;
   #startedAt = 0;
+  /** The Vm of a guest started paused, until its first resume(). */
+  #notYetStarted: VmControl | undefined;
   #bootOptions: VmOptions | undefined;
   #reboots = 0;
   readonly #migration: NativeMigration;
@@ -73,11 +76,17 @@ export class NativeMachine implements Machine {
     return this.#state;
   }
 
-  async start(): Promise<void> {
+  async start(options: StartOptions = {}): Promise<void> {
     if (this.#state !== "created") throw new Error(`Cannot start a ${this.#state} machine`);
     this.#bootOptions = nativeBootOptions(this.#spec);
     if (this.#spec.cloudInit && !this.#bootOptions.boot) {
       this.#log.debug("an ELF guest reads no cloud-init seed; user data ignored");
+    }
+    if (options.paused) {
+      // Created, never started: the vCPU threads first run on resume().
+      this.#notYetStarted = this.#attach(this.#vmm.create(this.#bootOptions));
+      this.#set("paused");
+      return;
     }
     this.#boot(this.#bootOptions);
     this.#startedAt = Date.now();
@@ -104,7 +113,14 @@ export class NativeMachine implements Machine {
   }
 
   async resume(): Promise<void> {
-    this.#require("paused").resume();
+    const vm = this.#require("paused");
+    if (vm === this.#notYetStarted) {
+      this.#notYetStarted = undefined;
+      vm.start();
+      this.#startedAt = Date.now();
+    } else {
+      vm.resume();
+    }
     this.#set("running");
   }
 

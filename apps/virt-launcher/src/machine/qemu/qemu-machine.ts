@@ -23,6 +23,7 @@ import type {
   MigrationOptions,
   MigrationResult,
   MigrationTarget,
+  StartOptions,
 } from "../machine.ts";
 import { ConsoleScrollback } from "./console-buffer.ts";
 import { ensureHostTools } from "./host-tools.ts";
@@ -78,9 +79,14 @@ export class QemuMachine implements Machine {
     return this.#state;
   }
 
-  async start(): Promise<void> {
+  async start(options: StartOptions = {}): Promise<void> {
     this.#expectState("start", ["created"]);
     await this.#launch(false);
+    // QEMU was spawned with -S: a paused start just leaves it stopped; resume() sends the first `cont`.
+    if (options.paused) {
+      this.#setState("paused");
+      return;
+    }
     await this.#qmpOrThrow().execute("cont");
     this.#setState("running");
   }
