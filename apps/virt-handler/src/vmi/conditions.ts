@@ -11,7 +11,8 @@ export interface DesiredCondition {
 
 /**
  * Returns `conditions` with `want` set (or, when `want` is undefined, the condition of `type` removed). The
- * transition time moves only when the status changes, as Kubernetes condition semantics require.
+ * transition time moves only when the status changes, as Kubernetes condition semantics require; a condition that
+ * exists keeps its place in the list.
  */
 export function setCondition(
   conditions: readonly Condition[],
@@ -29,7 +30,9 @@ export function setCondition(
     ...(want.reason ? { reason: want.reason } : {}),
     ...(want.message ? { message: want.message } : {}),
   };
-  return [...rest, next];
+  // In place, not moved to the end: virt-controller sets its own conditions in place too, and a writer that reorders
+  // the list makes every write look like a change to the other side (an endless write loop).
+  return old ? conditions.flatMap((c) => (c === old ? [next] : c.type === type ? [] : [c])) : [...rest, next];
 }
 
 /** The condition of `type`, if present. */
