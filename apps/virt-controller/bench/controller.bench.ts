@@ -26,8 +26,8 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { VirtualMachine, VirtualMachineInstance } from "@kvt/api";
 import { CORE_V1, Informer, KUBEVIRT_V1, loadKubeConfig, type Pod, RestClient, resourceClient } from "@kvt/kube";
+import { installKubeVirtCrds } from "@kvt/testing";
 import { pino } from "pino";
-import { installKubeVirtCrds } from "../src/testing/install-crds.ts";
 
 const { values } = parseArgs({ options: { vms: { type: "string", default: "1000" } } });
 const N = Math.max(1, Number(values.vms) || 1000);

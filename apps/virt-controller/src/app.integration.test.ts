@@ -5,13 +5,11 @@
 import type { VirtualMachine, VirtualMachineInstance } from "@kvt/api";
 import { CORE_V1, KUBEVIRT_V1, kubeConfigFor, type Pod, RestClient, resourceClient } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
-import { newVm, newVmi, withRunning, withRunStrategy } from "@kvt/testing";
+import { eventually, installKubeVirtCrds, newVm, newVmi, withRunning, withRunStrategy } from "@kvt/testing";
 import { pino } from "pino";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtControllerApp } from "./app.ts";
-import { eventually } from "./testing/eventually.ts";
-import { installKubeVirtCrds } from "./testing/install-crds.ts";
 
 describe("virt-controller against the local API server", () => {
   let server: ApiServerHandle;

@@ -14,13 +14,11 @@ import {
   resourceClient,
 } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
-import { newMigration, newVmi } from "@kvt/testing";
+import { eventually, installKubeVirtCrds, newMigration, newVmi } from "@kvt/testing";
 import { pino } from "pino";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtControllerApp } from "./app.ts";
-import { eventually } from "./testing/eventually.ts";
-import { installKubeVirtCrds } from "./testing/install-crds.ts";
 
 describe("migration lifecycle against the local API server", () => {
   let server: ApiServerHandle;

@@ -8,10 +8,11 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { customResourceDefinitions, type VirtualMachineInstance } from "@kvt/api";
+import type { VirtualMachineInstance } from "@kvt/api";
 import { CORE_V1, KUBEVIRT_V1, type KubeObject, kubeConfigFor, type Node, RestClient, resourceClient } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
 import { createLogger } from "@kvt/observability";
+import { eventually as eventuallyHolds, installKubeVirtCrds } from "@kvt/testing";
 import { hasKvm, testGuestPath } from "@kvt/vmm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
@@ -21,23 +22,9 @@ const logger = createLogger({ component: "test", level: "silent" });
 const launcherMain = new URL("../../virt-launcher/src/main.ts", import.meta.url).pathname;
 const NODE = "node01";
 
-async function eventually<T>(
-  fn: () => Promise<T | undefined | false> | T | undefined | false,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > until) throw new Error(`condition not met in ${timeoutMs} ms`, { cause: last });
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** Launchers boot real guests: integration waits are generous. */
+const eventually = <T>(fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000) =>
+  eventuallyHolds(fn, timeoutMs);
 
 describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local API server", () => {
   let server: ApiServerHandle;
@@ -119,19 +106,7 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
       logger: createLogger({ component: "apiserver", level: "silent" }),
     });
     transport = new RestClient(kubeConfigFor(server.url, server.token));
-    const crds = resourceClient<KubeObject>(transport, {
-      group: "apiextensions.k8s.io",
-      version: "v1",
-      plural: "customresourcedefinitions",
-      kind: "CustomResourceDefinition",
-      namespaced: false,
-    });
-    for (const crd of customResourceDefinitions()) await crds.create(crd);
-    await eventually(() =>
-      vmis()
-        .list("default")
-        .then(() => true),
-    );
+    await installKubeVirtCrds(transport);
     await nodes().create({ apiVersion: "v1", kind: "Node", metadata: { name: NODE } });
     handler = await startHandler();
   }, 120_000);

@@ -8,10 +8,11 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { customResourceDefinitions, type VirtualMachineInstance } from "@kvt/api";
+import type { VirtualMachineInstance } from "@kvt/api";
 import { CORE_V1, KUBEVIRT_V1, type KubeObject, kubeConfigFor, type Node, RestClient, resourceClient } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
 import { createLogger } from "@kvt/observability";
+import { eventually as eventuallyHolds, installKubeVirtCrds } from "@kvt/testing";
 import { testGuestPath } from "@kvt/vmm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type HandlerApp, startHandlerApp } from "./handler-app.ts";
@@ -28,23 +29,9 @@ function hasQemu(): boolean {
   }
 }
 
-async function eventually<T>(
-  fn: () => Promise<T | undefined | false> | T | undefined | false,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > until) throw new Error(`condition not met in ${timeoutMs} ms`, { cause: last });
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** Launchers boot real guests: integration waits are generous. */
+const eventually = <T>(fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000) =>
+  eventuallyHolds(fn, timeoutMs);
 
 describe.skipIf(!hasQemu())("live migration between two handlers", () => {
   let server: ApiServerHandle;
@@ -93,19 +80,7 @@ describe.skipIf(!hasQemu())("live migration between two handlers", () => {
       logger: createLogger({ component: "apiserver", level: "silent" }),
     });
     transport = new RestClient(kubeConfigFor(server.url, server.token));
-    const crds = resourceClient<KubeObject>(transport, {
-      group: "apiextensions.k8s.io",
-      version: "v1",
-      plural: "customresourcedefinitions",
-      kind: "CustomResourceDefinition",
-      namespaced: false,
-    });
-    for (const crd of customResourceDefinitions()) await crds.create(crd);
-    await eventually(() =>
-      vmis()
-        .list("default")
-        .then(() => true),
-    );
+    await installKubeVirtCrds(transport);
     for (const node of ["node01", "node02"]) {
       await resourceClient<Node>(transport, CORE_V1.nodes).create({
         apiVersion: "v1",

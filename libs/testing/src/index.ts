@@ -16,6 +16,8 @@ export {
   withRunning,
   withRunStrategy,
 } from "./builders.ts";
+/** Polling until a condition holds (integration tests and benches against a real API server). */
+export { eventually } from "./eventually.ts";
 /** In-memory API with recorded actions. */
 export { type Action, FakeApi } from "./fake-client.ts";
 /** In-memory event recorder. */
@@ -24,5 +26,7 @@ export { FakeRecorder } from "./fake-recorder.ts";
 export { fakeStore } from "./fake-store.ts";
 /** The cache-mutation guard. */
 export { deepFreeze, reconcileWithGuard } from "./guard.ts";
+/** KubeVirt's CRDs installed into a real API server, waited for until served. */
+export { installKubeVirtCrds } from "./install-crds.ts";
 /** JSON/merge patch application (as the API server does). */
 export { applyJsonPatch, applyMergePatch } from "./json-patch-apply.ts";

@@ -44,7 +44,7 @@ export function violation(
   if (testOnly) {
     const allowed = isTestFile || sourceTags.includes("type:e2e") || sourceTags.includes("type:tool");
     if (!allowed && !sourceTags.includes("type:testing")) {
-      return `a project tagged "${testOnly}" may only be imported from *.test.ts files and e2e`;
+      return `a project tagged "${testOnly}" may only be imported from *.test.ts and *.bench.ts files and e2e`;
     }
     return undefined;
   }

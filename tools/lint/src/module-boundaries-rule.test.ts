@@ -87,6 +87,7 @@ describe("kvt/module-boundaries", () => {
     ["a tool importing an app", "tools/scripts/src/x.ts", 'import "@kvt/virt-api";'],
     ["a subpath the package exports", "tools/scripts/src/x.ts", 'import "@kvt/virt-api/lib";'],
     ["a test importing the local cluster tool", "apps/virt-controller/src/x.test.ts", 'import "@kvt/local-cluster";'],
+    ["a bench importing the test support lib", "apps/virt-controller/bench/x.bench.ts", 'import "@kvt/testing";'],
   ])("allows %s", (_name, file, code) => {
     expect(lint(file, code)).toEqual([]);
   });

@@ -48,7 +48,8 @@ export const moduleBoundariesRule: Rule.RuleModule = {
     const file = context.filename;
     const source = projectOfFile(projects, file);
     if (!source) return {};
-    const isTestFile = /\.(test|spec|e2e\.test)\.ts$/.test(file) || /\/fake\//.test(file);
+    // Benches are measuring harnesses like tests: they may use the test support and the local cluster.
+    const isTestFile = /\.(test|spec|e2e\.test|bench)\.ts$/.test(file) || /\/fake\//.test(file);
 
     function check(node: Rule.Node, spec: unknown): void {
       if (typeof spec !== "string" || !source) return;

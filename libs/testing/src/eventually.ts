@@ -1,4 +1,4 @@
-/** Test and bench support (never imported by production code): polling until a condition holds. */
+/** Test and bench support (never imported by production code): polling until a condition holds (real clocks: integration tests). */
 
 /**
  * Calls `fn` every 50 ms until it returns something other than undefined or false (errors count as "not yet"),
