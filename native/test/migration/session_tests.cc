@@ -174,6 +174,28 @@ TEST(session_a_version_2_source_sends_no_populate_hints_and_version_1_is_refused
   }
 }
 
+TEST(session_a_populate_frame_in_a_version_2_stream_is_refused) {
+  FakeGuest src(8), dst(8);
+  int sv[2];
+  socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+  FdChannel a(sv[0]), b(sv[1]);
+  Status t = OkStatus();
+  std::thread target([&] {
+    IncomingMigration in(b, dst.Layout(), "k", true, SystemRandom);
+    t = in.ReceiveUntilComplete();
+    b.Shutdown();
+  });
+  OutgoingMigration out(a, src.Layout(), "k", SystemRandom, 2);
+  CHECK(out.Handshake().ok());
+  auto table = EncodeRangeTable({{0, kPage}});
+  auto frame = EncodeFrame(Command::kPopulate, table.data(), table.size());
+  CHECK(WriteBytes(a, frame.data(), frame.size()).ok());
+  target.join();
+  CHECK(!t.ok());
+  CHECK_EQ(t.error().err, EPROTO);
+  CHECK(t.error().detail.find("Populate frame in a version 2 stream") != std::string::npos);
+}
+
 // Page-aligned anonymous memory (huge pages requested) at a 2 MiB boundary, as guest RAM is.
 struct MappedGuest {
   static constexpr uint64_t kBytes = uint64_t{8} << 20;
