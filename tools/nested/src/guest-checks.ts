@@ -10,9 +10,12 @@
  *           the guest clocks moved no more than the downtime --> Ctrl-Alt-Del on the target (live-migration-checks.ts)
  *   boot 5: the same with 2 vCPUs (check names end in -2vcpu)
  *
+ *   vm-cirros: the seed's vm-cirros VM through two real virt-launcher processes driven over launcher-rpc: boot,
+ *           cloud-init line, `echo hi`, counter, live migration, counter continues, source exits (vm-cirros-checks.ts)
+ *
  *   then:   the test-guest suites of libs/vmm and libs/migration under vitest (guest-suite.ts), one check per file
  *
- * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | suite]
+ * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | vm-cirros | suite]
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -22,6 +25,7 @@ import { type ConsolePeer, check, converse, report, within } from "./check-runne
 import { bootDemo, CLOUD_INIT_LINE, type DemoGuest } from "./demo-guest.ts";
 import { testGuestSuiteChecks } from "./guest-suite.ts";
 import { liveMigrationChecks } from "./live-migration-checks.ts";
+import { vmCirrosChecks } from "./vm-cirros-checks.ts";
 
 const BOOT_TIMEOUT_MS = 240_000;
 
@@ -31,7 +35,7 @@ async function main(): Promise<void> {
   if (!hasKvm()) throw new Error("no /dev/kvm in L1");
   if (!existsSync(join(imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE), "vmlinuz"))) throw new Error("no demo image");
   // `migration [vcpus]` as the job's arguments runs only the live-migration checks (boot 4), with that many vCPUs;
-  // `suite` only the test-guest suites (guest-suite.ts).
+  // `vm-cirros` only the seed's VM through virt-launcher; `suite` only the test-guest suites (guest-suite.ts).
   const only = process.argv[2];
   if (only === undefined) await bootChecks();
   if (only === "migration") await liveMigrationChecks(BOOT_TIMEOUT_MS, Number(process.argv[3] ?? 1));
@@ -39,6 +43,7 @@ async function main(): Promise<void> {
     await liveMigrationChecks(BOOT_TIMEOUT_MS, 1);
     await liveMigrationChecks(BOOT_TIMEOUT_MS, 2); // the APs' LAPIC and MP state move too
   }
+  if (only === undefined || only === "vm-cirros") await vmCirrosChecks(BOOT_TIMEOUT_MS);
   if (only === undefined || only === "suite") await testGuestSuiteChecks();
 }
 

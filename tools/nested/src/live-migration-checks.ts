@@ -31,7 +31,7 @@ import {
 /** Console latency of the two clock answers (nested: every byte is an exit), on top of the measured downtime. */
 export const CLOCK_SLACK_MS = 1000;
 /** Count lines the target must print after the source's last one. */
-const COUNTS_ON_TARGET = 3;
+export const COUNTS_ON_TARGET = 3;
 
 async function clockSample(peer: ConsolePeer): Promise<ClockSample> {
   const answer = await converse(peer, CLOCK_PROBE, CLOCK_ANSWER, 30_000);
@@ -40,7 +40,8 @@ async function clockSample(peer: ConsolePeer): Promise<ClockSample> {
   return { ...clocks, hostSeconds: answer.hostMs / 1000 };
 }
 
-async function countsOnTarget(source: ConsolePeer, target: ConsolePeer, timeoutMs: number): Promise<void> {
+/** Waits until the target printed COUNTS_ON_TARGET `count N` lines after the source's last one. */
+export async function countsOnTarget(source: ConsolePeer, target: ConsolePeer, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const have = (): number => counterValues(source.console.text + target.console.text).length;
   const want = counterValues(source.console.text).length + COUNTS_ON_TARGET;

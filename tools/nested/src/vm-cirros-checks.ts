@@ -1,0 +1,196 @@
+/**
+ * Issue 6's "Done when", as a user of the local cluster would see it, inside L1: the seed's vm-cirros VM (its
+ * cloudInitNoCloud user data unchanged, its containerDisk the demo image) runs in a real virt-launcher process,
+ * driven over launcher-rpc as virt-handler drives it, and is live-migrated to a second launcher process.
+ *
+ *   seedVmi() (seed-vmi.ts)                  launcher A (node-a)                     launcher B (node-b)
+ *   sync {vmi} ----------------------------> toMachineSpec, backend choice: native
+ *   console <------------------------------- boot marker, "printed from cloud-init userdata"
+ *   `echo hi`, counter loop ---------------> hi, count 0 1 2 ...
+ *   prepare-target {migrationUid, vmi} ------------------------------------------->  listens: {host, port, secret}
+ *   migrate {target, options (KubeVirt defaults)} -> OutgoingMigration ------------>  restore, vCPUs run
+ *   events: migration-result ok <------------ Migrated, exits 0        console: count N+1 ...  `echo hi`: hi
+ *                                                                      `poweroff` --> Shutdown, exits 0
+ *
+ * Check names start with `vm-cirros-`; `guest-checks.ts vm-cirros` runs only these.
+ */
+import { randomUUID } from "node:crypto";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DEMO_BOOT_MARKER } from "@kvt/images";
+import type { LauncherClient, LauncherEvent, MigrationOptions, MigrationResult } from "@kvt/launcher-rpc";
+import { check, converse, typeLine, within } from "./check-runner.ts";
+import { CLOUD_INIT_LINE } from "./demo-guest.ts";
+import { attachConsole, type LauncherConsole, type LauncherPeer, startLauncher } from "./launcher-peer.ts";
+import { COUNTS_ON_TARGET, countsOnTarget } from "./live-migration-checks.ts";
+import { COUNTER_LOOP, judgeCounter } from "./migration-verdict.ts";
+import { seedVmi, userDataOf } from "./seed-vmi.ts";
+
+/** A launcher's Node start under TCG (L1) takes tens of seconds; its socket appears only after that. */
+const LAUNCHER_START_MS = 240_000;
+
+/** What virt-handler sends when the cluster sets no migration configuration (KubeVirt's defaults). */
+const KUBEVIRT_MIGRATION_DEFAULTS: MigrationOptions = {
+  bandwidthBytesPerSec: 0,
+  maxDowntimeMs: 900,
+  allowAutoConverge: false,
+  allowPostCopy: false,
+  completionTimeoutPerGiB: 150,
+  progressTimeoutSeconds: 150,
+};
+
+/** Collects a launcher's event stream and waits for an event, as virt-handler's watch does. */
+class EventLog {
+  readonly events: LauncherEvent[] = [];
+  readonly #abort = new AbortController();
+  #waiters: { match: (e: LauncherEvent) => boolean; done: (e: LauncherEvent) => void }[] = [];
+
+  constructor(client: LauncherClient) {
+    client
+      .watchEvents((e) => {
+        this.events.push(e);
+        this.#waiters = this.#waiters.filter((w) => {
+          if (w.match(e)) w.done(e);
+          return !w.match(e);
+        });
+      }, this.#abort.signal)
+      .catch(() => {}); // a launcher exiting ends its stream; the checks look at what arrived
+  }
+
+  /** The first event matching `match`, already seen or still to come. */
+  next(match: (e: LauncherEvent) => boolean, ms: number, what: string): Promise<LauncherEvent> {
+    const seen = this.events.find(match);
+    if (seen) return Promise.resolve(seen);
+    return within(new Promise((done) => this.#waiters.push({ match, done })), ms, what);
+  }
+
+  close(): void {
+    this.#abort.abort();
+  }
+}
+
+/** Runs the vm-cirros checks; `bootTimeoutMs` bounds the boot to the marker. */
+export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
+  const vmi = seedVmi({ namespace: "default", uid: randomUUID() });
+  const who = { namespace: "default", name: vmi.metadata?.name ?? "", uid: vmi.metadata?.uid ?? "" };
+  const root = join(tmpdir(), `kvt-vm-cirros-${who.uid.slice(0, 8)}`);
+  const peers: LauncherPeer[] = [];
+  const consoles: LauncherConsole[] = [];
+  const logs: EventLog[] = [];
+  try {
+    await run();
+  } finally {
+    for (const c of consoles) c.close();
+    for (const l of logs) l.close();
+    for (const p of peers) await p.kill();
+  }
+
+  async function run(): Promise<void> {
+    let source: { peer: LauncherPeer; console: LauncherConsole; events: EventLog } | undefined;
+    await check("vm-cirros-launcher-sync", async () => {
+      const userData = userDataOf(vmi);
+      if (!userData?.includes(CLOUD_INIT_LINE)) throw new Error(`the seed's user data no longer prints the line`);
+      const t0 = performance.now();
+      const peer = await startLauncher(
+        { nodeName: "node-a", nodeDir: join(root, "node-a"), vmi: who },
+        LAUNCHER_START_MS,
+      );
+      peers.push(peer);
+      const served = performance.now() - t0;
+      const events = new EventLog(peer.client);
+      logs.push(events);
+      const info = await peer.client.sync({ vmi: vmi as unknown as Record<string, unknown> }, { timeoutMs: 120_000 });
+      if (info.state !== "Running") throw new Error(`sync left the domain ${info.state} (${info.reason ?? ""})`);
+      if (info.backend !== "native" || info.emulated)
+        throw new Error(`backend ${info.backend} (emulated ${info.emulated}): ${info.backendReason ?? ""}`);
+      const console = await attachConsole(peer.client);
+      consoles.push(console);
+      source = { peer, console, events };
+      return (
+        `launcher serving after ${Math.round(served)} ms, sync ${Math.round(performance.now() - t0 - served)} ms: ` +
+        `Running on backend native${info.backendReason ? ` (${info.backendReason})` : ""}, pod ${peer.podName}`
+      );
+    });
+    if (!source) return;
+    const src = source;
+    const booted = await check("vm-cirros-boot", async () => {
+      const m = await src.console.console.waitFor(new RegExp(DEMO_BOOT_MARKER), bootTimeoutMs);
+      return `marker ${Math.round(m.atMs)} ms after the console attached: ${m.line}`;
+    });
+    if (!booted) return;
+    await check("vm-cirros-cloud-init-userdata", async () => {
+      return (await src.console.console.waitFor(new RegExp(CLOUD_INIT_LINE), 30_000)).line;
+    });
+    const answered = await check("vm-cirros-console-echo-hi", async () => {
+      return `answered: ${(await converse(src.console, "echo h''i", /^hi$/, 30_000)).line}`;
+    });
+    if (!answered) return;
+    const counting = await check("vm-cirros-counter-started", async () => {
+      typeLine(src.console, COUNTER_LOOP);
+      return (await src.console.console.waitFor(/count 3$/, 60_000)).line.trim();
+    });
+    if (!counting) return;
+
+    let target: { peer: LauncherPeer; console: LauncherConsole; events: EventLog } | undefined;
+    await check("vm-cirros-live-migration", async () => {
+      const t0 = performance.now();
+      const peer = await startLauncher(
+        { nodeName: "node-b", nodeDir: join(root, "node-b"), vmi: who },
+        LAUNCHER_START_MS,
+      );
+      peers.push(peer);
+      const served = performance.now() - t0;
+      const events = new EventLog(peer.client);
+      logs.push(events);
+      const migrationUid = randomUUID();
+      const address = await peer.client.prepareTarget({ migrationUid, vmi }, { timeoutMs: 120_000 });
+      const console = await attachConsole(peer.client);
+      consoles.push(console);
+      target = { peer, console, events };
+      await src.peer.client.migrate({ migrationUid, target: address, options: KUBEVIRT_MIGRATION_DEFAULTS });
+      const ended = await src.events.next(
+        (e) => e.type === "migration-result" && e.migrationUid === migrationUid,
+        300_000,
+        "the migration result",
+      );
+      const result = (ended as { result: MigrationResult }).result;
+      if (!result.ok)
+        throw new Error(`the migration failed: ${result.failureReason}; source log: ${src.peer.logTail()}`);
+      await events.next(
+        (e) => e.type === "domain" && e.info.state === "Running",
+        60_000,
+        "the target's domain Running",
+      );
+      return (
+        `target launcher serving after ${Math.round(served)} ms, at ${address.host}:${address.port}; ` +
+        `downtime ${Math.round(result.downtimeMs ?? -1)} ms, total ${result.totalSeconds.toFixed(1)} s, ` +
+        `${result.iterations} passes, ${(result.bytesSent / 2 ** 20).toFixed(1)} MiB sent; target domain Running`
+      );
+    });
+    if (!target) return;
+    const dst = target;
+    await check("vm-cirros-counter-continues", async () => {
+      await countsOnTarget(src.console, dst.console, 90_000);
+      const v = judgeCounter(src.console.console.text, dst.console.console.text, COUNTS_ON_TARGET);
+      if (!v.ok) throw new Error(v.detail);
+      return v.detail;
+    });
+    await check("vm-cirros-source-launcher-exit", async () => {
+      const code = await within(src.peer.exited, 60_000, "the source launcher's exit");
+      if (code !== 0) throw new Error(`the source launcher exited with ${code}; log: ${src.peer.logTail()}`);
+      const migrated = src.events.events.some((e) => e.type === "domain" && e.info.state === "Migrated");
+      if (!migrated) throw new Error("the source launcher exited 0 without reporting its domain Migrated");
+      return "domain Migrated, process exit code 0";
+    });
+    await check("vm-cirros-target-echo-hi", async () => {
+      return `answered on the target: ${(await converse(dst.console, "echo h''i", /^hi$/, 30_000)).line}`;
+    });
+    await check("vm-cirros-target-poweroff", async () => {
+      typeLine(dst.console, "poweroff");
+      const code = await within(dst.peer.exited, 90_000, "the target launcher's exit after `poweroff`");
+      const down = dst.events.events.find((e) => e.type === "domain" && e.info.state === "Shutdown");
+      if (code !== 0 || !down) throw new Error(`exit code ${code}, Shutdown reported: ${Boolean(down)}`);
+      return `domain Shutdown (${down.type === "domain" ? (down.info.reason ?? "") : ""}), launcher exit code 0`;
+    });
+  }
+}
