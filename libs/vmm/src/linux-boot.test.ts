@@ -13,6 +13,9 @@ describe("linux boot options", () => {
   it("validates the boot option and refuses kernel together with boot", () => {
     expect(parseLinuxBoot({ kind: "linux", kernelPath: "/k" }).cmdline).toBe("console=ttyS0");
     expect(() => parseLinuxBoot({ kind: "linux", kernelPath: "" })).toThrow(TypeError);
+    const uuid = "5d307ca9-b3ef-428c-8861-06e72d69f223";
+    expect(parseLinuxBoot({ kind: "linux", kernelPath: "/k", uuid }).uuid).toBe(uuid);
+    expect(() => parseLinuxBoot({ kind: "linux", kernelPath: "/k", uuid: "not-a-uuid" })).toThrow(/boot.uuid/);
     expect(() => parseLinuxBoot({ kind: "linux", kernelPath: "/k", cmdline: "x".repeat(3000) })).toThrow(RangeError);
     expect(() =>
       parseVmOptions({ memoryBytes: 64 << 20, kernel: { path: "/e" }, boot: { kind: "linux", kernelPath: "/k" } }),

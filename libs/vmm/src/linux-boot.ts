@@ -25,7 +25,11 @@ export interface VmLinuxBoot {
   readonly extraInitrd?: readonly Uint8Array[];
   /** Kernel command line; `console=ttyS0` is appended when it names no console. */
   readonly cmdline?: string;
+  /** The SMBIOS system UUID the guest sees (/sys/class/dmi/id/product_uuid): KubeVirt's spec.domain.firmware.uuid. */
+  readonly uuid?: string;
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Longest command line accepted here (Linux's COMMAND_LINE_SIZE is 2048 with the NUL). */
 export const MAX_LINUX_CMDLINE_BYTES = 2047;
@@ -45,6 +49,9 @@ export function parseLinuxBoot(boot: VmLinuxBoot): VmLinuxBoot {
     if (!Array.isArray(boot.extraInitrd) || !boot.extraInitrd.every((s) => s instanceof Uint8Array)) {
       throw new TypeError("boot.extraInitrd must be an array of Uint8Array");
     }
+  }
+  if (boot.uuid !== undefined && (typeof boot.uuid !== "string" || !UUID.test(boot.uuid))) {
+    throw new TypeError("boot.uuid must be a UUID like 5d307ca9-b3ef-428c-8861-06e72d69f223");
   }
   const cmdline = linuxCmdline(boot.cmdline ?? "");
   if (new TextEncoder().encode(cmdline).length > MAX_LINUX_CMDLINE_BYTES) {
@@ -98,12 +105,15 @@ export function loadLinuxBoot(native: NativeVm, boot: VmLinuxBoot): void {
     kernel: Uint8Array,
     initrd: Uint8Array,
     cmdline: string,
+    uuid?: string,
   ) => void;
   const kernel = readFileSync(boot.kernelPath);
   const segments: Uint8Array[] = [];
   if (boot.initrdPath) segments.push(readFileSync(boot.initrdPath));
   segments.push(...(boot.extraInitrd ?? []));
-  loadLinux(native, kernel, joinInitrd(segments), boot.cmdline ?? linuxCmdline(""));
+  const cmdline = boot.cmdline ?? linuxCmdline("");
+  if (boot.uuid) loadLinux(native, kernel, joinInitrd(segments), cmdline, boot.uuid);
+  else loadLinux(native, kernel, joinInitrd(segments), cmdline);
 }
 
 /** Ctrl-Alt-Del on the PS/2 keyboard of a machine from {@link createLinuxNativeVm}. */

@@ -49,6 +49,8 @@ export function nativeBootOptions(spec: MachineSpec): VmOptions {
       ...(spec.boot.initrdPath ? { initrdPath: spec.boot.initrdPath } : {}),
       cmdline: spec.boot.cmdline,
       extraInitrd: seed,
+      // The SMBIOS system UUID (KubeVirt's firmware.uuid), as /sys/class/dmi/id/product_uuid shows it.
+      ...(spec.firmwareUuid ? { uuid: spec.firmwareUuid } : {}),
     },
   };
 }

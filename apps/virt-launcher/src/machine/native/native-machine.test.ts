@@ -38,10 +38,16 @@ describe("NativeMachine (fake VMM)", () => {
       const linux = spec("console=ttyS0 quiet", {
         boot: { kernelPath: join(dir, "vmlinuz"), initrdPath: join(dir, "initrd"), cmdline: "quiet", pvmSafe: false },
         cloudInit: { userData: "#!/bin/sh\necho hi\n" },
+        firmwareUuid: "5d307ca9-b3ef-428c-8861-06e72d69f223",
       });
       const o = nativeBootOptions(linux);
       expect(o.kernel).toBeUndefined();
-      expect(o.boot).toMatchObject({ kind: "linux", initrdPath: join(dir, "initrd"), cmdline: "quiet" });
+      expect(o.boot).toMatchObject({
+        kind: "linux",
+        initrdPath: join(dir, "initrd"),
+        cmdline: "quiet",
+        uuid: "5d307ca9-b3ef-428c-8861-06e72d69f223",
+      });
       const seed = Buffer.from(o.boot?.extraInitrd?.[0] ?? []).toString("latin1");
       expect(seed).toContain("run/cidata/user-data");
       expect(seed).toContain("#!/bin/sh\necho hi");
