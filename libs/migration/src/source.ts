@@ -8,6 +8,7 @@
  * Progress is reported after every collection; the result carries the measured downtime and totals.
  */
 
+import type { MigrationProgress, MigrationResult as ProtocolMigrationResult } from "@kvt/launcher-rpc";
 import { type MigrationDowntimePhases, MigrationSourceStream, type Vm } from "@kvt/vmm";
 import type { Logger } from "pino";
 import { type ConvergenceOptions, ConvergencePolicy } from "./policy.ts";
@@ -19,32 +20,18 @@ export interface MigrationDestination {
   readonly secret: string;
 }
 
-/** A progress sample, in KubeVirt's migration metric terms. */
-export interface MigrationProgress {
-  readonly iteration: number;
-  readonly processedBytes: number;
-  readonly remainingBytes: number;
-  readonly dirtyRateBytesPerSec: number;
-  readonly transferRateBytesPerSec: number;
-  readonly expectedDowntimeMs: number;
-  /** Auto-converge throttle applied to the vCPUs, 0..1. */
-  readonly throttle: number;
-}
+/** Progress samples are the launcher protocol's (they travel to virt-handler unchanged). */
+export type { MigrationProgress };
 
-/** How a migration ended (source side). */
-export interface MigrationResult {
-  readonly ok: boolean;
-  /** Why it failed: "canceled", "completion timeout (..)", "target abandoned: ..", "connect: ECONNREFUSED", ... */
-  readonly failureReason?: string;
-  /** Guest paused on the source until running on the target. */
-  readonly downtimeMs?: number;
+/**
+ * How a migration ended (source side): the launcher protocol's result (failureReason e.g. "canceled", "completion
+ * timeout (..)", "target abandoned: ..", "connect: ECONNREFUSED"; downtimeMs = guest paused on the source until running
+ * on the target; bytesSent = wire bytes, frame headers included; iterations = the bulk pass, every dirty round and the
+ * final round) plus the engine's detail.
+ */
+export interface MigrationResult extends ProtocolMigrationResult {
   /** Where that downtime went (pause, final dirty log, final pages, state save, target resume). */
   readonly downtimePhases?: MigrationDowntimePhases;
-  readonly totalSeconds: number;
-  /** Wire bytes sent, frame headers included. */
-  readonly bytesSent: number;
-  /** Passes over memory: the bulk pass, every dirty round, and the final round. */
-  readonly iterations: number;
   /** Whether the policy reached the downtime budget (false when it gave up). */
   readonly converged: boolean;
   readonly dataPages: number;

@@ -14,6 +14,7 @@
  */
 
 /** Where the guest's boot artifacts come from (a resolved containerDisk / kernelBoot). */
+import type { MigrationProgress, MigrationResult } from "@kvt/launcher-rpc";
 export interface BootSource {
   /** Absolute path of the kernel (bzImage or a PVH ELF such as the test guest). */
   readonly kernelPath: string;
@@ -94,29 +95,8 @@ export interface MigrationOptions {
   readonly progressTimeoutSec: number;
 }
 
-/** A progress sample, in KubeVirt's migration metric terms. */
-export interface MigrationProgress {
-  readonly iteration: number;
-  readonly processedBytes: number;
-  readonly remainingBytes: number;
-  readonly dirtyRateBytesPerSec: number;
-  readonly transferRateBytesPerSec: number;
-  readonly expectedDowntimeMs: number;
-  /** Auto-converge throttle applied to the vCPUs, 0..1. */
-  readonly throttle: number;
-}
-
-/** How a migration ended (source side). */
-export interface MigrationResult {
-  readonly ok: boolean;
-  /** Why it failed, e.g. "canceled", "target connection lost", "completion timeout". */
-  readonly failureReason?: string;
-  /** Guest paused on the source until running on the target. */
-  readonly downtimeMs?: number;
-  readonly totalSeconds: number;
-  readonly bytesSent: number;
-  readonly iterations: number;
-}
+/** Progress samples and results travel to virt-handler as they are: the launcher protocol's shapes. */
+export type { MigrationProgress, MigrationResult };
 
 /**
  * A request this backend cannot honour for this guest (e.g. soft reboot without ACPI or a guest agent); the launcher
