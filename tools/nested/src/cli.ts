@@ -30,10 +30,10 @@ const result = await runInL1(image, {
 });
 const checks = parseChecks(result.lines);
 log("");
-log(`${"check".padEnd(28)} result  time`);
+log(`${"check".padEnd(31)} result  time`);
 for (const c of checks)
   log(
-    `${c.name.padEnd(28)} ${c.ok ? "ok    " : "FAILED"}  ${(c.ms / 1000).toFixed(1)} s${c.detail ? `  ${c.detail}` : ""}`,
+    `${c.name.padEnd(31)} ${c.ok ? "ok    " : "FAILED"}  ${(c.ms / 1000).toFixed(1)} s${c.detail ? `  ${c.detail}` : ""}`,
   );
 log(`L1 run: ${(result.wallMs / 1000).toFixed(1)} s${result.timedOut ? " (timed out)" : ""}`);
 const failed = checks.filter((c) => !c.ok).length;

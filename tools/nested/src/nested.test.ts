@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { MAX_CONSOLE_LINE } from "./check-runner.ts";
 import { GuestConsole } from "./guest-console.ts";
@@ -12,6 +13,7 @@ import {
   parseClockProbe,
 } from "./migration-verdict.ts";
 import { parseBenchSamples, parseChecks } from "./results.ts";
+import { DEMO_CONTAINER_DISK, SEED_VM_MANIFEST, seedVmi, userDataOf } from "./seed-vmi.ts";
 
 const ko = (deps: string): Uint8Array => Buffer.from(`\0license=GPL\0depends=${deps}\0name=x\0`);
 
@@ -130,5 +132,25 @@ describe("nested lane (pure parts)", () => {
       },
       { name: "suite x.test.ts", ok: false, detail: "0 passed, 0 failed, 1 skipped (vitest 61 s)" },
     ]);
+  });
+
+  it("makes the vm-cirros VMI from the seed's manifest, user data and demo containerDisk unchanged", () => {
+    const vmi = seedVmi({ namespace: "default", uid: "5f0c6b1e-0000-4000-8000-000000000001" });
+    expect(vmi.metadata).toMatchObject({
+      name: "vm-cirros",
+      namespace: "default",
+      uid: "5f0c6b1e-0000-4000-8000-000000000001",
+    });
+    expect(vmi.metadata?.labels?.["kubevirt.io/vm"]).toBe("vm-cirros");
+    expect(vmi.spec?.volumes?.find((v) => v.containerDisk)?.containerDisk?.image).toBe(DEMO_CONTAINER_DISK);
+    expect(userDataOf(vmi)).toBe("#!/bin/sh\n\necho 'printed from cloud-init userdata'\n");
+    // The mutating webhooks' defaults: a firmware UUID from the VM mutator, memory.guest from the request.
+    expect(vmi.spec?.domain.firmware?.uuid).toMatch(/^[0-9a-f-]{36}$/);
+    expect(vmi.spec?.domain.memory?.guest).toBe("64M");
+    const elsewhere = readFileSync(SEED_VM_MANIFEST, "utf8").replace(
+      DEMO_CONTAINER_DISK,
+      "quay.io/kubevirt/cirros-container-disk-demo",
+    );
+    expect(() => seedVmi({ namespace: "default", uid: "u" }, elsewhere)).toThrow(/not the demo image/);
   });
 });

@@ -6,7 +6,7 @@
  *   seedVmi() (seed-vmi.ts)                  launcher A (node-a)                     launcher B (node-b)
  *   sync {vmi} ----------------------------> toMachineSpec, backend choice: native
  *   console <------------------------------- boot marker, "printed from cloud-init userdata"
- *   `echo hi`, counter loop ---------------> hi, count 0 1 2 ...
+ *   `echo hi`, product_uuid, counter ------> hi, firmware.uuid, count 0 1 2 ...
  *   prepare-target {migrationUid, vmi} ------------------------------------------->  listens: {host, port, secret}
  *   migrate {target, options (KubeVirt defaults)} -> OutgoingMigration ------------>  restore, vCPUs run
  *   events: migration-result ok <------------ Migrated, exits 0        console: count N+1 ...  `echo hi`: hi
@@ -103,12 +103,15 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
       if (info.state !== "Running") throw new Error(`sync left the domain ${info.state} (${info.reason ?? ""})`);
       if (info.backend !== "native" || info.emulated)
         throw new Error(`backend ${info.backend} (emulated ${info.emulated}): ${info.backendReason ?? ""}`);
+      const synced = performance.now() - t0 - served;
+      const stats = await peer.client.stats();
       const console = await attachConsole(peer.client);
       consoles.push(console);
       source = { peer, console, events };
       return (
-        `launcher serving after ${Math.round(served)} ms, sync ${Math.round(performance.now() - t0 - served)} ms: ` +
-        `Running on backend native${info.backendReason ? ` (${info.backendReason})` : ""}, pod ${peer.podName}`
+        `launcher serving after ${Math.round(served)} ms, sync ${Math.round(synced)} ms: Running on backend ` +
+        `native${info.backendReason ? ` (${info.backendReason})` : ""}, ${stats.vcpuSeconds.length} vCPU, ` +
+        `${stats.memoryBytes / 2 ** 20} MiB (VMI memory.guest ${vmi.spec?.domain.memory?.guest}), pod ${peer.podName}`
       );
     });
     if (!source) return;
@@ -125,6 +128,14 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
       return `answered: ${(await converse(src.console, "echo h''i", /^hi$/, 30_000)).line}`;
     });
     if (!answered) return;
+    // KubeVirt's spec.domain.firmware.uuid (the VM mutator's) as the SMBIOS system UUID the guest reads.
+    await check("vm-cirros-firmware-uuid", async () => {
+      const want = vmi.spec?.domain.firmware?.uuid ?? "";
+      const got = await converse(src.console, "echo U=$(cat /sys/class/dmi/id/product_uuid) E", /^U=.* E$/, 30_000);
+      if (got.line.slice(2, -2).toLowerCase() !== want.toLowerCase())
+        throw new Error(`the guest reads ${got.line}, the VMI says ${want}`);
+      return `/sys/class/dmi/id/product_uuid = spec.domain.firmware.uuid ${want}`;
+    });
     const counting = await check("vm-cirros-counter-started", async () => {
       typeLine(src.console, COUNTER_LOOP);
       return (await src.console.console.waitFor(/count 3$/, 60_000)).line.trim();
