@@ -5,7 +5,7 @@
  */
 import { type IncomingMessage, request } from "node:http";
 import type { Duplex } from "node:stream";
-import { context, propagation, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import { context, INVALID_SPAN_CONTEXT, propagation, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { isLauncherErrorCode, LauncherRpcError } from "./errors.ts";
 import {
   type CancelMigrationRequest,
@@ -17,6 +17,7 @@ import {
   type MigrateRequest,
   type MigrationTargetAddress,
   PATHS,
+  POLLED_PATHS,
   type PrepareTargetRequest,
   type ShutdownRequest,
   type SyncRequest,
@@ -192,7 +193,10 @@ export class LauncherClient {
   }
 
   async #call<T>(method: "GET" | "POST", path: string, body: unknown, options?: CallOptions): Promise<T> {
-    const span = tracer.startSpan(`launcher-rpc ${path.slice(4)}`, { kind: SpanKind.CLIENT });
+    const span =
+      POLLED_PATHS.has(path) && !trace.getSpanContext(context.active())
+        ? trace.wrapSpanContext(INVALID_SPAN_CONTEXT)
+        : tracer.startSpan(`launcher-rpc ${path.slice(4)}`, { kind: SpanKind.CLIENT });
     try {
       return await context.with(trace.setSpan(context.active(), span), () =>
         this.#send<T>(method, path, body, options?.timeoutMs ?? this.#timeoutMs, options?.signal),

@@ -3,7 +3,15 @@ import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger } from "@kvt/observability";
-import { context, propagation, ROOT_CONTEXT, trace } from "@opentelemetry/api";
+import {
+  type Context,
+  context,
+  INVALID_SPAN_CONTEXT,
+  propagation,
+  ROOT_CONTEXT,
+  type Tracer,
+  trace,
+} from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -250,6 +258,39 @@ describe("launcher-rpc over a unix socket", () => {
     expect(consoleEndpoint.input).toEqual(["ls\n"]);
     stream.destroy();
     await expect.poll(() => consoleEndpoint.listeners.size).toBe(0);
+  });
+
+  it("polls (info, stats) make spans only inside a caller's trace; commands always do", async () => {
+    const started: string[] = [];
+    // Records span names; the spans themselves behave like the API's no-op ones (the parent's context, if any).
+    const recording = {
+      startSpan: (name: string, _options?: unknown, ctx?: Context) => {
+        started.push(name);
+        return trace.wrapSpanContext(trace.getSpanContext(ctx ?? context.active()) ?? INVALID_SPAN_CONTEXT);
+      },
+    } as unknown as Tracer;
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+    trace.setGlobalTracerProvider({ getTracer: () => recording });
+    try {
+      await client.info();
+      await client.stats();
+      expect(started).toEqual([]);
+      await client.sync();
+      expect(started).toEqual(["launcher-rpc sync", "launcher sync"]);
+      started.length = 0;
+      const parent = trace.setSpanContext(ROOT_CONTEXT, {
+        traceId: "0af7651916cd43dd8448eb211c80319c",
+        spanId: "b7ad6b7169203331",
+        traceFlags: 1,
+      });
+      await context.with(parent, () => client.stats());
+      expect(started).toEqual(["launcher-rpc stats", "launcher stats"]);
+    } finally {
+      trace.disable();
+      context.disable();
+      propagation.disable();
+    }
   });
 
   it("the caller's trace context reaches the service through traceparent", async () => {

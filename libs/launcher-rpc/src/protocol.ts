@@ -54,6 +54,12 @@ export const PATHS = {
   console: "/v1/console",
 } as const;
 
+/**
+ * Paths virt-handler polls on an interval (domain info, per-VMI stats): traced only inside a caller's trace, since a
+ * root span per poll would flood the trace store and cost every launcher CPU on every metrics round.
+ */
+export const POLLED_PATHS: ReadonlySet<string> = new Set([PATHS.info, PATHS.stats]);
+
 /** Header carrying the time left until the request's deadline, in milliseconds (like gRPC's `grpc-timeout`). */
 export const TIMEOUT_HEADER = "x-kvt-timeout-ms";
 

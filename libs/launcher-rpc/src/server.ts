@@ -8,7 +8,16 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Logger } from "@kvt/observability";
-import { type Context, context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import {
+  type Context,
+  context,
+  INVALID_SPAN_CONTEXT,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from "@opentelemetry/api";
 import { isLauncherErrorCode, LauncherRpcError } from "./errors.ts";
 import {
   type CancelMigrationRequest,
@@ -21,6 +30,7 @@ import {
   type MigrateRequest,
   type MigrationTargetAddress,
   PATHS,
+  POLLED_PATHS,
   type PrepareTargetRequest,
   type ShutdownRequest,
   type SyncRequest,
@@ -177,7 +187,10 @@ export class LauncherServer {
   }
 
   async #run(path: string, route: { run: Route }, body: unknown, timeoutMs: number, parent: Context): Promise<unknown> {
-    const span = tracer.startSpan(`launcher ${path.slice(4)}`, { kind: SpanKind.SERVER }, parent);
+    const span =
+      POLLED_PATHS.has(path) && !trace.getSpanContext(parent)
+        ? trace.wrapSpanContext(INVALID_SPAN_CONTEXT)
+        : tracer.startSpan(`launcher ${path.slice(4)}`, { kind: SpanKind.SERVER }, parent);
     const controller = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const deadline = new Promise<LauncherRpcError>((resolve) => {
