@@ -104,14 +104,12 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
       if (info.backend !== "native" || info.emulated)
         throw new Error(`backend ${info.backend} (emulated ${info.emulated}): ${info.backendReason ?? ""}`);
       const synced = performance.now() - t0 - served;
-      const stats = await peer.client.stats();
       const console = await attachConsole(peer.client);
       consoles.push(console);
       source = { peer, console, events };
       return (
         `launcher serving after ${Math.round(served)} ms, sync ${Math.round(synced)} ms: Running on backend ` +
-        `native${info.backendReason ? ` (${info.backendReason})` : ""}, ${stats.vcpuSeconds.length} vCPU, ` +
-        `${stats.memoryBytes / 2 ** 20} MiB (VMI memory.guest ${vmi.spec?.domain.memory?.guest}), pod ${peer.podName}`
+        `native${info.backendReason ? ` (${info.backendReason})` : ""}, pod ${peer.podName}`
       );
     });
     if (!source) return;
