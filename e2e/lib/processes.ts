@@ -4,7 +4,8 @@
  * missed between polls.
  *
  *   launcher of pod P   the process whose working directory is <dataDir>/nodes/<node>/pods/<P uid> (the
- *                       process-kubelet starts every container there) and whose command runs virt-launcher
+ *                       process-kubelet starts every container there) and whose command runs virt-launcher (its
+ *                       sources, or the node's bundle `virt-launcher.mjs`)
  *   virt-handler of N   the process whose command runs apps/virt-handler with `--node-name N` and a kubeconfig in
  *                       this cluster's data directory (its own service account's; another cluster on the machine
  *                       has another data directory)
@@ -37,7 +38,10 @@ function processes(): ProcessInfo[] {
 /** The pid of the launcher running in the pod with uid `podUid`, or undefined when none runs. */
 export function launcherPid(podUid: string): number | undefined {
   return processes().find(
-    (p) => p.cwd.endsWith(`/pods/${podUid}`) && p.argv.some((a) => a.endsWith("virt-launcher/src/main.ts")),
+    (p) =>
+      p.cwd.endsWith(`/pods/${podUid}`) &&
+      // The kubelet runs its node's launcher bundle once built, the TypeScript sources before that.
+      p.argv.some((a) => a.endsWith("virt-launcher/src/main.ts") || a.endsWith("/virt-launcher.mjs")),
   )?.pid;
 }
 

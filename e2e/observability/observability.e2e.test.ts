@@ -43,6 +43,13 @@ describe("observability: metrics and traces of a VM start and a live migration",
   const startedAt = Date.now();
   let migration: VmimView | undefined;
   let sourceNode = "";
+  /** The source node's migration-duration sum before this migration (other suites migrate on the same cluster). */
+  let durationSumBefore = 0;
+  const value = async (expr: string): Promise<number> => {
+    const r = await prometheus!.query(expr);
+    return r.length === 0 ? Number.NaN : Number(r[0].value[1]);
+  };
+  const durationSum = (node: string) => value(`sum(kubevirt_vmi_migration_duration_seconds_sum{node="${node}"})`);
 
   beforeAll(async () => {
     const binary = prometheusBinary();
@@ -66,6 +73,13 @@ describe("observability: metrics and traces of a VM start and a live migration",
       { timeoutMs: 120_000, what: "the VMI to be Running" },
     );
     sourceNode = vmi.status?.nodeName ?? "";
+    // Baseline: once Prometheus scrapes, wait two scrape intervals (1 s) so earlier migrations are in the sum.
+    await eventually(async () => expect(await prometheus!.query("up == 1")).not.toHaveLength(0), {
+      timeoutMs: 30_000,
+      what: "Prometheus to scrape the cluster",
+    });
+    await new Promise((r) => setTimeout(r, 2_500));
+    durationSumBefore = (await durationSum(sourceNode)) || 0; // no series yet: no migration from that node so far
     // virtctl's own tracing configured (as OTEL_* would): the trace starts at the `virtctl migrate` request.
     process.env.KUBEVIRT_TRACES_FILE = tracesFile;
     const r = await virtctl(kubeconfig, ["migrate", NAME]).finally(() => {
@@ -108,10 +122,6 @@ describe("observability: metrics and traces of a VM start and a live migration",
   it("the migration metrics match the VMIM's status", async () => {
     const m = migration!;
     const ms = m.status?.migrationState;
-    const value = async (expr: string): Promise<number> => {
-      const r = await prometheus!.query(expr);
-      return r.length === 0 ? Number.NaN : Number(r[0].value[1]);
-    };
     await eventually(
       async () => {
         expect(await value('sum(kubevirt_vmi_migration_succeeded{namespace="default"})')).toBeGreaterThanOrEqual(1);
@@ -122,10 +132,9 @@ describe("observability: metrics and traces of a VM start and a live migration",
     // The success is counted by the source node's handler.
     const succeeded = await prometheus!.query(`kubevirt_vmi_migrations_succeeded_total{name="${NAME}"}`);
     expect(succeeded[0]?.metric.node).toBe(ms?.sourceNode ?? sourceNode);
-    // Duration: the handler's histogram against the VMIM's own start/end (status timestamps have 1 s precision).
-    const seconds = await value(
-      `sum(kubevirt_vmi_migration_duration_seconds_sum{node="${ms?.sourceNode ?? sourceNode}"})`,
-    );
+    // Duration: what this migration added to the handler's histogram against the VMIM's own start/end (status
+    // timestamps have 1 s precision).
+    const seconds = (await durationSum(ms?.sourceNode ?? sourceNode)) - durationSumBefore;
     if (ms?.startTimestamp && ms.endTimestamp) {
       const reported = (Date.parse(ms.endTimestamp) - Date.parse(ms.startTimestamp)) / 1000;
       expect(Math.abs(seconds - reported)).toBeLessThanOrEqual(2);

@@ -19,7 +19,7 @@ import { mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { launcherSocketPath } from "@kvt/launcher-rpc";
-import { createLogger, setupTracing } from "@kvt/observability";
+import { createLogger, startTracing } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
 import { startLauncherApp } from "./launcher-app.ts";
@@ -66,7 +66,8 @@ await main({
     const env = process.env;
     const level = (values["log-level"] ?? env.LOG_LEVEL ?? "info") as "info";
     const logger = createLogger({ component: "virt-launcher", level });
-    const tracing = setupTracing({
+    // Awaited import(): the bundled launcher keeps the SDK in a chunk of its own, loaded only when tracing is on.
+    const tracing = await startTracing({
       serviceName: "virt-launcher",
       serviceVersion: pkg.version,
       attributes: {

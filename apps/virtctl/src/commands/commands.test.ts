@@ -278,7 +278,10 @@ describe("expose", () => {
     expect(out).toBe("Service vm-cirros-ssh successfully created for vm vm-cirros\n");
     const post = client.requests[1];
     expect(post?.path).toBe("/api/v1/namespaces/default/services");
-    expect((post?.body as { metadata: unknown }).metadata).toEqual({ name: "vm-cirros-ssh", namespace: "default" });
+    expect((post?.body as { metadata: unknown } | undefined)?.metadata).toEqual({
+      name: "vm-cirros-ssh",
+      namespace: "default",
+    });
     expect(post?.body).toMatchObject({
       spec: {
         type: "NodePort",
@@ -310,7 +313,7 @@ describe("expose", () => {
       },
     });
     expect((await run(["expose", "vmi", "v", "--name", "s", "--ip-family", "IPv4,IPv6"], client)).code).toBe(0);
-    expect((client.requests[1]?.body as { spec: unknown }).spec).toEqual({
+    expect((client.requests[1]?.body as { spec: unknown } | undefined)?.spec).toEqual({
       type: "ClusterIP",
       ipFamilies: ["IPv4", "IPv6"],
       ipFamilyPolicy: "PreferDualStack",

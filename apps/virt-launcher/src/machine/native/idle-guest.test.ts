@@ -71,7 +71,8 @@ describe.skipIf(!hasKvm())("the test guest at rest", () => {
     expect(run.lines[0]).toBe("kvt-guest start ws=1 pattern=idle rate=0 seed=1 every=4096 lines=40");
     expect(run.lines).toHaveLength(42);
     expect(run.wallSeconds).toBeGreaterThanOrEqual(0.95); // the ticks were waited for...
-    expect(run.vcpuSeconds).toBeGreaterThan(0);
+    // vCPU time is counted in scheduler ticks: a guest asleep almost all along may show 0.
+    expect(run.vcpuSeconds).toBeGreaterThanOrEqual(0);
     expect(run.vcpuSeconds).toBeLessThan(0.1); // ...asleep, not spinning (that costs 0.2 s here at load 20)
   }, 60_000);
 
