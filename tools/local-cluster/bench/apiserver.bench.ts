@@ -23,6 +23,7 @@ import { performance } from "node:perf_hooks";
 import { connect, type TLSSocket } from "node:tls";
 import { customResourceDefinitions } from "@kvt/api";
 import { parse } from "yaml";
+import { APISERVER_NODE_FLAGS } from "../src/apiserver/node-flags.ts";
 
 const CLIENTS = 8;
 const IN_FLIGHT = 4;
@@ -34,7 +35,15 @@ const dir = mkdtempSync(join(tmpdir(), "kvt-apiserver-bench-"));
 const main = new URL("../src/apiserver/main.ts", import.meta.url).pathname;
 const child = spawn(
   process.execPath,
-  [...(process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean), main, "--data-dir", dir, "--log-level", "warn"],
+  [
+    ...APISERVER_NODE_FLAGS,
+    ...(process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean),
+    main,
+    "--data-dir",
+    dir,
+    "--log-level",
+    "warn",
+  ],
   { stdio: ["ignore", "pipe", "inherit"] },
 );
 await new Promise<void>((resolve, reject) => {

@@ -31,6 +31,15 @@ describe("clusterComponents()", () => {
     ]);
   });
 
+  it("runs the API server with its Node flags (a larger young generation)", () => {
+    const apiserver = clusterComponents(layout).find((c) => c.name === "apiserver")!;
+    expect(apiserver.argv.slice(0, 3)).toEqual([
+      "/node",
+      "--max-semi-space-size=32",
+      "/repo/tools/local-cluster/src/apiserver/main.ts",
+    ]);
+  });
+
   it("passes the node name, kubeconfig (its service account's) and traces file to each handler", () => {
     const handler = clusterComponents(layout).find((c) => c.name === "virt-handler/node02")!;
     expect(handler.argv).toEqual([

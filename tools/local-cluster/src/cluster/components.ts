@@ -8,6 +8,7 @@
  * the tracing environment (KUBEVIRT_TRACES_FILE when the cluster records traces).
  */
 import { dirname, join } from "node:path";
+import { APISERVER_NODE_FLAGS } from "../apiserver/node-flags.ts";
 
 /** Where things are and which ports were assigned. */
 export interface ClusterLayout {
@@ -67,7 +68,10 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
       name: "apiserver",
       job: "apiserver",
       argv: [
-        ...entry("tools/local-cluster/src/apiserver/main.ts"),
+        layout.execPath,
+        ...layout.execArgs,
+        ...APISERVER_NODE_FLAGS,
+        join(layout.projectRoot, "tools/local-cluster/src/apiserver/main.ts"),
         "--data-dir",
         join(layout.dataDir, "apiserver"),
         "--kubeconfig",

@@ -1,0 +1,6 @@
+/**
+ * Node flags the API server process runs with. A 32 MiB young generation: every write allocates short-lived JSON
+ * (request body, stored copy, watch lines), and with V8's default semi-space the scavenger runs so often that its
+ * pauses set the watch-delivery p99 (quiet bench: p99 35-70 ms by default, 30-48 ms with this; writes/s unchanged).
+ */
+export const APISERVER_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=32"];
