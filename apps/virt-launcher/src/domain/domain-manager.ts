@@ -241,7 +241,7 @@ export class DomainManager implements LauncherService {
   }
 
   async stats(): Promise<DomainStats> {
-    const launcherRssBytes = process.memoryUsage.rss();
+    const launcherRssBytes = launcherRss();
     if (!this.#built) return { state: this.#state, vcpuSeconds: [], memoryBytes: 0, launcherRssBytes };
     const s = await this.#built.machine.stats();
     return {
@@ -326,6 +326,15 @@ export class DomainManager implements LauncherService {
       throw new LauncherRpcError("Conflict", `cannot ${verb} a ${this.#state} domain`);
     }
     return this.#built.machine;
+  }
+}
+
+/** This process's resident memory; 0 where the host cannot say (no /proc, as in a bare initramfs): stats still answer. */
+function launcherRss(): number {
+  try {
+    return process.memoryUsage.rss();
+  } catch {
+    return 0;
   }
 }
 
