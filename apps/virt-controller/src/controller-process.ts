@@ -13,10 +13,9 @@ import {
   RestClient,
   resourceClient,
 } from "@kvt/kube";
-import { createLogger, createMetricsRegistry, setupTracing } from "@kvt/observability";
+import { createLogger, createMetricsRegistry, setupTracing, startMetricsServer } from "@kvt/observability";
 import { trace } from "@opentelemetry/api";
 import { VirtControllerApp } from "./app.ts";
-import { startHealthServer } from "./health-server.ts";
 import { ControllerMetrics } from "./metrics/controller-metrics.ts";
 
 /** What main.ts parsed. */
@@ -82,11 +81,14 @@ export async function runController(o: ControllerProcessOptions, signal: AbortSi
       }
     },
   });
-  const health = await startHealthServer({
+  // /metrics, /healthz, /readyz, and /leader (200 on the leader, 503 on a standby, as KubeVirt's).
+  const health = await startMetricsServer({
     registry,
     port: o.metricsPort,
-    isLeader: () => elector.isLeader,
     beforeScrape: () => app.updateMetrics(),
+    routes: {
+      "/leader": () => (elector.isLeader ? { status: 200, body: "leader\n" } : { status: 503, body: "not leader\n" }),
+    },
   });
   logger.info({ port: health.port, identity, namespace }, "virt-controller serving health and metrics");
   await elector.run(AbortSignal.any([signal, stopped.signal]));

@@ -19,4 +19,25 @@ describe("startMetricsServer()", () => {
     expect((await fetch(`${base}/readyz`)).status).toBe(200);
     expect((await fetch(`${base}/nope`)).status).toBe(404);
   });
+
+  it("refreshes before each scrape and serves a component's own routes", async () => {
+    const registry = createMetricsRegistry({ defaultMetrics: false });
+    const counter = new Counter({ name: "kubevirt_test_scrapes_total", help: "Scrapes.", registers: [registry] });
+    let leading = false;
+    server = await startMetricsServer({
+      registry,
+      port: 0,
+      beforeScrape: () => counter.inc(),
+      routes: {
+        "/leader": () => (leading ? { status: 200, body: "leader\n" } : { status: 503, body: "not leader\n" }),
+      },
+    });
+    const base = `http://127.0.0.1:${server.port}`;
+    expect(await (await fetch(`${base}/metrics`)).text()).toContain("kubevirt_test_scrapes_total 1");
+    expect(await (await fetch(`${base}/metrics`)).text()).toContain("kubevirt_test_scrapes_total 2");
+    expect((await fetch(`${base}/leader`)).status).toBe(503);
+    leading = true;
+    const leader = await fetch(`${base}/leader`);
+    expect([leader.status, await leader.text()]).toEqual([200, "leader\n"]);
+  });
 });

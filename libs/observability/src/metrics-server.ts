@@ -1,6 +1,7 @@
 /**
  * The small HTTP endpoint every component serves for operations: `/metrics` (Prometheus text), `/healthz`
- * (liveness: the process answers) and `/readyz` (readiness from a callback, e.g. "informers synced" or "leading").
+ * (liveness: the process answers), `/readyz` (readiness from a callback, e.g. "informers synced" or "leading") and any
+ * further plain-text routes a component adds (virt-controller's `/leader`).
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -15,6 +16,10 @@ export interface MetricsServerOptions {
   readonly host?: string;
   /** Readiness; default always ready. */
   readonly ready?: () => boolean;
+  /** Called before each scrape (e.g. to refresh gauges computed from caches). */
+  readonly beforeScrape?: () => void;
+  /** Further plain-text endpoints by path, e.g. virt-controller's `/leader` (200 leading, 503 standby). */
+  readonly routes?: Readonly<Record<string, () => { readonly status: number; readonly body: string }>>;
 }
 
 /** A running metrics server. */
@@ -30,6 +35,7 @@ export async function startMetricsServer(options: MetricsServerOptions): Promise
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     if (path === "/metrics") {
+      options.beforeScrape?.();
       options.registry.metrics().then(
         (body) => {
           res.writeHead(200, { "content-type": options.registry.contentType });
@@ -51,6 +57,13 @@ export async function startMetricsServer(options: MetricsServerOptions): Promise
       const ready = options.ready?.() ?? true;
       res.writeHead(ready ? 200 : 503, { "content-type": "text/plain" });
       res.end(ready ? "ok\n" : "not ready\n");
+      return;
+    }
+    const route = path ? options.routes?.[path] : undefined;
+    if (route) {
+      const { status, body } = route();
+      res.writeHead(status, { "content-type": "text/plain" });
+      res.end(body);
       return;
     }
     res.writeHead(404, { "content-type": "text/plain" });

@@ -6,18 +6,17 @@ import { customResourceDefinitions, type VirtualMachine } from "@kvt/api";
 import { KUBEVIRT_V1, type KubeObject, kubeConfigFor, RestClient, resourceClient } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
 import { catalogMismatches } from "@kvt/monitoring";
-import { createMetricsRegistry } from "@kvt/observability";
+import { createMetricsRegistry, type MetricsServer, startMetricsServer } from "@kvt/observability";
 import { newVm, withRunning } from "@kvt/testing";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtControllerApp } from "../app.ts";
-import { type HealthServer, startHealthServer } from "../health-server.ts";
 import { ControllerMetrics } from "./controller-metrics.ts";
 
 describe("virt-controller /metrics against the catalog", () => {
   let server: ApiServerHandle;
   let app: VirtControllerApp;
-  let health: HealthServer;
+  let health: MetricsServer;
 
   beforeAll(async () => {
     server = await startApiServer({ inMemory: true, port: 0, logger: pino({ level: "silent" }) });
@@ -35,12 +34,7 @@ describe("virt-controller /metrics against the catalog", () => {
     metrics.setReady(true);
     metrics.setLeading(true);
     app = new VirtControllerApp({ transport, logger: pino({ level: "silent" }), registry, metrics });
-    health = await startHealthServer({
-      registry,
-      port: 0,
-      isLeader: () => true,
-      beforeScrape: () => app.updateMetrics(),
-    });
+    health = await startMetricsServer({ registry, port: 0, beforeScrape: () => app.updateMetrics() });
     await app.start();
     await resourceClient<VirtualMachine>(transport, KUBEVIRT_V1.virtualMachines).create(
       newVm("vm1", withRunning(true)),
