@@ -2,12 +2,12 @@
  * virt-controller serves every metric the catalog (@kvt/monitoring) assigns to it, with the catalog's types and
  * labels: the controllers run against the real local API server and /metrics is scraped over HTTP.
  */
-import { customResourceDefinitions, type VirtualMachine } from "@kvt/api";
-import { KUBEVIRT_V1, type KubeObject, kubeConfigFor, RestClient, resourceClient } from "@kvt/kube";
+import type { VirtualMachine } from "@kvt/api";
+import { KUBEVIRT_V1, kubeConfigFor, RestClient, resourceClient } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
 import { catalogMismatches } from "@kvt/monitoring";
 import { createMetricsRegistry, type MetricsServer, startMetricsServer } from "@kvt/observability";
-import { newVm, withRunning } from "@kvt/testing";
+import { installKubeVirtCrds, newVm, withRunning } from "@kvt/testing";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtControllerApp } from "../app.ts";
@@ -22,14 +22,7 @@ describe("virt-controller /metrics against the catalog", () => {
     server = await startApiServer({ inMemory: true, port: 0, logger: pino({ level: "silent" }) });
     const registry = createMetricsRegistry();
     const transport = new RestClient(kubeConfigFor(server.url, server.token), { registry });
-    const crds = resourceClient<KubeObject>(transport, {
-      group: "apiextensions.k8s.io",
-      version: "v1",
-      plural: "customresourcedefinitions",
-      kind: "CustomResourceDefinition",
-      namespaced: false,
-    });
-    for (const crd of customResourceDefinitions()) await crds.create(crd);
+    await installKubeVirtCrds(transport);
     const metrics = new ControllerMetrics(registry);
     metrics.setReady(true);
     metrics.setLeading(true);
