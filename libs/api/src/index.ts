@@ -45,8 +45,6 @@ export {
 export type { CustomResourceDefinition, PrinterColumn } from "./crds/crds.ts";
 // The CRDs as objects (install them from code), per-kind OpenAPI schema lookup, and the status-subresource rule.
 export { apiVersionOf, customResourceDefinitions, hasStatusSubresource, openApiSchemaOf } from "./crds/crds.ts";
-// The CRDs rendered as the YAML files under libs/api/crds/.
-export { renderCrdFiles } from "./crds/render.ts";
 // VMIM defaulting: kubevirt.io/vmi-name label and the migration finalizer.
 export { defaultMigration } from "./defaults/migration-defaults.ts";
 // VM defaulting (firmware uuid/serial on CREATE, machine type) and the legacy UUIDv5.

@@ -23,9 +23,14 @@ export interface StrictDecodeResult {
 }
 
 // The CRD form of each schema: root metadata is left to the API server, template metadata keeps unknown fields.
-const SCHEMAS: Record<string, JsonSchema> = Object.fromEntries(
-  customResourceDefinitions().map((c) => [c.spec.names.kind, c.spec.versions[0]?.schema.openAPIV3Schema ?? {}]),
-);
+// Built on first use: a process that never decodes (virt-launcher) does not pay for building every CRD.
+let schemas: Record<string, JsonSchema> | undefined;
+function schemaOf(kind: string): JsonSchema | undefined {
+  schemas ??= Object.fromEntries(
+    customResourceDefinitions().map((c) => [c.spec.names.kind, c.spec.versions[0]?.schema.openAPIV3Schema ?? {}]),
+  );
+  return schemas[kind];
+}
 
 function jsonType(v: unknown): string {
   if (v === null) return "null";
@@ -90,7 +95,7 @@ export function decodeStrictWith(schema: JsonSchema, obj: unknown): StrictDecode
  * Throws a TypeError for a kind this API does not define.
  */
 export function decodeStrict(kind: string, obj: unknown): StrictDecodeResult {
-  const schema = SCHEMAS[kind];
+  const schema = schemaOf(kind);
   if (!schema) throw new TypeError(`Cannot decode kind "${kind}": not a kubevirt.io kind`);
   return decodeStrictWith(schema, obj);
 }

@@ -5,7 +5,6 @@
  *                                                                        (the guest runs here)
  *   cancel() or a failed transfer: done rejects and the Vm is left unstarted (the caller discards it)
  */
-import { randomBytes } from "node:crypto";
 import { type MigrationTargetStats, MigrationTargetStream, type Vm } from "@kvt/vmm";
 import type { Logger } from "pino";
 import type { MigrationDestination } from "./source.ts";
@@ -38,7 +37,8 @@ export interface IncomingMigration {
 export function prepareIncoming(vm: Vm, options: IncomingOptions = {}): IncomingMigration {
   const host = options.host ?? "127.0.0.1";
   const stream = MigrationTargetStream.listen(vm, host, options.port ?? 0);
-  const secret = randomBytes(32).toString("hex");
+  // Web Crypto: node:crypto (and OpenSSL's start-up) is loaded at the first migration, not by every launcher.
+  const secret = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex");
   const log = options.logger;
   const done = stream.accept(secret, options.ioTimeoutMs ?? 60_000, options.digest ?? false).then(
     (stats) => {

@@ -4,7 +4,7 @@
  * O_APPEND, so several processes may share the file and lines never interleave), queued in order, and `shutdown`
  * waits for the queue. Only type imports from the SDK, so importing this module costs nothing when tracing is off.
  */
-import { type FileHandle, open } from "node:fs/promises";
+import type { FileHandle } from "node:fs/promises";
 import type { ExportResult, ExportResultCode } from "@opentelemetry/core";
 import type { ReadableSpan, SpanExporter } from "@opentelemetry/sdk-trace";
 import { toOtlpRequest } from "./otlp-json.ts";
@@ -33,7 +33,8 @@ export class FileSpanExporter implements SpanExporter {
     const line = Buffer.from(`${JSON.stringify(toOtlpRequest(spans))}\n`);
     this.#tail = this.#tail.then(async () => {
       try {
-        this.#file ??= open(this.#path, "a");
+        // node:fs/promises (and the stream and readline modules it loads) only in processes that export spans.
+        this.#file ??= import("node:fs/promises").then((fs) => fs.open(this.#path, "a"));
         await (await this.#file).write(line);
         done({ code: SUCCESS });
       } catch (error) {

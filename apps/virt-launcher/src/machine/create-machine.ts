@@ -4,6 +4,9 @@
  * mode (./qemu/). A guest that can run nowhere fails with the chooser's reason; one the chosen backend cannot
  * boot fails with the backend's. Both surface as MachineUnsupportedError, which the launcher answers with
  * BadRequest so the handler fails the VMI with that message.
+ *
+ * The QEMU backend is imported when a guest needs it: a launcher on KVM never loads it (nor the child-process,
+ * crypto and ISO code it brings), which keeps every native launcher's start-up CPU and memory down.
  */
 import type { Logger } from "@kvt/observability";
 import { nativeVmm, type Vmm } from "@kvt/vmm";
@@ -11,7 +14,6 @@ import type { BuiltMachine } from "../domain/domain-manager.ts";
 import { chooseBackend, type HostVirt, probeHostVirt, type UseEmulation } from "./backend-choice.ts";
 import { type MachineSpec, MachineUnsupportedError } from "./machine.ts";
 import { NativeMachine } from "./native/native-machine.ts";
-import { QemuMachine } from "./qemu/qemu-machine.ts";
 
 /** Creates (does not start) the machine for `spec`. */
 export type MachineFactory = (spec: MachineSpec) => Promise<BuiltMachine>;
@@ -32,6 +34,7 @@ export function machineFactory(options: MachineFactoryOptions): MachineFactory {
     if (!choice.ok) throw new MachineUnsupportedError(`${choice.reason}: ${choice.message}`);
     options.logger.info({ backend: choice.backend, emulation: choice.emulation, host }, "backend chosen");
     if (choice.backend === "qemu") {
+      const { QemuMachine } = await import("./qemu/qemu-machine.ts");
       return {
         machine: new QemuMachine(spec, { logger: options.logger }),
         emulated: true,

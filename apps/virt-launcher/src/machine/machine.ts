@@ -35,6 +35,12 @@ export interface CloudInitNoCloud {
   readonly networkData?: string;
 }
 
+/** The meta-data every backend's seed carries when the VMI gives none: an instance id and the hostname (VMI name). */
+export function defaultMetaData(vmiKey: string): string {
+  const name = vmiKey.split("/").pop() ?? vmiKey;
+  return `instance-id: ${vmiKey.replace("/", ".")}\nlocal-hostname: ${name}\n`;
+}
+
 /** Everything a backend needs to build a guest; derived from the VMI spec by the launcher. */
 export interface MachineSpec {
   /** `namespace/name` of the VMI, for logs and metrics. */

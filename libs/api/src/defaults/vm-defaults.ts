@@ -4,7 +4,7 @@
  * machine type. Plus the legacy UUID virt-controller derives for VMs created before the mutator did this.
  */
 import { Buffer } from "node:buffer";
-import { createHash } from "node:crypto";
+import { createRequire } from "node:module";
 import { typeErrors } from "../strict-decode.ts";
 import type { VirtualMachine } from "../types.ts";
 import { DEFAULT_CLUSTER_CONFIG } from "../validation/validation-config.ts";
@@ -34,10 +34,17 @@ export function defaultVm(
 
 const LEGACY_UUID_NAMESPACE = "6a1a24a1-4061-4607-8bf4-a3963d0c5895";
 
+/** node:crypto, loaded at the first use: most processes that import this library never hash (virt-launcher). */
+let cryptoModule: typeof import("node:crypto") | undefined;
+function nodeCrypto(): typeof import("node:crypto") {
+  cryptoModule ??= createRequire(import.meta.url)("node:crypto") as typeof import("node:crypto");
+  return cryptoModule;
+}
+
 /** RFC 4122 UUIDv5 (SHA-1) of `name` in `namespace`. */
 export function uuidV5(namespace: string, name: string): string {
   const ns = Buffer.from(namespace.replace(/-/g, ""), "hex");
-  const hash = createHash("sha1").update(ns).update(name, "utf8").digest();
+  const hash = nodeCrypto().createHash("sha1").update(ns).update(name, "utf8").digest();
   hash[6] = ((hash[6] ?? 0) & 0x0f) | 0x50;
   hash[8] = ((hash[8] ?? 0) & 0x3f) | 0x80;
   const hex = hash.subarray(0, 16).toString("hex");

@@ -3,7 +3,7 @@
  * own output, as a user would read it.
  */
 import { readFileSync } from "node:fs";
-import { renderCrdFiles } from "@kvt/api";
+import { renderCrdFiles } from "@kvt/api/crd-files";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServerHandle, startApiServer } from "./apiserver.ts";
 import { WIDGET_CRD, widget } from "./testdata/crd-fixture.ts";

@@ -1,12 +1,12 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { registerTestGuest } from "@kvt/images";
 import { LauncherClient, launcherSocketPath } from "@kvt/launcher-rpc";
 import { hasKvm, testGuestPath } from "@kvt/vmm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildLauncherImage } from "./launcher-image.ts";
+import { buildLauncherImage, builtinShim } from "./launcher-image.ts";
 
 const projectRoot = new URL("../../../../", import.meta.url).pathname;
 let dir: string;
@@ -22,6 +22,23 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+function writeProbe(source: string): string {
+  const path = join(dir, "probe.cjs");
+  writeFileSync(path, source);
+  return path;
+}
+
+describe("builtinShim", () => {
+  it("re-exports a built-in's values through require, leaving its lazy getters to the default export", () => {
+    const shim = builtinShim("node:http");
+    expect(shim).toContain('createRequire(import.meta.url)("node:http")');
+    expect(shim).toContain("export const createServer = m.createServer;");
+    expect(shim).toContain("export default m;");
+    expect(shim).not.toMatch(/export const WebSocket\b/);
+    expect(builtinShim("fs")).not.toMatch(/export const promises\b/);
+  });
+});
+
 describe("the launcher image", () => {
   it("is virt-launcher: the bundle answers --help like the sources", () => {
     const run = spawnSync(process.execPath, [entry, "--help"], { encoding: "utf8" });
@@ -29,6 +46,37 @@ describe("the launcher image", () => {
     expect(run.stdout).toMatch(/^Usage: virt-launcher /m);
     // Module-relative paths point at the sources, not at the bundle's directory.
     expect(readFileSync(entry, "utf8")).toContain(`${new URL("native/index.ts", `file://${projectRoot}`).href}`);
+  });
+
+  it("loads only what a native launcher needs: no undici, HTTP/2, TLS, crypto, prom-client or YAML", () => {
+    // The module graph is evaluated before --help is parsed, so this is every launcher's start-up set.
+    const probe = [
+      "process.on('exit', () => {",
+      "  const builtins = process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice(13));",
+      "  process.stderr.write('PROBE ' + JSON.stringify({ builtins }) + '\\n');",
+      "});",
+    ].join("\n");
+    const run = spawnSync(process.execPath, ["--require", writeProbe(probe), entry, "--help"], { encoding: "utf8" });
+    expect(run.status).toBe(0);
+    const line = run.stderr.split("\n").find((l) => l.startsWith("PROBE "));
+    const { builtins } = JSON.parse(line?.slice(6) ?? "{}") as { builtins: string[] };
+    expect(builtins).toContain("http");
+    for (const heavy of ["internal/deps/undici/undici", "http2", "tls", "crypto", "zlib"]) {
+      expect(builtins, heavy).not.toContain(heavy);
+    }
+    // The chunks a launcher evaluates at start: the entry and its static imports, transitively (not `import()`).
+    const loaded = new Map<string, string>();
+    const visit = (file: string): void => {
+      if (loaded.has(file)) return;
+      const source = readFileSync(join(dir, "image", file), "utf8");
+      loaded.set(file, source);
+      for (const m of source.matchAll(/^import [^;]*?from "\.\/([^"]+)";$/gm)) visit(m[1] ?? "");
+    };
+    visit("virt-launcher.mjs");
+    expect(loaded.size).toBeGreaterThan(1);
+    const loadedSource = [...loaded.values()].join("\n");
+    expect(loadedSource).not.toContain("node_modules/prom-client/");
+    expect(loadedSource).not.toContain("node_modules/yaml/");
   });
 
   it.skipIf(!hasKvm())(

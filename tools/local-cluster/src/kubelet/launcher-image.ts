@@ -7,9 +7,46 @@
  * Module-relative paths keep working: each module's `import.meta.url` is replaced by its own source file's URL
  * (the native addon, the test guest and the image store are found beside the sources, not beside the bundle).
  * Modules only some launchers need (the API client for `--kubeconfig`, YAML) stay separate chunks, loaded on demand.
+ *
+ * The project's own modules take Node built-ins with `require`, not `import`: an ES import of a built-in builds its
+ * namespace from every export, which runs the module's lazy getters. `http.WebSocket`'s loads undici and with it TLS,
+ * HTTP/2, zlib and web streams (about 55 ms of CPU and 14 MiB of memory per launcher, for nothing); `fs.promises`
+ * loads the stream and readline modules (1.5 MiB). Packages' own imports are left as they are (the ones in the
+ * launcher's start-up path are CommonJS and already `require`).
  */
+import { builtinModules, createRequire } from "node:module";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+
+const BUILTIN_PREFIX = "\0kvt-builtin:";
+const requireHere = createRequire(import.meta.url);
+
+/** Whether `id`, imported by `importer`, is a built-in of Node imported by one of the project's modules. */
+function isProjectBuiltinImport(id: string, importer: string | undefined): boolean {
+  if (!importer || importer.includes("/node_modules/") || importer.startsWith("\0")) return false;
+  if (id === "node:module" || id === "module") return false;
+  return id.startsWith("node:") || builtinModules.includes(id);
+}
+
+/**
+ * An ES module that re-exports built-in `id` through `require`: its plain data properties as named exports (read
+ * once, at import: a built-in's functions and classes do not change), the module object as the default export.
+ * Accessor properties (lazy getters such as `http.WebSocket`, `fs.promises`) are reached through the default export
+ * only: reading them is what costs. A project module that imports one by name fails the build (MISSING_EXPORT).
+ */
+export function builtinShim(id: string): string {
+  const name = id.startsWith("node:") ? id : `node:${id}`;
+  const mod = requireHere(name) as Record<string, unknown>;
+  const names = Object.keys(mod).filter(
+    (k) => /^[A-Za-z_$][\w$]*$/.test(k) && k !== "default" && !Object.getOwnPropertyDescriptor(mod, k)?.get,
+  );
+  return [
+    `import { builtinModules, createRequire } from "node:module";`,
+    `const m = createRequire(import.meta.url)(${JSON.stringify(name)});`,
+    "export default m;",
+    ...names.map((k) => `export const ${k} = m.${k};`),
+  ].join("\n");
+}
 
 /** The TypeScript entry point the image is built from. */
 export function launcherSourceEntry(projectRoot: string): string {
@@ -27,6 +64,16 @@ export async function buildLauncherImage(projectRoot: string, outDir: string): P
     platform: "node",
     logLevel: "silent",
     plugins: [
+      {
+        name: "kvt-builtins-by-require",
+        resolveId(id: string, importer: string | undefined) {
+          if (!isProjectBuiltinImport(id, importer)) return null;
+          return { id: `${BUILTIN_PREFIX}${id}` };
+        },
+        load(id: string) {
+          return id.startsWith(BUILTIN_PREFIX) ? builtinShim(id.slice(BUILTIN_PREFIX.length)) : null;
+        },
+      },
       {
         name: "kvt-module-urls",
         transform(code: string, id: string) {

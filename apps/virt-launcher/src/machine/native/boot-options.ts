@@ -8,8 +8,7 @@
  */
 import { closeSync, openSync, readSync } from "node:fs";
 import { noCloudSeedInitrd, type VmOptions } from "@kvt/vmm";
-import type { MachineSpec } from "../machine.ts";
-import { defaultMetaData } from "../qemu/seed.ts";
+import { defaultMetaData, type MachineSpec } from "../machine.ts";
 
 /** True when the file at `path` is an ELF image (the test guest), false for a bzImage or anything else. */
 export function isElfKernel(path: string): boolean {

@@ -7,15 +7,9 @@ import { execFile } from "node:child_process";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import type { CloudInitNoCloud } from "../machine.ts";
+import { type CloudInitNoCloud, defaultMetaData } from "../machine.ts";
 
 const run = promisify(execFile);
-
-/** The meta-data written when the VMI gives none: an instance id and the hostname (the VMI name). */
-export function defaultMetaData(vmiKey: string): string {
-  const name = vmiKey.split("/").pop() ?? vmiKey;
-  return `instance-id: ${vmiKey.replace("/", ".")}\nlocal-hostname: ${name}\n`;
-}
 
 /** Writes `<workDir>/cidata.iso` for `data`; returns its path. */
 export async function buildSeedImage(workDir: string, vmiKey: string, data: CloudInitNoCloud): Promise<string> {
