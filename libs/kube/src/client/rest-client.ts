@@ -83,6 +83,15 @@ interface Connection {
   readonly at: number;
 }
 
+/** One request as it goes on the wire: the path with its query, the final headers, the encoded body. */
+interface Outgoing {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: OutgoingHttpHeaders;
+  readonly body: string | undefined;
+  readonly signal: AbortSignal | undefined;
+}
+
 /** How often the kubeconfig's credentials are applied again (ms). */
 const AUTH_REFRESH_MS = 60_000;
 
@@ -182,7 +191,7 @@ export class RestClient implements RestTransport {
         headers["Content-Type"] = req.contentType ?? "application/json";
         headers["Content-Length"] = Buffer.byteLength(body);
       }
-      const response = await this.#send(conn, req.method, path, headers, body, req.signal);
+      const response = await this.#send(conn, { method: req.method, path, headers, body, signal: req.signal });
       code = String(response.status);
       const parsed = response.text ? parseJson(response.text) : undefined;
       if (response.status >= 200 && response.status < 300) return parsed as T;
@@ -207,20 +216,13 @@ export class RestClient implements RestTransport {
    * connection it went out on (ECONNRESET/EPIPE on a reused socket, before any answer) never reached the server:
    * it is sent once more on a fresh connection, except POST (a create is not safe to repeat blindly).
    */
-  async #send(
-    conn: Connection,
-    method: string,
-    path: string,
-    headers: OutgoingHttpHeaders,
-    body: string | undefined,
-    signal: AbortSignal | undefined,
-  ): Promise<{ status: number; text: string }> {
+  async #send(conn: Connection, out: Outgoing): Promise<{ status: number; text: string }> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.#sendOnce(conn, method, path, headers, body, signal);
+        return await this.#sendOnce(conn, out);
       } catch (error) {
         const stale = (error as { staleConnection?: boolean }).staleConnection === true;
-        if (!stale || attempt > 0 || method === "POST") throw error;
+        if (!stale || attempt > 0 || out.method === "POST") throw error;
         // Retried once: the server closed the idle connection this request was written to (see above).
       }
     }
@@ -228,11 +230,7 @@ export class RestClient implements RestTransport {
 
   #sendOnce(
     conn: Connection,
-    method: string,
-    path: string,
-    headers: OutgoingHttpHeaders,
-    body: string | undefined,
-    signal: AbortSignal | undefined,
+    { method, path, headers, body, signal }: Outgoing,
   ): Promise<{ status: number; text: string }> {
     return new Promise((resolve, reject) => {
       const { hostname, port, basePath } = this.#target;
