@@ -76,6 +76,8 @@ export { migrationPolicySchema, vmimSchema } from "./schema/migration-schemas.ts
 export { vmSchema } from "./schema/vm-schemas.ts";
 // Schema of VirtualMachineInstance.
 export { vmiSchema } from "./schema/vmi-schemas.ts";
+// Status conditions: read, set in place (transition time kept while the status holds), removed.
+export { findCondition, hasCondition, removeCondition, setCondition } from "./semantics/conditions.ts";
 // A migration configuration with every knob resolved.
 export type { ResolvedMigrationConfiguration } from "./semantics/migration-config.ts";
 // Migration configuration defaults and MigrationPolicy matching.
@@ -133,8 +135,6 @@ export type { VmRunAction } from "./semantics/vm-run-plan.ts";
 export { planVmRun } from "./semantics/vm-run-plan.ts";
 // Shared semantics: readings of VM/VMI state used by virt-api and virt-controller.
 export {
-  findCondition,
-  hasCondition,
   hasStartRequest,
   hasStopRequestForVmi,
   isSetToStart,

@@ -20,9 +20,8 @@ import type {
   VirtualMachineInstanceMigration,
   VirtualMachineInstanceMigrationStatus,
 } from "@kvt/api";
-import { ANNOTATION, isMigrationFinal, type MigrationPhase } from "@kvt/api";
+import { ANNOTATION, isMigrationFinal, type MigrationPhase, setCondition } from "@kvt/api";
 import type { Pod } from "@kvt/kube";
-import { setCondition } from "../shared/conditions.ts";
 import { livePods, podIsReady } from "../vmi/vmi-status.ts";
 
 /** Default seconds an unschedulable target pod may stay Pending. */

@@ -12,14 +12,15 @@ import {
   printableStatus,
   type RandomInt,
   type RunStrategy,
+  removeCondition,
   runStrategyOf,
+  setCondition,
   type VirtualMachine,
   type VirtualMachineInstance,
   type VirtualMachineStatus,
   VM_CONDITION,
   VMI_CONDITION,
 } from "@kvt/api";
-import { removeCondition, setCondition } from "../shared/conditions.ts";
 import { restartRequired } from "./vmi-template.ts";
 
 /** Inputs besides the VM and VMI. */

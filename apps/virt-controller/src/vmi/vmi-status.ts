@@ -12,13 +12,13 @@
 import {
   type Condition,
   REASON,
+  setCondition,
   type VirtualMachineInstance,
   type VirtualMachineInstanceStatus,
   VMI_CONDITION,
   type VmiPhase,
 } from "@kvt/api";
 import type { Pod } from "@kvt/kube";
-import { setCondition } from "../shared/conditions.ts";
 
 /** Status reason of a VMI failed because its launcher pod failed. */
 export const REASON_POD_FAILED = "PodFailed";

@@ -8,15 +8,8 @@
  */
 import type { PrintableStatus } from "../constants.ts";
 import type { VirtualMachine, VirtualMachineInstance } from "../types.ts";
-import {
-  findCondition,
-  hasCondition,
-  isSetToStart,
-  isVmiFinal,
-  isVmiMigrating,
-  isVmiUnprocessed,
-  runStrategyOf,
-} from "./vm-state.ts";
+import { findCondition, hasCondition } from "./conditions.ts";
+import { isSetToStart, isVmiFinal, isVmiMigrating, isVmiUnprocessed, runStrategyOf } from "./vm-state.ts";
 
 /** What the VM controller knows besides the two objects. */
 export interface PrintableStatusInput {

@@ -13,7 +13,8 @@
  */
 import { START_REQUEST_DATA_PAUSED_KEY, VM_CONDITION, VMI_CONDITION } from "../constants.ts";
 import type { VirtualMachine, VirtualMachineInstance, VirtualMachineStateChangeRequest } from "../types.ts";
-import { hasCondition, isVmiFinal, runStrategyOf } from "./vm-state.ts";
+import { hasCondition } from "./conditions.ts";
+import { isVmiFinal, runStrategyOf } from "./vm-state.ts";
 
 /** One RFC 6902 operation. */
 export interface JsonPatchOp {

@@ -3,7 +3,7 @@
  * `vm.go`): the effective run strategy, final phases, pending start/stop requests, "set to start".
  */
 import type { RunStrategy } from "../constants.ts";
-import type { Condition, VirtualMachine, VirtualMachineInstance } from "../types.ts";
+import type { VirtualMachine, VirtualMachineInstance } from "../types.ts";
 
 /** The run strategy a VM means: `running: true` = Always, `running: false` or nothing = Halted (`vm.RunStrategy()`). */
 export function runStrategyOf(vm: VirtualMachine): RunStrategy {
@@ -25,16 +25,6 @@ export function isVmiFinal(vmi: VirtualMachineInstance | undefined): boolean {
 export function isVmiUnprocessed(vmi: VirtualMachineInstance): boolean {
   const p = vmi.status?.phase ?? "";
   return p === "" || p === "Pending";
-}
-
-/** The condition of `type` on an object's status, if any. */
-export function findCondition(conditions: readonly Condition[] | undefined, type: string): Condition | undefined {
-  return conditions?.find((c) => c.type === type);
-}
-
-/** Whether the condition of `type` has `status` ("True" by default). */
-export function hasCondition(conditions: readonly Condition[] | undefined, type: string, status = "True"): boolean {
-  return findCondition(conditions, type)?.status === status;
 }
 
 /** The first pending state change request is a Start (`hasStartRequest`). */

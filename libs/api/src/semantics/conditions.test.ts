@@ -1,6 +1,5 @@
-import { findCondition } from "@kvt/api";
 import { describe, expect, it } from "vitest";
-import { setCondition } from "./conditions.ts";
+import { findCondition, hasCondition, removeCondition, setCondition } from "./conditions.ts";
 
 describe("setCondition", () => {
   it("keeps lastTransitionTime while the status stays the same", () => {
@@ -29,5 +28,17 @@ describe("setCondition", () => {
       "LiveMigratable",
       "Paused",
     ]);
+  });
+
+  it("removes every condition of a type, and reads a condition's status", () => {
+    const list = [
+      { type: "Ready", status: "True" as const },
+      { type: "Paused", status: "False" as const },
+    ];
+    expect(removeCondition(list, "Ready")).toEqual([{ type: "Paused", status: "False" }]);
+    expect(removeCondition(undefined, "Ready")).toEqual([]);
+    expect(hasCondition(list, "Ready")).toBe(true);
+    expect(hasCondition(list, "Paused")).toBe(false);
+    expect(hasCondition(list, "Paused", "False")).toBe(true);
   });
 });
