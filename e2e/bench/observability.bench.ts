@@ -43,6 +43,8 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "4" },
     variants: { type: "string", default: "off,on" },
     "scrape-interval": { type: "string", default: "1" },
+    memory: { type: "string", default: "1024" },
+    ws: { type: "string" },
   },
 });
 const COUNT = Number(values.vmis);
@@ -56,13 +58,22 @@ const variants = values.variants.split(",").map((v) => {
 const BASE = variants[0];
 const root = new URL("../../", import.meta.url).pathname;
 const GROUP = { group: "kubevirt.io", version: "v1", namespace: "default" };
-const MEMORY_BYTES = 256 * 1024 * 1024;
+const MEMORY_MIB = Number(values.memory);
+/** The guest's working set (MiB), written once after boot: what a migration moves besides zero pages. */
+const WS_MIB = Number(values.ws ?? Math.max(16, MEMORY_MIB - 128));
+const MEMORY_BYTES = MEMORY_MIB * 2 ** 20;
 const CLK_TCK = 100;
 
 interface Figures {
   readonly startSeconds: number[];
   /** Guest memory / migration duration of each migration that succeeded. */
   readonly throughputs: number[];
+  /** The source launcher's measured link rate (bytes/s) of each migration that succeeded. */
+  readonly transferRates: number[];
+  /** The source launcher's duration of each migration that succeeded (connect to switch-over confirmed). */
+  readonly migrationSeconds: number[];
+  /** CPU seconds each component used per migration (VMIM create -> outcome recorded), mean over the run. */
+  readonly cpuSecondsPerMigration: Record<string, number>;
   readonly migrationErrors: string[];
   /** CPU seconds used during the workload, by component (virt-handler = both nodes', launchers = all). */
   readonly cpuSeconds: Record<string, number>;
@@ -85,9 +96,9 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutM
 }
 
 /**
- * A 256 MiB test-guest VMI whose guest writes a 160 MiB working set once and then idles (`pattern=fill`): every migration
- * moves the same non-zero memory, and idle guests leave the two cores to the components being measured (the default
- * workload dirties memory flat out, one busy core per VM, which drowns the figures in contention).
+ * A test-guest VMI of MEMORY_MIB whose guest writes a WS_MIB working set once and then idles (`pattern=fill`): every
+ * migration moves the same non-zero memory, and idle guests leave the two cores to the components being measured (the
+ * default workload dirties memory flat out, one busy core per VM, which drowns the figures in contention).
  */
 function vmi(name: string): Record<string, unknown> {
   return {
@@ -100,10 +111,10 @@ function vmi(name: string): Record<string, unknown> {
         firmware: {
           kernelBoot: {
             container: { image: "local/test-guest:latest", kernelPath: "/test-guest.elf" },
-            kernelArgs: "pattern=fill ws=160 tick=1000",
+            kernelArgs: `pattern=fill ws=${WS_MIB} tick=1000`,
           },
         },
-        resources: { requests: { memory: "256Mi" } },
+        resources: { requests: { memory: `${MEMORY_MIB}Mi` } },
       },
       terminationGracePeriodSeconds: 0,
     },
@@ -200,6 +211,48 @@ function cpuTicks(cluster: LocalCluster): Map<string, number> {
   return out;
 }
 
+/** Every process under the kubelets: the launchers (and their monitors, QEMUs). */
+function launcherPids(cluster: LocalCluster): Set<number> {
+  const table = processTable();
+  const children = new Map<number, number[]>();
+  for (const [pid, s] of table) children.set(s.ppid, [...(children.get(s.ppid) ?? []), pid]);
+  const out = new Set<number>();
+  const walk = (pid: number): void => {
+    for (const c of children.get(pid) ?? []) {
+      out.add(c);
+      walk(c);
+    }
+  };
+  for (const n of cluster.nodeNames) {
+    const pid = cluster.supervisor.pidOf(`kubelet/${n}`);
+    if (pid !== undefined) walk(pid);
+  }
+  return out;
+}
+
+/** Resident bytes of a process (0 once it is gone). */
+function residentBytes(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/statm`, "utf8").split(" ")[1]) * 4096;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Waits until the guest of a launcher that was not among `before` has written its working set (the launcher's
+ * resident memory covers it), so no migration starts while its guest still dirties memory and no VM start is timed
+ * while another guest fills its memory.
+ */
+async function guestFilled(cluster: LocalCluster, before: ReadonlySet<number>): Promise<void> {
+  const want = WS_MIB * 2 ** 20;
+  await until(
+    "the guest to write its working set",
+    async () => ([...launcherPids(cluster)].some((p) => !before.has(p) && residentBytes(p) >= want) ? true : undefined),
+    120_000,
+  );
+}
+
 const COST_SCRAPES = 8;
 
 /** CPU nanoseconds the live processes of each component have used (all threads, /proc/PID/task/TID/schedstat). */
@@ -275,12 +328,12 @@ async function measure(variant: Variant): Promise<Figures> {
   });
   const stopScraping = scraped ? scrapePeriodically(cluster.scrapeConfigPath) : () => {};
   const targets = scrapeTargets(cluster.scrapeConfigPath);
-  const migratedSeconds = async (node: string | undefined): Promise<number> => {
+  const handlerMetrics = async (node: string | undefined): Promise<string> => {
     const target = targets.get(`virt-handler/${node}`);
-    if (!target) return Number.NaN;
-    const text = await (await fetch(`http://${target}/metrics`)).text();
-    return sampleSum(text, "kubevirt_vmi_migration_duration_seconds_sum", (l) => l.includes('result="succeeded"'));
+    return target ? await (await fetch(`http://${target}/metrics`)).text() : "";
   };
+  const migratedSeconds = (text: string): number =>
+    sampleSum(text, "kubevirt_vmi_migration_duration_seconds_sum", (l) => l.includes('result="succeeded"'));
   try {
     // Let the components finish starting (informer lists, first heartbeats) before counting their CPU.
     await new Promise((r) => setTimeout(r, 3_000));
@@ -291,6 +344,7 @@ async function measure(variant: Variant): Promise<Figures> {
     const startSeconds: number[] = [];
     for (let i = 0; i < COUNT; i++) {
       const name = `obs-${i}`;
+      const launchersBefore = launcherPids(cluster);
       const t0 = performance.now();
       await api.createNamespacedCustomObject({ ...vmis, body: vmi(name) });
       await until(`${name} Running`, async () => {
@@ -298,14 +352,21 @@ async function measure(variant: Variant): Promise<Figures> {
         return v.status?.phase === "Running" ? v : undefined;
       });
       startSeconds.push((performance.now() - t0) / 1000);
+      await guestFilled(cluster, launchersBefore);
     }
     const throughputs: number[] = [];
+    const transferRates: number[] = [];
+    const migrationSeconds: number[] = [];
     const migrationErrors: string[] = [];
+    const cpuPerMigration = new Map<string, number>();
+    // Settle after the last fill: the migrations start from a quiet cluster in every variant.
+    await new Promise((r) => setTimeout(r, 1_000));
     for (let i = 0; i < COUNT; i++) {
       const vmiName = `obs-${i}`;
       const name = `obs-mig-${i}`;
       const source = ((await api.getNamespacedCustomObject({ ...vmis, name: vmiName })) as Phased).status?.nodeName;
-      const before = await migratedSeconds(source);
+      const before = migratedSeconds(await handlerMetrics(source));
+      const cpu0 = cpuTicks(cluster);
       await api.createNamespacedCustomObject({
         ...vmims,
         body: {
@@ -324,22 +385,49 @@ async function measure(variant: Variant): Promise<Figures> {
         continue;
       }
       // The handler records the outcome when the source launcher reports it, which may follow the VMIM's phase.
-      const seconds = await until(
+      const text = await until(
         "the source handler to record the migration",
         async () => {
-          const d = (await migratedSeconds(source)) - before;
-          return d > 0 ? d : undefined;
+          const t = await handlerMetrics(source);
+          return migratedSeconds(t) - before > 0 ? t : undefined;
         },
         10_000,
-      ).catch(() => Number.NaN);
-      if (Number.isNaN(seconds)) migrationErrors.push("the source handler recorded no duration");
-      else throughputs.push(MEMORY_BYTES / seconds);
+      ).catch(() => undefined);
+      const cpu1 = cpuTicks(cluster);
+      for (const [k, v] of cpu1) cpuPerMigration.set(k, (cpuPerMigration.get(k) ?? 0) + (v - (cpu0.get(k) ?? 0)));
+      if (text === undefined) {
+        migrationErrors.push("the source handler recorded no duration");
+        continue;
+      }
+      const seconds = migratedSeconds(text) - before;
+      migrationSeconds.push(seconds);
+      throughputs.push(MEMORY_BYTES / seconds);
+      // The source launcher's own measure of its link: bytes on the wire / seconds of its bulk pass and dirty rounds
+      // (the policy's estimate, without connection set-up and switch-over).
+      const rate = sampleSum(text, "kubevirt_vmi_migration_memory_transfer_rate_bytes", (l) =>
+        l.includes(`name="${vmiName}"`),
+      );
+      if (rate > 0) transferRates.push(rate);
     }
+    // Give the cluster time to settle after the last migration (the source launcher exits, exports its spans).
+    await new Promise((r) => setTimeout(r, 1_000));
     const cpuAfter = cpuTicks(cluster);
     const cpuSeconds: Record<string, number> = {};
     for (const [k, v] of cpuAfter) cpuSeconds[k] = (v - (cpuBefore.get(k) ?? 0)) / CLK_TCK;
     stopScraping(); // the scrape cost is measured against an unscraped baseline
-    return { startSeconds, throughputs, migrationErrors, cpuSeconds, cpuMsPerScrape: await scrapeCost(cluster) };
+    const done = Math.max(1, migrationSeconds.length);
+    const cpuSecondsPerMigration: Record<string, number> = {};
+    for (const [k, v] of cpuPerMigration) cpuSecondsPerMigration[k] = v / CLK_TCK / done;
+    return {
+      startSeconds,
+      throughputs,
+      transferRates,
+      migrationSeconds,
+      migrationErrors,
+      cpuSeconds,
+      cpuSecondsPerMigration,
+      cpuMsPerScrape: await scrapeCost(cluster),
+    };
   } finally {
     stopScraping();
     await cluster.stop();
@@ -371,11 +459,13 @@ for (let r = 0; r < ROUNDS; r++) {
   for (const variant of order) {
     const f = await measure(variant);
     results.get(variant)!.push(f);
-    const cpu = Object.entries(f.cpuSeconds)
-      .map(([k, v]) => `${k} ${v.toFixed(2)}`)
-      .join(", ");
+    const list = (r: Record<string, number>) =>
+      Object.entries(r)
+        .map(([k, v]) => `${k} ${v.toFixed(2)}`)
+        .join(", ");
     process.stdout.write(
-      `round ${r + 1} ${variant.padEnd(7)}  VM start P50 ${median(f.startSeconds).toFixed(3)} s  migration P50 ${(median(f.throughputs) / 2 ** 20).toFixed(1)} MiB/s${f.migrationErrors.length > 0 ? ` (${f.migrationErrors.join("; ")})` : ""}  CPU s: ${cpu}  load ${loadavg()[0].toFixed(2)}\n`,
+      `round ${r + 1} ${variant.padEnd(7)}  VM start P50 ${median(f.startSeconds).toFixed(3)} s  migration P50 ${median(f.migrationSeconds).toFixed(3)} s = ${(median(f.throughputs) / 2 ** 20).toFixed(1)} MiB/s, link ${(median(f.transferRates) / 2 ** 20).toFixed(1)} MiB/s${f.migrationErrors.length > 0 ? ` (${f.migrationErrors.join("; ")})` : ""}  load ${loadavg()[0].toFixed(2)}\n` +
+        `        CPU s per run: ${list(f.cpuSeconds)}\n        CPU s per migration: ${list(f.cpuSecondsPerMigration)}\n`,
     );
   }
 }
@@ -383,7 +473,9 @@ for (let r = 0; r < ROUNDS; r++) {
 const all = (v: Variant) => results.get(v)!;
 const starts = (v: Variant) => all(v).flatMap((f) => f.startSeconds);
 const throughputs = (v: Variant) => all(v).flatMap((f) => f.throughputs);
+const transferRates = (v: Variant) => all(v).flatMap((f) => f.transferRates);
 const cpuTotal = (f: Figures) => Object.values(f.cpuSeconds).reduce((a, b) => a + b, 0);
+const cpuPerMigrationTotal = (f: Figures) => Object.values(f.cpuSecondsPerMigration).reduce((a, b) => a + b, 0);
 /** Per-round ratios of variant `v` to the baseline (paired by round). */
 const paired = (v: Variant, pick: (f: Figures) => number): number[] =>
   all(v).map((f, i) => pick(f) / pick(all(BASE)[i]));
@@ -395,6 +487,20 @@ for (const v of variants) {
     migrationThroughputMiBPerSec: spread(
       throughputs(v).map((t) => t / 2 ** 20),
       1,
+    ),
+    migrationSeconds: spread(
+      all(v).flatMap((f) => f.migrationSeconds),
+      3,
+    ),
+    migrationLinkMiBPerSec: spread(
+      transferRates(v).map((t) => t / 2 ** 20),
+      1,
+    ),
+    cpuSecondsPerMigration: Object.fromEntries(
+      [
+        ["total", all(v).map(cpuPerMigrationTotal)] as const,
+        ...components.map((c) => [c, all(v).map((f) => f.cpuSecondsPerMigration[c] ?? 0)] as const),
+      ].map(([c, xs]) => [c, round(median(xs), 3)]),
     ),
     cpuMsPerScrape: Object.fromEntries(
       components.map((c) => [c, round(median(all(v).map((f) => f.cpuMsPerScrape[c] ?? 0)), 2)]),
@@ -418,6 +524,15 @@ for (const v of variants) {
             paired(v, (f) => median(f.throughputs)).map((x) => 1 - x),
             4,
           ),
+          migrationLinkRateLoss: round(1 - median(transferRates(v)) / median(transferRates(BASE)), 4),
+          migrationLinkRateLossPaired: spread(
+            paired(v, (f) => median(f.transferRates)).map((x) => 1 - x),
+            4,
+          ),
+          cpuPerMigrationOverheadPaired: spread(
+            paired(v, cpuPerMigrationTotal).map((x) => x - 1),
+            4,
+          ),
           cpuOverheadPaired: spread(
             paired(v, cpuTotal).map((x) => x - 1),
             4,
@@ -429,7 +544,10 @@ for (const v of variants) {
   const p = perVariant[v] as {
     vmStartSeconds: ReturnType<typeof spread>;
     migrationThroughputMiBPerSec: ReturnType<typeof spread>;
+    migrationSeconds: ReturnType<typeof spread>;
+    migrationLinkMiBPerSec: ReturnType<typeof spread>;
     cpuSecondsPerRun: Record<string, number>;
+    cpuSecondsPerMigration: Record<string, number>;
     cpuMsPerScrape: Record<string, number>;
   };
   const list = (r: Record<string, number>) =>
@@ -438,8 +556,8 @@ for (const v of variants) {
       .join(", ");
   const t = p.migrationThroughputMiBPerSec;
   process.stdout.write(
-    `${v.padEnd(7)}  VM start P50 ${p.vmStartSeconds.p50} s [p25 ${p.vmStartSeconds.p25} .. p75 ${p.vmStartSeconds.p75}]  migration P50 ${t.p50} MiB/s [p25 ${t.p25} .. p75 ${t.p75}]\n` +
-      `         CPU s per run: ${list(p.cpuSecondsPerRun)}\n         CPU ms per scrape: ${list(p.cpuMsPerScrape)}\n`,
+    `${v.padEnd(7)}  VM start P50 ${p.vmStartSeconds.p50} s [p25 ${p.vmStartSeconds.p25} .. p75 ${p.vmStartSeconds.p75}]  migration P50 ${p.migrationSeconds.p50} s, ${t.p50} MiB/s [p25 ${t.p25} .. p75 ${t.p75}], link ${p.migrationLinkMiBPerSec.p50} MiB/s [p25 ${p.migrationLinkMiBPerSec.p25} .. p75 ${p.migrationLinkMiBPerSec.p75}]\n` +
+      `         CPU s per run: ${list(p.cpuSecondsPerRun)}\n         CPU s per migration: ${list(p.cpuSecondsPerMigration)}\n         CPU ms per scrape: ${list(p.cpuMsPerScrape)}\n`,
   );
 }
 const head = variants.includes("on") && BASE !== "on" ? (perVariant.on as Record<string, unknown>) : undefined;
@@ -450,6 +568,8 @@ const figures = {
   rounds: ROUNDS,
   baseline: BASE,
   scrapeIntervalSeconds: SCRAPE_MS / 1000,
+  guestMemoryMiB: MEMORY_MIB,
+  guestWrittenMiB: WS_MIB,
   ...(head
     ? {
         vmStartP50SecondsOff: (perVariant[BASE] as { vmStartSeconds: { p50: number } }).vmStartSeconds.p50,
@@ -458,6 +578,9 @@ const figures = {
         migrationThroughputLoss: head.migrationThroughputLoss,
         vmStartOverheadPaired: head.vmStartOverheadPaired,
         migrationThroughputLossPaired: head.migrationThroughputLossPaired,
+        migrationLinkRateLoss: head.migrationLinkRateLoss,
+        migrationLinkRateLossPaired: head.migrationLinkRateLossPaired,
+        cpuPerMigrationOverheadPaired: head.cpuPerMigrationOverheadPaired,
         cpuOverheadPaired: head.cpuOverheadPaired,
       }
     : {}),
