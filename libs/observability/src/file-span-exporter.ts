@@ -6,8 +6,8 @@
  */
 import type { FileHandle } from "node:fs/promises";
 import type { ExportResult, ExportResultCode } from "@opentelemetry/core";
-import type { ReadableSpan, SpanExporter } from "@opentelemetry/sdk-trace";
-import { toOtlpRequest } from "./otlp-json.ts";
+import type { SpanExporter } from "@opentelemetry/sdk-trace";
+import { type ExportableSpan, toOtlpRequest } from "./otlp-json.ts";
 
 // @opentelemetry/core's ExportResultCode values (core itself is loaded only with the SDK).
 const SUCCESS = 0 as ExportResultCode;
@@ -25,7 +25,7 @@ export class FileSpanExporter implements SpanExporter {
     this.#path = path;
   }
 
-  export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+  export(spans: ExportableSpan[], done: (result: ExportResult) => void): void {
     if (this.#stopped) {
       done({ code: FAILED, error: new Error("the trace file exporter is shut down") });
       return;

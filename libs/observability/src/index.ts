@@ -2,6 +2,8 @@
 
 /** The trace file exporter (`KUBEVIRT_TRACES_FILE`): one OTLP/JSON line per batch, written asynchronously. */
 export { FileSpanExporter } from "./file-span-exporter.ts";
+/** The SDK-free tracer provider of a process that exports spans to the trace file only. */
+export { FileTracerProvider } from "./file-tracer.ts";
 /** Structured logger creation and per-object child loggers. */
 export { createLogger, forObject, type Logger, type LoggerOptions, type ObjectIdentity } from "./logger.ts";
 /** Per-app Prometheus registry and metric classes. */
@@ -10,6 +12,7 @@ export { Counter, createMetricsRegistry, exposition, Gauge, Histogram, Registry,
 export { type MetricsServer, type MetricsServerOptions, startMetricsServer } from "./metrics-server.ts";
 /** OTLP/JSON encoding of spans (the trace file format). */
 export {
+  type ExportableSpan,
   type OtlpAnyValue,
   type OtlpKeyValue,
   type OtlpSpan,

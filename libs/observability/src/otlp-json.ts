@@ -3,8 +3,25 @@
  * trace and span ids, nanosecond timestamps as decimal strings, attributes as typed `AnyValue`s. Used by the file
  * exporter (`npm start -- --traces FILE`, one request per line) and read back by the trace renderer.
  */
-import type { Attributes, AttributeValue, HrTime } from "@opentelemetry/api";
-import type { ReadableSpan } from "@opentelemetry/sdk-trace";
+import type { Attributes, AttributeValue, HrTime, SpanContext, SpanKind, SpanStatus } from "@opentelemetry/api";
+
+/**
+ * What the encoder reads of a finished span: a subset of the SDK's `ReadableSpan`, so the SDK's spans and the
+ * file tracer provider's both qualify.
+ */
+export interface ExportableSpan {
+  readonly name: string;
+  readonly kind: SpanKind;
+  spanContext(): SpanContext;
+  readonly parentSpanContext?: SpanContext | undefined;
+  readonly startTime: HrTime;
+  readonly endTime: HrTime;
+  readonly attributes: Attributes;
+  readonly events: readonly { readonly name: string; readonly time: HrTime; readonly attributes?: Attributes }[];
+  readonly status: SpanStatus;
+  readonly resource: { readonly attributes: Attributes };
+  readonly instrumentationScope: { readonly name: string; readonly version?: string };
+}
 
 /** An OTLP `AnyValue`. */
 export type OtlpAnyValue =
@@ -63,7 +80,7 @@ function nanos(t: HrTime): string {
   return (BigInt(t[0]) * 1_000_000_000n + BigInt(t[1])).toString();
 }
 
-function toOtlpSpan(span: ReadableSpan): OtlpSpan {
+function toOtlpSpan(span: ExportableSpan): OtlpSpan {
   const ctx = span.spanContext();
   const parent = span.parentSpanContext?.spanId;
   return {
@@ -85,12 +102,12 @@ function toOtlpSpan(span: ReadableSpan): OtlpSpan {
 }
 
 /** Groups `spans` by resource and scope into one OTLP/JSON export request. */
-export function toOtlpRequest(spans: readonly ReadableSpan[]): OtlpTraceRequest {
-  const byResource = new Map<ReadableSpan["resource"], Map<string, ReadableSpan[]>>();
+export function toOtlpRequest(spans: readonly ExportableSpan[]): OtlpTraceRequest {
+  const byResource = new Map<ExportableSpan["resource"], Map<string, ExportableSpan[]>>();
   for (const span of spans) {
     let scopes = byResource.get(span.resource);
     if (!scopes) {
-      scopes = new Map<string, ReadableSpan[]>();
+      scopes = new Map<string, ExportableSpan[]>();
       byResource.set(span.resource, scopes);
     }
     const scopeName = span.instrumentationScope.name;

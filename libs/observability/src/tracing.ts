@@ -3,11 +3,13 @@
  *  - `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` (+ `/v1/traces`): OTLP/HTTP JSON export;
  *  - `KUBEVIRT_TRACES_FILE=<path>`: every export appended to the file as one OTLP/JSON line (the local cluster's
  *    `npm start -- --traces FILE`); several processes may append to the same file (see {@link FileSpanExporter}).
+ *    With the file alone, spans are recorded by {@link FileTracerProvider}, without the SDK.
  *  - `OTEL_TRACES_EXPORTER=none` or `OTEL_SDK_DISABLED=true` turn it off.
- * The SDK (about 200 ms of CPU to import, the OTLP exporter half of it) is loaded only when something is exported, and
- * the OTLP exporter only when an endpoint is configured. setupTracing loads it synchronously (`require` of the
- * packages' ES module builds, the same instances `import` gives), so it stays synchronous and no span started right
- * after it is lost; startTracing loads it with `import()`, for apps that await it (bundlers split it into chunks).
+ * The SDK (about 200 ms of CPU to import, the OTLP exporter half of it) is loaded only for an OTLP endpoint or extra
+ * span processors, the OTLP exporter only when an endpoint is configured. setupTracing loads it synchronously
+ * (`require` of the packages' ES module builds, the same instances `import` gives), so it stays synchronous and no
+ * span started right after it is lost; startTracing loads it with `import()`, for apps that await it (bundlers split
+ * it into chunks).
  * Context propagates in-process through AsyncLocalStorage, across HTTP in the W3C `traceparent` header, and across
  * objects in the `kubevirt.io/traceparent` annotation (see {@link traceparentOf} / {@link contextFromTraceparent}).
  */
@@ -29,6 +31,7 @@ import type * as Resources from "@opentelemetry/resources";
 import type * as SdkTrace from "@opentelemetry/sdk-trace";
 import type { SpanProcessor } from "@opentelemetry/sdk-trace";
 import { FileSpanExporter } from "./file-span-exporter.ts";
+import { FileTracerProvider } from "./file-tracer.ts";
 import { W3CTraceparentPropagator } from "./w3c-propagator.ts";
 
 /** What {@link setupTracing} returns: flush and stop before the process exits. */
@@ -91,15 +94,34 @@ interface SdkModules {
 
 type Plan = { readonly handle: TracingHandle } | { readonly targets: ReturnType<typeof traceExportTargets> };
 
-/** Installs propagation (always) and says what else to do: nothing (a handle) or export to `targets`. */
+/**
+ * Installs propagation (always) and says what else to do: nothing more (a handle: no export, or export to the trace
+ * file alone, which needs no SDK: {@link FileTracerProvider}) or load the SDK and export to `targets`.
+ */
 function plan(options: TracingOptions): Plan {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   propagation.setGlobalPropagator(new W3CTraceparentPropagator());
   const targets = traceExportTargets(options.env ?? process.env);
-  if (!targets.endpoint && !targets.file && (options.extraProcessors ?? []).length === 0) {
+  const extra = (options.extraProcessors ?? []).length > 0;
+  if (!targets.endpoint && !targets.file && !extra) {
     return { handle: { enabled: false, shutdown: async () => {} } };
   }
+  if (targets.file && !targets.endpoint && !extra) {
+    const provider = new FileTracerProvider(targets.file, resourceAttributes(options));
+    trace.setGlobalTracerProvider(provider);
+    let stopped: Promise<void> | undefined;
+    return { handle: { enabled: true, shutdown: () => (stopped ??= provider.shutdown()) } };
+  }
   return { targets };
+}
+
+/** The resource attributes of every span of this process. */
+function resourceAttributes(options: TracingOptions): Record<string, string> {
+  return {
+    "service.name": options.serviceName,
+    ...(options.serviceVersion ? { "service.version": options.serviceVersion } : {}),
+    ...options.attributes,
+  };
 }
 
 /** Installs a tracer provider exporting to `targets`. */
@@ -119,11 +141,7 @@ function install(
     processors.push(new m.sdk.BatchSpanProcessor({ exporter, scheduledDelayMillis: 1_000 }));
   }
   const provider = new m.sdk.TracerProvider({
-    resource: m.resources.resourceFromAttributes({
-      "service.name": options.serviceName,
-      ...(options.serviceVersion ? { "service.version": options.serviceVersion } : {}),
-      ...options.attributes,
-    }),
+    resource: m.resources.resourceFromAttributes(resourceAttributes(options)),
     spanProcessors: processors,
   });
   trace.setGlobalTracerProvider(provider);
