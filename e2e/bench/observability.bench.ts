@@ -1,28 +1,45 @@
 /**
- * `npm run bench -- observability [--vmis N] [--rounds R] [--variants off,on] [--scrape-interval S]`: the cost of
- * observability on the two figures that matter, VM start and live-migration throughput. Variants (any of them,
- * comma-separated; the first is the baseline):
+ * `npm run bench -- observability [--vmis N] [--migrations M] [--rounds R] [--variants off,on] [--scrape-interval S]
+ * [--memory MiB] [--ws MiB]`: the cost of observability on the two figures that matter, VM start and live-migration
+ * throughput. Variants (any of them, comma-separated; the first is the baseline):
  *
- *   off:     no trace export (the components load no OpenTelemetry SDK) and nobody scrapes /metrics;
- *   traces:  every component exports its spans (`--traces FILE`, OTLP/JSON batches), nobody scrapes;
+ *   off:     no trace export and nobody scrapes /metrics;
+ *   traces:  every component exports its spans (`--traces FILE`, OTLP/JSON batches; with the file alone they are
+ *            recorded by @kvt/observability's FileTracerProvider, no OpenTelemetry SDK), nobody scrapes;
  *   metrics: no trace export; every /metrics endpoint of the generated scrape config is scraped every S seconds
  *            (default 1: five times the local cluster's Prometheus rate, thirty times KubeVirt's);
  *   on:      both.
  *
- * Each round starts one local cluster per variant, in alternating order (ABAB..., reversed every other round: BA AB),
- * so the drift of a shared machine's load hits every variant alike. In each cluster it creates N test-guest VMIs
- * (256 MiB, 160 MiB of it written once, then idle: see vmi()) one
- * after another (create -> phase Running, this client's clock), then live-migrates each of them once (VMIM create ->
- * Succeeded; the duration is the source virt-handler's own measurement, the delta of
- * `kubevirt_vmi_migration_duration_seconds_sum`; throughput = guest memory / duration). It also records the CPU time
- * each component used during that workload (from /proc: the process, its live children and the children it reaped,
- * so exited launchers count), which is far less noisy than wall-clock figures on a loaded machine.
+ * Method. Each round starts one local cluster per variant, in alternating order (ABAB..., reversed every other
+ * round: BA AB), so the drift of a shared machine's load hits every variant alike (default 6 rounds of off,on:
+ * about 40 s per cluster, 8-9 minutes). In each cluster:
+ *  - VM start: N test-guest VMIs (default 2) one after another, create -> phase Running on this client's clock; the
+ *    CPU the new launcher's JavaScript thread used by then is recorded too (tracing's share of a launcher's start).
+ *    Each guest writes its working set once and then idles (`pattern=fill`, default 1920 MiB of 2048 MiB, see vmi());
+ *    the next VM starts only after that fill (the launcher's resident memory covers it), so no start is timed
+ *    against a filling guest and no migration moves a guest that still dirties memory.
+ *  - Migration: M migrations (default 4), round-robin over the VMIs, each to the other node and back, one at a time
+ *    (the next starts once the source launcher has exited). A 2 GiB guest takes 0.6-1.7 s to move here, so the
+ *    figure is the data transfer, not the few ms of control traffic around it. The duration is the source launcher's
+ *    own measurement (connect -> switch-over confirmed by the target), read from its handler as the delta of
+ *    `kubevirt_vmi_migration_duration_seconds_sum`; throughput = guest memory / duration. The launcher's link rate
+ *    (bytes on the wire / seconds of its bulk pass and dirty rounds, `kubevirt_vmi_migration_memory_transfer_rate_bytes`)
+ *    is reported beside it. Durations depend on the position (which VMI, which direction: 1.7, 0.6, 0.6, 1.2 s here,
+ *    the same in every variant), so throughputs are compared per migration (same round and position in both variants),
+ *    and also per round and in aggregate (memory moved / summed seconds).
+ *  - CPU: per component from /proc (the process, its live children and the children it reaped, so exited launchers
+ *    count) over the whole workload and over each migration (VMIM create -> outcome recorded), far less noisy than
+ *    wall-clock figures on a loaded machine; and the CPU ms one scrape costs each component (alternating quiet and
+ *    scraping windows, with the VMs still running).
  *
- * Budgets: VM start +5 %, migration throughput -2 % (variant "on" vs the baseline). Prints a line per cluster, a
- * table per variant (median and spread) and, last, one JSON line:
+ * Budgets: VM start +5 %, migration throughput -2 % (variant "on" vs the baseline). Prints a block per cluster, a
+ * table per variant (median and spread) with the overheads against the baseline and, last, one JSON line:
  *   {"area":"observability","vmStartOverhead":..,"migrationThroughputLoss":..,"variants":{..},...}
- * Overheads are ratios of medians over all samples; the `...Paired` figures are the medians (and min..max) of the
- * per-round ratios of the same two variants, which cancel the load drift between rounds.
+ * vmStartOverhead is the ratio of the medians over all starts. migrationThroughputLoss is the median of the
+ * per-migration ratios (`...PerMigration`: the same position in the same round, both variants; robust to the odd
+ * slow migration, such as the first one of a run), `...Aggregate` that of memory moved / summed seconds, `...OfMedians`
+ * that of the medians. `...Paired` figures are the median, p25/p75 and min..max of the per-round ratios of the same two
+ * variants (they cancel the load drift between rounds).
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
@@ -39,15 +56,18 @@ type Variant = (typeof VARIANTS)[number];
 
 const { values } = parseArgs({
   options: {
-    vmis: { type: "string", default: "3" },
-    rounds: { type: "string", default: "4" },
+    vmis: { type: "string", default: "2" },
+    migrations: { type: "string", default: "4" },
+    rounds: { type: "string", default: "6" },
     variants: { type: "string", default: "off,on" },
     "scrape-interval": { type: "string", default: "1" },
-    memory: { type: "string", default: "1024" },
+    memory: { type: "string", default: "2048" },
     ws: { type: "string" },
   },
 });
 const COUNT = Number(values.vmis);
+/** Migrations per cluster, round-robin over the VMIs (each one moves to the other node and back). */
+const MIGRATIONS = Number(values.migrations);
 const ROUNDS = Number(values.rounds);
 const SCRAPE_MS = Number(values["scrape-interval"]) * 1000;
 const variants = values.variants.split(",").map((v) => {
@@ -66,6 +86,8 @@ const CLK_TCK = 100;
 
 interface Figures {
   readonly startSeconds: number[];
+  /** CPU ms of each new launcher's JavaScript thread when its VM reached Running. */
+  readonly launcherStartCpuMs: number[];
   /** Guest memory / migration duration of each migration that succeeded. */
   readonly throughputs: number[];
   /** The source launcher's measured link rate (bytes/s) of each migration that succeeded. */
@@ -239,6 +261,31 @@ function residentBytes(pid: number): number {
   }
 }
 
+/** CPU milliseconds the main (JavaScript) thread of process `pid` has used; NaN once it is gone. */
+function mainThreadCpuMs(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** The virt-launcher processes under the kubelets. */
+function launchers(cluster: LocalCluster): number[] {
+  return [...launcherPids(cluster)].filter((p) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, "utf8").includes("launcher");
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** The launcher among the processes under the kubelets that were not in `before`. */
+function newLauncher(cluster: LocalCluster, before: ReadonlySet<number>): number | undefined {
+  return launchers(cluster).find((p) => !before.has(p));
+}
+
 /**
  * Waits until the guest of a launcher that was not among `before` has written its working set (the launcher's
  * resident memory covers it), so no migration starts while its guest still dirties memory and no VM start is timed
@@ -342,6 +389,7 @@ async function measure(variant: Variant): Promise<Figures> {
     const vmis = { ...GROUP, plural: "virtualmachineinstances" };
     const vmims = { ...GROUP, plural: "virtualmachineinstancemigrations" };
     const startSeconds: number[] = [];
+    const launcherStartCpuMs: number[] = [];
     for (let i = 0; i < COUNT; i++) {
       const name = `obs-${i}`;
       const launchersBefore = launcherPids(cluster);
@@ -352,6 +400,9 @@ async function measure(variant: Variant): Promise<Figures> {
         return v.status?.phase === "Running" ? v : undefined;
       });
       startSeconds.push((performance.now() - t0) / 1000);
+      // The launcher's own start-up work (its JavaScript thread, up to the VM running), which tracing adds to.
+      const launcher = newLauncher(cluster, launchersBefore);
+      if (launcher !== undefined) launcherStartCpuMs.push(mainThreadCpuMs(launcher));
       await guestFilled(cluster, launchersBefore);
     }
     const throughputs: number[] = [];
@@ -361,8 +412,8 @@ async function measure(variant: Variant): Promise<Figures> {
     const cpuPerMigration = new Map<string, number>();
     // Settle after the last fill: the migrations start from a quiet cluster in every variant.
     await new Promise((r) => setTimeout(r, 1_000));
-    for (let i = 0; i < COUNT; i++) {
-      const vmiName = `obs-${i}`;
+    for (let i = 0; i < MIGRATIONS; i++) {
+      const vmiName = `obs-${i % COUNT}`;
       const name = `obs-mig-${i}`;
       const source = ((await api.getNamespacedCustomObject({ ...vmis, name: vmiName })) as Phased).status?.nodeName;
       const before = migratedSeconds(await handlerMetrics(source));
@@ -408,6 +459,12 @@ async function measure(variant: Variant): Promise<Figures> {
         l.includes(`name="${vmiName}"`),
       );
       if (rate > 0) transferRates.push(rate);
+      // The next migration starts once the source launcher is gone (releasing its guest memory takes CPU).
+      await until(
+        "the source launcher to exit",
+        async () => (launchers(cluster).length <= COUNT ? true : undefined),
+        30_000,
+      ).catch(() => {});
     }
     // Give the cluster time to settle after the last migration (the source launcher exits, exports its spans).
     await new Promise((r) => setTimeout(r, 1_000));
@@ -420,6 +477,7 @@ async function measure(variant: Variant): Promise<Figures> {
     for (const [k, v] of cpuPerMigration) cpuSecondsPerMigration[k] = v / CLK_TCK / done;
     return {
       startSeconds,
+      launcherStartCpuMs,
       throughputs,
       transferRates,
       migrationSeconds,
@@ -457,14 +515,17 @@ const results = new Map<Variant, Figures[]>(variants.map((v) => [v, []]));
 for (let r = 0; r < ROUNDS; r++) {
   const order = r % 2 === 0 ? variants : [...variants].reverse();
   for (const variant of order) {
+    const t0 = performance.now();
     const f = await measure(variant);
+    const took = (performance.now() - t0) / 1000;
     results.get(variant)!.push(f);
     const list = (r: Record<string, number>) =>
       Object.entries(r)
         .map(([k, v]) => `${k} ${v.toFixed(2)}`)
         .join(", ");
     process.stdout.write(
-      `round ${r + 1} ${variant.padEnd(7)}  VM start P50 ${median(f.startSeconds).toFixed(3)} s  migration P50 ${median(f.migrationSeconds).toFixed(3)} s = ${(median(f.throughputs) / 2 ** 20).toFixed(1)} MiB/s, link ${(median(f.transferRates) / 2 ** 20).toFixed(1)} MiB/s${f.migrationErrors.length > 0 ? ` (${f.migrationErrors.join("; ")})` : ""}  load ${loadavg()[0].toFixed(2)}\n` +
+      `round ${r + 1} ${variant.padEnd(7)}  VM start P50 ${median(f.startSeconds).toFixed(3)} s (launcher thread ${median(f.launcherStartCpuMs).toFixed(0)} ms CPU)  migration P50 ${median(f.migrationSeconds).toFixed(3)} s = ${(median(f.throughputs) / 2 ** 20).toFixed(1)} MiB/s, link ${(median(f.transferRates) / 2 ** 20).toFixed(1)} MiB/s${f.migrationErrors.length > 0 ? ` (${f.migrationErrors.join("; ")})` : ""}  load ${loadavg()[0].toFixed(2)}, ${took.toFixed(0)} s\n` +
+        `        migrations s: ${f.migrationSeconds.map((x) => x.toFixed(3)).join(" ")}\n` +
         `        CPU s per run: ${list(f.cpuSeconds)}\n        CPU s per migration: ${list(f.cpuSecondsPerMigration)}\n`,
     );
   }
@@ -476,6 +537,22 @@ const throughputs = (v: Variant) => all(v).flatMap((f) => f.throughputs);
 const transferRates = (v: Variant) => all(v).flatMap((f) => f.transferRates);
 const cpuTotal = (f: Figures) => Object.values(f.cpuSeconds).reduce((a, b) => a + b, 0);
 const cpuPerMigrationTotal = (f: Figures) => Object.values(f.cpuSecondsPerMigration).reduce((a, b) => a + b, 0);
+const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
+/** Guest memory moved / launcher seconds over the migrations of `fs` (each migration weighs by its duration). */
+const aggregateThroughput = (fs: readonly Figures[]) =>
+  sum(fs.map((f) => f.migrationSeconds.length * MEMORY_BYTES)) / sum(fs.flatMap((f) => f.migrationSeconds));
+/** The launchers' link rates over the migrations of `fs`, aggregated the same way (bytes / summed seconds). */
+const aggregateLinkRate = (fs: readonly Figures[]) =>
+  sum(fs.map((f) => f.transferRates.length)) / sum(fs.flatMap((f) => f.transferRates.map((r) => 1 / r)));
+/**
+ * Throughput ratios (baseline seconds / variant seconds) of the same migration (round, position) in both variants:
+ * a position's VMI, direction and history are the same in both, which cancels what differs between positions.
+ */
+const perMigrationRatios = (v: Variant): number[] =>
+  all(v).flatMap((f, i) => {
+    const base = all(BASE)[i].migrationSeconds;
+    return f.migrationSeconds.length === base.length ? f.migrationSeconds.map((x, j) => base[j] / x) : [];
+  });
 /** Per-round ratios of variant `v` to the baseline (paired by round). */
 const paired = (v: Variant, pick: (f: Figures) => number): number[] =>
   all(v).map((f, i) => pick(f) / pick(all(BASE)[i]));
@@ -484,6 +561,10 @@ for (const v of variants) {
   const components = [...new Set(all(v).flatMap((f) => Object.keys(f.cpuSeconds)))].sort();
   perVariant[v] = {
     vmStartSeconds: spread(starts(v), 3),
+    launcherStartCpuMs: spread(
+      all(v).flatMap((f) => f.launcherStartCpuMs),
+      1,
+    ),
     migrationThroughputMiBPerSec: spread(
       throughputs(v).map((t) => t / 2 ** 20),
       1,
@@ -515,18 +596,24 @@ for (const v of variants) {
       ? {}
       : {
           vmStartOverhead: round(median(starts(v)) / median(starts(BASE)) - 1, 4),
-          migrationThroughputLoss: round(1 - median(throughputs(v)) / median(throughputs(BASE)), 4),
+          migrationThroughputLoss: round(1 - median(perMigrationRatios(v)), 4),
+          migrationThroughputLossAggregate: round(1 - aggregateThroughput(all(v)) / aggregateThroughput(all(BASE)), 4),
+          migrationThroughputLossOfMedians: round(1 - median(throughputs(v)) / median(throughputs(BASE)), 4),
           vmStartOverheadPaired: spread(
             paired(v, (f) => median(f.startSeconds)).map((x) => x - 1),
             4,
           ),
           migrationThroughputLossPaired: spread(
-            paired(v, (f) => median(f.throughputs)).map((x) => 1 - x),
+            paired(v, (f) => aggregateThroughput([f])).map((x) => 1 - x),
             4,
           ),
-          migrationLinkRateLoss: round(1 - median(transferRates(v)) / median(transferRates(BASE)), 4),
+          migrationThroughputLossPerMigration: spread(
+            perMigrationRatios(v).map((x) => 1 - x),
+            4,
+          ),
+          migrationLinkRateLoss: round(1 - aggregateLinkRate(all(v)) / aggregateLinkRate(all(BASE)), 4),
           migrationLinkRateLossPaired: spread(
-            paired(v, (f) => median(f.transferRates)).map((x) => 1 - x),
+            paired(v, (f) => aggregateLinkRate([f])).map((x) => 1 - x),
             4,
           ),
           cpuPerMigrationOverheadPaired: spread(
@@ -543,6 +630,7 @@ for (const v of variants) {
 for (const v of variants) {
   const p = perVariant[v] as {
     vmStartSeconds: ReturnType<typeof spread>;
+    launcherStartCpuMs: ReturnType<typeof spread>;
     migrationThroughputMiBPerSec: ReturnType<typeof spread>;
     migrationSeconds: ReturnType<typeof spread>;
     migrationLinkMiBPerSec: ReturnType<typeof spread>;
@@ -556,8 +644,21 @@ for (const v of variants) {
       .join(", ");
   const t = p.migrationThroughputMiBPerSec;
   process.stdout.write(
-    `${v.padEnd(7)}  VM start P50 ${p.vmStartSeconds.p50} s [p25 ${p.vmStartSeconds.p25} .. p75 ${p.vmStartSeconds.p75}]  migration P50 ${p.migrationSeconds.p50} s, ${t.p50} MiB/s [p25 ${t.p25} .. p75 ${t.p75}], link ${p.migrationLinkMiBPerSec.p50} MiB/s [p25 ${p.migrationLinkMiBPerSec.p25} .. p75 ${p.migrationLinkMiBPerSec.p75}]\n` +
+    `${v.padEnd(7)}  VM start P50 ${p.vmStartSeconds.p50} s [p25 ${p.vmStartSeconds.p25} .. p75 ${p.vmStartSeconds.p75}] (launcher thread ${p.launcherStartCpuMs.p50} ms CPU)  migration P50 ${p.migrationSeconds.p50} s, ${t.p50} MiB/s [p25 ${t.p25} .. p75 ${t.p75}], link ${p.migrationLinkMiBPerSec.p50} MiB/s [p25 ${p.migrationLinkMiBPerSec.p25} .. p75 ${p.migrationLinkMiBPerSec.p75}]\n` +
+      `         migration throughput over all: ${(aggregateThroughput(all(v)) / 2 ** 20).toFixed(1)} MiB/s, link ${(aggregateLinkRate(all(v)) / 2 ** 20).toFixed(1)} MiB/s\n` +
       `         CPU s per run: ${list(p.cpuSecondsPerRun)}\n         CPU s per migration: ${list(p.cpuSecondsPerMigration)}\n         CPU ms per scrape: ${list(p.cpuMsPerScrape)}\n`,
+  );
+  if (v === BASE) continue;
+  const o = perVariant[v] as Record<string, number | ReturnType<typeof spread>>;
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  const sp = (k: string) => {
+    const x = o[k] as ReturnType<typeof spread>;
+    return `${pct(x.p50)} [${pct(x.p25)} .. ${pct(x.p75)}, min ${pct(x.min)} max ${pct(x.max)}, n ${x.n}]`;
+  };
+  process.stdout.write(
+    `${v} vs ${BASE}: VM start ${pct(o.vmStartOverhead as number)} (per round ${sp("vmStartOverheadPaired")})\n` +
+      `         migration throughput loss ${pct(o.migrationThroughputLoss as number)} per migration ${sp("migrationThroughputLossPerMigration")}; per round ${sp("migrationThroughputLossPaired")}; aggregate ${pct(o.migrationThroughputLossAggregate as number)}; link rate (aggregate) ${pct(o.migrationLinkRateLoss as number)}\n` +
+      `         CPU per migration ${sp("cpuPerMigrationOverheadPaired")}\n`,
   );
 }
 const head = variants.includes("on") && BASE !== "on" ? (perVariant.on as Record<string, unknown>) : undefined;
@@ -565,6 +666,7 @@ const migrationErrors = variants.flatMap((v) => all(v).flatMap((f) => f.migratio
 const figures = {
   area: "observability",
   vmis: COUNT,
+  migrations: MIGRATIONS,
   rounds: ROUNDS,
   baseline: BASE,
   scrapeIntervalSeconds: SCRAPE_MS / 1000,
@@ -576,8 +678,10 @@ const figures = {
         vmStartP50SecondsOn: (head as { vmStartSeconds: { p50: number } }).vmStartSeconds.p50,
         vmStartOverhead: head.vmStartOverhead,
         migrationThroughputLoss: head.migrationThroughputLoss,
+        migrationThroughputLossAggregate: head.migrationThroughputLossAggregate,
         vmStartOverheadPaired: head.vmStartOverheadPaired,
         migrationThroughputLossPaired: head.migrationThroughputLossPaired,
+        migrationThroughputLossPerMigration: head.migrationThroughputLossPerMigration,
         migrationLinkRateLoss: head.migrationLinkRateLoss,
         migrationLinkRateLossPaired: head.migrationLinkRateLossPaired,
         cpuPerMigrationOverheadPaired: head.cpuPerMigrationOverheadPaired,
