@@ -127,7 +127,7 @@ class FileSpan implements Span, ExportableSpan {
   }
 
   setAttribute(key: string, value: SpanAttributes[string]): this {
-    if (!this.#ended && value !== undefined && value !== null) this.attributes[key] = value as AttributeValue;
+    if (!this.#ended && value !== undefined && value !== null) this.attributes[key] = value;
     return this;
   }
 
