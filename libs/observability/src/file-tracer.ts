@@ -14,7 +14,6 @@
  */
 import {
   type Attributes,
-  type AttributeValue,
   type Context,
   context,
   type Exception,
