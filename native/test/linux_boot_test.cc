@@ -99,6 +99,41 @@ TEST(BzImageRejectsWhatItCannotBoot) {
   CHECK(!ParseBzImage(huge_setup.data(), huge_setup.size()).ok());
 }
 
+TEST(VmlinuxSetupHeaderIsOneTheParserAndTheKernelAccept) {
+  // A vmlinux has no setup header: the loader writes one. Laid into a file it must read back as a valid bzImage
+  // header (boot flag, HdrS, 2.15, 64-bit entry), so the kernel's own checks of boot_params.hdr pass.
+  BzImage h = VmlinuxSetupHeader();
+  CHECK_EQ(h.version, 0x020f);
+  CHECK_EQ(h.cmdline_size, 2047u);
+  CHECK_EQ(h.initrd_addr_max, 0x7fffffffu);
+  std::vector<uint8_t> file(8192, 0);
+  std::memcpy(file.data() + kHdrSetupSects, h.header.data(), h.header.size());
+  file[kHdrSetupSects] = 4;
+  auto r = ParseBzImage(file.data(), file.size());
+  CHECK(r.ok());
+  CHECK_EQ(r.value().version, 0x020f);
+  CHECK_EQ(r.value().cmdline_size, 2047u);
+  CHECK_EQ(r.value().header.size(), h.header.size());
+  BootParamsInput in;
+  in.image = &h;
+  in.cmdline_addr = kLinuxCmdlineAddr;
+  auto zp = BuildBootParams(in);
+  CHECK(zp.ok());
+  CHECK_EQ(zp.value()[kHdrTypeOfLoader], 0xffu);
+  CHECK((zp.value()[kHdrLoadflags] & kLoadedHigh) != 0);
+  uint32_t magic;
+  std::memcpy(&magic, zp.value().data() + kHdrMagic, 4);
+  CHECK_EQ(magic, kHdrSMagic);
+}
+
+TEST(ElfKernelsAreToldFromBzImages) {
+  const uint8_t elf[] = {0x7f, 'E', 'L', 'F', 2, 1};
+  CHECK(IsElfKernel(elf, sizeof elf));
+  CHECK(!IsElfKernel(elf, 3));
+  auto bz = FakeBzImage();
+  CHECK(!IsElfKernel(bz.data(), bz.size()));
+}
+
 TEST(E820MapLeavesTheLegacyHoleReserved) {
   auto map = BuildE820({{0, 256ull << 20}});
   CHECK_EQ(map.size(), 3u);
@@ -170,6 +205,9 @@ TEST(LinuxEntryRegistersFollowTheProtocol) {
   kvm_regs regs;
   LinuxInitialRegs(&regs);
   CHECK_EQ(regs.rip, 0x100200u);
+  CHECK_EQ(regs.rsi, kZeroPageAddr);
+  LinuxInitialRegs(&regs, 0x1000000);  // a vmlinux's phys_startup_64
+  CHECK_EQ(regs.rip, 0x1000000u);
   CHECK_EQ(regs.rsi, kZeroPageAddr);
   CHECK_EQ(regs.rflags, 0x2u);
   std::vector<kvm_cpuid_entry2> cpuid(1);

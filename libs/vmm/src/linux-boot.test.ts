@@ -1,6 +1,12 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { VmmError } from "./errors.ts";
+import { hasKvm } from "./kvm.ts";
 import { joinInitrd, linuxCmdline, parseLinuxBoot } from "./linux-boot.ts";
 import { noCloudSeedInitrd } from "./linux-seed.ts";
+import { Vm } from "./vm.ts";
 import { parseVmOptions } from "./vm-options.ts";
 
 describe("linux boot options", () => {
@@ -41,5 +47,22 @@ describe("linux boot options", () => {
     const at = text.indexOf("run/cidata/user-data\0");
     const header = text.slice(at - 110, at);
     expect(Number.parseInt(header.slice(6 + 6 * 8, 6 + 7 * 8), 16)).toBe("#!/bin/sh\necho x\n".length);
+  });
+
+  it.skipIf(!hasKvm())("refuses a broken vmlinux (ELF) and a file that is neither it nor a bzImage, by name", () => {
+    if (!hasKvm()) process.stderr.write("linux-boot.test.ts: /dev/kvm missing, the loader checks are SKIPPED\n");
+    const dir = mkdtempSync(join(tmpdir(), "kvt-vmlinux-"));
+    try {
+      const boot = (file: string, bytes: Buffer) => {
+        writeFileSync(join(dir, file), bytes);
+        return () => Vm.create({ memoryBytes: 64 << 20, boot: { kind: "linux", kernelPath: join(dir, file) } });
+      };
+      const truncatedElf = Buffer.concat([Buffer.from([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1]), Buffer.alloc(20)]);
+      expect(boot("vmlinux", truncatedElf)).toThrow(VmmError);
+      expect(boot("vmlinux", truncatedElf)).toThrow(/vmlinux/);
+      expect(boot("vmlinuz", Buffer.alloc(4096, 1))).toThrow(/bzimage/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -2,6 +2,8 @@
  * Direct Linux boot (the x86 64-bit boot protocol, as Firecracker does it): `Vm.create({ boot: { kind: "linux", ... } })`
  * creates the machine with the PC platform a stock kernel expects (in-kernel PIC/IOAPIC/PIT, the UART on IRQ 4,
  * ACPI power-off, the i8042 reset line) and loads a bzImage plus an initramfs (native/src/vmm/machine_linux.cc).
+ * The kernel may also be an uncompressed ELF vmlinux (what Firecracker boots): its segments are placed at their
+ * physical addresses and the kernel proper is entered directly, which skips the bzImage's self-decompression.
  *
  *   kernelPath (bzImage) --+
  *   initrdPath (cpio[.gz]) +--> concatenated initramfs segments, each 4-byte aligned --> loadLinux(vm, ...)
@@ -17,7 +19,7 @@ import { type NativeEventCallback, type NativeVm, nativeAddon } from "./native.t
 /** What to boot directly: a bzImage, its initramfs and command line. */
 export interface VmLinuxBoot {
   readonly kind: "linux";
-  /** Path of a bzImage with the 64-bit entry (any x86-64 distribution kernel). */
+  /** Path of a bzImage with the 64-bit entry (any x86-64 distribution kernel), or of its uncompressed ELF vmlinux. */
   readonly kernelPath: string;
   /** Path of the initramfs (newc cpio, compressed or not). */
   readonly initrdPath?: string;

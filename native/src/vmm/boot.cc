@@ -51,8 +51,7 @@ Result<ElfImage> ParseElf(const uint8_t* data, size_t len) {
   return image;
 }
 
-Status LoadElfInto(memory::GuestMemory& mem, const uint8_t* data, size_t len, const ElfImage& image,
-                   const std::string& cmdline) {
+Status LoadElfSegments(memory::GuestMemory& mem, const uint8_t* data, size_t len, const ElfImage& image) {
   for (const auto& s : image.segments) {
     if (s.file_offset > len || s.file_bytes > len - s.file_offset) return ElfError("segment out of file");
     uint8_t* dst = mem.HostPtr(memory::Gpa(s.paddr), s.mem_bytes);
@@ -60,6 +59,12 @@ Status LoadElfInto(memory::GuestMemory& mem, const uint8_t* data, size_t len, co
     std::memcpy(dst, data + s.file_offset, s.file_bytes);
     std::memset(dst + s.file_bytes, 0, s.mem_bytes - s.file_bytes);
   }
+  return OkStatus();
+}
+
+Status LoadElfInto(memory::GuestMemory& mem, const uint8_t* data, size_t len, const ElfImage& image,
+                   const std::string& cmdline) {
+  if (auto st = LoadElfSegments(mem, data, len, image); !st.ok()) return st;
   if (cmdline.size() >= kCmdlineMaxBytes) return Error{EINVAL, "elf", "command line too long"};
 
   uint64_t gdt[3] = {0, 0x00af9b000000ffffull, 0x00cf93000000ffffull};

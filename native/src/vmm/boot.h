@@ -45,6 +45,9 @@ struct ElfImage {
 // Validates an ELF64 x86-64 executable and lists its PT_LOAD segments. EINVAL op "elf" with a reason otherwise.
 Result<ElfImage> ParseElf(const uint8_t* data, size_t len);
 
+// Copies the PT_LOAD segments to their physical addresses (the part past a segment's file bytes zeroed).
+Status LoadElfSegments(memory::GuestMemory& mem, const uint8_t* data, size_t len, const ElfImage& image);
+
 // Copies the segments, writes GDT, page tables, start info, memory map and command line into memory. Segments
 // must lie in RAM above 1 MiB and below the MMIO hole.
 Status LoadElfInto(memory::GuestMemory& mem, const uint8_t* data, size_t len, const ElfImage& image,

@@ -54,6 +54,33 @@ Result<BzImage> ParseBzImage(const uint8_t* data, size_t len) {
   return img;
 }
 
+BzImage VmlinuxSetupHeader() {
+  constexpr size_t kHeaderEnd = kHdrInitSize + 8;  // 0x268: through handover_offset, protocol 2.15's header
+  std::vector<uint8_t> file(kHeaderEnd, 0);
+  uint8_t* p = file.data();
+  Put<uint16_t>(p, kHdrBootFlag, kBootFlag);
+  p[kHdrJump] = 0xeb;                                       // jmp short over the header: its length
+  p[kHdrJump + 1] = static_cast<uint8_t>(kHeaderEnd - kHdrMagic);
+  Put<uint32_t>(p, kHdrMagic, kHdrSMagic);
+  Put<uint16_t>(p, kHdrVersion, 0x020f);
+  p[kHdrLoadflags] = kLoadedHigh;
+  Put<uint32_t>(p, kHdrInitrdAddrMax, 0x7fffffff);
+  Put<uint32_t>(p, kHdrKernelAlignment, 0x200000);
+  Put<uint16_t>(p, kHdrXloadflags, kXlfKernel64);
+  Put<uint32_t>(p, kHdrCmdlineSize, 2047);
+  BzImage img;
+  img.version = 0x020f;
+  img.kernel_alignment = 0x200000;
+  img.initrd_addr_max = 0x7fffffff;
+  img.cmdline_size = 2047;
+  img.header.assign(p + kHdrSetupSects, p + kHeaderEnd);
+  return img;
+}
+
+bool IsElfKernel(const uint8_t* data, size_t len) {
+  return len >= 4 && data[0] == 0x7f && data[1] == 'E' && data[2] == 'L' && data[3] == 'F';
+}
+
 std::vector<E820Entry> BuildE820(const std::vector<RamRange>& ranges) {
   std::vector<E820Entry> map;
   if (ranges.empty()) return map;
@@ -111,9 +138,9 @@ Result<std::vector<uint8_t>> BuildBootParams(const BootParamsInput& in) {
   return zp;
 }
 
-void LinuxInitialRegs(kvm_regs* regs) {
+void LinuxInitialRegs(kvm_regs* regs, uint64_t entry) {
   std::memset(regs, 0, sizeof *regs);
-  regs->rip = kKernelLoadAddr + 0x200;  // startup_64 of the decompressor
+  regs->rip = entry;  // startup_64: the decompressor's (bzImage) or the kernel's own (vmlinux)
   regs->rsi = kZeroPageAddr;
   regs->rsp = kBootStackAddr;
   regs->rbp = kBootStackAddr;

@@ -16,6 +16,11 @@
 //         [4 GiB, ...) RAM when the guest has more than 3 GiB
 //   vCPU 0: long mode as for the ELF guests (vmm/boot.h InitialSregs), RIP = 0x100200, RSI = 0x7000, RSP = 0x8ff0.
 //
+// An uncompressed vmlinux (ELF64, what Firecracker boots on x86_64) skips the bzImage's self-decompression: its
+// PT_LOAD segments go to their physical addresses (16 MiB on), vCPU 0 enters at the ELF entry point
+// (phys_startup_64, the kernel proper's 64-bit entry) with the same zero page, whose setup header the loader writes
+// itself (VmlinuxSetupHeader) since a vmlinux has none.
+//
 // Everything here is pure (byte layouts only) and unit-tested without KVM; machine_linux.cc writes the results into
 // guest memory and the vCPU.
 #pragma once
@@ -71,6 +76,13 @@ struct BzImage {
 // EINVAL op "bzimage" with a reason otherwise.
 Result<BzImage> ParseBzImage(const uint8_t* data, size_t len);
 
+// The setup header for a kernel without one (a vmlinux): boot protocol 2.15, LOADED_HIGH, the 64-bit entry flag,
+// initramfs anywhere below 2 GiB, a 2047-byte command line (x86's COMMAND_LINE_SIZE less the NUL).
+BzImage VmlinuxSetupHeader();
+
+// Whether `data` starts with the ELF magic (a vmlinux rather than a bzImage).
+bool IsElfKernel(const uint8_t* data, size_t len);
+
 struct E820Entry {
   uint64_t addr = 0;
   uint64_t size = 0;
@@ -107,8 +119,8 @@ Result<std::vector<uint8_t>> BuildBootParams(const BootParamsInput& in);
 // The command line as written to guest memory: checked against the image's cmdline_size, NUL-terminated.
 Result<std::string> CheckCmdline(const BzImage& image, const std::string& cmdline);
 
-// vCPU 0's general registers at the 64-bit entry.
-void LinuxInitialRegs(kvm_regs* regs);
+// vCPU 0's general registers at the 64-bit entry `entry` (a bzImage's: load address + 0x200; a vmlinux's: e_entry).
+void LinuxInitialRegs(kvm_regs* regs, uint64_t entry = kKernelLoadAddr + 0x200);
 
 // CPUID adjustments for a Linux guest: sets the hypervisor bit (leaf 1 ECX bit 31) so the kernel looks for the KVM
 // leaves (kvmclock, PV EOI, ...). Applied on top of KVM_GET_SUPPORTED_CPUID.

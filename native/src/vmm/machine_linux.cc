@@ -4,6 +4,7 @@
 // into guest memory and the vCPUs.
 #include <errno.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kvm/irqchip.h"
@@ -79,8 +80,24 @@ Status Machine::LoadLinux(const uint8_t* kernel, size_t kernel_len, const uint8_
   MachineImpl& m = *impl_;
   if (m.state.load() != MachineState::kCreated) return Error{EINVAL, "load-linux", "machine is not created"};
   if (!m.config.linux_platform) return Error{EINVAL, "load-linux", "machine was created without linux_platform"};
-  auto image = ParseBzImage(kernel, kernel_len);
-  if (!image.ok()) return image.error();
+  // A vmlinux (ELF) is placed segment by segment and entered at its own entry point; a bzImage's protected-mode
+  // part goes to 1 MiB and decompresses itself. Both get the same zero page.
+  const bool vmlinux = IsElfKernel(kernel, kernel_len);
+  ElfImage elf;
+  Result<BzImage> image = VmlinuxSetupHeader();
+  if (vmlinux) {
+    auto parsed = ParseElf(kernel, kernel_len);
+    if (!parsed.ok()) return Error{EINVAL, "vmlinux", parsed.error().detail};
+    elf = std::move(parsed.value());
+    bool entry_in_kernel = false;
+    for (const auto& s : elf.segments) {
+      if (elf.entry >= s.paddr && elf.entry - s.paddr < s.mem_bytes) entry_in_kernel = true;
+    }
+    if (!entry_in_kernel) return Error{EINVAL, "vmlinux", "entry point outside the loaded segments"};
+  } else {
+    image = ParseBzImage(kernel, kernel_len);
+    if (!image.ok()) return image.error();
+  }
   auto line = CheckCmdline(image.value(), cmdline);
   if (!line.ok()) return line.error();
   SmbiosInfo identity;
@@ -92,12 +109,26 @@ Status Machine::LoadLinux(const uint8_t* kernel, size_t kernel_len, const uint8_
 
   std::vector<RamRange> ram;
   for (const auto& r : m.mem->regions()) ram.push_back({r.base.value, r.size_bytes});
-  uint64_t kernel_end = kKernelLoadAddr + image.value().kernel_bytes;
-  // SAFETY: HostPtr bounds-checks the whole protected-mode kernel range against one RAM region.
-  uint8_t* dst = m.mem->HostPtr(memory::Gpa(kKernelLoadAddr), image.value().kernel_bytes);
-  if (!dst) return Error{ENOMEM, "load-linux", "kernel does not fit in guest RAM"};
-  std::memcpy(dst, kernel + image.value().setup_bytes, image.value().kernel_bytes);
-  m.mem->MarkDirty(memory::Gpa(kKernelLoadAddr), image.value().kernel_bytes);
+  uint64_t kernel_end = 0;
+  if (vmlinux) {
+    for (const auto& s : elf.segments) {
+      if (!m.mem->HostPtr(memory::Gpa(s.paddr), s.mem_bytes)) {
+        return Error{ENOMEM, "load-linux", "kernel does not fit in guest RAM"};
+      }
+    }
+    if (auto st = LoadElfSegments(*m.mem, kernel, kernel_len, elf); !st.ok()) return st;
+    for (const auto& s : elf.segments) {
+      m.mem->MarkDirty(memory::Gpa(s.paddr), s.mem_bytes);
+      kernel_end = std::max(kernel_end, s.paddr + s.mem_bytes);
+    }
+  } else {
+    kernel_end = kKernelLoadAddr + image.value().kernel_bytes;
+    // SAFETY: HostPtr bounds-checks the whole protected-mode kernel range against one RAM region.
+    uint8_t* dst = m.mem->HostPtr(memory::Gpa(kKernelLoadAddr), image.value().kernel_bytes);
+    if (!dst) return Error{ENOMEM, "load-linux", "kernel does not fit in guest RAM"};
+    std::memcpy(dst, kernel + image.value().setup_bytes, image.value().kernel_bytes);
+    m.mem->MarkDirty(memory::Gpa(kKernelLoadAddr), image.value().kernel_bytes);
+  }
 
   BootParamsInput bp;
   bp.image = &image.value();
@@ -144,7 +175,11 @@ Status Machine::LoadLinux(const uint8_t* kernel, size_t kernel_len, const uint8_
   InitialSregs(&sregs);
   if (auto st = vcpu.SetSregs(sregs); !st.ok()) return st;
   kvm_regs regs;
-  LinuxInitialRegs(&regs);
+  if (vmlinux) {
+    LinuxInitialRegs(&regs, elf.entry);
+  } else {
+    LinuxInitialRegs(&regs);
+  }
   if (auto st = vcpu.SetRegs(regs); !st.ok()) return st;
   m.loaded = true;
   return OkStatus();

@@ -16,6 +16,7 @@ import { type CpioEntry, writeCpio } from "./cpio.ts";
 import { downloadPackage, extractPackage, requireTools, resolveMetaPackage, resolvePackage } from "./debian.ts";
 import { parseBuiltin, resolveModules } from "./kmod.ts";
 import { defaultStoreRoot, type ImageManifest, imageDir, isCurrent, readManifest, writeImage } from "./store.ts";
+import { extractVmlinux } from "./vmlinux.ts";
 
 const run = promisify(execFile);
 
@@ -41,7 +42,7 @@ export const DEMO_MODULES = [
   "evdev",
 ];
 /** Bump when the build changes in a way the package versions and guest files do not capture. */
-const BUILDER_REVISION = "2";
+const BUILDER_REVISION = "3";
 
 /** Options for {@link buildDemoLinux}. */
 export interface BuildOptions {
@@ -170,6 +171,7 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
     { bin: "apt-get", pkg: "apt" },
     { bin: "apt-cache", pkg: "apt" },
     { bin: "dpkg", pkg: "dpkg" },
+    { bin: "xz", pkg: "xz-utils" }, // Debian's kernel payload is xz: vmlinux.ts unpacks it
   ]);
   const kernelPkg = await resolveMetaPackage("linux-image-amd64", /^linux-image-\d.*-amd64$/);
   const busyboxPkg = await resolvePackage("busybox-static");
@@ -214,10 +216,13 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
     const initrd = writeCpio(entries);
     const vmlinuz = join(work, "vmlinuz");
     copyFileSync(join(work, "kernel", "boot", `vmlinuz-${kernelVersion}`), vmlinuz);
+    log("extracting the uncompressed kernel (vmlinux) for direct boot");
+    const vmlinux = await extractVmlinux(readFileSync(vmlinuz));
     const manifest: ImageManifest = {
       schemaVersion: 1,
       image: DEMO_LINUX_IMAGE,
       kernel: "vmlinuz",
+      uncompressedKernel: "vmlinux",
       initrd: "initrd.img",
       cmdline: DEMO_CMDLINE,
       pvmSafe: false,
@@ -232,6 +237,7 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
       manifest,
       new Map([
         ["vmlinuz", readFileSync(vmlinuz)],
+        ["vmlinux", vmlinux],
         ["initrd.img", initrd],
       ]),
     );

@@ -20,6 +20,11 @@ export interface ImageManifest {
   readonly image: string;
   /** Kernel file name inside the image directory. */
   readonly kernel: string;
+  /**
+   * The same kernel uncompressed (an ELF vmlinux), for VMMs that boot it directly and so skip its self-decompression;
+   * `kernel` (the bzImage) stays for the others (QEMU).
+   */
+  readonly uncompressedKernel?: string;
   /** Initramfs file name inside the image directory, if any. */
   readonly initrd?: string;
   /** Default kernel command line. */

@@ -3,7 +3,7 @@
  * an extra initramfs segment, 1 vCPU and 256 MiB unless told otherwise, the console fed to a GuestConsole.
  */
 import { join } from "node:path";
-import { DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir } from "@kvt/images";
+import { DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir, readManifest } from "@kvt/images";
 import { noCloudSeedInitrd, type ShutdownEvent, Vm, type VmOptions } from "@kvt/vmm";
 import { GuestConsole } from "./guest-console.ts";
 
@@ -22,6 +22,11 @@ export interface DemoOptions {
   readonly userData?: string;
   readonly memoryBytes?: number;
   readonly vcpus?: number;
+  /**
+   * Which form of the image's kernel to boot: "uncompressed" (the ELF vmlinux, what the launcher's native backend
+   * boots when the image has one; the default) or "bzImage" (the compressed kernel, which decompresses itself).
+   */
+  readonly kernel?: "uncompressed" | "bzImage";
 }
 
 /**
@@ -30,6 +35,8 @@ export interface DemoOptions {
  */
 export function demoVmOptions(options: DemoOptions = {}): VmOptions {
   const dir = imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE);
+  const manifest = readManifest(defaultStoreRoot(), DEMO_LINUX_IMAGE);
+  const vmlinux = options.kernel !== "bzImage" ? manifest?.uncompressedKernel : undefined;
   const seed = noCloudSeedInitrd({
     metaData: "instance-id: nested.demo\nlocal-hostname: demo\n",
     ...(options.userData !== undefined ? { userData: options.userData } : {}),
@@ -39,7 +46,7 @@ export function demoVmOptions(options: DemoOptions = {}): VmOptions {
     vcpus: options.vcpus ?? 1,
     boot: {
       kind: "linux",
-      kernelPath: join(dir, "vmlinuz"),
+      kernelPath: join(dir, vmlinux ?? manifest?.kernel ?? "vmlinuz"),
       initrdPath: join(dir, "initrd.img"),
       extraInitrd: [seed],
       cmdline: "console=ttyS0 quiet panic=-1",

@@ -1,6 +1,10 @@
 /**
  * The boot bench, run INSIDE the L1 host (bench/boot.bench.ts starts it): the demo image (1 vCPU, 256 MiB, the same
- * kernel, initramfs and NoCloud seed) booted N times on our VMM and N times on QEMU `-accel kvm -M microvm -kernel`.
+ * kernel build, initramfs and NoCloud seed) booted N times each way, in turn:
+ *   kvt          our VMM, the image's uncompressed kernel (ELF vmlinux, the launcher's native backend's choice)
+ *   kvt-bzimage  our VMM, the bzImage (the kernel decompresses itself)
+ *   qemu         QEMU `-accel kvm -M microvm -kernel` with the bzImage
+ *   qemu-vmlinux QEMU microvm with the vmlinux (PVH entry: Debian's kernel has the PVH ELF note)
  * Each sample is one line `KVT_NESTED_BENCH {"vmm","run","kernelFirstLineMs","bootMarkerMs"}`; times are from the
  * VMM's start (Vm.create / QEMU spawn) to the first console byte (the kernel's first line: with `quiet` only its
  * errors print) and to the init's boot marker.
@@ -22,27 +26,28 @@ function sample(vmm: string, run: number, firstMs: number | undefined, markerMs:
   process.stdout.write(`KVT_NESTED_BENCH ${JSON.stringify(s)}\n`);
 }
 
-async function ours(run: number): Promise<void> {
-  const g = bootDemo({ userData: `#!/bin/sh\necho "${CLOUD_INIT_LINE}"\n` });
+async function ours(run: number, kernel: "uncompressed" | "bzImage"): Promise<void> {
+  const g = bootDemo({ userData: `#!/bin/sh\necho "${CLOUD_INIT_LINE}"\n`, kernel });
   const m = await g.console.waitFor(marker, TIMEOUT_MS);
-  sample("kvt", run, g.console.firstByteMs, m.atMs); // the console starts before Vm.create: times include it
+  // The console starts before Vm.create: times include it.
+  sample(kernel === "bzImage" ? "kvt-bzimage" : "kvt", run, g.console.firstByteMs, m.atMs);
   g.vm.stop();
 }
 
-async function qemu(run: number, initrd: string): Promise<void> {
+async function qemu(run: number, initrd: string, kernelFile: string): Promise<void> {
   const dir = imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE);
   const console = new GuestConsole();
   const args = [
     ...["-accel", "kvm", "-cpu", "host", "-m", "256", "-smp", "1", "-nodefaults", "-no-user-config"],
     ...["-nographic", "-display", "none", "-serial", "stdio", "-no-reboot"],
     ...["-M", "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=on,rtc=off"],
-    ...["-kernel", join(dir, "vmlinuz"), "-initrd", initrd, "-append", "console=ttyS0 quiet panic=-1 acpi=off"],
+    ...["-kernel", join(dir, kernelFile), "-initrd", initrd, "-append", "console=ttyS0 quiet panic=-1 acpi=off"],
   ];
   const child = spawn("qemu-system-x86_64", args, { stdio: ["ignore", "pipe", "pipe"] });
   child.stdout.on("data", (c: Buffer) => console.feed(c));
   try {
     const m = await console.waitFor(marker, TIMEOUT_MS);
-    sample("qemu", run, console.firstByteMs, m.atMs);
+    sample(kernelFile === "vmlinuz" ? "qemu" : "qemu-vmlinux", run, console.firstByteMs, m.atMs);
   } finally {
     child.kill("SIGKILL");
   }
@@ -55,16 +60,16 @@ const seed = noCloudSeedInitrd({
 });
 const initrd = "/tmp/kvt-bench-initrd.img";
 writeFileSync(initrd, joinInitrd([readFileSync(join(dir, "initrd.img")), seed]));
+const VARIANTS = ["kvt", "kvt-bzimage", "qemu", "qemu-vmlinux"] as const;
 for (let i = 1; i <= runs; i++) {
-  try {
-    await ours(i);
-  } catch (err) {
-    process.stdout.write(`KVT_NESTED_BENCH_ERROR kvt ${(err as Error).message}\n`);
-  }
-  try {
-    await qemu(i, initrd);
-  } catch (err) {
-    process.stdout.write(`KVT_NESTED_BENCH_ERROR qemu ${(err as Error).message}\n`);
+  for (const name of VARIANTS) {
+    try {
+      if (name === "kvt") await ours(i, "uncompressed");
+      else if (name === "kvt-bzimage") await ours(i, "bzImage");
+      else await qemu(i, initrd, name === "qemu" ? "vmlinuz" : "vmlinux");
+    } catch (err) {
+      process.stdout.write(`KVT_NESTED_BENCH_ERROR ${name} ${(err as Error).message}\n`);
+    }
   }
 }
 process.exit(0);

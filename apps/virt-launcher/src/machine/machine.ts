@@ -18,6 +18,11 @@ import type { MigrationProgress, MigrationResult } from "@kvt/launcher-rpc";
 export interface BootSource {
   /** Absolute path of the kernel (bzImage or a PVH ELF such as the test guest). */
   readonly kernelPath: string;
+  /**
+   * The same kernel uncompressed (an ELF vmlinux), when the image ships it: a backend that boots it directly (the
+   * native VMM, as Firecracker does) skips the kernel's self-decompression; QEMU keeps `kernelPath`.
+   */
+  readonly uncompressedKernelPath?: string;
   /** Absolute path of the initramfs, if any. */
   readonly initrdPath?: string;
   /** Kernel command line (console=ttyS0 etc. are the backend's to add when missing). */

@@ -2,8 +2,8 @@
  * Resolves containerDisk and kernelBoot images through the local image store that tools/images writes (the
  * launcher may not import tools, so it reads the same on-disk contract):
  *
- *   <store>/<repository>/<tag>/image.json   {schemaVersion: 1, kernel, initrd?, cmdline, pvmSafe, bootMarker?,
- *                                             minMemoryBytes?}
+ *   <store>/<repository>/<tag>/image.json   {schemaVersion: 1, kernel, uncompressedKernel?, initrd?, cmdline,
+ *                                             pvmSafe, bootMarker?, minMemoryBytes?}
  *   <store>/<repository>/<tag>/<kernel>      e.g. local/demo-linux/latest/vmlinuz
  *
  * A reference without a tag means `latest`. The store root is the launcher's `--image-store` flag, else
@@ -18,6 +18,8 @@ export interface StoredImage {
   readonly dir: string;
   /** Absolute path of the kernel. */
   readonly kernelPath: string;
+  /** Absolute path of the same kernel uncompressed (ELF vmlinux), if the image has it. */
+  readonly uncompressedKernelPath?: string;
   /** Absolute path of the initramfs, if the image has one. */
   readonly initrdPath?: string;
   readonly cmdline: string;
@@ -61,10 +63,12 @@ export function imageStoreResolver(root: string): ImageResolver {
       throw new ImageNotFoundError(`image "${ref}": image.json is not a version 1 manifest with a kernel`);
     }
     const initrd = plainFile(manifest.initrd) ? join(dir, manifest.initrd) : undefined;
+    const vmlinux = plainFile(manifest.uncompressedKernel) ? join(dir, manifest.uncompressedKernel) : undefined;
     return {
       ref,
       dir,
       kernelPath: join(dir, manifest.kernel),
+      ...(vmlinux ? { uncompressedKernelPath: vmlinux } : {}),
       ...(initrd ? { initrdPath: initrd } : {}),
       cmdline: typeof manifest.cmdline === "string" ? manifest.cmdline : "",
       pvmSafe: manifest.pvmSafe === true,

@@ -15,6 +15,7 @@ function storeImage(repo: string, tag: string, manifest: Record<string, unknown>
 }
 const demoDir = storeImage("local/demo-linux", "latest", {
   kernel: "vmlinuz",
+  uncompressedKernel: "vmlinux",
   initrd: "initrd.img",
   cmdline: "console=ttyS0 quiet",
   pvmSafe: false,
@@ -64,6 +65,7 @@ describe("toMachineSpec", () => {
       vcpus: 1,
       boot: {
         kernelPath: join(demoDir, "vmlinuz"),
+        uncompressedKernelPath: join(demoDir, "vmlinux"),
         initrdPath: join(demoDir, "initrd.img"),
         cmdline: "console=ttyS0 quiet",
         pvmSafe: false,
@@ -103,6 +105,19 @@ describe("toMachineSpec", () => {
     expect(spec.vcpus).toBe(4);
     expect(spec.memoryBytes).toBe(1 << 30);
     expect(spec.firmwareUuid).toBeUndefined();
+  });
+
+  it("offers the image's uncompressed kernel for its own kernel only, not for another file a VMI names", () => {
+    expect(toMachineSpec(cirros(), ctx).boot).toMatchObject({
+      kernelPath: join(demoDir, "vmlinuz"),
+      uncompressedKernelPath: join(demoDir, "vmlinux"),
+    });
+    const named = cirros();
+    named.spec.domain.firmware = { kernelBoot: { container: { image: "local/demo-linux", kernelPath: "/vmlinuz" } } };
+    expect(toMachineSpec(named, ctx).boot?.uncompressedKernelPath).toBe(join(demoDir, "vmlinux"));
+    const other = cirros();
+    other.spec.domain.firmware = { kernelBoot: { container: { image: "local/demo-linux", kernelPath: "/boot/k2" } } };
+    expect(toMachineSpec(other, ctx).boot?.uncompressedKernelPath).toBeUndefined();
   });
 
   it.each([

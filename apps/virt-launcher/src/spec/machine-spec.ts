@@ -114,10 +114,15 @@ function bootOf(vmi: VirtualMachineInstance, ctx: SpecContext, causes: SpecCause
     if (kernelBoot?.container) {
       const image = ctx.resolveImage(kernelBoot.container.image);
       const initrd = kernelBoot.container.initrdPath;
+      const kernelPath = kernelBoot.container.kernelPath
+        ? fileInImage(image, kernelBoot.container.kernelPath)
+        : image.kernelPath;
       return {
-        kernelPath: kernelBoot.container.kernelPath
-          ? fileInImage(image, kernelBoot.container.kernelPath)
-          : image.kernelPath,
+        kernelPath,
+        // The image's uncompressed copy stands in only for the image's own kernel, not for another file named.
+        ...(kernelPath === image.kernelPath && image.uncompressedKernelPath
+          ? { uncompressedKernelPath: image.uncompressedKernelPath }
+          : {}),
         ...(initrd
           ? { initrdPath: fileInImage(image, initrd) }
           : image.initrdPath
@@ -146,6 +151,7 @@ function bootOf(vmi: VirtualMachineInstance, ctx: SpecContext, causes: SpecCause
     const image = ctx.resolveImage(volume.containerDisk.image);
     return {
       kernelPath: image.kernelPath,
+      ...(image.uncompressedKernelPath ? { uncompressedKernelPath: image.uncompressedKernelPath } : {}),
       ...(image.initrdPath ? { initrdPath: image.initrdPath } : {}),
       cmdline: kernelBoot?.kernelArgs ?? image.cmdline,
       pvmSafe: image.pvmSafe,

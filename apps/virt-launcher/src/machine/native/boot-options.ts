@@ -5,6 +5,11 @@
  *
  *   kernel starts with "\x7fELF" --> { kernel: { path, cmdline } }                    (no initramfs, no seed)
  *   otherwise                    --> { boot: { kind: "linux", kernelPath, initrdPath, cmdline, extraInitrd: [seed] } }
+ *
+ * A Linux guest whose image also ships its kernel uncompressed (BootSource.uncompressedKernelPath, an ELF vmlinux)
+ * boots from that: the VMM loads its segments and enters the kernel proper, as Firecracker does, so the guest skips
+ * its self-decompression (the largest part of a boot: 5 of 8 s in the nested lane). The bzImage stays the image's
+ * `kernel` for QEMU.
  */
 import { closeSync, openSync, readSync } from "node:fs";
 import { noCloudSeedInitrd, type VmOptions } from "@kvt/vmm";
@@ -44,7 +49,7 @@ export function nativeBootOptions(spec: MachineSpec): VmOptions {
     ...base,
     boot: {
       kind: "linux",
-      kernelPath: spec.boot.kernelPath,
+      kernelPath: spec.boot.uncompressedKernelPath ?? spec.boot.kernelPath,
       ...(spec.boot.initrdPath ? { initrdPath: spec.boot.initrdPath } : {}),
       cmdline: spec.boot.cmdline,
       extraInitrd: seed,

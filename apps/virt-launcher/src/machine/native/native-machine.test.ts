@@ -53,6 +53,12 @@ describe("NativeMachine (fake VMM)", () => {
       expect(seed).toContain("#!/bin/sh\necho hi");
       expect(seed).toContain("instance-id: default.guest");
       expect(nativeBootOptions(spec("ws=4")).kernel).toMatchObject({ path: testGuestPath(), cmdline: "ws=4" });
+      // The image's uncompressed kernel (ELF vmlinux), when it has one, is what the native VMM boots.
+      const direct = nativeBootOptions({
+        ...linux,
+        boot: { ...linux.boot, uncompressedKernelPath: join(dir, "vmlinux") },
+      });
+      expect(direct.boot).toMatchObject({ kind: "linux", kernelPath: join(dir, "vmlinux") });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
