@@ -44,5 +44,6 @@ describe("createMetricsRegistry()", () => {
     expect(contentType).toContain("text/plain");
     expect(body).toContain("kubevirt_test_things_total 3");
     expect(body).toContain("process_cpu_user_seconds_total");
+    expect(body).toContain("nodejs_eventloop_lag_p99_seconds");
   });
 });
