@@ -3,11 +3,43 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { VmmError } from "./errors.ts";
+import { gpa } from "./gpa.ts";
 import { hasKvm } from "./kvm.ts";
 import { joinInitrd, linuxCmdline, parseLinuxBoot } from "./linux-boot.ts";
 import { noCloudSeedInitrd } from "./linux-seed.ts";
 import { Vm } from "./vm.ts";
 import { parseVmOptions } from "./vm-options.ts";
+
+/**
+ * A minimal ELF64 x86-64 executable shaped like a vmlinux: PT_LOAD segments given as [paddr, file bytes, memory
+ * bytes], entry `entry` (physical, as a vmlinux's phys_startup_64), the virtual addresses far from the physical ones.
+ */
+function miniVmlinux(entry: number, segments: readonly [number, Buffer, number][]): Buffer {
+  const phoff = 64;
+  let offset = phoff + 56 * segments.length;
+  const header = Buffer.alloc(offset);
+  Buffer.from([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1]).copy(header, 0);
+  header.writeUInt16LE(2, 16); // ET_EXEC
+  header.writeUInt16LE(62, 18); // EM_X86_64
+  header.writeUInt32LE(1, 20);
+  header.writeBigUInt64LE(BigInt(entry), 24);
+  header.writeBigUInt64LE(BigInt(phoff), 32);
+  header.writeUInt16LE(64, 52);
+  header.writeUInt16LE(56, 54);
+  header.writeUInt16LE(segments.length, 56);
+  segments.forEach(([paddr, bytes, memBytes], i) => {
+    const ph = phoff + 56 * i;
+    header.writeUInt32LE(1, ph); // PT_LOAD
+    header.writeUInt32LE(7, ph + 4);
+    header.writeBigUInt64LE(BigInt(offset), ph + 8);
+    header.writeBigUInt64LE(0xffffffff80000000n + BigInt(paddr), ph + 16); // p_vaddr: the kernel map
+    header.writeBigUInt64LE(BigInt(paddr), ph + 24);
+    header.writeBigUInt64LE(BigInt(bytes.length), ph + 32);
+    header.writeBigUInt64LE(BigInt(memBytes), ph + 40);
+    offset += bytes.length;
+  });
+  return Buffer.concat([header, ...segments.map(([, bytes]) => bytes)]);
+}
 
 describe("linux boot options", () => {
   it("adds console=ttyS0 only when the command line names no console", () => {
@@ -61,6 +93,76 @@ describe("linux boot options", () => {
       expect(boot("vmlinux", truncatedElf)).toThrow(VmmError);
       expect(boot("vmlinux", truncatedElf)).toThrow(/vmlinux/);
       expect(boot("vmlinuz", Buffer.alloc(4096, 1))).toThrow(/bzimage/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it.skipIf(!hasKvm())(
+    "loads a vmlinux's segments at their physical addresses and writes a setup header of its own",
+    () => {
+      const dir = mkdtempSync(join(tmpdir(), "kvt-vmlinux-"));
+      try {
+        const text = Buffer.alloc(0x3000, 0xf4);
+        const data = Buffer.from("kvt data segment");
+        writeFileSync(
+          join(dir, "vmlinux"),
+          miniVmlinux(0x1000000, [
+            [0x1000000, text, text.length],
+            [0x1400000, data, 0x2000], // the rest of its memory size is bss: zeroed
+          ]),
+        );
+        const initrd = Buffer.from("070701 an initramfs, as far as the loader cares".padEnd(64)); // 4-byte multiple
+        writeFileSync(join(dir, "initrd.img"), initrd);
+        const vm = Vm.create({
+          memoryBytes: 64 << 20,
+          boot: {
+            kind: "linux",
+            kernelPath: join(dir, "vmlinux"),
+            initrdPath: join(dir, "initrd.img"),
+            cmdline: "ws=1",
+          },
+        });
+        try {
+          expect(Buffer.from(vm.readMemory(gpa(0x1000000), text.length)).equals(text)).toBe(true);
+          expect(Buffer.from(vm.readMemory(gpa(0x1400000), data.length)).equals(data)).toBe(true);
+          expect(vm.readMemory(gpa(0x1400000 + data.length), 0x2000 - data.length).every((b) => b === 0)).toBe(true);
+          const zp = Buffer.from(vm.readMemory(gpa(0x7000), 4096)); // the zero page (boot_params)
+          expect(zp.readUInt16LE(0x1fe)).toBe(0xaa55); // boot_flag
+          expect(zp.toString("latin1", 0x202, 0x206)).toBe("HdrS");
+          expect(zp.readUInt16LE(0x206)).toBeGreaterThanOrEqual(0x020c); // version: 64-bit entry, cmd_line_ptr
+          expect(zp[0x210]).toBe(0xff); // type_of_loader: undefined
+          expect(zp[0x211] & 1).toBe(1); // loadflags LOADED_HIGH
+          const cmdlinePtr = zp.readUInt32LE(0x228);
+          const cmdline = Buffer.from(vm.readMemory(gpa(cmdlinePtr), 256));
+          expect(cmdline.toString("latin1", 0, cmdline.indexOf(0))).toMatch(/^ws=1( |$)/);
+          const ramdisk = zp.readUInt32LE(0x218);
+          expect(zp.readUInt32LE(0x21c)).toBe(initrd.length);
+          expect(ramdisk).toBeGreaterThanOrEqual(0x1400000 + 0x2000); // above the kernel's end
+          expect(Buffer.from(vm.readMemory(gpa(ramdisk), initrd.length)).equals(initrd)).toBe(true);
+          expect(zp[0x1e8]).toBeGreaterThan(0); // e820_entries
+        } finally {
+          vm.stop();
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
+
+  it.skipIf(!hasKvm())("refuses a vmlinux whose entry or segments do not fit, with a typed error", () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-vmlinux-"));
+    try {
+      const boot = (bytes: Buffer) => () => {
+        writeFileSync(join(dir, "vmlinux"), bytes);
+        Vm.create({ memoryBytes: 64 << 20, boot: { kind: "linux", kernelPath: join(dir, "vmlinux") } }).stop();
+      };
+      const code = Buffer.alloc(16, 0xf4);
+      expect(boot(miniVmlinux(0x2000000, [[0x1000000, code, 16]]))).toThrow(/entry point outside/);
+      expect(boot(miniVmlinux(0x8000000, [[0x8000000, code, 16]]))).toThrow(/does not fit in guest RAM/); // 128 MiB > 64
+      expect(boot(miniVmlinux(0x1000, [[0x1000, code, 16]]))).toThrow(/vmlinux.*1 MiB/); // over the boot tables
+      const cut = miniVmlinux(0x1000000, [[0x1000000, code, 16]]).subarray(0, 100);
+      expect(boot(cut)).toThrow(VmmError);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -19,6 +19,9 @@ describe("buildDemoLinux()", () => {
     ]);
     const vmlinuz = readFileSync(join(first.dir, "vmlinuz"));
     expect(vmlinuz.toString("latin1", 0x202, 0x206)).toBe("HdrS"); // a bzImage (Linux boot protocol header)
+    // Its payload unpacked beside it (xz-utils is on this machine): the ELF vmlinux the native VMM boots.
+    expect(first.manifest.uncompressedKernel).toBe("vmlinux");
+    expect(readFileSync(join(first.dir, "vmlinux")).toString("latin1", 0, 4)).toBe("\x7fELF");
     const files = listCpio(readFileSync(join(first.dir, "initrd.img")));
     const byPath = new Map(files.map((f) => [f.path, f]));
     const init = byPath.get("init");

@@ -16,7 +16,7 @@ import { type CpioEntry, writeCpio } from "./cpio.ts";
 import { downloadPackage, extractPackage, requireTools, resolveMetaPackage, resolvePackage } from "./debian.ts";
 import { parseBuiltin, resolveModules } from "./kmod.ts";
 import { defaultStoreRoot, type ImageManifest, imageDir, isCurrent, readManifest, writeImage } from "./store.ts";
-import { extractVmlinux } from "./vmlinux.ts";
+import { tryExtractVmlinux } from "./vmlinux.ts";
 
 const run = promisify(execFile);
 
@@ -171,7 +171,6 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
     { bin: "apt-get", pkg: "apt" },
     { bin: "apt-cache", pkg: "apt" },
     { bin: "dpkg", pkg: "dpkg" },
-    { bin: "xz", pkg: "xz-utils" }, // Debian's kernel payload is xz: vmlinux.ts unpacks it
   ]);
   const kernelPkg = await resolveMetaPackage("linux-image-amd64", /^linux-image-\d.*-amd64$/);
   const busyboxPkg = await resolvePackage("busybox-static");
@@ -186,7 +185,9 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
     ...[...files].flat(),
   ]);
   const stored = readManifest(storeRoot, DEMO_LINUX_IMAGE);
-  if (!options.force && stored && isCurrent(storeRoot, DEMO_LINUX_IMAGE, digest)) {
+  // A store built before the image carried the uncompressed kernel (or without the decompressor) is rebuilt, so it
+  // gets one now that it can.
+  if (!options.force && stored?.uncompressedKernel && isCurrent(storeRoot, DEMO_LINUX_IMAGE, digest)) {
     log(`${DEMO_LINUX_IMAGE} is current (${kernelPkg.name} ${kernelPkg.version}); nothing to do`);
     return { dir: imageDir(storeRoot, DEMO_LINUX_IMAGE), manifest: stored, skipped: true };
   }
@@ -217,12 +218,12 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
     const vmlinuz = join(work, "vmlinuz");
     copyFileSync(join(work, "kernel", "boot", `vmlinuz-${kernelVersion}`), vmlinuz);
     log("extracting the uncompressed kernel (vmlinux) for direct boot");
-    const vmlinux = await extractVmlinux(readFileSync(vmlinuz));
+    const vmlinux = await tryExtractVmlinux(readFileSync(vmlinuz), log);
     const manifest: ImageManifest = {
       schemaVersion: 1,
       image: DEMO_LINUX_IMAGE,
       kernel: "vmlinuz",
-      uncompressedKernel: "vmlinux",
+      ...(vmlinux ? { uncompressedKernel: "vmlinux" } : {}),
       initrd: "initrd.img",
       cmdline: DEMO_CMDLINE,
       pvmSafe: false,
@@ -237,7 +238,7 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
       manifest,
       new Map([
         ["vmlinuz", readFileSync(vmlinuz)],
-        ["vmlinux", vmlinux],
+        ...(vmlinux ? ([["vmlinux", vmlinux]] as const) : []),
         ["initrd.img", initrd],
       ]),
     );

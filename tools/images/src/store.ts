@@ -91,7 +91,7 @@ export function isCurrent(storeRoot: string, ref: string, inputsDigest: string):
   const m = readManifest(storeRoot, ref);
   if (m?.inputsDigest !== inputsDigest) return false;
   const dir = imageDir(storeRoot, ref);
-  return existsSync(join(dir, m.kernel)) && (m.initrd === undefined || existsSync(join(dir, m.initrd)));
+  return [m.kernel, m.uncompressedKernel, m.initrd].every((file) => file === undefined || existsSync(join(dir, file)));
 }
 
 /**

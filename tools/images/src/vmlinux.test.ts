@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { extractVmlinux, locatePayload, VmlinuxExtractError } from "./vmlinux.ts";
+import { extractVmlinux, locatePayload, tryExtractVmlinux, VmlinuxExtractError } from "./vmlinux.ts";
 
 /** A bzImage-shaped file: setup header (HdrS, protocol 2.15), one setup sector, then `payload` at payload_offset. */
 function fakeBzImage(payload: Buffer, payloadOffset = 0x100): Buffer {
@@ -35,5 +35,14 @@ describe("vmlinux extraction", () => {
     await expect(extractVmlinux(notElf)).rejects.toThrow(/not an ELF vmlinux/);
     const broken = fakeBzImage(Buffer.concat([Buffer.from("fd377a585a00", "hex"), Buffer.alloc(64, 9)]));
     await expect(extractVmlinux(broken)).rejects.toThrow(/xz failed/);
+  });
+
+  it("for an image build, gives up on the vmlinux with a reason instead of failing the build", async () => {
+    const warnings: string[] = [];
+    const xz = execFileSync("xz", ["-c", "--check=crc32"], { input: elf });
+    expect((await tryExtractVmlinux(fakeBzImage(xz), (w) => warnings.push(w)))?.equals(elf)).toBe(true);
+    expect(warnings).toEqual([]);
+    expect(await tryExtractVmlinux(fakeBzImage(Buffer.from("BZh91AY&SY")), (w) => warnings.push(w))).toBeUndefined();
+    expect(warnings).toEqual([expect.stringMatching(/only the bzImage: .*unsupported method/)]);
   });
 });

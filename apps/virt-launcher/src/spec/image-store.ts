@@ -63,7 +63,11 @@ export function imageStoreResolver(root: string): ImageResolver {
       throw new ImageNotFoundError(`image "${ref}": image.json is not a version 1 manifest with a kernel`);
     }
     const initrd = plainFile(manifest.initrd) ? join(dir, manifest.initrd) : undefined;
-    const vmlinux = plainFile(manifest.uncompressedKernel) ? join(dir, manifest.uncompressedKernel) : undefined;
+    // The uncompressed kernel is only offered when its file is there: without it the bzImage boots everywhere.
+    const vmlinux =
+      plainFile(manifest.uncompressedKernel) && existsSync(join(dir, manifest.uncompressedKernel))
+        ? join(dir, manifest.uncompressedKernel)
+        : undefined;
     return {
       ref,
       dir,

@@ -20,6 +20,7 @@ const demoDir = storeImage("local/demo-linux", "latest", {
   cmdline: "console=ttyS0 quiet",
   pvmSafe: false,
 });
+writeFileSync(join(demoDir, "vmlinux"), ""); // the resolver offers the uncompressed kernel only when it is there
 const guestDir = storeImage("local/test-guest", "latest", { kernel: "test-guest.elf", cmdline: "", pvmSafe: true });
 afterAll(() => rmSync(store, { recursive: true, force: true }));
 
@@ -118,6 +119,9 @@ describe("toMachineSpec", () => {
     const other = cirros();
     other.spec.domain.firmware = { kernelBoot: { container: { image: "local/demo-linux", kernelPath: "/boot/k2" } } };
     expect(toMachineSpec(other, ctx).boot?.uncompressedKernelPath).toBeUndefined();
+    // A manifest naming a vmlinux that is not in the image: the bzImage it is.
+    storeImage("local/no-vmlinux", "latest", { kernel: "vmlinuz", uncompressedKernel: "vmlinux", cmdline: "" });
+    expect(imageStoreResolver(store)("local/no-vmlinux").uncompressedKernelPath).toBeUndefined();
   });
 
   it.each([
