@@ -49,6 +49,8 @@ export function nativeBootOptions(spec: MachineSpec): VmOptions {
     ...base,
     boot: {
       kind: "linux",
+      // The kernel choice for the native VMM: the image's uncompressed sibling (ELF vmlinux, set by machine-spec.ts
+      // only when the VMI boots the image's own kernel) over the bzImage, which then skips self-decompression.
       kernelPath: spec.boot.uncompressedKernelPath ?? spec.boot.kernelPath,
       ...(spec.boot.initrdPath ? { initrdPath: spec.boot.initrdPath } : {}),
       cmdline: spec.boot.cmdline,
