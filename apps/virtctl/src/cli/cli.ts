@@ -19,7 +19,8 @@ export interface CliIo {
   readonly makeClient?: (flags: ConnectionFlags) => VirtClient;
 }
 
-const GLOBAL_FLAGS: Record<string, FlagDef> = {
+/** kubectl's connection flags, accepted before or after the subcommand, and `--help`. */
+export const GLOBAL_FLAGS: Readonly<Record<string, FlagDef>> = {
   kubeconfig: { type: "string", help: "Path to the kubeconfig file to use for CLI requests." },
   context: { type: "string", help: "The name of the kubeconfig context to use" },
   namespace: { type: "string", short: "n", help: "If present, the namespace scope for this CLI request" },

@@ -14,6 +14,8 @@ export interface FlagDef {
   readonly help: string;
   /** Shown in `--help` as the default. */
   readonly default?: string;
+  /** The values a string flag takes, offered by shell completion. */
+  readonly values?: readonly string[];
 }
 
 /** Parsed input of one command. */
@@ -55,6 +57,8 @@ export interface Command {
   readonly flags: Readonly<Record<string, FlagDef>>;
   /** Exact number of positional arguments, or [min, max]. */
   readonly args: number | readonly [number, number];
+  /** Words shell completion offers for the first argument (e.g. `vm`, `vmi`); none: it is a name. */
+  readonly argWords?: readonly string[];
   /** Replaces the count check of `args` when given: the usage error for these arguments, or undefined if fine. */
   readonly checkArgs?: (args: readonly string[]) => string | undefined;
   run(input: CommandInput, ctx: CommandContext): Promise<void>;

@@ -100,7 +100,12 @@ export const exposeCommand: Command = {
       help: "Additional external IP address (not managed by the cluster) to accept for the service.",
     },
     port: { type: "string", help: "The port that the service should serve on.", default: "0" },
-    protocol: { type: "string", help: "The network protocol for the service to be created.", default: "TCP" },
+    protocol: {
+      type: "string",
+      help: "The network protocol for the service to be created.",
+      default: "TCP",
+      values: ["TCP", "UDP", "SCTP"],
+    },
     "target-port": {
       type: "string",
       help: "Name or number for the port on the VM that the service should direct traffic to. Optional.",
@@ -109,18 +114,22 @@ export const exposeCommand: Command = {
       type: "string",
       help: "Type for this service: ClusterIP, NodePort, or LoadBalancer.",
       default: "ClusterIP",
+      values: ["ClusterIP", "NodePort", "LoadBalancer"],
     },
     "port-name": { type: "string", help: "Name of the port. Optional." },
     "ip-family": {
       type: "string",
       help: "IP family over which the service will be exposed. Valid values are 'IPv4', 'IPv6', 'IPv4,IPv6' or 'IPv6,IPv4'",
+      values: ["IPv4", "IPv6", "IPv4,IPv6", "IPv6,IPv4"],
     },
     "ip-family-policy": {
       type: "string",
       help: "IP family policy: 'SingleStack', 'PreferDualStack' or 'RequireDualStack'",
+      values: ["SingleStack", "PreferDualStack", "RequireDualStack"],
     },
   },
   args: 2,
+  argWords: ["vm", "vmi"],
   async run(input, ctx) {
     const [rawType = "", name = ""] = input.args;
     const serviceName = input.values.name;

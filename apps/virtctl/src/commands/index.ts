@@ -1,5 +1,6 @@
 /** Every virtctl subcommand, in `--help` order. */
 import type { Command } from "../cli/command.ts";
+import { completionCommand } from "./completion.ts";
 import { consoleCommand } from "./console.ts";
 import { exposeCommand } from "./expose.ts";
 import { migrateCommand } from "./migrate.ts";
@@ -14,6 +15,7 @@ import { versionCommand } from "./version.ts";
 
 /** All commands. */
 export const COMMANDS: readonly Command[] = [
+  completionCommand(() => COMMANDS),
   consoleCommand,
   exposeCommand,
   migrateCommand,

@@ -38,6 +38,7 @@ export function pauseLikeCommand(action: "pause" | "unpause"): Command {
     example: `  # ${action === "pause" ? "Pause" : "Unpause"} a virtualmachine called 'myvm':\n  virtctl ${action} vm myvm`,
     flags: { "dry-run": DRY_RUN_FLAG },
     args: 2,
+    argWords: ["vm", "vmi"],
     run: (input, ctx) => runPauseLike(action, gerund, input, ctx),
   };
 }

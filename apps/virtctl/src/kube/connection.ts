@@ -65,6 +65,13 @@ async function pluginApply(
   contextName: string,
   options: RequestOptions & Record<string, unknown>,
 ): Promise<void> {
+  const [major = 0, minor = 0] = process.versions.node.split(".").map(Number);
+  // @kubernetes/client-node's HTTP stack (undici) needs Node 22.19; the rest of virtctl runs on Node 20.
+  if (!("Deno" in globalThis) && (major < 22 || (major === 22 && minor < 19))) {
+    throw new ConfigError(
+      `kubeconfig context "${contextName}" takes its credentials from an exec or auth-provider plugin, which virtctl supports on Node >= 22.19 only (this is Node ${process.versions.node}): upgrade Node, or use a context whose user has a token or client certificate`,
+    );
+  }
   const { KubeConfig } = await import("@kubernetes/client-node");
   const kc = new KubeConfig();
   if (flags.kubeconfig) kc.loadFromFile(flags.kubeconfig);
