@@ -1,11 +1,13 @@
 /**
  * virtctl's front door: split global flags (kubectl's `--kubeconfig`, `--context`, `-n/--namespace`,
  * `-s/--server`) from the subcommand and its flags, answer `--help`, run the command, map errors to exit codes:
- * 0 success, 1 any failure (KubeVirt's virtctl returns 1 for every error, usage errors included).
+ * 0 success, 1 any failure (KubeVirt's virtctl returns 1 for every error, usage errors included). A failure to reach
+ * the API server or to be accepted by it prints one line saying what to check (kube/connection-error.ts).
  */
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { HttpVirtClient, type VirtClient } from "../kube/client.ts";
 import { type ConnectionFlags, loadConnection } from "../kube/connection.ts";
+import { failureLine } from "../kube/connection-error.ts";
 import type { Command, CommandContext, FlagDef, Stdin } from "./command.ts";
 
 /** The process-facing I/O the CLI uses (injected so tests can drive it). */
@@ -178,7 +180,7 @@ export async function runVirtctl(argv: readonly string[], commands: readonly Com
     await cmd.run({ args, values }, ctx);
     return 0;
   } catch (error) {
-    io.stderr.write(`${(error as Error).message}\n`);
+    io.stderr.write(`${failureLine(error)}\n`);
     return 1;
   }
 }

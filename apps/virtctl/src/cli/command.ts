@@ -64,10 +64,13 @@ export interface Command {
   run(input: CommandInput, ctx: CommandContext): Promise<void>;
 }
 
-/** A failure whose message is printed as is. */
+/**
+ * A failure whose message is printed as is. Give the client's error as `cause`: the CLI looks there for a
+ * connection or credential problem and then prints what to check instead.
+ */
 export class CommandError extends Error {
-  constructor(message: string) {
-    super(message);
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
     this.name = "CommandError";
   }
 }

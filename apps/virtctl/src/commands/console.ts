@@ -53,7 +53,9 @@ export async function connectConsole(
     } catch (error) {
       if (!(error instanceof ApiStatusError) || error.code !== 400) {
         const code = error instanceof ApiStatusError ? error.code : 0;
-        throw new CommandError(code ? `Can't connect to websocket (${code}): ${errorText(error)}` : errorText(error));
+        throw new CommandError(code ? `Can't connect to websocket (${code}): ${errorText(error)}` : errorText(error), {
+          cause: error,
+        });
       }
       if (Date.now() + retryDelayMs > deadline) {
         throw new CommandError("Timeout trying to connect to the virtual machine instance");
@@ -135,7 +137,7 @@ export const consoleCommand: Command = {
     try {
       client = ctx.client();
     } catch (error) {
-      throw new CommandError(`cannot obtain KubeVirt client: ${errorText(error)}`);
+      throw new CommandError(`cannot obtain KubeVirt client: ${errorText(error)}`, { cause: error });
     }
     const ws = await connectConsole(client, name, minutes * 60_000, ctx.signal);
     if (!ws) {

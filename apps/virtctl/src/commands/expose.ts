@@ -151,6 +151,7 @@ export const exposeCommand: Command = {
     } catch (error) {
       throw new CommandError(
         `error fetching ${isVm ? "VirtualMachine" : "VirtualMachineInstance"}: ${errorText(error)}`,
+        { cause: error },
       );
     }
     let ports = podNetworkPorts(vmiSpecOf(owner, isVm));
@@ -173,7 +174,7 @@ export const exposeCommand: Command = {
     try {
       await client.request({ method: "POST", path: corePath(client.namespace, "services"), body: service });
     } catch (error) {
-      throw new CommandError(`service creation failed: ${errorText(error)}`);
+      throw new CommandError(`service creation failed: ${errorText(error)}`, { cause: error });
     }
     ctx.stdout.write(`Service ${serviceName} successfully created for ${rawType} ${name}\n`);
   },

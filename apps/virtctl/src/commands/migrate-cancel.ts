@@ -31,7 +31,9 @@ export const migrateCancelCommand: Command = {
       })) as { items?: Migration[] };
       items = list.items ?? [];
     } catch (error) {
-      throw new CommandError(`Error fetching virtual machine instance migration list  ${errorText(error)}`);
+      throw new CommandError(`Error fetching virtual machine instance migration list  ${errorText(error)}`, {
+        cause: error,
+      });
     }
     const active = items.find((m) => m.status?.phase !== "Succeeded" && m.status?.phase !== "Failed");
     if (!active) throw new CommandError(`Found no migration to cancel for ${name}`);
@@ -45,6 +47,7 @@ export const migrateCancelCommand: Command = {
     } catch (error) {
       throw new CommandError(
         `Error canceling migration ${active.metadata.name} of a VirtualMachine ${name}: ${errorText(error)}`,
+        { cause: error },
       );
     }
     ctx.stdout.write(`VM ${name} was scheduled to migrate-cancel\n`);

@@ -48,7 +48,7 @@ export const migrateCommand: Command = {
         { "k8s.namespace.name": client.namespace, "kubevirt.vm.name": name },
       );
     } catch (error) {
-      throw new CommandError(`Error migrating VirtualMachine ${errorText(error)}`);
+      throw new CommandError(`Error migrating VirtualMachine ${errorText(error)}`, { cause: error });
     }
     ctx.stdout.write(`VM ${name} was scheduled to migrate\n`);
   },

@@ -66,7 +66,7 @@ async function runPauseLike(action: string, gerund: string, input: CommandInput,
         path: kubevirtPath(client.namespace, "virtualmachines", name),
       })) as VmSpec;
     } catch (error) {
-      throw new CommandError(`Error getting VirtualMachine ${name}: ${errorText(error)}`);
+      throw new CommandError(`Error getting VirtualMachine ${name}: ${errorText(error)}`, { cause: error });
     }
     try {
       await put();
@@ -78,7 +78,7 @@ async function runPauseLike(action: string, gerund: string, input: CommandInput,
             : `Error ${gerund} VirtualMachineInstance ${name}, it was not found`,
         );
       }
-      throw new CommandError(`Error ${gerund} VirtualMachineInstance ${name}: ${errorText(error)}`);
+      throw new CommandError(`Error ${gerund} VirtualMachineInstance ${name}: ${errorText(error)}`, { cause: error });
     }
   } else if (
     type === "vmi" ||
@@ -89,7 +89,7 @@ async function runPauseLike(action: string, gerund: string, input: CommandInput,
     try {
       await put();
     } catch (error) {
-      throw new CommandError(`Error ${gerund} VirtualMachineInstance ${name}: ${errorText(error)}`);
+      throw new CommandError(`Error ${gerund} VirtualMachineInstance ${name}: ${errorText(error)}`, { cause: error });
     }
   } else {
     throw new CommandError(`unsupported resource type: ${rawType} (use vm or vmi)`);

@@ -17,7 +17,9 @@ export const softRebootCommand: Command = {
     try {
       await client.request({ method: "PUT", path: vmiSubresource(client.namespace, name, "softreboot") });
     } catch (error) {
-      throw new CommandError(`Error soft rebooting VirtualMachineInstance ${name}: ${errorText(error)}`);
+      throw new CommandError(`Error soft rebooting VirtualMachineInstance ${name}: ${errorText(error)}`, {
+        cause: error,
+      });
     }
     ctx.stdout.write(`VMI ${name} was scheduled to soft-reboot\n`);
   },

@@ -63,7 +63,7 @@ export const versionCommand: Command = {
       const info = (await client.request({ method: "GET", path: SUBRESOURCE_VERSION_PATH })) as VersionInfo;
       ctx.stdout.write(`Server Version: ${formatVersionInfo(info)}\n`);
     } catch (error) {
-      throw new CommandError(`failed to get server version: ${errorText(error)}`);
+      throw new CommandError(`failed to get server version: ${errorText(error)}`, { cause: error });
     }
   },
 };

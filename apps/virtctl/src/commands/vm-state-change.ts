@@ -68,7 +68,7 @@ export function vmStateChangeCommand(spec: StateChangeSpec): Command {
           body: { ...body, ...(dryRun ? { dryRun } : {}) },
         });
       } catch (error) {
-        throw new CommandError(`${errorPrefix}${errorText(error)}`);
+        throw new CommandError(`${errorPrefix}${errorText(error)}`, { cause: error });
       }
       ctx.stdout.write(`VM ${name} was scheduled to ${action}\n`);
     },

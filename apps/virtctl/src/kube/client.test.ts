@@ -29,7 +29,12 @@ describe("HttpVirtClient bodies", () => {
   afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
   it.each(["DELETE", "PUT", "POST"] as const)("a %s with a body arrives whole (Content-Length set)", async (method) => {
-    const client = new HttpVirtClient({ server: new URL(base), namespace: "default", apply: () => Promise.resolve() });
+    const client = new HttpVirtClient({
+      server: new URL(base),
+      namespace: "default",
+      origin: { server: base, kubeconfigFiles: [] },
+      apply: () => Promise.resolve(),
+    });
     const body = { apiVersion: "v1", kind: "DeleteOptions", dryRun: ["All"] };
     await expect(client.request({ method, path: "/apis/kubevirt.io/v1/x", body })).resolves.toMatchObject({
       status: "Success",

@@ -2,12 +2,17 @@
  * virtctl's only way out: HTTP requests and WebSocket upgrades to the API server named by the kubeconfig. Plain
  * object writes go to `/api` and `/apis/kubevirt.io`; actions go to the aggregated `subresources.kubevirt.io`
  * paths, which the API server proxies to virt-api. Non-2xx answers become {@link ApiStatusError} with the
- * server's Status message, as client-go's errors print.
+ * server's Status message, as client-go's errors print (401 and 403 with a hint naming the context in use);
+ * socket, DNS and TLS failures become a ConnectionErrors that say what to check.
  */
 import { request as httpRequest, type RequestOptions } from "node:http";
 import { request as httpsRequest } from "node:https";
 import WebSocket from "ws";
+import { ApiStatusError, statusFrom } from "./api-status-error.ts";
 import type { Connection } from "./connection.ts";
+import { authHint, toConnectionError } from "./connection-error.ts";
+
+export { ApiStatusError, isNotFound, type StatusBody } from "./api-status-error.ts";
 
 /** One request. */
 export interface Request {
@@ -19,59 +24,28 @@ export interface Request {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
-/** A Kubernetes Status as the server sent it. */
-export interface StatusBody {
-  readonly kind?: string;
-  readonly message?: string;
-  readonly reason?: string;
-  readonly code?: number;
-}
+/** How long one request may take before it fails as a timeout. */
+const REQUEST_TIMEOUT_MS = 60_000;
 
-/** A non-2xx answer; `message` is what client-go's `StatusError.Error()` would print. */
-export class ApiStatusError extends Error {
-  readonly code: number;
-  readonly reason: string;
-  constructor(code: number, reason: string, message: string) {
-    super(message);
-    this.name = "ApiStatusError";
-    this.code = code;
-    this.reason = reason;
-  }
-}
-
-/** True for a 404 answer. */
-export function isNotFound(error: unknown): boolean {
-  return error instanceof ApiStatusError && error.code === 404;
+/** The error a request that ran out of time fails with (classified as a timeout, like a connect timeout). */
+function timeoutError(): Error {
+  return Object.assign(new Error(`no answer within ${REQUEST_TIMEOUT_MS / 1000} s`), { code: "ETIMEDOUT" });
 }
 
 /** What commands use; tests pass fakes. */
 export interface VirtClient {
   /** The namespace from the kubeconfig context or `-n`. */
   readonly namespace: string;
-  /** Sends a request; resolves to the parsed JSON body (undefined when empty); rejects with ApiStatusError. */
+  /**
+   * Sends a request; resolves to the parsed JSON body (undefined when empty); rejects with ApiStatusError, or
+   * a ConnectionError when the server cannot be reached.
+   */
   request(req: Request): Promise<unknown>;
   /**
    * Opens a WebSocket at `path` with `protocols`, paused (call `resume()` after adding listeners); rejects with
    * ApiStatusError when the upgrade is refused.
    */
   websocket(path: string, protocols: readonly string[]): Promise<WebSocket>;
-}
-
-function statusFrom(code: number, text: string): ApiStatusError {
-  try {
-    const body = JSON.parse(text) as StatusBody;
-    if (body.kind === "Status" && body.message) return new ApiStatusError(code, body.reason ?? "", body.message);
-  } catch {
-    // not a Status: fall through to client-go's generic texts
-  }
-  if (code === 404) return new ApiStatusError(code, "NotFound", "the server could not find the requested resource");
-  if (code === 401) return new ApiStatusError(code, "Unauthorized", "Unauthorized");
-  if (code === 403) return new ApiStatusError(code, "Forbidden", `forbidden: ${text.trim()}`);
-  return new ApiStatusError(
-    code,
-    "InternalError",
-    `an error on the server ("${text.trim()}") has prevented the request from succeeding`,
-  );
 }
 
 /** {@link VirtClient} over node:http(s) with the kubeconfig's credentials. */
@@ -123,11 +97,11 @@ export class HttpVirtClient implements VirtClient {
         res.on("end", () => resolve({ code: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
         res.on("error", reject);
       });
-      r.setTimeout(60_000, () => r.destroy(new Error("the request to the API server timed out")));
-      r.on("error", reject);
+      r.setTimeout(REQUEST_TIMEOUT_MS, () => r.destroy(timeoutError()));
+      r.on("error", (error) => reject(toConnectionError(error, this.#conn.origin)));
       r.end(payload);
     });
-    if (code < 200 || code >= 300) throw statusFrom(code, text);
+    if (code < 200 || code >= 300) throw statusFrom(code, text, authHint(code, this.#conn.origin));
     if (text.trim() === "") return undefined;
     try {
       return JSON.parse(text) as unknown;
@@ -152,12 +126,12 @@ export class HttpVirtClient implements VirtClient {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
         res.on("end", () => {
-          const err = statusFrom(res.statusCode ?? 0, Buffer.concat(chunks).toString("utf8"));
-          reject(err);
+          const code = res.statusCode ?? 0;
+          reject(statusFrom(code, Buffer.concat(chunks).toString("utf8"), authHint(code, this.#conn.origin)));
         });
         res.on("error", () => reject(new ApiStatusError(res.statusCode ?? 0, "", "upgrade refused")));
       });
-      ws.once("error", reject);
+      ws.once("error", (error) => reject(toConnectionError(error, this.#conn.origin)));
     });
   }
 }

@@ -8,6 +8,7 @@
 
 import { readFileSync } from "node:fs";
 import type { RequestOptions } from "node:http";
+import type { ConnectionOrigin } from "./connection-error.ts";
 import { type ClusterEntry, type MergedConfig, material, readKubeconfig, type UserEntry } from "./kubeconfig.ts";
 
 /** The kubeconfig-related global flags. */
@@ -25,6 +26,8 @@ export interface Connection {
   readonly server: URL;
   /** The namespace commands act in. */
   readonly namespace: string;
+  /** The server, kubeconfig files and context, for error messages. */
+  readonly origin: ConnectionOrigin;
   /** Adds TLS options and credential headers for the current user to `options`. */
   apply(options: RequestOptions & Record<string, unknown>): Promise<void>;
 }
@@ -115,8 +118,14 @@ export function loadConnection(flags: ConnectionFlags, env: Readonly<Record<stri
   const server = flags.server ?? cluster?.server;
   if (!server) throw new ConfigError("invalid configuration: no server found for cluster");
   const usesPlugin = user.exec !== undefined || user["auth-provider"] !== undefined;
+  const origin: ConnectionOrigin = {
+    server: new URL(server).href.replace(/\/$/, ""),
+    kubeconfigFiles: config?.files ?? [],
+    ...(context && contextName ? { context: contextName } : {}),
+  };
   return {
     server: new URL(server),
+    origin,
     namespace: flags.namespace ?? context?.namespace ?? "default",
     apply: async (options) => {
       if (usesPlugin && contextName) return pluginApply(flags, env, contextName, options);
