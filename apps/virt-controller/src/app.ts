@@ -3,13 +3,16 @@
  * runner per controller (KubeVirt's queue names and thread counts), started when this replica becomes leader.
  *
  * ```
- *   informers (VM, VMI, launcher Pods, VMIM, Node, MigrationPolicy) ──handlers──> queues ──runners──> controllers
+ *   informers (VM, VMI, launcher Pods, VMIM, Node, MigrationPolicy, KubeVirt) ──handlers──> queues ──runners──> controllers
  *                                    ^                                                                   │
  *                                    └──────────────────── API server (writes) <─────────────────────────┘
  * ```
  */
 import {
   ANNOTATION,
+  activeKubeVirt,
+  type KubeVirt,
+  type KubeVirtConfiguration,
   LABEL,
   type MigrationPolicy,
   type ObjectKey,
@@ -141,6 +144,14 @@ export class VirtControllerApp {
       new Informer<KubeObject>({ client: resourceClient(transport, CORE_V1.namespaces), logger }),
       false,
     );
+    // The KubeVirt CR: its configuration (useEmulation, migrations) is read at each use, so a change applies to the
+    // next pod rendered. Required: a launcher pod rendered before it is known would request KVM on a cluster that
+    // allows emulation.
+    const kubevirts = this.#informer(
+      new Informer<KubeVirt>({ client: resourceClient(transport, KUBEVIRT_V1.kubevirts), logger }),
+    );
+    const clusterConfig = (): KubeVirtConfiguration | undefined =>
+      activeKubeVirt(kubevirts.store.list())?.spec.configuration;
     this.#o.metrics?.watch({ vmis, migrations });
     const recorder = (component: string): EventRecorder => {
       const r = new EventRecorder({ events: eventClient, component, logger, host: this.#o.host });
@@ -174,6 +185,7 @@ export class VirtControllerApp {
       podsOf: podsOfVmi,
       vmiClient: c.vmis,
       podClient: c.pods,
+      clusterConfig,
       recorder: recorder("virtualmachineinstance-controller"),
       expectations: new Expectations(),
     });
@@ -193,6 +205,7 @@ export class VirtControllerApp {
       migrationClient: c.migrations,
       vmiClient: c.vmis,
       podClient: c.pods,
+      clusterConfig,
       recorder: recorder("migration-controller"),
       expectations: new Expectations(),
     });

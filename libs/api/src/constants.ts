@@ -23,6 +23,7 @@ export const KIND = {
   VirtualMachineInstance: "VirtualMachineInstance",
   VirtualMachineInstanceMigration: "VirtualMachineInstanceMigration",
   MigrationPolicy: "MigrationPolicy",
+  KubeVirt: "KubeVirt",
 } as const;
 
 /** Resource (plural) names, as in URLs. */
@@ -31,6 +32,7 @@ export const RESOURCE = {
   virtualMachineInstances: "virtualmachineinstances",
   virtualMachineInstanceMigrations: "virtualmachineinstancemigrations",
   migrationPolicies: "migrationpolicies",
+  kubevirts: "kubevirts",
 } as const;
 
 /** Short names kubectl accepts. */
@@ -39,6 +41,7 @@ export const SHORT_NAMES = {
   VirtualMachineInstance: ["vmi", "vmis"],
   VirtualMachineInstanceMigration: ["vmim", "vmims"],
   MigrationPolicy: [],
+  KubeVirt: ["kv", "kvs"],
 } as const;
 
 /** Labels (`kubevirt.io/...`). */
@@ -113,6 +116,15 @@ export const FINALIZER = {
   /** On a VMIM: kept until the migration is final (so deleting = cancel). */
   migration: "kubevirt.io/migrationJobFinalize",
 } as const;
+
+/** The node resource of the KVM device (KubeVirt's device plugin); launcher pods request one unless emulation is allowed. */
+export const KVM_DEVICE_RESOURCE = "devices.kubevirt.io/kvm";
+
+/** KubeVirt CR `status.phase` values. */
+export const KUBEVIRT_PHASES = ["Deploying", "Deployed", "Deleting", "Deleted", ""] as const;
+
+/** Where the local cluster (and KubeVirt's install) keeps its KubeVirt CR: namespace and name. */
+export const KUBEVIRT_CR = { namespace: "kubevirt", name: "kubevirt" } as const;
 
 /** VM `spec.runStrategy` values accepted by the webhook (WaitAsReceiver needs a feature gate we do not have). */
 export const RUN_STRATEGIES = ["Always", "RerunOnFailure", "Manual", "Halted", "Once"] as const;

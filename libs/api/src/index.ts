@@ -17,6 +17,9 @@ export {
   GROUP,
   INTERFACE_MODELS,
   KIND,
+  KUBEVIRT_CR,
+  KUBEVIRT_PHASES,
+  KVM_DEVICE_RESOURCE,
   LABEL,
   MAX_VOLUMES,
   MIGRATION_ABORT_STATUSES,
@@ -76,6 +79,10 @@ export { migrationPolicySchema, vmimSchema } from "./schema/migration-schemas.ts
 export { vmSchema } from "./schema/vm-schemas.ts";
 // Schema of VirtualMachineInstance.
 export { vmiSchema } from "./schema/vmi-schemas.ts";
+// The KubeVirt CR in force and the settings read from it (useEmulation).
+export { activeKubeVirt, emulationAllowed } from "./semantics/cluster-config.ts";
+// Schema of the KubeVirt CR (the cluster configuration object).
+export { kubevirtSchema } from "./schema/kubevirt-schemas.ts";
 // Status conditions: read, set in place (transition time kept while the status holds), removed.
 export { findCondition, hasCondition, removeCondition, setCondition } from "./semantics/conditions.ts";
 // A migration configuration with every knob resolved.
@@ -154,6 +161,9 @@ export type {
   Disk,
   DomainSpec,
   Interface,
+  DeveloperConfiguration,
+  KubeVirt,
+  KubeVirtConfiguration,
   MigrationConfiguration,
   MigrationPolicy,
   MigrationPolicySpec,

@@ -60,7 +60,8 @@ function walk(s: JsonSchema, v: unknown, at: string, out: StrictDecodeResult): v
     });
     return;
   }
-  if (v === null || s["x-kubernetes-preserve-unknown-fields"]) return;
+  const preserve = s["x-kubernetes-preserve-unknown-fields"] === true;
+  if (v === null || (preserve && !s.properties)) return;
   if (Array.isArray(v)) {
     const items = s.items;
     if (items) {
@@ -76,7 +77,7 @@ function walk(s: JsonSchema, v: unknown, at: string, out: StrictDecodeResult): v
     const childPath = at ? `${at}.${k}` : k;
     const childSchema = s.properties?.[k] ?? s.additionalProperties;
     if (childSchema) walk(childSchema, child, childPath, out);
-    else {
+    else if (!preserve) {
       out.unknownFields.push(childPath);
       out.causes.push({ type: "FieldValueUnknown", message: `unknown field "${childPath}"`, field: childPath });
     }

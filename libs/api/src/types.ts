@@ -5,6 +5,11 @@
 import type { Infer } from "./schema/builder.ts";
 import type { affinitySchema, conditionSchema, objectMetaSchema, tolerationSchema } from "./schema/meta.ts";
 import type {
+  developerConfigurationSchema,
+  kubevirtConfigurationSchema,
+  kubevirtSchema,
+} from "./schema/kubevirt-schemas.ts";
+import type {
   migrationConfigurationSchema,
   migrationPolicySchema,
   migrationPolicySpecSchema,
@@ -94,3 +99,10 @@ export interface StatusCause {
   /** Full field path, e.g. `spec.template.spec.domain.devices.disks[1].name`. */
   field: string;
 }
+
+/** The KubeVirt CR (kubevirt.io/v1 KubeVirt): the cluster configuration object. */
+export type KubeVirt = Infer<typeof kubevirtSchema>;
+/** KubeVirt `spec.configuration`. */
+export type KubeVirtConfiguration = Infer<typeof kubevirtConfigurationSchema>;
+/** KubeVirt `spec.configuration.developerConfiguration`. */
+export type DeveloperConfiguration = Infer<typeof developerConfigurationSchema>;

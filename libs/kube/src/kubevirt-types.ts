@@ -2,7 +2,7 @@
 import { GROUP, KIND, MIGRATIONS_GROUP, RESOURCE, VERSION } from "@kvt/api";
 import type { ResourceType } from "./client/resource-client.ts";
 
-/** VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration and MigrationPolicy. */
+/** VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration, MigrationPolicy and KubeVirt. */
 export const KUBEVIRT_V1 = {
   virtualMachines: {
     group: GROUP,
@@ -31,5 +31,12 @@ export const KUBEVIRT_V1 = {
     plural: RESOURCE.migrationPolicies,
     kind: KIND.MigrationPolicy,
     namespaced: false,
+  },
+  kubevirts: {
+    group: GROUP,
+    version: VERSION,
+    plural: RESOURCE.kubevirts,
+    kind: KIND.KubeVirt,
+    namespaced: true,
   },
 } as const satisfies Record<string, ResourceType>;

@@ -11,7 +11,8 @@ import {
   isMigrationFinal,
   keyOf,
   LABEL,
-  type MigrationConfiguration,
+  emulationAllowed,
+  type KubeVirtConfiguration,
   type MigrationPolicy,
   type MigrationState,
   type ObjectKey,
@@ -71,8 +72,11 @@ export interface MigrationControllerDeps {
   readonly recorder: EventSink;
   /** Target pod creations per VMIM key. */
   readonly expectations: Expectations;
-  /** Cluster migration configuration as the admin set it; unset fields take KubeVirt's defaults (@kvt/api). */
-  readonly config?: MigrationConfiguration;
+  /**
+   * The KubeVirt CR's `spec.configuration` now (its `migrations`: unset fields take KubeVirt's defaults, @kvt/api;
+   * its `developerConfiguration.useEmulation` shapes the target pod); default none.
+   */
+  readonly clusterConfig?: () => KubeVirtConfiguration | undefined;
   readonly now?: () => number;
 }
 
@@ -136,7 +140,7 @@ export class MigrationController implements Reconciler {
       "kubevirt.vmi.name": m.spec.vmiName ?? "",
     });
     const vmi = this.#d.vmis.get(objectKey(m.metadata?.namespace, m.spec.vmiName ?? ""));
-    const config = clusterMigrationConfiguration(this.#d.config);
+    const config = clusterMigrationConfiguration(this.#d.clusterConfig?.()?.migrations);
     const { cluster, node } = this.#activeCounts(m, vmi);
     const plan = planMigration({
       migration: m,
@@ -231,7 +235,7 @@ export class MigrationController implements Reconciler {
     ctx: ReconcileContext,
     span: Span,
   ): Promise<void> {
-    const pod = renderTargetPod(vmi, m);
+    const pod = renderTargetPod(vmi, m, { allowEmulation: emulationAllowed(this.#d.clusterConfig?.()) });
     const traceparent = traceparentOf(trace.setSpan(context.active(), span));
     if (traceparent)
       pod.metadata = {

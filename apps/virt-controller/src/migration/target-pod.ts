@@ -5,10 +5,14 @@
  */
 import { ANNOTATION, LABEL, type VirtualMachineInstance, type VirtualMachineInstanceMigration } from "@kvt/api";
 import type { Pod } from "@kvt/kube";
-import { renderLauncherPod } from "../vmi/pod-template.ts";
+import { type PodTemplateOptions, renderLauncherPod } from "../vmi/pod-template.ts";
 
-/** Renders the target pod of `migration` for `vmi`. */
-export function renderTargetPod(vmi: VirtualMachineInstance, migration: VirtualMachineInstanceMigration): Pod {
+/** Renders the target pod of `migration` for `vmi` (`cluster`: the cluster settings the launcher pod follows). */
+export function renderTargetPod(
+  vmi: VirtualMachineInstance,
+  migration: VirtualMachineInstanceMigration,
+  cluster: Pick<PodTemplateOptions, "allowEmulation"> = {},
+): Pod {
   const antiAffinity = {
     requiredDuringSchedulingIgnoredDuringExecution: [
       {
@@ -21,6 +25,7 @@ export function renderTargetPod(vmi: VirtualMachineInstance, migration: VirtualM
   };
   const base = (vmi.spec.affinity ?? {}) as Record<string, unknown>;
   const pod = renderLauncherPod(vmi, {
+    ...cluster,
     labels: {
       [LABEL.migrationJob]: migration.metadata?.uid ?? "",
       [LABEL.migrationName]: migration.metadata?.name ?? "",

@@ -7,7 +7,9 @@
  * NODE_NAME through the downward API. The launcher reads its VMI from virt-handler's first sync (by uid).
  *
  * Resources: memory request = guest memory + launcher overhead ({@link launcherOverheadBytes}); CPU from the VMI's
- * requests (default 100m, as KubeVirt's cluster cpuRequest); one `devices.kubevirt.io/kvm`. Scheduling constraints
+ * requests (default 100m, as KubeVirt's cluster cpuRequest); one `devices.kubevirt.io/kvm` unless the cluster allows
+ * emulation (`developerConfiguration.useEmulation`, as KubeVirt's template.go: such a pod may land on a node without
+ * KVM, and the launcher, told by KUBEVIRT_USE_EMULATION, runs the guest on QEMU there). Scheduling constraints
  * (nodeSelector, affinity, tolerations, schedulerName, priorityClassName) come from the VMI, plus
  * `kubevirt.io/schedulable=true`.
  */
@@ -16,6 +18,7 @@ import {
   API_VERSION,
   DEFAULT_GRACE_PERIOD_SECONDS,
   KIND,
+  KVM_DEVICE_RESOURCE,
   LABEL,
   parseQuantity,
   Quantity,
@@ -31,8 +34,6 @@ export const LAUNCHER_COMMAND = "/usr/bin/virt-launcher-monitor";
 export const CONSOLE_LOG_CONTAINER = "guest-console-log";
 /** The command of the console-log sidecar (KubeVirt's virt-tail). */
 export const VIRT_TAIL_COMMAND = "/usr/bin/virt-tail";
-/** The KVM device resource. */
-export const KVM_RESOURCE = "devices.kubevirt.io/kvm";
 /** Label the VMI's name under on its pods (KubeVirt `vm.kubevirt.io/name`). */
 export const VM_NAME_LABEL = "vm.kubevirt.io/name";
 /** Fixed part of the launcher's memory overhead: the runtime, the VMM and its buffers. */
@@ -69,6 +70,16 @@ export interface PodTemplateOptions {
   readonly nodeSelector?: Record<string, string>;
   /** Replaces the affinity (the target pod adds anti-affinity to the source node). */
   readonly affinity?: unknown;
+  /**
+   * The cluster's `developerConfiguration.useEmulation`: no KVM device request, and the launcher may fall back to
+   * QEMU where KVM cannot run the guest. Default false (KubeVirt's).
+   */
+  readonly allowEmulation?: boolean;
+}
+
+/** The launcher's KUBEVIRT_USE_EMULATION for the cluster setting (apps/virt-launcher backend-choice.ts). */
+export function launcherUseEmulation(allowEmulation: boolean): "whenNeeded" | "never" {
+  return allowEmulation ? "whenNeeded" : "never";
 }
 
 /** Renders the launcher pod for `vmi`. Throws a TypeError when the VMI has no guest memory. */
@@ -79,12 +90,13 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
   const guest = guestMemoryBytes(vmi);
   const overhead = launcherOverheadBytes(guest);
   const res = vmi.spec.domain.resources;
+  const allowEmulation = options.allowEmulation === true;
   const requests: Record<string, string> = {
     memory: bytesQuantity(guest + overhead),
     cpu: String(res?.requests?.cpu ?? "100m"),
-    [KVM_RESOURCE]: "1",
   };
-  const limits: Record<string, string> = { [KVM_RESOURCE]: "1" };
+  const limits: Record<string, string> = {};
+  if (!allowEmulation) requests[KVM_DEVICE_RESOURCE] = limits[KVM_DEVICE_RESOURCE] = "1";
   if (res?.limits?.memory !== undefined)
     limits.memory = bytesQuantity(Number(parseQuantity(res.limits.memory).value()) + overhead);
   if (res?.limits?.cpu !== undefined) limits.cpu = String(res.limits.cpu);
@@ -130,6 +142,7 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
             { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
             { name: "POD_UID", valueFrom: { fieldRef: { fieldPath: "metadata.uid" } } },
             { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+            { name: "KUBEVIRT_USE_EMULATION", value: launcherUseEmulation(allowEmulation) },
           ],
           resources: { requests, limits },
         },

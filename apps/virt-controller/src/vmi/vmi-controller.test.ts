@@ -1,4 +1,4 @@
-import { objectKey, type VirtualMachineInstance } from "@kvt/api";
+import { KVM_DEVICE_RESOURCE, objectKey, type VirtualMachineInstance } from "@kvt/api";
 import { CORE_V1, Expectations, KUBEVIRT_V1, labelIndex, type Pod } from "@kvt/kube";
 import {
   FakeApi,
@@ -15,7 +15,7 @@ import {
   withPhase,
 } from "@kvt/testing";
 import { describe, expect, it } from "vitest";
-import { guestMemoryBytes, KVM_RESOURCE, launcherOverheadBytes, renderLauncherPod } from "./pod-template.ts";
+import { guestMemoryBytes, launcherOverheadBytes, renderLauncherPod } from "./pod-template.ts";
 import { VmiController } from "./vmi-controller.ts";
 import { planVmi } from "./vmi-status.ts";
 
@@ -148,7 +148,7 @@ describe("renderLauncherPod", () => {
       vmi.metadata!.uid,
     ]);
     expect(c.resources?.requests?.memory).toBe(`${(2 ** 30 + launcherOverheadBytes(2 ** 30)) / 2 ** 20}Mi`);
-    expect(c.resources?.requests?.[KVM_RESOURCE]).toBe("1");
+    expect(c.resources?.requests?.[KVM_DEVICE_RESOURCE]).toBe("1");
     expect(pod.metadata?.labels).toMatchObject({
       "kubevirt.io": "virt-launcher",
       "kubevirt.io/created-by": vmi.metadata!.uid,
@@ -161,6 +161,21 @@ describe("renderLauncherPod", () => {
     expect(pod.spec?.nodeSelector).toEqual({ zone: "a", "kubevirt.io/schedulable": "true" });
     expect(pod.spec?.tolerations).toEqual([{ key: "k", operator: "Exists" }]);
     expect(guestMemoryBytes(vmi)).toBe(2 ** 30);
+  });
+
+  it.each([
+    [undefined, "1", "never"],
+    [false, "1", "never"],
+    [true, undefined, "whenNeeded"],
+  ])("with useEmulation %s requests KVM %s and tells the launcher %s", (allowEmulation, kvm, useEmulation) => {
+    const pod = renderLauncherPod(
+      newVmi("vm-e", withMemory("64Mi")),
+      allowEmulation === undefined ? {} : { allowEmulation },
+    );
+    const c = pod.spec!.containers[0];
+    expect(c.resources?.requests?.[KVM_DEVICE_RESOURCE]).toBe(kvm);
+    expect(c.resources?.limits?.[KVM_DEVICE_RESOURCE]).toBe(kvm);
+    expect(c.env?.find((e) => e.name === "KUBEVIRT_USE_EMULATION")?.value).toBe(useEmulation);
   });
 });
 

@@ -6,9 +6,11 @@
  * reconciles of the VMI are skipped (`UnobservedWrites`): they would replan from the replaced version and conflict.
  */
 import {
+  emulationAllowed,
   FINALIZER,
   isVmiFinal,
   KIND,
+  type KubeVirtConfiguration,
   keyOf,
   type ObjectKey,
   objectKey,
@@ -43,6 +45,8 @@ export interface VmiControllerDeps {
   readonly recorder: EventSink;
   /** Pod creations/deletions per VMI key. */
   readonly expectations: Expectations;
+  /** The KubeVirt CR's `spec.configuration` now (`useEmulation` shapes the launcher pod); default none. */
+  readonly clusterConfig?: () => KubeVirtConfiguration | undefined;
   /** VMI updates the cache has not shown yet; default: a fresh tracker. */
   readonly writes?: UnobservedWrites;
   readonly now?: () => number;
@@ -134,7 +138,7 @@ export class VmiController implements Reconciler {
     const key = keyOf(vmi);
     let pod: Pod;
     try {
-      pod = renderLauncherPod(vmi);
+      pod = renderLauncherPod(vmi, { allowEmulation: emulationAllowed(this.#d.clusterConfig?.()) });
     } catch (error) {
       this.#d.recorder.event(vmi, "Warning", "FailedCreate", `Error rendering pod: ${String(error)}`);
       return new SyncError("FailedCreate", `Cannot render the launcher pod: ${String(error)}`, {

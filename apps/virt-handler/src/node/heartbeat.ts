@@ -6,11 +6,9 @@
  * virt-controller's node controller fails the VMIs of a node whose heartbeat is older than 5 minutes.
  */
 import { accessSync, constants } from "node:fs";
-import { ANNOTATION, LABEL } from "@kvt/api";
+import { ANNOTATION, KVM_DEVICE_RESOURCE, LABEL } from "@kvt/api";
 import type { Logger } from "@kvt/observability";
 
-/** The resource name of the KVM device. */
-export const KVM_RESOURCE = "devices.kubevirt.io/kvm";
 /** How many VMIs may use /dev/kvm on a node (KubeVirt's device plugin advertises 1000). */
 export const KVM_CAPACITY = "1k";
 /** KubeVirt's heartbeat period (1 min; jittered). */
@@ -47,7 +45,7 @@ export function heartbeatPatch(now: Date, schedulable: boolean): Record<string, 
 /** The status patch advertising the KVM device (pure); zero when /dev/kvm is unusable. */
 export function capacityPatch(kvm: boolean): Record<string, unknown> {
   const amount = kvm ? KVM_CAPACITY : "0";
-  return { status: { capacity: { [KVM_RESOURCE]: amount }, allocatable: { [KVM_RESOURCE]: amount } } };
+  return { status: { capacity: { [KVM_DEVICE_RESOURCE]: amount }, allocatable: { [KVM_DEVICE_RESOURCE]: amount } } };
 }
 
 /** Sends heartbeats until stopped. */

@@ -1,15 +1,6 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import type { HostVirt } from "@kvt/vmm";
 import { describe, expect, it } from "vitest";
-import {
-  chooseBackend,
-  emulationCondition,
-  type HostVirt,
-  parseUseEmulation,
-  probeHostVirt,
-  type UseEmulation,
-} from "./backend-choice.ts";
+import { chooseBackend, emulationCondition, parseUseEmulation, type UseEmulation } from "./backend-choice.ts";
 
 const hardware: HostVirt = { kvmDevice: true, hardwareVirt: true, pvm: false };
 const pvm: HostVirt = { kvmDevice: true, hardwareVirt: false, pvm: true };
@@ -70,42 +61,5 @@ describe("parseUseEmulation()", () => {
   });
   it("rejects anything else", () => {
     expect(() => parseUseEmulation("sometimes")).toThrow(/invalid useEmulation/);
-  });
-});
-
-describe("probeHostVirt()", () => {
-  it.each([
-    [
-      "PVM host",
-      "flags\t\t: fpu sse2 hypervisor\n",
-      ["kvm_pvm"],
-      "",
-      { kvmDevice: true, hardwareVirt: false, pvm: true },
-    ],
-    [
-      "PVM as a loadable module",
-      "flags : fpu\n",
-      [],
-      "kvm_pvm 1234 0 - Live 0x0\n",
-      { kvmDevice: true, hardwareVirt: false, pvm: true },
-    ],
-    ["AMD-V host", "flags\t\t: fpu svm npt\n", ["kvm_amd"], "", { kvmDevice: true, hardwareVirt: true, pvm: false }],
-  ])("%s", (_name, cpuinfo, modules, procModules, want) => {
-    const dir = mkdtempSync(join(tmpdir(), "kvt-virt-"));
-    try {
-      writeFileSync(join(dir, "kvm"), "");
-      writeFileSync(join(dir, "cpuinfo"), cpuinfo);
-      writeFileSync(join(dir, "modules"), procModules);
-      for (const m of modules) mkdirSync(join(dir, "sys", m), { recursive: true });
-      const paths = {
-        kvm: join(dir, "kvm"),
-        cpuinfo: join(dir, "cpuinfo"),
-        sysModule: join(dir, "sys"),
-        procModules: join(dir, "modules"),
-      };
-      expect(probeHostVirt(paths)).toEqual(want);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
   });
 });

@@ -12,21 +12,11 @@
  * PVM-safe). A PVM KVM (the kvm_pvm module: software virtualization) emulates guest ring-0, which a stock Linux
  * kernel cannot survive; the PVM-safe test guest runs there fine.
  */
-import { existsSync, readFileSync } from "node:fs";
+import type { HostVirt } from "@kvt/vmm";
 import type { MachineBackend } from "./machine.ts";
 
 /** The cluster setting: never emulate, emulate when KVM cannot run the guest (local default), or always emulate. */
 export type UseEmulation = "never" | "whenNeeded" | "always";
-
-/** Facts about this host's virtualization (see {@link probeHostVirt}). */
-export interface HostVirt {
-  /** /dev/kvm exists. */
-  readonly kvmDevice: boolean;
-  /** The CPU advertises VT-x (vmx) or AMD-V (svm). */
-  readonly hardwareVirt: boolean;
-  /** /dev/kvm is PVM (the kvm_pvm module), i.e. software virtualization. */
-  readonly pvm: boolean;
-}
 
 /** The condition type an emulated VMI carries. */
 export const SOFTWARE_EMULATION_CONDITION = "SoftwareEmulation";
@@ -109,50 +99,5 @@ export function emulationCondition(choice: BackendChoice): EmulationCondition | 
     status: "True",
     reason: choice.emulation.reason,
     message: choice.emulation.message,
-  };
-}
-
-/** Where {@link probeHostVirt} looks; tests point these at fixtures. */
-export interface HostVirtPaths {
-  readonly kvm: string;
-  readonly cpuinfo: string;
-  readonly sysModule: string;
-  readonly procModules: string;
-}
-
-const DEFAULT_PATHS: HostVirtPaths = {
-  kvm: "/dev/kvm",
-  cpuinfo: "/proc/cpuinfo",
-  sysModule: "/sys/module",
-  procModules: "/proc/modules",
-};
-
-function readOr(path: string, fallback: string): string {
-  try {
-    return readFileSync(path, "utf8");
-  } catch {
-    return fallback;
-  }
-}
-
-/**
- * Probes the host: /dev/kvm, the cpuinfo `flags` for vmx/svm, and PVM by the kvm_pvm module (listed in
- * /sys/module even when built in with parameters, or in /proc/modules when loadable).
- */
-export function probeHostVirt(paths: HostVirtPaths = DEFAULT_PATHS): HostVirt {
-  const flags = readOr(paths.cpuinfo, "")
-    .split("\n")
-    .filter((l) => /^flags\s*:/.test(l))
-    .flatMap((l) =>
-      l
-        .slice(l.indexOf(":") + 1)
-        .trim()
-        .split(/\s+/),
-    );
-  const modules = readOr(paths.procModules, "");
-  return {
-    kvmDevice: existsSync(paths.kvm),
-    hardwareVirt: flags.includes("vmx") || flags.includes("svm"),
-    pvm: existsSync(`${paths.sysModule}/kvm_pvm`) || /^kvm_pvm\s/m.test(modules),
   };
 }

@@ -9,9 +9,9 @@
  * crypto and ISO code it brings), which keeps every native launcher's start-up CPU and memory down.
  */
 import type { Logger } from "@kvt/observability";
-import { nativeVmm, type Vmm } from "@kvt/vmm";
+import { type HostVirt, nativeVmm, probeHostVirt, type Vmm } from "@kvt/vmm";
 import type { BuiltMachine } from "../domain/domain-manager.ts";
-import { chooseBackend, type HostVirt, probeHostVirt, type UseEmulation } from "./backend-choice.ts";
+import { chooseBackend, type UseEmulation } from "./backend-choice.ts";
 import { type MachineSpec, MachineUnsupportedError } from "./machine.ts";
 import { NativeMachine } from "./native/native-machine.ts";
 

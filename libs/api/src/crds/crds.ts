@@ -1,6 +1,6 @@
 /**
  * The CustomResourceDefinitions (apiextensions.k8s.io/v1) of VirtualMachine, VirtualMachineInstance,
- * VirtualMachineInstanceMigration and MigrationPolicy, built from the schemas in `schema/`. Names, short names,
+ * VirtualMachineInstanceMigration, MigrationPolicy and KubeVirt, built from the schemas in `schema/`. Names, short names,
  * categories, printer columns and subresources follow KubeVirt's virt-operator (`components/crds.go`):
  *
  * | kind  | short names | status subresource | printer columns                                          |
@@ -9,6 +9,7 @@
  * | VMI   | vmi, vmis   | no (as KubeVirt)   | Age, Phase, IP, NodeName, Ready, Live-Migratable*, Paused* |
  * | VMIM  | vmim, vmims | yes                | Phase, VMI                                               |
  * | MigrationPolicy (cluster-scoped) | - | yes | -                                                       |
+ * | KubeVirt (the configuration CR) | kv, kvs | yes | Age, Phase                                            |
  * (* priority 1: shown by `kubectl get -o wide`)
  *
  * KubeVirt's VMI has no status subresource: virt-controller and virt-handler write the status through the main
@@ -17,6 +18,7 @@
 import { API_VERSION, GROUP, KIND, LABEL, MIGRATIONS_GROUP, RESOURCE, SHORT_NAMES, VERSION } from "../constants.ts";
 import type { JsonSchema } from "../schema/builder.ts";
 import { objectMetaSchema } from "../schema/meta.ts";
+import { kubevirtSchema } from "../schema/kubevirt-schemas.ts";
 import { migrationPolicySchema, vmimSchema } from "../schema/migration-schemas.ts";
 import { vmSchema } from "../schema/vm-schemas.ts";
 import { vmiSchema } from "../schema/vmi-schemas.ts";
@@ -145,7 +147,7 @@ const READY: PrinterColumn = {
 };
 
 /**
- * The four CRDs, freshly built (callers may mutate them). The local API server and tests install these; the files
+ * The CRDs, freshly built (callers may mutate them). The local API server and tests install these; the files
  * under libs/api/crds/ are the same objects rendered by `npm run gen:crds -w @kvt/api`.
  */
 export function customResourceDefinitions(): CustomResourceDefinition[] {
@@ -226,6 +228,18 @@ export function customResourceDefinitions(): CustomResourceDefinition[] {
       scope: "Cluster",
       schema: migrationPolicySchema,
       status: true,
+    }),
+    buildCrd({
+      group: GROUP,
+      version: VERSION,
+      kind: KIND.KubeVirt,
+      plural: RESOURCE.kubevirts,
+      shortNames: SHORT_NAMES.KubeVirt,
+      categories: ["all"],
+      scope: "Namespaced",
+      schema: kubevirtSchema,
+      status: true,
+      columns: [AGE, { name: "Phase", type: "string", jsonPath: ".status.phase" }],
     }),
   ];
 }

@@ -142,12 +142,16 @@ type ObjectType<P extends Props, R extends keyof P> = Simplify<
   { -readonly [K in Exclude<keyof P, R>]?: Infer<P[K]> } & { -readonly [K in R]: Infer<P[K]> }
 >;
 
-/** An object with the given properties; those in `required` are non-optional in the inferred type. */
+/**
+ * An object with the given properties; those in `required` are non-optional in the inferred type. With
+ * `preserveUnknownFields` the API server keeps fields the schema does not list (the listed ones are still checked).
+ */
 export function obj<P extends Props, const R extends readonly (keyof P & string)[] = []>(
   properties: P,
-  o: NodeOptions & { required?: R } = {},
+  o: NodeOptions & { required?: R; preserveUnknownFields?: boolean } = {},
 ): Schema<ObjectType<P, R[number]>> {
   const base: JsonSchema = { type: "object", properties };
   if (o.required && o.required.length > 0) base.required = [...o.required];
+  if (o.preserveUnknownFields) base["x-kubernetes-preserve-unknown-fields"] = true;
   return node(base, o);
 }

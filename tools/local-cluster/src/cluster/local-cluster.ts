@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
-import { customResourceDefinitions } from "@kvt/api";
+import { API_VERSION, customResourceDefinitions, GROUP, KIND, KUBEVIRT_CR, RESOURCE, VERSION } from "@kvt/api";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 import { freePort } from "./free-port.ts";
 import { Supervisor, type SupervisorEvent } from "./supervisor.ts";
@@ -43,6 +43,16 @@ export interface LocalClusterOptions {
   readonly ensureTls?: (dir: string) => Promise<TlsFiles> | TlsFiles;
   /** Registers the webhooks and APIService routing to virt-api; default {@link registerVirtApi}. */
   readonly registerVirtApi?: (kubeConfig: KubeConfig, port: number, caPem: string) => Promise<void>;
+  /**
+   * The KubeVirt CR's `developerConfiguration.useEmulation` when the cluster creates it (first start of a data
+   * directory; later starts keep what the CR says). Default true: a laptop without KVM still runs VMs, on QEMU.
+   */
+  readonly useEmulation?: boolean;
+  /**
+   * Run every component as on a host without /dev/kvm (bin/without-kvm.sh: a mount namespace whose /dev lacks the
+   * kvm node), so the no-KVM path is tested on hosts that have one. Needs root or user namespaces.
+   */
+  readonly hideKvm?: boolean;
   /** Runtime for the components; default this process's. */
   readonly execPath?: string;
   readonly execArgs?: readonly string[];
@@ -85,6 +95,37 @@ async function loadState(file: string, nodes: readonly string[]): Promise<Persis
  * typed CRD model drops keys it does not know by their JSON names (`x-kubernetes-preserve-unknown-fields`), which
  * would silently prune template metadata.
  */
+/** bin/without-kvm.sh: runs a command in a mount namespace whose /dev has no kvm node. */
+export const WITHOUT_KVM_WRAPPER: string = new URL("../../bin/without-kvm.sh", import.meta.url).pathname;
+
+/**
+ * Creates the KubeVirt CR `kubevirt/kubevirt` (and its namespace) when missing, with `useEmulation` as given. An
+ * existing CR is left as it is: the admin's edits survive restarts.
+ */
+async function ensureKubeVirtCr(kubeConfig: KubeConfig, useEmulation: boolean): Promise<void> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const ignoreExists = (err: unknown): void => {
+    if ((err as { code?: number }).code !== 409) throw err;
+  };
+  await core.createNamespace({ body: { metadata: { name: KUBEVIRT_CR.namespace } } }).catch(ignoreExists);
+  const body = {
+    apiVersion: API_VERSION,
+    kind: KIND.KubeVirt,
+    metadata: { name: KUBEVIRT_CR.name, namespace: KUBEVIRT_CR.namespace },
+    spec: { configuration: { developerConfiguration: { useEmulation } } },
+  };
+  await custom
+    .createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: KUBEVIRT_CR.namespace,
+      plural: RESOURCE.kubevirts,
+      body,
+    })
+    .catch(ignoreExists);
+}
+
 async function installCrds(kubeConfig: KubeConfig): Promise<void> {
   const api = kubeConfig.makeApiClient(CustomObjectsApi);
   const ref = { group: "apiextensions.k8s.io", version: "v1", plural: "customresourcedefinitions" };
@@ -189,7 +230,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     const c = components.find((x) => x.name === name)!;
     supervisor.start({
       name: c.name,
-      argv: c.argv,
+      argv: options.hideKvm ? [WITHOUT_KVM_WRAPPER, ...c.argv] : c.argv,
       env: c.env,
       logFile: join(dataDir, "logs", `${c.name.replace("/", "-")}.log`),
     });
@@ -210,6 +251,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     );
     options.progress("installing the kubevirt.io CRDs");
     await installCrds(kubeConfig);
+    await ensureKubeVirtCr(kubeConfig, options.useEmulation ?? true);
     options.progress("registering virt-api's admission webhooks and the subresources.kubevirt.io APIService");
     await (options.registerVirtApi ?? registerVirtApi)(kubeConfig, state.virtApiPort, readFileSync(tls.ca, "utf8"));
     options.progress(`starting the scheduler and ${names.length} nodes (${names.join(", ")})`);
