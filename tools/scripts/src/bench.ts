@@ -5,6 +5,8 @@
  */
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { benchNeedsL1, runBenchInL1 } from "@kvt/nested";
+import { parseScriptArgs } from "./script-args.ts";
 import { run } from "./steps.ts";
 
 const root = new URL("../../../", import.meta.url).pathname;
@@ -29,7 +31,19 @@ export function discoverAreas(): Map<string, string> {
   return areas;
 }
 
-const [area, ...rest] = process.argv.slice(2);
+const USAGE = `usage: npm run bench [-- [AREA [AREA-FLAGS...]]]
+
+Runs the benchmark of every area, or of AREA (a bench/AREA.bench.ts in any project); flags after AREA go to it,
+e.g. npm run bench -- migration --with-qemu.
+  -h, --help   print this usage and the areas`;
+
+const argv = process.argv.slice(2);
+// Flags before the area are ours (only --help); the area's own flags follow it and are passed through.
+const firstArea = argv.findIndex((a) => !a.startsWith("-"));
+parseScriptArgs(`${USAGE}\nAreas: ${[...discoverAreas().keys()].sort().join(", ") || "(none yet)"}`, {
+  args: firstArea === -1 ? argv : argv.slice(0, firstArea),
+});
+const [area, ...rest] = firstArea === -1 ? [] : argv.slice(firstArea);
 const areas = discoverAreas();
 if (area && !areas.has(area)) {
   process.stderr.write(`Unknown bench area "${area}". Areas: ${[...areas.keys()].sort().join(", ") || "(none yet)"}\n`);
@@ -43,7 +57,10 @@ if (selected.length === 0) {
 let failed = 0;
 for (const name of selected) {
   process.stdout.write(`\n### bench: ${name}\n`);
-  const code = await run(process.execPath, [areas.get(name)!, ...rest], { cwd: root });
+  // Benches of our VMM on KVM go into the nested lane's L1 where this host's KVM cannot run Linux (tools/nested).
+  const code = benchNeedsL1(name)
+    ? await runBenchInL1(name, areas.get(name)!, rest, (l) => void process.stdout.write(`${l}\n`))
+    : await run(process.execPath, [areas.get(name)!, ...rest], { cwd: root });
   if (code !== 0) failed++;
 }
 process.exit(failed ? 1 : 0);

@@ -8,15 +8,25 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { CustomObjectsApi, type KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { buildDemoLinux, registerTestGuest } from "@kvt/images";
 import { startLocalCluster } from "@kvt/local-cluster";
 import { testGuestPath } from "@kvt/vmm";
 import { parse as parseYaml } from "yaml";
+import { parseScriptArgs, usageError } from "./script-args.ts";
+
+const USAGE = `usage: npm start [-- [--data-dir DIR] [--nodes N] [--traces FILE] [--no-demo]]
+
+Brings up the local cluster and its demo VM (vm-cirros), prints how to use kubectl and virtctl with it, and runs
+until Ctrl-C.
+  --data-dir DIR   where the cluster keeps its state (default: .data/cluster)
+  --nodes N        how many simulated nodes (default: 2)
+  --traces FILE    write every component's trace spans to FILE (see npm run trace)
+  --no-demo        do not create and start the demo VM
+  -h, --help       print this usage`;
 
 const root = new URL("../../../", import.meta.url).pathname;
-const { values } = parseArgs({
+const { values } = parseScriptArgs(USAGE, {
   options: {
     "data-dir": { type: "string" },
     nodes: { type: "string" },
@@ -24,6 +34,9 @@ const { values } = parseArgs({
     "no-demo": { type: "boolean" },
   },
 });
+if (values.nodes !== undefined && !/^[1-9]\d*$/.test(values.nodes)) {
+  usageError(USAGE, `--nodes ${values.nodes}: expected a whole number of nodes, 1 or more`);
+}
 const dataDir = resolve(values["data-dir"] ?? join(root, ".data/cluster"));
 const started = Date.now();
 const progress = (message: string): void => {

@@ -7,11 +7,19 @@
  */
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { parseScriptArgs } from "./script-args.ts";
 import { addTally, formatTally, run, type Tally } from "./steps.ts";
 import { readVitestReport } from "./vitest-reports.ts";
 
 const root = new URL("../../../", import.meta.url).pathname;
 const bin = (name: string): string => join(root, "node_modules/.bin", name);
+// Usage and flag check first: --help, or an unknown flag, must not start a whole run.
+parseScriptArgs(
+  "usage: npm test [-- [--skip-deno] [--skip-lint] [--skip-nested]]\n\nRuns every project's tests, the nested lane, typecheck, lint and the Deno lane.",
+  {
+    options: { "skip-deno": { type: "boolean" }, "skip-lint": { type: "boolean" }, "skip-nested": { type: "boolean" } },
+  },
+);
 const args = new Set(process.argv.slice(2));
 const env = { NX_NO_CLOUD: "true", NX_DAEMON: "false", NX_TUI: "false" };
 
