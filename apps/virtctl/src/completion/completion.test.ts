@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { COMMANDS } from "../commands/index.ts";
 import { bashCompletion } from "./bash-completion.ts";
 import { completionModel } from "./completion-model.ts";
+import { completeArgs, Directive } from "./dynamic-completion.ts";
 import { fishCompletion } from "./fish-completion.ts";
 import { zshCompletion } from "./zsh-completion.ts";
 
@@ -111,5 +112,38 @@ describe("virtctl completion", () => {
       expect(zsh).toContain(`'${c.name}:`);
       expect(fish).toContain(`-a '${c.name}'`);
     }
+  });
+});
+
+describe("kubectl plugin completion (cobra's __complete protocol)", () => {
+  const words = (args: string[]): string[] =>
+    [...completeArgs(model, args).candidates].map((c) => c.split("\t")[0] ?? "");
+
+  it.each([
+    [["sta"], ["start"]],
+    [
+      ["-n", "ns", "mig"],
+      ["migrate", "migrate-cancel"],
+    ],
+    [["start", "--pa"], ["--paused"]],
+    [
+      ["pause", ""],
+      ["vm", "vmi"],
+    ],
+    [["pause", "vm", ""], []],
+    [["expose", "vm", "x", "--type", "N"], ["NodePort"]],
+    [["stop", "--grace-period", ""], []],
+  ])("%j offers %j and no files", (args, expected) => {
+    expect(words(args)).toEqual(expected);
+    expect(completeArgs(model, args).directive).toBe(Directive.NoFileComp);
+  });
+
+  it("--kubeconfig leaves the value to the shell's file completion", () => {
+    expect(completeArgs(model, ["--kubeconfig", ""])).toEqual({ candidates: [], directive: Directive.Default });
+  });
+
+  it("virtctl __complete prints candidates with their help, then the directive", () => {
+    const out = execFileSync(process.execPath, [mainPath, "__complete", "soft"], { encoding: "utf8" });
+    expect(out).toBe("soft-reboot\tSoft reboot a virtual machine instance\n:4\n");
   });
 });

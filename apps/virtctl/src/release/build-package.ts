@@ -1,6 +1,6 @@
 /**
- * Builds the installable virtctl: one npm package, with no dependencies, that installs the `virtctl` command and the
- * `kubectl-virt` kubectl plugin (both the same file). The sources and every package they import are bundled with
+ * Builds the installable virtctl: one npm package, with no dependencies, that installs the `virtctl` command, the
+ * `kubectl-virt` kubectl plugin and `kubectl_complete-virt`, its shell completion for kubectl (all the same file). The sources and every package they import are bundled with
  * rolldown (the bundler the local cluster's launcher image already uses) into ES modules for the Node on the user's
  * machine, so nothing from this repository or its node_modules is needed at run time.
  *
@@ -69,7 +69,8 @@ function writeManifest(outDir: string, project: ProjectManifest): void {
     description: project.description,
     type: "module",
     license: "Apache-2.0",
-    bin: { virtctl: "bin/virtctl.mjs", "kubectl-virt": "bin/virtctl.mjs" },
+    // kubectl-virt: the kubectl plugin; kubectl_complete-virt: what kubectl runs to complete `kubectl virt ...`.
+    bin: { virtctl: "bin/virtctl.mjs", "kubectl-virt": "bin/virtctl.mjs", "kubectl_complete-virt": "bin/virtctl.mjs" },
     files: ["bin", "README.md"],
     engines: { node: `>=${MIN_NODE_MAJOR}` },
   };

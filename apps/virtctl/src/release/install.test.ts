@@ -65,6 +65,13 @@ describe("the installed virtctl package", () => {
     expect(out.status).toBe(0);
   });
 
+  it("kubectl completes the plugin through kubectl_complete-virt", () => {
+    if (spawnSync("kubectl", ["version", "--client"], { env }).error) return;
+    const out = run("kubectl", ["__complete", "virt", "-n", "ns", "mig"]);
+    expect(out.stdout).toMatch(/^migrate\t.*\nmigrate-cancel\t.*\n:4\n/);
+    expect(out.status).toBe(0);
+  });
+
   it("virtctl completion bash works from the install", () => {
     const script =
       "source <(virtctl completion bash); complete -p kubectl-virt; COMP_WORDS=(virtctl sta); COMP_CWORD=1; _virtctl; echo ${COMPREPLY[@]}";
