@@ -11,23 +11,27 @@
  *   on:      both.
  *
  * Method. Each round starts one local cluster per variant, in alternating order (ABAB..., reversed every other
- * round: BA AB), so the drift of a shared machine's load hits every variant alike (default 6 rounds of off,on:
- * about 40 s per cluster, 8-9 minutes). In each cluster:
+ * round: BA AB), so the drift of a shared machine's load hits every variant alike (default 8 rounds of off,on:
+ * about 45 s per cluster, 12-13 minutes). Every component serves /metrics in every variant (its registry and process
+ * metrics run in-process either way); the variants differ in who scrapes and whether spans are exported. In each
+ * cluster:
  *  - VM start: N test-guest VMIs (default 2) one after another, create -> phase Running on this client's clock (polled
  *    every 20 ms; the periodic scraper is a child process, so it does not share the event loop that times this); the
  *    CPU the new launcher's JavaScript thread used by then is recorded too (tracing's share of a launcher's start).
  *    Each guest writes its working set once and then idles (`pattern=fill`, default 1920 MiB of 2048 MiB, see vmi());
  *    the next VM starts only after that fill (the launcher's resident memory covers it), so no start is timed
  *    against a filling guest and no migration moves a guest that still dirties memory.
- *  - Migration: M migrations (default 4), round-robin over the VMIs, each to the other node and back, one at a time
+ *  - Migration: M migrations (default 8), round-robin over the VMIs, each to the other node and back, one at a time
  *    (the next starts once the source launcher has exited). A 2 GiB guest takes 0.6-1.7 s to move here, so the
  *    figure is the data transfer, not the few ms of control traffic around it. The duration is the source launcher's
  *    own measurement (connect -> switch-over confirmed by the target), read from its handler as the delta of
  *    `kubevirt_vmi_migration_duration_seconds_sum`; throughput = guest memory / duration. The launcher's link rate
  *    (bytes on the wire / seconds of its bulk pass and dirty rounds, `kubevirt_vmi_migration_memory_transfer_rate_bytes`)
- *    is reported beside it. Durations depend on the position (which VMI, which direction: 1.7, 0.6, 0.6, 1.2 s here,
- *    the same in every variant), so throughputs are compared per migration (same round and position in both variants),
- *    and also per round and in aggregate (memory moved / summed seconds).
+ *    is reported beside it. Durations depend on the position (which VMI, which direction: 1.5-2.0, 0.6-0.8,
+ *    0.6-0.9, 0.9-1.4 s for the first four here, in every variant), so throughputs are compared per migration (same
+ *    round and position in both variants: 64 pairs by default), and also per round and in aggregate (memory moved /
+ *    summed seconds). A single migration varies by 10-20 % between clusters (the kernel's handling of 2 GiB of fresh
+ *    guest memory on the target), so the medians of 64 pairs and of 8 round ratios, not any one pair, are the figure.
  *  - CPU: per component from /proc (the process, its live children and the children it reaped, so exited launchers
  *    count) over the whole workload and over each migration (VMIM create -> outcome recorded), far less noisy than
  *    wall-clock figures on a loaded machine; and the CPU ms one scrape costs each component (alternating quiet and
@@ -59,8 +63,8 @@ type Variant = (typeof VARIANTS)[number];
 const { values } = parseArgs({
   options: {
     vmis: { type: "string", default: "2" },
-    migrations: { type: "string", default: "4" },
-    rounds: { type: "string", default: "6" },
+    migrations: { type: "string", default: "8" },
+    rounds: { type: "string", default: "8" },
     variants: { type: "string", default: "off,on" },
     "scrape-interval": { type: "string", default: "1" },
     memory: { type: "string", default: "2048" },
@@ -310,7 +314,10 @@ async function guestFilled(cluster: LocalCluster, before: ReadonlySet<number>): 
   );
 }
 
-const COST_SCRAPES = 8;
+/** Scrape / quiet window pairs of the scrape cost measure (a median over the rounds is reported). */
+const COST_SCRAPES = 4;
+/** How long one migration may take before the cluster gives up migrating (a 2 GiB guest takes 0.6-2 s here). */
+const MIGRATION_TIMEOUT_MS = 60_000;
 
 /** CPU nanoseconds the live processes of each component have used (all threads, /proc/PID/task/TID/schedstat). */
 function cpuNanos(cluster: LocalCluster): Map<string, number> {
@@ -443,10 +450,25 @@ async function measure(variant: Variant): Promise<Figures> {
           spec: { vmiName },
         },
       });
-      const m = await until("the migration to finish", async () => {
-        const m = (await api.getNamespacedCustomObject({ ...vmims, name })) as Phased;
-        return m.status?.phase === "Succeeded" || m.status?.phase === "Failed" ? m : undefined;
-      });
+      const m = await until(
+        "the migration to finish",
+        async () => {
+          const m = (await api.getNamespacedCustomObject({ ...vmims, name })) as Phased;
+          return m.status?.phase === "Succeeded" || m.status?.phase === "Failed" ? m : undefined;
+        },
+        MIGRATION_TIMEOUT_MS,
+      ).catch(() => undefined);
+      if (m === undefined) {
+        // A migration that never ends is a finding, not a reason to lose the run: say where it stood, and move no
+        // more guests in this cluster (its rounds' per-migration pairs are left out; the other figures stand).
+        const status = (plural: string, n: string): Promise<Phased | undefined> =>
+          api.getNamespacedCustomObject({ ...GROUP, plural, name: n }).catch(() => undefined);
+        const [mig, inst] = await Promise.all([status(vmims.plural, name), status(vmis.plural, vmiName)]);
+        migrationErrors.push(
+          `${name} (${vmiName}) not finished after ${MIGRATION_TIMEOUT_MS / 1000} s: VMIM ${JSON.stringify(mig?.status ?? {})}, VMI ${JSON.stringify(inst?.status?.migrationState ?? {})}`,
+        );
+        break;
+      }
       if (m.status?.phase !== "Succeeded") {
         migrationErrors.push(`${m.status?.phase}: ${m.status?.migrationState?.failureReason ?? "no failure reason"}`);
         continue;
