@@ -12,7 +12,7 @@
  *     --controller--> VMI Scheduled --launcher start + handler sync + VMM start + status write--> VMI Running
  *
  * Prints a table and, last, one JSON line:
- *   {"area":"density","vmis":..,"p50Seconds":..,"p95Seconds":..,"launcherRssBytesMedian":..}
+ *   {"area":"density","backend":"native"|"qemu","vmis":..,"p50Seconds":..,"p95Seconds":..,"launcherRssBytesMedian":..}
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -57,11 +57,13 @@ interface Timeline {
   running?: number;
   failed?: string;
   node?: string;
+  /** The machine backend that ran it: "qemu" when the VMI carries SoftwareEmulation=True, else "native". */
+  backend?: "native" | "qemu";
 }
 
 interface VmiEvent {
   metadata?: { name?: string; uid?: string };
-  status?: { phase?: string; nodeName?: string; reason?: string };
+  status?: { phase?: string; nodeName?: string; reason?: string; conditions?: { type: string; status: string }[] };
 }
 interface PodEvent {
   metadata?: { labels?: Record<string, string> };
@@ -131,6 +133,8 @@ async function watchTimelines(kc: KubeConfig, byName: Map<string, Timeline>): Pr
       if (phase === "Running") {
         stamp(t, "running");
         t.node = obj.status?.nodeName;
+        const emulated = obj.status?.conditions?.some((c) => c.type === "SoftwareEmulation" && c.status === "True");
+        t.backend = emulated ? "qemu" : "native";
       }
       if (phase === "Failed" && !t.failed) t.failed = obj.status?.reason ?? "Failed";
     },
@@ -350,8 +354,11 @@ function report(timelines: readonly Timeline[], rss: LauncherMemory[], cpu: Map<
   );
   process.stdout.write(`${rows.join("\n")}\n`);
   const round = (x: number): number | null => (Number.isFinite(x) ? Math.round(x * 1000) / 1000 : null);
+  const backends = [...new Set(timelines.flatMap((t) => (t.backend ? [t.backend] : [])))];
   return JSON.stringify({
     area: "density",
+    // Which machine backend ran the VMIs: native (our VMM) or qemu (software emulation); "mixed" if both.
+    backend: backends.length === 1 ? backends[0] : backends.length ? "mixed" : null,
     vmis: timelines.length,
     p50Seconds: round(percentile(totals, 50) / 1000),
     p95Seconds: round(percentile(totals, 95) / 1000),

@@ -4,12 +4,23 @@
  */
 import type { GuestConsole } from "./guest-console.ts";
 
+/** The per-test outcome of a check that ran a test file (guest-suite.ts). */
+export interface SuiteTests {
+  readonly passed: number;
+  readonly failed: number;
+  readonly skipped: number;
+  readonly failedNames: readonly string[];
+  readonly skippedNames: readonly string[];
+}
+
 /** One check's outcome, as printed. */
 export interface CheckResult {
   readonly name: string;
   readonly ok: boolean;
   readonly ms: number;
   readonly detail?: string;
+  /** For a test file run as one check: its tests, counted one by one in the lane's tally. */
+  readonly tests?: SuiteTests;
 }
 
 /** Prints a check's result line. */

@@ -9,10 +9,26 @@
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { report } from "./check-runner.ts";
+import { report, type SuiteTests } from "./check-runner.ts";
 
-/** The suites run in L1, relative to the project root. */
-export const L1_SUITES = ["libs/vmm/src/vm.test.ts", "libs/migration/src/live-migration.test.ts"] as const;
+/**
+ * The real-KVM test files run in L1, relative to the project root: the same files `npm test` runs on the host (where
+ * they skip without a KVM that runs them). nested.test.ts fails when a test file that gates on KVM is missing here.
+ */
+export const L1_SUITES = [
+  "native/test/unit.test.ts",
+  "native/test/addon.test.ts",
+  "libs/vmm/src/vm.test.ts",
+  "libs/vmm/src/vm-lifecycle.test.ts",
+  "libs/vmm/src/linux-boot.test.ts",
+  "libs/vmm/src/test-guest.test.ts",
+  "libs/migration/src/live-migration.test.ts",
+  "apps/virt-launcher/src/machine/native/native-machine.test.ts",
+  "apps/virt-launcher/src/machine/native/idle-guest.test.ts",
+  "apps/virt-launcher/src/machine/native/native-migration.test.ts",
+  "apps/virt-handler/src/handler-app.integration.test.ts",
+  "tools/local-cluster/src/kubelet/launcher-image.test.ts",
+] as const;
 
 const REPORT = "/tmp/kvt-l1-vitest.json";
 const CONFIG = "/tmp/kvt-l1-vitest.config.mjs";
@@ -24,26 +40,40 @@ interface VitestJson {
   }[];
 }
 
-/** One check per suite file from vitest's JSON report: passed when no test failed and at least one ran. */
+/**
+ * One check per suite file from vitest's JSON report: passed when no test failed and at least one ran. Each carries
+ * its per-test counts (`tests`), which the lane adds to `npm test`'s tally test by test, skips named.
+ */
 export function suiteChecks(
   json: VitestJson,
   root: string,
   ms: number,
-): { name: string; ok: boolean; detail: string }[] {
+): { name: string; ok: boolean; detail: string; tests: SuiteTests }[] {
   return json.testResults.map((file) => {
-    const count = (status: string): number => file.assertionResults.filter((a) => a.status === status).length;
-    const failed = file.assertionResults.filter((a) => a.status === "failed").map((a) => a.fullName);
-    const passed = count("passed");
+    const named = (...statuses: string[]): string[] =>
+      file.assertionResults.filter((a) => statuses.includes(a.status)).map((a) => a.fullName);
+    const failed = named("failed");
+    const skipped = named("skipped", "pending", "todo");
+    const passed = named("passed").length;
     const detail =
-      `${passed} passed, ${failed.length} failed, ${count("skipped") + count("pending")} skipped (vitest ${Math.round(ms / 1000)} s)` +
+      `${passed} passed, ${failed.length} failed, ${skipped.length} skipped (vitest ${Math.round(ms / 1000)} s)` +
       (failed.length ? `: ${failed.join("; ")}` : "");
     const name = `suite ${file.name.replace(`${root}/`, "")}`;
-    return { name, ok: failed.length === 0 && passed > 0, detail };
+    const tests: SuiteTests = {
+      passed,
+      failed: failed.length,
+      skipped: skipped.length,
+      failedNames: failed,
+      skippedNames: skipped,
+    };
+    return { name, ok: failed.length === 0 && passed > 0, detail, tests };
   });
 }
 
-/** Runs the suites under vitest inside L1 and reports one check per file. */
-export async function testGuestSuiteChecks(): Promise<void> {
+/** Runs the suites (`files` of them when given) under vitest inside L1 and reports one check per file. */
+export async function testGuestSuiteChecks(files: readonly string[] = []): Promise<void> {
+  const unknown = files.filter((f) => !(L1_SUITES as readonly string[]).includes(f));
+  if (unknown.length) throw new Error(`not an L1 suite: ${unknown.join(" ")} (see L1_SUITES in guest-suite.ts)`);
   const root = fileURLToPath(new URL("../../..", import.meta.url)).replace(/\/$/, "");
   writeFileSync(
     CONFIG,
@@ -51,7 +81,7 @@ export async function testGuestSuiteChecks(): Promise<void> {
       cacheDir: "/tmp/kvt-l1-vite",
       test: {
         root,
-        include: [...L1_SUITES],
+        include: files.length ? [...files] : [...L1_SUITES],
         // Nested KVM under TCG is one to two orders of magnitude slower than this host's KVM.
         testTimeout: 600_000,
         hookTimeout: 600_000,

@@ -1,8 +1,10 @@
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { MAX_CONSOLE_LINE } from "./check-runner.ts";
 import { GuestConsole } from "./guest-console.ts";
-import { suiteChecks } from "./guest-suite.ts";
+import { L1_SUITES, suiteChecks } from "./guest-suite.ts";
 import { moduleLoadOrder } from "./l1-image.ts";
 import {
   CLOCK_PROBE,
@@ -12,7 +14,7 @@ import {
   judgeCounter,
   parseClockProbe,
 } from "./migration-verdict.ts";
-import { parseBenchSamples, parseChecks } from "./results.ts";
+import { jobFinished, laneTally, parseBenchSamples, parseChecks } from "./results.ts";
 import { DEMO_CONTAINER_DISK, SEED_VM_MANIFEST, seedVmi, userDataOf } from "./seed-vmi.ts";
 
 const ko = (deps: string): Uint8Array => Buffer.from(`\0license=GPL\0depends=${deps}\0name=x\0`);
@@ -123,15 +125,59 @@ describe("nested lane (pure parts)", () => {
         { name: "/p/x.test.ts", assertionResults: [{ fullName: "c", status: "skipped" }] },
       ],
     };
-    expect(suiteChecks(json, "/p", 61_000)).toEqual([
-      { name: "suite libs/vmm/src/vm.test.ts", ok: true, detail: "1 passed, 0 failed, 1 skipped (vitest 61 s)" },
+    const checks = suiteChecks(json, "/p", 61_000);
+    expect(checks).toEqual([
+      {
+        name: "suite libs/vmm/src/vm.test.ts",
+        ok: true,
+        detail: "1 passed, 0 failed, 1 skipped (vitest 61 s)",
+        tests: { passed: 1, failed: 0, skipped: 1, failedNames: [], skippedNames: ["b"] },
+      },
       {
         name: "suite libs/migration/src/live-migration.test.ts",
         ok: false,
         detail: "1 passed, 1 failed, 0 skipped (vitest 61 s): ping-pong",
+        tests: { passed: 1, failed: 1, skipped: 0, failedNames: ["ping-pong"], skippedNames: [] },
       },
-      { name: "suite x.test.ts", ok: false, detail: "0 passed, 0 failed, 1 skipped (vitest 61 s)" },
+      {
+        name: "suite x.test.ts",
+        ok: false,
+        detail: "0 passed, 0 failed, 1 skipped (vitest 61 s)",
+        tests: { passed: 0, failed: 0, skipped: 1, failedNames: [], skippedNames: ["c"] },
+      },
     ]);
+    // In npm test's tally: tests one by one, skips named, a file where nothing ran is a failure.
+    const tally = laneTally([{ name: "boot-to-marker", ok: true, ms: 1 }, ...checks.map((c) => ({ ...c, ms: 1 }))]);
+    expect(tally).toEqual({
+      passed: 3,
+      failed: 2,
+      skipped: 2,
+      failedNames: [
+        "suite libs/migration/src/live-migration.test.ts: ping-pong",
+        "suite x.test.ts: 0 passed, 0 failed, 1 skipped (vitest 61 s)",
+      ],
+      skippedNames: ["suite libs/vmm/src/vm.test.ts: b", "suite x.test.ts: c"],
+    });
+  });
+
+  it("counts a job that did not finish, or reported nothing, as a failure with the reason", () => {
+    const ok = { name: "boot-to-marker", ok: true, ms: 1 };
+    expect(laneTally([ok], "L1 was stopped after 1200 s (timeout)")).toMatchObject({
+      passed: 1,
+      failed: 1,
+      failedNames: ["lane: L1 was stopped after 1200 s (timeout)"],
+    });
+    expect(laneTally([])).toMatchObject({ passed: 0, failed: 1, failedNames: ["lane: the job reported no check"] });
+    expect(jobFinished(["x", "KVT_NESTED_DONE"])).toBe(true);
+    expect(jobFinished(["KVT_NESTED_CHECK {}"])).toBe(false);
+  });
+
+  it("runs every test file that gates on KVM in L1 (the same files npm test runs on the host)", () => {
+    const root = new URL("../../../", import.meta.url).pathname;
+    const files = execFileSync("git", ["ls-files", "*.test.ts"], { cwd: root, encoding: "utf8" }).split("\n");
+    const gated = files.filter((f) => f && /skipIf\(!\s*(hasKvm|kvm)\b/.test(readFileSync(join(root, f), "utf8")));
+    expect(gated.length).toBeGreaterThan(5);
+    expect(gated.filter((f) => !(L1_SUITES as readonly string[]).includes(f))).toEqual([]);
   });
 
   it("makes the vm-cirros VMI from the seed's manifest, user data and demo containerDisk unchanged", () => {

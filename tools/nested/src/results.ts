@@ -1,11 +1,47 @@
 /** Parsing of the lines a job inside L1 prints: `KVT_NESTED_CHECK {json}` and `KVT_NESTED_BENCH {json}`. */
 
+import type { CheckResult } from "./check-runner.ts";
+
 /** One check as reported by guest-checks.ts. */
-export interface NestedCheck {
-  readonly name: string;
-  readonly ok: boolean;
-  readonly ms: number;
-  readonly detail?: string;
+export type NestedCheck = CheckResult;
+
+/** What the lane adds to `npm test`'s `N passed, N failed, N skipped`, with the failures and skips named. */
+export interface LaneTally {
+  readonly passed: number;
+  readonly failed: number;
+  readonly skipped: number;
+  readonly failedNames: readonly string[];
+  readonly skippedNames: readonly string[];
+}
+
+/**
+ * Counts the lane's checks as tests: a check is one test, a test file run as one check counts its tests one by one
+ * (a file none of whose tests ran is a failure: it proved nothing). A job that did not finish (`unfinished`: why)
+ * or reported no check adds a failure named "lane".
+ */
+export function laneTally(checks: readonly NestedCheck[], unfinished?: string): LaneTally {
+  let passed = 0;
+  const failedNames: string[] = [];
+  const skippedNames: string[] = [];
+  for (const c of checks) {
+    if (!c.tests) {
+      if (c.ok) passed++;
+      else failedNames.push(`${c.name}: ${c.detail ?? "failed"}`);
+      continue;
+    }
+    passed += c.tests.passed;
+    failedNames.push(...c.tests.failedNames.map((n) => `${c.name}: ${n}`));
+    skippedNames.push(...c.tests.skippedNames.map((n) => `${c.name}: ${n}`));
+    if (c.tests.failed === 0 && !c.ok) failedNames.push(`${c.name}: ${c.detail ?? "no test ran"}`);
+  }
+  if (unfinished) failedNames.push(`lane: ${unfinished}`);
+  else if (checks.length === 0) failedNames.push("lane: the job reported no check");
+  return { passed, failed: failedNames.length, skipped: skippedNames.length, failedNames, skippedNames };
+}
+
+/** True when the job printed its end line (`KVT_NESTED_DONE`): every check it meant to run has reported. */
+export function jobFinished(lines: readonly string[]): boolean {
+  return lines.some((l) => l.includes("KVT_NESTED_DONE"));
 }
 
 function jsonAfter<T>(lines: readonly string[], prefix: string): T[] {

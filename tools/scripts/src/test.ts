@@ -1,15 +1,16 @@
 /**
  * `npm test`: builds what the tests need, then runs every project's tests (Nx), the typecheck, the lint (Biome and
  * type-aware ESLint with the module-boundary rule), and the Deno lane (libs' tests under Deno, every app's --help
- * under Deno). Prints `N passed, N failed, N skipped` last and writes it to .reports/test-summary.txt.
+ * under Deno), and our VMM's real-KVM checks in the nested lane (tools/nested) when this host's KVM cannot run Linux.
+ * Prints `N passed, N failed, N skipped` last and writes it to .reports/test-summary.txt.
  *
- * Flags: --skip-deno, --skip-lint (for quick local loops; CI runs everything).
+ * Flags: --skip-deno, --skip-lint, --skip-nested (for quick local loops; CI runs everything).
  */
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseScriptArgs } from "./script-args.ts";
 import { addTally, formatTally, run, type Tally } from "./steps.ts";
-import { readVitestReport } from "./vitest-reports.ts";
+import { readLaneReport, readVitestReport } from "./vitest-reports.ts";
 
 const root = new URL("../../../", import.meta.url).pathname;
 const bin = (name: string): string => join(root, "node_modules/.bin", name);
@@ -52,14 +53,24 @@ process.stdout.write("\n=== tests (nx run-many -t test) ===\n");
 await run(bin("nx"), ["run-many", "-t", "test", "--outputStyle=stream", "--skip-nx-cache"], { cwd: root, env });
 for (const dir of vitestProjects) addTally(total, readVitestReport(join(dir, ".reports/vitest.json")));
 
-// 2. Typecheck and lint.
+// 2. Our VMM on a real KVM (tools/nested lane.ts): inside the nested lane's L1 when this host's KVM cannot run Linux
+// (none, or PVM), else on this host. Runs alone, after the other tests: L1 is pure TCG and needs the CPU.
+if (!args.has("--skip-nested")) {
+  const report = join(root, ".reports/nested.json");
+  rmSync(report, { force: true });
+  process.stdout.write("\n=== our VMM on real KVM (the nested lane, or this host when its KVM runs Linux) ===\n");
+  await run(process.execPath, [join(root, "tools/nested/src/cli.ts"), "--report", report], { cwd: root, env });
+  addTally(total, readLaneReport(report));
+}
+
+// 3. Typecheck and lint.
 await check("typecheck (tsc -b)", bin("tsc"), ["-b"]);
 if (!args.has("--skip-lint")) {
   await check("lint: biome", bin("biome"), ["check", "."]);
   await check("lint: eslint (type-aware, module boundaries)", bin("eslint"), ["."]);
 }
 
-// 3. Deno lane: the libs' and native's tests under Deno, and every app's --help under Deno.
+// 4. Deno lane: the libs' and native's tests under Deno, and every app's --help under Deno.
 if (!args.has("--skip-deno")) {
   const denoProjects = vitestProjects.filter((d) => d.includes("/libs/") || d.endsWith("/native"));
   for (const dir of denoProjects) {

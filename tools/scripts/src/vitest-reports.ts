@@ -30,3 +30,18 @@ export function readVitestReport(file: string): Tally {
     return { passed: 0, failed: 1, skipped: 0 };
   }
 }
+
+/**
+ * The tally the nested lane wrote (`npm run test:nested -- --report FILE`: passed, failed, skipped, with the
+ * failures and skips named). A missing or unreadable report (the lane crashed) counts as one failure.
+ */
+export function readLaneReport(file: string): Tally {
+  try {
+    const r = JSON.parse(readFileSync(file, "utf8")) as Partial<Tally>;
+    if (typeof r.passed !== "number" || typeof r.failed !== "number" || typeof r.skipped !== "number")
+      return { passed: 0, failed: 1, skipped: 0 };
+    return { passed: r.passed, failed: r.failed, skipped: r.skipped };
+  } catch {
+    return { passed: 0, failed: 1, skipped: 0 };
+  }
+}

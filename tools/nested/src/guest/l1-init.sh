@@ -24,11 +24,21 @@ done </mods/order
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up || fail "loopback"
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /host || fail "mount 9p"
 for d in proc sys dev; do mount --bind /$d /host/$d || fail "bind /$d"; done
+# A writable /tmp for the job. A checkout that lives under the host's /tmp (or /run) would vanish beneath the tmpfs,
+# so it is bind-mounted back at the same path first.
+[ -d "/host$project" ] || fail "the project $project is not visible through 9p"
+mkdir -p /project && mount --bind "/host$project" /project || fail "bind the project"
 mount -t tmpfs -o mode=1777 tmpfs /host/tmp || fail "tmpfs /tmp"
 mount -t tmpfs tmpfs /host/run 2>/dev/null
+if [ ! -f "/host$project/package.json" ]; then
+  mkdir -p "/host$project" && mount --bind /project "/host$project" || fail "re-mount the project at $project"
+fi
+[ -f "/host$project/package.json" ] || fail "the project $project has no package.json inside L1"
 [ -c /dev/kvm ] || fail "no /dev/kvm after loading kvm-amd"
 echo "KVT_L1_READY uptime $(cut -d' ' -f1 /proc/uptime)s npt=$(cat /sys/module/kvm_amd/parameters/npt 2>/dev/null)"
 chroot /host /usr/bin/env -i HOME=/tmp PATH="$project/node_modules/.bin:/usr/sbin:/usr/bin:/sbin:/bin" \
   KVT_NESTED_L1=1 TMPDIR=/tmp /bin/sh -c "cd '$project' && exec node '$job' $args"
-echo "KVT_L1_JOB_EXIT $?"
+code=$?
+[ "$code" = 0 ] || echo "KVT_L1_FAIL the job '$job' exited with code $code"
+echo "KVT_L1_JOB_EXIT $code"
 poweroff -f

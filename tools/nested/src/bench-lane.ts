@@ -1,0 +1,74 @@
+/**
+ * Benchmarks of our VMM on a real KVM, run where one is: on this host when its KVM runs Linux guests (hardware
+ * VT-x/SVM), else inside the nested lane's L1 (`npm run bench -- migration` on a host without KVM, or with PVM).
+ *
+ *   npm run bench -- AREA [args]  --(AREA in KVM_BENCH_AREAS, host KVM cannot run Linux)-->  runBenchInL1:
+ *       make -C native, build L1 --> L1 job: node <the same bench file> [args] (KVT_NESTED_L1=1 inside)
+ *       --> every line echoed here --> its last line must be the area's JSON, with "lane":"nested"
+ *
+ * A bench that printed no JSON line (it crashed, or L1 did) fails with the reason and L1's last lines.
+ */
+import { relative } from "node:path";
+import { kvmRunsLinux } from "@kvt/vmm";
+import { buildL1Image, projectRoot } from "./l1-image.ts";
+import { runInL1 } from "./l1-run.ts";
+import { prepareLane } from "./lane.ts";
+
+/** Bench areas that measure our VMM on KVM (their scripts add `"lane"` to their JSON). */
+export const KVM_BENCH_AREAS: ReadonlySet<string> = new Set(["migration", "vmm-start"]);
+
+/** True when `area` must run inside L1 on this host. */
+export function benchNeedsL1(area: string): boolean {
+  return KVM_BENCH_AREAS.has(area) && !process.env.KVT_NESTED_L1 && !kvmRunsLinux();
+}
+
+/** The lane a bench script is running in (for its JSON): inside L1, or on the host. */
+export function benchLane(): "nested" | "host" {
+  return process.env.KVT_NESTED_L1 ? "nested" : "host";
+}
+
+/** The last line of `lines` that is the area's JSON object, parsed; undefined when there is none. */
+export function lastJsonLine(lines: readonly string[], area: string): Record<string, unknown> | undefined {
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const line = lines[i]?.trim() ?? "";
+    if (!line.startsWith("{")) continue;
+    try {
+      const obj = JSON.parse(line) as Record<string, unknown>;
+      if (obj.area === area) return obj;
+    } catch {
+      // A console line that merely starts with "{": keep looking.
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Runs the bench script `file` (with `args`) inside L1 and prints its output; resolves to the exit code: 0 when it
+ * printed its JSON (echoed last, with `"lane":"nested"`), 1 otherwise.
+ */
+export async function runBenchInL1(
+  area: string,
+  file: string,
+  args: readonly string[],
+  log: (line: string) => void,
+): Promise<number> {
+  log(`bench ${area}: this host's KVM cannot run Linux guests; running it in the nested lane (L1, nested SVM KVM)`);
+  await prepareLane(log);
+  const image = await buildL1Image(log);
+  const result = await runInL1(image, {
+    job: relative(projectRoot, file),
+    args,
+    // Two 1 GiB guests side by side (source and target), then QEMU's pair; L1's RAM is allocated as it is touched.
+    memoryMiB: 6144,
+    timeoutMs: 45 * 60_000,
+    onLine: (line) => log(line),
+  });
+  const json = lastJsonLine(result.lines, area);
+  if (!json) {
+    log(`bench ${area}: no JSON result came out of L1${result.timedOut ? " (stopped by the 45 min timeout)" : ""}`);
+    log(result.lines.slice(-20).join("\n"));
+    return 1;
+  }
+  log(JSON.stringify({ ...json, lane: "nested" }));
+  return json.skipped || json.error ? 1 : 0;
+}

@@ -1,0 +1,132 @@
+/**
+ * Where our VMM's real-KVM checks run, and running them there. `npm test` and `npm run test:nested` both come here.
+ *
+ *   this host's KVM runs Linux (hardware VT-x/SVM)?
+ *     yes --> "host":   guest-checks.ts `host` on this machine (boots, live migrations, vm-cirros through
+ *                       virt-launcher); the real-KVM test files already ran in the host's own `npm test` projects
+ *     no  --> "nested": L1 (QEMU TCG, nested SVM KVM; l1-run.ts) runs guest-checks.ts: the same checks plus those
+ *                       test files (guest-suite.ts L1_SUITES)
+ *
+ * Before either, everything the job needs is built here (the addon and the test guest by native's Makefile, the demo
+ * image): L1 sees the project read-only and cannot build. A job that does not print its end line, or prints no
+ * check, is a failure with the reason, never an empty success.
+ */
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { kvmRunsLinux } from "@kvt/vmm";
+import { buildL1Image, projectRoot } from "./l1-image.ts";
+import { runInL1 } from "./l1-run.ts";
+import { jobFinished, type LaneTally, laneTally, type NestedCheck, parseChecks } from "./results.ts";
+
+/** Where the checks ran. */
+export type LaneKind = "host" | "nested";
+
+/** What to run. */
+export interface LaneOptions {
+  /** `auto` (default): host when this host's KVM runs Linux, else nested. */
+  readonly lane?: "auto" | LaneKind;
+  /** The job's arguments (guest-checks.ts): e.g. ["migration", "2"], ["vm-cirros"], ["suite"]. */
+  readonly only?: readonly string[];
+  /** Progress lines. */
+  readonly log: (line: string) => void;
+  /** Every console line of the job, not only the results. */
+  readonly verbose?: boolean;
+  /** Stop the job after this long (default 20 minutes). */
+  readonly timeoutMs?: number;
+}
+
+/** How the lane went. */
+export interface LaneRun {
+  readonly lane: LaneKind;
+  readonly checks: readonly NestedCheck[];
+  readonly tally: LaneTally;
+  /** Wall time of the job (L1 boot included in the nested lane). */
+  readonly wallMs: number;
+}
+
+const JOB = "tools/nested/src/guest-checks.ts";
+
+/** The lane `requested` resolves to on this host. */
+export function pickLane(requested: "auto" | LaneKind = "auto"): LaneKind {
+  if (requested !== "auto") return requested;
+  return kvmRunsLinux() ? "host" : "nested";
+}
+
+function runCommand(cmd: string, args: readonly string[], log: (line: string) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: projectRoot, stdio: ["ignore", "pipe", "pipe"] });
+    const tail: string[] = [];
+    for (const s of [child.stdout, child.stderr])
+      createInterface({ input: s }).on("line", (l) => {
+        tail.push(l);
+        if (tail.length > 30) tail.shift();
+      });
+    child.on("error", (err) => reject(new Error(`cannot run ${cmd}: ${err.message}`)));
+    child.on("exit", (code) => {
+      if (code === 0) resolve();
+      else {
+        log(tail.join("\n"));
+        reject(new Error(`${cmd} ${args.join(" ")} failed with exit code ${code} (its last lines are above)`));
+      }
+    });
+  });
+}
+
+/** Builds what the job needs: the addon, the test guest and the C++ unit tests (a no-op when they are current). */
+export async function prepareLane(log: (line: string) => void): Promise<void> {
+  log("nested: building the native addon, the test guest and the C++ unit tests (make -C native)");
+  await runCommand("make", ["-s", "-j2", "-C", "native", "all", "build/test/unit_tests"], log);
+}
+
+function runOnHost(args: readonly string[], options: LaneOptions): Promise<{ lines: string[]; wallMs: number }> {
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [JOB, ...args], { cwd: projectRoot, stdio: ["ignore", "pipe", "inherit"] });
+    const lines: string[] = [];
+    const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 20 * 60_000);
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      lines.push(line);
+      if (options.verbose || /^KVT_/.test(line))
+        options.log(`[host +${((Date.now() - started) / 1000).toFixed(1)}s] ${line}`);
+    });
+    child.on("error", reject);
+    child.on("exit", () => {
+      clearTimeout(timer);
+      resolve({ lines, wallMs: Date.now() - started });
+    });
+  });
+}
+
+/** Runs the checks in the lane that applies; never throws for a failed check (the tally says it). */
+export async function runLane(options: LaneOptions): Promise<LaneRun> {
+  const lane = pickLane(options.lane);
+  const log = options.log;
+  await prepareLane(log);
+  if (lane === "host") {
+    log("nested: this host's KVM runs Linux guests: the checks run here (the lane's L1 is not needed)");
+    const r = await runOnHost(options.only?.length ? options.only : ["host"], options);
+    const checks = parseChecks(r.lines);
+    const unfinished = jobFinished(r.lines) ? undefined : "the job on the host did not finish (crashed or timed out)";
+    return { lane, checks, tally: laneTally(checks, unfinished), wallMs: r.wallMs };
+  }
+  const t0 = Date.now();
+  const image = await buildL1Image(log);
+  log(`nested: L1 kernel ${image.kernelVersion}, initramfs ${image.initrdPath} (ready in ${Date.now() - t0} ms)`);
+  const result = await runInL1(image, {
+    job: JOB,
+    ...(options.only?.length ? { args: options.only } : {}),
+    timeoutMs: options.timeoutMs ?? 20 * 60_000,
+    onLine: (line, atMs) => {
+      if (options.verbose || /^KVT_/.test(line)) log(`[L1 +${(atMs / 1000).toFixed(1)}s] ${line}`);
+    },
+  });
+  const checks = parseChecks(result.lines);
+  let unfinished: string | undefined;
+  if (result.timedOut) unfinished = `L1 was stopped after ${Math.round(result.wallMs / 1000)} s (timeout)`;
+  else if (!jobFinished(result.lines)) {
+    const why = result.lines.filter((l) => /KVT_L1_FAIL|KVT_L1_JOB_EXIT|Error|error:/.test(l)).slice(-5);
+    unfinished = `the job in L1 did not finish${why.length ? `: ${why.join(" | ")}` : ""}`;
+    log(`nested: last L1 lines:\n${result.lines.slice(-30).join("\n")}`);
+  }
+  return { lane, checks, tally: laneTally(checks, unfinished), wallMs: result.wallMs };
+}
