@@ -433,6 +433,7 @@ TEST(virtio_blk_save_restore_round_trip_resumes_the_queue) {
   uint32_t used = 0;
   uint32_t type = kBlkTypeGetId;
   t2.Save();  // quiesce/resume cycle on a live device
+  t2.Resume();
   FlatGuestMemory mem(1 << 20);
   std::memcpy(mem.bytes().data() + kHdr, &type, 4);
   CHECK(blk2->HandleChain(mem, Request(20, true), kAllBlk, &used));
@@ -442,4 +443,17 @@ TEST(virtio_blk_save_restore_round_trip_resumes_the_queue) {
   std::vector<uint8_t> dev_state = blk2->SaveState();
   dev_state[1] ^= 1;
   CHECK(!blk2->RestoreState(dev_state.data(), dev_state.size()));
+}
+
+TEST(virtio_blk_quiesced_device_leaves_requests_in_the_ring_until_resume) {
+  Live v;
+  v.Bringup();
+  v.t->Quiesce();
+  v.SubmitRead(0, 3);  // the kick arrives while parked
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_EQ(v.ring.UsedIdx(), 0);
+  CHECK_EQ(v.mem.bytes()[kStatusGpa], 0xee);  // guest memory untouched while quiesced
+  v.t->Resume();
+  CHECK(v.WaitFor([&] { return v.ring.UsedIdx() == 1; }));
+  CHECK_EQ(v.mem.bytes()[kStatusGpa], kBlkStatusOk);
 }

@@ -412,6 +412,12 @@ TEST(virtio_pci_save_restore_round_trips_a_live_device) {
   a.dev.cfg[0] = 0x99;
   std::vector<uint8_t> blob = a.transport.Save();
   CHECK_EQ(a.dev.quiesced, 1);
+  CHECK_EQ(a.dev.resumed, 0);  // stays quiesced: the source must not run requests the target will run
+  a.transport.Quiesce();
+  CHECK_EQ(a.dev.quiesced, 1);  // idempotent
+  a.transport.Resume();
+  CHECK_EQ(a.dev.resumed, 1);
+  a.transport.Resume();
   CHECK_EQ(a.dev.resumed, 1);
 
   Rig b;

@@ -305,6 +305,7 @@ void VirtioPciTransport::ActivateLocked() {
     return;
   }
   active_ = true;
+  if (quiesced_) device_->Quiesce();  // a paused machine (a restore before Resume): requests wait
 }
 
 void VirtioPciTransport::ResetLocked() {

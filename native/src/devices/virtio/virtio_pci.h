@@ -92,7 +92,13 @@ class VirtioPciTransport : public PciDevice, public VirtioInterrupt {
   TransportStats stats() const;
   const char* broken_reason() const { return broken_reason_.load(); }
 
-  // Persist (see virtio_pci.cc for the layout): quiesces the device for the copy, so no request is in flight.
+  // Drains the device's in-flight requests and parks its workers: no guest-memory write happens until Resume().
+  // The machine calls it when it pauses (before the final dirty-log collection of a migration). Idempotent.
+  void Quiesce();
+  // Lets a quiesced device run again (the machine resumes). No-op when not quiesced.
+  void Resume();
+  // Persist (see virtio_pci.cc for the layout). Quiesces first and leaves the device quiesced: a source that
+  // goes on running calls Resume(); one that hands over to a target never does, so no request runs twice.
   std::vector<uint8_t> Save();
   // Validates the whole blob, then replaces this transport's and the device's state; a DRIVER_OK device is
   // activated again and every ready queue re-processed. Errors: EINVAL, op "virtio-restore", detail why.
@@ -130,6 +136,7 @@ class VirtioPciTransport : public PciDevice, public VirtioInterrupt {
   uint64_t driver_features_ = 0;
   uint16_t queue_select_ = 0;
   bool active_ = false;
+  bool quiesced_ = false;
   std::vector<SplitQueue> queues_;
 
   std::mutex msix_mu_;

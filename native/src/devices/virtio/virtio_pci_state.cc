@@ -20,9 +20,22 @@ struct SavedQueue {
 
 }  // namespace
 
+void VirtioPciTransport::Quiesce() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_ && !quiesced_) device_->Quiesce();  // in-flight requests complete; the workers park until Resume
+  quiesced_ = true;
+}
+
+void VirtioPciTransport::Resume() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_ && quiesced_) device_->Resume();
+  quiesced_ = false;
+}
+
 std::vector<uint8_t> VirtioPciTransport::Save() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (active_) device_->Quiesce();  // in-flight requests complete; the workers park until Resume
+  if (active_ && !quiesced_) device_->Quiesce();
+  quiesced_ = true;
   ByteWriter w;
   w.U8(kSaveVersion);
   w.U16(device_->device_type());
@@ -54,7 +67,6 @@ std::vector<uint8_t> VirtioPciTransport::Save() {
   }
   w.Blob(msix_.Save());
   w.Blob(device_->SaveState());
-  if (active_) device_->Resume();
   return w.Take();
 }
 
