@@ -57,6 +57,16 @@ Status VmFd::CreateIrqchip() {
   return OkStatus();
 }
 
+Status VmFd::SignalMsi(uint64_t address, uint32_t data) {
+  kvm_msi msi{};
+  msi.address_lo = static_cast<uint32_t>(address);
+  msi.address_hi = static_cast<uint32_t>(address >> 32);
+  msi.data = data;
+  // > 0 delivered, 0 blocked by the guest (masked in its APIC): both are fine for a device.
+  if (Ioctl(fd_.get(), KVM_SIGNAL_MSI, &msi) < 0) return ErrnoError("KVM_SIGNAL_MSI");
+  return OkStatus();
+}
+
 Status VmFd::GetDirtyLog(uint32_t slot, uint64_t* bitmap) {
   kvm_dirty_log log{};
   log.slot = slot;

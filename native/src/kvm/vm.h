@@ -38,6 +38,9 @@ class VmFd {
   // since), offered when CheckExtension(KVM_CAP_ADJUST_CLOCK) has that bit; any other flag is EINVAL.
   Status GetClock(kvm_clock_data* data);
   Status SetClock(const kvm_clock_data& data);
+  // KVM_SIGNAL_MSI: injects one MSI (address, data) through the in-kernel LAPICs. Any thread. Returns EINVAL
+  // without an in-kernel irqchip; a blocked message (the guest masked it in its APIC) is not an error.
+  Status SignalMsi(uint64_t address, uint32_t data);
   // KVM_CREATE_VCPU; the caller owns the returned fd.
   Result<ScopedFd> CreateVcpu(uint32_t id);
 

@@ -56,6 +56,10 @@ ExitAction HandleExit(uint32_t vcpu, kvm_run* run, Peripherals& p, ExitCounters&
       return HandleIo(run, p, c);
     case KVM_EXIT_MMIO: {
       c.mmio++;
+      size_t len = run->mmio.len <= sizeof run->mmio.data ? run->mmio.len : sizeof run->mmio.data;
+      bool claimed = run->mmio.is_write ? p.MmioWrite(run->mmio.phys_addr, run->mmio.data, len)
+                                        : p.MmioRead(run->mmio.phys_addr, run->mmio.data, len);
+      if (claimed) return ExitAction::kContinue;
       if (!run->mmio.is_write) std::memset(run->mmio.data, 0xff, sizeof run->mmio.data);
       if (c.reported < kMaxReports) {
         c.reported++;

@@ -2,7 +2,8 @@
 // is handed, so tests feed it synthetic kvm_run structs.
 //
 //   KVM_EXIT_IO            -> PioBus (every repetition of a string op); unclaimed ports: reads 0xff   -> kContinue
-//   KVM_EXIT_MMIO          -> no MMIO devices: reads 0xff; reported (first few per vCPU), non-fatal  -> kContinue
+//   KVM_EXIT_MMIO          -> Peripherals::MmioRead/Write (PCI BARs); unclaimed: reads 0xff, reported
+//                             (first few per vCPU), non-fatal                                          -> kContinue
 //   KVM_EXIT_INTR / IRQ_WINDOW_OPEN / IOAPIC_EOI                                                     -> kContinue
 //   KVM_EXIT_SHUTDOWN (triple fault), SYSTEM_EVENT shutdown/reset/crash                              -> kShutdown
 //   KVM_EXIT_HLT, FAIL_ENTRY, INTERNAL_ERROR, EXCEPTION, UNKNOWN, anything else: reported as fatal    -> kFatal
@@ -30,6 +31,9 @@ class Peripherals {
   virtual void ReportExit(uint32_t vcpu, const std::string& reason, bool fatal) = 0;
   // The guest asked to stop (triple fault, system event); the machine then shuts down.
   virtual void RequestShutdown(ShutdownReason reason, uint32_t code) = 0;
+  // MMIO (len 1..8): false when no device claims the address (then reads see 0xff and the exit is reported).
+  virtual bool MmioRead(uint64_t /*addr*/, uint8_t* /*data*/, size_t /*len*/) { return false; }
+  virtual bool MmioWrite(uint64_t /*addr*/, const uint8_t* /*data*/, size_t /*len*/) { return false; }
 };
 
 struct ExitCounters {

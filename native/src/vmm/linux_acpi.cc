@@ -55,9 +55,14 @@ constexpr uint8_t kS5Aml[] = {0x08, '_', 'S', '5', '_', 0x12, 0x07, 0x04, 0x0a, 
 
 }  // namespace
 
-std::vector<uint8_t> BuildAcpiTables(uint32_t vcpus) {
+std::vector<uint8_t> BuildAcpiTables(uint32_t vcpus, bool pci_root) {
   uint32_t madt_len = 44 + 8 * vcpus + 12;
   std::vector<uint8_t> b(kMadtOffset + madt_len, 0);
+  if (pci_root) {
+    std::vector<uint8_t> ssdt = BuildPciRootSsdt();
+    b.resize(kSsdtOffset, 0);
+    b.insert(b.end(), ssdt.begin(), ssdt.end());
+  }
 
   // DSDT
   uint32_t dsdt_len = 36 + sizeof kS5Aml;
@@ -109,10 +114,11 @@ std::vector<uint8_t> BuildAcpiTables(uint32_t vcpus) {
   Put<uint32_t>(b, off + 8, 0);  // GSI base
   Finish(b, kMadtOffset);
 
-  // XSDT: FADT, MADT
-  Header(b, kXsdtOffset, "XSDT", 36 + 16, 1);
+  // XSDT: FADT, MADT [, SSDT]
+  Header(b, kXsdtOffset, "XSDT", 36 + (pci_root ? 24 : 16), 1);
   Put<uint64_t>(b, kXsdtOffset + 36, kAcpiTablesAddr + kFadtOffset);
   Put<uint64_t>(b, kXsdtOffset + 44, kAcpiTablesAddr + kMadtOffset);
+  if (pci_root) Put<uint64_t>(b, kXsdtOffset + 52, kAcpiTablesAddr + kSsdtOffset);
   Finish(b, kXsdtOffset);
 
   // RSDP (ACPI 2.0+): checksum over the first 20 bytes, extended checksum over all 36.
@@ -124,6 +130,114 @@ std::vector<uint8_t> BuildAcpiTables(uint32_t vcpus) {
   Checksum(b, kRsdpOffset, 20, 8);
   Checksum(b, kRsdpOffset, 36, 32);
   return b;
+}
+
+namespace {
+
+// AML PkgLength (ACPI 6.x, 20.2.4): the length of what follows the opcode, counting the PkgLength bytes too.
+void AmlPackage(std::vector<uint8_t>& out, const std::vector<uint8_t>& body) {
+  size_t n = body.size();
+  if (n + 1 < 0x40) {
+    out.push_back(static_cast<uint8_t>(n + 1));
+  } else if (n + 2 < 0x1000) {
+    size_t v = n + 2;
+    out.push_back(static_cast<uint8_t>(0x40 | (v & 0xf)));
+    out.push_back(static_cast<uint8_t>(v >> 4));
+  } else {
+    size_t v = n + 3;
+    out.push_back(static_cast<uint8_t>(0x80 | (v & 0xf)));
+    out.push_back(static_cast<uint8_t>(v >> 4));
+    out.push_back(static_cast<uint8_t>(v >> 12));
+  }
+  out.insert(out.end(), body.begin(), body.end());
+}
+
+constexpr uint8_t kAmlZeroOp = 0x00, kAmlNameOp = 0x08, kAmlDWordPrefix = 0x0c, kAmlBytePrefix = 0x0a,
+                  kAmlScopeOp = 0x10, kAmlBufferOp = 0x11, kAmlExtOpPrefix = 0x5b, kAmlDeviceOp = 0x82,
+                  kAmlRootChar = 0x5c;
+
+void AmlNameSeg(std::vector<uint8_t>& out, const char seg[5]) { out.insert(out.end(), seg, seg + 4); }
+
+void AmlNameDWord(std::vector<uint8_t>& out, const char seg[5], uint32_t v) {
+  out.push_back(kAmlNameOp);
+  AmlNameSeg(out, seg);
+  out.push_back(kAmlDWordPrefix);
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+void AmlNameZero(std::vector<uint8_t>& out, const char seg[5]) {
+  out.push_back(kAmlNameOp);
+  AmlNameSeg(out, seg);
+  out.push_back(kAmlZeroOp);
+}
+
+template <typename T>
+void Le(std::vector<uint8_t>& out, T v) {
+  for (size_t i = 0; i < sizeof v; ++i) out.push_back(static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i)));
+}
+
+// The root bridge's resources (ACPI 6.x, 6.4 resource descriptors): bus 0..0, I/O 0xCF8/8, the MMIO window.
+std::vector<uint8_t> PciRootResources() {
+  constexpr uint8_t kWordAddress = 0x88, kDWordAddress = 0x87, kIoPort = 0x47, kEndTag = 0x79;
+  constexpr uint8_t kBusRange = 2, kMemoryRange = 0;
+  constexpr uint8_t kProducerMinMaxFixed = 0x0c;  // producer, positive decode, min and max fixed
+  constexpr uint8_t kReadWriteUncached = 0x01;
+  std::vector<uint8_t> r;
+  r.insert(r.end(), {kWordAddress, 13, 0, kBusRange, kProducerMinMaxFixed, 0});
+  for (uint16_t v : {0, 0, 0, 0, 1}) Le<uint16_t>(r, v);  // granularity, min, max, translation, length
+  r.insert(r.end(), {kIoPort, 1, 0xf8, 0x0c, 0xf8, 0x0c, 1, 8});  // 16-bit decode, 0xCF8..0xCF8, align 1, 8 ports
+  r.insert(r.end(), {kDWordAddress, 23, 0, kMemoryRange, kProducerMinMaxFixed, kReadWriteUncached});
+  for (uint64_t v : {uint64_t{0}, kPciMmioWindowBase, kPciMmioWindowBase + kPciMmioWindowBytes - 1, uint64_t{0},
+                     kPciMmioWindowBytes}) {
+    Le<uint32_t>(r, static_cast<uint32_t>(v));
+  }
+  r.insert(r.end(), {kEndTag, 0});  // checksum 0: "treat as correct"
+  return r;
+}
+
+}  // namespace
+
+uint32_t EisaId(const char id[8]) {
+  auto hex = [](char c) { return static_cast<uint32_t>(c <= '9' ? c - '0' : c - 'A' + 10); };
+  uint32_t vendor = (static_cast<uint32_t>(id[0] - 0x40) & 0x1f) << 10 |
+                    (static_cast<uint32_t>(id[1] - 0x40) & 0x1f) << 5 | (static_cast<uint32_t>(id[2] - 0x40) & 0x1f);
+  uint32_t product = hex(id[3]) << 12 | hex(id[4]) << 8 | hex(id[5]) << 4 | hex(id[6]);
+  // Both 16-bit halves are stored big-endian.
+  return (vendor >> 8 | (vendor & 0xff) << 8) | (product >> 8 | (product & 0xff) << 8) << 16;
+}
+
+std::vector<uint8_t> BuildPciRootSsdt() {
+  std::vector<uint8_t> device;  // the TermList of Device (PCI0)
+  // Conventional PCI (PNP0A03), not PCI Express (PNP0A08): there is no ECAM/MCFG, config space is the 256 bytes
+  // of mechanism #1, and a PNP0A08 bridge would make Linux negotiate PCIe features through an _OSC we lack.
+  AmlNameDWord(device, "_HID", EisaId("PNP0A03"));
+  AmlNameZero(device, "_SEG");
+  AmlNameZero(device, "_BBN");
+  AmlNameZero(device, "_UID");
+  std::vector<uint8_t> res = PciRootResources();
+  std::vector<uint8_t> buffer{kAmlBytePrefix, static_cast<uint8_t>(res.size())};
+  buffer.insert(buffer.end(), res.begin(), res.end());
+  device.push_back(kAmlNameOp);
+  AmlNameSeg(device, "_CRS");
+  device.push_back(kAmlBufferOp);
+  AmlPackage(device, buffer);
+
+  std::vector<uint8_t> dev_body;
+  AmlNameSeg(dev_body, "PCI0");
+  dev_body.insert(dev_body.end(), device.begin(), device.end());
+  std::vector<uint8_t> scope_body{kAmlRootChar};
+  AmlNameSeg(scope_body, "_SB_");
+  scope_body.push_back(kAmlExtOpPrefix);
+  scope_body.push_back(kAmlDeviceOp);
+  AmlPackage(scope_body, dev_body);
+  std::vector<uint8_t> aml{kAmlScopeOp};
+  AmlPackage(aml, scope_body);
+
+  std::vector<uint8_t> t(36 + aml.size(), 0);
+  Header(t, 0, "SSDT", static_cast<uint32_t>(t.size()), 2);
+  std::memcpy(t.data() + 36, aml.data(), aml.size());
+  Finish(t, 0);
+  return t;
 }
 
 void AcpiPmDevice::Read(uint16_t offset, uint8_t* data, size_t len) {

@@ -10,6 +10,7 @@
 //                                          |      SCI_INT = 9, SMI_CMD = 0 (always in ACPI mode: SCI_EN reads 1)
 //                                          |      RESET_REG = I/O 0x64, value 0xfe (the i8042 reset line)
 //                                          +--> MADT (APIC): one Local APIC per vCPU, IOAPIC id 0 at 0xfec00000
+//                                          +--> SSDT (only with PCI devices): \_SB.PCI0, the PCI root bridge
 //
 //   power-off: the guest writes SLP_TYP<<10 | SLP_EN (bit 13) to PM1a_CNT --> AcpiPmDevice --> OnGuestExit(0)
 //   reboot:    the guest writes 0xfe to 0x64 (ACPI reset register, then the keyboard controller) --> i8042 reset
@@ -31,12 +32,24 @@ inline constexpr uint16_t kAcpiPm1CntOffset = 4;
 inline constexpr uint16_t kAcpiSlpEn = 1u << 13, kAcpiSciEn = 1u << 0;
 inline constexpr uint64_t kIoapicAddr = 0xfec00000, kLapicAddr = 0xfee00000;
 
-// The tables as one blob to copy to kAcpiTablesAddr (RSDP first). vcpus: 1..64.
-std::vector<uint8_t> BuildAcpiTables(uint32_t vcpus);
+// The tables as one blob to copy to kAcpiTablesAddr (RSDP first). vcpus: 1..64. pci_root: add the SSDT that
+// declares the PCI root bridge (a machine with virtio-pci devices; see BuildPciRootSsdt), listed third in the XSDT.
+std::vector<uint8_t> BuildAcpiTables(uint32_t vcpus, bool pci_root = false);
 
 // Offsets of the tables inside the blob, for tests.
 inline constexpr size_t kRsdpOffset = 0x0, kXsdtOffset = 0x40, kFadtOffset = 0x100, kFacsOffset = 0x240,
-                        kDsdtOffset = 0x280, kMadtOffset = 0x300;
+                        kDsdtOffset = 0x280, kMadtOffset = 0x300, kSsdtOffset = 0x600;
+
+// The 32-bit MMIO window of the PCI root bridge, below the IOAPIC and inside the RAM hole; BARs live here.
+inline constexpr uint64_t kPciMmioWindowBase = 0xe0000000, kPciMmioWindowBytes = 0x10000000;
+
+// An SSDT with the PCI root bridge Linux needs to scan bus 0 once ACPI is present (it then ignores the legacy
+// probe): \_SB.PCI0 with _HID PNP0A03 (conventional PCI: no ECAM), _SEG/_BBN/_UID 0 and a _CRS of bus 0..0, the config ports
+// 0xCF8..0xCFF and the MMIO window above. No _PRT: the devices are MSI-X only (no INTx pin).
+std::vector<uint8_t> BuildPciRootSsdt();
+
+// The compressed EISA id as AML stores it ("PNP0A08" -> 0x080ad041).
+uint32_t EisaId(const char id[8]);
 
 // The PM1a event (status, enable: read 0, writes ignored) and control blocks. A PM1a_CNT write with SLP_EN set
 // powers off (S5 is the only sleep state the DSDT declares); PM1a_CNT reads SCI_EN = 1 (ACPI mode).

@@ -56,6 +56,7 @@ MachineImpl::~MachineImpl() {
   if (throttle_thread.joinable()) throttle_thread.join();
   JoinThreads();
   threads.clear();
+  DestroyVirtio(*this);  // device workers stop before the memory and the VM fd they use go away
   vcpus.clear();  // unmaps kvm_run, closes vCPU fds
   vm = kvm::VmFd();  // closes the VM fd (and its slots) before the memory behind them is unmapped
   mem.reset();
@@ -175,6 +176,7 @@ Result<std::unique_ptr<Machine>> Machine::Create(const MachineConfig& config, Ma
     impl->pio.Register(devices::kI8042Base, 5, &impl->i8042);
   }
   impl->pio.Register(devices::kTestPortBase, devices::kTestPortLen, &impl->test_port);
+  if (auto st = CreateVirtioDevices(*impl); !st.ok()) return st.error();  // no-op without disks
   for (auto& v : impl->vcpus) impl->threads.push_back(std::make_unique<VcpuThread>(v.get(), impl.get()));
   return std::unique_ptr<Machine>(new Machine(std::move(impl)));
 }
@@ -206,6 +208,7 @@ Status Machine::Start() {
   if (impl_->state.load() != MachineState::kCreated) return StateError("start", impl_->state.load());
   if (!impl_->loaded) return Error{EINVAL, "start", "no guest loaded and no state restored"};
   for (auto& t : impl_->threads) t->Spawn();
+  ResumeVirtio(*impl_);  // a restored target's devices were parked until now
   impl_->state.store(MachineState::kRunning);
   for (auto& t : impl_->threads) t->Post(VcpuCommand::kResume);
   return OkStatus();
@@ -218,6 +221,7 @@ Status Machine::Pause() {
   if (s != MachineState::kRunning) return StateError("pause", s);
   if (auto st = impl_->Broadcast(VcpuCommand::kPause, "pause"); !st.ok()) return st;
   if (impl_->shutdown.load()) return StateError("pause", MachineState::kStopped);
+  QuiesceVirtio(*impl_);  // in-flight disk I/O done: nothing writes guest memory until Resume
   impl_->state.store(MachineState::kPaused);
   return OkStatus();
 }
@@ -227,6 +231,7 @@ Status Machine::Resume() {
   MachineState s = impl_->state.load();
   if (s == MachineState::kRunning) return OkStatus();
   if (s != MachineState::kPaused) return StateError("resume", s);
+  ResumeVirtio(*impl_);
   impl_->state.store(MachineState::kRunning);
   for (auto& t : impl_->threads) t->Post(VcpuCommand::kResume);
   return OkStatus();
@@ -236,6 +241,7 @@ void Machine::Stop() {
   std::lock_guard<std::mutex> lock(impl_->lifecycle_mu);
   impl_->shutdown.store(true);
   impl_->JoinThreads();
+  QuiesceVirtio(*impl_);
   impl_->state.store(MachineState::kStopped);
 }
 

@@ -51,6 +51,13 @@ const char* MachineStateName(MachineState s);
 // pages returned). kAuto = manual protect when KVM offers it (measured faster here; see native/README.md).
 enum class DirtyLogMode { kAuto, kClassic, kManualProtect };
 
+// A virtio-blk disk (devices/virtio/blk.h) on the machine's PCI bus. Linux platform only.
+struct DiskConfig {
+  std::string path;        // raw image file or block device
+  bool read_only = false;  // opened O_RDONLY, offered VIRTIO_BLK_F_RO
+  std::string serial;      // GET_ID (/dev/disk/by-id/virtio-<serial>); cut to 20 bytes
+};
+
 struct MachineConfig {
   uint64_t memory_bytes = 0;                   // > 0, multiple of 4 KiB
   uint32_t vcpu_count = 1;                     // 1..64
@@ -60,6 +67,9 @@ struct MachineConfig {
   // The PC platform a stock Linux kernel expects (vmm/machine_linux.cc): the full in-kernel irqchip (PIC + IOAPIC +
   // LAPICs) instead of the split one, the PIT, the UART on ISA IRQ 4, ACPI power-off. Set for LoadLinux guests.
   bool linux_platform = false;
+  // virtio-blk disks, in order at PCI 00:01.0, 00:02.0, ... (needs linux_platform). Empty: no PCI bus at all
+  // (nothing changes for a machine without disks: no 0xCF8 ports, no SSDT, no MMIO handling).
+  std::vector<DiskConfig> disks;
 };
 
 // Why the guest stopped by itself.

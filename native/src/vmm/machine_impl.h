@@ -18,6 +18,10 @@
 #include "devices/ps2_controller.h"
 #include "devices/serial_16550.h"
 #include "devices/test_port.h"
+#include "devices/virtio/blk.h"
+#include "devices/virtio/guest_access.h"
+#include "devices/virtio/pci.h"
+#include "devices/virtio/virtio_pci.h"
 #include "kvm/abi.h"
 #include "kvm/system.h"
 #include "kvm/vcpu.h"
@@ -33,6 +37,18 @@ namespace kvmts::vmm {
 // Serial output kept for JS before bytes are dropped (the guest's console is slower than this in practice).
 inline constexpr size_t kSerialBufferMaxBytes = 4u << 20;
 
+// MSI-X messages of the virtio devices, injected with KVM_SIGNAL_MSI (any thread: the devices' workers).
+class KvmMsiSink : public devices::virtio::MsiSink {
+ public:
+  explicit KvmMsiSink(kvm::VmFd* vm) : vm_(vm) {}
+  void SignalMsi(uint64_t address, uint32_t data) override;
+  uint64_t failures() const { return failures_.load(); }
+
+ private:
+  kvm::VmFd* vm_;
+  std::atomic<uint64_t> failures_{0};
+};
+
 struct MachineImpl : public Peripherals,
                      public devices::OutputSink,
                      public devices::IrqTrigger,
@@ -47,6 +63,10 @@ struct MachineImpl : public Peripherals,
   devices::PioBus& bus() override { return pio; }
   void ReportExit(uint32_t vcpu, const std::string& reason, bool fatal) override;
   void RequestShutdown(ShutdownReason reason, uint32_t code) override;
+  bool MmioRead(uint64_t addr, uint8_t* data, size_t len) override { return pci && pci->MmioRead(addr, data, len); }
+  bool MmioWrite(uint64_t addr, const uint8_t* data, size_t len) override {
+    return pci && pci->MmioWrite(addr, data, len);
+  }
   // Devices' sinks
   void Write(uint8_t byte) override;  // serial output
   // The test guest polls the UART (no routing); a Linux platform gets ISA IRQ 4 (vmm/machine_linux.cc).
@@ -74,6 +94,12 @@ struct MachineImpl : public Peripherals,
   devices::I8042 i8042;
   devices::TestPort test_port;
   devices::PioBus pio;
+  // virtio-pci (machine_virtio.cc), only with config.disks. Transports after their devices: destroyed first.
+  std::unique_ptr<devices::virtio::GuestMemoryAccess> guest_access;
+  std::unique_ptr<KvmMsiSink> msi_sink;
+  std::unique_ptr<devices::virtio::PciRootBus> pci;
+  std::vector<std::unique_ptr<devices::virtio::VirtioBlock>> blocks;
+  std::vector<std::unique_ptr<devices::virtio::VirtioPciTransport>> transports;
   std::vector<std::unique_ptr<kvm::VcpuFd>> vcpus;
   std::vector<std::unique_ptr<VcpuThread>> threads;
 
@@ -104,6 +130,14 @@ struct MachineImpl : public Peripherals,
   std::condition_variable throttle_cv;
   bool throttle_exit = false;
 };
+
+// The virtio-pci devices (machine_virtio.cc): CreateVirtioDevices opens config.disks and puts them on a PCI bus
+// (ports 0xCF8-0xCFF, BARs in kPciMmioWindowBase); QuiesceVirtio parks every device's I/O (pause, stop, before a
+// restore), ResumeVirtio lets it run (start, resume); DestroyVirtio stops the workers before memory goes away.
+Status CreateVirtioDevices(MachineImpl& m);
+void QuiesceVirtio(MachineImpl& m);
+void ResumeVirtio(MachineImpl& m);
+void DestroyVirtio(MachineImpl& m);
 
 // KVM_CREATE_IRQCHIP + KVM_CREATE_PIT2 for MachineConfig::linux_platform (machine_linux.cc).
 Status CreateLinuxIrqchip(kvm::VmFd& vm);

@@ -14,7 +14,8 @@
 //   2 PIC, PIC, IOAPIC, PIT interrupt routing and timer 0 in place before a vCPU can see an interrupt
 //   3 regs, XSAVE, XCRs, sregs (CR4/EFER/APIC base before the MSRs and the LAPIC), MSRs except TSC deadline,
 //     MP state, LAPIC, then MSR_IA32_TSC_DEADLINE (armed against the restored LAPIC), events, debug regs
-//   4 UART, 8042, ACPI PM; their interrupt lines are pulsed again when an interrupt was pending
+//   4 UART, 8042, ACPI PM; their interrupt lines are pulsed again when an interrupt was pending; the virtio-pci
+//     functions (restored parked: their queues run from Start/Resume, see vmm/machine_virtio.cc)
 //   5 the KVM clock, last: with KVM_CLOCK_REALTIME (when saved and offered) KVM adds the wall time since the save,
 //     so the guest's clock moves by the real downtime and never backwards; without it the clock resumes where it
 //     stopped (the guest then runs behind by the downtime)
@@ -31,6 +32,9 @@ namespace kvmts::vmm {
 namespace {
 
 constexpr uint32_t kMsrTscDeadline = 0x6e0;
+
+// The PCI slot of the i-th virtio function (vmm/machine_virtio.cc puts disk i at 00:(i+1).0).
+uint32_t VirtioSlot(size_t i) { return static_cast<uint32_t>(i + 1); }
 
 Error BlobError(const std::string& why) { return Error{EINVAL, "restore-state", why}; }
 
@@ -80,14 +84,16 @@ int Rank(uint32_t tag) {
     case kTagLapic: return 16;  // followed by the vCPU's TSC deadline (applied with it)
     case kTagEvents: return 17;
     case kTagDebugRegs: return 18;
-    case kTagSerial: case kTagPs2: case kTagAcpiPm: return 20;
+    case kTagSerial: case kTagPs2: case kTagAcpiPm: case kTagVirtioPci: return 20;
     case kTagClock: return 30;
     default: return 99;
   }
 }
 
 // Checks every section's tag, vCPU and size, so a bad blob is refused before KVM is touched.
-Status Validate(const std::vector<StateSection>& sections, uint32_t vcpus, bool linux_platform) {
+Status Validate(const std::vector<StateSection>& sections, uint32_t vcpus, bool linux_platform,
+                const std::vector<uint32_t>& virtio_slots) {
+  std::vector<uint32_t> blob_slots;
   uint32_t platform = 0;
   bool has_platform = false;
   for (const auto& sec : sections) {
@@ -107,6 +113,13 @@ Status Validate(const std::vector<StateSection>& sections, uint32_t vcpus, bool 
         }
         continue;
       case kTagSerial: case kTagPs2: continue;  // the devices check their own bytes
+      case kTagVirtioPci: {
+        if (sec.len < sizeof(uint32_t)) return BlobError("short virtio section");
+        uint32_t slot;
+        std::memcpy(&slot, sec.data, sizeof slot);
+        blob_slots.push_back(slot);
+        continue;  // the transport checks the rest
+      }
       default: break;
     }
     size_t want = FixedSize(sec.tag);
@@ -120,6 +133,7 @@ Status Validate(const std::vector<StateSection>& sections, uint32_t vcpus, bool 
                          sec.tag == kTagPit || sec.tag == kTagAcpiPm;
     if (platform_only && !linux_platform) return BlobError("PC platform state for a machine without it");
   }
+  if (blob_slots != virtio_slots) return BlobError("the virtio devices differ from this machine's");
   // A version 1 blob has no platform section (it came from a test-guest machine).
   bool blob_linux = has_platform && (platform & kPlatformLinux);
   if (blob_linux != linux_platform) {
@@ -240,6 +254,15 @@ Result<std::vector<uint8_t>> Machine::SaveState() {
     uint16_t cnt = m.acpi_pm->control();
     w.Section(kTagAcpiPm, kMachineWide, &cnt, sizeof cnt);
   }
+  for (size_t i = 0; i < m.transports.size(); ++i) {
+    // Save() drains the device and leaves it parked; Resume() lets it go on if this machine keeps running.
+    std::vector<uint8_t> payload(sizeof(uint32_t));
+    uint32_t slot = VirtioSlot(i);
+    std::memcpy(payload.data(), &slot, sizeof slot);
+    std::vector<uint8_t> dev = m.transports[i]->Save();
+    payload.insert(payload.end(), dev.begin(), dev.end());
+    w.Section(kTagVirtioPci, kMachineWide, payload.data(), payload.size());
+  }
   return w.Take();
 }
 
@@ -255,7 +278,12 @@ Status Machine::RestoreState(const uint8_t* data, size_t len) {
   std::string why;
   if (!ParseState(data, len, &version, &vcpus, &sections, &why)) return BlobError(why);
   if (vcpus != m.config.vcpu_count) return BlobError("vcpu count differs");
-  if (auto st = Validate(sections, vcpus, m.config.linux_platform); !st.ok()) return st;
+  std::vector<uint32_t> slots;
+  for (size_t i = 0; i < m.transports.size(); ++i) slots.push_back(VirtioSlot(i));
+  if (auto st = Validate(sections, vcpus, m.config.linux_platform, slots); !st.ok()) return st;
+  // The devices come back parked (Start or Resume runs them): a target that never starts executes nothing.
+  QuiesceVirtio(m);
+  size_t virtio_index = 0;
   std::stable_sort(sections.begin(), sections.end(),
                    [](const StateSection& a, const StateSection& b) { return Rank(a.tag) < Rank(b.tag); });
   // Each vCPU's TSC deadline waits for its LAPIC (an armed deadline needs the LAPIC timer in TSC-deadline mode).
@@ -324,6 +352,11 @@ Status Machine::RestoreState(const uint8_t* data, size_t len) {
         break;
       }
       case kTagAcpiPm: { uint16_t cnt; Take(sec, &cnt); m.acpi_pm->set_control(cnt); break; }
+      case kTagVirtioPci: {
+        // Validate matched the sections to the transports in order.
+        st = m.transports[virtio_index++]->Restore(sec.data + sizeof(uint32_t), sec.len - sizeof(uint32_t));
+        break;
+      }
       case kTagClock: {
         kvm_clock_data c;
         Take(sec, &c);
