@@ -101,7 +101,10 @@ Status VirtioPciTransport::Restore(const uint8_t* data, size_t len) {
   const uint8_t* msix_blob = r.Blob(&msix_len);
   const uint8_t* dev_blob = r.Blob(&dev_len);
   if (r.failed() || !r.at_end()) return RestoreError("truncated or oversized blob");
-  if ((driver_features & ~device_features_) != 0) return RestoreError("acked features not offered");
+  // Before FEATURES_OK the driver's bits are only a proposal (any bits); once accepted they are a subset.
+  if ((status & kStatusFeaturesOk) && (driver_features & ~device_features_) != 0) {
+    return RestoreError("acked features not offered");
+  }
   MsixTable msix(msix_.size());
   if (!msix.Restore(msix_blob, msix_len)) return RestoreError("bad MSI-X state");
   for (const SavedQueue& q : saved) {
