@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { FakeCluster, newVmi } from "../testing/fake-cluster.ts";
+import { FakeCluster, newVmi } from "../fake/fake-cluster.ts";
 import { PodHandlerLocator, TemplateHandlerLocator } from "./handler-client.ts";
 
 describe("handler locators", () => {
@@ -21,18 +21,17 @@ describe("handler locators", () => {
 
   it("the pod locator finds the running virt-handler pod on the VMI's node, like KubeVirt", async () => {
     const cluster = new FakeCluster();
-    cluster.pods.push(
-      {
+    cluster
+      .addPod({
         metadata: { name: "h0", namespace: "kubevirt", labels: { "kubevirt.io": "virt-handler" } },
         spec: { nodeName: "node00" },
         status: { phase: "Running", podIP: "10.0.0.9" },
-      },
-      {
+      })
+      .addPod({
         metadata: { name: "h1", namespace: "kubevirt", labels: { "kubevirt.io": "virt-handler" } },
         spec: { nodeName: "node01" },
         status: { phase: "Running", podIP: "fd00::1" },
-      },
-    );
+      });
     await expect(new PodHandlerLocator(cluster, "kubevirt").locate(newVmi("a", "Running"))).resolves.toBe(
       "https://[fd00::1]:8186",
     );

@@ -1,8 +1,8 @@
 import type { RunStrategy, VmiPhase } from "@kvt/api";
 import { describe, expect, it } from "vitest";
+import { FakeCluster, newVm, newVmi } from "../fake/fake-cluster.ts";
 import type { ClusterClient } from "../kube/cluster-client.ts";
 import { ApiError, badRequest } from "../kube/status.ts";
-import { FakeCluster, newVm, newVmi } from "../testing/fake-cluster.ts";
 import { migrateVm, restartVm, startVm, stopVm, type VmTarget } from "./vm-lifecycle.ts";
 
 function target(cluster: FakeCluster, name = "vm1") {

@@ -1,6 +1,6 @@
 import type { VmiPhase } from "@kvt/api";
 import { describe, expect, it } from "vitest";
-import { FakeCluster, newVmi } from "../testing/fake-cluster.ts";
+import { FakeCluster, newVmi } from "../fake/fake-cluster.ts";
 import { type AdmissionRequest, parseReview, reviewResponse } from "./admission.ts";
 import {
   mutateMigration,
@@ -149,7 +149,7 @@ describe("migrations", () => {
 
   it("create is denied while another migration of the VMI is in flight", async () => {
     const cluster = new FakeCluster().addVmi(newVmi("vm1", "Running"));
-    cluster.vmims.push({
+    cluster.addVmim({
       metadata: { name: "m0", namespace: "default", uid: "uid-m0", labels: { "kubevirt.io/vmi-name": "vm1" } },
       spec: { vmiName: "vm1" },
       status: { phase: "Running" },

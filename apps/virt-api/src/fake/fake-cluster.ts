@@ -1,9 +1,10 @@
 /**
- * Test fakes for virt-api's unit tests: an in-memory {@link ClusterClient} that applies JSON patches with RFC 6902
- * semantics (a failed `test` is a 422 like the API server's), records every write, and a {@link HandlerClient}
- * that records calls. Only `*.test.ts` files import this module.
+ * Test fakes for virt-api's unit tests: {@link FakeCluster}, virt-api's {@link ClusterClient} over the one fake
+ * cluster ({@link FakeApi} from @kvt/testing, which applies JSON patches as the API server does: a failed `test` is
+ * a 422), recording every write in virt-api's own terms; and a {@link HandlerClient} that records calls. Only
+ * `*.test.ts` files import this module.
  */
-import { isDeepStrictEqual } from "node:util";
+
 import type {
   JsonPatchOp,
   RunStrategy,
@@ -12,56 +13,33 @@ import type {
   VirtualMachineInstanceMigration,
   VmiPhase,
 } from "@kvt/api";
+import {
+  CORE_V1,
+  KUBEVIRT_V1,
+  ApiError as KubeApiError,
+  type JsonPatchOp as KubeJsonPatchOp,
+  type KubeObject,
+  type ResourceType,
+} from "@kvt/kube";
+import { applyJsonPatch, FakeApi } from "@kvt/testing";
 import type WebSocket from "ws";
 import type { HandlerClient } from "../handler/handler-client.ts";
 import type { ClusterClient, PodLite } from "../kube/cluster-client.ts";
-import { ApiError, type Status } from "../kube/status.ts";
+import { ApiError } from "../kube/status.ts";
 
-type Json = Record<string, unknown>;
-
-function invalidPatch(message: string): ApiError {
-  const status: Status = {
+/** The fake cluster's errors in virt-api's terms (its ApiError carries the Status). */
+function asVirtApiError(error: unknown): Error {
+  if (!(error instanceof KubeApiError)) return error instanceof Error ? error : new Error(String(error));
+  const reason = error.reason || "Invalid";
+  return new ApiError({
     kind: "Status",
     apiVersion: "v1",
     metadata: {},
     status: "Failure",
-    message,
-    reason: "Invalid",
-    code: 422,
-  };
-  return new ApiError(status);
-}
-
-/** Applies RFC 6902 ops to a deep copy of `doc` (object members only; `-` and indexes for arrays). */
-export function applyJsonPatch<T>(doc: T, ops: readonly JsonPatchOp[]): T {
-  const root = structuredClone(doc) as unknown as Json;
-  for (const op of ops) {
-    const tokens = op.path
-      .split("/")
-      .slice(1)
-      .map((t) => t.replaceAll("~1", "/").replaceAll("~0", "~"));
-    const last = tokens.pop() ?? "";
-    let parent: unknown = root;
-    for (const t of tokens) parent = (parent as Json | undefined)?.[t];
-    if (typeof parent !== "object" || parent === null) throw invalidPatch(`doc is missing path: ${op.path}`);
-    const p = parent as Json;
-    if (op.op === "test") {
-      if (!(last in p) || !isDeepStrictEqual(p[last], op.value)) {
-        throw invalidPatch(`the server rejected our request due to an error in our request: test failed at ${op.path}`);
-      }
-    } else if (op.op === "remove") {
-      if (!(last in p)) throw invalidPatch(`doc is missing path: ${op.path}`);
-      delete p[last];
-    } else if (op.op === "replace") {
-      if (!(last in p)) throw invalidPatch(`doc is missing path: ${op.path}`);
-      p[last] = structuredClone(op.value);
-    } else if (Array.isArray(p) && last === "-") {
-      p.push(structuredClone(op.value));
-    } else {
-      p[last] = structuredClone(op.value);
-    }
-  }
-  return root as unknown as T;
+    message: error.message,
+    reason,
+    code: error.code,
+  });
 }
 
 /** One recorded write. */
@@ -72,86 +50,119 @@ export interface Write {
   readonly dryRun: boolean;
 }
 
-/** In-memory cluster. Objects are keyed `namespace/name`. */
+type Kube<T> = T & KubeObject;
+const VMS = KUBEVIRT_V1.virtualMachines;
+const VMIS = KUBEVIRT_V1.virtualMachineInstances;
+const VMIMS = KUBEVIRT_V1.virtualMachineInstanceMigrations;
+
+/** The stored objects of `type`, keyed `namespace/name` (a snapshot: read it after the call under test). */
+function byKey<T>(api: FakeApi, type: ResourceType): Map<string, T> {
+  return new Map(api.all<Kube<T>>(type).map((o) => [`${o.metadata?.namespace}/${o.metadata?.name}`, o]));
+}
+
+/** `obj` with its namespace defaulted to `default`, as a test builds it. */
+function inDefault<T extends { metadata?: { namespace?: string } }>(obj: T): Kube<T> {
+  return { ...obj, metadata: { ...obj.metadata, namespace: obj.metadata?.namespace ?? "default" } };
+}
+
+/** virt-api's {@link ClusterClient} over {@link FakeApi}. Objects are keyed `namespace/name`. */
 export class FakeCluster implements ClusterClient {
-  readonly vms = new Map<string, VirtualMachine>();
-  readonly vmis = new Map<string, VirtualMachineInstance>();
-  readonly vmims: VirtualMachineInstanceMigration[] = [];
-  readonly pods: PodLite[] = [];
+  /** The fake cluster itself: seed it, or read its recorded actions. */
+  readonly api = new FakeApi();
   readonly writes: Write[] = [];
-  /** When set, the next patch fails with this error (then clears). */
-  failNextPatch: ApiError | undefined;
+
+  /** Stored VMs by `namespace/name`. */
+  get vms(): Map<string, VirtualMachine> {
+    return byKey(this.api, VMS);
+  }
+
+  /** Stored VMIs by `namespace/name`. */
+  get vmis(): Map<string, VirtualMachineInstance> {
+    return byKey(this.api, VMIS);
+  }
+
+  /** Stored VMIMs in creation order. */
+  get vmims(): VirtualMachineInstanceMigration[] {
+    return this.api.all<Kube<VirtualMachineInstanceMigration>>(VMIMS);
+  }
 
   addVm(vm: VirtualMachine): this {
-    this.vms.set(`${vm.metadata?.namespace ?? "default"}/${vm.metadata?.name ?? ""}`, structuredClone(vm));
+    this.api.seed(VMS, inDefault(vm));
     return this;
   }
 
   addVmi(vmi: VirtualMachineInstance): this {
-    this.vmis.set(`${vmi.metadata?.namespace ?? "default"}/${vmi.metadata?.name ?? ""}`, structuredClone(vmi));
+    this.api.seed(VMIS, inDefault(vmi));
+    return this;
+  }
+
+  addVmim(vmim: VirtualMachineInstanceMigration): this {
+    this.api.seed(VMIMS, inDefault(vmim));
+    return this;
+  }
+
+  addPod(pod: PodLite): this {
+    this.api.seed(CORE_V1.pods, inDefault(pod));
     return this;
   }
 
   getVm(namespace: string, name: string): Promise<VirtualMachine | undefined> {
-    return Promise.resolve(structuredClone(this.vms.get(`${namespace}/${name}`)));
+    return Promise.resolve(structuredClone(this.api.stored<Kube<VirtualMachine>>(VMS, namespace, name)));
   }
 
   getVmi(namespace: string, name: string): Promise<VirtualMachineInstance | undefined> {
-    return Promise.resolve(structuredClone(this.vmis.get(`${namespace}/${name}`)));
-  }
-
-  #patch<T>(map: Map<string, T>, key: string, patch: readonly JsonPatchOp[]): T {
-    if (this.failNextPatch) {
-      const error = this.failNextPatch;
-      this.failNextPatch = undefined;
-      throw error;
-    }
-    const current = map.get(key);
-    if (!current) throw invalidPatch(`not found: ${key}`);
-    return applyJsonPatch(current, patch);
+    return Promise.resolve(structuredClone(this.api.stored<Kube<VirtualMachineInstance>>(VMIS, namespace, name)));
   }
 
   patchVm(namespace: string, name: string, patch: readonly JsonPatchOp[], dryRun: boolean): Promise<void> {
-    return this.#record("patchVm", this.vms, namespace, name, patch, dryRun);
+    return this.#patch("patchVm", VMS, namespace, name, patch, dryRun);
   }
 
   patchVmStatus(namespace: string, name: string, patch: readonly JsonPatchOp[], dryRun: boolean): Promise<void> {
-    return this.#record("patchVmStatus", this.vms, namespace, name, patch, dryRun);
+    return this.#patch("patchVmStatus", VMS, namespace, name, patch, dryRun, "status");
   }
 
   patchVmi(namespace: string, name: string, patch: readonly JsonPatchOp[], dryRun: boolean): Promise<void> {
-    return this.#record("patchVmi", this.vmis, namespace, name, patch, dryRun);
+    return this.#patch("patchVmi", VMIS, namespace, name, patch, dryRun);
   }
 
-  #record<T>(
+  /** A write is recorded once it succeeded; a dry run checks the patch against the stored object and keeps nothing. */
+  async #patch(
     verb: Write["verb"],
-    map: Map<string, T>,
+    type: ResourceType,
     namespace: string,
     name: string,
     patch: readonly JsonPatchOp[],
     dryRun: boolean,
+    subresource?: "status",
   ): Promise<void> {
+    // @kvt/api and @kvt/kube each declare a JsonPatchOp (same wire shape; kube's splits `remove` out).
+    const ops = patch as readonly KubeJsonPatchOp[];
     try {
-      const next = this.#patch(map, `${namespace}/${name}`, patch);
-      this.writes.push({ verb, name, body: patch, dryRun });
-      if (!dryRun) map.set(`${namespace}/${name}`, next);
-      return Promise.resolve();
+      if (dryRun) {
+        const current = await this.api.client(type).get(namespace, name);
+        applyJsonPatch(current, ops);
+      } else {
+        await this.api.client(type).patch(namespace, name, ops, subresource);
+      }
     } catch (error) {
-      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+      throw asVirtApiError(error);
     }
+    this.writes.push({ verb, name, body: patch, dryRun });
   }
 
-  createVmim(
+  async createVmim(
     namespace: string,
     vmim: VirtualMachineInstanceMigration,
     dryRun: boolean,
   ): Promise<VirtualMachineInstanceMigration> {
-    const created = structuredClone(vmim);
+    // A fixed suffix for generateName keeps names predictable in assertions.
     const name = `${vmim.metadata?.generateName ?? ""}abcde`;
+    const created = structuredClone(vmim);
     created.metadata = { ...created.metadata, namespace, name };
     this.writes.push({ verb: "createVmim", name, body: vmim, dryRun });
-    if (!dryRun) this.vmims.push(created);
-    return Promise.resolve(created);
+    if (dryRun) return created;
+    return this.api.client<Kube<VirtualMachineInstanceMigration>>(VMIMS).create(created);
   }
 
   listVmims(namespace: string, labelSelector?: string): Promise<VirtualMachineInstanceMigration[]> {
@@ -169,12 +180,14 @@ export class FakeCluster implements ClusterClient {
     const node = /spec\.nodeName=(.*)/.exec(fieldSelector ?? "")?.[1];
     const [lk, lv] = (labelSelector ?? "").split("=");
     return Promise.resolve(
-      this.pods.filter(
-        (p) =>
-          p.metadata.namespace === namespace &&
-          (node === undefined || p.spec?.nodeName === node) &&
-          (lk === undefined || lk === "" || p.metadata.labels?.[lk] === lv),
-      ),
+      this.api
+        .all<Kube<PodLite>>(CORE_V1.pods)
+        .filter(
+          (p) =>
+            p.metadata?.namespace === namespace &&
+            (node === undefined || p.spec?.nodeName === node) &&
+            (lk === undefined || lk === "" || p.metadata?.labels?.[lk] === lv),
+        ),
     );
   }
 }
