@@ -1,6 +1,7 @@
+import { eventually } from "@kvt/testing";
 import { describe, expect, inject, it } from "vitest";
 import { kubectlOk } from "../lib/cli.ts";
-import { eventually } from "../lib/eventually.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 
 describe("the local cluster", () => {
   const kubeconfig = inject("kubeconfig");
@@ -11,7 +12,7 @@ describe("the local cluster", () => {
       expect(text).toMatch(/^node01\s+Ready\s/m);
       expect(text).toMatch(/^node02\s+Ready\s/m);
       return text;
-    });
+    }, CLUSTER_WAIT);
     expect(out.split("\n")[0]).toMatch(/^NAME\s+STATUS\s+ROLES\s+AGE\s+VERSION/);
   });
 

@@ -2,9 +2,11 @@
  * The seed's VirtualMachine flows with the real kubectl: create stopped, start and stop by patch, restart by
  * deleting the VMI (same firmware UUID), orphan delete with adoption, cascade delete. Test-guest VMs on the native VMM.
  */
+
+import { eventually } from "@kvt/testing";
 import { describe, expect, inject, it } from "vitest";
 import { kubectl, kubectlOk } from "../lib/cli.ts";
-import { eventually } from "../lib/eventually.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { testGuestVm } from "../lib/manifests.ts";
 import { vm, vmiOrUndefined } from "../lib/objects.ts";
 
@@ -24,7 +26,10 @@ describe("VirtualMachine lifecycle (kubectl)", () => {
     expect(out.trim()).toBe(`virtualmachine.kubevirt.io/${NAME} created`);
     const r = await kubectl(kubeconfig, ["get", "vmis"]);
     expect(r.stdout + r.stderr).not.toContain(NAME);
-    await eventually(async () => expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Stopped"));
+    await eventually(async () => {
+      expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Stopped");
+      return true;
+    }, CLUSTER_WAIT);
   });
 
   it("patching running: true starts a VMI that reaches Running on a node", async () => {
@@ -44,7 +49,7 @@ describe("VirtualMachine lifecycle (kubectl)", () => {
         expect(v?.status?.nodeName).toMatch(/^node0[12]$/);
         return v!;
       },
-      { timeoutMs: 120_000, what: "the VMI to be Running" },
+      { ...CLUSTER_WAIT, timeoutMs: 120_000, what: "the VMI to be Running" },
     );
     firmwareUuid = vmi.spec.domain.firmware?.uuid;
     firstVmiUid = vmi.metadata.uid;
@@ -53,7 +58,8 @@ describe("VirtualMachine lifecycle (kubectl)", () => {
     await eventually(async () => {
       const v = await vm(kubeconfig, NAME);
       expect(v.status).toMatchObject({ created: true, ready: true, printableStatus: "Running" });
-    });
+      return true;
+    }, CLUSTER_WAIT);
     const table = await kubectlOk(kubeconfig, ["get", "vmi", NAME]);
     expect(table).toMatch(new RegExp(`^${NAME}\\s+\\S+\\s+Running\\s+\\S*\\s*node0[12]\\s+True`, "m"));
   });
@@ -68,7 +74,7 @@ describe("VirtualMachine lifecycle (kubectl)", () => {
         expect(v?.status?.phase).toBe("Running");
         return v!;
       },
-      { timeoutMs: 120_000, what: "a new VMI" },
+      { ...CLUSTER_WAIT, timeoutMs: 120_000, what: "a new VMI" },
     );
     expect(vmi.spec.domain.firmware?.uuid).toBe(firmwareUuid);
   });
@@ -76,7 +82,10 @@ describe("VirtualMachine lifecycle (kubectl)", () => {
   it("kubectl delete vm --cascade=orphan leaves the VMI, and re-creating the VM adopts it", async () => {
     const before = await vmiOrUndefined(kubeconfig, NAME);
     await kubectlOk(kubeconfig, ["delete", "vm", NAME, "--cascade=orphan"]);
-    await eventually(async () => expect((await kubectl(kubeconfig, ["get", "vm", NAME])).code).not.toBe(0));
+    await eventually(async () => {
+      expect((await kubectl(kubeconfig, ["get", "vm", NAME])).code).not.toBe(0);
+      return true;
+    }, CLUSTER_WAIT);
     const orphan = await vmiOrUndefined(kubeconfig, NAME);
     expect(orphan?.metadata.uid).toBe(before?.metadata.uid);
     await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(testGuestVm(NAME, { running: true })));
@@ -85,7 +94,8 @@ describe("VirtualMachine lifecycle (kubectl)", () => {
       const v = await vmiOrUndefined(kubeconfig, NAME);
       expect(v?.metadata.uid).toBe(before?.metadata.uid);
       expect(v?.metadata.ownerReferences?.[0]?.uid).toBe(newVm.metadata.uid);
-    });
+      return true;
+    }, CLUSTER_WAIT);
   });
 
   it("patching running: false stops it: the VMI goes away", async () => {
@@ -98,11 +108,17 @@ describe("VirtualMachine lifecycle (kubectl)", () => {
       "-p",
       '{"spec":{"running":false}}',
     ]);
-    await eventually(async () => expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined(), {
-      timeoutMs: 90_000,
-      what: "the VMI to go",
-    });
-    await eventually(async () => expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Stopped"));
+    await eventually(
+      async () => {
+        expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined();
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 90_000, what: "the VMI to go" },
+    );
+    await eventually(async () => {
+      expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Stopped");
+      return true;
+    }, CLUSTER_WAIT);
   });
 
   it("kubectl delete vm cascades to its VMI", async () => {
@@ -115,13 +131,20 @@ describe("VirtualMachine lifecycle (kubectl)", () => {
       "-p",
       '{"spec":{"running":true}}',
     ]);
-    await eventually(async () => expect((await vmiOrUndefined(kubeconfig, NAME))?.status?.phase).toBe("Running"), {
-      timeoutMs: 120_000,
-    });
+    await eventually(
+      async () => {
+        expect((await vmiOrUndefined(kubeconfig, NAME))?.status?.phase).toBe("Running");
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 120_000 },
+    );
     await kubectlOk(kubeconfig, ["delete", "vm", NAME]);
-    await eventually(async () => expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined(), {
-      timeoutMs: 90_000,
-      what: "the VMI to be deleted",
-    });
+    await eventually(
+      async () => {
+        expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined();
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 90_000, what: "the VMI to be deleted" },
+    );
   });
 });

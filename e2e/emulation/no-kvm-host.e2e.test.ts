@@ -11,11 +11,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { registerTestGuest } from "@kvt/images";
 import { type LocalCluster, startLocalCluster } from "@kvt/local-cluster";
+import { eventually } from "@kvt/testing";
 import { testGuestPath } from "@kvt/vmm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify } from "yaml";
 import { getJson, kubectl, kubectlOk } from "../lib/cli.ts";
-import { eventually } from "../lib/eventually.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { testGuestVm } from "../lib/manifests.ts";
 import { vmiOrUndefined } from "../lib/objects.ts";
 import { describeSeedVmFlow } from "../lib/seed-flow.ts";
@@ -99,7 +100,7 @@ describe("a host without /dev/kvm, emulation not allowed", () => {
         expect(scheduled).toMatchObject({ status: "False", reason: "Unschedulable" });
         return v!;
       },
-      { timeoutMs: 60_000 },
+      { ...CLUSTER_WAIT, timeoutMs: 60_000 },
     );
     expect(vmi.status?.phase).toBe("Scheduling");
     expect(vmi.status?.conditions?.find((c) => c.type === "PodScheduled")?.message).toMatch(

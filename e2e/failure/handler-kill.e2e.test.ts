@@ -4,9 +4,11 @@
  * container yet), the supervisor restarts it, and the new handler re-adopts them: the VMI stays Running
  * with its conditions, pause and unpause (virt-api -> handler -> launcher) work again, and a later stop works.
  */
+
+import { eventually } from "@kvt/testing";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { kubectl, kubectlOk, virtctl } from "../lib/cli.ts";
-import { eventually } from "../lib/eventually.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { testGuestVm } from "../lib/manifests.ts";
 import { launcherPods, type VmiView, vmiOrUndefined } from "../lib/objects.ts";
 import { alive, consoleFile, guestProgress, handlerPid, launcherPid, watchVmi } from "../lib/processes.ts";
@@ -38,7 +40,7 @@ describe("kill -9 of a virt-handler", () => {
         expect(condition(v, "Ready")).toBe("True");
         return v!;
       },
-      { timeoutMs: 45_000, what: "the VMI to be Running and Ready" },
+      { ...CLUSTER_WAIT, timeoutMs: 45_000, what: "the VMI to be Running and Ready" },
     );
     const uid = vmi.metadata.uid;
     const node = vmi.status!.nodeName!;
@@ -53,22 +55,35 @@ describe("kill -9 of a virt-handler", () => {
         expect(n).toBeGreaterThanOrEqual(0);
         return n;
       },
-      { timeoutMs: 20_000, what: "the guest's first progress line" },
+      { ...CLUSTER_WAIT, timeoutMs: 20_000, what: "the guest's first progress line" },
     );
 
     const watcher = watchVmi(kubeconfig, NAME);
     try {
-      await eventually(() => expect(watcher.seen.length).toBeGreaterThan(0), { timeoutMs: 10_000 });
+      await eventually(
+        () => {
+          expect(watcher.seen.length).toBeGreaterThan(0);
+          return true;
+        },
+        { ...CLUSTER_WAIT, timeoutMs: 10_000 },
+      );
       process.kill(handler!, "SIGKILL");
-      await eventually(() => expect(alive(handler!)).toBe(false), { timeoutMs: 5_000, what: "the handler to die" });
+      await eventually(
+        () => {
+          expect(alive(handler!)).toBe(false);
+          return true;
+        },
+        { ...CLUSTER_WAIT, timeoutMs: 5_000, what: "the handler to die" },
+      );
 
       // While the handler is down (or restarting), the guest runs on: same launcher, console still advancing.
       await eventually(
         async () => {
           expect(alive(launcher!)).toBe(true);
           expect(progress(kubeconfig, node, pod.metadata.uid)).toBeGreaterThan(before);
+          return true;
         },
-        { timeoutMs: 20_000, what: "the guest's console to advance during the handler outage" },
+        { ...CLUSTER_WAIT, timeoutMs: 20_000, what: "the guest's console to advance during the handler outage" },
       );
 
       // The supervisor restarts the handler.
@@ -79,7 +94,7 @@ describe("kill -9 of a virt-handler", () => {
           expect(pid).not.toBe(handler);
           return pid!;
         },
-        { timeoutMs: 30_000, what: "the supervisor to restart the handler" },
+        { ...CLUSTER_WAIT, timeoutMs: 30_000, what: "the supervisor to restart the handler" },
       );
 
       // The new handler drives the guest it found: pause and unpause go virt-api -> handler -> launcher.
@@ -87,13 +102,17 @@ describe("kill -9 of a virt-handler", () => {
         async () => {
           const r = await virtctl(kubeconfig, ["pause", "vmi", NAME]);
           expect(r.code, r.stderr).toBe(0);
+          return true;
         },
-        { timeoutMs: 30_000, intervalMs: 1000, what: "virtctl pause through the restarted handler" },
+        { ...CLUSTER_WAIT, timeoutMs: 30_000, intervalMs: 1000, what: "virtctl pause through the restarted handler" },
       );
-      await eventually(async () => expect(condition(await vmiOrUndefined(kubeconfig, NAME), "Paused")).toBe("True"), {
-        timeoutMs: 20_000,
-        what: "the Paused condition",
-      });
+      await eventually(
+        async () => {
+          expect(condition(await vmiOrUndefined(kubeconfig, NAME), "Paused")).toBe("True");
+          return true;
+        },
+        { ...CLUSTER_WAIT, timeoutMs: 20_000, what: "the Paused condition" },
+      );
       const unpause = await virtctl(kubeconfig, ["unpause", "vmi", NAME]);
       expect(unpause.code, unpause.stderr).toBe(0);
       const after = await eventually(
@@ -103,7 +122,7 @@ describe("kill -9 of a virt-handler", () => {
           expect(condition(v, "Ready")).toBe("True");
           return v!;
         },
-        { timeoutMs: 20_000, what: "the Paused condition to clear" },
+        { ...CLUSTER_WAIT, timeoutMs: 20_000, what: "the Paused condition to clear" },
       );
       expect(after.metadata.uid).toBe(uid);
       expect(after.status?.phase).toBe("Running");
@@ -118,11 +137,20 @@ describe("kill -9 of a virt-handler", () => {
 
     // A later stop still works: the VMI goes away and its launcher ends.
     await kubectlOk(kubeconfig, ["patch", "vm", NAME, "--type", "merge", "-p", '{"spec":{"running":false}}']);
-    await eventually(async () => expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined(), {
-      timeoutMs: 30_000,
-      what: "the VMI to go after stop",
-    });
-    await eventually(() => expect(alive(launcher!)).toBe(false), { timeoutMs: 10_000, what: "the launcher to end" });
+    await eventually(
+      async () => {
+        expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined();
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 30_000, what: "the VMI to go after stop" },
+    );
+    await eventually(
+      () => {
+        expect(alive(launcher!)).toBe(false);
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 10_000, what: "the launcher to end" },
+    );
     await kubectlOk(kubeconfig, ["delete", "vm", NAME]);
   });
 });

@@ -3,9 +3,11 @@
  * new VMI that reaches Running (KubeVirt's "should be rescheduled / restarted" on launcher loss). Test-guest VMs on
  * the native VMM; the launcher process is found through its pod (the pod's directory is its working directory).
  */
+
+import { eventually } from "@kvt/testing";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { kubectl, kubectlOk } from "../lib/cli.ts";
-import { eventually } from "../lib/eventually.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { testGuestVm } from "../lib/manifests.ts";
 import { launcherPods, type VmiView, vmiOrUndefined } from "../lib/objects.ts";
 import { alive, launcherPid, watchVmi } from "../lib/processes.ts";
@@ -21,7 +23,7 @@ async function runningVmi(kubeconfig: string, name: string, notUid?: string): Pr
       expect(v?.status?.phase).toBe("Running");
       return v!;
     },
-    { timeoutMs: 45_000, what: `VMI ${name} to be Running` },
+    { ...CLUSTER_WAIT, timeoutMs: 45_000, what: `VMI ${name} to be Running` },
   );
 }
 
@@ -35,7 +37,7 @@ async function launcherOf(kubeconfig: string, vmi: VmiView): Promise<number> {
       expect(pid).toBeDefined();
       return pid!;
     },
-    { timeoutMs: 10_000, what: `the launcher process of ${vmi.metadata.name}` },
+    { ...CLUSTER_WAIT, timeoutMs: 10_000, what: `the launcher process of ${vmi.metadata.name}` },
   );
 }
 
@@ -60,7 +62,13 @@ describe("kill -9 of a virt-launcher", () => {
     const vmi = await runningVmi(kubeconfig, name);
     const pid = await launcherOf(kubeconfig, vmi);
     process.kill(pid, "SIGKILL");
-    await eventually(() => expect(alive(pid)).toBe(false), { timeoutMs: 5_000, what: "the launcher to die" });
+    await eventually(
+      () => {
+        expect(alive(pid)).toBe(false);
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 5_000, what: "the launcher to die" },
+    );
     const failed = await eventually(
       async () => {
         const v = await vmiOrUndefined(kubeconfig, name);
@@ -68,14 +76,17 @@ describe("kill -9 of a virt-launcher", () => {
         expect(v?.status?.phase).toBe("Failed");
         return v!;
       },
-      { timeoutMs: 30_000, what: "the VMI to go Failed" },
+      { ...CLUSTER_WAIT, timeoutMs: 30_000, what: "the VMI to go Failed" },
     );
     expect(failed.status?.nodeName).toBe(vmi.status?.nodeName);
     await kubectlOk(kubeconfig, ["delete", "vmi", name]);
-    await eventually(async () => expect(await vmiOrUndefined(kubeconfig, name)).toBeUndefined(), {
-      timeoutMs: 30_000,
-      what: "the failed VMI to be deleted",
-    });
+    await eventually(
+      async () => {
+        expect(await vmiOrUndefined(kubeconfig, name)).toBeUndefined();
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 30_000, what: "the failed VMI to be deleted" },
+    );
   });
 
   it("fails the VMI of an Always VM, which then gets a new VMI that reaches Running", async () => {
@@ -85,10 +96,13 @@ describe("kill -9 of a virt-launcher", () => {
     const watcher = watchVmi(kubeconfig, NAME);
     try {
       // The watch prints the current state first: only kill once it follows the VMI.
-      await eventually(() => expect(watcher.seen.some((s) => s.uid === first.metadata.uid)).toBe(true), {
-        timeoutMs: 10_000,
-        what: "kubectl get -w to print the VMI",
-      });
+      await eventually(
+        () => {
+          expect(watcher.seen.some((s) => s.uid === first.metadata.uid)).toBe(true);
+          return true;
+        },
+        { ...CLUSTER_WAIT, timeoutMs: 10_000, what: "kubectl get -w to print the VMI" },
+      );
       process.kill(pid, "SIGKILL");
       const second = await runningVmi(kubeconfig, NAME, first.metadata.uid);
       // The old VMI was seen Failed before the VM controller replaced it.
@@ -102,9 +116,12 @@ describe("kill -9 of a virt-launcher", () => {
       watcher.stop();
     }
     await kubectlOk(kubeconfig, ["delete", "vm", NAME]);
-    await eventually(async () => expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined(), {
-      timeoutMs: 30_000,
-      what: "the VMI to be deleted with its VM",
-    });
+    await eventually(
+      async () => {
+        expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined();
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 30_000, what: "the VMI to be deleted with its VM" },
+    );
   });
 });

@@ -8,7 +8,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { eventually } from "./eventually.ts";
+import { eventually } from "@kvt/testing";
+import { CLUSTER_WAIT } from "./cluster-wait.ts";
 
 /** One series of an instant query's answer. */
 export interface PromSample {
@@ -73,8 +74,9 @@ export async function startPrometheus(binary: string, scrapeConfigPath: string):
       if (child.exitCode !== null) throw new Error(`prometheus exited ${child.exitCode}: ${stderr}`);
       const r = await fetch(`${url}/-/ready`);
       if (!r.ok) throw new Error(`prometheus not ready: ${r.status}`);
+      return true;
     },
-    { timeoutMs: 60_000, what: "Prometheus to be ready" },
+    { ...CLUSTER_WAIT, timeoutMs: 60_000, what: "Prometheus to be ready" },
   );
   return {
     url,

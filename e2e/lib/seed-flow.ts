@@ -5,10 +5,12 @@
  * can run Linux, else emulated) and the no-KVM host's run (no-kvm-host.e2e.test.ts: emulated, as KubeVirt's
  * useEmulation allows).
  */
+
+import { eventually } from "@kvt/testing";
 import { beforeAll, describe, expect, it } from "vitest";
 import { kubectl, kubectlOk, virtctl } from "./cli.ts";
+import { CLUSTER_WAIT } from "./cluster-wait.ts";
 import { consoleLog } from "./console-log.ts";
-import { eventually } from "./eventually.ts";
 import { demoVmYaml } from "./manifests.ts";
 import { launcherPods, vm, vmiOrUndefined } from "./objects.ts";
 
@@ -52,9 +54,10 @@ export function describeSeedVmFlow(title: string, kubeconfigOf: () => string, ex
       vmiUid = vmi.metadata.uid;
       const emulated = vmi.status?.conditions?.find((c) => c.type === "SoftwareEmulation")?.status === "True";
       if (expectEmulated !== undefined) expect(emulated).toBe(expectEmulated);
-      await eventually(async () =>
-        expect((await vm(kubeconfig, NAME)).status).toMatchObject({ created: true, ready: true }),
-      );
+      await eventually(async () => {
+        expect((await vm(kubeconfig, NAME)).status).toMatchObject({ created: true, ready: true });
+        return true;
+      }, CLUSTER_WAIT);
       const describe = await kubectlOk(kubeconfig, ["describe", "vm", NAME]);
       // KubeVirt's current wording (the seed's 2018 text read "Created virtual machine: vm-cirros").
       expect(describe).toMatch(
@@ -63,10 +66,10 @@ export function describeSeedVmFlow(title: string, kubeconfigOf: () => string, ex
     });
 
     it("its console shows the cloud-init line and answers echo hi", async () => {
-      await eventually(
-        async () => expect(await consoleLog(kubeconfig, vmiUid)).toContain("printed from cloud-init userdata"),
-        BOOT,
-      );
+      await eventually(async () => {
+        expect(await consoleLog(kubeconfig, vmiUid)).toContain("printed from cloud-init userdata");
+        return true;
+      }, BOOT);
       const session = await virtctl(kubeconfig, ["console", NAME], "echo hi-$((40+2))\r", 20_000);
       expect(session.stdout).toContain("hi-42");
     });
@@ -79,9 +82,13 @@ export function describeSeedVmFlow(title: string, kubeconfigOf: () => string, ex
         "(i=0; while true; do i=$((i+1)); echo count=$i; sleep 1; done) &\r",
         8000,
       );
-      await eventually(async () => expect(await consoleLog(kubeconfig, vmiUid)).toMatch(/count=3\b/), {
-        timeoutMs: 60_000,
-      });
+      await eventually(
+        async () => {
+          expect(await consoleLog(kubeconfig, vmiUid)).toMatch(/count=3\b/);
+          return true;
+        },
+        { ...CLUSTER_WAIT, timeoutMs: 60_000 },
+      );
       const before = await vmiOrUndefined(kubeconfig, NAME);
       const sourcePod = (await launcherPods(kubeconfig, vmiUid)).at(-1)!.metadata.name;
       const migrate = await virtctl(kubeconfig, ["migrate", NAME]);
@@ -103,17 +110,22 @@ export function describeSeedVmFlow(title: string, kubeconfigOf: () => string, ex
           const onTarget = counts(await consoleLog(kubeconfig, vmiUid, targetPod));
           expect(Math.min(...onTarget)).toBeLessThanOrEqual(last + 1);
           expect(Math.max(...onTarget)).toBeGreaterThan(last + 2);
+          return true;
         },
-        { timeoutMs: 60_000 },
+        { ...CLUSTER_WAIT, timeoutMs: 60_000 },
       );
     });
 
     it("virtctl stop vm-cirros removes the VMI; a second stop is refused as KubeVirt refuses it", async () => {
       const stop = await virtctl(kubeconfig, ["stop", NAME]);
       expect(stop.code, stop.stderr).toBe(0);
-      await eventually(async () => expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined(), {
-        timeoutMs: 90_000,
-      });
+      await eventually(
+        async () => {
+          expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined();
+          return true;
+        },
+        { ...CLUSTER_WAIT, timeoutMs: 90_000 },
+      );
       const again = await virtctl(kubeconfig, ["stop", NAME]);
       expect(again.code).not.toBe(0);
       expect(again.stderr).toMatch(/VM is not running/);

@@ -5,10 +5,12 @@
  * requested and succeeded, is then deleted (its finalizer released), and the guest never left the source: same VMI,
  * same node, progress lines continuing on the source launcher.
  */
+
+import { eventually } from "@kvt/testing";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { getJson, kubectl, kubectlOk, kubectlWatch, virtctl } from "../lib/cli.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { consoleLog, progressLines } from "../lib/console-log.ts";
-import { eventually } from "../lib/eventually.ts";
 import { testGuestVm } from "../lib/manifests.ts";
 import { launcherPods, vmiOrUndefined } from "../lib/objects.ts";
 
@@ -66,15 +68,16 @@ describe("virtctl migrate-cancel on a bandwidth-capped migration", () => {
         expect(v?.status?.conditions?.find((c) => c.type === "LiveMigratable")?.status).toBe("True");
         return v!;
       },
-      { timeoutMs: 150_000, intervalMs: 500, what: "a migratable running VMI" },
+      { ...CLUSTER_WAIT, timeoutMs: 150_000, intervalMs: 500, what: "a migratable running VMI" },
     );
     const sourceNode = vmi.status!.nodeName!;
     const sourcePod = (await launcherPods(kubeconfig, vmi.metadata.uid)).at(-1)!;
     await eventually(
-      async () => expect(progressLines(await consoleLog(kubeconfig, vmi.metadata.uid)).size).toBeGreaterThan(2),
-      {
-        timeoutMs: 60_000,
+      async () => {
+        expect(progressLines(await consoleLog(kubeconfig, vmi.metadata.uid)).size).toBeGreaterThan(2);
+        return true;
       },
+      { ...CLUSTER_WAIT, timeoutMs: 60_000 },
     );
 
     // Nothing to cancel yet.
@@ -90,7 +93,7 @@ describe("virtctl migrate-cancel on a bandwidth-capped migration", () => {
       const mine = list.items.filter((m) => m.spec.vmiName === NAME);
       expect(mine).toHaveLength(1);
       return mine[0];
-    });
+    }, CLUSTER_WAIT);
     expect(vmim.metadata.name).toMatch(/^kubevirt-migrate-vm-/);
     expect(vmim.metadata.labels?.["kubevirt.io/vmi-name"]).toBe(NAME);
 
@@ -105,7 +108,7 @@ describe("virtctl migrate-cancel on a bandwidth-capped migration", () => {
         expect(ms?.failed).not.toBe(true);
         return ms!;
       },
-      { timeoutMs: 150_000, intervalMs: 500, what: "the migration to be sending" },
+      { ...CLUSTER_WAIT, timeoutMs: 150_000, intervalMs: 500, what: "the migration to be sending" },
     );
     expect(inFlight.migrationPolicyName).toBe(POLICY);
     const running = await getJson<VmimView>(kubeconfig, "vmim", vmim.metadata.name);
@@ -133,8 +136,9 @@ describe("virtctl migrate-cancel on a bandwidth-capped migration", () => {
         const r = await kubectl(kubeconfig, ["get", "vmim", vmim.metadata.name, "-o", "name"]);
         expect(r.code).not.toBe(0);
         expect(r.stderr).toMatch(/NotFound|not found/);
+        return true;
       },
-      { timeoutMs: 120_000, intervalMs: 500, what: "the canceled VMIM to be deleted" },
+      { ...CLUSTER_WAIT, timeoutMs: 120_000, intervalMs: 500, what: "the canceled VMIM to be deleted" },
     );
     watched = (await watch.stop()).split("\n").filter((l) => l.trim() !== "");
     console.log(`[migrate-cancel] VMIM as watched (phase, abort requested): ${JSON.stringify([...new Set(watched)])}`);
@@ -154,7 +158,7 @@ describe("virtctl migrate-cancel on a bandwidth-capped migration", () => {
         });
         return v!;
       },
-      { timeoutMs: 60_000, what: "the VMI's migrationState to show the abort succeeded" },
+      { ...CLUSTER_WAIT, timeoutMs: 60_000, what: "the VMI's migrationState to show the abort succeeded" },
     );
     const ms = after.status?.migrationState;
     expect(ms?.completed).not.toBe(true);
@@ -163,23 +167,27 @@ describe("virtctl migrate-cancel on a bandwidth-capped migration", () => {
     expect(after.status?.nodeName).toBe(sourceNode);
     // The target launcher has ended; the source launcher is the only one running, and its guest keeps counting.
     await eventually(
-      async () =>
+      async () => {
         expect(
           (await launcherPods(kubeconfig, vmi.metadata.uid))
             .filter((p) => p.status?.phase === "Running" || p.status?.phase === "Pending")
             .map((p) => p.metadata.name),
-        ).toEqual([sourcePod.metadata.name]),
-      { timeoutMs: 60_000 },
+        ).toEqual([sourcePod.metadata.name]);
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 60_000 },
     );
     const last = Math.max(
       ...progressLines(await consoleLog(kubeconfig, vmi.metadata.uid, sourcePod.metadata.name)).keys(),
     );
     await eventually(
-      async () =>
+      async () => {
         expect(
           Math.max(...progressLines(await consoleLog(kubeconfig, vmi.metadata.uid, sourcePod.metadata.name)).keys()),
-        ).toBeGreaterThan(last + 1),
-      { timeoutMs: 60_000 },
+        ).toBeGreaterThan(last + 1);
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 60_000 },
     );
     events = await kubectlOk(kubeconfig, [
       "get",
@@ -192,7 +200,13 @@ describe("virtctl migrate-cancel on a bandwidth-capped migration", () => {
     ]);
     console.log(`[migrate-cancel] VMIM events:\n${events}`);
     await kubectlOk(kubeconfig, ["delete", "vm", NAME]);
-    await eventually(async () => expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined(), { timeoutMs: 90_000 });
+    await eventually(
+      async () => {
+        expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined();
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 90_000 },
+    );
   });
 
   it("the canceled VMIM is Failed (FailedMigration) before its finalizer lets it go, as KubeVirt's", () => {

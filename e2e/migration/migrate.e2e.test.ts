@@ -4,10 +4,11 @@
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { eventually } from "@kvt/testing";
 import { describe, expect, inject, it } from "vitest";
 import { getJson, kubectlOk } from "../lib/cli.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { consoleLog, progressLines } from "../lib/console-log.ts";
-import { eventually } from "../lib/eventually.ts";
 import { testGuestVm } from "../lib/manifests.ts";
 import { launcherPods, type PodView, vmiOrUndefined } from "../lib/objects.ts";
 
@@ -66,14 +67,15 @@ describe("live migration (VirtualMachineInstanceMigration)", () => {
         expect(v?.status?.conditions?.find((c) => c.type === "LiveMigratable")?.status).toBe("True");
         return v!;
       },
-      { timeoutMs: 120_000, what: "a migratable running VMI" },
+      { ...CLUSTER_WAIT, timeoutMs: 120_000, what: "a migratable running VMI" },
     );
     const sourceNode = vmi.status!.nodeName!;
     const sourcePod = (await launcherPods(kubeconfig, vmi.metadata.uid)).at(-1)!;
     // Let the workload print a few lines first.
-    await eventually(async () =>
-      expect(progressLines(await guestConsole(kubeconfig, vmi.metadata.uid, sourcePod)).size).toBeGreaterThan(2),
-    );
+    await eventually(async () => {
+      expect(progressLines(await guestConsole(kubeconfig, vmi.metadata.uid, sourcePod)).size).toBeGreaterThan(2);
+      return true;
+    }, CLUSTER_WAIT);
 
     const vmim = {
       apiVersion: "kubevirt.io/v1",
@@ -87,8 +89,9 @@ describe("live migration (VirtualMachineInstanceMigration)", () => {
         const m = await getJson<VmimView>(kubeconfig, "vmim", `${NAME}-mig`);
         expect(m.status?.migrationState?.failureReason).toBeUndefined();
         expect(m.status?.phase).toBe("Succeeded");
+        return true;
       },
-      { timeoutMs: 150_000, what: "the migration to succeed" },
+      { ...CLUSTER_WAIT, timeoutMs: 150_000, what: "the migration to succeed" },
     );
     const moved = await vmiOrUndefined(kubeconfig, NAME);
     expect(moved?.metadata.uid).toBe(vmi.metadata.uid);
@@ -120,7 +123,7 @@ describe("live migration (VirtualMachineInstanceMigration)", () => {
       const lines = progressLines(await guestConsole(kubeconfig, vmi.metadata.uid, targetPod));
       expect(Math.max(0, ...lines.keys())).toBeGreaterThan(lastBefore + 2);
       return lines;
-    });
+    }, CLUSTER_WAIT);
     // The target continues the same sequence: its first line follows the source's last, nothing restarts at 0.
     expect(Math.min(...after.keys())).toBeGreaterThan(0);
     expect(Math.min(...after.keys())).toBeLessThanOrEqual(lastBefore + 1);

@@ -7,9 +7,10 @@
  * reports.
  */
 import { allQueries } from "@kvt/monitoring";
+import { eventually } from "@kvt/testing";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { getJson, kubectl, kubectlOk, virtctl } from "../lib/cli.ts";
-import { eventually } from "../lib/eventually.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { testGuestVm } from "../lib/manifests.ts";
 import { vmiOrUndefined } from "../lib/objects.ts";
 import { type Prometheus, prometheusBinary, startPrometheus } from "../lib/prometheus.ts";
@@ -70,14 +71,17 @@ describe("observability: metrics and traces of a VM start and a live migration",
         expect(v?.status?.phase).toBe("Running");
         return v!;
       },
-      { timeoutMs: 120_000, what: "the VMI to be Running" },
+      { ...CLUSTER_WAIT, timeoutMs: 120_000, what: "the VMI to be Running" },
     );
     sourceNode = vmi.status?.nodeName ?? "";
     // Baseline: once Prometheus scrapes, wait two scrape intervals (1 s) so earlier migrations are in the sum.
-    await eventually(async () => expect(await prometheus!.query("up == 1")).not.toHaveLength(0), {
-      timeoutMs: 30_000,
-      what: "Prometheus to scrape the cluster",
-    });
+    await eventually(
+      async () => {
+        expect(await prometheus!.query("up == 1")).not.toHaveLength(0);
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 30_000, what: "Prometheus to scrape the cluster" },
+    );
     await new Promise((r) => setTimeout(r, 2_500));
     durationSumBefore = (await durationSum(sourceNode)) || 0; // no series yet: no migration from that node so far
     // virtctl's own tracing configured (as OTEL_* would): the trace starts at the `virtctl migrate` request.
@@ -93,7 +97,7 @@ describe("observability: metrics and traces of a VM start and a live migration",
         expect(m?.status?.phase).toMatch(/^(Succeeded|Failed)$/);
         return m!;
       },
-      { timeoutMs: 150_000, what: "the migration to finish" },
+      { ...CLUSTER_WAIT, timeoutMs: 150_000, what: "the migration to finish" },
     );
     // The VMIM's status says why a migration failed (migrationState.failureReason).
     expect(migration.status?.phase, JSON.stringify(migration.status)).toBe("Succeeded");
@@ -114,7 +118,7 @@ describe("observability: metrics and traces of a VM start and a live migration",
         expect(missing).toEqual([]);
         return missing;
       },
-      { timeoutMs: 30_000, intervalMs: 2_000, what: "every panel query to return data" },
+      { ...CLUSTER_WAIT, timeoutMs: 30_000, intervalMs: 2_000, what: "every panel query to return data" },
     );
     expect(empty).toEqual([]);
   });
@@ -126,8 +130,9 @@ describe("observability: metrics and traces of a VM start and a live migration",
       async () => {
         expect(await value('sum(kubevirt_vmi_migration_succeeded{namespace="default"})')).toBeGreaterThanOrEqual(1);
         expect(await value(`kubevirt_vmi_migrations_succeeded_total{name="${NAME}"}`)).toBe(1);
+        return true;
       },
-      { timeoutMs: 20_000, what: "the success counters" },
+      { ...CLUSTER_WAIT, timeoutMs: 20_000, what: "the success counters" },
     );
     // The success is counted by the source node's handler.
     const succeeded = await prometheus!.query(`kubevirt_vmi_migrations_succeeded_total{name="${NAME}"}`);
@@ -160,7 +165,7 @@ describe("observability: metrics and traces of a VM start and a live migration",
         expect(t.some((s) => s.attributes["migration.downtime_ms"] !== undefined)).toBe(true);
         return t;
       },
-      { timeoutMs: 20_000, intervalMs: 1_000, what: "the migration's trace in the trace file" },
+      { ...CLUSTER_WAIT, timeoutMs: 20_000, intervalMs: 1_000, what: "the migration's trace in the trace file" },
     );
     // Parenting: one root, virtctl's request (it sent its traceparent), whose child is virt-api's subresource span;
     // every other span's parent in the same trace.

@@ -9,10 +9,11 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { eventually } from "@kvt/testing";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { stringify } from "yaml";
 import { type CommandResult, getJson, kubectl, kubectlIn, virtctl } from "../lib/cli.ts";
-import { eventually } from "../lib/eventually.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { testGuestVm } from "../lib/manifests.ts";
 import { launcherPods, type VmiView, vm, vmiOrUndefined } from "../lib/objects.ts";
 
@@ -61,9 +62,10 @@ describe("the VirtualMachine user guide, command by command", () => {
     expect(ok(await v("start", "vm"))).toBe("VM vm was scheduled to start\n");
     const vmi = await runningVmi();
     firmwareUuid = vmi.spec.domain.firmware?.uuid;
-    await eventually(async () =>
-      expect((await vm(kubeconfig, "vm")).status).toMatchObject({ created: true, ready: true }),
-    );
+    await eventually(async () => {
+      expect((await vm(kubeconfig, "vm")).status).toMatchObject({ created: true, ready: true });
+      return true;
+    }, CLUSTER_WAIT);
     const vmDescribe = ok(await k("describe", "virtualmachine", "vm"));
     expect(vmDescribe).toMatch(/^Name:\s+vm$/m);
     expect(vmDescribe).toMatch(/^Kind:\s+VirtualMachine$/m);
@@ -101,11 +103,17 @@ describe("the VirtualMachine user guide, command by command", () => {
 
   it("virtctl stop vm; then the guide's patches start and stop it", async () => {
     expect(ok(await v("stop", "vm"))).toBe("VM vm was scheduled to stop\n");
-    await eventually(async () => expect(await vmiOrUndefined(kubeconfig, "vm")).toBeUndefined(), BOOT);
+    await eventually(async () => {
+      expect(await vmiOrUndefined(kubeconfig, "vm")).toBeUndefined();
+      return true;
+    }, BOOT);
     ok(await k("patch", "virtualmachine", "vm", "--type", "merge", "-p", '{"spec":{"running":true}}'));
     await runningVmi();
     ok(await k("patch", "virtualmachine", "vm", "--type", "merge", "-p", '{"spec":{"running":false}}'));
-    await eventually(async () => expect(await vmiOrUndefined(kubeconfig, "vm")).toBeUndefined(), BOOT);
+    await eventually(async () => {
+      expect(await vmiOrUndefined(kubeconfig, "vm")).toBeUndefined();
+      return true;
+    }, BOOT);
     ok(await k("patch", "virtualmachine", "vm", "--type", "merge", "-p", '{"spec":{"running":true}}'));
     await runningVmi();
   });
@@ -114,7 +122,10 @@ describe("the VirtualMachine user guide, command by command", () => {
     const vmi = await runningVmi();
     const del = await k("delete", "virtualmachine", "vm", "--cascade=false");
     expect(ok(del)).toContain('virtualmachine.kubevirt.io "vm" deleted');
-    await eventually(async () => expect((await kubectl(kubeconfig, ["get", "vm", "vm"])).code).not.toBe(0));
+    await eventually(async () => {
+      expect((await kubectl(kubeconfig, ["get", "vm", "vm"])).code).not.toBe(0);
+      return true;
+    }, CLUSTER_WAIT);
     const orphan = await vmiOrUndefined(kubeconfig, "vm");
     expect(orphan?.metadata.uid).toBe(vmi.metadata.uid);
     expect(orphan?.status?.phase).toBe("Running");
@@ -124,7 +135,8 @@ describe("the VirtualMachine user guide, command by command", () => {
       const adopted = await vmiOrUndefined(kubeconfig, "vm");
       expect(adopted?.metadata.uid).toBe(vmi.metadata.uid);
       expect(adopted?.metadata.ownerReferences?.[0]).toMatchObject({ uid: recreated.metadata.uid, controller: true });
-    });
+      return true;
+    }, CLUSTER_WAIT);
   });
 
   it("kubectl delete virtualmachine vm --cascade=true deletes the VM and its VMI", async () => {
@@ -134,6 +146,7 @@ describe("the VirtualMachine user guide, command by command", () => {
     await eventually(async () => {
       expect(await vmiOrUndefined(kubeconfig, "vm")).toBeUndefined();
       expect((await kubectl(kubeconfig, ["get", "vm", "vm"])).code).not.toBe(0);
+      return true;
     }, BOOT);
   });
 
@@ -168,7 +181,10 @@ describe("the VirtualMachine user guide, command by command", () => {
     expect(ok(await k("get", "pods", "-l", selector, "-o", "name")).trim()).toBe(`pod/${launcher.metadata.name}`);
     ok(await k("delete", "virtualmachine", "vmi-ephemeral"));
     // The Service is the user's: it outlives the VM it was made for (no owner reference, as with KubeVirt's).
-    await eventually(async () => expect(await vmiOrUndefined(kubeconfig, "vmi-ephemeral")).toBeUndefined(), BOOT);
+    await eventually(async () => {
+      expect(await vmiOrUndefined(kubeconfig, "vmi-ephemeral")).toBeUndefined();
+      return true;
+    }, BOOT);
     expect(ok(await k("get", "svc", "vmiservice", "-o", "name")).trim()).toBe("service/vmiservice");
   });
 });

@@ -4,10 +4,12 @@
  * one), pause/unpause (Paused condition, the guest's progress stops and resumes), soft-reboot, expose, restart and
  * restart --force --grace-period=0 (a new VMI with the same firmware UUID), stop.
  */
+
+import { eventually } from "@kvt/testing";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { type CommandResult, getJson, kubectl, kubectlOk, kubectlWatch, virtctl } from "../lib/cli.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { consoleLog, progressLines } from "../lib/console-log.ts";
-import { eventually } from "../lib/eventually.ts";
 import { testGuestVm } from "../lib/manifests.ts";
 import { launcherPods, type VmiView, vm, vmiOrUndefined } from "../lib/objects.ts";
 
@@ -88,12 +90,18 @@ describe("virtctl against a running test guest", () => {
     expect(start.code, start.stderr).toBe(0);
     expect(start.stdout).toBe(`VM ${NAME} was scheduled to start\n`);
     vmi = await runningVmi();
-    await eventually(async () => expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Running"));
+    await eventually(async () => {
+      expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Running");
+      return true;
+    }, CLUSTER_WAIT);
     expectRefused(
       await virtctl(kubeconfig, ["start", NAME]),
       `Error starting VirtualMachine ${conflictText("virtualmachine", "VM is already running")}`,
     );
-    await eventually(async () => expect(await lastProgress(vmi.metadata.uid)).toBeGreaterThan(2), BOOT);
+    await eventually(async () => {
+      expect(await lastProgress(vmi.metadata.uid)).toBeGreaterThan(2);
+      return true;
+    }, BOOT);
   });
 
   it("pause vm freezes the guest (Paused condition, no progress); pausing again or soft-rebooting it is KubeVirt's conflict; unpause resumes it", async () => {
@@ -109,8 +117,12 @@ describe("virtctl against a running test guest", () => {
     await eventually(async () => {
       const v = await vmiOrUndefined(kubeconfig, NAME);
       expect(condition(v, "Paused")).toMatchObject({ status: "True", reason: "PausedByUser" });
-    });
-    await eventually(async () => expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Paused"));
+      return true;
+    }, CLUSTER_WAIT);
+    await eventually(async () => {
+      expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Paused");
+      return true;
+    }, CLUSTER_WAIT);
     // Frozen: the last line stays the last line while a running guest would have printed several more.
     const frozenAt = await lastProgress(vmi.metadata.uid);
     const rate = await linesPerSecondBefore(frozenAt);
@@ -129,12 +141,22 @@ describe("virtctl against a running test guest", () => {
     const unpause = await virtctl(kubeconfig, ["unpause", "vm", NAME]);
     expect(unpause.code, unpause.stderr).toBe(0);
     expect(unpause.stdout).toBe(`VMI ${NAME} was scheduled to unpause\n`);
-    await eventually(async () => expect(condition(await vmiOrUndefined(kubeconfig, NAME), "Paused")).toBeUndefined());
-    await eventually(async () => expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Running"));
+    await eventually(async () => {
+      expect(condition(await vmiOrUndefined(kubeconfig, NAME), "Paused")).toBeUndefined();
+      return true;
+    }, CLUSTER_WAIT);
+    await eventually(async () => {
+      expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Running");
+      return true;
+    }, CLUSTER_WAIT);
     // Resumed where it stopped: the same VMI, the sequence continues past the frozen line.
-    await eventually(async () => expect(await lastProgress(vmi.metadata.uid)).toBeGreaterThan(frozenAt + 1), {
-      timeoutMs: 60_000,
-    });
+    await eventually(
+      async () => {
+        expect(await lastProgress(vmi.metadata.uid)).toBeGreaterThan(frozenAt + 1);
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 60_000 },
+    );
     expect((await vmiOrUndefined(kubeconfig, NAME))?.metadata.uid).toBe(vmi.metadata.uid);
   });
 
@@ -202,9 +224,15 @@ describe("virtctl against a running test guest", () => {
       "-o",
       'jsonpath={.metadata.uid}{" "}{.spec.terminationGracePeriodSeconds}{"\\n"}',
     ]);
-    await eventually(() => expect(watch.output()).toContain(uid));
+    await eventually(() => {
+      expect(watch.output()).toContain(uid);
+      return true;
+    }, CLUSTER_WAIT);
     await act();
-    await eventually(async () => expect((await vmiOrUndefined(kubeconfig, NAME))?.metadata.uid).not.toBe(uid), BOOT);
+    await eventually(async () => {
+      expect((await vmiOrUndefined(kubeconfig, NAME))?.metadata.uid).not.toBe(uid);
+      return true;
+    }, BOOT);
     const lines = (await watch.stop()).split("\n").filter((l) => l.startsWith(uid));
     return lines.map((l) => l.slice(uid.length + 1));
   }
@@ -224,7 +252,10 @@ describe("virtctl against a running test guest", () => {
     expect(next.spec.domain.firmware?.uuid).toBe(uuid);
     expect(next.metadata.ownerReferences?.[0]?.uid).toBe((await vm(kubeconfig, NAME)).metadata.uid);
     vmi = next;
-    await eventually(async () => expect(await lastProgress(vmi.metadata.uid)).toBeGreaterThan(0), BOOT);
+    await eventually(async () => {
+      expect(await lastProgress(vmi.metadata.uid)).toBeGreaterThan(0);
+      return true;
+    }, BOOT);
   });
 
   it("restart --force --grace-period=0 cuts the VMI's grace period first, then replaces it", async () => {
@@ -263,8 +294,17 @@ describe("virtctl against a running test guest", () => {
       expect(r.stdout).toBe(`VM ${NAME} was scheduled to stop\n`);
     });
     expect(graces.at(-1)).toBe("0");
-    await eventually(async () => expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined(), { timeoutMs: 90_000 });
-    await eventually(async () => expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Stopped"));
+    await eventually(
+      async () => {
+        expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined();
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 90_000 },
+    );
+    await eventually(async () => {
+      expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Stopped");
+      return true;
+    }, CLUSTER_WAIT);
     expectRefused(
       await virtctl(kubeconfig, ["stop", NAME]),
       `error stopping VirtualMachine ${conflictText("virtualmachine", "VM is not running")}`,
@@ -283,15 +323,22 @@ describe("virtctl against a running test guest", () => {
     // virt-controller's half: the new VMI asks to start paused.
     expect((paused.spec as { startStrategy?: string }).startStrategy).toBe("Paused");
     // virt-handler's and the launcher's half: the domain starts paused and the VMI says so.
-    await eventually(async () =>
-      expect(condition(await vmiOrUndefined(kubeconfig, NAME), "Paused")?.status).toBe("True"),
-    );
-    await eventually(async () => expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Paused"));
+    await eventually(async () => {
+      expect(condition(await vmiOrUndefined(kubeconfig, NAME), "Paused")?.status).toBe("True");
+      return true;
+    }, CLUSTER_WAIT);
+    await eventually(async () => {
+      expect((await vm(kubeconfig, NAME)).status?.printableStatus).toBe("Paused");
+      return true;
+    }, CLUSTER_WAIT);
     // The guest has not run: no progress line at all.
     await new Promise((r) => setTimeout(r, 3000));
     expect(await lastProgress(paused.metadata.uid)).toBe(0);
     const unpause = await virtctl(kubeconfig, ["unpause", "vmi", NAME]);
     expect(unpause.code, unpause.stderr).toBe(0);
-    await eventually(async () => expect(await lastProgress(paused.metadata.uid)).toBeGreaterThan(1), BOOT);
+    await eventually(async () => {
+      expect(await lastProgress(paused.metadata.uid)).toBeGreaterThan(1);
+      return true;
+    }, BOOT);
   });
 });

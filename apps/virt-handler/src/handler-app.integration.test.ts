@@ -12,7 +12,7 @@ import type { VirtualMachineInstance } from "@kvt/api";
 import { CORE_V1, KUBEVIRT_V1, type KubeObject, kubeConfigFor, type Node, RestClient, resourceClient } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
 import { createLogger } from "@kvt/observability";
-import { eventually as eventuallyHolds, installKubeVirtCrds } from "@kvt/testing";
+import { eventually, installKubeVirtCrds } from "@kvt/testing";
 import { hasKvm, testGuestPath } from "@kvt/vmm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
@@ -23,8 +23,7 @@ const launcherMain = new URL("../../virt-launcher/src/main.ts", import.meta.url)
 const NODE = "node01";
 
 /** Launchers boot real guests: integration waits are generous. */
-const eventually = <T>(fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000) =>
-  eventuallyHolds(fn, timeoutMs);
+const BOOT = { timeoutMs: 60_000 };
 
 describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local API server", () => {
   let server: ApiServerHandle;
@@ -130,7 +129,7 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
     const running = await eventually(async () => {
       const v = await vmis().get("default", "guest1");
       return v.status?.phase === "Running" ? v : undefined;
-    });
+    }, BOOT);
     expect(running.status?.conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
     expect(running.status?.conditions?.find((c) => c.type === "LiveMigratable")?.status).toBe("True");
     expect(running.status?.activePods).toEqual({ "0a1b2c3d-0000-4000-8000-000000000001": NODE });
@@ -138,8 +137,9 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
 
     const base = `http://127.0.0.1:${handler!.port}/v1/namespaces/default/virtualmachineinstances/guest1`;
     expect((await fetch(`${base}/pause`, { method: "PUT", body: "{}" })).status).toBe(200);
-    await eventually(async () =>
-      (await vmis().get("default", "guest1")).status?.conditions?.some((c) => c.type === "Paused"),
+    await eventually(
+      async () => (await vmis().get("default", "guest1")).status?.conditions?.some((c) => c.type === "Paused"),
+      BOOT,
     );
     const again = await fetch(`${base}/pause`, { method: "PUT", body: "{}" });
     expect(again.status).toBe(409);
@@ -147,6 +147,7 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
     expect((await fetch(`${base}/unpause`, { method: "PUT", body: "{}" })).status).toBe(200);
     await eventually(
       async () => !(await vmis().get("default", "guest1")).status?.conditions?.some((c) => c.type === "Paused"),
+      BOOT,
     );
 
     const ws = new WebSocket(
@@ -157,7 +158,7 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
     ws.on("message", (d: Buffer) => {
       text += d.toString();
     });
-    await eventually(() => /kvt-guest progress n=\d+/.test(text));
+    await eventually(() => /kvt-guest progress n=\d+/.test(text), BOOT);
     ws.close();
 
     // A handler restart re-adopts the running launcher: the guest keeps its progress, the VMI stays Running.
@@ -180,7 +181,7 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
     const done = await eventually(async () => {
       const v = await vmis().get("default", "guest1");
       return v.status?.phase === "Succeeded" ? v : undefined;
-    });
+    }, BOOT);
     expect(done.status?.conditions?.find((c) => c.type === "Ready")).toMatchObject({
       status: "False",
       reason: "GuestNotRunning",
@@ -190,18 +191,18 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
 
   it("fails the VMI when its launcher is killed", async () => {
     const { launcher } = await scheduledVmi("guest2", "0a1b2c3d-0000-4000-8000-000000000002");
-    await eventually(async () => (await vmis().get("default", "guest2")).status?.phase === "Running");
+    await eventually(async () => (await vmis().get("default", "guest2")).status?.phase === "Running", BOOT);
     launcher.kill("SIGKILL");
     const failed = await eventually(async () => {
       const v = await vmis().get("default", "guest2");
       return v.status?.phase === "Failed" ? v : undefined;
-    });
+    }, BOOT);
     expect(failed.status?.reason).toBe("LauncherExited");
   }, 120_000);
 
   it("shuts down the launcher of a VMI that is deleted outright", async () => {
     const { launcher } = await scheduledVmi("guest3", "0a1b2c3d-0000-4000-8000-000000000003");
-    await eventually(async () => (await vmis().get("default", "guest3")).status?.phase === "Running");
+    await eventually(async () => (await vmis().get("default", "guest3")).status?.phase === "Running", BOOT);
     const exited = new Promise<number | null>((resolve) => launcher.once("exit", (c) => resolve(c)));
     await vmis().delete("default", "guest3");
     expect(await exited).toBe(0);

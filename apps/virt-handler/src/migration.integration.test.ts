@@ -12,7 +12,7 @@ import type { VirtualMachineInstance } from "@kvt/api";
 import { CORE_V1, KUBEVIRT_V1, type KubeObject, kubeConfigFor, type Node, RestClient, resourceClient } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
 import { createLogger } from "@kvt/observability";
-import { eventually as eventuallyHolds, installKubeVirtCrds } from "@kvt/testing";
+import { eventually, installKubeVirtCrds } from "@kvt/testing";
 import { testGuestPath } from "@kvt/vmm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type HandlerApp, startHandlerApp } from "./handler-app.ts";
@@ -28,10 +28,6 @@ function hasQemu(): boolean {
     return false;
   }
 }
-
-/** Launchers boot real guests: integration waits are generous. */
-const eventually = <T>(fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000) =>
-  eventuallyHolds(fn, timeoutMs);
 
 describe.skipIf(!hasQemu())("live migration between two handlers", () => {
   let server: ApiServerHandle;
@@ -132,7 +128,9 @@ describe.skipIf(!hasQemu())("live migration between two handlers", () => {
     const uid = created.metadata!.uid!;
     await vmis().mergePatch("default", "mig", { status: { phase: "Scheduled", nodeName: "node01" } });
     const source = launch("node01", "mig", uid, "aaaaaaaa-0000-4000-8000-000000000001");
-    await eventually(async () => (await vmis().get("default", "mig")).status?.phase === "Running", 120_000);
+    await eventually(async () => (await vmis().get("default", "mig")).status?.phase === "Running", {
+      timeoutMs: 120_000,
+    });
 
     // virt-controller's part: the target pod runs on node02 and migrationState names both sides.
     launch("node02", "mig", uid, "bbbbbbbb-0000-4000-8000-000000000002");
@@ -148,10 +146,13 @@ describe.skipIf(!hasQemu())("live migration between two handlers", () => {
         },
       },
     });
-    const moved = await eventually(async () => {
-      const v = await vmis().get("default", "mig");
-      return v.status?.nodeName === "node02" && v.status.migrationState?.targetNodeDomainDetected ? v : undefined;
-    }, 150_000);
+    const moved = await eventually(
+      async () => {
+        const v = await vmis().get("default", "mig");
+        return v.status?.nodeName === "node02" && v.status.migrationState?.targetNodeDomainDetected ? v : undefined;
+      },
+      { timeoutMs: 150_000 },
+    );
     const ms = moved.status!.migrationState!;
     expect(ms).toMatchObject({ completed: true, targetNodeAddress: "127.0.0.1", mode: "PreCopy" });
     expect(ms.failed).toBeUndefined();

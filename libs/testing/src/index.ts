@@ -17,7 +17,7 @@ export {
   withRunStrategy,
 } from "./builders.ts";
 /** Polling until a condition holds (integration tests and benches against a real API server). */
-export { eventually } from "./eventually.ts";
+export { type EventuallyOptions, eventually, type NotYet } from "./eventually.ts";
 /** In-memory API with recorded actions. */
 export { type Action, FakeApi } from "./fake-client.ts";
 /** In-memory event recorder. */

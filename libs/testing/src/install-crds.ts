@@ -26,8 +26,11 @@ export async function installKubeVirtCrds(transport: RestClient, timeoutMs = 20_
     resourceClient<VirtualMachineInstance>(transport, KUBEVIRT_V1.virtualMachineInstances),
     resourceClient<VirtualMachineInstanceMigration>(transport, KUBEVIRT_V1.virtualMachineInstanceMigrations),
   ];
-  await eventually(async () => {
-    for (const client of served) await client.list("default");
-    return true;
-  }, timeoutMs);
+  await eventually(
+    async () => {
+      for (const client of served) await client.list("default");
+      return true;
+    },
+    { timeoutMs, what: "KubeVirt's CRDs to be served" },
+  );
 }

@@ -2,9 +2,11 @@ import { objectKey } from "@kvt/api";
 import { type ApiError, done, KUBEVIRT_V1, type Reconciler } from "@kvt/kube";
 import { describe, expect, it } from "vitest";
 import { newVmi, withMemory, withPhase } from "./builders.ts";
+import { eventually } from "./eventually.ts";
 import { FakeApi } from "./fake-client.ts";
 import { fakeStore } from "./fake-store.ts";
 import { reconcileWithGuard } from "./guard.ts";
+import { applyJsonPatch } from "./json-patch-apply.ts";
 
 describe("reconcileWithGuard", () => {
   it("fails a reconcile that mutates a cached object", async () => {
@@ -53,5 +55,53 @@ describe("FakeApi", () => {
     expect(
       api.stored<ReturnType<typeof newVmi>>(KUBEVIRT_V1.virtualMachineInstances, "default", "a")?.status?.phase,
     ).toBe("Pending");
+  });
+});
+
+describe("eventually", () => {
+  it("retries on a throw, undefined, null and false, and returns the first other value", async () => {
+    const answers: unknown[] = [undefined, null, false, new Error("not yet"), 0];
+    const value = await eventually(
+      () => {
+        const next = answers.shift();
+        if (next instanceof Error) throw next;
+        return next as number | undefined;
+      },
+      { intervalMs: 1 },
+    );
+    expect(value).toBe(0);
+    expect(answers).toEqual([]);
+  });
+
+  it("names what it awaited on timeout and keeps the last error as the cause", async () => {
+    const cause = new Error("phase is Pending");
+    const failure = await eventually(
+      () => {
+        throw cause;
+      },
+      { timeoutMs: 20, intervalMs: 5, what: "the VMI to run" },
+    ).catch((e: unknown) => e as Error);
+    expect(failure.message).toBe("Timed out after 20 ms waiting for the VMI to run: phase is Pending");
+    expect(failure.cause).toBe(cause);
+  });
+});
+
+describe("applyJsonPatch", () => {
+  it("applies RFC 6902 operations to a copy and is atomic when one fails", () => {
+    const doc = { spec: { runStrategy: "Halted" }, list: [1] };
+    expect(
+      applyJsonPatch(doc, [
+        { op: "test", path: "/spec/runStrategy", value: "Halted" },
+        { op: "replace", path: "/spec/runStrategy", value: "Always" },
+        { op: "add", path: "/list/-", value: 2 },
+      ]),
+    ).toEqual({ spec: { runStrategy: "Always" }, list: [1, 2] });
+    expect(() =>
+      applyJsonPatch(doc, [
+        { op: "add", path: "/list/-", value: 3 },
+        { op: "test", path: "/spec/runStrategy", value: "Always" },
+      ]),
+    ).toThrow("test failed at /spec/runStrategy");
+    expect(doc).toEqual({ spec: { runStrategy: "Halted" }, list: [1] });
   });
 });

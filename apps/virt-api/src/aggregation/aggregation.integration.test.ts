@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { customResourceDefinitions } from "@kvt/api";
+import { eventually } from "@kvt/testing";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
@@ -29,15 +30,6 @@ const root = new URL("../../../../", import.meta.url).pathname;
 const apiserverMain = join(root, "tools/local-cluster/src/apiserver/main.ts");
 const VMS = "/apis/kubevirt.io/v1/namespaces/default/virtualmachines";
 const SUB = "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines";
-
-async function eventually<T>(fn: () => Promise<T | undefined>, what: string): Promise<T> {
-  for (let i = 0; i < 300; i++) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 function put(port: number, path: string, body: unknown): Promise<{ code: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -83,7 +75,7 @@ describe.skipIf(!existsSync(apiserverMain))(
       );
       await eventually(
         async () => (existsSync(kubeconfig) && readFileSync(kubeconfig, "utf8").includes("server:") ? true : undefined),
-        "the API server",
+        { timeoutMs: 30_000, intervalMs: 100, what: "the API server" },
       );
       const kc = new KubeConfig();
       kc.loadFromFile(kubeconfig);
@@ -97,7 +89,7 @@ describe.skipIf(!existsSync(apiserverMain))(
       }
       await eventually(
         async () => ((await transport.send({ method: "GET", path: VMS })).status === 200 ? true : undefined),
-        "the VM CRD",
+        { timeoutMs: 30_000, intervalMs: 100, what: "the VM CRD" },
       );
 
       const ca = generateCa();
