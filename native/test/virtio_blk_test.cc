@@ -457,3 +457,24 @@ TEST(virtio_blk_quiesced_device_leaves_requests_in_the_ring_until_resume) {
   CHECK(v.WaitFor([&] { return v.ring.UsedIdx() == 1; }));
   CHECK_EQ(v.mem.bytes()[kStatusGpa], kBlkStatusOk);
 }
+
+TEST(virtio_blk_kick_eventfd_wakes_the_worker_as_an_ioeventfd_would) {
+  Live v;
+  v.Bringup();
+  int kick = v.blk->QueueKickFd(0);
+  CHECK(kick >= 0);
+  CHECK_EQ(v.blk->QueueKickFd(1), -1);
+  v.SubmitReadNoKick(0, 5);
+  uint64_t one = 1;
+  CHECK(write(kick, &one, sizeof one) == static_cast<ssize_t>(sizeof one));  // what KVM does on the notify write
+  CHECK(v.WaitFor([&] { return v.ring.UsedIdx() == 1; }));
+  CHECK_EQ(v.mem.bytes()[kBuf + 1], Pattern(5 * 512 + 1));
+  // Kicks while quiesced wait in the counter and are served on resume.
+  v.t->Quiesce();
+  v.SubmitReadNoKick(1, 6);
+  CHECK(write(kick, &one, sizeof one) == static_cast<ssize_t>(sizeof one));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK_EQ(v.ring.UsedIdx(), 1);
+  v.t->Resume();
+  CHECK(v.WaitFor([&] { return v.ring.UsedIdx() == 2; }));
+}

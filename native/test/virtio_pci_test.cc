@@ -40,6 +40,7 @@ class FakeDevice : public VirtioDevice {
     return kvmts::OkStatus();
   }
   void QueueNotify(uint16_t q) override { notified.push_back(q); }
+  int QueueKickFd(uint16_t q) const override { return q == 0 ? 100 : -1; }  // queue 1 has no eventfd
   void Reset() override { resets++; }
   void Quiesce() override { quiesced++; }
   void Resume() override { resumed++; }
@@ -443,4 +444,45 @@ TEST(virtio_pci_save_restore_round_trips_a_live_device) {
   CHECK(!c.transport.Restore(bad.data(), bad.size()).ok());
   CHECK_EQ(c.dev.activations, 0);
   CHECK_EQ(c.transport.status(), 0);
+}
+
+namespace {
+
+struct FakeRegistrar : NotifyRegistrar {
+  void AddNotify(uint64_t gpa, int fd) override { log.push_back("+" + std::to_string(gpa) + "/" + std::to_string(fd)); }
+  void RemoveNotify(uint64_t gpa, int fd) override { log.push_back("-" + std::to_string(gpa) + "/" + std::to_string(fd)); }
+  std::vector<std::string> log;
+};
+
+std::string At(uint64_t gpa, int fd) { return std::to_string(gpa) + "/" + std::to_string(fd); }
+
+}  // namespace
+
+TEST(virtio_pci_binds_notify_eventfds_while_decoding_and_follows_bar_moves) {
+  Rig r;
+  FakeRegistrar reg;
+  r.transport.SetNotifyRegistrar(&reg);
+  CHECK(reg.log.empty());  // memory decode is off after power-on
+  r.drv.SetCfg(kPciCommandOffset, kPciCommandMemory, 2);
+  CHECK_EQ(reg.log.size(), 1u);
+  CHECK(reg.log[0] == "+" + At(kBar + kNotifyOffset, 100));
+  r.drv.SetCfg(kPciCommandOffset, kPciCommandMemory | kPciCommandBusMaster, 2);
+  CHECK_EQ(reg.log.size(), 1u);  // unchanged address: nothing to do
+  r.drv.SetCfg(kPciBar0Offset + 4, 0x2);  // the BAR moves to 0x2_e0000000 while decoding
+  CHECK_EQ(reg.log.size(), 3u);
+  CHECK(reg.log[1] == "-" + At(kBar + kNotifyOffset, 100));
+  CHECK(reg.log[2] == "+" + At(0x2e0000000ull + kNotifyOffset, 100));
+  r.drv.SetCfg(kPciCommandOffset, 0, 2);
+  CHECK(reg.log.back() == "-" + At(0x2e0000000ull + kNotifyOffset, 100));
+  r.drv.SetCfg(kPciCommandOffset, kPciCommandMemory, 2);
+  std::vector<uint8_t> blob = r.transport.Save();
+  r.transport.SetNotifyRegistrar(nullptr);
+  CHECK(reg.log.back() == "-" + At(0x2e0000000ull + kNotifyOffset, 100));
+  // A restored transport binds where the saved BAR was.
+  Rig b;
+  FakeRegistrar reg2;
+  b.transport.SetNotifyRegistrar(&reg2);
+  CHECK(b.transport.Restore(blob.data(), blob.size()).ok());
+  CHECK_EQ(reg2.log.size(), 1u);
+  CHECK(reg2.log[0] == "+" + At(0x2e0000000ull + kNotifyOffset, 100));
 }

@@ -67,6 +67,16 @@ Status VmFd::SignalMsi(uint64_t address, uint32_t data) {
   return OkStatus();
 }
 
+Status VmFd::Ioeventfd(uint64_t addr, uint32_t len, int fd, bool assign) {
+  kvm_ioeventfd io{};
+  io.addr = addr;
+  io.len = len;
+  io.fd = fd;
+  io.flags = assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN;
+  if (Ioctl(fd_.get(), KVM_IOEVENTFD, &io) < 0) return ErrnoError("KVM_IOEVENTFD");
+  return OkStatus();
+}
+
 Status VmFd::GetDirtyLog(uint32_t slot, uint64_t* bitmap) {
   kvm_dirty_log log{};
   log.slot = slot;

@@ -41,6 +41,9 @@ class VmFd {
   // KVM_SIGNAL_MSI: injects one MSI (address, data) through the in-kernel LAPICs. Any thread. Returns EINVAL
   // without an in-kernel irqchip; a blocked message (the guest masked it in its APIC) is not an error.
   Status SignalMsi(uint64_t address, uint32_t data);
+  // KVM_IOEVENTFD on MMIO [addr, addr + len) without datamatch: a guest write there signals `fd` in the kernel
+  // instead of exiting (len 0 = any length, with KVM_CAP_IOEVENTFD_ANY_LENGTH). assign false removes it.
+  Status Ioeventfd(uint64_t addr, uint32_t len, int fd, bool assign);
   // KVM_CREATE_VCPU; the caller owns the returned fd.
   Result<ScopedFd> CreateVcpu(uint32_t id);
 

@@ -49,6 +49,20 @@ class KvmMsiSink : public devices::virtio::MsiSink {
   std::atomic<uint64_t> failures_{0};
 };
 
+// The virtio notify addresses as KVM ioeventfds (a kick then wakes the device's worker without an exit).
+class KvmNotifyRegistrar : public devices::virtio::NotifyRegistrar {
+ public:
+  explicit KvmNotifyRegistrar(kvm::VmFd* vm);
+  void AddNotify(uint64_t gpa, int fd) override;
+  void RemoveNotify(uint64_t gpa, int fd) override;
+  uint64_t failures() const { return failures_.load(); }
+
+ private:
+  kvm::VmFd* vm_;
+  uint32_t len_;  // 0 (any length) when KVM offers it, else 2 (the virtio driver's 16-bit write)
+  std::atomic<uint64_t> failures_{0};
+};
+
 struct MachineImpl : public Peripherals,
                      public devices::OutputSink,
                      public devices::IrqTrigger,
@@ -97,6 +111,7 @@ struct MachineImpl : public Peripherals,
   // virtio-pci (machine_virtio.cc), only with config.disks. Transports after their devices: destroyed first.
   std::unique_ptr<devices::virtio::GuestMemoryAccess> guest_access;
   std::unique_ptr<KvmMsiSink> msi_sink;
+  std::unique_ptr<KvmNotifyRegistrar> notify_registrar;
   std::unique_ptr<devices::virtio::PciRootBus> pci;
   std::vector<std::unique_ptr<devices::virtio::VirtioBlock>> blocks;
   std::vector<std::unique_ptr<devices::virtio::VirtioPciTransport>> transports;

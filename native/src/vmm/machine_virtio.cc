@@ -6,12 +6,14 @@
 //
 //   vCPU  PIO 0xCF8/0xCFC -> PioBus -> PciRootBus            (config space)
 //   vCPU  KVM_EXIT_MMIO   -> HandleExit -> MachineImpl::MmioRead/Write -> PciRootBus -> transport (BAR0)
+//   vCPU  notify write    -> KVM ioeventfd (bound by KvmNotifyRegistrar while the BAR decodes) -> the device's
+//                            kick eventfd -> its worker: no exit to userspace
 //   worker                -> KvmMsiSink::SignalMsi -> KVM_SIGNAL_MSI (the in-kernel LAPICs route it)
 //
 // The legacy IRQCHIP routes (UART 4, keyboard 1) are untouched: MSIs bypass the GSI routing table.
 // Lifecycle: the devices run while the machine runs; Pause/Stop quiesce them (no guest-memory write after the
 // final dirty-log collection), Start/Resume let them go on, a restore happens quiesced (a target that never starts
-// runs nothing twice). Not yet: ioeventfd for the notify region (every kick is an MMIO exit), irqfd routes.
+// runs nothing twice). Not yet: irqfd routes (each interrupt is one KVM_SIGNAL_MSI ioctl from the worker).
 #include <errno.h>
 
 #include "vmm/linux_acpi.h"
@@ -25,12 +27,26 @@ void KvmMsiSink::SignalMsi(uint64_t address, uint32_t data) {
   if (!vm_->SignalMsi(address, data).ok()) failures_++;
 }
 
+KvmNotifyRegistrar::KvmNotifyRegistrar(kvm::VmFd* vm)
+    : vm_(vm), len_(vm->CheckExtension(KVM_CAP_IOEVENTFD_ANY_LENGTH) > 0 ? 0 : 2) {}
+
+// A failure (no ioeventfd support, an address already bound) is not fatal: the kick then exits to the transport,
+// which calls QueueNotify, which signals the same eventfd.
+void KvmNotifyRegistrar::AddNotify(uint64_t gpa, int fd) {
+  if (!vm_->Ioeventfd(gpa, len_, fd, true).ok()) failures_++;
+}
+
+void KvmNotifyRegistrar::RemoveNotify(uint64_t gpa, int fd) {
+  if (!vm_->Ioeventfd(gpa, len_, fd, false).ok()) failures_++;
+}
+
 Status CreateVirtioDevices(MachineImpl& m) {
   if (m.config.disks.empty()) return OkStatus();
   if (!m.config.linux_platform) return Error{EINVAL, "create-vm", "disks need the Linux platform"};
   if (m.config.disks.size() > 16) return Error{EINVAL, "create-vm", "at most 16 disks"};
   m.guest_access = std::make_unique<dv::GuestMemoryAccess>(m.mem.get());
   m.msi_sink = std::make_unique<KvmMsiSink>(&m.vm);
+  m.notify_registrar = std::make_unique<KvmNotifyRegistrar>(&m.vm);
   m.pci = std::make_unique<dv::PciRootBus>();
   for (size_t i = 0; i < m.config.disks.size(); ++i) {
     const DiskConfig& d = m.config.disks[i];
@@ -44,6 +60,7 @@ Status CreateVirtioDevices(MachineImpl& m) {
     m.blocks.push_back(std::move(blk.value()));
     m.transports.push_back(std::make_unique<dv::VirtioPciTransport>(m.blocks.back().get(), m.guest_access.get(),
                                                                     m.msi_sink.get(), bar));
+    m.transports.back()->SetNotifyRegistrar(m.notify_registrar.get());
     m.pci->AddDevice(static_cast<uint8_t>(i + 1), m.transports.back().get());
   }
   if (!m.pio.Register(dv::kPciConfigAddressPort, dv::kPciConfigPortCount, m.pci.get())) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -74,16 +75,26 @@ Result<std::unique_ptr<VirtioBlock>> VirtioBlock::Open(const BlockOptions& optio
     close(fd);
     return e;
   }
-  return std::unique_ptr<VirtioBlock>(new VirtioBlock(options, fd, bytes / kSectorBytes));
+  int kick = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  int ctl = kick < 0 ? -1 : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (ctl < 0) {
+    Error e = ErrnoError("eventfd");
+    if (kick >= 0) close(kick);
+    close(fd);
+    return e;
+  }
+  return std::unique_ptr<VirtioBlock>(new VirtioBlock(options, fd, kick, ctl, bytes / kSectorBytes));
 }
 
-VirtioBlock::VirtioBlock(const BlockOptions& options, int fd, uint64_t capacity_sectors)
-    : options_(options), fd_(fd), capacity_sectors_(capacity_sectors) {
+VirtioBlock::VirtioBlock(const BlockOptions& options, int fd, int kick_fd, int ctl_fd, uint64_t capacity_sectors)
+    : options_(options), fd_(fd), kick_fd_(kick_fd), ctl_fd_(ctl_fd), capacity_sectors_(capacity_sectors) {
   std::memcpy(serial_, options.serial.data(), std::min<size_t>(options.serial.size(), kBlkIdBytes));
 }
 
 VirtioBlock::~VirtioBlock() {
   Reset();
+  close(ctl_fd_);
+  close(kick_fd_);
   close(fd_);
 }
 

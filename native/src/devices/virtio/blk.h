@@ -8,9 +8,9 @@
 //     48 max_write_zeroes_sectors  52 max_write_zeroes_seg  56 write_zeroes_may_unmap (u8)
 //   one queue; I/O on one worker thread per device, never on a vCPU thread:
 //
-//   vCPU: notify -> QueueNotify(q): pending |= q, wake    worker: wait -> pop chains -> parse -> pread/pwrite/
-//         (returns at once)                                       fdatasync/fallocate -> status -> used ring ->
-//                                                                 interrupt if the driver wants one -> re-arm
+//   vCPU: notify -> QueueNotify(q): +1 on the queue's     worker: poll -> pop chains -> parse -> pread/pwrite/
+//         kick eventfd (returns at once); or KVM signals          fdatasync/fallocate -> status -> used ring ->
+//         that eventfd itself (ioeventfd: no exit at all)         interrupt if the driver wants one -> re-arm
 //   Quiesce(): waits for the batch in hand to finish, then parks the worker (no request in flight: save is safe)
 //   Reset(): stops and joins the worker; the queues belong to the transport again
 //
@@ -76,6 +76,7 @@ class VirtioBlock : public VirtioDevice {
   void WriteConfig(uint64_t offset, const uint8_t* data, size_t len) override;
   Status Activate(const ActivateContext& ctx) override;
   void QueueNotify(uint16_t q) override;
+  int QueueKickFd(uint16_t q) const override { return q == 0 ? kick_fd_ : -1; }
   void Reset() override;
   void Quiesce() override;
   void Resume() override;
@@ -92,7 +93,7 @@ class VirtioBlock : public VirtioDevice {
   bool HandleChain(GuestAccess& mem, const DescriptorChain& chain, uint64_t acked, uint32_t* used_len);
 
  private:
-  VirtioBlock(const BlockOptions& options, int fd, uint64_t capacity_sectors);
+  VirtioBlock(const BlockOptions& options, int fd, int kick_fd, int ctl_fd, uint64_t capacity_sectors);
   uint8_t Execute(GuestAccess& mem, const BlkRequest& req, uint64_t acked, uint32_t* written);
   uint8_t DoRead(GuestAccess& mem, const BlkRequest& req, uint32_t* written);
   uint8_t DoWrite(GuestAccess& mem, const BlkRequest& req);
@@ -104,6 +105,8 @@ class VirtioBlock : public VirtioDevice {
 
   BlockOptions options_;
   int fd_;
+  int kick_fd_;  // eventfd: queue 0 was kicked (QueueNotify, or KVM through an ioeventfd)
+  int ctl_fd_;   // eventfd: stop or pause/resume changed (wakes the worker's poll)
   uint64_t capacity_sectors_;
   char serial_[kBlkIdBytes] = {};
 
@@ -111,8 +114,8 @@ class VirtioBlock : public VirtioDevice {
   ActivateContext ctx_;
   std::thread worker_;
   std::mutex mu_;
-  std::condition_variable wake_cv_, idle_cv_;
-  uint64_t pending_ = 0;  // bit q: queue q was kicked
+  std::condition_variable idle_cv_;
+  bool again_ = false;    // a pause interrupted the queue: serve it on resume without a new kick
   bool busy_ = false;     // the worker holds a batch
   std::atomic<bool> stop_{false}, pause_{false};  // written under mu_, polled by the worker between chains
   std::atomic<bool> broken_{false};

@@ -1,36 +1,58 @@
 // VirtioBlock's worker thread: activation, kicks, the queue loop, quiesce/resume and reset (see blk.h).
 //
-//   state            wakes on                         does
-//   waiting          QueueNotify (pending), Resume    takes the pending bits, busy = true, serves each queue
-//   serving          -                                pops, runs and completes chains until the ring is empty,
-//                                                     a pause or stop is asked, or a chain breaks the protocol
-//   paused           Resume                           nothing; pending kicks wait (Quiesce returns once !busy)
-//   stopped          -                                the thread has exited (Reset joined it)
+//   state     waits in                          wakes on                      then
+//   idle      poll(kick eventfd, ctl eventfd)   a kick (QueueNotify or KVM)   busy = true, serves the queue
+//   serving   -                                 -                             pops, runs and completes chains until
+//                                                                             the ring is empty, a pause or stop is
+//                                                                             asked, or a chain breaks the protocol
+//   paused    poll(ctl eventfd) only            Resume (kicks accumulate in   idle (a pending kick or an interrupted
+//                                               the eventfd counter)          batch is served at once)
+//   stopped   -                                 -                             the thread has exited (Reset joined it)
+// pause_/stop_ change under mu_ and are followed by a ctl signal; the worker re-reads them under mu_ before it
+// sets busy_, so Quiesce (pause_ = true, wait !busy_) returns only when no chain is in hand or will be taken.
+#include <poll.h>
+#include <unistd.h>
+
 #include <cerrno>
 
 #include "devices/virtio/blk.h"
 
 namespace kvmts::devices::virtio {
 
+namespace {
+
+void Signal(int efd) {
+  uint64_t one = 1;
+  // An eventfd write only fails when the counter would overflow (2^64 - 2 unread kicks): the wake is there.
+  ssize_t n = write(efd, &one, sizeof one);
+  (void)n;
+}
+
+// Reads and clears an eventfd's counter; true when it was signalled.
+bool Drain(int efd) {
+  uint64_t count = 0;
+  return read(efd, &count, sizeof count) == static_cast<ssize_t>(sizeof count) && count != 0;
+}
+
+}  // namespace
+
 Status VirtioBlock::Activate(const ActivateContext& ctx) {
   if (worker_.joinable() || ctx.queues.size() != 1 || ctx.mem == nullptr || ctx.irq == nullptr) {
     return Error{EINVAL, "virtio-blk", "activate"};
   }
   ctx_ = ctx;
-  pending_ = 0;
   busy_ = false;
+  again_ = false;
   stop_ = false;
   pause_ = false;
   broken_ = false;
+  Drain(ctl_fd_);
   worker_ = std::thread([this] { WorkerLoop(); });
   return OkStatus();
 }
 
 void VirtioBlock::QueueNotify(uint16_t q) {
-  if (q >= 64) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  pending_ |= 1ull << q;
-  wake_cv_.notify_one();
+  if (q == 0) Signal(kick_fd_);
 }
 
 void VirtioBlock::Reset() {
@@ -38,46 +60,65 @@ void VirtioBlock::Reset() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    wake_cv_.notify_one();
   }
+  Signal(ctl_fd_);
   worker_.join();
   ctx_ = ActivateContext{};
-  pending_ = 0;
   pause_ = false;
+  Drain(kick_fd_);  // kicks of the old driver session mean nothing to the next one
 }
 
 void VirtioBlock::Quiesce() {
   std::unique_lock<std::mutex> lock(mu_);
   pause_ = true;
+  Signal(ctl_fd_);
   idle_cv_.wait(lock, [this] { return !busy_; });
 }
 
 void VirtioBlock::Resume() {
-  std::lock_guard<std::mutex> lock(mu_);
-  pause_ = false;
-  wake_cv_.notify_one();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pause_ = false;
+  }
+  Signal(ctl_fd_);
 }
 
 void VirtioBlock::WorkerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    wake_cv_.wait(lock, [this] { return stop_ || (pending_ != 0 && !pause_); });
-    if (stop_) break;
-    uint64_t kicked = pending_;
-    pending_ = 0;
-    busy_ = true;
-    lock.unlock();
-    uint64_t again = 0;
-    for (uint16_t q = 0; q < ctx_.queues.size(); ++q) {
-      if ((kicked & (1ull << q)) && ProcessQueue(q)) again |= 1ull << q;
+    bool paused, again;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      paused = pause_;
+      again = again_ && !paused;
     }
-    lock.lock();
-    pending_ |= again;  // interrupted by a pause: served after Resume
-    busy_ = false;
+    bool kicked = again;
+    if (!again) {
+      pollfd fds[2] = {{ctl_fd_, POLLIN, 0}, {kick_fd_, POLLIN, 0}};
+      int n = poll(fds, paused ? 1 : 2, -1);
+      if (n < 0 && errno != EINTR) return;  // cannot happen with valid fds; Reset still joins
+      if (n > 0 && (fds[0].revents & POLLIN)) Drain(ctl_fd_);
+      if (!paused && n > 0 && (fds[1].revents & POLLIN)) kicked = Drain(kick_fd_);
+    }
+    if (!kicked) continue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      if (pause_) {  // a pause raced the kick: keep it for Resume
+        again_ = true;
+        continue;
+      }
+      busy_ = true;
+      again_ = false;
+    }
+    bool interrupted = ProcessQueue(0);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      again_ = again_ || interrupted;
+      busy_ = false;
+    }
     idle_cv_.notify_all();
   }
-  busy_ = false;
-  idle_cv_.notify_all();
 }
 
 bool VirtioBlock::ProcessQueue(uint16_t q) {

@@ -8,6 +8,7 @@
 //   FEATURES_OK                                    -->   AcceptFeatures(acked)   (false: FEATURES_OK refused)
 //   DRIVER_OK (queues validated)                   -->   Activate(ctx)           (error: NEEDS_RESET)
 //   notify register write for queue q              -->   QueueNotify(q)          (never blocks on I/O)
+//   (or KVM signals QueueKickFd(q) directly: an ioeventfd on the notify address)
 //   status 0 (reset)                               -->   Reset()                 (returns with the workers idle)
 //   save: Quiesce(), SaveState(), Resume()         -->   drains in-flight requests and parks the workers
 //   restore: RestoreState(), then Activate + QueueNotify on every queue (kicks during downtime are lost)
@@ -73,6 +74,9 @@ class VirtioDevice {
   virtual bool AcceptFeatures(uint64_t /*acked*/) { return true; }
   virtual Status Activate(const ActivateContext& ctx) = 0;
   virtual void QueueNotify(uint16_t q) = 0;
+  // An eventfd whose signal means the same as QueueNotify(q) (the machine binds it to the notify address with
+  // KVM_IOEVENTFD, so a kick needs no exit), or -1 when the device has none. Valid for the device's lifetime.
+  virtual int QueueKickFd(uint16_t /*q*/) const { return -1; }
   virtual void Reset() = 0;
   virtual void Quiesce() = 0;
   virtual void Resume() = 0;

@@ -109,6 +109,34 @@ void VirtioPciTransport::ConfigWrite(uint16_t offset, const uint8_t* data, size_
     }
   }
   if (offset < msix_cap_ + 4 && offset + len > msix_cap_ + 2u) SyncMsixControlLocked();
+  if (offset < kPciBar0Offset + 8 && offset + len > kPciCommandOffset) SyncNotifyLocked();
+}
+
+void VirtioPciTransport::SetNotifyRegistrar(NotifyRegistrar* registrar) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (registrar_ != nullptr && notify_base_ != 0) {
+    for (uint16_t q = 0; q < queue_count_; ++q) {
+      int fd = device_->QueueKickFd(q);
+      if (fd >= 0) registrar_->RemoveNotify(notify_base_ + kNotifyOffset + uint64_t{kNotifyOffMultiplier} * q, fd);
+    }
+  }
+  notify_base_ = 0;
+  registrar_ = registrar;
+  SyncNotifyLocked();
+}
+
+void VirtioPciTransport::SyncNotifyLocked() {
+  if (registrar_ == nullptr) return;
+  uint64_t want = (config_.command() & kPciCommandMemory) ? config_.BarAddress(0) : 0;
+  if (want == notify_base_) return;
+  for (uint16_t q = 0; q < queue_count_; ++q) {
+    int fd = device_->QueueKickFd(q);
+    if (fd < 0) continue;
+    uint64_t off = kNotifyOffset + uint64_t{kNotifyOffMultiplier} * q;
+    if (notify_base_ != 0) registrar_->RemoveNotify(notify_base_ + off, fd);
+    if (want != 0) registrar_->AddNotify(want + off, fd);
+  }
+  notify_base_ = want;
 }
 
 void VirtioPciTransport::SyncMsixControlLocked() {

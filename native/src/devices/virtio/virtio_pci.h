@@ -20,6 +20,8 @@
 //                             accepts it; otherwise left clear (the driver re-reads status and gives up)
 //     DRIVER_OK            -> every enabled queue validated, device Activate(); any failure: NEEDS_RESET
 //     after DRIVER_OK      -> feature and queue registers are read-only; notifies reach the device
+//                             (a NotifyRegistrar binds BAR0 + 0x6000 + 4 q to the device's kick eventfds, so
+//                             with KVM ioeventfds the kick never reaches this code)
 //     MarkBroken (worker)  -> NEEDS_RESET reads back set, a config interrupt, the device ignores notifies
 //
 // Locking: mu_ guards the registers and config space (vCPU threads); msix_mu_ guards the MSI-X table, vectors and
@@ -69,6 +71,15 @@ struct TransportStats {
   uint64_t bad_accesses = 0;        // register writes of a wrong width/offset or at the wrong time
 };
 
+// Where the notify addresses go so kicks skip the exit path: the machine binds each (gpa, eventfd) with
+// KVM_IOEVENTFD. Called under the transport's lock from the thread that changed the BAR or the command register.
+class NotifyRegistrar {
+ public:
+  virtual ~NotifyRegistrar() = default;
+  virtual void AddNotify(uint64_t gpa, int fd) = 0;
+  virtual void RemoveNotify(uint64_t gpa, int fd) = 0;
+};
+
 class VirtioPciTransport : public PciDevice, public VirtioInterrupt {
  public:
   // device, mem and msi must outlive the transport. bar_gpa: where BAR0 starts (512 KiB aligned, in the MMIO hole).
@@ -86,6 +97,9 @@ class VirtioPciTransport : public PciDevice, public VirtioInterrupt {
   void SignalConfig() override;
   void MarkBroken(const char* why) override;
 
+  // Binds the notify address of every queue with a kick eventfd (VirtioDevice::QueueKickFd) while memory decoding
+  // is on, following BAR moves; nullptr unbinds. Before the guest runs.
+  void SetNotifyRegistrar(NotifyRegistrar* registrar);
   uint64_t bar_address();
   uint8_t status();
   uint64_t acked_features();
@@ -120,6 +134,7 @@ class VirtioPciTransport : public PciDevice, public VirtioInterrupt {
   void ActivateLocked();
   void SyncMsixControlLocked();
   void Deliver(uint16_t vector);  // msix_mu_ held
+  void SyncNotifyLocked();        // (re)binds the notify addresses after a BAR or command change
 
   VirtioDevice* device_;
   GuestAccess* mem_;
@@ -130,6 +145,8 @@ class VirtioPciTransport : public PciDevice, public VirtioInterrupt {
   std::mutex mu_;
   PciConfig config_;
   uint16_t msix_cap_ = 0, pci_cfg_cap_ = 0;
+  NotifyRegistrar* registrar_ = nullptr;
+  uint64_t notify_base_ = 0;  // BAR address the notify eventfds are bound at; 0 = not bound
   uint8_t status_ = 0;
   uint8_t config_generation_ = 0;
   uint32_t device_feature_select_ = 0, driver_feature_select_ = 0;

@@ -120,6 +120,7 @@ Status VirtioPciTransport::Restore(const uint8_t* data, size_t len) {
     return RestoreError("bad device state");
   }
   config_.SetBytes(config);
+  SyncNotifyLocked();  // the BAR and the command register came with the config space
   status_ = status;
   config_generation_ = generation;
   needs_reset_ = needs_reset;
