@@ -228,8 +228,25 @@ TEST(linux_machine_state_round_trips_through_kvm_irqchip_pit_and_vcpus) {
   CHECK(again.ok());
   if (!again.ok()) return;
   auto back = Sections(again.value());
+  // The restored PIT (channel 0 in mode 2) runs between the restore and the second save and may raise IRQ 0 on
+  // the master PIC: its request bits for that line are the PIT's doing, not the restore's (seen on nested SVM KVM).
+  for (auto* side : {&sections, &back}) {
+    auto& bytes = (*side)[Key{kTagPicMaster, kMachineWide}];
+    auto master = As<kvm_irqchip>(bytes);
+    master.chip.pic.irr &= static_cast<uint8_t>(~1u);
+    master.chip.pic.last_irr &= static_cast<uint8_t>(~1u);
+    std::memcpy(bytes.data(), &master, sizeof master);
+  }
   for (uint32_t tag : {kTagPlatform, kTagPicMaster, kTagPicSlave, kTagIoapic, kTagSerial, kTagPs2, kTagAcpiPm}) {
-    CHECK((back[Key{tag, kMachineWide}] == sections[Key{tag, kMachineWide}]));
+    const auto& a = sections[Key{tag, kMachineWide}];
+    const auto& b = back[Key{tag, kMachineWide}];
+    if (a != b) {
+      std::printf("  machine section %u differs (%zu vs %zu bytes):", tag, a.size(), b.size());
+      for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+        if (a[i] != b[i]) std::printf(" [%zu] %02x->%02x", i, a[i], b[i]);
+      std::printf("\n");
+    }
+    CHECK((a == b));
   }
   auto pit_back = As<kvm_pit_state2>(back[{kTagPit, kMachineWide}]);
   CHECK_EQ(pit_back.channels[0].count, 0x1234u);
@@ -247,7 +264,11 @@ TEST(linux_machine_state_round_trips_through_kvm_irqchip_pit_and_vcpus) {
     std::memset(lapic_a.regs + 0x390, 0, 4);
     std::memset(lapic_b.regs + 0x390, 0, 4);
     CHECK(std::memcmp(&lapic_a, &lapic_b, sizeof lapic_a) == 0);
-    // Every MSR comes back with its value, except the TSC, which kept counting from the restored value.
+    // Every MSR comes back with its value, except the counters KVM derives from host time: the TSC kept counting
+    // from the restored value; Hyper-V's VP runtime (0x40000010) and reference time count (0x40000020, which KVM
+    // computes from kvmclock, checked below; host writes to it are ignored) are listed on some KVMs (nested SVM)
+    // though our guests are offered no Hyper-V interface.
+    const auto derived = [](uint32_t index) { return index == 0x40000010u || index == 0x40000020u; };
     const auto& ma = sections[{kTagMsrs, v}];
     const auto& mb = back[{kTagMsrs, v}];
     CHECK_EQ(ma.size(), mb.size());
@@ -257,7 +278,13 @@ TEST(linux_machine_state_round_trips_through_kvm_irqchip_pit_and_vcpus) {
       std::memcpy(&eb, mb.data() + off, sizeof eb);
       CHECK_EQ(ea.index, eb.index);
       if (ea.index == 0x10) {
+        if (eb.data < ea.data)
+          std::printf("  vCPU %u TSC went back: saved %llu, restored %llu (%lld)\n", v,
+                      static_cast<unsigned long long>(ea.data), static_cast<unsigned long long>(eb.data),
+                      static_cast<long long>(eb.data - ea.data));
         CHECK(eb.data >= ea.data);
+      } else if (derived(ea.index)) {
+        continue;
       } else if (ea.data != eb.data) {
         std::printf("  vCPU %u MSR 0x%x: saved 0x%llx, restored 0x%llx\n", v, ea.index,
                     static_cast<unsigned long long>(ea.data), static_cast<unsigned long long>(eb.data));

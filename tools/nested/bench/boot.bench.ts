@@ -10,6 +10,7 @@
  */
 import { buildL1Image } from "../src/l1-image.ts";
 import { runInL1 } from "../src/l1-run.ts";
+import { prepareLane } from "../src/lane.ts";
 import { parseBenchSamples } from "../src/results.ts";
 
 interface Sample {
@@ -27,7 +28,13 @@ function median(values: readonly number[]): number | null {
 }
 
 const runs = Number(process.argv[2] ?? 5);
-const image = await buildL1Image((l) => void process.stdout.write(`${l}\n`));
+if (!Number.isInteger(runs) || runs < 1) {
+  process.stderr.write(`usage: npm run bench -- boot [RUNS]: RUNS is a positive integer, not ${process.argv[2]}\n`);
+  process.exit(2);
+}
+const log = (l: string): void => void process.stdout.write(`${l}\n`);
+await prepareLane(log);
+const image = await buildL1Image(log);
 const result = await runInL1(image, {
   job: "tools/nested/src/guest-bench.ts",
   args: [String(runs)],
@@ -54,9 +61,22 @@ process.stdout.write(
     row("QEMU microvm, vmlinux (PVH)", qemuVmlinux),
   ].join("\n") + "\n",
 );
+// A bench that measured nothing is a failure with its reason, never an empty success.
+const byForm: [string, readonly Sample[]][] = [
+  ["our VMM (vmlinux)", ours],
+  ["our VMM (bzImage)", oursBz],
+  ["QEMU (bzImage)", qemu],
+  ["QEMU (vmlinux)", qemuVmlinux],
+];
+const missing = byForm.flatMap(([name, list]) => (list.length < runs ? [`${name} ${list.length}/${runs}`] : []));
+const failure = missing.length
+  ? `runs missing: ${missing.join(", ")}${result.timedOut ? " (L1 stopped by its timeout)" : ""}; last L1 lines:\n${result.lines.slice(-15).join("\n")}`
+  : undefined;
+if (failure) process.stdout.write(`boot bench: ${failure}\n`);
 process.stdout.write(
   `${JSON.stringify({
     area: "boot",
+    ...(failure ? { error: failure.split("\n")[0] } : {}),
     lane: "nested",
     runs: Math.min(ours.length, qemu.length),
     kernelFirstLineMs: median(ours.map((s) => s.kernelFirstLineMs)),
@@ -66,3 +86,4 @@ process.stdout.write(
     qemuVmlinuxBootMarkerMs: median(qemuVmlinux.map((s) => s.bootMarkerMs)),
   })}\n`,
 );
+process.exit(failure ? 1 : 0);

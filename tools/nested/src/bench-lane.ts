@@ -17,9 +17,13 @@ import { prepareLane } from "./lane.ts";
 /** Bench areas that measure our VMM on KVM (their scripts add `"lane"` to their JSON). */
 export const KVM_BENCH_AREAS: ReadonlySet<string> = new Set(["migration", "vmm-start"]);
 
-/** True when `area` must run inside L1 on this host. */
-export function benchNeedsL1(area: string): boolean {
-  return KVM_BENCH_AREAS.has(area) && !process.env.KVT_NESTED_L1 && !kvmRunsLinux();
+/** The flag that sends any bench area into L1 (e.g. `npm run bench -- density --nested`: the cluster in L1). */
+export const NESTED_FLAG = "--nested";
+
+/** True when `area` (with its `args`) must run inside L1 on this host. */
+export function benchNeedsL1(area: string, args: readonly string[] = []): boolean {
+  if (process.env.KVT_NESTED_L1) return false;
+  return args.includes(NESTED_FLAG) || (KVM_BENCH_AREAS.has(area) && !kvmRunsLinux());
 }
 
 /** The lane a bench script is running in (for its JSON): inside L1, or on the host. */
@@ -52,12 +56,16 @@ export async function runBenchInL1(
   args: readonly string[],
   log: (line: string) => void,
 ): Promise<number> {
-  log(`bench ${area}: this host's KVM cannot run Linux guests; running it in the nested lane (L1, nested SVM KVM)`);
+  log(
+    args.includes(NESTED_FLAG)
+      ? `bench ${area}: running it in the nested lane (L1, nested SVM KVM), as --nested asks`
+      : `bench ${area}: this host's KVM cannot run Linux guests; running it in the nested lane (L1, nested SVM KVM)`,
+  );
   await prepareLane(log);
   const image = await buildL1Image(log);
   const result = await runInL1(image, {
     job: relative(projectRoot, file),
-    args,
+    args: args.filter((a) => a !== NESTED_FLAG),
     // Two 1 GiB guests side by side (source and target), then QEMU's pair; L1's RAM is allocated as it is touched.
     memoryMiB: 6144,
     timeoutMs: 45 * 60_000,

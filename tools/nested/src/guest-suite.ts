@@ -82,6 +82,8 @@ export async function testGuestSuiteChecks(files: readonly string[] = []): Promi
       test: {
         root,
         include: files.length ? [...files] : [...L1_SUITES],
+        // Vitest's module cache defaults to node_modules/.vitest-cache, which L1 sees read-only.
+        fsModuleCachePath: "/tmp/kvt-l1-vitest-cache",
         // Nested KVM under TCG is one to two orders of magnitude slower than this host's KVM.
         testTimeout: 600_000,
         hookTimeout: 600_000,

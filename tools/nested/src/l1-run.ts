@@ -49,7 +49,7 @@ export function runInL1(image: L1Image, job: L1Job): Promise<L1Result> {
     ...["-accel", "tcg", "-cpu", "EPYC,+svm", "-smp", "1", "-m", String(job.memoryMiB ?? 3072)],
     ...["-nodefaults", "-no-user-config", "-nographic", "-display", "none", "-serial", "stdio", "-no-reboot"],
     ...["-kernel", image.kernelPath, "-initrd", image.initrdPath, "-append", append],
-    ...["-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on"],
+    ...["-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"],
   ];
   const started = Date.now();
   const child = spawn("qemu-system-x86_64", args, { stdio: ["ignore", "pipe", "pipe"] });

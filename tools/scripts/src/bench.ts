@@ -58,7 +58,7 @@ let failed = 0;
 for (const name of selected) {
   process.stdout.write(`\n### bench: ${name}\n`);
   // Benches of our VMM on KVM go into the nested lane's L1 where this host's KVM cannot run Linux (tools/nested).
-  const code = benchNeedsL1(name)
+  const code = benchNeedsL1(name, rest)
     ? await runBenchInL1(name, areas.get(name)!, rest, (l) => void process.stdout.write(`${l}\n`))
     : await run(process.execPath, [areas.get(name)!, ...rest], { cwd: root });
   if (code !== 0) failed++;

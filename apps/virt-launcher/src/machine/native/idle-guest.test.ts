@@ -73,7 +73,9 @@ describe.skipIf(!hasKvm())("the test guest at rest", () => {
     expect(run.wallSeconds).toBeGreaterThanOrEqual(0.95); // the ticks were waited for...
     // vCPU time is counted in scheduler ticks: a guest asleep almost all along may show 0.
     expect(run.vcpuSeconds).toBeGreaterThanOrEqual(0);
-    expect(run.vcpuSeconds).toBeLessThan(0.1); // ...asleep, not spinning (that costs 0.2 s here at load 20)
+    // ...asleep, not spinning: that costs 0.2 s on a host at load 20, the whole second in the nested lane's L1 (one
+    // CPU, nothing else running), where each of the ~41 round trips through the VMM costs ~5 ms of emulated exits.
+    expect(run.vcpuSeconds).toBeLessThan(process.env.KVT_NESTED_L1 ? 0.5 : 0.1);
   }, 60_000);
 
   it("paces its dirtying rate asleep too (rate=2 MiB/s over 1 MiB)", async () => {
