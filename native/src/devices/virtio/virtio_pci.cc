@@ -112,33 +112,6 @@ void VirtioPciTransport::ConfigWrite(uint16_t offset, const uint8_t* data, size_
   if (offset < kPciBar0Offset + 8 && offset + len > kPciCommandOffset) SyncNotifyLocked();
 }
 
-void VirtioPciTransport::SetNotifyRegistrar(NotifyRegistrar* registrar) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (registrar_ != nullptr && notify_base_ != 0) {
-    for (uint16_t q = 0; q < queue_count_; ++q) {
-      int fd = device_->QueueKickFd(q);
-      if (fd >= 0) registrar_->RemoveNotify(notify_base_ + kNotifyOffset + uint64_t{kNotifyOffMultiplier} * q, fd);
-    }
-  }
-  notify_base_ = 0;
-  registrar_ = registrar;
-  SyncNotifyLocked();
-}
-
-void VirtioPciTransport::SyncNotifyLocked() {
-  if (registrar_ == nullptr) return;
-  uint64_t want = (config_.command() & kPciCommandMemory) ? config_.BarAddress(0) : 0;
-  if (want == notify_base_) return;
-  for (uint16_t q = 0; q < queue_count_; ++q) {
-    int fd = device_->QueueKickFd(q);
-    if (fd < 0) continue;
-    uint64_t off = kNotifyOffset + uint64_t{kNotifyOffMultiplier} * q;
-    if (notify_base_ != 0) registrar_->RemoveNotify(notify_base_ + off, fd);
-    if (want != 0) registrar_->AddNotify(want + off, fd);
-  }
-  notify_base_ = want;
-}
-
 void VirtioPciTransport::SyncMsixControlLocked() {
   uint16_t control = config_.Get16(static_cast<uint16_t>(msix_cap_ + 2));
   std::lock_guard<std::mutex> lock(msix_mu_);
@@ -350,40 +323,6 @@ void VirtioPciTransport::ResetLocked() {
   config_vector_ = kMsixNoVector;
   for (uint16_t& v : queue_vectors_) v = kMsixNoVector;
   isr_ = 0;
-}
-
-// ---- interrupts (worker threads) ----------------------------------------------------------------------------
-
-void VirtioPciTransport::Deliver(uint16_t vector) {
-  if (!msix_.enabled() || vector == kMsixNoVector) {
-    stats_.interrupts_dropped++;  // no INTx pin: the ISR bit is all the driver can see
-    return;
-  }
-  if (msix_.Signal(vector, msi_)) {
-    stats_.interrupts++;
-  } else {
-    stats_.interrupts_masked++;
-  }
-}
-
-void VirtioPciTransport::SignalQueue(uint16_t q) {
-  if (q >= queue_count_) return;
-  std::lock_guard<std::mutex> lock(msix_mu_);
-  isr_ |= kIsrQueue;
-  Deliver(queue_vectors_[q]);
-}
-
-void VirtioPciTransport::SignalConfig() {
-  std::lock_guard<std::mutex> lock(msix_mu_);
-  isr_ |= kIsrConfig;
-  Deliver(config_vector_);
-}
-
-void VirtioPciTransport::MarkBroken(const char* why) {
-  stats_.broken++;
-  broken_reason_ = why;
-  needs_reset_ = true;
-  SignalConfig();
 }
 
 uint64_t VirtioPciTransport::bar_address() {
