@@ -143,6 +143,27 @@ Status VcpuFd::SetTscKhz(uint32_t khz) {
   return OkStatus();
 }
 
+Result<int64_t> VcpuFd::GetTscOffset() {
+  int64_t offset = 0;
+  kvm_device_attr attr{};
+  attr.group = KVM_VCPU_TSC_CTRL;
+  attr.attr = KVM_VCPU_TSC_OFFSET;
+  // SAFETY: KVM writes one u64 to attr.addr, which points at `offset` for the duration of the call.
+  attr.addr = reinterpret_cast<uint64_t>(&offset);
+  if (Ioctl(fd_.get(), KVM_GET_DEVICE_ATTR, &attr) < 0) return ErrnoError("KVM_GET_DEVICE_ATTR(KVM_VCPU_TSC_OFFSET)");
+  return offset;
+}
+
+Status VcpuFd::SetTscOffset(int64_t offset) {
+  kvm_device_attr attr{};
+  attr.group = KVM_VCPU_TSC_CTRL;
+  attr.attr = KVM_VCPU_TSC_OFFSET;
+  // SAFETY: KVM reads one u64 from attr.addr, which points at `offset` for the duration of the call.
+  attr.addr = reinterpret_cast<uint64_t>(&offset);
+  if (Ioctl(fd_.get(), KVM_SET_DEVICE_ATTR, &attr) < 0) return ErrnoError("KVM_SET_DEVICE_ATTR(KVM_VCPU_TSC_OFFSET)");
+  return OkStatus();
+}
+
 void VcpuFd::KvmclockCtrl() { ioctl(fd_.get(), KVM_KVMCLOCK_CTRL, 0); }
 
 }  // namespace kvmts::kvm

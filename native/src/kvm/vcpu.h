@@ -58,6 +58,10 @@ class VcpuFd {
   // value within KVM's tolerance of the host's; EINVAL or ENOTSUP otherwise).
   Result<uint32_t> GetTscKhz();
   Status SetTscKhz(uint32_t khz);
+  // The vCPU's TSC offset (KVM_{GET,SET}_DEVICE_ATTR, group KVM_VCPU_TSC_CTRL, attribute KVM_VCPU_TSC_OFFSET; Linux
+  // 5.16+): guest TSC = scaled host TSC + offset. ENXIO (or ENOTTY) where the kernel does not offer it.
+  Result<int64_t> GetTscOffset();
+  Status SetTscOffset(int64_t offset);
   // KVM_KVMCLOCK_CTRL: tells the guest's kvmclock it was paused (avoids soft-lockup warnings). Best effort.
   void KvmclockCtrl();
 

@@ -32,6 +32,7 @@ namespace kvmts::vmm {
 namespace {
 
 constexpr uint32_t kMsrTscDeadline = 0x6e0;
+constexpr uint32_t kMsrTsc = 0x10;
 
 // The PCI slot of the i-th virtio function (vmm/machine_virtio.cc puts disk i at 00:(i+1).0).
 uint32_t VirtioSlot(size_t i) { return static_cast<uint32_t>(i + 1); }
@@ -211,6 +212,23 @@ Status SaveIrqchips(MachineImpl& m, StateWriter* w) {
   return OkStatus();
 }
 
+// Linux before 6.6 takes a host write of MSR_IA32_TSC that lands within one second of the TSC a fresh vCPU of this
+// VM is expected to show as an attempt to synchronise vCPUs, and keeps the VM's current offset instead: a guest
+// that had run for less than a second came back with its TSC gone back (seen on Debian 12's 6.1 under nested SVM:
+// saved 167411556, restored 23982816). Read the TSC back and, when it is behind, move the vCPU's TSC offset by the
+// difference (KVM_VCPU_TSC_OFFSET). Kernels without the attribute keep KVM's answer.
+Status KeepRestoredTsc(kvm::VcpuFd& v, const std::vector<kvm_msr_entry>& restored) {
+  auto want = std::find_if(restored.begin(), restored.end(), [](const kvm_msr_entry& x) { return x.index == kMsrTsc; });
+  if (want == restored.end()) return OkStatus();
+  std::vector<kvm_msr_entry> now;
+  auto got = v.GetMsrs({kMsrTsc}, &now);
+  if (!got.ok()) return got.error();
+  if (got.value() != 1 || now[0].data >= want->data) return OkStatus();
+  auto offset = v.GetTscOffset();
+  if (!offset.ok()) return OkStatus();  // no KVM_VCPU_TSC_CTRL (before 5.16): nothing better to do
+  return v.SetTscOffset(offset.value() + static_cast<int64_t>(want->data - now[0].data));
+}
+
 // The guest TSC frequency: unchanged when it already matches (the usual case: same host model), else set.
 Status RestoreTscKhz(kvm::VcpuFd& v, uint32_t khz) {
   auto now = v.GetTscKhz();
@@ -319,6 +337,7 @@ Status Machine::RestoreState(const uint8_t* data, size_t len) {
         deadlines[sec.vcpu].assign(split, e.end());
         e.erase(split, e.end());
         st = v->SetMsrs(e);
+        if (st.ok()) st = KeepRestoredTsc(*v, e);
         break;
       }
       case kTagMpState: { kvm_mp_state x; Take(sec, &x); st = v->SetMpState(x); break; }
