@@ -55,9 +55,10 @@ export class ApiError extends Error {
       metadata: {},
       status: "Failure",
       message: this.message,
-      reason: this.reason,
       code: this.code,
     };
+    // An empty reason is StatusReasonUnknown, which kube-apiserver omits (e.g. a storage "space exceeded" 500).
+    if (this.reason) s.reason = this.reason;
     if (this.details) s.details = this.details;
     return s;
   }

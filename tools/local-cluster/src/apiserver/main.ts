@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import { startApiServer } from "./apiserver.ts";
+import { DroppingDestination } from "./log-destination.ts";
 
 await main({
   name: "kvt-apiserver",
@@ -41,7 +42,17 @@ await main({
       return 2;
     }
     const level = (values["log-level"] ?? "info") as "info";
-    const logger = createLogger({ component: "kvt-apiserver", level });
+    // A log destination that cannot write (stdout on a full disk, a closed pipe) drops lines; it never takes the
+    // server down nor keeps it from stopping. The first failure after a success is reported on stderr.
+    const destination = new DroppingDestination(1, {
+      onError: (err) =>
+        process.stderr.write(`kvt-apiserver: cannot write log output, dropping lines: ${err.message}\n`),
+    });
+    const logger = createLogger({ component: "kvt-apiserver", level, destination });
+    for (const stream of [process.stdout, process.stderr])
+      stream.on("error", () => {
+        // Same rule for the plain stdout/stderr lines: an unwritable stream is not a reason to stop serving.
+      });
     const certFile = values["proxy-client-cert"];
     const keyFile = values["proxy-client-key"];
     if ((certFile === undefined) !== (keyFile === undefined)) {
@@ -57,6 +68,7 @@ await main({
     await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
     await server.stop();
     logger.info("API server stopped");
+    destination.flushSync();
     return 0;
   },
 });

@@ -81,14 +81,36 @@ function authenticate(deps: HttpDeps, req: IncomingMessage): UserInfo | undefine
   return undefined;
 }
 
+/**
+ * /livez, /readyz, /healthz as kube-apiserver answers them: "ok", or 500 with one line per check and
+ * "<endpoint> check failed". The storage check fails while the last commit failed (a full disk); /livez leaves it out,
+ * as restarting would not give the disk space back and writes resume by themselves. `?verbose` lists passing checks.
+ */
+function health(deps: HttpDeps, res: ServerResponse, path: string, q: URLSearchParams): void {
+  const endpoint = path.slice(1);
+  const checks: [string, string | undefined][] = [["ping", undefined]];
+  if (endpoint !== "livez") {
+    const h = deps.svc.store.health();
+    checks.push(["storage", h.ok ? undefined : h.reason]);
+  }
+  const failed = checks.some(([, why]) => why !== undefined);
+  const lines = checks.map(([name, why]) => (why === undefined ? `[+]${name} ok` : `[-]${name} failed: ${why}`));
+  const body = failed
+    ? `${lines.join("\n")}\n${endpoint} check failed\n`
+    : q.has("verbose")
+      ? `${lines.join("\n")}\n${endpoint} check passed\n`
+      : "ok";
+  res.writeHead(failed ? 500 : 200, {
+    "Content-Type": "text/plain; charset=utf-8",
+    "X-Content-Type-Options": "nosniff",
+  });
+  res.end(body);
+}
+
 async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? "/", "http://localhost");
   const path = url.pathname.replace(/\/+$/, "") || "/";
-  if (path === "/healthz" || path === "/livez" || path === "/readyz") {
-    res.writeHead(200, { "Content-Type": "text/plain; charset=utf-8" });
-    res.end("ok");
-    return;
-  }
+  if (path === "/healthz" || path === "/livez" || path === "/readyz") return health(deps, res, path, url.searchParams);
   const authenticated = authenticate(deps, req);
   if (!authenticated) throw new ApiError(401, "Unauthorized", "Unauthorized");
   const user = impersonatedUser(authenticated, req.headers);

@@ -7,14 +7,17 @@
  * Group commit across batches: the main thread does not wait for one batch before sending the next, so several
  * appends may be queued here when a commit ends. They are drained together (`receiveMessageOnPort`) into one
  * transaction, hence one fsync, and answered with one reply naming the highest id it covers. A failure is answered as
- * {upTo, error}; every later message is then refused too, so the log stays a prefix of the revisions the main thread
- * handed out (the main thread refuses further writes).
+ * {upTo, error, errcode}; every later message is then refused too, so the log stays a prefix of the revisions the
+ * main thread handed out, until {op:"resume"}: the main thread sends it once it has undone the refused batches, and
+ * batches after it are tried again.
+ *   {op:"resume", id}       -> clears the refusal                    -> {upTo: id}
+ *   {op:"probe", id}        -> a one-row commit to test the disk     -> {upTo: id} or {upTo: id, error}
  */
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from "node:worker_threads";
 import { type LogRow, SqliteLog } from "./sqlite-log.ts";
 
 interface Msg {
-  op: "append" | "compact" | "close";
+  op: "append" | "compact" | "close" | "resume" | "probe";
   id: number;
   rows?: LogRow[];
   rev?: number;
@@ -22,17 +25,25 @@ interface Msg {
 
 const port = parentPort as MessagePort;
 const log = new SqliteLog((workerData as { path: string }).path);
-let failure: string | undefined;
+let failure: { error: string; errcode?: number } | undefined;
+
+function describe(err: unknown): { error: string; errcode?: number } {
+  const errcode = (err as { errcode?: unknown }).errcode;
+  return {
+    error: err instanceof Error ? err.message : String(err),
+    ...(typeof errcode === "number" ? { errcode } : {}),
+  };
+}
 
 function run(upTo: number, action: () => void): void {
   if (failure === undefined) {
     try {
       action();
     } catch (err) {
-      failure = err instanceof Error ? err.message : String(err);
+      failure = describe(err);
     }
   }
-  port.postMessage(failure === undefined ? { upTo } : { upTo, error: failure });
+  port.postMessage(failure === undefined ? { upTo } : { upTo, ...failure });
 }
 
 port.on("message", (first: Msg) => {
@@ -44,7 +55,18 @@ port.on("message", (first: Msg) => {
     if (m.op !== "append") {
       i++;
       if (m.op === "compact") run(m.id, () => log.compact(m.rev ?? 0));
-      else {
+      else if (m.op === "resume") {
+        failure = undefined;
+        port.postMessage({ upTo: m.id });
+      } else if (m.op === "probe") {
+        // A probe's failure refuses nothing after it (no batch depends on it).
+        try {
+          log.probe();
+          port.postMessage({ upTo: m.id });
+        } catch (err) {
+          port.postMessage({ upTo: m.id, ...describe(err) });
+        }
+      } else {
         // Close even after a failure (what did commit stays readable, the file is released), and say it closed.
         log.close();
         port.postMessage({ upTo: m.id });

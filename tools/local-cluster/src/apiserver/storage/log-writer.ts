@@ -9,6 +9,10 @@
  * The main thread never waits for a reply before sending the next batch, and the worker answers in order, so
  * batches become durable, and are acknowledged, in revision order. In memory there is nothing to wait for, so batches
  * are appended synchronously.
+ *
+ * After a refused batch, the worker refuses every message it already holds (they were built on top of the refused
+ * batch) until `resume()`, which the store sends once it has undone them in memory. `probe()` tries a tiny commit:
+ * the store uses it to learn that the disk takes writes again.
  */
 import { Worker } from "node:worker_threads";
 import type { LogRow, SqliteLog } from "./sqlite-log.ts";
@@ -19,7 +23,27 @@ export interface LogWriter {
   append(rows: LogRow[]): Promise<void>;
   /** Compacts history up to `rev`. */
   compact(rev: number): Promise<void>;
+  /** After a refused batch: take batches again (everything sent before this call is refused). */
+  resume(): Promise<void>;
+  /** Commits a tiny write to the log; resolves if the disk takes writes. */
+  probe(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** A log failure carrying SQLite's result code (node:sqlite's `errcode`), e.g. 13 SQLITE_FULL. */
+function logFailure(message: string, errcode: number | undefined): Error {
+  const err = new Error(message) as Error & { errcode?: number };
+  if (errcode !== undefined) err.errcode = errcode;
+  return err;
+}
+
+function settle(action: () => void): Promise<void> {
+  try {
+    action();
+    return Promise.resolve();
+  } catch (err) {
+    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+  }
 }
 
 /** Appends on the calling thread (in-memory logs). */
@@ -29,12 +53,16 @@ export class SyncLogWriter implements LogWriter {
     this.#log = log;
   }
   append(rows: LogRow[]): Promise<void> {
-    this.#log.append(rows);
-    return Promise.resolve();
+    return settle(() => this.#log.append(rows));
   }
   compact(rev: number): Promise<void> {
-    this.#log.compact(rev);
+    return settle(() => this.#log.compact(rev));
+  }
+  resume(): Promise<void> {
     return Promise.resolve();
+  }
+  probe(): Promise<void> {
+    return settle(() => this.#log.probe());
   }
   close(): Promise<void> {
     this.#log.close();
@@ -46,6 +74,7 @@ export class SyncLogWriter implements LogWriter {
 interface Reply {
   upTo: number;
   error?: string;
+  errcode?: number;
 }
 
 /**
@@ -73,7 +102,7 @@ export class WorkerLogWriter implements LogWriter {
       this.#checkpointerGone = true;
     });
     this.#worker.on("message", (m: Reply) => {
-      const err = m.error === undefined ? undefined : new Error(m.error);
+      const err = m.error === undefined ? undefined : logFailure(m.error, m.errcode);
       for (const [id, w] of this.#waiting) {
         if (id > m.upTo) break;
         this.#waiting.delete(id);
@@ -105,6 +134,14 @@ export class WorkerLogWriter implements LogWriter {
 
   compact(rev: number): Promise<void> {
     return this.#send({ op: "compact", rev });
+  }
+
+  resume(): Promise<void> {
+    return this.#send({ op: "resume" });
+  }
+
+  probe(): Promise<void> {
+    return this.#send({ op: "probe" });
   }
 
   async close(): Promise<void> {

@@ -77,15 +77,40 @@ export class SqliteLog {
     );
   }
 
-  /** Appends rows in one transaction; durable when it returns. */
+  /**
+   * Appends rows in one transaction; durable when it returns. On failure nothing of it is stored and the error
+   * thrown is the cause (SQLITE_FULL, SQLITE_IOERR...), not a failed ROLLBACK: SQLite may already have rolled the
+   * transaction back itself (it does on a full disk).
+   */
   append(rows: readonly LogRow[]): void {
     if (rows.length === 0) return;
+    this.#transaction(() => {
+      for (const r of rows) this.#insert.run(r.rev, r.coll, r.id, r.value, r.prevRev, r.deleted ? 1 : 0);
+    });
+  }
+
+  /** Commits a one-row write to `meta` (the store's disk probe after a failed commit). */
+  probe(): void {
+    this.#transaction(() => {
+      this.#db
+        .prepare("INSERT INTO meta (k, v) VALUES ('probe', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v")
+        .run(Date.now());
+    });
+  }
+
+  #transaction(body: () => void): void {
     this.#db.exec("BEGIN");
     try {
-      for (const r of rows) this.#insert.run(r.rev, r.coll, r.id, r.value, r.prevRev, r.deleted ? 1 : 0);
+      body();
       this.#db.exec("COMMIT");
     } catch (err) {
-      this.#db.exec("ROLLBACK");
+      if (this.#db.isTransaction) {
+        try {
+          this.#db.exec("ROLLBACK");
+        } catch {
+          // The first error says what went wrong; a failed rollback only repeats it (the transaction is gone).
+        }
+      }
       throw err;
     }
   }
@@ -129,8 +154,7 @@ export class SqliteLog {
    * and tombstones at or below it.
    */
   compact(rev: number): void {
-    this.#db.exec("BEGIN");
-    try {
+    this.#transaction(() => {
       this.#db
         .prepare(
           `DELETE FROM kv WHERE rev <= ? AND (deleted = 1 OR EXISTS
@@ -140,11 +164,7 @@ export class SqliteLog {
       this.#db
         .prepare("INSERT INTO meta (k, v) VALUES ('compact', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v")
         .run(rev);
-      this.#db.exec("COMMIT");
-    } catch (err) {
-      this.#db.exec("ROLLBACK");
-      throw err;
-    }
+    });
   }
 
   /**

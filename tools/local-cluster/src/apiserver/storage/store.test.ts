@@ -114,7 +114,7 @@ describe("Store", () => {
     await again.close();
   });
 
-  it("refuses the failed batch, every later one and further writes once a commit fails", async () => {
+  it("undoes a refused batch and every later one, reports it, and takes writes again by itself", async () => {
     const dir = mkdtempSync(join(tmpdir(), "kvt-store-"));
     dirs.push(dir);
     const path = join(dir, "state.db");
@@ -126,21 +126,49 @@ describe("Store", () => {
     const db = new DatabaseSync(path);
     db.prepare("INSERT INTO kv (rev, coll, id, value, prev_rev, deleted) VALUES (3, 'x', 'y', '{}', 0, 0)").run();
     db.close();
+    const names = ["b", "c", "d"];
     const writes = [];
-    for (const name of ["b", "c", "d"]) {
+    for (const name of names) {
       writes.push(s.put("core/configmaps", `ns/${name}`, obj(name)).committed);
       await new Promise((r) => setImmediate(r));
     }
-    const settled = await Promise.allSettled(writes);
-    expect(settled.slice(1).map((r) => r.status)).toEqual(["rejected", "rejected"]);
-    expect(published).not.toContain("ns/c");
-    expect(published).not.toContain("ns/d");
-    expect(() => s.put("core/configmaps", "ns/e", obj("e"))).toThrow(/storage failed/);
+    // An update of "a" queued with "d": undone too if refused, leaving the committed "a" in place.
+    const update = s.put("core/configmaps", "ns/a", obj("a", 2)).committed;
+    const settled = await Promise.allSettled([...writes, update]);
+    // "c" takes the revision already taken; "b" may share its transaction (group commit) and fail with it.
+    const refused = settled[1];
+    expect(refused?.status).toBe("rejected");
+    expect((refused as PromiseRejectedResult).reason).toMatchObject({ code: 500 });
+    expect(String((refused as PromiseRejectedResult).reason.message)).toContain("storage write failed");
+    // Every write is visible (in memory, to watchers, after a restart) exactly when it was acknowledged.
+    for (const [i, name] of names.entries()) {
+      const ok = settled[i]?.status === "fulfilled";
+      expect(s.get("core/configmaps", `ns/${name}`) !== undefined, name).toBe(ok);
+      expect(published.includes(`ns/${name}`), name).toBe(ok);
+    }
+    const updated = settled[3]?.status === "fulfilled";
+    expect(s.get("core/configmaps", "ns/a")?.obj.data).toEqual({ v: updated ? "2" : "1" });
+    expect(s.health()).toMatchObject({ ok: false });
+    // Writes resume by themselves: the next one commits and the store is healthy again.
+    await s.put("core/configmaps", "ns/e", obj("e")).committed;
+    expect(s.health()).toEqual({ ok: true });
+    expect(published).toContain("ns/e");
     await s.close();
     const again = Store.open({ path, logger });
-    expect(again.get("core/configmaps", "ns/c")).toBeUndefined();
-    expect(again.get("core/configmaps", "ns/d")).toBeUndefined();
+    for (const [i, name] of names.entries())
+      expect(again.get("core/configmaps", `ns/${name}`) !== undefined, name).toBe(settled[i]?.status === "fulfilled");
+    expect(again.get("core/configmaps", "ns/e")).toBeDefined();
     await again.close();
+  });
+
+  it("refuses an object over etcd's 1.5 MiB limit with 413 before it changes anything", async () => {
+    const s = Store.open({ logger });
+    const rev = s.revision;
+    const big = { ...obj("big"), data: { v: "x".repeat(1.6 * 1024 * 1024) } };
+    expect(() => s.put("core/configmaps", "ns/big", big)).toThrow(ApiError);
+    expect(s.revision).toBe(rev);
+    expect(s.get("core/configmaps", "ns/big")).toBeUndefined();
+    await s.close();
   });
 
   it("checkpoints the WAL into the database file in the background, between commits", async () => {

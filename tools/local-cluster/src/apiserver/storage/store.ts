@@ -15,11 +15,18 @@
  * batches before it; the log commits whatever batches are queued in one SQLite transaction (WAL, synchronous=FULL:
  * one fsync of the WAL per transaction; see sqlite-log.ts). A write's promise resolves, and the server acknowledges
  * it, only once its batch and every earlier one are on disk, and events are published at that moment, in revision
- * order, so every acknowledged (or watched) write survives kill -9. If a commit fails, it and every later batch are
- * refused and the store refuses further writes.
+ * order, so every acknowledged (or watched) write survives kill -9.
+ *
+ * Storage faults (disk full, I/O errors): a failed commit rejects its batch and every batch sent or queued after it
+ * (they were applied to memory on top of it), and rolls their changes back in memory, newest first, so a refused
+ * write is never visible to a later read and its events are never published; the log worker refuses what it already
+ * received until the store tells it to resume, so the log stays a prefix of the revisions handed out. Revisions of
+ * refused writes are not reused. Reads and watches go on from memory. The store then reports itself unhealthy
+ * ({@link Store.health}, /readyz) and probes the disk every second; the first commit or probe that succeeds makes it
+ * healthy again: writes resume by themselves when space returns.
  */
 import type { Logger } from "pino";
-import { expired } from "../errors.ts";
+import { ApiError, expired } from "../errors.ts";
 import type { KubeObject } from "../types.ts";
 import { type LogWriter, SyncLogWriter, WorkerLogWriter } from "./log-writer.ts";
 import { type LogRow, SqliteLog } from "./sqlite-log.ts";
@@ -62,7 +69,59 @@ export interface StoreOptions {
 interface Pending {
   rows: LogRow[];
   events: StoreEvent[];
+  /** What each row replaced in memory (undone, newest first, if the batch is refused). */
+  undo: { coll: string; id: string; prev: Entry | undefined }[];
   waiters: { resolve: () => void; reject: (e: unknown) => void }[];
+}
+
+/**
+ * etcd's default --max-request-bytes (1.5 MiB): the largest object kube-apiserver can store. Bigger objects are
+ * refused before they touch memory or the log.
+ */
+export const MAX_OBJECT_BYTES = 1.5 * 1024 * 1024;
+
+/** SQLite's result code for a full disk or database (SQLITE_FULL). */
+const SQLITE_FULL = 13;
+
+/** How often an unhealthy store probes whether the disk takes writes again. */
+const PROBE_EVERY_MS = 1000;
+
+/** The store's health, as /readyz reports it. */
+export type StoreHealth =
+  | { readonly ok: true }
+  | { readonly ok: false; readonly reason: string; readonly since: number };
+
+/** An error from the log (a failed commit), with SQLite's result code when there is one. */
+export interface LogFailure extends Error {
+  errcode?: number;
+}
+
+/**
+ * The Status a refused write answers. A full disk is what kube-apiserver answers for etcd's NOSPACE alarm (a 500
+ * whose message says the database space is exceeded); other failures are a 500 InternalError naming the storage.
+ */
+export function storageWriteError(err: unknown): ApiError {
+  const message = err instanceof Error ? err.message : String(err);
+  const code = (err as LogFailure | undefined)?.errcode;
+  if (code === SQLITE_FULL || /database or disk is full|ENOSPC|no space/i.test(message))
+    return new ApiError(500, "", `storage: database space exceeded: ${message} (write refused; nothing was stored)`);
+  return new ApiError(500, "InternalError", `Internal error occurred: storage write failed: ${message}`, {
+    causes: [{ reason: "UnexpectedServerResponse", message }],
+  });
+}
+
+/** 413 for an object larger than etcd's request limit (kube-apiserver passes etcd's "request is too large"). */
+function objectTooLarge(bytes: number): ApiError {
+  return new ApiError(
+    413,
+    "RequestEntityTooLarge",
+    `Request entity too large: the object is ${bytes} bytes, the storage limit is ${MAX_OBJECT_BYTES} (etcdserver: request is too large)`,
+  );
+}
+
+function byteSize(json: string): number {
+  // UTF-8 takes at most 3 bytes per UTF-16 unit: short strings need no count.
+  return json.length * 3 <= MAX_OBJECT_BYTES ? json.length : Buffer.byteLength(json, "utf8");
 }
 
 /** The store. */
@@ -77,7 +136,12 @@ export class Store {
   #rev: number;
   #compacted: number;
   #pending: Pending | undefined;
-  #failed: unknown;
+  /** Batches sent to the log and not yet answered, in revision order. */
+  #inflight: Pending[] = [];
+  /** Set while the last commit (or probe) failed. */
+  #unhealthy: { reason: string; since: number } | undefined;
+  #probeTimer: NodeJS.Timeout | undefined;
+  #closed = false;
   readonly #listeners = new Set<StoreListener>();
   readonly #historyMs: number;
   readonly #historyMin: number;
@@ -147,13 +211,23 @@ export class Store {
     return out;
   }
 
-  /** Creates or replaces `coll`/`id`; stamps the new resourceVersion on `obj`. Resolves once durable. */
+  /**
+   * Creates or replaces `coll`/`id`; stamps the new resourceVersion on `obj`. Resolves once durable; rejects with a
+   * Status (see {@link storageWriteError}) if the log refuses it, the write then being undone. Throws 413 for an
+   * object over {@link MAX_OBJECT_BYTES}, before anything changes.
+   */
   put(coll: string, id: string, obj: KubeObject): { entry: Entry; committed: Promise<void> } {
-    this.#checkHealthy();
     const prev = this.get(coll, id);
-    const rev = ++this.#rev;
+    const rev = this.#rev + 1;
+    const previousRv = obj.metadata.resourceVersion;
     obj.metadata.resourceVersion = String(rev);
     const json = JSON.stringify(obj);
+    const bytes = byteSize(json);
+    if (bytes > MAX_OBJECT_BYTES) {
+      obj.metadata.resourceVersion = previousRv;
+      throw objectTooLarge(bytes);
+    }
+    this.#rev = rev;
     const entry: Entry = { coll, id, rev, obj, json };
     this.#collection(coll).set(id, entry);
     const ev: StoreEvent = {
@@ -168,13 +242,12 @@ export class Store {
     };
     return {
       entry,
-      committed: this.#queue({ rev, coll, id, value: json, prevRev: prev?.rev ?? 0, deleted: false }, ev),
+      committed: this.#queue({ rev, coll, id, value: json, prevRev: prev?.rev ?? 0, deleted: false }, ev, prev),
     };
   }
 
   /** Deletes `coll`/`id`; the DELETED event carries `last` with a new resourceVersion. Resolves once durable. */
   remove(coll: string, id: string, last: KubeObject): { entry: Entry; committed: Promise<void> } {
-    this.#checkHealthy();
     const prev = this.get(coll, id);
     const rev = ++this.#rev;
     last.metadata.resourceVersion = String(rev);
@@ -184,25 +257,24 @@ export class Store {
     const ev: StoreEvent = { rev, type: "DELETED", coll, id, obj: last, json, prev: prev?.obj, time: Date.now() };
     return {
       entry,
-      committed: this.#queue({ rev, coll, id, value: json, prevRev: prev?.rev ?? 0, deleted: true }, ev),
+      committed: this.#queue({ rev, coll, id, value: json, prevRev: prev?.rev ?? 0, deleted: true }, ev, prev),
     };
   }
 
-  #checkHealthy(): void {
-    if (this.#failed !== undefined)
-      throw new Error(
-        `storage failed: ${this.#failed instanceof Error ? this.#failed.message : JSON.stringify(this.#failed)}`,
-      );
+  /** Healthy, or why not (the last commit or disk probe failed) and since when. */
+  health(): StoreHealth {
+    return this.#unhealthy ? { ok: false, ...this.#unhealthy } : { ok: true };
   }
 
-  #queue(row: LogRow, ev: StoreEvent): Promise<void> {
+  #queue(row: LogRow, ev: StoreEvent, prev: Entry | undefined): Promise<void> {
     if (!this.#pending) {
-      this.#pending = { rows: [], events: [], waiters: [] };
+      this.#pending = { rows: [], events: [], undo: [], waiters: [] };
       setImmediate(() => this.flush());
     }
     const p = this.#pending;
     p.rows.push(row);
     p.events.push(ev);
+    p.undo.push({ coll: row.coll, id: row.id, prev });
     return new Promise((resolve, reject) => p.waiters.push({ resolve, reject }));
   }
 
@@ -214,23 +286,18 @@ export class Store {
     const p = this.#pending;
     if (!p) return;
     this.#pending = undefined;
-    if (this.#failed !== undefined) {
-      for (const w of p.waiters) w.reject(this.#failed);
-      return;
-    }
+    this.#inflight.push(p);
     this.#lastBatch = this.#writer.append(p.rows).then(
       () => this.#committed(p),
-      (err: unknown) => {
-        if (this.#failed === undefined) {
-          this.#failed = err;
-          this.#logger.fatal({ err }, "storage commit failed; refusing further writes");
-        }
-        for (const w of p.waiters) w.reject(err);
-      },
+      (err: unknown) => this.#refused(p, err),
     );
   }
 
   #committed(p: Pending): void {
+    // Answers come in order: a committed batch is the oldest in flight.
+    if (this.#inflight[0] === p) this.#inflight.shift();
+    else this.#inflight = this.#inflight.filter((x) => x !== p);
+    this.#markHealthy();
     for (const ev of p.events) {
       this.#history.push(ev);
       for (const l of this.#listeners) {
@@ -242,6 +309,58 @@ export class Store {
       }
     }
     for (const w of p.waiters) w.resolve();
+  }
+
+  /**
+   * A batch the log refused: it and every batch after it (sent or still queued) are undone in memory, newest row
+   * first, and rejected; then the log is told to take batches again.
+   */
+  #refused(p: Pending, err: unknown): void {
+    const at = this.#inflight.indexOf(p);
+    if (at < 0) return; // already undone with an earlier refused batch
+    const undone = this.#inflight.splice(at);
+    if (this.#pending) undone.push(this.#pending);
+    this.#pending = undefined;
+    for (let b = undone.length - 1; b >= 0; b--) {
+      const batch = undone[b];
+      for (let i = batch.undo.length - 1; i >= 0; i--) {
+        const { coll, id, prev } = batch.undo[i];
+        if (prev) this.#collection(coll).set(id, prev);
+        else this.#state.get(coll)?.delete(id);
+      }
+    }
+    const status = storageWriteError(err);
+    const refused = undone.reduce((n, b) => n + b.rows.length, 0);
+    this.#markUnhealthy(status.message, err, refused);
+    for (const batch of undone) for (const w of batch.waiters) w.reject(status);
+    if (!this.#closed)
+      this.#writer.resume().catch((e: unknown) => this.#logger.error({ err: e }, "storage log did not resume"));
+  }
+
+  #markUnhealthy(reason: string, err: unknown, refusedWrites: number): void {
+    if (!this.#unhealthy) {
+      this.#unhealthy = { reason, since: Date.now() };
+      this.#logger.error({ err, refusedWrites }, "storage commit failed; writes refused until the disk takes them");
+    } else this.#logger.warn({ reason, refusedWrites }, "storage commit failed again");
+    if (!this.#probeTimer && !this.#closed) {
+      this.#probeTimer = setInterval(() => {
+        this.#writer.probe().then(
+          () => this.#markHealthy(),
+          () => {
+            // Still failing: stay unhealthy and probe again at the next tick.
+          },
+        );
+      }, PROBE_EVERY_MS);
+      this.#probeTimer.unref();
+    }
+  }
+
+  #markHealthy(): void {
+    if (this.#probeTimer) clearInterval(this.#probeTimer);
+    this.#probeTimer = undefined;
+    if (!this.#unhealthy) return;
+    this.#logger.info({ unhealthyMs: Date.now() - this.#unhealthy.since }, "storage takes writes again");
+    this.#unhealthy = undefined;
   }
 
   /** Subscribes to committed events. Returns the unsubscribe function. */
@@ -295,6 +414,9 @@ export class Store {
   /** Commits pending writes and closes the log. */
   async close(): Promise<void> {
     this.flush();
+    this.#closed = true;
+    if (this.#probeTimer) clearInterval(this.#probeTimer);
+    this.#probeTimer = undefined;
     await this.#lastBatch;
     await this.#writer.close();
   }
