@@ -140,8 +140,19 @@ export function expired(rv: number, oldest: number): ApiError {
   return new ApiError(410, "Expired", `too old resource version: ${rv} (${oldest})`);
 }
 
-/** 415 UnsupportedMediaType for patch types the resource does not accept. */
-export function unsupportedPatch(accepted: string[]): ApiError {
+/**
+ * 504 Timeout for a read at a resourceVersion the server has not reached (kube-apiserver's watch cache answers this
+ * after waiting 3 s; storage.NewTooLargeResourceVersionError): retry after 1 s, cause ResourceVersionTooLarge.
+ */
+export function tooLargeResourceVersion(requested: number, current: number): ApiError {
+  return new ApiError(504, "Timeout", `Timeout: Too large resource version: ${requested}, current: ${current}`, {
+    causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
+    retryAfterSeconds: 1,
+  });
+}
+
+/** 415 UnsupportedMediaType: a body (or patch) type the verb does not accept. */
+export function unsupportedMediaType(accepted: readonly string[]): ApiError {
   return new ApiError(
     415,
     "UnsupportedMediaType",

@@ -25,12 +25,25 @@ export function intParam(q: URLSearchParams, name: string): number | undefined {
   return Number(v);
 }
 
-/** A resourceVersion parameter ("" / "0" = any). */
-export function rvParam(q: URLSearchParams): number | undefined {
-  const v = q.get("resourceVersion");
+const MAX_UINT64 = 2n ** 64n - 1n;
+
+/**
+ * Parses a resourceVersion as kube-apiserver's storage does (strconv.ParseUint base 10): "" and "0" mean "any"
+ * (undefined); anything else that is not an unsigned 64-bit decimal is 400 `invalid resource version: ...` with Go's
+ * ParseUint message.
+ */
+export function parseResourceVersion(v: string | null): number | undefined {
   if (v === null || v === "" || v === "0") return undefined;
-  if (!/^\d+$/.test(v)) throw badRequest(`invalid resource version "${v}"`);
+  if (!/^[0-9]+$/.test(v))
+    throw badRequest(`invalid resource version: strconv.ParseUint: parsing ${JSON.stringify(v)}: invalid syntax`);
+  if (BigInt(v) > MAX_UINT64)
+    throw badRequest(`invalid resource version: strconv.ParseUint: parsing ${JSON.stringify(v)}: value out of range`);
   return Number(v);
+}
+
+/** The `resourceVersion` query parameter ("" / "0" = any); 400 for garbage. */
+export function rvParam(q: URLSearchParams): number | undefined {
+  return parseResourceVersion(q.get("resourceVersion"));
 }
 
 /** The write context of a request. */

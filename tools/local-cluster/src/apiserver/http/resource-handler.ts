@@ -5,18 +5,19 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
-import { ApiError, badRequest, expired, methodNotAllowed, notFound } from "../errors.ts";
+import { ApiError, badRequest, expired, methodNotAllowed, notFound, tooLargeResourceVersion } from "../errors.ts";
 import type { ResourceDef } from "../resources/types.ts";
 import { collOf, groupVersion } from "../resources/types.ts";
 import { type DeleteOptions, deleteObject, deleteStatus } from "../rest/delete.ts";
 import type { ResourceService, WriteContext } from "../rest/service.ts";
 import { type FieldGetter, parseFieldSelector, pathGetter } from "../selectors/fields.ts";
 import { parseLabelSelector } from "../selectors/labels.ts";
-import type { Entry } from "../storage/store.ts";
+import type { Entry, Store } from "../storage/store.ts";
 import { toTable } from "../table/table.ts";
 import { isObject, type KubeObject } from "../types.ts";
 import { matches, type WatchFilter, type WatchHub } from "../watch/hub.ts";
 import { serveWatch } from "../watch/stream.ts";
+import { negotiateBodyType } from "./content-type.ts";
 import { decode, mediaType, readBody, sendJson } from "./io.ts";
 import { includeObject, intParam, rvParam, wantsTable, writeContext } from "./negotiate.ts";
 import type { RequestInfo } from "./request-info.ts";
@@ -96,7 +97,12 @@ export async function handleResource(
   let bodyRead = false;
   const body = async (): Promise<unknown> => {
     if (!bodyRead) {
-      bodyCache = decode(await readBody(req), mediaType(req.headers["content-type"]));
+      // The Content-Type is checked before the body is read (415 without reading it), except for DELETE, whose
+      // body is optional and negotiated only when there is one (as kube-apiserver's delete handler does).
+      const ct = req.headers["content-type"];
+      const media = method === "DELETE" ? undefined : negotiateBodyType(def, method, ct);
+      const raw = await readBody(req);
+      bodyCache = raw.length === 0 ? undefined : decode(raw, media ?? negotiateBodyType(def, method, ct));
       bodyRead = true;
     }
     return bodyCache;
@@ -156,7 +162,10 @@ export async function handleResource(
       });
       return;
     }
-    if (method === "GET") return list(deps, res, def, version, ns, query, table);
+    if (method === "GET") {
+      await waitForRevision(svc.store, rvParam(query));
+      return list(deps, res, def, version, ns, query, table);
+    }
     if (method === "POST" && def.strategy.review) {
       const b = await body();
       if (!isObject(b)) throw badRequest("the body of the request was not a JSON object");
@@ -182,6 +191,7 @@ export async function handleResource(
   if (!def.verbs.includes("get")) throw methodNotAllowed(method, def);
   switch (method) {
     case "GET":
+      await waitForRevision(svc.store, rvParam(query));
       return sendEntry(200, svc.get(def, ns, name));
     case "PUT": {
       const e = await svc.update(def, version, ns, name, await body(), ctx, info.subresource);
@@ -210,6 +220,30 @@ export async function handleResource(
     default:
       throw methodNotAllowed(method, def);
   }
+}
+
+/** How long a read at a future resourceVersion waits for it (kube-apiserver's watch cache: 3 s). */
+export const FRESHNESS_WAIT_MS = 3000;
+
+/**
+ * Waits until the store has reached `rv` (a get or list "not older than" rv), or answers kube-apiserver's 504
+ * "Too large resource version" after {@link FRESHNESS_WAIT_MS}. A watch from a future revision is not refused (as
+ * on kube-apiserver it simply delivers the events after it).
+ */
+export function waitForRevision(store: Store, rv: number | undefined): Promise<void> {
+  if (rv === undefined || store.revision >= rv) return Promise.resolve();
+  return new Promise<void>((resolve, reject) => {
+    const unsubscribe = store.subscribe(() => {
+      if (store.revision < rv) return;
+      clearTimeout(timer);
+      unsubscribe();
+      resolve();
+    });
+    const timer = setTimeout(() => {
+      unsubscribe();
+      reject(tooLargeResourceVersion(rv, store.revision));
+    }, FRESHNESS_WAIT_MS);
+  });
 }
 
 /** DeleteOptions from the body and the query. */

@@ -7,6 +7,7 @@ import { type FieldGetter, pathGetter } from "../selectors/fields.ts";
 import { AGE, BUILTIN_COLUMNS } from "../table/printers.ts";
 import type { KubeObject } from "../types.ts";
 import { crdStrategy } from "./crd.ts";
+import { configMapStrategy, secretStrategy } from "./data-size.ts";
 import type { JSONSchemaProps } from "./schema.ts";
 import type { ResourceDef, Strategy } from "./types.ts";
 
@@ -136,8 +137,16 @@ const SPECS: Spec[] = [
   C("nodes", "Node", false, { shortNames: ["no"], subresources: ["status"], fields: ["spec.unschedulable"] }),
   C("services", "Service", true, { shortNames: ["svc"], categories: ["all"], subresources: ["status"] }),
   C("endpoints", "Endpoints", true, { shortNames: ["ep"], topLevel: ["subsets"] }),
-  C("configmaps", "ConfigMap", true, { shortNames: ["cm"], topLevel: ["data", "binaryData", "immutable"] }),
-  C("secrets", "Secret", true, { fields: ["type"], topLevel: ["data", "stringData", "type", "immutable"] }),
+  C("configmaps", "ConfigMap", true, {
+    shortNames: ["cm"],
+    topLevel: ["data", "binaryData", "immutable"],
+    strategy: configMapStrategy,
+  }),
+  C("secrets", "Secret", true, {
+    fields: ["type"],
+    topLevel: ["data", "stringData", "type", "immutable"],
+    strategy: secretStrategy,
+  }),
   C("serviceaccounts", "ServiceAccount", true, {
     shortNames: ["sa"],
     topLevel: ["secrets", "imagePullSecrets", "automountServiceAccountToken"],

@@ -49,7 +49,18 @@ export function validateName(def: ResourceDef, name: string | undefined, field =
   return [];
 }
 
-/** Validation causes for labels, annotations, finalizers and owner references. */
+/** apimachinery's TotalAnnotationSizeLimitB: keys plus values of all annotations, 256 KiB. */
+export const TOTAL_ANNOTATION_SIZE_LIMIT_BYTES = 256 * 1024;
+
+/** The summed UTF-8 size of annotation keys and values, as kube-apiserver counts it. */
+function annotationBytes(annotations: Record<string, unknown> | undefined): number {
+  let total = 0;
+  for (const [k, v] of Object.entries(annotations ?? {}))
+    total += Buffer.byteLength(k, "utf8") + (typeof v === "string" ? Buffer.byteLength(v, "utf8") : 0);
+  return total;
+}
+
+/** Validation causes for labels, annotations (and their total size), finalizers and owner references. */
 export function validateMeta(obj: KubeObject): StatusCause[] {
   const causes: StatusCause[] = [];
   const m = obj.metadata;
@@ -81,6 +92,12 @@ export function validateMeta(obj: KubeObject): StatusCause[] {
         field: `metadata.annotations.${k}`,
       });
   }
+  if (annotationBytes(m.annotations) > TOTAL_ANNOTATION_SIZE_LIMIT_BYTES)
+    causes.push({
+      reason: "FieldValueTooLong",
+      message: `Too long: must have at most ${TOTAL_ANNOTATION_SIZE_LIMIT_BYTES} bytes`,
+      field: "metadata.annotations",
+    });
   for (const f of m.finalizers ?? []) {
     if (typeof f !== "string" || !QUALIFIED.test(f))
       causes.push({

@@ -16,7 +16,7 @@ import {
   invalid,
   notFound,
   type StatusCause,
-  unsupportedPatch,
+  unsupportedMediaType,
 } from "../errors.ts";
 import { applyJsonPatch, parseJsonPatch } from "../patch/json-patch.ts";
 import { mergePatch } from "../patch/merge-patch.ts";
@@ -58,6 +58,13 @@ export const PATCH_TYPES = {
   strategic: "application/strategic-merge-patch+json",
   apply: "application/apply-patch+yaml",
 } as const;
+
+/** The patch types `def` accepts, in kube-apiserver's order (no strategic merge patch for custom resources). */
+export function acceptedPatchTypes(def: Pick<ResourceDef, "custom">): string[] {
+  return def.custom
+    ? [PATCH_TYPES.json, PATCH_TYPES.merge, PATCH_TYPES.apply]
+    : [PATCH_TYPES.json, PATCH_TYPES.merge, PATCH_TYPES.strategic, PATCH_TYPES.apply];
+}
 
 /** A write raced with another one between read and commit (a 409; patches retry it). */
 export class RaceConflict extends ApiError {
@@ -386,10 +393,8 @@ export class ResourceService {
     ctx: WriteContext,
     sub: string,
   ): Promise<Entry> {
-    const accepted = def.custom
-      ? [PATCH_TYPES.json, PATCH_TYPES.merge, PATCH_TYPES.apply]
-      : [PATCH_TYPES.json, PATCH_TYPES.merge, PATCH_TYPES.strategic, PATCH_TYPES.apply];
-    if (!accepted.includes(contentType as (typeof accepted)[number])) throw unsupportedPatch(accepted);
+    const accepted = acceptedPatchTypes(def);
+    if (!accepted.includes(contentType)) throw unsupportedMediaType(accepted);
     const existing = this.store.get(collOf(def), idOf(def, ns, name));
     if (!existing) {
       if (contentType === PATCH_TYPES.apply && sub === "") {
