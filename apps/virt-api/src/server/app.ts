@@ -36,6 +36,7 @@ import {
 } from "../subresources/vmi-actions.ts";
 import { type Admitter, BadReviewError, parseReview, reviewResponse } from "../webhooks/admission.ts";
 import { callerIdentity, IdentityError, type RequestHeaderAuth } from "./identity.ts";
+import { readJson } from "./json-body.ts";
 import { type Route, route } from "./routes.ts";
 
 /** What the app needs; the composition root wires real clients, tests wire fakes. */
@@ -80,25 +81,6 @@ function handlerOf(r: Route): string {
 export interface ConsoleSessionObserver {
   opened(namespace: string, name: string): void;
   closed(namespace: string, name: string): void;
-}
-
-const MAX_BODY = 3 * 1024 * 1024;
-
-async function readJson(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_BODY) throw new ApiError(badRequest(`request body larger than ${MAX_BODY} bytes`));
-    chunks.push(chunk as Buffer);
-  }
-  const text = Buffer.concat(chunks).toString("utf8").trim();
-  if (text === "") return undefined;
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (error) {
-    throw new ApiError(badRequest(`Can not unmarshal Request body to struct, error: ${(error as Error).message}`));
-  }
 }
 
 function sendJson(res: ServerResponse, code: number, body: unknown): void {
