@@ -33,7 +33,7 @@ if (!Number.isInteger(runs) || runs < 1) {
   process.exit(2);
 }
 const log = (l: string): void => void process.stdout.write(`${l}\n`);
-await prepareLane(log);
+await prepareLane(log, true);
 const image = await buildL1Image(log);
 const result = await runInL1(image, {
   job: "tools/nested/src/guest-bench.ts",

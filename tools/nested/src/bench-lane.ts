@@ -61,7 +61,7 @@ export async function runBenchInL1(
       ? `bench ${area}: running it in the nested lane (L1, nested SVM KVM), as --nested asks`
       : `bench ${area}: this host's KVM cannot run Linux guests; running it in the nested lane (L1, nested SVM KVM)`,
   );
-  await prepareLane(log);
+  await prepareLane(log, true);
   const image = await buildL1Image(log);
   const result = await runInL1(image, {
     job: relative(projectRoot, file),

@@ -72,10 +72,16 @@ function runCommand(cmd: string, args: readonly string[], log: (line: string) =>
   });
 }
 
-/** Builds what the job needs: the addon, the test guest and the C++ unit tests (a no-op when they are current). */
-export async function prepareLane(log: (line: string) => void): Promise<void> {
-  log("nested: building the native addon, the test guest and the C++ unit tests (make -C native)");
-  await runCommand("make", ["-s", "-j2", "-C", "native", "all", "build/test/unit_tests"], log);
+/**
+ * Builds what the job needs: the addon and the test guest, and the C++ unit tests unless `addonOnly` (benches); a
+ * no-op when they are current.
+ */
+export async function prepareLane(log: (line: string) => void, addonOnly = false): Promise<void> {
+  const targets = addonOnly ? ["all"] : ["all", "build/test/unit_tests"];
+  log(
+    `nested: building the native addon and the test guest${addonOnly ? "" : " and the C++ unit tests"} (make -C native)`,
+  );
+  await runCommand("make", ["-s", "-j2", "-C", "native", ...targets], log);
 }
 
 function runOnHost(args: readonly string[], options: LaneOptions): Promise<{ lines: string[]; wallMs: number }> {
