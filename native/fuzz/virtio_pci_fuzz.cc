@@ -98,6 +98,8 @@ VirtioBlock* Disk() {
   return blk;
 }
 
+size_t BarLen(const uint8_t* op) { return size_t{1} << (op[1] % 4); }
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -118,8 +120,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     switch (kind) {
       case pcifuzz::kCfgRead: t.ConfigRead(static_cast<uint16_t>(offset % 256), buf, 1u << (op[1] % 3)); break;
       case pcifuzz::kCfgWrite: t.ConfigWrite(static_cast<uint16_t>(offset % 256), buf, 1u << (op[1] % 3)); break;
-      case pcifuzz::kBarRead: (void)t.MmioRead(t.bar_address() + offset % kVirtioBarSize, buf, 1u << (op[1] % 4)); break;
-      case pcifuzz::kBarWrite: (void)t.MmioWrite(t.bar_address() + offset % kVirtioBarSize, buf, 1u << (op[1] % 4)); break;
+      case pcifuzz::kBarRead: (void)t.MmioRead(t.bar_address() + offset % kVirtioBarSize, buf, BarLen(op)); break;
+      case pcifuzz::kBarWrite: (void)t.MmioWrite(t.bar_address() + offset % kVirtioBarSize, buf, BarLen(op)); break;
       case pcifuzz::kRamWrite: {
         uint64_t gpa = offset % (pcifuzz::kMemBytes - 8);
         std::memcpy(mem.bytes().data() + gpa, buf, 8);

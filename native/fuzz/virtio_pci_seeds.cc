@@ -22,7 +22,7 @@ struct Ops {
     for (int i = 0; i < 3; ++i) bytes.push_back(static_cast<uint8_t>(offset >> (8 * i)));
     for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(value >> (8 * i)));
   }
-  void Bar(uint64_t off, uint64_t v, uint8_t len_code) { Op(pcifuzz::kBarWrite, len_code, static_cast<uint32_t>(off), v); }
+  void Bar(uint64_t off, uint64_t v, uint8_t code) { Op(pcifuzz::kBarWrite, code, static_cast<uint32_t>(off), v); }
   void Ram(uint64_t gpa, uint64_t v) { Op(pcifuzz::kRamWrite, 0, static_cast<uint32_t>(gpa), v); }
 };
 

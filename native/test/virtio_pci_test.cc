@@ -449,12 +449,13 @@ TEST(virtio_pci_save_restore_round_trips_a_live_device) {
 namespace {
 
 struct FakeRegistrar : NotifyRegistrar {
-  void AddNotify(uint64_t gpa, int fd) override { log.push_back("+" + std::to_string(gpa) + "/" + std::to_string(fd)); }
-  void RemoveNotify(uint64_t gpa, int fd) override { log.push_back("-" + std::to_string(gpa) + "/" + std::to_string(fd)); }
+  void AddNotify(uint64_t gpa, int fd) override { log.push_back("+" + At(gpa, fd)); }
+  void RemoveNotify(uint64_t gpa, int fd) override { log.push_back("-" + At(gpa, fd)); }
+  static std::string At(uint64_t gpa, int fd) { return std::to_string(gpa) + "/" + std::to_string(fd); }
   std::vector<std::string> log;
 };
 
-std::string At(uint64_t gpa, int fd) { return std::to_string(gpa) + "/" + std::to_string(fd); }
+std::string At(uint64_t gpa, int fd) { return FakeRegistrar::At(gpa, fd); }
 
 }  // namespace
 

@@ -130,7 +130,9 @@ TEST(virtio_queue_rejects_every_malformed_chain) {
           r.Publish(0);
         }) == QueueError::kLoop);
   CHECK(Malformed(256, [](TestRing& r) {
-          for (uint16_t i = 0; i < 256; ++i) r.Desc(i, kData, 8, kDescFlagNext, static_cast<uint16_t>(i == 255 ? 10 : i + 1));
+          for (uint16_t i = 0; i < 256; ++i) {
+            r.Desc(i, kData, 8, kDescFlagNext, static_cast<uint16_t>(i == 255 ? 10 : i + 1));
+          }
           r.Publish(0);
         }) == QueueError::kLoop);
   // readable after writable

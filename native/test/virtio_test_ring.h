@@ -38,18 +38,24 @@ struct TestRing {
     Put<uint16_t>(at + 14, next);
   }
   // Makes head available (avail.ring[idx % size] = head; idx++).
+  // The index fields are accessed as a driver does: release-store avail.idx, acquire-load used.idx (the device
+  // thread reads and writes the same memory).
+  uint16_t* Field(uint64_t gpa) { return reinterpret_cast<uint16_t*>(mem.bytes().data() + gpa); }
+  uint16_t LoadAcquire(uint64_t gpa) const {
+    return __atomic_load_n(const_cast<TestRing*>(this)->Field(gpa), __ATOMIC_ACQUIRE);
+  }
   void Publish(uint16_t head) {
     Put<uint16_t>(kAvail + 4 + 2ull * (avail_idx % size), head);
     avail_idx++;
-    Put<uint16_t>(kAvail + 2, avail_idx);
+    __atomic_store_n(Field(kAvail + 2), avail_idx, __ATOMIC_RELEASE);
   }
   void SetAvailIdx(uint16_t v) { avail_idx = v; Put<uint16_t>(kAvail + 2, v); }
   void SetAvailFlags(uint16_t f) { Put<uint16_t>(kAvail, f); }
-  void SetUsedEvent(uint16_t v) { Put<uint16_t>(kAvail + 4 + 2ull * size, v); }
-  uint16_t UsedIdx() const { return Get<uint16_t>(kUsed + 2); }
+  void SetUsedEvent(uint16_t v) { __atomic_store_n(Field(kAvail + 4 + 2ull * size), v, __ATOMIC_RELEASE); }
+  uint16_t UsedIdx() const { return LoadAcquire(kUsed + 2); }
   uint32_t UsedId(uint16_t slot) const { return Get<uint32_t>(kUsed + 4 + 8ull * (slot % size)); }
   uint32_t UsedLen(uint16_t slot) const { return Get<uint32_t>(kUsed + 8 + 8ull * (slot % size)); }
-  uint16_t AvailEvent() const { return Get<uint16_t>(kUsed + 4 + 8ull * size); }
+  uint16_t AvailEvent() const { return LoadAcquire(kUsed + 4 + 8ull * size); }
 
   // A ready queue over this ring.
   SplitQueue MakeQueue(uint16_t max = 256) const {

@@ -155,10 +155,13 @@ uint8_t VirtioBlock::Execute(GuestAccess& mem, const BlkRequest& req, uint64_t a
   }
 }
 
+bool VirtioBlock::DataRangeOk(const BlkRequest& req) const {
+  uint64_t sectors = req.data_bytes / kSectorBytes;
+  return req.data_bytes % kSectorBytes == 0 && SectorRangeOk(req.sector, sectors, capacity_sectors_);
+}
+
 uint8_t VirtioBlock::DoRead(GuestAccess& mem, const BlkRequest& req, uint32_t* written) {
-  if (req.data_bytes % kSectorBytes != 0 || !SectorRangeOk(req.sector, req.data_bytes / kSectorBytes, capacity_sectors_)) {
-    return kBlkStatusIoErr;
-  }
+  if (!DataRangeOk(req)) return kBlkStatusIoErr;
   std::vector<iovec> iov;
   if (!DataIovecs(mem, req, &iov)) return kBlkStatusIoErr;
   // SAFETY: every iovec was bounds-checked by HostPtr; the guest may race on the buffers, which only hurts it.
@@ -171,9 +174,7 @@ uint8_t VirtioBlock::DoRead(GuestAccess& mem, const BlkRequest& req, uint32_t* w
 }
 
 uint8_t VirtioBlock::DoWrite(GuestAccess& mem, const BlkRequest& req) {
-  if (req.data_bytes % kSectorBytes != 0 || !SectorRangeOk(req.sector, req.data_bytes / kSectorBytes, capacity_sectors_)) {
-    return kBlkStatusIoErr;
-  }
+  if (!DataRangeOk(req)) return kBlkStatusIoErr;
   std::vector<iovec> iov;
   if (!DataIovecs(mem, req, &iov)) return kBlkStatusIoErr;
   // SAFETY: every iovec was bounds-checked by HostPtr.

@@ -95,6 +95,8 @@ class VirtioBlock : public VirtioDevice {
  private:
   VirtioBlock(const BlockOptions& options, int fd, int kick_fd, int ctl_fd, uint64_t capacity_sectors);
   uint8_t Execute(GuestAccess& mem, const BlkRequest& req, uint64_t acked, uint32_t* written);
+  // Whole sectors, inside the disk.
+  bool DataRangeOk(const BlkRequest& req) const;
   uint8_t DoRead(GuestAccess& mem, const BlkRequest& req, uint32_t* written);
   uint8_t DoWrite(GuestAccess& mem, const BlkRequest& req);
   uint8_t DoGetId(GuestAccess& mem, const BlkRequest& req, uint32_t* written);

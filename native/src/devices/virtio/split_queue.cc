@@ -198,13 +198,18 @@ bool SplitQueue::NeedsNotification(const GuestAccess& mem) {
   // driver's "write used_event, fence, read used.idx").
   std::atomic_thread_fence(std::memory_order_seq_cst);
   uint16_t now = state_.next_used;
-  if (!event_idx_) return (Load16(r.avail) & kAvailFlagNoInterrupt) == 0;
+  if (!event_idx_) {
+    // SAFETY: avail.flags is the first u16 of the checked avail ring; the driver flips it concurrently.
+    return (__atomic_load_n(reinterpret_cast<const uint16_t*>(r.avail), __ATOMIC_RELAXED) & kAvailFlagNoInterrupt) == 0;
+  }
   uint16_t old = state_.signalled_used;
   bool valid = state_.signalled_valid;
   state_.signalled_used = now;
   state_.signalled_valid = true;
   if (!valid) return true;
-  uint16_t used_event = Load16(r.avail + 4 + 2u * state_.size);
+  // SAFETY: used_event is the last u16 of the checked avail ring, 2-aligned; the driver updates it concurrently.
+  uint16_t used_event = __atomic_load_n(reinterpret_cast<const uint16_t*>(r.avail + 4 + 2u * state_.size),
+                                        __ATOMIC_RELAXED);
   return static_cast<uint16_t>(now - used_event - 1) < static_cast<uint16_t>(now - old);
 }
 
@@ -213,8 +218,9 @@ bool SplitQueue::EnableNotification(GuestAccess& mem) {
   if (MapRings(mem, state_, max_size_, &r) != QueueError::kNone) return false;
   if (event_idx_) {
     uint8_t* avail_event = r.used + 4 + kUsedElementBytes * state_.size;
-    // SAFETY: avail_event is the last u16 of the checked used ring.
-    std::memcpy(avail_event, &state_.next_avail, 2);
+    // SAFETY: avail_event is the last u16 of the checked used ring, 2-aligned. Atomic: the driver reads it while
+    // it runs (no torn value); the fence below orders it before the avail.idx re-check.
+    __atomic_store_n(reinterpret_cast<uint16_t*>(avail_event), state_.next_avail, __ATOMIC_RELAXED);
     mem.MarkDirty(state_.used_gpa + 4 + kUsedElementBytes * state_.size, 2);
   }
   std::atomic_thread_fence(std::memory_order_seq_cst);

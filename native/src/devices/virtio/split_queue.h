@@ -4,7 +4,7 @@
 //
 //   descriptor table (16-aligned)  size x { le64 addr, le32 len, le16 flags (NEXT 1, WRITE 2, INDIRECT 4), le16 next }
 //   available ring   (2-aligned)   le16 flags (NO_INTERRUPT 1) | le16 idx | le16 ring[size] | le16 used_event
-//   used ring        (4-aligned)   le16 flags (NO_NOTIFY 1)    | le16 idx | {le32 id, le32 len}[size] | le16 avail_event
+//   used ring        (4-aligned)   le16 flags (NO_NOTIFY 1) | le16 idx | {le32 id, le32 len}[size] | le16 avail_event
 //
 //   Pop():   acquire avail.idx; (avail.idx - next_avail) > size is kAvailIndex; head = ring[next_avail % size];
 //            walk the chain (below); next_avail++

@@ -295,7 +295,8 @@ void VirtioPciTransport::ActivateLocked() {
   ctx.irq = this;
   for (SplitQueue& q : queues_) {
     q.set_event_idx((driver_features_ & kFeatureEventIdx) != 0);
-    if (why == nullptr && q.state().ready && q.Validate(*mem_) != QueueError::kNone) why = QueueErrorName(q.Validate(*mem_));
+    QueueError e = q.state().ready ? q.Validate(*mem_) : QueueError::kNone;
+    if (why == nullptr && e != QueueError::kNone) why = QueueErrorName(e);
     ctx.queues.push_back(&q);
   }
   if (why == nullptr && !device_->Activate(ctx).ok()) why = "device-activate";
