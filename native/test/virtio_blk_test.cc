@@ -129,6 +129,7 @@ TEST(virtio_blk_reads_into_guest_memory_and_marks_it_dirty) {
   Header(mem, kBlkTypeIn, 0);
   CHECK_EQ(Run(*blk, mem, Request(100, true)), kBlkStatusIoErr);
   CHECK_EQ(blk->stats().io_errors, 3u);
+
 }
 
 TEST(virtio_blk_writes_flushes_and_handles_split_headers) {
@@ -257,6 +258,11 @@ TEST(virtio_blk_config_space_reports_capacity_and_limits) {
   std::memcpy(&max_discard_seg, cfg + kBlkCfgMaxDiscardSeg, 4);
   CHECK_EQ(cap, 2048u);
   CHECK_EQ(seg_max, 254u);
+  uint32_t size_max;
+  std::memcpy(&size_max, cfg + kBlkCfgSizeMax, 4);
+  CHECK_EQ(size_max, kBlkSizeMax);
+  CHECK(blk->device_features() & kBlkFeatureSizeMax);
+  CHECK(uint64_t{seg_max} * size_max <= kBlkMaxRequestBytes);  // Linux's largest request is always served
   CHECK_EQ(blk_size, 512u);
   CHECK_EQ(max_discard_seg, kBlkMaxDiscardSegments);
   CHECK_EQ(cfg[kBlkConfigBytes], 0);
@@ -477,4 +483,27 @@ TEST(virtio_blk_kick_eventfd_wakes_the_worker_as_an_ioeventfd_would) {
   CHECK_EQ(v.ring.UsedIdx(), 1);
   v.t->Resume();
   CHECK(v.WaitFor([&] { return v.ring.UsedIdx() == 2; }));
+}
+
+TEST(virtio_blk_refuses_requests_above_the_size_cap_on_a_large_disk) {
+  // A sparse 512 MiB disk, so only the cap (not the capacity) can refuse a 257 MiB read.
+  TempDisk disk;
+  CHECK(truncate(disk.path.c_str(), 512ll << 20) == 0);
+  auto blk = OpenDisk(disk);
+  CHECK_EQ(blk->capacity_sectors(), (512ull << 20) / 512);
+  FlatGuestMemory mem(2 << 20);
+  Header(mem, kBlkTypeIn, 0);
+  auto request = [](int segments) {  // the same 1 MiB of RAM named again and again, as a guest may
+    std::vector<DescBuffer> b{{kHdr, 16, false}};
+    for (int i = 0; i < segments; ++i) b.push_back({0x100000, kBlkSizeMax, true});
+    b.push_back({kStatusGpa, 1, true});
+    return Chain(b);
+  };
+  uint32_t used = 0;
+  CHECK(blk->HandleChain(mem, request(257), kAllBlk, &used));
+  CHECK_EQ(mem.bytes()[kStatusGpa], kBlkStatusIoErr);
+  CHECK_EQ(blk->stats().read_bytes, 0u);
+  CHECK(blk->HandleChain(mem, request(256), kAllBlk, &used));  // exactly the cap
+  CHECK_EQ(mem.bytes()[kStatusGpa], kBlkStatusOk);
+  CHECK_EQ(blk->stats().read_bytes, 256ull << 20);
 }

@@ -99,8 +99,8 @@ VirtioBlock::~VirtioBlock() {
 }
 
 uint64_t VirtioBlock::device_features() const {
-  uint64_t f = kFeatureVersion1 | kFeatureIndirectDesc | kFeatureEventIdx | kBlkFeatureSegMax | kBlkFeatureBlkSize |
-               kBlkFeatureFlush;
+  uint64_t f = kFeatureVersion1 | kFeatureIndirectDesc | kFeatureEventIdx | kBlkFeatureSizeMax | kBlkFeatureSegMax |
+               kBlkFeatureBlkSize | kBlkFeatureFlush;
   return options_.read_only ? f | kBlkFeatureRo : f | kBlkFeatureDiscard | kBlkFeatureWriteZeroes;
 }
 
@@ -108,6 +108,7 @@ void VirtioBlock::ReadConfig(uint64_t offset, uint8_t* data, size_t len) const {
   uint8_t cfg[kBlkConfigBytes] = {};
   auto put = [&cfg](uint64_t at, uint64_t v, size_t n) { std::memcpy(cfg + at, &v, n); };
   put(kBlkCfgCapacity, capacity_sectors_, 8);
+  put(kBlkCfgSizeMax, kBlkSizeMax, 4);
   put(kBlkCfgSegMax, options_.queue_size - 2u, 4);  // the header and the status take two descriptors
   put(kBlkCfgBlkSize, options_.blk_size, 4);
   put(kBlkCfgNumQueues, 1, 2);
@@ -157,7 +158,8 @@ uint8_t VirtioBlock::Execute(GuestAccess& mem, const BlkRequest& req, uint64_t a
 
 bool VirtioBlock::DataRangeOk(const BlkRequest& req) const {
   uint64_t sectors = req.data_bytes / kSectorBytes;
-  return req.data_bytes % kSectorBytes == 0 && SectorRangeOk(req.sector, sectors, capacity_sectors_);
+  return req.data_bytes % kSectorBytes == 0 && req.data_bytes <= kBlkMaxRequestBytes &&
+         SectorRangeOk(req.sector, sectors, capacity_sectors_);
 }
 
 uint8_t VirtioBlock::DoRead(GuestAccess& mem, const BlkRequest& req, uint32_t* written) {

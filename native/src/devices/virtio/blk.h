@@ -1,9 +1,10 @@
 // VirtioBlock: a virtio-blk device (type 2) over a host file or block device, for the shared virtio-pci transport.
 //
-//   features   VERSION_1, INDIRECT_DESC, EVENT_IDX, SEG_MAX, BLK_SIZE, FLUSH, and DISCARD + WRITE_ZEROES when
+//   features   VERSION_1, INDIRECT_DESC, EVENT_IDX, SIZE_MAX, SEG_MAX, BLK_SIZE, FLUSH, and DISCARD + WRITE_ZEROES when
 //              writable, or RO when read-only
 //   config     (virtio spec 5.2.4; offsets in bytes)
-//     0 capacity (u64, 512-byte sectors)  12 seg_max (u32)  20 blk_size (u32)  34 num_queues (u16, 1)
+//     0 capacity (u64, 512-byte sectors)  8 size_max (u32, 1 MiB)  12 seg_max (u32)  20 blk_size (u32)
+//     34 num_queues (u16, 1)
 //     36 max_discard_sectors  40 max_discard_seg  44 discard_sector_alignment
 //     48 max_write_zeroes_sectors  52 max_write_zeroes_seg  56 write_zeroes_may_unmap (u8)
 //   one queue; I/O on one worker thread per device, never on a vCPU thread:
@@ -33,16 +34,21 @@
 namespace kvmts::devices::virtio {
 
 // virtio-blk feature bits (virtio spec 5.2.3).
-inline constexpr uint64_t kBlkFeatureSegMax = 1ull << 2, kBlkFeatureRo = 1ull << 5, kBlkFeatureBlkSize = 1ull << 6,
+inline constexpr uint64_t kBlkFeatureSizeMax = 1ull << 1, kBlkFeatureSegMax = 1ull << 2, kBlkFeatureRo = 1ull << 5, kBlkFeatureBlkSize = 1ull << 6,
                           kBlkFeatureFlush = 1ull << 9, kBlkFeatureDiscard = 1ull << 13,
                           kBlkFeatureWriteZeroes = 1ull << 14;
 // Config offsets.
-inline constexpr uint64_t kBlkCfgCapacity = 0, kBlkCfgSegMax = 12, kBlkCfgBlkSize = 20, kBlkCfgNumQueues = 34,
+inline constexpr uint64_t kBlkCfgCapacity = 0, kBlkCfgSizeMax = 8, kBlkCfgSegMax = 12, kBlkCfgBlkSize = 20, kBlkCfgNumQueues = 34,
                           kBlkCfgMaxDiscardSectors = 36, kBlkCfgMaxDiscardSeg = 40, kBlkCfgDiscardAlignment = 44,
                           kBlkCfgMaxWriteZeroesSectors = 48, kBlkCfgMaxWriteZeroesSeg = 52,
                           kBlkCfgWriteZeroesMayUnmap = 56, kBlkConfigBytes = 60;
 inline constexpr uint32_t kBlkMaxDiscardSegments = 32;
 inline constexpr uint32_t kBlkMaxDiscardSectors = 1u << 22;  // 2 GiB per segment
+// The largest data segment (size_max) and, from it, the largest request the device runs: a bigger one is IOERR.
+// Bounds the time one request holds the worker, so Quiesce (a pause, a migration's switch-over) stays short
+// whatever the guest asks; Linux never exceeds seg_max x size_max.
+inline constexpr uint32_t kBlkSizeMax = 1u << 20;
+inline constexpr uint64_t kBlkMaxRequestBytes = 256ull << 20;
 inline constexpr uint32_t kBlkPciClass = 0x010000;          // mass storage, SCSI (what Linux's lspci shows)
 
 struct BlockOptions {
