@@ -2,11 +2,17 @@
  * `npm start [-- --data-dir DIR] [--nodes N] [--traces FILE] [--no-demo]`: the main job. Builds the local images if
  * missing, brings up the local cluster (API server, scheduler, nodes, virt-api, virt-controller, virt-handlers),
  * creates and starts the demo VM from the seed's `vm-cirros` example, prints how to use kubectl and virtctl with it,
- * and runs until Ctrl-C / SIGTERM, which stops everything cleanly. State (the API server's data) persists under the
- * data directory, so the next `npm start` finds the VMs defined before.
+ * and runs until Ctrl-C / SIGTERM / SIGHUP, which stops everything cleanly. State (the API server's data) persists
+ * under the data directory, so the next `npm start` finds the VMs defined before.
+ *
+ * Nothing outlives it: SIGINT, SIGTERM and SIGHUP stop the cluster (a second one exits at once); so does the death of
+ * the process that started it (npm killed, the terminal gone), noticed by watching the parent pid. If this process
+ * itself is killed with SIGKILL, the components get SIGTERM from the kernel (the supervisor's parent-death signal).
+ * One `npm start` per data directory: `<data-dir>/start.lock` holds the pid of the one running, and a second one
+ * refuses to start while that pid lives.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { CustomObjectsApi, type KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { buildDemoLinux, registerTestGuest } from "@kvt/images";
@@ -43,6 +49,52 @@ const progress = (message: string): void => {
   process.stdout.write(`[${((Date.now() - started) / 1000).toFixed(1).padStart(5)}s] ${message}\n`);
 };
 
+/**
+ * Takes `<dataDir>/start.lock` for this process, or exits 1 saying which live process holds it. A lock whose pid is
+ * gone (a run killed with SIGKILL) is taken over.
+ */
+function lockDataDir(dir: string): () => void {
+  mkdirSync(dir, { recursive: true });
+  const lock = join(dir, "start.lock");
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(lock, "wx", 0o644);
+      writeFileSync(fd, `${process.pid}\n`);
+      closeSync(fd);
+      return () => {
+        try {
+          if (readFileSync(lock, "utf8").trim() === String(process.pid)) unlinkSync(lock);
+        } catch {
+          // Already gone: nothing to release.
+        }
+      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
+    const holder = Number(readFileSync(lock, "utf8").trim());
+    if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && isRunning(holder)) {
+      process.stderr.write(
+        `npm start: the data directory ${dir} is in use by another npm start (pid ${holder}, lock file ${lock}).\n` +
+          "Stop that one first (kill " +
+          `${holder}), or give this one its own --data-dir.\n`,
+      );
+      process.exit(1);
+    }
+    unlinkSync(lock); // stale: its process is gone
+  }
+  throw new Error(`cannot take the lock ${lock}`);
+}
+
+/** True if `pid` is a live process (EPERM: it exists but belongs to someone else). */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 async function ensureDemoVm(kubeConfig: KubeConfig): Promise<void> {
   const api = kubeConfig.makeApiClient(CustomObjectsApi);
   const vm = parseYaml(readFileSync(join(root, "tools/local-cluster/manifests/vm-cirros.yaml"), "utf8")) as {
@@ -64,11 +116,45 @@ async function ensureDemoVm(kubeConfig: KubeConfig): Promise<void> {
   }
 }
 
+const unlock = lockDataDir(dataDir);
+
+// Stop requests: a signal to this process, or the death of the process that started it. Until the cluster is up
+// there is nothing to stop cleanly: exit, and the components already started get their parent-death signal.
+const running: { cluster?: Awaited<ReturnType<typeof startLocalCluster>> } = {};
+let stopRequested: ((why: string) => void) | undefined;
+const stopWanted = new Promise<string>((resolveStop) => {
+  stopRequested = resolveStop;
+});
+let stopping = false;
+const requestStop = (why: string): void => {
+  if (stopping) {
+    progress(`${why} again: exiting now`);
+    unlock();
+    process.exit(130);
+  }
+  stopping = true;
+  if (!running.cluster) {
+    progress(`${why} during start-up: exiting (started components stop with this process)`);
+    unlock();
+    process.exit(130);
+  }
+  stopRequested?.(why);
+};
+for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(sig, () => requestStop(sig));
+const parentPid = process.ppid;
+const parentWatch = setInterval(() => {
+  if (process.ppid === parentPid) return;
+  clearInterval(parentWatch);
+  requestStop(`the parent process (pid ${parentPid}) is gone`);
+}, 1000);
+parentWatch.unref();
+
 if (!existsSync(join(root, "native/build/kvm_native.node")) || !existsSync(testGuestPath())) {
   progress("building the native VMM and the test guest (make -C native)");
   const built = spawnSync("make", ["-C", join(root, "native"), "-j2"], { stdio: ["ignore", "inherit", "inherit"] });
   if (built.status !== 0) {
     process.stderr.write("Building native/ failed (see above). It needs g++ and make: apt-get install -y g++ make\n");
+    unlock();
     process.exit(1);
   }
 }
@@ -83,6 +169,7 @@ const cluster = await startLocalCluster({
   tracesFile: values.traces ? resolve(values.traces) : undefined,
   progress,
 });
+running.cluster = cluster;
 if (!values["no-demo"]) await ensureDemoVm(cluster.kubeConfig);
 
 process.stdout.write(
@@ -100,16 +187,14 @@ process.stdout.write(
         ]
       : []),
     `Component logs: ${join(dataDir, "logs")}`,
-    "Press Ctrl-C to stop the cluster (its state stays in the data directory).",
+    "Press Ctrl-C (or send SIGTERM/SIGHUP) to stop the cluster (its state stays in the data directory).",
     "",
   ].join("\n"),
 );
 
-await new Promise<void>((resolveStop) => {
-  process.once("SIGINT", () => resolveStop());
-  process.once("SIGTERM", () => resolveStop());
-});
-progress("stopping the local cluster");
+const why = await stopWanted;
+progress(`${why}: stopping the local cluster`);
 await cluster.stop();
+unlock();
 progress("stopped");
 process.exit(0);

@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -54,4 +55,35 @@ describe("Supervisor", () => {
     expect(events.at(-1)).toMatchObject({ type: "exited", name: "sleeper", signal: "SIGTERM" });
     expect(supervisor.pidOf("sleeper")).toBeUndefined();
   });
+
+  const deathSignal = new Supervisor().parentDeathSignal;
+  it.skipIf(!deathSignal)(
+    `components die with the supervisor even when it is killed with SIGKILL${deathSignal ? "" : " (skipped: no setpriv --pdeathsig here)"}`,
+    async () => {
+      dir = mkdtempSync(join(tmpdir(), "kvt-sup-"));
+      const pidFile = join(dir, "component.pid");
+      const supervisorModule = new URL("./supervisor.ts", import.meta.url).pathname;
+      const component = `require("fs").writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setInterval(() => {}, 1000)`;
+      const script = `
+      import { Supervisor } from ${JSON.stringify(supervisorModule)};
+      const s = new Supervisor();
+      s.start({ name: "sleeper", logFile: ${JSON.stringify(join(dir, "c.log"))},
+        argv: [process.execPath, "-e", ${JSON.stringify(component)}] });
+      setInterval(() => {}, 1000);`;
+      const outer = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: "ignore" });
+      await until(() => existsSync(pidFile) && readFileSync(pidFile, "utf8") !== "");
+      const componentPid = Number(readFileSync(pidFile, "utf8"));
+      const alive = (pid: number): boolean => {
+        try {
+          process.kill(pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      expect(alive(componentPid)).toBe(true);
+      outer.kill("SIGKILL");
+      await until(() => !alive(componentPid), 5000);
+    },
+  );
 });

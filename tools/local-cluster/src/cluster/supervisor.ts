@@ -6,8 +6,14 @@
  *
  * Output of each component goes to its own log file (JSON lines from pino) so the terminal stays readable.
  * A component that stayed up for a minute has its backoff reset.
+ *
+ * Components die with the supervisor, even when it is killed with SIGKILL and has no chance to stop them: each is
+ * started through util-linux's `setpriv --pdeathsig SIGTERM`, which sets the Linux parent-death signal and then
+ * execs the component (same pid), so the kernel sends the component SIGTERM when the supervisor's process ends.
+ * Without setpriv (not Linux, no util-linux) components start as before and {@link Supervisor.parentDeathSignal} is
+ * false.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 
 /** How to run one component. */
@@ -46,6 +52,17 @@ const MAX_BACKOFF_MS = 30_000;
 const STABLE_MS = 60_000;
 const STOP_GRACE_MS = 10_000;
 
+/** The argv prefix that makes a component die with its supervisor, or [] where setpriv cannot (tested once). */
+let deathSignalPrefix: readonly string[] | undefined;
+function parentDeathPrefix(): readonly string[] {
+  if (deathSignalPrefix === undefined) {
+    const prefix = ["setpriv", "--pdeathsig", "SIGTERM", "--"];
+    const probe = spawnSync(prefix[0], [...prefix.slice(1), "true"], { stdio: "ignore" });
+    deathSignalPrefix = probe.status === 0 ? prefix : [];
+  }
+  return deathSignalPrefix;
+}
+
 /** Starts, watches and stops component processes. */
 export class Supervisor {
   readonly #managed: Managed[] = [];
@@ -61,6 +78,11 @@ export class Supervisor {
     const m: Managed = { spec, restarts: 0, backoffMs: 1000, startedAt: 0 };
     this.#managed.push(m);
     this.#spawn(m);
+  }
+
+  /** True if components get SIGTERM from the kernel when the supervisor's process dies (setpriv --pdeathsig). */
+  get parentDeathSignal(): boolean {
+    return parentDeathPrefix().length > 0;
   }
 
   /** The pid of a running component, by name. */
@@ -84,7 +106,7 @@ export class Supervisor {
 
   #spawn(m: Managed): void {
     const fd = openSync(m.spec.logFile, "a");
-    const [cmd, ...args] = m.spec.argv;
+    const [cmd, ...args] = [...parentDeathPrefix(), ...m.spec.argv];
     const child = spawn(cmd, args, { stdio: ["ignore", fd, fd], env: { ...process.env, ...m.spec.env } });
     closeSync(fd);
     m.child = child;
