@@ -205,6 +205,12 @@ TEST(virtio_blk_discards_and_writes_zeroes) {
   PutSegment(mem, kBuf, 0, 16, 0);
   CHECK_EQ(Run(*blk, mem, Request(16, false), nullptr, kFeatureVersion1), kBlkStatusUnsupp);
   CHECK(Run(*blk, mem, Request(16 * 33, false)) == kBlkStatusUnsupp);  // more than max_discard_seg
+  // WRITE_ZEROES over its bound (it may turn into real writes): IOERR before anything is zeroed.
+  Header(mem, kBlkTypeWriteZeroes, 0);
+  PutSegment(mem, kBuf, 0, 1024, 0);
+  PutSegment(mem, kBuf + 16, 1024, kBlkMaxWriteZeroesSectors, 0);
+  CHECK_EQ(Run(*blk, mem, Request(32, false)), kBlkStatusIoErr);
+  CHECK_EQ(disk.Read(0, 1)[0], Pattern(0));
 }
 
 TEST(virtio_blk_read_only_refuses_writes) {

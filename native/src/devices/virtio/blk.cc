@@ -115,8 +115,8 @@ void VirtioBlock::ReadConfig(uint64_t offset, uint8_t* data, size_t len) const {
   put(kBlkCfgMaxDiscardSectors, kBlkMaxDiscardSectors, 4);
   put(kBlkCfgMaxDiscardSeg, kBlkMaxDiscardSegments, 4);
   put(kBlkCfgDiscardAlignment, options_.blk_size / kSectorBytes, 4);
-  put(kBlkCfgMaxWriteZeroesSectors, kBlkMaxDiscardSectors, 4);
-  put(kBlkCfgMaxWriteZeroesSeg, kBlkMaxDiscardSegments, 4);
+  put(kBlkCfgMaxWriteZeroesSectors, kBlkMaxWriteZeroesSectors, 4);
+  put(kBlkCfgMaxWriteZeroesSeg, 1, 4);
   put(kBlkCfgWriteZeroesMayUnmap, 1, 1);
   for (size_t i = 0; i < len; ++i) data[i] = offset + i < kBlkConfigBytes ? cfg[offset + i] : 0;
 }
@@ -201,9 +201,12 @@ uint8_t VirtioBlock::DoRanges(GuestAccess& mem, const BlkRequest& req) {
   bool zeroes = req.type == kBlkTypeWriteZeroes;
   std::vector<BlkSegment> segments;
   if (!ReadBlkSegments(mem, req, kBlkMaxDiscardSegments, &segments)) return kBlkStatusUnsupp;
+  uint64_t zero_sectors = 0;  // WRITE_ZEROES may fall back to writing them: bounded like a write
   for (const BlkSegment& s : segments) {
     uint32_t allowed_flags = zeroes ? kBlkSegmentUnmap : 0;
     if (s.flags & ~allowed_flags) return kBlkStatusUnsupp;
+    zero_sectors += zeroes ? s.num_sectors : 0;
+    if (zero_sectors > kBlkMaxWriteZeroesSectors) return kBlkStatusIoErr;
     if (s.num_sectors > kBlkMaxDiscardSectors || !SectorRangeOk(s.sector, s.num_sectors, capacity_sectors_)) {
       return kBlkStatusIoErr;
     }

@@ -6,7 +6,7 @@
 //     0 capacity (u64, 512-byte sectors)  8 size_max (u32, 1 MiB)  12 seg_max (u32)  20 blk_size (u32)
 //     34 num_queues (u16, 1)
 //     36 max_discard_sectors  40 max_discard_seg  44 discard_sector_alignment
-//     48 max_write_zeroes_sectors  52 max_write_zeroes_seg  56 write_zeroes_may_unmap (u8)
+//     48 max_write_zeroes_sectors (256 MiB)  52 max_write_zeroes_seg (1)  56 write_zeroes_may_unmap (u8)
 //   one queue; I/O on one worker thread per device, never on a vCPU thread:
 //
 //   vCPU: notify -> QueueNotify(q): +1 on the queue's     worker: poll -> pop chains -> parse -> pread/pwrite/
@@ -49,6 +49,9 @@ inline constexpr uint32_t kBlkMaxDiscardSectors = 1u << 22;  // 2 GiB per segmen
 // whatever the guest asks; Linux never exceeds seg_max x size_max.
 inline constexpr uint32_t kBlkSizeMax = 1u << 20;
 inline constexpr uint64_t kBlkMaxRequestBytes = 256ull << 20;
+// WRITE_ZEROES may fall back to writing zeroes (no FALLOC_FL_ZERO_RANGE): at most this much per request, offered
+// as max_write_zeroes_sectors with max_write_zeroes_seg 1 (DISCARD is a hint: 32 x 2 GiB).
+inline constexpr uint32_t kBlkMaxWriteZeroesSectors = static_cast<uint32_t>(kBlkMaxRequestBytes / 512);
 inline constexpr uint32_t kBlkPciClass = 0x010000;          // mass storage, SCSI (what Linux's lspci shows)
 
 struct BlockOptions {
