@@ -20,9 +20,15 @@ export const KVM_BENCH_AREAS: ReadonlySet<string> = new Set(["migration", "vmm-s
 /** The flag that sends any bench area into L1 (e.g. `npm run bench -- density --nested`: the cluster in L1). */
 export const NESTED_FLAG = "--nested";
 
+/**
+ * The flag that keeps a KVM bench on this host although its KVM cannot run Linux (a PVM host runs the test guest
+ * that the migration and vmm-start benches use, so their host figures can still be taken there).
+ */
+export const HOST_FLAG = "--host";
+
 /** True when `area` (with its `args`) must run inside L1 on this host. */
 export function benchNeedsL1(area: string, args: readonly string[] = []): boolean {
-  if (process.env.KVT_NESTED_L1) return false;
+  if (process.env.KVT_NESTED_L1 || args.includes(HOST_FLAG)) return false;
   return args.includes(NESTED_FLAG) || (KVM_BENCH_AREAS.has(area) && !kvmRunsLinux());
 }
 

@@ -4,7 +4,15 @@
  */
 
 /** Benches of our VMM on KVM: where they run (here or in L1) and running them in L1. */
-export { benchLane, benchNeedsL1, KVM_BENCH_AREAS, lastJsonLine, NESTED_FLAG, runBenchInL1 } from "./bench-lane.ts";
+export {
+  benchLane,
+  benchNeedsL1,
+  HOST_FLAG,
+  KVM_BENCH_AREAS,
+  lastJsonLine,
+  NESTED_FLAG,
+  runBenchInL1,
+} from "./bench-lane.ts";
 /** A guest console with pattern waits (used by the jobs inside L1). */
 export { type ConsoleMatch, GuestConsole } from "./guest-console.ts";
 /** Build the L1 host (kernel + initramfs) from Debian packages, cached under .data/nested. */

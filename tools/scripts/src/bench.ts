@@ -5,7 +5,7 @@
  */
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { benchNeedsL1, runBenchInL1 } from "@kvt/nested";
+import { benchNeedsL1, HOST_FLAG, runBenchInL1 } from "@kvt/nested";
 import { parseScriptArgs } from "./script-args.ts";
 import { run } from "./steps.ts";
 
@@ -34,7 +34,9 @@ export function discoverAreas(): Map<string, string> {
 const USAGE = `usage: npm run bench [-- [AREA [AREA-FLAGS...]]]
 
 Runs the benchmark of every area, or of AREA (a bench/AREA.bench.ts in any project); flags after AREA go to it,
-e.g. npm run bench -- migration --with-qemu.
+e.g. npm run bench -- migration --with-qemu. The benches of our VMM on KVM (migration, vmm-start) run inside the
+nested lane's L1 where this host's KVM cannot run Linux; after the area, --host keeps them here (a PVM host runs
+their test guest), --nested sends any area into L1 (e.g. density --nested).
   -h, --help   print this usage and the areas`;
 
 const argv = process.argv.slice(2);
@@ -60,7 +62,7 @@ for (const name of selected) {
   // Benches of our VMM on KVM go into the nested lane's L1 where this host's KVM cannot run Linux (tools/nested).
   const code = benchNeedsL1(name, rest)
     ? await runBenchInL1(name, areas.get(name)!, rest, (l) => void process.stdout.write(`${l}\n`))
-    : await run(process.execPath, [areas.get(name)!, ...rest], { cwd: root });
+    : await run(process.execPath, [areas.get(name)!, ...rest.filter((a) => a !== HOST_FLAG)], { cwd: root });
   if (code !== 0) failed++;
 }
 process.exit(failed ? 1 : 0);
