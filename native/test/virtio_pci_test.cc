@@ -487,3 +487,20 @@ TEST(virtio_pci_binds_notify_eventfds_while_decoding_and_follows_bar_moves) {
   CHECK_EQ(reg2.log.size(), 1u);
   CHECK(reg2.log[0] == "+" + At(0x2e0000000ull + kNotifyOffset, 100));
 }
+
+TEST(virtio_pci_tells_its_listener_when_the_device_breaks) {
+  struct Listener : TransportListener {
+    void OnBroken(const char* why) override { reasons.push_back(why); }
+    std::vector<std::string> reasons;
+  } listener;
+  Rig r;
+  r.transport.SetListener(&listener);
+  r.drv.SetCfg(kPciCommandOffset, kPciCommandMemory, 2);
+  CHECK(r.drv.Bringup(kFeatureVersion1, 12) & kStatusNeedsReset);  // a bad queue size at DRIVER_OK
+  CHECK_EQ(listener.reasons.size(), 1u);
+  CHECK(listener.reasons[0] == "not-ready");
+  CHECK_EQ(r.drv.Bringup(kFeatureVersion1, 8) & kStatusDriverOk, kStatusDriverOk);
+  r.transport.MarkBroken("direction");  // what a worker does on a bad chain
+  CHECK_EQ(listener.reasons.size(), 2u);
+  CHECK(listener.reasons[1] == "direction");
+}

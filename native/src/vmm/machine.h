@@ -88,6 +88,9 @@ class MachineEvents {
   virtual void OnVcpuExit(uint32_t vcpu, const std::string& reason, bool fatal) = 0;
   // The guest stopped: test-port exit (code = the value written), i8042 reset, triple fault, fatal exit.
   virtual void OnShutdown(ShutdownReason reason, uint32_t code) = 0;
+  // A device stopped because the guest broke its protocol, e.g. ("virtio-blk 00:01.0", "loop"): the device reads
+  // NEEDS_RESET until the guest resets it; the machine runs on. Also from device worker threads. Default: ignored.
+  virtual void OnDeviceError(const std::string& /*device*/, const std::string& /*reason*/) {}
 };
 
 // One region's dirty pages, as collected.

@@ -63,6 +63,19 @@ class KvmNotifyRegistrar : public devices::virtio::NotifyRegistrar {
   std::atomic<uint64_t> failures_{0};
 };
 
+// Forwards one transport's OnBroken to MachineEvents::OnDeviceError with the device's name.
+class VirtioErrorForwarder : public devices::virtio::TransportListener {
+ public:
+  VirtioErrorForwarder(MachineEvents* events, std::string device) : events_(events), device_(std::move(device)) {}
+  void OnBroken(const char* why) override {
+    if (events_ != nullptr) events_->OnDeviceError(device_, why);
+  }
+
+ private:
+  MachineEvents* events_;
+  std::string device_;
+};
+
 struct MachineImpl : public Peripherals,
                      public devices::OutputSink,
                      public devices::IrqTrigger,
@@ -113,6 +126,7 @@ struct MachineImpl : public Peripherals,
   std::unique_ptr<KvmMsiSink> msi_sink;
   std::unique_ptr<KvmNotifyRegistrar> notify_registrar;
   std::unique_ptr<devices::virtio::PciRootBus> pci;
+  std::vector<std::unique_ptr<VirtioErrorForwarder>> virtio_listeners;
   std::vector<std::unique_ptr<devices::virtio::VirtioBlock>> blocks;
   std::vector<std::unique_ptr<devices::virtio::VirtioPciTransport>> transports;
   std::vector<std::unique_ptr<kvm::VcpuFd>> vcpus;

@@ -9,12 +9,15 @@
 //   vCPU  notify write    -> KVM ioeventfd (bound by KvmNotifyRegistrar while the BAR decodes) -> the device's
 //                            kick eventfd -> its worker: no exit to userspace
 //   worker                -> KvmMsiSink::SignalMsi -> KVM_SIGNAL_MSI (the in-kernel LAPICs route it)
+//   broken queue/request  -> VirtioErrorForwarder -> MachineEvents::OnDeviceError("virtio-blk 00:01.0", why)
 //
 // The legacy IRQCHIP routes (UART 4, keyboard 1) are untouched: MSIs bypass the GSI routing table.
 // Lifecycle: the devices run while the machine runs; Pause/Stop quiesce them (no guest-memory write after the
 // final dirty-log collection), Start/Resume let them go on, a restore happens quiesced (a target that never starts
 // runs nothing twice). Not yet: irqfd routes (each interrupt is one KVM_SIGNAL_MSI ioctl from the worker).
 #include <errno.h>
+
+#include <cstdio>
 
 #include "vmm/linux_acpi.h"
 #include "vmm/machine_impl.h"
@@ -61,6 +64,10 @@ Status CreateVirtioDevices(MachineImpl& m) {
     m.transports.push_back(std::make_unique<dv::VirtioPciTransport>(m.blocks.back().get(), m.guest_access.get(),
                                                                     m.msi_sink.get(), bar));
     m.transports.back()->SetNotifyRegistrar(m.notify_registrar.get());
+    char name[40];
+    std::snprintf(name, sizeof name, "virtio-blk 00:%02x.0", static_cast<unsigned>(i + 1));  // i < 16
+    m.virtio_listeners.push_back(std::make_unique<VirtioErrorForwarder>(m.events, name));
+    m.transports.back()->SetListener(m.virtio_listeners.back().get());
     m.pci->AddDevice(static_cast<uint8_t>(i + 1), m.transports.back().get());
   }
   if (!m.pio.Register(dv::kPciConfigAddressPort, dv::kPciConfigPortCount, m.pci.get())) {

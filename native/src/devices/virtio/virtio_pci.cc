@@ -304,6 +304,7 @@ void VirtioPciTransport::ActivateLocked() {
     stats_.activate_failed++;
     broken_reason_ = why;
     needs_reset_ = true;
+    if (listener_ != nullptr) listener_->OnBroken(why);
     return;
   }
   active_ = true;

@@ -80,6 +80,14 @@ class NotifyRegistrar {
   virtual void RemoveNotify(uint64_t gpa, int fd) = 0;
 };
 
+// Told when the device stops because the driver broke the protocol (a bad chain or request, a bad queue at
+// DRIVER_OK): the machine turns it into an event. Any thread (the device's worker or a vCPU); must not block.
+class TransportListener {
+ public:
+  virtual ~TransportListener() = default;
+  virtual void OnBroken(const char* why) = 0;
+};
+
 class VirtioPciTransport : public PciDevice, public VirtioInterrupt {
  public:
   // device, mem and msi must outlive the transport. bar_gpa: where BAR0 starts (512 KiB aligned, in the MMIO hole).
@@ -100,6 +108,8 @@ class VirtioPciTransport : public PciDevice, public VirtioInterrupt {
   // Binds the notify address of every queue with a kick eventfd (VirtioDevice::QueueKickFd) while memory decoding
   // is on, following BAR moves; nullptr unbinds. Before the guest runs.
   void SetNotifyRegistrar(NotifyRegistrar* registrar);
+  // Before the guest runs; nullptr for none.
+  void SetListener(TransportListener* listener) { listener_ = listener; }
   uint64_t bar_address();
   uint8_t status();
   uint64_t acked_features();
@@ -146,6 +156,7 @@ class VirtioPciTransport : public PciDevice, public VirtioInterrupt {
   PciConfig config_;
   uint16_t msix_cap_ = 0, pci_cfg_cap_ = 0;
   NotifyRegistrar* registrar_ = nullptr;
+  TransportListener* listener_ = nullptr;
   uint64_t notify_base_ = 0;  // BAR address the notify eventfds are bound at; 0 = not bound
   uint8_t status_ = 0;
   uint8_t config_generation_ = 0;

@@ -4,7 +4,7 @@
 //
 //   SignalQueue(q) / SignalConfig()  -> ISR |= bit -> MSI-X on and vector set? -> MsixTable::Signal (sent, or PBA)
 //                                                    otherwise: counted as dropped (no INTx pin)
-//   MarkBroken(why)                  -> NEEDS_RESET reads back set, why kept, config interrupt
+//   MarkBroken(why)                  -> NEEDS_RESET reads back set, why kept, config interrupt, listener told
 //   command.MEM or BAR0 changes      -> NotifyRegistrar: remove old BAR0 + 0x6000 + 4 q, add the new one
 #include "devices/virtio/virtio_pci.h"
 
@@ -40,6 +40,7 @@ void VirtioPciTransport::MarkBroken(const char* why) {
   broken_reason_ = why;
   needs_reset_ = true;
   SignalConfig();
+  if (listener_ != nullptr) listener_->OnBroken(why);
 }
 
 void VirtioPciTransport::SetNotifyRegistrar(NotifyRegistrar* registrar) {
