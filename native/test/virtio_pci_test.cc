@@ -173,6 +173,10 @@ TEST(pci_host_bridge_answers_the_type1_probe) {
   bus.Write(0, reinterpret_cast<uint8_t*>(&a), 4);
   bus.Read(4, reinterpret_cast<uint8_t*>(&v), 4);
   CHECK_EQ(v, 0xffffffffu);
+  uint8_t straddle[4] = {1, 2, 3, 4};
+  bus.Read(2, straddle, 4);  // half address register, half data window
+  CHECK_EQ(straddle[1], 0x80);
+  CHECK_EQ(straddle[2], 0xff);
   CHECK(!bus.AddDevice(0, nullptr));
   CHECK(!bus.AddDevice(32, nullptr));
 }

@@ -127,11 +127,11 @@ PciDevice* PciRootBus::Selected(uint16_t* reg, bool* host_bridge) {
 }
 
 void PciRootBus::Read(uint16_t offset, uint8_t* data, size_t len) {
-  if (offset < 4) {  // the address register: any width reads its bytes
+  std::memset(data, 0xff, len);
+  if (offset < 4) {  // the address register: any width reads its bytes (a straddling read sees 0xff past it)
     for (size_t i = 0; i < len && offset + i < 4; ++i) data[i] = static_cast<uint8_t>(address_ >> (8 * (offset + i)));
     return;
   }
-  std::memset(data, 0xff, len);
   uint16_t reg = 0;
   bool bridge = false;
   PciDevice* dev = Selected(&reg, &bridge);
