@@ -71,8 +71,12 @@ export {
   QuantityError,
   tryParseQuantity,
 } from "./quantity.ts";
+// Request body limits as kube-apiserver's: size, JSON nesting depth (an iterative check).
+export { exceedsDepth, MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES } from "./request-limits.ts";
 // The schema node type and its type-level inference helper.
 export type { Infer, JsonSchema, Schema } from "./schema/builder.ts";
+// Schema of the KubeVirt CR (the cluster configuration object).
+export { kubevirtSchema } from "./schema/kubevirt-schemas.ts";
 // Schemas (structural OpenAPI v3 JSON) of VMIM and MigrationPolicy.
 export { migrationPolicySchema, vmimSchema } from "./schema/migration-schemas.ts";
 // Schema of VirtualMachine.
@@ -81,8 +85,6 @@ export { vmSchema } from "./schema/vm-schemas.ts";
 export { vmiSchema } from "./schema/vmi-schemas.ts";
 // The KubeVirt CR in force and the settings read from it (useEmulation).
 export { activeKubeVirt, emulationAllowed } from "./semantics/cluster-config.ts";
-// Schema of the KubeVirt CR (the cluster configuration object).
-export { kubevirtSchema } from "./schema/kubevirt-schemas.ts";
 // Status conditions: read, set in place (transition time kept while the status holds), removed.
 export { findCondition, hasCondition, removeCondition, setCondition } from "./semantics/conditions.ts";
 // A migration configuration with every knob resolved.
@@ -158,10 +160,10 @@ export { decodeStrict, decodeStrictWith, strictDecodingMessage, typeErrors } fro
 export type {
   Affinity,
   Condition,
+  DeveloperConfiguration,
   Disk,
   DomainSpec,
   Interface,
-  DeveloperConfiguration,
   KubeVirt,
   KubeVirtConfiguration,
   MigrationConfiguration,

@@ -3,12 +3,12 @@
  * the strict decoder and the code can never disagree.
  */
 import type { Infer } from "./schema/builder.ts";
-import type { affinitySchema, conditionSchema, objectMetaSchema, tolerationSchema } from "./schema/meta.ts";
 import type {
   developerConfigurationSchema,
   kubevirtConfigurationSchema,
   kubevirtSchema,
 } from "./schema/kubevirt-schemas.ts";
+import type { affinitySchema, conditionSchema, objectMetaSchema, tolerationSchema } from "./schema/meta.ts";
 import type {
   migrationConfigurationSchema,
   migrationPolicySchema,

@@ -4,13 +4,13 @@
  */
 import { createServer, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { exceedsDepth, MAX_REQUEST_BODY_BYTES as MAX_BODY_BYTES, MAX_JSON_DEPTH } from "@kvt/api";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeCluster, newVm } from "../fake/fake-cluster.ts";
 import { HttpHandlerClient, TemplateHandlerLocator } from "../handler/handler-client.ts";
 import { webhookRoutes } from "../webhooks/admitters.ts";
 import { VirtApiApp } from "./app.ts";
-import { exceedsDepth, MAX_BODY_BYTES, MAX_JSON_DEPTH } from "./json-body.ts";
 
 const SUB = "/apis/subresources.kubevirt.io/v1/namespaces/default";
 const cluster = new FakeCluster();

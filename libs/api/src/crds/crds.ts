@@ -17,8 +17,8 @@
  */
 import { API_VERSION, GROUP, KIND, LABEL, MIGRATIONS_GROUP, RESOURCE, SHORT_NAMES, VERSION } from "../constants.ts";
 import type { JsonSchema } from "../schema/builder.ts";
-import { objectMetaSchema } from "../schema/meta.ts";
 import { kubevirtSchema } from "../schema/kubevirt-schemas.ts";
+import { objectMetaSchema } from "../schema/meta.ts";
 import { migrationPolicySchema, vmimSchema } from "../schema/migration-schemas.ts";
 import { vmSchema } from "../schema/vm-schemas.ts";
 import { vmiSchema } from "../schema/vmi-schemas.ts";

@@ -51,7 +51,7 @@ export class DroppingDestination {
 
   #pump(): void {
     if (this.#writing || this.#queue.length === 0) return;
-    const chunk = this.#queue.length === 1 ? (this.#queue[0]) : Buffer.concat(this.#queue);
+    const chunk = this.#queue.length === 1 ? this.#queue[0] : Buffer.concat(this.#queue);
     this.#queue = [];
     this.#queuedBytes = 0;
     this.#writing = true;

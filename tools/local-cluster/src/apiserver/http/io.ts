@@ -1,12 +1,12 @@
 /** Request bodies and responses: JSON/YAML decoding with a size limit, JSON and Status replies. */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { exceedsDepth, MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES } from "@kvt/api";
 import { parse as parseYaml } from "yaml";
 import { ApiError, badRequest } from "../errors.ts";
-import { exceedsDepth, MAX_JSON_DEPTH } from "./json-depth.ts";
 import { decodeProtobuf } from "./protobuf.ts";
 
 /** kube-apiserver's MaxRequestBodyBytes: twice etcd's 1.5 MiB request limit (JSON is larger than protobuf). */
-export const MAX_BODY_BYTES = 3 * 1024 * 1024;
+export const MAX_BODY_BYTES = MAX_REQUEST_BODY_BYTES;
 
 /** 413 RequestEntityTooLarge, kube-apiserver's answer to a body over {@link MAX_BODY_BYTES}. */
 export function bodyTooLarge(): ApiError {

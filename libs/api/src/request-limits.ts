@@ -1,9 +1,13 @@
 /**
- * Nesting depth of decoded request bodies. kube-apiserver's JSON decoder stops at 10000 levels; V8's recursive
- * builtins (JSON.stringify, structuredClone) and this server's own recursive walks (schema, patches) overflow the
- * stack well before that (structuredClone at about 2000 levels), so bodies deeper than {@link MAX_JSON_DEPTH} are
- * refused with a 400 before anything recursive touches them. The check itself is iterative.
+ * The limits kube-apiserver puts on a request body, shared by the components that decode one (the local API server,
+ * virt-api's webhooks and subresources): its size, and how deeply its JSON may nest. kube-apiserver's own JSON decoder
+ * stops at 10000 levels; V8's recursive builtins (JSON.stringify, structuredClone) and recursive walks over objects
+ * (schemas, patches, admitters) overflow the stack well before that (structuredClone at about 2000 levels), so a body
+ * deeper than {@link MAX_JSON_DEPTH} is refused with a 400 before anything recursive touches it.
  */
+
+/** kube-apiserver's request body limit (3 MiB): larger bodies get 413 RequestEntityTooLarge. */
+export const MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024;
 
 /** The deepest nesting of arrays and objects a request body may have (1 = a flat object). */
 export const MAX_JSON_DEPTH = 1000;
