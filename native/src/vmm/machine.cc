@@ -346,6 +346,7 @@ MachineStats Machine::stats() const {
     s.serial_bytes_dropped = impl_->serial_dropped;
   }
   s.dirty_log_collections = impl_->dirty_collections.load();
+  AddVirtioStats(*impl_, &s);
   return s;
 }
 

@@ -111,6 +111,15 @@ struct MachineStats {
   uint64_t kicks = 0;
   uint64_t dirty_log_collections = 0;
   std::vector<double> vcpu_seconds;  // CPU time of each vCPU thread, by vCPU index
+  // virtio disks (MachineConfig::disks), summed over the disks; all 0 without disks.
+  uint64_t disk_requests = 0;       // requests answered (any status)
+  uint64_t disk_read_bytes = 0;
+  uint64_t disk_write_bytes = 0;
+  uint64_t disk_errors = 0;         // answered IOERR or UNSUPP
+  uint64_t disk_broken = 0;         // times a device stopped on a protocol error (NEEDS_RESET)
+  uint64_t disk_kicks_exited = 0;   // notifies that came through an MMIO exit (ioeventfd not bound or failed)
+  uint64_t msi_failures = 0;        // KVM_SIGNAL_MSI errors
+  uint64_t ioeventfd_failures = 0;  // KVM_IOEVENTFD errors (the kick then exits instead)
 };
 
 class Machine {

@@ -167,6 +167,8 @@ Status CreateVirtioDevices(MachineImpl& m);
 void QuiesceVirtio(MachineImpl& m);
 void ResumeVirtio(MachineImpl& m);
 void DestroyVirtio(MachineImpl& m);
+// Adds the disks' counters to *s (any thread).
+void AddVirtioStats(const MachineImpl& m, MachineStats* s);
 
 // KVM_CREATE_IRQCHIP + KVM_CREATE_PIT2 for MachineConfig::linux_platform (machine_linux.cc).
 Status CreateLinuxIrqchip(kvm::VmFd& vm);

@@ -84,6 +84,23 @@ void ResumeVirtio(MachineImpl& m) {
   for (auto& t : m.transports) t->Resume();
 }
 
+void AddVirtioStats(const MachineImpl& m, MachineStats* s) {
+  for (const auto& b : m.blocks) {
+    dv::BlockStats bs = b->stats();
+    s->disk_requests += bs.requests;
+    s->disk_read_bytes += bs.read_bytes;
+    s->disk_write_bytes += bs.write_bytes;
+    s->disk_errors += bs.io_errors + bs.unsupported;
+  }
+  for (const auto& t : m.transports) {
+    dv::TransportStats ts = t->stats();
+    s->disk_broken += ts.broken + ts.activate_failed;
+    s->disk_kicks_exited += ts.notifies;
+  }
+  if (m.msi_sink) s->msi_failures = m.msi_sink->failures();
+  if (m.notify_registrar) s->ioeventfd_failures = m.notify_registrar->failures();
+}
+
 void DestroyVirtio(MachineImpl& m) {
   m.transports.clear();  // resets each device: its worker is joined
   m.blocks.clear();
