@@ -297,7 +297,13 @@ TEST(linux_machine_state_round_trips_through_kvm_irqchip_pit_and_vcpus) {
   uint64_t clock_saved = As<kvm_clock_data>(sections[{kTagClock, kMachineWide}]).clock;
   CHECK(As<kvm_clock_data>(back[{kTagClock, kMachineWide}]).clock >= clock_saved);
   CHECK(dst.value()->Start().ok());
-  CHECK(dst.value()->Pause().ok());
+  // The restored vCPUs run: they acknowledge a pause, unless the guest already ended the machine, which it may at
+  // once here: nothing was copied into the target's RAM, so vCPU 0 resumes the kernel entry over zeroed memory and
+  // can triple-fault before the pause arrives (seen under a loaded CI run). Either way no vCPU may hang.
+  auto paused = dst.value()->Pause();
+  if (!paused.ok()) std::printf("  pause after restore: %s %s\n", paused.error().op.c_str(), paused.error().detail.c_str());
+  const std::string stopped = std::string("machine is ") + MachineStateName(MachineState::kStopped);
+  CHECK(paused.ok() || (paused.error().err == EINVAL && paused.error().detail == stopped));
   dst.value()->Stop();
   src.value()->Stop();
 }
