@@ -4,7 +4,7 @@
  */
 import type { GuestConsole } from "./guest-console.ts";
 
-/** The per-test outcome of a check that ran a test file (guest-suite.ts). */
+/** Tests counted one by one, failures and skips named: a test file run as one check, or the lane's whole tally. */
 export interface SuiteTests {
   readonly passed: number;
   readonly failed: number;

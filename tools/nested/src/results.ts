@@ -1,18 +1,12 @@
 /** Parsing of the lines a job inside L1 prints: `KVT_NESTED_CHECK {json}` and `KVT_NESTED_BENCH {json}`. */
 
-import type { CheckResult } from "./check-runner.ts";
+import type { CheckResult, SuiteTests } from "./check-runner.ts";
 
 /** One check as reported by guest-checks.ts. */
 export type NestedCheck = CheckResult;
 
 /** What the lane adds to `npm test`'s `N passed, N failed, N skipped`, with the failures and skips named. */
-export interface LaneTally {
-  readonly passed: number;
-  readonly failed: number;
-  readonly skipped: number;
-  readonly failedNames: readonly string[];
-  readonly skippedNames: readonly string[];
-}
+export type LaneTally = SuiteTests;
 
 /**
  * Counts the lane's checks as tests: a check is one test, a test file run as one check counts its tests one by one
