@@ -13,6 +13,7 @@
  */
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
+import { buildDemoLinux } from "@kvt/images";
 import { kvmRunsLinux } from "@kvt/vmm";
 import { buildL1Image, projectRoot } from "./l1-image.ts";
 import { runInL1 } from "./l1-run.ts";
@@ -110,6 +111,7 @@ export async function runLane(options: LaneOptions): Promise<LaneRun> {
   await prepareLane(log);
   if (lane === "host") {
     log("nested: this host's KVM runs Linux guests: the checks run here (the lane's L1 is not needed)");
+    await buildDemoLinux({ log }); // the checks boot the demo image (L1's build does this on the nested path)
     const r = await runOnHost(options.only?.length ? options.only : ["host"], options);
     const checks = parseChecks(r.lines);
     const unfinished = jobFinished(r.lines) ? undefined : "the job on the host did not finish (crashed or timed out)";
