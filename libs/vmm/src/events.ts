@@ -5,6 +5,8 @@
  *   vcpu-exit      a vCPU exit the VMM does not handle; fatal ones stop the guest (a "shutdown" follows)
  *   shutdown       the guest stopped by itself: "guest-exit" (test port, code = value written), "reset" (i8042),
  *                  "triple-fault", "fatal-exit"
+ *   device-error   a device stopped because the guest broke its protocol (a bad virtqueue chain or request): it
+ *                  reads NEEDS_RESET until the guest's driver resets it; the machine and the other devices run on
  */
 
 /** Why a guest stopped by itself. */
@@ -25,11 +27,20 @@ export interface ShutdownEvent {
   readonly code: number;
 }
 
+/** Payload of "device-error". */
+export interface DeviceErrorEvent {
+  /** Which device, e.g. "virtio-blk 00:01.0" (disk 0). */
+  readonly device: string;
+  /** Why it stopped, e.g. "loop" (a descriptor chain that loops). */
+  readonly reason: string;
+}
+
 /** Event name -> listener. */
 export interface VmEvents {
   "serial-output": (chunk: Uint8Array) => void;
   "vcpu-exit": (event: VcpuExitEvent) => void;
   shutdown: (event: ShutdownEvent) => void;
+  "device-error": (event: DeviceErrorEvent) => void;
 }
 
 /** A minimal typed emitter (no dependency on node:events, same behaviour on Node and Deno). */

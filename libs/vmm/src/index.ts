@@ -6,7 +6,14 @@
 /** Errors naming the failed operation: `KVM_SET_USER_MEMORY_REGION: EEXIST` with code/errno/syscall. */
 export { VmmError, type VmmErrorFields } from "./errors.ts";
 /** Typed events and a serial line splitter. */
-export { LineSplitter, type ShutdownEvent, type ShutdownReason, type VcpuExitEvent, type VmEvents } from "./events.ts";
+export {
+  type DeviceErrorEvent,
+  LineSplitter,
+  type ShutdownEvent,
+  type ShutdownReason,
+  type VcpuExitEvent,
+  type VmEvents,
+} from "./events.ts";
 /** In-memory VMs for app tests. */
 export { FakeVm, FakeVmm } from "./fake/fake-vmm.ts";
 /** Guest physical addresses (branded bigint). */
@@ -41,7 +48,17 @@ export { testGuestPath } from "./native.ts";
 /** A KVM guest: create, start, pause, resume, stop, events, serial in/out, stats, state save/restore, dirty log. */
 export { nativeVmm, Vm } from "./vm.ts";
 /** The interface Vm and FakeVm share, and the factory apps are handed. */
-export type { DirtyRegion, MemoryRegionInfo, VmControl, Vmm, VmState, VmStats } from "./vm-control.ts";
+export {
+  type DirtyRegion,
+  type MemoryRegionInfo,
+  NO_DISK_STATS,
+  type VmControl,
+  type Vmm,
+  type VmState,
+  type VmStats,
+} from "./vm-control.ts";
+/** Disks of a Linux boot (`boot.disks`: virtio-blk, /dev/vda ...) and their validation. */
+export { MAX_DISK_SERIAL_BYTES, MAX_VM_DISKS, parseVmDisks, type VmDisk } from "./vm-disk.ts";
 /** Options of Vm.create and their validation. */
 export {
   MAX_CMDLINE_BYTES,

@@ -9,12 +9,14 @@
  *   initrdPath (cpio[.gz]) +--> concatenated initramfs segments, each 4-byte aligned --> loadLinux(vm, ...)
  *   extraInitrd[] (cpio) --+    (the kernel unpacks them in order; later files win)
  *   cmdline ---------------+--> console=ttyS0 added when missing
+ *   disks[] ------------------> virtio-blk at PCI 00:01.0, 00:02.0, ... (/dev/vda, /dev/vdb, ...; vm-disk.ts)
  *
  * Guest power-off ends the VM with a "shutdown" event { reason: "guest-exit", code: 0 }; a reboot gives
  * { reason: "reset" } (the caller decides whether to boot again: see the launcher's native machine).
  */
 import { readFileSync } from "node:fs";
 import { type NativeEventCallback, type NativeVm, nativeAddon } from "./native.ts";
+import { type NativeDisk, nativeDisks, parseVmDisks, type VmDisk } from "./vm-disk.ts";
 
 /** What to boot directly: a bzImage, its initramfs and command line. */
 export interface VmLinuxBoot {
@@ -29,6 +31,8 @@ export interface VmLinuxBoot {
   readonly cmdline?: string;
   /** The SMBIOS system UUID the guest sees (/sys/class/dmi/id/product_uuid): KubeVirt's spec.domain.firmware.uuid. */
   readonly uuid?: string;
+  /** virtio-blk disks, at most 16 (vm-disk.ts): the guest sees disk i as /dev/vd<a+i>. */
+  readonly disks?: readonly VmDisk[];
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -59,7 +63,8 @@ export function parseLinuxBoot(boot: VmLinuxBoot): VmLinuxBoot {
   if (new TextEncoder().encode(cmdline).length > MAX_LINUX_CMDLINE_BYTES) {
     throw new RangeError(`boot.cmdline must be at most ${MAX_LINUX_CMDLINE_BYTES} bytes`);
   }
-  return { ...boot, cmdline };
+  const disks = boot.disks === undefined ? undefined : parseVmDisks(boot.disks);
+  return { ...boot, cmdline, ...(disks ? { disks } : {}) };
 }
 
 /** The command line the guest gets: the given one plus `console=ttyS0` when it has no console= argument. */
@@ -87,17 +92,20 @@ type LinuxNativeVmCtor = new (
   memfd: boolean,
   onEvent: NativeEventCallback,
   linuxPlatform: boolean,
+  disks?: NativeDisk[],
 ) => NativeVm;
 
-/** Creates the native machine with the Linux platform (PIC/IOAPIC/PIT, UART IRQ, ACPI). */
+/** Creates the native machine with the Linux platform (PIC/IOAPIC/PIT, UART IRQ, ACPI) and its disks (parsed). */
 export function createLinuxNativeVm(
   memoryBytes: number,
   vcpus: number,
   memfd: boolean,
   onEvent: NativeEventCallback,
+  disks: readonly VmDisk[] = [],
 ): NativeVm {
   const Ctor = nativeAddon().NativeVm as LinuxNativeVmCtor;
-  return new Ctor(memoryBytes, vcpus, memfd, onEvent, true);
+  if (disks.length === 0) return new Ctor(memoryBytes, vcpus, memfd, onEvent, true);
+  return new Ctor(memoryBytes, vcpus, memfd, onEvent, true, nativeDisks(disks));
 }
 
 /** Reads the kernel and initramfs segments and loads them into a machine from {@link createLinuxNativeVm}. */

@@ -10,7 +10,8 @@ import { VmmError } from "./errors.ts";
 export type NativeEventArgs =
   | [kind: "serial-output", chunk: Uint8Array]
   | [kind: "vcpu-exit", vcpu: number, reason: string, fatal: boolean]
-  | [kind: "shutdown", reason: string, code: number];
+  | [kind: "shutdown", reason: string, code: number]
+  | [kind: "device-error", device: string, reason: string];
 
 /** Called on the JS thread for every machine event (vCPU threads never call JS directly). */
 export type NativeEventCallback = (...args: NativeEventArgs) => void;
@@ -26,6 +27,11 @@ export interface NativeVmStats {
   kicks: number;
   dirtyLogCollections: number;
   vcpuSeconds: number[];
+  diskRequests: number;
+  diskReadBytes: number;
+  diskWriteBytes: number;
+  diskErrors: number;
+  diskBroken: number;
 }
 
 /** One region's dirty pages: bit i of the little-endian u64 words = page i from baseGpa. */

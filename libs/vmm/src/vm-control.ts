@@ -29,7 +29,24 @@ export interface VmStats {
   readonly dirtyLogCollections: number;
   /** CPU seconds used by each vCPU's thread (guest time plus exit handling), by vCPU index. */
   readonly vcpuSeconds: readonly number[];
+  /** virtio-blk requests answered (any status), summed over the disks (`boot.disks`); all disk counters 0 without. */
+  readonly diskRequests: number;
+  readonly diskReadBytes: number;
+  readonly diskWriteBytes: number;
+  /** Requests answered with an error (I/O error or unsupported). */
+  readonly diskErrors: number;
+  /** Times a disk stopped on a guest protocol error (each also a "device-error" event). */
+  readonly diskBroken: number;
 }
+
+/** The disk counters of a VM without disks. */
+export const NO_DISK_STATS = {
+  diskRequests: 0,
+  diskReadBytes: 0,
+  diskWriteBytes: 0,
+  diskErrors: 0,
+  diskBroken: 0,
+} as const satisfies Partial<VmStats>;
 
 /** One memory region's dirty pages since the previous collection. */
 export interface DirtyRegion {

@@ -13,7 +13,15 @@ import { type ShutdownReason, TypedEmitter, type VmEvents } from "./events.ts";
 import { type Gpa, gpa } from "./gpa.ts";
 import { createLinuxNativeVm, loadLinuxBoot, sendCtrlAltDelTo } from "./linux-boot.ts";
 import { binding, type NativeEventArgs, type NativeVm } from "./native.ts";
-import type { DirtyRegion, MemoryRegionInfo, VmControl, Vmm, VmState, VmStats } from "./vm-control.ts";
+import {
+  type DirtyRegion,
+  type MemoryRegionInfo,
+  NO_DISK_STATS,
+  type VmControl,
+  type Vmm,
+  type VmState,
+  type VmStats,
+} from "./vm-control.ts";
 import { parseVmOptions, type VmOptions } from "./vm-options.ts";
 
 let nativeOf: (vm: Vm) => NativeVm;
@@ -46,7 +54,7 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
     let native: NativeVm;
     try {
       native = o.boot
-        ? createLinuxNativeVm(o.memoryBytes, o.vcpus, o.memoryBacking === "memfd", onEvent)
+        ? createLinuxNativeVm(o.memoryBytes, o.vcpus, o.memoryBacking === "memfd", onEvent, o.boot.disks)
         : new (binding().NativeVm)(o.memoryBytes, o.vcpus, o.memoryBacking === "memfd", onEvent);
     } catch (e) {
       return withCallSite(e, callSite);
@@ -84,6 +92,9 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
       case "shutdown":
         this.#native.stop();
         this.emit("shutdown", { reason: args[1] as ShutdownReason, code: args[2] });
+        return;
+      case "device-error":
+        this.emit("device-error", { device: args[1], reason: args[2] });
         return;
     }
   }
@@ -160,6 +171,7 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
         kicks: 0,
         dirtyLogCollections: 0,
         vcpuSeconds: [],
+        ...NO_DISK_STATS,
       };
     }
     return { state: this.state, ...this.#call(() => this.#native.stats()) };

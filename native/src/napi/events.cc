@@ -69,6 +69,9 @@ void Bridge::Post(Event* e) {
         serial();  // deliver the output that preceded the shutdown first
         Args{raw, {}}.Str("shutdown").Str(ev->reason).Num(ev->code).CallOn(cb);
         return;
+      case Event::kDeviceError:
+        Args{raw, {}}.Str("device-error").Str(ev->device).Str(ev->reason).CallOn(cb);
+        return;
     }
   });
   if (st != napi_ok) delete e;

@@ -19,11 +19,12 @@
 namespace kvmts::bind {
 
 struct Event {
-  enum Kind { kSerial, kExit, kShutdown } kind;
+  enum Kind { kSerial, kExit, kShutdown, kDeviceError } kind;
   uint32_t vcpu = 0;
   std::string reason;
   bool fatal = false;
   uint32_t code = 0;
+  std::string device;  // kDeviceError: e.g. "virtio-blk 00:01.0"
 };
 
 // Implements MachineEvents by queueing calls on a thread-safe function.
@@ -31,12 +32,15 @@ struct Bridge : public vmm::MachineEvents, public std::enable_shared_from_this<B
   vmm::Machine* machine = nullptr;  // touched on the JS thread only; nullptr once closed
   Napi::ThreadSafeFunction tsfn;
   void Post(Event* e);
-  void OnSerialOutput() override { Post(new Event{Event::kSerial, 0, std::string(), false, 0}); }
+  void OnSerialOutput() override { Post(new Event{Event::kSerial, 0, std::string(), false, 0, std::string()}); }
   void OnVcpuExit(uint32_t vcpu, const std::string& reason, bool fatal) override {
-    Post(new Event{Event::kExit, vcpu, reason, fatal, 0});
+    Post(new Event{Event::kExit, vcpu, reason, fatal, 0, std::string()});
   }
   void OnShutdown(vmm::ShutdownReason reason, uint32_t code) override {
-    Post(new Event{Event::kShutdown, 0, vmm::ShutdownReasonName(reason), false, code});
+    Post(new Event{Event::kShutdown, 0, vmm::ShutdownReasonName(reason), false, code, std::string()});
+  }
+  void OnDeviceError(const std::string& device, const std::string& reason) override {
+    Post(new Event{Event::kDeviceError, 0, reason, false, 0, device});
   }
 };
 

@@ -91,9 +91,27 @@ Napi::Function VmObject::Define(Napi::Env env) {
                      });
 }
 
-// new NativeVm(memoryBytes: number, vcpuCount: number, memfd: boolean, onEvent: Function[, linuxPlatform: boolean]).
-// Arguments are already
-// validated by libs/vmm; only type tags are checked here.
+// The disks argument of the constructor: an array of [path, readOnly, serial] triples; false on any other shape.
+bool ParseDisks(Napi::Value value, std::vector<vmm::DiskConfig>* out) {
+  if (!value.IsArray()) return false;
+  Napi::Array list = value.As<Napi::Array>();
+  for (uint32_t i = 0; i < list.Length(); ++i) {
+    Napi::Value item = list.Get(i);
+    if (!item.IsArray()) return false;
+    Napi::Array t = item.As<Napi::Array>();
+    if (t.Length() != 3 || !t.Get(0u).IsString() || !t.Get(1u).IsBoolean() || !t.Get(2u).IsString()) return false;
+    vmm::DiskConfig d;
+    d.path = t.Get(0u).As<Napi::String>().Utf8Value();
+    d.read_only = t.Get(1u).As<Napi::Boolean>().Value();
+    d.serial = t.Get(2u).As<Napi::String>().Utf8Value();
+    out->push_back(std::move(d));
+  }
+  return true;
+}
+
+// new NativeVm(memoryBytes: number, vcpuCount: number, memfd: boolean, onEvent: Function[, linuxPlatform: boolean
+// [, disks: [path, readOnly, serial][]]]). Arguments are already validated by libs/vmm; only type tags are checked
+// here.
 VmObject::VmObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<VmObject>(info), env_(info.Env()) {
   Napi::Env env = info.Env();
   if (info.Length() < 4 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsBoolean() ||
@@ -107,6 +125,15 @@ VmObject::VmObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<VmObject>(
   config.backing = info[2].As<Napi::Boolean>().Value() ? memory::Backing::kMemfd : memory::Backing::kAnonymous;
   // Optional 5th argument linuxPlatform (napi/linux_boot.cc loads the kernel): PIC/IOAPIC/PIT, UART IRQ, ACPI.
   config.linux_platform = info.Length() > 4 && info[4].IsBoolean() && info[4].As<Napi::Boolean>().Value();
+  // Optional 6th argument disks: [[path: string, readOnly: boolean, serial: string], ...] (vmm/machine_virtio.cc puts
+  // disk i at PCI 00:(i+1).0). libs/vmm validated them (linux-boot.ts parseDisks); only the shape is checked here.
+  if (info.Length() > 5 && !info[5].IsUndefined()) {
+    if (!ParseDisks(info[5], &config.disks)) {
+      Napi::TypeError::New(env, "disks must be [[path: string, readOnly: boolean, serial: string], ...]")
+          .ThrowAsJavaScriptException();
+      return;
+    }
+  }
   bridge_ = std::make_shared<Bridge>();
   auto machine = vmm::Machine::Create(config, bridge_.get());
   if (!machine.ok()) {
@@ -248,6 +275,11 @@ Napi::Value VmObject::Stats(const Napi::CallbackInfo& info) {
   o.Set("serialBytesDropped", Napi::Number::New(env, static_cast<double>(s.serial_bytes_dropped)));
   o.Set("kicks", Napi::Number::New(env, static_cast<double>(s.kicks)));
   o.Set("dirtyLogCollections", Napi::Number::New(env, static_cast<double>(s.dirty_log_collections)));
+  o.Set("diskRequests", Napi::Number::New(env, static_cast<double>(s.disk_requests)));
+  o.Set("diskReadBytes", Napi::Number::New(env, static_cast<double>(s.disk_read_bytes)));
+  o.Set("diskWriteBytes", Napi::Number::New(env, static_cast<double>(s.disk_write_bytes)));
+  o.Set("diskErrors", Napi::Number::New(env, static_cast<double>(s.disk_errors)));
+  o.Set("diskBroken", Napi::Number::New(env, static_cast<double>(s.disk_broken)));
   Napi::Array seconds = Napi::Array::New(env, s.vcpu_seconds.size());
   for (size_t i = 0; i < s.vcpu_seconds.size(); ++i) seconds.Set(static_cast<uint32_t>(i), s.vcpu_seconds[i]);
   o.Set("vcpuSeconds", seconds);

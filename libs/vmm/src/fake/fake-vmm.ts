@@ -7,7 +7,14 @@ import { VmmError } from "../errors.ts";
 import { type ShutdownReason, TypedEmitter, type VmEvents } from "../events.ts";
 import type { Gpa } from "../gpa.ts";
 import { gpa } from "../gpa.ts";
-import type { MemoryRegionInfo, VmControl, Vmm, VmState, VmStats } from "../vm-control.ts";
+import {
+  type MemoryRegionInfo,
+  NO_DISK_STATS,
+  type VmControl,
+  type Vmm,
+  type VmState,
+  type VmStats,
+} from "../vm-control.ts";
 import { type ParsedVmOptions, parseVmOptions, type VmOptions } from "../vm-options.ts";
 
 const encoder = new TextEncoder();
@@ -90,6 +97,7 @@ export class FakeVm extends TypedEmitter<VmEvents> implements VmControl {
       kicks: 0,
       dirtyLogCollections: 0,
       vcpuSeconds: this.options.vcpus > 0 ? Array.from({ length: this.options.vcpus }, () => 0) : [],
+      ...NO_DISK_STATS,
     };
   }
 

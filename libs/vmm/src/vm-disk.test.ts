@@ -1,0 +1,91 @@
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { parseLinuxBoot } from "./linux-boot.ts";
+import { MAX_DISK_SERIAL_BYTES, MAX_VM_DISKS, nativeDisks, parseVmDisks } from "./vm-disk.ts";
+import { parseVmOptions } from "./vm-options.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "kvt-vm-disk-"));
+const image = join(dir, "disk.img");
+writeFileSync(image, Buffer.alloc(4096));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("boot.disks validation (no KVM needed)", () => {
+  it("fills the defaults and hands C++ [path, readOnly, serial] triples", () => {
+    const disks = parseVmDisks([{ path: image }, { path: image, readOnly: true, serial: "kvt-disk-1" }]);
+    expect(disks).toEqual([
+      { path: image, readOnly: false, serial: "" },
+      { path: image, readOnly: true, serial: "kvt-disk-1" },
+    ]);
+    expect(nativeDisks(disks)).toEqual([
+      [image, false, ""],
+      [image, true, "kvt-disk-1"],
+    ]);
+    expect(parseVmDisks([])).toEqual([]);
+  });
+
+  it("accepts a block device and a symlink to a file", () => {
+    const link = join(dir, "link.img");
+    symlinkSync(image, link);
+    expect(parseVmDisks([{ path: link }])[0]?.path).toBe(link);
+    // /dev/loop0 or /dev/ram0 may be absent in a container; test a block device only where there is one.
+    for (const dev of ["/dev/loop0", "/dev/ram0", "/dev/vda", "/dev/sda"]) {
+      try {
+        expect(parseVmDisks([{ path: dev }])[0]?.path).toBe(dev);
+        break;
+      } catch {
+        // not present (or not a block device) here: try the next one
+      }
+    }
+  });
+
+  it("refuses a missing path, a directory and a character device", () => {
+    expect(() => parseVmDisks([{ path: join(dir, "nope.img") }])).toThrow(
+      `Cannot use boot.disks[0].path "${join(dir, "nope.img")}": ENOENT`,
+    );
+    const sub = join(dir, "sub");
+    mkdirSync(sub);
+    expect(() => parseVmDisks([{ path: image }, { path: sub }])).toThrow(
+      `Cannot use boot.disks[1].path "${sub}": not a regular file or block device`,
+    );
+    expect(() => parseVmDisks([{ path: "/dev/null" }])).toThrow(/not a regular file or block device/);
+  });
+
+  it("refuses wrong types with TypeError", () => {
+    expect(() => parseVmDisks("disk.img")).toThrow(new TypeError("boot.disks must be an array"));
+    expect(() => parseVmDisks([null])).toThrow(new TypeError("boot.disks[0] must be an object"));
+    expect(() => parseVmDisks([{ path: "" }])).toThrow(new TypeError("boot.disks[0].path must be a non-empty string"));
+    expect(() => parseVmDisks([{ path: 7 }])).toThrow(TypeError);
+    expect(() => parseVmDisks([{ path: image, readOnly: "yes" }])).toThrow(
+      new TypeError("boot.disks[0].readOnly must be a boolean"),
+    );
+    expect(() => parseVmDisks([{ path: image, serial: 42 }])).toThrow(
+      new TypeError("boot.disks[0].serial must be a string"),
+    );
+  });
+
+  it("limits the serial to 20 bytes of printable ASCII and the count to 16 disks", () => {
+    expect(MAX_DISK_SERIAL_BYTES).toBe(20);
+    expect(parseVmDisks([{ path: image, serial: "x".repeat(20) }])[0]?.serial).toHaveLength(20);
+    expect(() => parseVmDisks([{ path: image, serial: "x".repeat(21) }])).toThrow(
+      new RangeError("boot.disks[0].serial must be at most 20 bytes, got 21"),
+    );
+    expect(() => parseVmDisks([{ path: image, serial: "dïsk" }])).toThrow(
+      new RangeError("boot.disks[0].serial must be printable ASCII"),
+    );
+    expect(() => parseVmDisks([{ path: image, serial: "a\nb" }])).toThrow(RangeError);
+    const many = Array.from({ length: MAX_VM_DISKS + 1 }, () => ({ path: image }));
+    expect(() => parseVmDisks(many)).toThrow(new RangeError("boot.disks must have at most 16 disks, got 17"));
+    expect(parseVmDisks(many.slice(1))).toHaveLength(16);
+  });
+
+  it("is checked by Vm.create's option parser before KVM is touched", () => {
+    const boot = { kind: "linux" as const, kernelPath: "/k", disks: [{ path: image, serial: "kvt-disk-0" }] };
+    expect(parseLinuxBoot(boot).disks).toEqual([{ path: image, readOnly: false, serial: "kvt-disk-0" }]);
+    expect(parseLinuxBoot({ kind: "linux", kernelPath: "/k" }).disks).toBeUndefined();
+    expect(() =>
+      parseVmOptions({ memoryBytes: 64 << 20, boot: { ...boot, disks: [{ path: join(dir, "gone.img") }] } }),
+    ).toThrow(/ENOENT/);
+  });
+});

@@ -1,0 +1,70 @@
+/**
+ * Disks of a Linux boot (`boot.disks`): virtio-blk devices on the guest's PCI bus, disk i at 00:(i+1).0, which
+ * Linux names /dev/vda, /dev/vdb, ... (native/src/vmm/machine_virtio.cc; the device in native/src/devices/virtio).
+ * Validated here; the native constructor gets `[path, readOnly, serial]` triples that are already valid.
+ *
+ *   boot.disks[i] { path, readOnly?, serial? } --parseVmDisks--> defaults filled --nativeDisks--> [path, readOnly,
+ *   serial] --> new NativeVm(..., linuxPlatform, disks)
+ *   guest: /dev/vd<a+i>, /sys/block/vd<a+i>/serial = serial, /dev/disk/by-id/virtio-<serial> (with udev)
+ */
+import { statSync } from "node:fs";
+
+/** One virtio-blk disk. */
+export interface VmDisk {
+  /** A raw image file or a block device; its size (rounded down to 512-byte sectors) is the disk's capacity. */
+  readonly path: string;
+  /** Opened read-only and offered as read-only (VIRTIO_BLK_F_RO): the guest's writes fail. Default false. */
+  readonly readOnly?: boolean;
+  /** What the guest reads as the disk's serial (virtio-blk GET_ID): printable ASCII, at most 20 bytes. Default "". */
+  readonly serial?: string;
+}
+
+/** Most disks one VM takes (the native machine's limit: PCI slots 1..16). */
+export const MAX_VM_DISKS = 16;
+/** Longest disk serial: virtio-blk's GET_ID answer is 20 bytes. */
+export const MAX_DISK_SERIAL_BYTES = 20;
+
+/** A disk as the native constructor takes it. */
+export type NativeDisk = [path: string, readOnly: boolean, serial: string];
+
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
+/**
+ * Validates `boot.disks` (TypeError for a wrong type, RangeError for a value out of range, Error when the path is
+ * not a usable file) and returns them with the defaults filled in.
+ */
+export function parseVmDisks(disks: unknown, label = "boot.disks"): Required<VmDisk>[] {
+  if (!Array.isArray(disks)) throw new TypeError(`${label} must be an array`);
+  if (disks.length > MAX_VM_DISKS) {
+    throw new RangeError(`${label} must have at most ${MAX_VM_DISKS} disks, got ${disks.length}`);
+  }
+  return disks.map((disk: unknown, i): Required<VmDisk> => {
+    const name = `${label}[${i}]`;
+    if (typeof disk !== "object" || disk === null) throw new TypeError(`${name} must be an object`);
+    const { path, readOnly = false, serial = "" } = disk as Partial<Record<keyof VmDisk, unknown>>;
+    if (typeof path !== "string" || path === "") throw new TypeError(`${name}.path must be a non-empty string`);
+    if (typeof readOnly !== "boolean") throw new TypeError(`${name}.readOnly must be a boolean`);
+    if (typeof serial !== "string") throw new TypeError(`${name}.serial must be a string`);
+    if (!PRINTABLE_ASCII.test(serial)) throw new RangeError(`${name}.serial must be printable ASCII`);
+    if (serial.length > MAX_DISK_SERIAL_BYTES) {
+      throw new RangeError(`${name}.serial must be at most ${MAX_DISK_SERIAL_BYTES} bytes, got ${serial.length}`);
+    }
+    let stats: ReturnType<typeof statSync>;
+    try {
+      stats = statSync(path);
+    } catch (err) {
+      throw new Error(`Cannot use ${name}.path "${path}": ${(err as NodeJS.ErrnoException).code ?? "stat failed"}`, {
+        cause: err,
+      });
+    }
+    if (!stats.isFile() && !stats.isBlockDevice()) {
+      throw new Error(`Cannot use ${name}.path "${path}": not a regular file or block device`);
+    }
+    return { path, readOnly, serial };
+  });
+}
+
+/** Parsed disks as the native constructor takes them. */
+export function nativeDisks(disks: readonly VmDisk[]): NativeDisk[] {
+  return disks.map((d) => [d.path, d.readOnly ?? false, d.serial ?? ""]);
+}
