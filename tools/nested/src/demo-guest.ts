@@ -4,7 +4,7 @@
  */
 import { join } from "node:path";
 import { DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir, readManifest } from "@kvt/images";
-import { noCloudSeedInitrd, type ShutdownEvent, Vm, type VmOptions } from "@kvt/vmm";
+import { noCloudSeedInitrd, type ShutdownEvent, Vm, type VmDisk, type VmOptions } from "@kvt/vmm";
 import { GuestConsole } from "./guest-console.ts";
 
 /** The line the seed's user data prints (the vm-cirros example's script prints the same text). */
@@ -27,6 +27,8 @@ export interface DemoOptions {
    * boots when the image has one; the default) or "bzImage" (the compressed kernel, which decompresses itself).
    */
   readonly kernel?: "uncompressed" | "bzImage";
+  /** virtio-blk disks (/dev/vda, /dev/vdb, ... in the guest), as `boot.disks` of Vm.create. */
+  readonly disks?: readonly VmDisk[];
 }
 
 /**
@@ -50,6 +52,7 @@ export function demoVmOptions(options: DemoOptions = {}): VmOptions {
       initrdPath: join(dir, "initrd.img"),
       extraInitrd: [seed],
       cmdline: "console=ttyS0 quiet panic=-1",
+      ...(options.disks ? { disks: options.disks } : {}),
     },
   };
 }

@@ -13,9 +13,12 @@
  *   vm-cirros: the seed's vm-cirros VM through two real virt-launcher processes driven over launcher-rpc: boot,
  *           cloud-init line, `echo hi`, counter, live migration, counter continues, source exits (vm-cirros-checks.ts)
  *
+ *   disk:   the demo image with two virtio-blk disks: size, serial, the host's pattern read, a guest write the host
+ *           finds after power-off, a read-only disk refusing writes (disk-checks.ts)
+ *
  *   then:   the test-guest suites of libs/vmm and libs/migration under vitest (guest-suite.ts), one check per file
  *
- * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | vm-cirros | suite | host]
+ * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | vm-cirros | disk | suite | host]
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -23,6 +26,7 @@ import { DEMO_BOOT_MARKER, DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir } from "
 import { hasKvm } from "@kvt/vmm";
 import { type ConsolePeer, check, converse, report, within } from "./check-runner.ts";
 import { bootDemo, CLOUD_INIT_LINE, type DemoGuest } from "./demo-guest.ts";
+import { diskChecks } from "./disk-checks.ts";
 import { testGuestSuiteChecks } from "./guest-suite.ts";
 import { liveMigrationChecks } from "./live-migration-checks.ts";
 import { vmCirrosChecks } from "./vm-cirros-checks.ts";
@@ -35,7 +39,8 @@ async function main(): Promise<void> {
   if (!hasKvm()) throw new Error("no /dev/kvm in L1");
   if (!existsSync(join(imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE), "vmlinuz"))) throw new Error("no demo image");
   // `migration [vcpus]` as the job's arguments runs only the live-migration checks (boot 4), with that many vCPUs;
-  // `vm-cirros` only the seed's VM through virt-launcher; `suite` only the test-guest suites (guest-suite.ts).
+  // `vm-cirros` only the seed's VM through virt-launcher; `disk` only the virtio-blk checks (disk-checks.ts);
+  // `suite` only the test-guest suites (guest-suite.ts).
   // `host`: everything but the suites (on a host whose KVM runs Linux, `npm test` ran those files already).
   const only = process.argv[2];
   const all = only === undefined || only === "host";
@@ -46,6 +51,7 @@ async function main(): Promise<void> {
     await liveMigrationChecks(BOOT_TIMEOUT_MS, 2); // the APs' LAPIC and MP state move too
   }
   if (all || only === "vm-cirros") await vmCirrosChecks(BOOT_TIMEOUT_MS);
+  if (all || only === "disk") await diskChecks(BOOT_TIMEOUT_MS);
   // `suite [FILE...]`: only the suites (those files of L1_SUITES when named).
   if (only === undefined || only === "suite") await testGuestSuiteChecks(process.argv.slice(3));
 }

@@ -1,0 +1,175 @@
+/**
+ * The nested lane's virtio-blk checks (issue 17): the demo image boots on our VMM with two raw image files in L1's
+ * /tmp as `boot.disks`, and the guest's shell uses them through the console.
+ *
+ *   host (L1)                                          guest (L2, demo image, busybox)
+ *   rw.img 64 MiB, sector 0 = known random bytes  -->  /dev/vda: size 131072 sectors, serial kvt-disk-0
+ *   ro.img 1 MiB, read-only                       -->  /dev/vdb: ro = 1
+ *                                                      md5sum of vda's sector 0 = the host's
+ *                                                      echo $t | dd of=/dev/vda seek=100 conv=sync,fsync
+ *                                                      dd of=/dev/vdb fails (the kernel or the device refuses)
+ *   after `poweroff` (guest-exit 0): rw.img sector 100 starts with <token>; ro.img unchanged
+ *
+ * Every command fits the UART's 64-byte receive FIFO (check-runner.ts MAX_CONSOLE_LINE). Answers end in "/": the
+ * console matches partial lines too, so without an end mark "sz=" could match before "131072" arrived.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import {
+  closeSync,
+  ftruncateSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DEMO_BOOT_MARKER } from "@kvt/images";
+import type { DeviceErrorEvent } from "@kvt/vmm";
+import { type ConsolePeer, check, converse, within } from "./check-runner.ts";
+import { bootDemo, type DemoGuest } from "./demo-guest.ts";
+
+/** The read-write disk: 64 MiB = 131072 sectors of 512 bytes. */
+export const DISK_BYTES = 64 * 2 ** 20;
+/** The serial the guest must read back (at most 20 bytes). */
+export const DISK_SERIAL = "kvt-disk-0";
+/** Where the guest writes its pattern (in 512-byte sectors). */
+export const GUEST_WRITE_SECTOR = 100;
+const RO_DISK_BYTES = 2 ** 20;
+const SECTOR = 512;
+
+/** Reads `length` bytes at `offset` of a file. */
+function readAt(path: string, offset: number, length: number): Buffer {
+  const fd = openSync(path, "r");
+  try {
+    const buf = Buffer.alloc(length);
+    const n = readSync(fd, buf, 0, length, offset);
+    return buf.subarray(0, n);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** A fresh sparse image file of `bytes` whose first sector is `sector0`. */
+function makeImage(path: string, bytes: number, sector0: Uint8Array): void {
+  writeFileSync(path, sector0);
+  const fd = openSync(path, "r+");
+  try {
+    ftruncateSync(fd, bytes);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Runs the disk group: one boot with a read-write and a read-only disk. */
+export async function diskChecks(bootTimeoutMs: number): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "kvt-disk-"));
+  const rwPath = join(dir, "rw.img");
+  const roPath = join(dir, "ro.img");
+  const token = randomBytes(6).toString("hex");
+  // Sector 0: an ASCII header (readable in `od` when a check fails) and random bytes; the guest must hash it alike.
+  const sector0 = Buffer.concat([Buffer.from(`kvt-host-${token}\n`), randomBytes(SECTOR)]).subarray(0, SECTOR);
+  const sector0Md5 = createHash("md5").update(sector0).digest("hex");
+  makeImage(rwPath, DISK_BYTES, sector0);
+  const roSector0 = Buffer.from(`kvt-ro-${token}\n`.padEnd(SECTOR, "r"));
+  makeImage(roPath, RO_DISK_BYTES, roSector0);
+  const deviceErrors: DeviceErrorEvent[] = [];
+  let g: DemoGuest | undefined;
+  try {
+    g = bootDemo({
+      disks: [
+        { path: rwPath, serial: DISK_SERIAL },
+        { path: roPath, readOnly: true, serial: "kvt-disk-ro" },
+      ],
+    });
+    const guest = g;
+    guest.vm.on("device-error", (e) => deviceErrors.push(e));
+    const peer: ConsolePeer = { console: guest.console, writeSerial: (t) => guest.vm.writeSerial(t) };
+    const booted = await check("disk-boot", async () => {
+      const m = await guest.console.waitFor(new RegExp(DEMO_BOOT_MARKER), bootTimeoutMs);
+      return `marker ${Math.round(m.atMs)} ms with 2 virtio-blk disks: ${m.line}`;
+    });
+    if (!booted) return;
+    await converse(peer, "echo ready", /^ready$/, 30_000);
+    await check("disk-guest-sees-vda", async () => {
+      const want = DISK_BYTES / SECTOR;
+      const m = await converse(peer, "echo sz=$(cat /sys/block/vda/size)/", /^sz=\d*\/$/, 30_000);
+      if (m.line !== `sz=${want}/`)
+        throw new Error(`/sys/block/vda/size: ${m.line}, want ${want}; ${await pciLog(peer)}`);
+      return `/dev/vda is ${want} sectors (64 MiB)`;
+    });
+    await check("disk-serial", async () => {
+      const m = await converse(peer, "echo sn=$(cat /sys/block/vda/serial)/", /^sn=.*\/$/, 30_000);
+      if (m.line !== `sn=${DISK_SERIAL}/`) throw new Error(`/sys/block/vda/serial: ${m.line}, want ${DISK_SERIAL}`);
+      return `/sys/block/vda/serial = ${DISK_SERIAL}`;
+    });
+    await check("disk-read-host-pattern", async () => {
+      const m = await converse(peer, "dd if=/dev/vda count=1 2>/dev/null|md5sum", /^[0-9a-f]{32}\s/, 30_000);
+      const got = m.line.slice(0, 32);
+      if (got !== sector0Md5) throw new Error(`sector 0 md5 ${got}, the host wrote ${sector0Md5}`);
+      return `md5 of sector 0 ${got} (kvt-host-${token}...) as written by the host`;
+    });
+    const guestToken = `kvt-guest-${token}`;
+    await check("disk-guest-write", async () => {
+      // Two lines: the token in a shell variable first, each line within the UART's FIFO.
+      await converse(peer, `t=${guestToken};echo t=$t`, new RegExp(`^t=${guestToken}$`), 30_000);
+      const cmd = `echo $t|dd of=/dev/vda seek=${GUEST_WRITE_SECTOR} conv=sync,fsync;echo w=$?/`;
+      const m = await converse(peer, cmd, /^w=\d+\/$/, 30_000);
+      if (m.line !== "w=0/") throw new Error(`dd to /dev/vda exited ${m.line.slice(2, -1)}`);
+      return `dd wrote ${guestToken} at sector ${GUEST_WRITE_SECTOR} with fsync (flush) and exited 0`;
+    });
+    await check("disk-read-only-refuses", async () => {
+      const ro = await converse(peer, "echo ro=$(cat /sys/block/vdb/ro)/", /^ro=.*\/$/, 30_000);
+      if (ro.line !== "ro=1/") throw new Error(`/sys/block/vdb/ro: ${ro.line}, want 1 (VIRTIO_BLK_F_RO)`);
+      const from = guest.console.mark();
+      const m = await converse(peer, "echo x|dd of=/dev/vdb conv=sync,fsync;echo w=$?/", /^w=\d+\/$/, 30_000);
+      if (m.line === "w=0/") throw new Error("dd to the read-only /dev/vdb succeeded");
+      const why = guest.console.text
+        .slice(from)
+        .split("\n")
+        .find((l) => /dd: /.test(l));
+      return `/sys/block/vdb/ro = 1; dd exited ${m.line.slice(2, -1)}: ${why ?? "(no message)"}`;
+    });
+    await check("disk-host-reads-guest-write", async () => {
+      await converse(peer, "echo ready", /^ready$/, 30_000);
+      guest.vm.writeSerial("poweroff\n");
+      const ev = await within(guest.shutdown, 60_000, "power-off");
+      if (ev.reason !== "guest-exit" || ev.code !== 0) throw new Error(`expected guest-exit 0, got ${ev.reason}`);
+      const stats = guest.vm.stats();
+      guest.vm.stop();
+      const at = GUEST_WRITE_SECTOR * SECTOR;
+      const got = readAt(rwPath, at, SECTOR);
+      const want = Buffer.alloc(SECTOR);
+      want.write(`${guestToken}\n`);
+      if (!got.equals(want)) {
+        throw new Error(`rw.img sector ${GUEST_WRITE_SECTOR}: ${JSON.stringify(got.subarray(0, 40).toString())}`);
+      }
+      if (!readAt(rwPath, 0, SECTOR).equals(sector0)) throw new Error("rw.img sector 0 changed");
+      if (!readFileSync(roPath).subarray(0, SECTOR).equals(roSector0)) throw new Error("ro.img changed");
+      if (deviceErrors.length > 0) {
+        throw new Error(`device errors: ${deviceErrors.map((e) => `${e.device}: ${e.reason}`).join(", ")}`);
+      }
+      return (
+        `after poweroff the host reads ${guestToken} at sector ${GUEST_WRITE_SECTOR}; ro.img unchanged; ` +
+        `${stats.diskRequests} requests, ${stats.diskReadBytes} B read, ${stats.diskWriteBytes} B written, ` +
+        `${stats.diskErrors} errors, ${stats.diskBroken} broken`
+      );
+    });
+  } finally {
+    g?.vm.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The guest's view of PCI and virtio, for a failure message. */
+async function pciLog(peer: ConsolePeer): Promise<string> {
+  const from = peer.console.mark();
+  try {
+    await converse(peer, "dmesg|grep -i -e virtio -e pci|tail -n 15;echo end", /^end$/, 30_000);
+  } catch {
+    // The message of the failing check is what matters; the log is a bonus.
+  }
+  return JSON.stringify(peer.console.text.slice(from).slice(-1500));
+}
