@@ -11,8 +11,8 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { createLogger } from "@kvt/observability";
 import type { MachineSpec } from "../src/machine/machine.ts";
-import { resolveImage } from "../src/machine/qemu/image-store.ts";
 import { QemuMachine } from "../src/machine/qemu/qemu-machine.ts";
+import { imageStoreResolver } from "../src/spec/image-store.ts";
 
 const { values } = parseArgs({ options: { boots: { type: "string", default: "3" } } });
 const boots = Math.max(1, Number(values.boots) || 3);
@@ -26,7 +26,8 @@ const logger = createLogger({ component: "emulation-bench", level: "silent" });
 
 execFileSync(process.execPath, [join(root, "tools/images/src/cli.ts")], { stdio: ["ignore", "ignore", "inherit"] });
 const dir = mkdtempSync(join(tmpdir(), "kvt-emu-bench-"));
-const boot = resolveImage("local/demo-linux:latest");
+// The launcher's own resolver over the store tools/images writes (KVT_IMAGE_STORE, else <project>/.data/images).
+const boot = imageStoreResolver(process.env.KVT_IMAGE_STORE ?? join(root, ".data/images"))("local/demo-linux:latest");
 const spec = (name: string): MachineSpec => ({
   vmiKey: "default/vm-cirros",
   memoryBytes: 256 * 1024 * 1024,

@@ -6,8 +6,8 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { createLogger } from "@kvt/observability";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { imageStoreResolver } from "../../spec/image-store.ts";
 import type { MachineSpec, MigrationOptions, MigrationTarget } from "../machine.ts";
-import { resolveImage } from "./image-store.ts";
 import { QemuMachine } from "./qemu-machine.ts";
 
 const USER_DATA = Buffer.from(
@@ -56,7 +56,9 @@ describe("QemuMachine (real QEMU, TCG, demo image)", { timeout: 240_000 }, () =>
   beforeAll(async () => {
     execFileSync(process.execPath, [join(root, "tools/images/src/cli.ts")], { stdio: "inherit" });
     dir = mkdtempSync(join(tmpdir(), "kvt-qemu-"));
-    const boot = resolveImage("local/demo-linux:latest");
+    const boot = imageStoreResolver(process.env.KVT_IMAGE_STORE ?? join(root, ".data/images"))(
+      "local/demo-linux:latest",
+    );
     spec = (name) => ({
       vmiKey: "default/vm-cirros",
       memoryBytes: 256 * 1024 * 1024,
