@@ -5,10 +5,12 @@
  *   apt-get download kernel + busybox-static --> dpkg -x --> l1.cpio: busybox, /init (guest/l1-init.sh),
  *   /mods: the 9p-over-virtio chain and kvm-amd with their dependencies, in load order (/mods/order)
  *
- * The L1 kernel is the demo image's kernel, so one download serves both levels. Nothing else is put into the
+ * The L1 kernel is the demo image's kernel, so one download serves both levels. The initramfs records a SHA-256 of
+ * its inputs and is rebuilt only when they change. Nothing else is put into the
  * initramfs: node, the addon and the images are read from the build host through 9p (see l1-init.sh).
  */
 import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -116,7 +118,10 @@ export async function buildL1Image(log: (line: string) => void = () => {}): Prom
   const kroot = await debianPackage(kernelPkg.name, kernelPkg.version, log);
   const kernelPath = join(kroot, "boot", `vmlinuz-${kernelVersion}`);
   const initSource = new URL("./guest/l1-init.sh", import.meta.url);
-  const layout = `${BUILD_REVISION}\n${readFileSync(initSource, "utf8")}`;
+  // Everything the initramfs is made of, hashed: a change to any of them (the init script, the module list, the
+  // kernel package) rebuilds it; otherwise the cached one is used as it is.
+  const inputs = [BUILD_REVISION, readFileSync(initSource, "utf8"), JSON.stringify(L1_MODULES), kernelPkg.version];
+  const layout = `${BUILD_REVISION} inputs ${createHash("sha256").update(inputs.join("\0")).digest("hex")}`;
   if (existsSync(initrdPath) && readFileSync(initrdPath).includes(Buffer.from(layout))) {
     return { kernelPath, initrdPath, kernelVersion };
   }
