@@ -23,8 +23,13 @@ interface Msg {
   rev?: number;
 }
 
-const port = parentPort as MessagePort;
-const log = new SqliteLog((workerData as { path: string }).path);
+/**
+ * Batches come on `port`, a channel from the main thread (log-writer.ts): a MessagePort on every runtime, which
+ * receiveMessageOnPort needs (Deno's parentPort is not one). Replies go back on parentPort.
+ */
+const { path, port } = workerData as { path: string; port: MessagePort };
+const replies = parentPort as MessagePort;
+const log = new SqliteLog(path);
 let failure: { error: string; errcode?: number } | undefined;
 
 function describe(err: unknown): { error: string; errcode?: number } {
@@ -43,7 +48,7 @@ function run(upTo: number, action: () => void): void {
       failure = describe(err);
     }
   }
-  port.postMessage(failure === undefined ? { upTo } : { upTo, ...failure });
+  replies.postMessage(failure === undefined ? { upTo } : { upTo, ...failure });
 }
 
 port.on("message", (first: Msg) => {
@@ -57,19 +62,19 @@ port.on("message", (first: Msg) => {
       if (m.op === "compact") run(m.id, () => log.compact(m.rev ?? 0));
       else if (m.op === "resume") {
         failure = undefined;
-        port.postMessage({ upTo: m.id });
+        replies.postMessage({ upTo: m.id });
       } else if (m.op === "probe") {
         // A probe's failure refuses nothing after it (no batch depends on it).
         try {
           log.probe();
-          port.postMessage({ upTo: m.id });
+          replies.postMessage({ upTo: m.id });
         } catch (err) {
-          port.postMessage({ upTo: m.id, ...describe(err) });
+          replies.postMessage({ upTo: m.id, ...describe(err) });
         }
       } else {
         // Close even after a failure (what did commit stays readable, the file is released), and say it closed.
         log.close();
-        port.postMessage({ upTo: m.id });
+        replies.postMessage({ upTo: m.id });
       }
       continue;
     }

@@ -14,7 +14,7 @@
  * batch) until `resume()`, which the store sends once it has undone them in memory. `probe()` tries a tiny commit:
  * the store uses it to learn that the disk takes writes again.
  */
-import { Worker } from "node:worker_threads";
+import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
 import type { LogRow, SqliteLog } from "./sqlite-log.ts";
 
 /** A sink for batches of rows. Calls are applied in call order. */
@@ -83,6 +83,8 @@ interface Reply {
  */
 export class WorkerLogWriter implements LogWriter {
   readonly #worker: Worker;
+  /** Our end of the channel that carries batches to the storage worker (see the constructor). */
+  readonly #port: MessagePort;
   readonly #checkpointer: Worker;
   #checkpointerGone = false;
   /** Outstanding messages by id, in id (= send) order. */
@@ -92,7 +94,15 @@ export class WorkerLogWriter implements LogWriter {
 
   /** `onCheckpointError` hears of failed checkpoints (they are retried; commits go on regardless). */
   constructor(path: string, onCheckpointError: (message: string) => void) {
-    this.#worker = new Worker(new URL("./log-worker.ts", import.meta.url), { workerData: { path } });
+    // Batches travel over a channel of our own, not the worker's parentPort: the worker drains it with
+    // receiveMessageOnPort, which takes a MessagePort, and Deno's parentPort is not one. Replies come back on
+    // parentPort, as before.
+    const { port1, port2 } = new MessageChannel();
+    this.#port = port1;
+    this.#worker = new Worker(new URL("./log-worker.ts", import.meta.url), {
+      workerData: { path, port: port2 },
+      transferList: [port2],
+    });
     this.#checkpointer = new Worker(new URL("./checkpoint-worker.ts", import.meta.url), { workerData: { path } });
     this.#checkpointer.on("message", (m: { error?: string }) => {
       if (m.error !== undefined) onCheckpointError(m.error);
@@ -116,7 +126,10 @@ export class WorkerLogWriter implements LogWriter {
       this.#waiting.clear();
     };
     this.#worker.on("error", fail);
-    this.#worker.on("exit", (code) => fail(new Error(`storage worker exited with code ${code}`)));
+    this.#worker.on("exit", (code) => {
+      fail(new Error(`storage worker exited with code ${code}`));
+      this.#port.close(); // nothing reads it any more
+    });
   }
 
   #send(msg: Record<string, unknown>): Promise<void> {
@@ -124,7 +137,7 @@ export class WorkerLogWriter implements LogWriter {
     const id = ++this.#next;
     return new Promise((resolve, reject) => {
       this.#waiting.set(id, { resolve, reject });
-      this.#worker.postMessage({ ...msg, id });
+      this.#port.postMessage({ ...msg, id });
     });
   }
 
@@ -158,8 +171,8 @@ export class WorkerLogWriter implements LogWriter {
       await closed;
       await this.#checkpointer.terminate();
     }
-    if (this.#dead) return;
-    await this.#send({ op: "close" });
+    if (!this.#dead) await this.#send({ op: "close" });
+    this.#port.close();
     await this.#worker.terminate();
   }
 }
