@@ -11,15 +11,9 @@
  */
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import {
-  type CoreV1Api,
-  type KubeConfig,
-  makeInformer,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1Pod,
-} from "@kubernetes/client-node";
+import { type CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "@kvt/observability";
+import { makeInformer } from "../cluster/informer.ts";
 import { ContainerProcess } from "./container-process.ts";
 import { planContainer, type RuntimeLayout } from "./container-spec.ts";
 import { podStatus } from "./pod-status.ts";

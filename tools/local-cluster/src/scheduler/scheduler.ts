@@ -7,13 +7,13 @@
 import {
   type CoreV1Api,
   type KubeConfig,
-  makeInformer,
   PatchStrategy,
   setHeaderOptions,
   type V1Node,
   type V1Pod,
 } from "@kubernetes/client-node";
 import type { Logger } from "@kvt/observability";
+import { makeInformer } from "../cluster/informer.ts";
 import type { QuantityParser } from "./predicates.ts";
 import { schedulePod } from "./schedule.ts";
 
