@@ -1,5 +1,5 @@
 /**
- * `npm start [-- --data-dir DIR] [--nodes N] [--traces FILE] [--no-demo]`: the main job. Builds the local images if
+ * `npm start [-- --data-dir DIR] [--nodes N] [--runtime node|deno] [--traces FILE] [--no-demo]`: the main job. Builds the local images if
  * missing, brings up the local cluster (API server, scheduler, nodes, virt-api, virt-controller, virt-handlers),
  * creates and starts the demo VM from the seed's `vm-cirros` example, prints how to use kubectl and virtctl with it,
  * and runs until Ctrl-C / SIGTERM / SIGHUP, which stops everything cleanly. State (the API server's data) persists
@@ -21,12 +21,14 @@ import { testGuestPath } from "@kvt/vmm";
 import { parse as parseYaml } from "yaml";
 import { parseScriptArgs, usageError } from "./script-args.ts";
 
-const USAGE = `usage: npm start [-- [--data-dir DIR] [--nodes N] [--traces FILE] [--no-demo]]
+const USAGE = `usage: npm start [-- [--data-dir DIR] [--nodes N] [--runtime node|deno] [--traces FILE] [--no-demo]]
 
 Brings up the local cluster and its demo VM (vm-cirros), prints how to use kubectl and virtctl with it, and runs
 until Ctrl-C.
   --data-dir DIR   where the cluster keeps its state (default: .data/cluster)
   --nodes N        how many simulated nodes (default: 2)
+  --runtime R      run every process of the cluster (components, launchers, their workers) on node or deno
+                   (default: node; both come with the project's devDependencies)
   --traces FILE    write every component's trace spans to FILE (see npm run trace)
   --no-demo        do not create and start the demo VM
   -h, --help       print this usage`;
@@ -36,12 +38,17 @@ const { values } = parseScriptArgs(USAGE, {
   options: {
     "data-dir": { type: "string" },
     nodes: { type: "string" },
+    runtime: { type: "string" },
     traces: { type: "string" },
     "no-demo": { type: "boolean" },
   },
 });
 if (values.nodes !== undefined && !/^[1-9]\d*$/.test(values.nodes)) {
   usageError(USAGE, `--nodes ${values.nodes}: expected a whole number of nodes, 1 or more`);
+}
+const runtime = values.runtime ?? "node";
+if (runtime !== "node" && runtime !== "deno") {
+  usageError(USAGE, `--runtime ${runtime}: expected node or deno`);
 }
 const dataDir = resolve(values["data-dir"] ?? join(root, ".data/cluster"));
 const started = Date.now();
@@ -166,6 +173,7 @@ const cluster = await startLocalCluster({
   projectRoot: root,
   dataDir,
   nodes: values.nodes ? Number(values.nodes) : 2,
+  runtime,
   tracesFile: values.traces ? resolve(values.traces) : undefined,
   progress,
 });
@@ -175,7 +183,7 @@ if (!values["no-demo"]) await ensureDemoVm(cluster.kubeConfig);
 process.stdout.write(
   [
     "",
-    `The local cluster is up (${cluster.nodeNames.join(", ")}). In another terminal:`,
+    `The local cluster is up (${cluster.nodeNames.join(", ")}, every process on ${runtime}). In another terminal:`,
     `  export KUBECONFIG=${cluster.kubeconfig}`,
     "  kubectl get vms,vmis -o wide",
     "  npx virtctl console vm-cirros        # Ctrl+] to leave",

@@ -40,6 +40,18 @@ describe("clusterComponents()", () => {
     ]);
   });
 
+  it("maps the API server's Node flags for Deno (run -A, V8 flags in --v8-flags)", () => {
+    const deno = { ...layout, execPath: "/repo/node_modules/.bin/deno", execArgs: ["run", "-A"] };
+    const apiserver = clusterComponents(deno).find((c) => c.name === "apiserver")!;
+    expect(apiserver.argv.slice(0, 5)).toEqual([
+      "/repo/node_modules/.bin/deno",
+      "run",
+      "-A",
+      "--v8-flags=--max-semi-space-size=32",
+      "/repo/tools/local-cluster/src/apiserver/main.ts",
+    ]);
+  });
+
   it("passes the node name, kubeconfig (its service account's) and traces file to each handler", () => {
     const handler = clusterComponents(layout).find((c) => c.name === "virt-handler/node02")!;
     expect(handler.argv).toEqual([

@@ -9,6 +9,7 @@
  */
 import { dirname, join } from "node:path";
 import { APISERVER_NODE_FLAGS } from "../apiserver/node-flags.ts";
+import { type RuntimeName, runtimeFlags, runtimeNameOf } from "./js-runtime.ts";
 
 /** Where things are and which ports were assigned. */
 export interface ClusterLayout {
@@ -18,6 +19,8 @@ export interface ClusterLayout {
   /** Runtime executable and its arguments before an entry point (Node: none; Deno: run -A). */
   readonly execPath: string;
   readonly execArgs: readonly string[];
+  /** Which runtime `execPath` is (node flags are mapped for Deno); default by its file name. */
+  readonly runtime?: RuntimeName;
   readonly apiPort: number;
   readonly nodeNames: readonly string[];
   /** Metrics port per component name (`virt-handler/node01` ...). */
@@ -70,7 +73,7 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
       argv: [
         layout.execPath,
         ...layout.execArgs,
-        ...APISERVER_NODE_FLAGS,
+        ...runtimeFlags(layout.runtime ?? runtimeNameOf(layout.execPath), APISERVER_NODE_FLAGS),
         join(layout.projectRoot, "tools/local-cluster/src/apiserver/main.ts"),
         "--data-dir",
         join(layout.dataDir, "apiserver"),

@@ -13,6 +13,7 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node
 import { API_VERSION, customResourceDefinitions, GROUP, KIND, KUBEVIRT_CR, RESOURCE, VERSION } from "@kvt/api";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 import { freePort } from "./free-port.ts";
+import { currentRuntimeName, jsRuntime, type RuntimeName, runtimeNameOf } from "./js-runtime.ts";
 import { Supervisor, type SupervisorEvent } from "./supervisor.ts";
 import { ensureFrontProxyTls, ensureVirtApiTls, registerVirtApi } from "./virt-api-wiring.ts";
 import { waitFor } from "./wait.ts";
@@ -53,7 +54,11 @@ export interface LocalClusterOptions {
    * kvm node), so the no-KVM path is tested on hosts that have one. Needs root or user namespaces.
    */
   readonly hideKvm?: boolean;
-  /** Runtime for the components; default this process's. */
+  /**
+   * The runtime every process runs on: the components, and the launchers each kubelet starts (a kubelet starts them
+   * on its own runtime). Default this process's runtime; `execPath`/`execArgs` override the executable (default: the project's).
+   */
+  readonly runtime?: RuntimeName;
   readonly execPath?: string;
   readonly execArgs?: readonly string[];
 }
@@ -190,6 +195,16 @@ async function waitForComponents(state: PersistedState, nodes: readonly string[]
   }
 }
 
+/** The executable, its arguments and the runtime name the components run with. */
+function runtimeCommand(options: LocalClusterOptions): Pick<ClusterLayout, "execPath" | "execArgs" | "runtime"> {
+  if (options.execPath) {
+    const runtime = options.runtime ?? runtimeNameOf(options.execPath);
+    return { execPath: options.execPath, execArgs: options.execArgs ?? [], runtime };
+  }
+  const chosen = jsRuntime(options.runtime ?? currentRuntimeName(), options.projectRoot);
+  return { execPath: chosen.execPath, execArgs: options.execArgs ?? chosen.execArgs, runtime: chosen.name };
+}
+
 /**
  * Starts the local cluster; resolves once the API server answers, the CRDs are installed, every node is Ready and
  * virt-api, virt-controller and the virt-handlers serve.
@@ -206,8 +221,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     projectRoot: options.projectRoot,
     dataDir,
     kubeconfig,
-    execPath: options.execPath ?? process.execPath,
-    execArgs: options.execArgs ?? [],
+    ...runtimeCommand(options),
     apiPort: state.apiPort,
     nodeNames: names,
     metricsPorts: state.metricsPorts,

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
+import { currentRuntimeName, jsRuntime, runtimeFlags } from "../cluster/js-runtime.ts";
 import { warmLauncherCompileCache } from "./compile-cache.ts";
 import { NODE_LAUNCHER_FLAGS, type RuntimeLayout } from "./container-spec.ts";
 import { buildLauncherImage } from "./launcher-image.ts";
@@ -35,11 +36,13 @@ await main({
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(kubeconfig);
     const log = createLogger({ component: "process-kubelet" }).child({ node: nodeName });
-    const deno = "Deno" in globalThis;
+    // Launchers run on the runtime this kubelet runs on (`npm start -- --runtime deno` reaches them this way).
+    const runtime = jsRuntime(currentRuntimeName(), projectRoot);
+    const deno = runtime.name === "deno";
     const layout: { -readonly [K in keyof RuntimeLayout]: RuntimeLayout[K] } = {
       projectRoot,
-      execPath: process.execPath,
-      execArgs: deno ? ["run", "-A"] : NODE_LAUNCHER_FLAGS,
+      execPath: runtime.execPath,
+      execArgs: [...runtime.execArgs, ...runtimeFlags(runtime.name, NODE_LAUNCHER_FLAGS)],
       socketDir: join(dataDir, "sockets"),
       ...(deno ? {} : { compileCacheDir: join(dataDir, "compile-cache") }),
     };
