@@ -7,6 +7,7 @@ import { gpa } from "./gpa.ts";
 import { hasKvm } from "./kvm.ts";
 import { joinInitrd, linuxCmdline, parseLinuxBoot } from "./linux-boot.ts";
 import { noCloudSeedInitrd } from "./linux-seed.ts";
+import { type NativeVm, nativeAddon } from "./native.ts";
 import { Vm } from "./vm.ts";
 import { parseVmOptions } from "./vm-options.ts";
 
@@ -163,6 +164,41 @@ describe("linux boot options", () => {
       expect(boot(miniVmlinux(0x1000, [[0x1000, code, 16]]))).toThrow(/vmlinux.*1 MiB/); // over the boot tables
       const cut = miniVmlinux(0x1000000, [[0x1000000, code, 16]]).subarray(0, 100);
       expect(boot(cut)).toThrow(VmmError);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it.skipIf(!hasKvm())("creates virtio-blk disks from boot.disks; the native side checks their shape", () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-disks-"));
+    try {
+      const code = Buffer.alloc(16, 0xf4);
+      writeFileSync(join(dir, "vmlinux"), miniVmlinux(0x1000000, [[0x1000000, code, 16]]));
+      writeFileSync(join(dir, "rw.img"), Buffer.alloc(1 << 20));
+      writeFileSync(join(dir, "ro.img"), Buffer.alloc(4096));
+      const vm = Vm.create({
+        memoryBytes: 64 << 20,
+        boot: {
+          kind: "linux",
+          kernelPath: join(dir, "vmlinux"),
+          disks: [
+            { path: join(dir, "rw.img"), serial: "kvt-disk-0" },
+            { path: join(dir, "ro.img"), readOnly: true },
+          ],
+        },
+      });
+      try {
+        expect(vm.stats()).toMatchObject({ diskRequests: 0, diskReadBytes: 0, diskWriteBytes: 0, diskErrors: 0 });
+      } finally {
+        vm.stop();
+      }
+      expect(vm.stats()).toMatchObject({ state: "stopped", diskBroken: 0 });
+      // Past the TypeScript validation, C++ still refuses a malformed disks argument (a TypeError, no machine).
+      const Ctor = nativeAddon().NativeVm as new (...args: unknown[]) => NativeVm;
+      expect(() => new Ctor(64 << 20, 1, false, () => undefined, true, [["/x", "rw", ""]])).toThrow(
+        /disks must be \[\[path: string, readOnly: boolean, serial: string\], \.\.\.\]/,
+      );
+      expect(() => new Ctor(64 << 20, 1, false, () => undefined, true, "/x")).toThrow(TypeError);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
