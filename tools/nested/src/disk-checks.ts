@@ -63,6 +63,8 @@ function makeImage(path: string, bytes: number, sector0: Uint8Array): void {
   }
 }
 
+const consolePeer = (g: DemoGuest): ConsolePeer => ({ console: g.console, writeSerial: (t) => g.vm.writeSerial(t) });
+
 /** Runs the disk group: one boot with a read-write and a read-only disk. */
 export async function diskChecks(bootTimeoutMs: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "kvt-disk-"));
@@ -78,21 +80,21 @@ export async function diskChecks(bootTimeoutMs: number): Promise<void> {
   const deviceErrors: DeviceErrorEvent[] = [];
   let g: DemoGuest | undefined;
   try {
-    g = bootDemo({
-      disks: [
-        { path: rwPath, serial: DISK_SERIAL },
-        { path: roPath, readOnly: true, serial: "kvt-disk-ro" },
-      ],
-    });
-    const guest = g;
-    guest.vm.on("device-error", (e) => deviceErrors.push(e));
-    const peer: ConsolePeer = { console: guest.console, writeSerial: (t) => guest.vm.writeSerial(t) };
     const booted = await check("disk-boot", async () => {
-      const m = await guest.console.waitFor(new RegExp(DEMO_BOOT_MARKER), bootTimeoutMs);
+      g = bootDemo({
+        disks: [
+          { path: rwPath, serial: DISK_SERIAL },
+          { path: roPath, readOnly: true, serial: "kvt-disk-ro" },
+        ],
+      });
+      g.vm.on("device-error", (e) => deviceErrors.push(e));
+      const m = await g.console.waitFor(new RegExp(DEMO_BOOT_MARKER), bootTimeoutMs);
+      await converse(consolePeer(g), "echo ready", /^ready$/, 30_000);
       return `marker ${Math.round(m.atMs)} ms with 2 virtio-blk disks: ${m.line}`;
     });
-    if (!booted) return;
-    await converse(peer, "echo ready", /^ready$/, 30_000);
+    if (!booted || !g) return;
+    const guest = g;
+    const peer = consolePeer(guest);
     await check("disk-guest-sees-vda", async () => {
       const want = DISK_BYTES / SECTOR;
       const m = await converse(peer, "echo sz=$(cat /sys/block/vda/size)/", /^sz=\d*\/$/, 30_000);
