@@ -10,6 +10,10 @@
  *                                                      dd of=/dev/vdb fails (the kernel or the device refuses)
  *   after `poweroff` (guest-exit 0): rw.img sector 100 starts with <token>; ro.img unchanged
  *
+ *   boot 2 (diskMigrationChecks): a shell loop writes `r<i>` to sector 200+i (dd conv=fsync) and prints `a<i>` once
+ *   dd returned; the guest moves to a second VMM process (migration-target.ts, the same disk file, as on a shared
+ *   RWX volume) while it writes; after power-off on the target every acknowledged i is in the file
+ *
  * Every command fits the UART's 64-byte receive FIFO (check-runner.ts MAX_CONSOLE_LINE). Answers end in "/": the
  * console matches partial lines too, so without an end mark "sz=" could match before "131072" arrived.
  */
@@ -27,9 +31,11 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEMO_BOOT_MARKER } from "@kvt/images";
+import { OutgoingMigration } from "@kvt/migration";
 import type { DeviceErrorEvent } from "@kvt/vmm";
 import { type ConsolePeer, check, converse, typeLine, within } from "./check-runner.ts";
 import { bootDemo, type DemoGuest } from "./demo-guest.ts";
+import { spawnTarget, type TargetPeer } from "./migration-peer.ts";
 
 /** The read-write disk: 64 MiB = 131072 sectors of 512 bytes. */
 export const DISK_BYTES = 64 * 2 ** 20;
@@ -185,7 +191,117 @@ export async function diskChecks(bootTimeoutMs: number): Promise<void> {
     g?.vm.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+  await diskMigrationChecks(bootTimeoutMs);
 }
+
+/** First sector of the migration writer's records: record i goes to sector WRITER_BASE_SECTOR + i. */
+const WRITER_BASE_SECTOR = 200;
+/**
+ * The writer, typed line by line into /tmp/w.sh (each `echo '<line>'>>/tmp/w.sh` within the UART's FIFO). It runs
+ * until /tmp/stop exists and ends with `end=<i>/`; `a<i>` means dd (with fsync: a virtio-blk FLUSH) returned 0.
+ */
+const WRITER_SCRIPT = [
+  "f=conv=sync,fsync;i=0",
+  "while [ ! -f /tmp/stop ];do i=$((i+1))",
+  `echo r$i|dd of=/dev/vda seek=$((${WRITER_BASE_SECTOR}+i)) $f`,
+  "[ $? = 0 ]&&echo a$i;usleep 100000;done",
+  "echo end=$i/",
+];
+
+/** Every `a<i>` line of a console: the writes the guest saw acknowledged. */
+function acks(text: string): number[] {
+  return [...text.matchAll(/^a(\d+)$/gm)].map((m) => Number(m[1]));
+}
+
+/** Types `line` and waits for the shell to echo it back (so the next line cannot overflow the UART's FIFO). */
+async function typeEchoed(peer: ConsolePeer, line: string): Promise<void> {
+  const from = peer.console.mark();
+  typeLine(peer, line);
+  const escaped = line.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  await peer.console.waitFor(new RegExp(escaped), 30_000, from);
+}
+
+/** Boot 2: live migration while the guest writes to a disk both VMM processes open (a shared volume). */
+async function diskMigrationChecks(bootTimeoutMs: number): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "kvt-disk-mig-"));
+  const path = join(dir, "shared.img");
+  makeImage(path, DISK_BYTES, Buffer.alloc(SECTOR));
+  const options = { disks: [{ path, serial: "kvt-disk-shared" }] };
+  let g: DemoGuest | undefined;
+  let target: TargetPeer | undefined;
+  try {
+    const writing = await check("disk-migration-writer-started", async () => {
+      g = bootDemo(options);
+      const m = await g.console.waitFor(new RegExp(DEMO_BOOT_MARKER), bootTimeoutMs);
+      const source = consolePeer(g);
+      await converse(source, "echo ready", /^ready$/, 30_000);
+      for (const line of WRITER_SCRIPT) await typeEchoed(source, `echo '${line}'>>/tmp/w.sh`);
+      // The target process first (its Node start is slow under TCG), so the guest writes right up to the move.
+      target = await spawnTarget(options);
+      typeLine(source, "sh /tmp/w.sh 2>/dev/null &");
+      await g.console.waitFor(/^a5$/, 60_000);
+      return `marker ${Math.round(m.atMs)} ms; the writer acknowledged 5 records on the source`;
+    });
+    if (!writing || !g || !target) return;
+    const source = g;
+    const dest = target;
+    const moved = await check("disk-migration-live", async () => {
+      const migration = new OutgoingMigration(source.vm, dest.destination, {
+        bandwidthBytesPerSec: 0,
+        maxDowntimeMs: 300,
+        allowAutoConverge: true,
+        completionTimeoutSec: 300,
+        progressTimeoutSec: 150,
+        ioTimeoutMs: 60_000,
+      });
+      const result = await migration.run();
+      if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
+      await within(dest.running, 60_000, "the guest running on the target");
+      const onSource = acks(source.console.text);
+      return (
+        `downtime ${Math.round(result.downtimeMs ?? 0)} ms, total ${result.totalSeconds.toFixed(1)} s, ` +
+        `${result.iterations} passes; ${onSource.length} records acknowledged on the source (last a${onSource.at(-1)})`
+      );
+    });
+    if (!moved) return;
+    await check("disk-migration-writes-kept", async () => {
+      const peer = consolePeer2(dest);
+      const before = acks(source.console.text).length;
+      await dest.console.waitFor(new RegExp(`^a${before + 5}$`), 60_000);
+      await converse(peer, "touch /tmp/stop;echo stopping/", /^stopping\/$/, 30_000);
+      // The background job's last line may follow a prompt on the same line.
+      const end = await dest.console.waitFor(/end=\d+\/$/, 60_000);
+      await converse(peer, "echo ready", /^ready$/, 30_000);
+      peer.writeSerial("poweroff\n");
+      const ev = await within(dest.shutdown, 60_000, "power-off on the target");
+      if (ev.reason !== "guest-exit" || ev.code !== 0) throw new Error(`expected guest-exit 0, got ${ev.reason}`);
+      await dest.stop();
+      const all = [...acks(source.console.text), ...acks(dest.console.text)];
+      if (all.length === before) throw new Error("no record acknowledged on the target");
+      const last = Math.max(...all);
+      const lost: number[] = [];
+      for (let i = 1; i <= last; i++) {
+        const want = Buffer.alloc(SECTOR);
+        want.write(`r${i}\n`);
+        if (!readAt(path, (WRITER_BASE_SECTOR + i) * SECTOR, SECTOR).equals(want)) lost.push(i);
+      }
+      const missingAcks = Array.from({ length: last }, (_, k) => k + 1).filter((i) => !all.includes(i));
+      if (lost.length > 0)
+        throw new Error(`acknowledged records missing from the file: ${lost.slice(0, 20).join(" ")}`);
+      const garbled = missingAcks.length ? `; ack lines garbled on the console: ${missingAcks.join(" ")}` : "";
+      return (
+        `records 1..${last} all in the file after power-off on the target (${before} acknowledged on the source, ` +
+        `${all.length - before} on the target, writer ${/end=\d+/.exec(end.line)?.[0] ?? end.line}${garbled})`
+      );
+    });
+  } finally {
+    await target?.stop();
+    g?.vm.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const consolePeer2 = (t: TargetPeer): ConsolePeer => ({ console: t.console, writeSerial: (s) => t.writeSerial(s) });
 
 /** The guest's view of PCI and virtio, for a failure message. */
 async function pciLog(peer: ConsolePeer): Promise<string> {
