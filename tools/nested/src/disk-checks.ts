@@ -204,7 +204,7 @@ const WRITER_SCRIPT = [
   "f=conv=sync,fsync;i=0",
   "while [ ! -f /tmp/stop ];do i=$((i+1))",
   `echo r$i|dd of=/dev/vda seek=$((${WRITER_BASE_SECTOR}+i)) $f`,
-  "[ $? = 0 ]&&echo a$i;usleep 100000;done",
+  "[ $? = 0 ]&&echo a$i;usleep 20000;done",
   "echo end=$i/",
 ];
 
