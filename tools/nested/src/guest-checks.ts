@@ -14,7 +14,8 @@
  *           cloud-init line, `echo hi`, counter, live migration, counter continues, source exits (vm-cirros-checks.ts)
  *
  *   disk:   the demo image with two virtio-blk disks: size, serial, the host's pattern read, a guest write the host
- *           finds after power-off, a read-only disk refusing writes (disk-checks.ts)
+ *           finds after power-off, a read-only disk refusing writes; then a live migration while the guest writes to a
+ *           disk both VMM processes open, every acknowledged write found in the file (disk-checks.ts)
  *
  *   then:   the test-guest suites of libs/vmm and libs/migration under vitest (guest-suite.ts), one check per file
  *
