@@ -82,7 +82,9 @@ describe.skipIf(!hasKvm())("the test guest at rest", () => {
     const run = await runOnVmm("ws=1 every=128 rate=2 lines=6");
     expect(run.lines).toHaveLength(8);
     expect(run.wallSeconds).toBeGreaterThanOrEqual(1.45); // 768 pages at 512 pages/s
-    expect(run.vcpuSeconds).toBeLessThan(0.12); // spinning: 0.34 s here at load 20
+    // Spinning: 0.34 s on a host at load 20; in the nested lane's L1 (one CPU, nothing else running) the whole 1.5 s,
+    // while sleeping costs its emulated exits there (0.123 s seen), so L1 gets half the wall time as its bound.
+    expect(run.vcpuSeconds).toBeLessThan(process.env.KVT_NESTED_L1 ? 0.75 : 0.12);
   }, 60_000);
 
   it.skipIf(!qemu)(
