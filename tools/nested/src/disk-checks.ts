@@ -35,7 +35,7 @@ import { OutgoingMigration } from "@kvt/migration";
 import type { DeviceErrorEvent } from "@kvt/vmm";
 import { type ConsolePeer, check, converse, typeLine, within } from "./check-runner.ts";
 import { bootDemo, type DemoGuest } from "./demo-guest.ts";
-import { spawnTarget, type TargetPeer } from "./migration-peer.ts";
+import { LANE_MIGRATION_OPTIONS, spawnTarget, type TargetPeer } from "./migration-peer.ts";
 
 /** The read-write disk: 64 MiB = 131072 sectors of 512 bytes. */
 export const DISK_BYTES = 64 * 2 ** 20;
@@ -246,14 +246,7 @@ async function diskMigrationChecks(bootTimeoutMs: number): Promise<void> {
     const source = g;
     const dest = target;
     const moved = await check("disk-migration-live", async () => {
-      const migration = new OutgoingMigration(source.vm, dest.destination, {
-        bandwidthBytesPerSec: 0,
-        maxDowntimeMs: 300,
-        allowAutoConverge: true,
-        completionTimeoutSec: 300,
-        progressTimeoutSec: 150,
-        ioTimeoutMs: 60_000,
-      });
+      const migration = new OutgoingMigration(source.vm, dest.destination, LANE_MIGRATION_OPTIONS);
       const result = await migration.run();
       if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
       await within(dest.running, 60_000, "the guest running on the target");

@@ -17,6 +17,19 @@ import type { DemoOptions } from "./demo-guest.ts";
 import { GuestConsole } from "./guest-console.ts";
 import type { TargetMessage } from "./migration-target.ts";
 
+/**
+ * The migration options of the lane's live migrations (a guest on our VMM moved to a second VMM process): no
+ * bandwidth cap, auto-converge, and timeouts sized for nested KVM under TCG.
+ */
+export const LANE_MIGRATION_OPTIONS = {
+  bandwidthBytesPerSec: 0,
+  maxDowntimeMs: 300,
+  allowAutoConverge: true,
+  completionTimeoutSec: 300,
+  progressTimeoutSec: 150,
+  ioTimeoutMs: 60_000,
+} as const;
+
 const TARGET_SCRIPT = new URL("./migration-target.ts", import.meta.url).pathname;
 
 /** A target VMM process with its guest's console. */
