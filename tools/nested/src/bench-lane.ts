@@ -32,11 +32,6 @@ export function benchNeedsL1(area: string, args: readonly string[] = []): boolea
   return args.includes(NESTED_FLAG) || (KVM_BENCH_AREAS.has(area) && !kvmRunsLinux());
 }
 
-/** The lane a bench script is running in (for its JSON): inside L1, or on the host. */
-export function benchLane(): "nested" | "host" {
-  return process.env.KVT_NESTED_L1 ? "nested" : "host";
-}
-
 /** The last line of `lines` that is the area's JSON object, parsed; undefined when there is none. */
 export function lastJsonLine(lines: readonly string[], area: string): Record<string, unknown> | undefined {
   for (let i = lines.length - 1; i >= 0; i--) {

@@ -5,7 +5,6 @@
 
 /** Benches of our VMM on KVM: where they run (here or in L1) and running them in L1. */
 export {
-  benchLane,
   benchNeedsL1,
   HOST_FLAG,
   KVM_BENCH_AREAS,
