@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:
 import { join } from "node:path";
 import { parseScriptArgs } from "./script-args.ts";
 import { addTally, formatTally, run, type Tally } from "./steps.ts";
-import { readLaneReport, readVitestReport } from "./vitest-reports.ts";
+import { type NamedTally, readLaneReport, readVitestReport } from "./vitest-reports.ts";
 
 const root = new URL("../../../", import.meta.url).pathname;
 const bin = (name: string): string => join(root, "node_modules/.bin", name);
@@ -36,13 +36,19 @@ function projectDirs(): string[] {
 }
 
 const total: Tally = { passed: 0, failed: 0, skipped: 0 };
+/** Every failure by name, printed just above the summary line (CI shows only the end of the output). */
+const failedNames: string[] = [];
+function addNamed(t: NamedTally): void {
+  addTally(total, t);
+  failedNames.push(...t.failedNames);
+}
 
 async function check(name: string, cmd: string, cmdArgs: string[], options: { cwd?: string } = {}): Promise<void> {
   process.stdout.write(`\n=== ${name} ===\n`);
   const code = await run(cmd, cmdArgs, { cwd: options.cwd ?? root, env });
   const ok = code === 0;
   process.stdout.write(`=== ${name}: ${ok ? "ok" : `FAILED (exit ${code})`} ===\n`);
-  addTally(total, { passed: ok ? 1 : 0, failed: ok ? 0 : 1, skipped: 0 });
+  addNamed({ passed: ok ? 1 : 0, failed: ok ? 0 : 1, skipped: 0, failedNames: ok ? [] : [`${name}: exit ${code}`] });
 }
 
 const vitestProjects = projectDirs().filter((d) => existsSync(join(d, "vitest.config.ts")));
@@ -51,7 +57,7 @@ for (const dir of vitestProjects) rmSync(join(dir, ".reports"), { recursive: tru
 // 1. Build + unit/integration tests of every project (Nx resolves build dependencies, e.g. the native addon).
 process.stdout.write("\n=== tests (nx run-many -t test) ===\n");
 await run(bin("nx"), ["run-many", "-t", "test", "--outputStyle=stream", "--skip-nx-cache"], { cwd: root, env });
-for (const dir of vitestProjects) addTally(total, readVitestReport(join(dir, ".reports/vitest.json")));
+for (const dir of vitestProjects) addNamed(readVitestReport(join(dir, ".reports/vitest.json")));
 
 // 2. Our VMM on a real KVM (tools/nested lane.ts): inside the nested lane's L1 when this host's KVM cannot run Linux
 // (none, or PVM), else on this host. Runs alone, after the other tests: L1 is pure TCG and needs the CPU.
@@ -60,7 +66,7 @@ if (!args.has("--skip-nested")) {
   rmSync(report, { force: true });
   process.stdout.write("\n=== our VMM on real KVM (the nested lane, or this host when its KVM runs Linux) ===\n");
   await run(process.execPath, [join(root, "tools/nested/src/cli.ts"), "--report", report], { cwd: root, env });
-  addTally(total, readLaneReport(report));
+  addNamed(readLaneReport(report));
 }
 
 // 3. Typecheck and lint.
@@ -76,13 +82,20 @@ if (!args.has("--skip-deno")) {
   for (const dir of denoProjects) {
     process.stdout.write(`\n=== deno: tests of ${dir.slice(root.length)} ===\n`);
     await run(bin("deno"), ["run", "-A", join(root, "node_modules/vitest/vitest.mjs"), "run"], { cwd: dir, env });
-    addTally(total, readVitestReport(join(dir, ".reports/vitest-deno.json")));
+    addNamed(prefixed("deno: ", readVitestReport(join(dir, ".reports/vitest-deno.json"))));
   }
   for (const app of readdirSync(join(root, "apps"))) {
     await check(`deno: ${app} --help`, bin("deno"), ["run", "-A", join(root, "apps", app, "src/main.ts"), "--help"]);
   }
 }
 
+function prefixed(prefix: string, t: NamedTally): NamedTally {
+  return { ...t, failedNames: t.failedNames.map((n) => prefix + n) };
+}
+
+if (failedNames.length > 0) {
+  process.stdout.write(`\nFailed (${failedNames.length}):\n${failedNames.map((n) => `  ${n}`).join("\n")}\n`);
+}
 const line = formatTally(total);
 mkdirSync(join(root, ".reports"), { recursive: true });
 writeFileSync(join(root, ".reports/test-summary.txt"), `${line}\n`);

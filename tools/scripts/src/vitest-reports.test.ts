@@ -1,0 +1,49 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { readLaneReport, readVitestReport } from "./vitest-reports.ts";
+
+function write(content: string): string {
+  const file = join(mkdtempSync(join(tmpdir(), "kvt-report-")), "r.json");
+  writeFileSync(file, content);
+  return file;
+}
+
+describe("readVitestReport", () => {
+  it("names each failed test by file and full name, and a file that failed to load by its message", () => {
+    const file = write(
+      JSON.stringify({
+        numPassedTests: 3,
+        numFailedTests: 1,
+        numPendingTests: 1,
+        numTodoTests: 0,
+        numFailedTestSuites: 2,
+        testResults: [
+          { name: "/p/a.test.ts", assertionResults: [{ fullName: "a works", status: "passed" }] },
+          { name: "/p/b.test.ts", assertionResults: [{ fullName: "b breaks", status: "failed" }] },
+          { name: "/p/c.test.ts", message: "Failed to load\nstack", assertionResults: [] },
+        ],
+      }),
+    );
+    const t = readVitestReport(file);
+    expect(t).toMatchObject({ passed: 3, failed: 1, skipped: 1 });
+    expect(t.failedNames).toEqual(["/p/b.test.ts: b breaks", "/p/c.test.ts: Failed to load"]);
+  });
+
+  it("counts a missing or truncated report as one named failure", () => {
+    expect(readVitestReport("/nonexistent/r.json")).toMatchObject({ failed: 1, failedNames: [expect.any(String)] });
+    expect(readVitestReport(write('{"numPassedTests": 1'))).toMatchObject({ failed: 1 });
+  });
+});
+
+describe("readLaneReport", () => {
+  it("carries the lane's failure names", () => {
+    const t = readLaneReport(write(JSON.stringify({ passed: 5, failed: 1, skipped: 0, failedNames: ["disk: boot"] })));
+    expect(t).toEqual({ passed: 5, failed: 1, skipped: 0, failedNames: ["nested lane: disk: boot"] });
+  });
+
+  it("counts a malformed report as a failure", () => {
+    expect(readLaneReport(write("{}"))).toMatchObject({ failed: 1 });
+  });
+});
