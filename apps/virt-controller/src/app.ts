@@ -11,12 +11,16 @@
 import {
   ANNOTATION,
   activeKubeVirt,
+  claimInfo,
+  claimOfVolume,
   type KubeVirt,
   type KubeVirtConfiguration,
+  keyOf,
   LABEL,
   type MigrationPolicy,
   type ObjectKey,
   objectKey,
+  type PersistentVolumeClaimInfo,
   type VirtualMachine,
   type VirtualMachineInstance,
   type VirtualMachineInstanceMigration,
@@ -31,6 +35,7 @@ import {
   type KubeObject,
   labelIndex,
   type Node,
+  type PersistentVolumeClaim,
   type Pod,
   type Reconciler,
   type RestTransport,
@@ -115,9 +120,27 @@ export class VirtControllerApp {
       new Informer<VirtualMachineInstance>({
         client: c.vmis,
         logger,
-        indexers: { node: (v) => (v.status?.nodeName ? [v.status.nodeName] : []) },
+        indexers: {
+          node: (v) => (v.status?.nodeName ? [v.status.nodeName] : []),
+          claim: (v) =>
+            (v.spec.volumes ?? []).flatMap((vol) => {
+              const claim = claimOfVolume(vol);
+              return claim === undefined ? [] : [objectKey(v.metadata?.namespace, claim)];
+            }),
+        },
       }),
     );
+    // Claims: a VMI waits for its claims to exist, and volumeStatus shows their access modes and capacity.
+    const claims = this.#informer(
+      new Informer<PersistentVolumeClaim>({
+        client: resourceClient(transport, CORE_V1.persistentVolumeClaims),
+        logger,
+      }),
+    );
+    const claim = (ns: string, name: string): PersistentVolumeClaimInfo | undefined => {
+      const pvc = claims.store.get(objectKey(ns, name));
+      return pvc ? claimInfo(pvc) : undefined;
+    };
     const pods = this.#informer(
       new Informer<Pod>({
         client: c.pods,
@@ -186,6 +209,7 @@ export class VirtControllerApp {
       vmiClient: c.vmis,
       podClient: c.pods,
       clusterConfig,
+      claim,
       recorder: recorder("virtualmachineinstance-controller"),
       expectations: new Expectations(),
     });
@@ -193,6 +217,10 @@ export class VirtControllerApp {
     const vmiH = vmi.handlers((k) => vmiQ.add(k));
     vmis.addHandlers(vmiH.vmi);
     pods.addHandlers(vmiH.pod);
+    const claimChanged = (pvc: PersistentVolumeClaim): void => {
+      for (const v of vmis.store.byIndex("claim", keyOf(pvc))) vmiQ.add(keyOf(v));
+    };
+    claims.addHandlers({ onAdd: claimChanged, onUpdate: (_o, p) => claimChanged(p), onDelete: claimChanged });
 
     const migration = new MigrationController({
       migrations: migrations.store,

@@ -152,6 +152,20 @@ export {
   isVmiUnprocessed,
   runStrategyOf,
 } from "./semantics/vm-state.ts";
+export type { PersistentVolumeClaimInfo, VolumeStatus } from "./semantics/volumes.ts";
+export {
+  claimInfo,
+  claimOfVolume,
+  DEFAULT_FILESYSTEM_OVERHEAD,
+  diskTargets,
+  EPHEMERAL_DISKS_DIR,
+  EPHEMERAL_DISKS_VOLUME,
+  hasSharedAccessMode,
+  PVC_DISK_IMAGE,
+  VMI_DISKS_DIR,
+  volumeStatusOf,
+  volumesMigrationBlocker,
+} from "./semantics/volumes.ts";
 // Result of a strict decode.
 export type { StrictDecodeResult } from "./strict-decode.ts";
 // Strict decoding (fieldValidation=Strict): unknown fields and wrongly typed values against the CRD schemas.

@@ -19,6 +19,14 @@ export interface Container {
   volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
 }
 
+/** A pod volume: the sources the launcher pod uses. */
+export interface PodVolume {
+  name: string;
+  emptyDir?: { medium?: string; sizeLimit?: string };
+  persistentVolumeClaim?: { claimName: string; readOnly?: boolean };
+  hostPath?: { path: string; type?: string };
+}
+
 /** A pod condition. */
 export interface PodCondition {
   type: string;
@@ -57,7 +65,7 @@ export interface Pod extends KubeObject {
     restartPolicy?: string;
     hostname?: string;
     subdomain?: string;
-    volumes?: { name: string; emptyDir?: Record<string, unknown> }[];
+    volumes?: PodVolume[];
   };
   status?: {
     phase?: "Pending" | "Running" | "Succeeded" | "Failed" | "Unknown";
@@ -81,11 +89,30 @@ export interface Node extends KubeObject {
   };
 }
 
+/** A PersistentVolumeClaim: what the controllers read of it. */
+export interface PersistentVolumeClaim extends KubeObject {
+  spec?: {
+    accessModes?: string[];
+    volumeMode?: string;
+    storageClassName?: string;
+    volumeName?: string;
+    resources?: { requests?: ResourceList };
+  };
+  status?: { phase?: string; accessModes?: string[]; capacity?: ResourceList };
+}
+
 /** The core/v1 resource types. */
 export const CORE_V1 = {
   pods: { group: "", version: "v1", plural: "pods", kind: "Pod", namespaced: true },
   nodes: { group: "", version: "v1", plural: "nodes", kind: "Node", namespaced: false },
   events: { group: "", version: "v1", plural: "events", kind: "Event", namespaced: true },
   namespaces: { group: "", version: "v1", plural: "namespaces", kind: "Namespace", namespaced: false },
+  persistentVolumeClaims: {
+    group: "",
+    version: "v1",
+    plural: "persistentvolumeclaims",
+    kind: "PersistentVolumeClaim",
+    namespaced: true,
+  },
   leases: { group: "coordination.k8s.io", version: "v1", plural: "leases", kind: "Lease", namespaced: true },
 } as const;

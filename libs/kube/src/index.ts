@@ -31,8 +31,10 @@ export {
   type Container,
   type ContainerStatus,
   type Node,
+  type PersistentVolumeClaim,
   type Pod,
   type PodCondition,
+  type PodVolume,
   type ResourceList,
 } from "./core-v1.ts";
 /** API errors and reconcile errors. */

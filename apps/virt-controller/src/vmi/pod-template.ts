@@ -12,19 +12,26 @@
  * KVM, and the launcher, told by KUBEVIRT_USE_EMULATION, runs the guest on QEMU there). Scheduling constraints
  * (nodeSelector, affinity, tolerations, schedulerName, priorityClassName) come from the VMI, plus
  * `kubevirt.io/schedulable=true`.
+ *
+ * Volumes (KubeVirt's template.go and hostdisk): each persistentVolumeClaim (and an ephemeral volume's claim, read
+ * only) and each hostDisk's directory is a pod volume of the same name mounted at `<VMI_DISKS_DIR>/<name>`; the
+ * `ephemeral-disks` emptyDir at EPHEMERAL_DISKS_DIR holds emptyDisk images and containerDisk overlays.
  */
 import {
   ANNOTATION,
   API_VERSION,
   DEFAULT_GRACE_PERIOD_SECONDS,
+  EPHEMERAL_DISKS_DIR,
+  EPHEMERAL_DISKS_VOLUME,
   KIND,
   KVM_DEVICE_RESOURCE,
   LABEL,
   parseQuantity,
   Quantity,
   type VirtualMachineInstance,
+  VMI_DISKS_DIR,
 } from "@kvt/api";
-import type { Pod } from "@kvt/kube";
+import type { Container, Pod, PodVolume } from "@kvt/kube";
 
 /** The launcher image. */
 export const LAUNCHER_IMAGE = "kubevirt/virt-launcher";
@@ -107,6 +114,7 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
   const traceparent = vmi.metadata?.annotations?.[ANNOTATION.traceparent];
   if (traceparent) annotations[ANNOTATION.traceparent] = traceparent;
   const spec = vmi.spec;
+  const storage = launcherStorage(vmi);
   const pod: Pod = {
     apiVersion: "v1",
     kind: "Pod",
@@ -145,9 +153,11 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
             { name: "KUBEVIRT_USE_EMULATION", value: launcherUseEmulation(allowEmulation) },
           ],
           resources: { requests, limits },
+          volumeMounts: storage.mounts,
         },
         guestConsoleLogContainer(uid),
       ],
+      volumes: storage.volumes,
       nodeSelector: { ...spec.nodeSelector, ...options.nodeSelector, [LABEL.schedulable]: "true" },
       restartPolicy: "Never",
       terminationGracePeriodSeconds:
@@ -177,4 +187,35 @@ export function guestConsoleLogContainer(uid: string): NonNullable<Pod["spec"]>[
     command: [VIRT_TAIL_COMMAND, "--logfile", `/var/run/kubevirt-private/${uid}/virt-serial0-log`],
     resources: { requests: { cpu: "5m", memory: "35M" }, limits: { cpu: "15m", memory: "60M" } },
   };
+}
+
+/** The pod volumes and compute-container mounts for the VMI's volumes (see the header). */
+export function launcherStorage(vmi: VirtualMachineInstance): {
+  volumes: PodVolume[];
+  mounts: NonNullable<Container["volumeMounts"]>;
+} {
+  const volumes: PodVolume[] = [{ name: EPHEMERAL_DISKS_VOLUME, emptyDir: {} }];
+  const mounts: NonNullable<Container["volumeMounts"]> = [
+    { name: EPHEMERAL_DISKS_VOLUME, mountPath: EPHEMERAL_DISKS_DIR },
+  ];
+  for (const v of vmi.spec.volumes ?? []) {
+    const claim = v.persistentVolumeClaim ?? v.ephemeral?.persistentVolumeClaim;
+    const readOnly = v.ephemeral !== undefined || claim?.readOnly === true;
+    if (claim) {
+      volumes.push({
+        name: v.name,
+        persistentVolumeClaim: { claimName: claim.claimName, ...(readOnly ? { readOnly } : {}) },
+      });
+    } else if (v.hostDisk) {
+      const dir = v.hostDisk.path.replace(/\/[^/]*$/, "") || "/";
+      volumes.push({
+        name: v.name,
+        hostPath: { path: dir, type: v.hostDisk.type === "DiskOrCreate" ? "DirectoryOrCreate" : "Directory" },
+      });
+    } else {
+      continue;
+    }
+    mounts.push({ name: v.name, mountPath: `${VMI_DISKS_DIR}/${v.name}`, ...(readOnly ? { readOnly } : {}) });
+  }
+  return { volumes, mounts };
 }

@@ -1,4 +1,4 @@
-import { KVM_DEVICE_RESOURCE, objectKey, type VirtualMachineInstance } from "@kvt/api";
+import { KVM_DEVICE_RESOURCE, objectKey, type PersistentVolumeClaimInfo, type VirtualMachineInstance } from "@kvt/api";
 import { CORE_V1, Expectations, KUBEVIRT_V1, labelIndex, type Pod } from "@kvt/kube";
 import {
   FakeApi,
@@ -44,7 +44,11 @@ const podPhase =
     p.status = { phase };
   };
 
-function setup(vmi: VirtualMachineInstance, pods: Pod[] = []) {
+function setup(
+  vmi: VirtualMachineInstance,
+  pods: Pod[] = [],
+  claim?: (ns: string, name: string) => PersistentVolumeClaimInfo | undefined,
+) {
   const api = new FakeApi();
   const stored = api.seed(KUBEVIRT_V1.virtualMachineInstances, vmi);
   const vmis = fakeStore([stored]);
@@ -57,6 +61,7 @@ function setup(vmi: VirtualMachineInstance, pods: Pod[] = []) {
     podClient: api.client(CORE_V1.pods),
     recorder,
     expectations: new Expectations(),
+    ...(claim ? { claim } : {}),
   });
   const run = () => reconcileWithGuard(controller, objectKey("default", vmi.metadata!.name!), [vmis, podStore]);
   const vmiNow = () =>
@@ -176,6 +181,69 @@ describe("renderLauncherPod", () => {
     expect(c.resources?.requests?.[KVM_DEVICE_RESOURCE]).toBe(kvm);
     expect(c.resources?.limits?.[KVM_DEVICE_RESOURCE]).toBe(kvm);
     expect(c.env?.find((e) => e.name === "KUBEVIRT_USE_EMULATION")?.value).toBe(useEmulation);
+  });
+});
+
+describe("launcher pod storage", () => {
+  it("mounts each claim and hostDisk directory under vmi-disks, and the ephemeral-disks emptyDir", () => {
+    const vmi = newVmi("vm-d", withMemory("64Mi"), (v) => {
+      v.spec.volumes = [
+        { name: "root", containerDisk: { image: "local/demo" } },
+        { name: "data", persistentVolumeClaim: { claimName: "pvc1" } },
+        { name: "eph", ephemeral: { persistentVolumeClaim: { claimName: "base" } } },
+        { name: "host", hostDisk: { path: "/data/vm/disk.img", type: "DiskOrCreate", capacity: "1Gi" } },
+      ];
+    });
+    const pod = renderLauncherPod(vmi);
+    expect(pod.spec?.volumes).toEqual([
+      { name: "ephemeral-disks", emptyDir: {} },
+      { name: "data", persistentVolumeClaim: { claimName: "pvc1" } },
+      { name: "eph", persistentVolumeClaim: { claimName: "base", readOnly: true } },
+      { name: "host", hostPath: { path: "/data/vm", type: "DirectoryOrCreate" } },
+    ]);
+    expect(pod.spec?.containers[0]?.volumeMounts).toEqual([
+      { name: "ephemeral-disks", mountPath: "/var/run/kubevirt-ephemeral-disks" },
+      { name: "data", mountPath: "/var/run/kubevirt-private/vmi-disks/data" },
+      { name: "eph", mountPath: "/var/run/kubevirt-private/vmi-disks/eph", readOnly: true },
+      { name: "host", mountPath: "/var/run/kubevirt-private/vmi-disks/host" },
+    ]);
+  });
+});
+
+describe("VmiController claims", () => {
+  const withClaim = (v: VirtualMachineInstance): void => {
+    v.spec.domain.devices.disks = [{ name: "data", disk: { bus: "virtio" } }];
+    v.spec.volumes = [{ name: "data", persistentVolumeClaim: { claimName: "pvc1" } }];
+  };
+
+  const info: PersistentVolumeClaimInfo = { claimName: "pvc1", accessModes: ["ReadWriteOnce"] };
+
+  it("waits in Pending with FailedPvcNotFound while a claim does not exist", async () => {
+    const { api, recorder, run, vmiNow } = setup(newVmi("a", withClaim), [], () => undefined);
+    await run();
+    expect(api.summary()).toEqual(["update virtualmachineinstances default/a"]);
+    expect(recorder.reasons()).toEqual(["FailedPvcNotFound"]);
+    expect(vmiNow().status?.phase).toBe("Pending");
+    expect(vmiNow().status?.conditions?.find((c) => c.type === "Synchronized")).toMatchObject({
+      status: "False",
+      reason: "FailedPvcNotFound",
+      message: "PVC default/pvc1 does not exist, waiting for it to appear",
+    });
+    expect(vmiNow().status?.volumeStatus).toEqual([{ name: "data", target: "vda" }]);
+  });
+
+  it("creates the pod once the claim exists, drops the condition and records the claim in volumeStatus", async () => {
+    const waiting = newVmi("a", withClaim, withPhase("Pending"), (v) => {
+      v.status!.conditions = [
+        { type: "Synchronized", status: "False", reason: "FailedPvcNotFound", message: "PVC default/pvc1 ..." },
+      ];
+    });
+    const { api, run, vmiNow } = setup(waiting, [], (_ns, name) => (name === "pvc1" ? info : undefined));
+    await run();
+    expect(api.summary()).toEqual(["create pods", "update virtualmachineinstances default/a"]);
+    expect(vmiNow().status?.phase).toBe("Scheduling");
+    expect(vmiNow().status?.conditions?.find((c) => c.type === "Synchronized")).toBeUndefined();
+    expect(vmiNow().status?.volumeStatus).toEqual([{ name: "data", target: "vda", persistentVolumeClaimInfo: info }]);
   });
 });
 

@@ -6,6 +6,7 @@
  * reconciles of the VMI are skipped (`UnobservedWrites`): they would replan from the replaced version and conflict.
  */
 import {
+  claimOfVolume,
   emulationAllowed,
   FINALIZER,
   isVmiFinal,
@@ -14,8 +15,15 @@ import {
   keyOf,
   type ObjectKey,
   objectKey,
+  type PersistentVolumeClaimInfo,
+  removeCondition,
+  setCondition,
   splitKey,
   type VirtualMachineInstance,
+  type VirtualMachineInstanceStatus,
+  VMI_CONDITION,
+  type VolumeStatus,
+  volumeStatusOf,
 } from "@kvt/api";
 import {
   deepEqual,
@@ -47,6 +55,11 @@ export interface VmiControllerDeps {
   readonly expectations: Expectations;
   /** The KubeVirt CR's `spec.configuration` now (`useEmulation` shapes the launcher pod); default none. */
   readonly clusterConfig?: () => KubeVirtConfiguration | undefined;
+  /**
+   * The claim `namespace/name` as volumeStatus shows it, undefined while it does not exist. Without it (tests that
+   * use no claims) every claim counts as existing and volumeStatus carries no claim info.
+   */
+  readonly claim?: (namespace: string, name: string) => PersistentVolumeClaimInfo | undefined;
   /** VMI updates the cache has not shown yet; default: a fresh tracker. */
   readonly writes?: UnobservedWrites;
   readonly now?: () => number;
@@ -110,8 +123,25 @@ export class VmiController implements Reconciler {
     const now = new Date((this.#d.now ?? Date.now)()).toISOString();
     const plan = planVmi(vmi, pods, now);
     let syncError: SyncError | undefined;
-    let status = plan.status;
-    if (plan.createPod) {
+    let status = this.#withVolumeStatus(vmi, plan.status);
+    const missing = plan.createPod ? this.#missingClaim(vmi) : undefined;
+    if (missing) {
+      // KubeVirt's FailedPvcNotFound: the VMI waits in Pending, and the claim's creation re-enqueues it.
+      const message = `PVC ${missing} does not exist, waiting for it to appear`;
+      status = {
+        ...status,
+        conditions: setCondition(
+          [...(status.conditions ?? [])],
+          { type: VMI_CONDITION.Synchronized, status: "False", reason: "FailedPvcNotFound", message },
+          now,
+        ),
+      };
+      if (!vmi.status?.conditions?.some((c) => c.reason === "FailedPvcNotFound"))
+        this.#d.recorder.event(vmi, "Warning", "FailedPvcNotFound", message);
+    } else if (status.conditions?.some((c) => c.reason === "FailedPvcNotFound")) {
+      status = { ...status, conditions: removeCondition(status.conditions, VMI_CONDITION.Synchronized) };
+    }
+    if (!missing && plan.createPod) {
       syncError = await this.#createPod(vmi, ctx);
       // The pod exists now: go on to Scheduling in the same write instead of waiting for the informer to say so.
       if (!syncError) status = planVmi({ ...vmi, status }, [], now, { podCreated: true }).status;
@@ -132,6 +162,29 @@ export class VmiController implements Reconciler {
     }
     if (syncError) throw syncError;
     return done();
+  }
+
+  /** `status` with volumeStatus as KubeVirt's controller keeps it (fields the handler adds are kept by name). */
+  #withVolumeStatus(vmi: VirtualMachineInstance, status: VirtualMachineInstanceStatus): VirtualMachineInstanceStatus {
+    const ns = vmi.metadata?.namespace ?? "default";
+    const claim = this.#d.claim;
+    const wanted = volumeStatusOf(vmi, (name) => claim?.(ns, name));
+    const old = new Map(((status.volumeStatus ?? []) as unknown as VolumeStatus[]).map((v) => [v.name, v]));
+    const merged = wanted.map((v) => ({ ...old.get(v.name), ...v }));
+    if (merged.length === 0 && status.volumeStatus === undefined) return status;
+    return { ...status, volumeStatus: merged as unknown as VirtualMachineInstanceStatus["volumeStatus"] };
+  }
+
+  /** The first claim a volume names that does not exist (`namespace/name`), if any. */
+  #missingClaim(vmi: VirtualMachineInstance): string | undefined {
+    const claim = this.#d.claim;
+    if (!claim) return undefined;
+    const ns = vmi.metadata?.namespace ?? "default";
+    for (const v of vmi.spec.volumes ?? []) {
+      const name = claimOfVolume(v);
+      if (name !== undefined && !claim(ns, name)) return `${ns}/${name}`;
+    }
+    return undefined;
   }
 
   async #createPod(vmi: VirtualMachineInstance, ctx: ReconcileContext): Promise<SyncError | undefined> {

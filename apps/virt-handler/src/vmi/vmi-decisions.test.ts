@@ -99,6 +99,28 @@ describe("computeVmiStatus", () => {
     });
   });
 
+  it("LiveMigratable is False with DisksNotLiveMigratable when a claim is ReadWriteOnce, True once it is RWX", () => {
+    const withClaim = (modes: string[]): VirtualMachineInstance =>
+      ({
+        ...vmi("Scheduled", {
+          volumeStatus: [{ name: "data", target: "vda", persistentVolumeClaimInfo: { accessModes: modes } }],
+        }),
+        spec: {
+          domain: { devices: { disks: [{ name: "data" }] } },
+          volumes: [{ name: "data", persistentVolumeClaim: { claimName: "pvc1" } }],
+        },
+      }) as VirtualMachineInstance;
+    const rwo = computeVmiStatus(withClaim(["ReadWriteOnce"]), facts(info("Running")), { nodeName: NODE, now: NOW });
+    expect(rwo.conditions?.find((c) => c.type === "LiveMigratable")).toMatchObject({
+      status: "False",
+      reason: "DisksNotLiveMigratable",
+      message:
+        "cannot migrate VMI: PVC pvc1 is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)",
+    });
+    const rwx = computeVmiStatus(withClaim(["ReadWriteMany"]), facts(info("Running")), { nodeName: NODE, now: NOW });
+    expect(rwx.conditions?.find((c) => c.type === "LiveMigratable")?.status).toBe("True");
+  });
+
   it("leaves VMIs of other nodes and not yet Scheduled ones alone", () => {
     const other = vmi("Running", { nodeName: "node02" });
     expect(computeVmiStatus(other, facts(info("Crashed")), { nodeName: NODE, now: NOW })).toEqual(other.status);

@@ -9,7 +9,8 @@
  *      `--(launcher vanished while Running)-------------------------------------> Failed (LauncherExited)
  * ```
  * Conditions while Running: Ready=True; Paused=True (PausedByUser) while paused; LiveMigratable True, or False
- * with the launcher's reason; SoftwareEmulation when the guest is emulated. Every phase change appends to
+ * (DisksNotLiveMigratable) when a claim is not ReadWriteMany or a hostDisk not shared, or False with the launcher's
+ * reason; SoftwareEmulation when the guest is emulated. Every phase change appends to
  * phaseTransitionTimestamps; the launcher pod is recorded in activePods.
  */
 import {
@@ -18,6 +19,7 @@ import {
   type VirtualMachineInstanceStatus,
   VMI_CONDITION,
   type VmiPhase,
+  volumesMigrationBlocker,
 } from "@kvt/api";
 import type { DomainInfo } from "@kvt/launcher-rpc";
 import { type DesiredCondition, setCondition } from "./conditions.ts";
@@ -71,7 +73,7 @@ export function computeVmiStatus(
     ];
   }
   if (reason) status.reason = reason;
-  status.conditions = conditionsFor(status, facts.info, ctx.now);
+  status.conditions = conditionsFor(status, facts.info, ctx.now, volumesMigrationBlocker(vmi));
   if (facts.syncFailure) {
     // KubeVirt reports a failed sync on the Synchronized condition, with the launcher's message.
     status.conditions = setCondition(
@@ -110,6 +112,7 @@ function conditionsFor(
   status: VirtualMachineInstanceStatus,
   info: DomainInfo | undefined,
   now: string,
+  volumesBlocker: string | undefined,
 ): NonNullable<VirtualMachineInstanceStatus["conditions"]> {
   let conditions = [...(status.conditions ?? [])];
   const set = (type: string, want: DesiredCondition | undefined): void => {
@@ -129,12 +132,20 @@ function conditionsFor(
       : undefined,
   );
   if (running) {
+    // The volumes first (KubeVirt's checkVolumesForMigration), then what the backend says of the guest.
     const reason = info?.notMigratableReason;
     set(
       VMI_CONDITION.LiveMigratable,
-      reason
-        ? { type: VMI_CONDITION.LiveMigratable, status: "False", reason: "NotMigratable", message: reason }
-        : { type: VMI_CONDITION.LiveMigratable, status: "True" },
+      volumesBlocker
+        ? {
+            type: VMI_CONDITION.LiveMigratable,
+            status: "False",
+            reason: REASON.DisksNotLiveMigratable,
+            message: volumesBlocker,
+          }
+        : reason
+          ? { type: VMI_CONDITION.LiveMigratable, status: "False", reason: "NotMigratable", message: reason }
+          : { type: VMI_CONDITION.LiveMigratable, status: "True" },
     );
   }
   if (info?.emulated) {
