@@ -172,7 +172,7 @@ export class VmiController implements Reconciler {
     const old = new Map(((status.volumeStatus ?? []) as unknown as VolumeStatus[]).map((v) => [v.name, v]));
     const merged = wanted.map((v) => ({ ...old.get(v.name), ...v }));
     if (merged.length === 0 && status.volumeStatus === undefined) return status;
-    return { ...status, volumeStatus: merged as unknown as VirtualMachineInstanceStatus["volumeStatus"] };
+    return { ...status, volumeStatus: merged };
   }
 
   /** The first claim a volume names that does not exist (`namespace/name`), if any. */

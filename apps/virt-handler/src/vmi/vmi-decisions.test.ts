@@ -109,7 +109,7 @@ describe("computeVmiStatus", () => {
           domain: { devices: { disks: [{ name: "data" }] } },
           volumes: [{ name: "data", persistentVolumeClaim: { claimName: "pvc1" } }],
         },
-      }) as VirtualMachineInstance;
+      });
     const rwo = computeVmiStatus(withClaim(["ReadWriteOnce"]), facts(info("Running")), { nodeName: NODE, now: NOW });
     expect(rwo.conditions?.find((c) => c.type === "LiveMigratable")).toMatchObject({
       status: "False",
