@@ -1,16 +1,49 @@
-// libFuzzer target: the split-queue chain walker and the virtio-blk request parser fed an arbitrary guest (rings,
-// descriptors, indirect tables, headers). Every pop either yields a chain whose buffers all lie in RAM, no longer
-// than the queue, readable before writable, or a QueueError; nothing may crash, hang or touch memory outside the
-// 16 KiB guest (ASan/UBSan).
+// libFuzzer target: the split-queue chain walker, the virtio-blk request parser and the virtio-net frame code
+// (transmit iovecs, receive copies) fed an arbitrary guest (rings, descriptors, indirect tables, headers). Every pop
+// either yields a chain whose buffers all lie in RAM, no longer than the queue, readable before writable, or a
+// QueueError; every chain is parsed both as a blk request and as a net packet on either queue; nothing may crash,
+// hang or touch memory outside the 16 KiB guest (ASan/UBSan).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "devices/virtio/blk_request.h"
+#include "devices/virtio/net_frame.h"
 #include "devices/virtio/split_queue.h"
 #include "virtqueue_fuzz.h"
 
 using namespace kvmts::devices::virtio;
+
+namespace {
+
+// The chain as a virtio-net transmit packet and as a receive buffer for a packet of rx_len bytes.
+void NetChecks(FlatGuestMemory& mem, const DescriptorChain& chain, size_t rx_len) {
+  std::vector<iovec> iov;
+  uint64_t bytes = 0;
+  if (TxPacketIovecs(mem, chain, &iov, &bytes) == NetChainError::kNone) {
+    if (bytes < kNetHdrBytes || bytes > kNetMaxPacketBytes) __builtin_trap();
+    uint64_t sum = 0;
+    for (const iovec& v : iov) {
+      auto* p = static_cast<uint8_t*>(v.iov_base);
+      if (p < mem.bytes().data() || p + v.iov_len > mem.bytes().data() + mem.bytes().size()) __builtin_trap();
+      sum += v.iov_len;
+    }
+    if (sum != bytes) __builtin_trap();
+    SkipIovecBytes(&iov, kNetHdrBytes);
+    sum = 0;
+    for (const iovec& v : iov) sum += v.iov_len;
+    if (sum != bytes - kNetHdrBytes) __builtin_trap();
+  }
+  std::vector<uint8_t> packet(rx_len);
+  for (size_t i = 0; i < rx_len; ++i) packet[i] = static_cast<uint8_t>(i);
+  uint32_t used = 0;
+  bool truncated = false;
+  if (WriteRxPacket(mem, chain, packet.data(), packet.size(), &used, &truncated) == NetChainError::kNone) {
+    if (used > rx_len || used > chain.writable_bytes || truncated != (used < rx_len)) __builtin_trap();
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < vqfuzz::kHeaderBytes) return 0;
@@ -48,6 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::vector<BlkSegment> segments;
       (void)ReadBlkSegments(mem, req, 32, &segments);
     }
+    NetChecks(mem, chain, kNetHdrBytes + (data[1] >> 1) * 23u);
     if (q.AddUsed(mem, chain.head, static_cast<uint32_t>(chain.writable_bytes)) != QueueError::kNone) __builtin_trap();
     (void)q.NeedsNotification(mem);
     if (round == 2 * 256) __builtin_trap();  // more chains than avail.idx can announce

@@ -85,6 +85,21 @@ int main(int argc, char** argv) {
     s.Put<uint16_t>(kAvail + 2, 1);
     Write(dir, "discard-flush-wrap", s);
   }
-  std::printf("wrote 3 seeds to %s\n", dir.c_str());
+  {  // size 8, virtio-net: a transmit chain (header split 4 + 8, a 60-byte frame) and a receive chain of two
+     // writable buffers; flags ask for a 12 + 23 x 10 byte receive packet
+    Seed s;
+    s.bytes[0] = 3;
+    s.bytes[1] = 10 << 1;
+    s.Desc(kDesc, 0, kBuffers, 4, kDescFlagNext, 1);
+    s.Desc(kDesc, 1, kBuffers + 4, 8, kDescFlagNext, 2);
+    s.Desc(kDesc, 2, kBuffers + 0x100, 60, 0, 0);
+    s.Desc(kDesc, 3, kBuffers + 0x200, 12, kDescFlagNext | kDescFlagWrite, 4);
+    s.Desc(kDesc, 4, kBuffers + 0x300, 1514, kDescFlagWrite, 0);
+    s.Put<uint16_t>(kAvail + 4, 0);
+    s.Put<uint16_t>(kAvail + 6, 3);
+    s.Put<uint16_t>(kAvail + 2, 2);
+    Write(dir, "net-tx-rx", s);
+  }
+  std::printf("wrote 4 seeds to %s\n", dir.c_str());
   return 0;
 }

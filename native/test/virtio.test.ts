@@ -1,7 +1,7 @@
 /**
  * The virtio fuzz targets, built by fuzz/Makefile with libFuzzer under clang or the g++ + ASan/UBSan standalone
  * mutation driver otherwise, each run briefly from its seed corpus: fuzz/virtqueue_fuzz.cc (the split-queue chain
- * walker and the virtio-blk request parser over an arbitrary guest) and fuzz/virtio_pci_fuzz.cc (register
+ * walker, the virtio-blk request parser and the virtio-net frame code over an arbitrary guest) and fuzz/virtio_pci_fuzz.cc (register
  * sequences against the virtio-pci transport, with a synchronous virtio-blk on a memfd disk and save/restore).
  * The C++ unit tests of the same code (test/virtio_*_test.cc) run in unit.test.ts.
  */
@@ -42,7 +42,7 @@ beforeAll(() => {
 }, 600_000);
 
 describe("virtio fuzz targets (C++)", () => {
-  it("survive a short run of the chain walker and the blk request parser", () => {
+  it("survive a short run of the chain walker, the blk request parser and the net frame code", () => {
     fuzzBriefly("virtqueue_fuzz", "virtqueue-corpus", 8);
   }, 130_000);
 

@@ -109,8 +109,28 @@ bool ParseDisks(Napi::Value value, std::vector<vmm::DiskConfig>* out) {
   return true;
 }
 
+// The nics argument of the constructor: an array of [tap, mac] pairs (mac: a Uint8Array of 6); false otherwise.
+bool ParseNics(Napi::Value value, std::vector<vmm::NicConfig>* out) {
+  if (!value.IsArray()) return false;
+  Napi::Array list = value.As<Napi::Array>();
+  for (uint32_t i = 0; i < list.Length(); ++i) {
+    Napi::Value item = list.Get(i);
+    if (!item.IsArray()) return false;
+    Napi::Array t = item.As<Napi::Array>();
+    if (t.Length() != 2 || !t.Get(0u).IsString() || !t.Get(1u).IsTypedArray()) return false;
+    Napi::TypedArray mac = t.Get(1u).As<Napi::TypedArray>();
+    if (mac.TypedArrayType() != napi_uint8_array || mac.ElementLength() != 6) return false;
+    vmm::NicConfig n;
+    n.tap = t.Get(0u).As<Napi::String>().Utf8Value();
+    Napi::Uint8Array bytes = mac.As<Napi::Uint8Array>();
+    for (size_t b = 0; b < 6; ++b) n.mac[b] = bytes[b];
+    out->push_back(std::move(n));
+  }
+  return true;
+}
+
 // new NativeVm(memoryBytes: number, vcpuCount: number, memfd: boolean, onEvent: Function[, linuxPlatform: boolean
-// [, disks: [path, readOnly, serial][]]]). Arguments are already validated by libs/vmm; only type tags are checked
+// [, disks: [path, readOnly, serial][] [, nics: [tap, mac: Uint8Array(6)][]]]]). Arguments are already validated by libs/vmm; only type tags are checked
 // here.
 VmObject::VmObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<VmObject>(info), env_(info.Env()) {
   Napi::Env env = info.Env();
@@ -131,6 +151,14 @@ VmObject::VmObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<VmObject>(
     if (!ParseDisks(info[5], &config.disks)) {
       Napi::TypeError::New(env, "disks must be [[path: string, readOnly: boolean, serial: string], ...]")
           .ThrowAsJavaScriptException();
+      return;
+    }
+  }
+  // Optional 7th argument nics: [[tap: string, mac: Uint8Array(6)], ...] (after the disks on the PCI bus).
+  // libs/vmm validated them (vm-nic.ts parseVmNics); only the shape is checked here.
+  if (info.Length() > 6 && !info[6].IsUndefined()) {
+    if (!ParseNics(info[6], &config.nics)) {
+      Napi::TypeError::New(env, "nics must be [[tap: string, mac: Uint8Array(6)], ...]").ThrowAsJavaScriptException();
       return;
     }
   }
@@ -280,6 +308,12 @@ Napi::Value VmObject::Stats(const Napi::CallbackInfo& info) {
   o.Set("diskWriteBytes", Napi::Number::New(env, static_cast<double>(s.disk_write_bytes)));
   o.Set("diskErrors", Napi::Number::New(env, static_cast<double>(s.disk_errors)));
   o.Set("diskBroken", Napi::Number::New(env, static_cast<double>(s.disk_broken)));
+  o.Set("netRxFrames", Napi::Number::New(env, static_cast<double>(s.net_rx_frames)));
+  o.Set("netRxBytes", Napi::Number::New(env, static_cast<double>(s.net_rx_bytes)));
+  o.Set("netTxFrames", Napi::Number::New(env, static_cast<double>(s.net_tx_frames)));
+  o.Set("netTxBytes", Napi::Number::New(env, static_cast<double>(s.net_tx_bytes)));
+  o.Set("netErrors", Napi::Number::New(env, static_cast<double>(s.net_errors)));
+  o.Set("netBroken", Napi::Number::New(env, static_cast<double>(s.net_broken)));
   Napi::Array seconds = Napi::Array::New(env, s.vcpu_seconds.size());
   for (size_t i = 0; i < s.vcpu_seconds.size(); ++i) seconds.Set(static_cast<uint32_t>(i), s.vcpu_seconds[i]);
   o.Set("vcpuSeconds", seconds);

@@ -58,6 +58,13 @@ struct DiskConfig {
   std::string serial;      // GET_ID (/dev/disk/by-id/virtio-<serial>); cut to 20 bytes
 };
 
+// A virtio-net NIC (devices/virtio/net.h) on the machine's PCI bus, backed by a tap. Linux platform only.
+struct NicConfig {
+  std::string tap;      // tap name: an existing (persistent) tap is attached, otherwise the kernel creates one
+                        // that lives as long as the machine (needs CAP_NET_ADMIN either way)
+  uint8_t mac[6] = {};  // unicast, non-zero: what the guest reads as eth0's address
+};
+
 struct MachineConfig {
   uint64_t memory_bytes = 0;                   // > 0, multiple of 4 KiB
   uint32_t vcpu_count = 1;                     // 1..64
@@ -70,6 +77,8 @@ struct MachineConfig {
   // virtio-blk disks, in order at PCI 00:01.0, 00:02.0, ... (needs linux_platform). Empty: no PCI bus at all
   // (nothing changes for a machine without disks: no 0xCF8 ports, no SSDT, no MMIO handling).
   std::vector<DiskConfig> disks;
+  // virtio-net NICs, after the disks: nic j at PCI 00:(disks + j + 1).0 (needs linux_platform). Disks + NICs <= 16.
+  std::vector<NicConfig> nics;
 };
 
 // Why the guest stopped by itself.
@@ -116,8 +125,15 @@ struct MachineStats {
   uint64_t disk_read_bytes = 0;
   uint64_t disk_write_bytes = 0;
   uint64_t disk_errors = 0;         // answered IOERR or UNSUPP
-  uint64_t disk_broken = 0;         // times a device stopped on a protocol error (NEEDS_RESET)
-  uint64_t disk_kicks_exited = 0;   // notifies that came through an MMIO exit (ioeventfd not bound or failed)
+  uint64_t disk_broken = 0;         // times a disk stopped on a protocol error (NEEDS_RESET)
+  uint64_t disk_kicks_exited = 0;   // notifies (disks and NICs) that came through an MMIO exit (no ioeventfd)
+  // virtio NICs (MachineConfig::nics), summed over the NICs; all 0 without NICs.
+  uint64_t net_rx_frames = 0;       // frames delivered to the guest
+  uint64_t net_rx_bytes = 0;
+  uint64_t net_tx_frames = 0;       // frames the guest sent that reached the tap
+  uint64_t net_tx_bytes = 0;
+  uint64_t net_errors = 0;          // frames dropped: refused by the tap, or cut to fit a receive buffer
+  uint64_t net_broken = 0;          // times a NIC stopped on a protocol error (NEEDS_RESET)
   uint64_t msi_failures = 0;        // KVM_SIGNAL_MSI errors
   uint64_t ioeventfd_failures = 0;  // KVM_IOEVENTFD errors (the kick then exits instead)
 };

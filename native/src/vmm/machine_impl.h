@@ -20,6 +20,7 @@
 #include "devices/test_port.h"
 #include "devices/virtio/blk.h"
 #include "devices/virtio/guest_access.h"
+#include "devices/virtio/net.h"
 #include "devices/virtio/pci.h"
 #include "devices/virtio/virtio_pci.h"
 #include "kvm/abi.h"
@@ -121,13 +122,15 @@ struct MachineImpl : public Peripherals,
   devices::I8042 i8042;
   devices::TestPort test_port;
   devices::PioBus pio;
-  // virtio-pci (machine_virtio.cc), only with config.disks. Transports after their devices: destroyed first.
+  // virtio-pci (machine_virtio.cc), only with config.disks or config.nics. Transports after their devices: destroyed first.
   std::unique_ptr<devices::virtio::GuestMemoryAccess> guest_access;
   std::unique_ptr<KvmMsiSink> msi_sink;
   std::unique_ptr<KvmNotifyRegistrar> notify_registrar;
   std::unique_ptr<devices::virtio::PciRootBus> pci;
   std::vector<std::unique_ptr<VirtioErrorForwarder>> virtio_listeners;
   std::vector<std::unique_ptr<devices::virtio::VirtioBlock>> blocks;
+  std::vector<std::unique_ptr<devices::virtio::VirtioNet>> nets;
+  // transports[i] serves blocks[i] for i < blocks.size(), then nets[i - blocks.size()].
   std::vector<std::unique_ptr<devices::virtio::VirtioPciTransport>> transports;
   std::vector<std::unique_ptr<kvm::VcpuFd>> vcpus;
   std::vector<std::unique_ptr<VcpuThread>> threads;
@@ -160,14 +163,14 @@ struct MachineImpl : public Peripherals,
   bool throttle_exit = false;
 };
 
-// The virtio-pci devices (machine_virtio.cc): CreateVirtioDevices opens config.disks and puts them on a PCI bus
+// The virtio-pci devices (machine_virtio.cc): CreateVirtioDevices opens config.disks and config.nics and puts them on a PCI bus
 // (ports 0xCF8-0xCFF, BARs in kPciMmioWindowBase); QuiesceVirtio parks every device's I/O (pause, stop, before a
 // restore), ResumeVirtio lets it run (start, resume); DestroyVirtio stops the workers before memory goes away.
 Status CreateVirtioDevices(MachineImpl& m);
 void QuiesceVirtio(MachineImpl& m);
 void ResumeVirtio(MachineImpl& m);
 void DestroyVirtio(MachineImpl& m);
-// Adds the disks' counters to *s (any thread).
+// Adds the disks' and NICs' counters to *s (any thread).
 void AddVirtioStats(const MachineImpl& m, MachineStats* s);
 
 // KVM_CREATE_IRQCHIP + KVM_CREATE_PIT2 for MachineConfig::linux_platform (machine_linux.cc).

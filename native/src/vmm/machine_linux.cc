@@ -141,7 +141,7 @@ Status Machine::LoadLinux(const uint8_t* kernel, size_t kernel_len, const uint8_
     bp.initrd_addr = at.value();
     bp.initrd_bytes = initrd_len;
   }
-  auto acpi = BuildAcpiTables(m.config.vcpu_count, m.pci != nullptr);  // + the PCI root bridge with disks
+  auto acpi = BuildAcpiTables(m.config.vcpu_count, m.pci != nullptr);  // + the PCI root bridge with disks or NICs
   if (auto st = m.mem->Write(memory::Gpa(kAcpiTablesAddr), acpi.data(), acpi.size()); !st.ok()) return st;
   bp.rsdp_addr = kAcpiTablesAddr;
   auto smbios = BuildSmbiosTables(identity);

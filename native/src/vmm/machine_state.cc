@@ -34,7 +34,7 @@ namespace {
 constexpr uint32_t kMsrTscDeadline = 0x6e0;
 constexpr uint32_t kMsrTsc = 0x10;
 
-// The PCI slot of the i-th virtio function (vmm/machine_virtio.cc puts disk i at 00:(i+1).0).
+// The PCI slot of the i-th virtio function (vmm/machine_virtio.cc puts function i, disks then NICs, at 00:(i+1).0).
 uint32_t VirtioSlot(size_t i) { return static_cast<uint32_t>(i + 1); }
 
 Error BlobError(const std::string& why) { return Error{EINVAL, "restore-state", why}; }

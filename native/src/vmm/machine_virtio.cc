@@ -1,8 +1,9 @@
 // The Machine's virtio-pci devices: a PCI bus on ports 0xCF8-0xCFF (host bridge at 00:00.0), one virtio-blk
-// function per MachineConfig::disks entry, BARs in the root bridge's MMIO window (the SSDT of vmm/linux_acpi.h
-// declares it), MSI-X through KVM_SIGNAL_MSI.
+// function per MachineConfig::disks entry, then one virtio-net function per MachineConfig::nics entry, BARs in the
+// root bridge's MMIO window (the SSDT of vmm/linux_acpi.h declares it), MSI-X through KVM_SIGNAL_MSI.
 //
-//   disk i   PCI 00:(i+1).0   BAR0 at kPciMmioWindowBase + i * 512 KiB   MSI-X vectors: config + 1 queue
+//   function k (disks first, then NICs)   PCI 00:(k+1).0   BAR0 at kPciMmioWindowBase + k * 512 KiB
+//   disk: MSI-X vectors config + 1 queue          NIC: config + rx + tx, backend a tap (devices/virtio/net.h)
 //
 //   vCPU  PIO 0xCF8/0xCFC -> PioBus -> PciRootBus            (config space)
 //   vCPU  KVM_EXIT_MMIO   -> HandleExit -> MachineImpl::MmioRead/Write -> PciRootBus -> transport (BAR0)
@@ -10,6 +11,7 @@
 //                            kick eventfd -> its worker: no exit to userspace
 //   worker                -> KvmMsiSink::SignalMsi -> KVM_SIGNAL_MSI (the in-kernel LAPICs route it)
 //   broken queue/request  -> VirtioErrorForwarder -> MachineEvents::OnDeviceError("virtio-blk 00:01.0", why)
+//                            (or "virtio-net 00:02.0")
 //
 // The legacy IRQCHIP routes (UART 4, keyboard 1) are untouched: MSIs bypass the GSI routing table.
 // Lifecycle: the devices run while the machine runs; Pause/Stop quiesce them (no guest-memory write after the
@@ -18,6 +20,7 @@
 #include <errno.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include "vmm/linux_acpi.h"
 #include "vmm/machine_impl.h"
@@ -43,32 +46,49 @@ void KvmNotifyRegistrar::RemoveNotify(uint64_t gpa, int fd) {
   if (!vm_->Ioeventfd(gpa, len_, fd, false).ok()) failures_++;
 }
 
+namespace {
+
+// Puts `device` on the bus as function k (slot k + 1) with its transport and error forwarder.
+void AddFunction(MachineImpl& m, dv::VirtioDevice* device, const char* kind) {
+  size_t k = m.transports.size();
+  uint64_t bar = kPciMmioWindowBase + k * dv::kVirtioBarSize;
+  m.transports.push_back(std::make_unique<dv::VirtioPciTransport>(device, m.guest_access.get(), m.msi_sink.get(), bar));
+  m.transports.back()->SetNotifyRegistrar(m.notify_registrar.get());
+  char name[40];
+  std::snprintf(name, sizeof name, "%s 00:%02x.0", kind, static_cast<unsigned>(k + 1));  // k < 16
+  m.virtio_listeners.push_back(std::make_unique<VirtioErrorForwarder>(m.events, name));
+  m.transports.back()->SetListener(m.virtio_listeners.back().get());
+  m.pci->AddDevice(static_cast<uint8_t>(k + 1), m.transports.back().get());
+}
+
+}  // namespace
+
 Status CreateVirtioDevices(MachineImpl& m) {
-  if (m.config.disks.empty()) return OkStatus();
-  if (!m.config.linux_platform) return Error{EINVAL, "create-vm", "disks need the Linux platform"};
-  if (m.config.disks.size() > 16) return Error{EINVAL, "create-vm", "at most 16 disks"};
+  if (m.config.disks.empty() && m.config.nics.empty()) return OkStatus();
+  if (!m.config.linux_platform) return Error{EINVAL, "create-vm", "disks and NICs need the Linux platform"};
+  if (m.config.disks.size() + m.config.nics.size() > 16) return Error{EINVAL, "create-vm", "at most 16 disks and NICs"};
   m.guest_access = std::make_unique<dv::GuestMemoryAccess>(m.mem.get());
   m.msi_sink = std::make_unique<KvmMsiSink>(&m.vm);
   m.notify_registrar = std::make_unique<KvmNotifyRegistrar>(&m.vm);
   m.pci = std::make_unique<dv::PciRootBus>();
-  for (size_t i = 0; i < m.config.disks.size(); ++i) {
-    const DiskConfig& d = m.config.disks[i];
+  for (const DiskConfig& d : m.config.disks) {
     dv::BlockOptions o;
     o.path = d.path;
     o.read_only = d.read_only;
     o.serial = d.serial;
     auto blk = dv::VirtioBlock::Open(o);
     if (!blk.ok()) return blk.error();
-    uint64_t bar = kPciMmioWindowBase + i * dv::kVirtioBarSize;
     m.blocks.push_back(std::move(blk.value()));
-    m.transports.push_back(std::make_unique<dv::VirtioPciTransport>(m.blocks.back().get(), m.guest_access.get(),
-                                                                    m.msi_sink.get(), bar));
-    m.transports.back()->SetNotifyRegistrar(m.notify_registrar.get());
-    char name[40];
-    std::snprintf(name, sizeof name, "virtio-blk 00:%02x.0", static_cast<unsigned>(i + 1));  // i < 16
-    m.virtio_listeners.push_back(std::make_unique<VirtioErrorForwarder>(m.events, name));
-    m.transports.back()->SetListener(m.virtio_listeners.back().get());
-    m.pci->AddDevice(static_cast<uint8_t>(i + 1), m.transports.back().get());
+    AddFunction(m, m.blocks.back().get(), "virtio-blk");
+  }
+  for (const NicConfig& n : m.config.nics) {
+    dv::NetOptions o;
+    o.tap = n.tap;
+    std::memcpy(o.mac, n.mac, sizeof o.mac);
+    auto net = dv::VirtioNet::Open(o);
+    if (!net.ok()) return net.error();
+    m.nets.push_back(std::move(net.value()));
+    AddFunction(m, m.nets.back().get(), "virtio-net");
   }
   if (!m.pio.Register(dv::kPciConfigAddressPort, dv::kPciConfigPortCount, m.pci.get())) {
     return Error{EBUSY, "create-vm", "PCI config ports taken"};
@@ -92,9 +112,17 @@ void AddVirtioStats(const MachineImpl& m, MachineStats* s) {
     s->disk_write_bytes += bs.write_bytes;
     s->disk_errors += bs.io_errors + bs.unsupported;
   }
-  for (const auto& t : m.transports) {
-    dv::TransportStats ts = t->stats();
-    s->disk_broken += ts.broken + ts.activate_failed;
+  for (const auto& n : m.nets) {
+    dv::NetStats ns = n->stats();
+    s->net_rx_frames += ns.rx_frames;
+    s->net_rx_bytes += ns.rx_bytes;
+    s->net_tx_frames += ns.tx_frames;
+    s->net_tx_bytes += ns.tx_bytes;
+    s->net_errors += ns.tx_errors + ns.rx_truncated;
+  }
+  for (size_t i = 0; i < m.transports.size(); ++i) {
+    dv::TransportStats ts = m.transports[i]->stats();
+    (i < m.blocks.size() ? s->disk_broken : s->net_broken) += ts.broken + ts.activate_failed;
     s->disk_kicks_exited += ts.notifies;
   }
   if (m.msi_sink) s->msi_failures = m.msi_sink->failures();
@@ -104,6 +132,7 @@ void AddVirtioStats(const MachineImpl& m, MachineStats* s) {
 void DestroyVirtio(MachineImpl& m) {
   m.transports.clear();  // resets each device: its worker is joined
   m.blocks.clear();
+  m.nets.clear();
 }
 
 }  // namespace kvmts::vmm

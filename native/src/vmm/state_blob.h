@@ -11,7 +11,7 @@
 //      machine of the other kind), per vCPU the CPUID table and the TSC frequency, the in-kernel PIC master and
 //      slave and IOAPIC (KVM_GET_IRQCHIP), the PIT (KVM_GET_PIT2), the 8042 and the ACPI PM1a control register.
 //      Its clock section keeps KVM_GET_CLOCK's flags (KVM_CLOCK_REALTIME: the target adds the time in between).
-//      A v2 blob of a machine with disks also carries one kTagVirtioPci section per virtio-pci function
+//      A v2 blob of a machine with disks or NICs also carries one kTagVirtioPci section per virtio-pci function
 //      (payload: u32 PCI slot | the transport's Save() blob, devices/virtio/virtio_pci.cc); a machine restores
 //      only a blob whose virtio sections match its own functions one for one (no version bump: a machine
 //      without disks writes and reads exactly what it did before).
@@ -36,7 +36,7 @@ enum StateTag : uint32_t {
   // machine-wide
   kTagClock = 100, kTagSerial,
   kTagPlatform, kTagPicMaster, kTagPicSlave, kTagIoapic, kTagPit, kTagPs2, kTagAcpiPm,  // v2
-  kTagVirtioPci,                                                                        // v2, with disks
+  kTagVirtioPci,                                                                        // v2, with disks/NICs
 };
 
 // kTagPlatform payload: u32 flags.

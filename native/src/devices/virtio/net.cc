@@ -1,0 +1,165 @@
+// VirtioNet: see net.h for the features, the config layout, the backend and the worker.
+#include "devices/virtio/net.h"
+
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "devices/virtio/byte_io.h"
+
+namespace kvmts::devices::virtio {
+
+namespace {
+
+constexpr uint8_t kNetSaveVersion = 1;
+
+bool ValidMac(const uint8_t* mac) {
+  bool zero = true;
+  for (size_t i = 0; i < kMacBytes; ++i) zero = zero && mac[i] == 0;
+  return !zero && (mac[0] & 1) == 0;  // bit 0 of the first octet: multicast
+}
+
+// Attaches to (or creates) the tap `name` with virtio headers of 12 bytes; the fd is non-blocking.
+Result<int> OpenTap(const std::string& name, std::string* ifname) {
+  int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open", "/dev/net/tun");
+  ifreq ifr{};
+  std::memcpy(ifr.ifr_name, name.data(), name.size());  // name.size() < IFNAMSIZ: checked by Open
+  ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+  if (ioctl(fd, TUNSETIFF, &ifr) != 0) {
+    Error e = ErrnoError("TUNSETIFF", name);
+    close(fd);
+    return e;
+  }
+  int hdr = static_cast<int>(kNetHdrBytes);
+  if (ioctl(fd, TUNSETVNETHDRSZ, &hdr) != 0) {
+    Error e = ErrnoError("TUNSETVNETHDRSZ", name);
+    close(fd);
+    return e;
+  }
+  // No offloads offered to the guest, so none on the tap: the kernel checksums and segments what it sends us.
+  // A kernel without TUNSETOFFLOAD already sends plain frames, so its failure changes nothing.
+  (void)ioctl(fd, TUNSETOFFLOAD, 0);
+  *ifname = std::string(ifr.ifr_name, strnlen(ifr.ifr_name, IFNAMSIZ));
+  return fd;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<VirtioNet>> VirtioNet::Open(const NetOptions& options) {
+  uint16_t qs = options.queue_size;
+  if (!ValidMac(options.mac) || qs < 2 || qs > kQueueSizeLimit || (qs & (qs - 1)) != 0 ||
+      options.tap.size() >= IFNAMSIZ || (options.tap.empty() && options.fd < 0)) {
+    if (options.tap.empty() && options.fd >= 0) close(options.fd);
+    return Error{EINVAL, "virtio-net", "mac, tap name or queue_size"};
+  }
+  int fd = options.fd;
+  std::string ifname;
+  bool vnet_hdr = options.vnet_hdr;
+  if (!options.tap.empty()) {
+    auto tap = OpenTap(options.tap, &ifname);
+    if (!tap.ok()) return tap.error();
+    fd = tap.value();
+    vnet_hdr = true;
+  } else {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+      Error e = ErrnoError("fcntl");
+      close(fd);
+      return e;
+    }
+  }
+  int fds[3] = {-1, -1, -1};
+  for (int& e : fds) {
+    e = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e >= 0) continue;
+    Error err = ErrnoError("eventfd");
+    for (int f : fds) {
+      if (f >= 0) close(f);
+    }
+    close(fd);
+    return err;
+  }
+  NetOptions o = options;
+  o.vnet_hdr = vnet_hdr;
+  o.fd = fd;
+  return std::unique_ptr<VirtioNet>(new VirtioNet(o, fd, fds[0], fds[1], fds[2], ifname));
+}
+
+VirtioNet::VirtioNet(const NetOptions& options, int fd, int kick_rx, int kick_tx, int ctl, std::string ifname)
+    : options_(options), fd_(fd), kick_fd_{kick_rx, kick_tx}, ctl_fd_(ctl), ifname_(std::move(ifname)),
+      pending_(kNetMaxPacketBytes) {}
+
+VirtioNet::~VirtioNet() {
+  Reset();
+  close(ctl_fd_);
+  close(kick_fd_[0]);
+  close(kick_fd_[1]);
+  close(fd_);
+}
+
+uint64_t VirtioNet::device_features() const {
+  return kFeatureVersion1 | kFeatureIndirectDesc | kFeatureEventIdx | kNetFeatureMac | kNetFeatureStatus;
+}
+
+void VirtioNet::ReadConfig(uint64_t offset, uint8_t* data, size_t len) const {
+  uint8_t cfg[kNetConfigBytes] = {};
+  std::memcpy(cfg + kNetCfgMac, options_.mac, kMacBytes);
+  cfg[kNetCfgStatus] = static_cast<uint8_t>(link_status_);
+  cfg[kNetCfgStatus + 1] = static_cast<uint8_t>(link_status_ >> 8);
+  cfg[kNetCfgMaxPairs] = 1;
+  for (size_t i = 0; i < len; ++i) data[i] = offset + i < kNetConfigBytes ? cfg[offset + i] : 0;
+}
+
+void VirtioNet::WriteConfig(uint64_t, const uint8_t*, size_t) {}  // the MAC is read-only (no CTRL_MAC_ADDR)
+
+void VirtioNet::Broken(const char* why) {
+  broken_ = true;
+  counters_.broken++;
+  ctx_.irq->MarkBroken(why);
+}
+
+NetStats VirtioNet::stats() const {
+  NetStats s;
+  s.rx_frames = counters_.rx_frames;
+  s.rx_bytes = counters_.rx_bytes;
+  s.tx_frames = counters_.tx_frames;
+  s.tx_bytes = counters_.tx_bytes;
+  s.rx_truncated = counters_.rx_truncated;
+  s.tx_errors = counters_.tx_errors;
+  s.broken = counters_.broken;
+  return s;
+}
+
+std::vector<uint8_t> VirtioNet::SaveState() const {
+  ByteWriter w;
+  w.U8(kNetSaveVersion);
+  w.Raw(options_.mac, kMacBytes);
+  w.U16(link_status_);
+  w.U32(static_cast<uint32_t>(pending_len_));
+  w.Raw(pending_.data(), pending_len_);
+  return w.Take();
+}
+
+bool VirtioNet::RestoreState(const uint8_t* data, size_t len) {
+  ByteReader r(data, len);
+  if (r.U8() != kNetSaveVersion) return false;
+  const uint8_t* mac = r.Raw(kMacBytes);
+  uint16_t link = r.U16();
+  uint32_t pending = r.U32();
+  if (r.failed() || pending > kNetMaxPacketBytes || (pending != 0 && pending < kNetHdrBytes)) return false;
+  const uint8_t* frame = r.Raw(pending);
+  if (r.failed() || !r.at_end() || std::memcmp(mac, options_.mac, kMacBytes) != 0) return false;
+  link_status_ = link;
+  std::memcpy(pending_.data(), frame, pending);
+  pending_len_ = pending;
+  return true;
+}
+
+}  // namespace kvmts::devices::virtio

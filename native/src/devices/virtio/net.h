@@ -1,0 +1,132 @@
+// VirtioNet: a virtio-net device (type 1) over a TAP device, for the shared virtio-pci transport.
+//
+//   features   VERSION_1, INDIRECT_DESC, EVENT_IDX, MAC, STATUS (no offloads yet: the guest checksums and segments)
+//   config     (virtio spec 5.1.4)  0 mac[6]  6 status (u16, LINK_UP 1)  8 max_virtqueue_pairs (u16, 1)
+//   queues     0 receive, 1 transmit (one pair; no control queue)
+//   backend    a tap opened by name (/dev/net/tun, TUNSETIFF IFF_TAP | IFF_NO_PI | IFF_VNET_HDR, TUNSETVNETHDRSZ 12;
+//              an existing persistent tap is attached, otherwise the kernel creates one that lives as long as the fd)
+//              or any packet fd handed over (one read or write = one frame; tests use a SOCK_SEQPACKET pair);
+//              vnet_hdr says whether the fd carries the 12-byte virtio header before each frame
+//
+//   one worker thread per device, never the vCPU threads:
+//     poll(ctl eventfd, rx kick, tx kick, backend POLLIN while a frame can be taken)
+//     tx kick      -> pop every transmit chain -> writev(hdr? + frame) to the backend -> used (len 0) -> interrupt
+//     backend      -> read one frame into the bounce buffer -> pop a receive chain -> copy -> used -> interrupt;
+//                     no receive buffer: the frame waits in the bounce buffer and the backend is not polled until
+//                     the driver kicks the receive queue (the kernel queues or drops meanwhile, as on a NIC)
+//   Quiesce(): the worker finishes the batch in hand and parks; a frame waiting in the bounce buffer is kept and
+//              travels in SaveState, so a live migration delivers it on the target.
+//   Reset(): stops and joins the worker; the queues belong to the transport again.
+//   A bad chain (net_frame.h) -> MarkBroken: NEEDS_RESET and an event; the worker then ignores the queues.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "devices/virtio/net_frame.h"
+#include "devices/virtio/virtio_device.h"
+#include "kvm/result.h"
+
+namespace kvmts::devices::virtio {
+
+// virtio-net feature bits (virtio spec 5.1.3).
+inline constexpr uint64_t kNetFeatureMac = 1ull << 5, kNetFeatureStatus = 1ull << 16;
+inline constexpr uint16_t kNetStatusLinkUp = 1;
+inline constexpr uint64_t kNetCfgMac = 0, kNetCfgStatus = 6, kNetCfgMaxPairs = 8, kNetConfigBytes = 10;
+inline constexpr uint16_t kNetRxQueue = 0, kNetTxQueue = 1;
+inline constexpr uint32_t kNetPciClass = 0x020000;  // network, Ethernet
+inline constexpr size_t kMacBytes = 6;
+
+struct NetOptions {
+  std::string tap;                  // tap name (IFNAMSIZ - 1 bytes at most); empty: use fd
+  int fd = -1;                      // a packet fd the device takes ownership of (when tap is empty)
+  bool vnet_hdr = true;             // fd frames carry the virtio header (always true for a tap opened by name)
+  uint8_t mac[kMacBytes] = {};      // unicast, what the guest reads as its address
+  uint16_t queue_size = 256;
+};
+
+// Counters (snapshot, any thread).
+struct NetStats {
+  uint64_t rx_frames = 0, rx_bytes = 0;  // delivered to the guest (bytes without the virtio header)
+  uint64_t tx_frames = 0, tx_bytes = 0;  // written to the backend
+  uint64_t rx_truncated = 0;             // cut to fit a receive chain
+  uint64_t tx_errors = 0;                // the backend refused a frame (dropped, the chain still completes)
+  uint64_t broken = 0;                   // chains that broke the protocol (device then NEEDS_RESET)
+};
+
+class VirtioNet : public VirtioDevice {
+ public:
+  // Opens the tap (or adopts options.fd). Errors: {op: "open"|"TUNSETIFF"|"TUNSETVNETHDRSZ", errno}; EINVAL for a
+  // bad option (name too long, multicast MAC, queue size not a power of two in 2..32768).
+  static Result<std::unique_ptr<VirtioNet>> Open(const NetOptions& options);
+  ~VirtioNet() override;
+
+  uint16_t device_type() const override { return kDeviceTypeNet; }
+  uint32_t pci_class_code() const override { return kNetPciClass; }
+  uint64_t device_features() const override;
+  uint16_t queue_count() const override { return 2; }
+  uint16_t queue_max_size() const override { return options_.queue_size; }
+  void ReadConfig(uint64_t offset, uint8_t* data, size_t len) const override;
+  void WriteConfig(uint64_t offset, const uint8_t* data, size_t len) override;  // nothing writable (no CTRL_MAC)
+  Status Activate(const ActivateContext& ctx) override;
+  void QueueNotify(uint16_t q) override;
+  int QueueKickFd(uint16_t q) const override { return q < 2 ? kick_fd_[q] : -1; }
+  void Reset() override;
+  void Quiesce() override;
+  void Resume() override;
+  // Persist: u8 version (1) | mac[6] | u16 link status | u32 length + bytes of the frame waiting for a receive
+  // buffer (0: none). Restore refuses another MAC (the target must be configured like the source).
+  std::vector<uint8_t> SaveState() const override;
+  bool RestoreState(const uint8_t* data, size_t len) override;
+
+  NetStats stats() const;
+  // The tap's interface name as the kernel gave it (empty for an adopted fd).
+  const std::string& ifname() const { return ifname_; }
+
+ private:
+  VirtioNet(const NetOptions& options, int fd, int kick_rx, int kick_tx, int ctl, std::string ifname);
+  void WorkerLoop();
+  // Serves the transmit queue until it is empty (false) or a pause/stop was asked for (true).
+  bool ProcessTx();
+  // Moves frames from the backend into receive chains until either runs dry (false) or a pause/stop (true).
+  bool ProcessRx();
+  // Reads one frame from the backend into pending_ (with its virtio header); false when none is waiting.
+  bool ReadFrame();
+  void Broken(const char* why);
+
+  NetOptions options_;
+  int fd_;
+  int kick_fd_[2];  // eventfds: queue q was kicked (QueueNotify, or KVM through an ioeventfd)
+  int ctl_fd_;      // eventfd: stop or pause/resume changed
+  std::string ifname_;
+  uint16_t link_status_ = kNetStatusLinkUp;
+
+  // The frame read from the backend and not yet delivered (virtio header included); the worker's, or the
+  // caller's of SaveState/RestoreState while the worker is parked or gone.
+  std::vector<uint8_t> pending_;
+  size_t pending_len_ = 0;
+  bool rx_starved_ = false;    // no receive chain: do not poll the backend until the driver kicks queue 0
+  bool backend_dead_ = false;  // the backend hung up or failed: not polled any more (transmit drops)
+
+  ActivateContext ctx_;
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable idle_cv_;
+  bool again_ = false;  // a pause interrupted the work: serve both queues on resume without a new kick
+  bool busy_ = false;
+  std::atomic<bool> stop_{false}, pause_{false};
+  std::atomic<bool> broken_{false};
+
+  struct Counters {
+    std::atomic<uint64_t> rx_frames{0}, rx_bytes{0}, tx_frames{0}, tx_bytes{0}, rx_truncated{0}, tx_errors{0},
+        broken{0};
+  } counters_;
+};
+
+}  // namespace kvmts::devices::virtio

@@ -1,0 +1,269 @@
+// VirtioNet's worker thread: activation, kicks, both queues, quiesce/resume and reset (see net.h).
+//
+//   state     waits in                                        wakes on                then
+//   idle      poll(ctl, rx kick, tx kick[, backend POLLIN])   a kick or a frame       busy = true, serves the queues
+//   serving   -                                               -                       transmit until empty, receive
+//                                                                                     until the backend or the ring
+//                                                                                     runs dry (at most kRxBatch)
+//   paused    poll(ctl) only                                  Resume                  idle, or serving at once when a
+//                                                                                     batch was interrupted
+//   stopped   -                                               -                       the thread has exited
+// The locking is blk's (blk_worker.cc): pause_/stop_ change under mu_, the worker re-reads them under mu_ before it
+// sets busy_, so Quiesce (pause_ = true, wait !busy_) returns only when no chain is in hand or will be taken.
+#include <limits.h>
+#include <poll.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "devices/virtio/net.h"
+
+namespace kvmts::devices::virtio {
+
+namespace {
+
+// Frames moved into the guest per turn before the transmit side and the control eventfd get a look.
+constexpr uint32_t kRxBatch = 256;
+
+void Signal(int efd) {
+  uint64_t one = 1;
+  // An eventfd write only fails when the counter would overflow (2^64 - 2 unread kicks): the wake is there.
+  ssize_t n = write(efd, &one, sizeof one);
+  (void)n;
+}
+
+bool Drain(int efd) {
+  uint64_t count = 0;
+  return read(efd, &count, sizeof count) == static_cast<ssize_t>(sizeof count) && count != 0;
+}
+
+}  // namespace
+
+Status VirtioNet::Activate(const ActivateContext& ctx) {
+  if (worker_.joinable() || ctx.queues.size() != 2 || ctx.mem == nullptr || ctx.irq == nullptr) {
+    return Error{EINVAL, "virtio-net", "activate"};
+  }
+  ctx_ = ctx;
+  busy_ = false;
+  again_ = true;  // look at both queues once: a restored device has no kick for what was queued before
+  stop_ = false;
+  pause_ = false;
+  broken_ = false;
+  rx_starved_ = false;
+  Drain(ctl_fd_);
+  worker_ = std::thread([this] { WorkerLoop(); });
+  return OkStatus();
+}
+
+void VirtioNet::QueueNotify(uint16_t q) {
+  if (q < 2) Signal(kick_fd_[q]);
+}
+
+void VirtioNet::Reset() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  Signal(ctl_fd_);
+  worker_.join();
+  ctx_ = ActivateContext{};
+  pause_ = false;
+  Drain(kick_fd_[0]);
+  Drain(kick_fd_[1]);
+}
+
+void VirtioNet::Quiesce() {
+  std::unique_lock<std::mutex> lock(mu_);
+  pause_ = true;
+  Signal(ctl_fd_);
+  idle_cv_.wait(lock, [this] { return !busy_; });
+}
+
+void VirtioNet::Resume() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pause_ = false;
+  }
+  Signal(ctl_fd_);
+}
+
+void VirtioNet::WorkerLoop() {
+  for (;;) {
+    bool paused, again;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      paused = pause_;
+      again = again_ && !paused;
+    }
+    bool tx = again, rx = again;
+    if (!again) {
+      bool want_frames = !paused && !rx_starved_ && !backend_dead_ && !broken_;
+      pollfd fds[4] = {{ctl_fd_, POLLIN, 0}, {kick_fd_[0], POLLIN, 0}, {kick_fd_[1], POLLIN, 0}, {fd_, POLLIN, 0}};
+      int n = poll(fds, paused ? 1 : (want_frames ? 4 : 3), -1);
+      if (n < 0 && errno != EINTR) return;  // cannot happen with valid fds; Reset still joins
+      if (n > 0 && (fds[0].revents & POLLIN)) Drain(ctl_fd_);
+      if (!paused && n > 0) {
+        if ((fds[1].revents & POLLIN) && Drain(kick_fd_[0])) {
+          rx = true;
+          rx_starved_ = false;
+        }
+        tx = (fds[2].revents & POLLIN) && Drain(kick_fd_[1]);
+        if (want_frames && (fds[3].revents & POLLIN)) rx = true;
+        if (want_frames && (fds[3].revents & (POLLERR | POLLHUP | POLLNVAL)) && !(fds[3].revents & POLLIN)) {
+          backend_dead_ = true;  // a peer that hung up would wake poll forever
+        }
+      }
+    }
+    if (!tx && !rx) continue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      if (pause_) {  // a pause raced the wake: keep it for Resume
+        again_ = true;
+        continue;
+      }
+      busy_ = true;
+      again_ = false;
+    }
+    bool interrupted = tx && ProcessTx();
+    if (!interrupted && rx) interrupted = ProcessRx();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      again_ = again_ || interrupted;
+      busy_ = false;
+    }
+    idle_cv_.notify_all();
+  }
+}
+
+bool VirtioNet::ProcessTx() {
+  SplitQueue& queue = *ctx_.queues[kNetTxQueue];
+  GuestAccess& mem = *ctx_.mem;
+  if (!queue.state().ready || broken_) return false;
+  std::vector<iovec> iov;
+  for (;;) {
+    DescriptorChain chain;
+    QueueError err = QueueError::kNone;
+    uint32_t added = 0;
+    bool interrupted = false;
+    const char* why = nullptr;
+    while (!(interrupted = stop_ || pause_) && queue.Pop(mem, &chain, &err)) {
+      uint64_t bytes = 0;
+      if (NetChainError e = TxPacketIovecs(mem, chain, &iov, &bytes); e != NetChainError::kNone) {
+        why = NetChainErrorName(e);
+        break;
+      }
+      if (!options_.vnet_hdr) SkipIovecBytes(&iov, kNetHdrBytes);
+      ssize_t n = -1;
+      if (!backend_dead_ && iov.size() <= IOV_MAX) {
+        // SAFETY: every iovec was bounds-checked by HostPtr; the guest may race on the buffers, which only hurts it.
+        do n = writev(fd_, iov.data(), static_cast<int>(iov.size()));
+        while (n < 0 && errno == EINTR);
+      }
+      if (n < 0) {
+        counters_.tx_errors++;  // dropped, as a full or refusing link drops: the guest's stack retransmits
+      } else {
+        counters_.tx_frames++;
+        counters_.tx_bytes += bytes - kNetHdrBytes;
+      }
+      if (QueueError e = queue.AddUsed(mem, chain.head, 0); e != QueueError::kNone) {
+        why = QueueErrorName(e);
+        break;
+      }
+      added++;
+    }
+    if (why == nullptr && err != QueueError::kNone) why = QueueErrorName(err);
+    if (added > 0 && queue.NeedsNotification(mem)) ctx_.irq->SignalQueue(kNetTxQueue);
+    if (why != nullptr) {
+      Broken(why);
+      return false;
+    }
+    if (interrupted) return true;
+    if (!queue.EnableNotification(mem)) return false;
+  }
+}
+
+bool VirtioNet::ReadFrame() {
+  if (backend_dead_) return false;
+  // Frames shorter than a virtio header (a backend without vnet headers never sends one) are skipped; a few per
+  // turn at most, so a misbehaving backend cannot hold the worker.
+  for (int tries = 0; tries < 8; ++tries) {
+    size_t off = options_.vnet_hdr ? 0 : kNetHdrBytes;
+    ssize_t n;
+    do n = read(fd_, pending_.data() + off, pending_.size() - off);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK) backend_dead_ = true;
+      return false;
+    }
+    if (n == 0 && !options_.vnet_hdr) {  // end of file on a socket: the peer is gone
+      backend_dead_ = true;
+      return false;
+    }
+    size_t len = off + static_cast<size_t>(n);
+    if (len < kNetHdrBytes) continue;
+    if (!options_.vnet_hdr) std::fill(pending_.begin(), pending_.begin() + kNetHdrBytes, 0);
+    pending_[kNetHdrNumBuffersOffset] = 1;  // le16 num_buffers = 1: one chain per packet (no MRG_RXBUF)
+    pending_[kNetHdrNumBuffersOffset + 1] = 0;
+    pending_len_ = len;
+    return true;
+  }
+  return false;
+}
+
+bool VirtioNet::ProcessRx() {
+  SplitQueue& queue = *ctx_.queues[kNetRxQueue];
+  GuestAccess& mem = *ctx_.mem;
+  if (!queue.state().ready || broken_) {
+    rx_starved_ = true;  // nowhere to put frames: leave them with the kernel until the driver kicks
+    return false;
+  }
+  uint32_t added = 0;
+  bool interrupted = false;
+  const char* why = nullptr;
+  for (;;) {
+    if (stop_ || pause_ || added == kRxBatch) {
+      interrupted = true;
+      break;
+    }
+    if (pending_len_ == 0 && !ReadFrame()) break;
+    DescriptorChain chain;
+    QueueError err = QueueError::kNone;
+    if (!queue.Pop(mem, &chain, &err)) {
+      if (err != QueueError::kNone) {
+        why = QueueErrorName(err);
+        break;
+      }
+      if (queue.EnableNotification(mem)) continue;  // buffers arrived while re-arming
+      rx_starved_ = true;
+      break;
+    }
+    uint32_t used = 0;
+    bool truncated = false;
+    if (NetChainError e = WriteRxPacket(mem, chain, pending_.data(), pending_len_, &used, &truncated);
+        e != NetChainError::kNone) {
+      why = NetChainErrorName(e);
+      break;
+    }
+    if (QueueError e = queue.AddUsed(mem, chain.head, used); e != QueueError::kNone) {
+      why = QueueErrorName(e);
+      break;
+    }
+    counters_.rx_frames++;
+    counters_.rx_bytes += pending_len_ - kNetHdrBytes;
+    if (truncated) counters_.rx_truncated++;
+    pending_len_ = 0;
+    added++;
+  }
+  if (added > 0 && queue.NeedsNotification(mem)) ctx_.irq->SignalQueue(kNetRxQueue);
+  if (why != nullptr) {
+    Broken(why);
+    return false;
+  }
+  return interrupted;
+}
+
+}  // namespace kvmts::devices::virtio
