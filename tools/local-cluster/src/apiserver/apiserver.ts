@@ -9,6 +9,8 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { type Logger, pino } from "pino";
+import { startVolumeControllers } from "../volumes/start.ts";
+import { defaultStorageClassAdmission, storageProtectionAdmission } from "./admission/storage-admission.ts";
 import { AdmissionChain } from "./admission/types.ts";
 import { startControllers } from "./controllers/index.ts";
 import type { ProxyClientCert } from "./extensions/aggregation.ts";
@@ -40,6 +42,12 @@ export interface ApiServerOptions {
   readonly tls?: boolean;
   /** Front-proxy client certificate presented to aggregated API servers (`--proxy-client-cert/--proxy-client-key`). */
   readonly proxyClient?: ProxyClientCert;
+  /**
+   * Where the local-path provisioner keeps volume directories (the local cluster gives `<dataDir>/storage`). When
+   * set, the default StorageClass `local-path` is created and its claims are provisioned; without it, claims bind
+   * only to existing PersistentVolumes.
+   */
+  readonly storageDir?: string;
 }
 
 /** A running server. */
@@ -98,6 +106,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   });
   const registry = new ResourceRegistry(store, logger);
   const admission = new AdmissionChain();
+  admission.mutating.push(defaultStorageClassAdmission(store), storageProtectionAdmission());
   const service = new ResourceService(store, registry, admission, logger);
   const hub = new WatchHub(store);
   const openapi = new OpenApiV3(registry);
@@ -106,6 +115,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     if (nsDef && !store.get("core/namespaces", ns))
       await service.create(nsDef, "v1", undefined, { metadata: { name: ns } }, systemContext());
   const controllers = startControllers(service, logger);
+  const volumes = await startVolumeControllers(service, options.storageDir, logger);
   const token = loadToken(options.dataDir);
   const subresources = builtinSubresources();
   const aggregated: AggregatedApi[] = [];
@@ -181,6 +191,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       stopped = true;
       clearInterval(compactTimer);
       controllers.stop();
+      volumes.stop();
       await extensions.stop();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -13,12 +13,13 @@ await main({
   version: "0.1.0",
   summary: "an embedded Kubernetes-compatible API server (node:sqlite storage) for the local cluster",
   usage:
-    "--data-dir DIR --kubeconfig FILE [--port N] [--log-level LEVEL] [--proxy-client-cert FILE --proxy-client-key FILE]",
+    "--data-dir DIR --kubeconfig FILE [--port N] [--log-level LEVEL] [--storage-dir DIR] [--proxy-client-cert FILE --proxy-client-key FILE]",
   flags: {
     "data-dir": { type: "string" },
     kubeconfig: { type: "string" },
     port: { type: "string" },
     "log-level": { type: "string" },
+    "storage-dir": { type: "string" },
     "proxy-client-cert": { type: "string" },
     "proxy-client-key": { type: "string" },
   },
@@ -27,6 +28,7 @@ await main({
     "  --kubeconfig FILE   where to write the kubeconfig (default DIR/kubeconfig)",
     "  --port N            TCP port on 127.0.0.1 (default 0: a free port)",
     "  --log-level LEVEL   trace|debug|info|warn|error (default info)",
+    "  --storage-dir DIR   the local-path provisioner's volume directories (and the default StorageClass local-path)",
     "  --proxy-client-cert FILE, --proxy-client-key FILE",
     "                      front-proxy client certificate (PEM) presented to aggregated API servers (APIServices)",
   ],
@@ -63,7 +65,14 @@ await main({
       certFile && keyFile
         ? { certPem: readFileSync(certFile, "utf8"), keyPem: readFileSync(keyFile, "utf8") }
         : undefined;
-    const server = await startApiServer({ dataDir, port, kubeconfigPath: values.kubeconfig, logger, proxyClient });
+    const server = await startApiServer({
+      dataDir,
+      port,
+      kubeconfigPath: values.kubeconfig,
+      logger,
+      proxyClient,
+      storageDir: values["storage-dir"],
+    });
     process.stdout.write(`kvt-apiserver listening on ${server.url}; kubeconfig: ${server.kubeconfigPath}\n`);
     await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
     await server.stop();

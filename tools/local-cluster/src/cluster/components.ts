@@ -81,6 +81,8 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         layout.kubeconfig,
         "--port",
         String(layout.apiPort),
+        "--storage-dir",
+        join(layout.dataDir, "storage"),
         ...(layout.frontProxy
           ? ["--proxy-client-cert", layout.frontProxy.clientCert, "--proxy-client-key", layout.frontProxy.clientKey]
           : []),

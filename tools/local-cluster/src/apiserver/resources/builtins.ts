@@ -5,10 +5,12 @@
  */
 import { type FieldGetter, pathGetter } from "../selectors/fields.ts";
 import { AGE, BUILTIN_COLUMNS } from "../table/printers.ts";
+import { storageClassName } from "../table/storage-printers.ts";
 import type { KubeObject } from "../types.ts";
 import { crdStrategy } from "./crd.ts";
 import { configMapStrategy, secretStrategy } from "./data-size.ts";
 import type { JSONSchemaProps } from "./schema.ts";
+import { persistentVolumeClaimStrategy, persistentVolumeStrategy, storageClassStrategy } from "./storage.ts";
 import type { ResourceDef, Strategy } from "./types.ts";
 
 /** Verbs of an ordinary read-write resource. */
@@ -183,8 +185,29 @@ const SPECS: Spec[] = [
       "reportingInstance",
     ],
   }),
-  C("persistentvolumeclaims", "PersistentVolumeClaim", true, { shortNames: ["pvc"], subresources: ["status"] }),
-  C("persistentvolumes", "PersistentVolume", false, { shortNames: ["pv"], subresources: ["status"] }),
+  C("persistentvolumeclaims", "PersistentVolumeClaim", true, {
+    shortNames: ["pvc"],
+    subresources: ["status"],
+    strategy: persistentVolumeClaimStrategy,
+  }),
+  C("persistentvolumes", "PersistentVolume", false, {
+    shortNames: ["pv"],
+    subresources: ["status"],
+    strategy: persistentVolumeStrategy,
+  }),
+  G("storage.k8s.io", "v1", "storageclasses", "StorageClass", false, {
+    shortNames: ["sc"],
+    topLevel: [
+      "provisioner",
+      "parameters",
+      "reclaimPolicy",
+      "mountOptions",
+      "allowVolumeExpansion",
+      "volumeBindingMode",
+      "allowedTopologies",
+    ],
+    strategy: storageClassStrategy,
+  }),
   G("apps", "v1", "deployments", "Deployment", true, {
     shortNames: ["deploy"],
     categories: ["all"],
@@ -300,6 +323,7 @@ function toDef(s: Spec): ResourceDef {
     strategy: s.strategy ?? {},
     nameIsLabel: s.nameIsLabel ?? false,
     omitNameColumn: coll === "core/events",
+    ...(coll === "storage.k8s.io/storageclasses" ? { nameCell: storageClassName } : {}),
   };
 }
 

@@ -63,6 +63,8 @@ export interface ResourceDef {
   /** Structural schema per version (CRDs; built-ins get a permissive one). */
   readonly schemas: ReadonlyMap<string, JSONSchemaProps>;
   readonly strategy: Strategy;
+  /** The Name cell of a Table row (default: metadata.name; StorageClasses add ` (default)`). */
+  readonly nameCell?: (obj: KubeObject) => string;
   /** The Table has no leading Name column (core Events print it last, at priority 1). */
   readonly omitNameColumn?: boolean;
   /** Names must be DNS-1123 labels (namespaces) rather than subdomains. */

@@ -5,6 +5,7 @@
 import type { PrinterColumn } from "../resources/types.ts";
 import { isObject, type Json, type KubeObject } from "../types.ts";
 import { ageOf } from "./duration.ts";
+import { STORAGE_COLUMNS } from "./storage-printers.ts";
 
 type O = Record<string, unknown>;
 const obj = (v: unknown): O => (isObject(v) ? v : {});
@@ -182,6 +183,7 @@ export const BUILTIN_COLUMNS: ReadonlyMap<string, readonly PrinterColumn[]> = ne
     ["core/secrets", [col("Type", (o) => str(o.type) ?? "Opaque"), col("Data", dataCount, 0, "integer"), AGE]],
     ["core/serviceaccounts", [col("Secrets", (o) => arr(o.secrets).length, 0, "integer"), AGE]],
     ["core/events", EVENT],
+    ...STORAGE_COLUMNS,
     ["apps/deployments", DEPLOYMENT],
     ["apps/daemonsets", DAEMONSET],
     ["coordination.k8s.io/leases", [col("Holder", (o) => str(obj(o.spec).holderIdentity) ?? ""), AGE]],

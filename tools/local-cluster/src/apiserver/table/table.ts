@@ -68,7 +68,7 @@ export function tableRow(
   now: number,
 ): { cells: Json[]; object?: Json } {
   const cells: Json[] = [
-    ...(def.omitNameColumn ? [] : [obj.metadata.name ?? ""]),
+    ...(def.omitNameColumn ? [] : [def.nameCell?.(obj) ?? obj.metadata.name ?? ""]),
     ...def.columns.map((c) => renderCell(c, obj, now)),
   ];
   if (include === "None") return { cells };

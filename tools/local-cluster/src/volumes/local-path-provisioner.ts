@@ -1,0 +1,88 @@
+/**
+ * The local-path provisioner (Rancher's rancher.io/local-path, re-implemented in-process: every node of the local
+ * cluster is this one machine, so it makes and removes the directories itself instead of running helper pods).
+ *
+ *   provision(claim, class, node)  -> mkdir -m 0777 <baseDir>/pvc-<uid>_<ns>_<name>, create the PV (local-path.ts)
+ *   delete(Released PV)            -> rm -rf its directory (only inside baseDir), delete the PV
+ *
+ * Also ensures the default StorageClass `local-path` exists when the cluster starts.
+ */
+import { chmodSync, mkdirSync, rmSync } from "node:fs";
+import { relative, resolve } from "node:path";
+import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "@kubernetes/client-node";
+import { ApiError } from "../apiserver/errors.ts";
+import { deleteObject } from "../apiserver/rest/delete.ts";
+import { type ResourceService, systemContext } from "../apiserver/rest/service.ts";
+import { isShared, LOCAL_PATH_PROVISIONER, localPathStorageClass, localPathVolume } from "./local-path.ts";
+import type { Provisioner } from "./pv-controller.ts";
+
+const ctx = systemContext("system:serviceaccount:local-path-storage:local-path-provisioner-service-account");
+
+/** Creates the default `local-path` StorageClass unless it exists (an admin's edits to it are kept). */
+export async function ensureLocalPathStorageClass(svc: ResourceService): Promise<void> {
+  const def = svc.registry.lookup("storage.k8s.io", "v1", "storageclasses");
+  if (!def) return;
+  const sc = localPathStorageClass();
+  if (svc.store.get("storage.k8s.io/storageclasses", sc.metadata!.name!)) return;
+  try {
+    await svc.create(def, "v1", undefined, sc, systemContext());
+  } catch (err) {
+    if (!(err instanceof ApiError && err.code === 409)) throw err;
+  }
+}
+
+/** True when `path` lies strictly inside `dir`. */
+export function isInside(dir: string, path: string): boolean {
+  const rel = relative(resolve(dir), resolve(path));
+  return rel !== "" && !rel.startsWith("..") && !rel.startsWith("/");
+}
+
+/** The provisioner. */
+export class LocalPathProvisioner implements Provisioner {
+  readonly name = LOCAL_PATH_PROVISIONER;
+  readonly #svc: ResourceService;
+  readonly #baseDir: string;
+
+  /** `baseDir`: where volume directories go (`<cluster data dir>/storage`). */
+  constructor(svc: ResourceService, baseDir: string) {
+    this.#svc = svc;
+    this.#baseDir = resolve(baseDir);
+  }
+
+  /** Makes the directory, then the PV pre-bound to the claim. */
+  async provision(claim: V1PersistentVolumeClaim, sc: V1StorageClass, node: V1Node | undefined): Promise<void> {
+    if (!node && !isShared(claim)) throw new Error("configuration error, no node was specified");
+    if ((claim.spec?.volumeMode ?? "Filesystem") === "Block")
+      throw new Error("Only support volumeMode: Filesystem, not Block");
+    const pv = localPathVolume(claim, sc, this.#baseDir, node);
+    const dir = pv.spec!.hostPath!.path;
+    mkdirSync(dir, { recursive: true, mode: 0o777 });
+    chmodSync(dir, 0o777); // as the helper pod's `mkdir -m 0777`: whoever runs in the pod may write
+    const def = this.#svc.registry.lookup("", "v1", "persistentvolumes")!;
+    try {
+      await this.#svc.create(def, "v1", undefined, pv, ctx);
+    } catch (err) {
+      if (!(err instanceof ApiError && err.code === 409)) throw err;
+    }
+  }
+
+  /** Removes the directory and the PV. */
+  async delete(volume: V1PersistentVolume): Promise<void> {
+    const dir = volume.spec?.hostPath?.path ?? volume.spec?.local?.path;
+    if (dir && isInside(this.#baseDir, dir)) rmSync(dir, { recursive: true, force: true });
+    else if (dir) throw new Error(`volume path ${dir} is not inside ${this.#baseDir}: not deleting it`);
+    const def = this.#svc.registry.lookup("", "v1", "persistentvolumes")!;
+    try {
+      await deleteObject(
+        this.#svc,
+        def,
+        undefined,
+        volume.metadata!.name!,
+        { preconditions: { uid: volume.metadata?.uid } },
+        ctx,
+      );
+    } catch (err) {
+      if (!(err instanceof ApiError && err.code === 404)) throw err;
+    }
+  }
+}
