@@ -9,7 +9,9 @@
  *            KUBEVIRT_SOCKET_DIR (node-wide directory virt-handler lists; else <KUBEVIRT_POD_DIR>),
  *            KUBEVIRT_POD_DIR (the pod's private directory: console log virt-serial0-log, scratch),
  *            KVT_IMAGE_STORE (the local image store containerDisk images resolve through),
- *            KUBEVIRT_USE_EMULATION (never | whenNeeded | always: KubeVirt's useEmulation)
+ *            KUBEVIRT_USE_EMULATION (never | whenNeeded | always: KubeVirt's useEmulation),
+ *            KVT_VOLUME_MOUNTS (the local process-kubelet's JSON [{mountPath, hostPath, readOnly}]: where the pod's
+ *            volumes are on this host; absent on a real node, where the mount paths are real)
  *   socket:  <socket dir>/launcher-<first 16 hex digits of POD_UID, else of the VMI uid>.sock (short: unix socket
  *            paths end at 107 bytes; the handler learns who is behind a socket from /v1/info, not its name)
  * Exit codes: 0 the guest shut down or migrated away (or SIGTERM before it started), 1 it crashed or was
@@ -26,8 +28,9 @@ import pkg from "../package.json" with { type: "json" };
 import { startLauncherApp } from "./launcher-app.ts";
 import { parseUseEmulation } from "./machine/backend-choice.ts";
 import { machineFactory } from "./machine/create-machine.ts";
+import { parseVolumeMounts } from "./spec/disks.ts";
 import { imageStoreResolver } from "./spec/image-store.ts";
-import { toMachineSpec } from "./spec/machine-spec.ts";
+import { buildMachineSpec } from "./spec/machine-spec.ts";
 import { loadVmi, UsageError } from "./vmi-source.ts";
 
 const DEFAULT_SOCKET_DIR = "/var/run/kubevirt/sockets";
@@ -99,6 +102,12 @@ await main({
       mkdirSync(socketDir, { recursive: true });
       mkdirSync(workDir, { recursive: true });
       const storeRoot = values["image-store"] ?? env.KVT_IMAGE_STORE ?? DEFAULT_IMAGE_STORE;
+      let mounts: ReturnType<typeof parseVolumeMounts>;
+      try {
+        mounts = parseVolumeMounts(env.KVT_VOLUME_MOUNTS);
+      } catch (error) {
+        throw new UsageError((error as Error).message);
+      }
       const podUid = env.POD_UID;
       const log = logger.child({
         namespace: source.identity.namespace,
@@ -114,7 +123,7 @@ await main({
         ...(source.vmi ? { vmi: source.vmi } : {}),
         socketPath: launcherSocketPath(socketDir, socketKey(podUid ?? source.identity.uid)),
         consoleLogPath: values["console-log"] ?? (podDir ? join(podDir, "virt-serial0-log") : undefined),
-        toSpec: (vmi) => toMachineSpec(vmi, { resolveImage: imageStoreResolver(storeRoot), workDir }),
+        toSpec: (vmi) => buildMachineSpec(vmi, { resolveImage: imageStoreResolver(storeRoot), workDir, mounts }),
         createMachine: machineFactory({ logger: log, useEmulation }),
         logger: log,
       }).catch((error: unknown) => {

@@ -37,6 +37,7 @@ import {
   MachineUnsupportedError,
   type MigrationOptions,
 } from "../machine/machine.ts";
+import { localDisksBlocker } from "../spec/disks.ts";
 import type { ConsoleHub } from "./console-hub.ts";
 import { SourceMigrationTrace, TargetMigrationTrace } from "./migration-trace.ts";
 
@@ -74,6 +75,8 @@ export class DomainManager implements LauncherService {
   readonly #deps: DomainDeps;
   #vmi: VirtualMachineInstance | undefined;
   #built: BuiltMachine | undefined;
+  /** Why the guest's disks keep it here (a writable disk that is not shared), if they do. */
+  #disksBlocker: string | undefined;
   #building: Promise<BuiltMachine> | undefined;
   #state: DomainState = "NoDomain";
   #reason: string | undefined;
@@ -116,8 +119,8 @@ export class DomainManager implements LauncherService {
         ? { backend: this.#built.machine.backend, emulated: this.#built.emulated, backendReason: this.#built.reason }
         : {}),
       ...(this.#startedAt ? { startedAt: this.#startedAt } : {}),
-      ...(this.#built?.machine.notMigratableReason
-        ? { notMigratableReason: this.#built.machine.notMigratableReason }
+      ...(this.#built && (this.#built.machine.notMigratableReason ?? this.#disksBlocker)
+        ? { notMigratableReason: this.#built.machine.notMigratableReason ?? this.#disksBlocker }
         : {}),
       ...(this.#migration ? { migration: this.#migration } : {}),
     };
@@ -278,6 +281,7 @@ export class DomainManager implements LauncherService {
       throw new LauncherRpcError("BadRequest", (error as Error).message, { cause: error });
     }
     this.#memoryBytes = spec.memoryBytes;
+    this.#disksBlocker = localDisksBlocker(spec.disks ?? []);
     const built = await this.#deps.createMachine(spec).catch((error: unknown) => {
       if (error instanceof MachineUnsupportedError)
         throw new LauncherRpcError("BadRequest", error.message, { cause: error });

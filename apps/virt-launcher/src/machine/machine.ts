@@ -46,6 +46,33 @@ export function defaultMetaData(vmiKey: string): string {
   return `instance-id: ${vmiKey.replace("/", ".")}\nlocal-hostname: ${name}\n`;
 }
 
+/** One disk of the guest: a raw image file on this node, a virtio disk in the guest (spec order: vda, vdb, ...). */
+export interface MachineDisk {
+  /** The volume's name. */
+  readonly name: string;
+  /** The raw image file. */
+  readonly path: string;
+  readonly readOnly: boolean;
+  /** What the guest reads as the disk's serial (spec.domain.devices.disks[].serial). */
+  readonly serial?: string;
+  /** KubeVirt's cache mode (QEMU maps it; the native VMM always writes through to the host file). */
+  readonly cache?: "none" | "writethrough" | "writeback";
+  readonly io?: "native" | "threads";
+  readonly bootOrder?: number;
+  /** The volume source, for messages. */
+  readonly kind: "persistentVolumeClaim" | "hostDisk" | "emptyDisk" | "containerDisk";
+  /** Both ends of a migration see the same file (an RWX claim, a shared hostDisk). */
+  readonly shared: boolean;
+  /** Create the file at this size when it is missing (sparse). */
+  readonly createBytes?: number;
+  /** Make it anew at every start (emptyDisk, containerDisk copy): nothing survives a restart. */
+  readonly fresh?: boolean;
+  /** Copy this file (the containerDisk's image) to `path` first. */
+  readonly copyFrom?: string;
+  /** The directory the volume is mounted at; it must exist. */
+  readonly requireDir?: string;
+}
+
 /** Everything a backend needs to build a guest; derived from the VMI spec by the launcher. */
 export interface MachineSpec {
   /** `namespace/name` of the VMI, for logs and metrics. */
@@ -58,6 +85,8 @@ export interface MachineSpec {
   readonly firmwareUuid?: string;
   /** A scratch directory owned by this launcher (sockets, seed images). */
   readonly workDir: string;
+  /** The VMI's disks, in spec order (none: the guest boots from its kernel and initramfs alone). */
+  readonly disks?: readonly MachineDisk[];
 }
 
 /** Observable state of the guest. */

@@ -3,7 +3,8 @@
  * launcher may not import tools, so it reads the same on-disk contract):
  *
  *   <store>/<repository>/<tag>/image.json   {schemaVersion: 1, kernel, uncompressedKernel?, initrd?, cmdline,
- *                                             pvmSafe, bootMarker?, minMemoryBytes?}
+ *                                             pvmSafe, bootMarker?, minMemoryBytes?, disk?}
+ *   <store>/<repository>/<tag>/<disk>        the raw disk image (root filesystem), when the image has one
  *   <store>/<repository>/<tag>/<kernel>      e.g. local/demo-linux/latest/vmlinuz
  *
  * A reference without a tag means `latest`. The store root is the launcher's `--image-store` flag, else
@@ -26,6 +27,8 @@ export interface StoredImage {
   readonly pvmSafe: boolean;
   /** The least guest memory the image boots with, when the image says. */
   readonly minMemoryBytes?: number;
+  /** Absolute path of the image's raw disk (KubeVirt's /disk/ of a containerDisk), if it has one. */
+  readonly diskPath?: string;
 }
 
 /** Looks an image reference up; throws {@link ImageNotFoundError} when it is not stored. */
@@ -68,9 +71,12 @@ export function imageStoreResolver(root: string): ImageResolver {
       plainFile(manifest.uncompressedKernel) && existsSync(join(dir, manifest.uncompressedKernel))
         ? join(dir, manifest.uncompressedKernel)
         : undefined;
+    const disk = plainFile(manifest.disk) ? join(dir, manifest.disk) : undefined;
+    if (disk && !existsSync(disk)) throw new ImageNotFoundError(`image "${ref}": its disk ${manifest.disk} is missing`);
     return {
       ref,
       dir,
+      ...(disk ? { diskPath: disk } : {}),
       kernelPath: join(dir, manifest.kernel),
       ...(vmlinux ? { uncompressedKernelPath: vmlinux } : {}),
       ...(initrd ? { initrdPath: initrd } : {}),

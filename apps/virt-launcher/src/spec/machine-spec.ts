@@ -8,6 +8,7 @@
  *   else the first containerDisk volume (its image's kernel, initrd and cmdline)     -> boot
  *   the cloudInitNoCloud volume: userData | userDataBase64, networkData[Base64]      -> cloudInit (+ meta-data)
  *   spec.domain.firmware.uuid                                                        -> firmwareUuid
+ *   spec.domain.devices.disks with their volumes (disks.ts)                          -> disks
  *   memoryBytes is raised to the image's minMemoryBytes when the VMI asks for less than the image boots with
  *
  * Anything unusable becomes a {@link SpecError} listing every cause with its field path, so the VMI can fail with
@@ -15,6 +16,7 @@
  */
 import { tryParseQuantity, type VirtualMachineInstance, type Volume } from "@kvt/api";
 import type { BootSource, CloudInitNoCloud, MachineSpec } from "../machine/machine.ts";
+import { planDisks, prepareDisks, type VolumeMount } from "./disks.ts";
 import { fileInImage, ImageNotFoundError, type ImageResolver } from "./image-store.ts";
 
 /** One thing wrong with the spec, KubeVirt StatusCause-style. */
@@ -38,6 +40,8 @@ export interface SpecContext {
   readonly resolveImage: ImageResolver;
   /** The launcher's scratch directory. */
   readonly workDir: string;
+  /** The pod's volume mounts as the process-kubelet maps them (KVT_VOLUME_MOUNTS); none on a real node. */
+  readonly mounts?: readonly VolumeMount[];
 }
 
 const DOMAIN = "spec.domain";
@@ -49,6 +53,11 @@ export function toMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Ma
   const vcpus = vcpusOf(vmi, causes);
   const boot = bootOf(vmi, ctx, causes);
   const cloudInit = cloudInitOf(vmi, causes);
+  const disks = planDisks(
+    vmi,
+    { resolveImage: ctx.resolveImage, mounts: ctx.mounts ?? [], workDir: ctx.workDir },
+    causes,
+  );
   if (causes.length > 0 || memoryBytes === undefined || boot === undefined) throw new SpecError(causes);
   const uuid = vmi.spec?.domain?.firmware?.uuid;
   return {
@@ -60,7 +69,16 @@ export function toMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Ma
     ...(cloudInit ? { cloudInit } : {}),
     ...(uuid ? { firmwareUuid: uuid } : {}),
     workDir: ctx.workDir,
+    ...(disks.length > 0 ? { disks } : {}),
   };
+}
+
+/** {@link toMachineSpec}, then its disk files made ready ({@link prepareDisks}); throws SpecError for either. */
+export function buildMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): MachineSpec {
+  const spec = toMachineSpec(vmi, ctx);
+  const causes = prepareDisks(spec.disks ?? []);
+  if (causes.length > 0) throw new SpecError(causes);
+  return spec;
 }
 
 function memoryOf(vmi: VirtualMachineInstance, causes: SpecCause[]): number | undefined {

@@ -13,7 +13,7 @@
  */
 import { closeSync, openSync, readSync } from "node:fs";
 import { noCloudSeedInitrd, type VmOptions } from "@kvt/vmm";
-import { defaultMetaData, type MachineSpec } from "../machine.ts";
+import { defaultMetaData, type MachineSpec, MachineUnsupportedError } from "../machine.ts";
 
 /** True when the file at `path` is an ELF image (the test guest), false for a bzImage or anything else. */
 export function isElfKernel(path: string): boolean {
@@ -35,7 +35,13 @@ export function isLinuxBoot(spec: MachineSpec): boolean {
 /** The Vm.create options for `spec`. */
 export function nativeBootOptions(spec: MachineSpec): VmOptions {
   const base = { memoryBytes: spec.memoryBytes, vcpus: spec.vcpus };
-  if (!isLinuxBoot(spec)) return { ...base, kernel: { path: spec.boot.kernelPath, cmdline: spec.boot.cmdline } };
+  const disks = spec.disks ?? [];
+  if (!isLinuxBoot(spec)) {
+    // The PVH test guest has no PCI bus to put a disk on.
+    if (disks.length > 0)
+      throw new MachineUnsupportedError("this guest image boots without a PCI bus: it takes no disks");
+    return { ...base, kernel: { path: spec.boot.kernelPath, cmdline: spec.boot.cmdline } };
+  }
   const seed = spec.cloudInit
     ? [
         noCloudSeedInitrd({
@@ -55,6 +61,10 @@ export function nativeBootOptions(spec: MachineSpec): VmOptions {
       ...(spec.boot.initrdPath ? { initrdPath: spec.boot.initrdPath } : {}),
       cmdline: spec.boot.cmdline,
       extraInitrd: seed,
+      // virtio-blk disks in spec order (PCI 00:01.0, 00:02.0, ...: vda, vdb, ...); the serial is GET_ID's 20 bytes.
+      ...(disks.length > 0
+        ? { disks: disks.map((d) => ({ path: d.path, readOnly: d.readOnly, serial: (d.serial ?? "").slice(0, 20) })) }
+        : {}),
       // The SMBIOS system UUID (KubeVirt's firmware.uuid), as /sys/class/dmi/id/product_uuid shows it.
       ...(spec.firmwareUuid ? { uuid: spec.firmwareUuid } : {}),
     },

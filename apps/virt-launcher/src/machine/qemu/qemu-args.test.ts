@@ -81,3 +81,49 @@ describe("installMissing()", () => {
     await expect(installMissing([{ bin: "sh", pkg: "dash" }], false)).resolves.toBeUndefined();
   });
 });
+
+describe("diskArgs()", () => {
+  it("maps each disk to a file and raw blockdev and a virtio-blk-pci device, with KubeVirt's cache modes", () => {
+    const disks = [
+      {
+        name: "root",
+        path: "/d/root,1.img",
+        readOnly: false,
+        kind: "emptyDisk",
+        shared: false,
+        cache: "none",
+        io: "native",
+      },
+      {
+        name: "data",
+        path: "/d/data.img",
+        readOnly: true,
+        kind: "persistentVolumeClaim",
+        shared: true,
+        serial: "S1",
+        bootOrder: 2,
+      },
+    ] as const;
+    const args = qemuArgs(
+      { ...spec, disks },
+      { qmpSocket: "/w/q", seedImage: "/w/seed" },
+      { machineType: "pc", incoming: false },
+    );
+    const blockdevs = args.flatMap((a, i) => (a === "-blockdev" ? [args[i + 1]] : []));
+    expect(blockdevs).toEqual([
+      "driver=file,node-name=file0,filename=/d/root,,1.img,cache.direct=on,aio=native",
+      "driver=raw,node-name=disk0,file=file0",
+      "driver=file,node-name=file1,filename=/d/data.img,cache.direct=off,aio=threads,read-only=on",
+      "driver=raw,node-name=disk1,file=file1,read-only=on",
+    ]);
+    const devices = args.flatMap((a, i) => (a === "-device" ? [args[i + 1]] : []));
+    expect(devices).toEqual([
+      "virtio-blk-pci,drive=disk0,id=ua-root,write-cache=on",
+      "virtio-blk-pci,drive=disk1,id=ua-data,write-cache=off,serial=S1,bootindex=2",
+      "virtio-blk-pci,drive=cidata",
+    ]);
+    expect(() =>
+      qemuArgs({ ...spec, disks }, { qmpSocket: "/w/q" }, { machineType: "microvm", incoming: false }),
+    ).toThrow(/pc machine type/);
+  });
+});

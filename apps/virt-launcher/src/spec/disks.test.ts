@@ -1,0 +1,190 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { VirtualMachineInstance } from "@kvt/api";
+import { afterAll, describe, expect, it } from "vitest";
+import { hostPathOf, localDisksBlocker, parseVolumeMounts, planDisks, prepareDisks } from "./disks.ts";
+import { imageStoreResolver } from "./image-store.ts";
+import { buildMachineSpec, SpecError } from "./machine-spec.ts";
+
+const root = mkdtempSync(join(tmpdir(), "kvt-disks-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const store = join(root, "store");
+const imageDir = join(store, "local", "disk-image", "latest");
+mkdirSync(imageDir, { recursive: true });
+writeFileSync(
+  join(imageDir, "image.json"),
+  JSON.stringify({ schemaVersion: 1, kernel: "vmlinuz", cmdline: "root=/dev/vda", pvmSafe: false, disk: "disk.img" }),
+);
+writeFileSync(join(imageDir, "vmlinuz"), "kernel");
+writeFileSync(join(imageDir, "disk.img"), Buffer.alloc(4096, 7));
+
+function vmiWith(volumes: unknown[], disks: unknown[], volumeStatus?: unknown[]): VirtualMachineInstance {
+  return {
+    apiVersion: "kubevirt.io/v1",
+    kind: "VirtualMachineInstance",
+    metadata: { name: "vm", namespace: "ns", uid: "u1" },
+    spec: { domain: { devices: { disks }, memory: { guest: "64Mi" } }, volumes },
+    ...(volumeStatus ? { status: { volumeStatus } } : {}),
+  } as VirtualMachineInstance;
+}
+
+describe("volume mounts", () => {
+  it("maps a path through the longest mount holding it, and leaves others as they are", () => {
+    const mounts = parseVolumeMounts(
+      JSON.stringify([
+        { mountPath: "/var/run/kubevirt-private/vmi-disks/data", hostPath: "/h/pv1" },
+        { mountPath: "/var/run/kubevirt-private", hostPath: "/h/priv" },
+      ]),
+    );
+    expect(hostPathOf("/var/run/kubevirt-private/vmi-disks/data/disk.img", mounts)).toBe("/h/pv1/disk.img");
+    expect(hostPathOf("/var/run/kubevirt-private/x", mounts)).toBe("/h/priv/x");
+    expect(hostPathOf("/var/run/kubevirt-privateX", mounts)).toBe("/var/run/kubevirt-privateX");
+    expect(hostPathOf("/elsewhere", mounts)).toBe("/elsewhere");
+  });
+
+  it("refuses a malformed KVT_VOLUME_MOUNTS with its name", () => {
+    expect(parseVolumeMounts(undefined)).toEqual([]);
+    expect(() => parseVolumeMounts("{")).toThrow(/KVT_VOLUME_MOUNTS is not JSON/);
+    expect(() => parseVolumeMounts("{}")).toThrow(/must be a JSON array/);
+    expect(() => parseVolumeMounts('[{"mountPath":"rel","hostPath":"/x"}]')).toThrow(/KVT_VOLUME_MOUNTS\[0\]/);
+  });
+});
+
+describe("planDisks and prepareDisks", () => {
+  const pvDir = join(root, "pv-data");
+  const ephemeral = join(root, "ephemeral");
+  const hostDir = join(root, "host");
+  mkdirSync(pvDir, { recursive: true });
+  mkdirSync(ephemeral, { recursive: true });
+  mkdirSync(hostDir, { recursive: true });
+  const mounts = [
+    { mountPath: "/var/run/kubevirt-private/vmi-disks/data", hostPath: pvDir },
+    { mountPath: "/var/run/kubevirt-private/vmi-disks/host", hostPath: hostDir },
+    { mountPath: "/var/run/kubevirt-ephemeral-disks", hostPath: ephemeral },
+  ];
+  const ctx = { resolveImage: imageStoreResolver(store), mounts, workDir: join(root, "work") };
+  const vmi = vmiWith(
+    [
+      { name: "root", containerDisk: { image: "local/disk-image" } },
+      { name: "data", persistentVolumeClaim: { claimName: "pvc1" } },
+      { name: "scratch", emptyDisk: { capacity: "10Mi" } },
+      { name: "host", hostDisk: { path: "/srv/vm/host.img", type: "DiskOrCreate", capacity: "3Mi" } },
+      { name: "cloudinitdisk", cloudInitNoCloud: { userData: "#cloud-config\n" } },
+    ],
+    [
+      { name: "root", disk: { bus: "virtio" } },
+      { name: "data", serial: "DATA1", cache: "none", io: "native" },
+      { name: "scratch" },
+      { name: "host", disk: { readonly: false } },
+      { name: "cloudinitdisk" },
+    ],
+    [
+      {
+        name: "data",
+        target: "vdb",
+        persistentVolumeClaimInfo: {
+          accessModes: ["ReadWriteOnce"],
+          capacity: { storage: "100Mi" },
+          filesystemOverhead: "0.055",
+        },
+      },
+    ],
+  );
+
+  it("places each volume's file where KubeVirt's pod has it, in spec order, with the disk's fields", () => {
+    const causes: { field: string; message: string }[] = [];
+    const disks = planDisks(vmi, ctx, causes);
+    expect(causes).toEqual([]);
+    expect(disks.map((d) => [d.name, d.kind, d.path])).toEqual([
+      ["root", "containerDisk", join(ephemeral, "container-disks", "root.img")],
+      ["data", "persistentVolumeClaim", join(pvDir, "disk.img")],
+      ["scratch", "emptyDisk", join(ephemeral, "empty-disks", "scratch.img")],
+      ["host", "hostDisk", join(hostDir, "host.img")],
+    ]);
+    // 100Mi less 5.5%, down to whole MiB: 94 MiB.
+    expect(disks[1]).toMatchObject({ serial: "DATA1", cache: "none", io: "native", createBytes: 94 * 2 ** 20 });
+    expect(disks[2]).toMatchObject({ createBytes: 10 * 2 ** 20, fresh: true, shared: false });
+    expect(localDisksBlocker(disks)).toBe(
+      "cannot migrate VMI: local disks (root: containerDisk, data: persistentVolumeClaim, scratch: emptyDisk, host: hostDisk) are not copied to the target yet",
+    );
+  });
+
+  it("makes the files: a private copy of the image, sparse new disks, and keeps a claim's existing disk.img", () => {
+    writeFileSync(join(pvDir, "disk.img"), "kept");
+    const spec = buildMachineSpec(vmi, ctx);
+    expect(readFileSync(join(ephemeral, "container-disks", "root.img"))).toEqual(Buffer.alloc(4096, 7));
+    expect(readFileSync(join(pvDir, "disk.img"), "utf8")).toBe("kept");
+    expect(statSync(join(ephemeral, "empty-disks", "scratch.img")).size).toBe(10 * 2 ** 20);
+    expect(statSync(join(hostDir, "host.img")).size).toBe(3 * 2 ** 20);
+    expect(spec.disks?.length).toBe(4);
+    // The copy is the VMI's: writing it leaves the image as it was.
+    writeFileSync(join(ephemeral, "container-disks", "root.img"), "changed");
+    expect(readFileSync(join(imageDir, "disk.img"))).toEqual(Buffer.alloc(4096, 7));
+    rmSync(join(pvDir, "disk.img"));
+    buildMachineSpec(vmi, ctx);
+    expect(statSync(join(pvDir, "disk.img")).size).toBe(94 * 2 ** 20);
+  });
+
+  it("says which volume is not mounted, and refuses other buses and bad hostDisks", () => {
+    const unmounted = vmiWith(
+      [
+        { name: "d", persistentVolumeClaim: { claimName: "c" } },
+        { name: "boot", containerDisk: { image: "local/disk-image" } },
+      ],
+      [{ name: "d" }],
+    );
+    expect(() => buildMachineSpec(unmounted, { ...ctx, mounts: [] })).toThrow(SpecError);
+    expect(() => buildMachineSpec(unmounted, { ...ctx, mounts: [] })).toThrow(
+      /volume d: its volume is not mounted at \/var\/run\/kubevirt-private\/vmi-disks\/d/,
+    );
+    const causes: { field: string; message: string }[] = [];
+    planDisks(
+      vmiWith(
+        [
+          { name: "s", emptyDisk: { capacity: "1Mi" } },
+          { name: "h", hostDisk: { path: "/x/y.img", type: "DiskOrCreate" } },
+        ],
+        [{ name: "s", disk: { bus: "sata" } }, { name: "h" }],
+      ),
+      ctx,
+      causes,
+    );
+    expect(causes).toEqual([
+      { field: "spec.domain.devices.disks[0]", message: "bus sata is not supported by this launcher; use virtio" },
+      { field: "spec.volumes[1].hostDisk.capacity", message: "DiskOrCreate needs a capacity" },
+    ]);
+  });
+
+  it("puts ephemeral disks in the work dir when the pod mounts no ephemeral-disks volume", () => {
+    const disks = planDisks(
+      vmiWith([{ name: "s", emptyDisk: { capacity: "1Mi" } }], [{ name: "s" }]),
+      { ...ctx, mounts: [] },
+      [],
+    );
+    expect(disks[0]?.path).toBe(join(root, "work", "ephemeral-disks", "empty-disks", "s.img"));
+    expect(prepareDisks(disks)).toEqual([]);
+    expect(existsSync(disks[0]!.path)).toBe(true);
+  });
+
+  it("RWX claims and read-only disks keep the guest migratable", () => {
+    const disks = planDisks(
+      vmiWith(
+        [
+          { name: "data", persistentVolumeClaim: { claimName: "pvc1" } },
+          { name: "root", containerDisk: { image: "local/disk-image" } },
+        ],
+        [{ name: "data" }, { name: "root", disk: { readonly: true } }],
+        [{ name: "data", target: "vda", persistentVolumeClaimInfo: { accessModes: ["ReadWriteMany"] } }],
+      ),
+      ctx,
+      [],
+    );
+    expect(disks.map((d) => [d.name, d.shared, d.readOnly])).toEqual([
+      ["data", true, false],
+      ["root", false, true],
+    ]);
+    expect(localDisksBlocker(disks)).toBeUndefined();
+  });
+});

@@ -1,0 +1,247 @@
+/**
+ * The VMI's disks as files on this node (pure planning in {@link planDisks}; file creation in {@link prepareDisks}).
+ * Where each volume lives follows KubeVirt's launcher pod (virt-controller's pod-template.ts mounts them):
+ *
+ *   volume                  file                                                         created when missing
+ *   persistentVolumeClaim   <VMI_DISKS_DIR>/<volume>/disk.img                            yes: claim size less fs overhead
+ *   hostDisk                <VMI_DISKS_DIR>/<volume>/<basename of path>                  with type DiskOrCreate
+ *   emptyDisk               <EPHEMERAL_DISKS_DIR>/empty-disks/<volume>.img                always new, sparse
+ *   containerDisk           the image's disk (image.json `disk`), copied to
+ *                           <EPHEMERAL_DISKS_DIR>/container-disks/<volume>.img           always: the image stays unwritten
+ *
+ * Mount paths resolve through `KVT_VOLUME_MOUNTS` (the local process-kubelet's table of mountPath -> host path, since
+ * its containers see the host's filesystem); on a real node the paths are used as they are. Disks are virtio disks
+ * on both backends, in spec order; other buses are refused with the reason.
+ */
+import { closeSync, constants, copyFileSync, existsSync, ftruncateSync, mkdirSync, openSync, statSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import {
+  DEFAULT_FILESYSTEM_OVERHEAD,
+  EPHEMERAL_DISKS_DIR,
+  PVC_DISK_IMAGE,
+  tryParseQuantity,
+  type VirtualMachineInstance,
+  VMI_DISKS_DIR,
+  type VolumeStatus,
+} from "@kvt/api";
+import type { MachineDisk } from "../machine/machine.ts";
+import type { ImageResolver } from "./image-store.ts";
+
+/** One entry of `KVT_VOLUME_MOUNTS`. */
+export interface VolumeMount {
+  readonly mountPath: string;
+  readonly hostPath: string;
+  readonly readOnly?: boolean;
+}
+
+/** A problem with one disk: the field and what is wrong (the spec's SpecCause shape). */
+export interface DiskCause {
+  readonly field: string;
+  readonly message: string;
+}
+
+/** Reads `KVT_VOLUME_MOUNTS` (absent: none). Throws a TypeError naming the variable when it is malformed. */
+export function parseVolumeMounts(value: string | undefined): VolumeMount[] {
+  if (value === undefined || value === "") return [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    throw new TypeError("KVT_VOLUME_MOUNTS is not JSON");
+  }
+  if (!Array.isArray(parsed)) throw new TypeError("KVT_VOLUME_MOUNTS must be a JSON array");
+  return parsed.map((m: unknown, i) => {
+    const e = m as Partial<VolumeMount> | null;
+    if (typeof e?.mountPath !== "string" || typeof e.hostPath !== "string" || !e.mountPath.startsWith("/"))
+      throw new TypeError(`KVT_VOLUME_MOUNTS[${i}] needs an absolute mountPath and a hostPath`);
+    return { mountPath: e.mountPath, hostPath: e.hostPath, readOnly: e.readOnly === true };
+  });
+}
+
+/** The host path of `path` inside the container: through the longest mount that holds it, else `path` itself. */
+export function hostPathOf(path: string, mounts: readonly VolumeMount[]): string {
+  let best: VolumeMount | undefined;
+  for (const m of mounts) {
+    const inside = path === m.mountPath || path.startsWith(`${m.mountPath.replace(/\/$/, "")}/`);
+    if (inside && (!best || m.mountPath.length > best.mountPath.length)) best = m;
+  }
+  return best ? join(best.hostPath, path.slice(best.mountPath.length)) : path;
+}
+
+/** What {@link planDisks} needs besides the VMI. */
+export interface DiskContext {
+  readonly resolveImage: ImageResolver;
+  readonly mounts: readonly VolumeMount[];
+  /** Where ephemeral disks go when the pod mounts no ephemeral-disks volume (a launcher run by hand). */
+  readonly workDir: string;
+}
+
+const MiB = 1024 * 1024;
+
+/** The VMI's disks in spec order; problems are pushed to `causes` (the disk is then left out). */
+export function planDisks(vmi: VirtualMachineInstance, ctx: DiskContext, causes: DiskCause[]): MachineDisk[] {
+  const volumes = new Map((vmi.spec.volumes ?? []).map((v, i) => [v.name, { v, i }]));
+  const status = new Map(((vmi.status?.volumeStatus ?? []) as unknown as VolumeStatus[]).map((s) => [s.name, s]));
+  const ephemeralDir = (): string => {
+    const dir = hostPathOf(EPHEMERAL_DISKS_DIR, ctx.mounts);
+    return dir === EPHEMERAL_DISKS_DIR && !existsSync(dir) ? join(ctx.workDir, "ephemeral-disks") : dir;
+  };
+  const out: MachineDisk[] = [];
+  (vmi.spec.domain.devices.disks ?? []).forEach((disk, d) => {
+    const entry = volumes.get(disk.name);
+    if (!entry) return;
+    const { v, i } = entry;
+    const field = `spec.volumes[${i}]`;
+    const bus = disk.disk?.bus ?? disk.lun?.bus ?? disk.cdrom?.bus ?? (disk.cdrom ? "sata" : "virtio");
+    const base = {
+      name: v.name,
+      readOnly: disk.disk?.readonly === true || disk.cdrom !== undefined,
+      ...(disk.serial ? { serial: disk.serial } : {}),
+      ...(disk.cache ? { cache: disk.cache as MachineDisk["cache"] } : {}),
+      ...(disk.io ? { io: disk.io as MachineDisk["io"] } : {}),
+      ...(disk.bootOrder !== undefined ? { bootOrder: disk.bootOrder } : {}),
+    };
+    let planned: MachineDisk | undefined;
+    if (v.persistentVolumeClaim) {
+      const dir = hostPathOf(`${VMI_DISKS_DIR}/${v.name}`, ctx.mounts);
+      const info = status.get(v.name)?.persistentVolumeClaimInfo;
+      const capacity = tryParseQuantity(info?.capacity?.storage ?? info?.requests?.storage)?.value();
+      const overhead = Number(info?.filesystemOverhead ?? DEFAULT_FILESYSTEM_OVERHEAD);
+      const size = capacity === undefined ? undefined : alignDown(Number(capacity) * (1 - overhead));
+      planned = {
+        ...base,
+        readOnly: base.readOnly || v.persistentVolumeClaim.readOnly === true,
+        path: join(dir, PVC_DISK_IMAGE),
+        kind: "persistentVolumeClaim",
+        shared: (info?.accessModes ?? []).includes("ReadWriteMany"),
+        ...(size !== undefined && size > 0 ? { createBytes: size } : {}),
+        requireDir: dir,
+      };
+    } else if (v.hostDisk) {
+      const dir = hostPathOf(`${VMI_DISKS_DIR}/${v.name}`, ctx.mounts);
+      const size = tryParseQuantity(v.hostDisk.capacity)?.value();
+      if (v.hostDisk.type !== "Disk" && v.hostDisk.type !== "DiskOrCreate") {
+        causes.push({ field: `${field}.hostDisk.type`, message: `"${v.hostDisk.type}" is not Disk or DiskOrCreate` });
+        return;
+      }
+      if (v.hostDisk.type === "DiskOrCreate" && size === undefined) {
+        causes.push({ field: `${field}.hostDisk.capacity`, message: "DiskOrCreate needs a capacity" });
+        return;
+      }
+      planned = {
+        ...base,
+        path: join(dir, basename(v.hostDisk.path)),
+        kind: "hostDisk",
+        shared: v.hostDisk.shared === true,
+        ...(v.hostDisk.type === "DiskOrCreate" && size !== undefined ? { createBytes: alignDown(Number(size)) } : {}),
+        requireDir: dir,
+      };
+    } else if (v.emptyDisk) {
+      const size = tryParseQuantity(v.emptyDisk.capacity)?.value();
+      if (size === undefined || size < 1n) {
+        causes.push({
+          field: `${field}.emptyDisk.capacity`,
+          message: `"${String(v.emptyDisk.capacity)}" is not a size`,
+        });
+        return;
+      }
+      planned = {
+        ...base,
+        path: join(ephemeralDir(), "empty-disks", `${v.name}.img`),
+        kind: "emptyDisk",
+        shared: false,
+        createBytes: Math.max(512, Number(size) - (Number(size) % 512)),
+        fresh: true,
+      };
+    } else if (v.containerDisk) {
+      let image: ReturnType<ImageResolver>;
+      try {
+        image = ctx.resolveImage(v.containerDisk.image);
+      } catch (error) {
+        causes.push({ field: `${field}.containerDisk.image`, message: (error as Error).message });
+        return;
+      }
+      // An image with only a kernel and an initramfs (the demo) boots directly and has no disk.
+      if (!image.diskPath) return;
+      planned = {
+        ...base,
+        path: join(ephemeralDir(), "container-disks", `${v.name}.img`),
+        kind: "containerDisk",
+        shared: false,
+        copyFrom: image.diskPath,
+        fresh: true,
+      };
+    } else {
+      // cloud-init reaches the guest as its seed; configMap, secret and the like are not disks here yet.
+      return;
+    }
+    if (bus !== "virtio") {
+      causes.push({
+        field: `spec.domain.devices.disks[${d}]`,
+        message: `bus ${bus} is not supported by this launcher; use virtio`,
+      });
+      return;
+    }
+    out.push(planned);
+  });
+  return out;
+}
+
+function alignDown(bytes: number): number {
+  return Math.floor(bytes / MiB) * MiB;
+}
+
+/**
+ * Makes the planned disks exist: a claim's or hostDisk's image when missing (sparse, at the planned size), a fresh
+ * sparse emptyDisk, a containerDisk's private copy (a reflink where the filesystem can, else a copy). Problems come
+ * back as causes (nothing half-made is left for a disk that failed).
+ */
+export function prepareDisks(disks: readonly MachineDisk[]): DiskCause[] {
+  const causes: DiskCause[] = [];
+  for (const disk of disks) {
+    const field = `volume ${disk.name}`;
+    try {
+      if (disk.requireDir && !isDir(disk.requireDir)) {
+        causes.push({ field, message: `its volume is not mounted at ${disk.requireDir}` });
+        continue;
+      }
+      if (disk.copyFrom) {
+        mkdirSync(dirname(disk.path), { recursive: true });
+        copyFileSync(disk.copyFrom, disk.path, constants.COPYFILE_FICLONE);
+      } else if (disk.fresh || (!existsSync(disk.path) && disk.createBytes !== undefined)) {
+        if (disk.createBytes === undefined) throw new Error("no size to create it with");
+        mkdirSync(dirname(disk.path), { recursive: true });
+        const fd = openSync(disk.path, disk.fresh ? "w" : "wx");
+        try {
+          ftruncateSync(fd, disk.createBytes);
+        } finally {
+          closeSync(fd);
+        }
+      } else if (!existsSync(disk.path)) {
+        causes.push({ field, message: `${disk.path} does not exist` });
+      }
+    } catch (error) {
+      causes.push({ field, message: `cannot prepare ${disk.path}: ${(error as Error).message}` });
+    }
+  }
+  return causes;
+}
+
+function isDir(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Why these disks forbid a live migration here, or undefined: a writable disk that is not shared (emptyDisk,
+ * containerDisk copy, a claim that is not ReadWriteMany) would arrive empty on the target, and copying local disks
+ * with the memory is not built yet.
+ */
+export function localDisksBlocker(disks: readonly MachineDisk[]): string | undefined {
+  const local = disks.filter((d) => !d.shared && !d.readOnly);
+  if (local.length === 0) return undefined;
+  return `cannot migrate VMI: local disks (${local.map((d) => `${d.name}: ${d.kind}`).join(", ")}) are not copied to the target yet`;
+}
