@@ -165,7 +165,7 @@ describe("planDisks and prepareDisks", () => {
     );
     expect(disks[0]?.path).toBe(join(root, "work", "ephemeral-disks", "empty-disks", "s.img"));
     expect(prepareDisks(disks)).toEqual([]);
-    expect(existsSync(disks[0]!.path)).toBe(true);
+    expect(existsSync(disks[0].path)).toBe(true);
   });
 
   it("RWX claims and read-only disks keep the guest migratable", () => {

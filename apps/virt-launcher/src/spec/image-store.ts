@@ -72,7 +72,8 @@ export function imageStoreResolver(root: string): ImageResolver {
         ? join(dir, manifest.uncompressedKernel)
         : undefined;
     const disk = plainFile(manifest.disk) ? join(dir, manifest.disk) : undefined;
-    if (disk && !existsSync(disk)) throw new ImageNotFoundError(`image "${ref}": its disk ${manifest.disk} is missing`);
+    if (disk && !existsSync(disk))
+      throw new ImageNotFoundError(`image "${ref}": its disk ${String(manifest.disk)} is missing`);
     return {
       ref,
       dir,
