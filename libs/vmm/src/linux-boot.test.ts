@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -199,6 +199,55 @@ describe("linux boot options", () => {
         /disks must be \[\[path: string, readOnly: boolean, serial: string\], \.\.\.\]/,
       );
       expect(() => new Ctor(64 << 20, 1, false, () => undefined, true, "/x")).toThrow(TypeError);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it.skipIf(!hasKvm())("creates a virtio-net NIC on a tap from boot.nics, removed with the VM", () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-nics-"));
+    const tap = `kvtnic${process.pid % 100000}`;
+    try {
+      const code = Buffer.alloc(16, 0xf4);
+      writeFileSync(join(dir, "vmlinux"), miniVmlinux(0x1000000, [[0x1000000, code, 16]]));
+      writeFileSync(join(dir, "rw.img"), Buffer.alloc(1 << 20));
+      const options = {
+        memoryBytes: 64 << 20,
+        boot: {
+          kind: "linux" as const,
+          kernelPath: join(dir, "vmlinux"),
+          disks: [{ path: join(dir, "rw.img") }],
+          nics: [{ tap, mac: "52:54:00:12:34:56" }],
+        },
+      };
+      let vm: Vm;
+      try {
+        vm = Vm.create(options);
+      } catch (err) {
+        // Without CAP_NET_ADMIN (or /dev/net/tun) the refusal is a VmmError naming the step, never a crash.
+        expect(err).toBeInstanceOf(VmmError);
+        expect((err as VmmError).syscall).toMatch(/^(open|TUNSETIFF)$/);
+        return;
+      }
+      try {
+        expect(existsSync(`/sys/class/net/${tap}`)).toBe(true); // the kernel made the tap for this VM
+        expect(vm.stats()).toMatchObject({ netRxFrames: 0, netTxFrames: 0, netErrors: 0, netBroken: 0 });
+      } finally {
+        vm.stop();
+      }
+      expect(existsSync(`/sys/class/net/${tap}`)).toBe(false);
+      // Past the TypeScript validation, C++ still refuses a malformed nics argument (a TypeError, no machine) and
+      // a multicast MAC (EINVAL).
+      const Ctor = nativeAddon().NativeVm as new (...args: unknown[]) => NativeVm;
+      expect(() => new Ctor(64 << 20, 1, false, () => undefined, true, [], [[tap, "52:54:00:12:34:56"]])).toThrow(
+        /nics must be \[\[tap: string, mac: Uint8Array\(6\)\], \.\.\.\]/,
+      );
+      expect(() => new Ctor(64 << 20, 1, false, () => undefined, true, [], [[tap, new Uint8Array(5)]])).toThrow(
+        TypeError,
+      );
+      expect(
+        () => new Ctor(64 << 20, 1, false, () => undefined, true, [], [[tap, Uint8Array.of(1, 0, 0, 0, 0, 1)]]),
+      ).toThrow(VmmError);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -10,6 +10,7 @@
  *   extraInitrd[] (cpio) --+    (the kernel unpacks them in order; later files win)
  *   cmdline ---------------+--> console=ttyS0 added when missing
  *   disks[] ------------------> virtio-blk at PCI 00:01.0, 00:02.0, ... (/dev/vda, /dev/vdb, ...; vm-disk.ts)
+ *   nics[] -------------------> virtio-net after the disks, each on a host tap (eth0, eth1, ...; vm-nic.ts)
  *
  * Guest power-off ends the VM with a "shutdown" event { reason: "guest-exit", code: 0 }; a reboot gives
  * { reason: "reset" } (the caller decides whether to boot again: see the launcher's native machine).
@@ -17,6 +18,7 @@
 import { readFileSync } from "node:fs";
 import { type NativeEventCallback, type NativeVm, nativeAddon } from "./native.ts";
 import { type NativeDisk, nativeDisks, parseVmDisks, type VmDisk } from "./vm-disk.ts";
+import { type NativeNic, nativeNics, parseVmNics, type VmNic } from "./vm-nic.ts";
 
 /** What to boot directly: a bzImage, its initramfs and command line. */
 export interface VmLinuxBoot {
@@ -33,6 +35,8 @@ export interface VmLinuxBoot {
   readonly uuid?: string;
   /** virtio-blk disks, at most 16 (vm-disk.ts): the guest sees disk i as /dev/vd<a+i>. */
   readonly disks?: readonly VmDisk[];
+  /** virtio-net NICs on host taps (vm-nic.ts), after the disks; disks + NICs at most 16. */
+  readonly nics?: readonly VmNic[];
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -64,7 +68,8 @@ export function parseLinuxBoot(boot: VmLinuxBoot): VmLinuxBoot {
     throw new RangeError(`boot.cmdline must be at most ${MAX_LINUX_CMDLINE_BYTES} bytes`);
   }
   const disks = boot.disks === undefined ? undefined : parseVmDisks(boot.disks);
-  return { ...boot, cmdline, ...(disks ? { disks } : {}) };
+  const nics = boot.nics === undefined ? undefined : parseVmNics(boot.nics, disks?.length ?? 0);
+  return { ...boot, cmdline, ...(disks ? { disks } : {}), ...(nics ? { nics } : {}) };
 }
 
 /** The command line the guest gets: the given one plus `console=ttyS0` when it has no console= argument. */
@@ -93,19 +98,29 @@ type LinuxNativeVmCtor = new (
   onEvent: NativeEventCallback,
   linuxPlatform: boolean,
   disks?: NativeDisk[],
+  nics?: NativeNic[],
 ) => NativeVm;
 
-/** Creates the native machine with the Linux platform (PIC/IOAPIC/PIT, UART IRQ, ACPI) and its disks (parsed). */
+/** The virtio devices of a Linux machine (both parsed): disks first on the PCI bus, then NICs. */
+export interface LinuxDevices {
+  readonly disks?: readonly VmDisk[] | undefined;
+  readonly nics?: readonly VmNic[] | undefined;
+}
+
+/** Creates the native machine with the Linux platform (PIC/IOAPIC/PIT, UART IRQ, ACPI) and its disks and NICs. */
 export function createLinuxNativeVm(
   memoryBytes: number,
   vcpus: number,
   memfd: boolean,
   onEvent: NativeEventCallback,
-  disks: readonly VmDisk[] = [],
+  devices: LinuxDevices = {},
 ): NativeVm {
   const Ctor = nativeAddon().NativeVm as LinuxNativeVmCtor;
-  if (disks.length === 0) return new Ctor(memoryBytes, vcpus, memfd, onEvent, true);
-  return new Ctor(memoryBytes, vcpus, memfd, onEvent, true, nativeDisks(disks));
+  const disks = devices.disks ?? [];
+  const nics = devices.nics ?? [];
+  if (disks.length === 0 && nics.length === 0) return new Ctor(memoryBytes, vcpus, memfd, onEvent, true);
+  if (nics.length === 0) return new Ctor(memoryBytes, vcpus, memfd, onEvent, true, nativeDisks(disks));
+  return new Ctor(memoryBytes, vcpus, memfd, onEvent, true, nativeDisks(disks), nativeNics(nics));
 }
 
 /** Reads the kernel and initramfs segments and loads them into a machine from {@link createLinuxNativeVm}. */

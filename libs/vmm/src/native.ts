@@ -32,6 +32,12 @@ export interface NativeVmStats {
   diskWriteBytes: number;
   diskErrors: number;
   diskBroken: number;
+  netRxFrames: number;
+  netRxBytes: number;
+  netTxFrames: number;
+  netTxBytes: number;
+  netErrors: number;
+  netBroken: number;
 }
 
 /** One region's dirty pages: bit i of the little-endian u64 words = page i from baseGpa. */

@@ -37,6 +37,17 @@ export interface VmStats {
   readonly diskErrors: number;
   /** Times a disk stopped on a guest protocol error (each also a "device-error" event). */
   readonly diskBroken: number;
+  /** Frames delivered to the guest, summed over the NICs (`boot.nics`); all NIC counters 0 without. */
+  readonly netRxFrames: number;
+  /** Bytes of those frames (Ethernet frames, no virtio header). */
+  readonly netRxBytes: number;
+  /** Frames the guest sent that the taps took. */
+  readonly netTxFrames: number;
+  readonly netTxBytes: number;
+  /** Frames dropped: refused by a tap, or cut to fit a receive buffer. */
+  readonly netErrors: number;
+  /** Times a NIC stopped on a guest protocol error (each also a "device-error" event). */
+  readonly netBroken: number;
 }
 
 /** The disk counters of a VM without disks. */
@@ -46,6 +57,16 @@ export const NO_DISK_STATS = {
   diskWriteBytes: 0,
   diskErrors: 0,
   diskBroken: 0,
+} as const satisfies Partial<VmStats>;
+
+/** The NIC counters of a VM without NICs. */
+export const NO_NET_STATS = {
+  netRxFrames: 0,
+  netRxBytes: 0,
+  netTxFrames: 0,
+  netTxBytes: 0,
+  netErrors: 0,
+  netBroken: 0,
 } as const satisfies Partial<VmStats>;
 
 /** One memory region's dirty pages since the previous collection. */

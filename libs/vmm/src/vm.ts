@@ -17,6 +17,7 @@ import {
   type DirtyRegion,
   type MemoryRegionInfo,
   NO_DISK_STATS,
+  NO_NET_STATS,
   type VmControl,
   type Vmm,
   type VmState,
@@ -54,7 +55,7 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
     let native: NativeVm;
     try {
       native = o.boot
-        ? createLinuxNativeVm(o.memoryBytes, o.vcpus, o.memoryBacking === "memfd", onEvent, o.boot.disks)
+        ? createLinuxNativeVm(o.memoryBytes, o.vcpus, o.memoryBacking === "memfd", onEvent, o.boot)
         : new (binding().NativeVm)(o.memoryBytes, o.vcpus, o.memoryBacking === "memfd", onEvent);
     } catch (e) {
       return withCallSite(e, callSite);
@@ -172,6 +173,7 @@ export class Vm extends TypedEmitter<VmEvents> implements VmControl {
         dirtyLogCollections: 0,
         vcpuSeconds: [],
         ...NO_DISK_STATS,
+        ...NO_NET_STATS,
       };
     }
     return { state: this.state, ...this.#call(() => this.#native.stats()) };

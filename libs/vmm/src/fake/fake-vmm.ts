@@ -10,6 +10,7 @@ import { gpa } from "../gpa.ts";
 import {
   type MemoryRegionInfo,
   NO_DISK_STATS,
+  NO_NET_STATS,
   type VmControl,
   type Vmm,
   type VmState,
@@ -98,6 +99,7 @@ export class FakeVm extends TypedEmitter<VmEvents> implements VmControl {
       dirtyLogCollections: 0,
       vcpuSeconds: this.options.vcpus > 0 ? Array.from({ length: this.options.vcpus }, () => 0) : [],
       ...NO_DISK_STATS,
+      ...NO_NET_STATS,
     };
   }
 
