@@ -1,0 +1,65 @@
+/**
+ * Text as Go's standard library writes it, where KubeVirt's and the kubelet's output bytes depend on it:
+ * `encoding/json` Marshal (HTML-safe escapes), `%q` (strconv.Quote) and `encoding/base64` StdEncoding decoding.
+ */
+
+/**
+ * JSON as Go's json.Marshal writes it: struct fields in the order given (plain objects keep insertion order, an
+ * undefined field is left out as `omitempty` does), a Map as a Go map (keys sorted by bytes), and the HTML-safe
+ * escapes Go adds (<, >, & and U+2028/U+2029 as \u00XX / \u20XX).
+ */
+export function goJson(value: unknown): string {
+  return marshal(value).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
+function marshal(value: unknown): string {
+  if (value instanceof Map) {
+    const keys = [...(value as Map<string, unknown>).keys()].sort((a, b) =>
+      Buffer.compare(Buffer.from(a), Buffer.from(b)),
+    );
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${marshal(value.get(k))}`).join(",")}}`;
+  }
+  if (Array.isArray(value)) return `[${value.map(marshal).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const fields = Object.entries(value).filter(([, v]) => v !== undefined);
+    return `{${fields.map(([k, v]) => `${JSON.stringify(k)}:${marshal(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+const NAMED_ESCAPES: Record<string, string> = {
+  "\u0007": "\\a",
+  "\b": "\\b",
+  "\f": "\\f",
+  "\n": "\\n",
+  "\r": "\\r",
+  "\t": "\\t",
+  "\v": "\\v",
+  '"': '\\"',
+  "\\": "\\\\",
+};
+
+/** Go's %q of a string: double-quoted, named escapes, \xNN for other ASCII controls, \uNNNN for non-printables. */
+export function goQuote(text: string): string {
+  let out = '"';
+  for (const ch of text) {
+    const code = ch.codePointAt(0)!;
+    if (NAMED_ESCAPES[ch] !== undefined) out += NAMED_ESCAPES[ch];
+    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
+    else if ((code >= 0x80 && code < 0xa0) || code === 0xad || (code >= 0x2028 && code <= 0x2029) || code === 0xfeff) {
+      out += `\\u${code.toString(16).padStart(4, "0")}`;
+    } else out += ch;
+  }
+  return `${out}"`;
+}
+
+/**
+ * Go's base64.StdEncoding.DecodeString: the padded standard alphabet; CR and LF anywhere are ignored.
+ * Returns undefined for anything Go would refuse.
+ */
+export function goBase64Decode(text: string): Buffer | undefined {
+  const clean = text.replace(/[\r\n]/g, "");
+  if (clean.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(clean)) return undefined;
+  // Like StdEncoding (not Strict()), non-zero bits in the last character's padding are ignored.
+  return Buffer.from(clean, "base64");
+}
