@@ -12,7 +12,16 @@
  * plus KUBEVIRT_POD_DIR (a private directory per pod, the stand-in for the pod's volumes), KUBEVIRT_SOCKET_DIR (the
  * node-wide directory shared with virt-handler, the stand-in for the hostPath /var/run/kubevirt/sockets), NODE_NAME,
  * POD_NAME, POD_NAMESPACE and POD_UID; launcher processes also get NODE_COMPILE_CACHE (the node's shared compile
- * cache) when the layout names one. A process runs at the niceness that stands in for its CPU request's cgroup
+ * cache) when the layout names one.
+ *
+ * Volumes (the contract with virt-launcher; processes are not containerized, so nothing is mounted): every process
+ * gets KVT_VOLUME_MOUNTS, a JSON array with one entry per volumeMount of its container whose volume the kubelet
+ * provides (pod-volumes.ts), in the container's order:
+ *
+ *   [{"mountPath": "<volumeMount.mountPath>", "hostPath": "<absolute host directory or file>", "readOnly": <bool>}]
+ *
+ * hostPath is the volume's host path (+ "/" + subPath when the mount has one); readOnly is true when the mount or
+ * the persistentVolumeClaim source says readOnly. A container without mounts gets `[]`. A process runs at the niceness that stands in for its CPU request's cgroup
  * weight (niceForCpuRequest).
  */
 import { basename, join } from "node:path";
@@ -52,6 +61,39 @@ export interface RuntimeLayout {
    * else (absent) `apps/virt-launcher/src/main.ts`.
    */
   readonly launcherEntry?: string;
+}
+
+/** A volume of the pod, set up on this machine (pod-volumes.ts). */
+export interface ResolvedVolume {
+  /** Absolute host directory (or file, for a hostPath of a file). */
+  readonly hostPath: string;
+  /** The volume source forces read-only (persistentVolumeClaim.readOnly). */
+  readonly readOnly: boolean;
+}
+
+/** One entry of KVT_VOLUME_MOUNTS. */
+export interface VolumeMountEntry {
+  readonly mountPath: string;
+  readonly hostPath: string;
+  readonly readOnly: boolean;
+}
+
+/** The env variable carrying a container's volume mounts (see the header). */
+export const VOLUME_MOUNTS_ENV = "KVT_VOLUME_MOUNTS";
+
+/** The container's mounts resolved to host paths, in its volumeMounts order; mounts of unprovided volumes are left out. */
+export function volumeMounts(container: V1Container, volumes: ReadonlyMap<string, ResolvedVolume>): VolumeMountEntry[] {
+  const out: VolumeMountEntry[] = [];
+  for (const m of container.volumeMounts ?? []) {
+    const v = volumes.get(m.name);
+    if (!v) continue;
+    out.push({
+      mountPath: m.mountPath,
+      hostPath: m.subPath ? join(v.hostPath, m.subPath) : v.hostPath,
+      readOnly: m.readOnly === true || v.readOnly,
+    });
+  }
+  return out;
 }
 
 const LAUNCHER_COMMANDS = new Set(["virt-launcher", "virt-launcher-monitor"]);
@@ -161,12 +203,13 @@ function flagValue(args: readonly string[], flag: string): string | undefined {
   return undefined;
 }
 
-/** Decides how to run `container` of `pod` on this machine. */
+/** Decides how to run `container` of `pod` on this machine, given the pod's volumes as set up. */
 export function planContainer(
   pod: V1Pod,
   container: V1Container,
   podDir: string,
   layout: RuntimeLayout,
+  volumes: ReadonlyMap<string, ResolvedVolume> = new Map(),
 ): ContainerPlan {
   const command = [...(container.command ?? []), ...(container.args ?? [])];
   const program = command[0] ? basename(command[0]) : "";
@@ -179,6 +222,7 @@ export function planContainer(
       env: {
         ...containerEnv(pod, container, podDir, layout.socketDir),
         ...(layout.compileCacheDir ? { NODE_COMPILE_CACHE: layout.compileCacheDir } : {}),
+        [VOLUME_MOUNTS_ENV]: JSON.stringify(volumeMounts(container, volumes)),
       },
       nice: niceForCpuRequest(container.resources?.requests?.cpu),
     };

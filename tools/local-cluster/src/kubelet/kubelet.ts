@@ -3,7 +3,9 @@
  * as local processes (container-spec.ts decides how), reports Pod status, deletes Pods gracefully, and keeps its
  * Node object and heartbeat current. One instance per simulated node.
  *
- *   Pod bound here (spec.nodeName)        -> make <dataDir>/pods/<uid>/, start containers, report status
+ *   Pod bound here (spec.nodeName)        -> make <dataDir>/pods/<uid>/, set up its volumes (pod-volumes.ts; until
+ *                                            every one is ready: containers Waiting/ContainerCreating, a FailedMount
+ *                                            event, retried every second), start containers, report status
  *   container state changes               -> recompute and write pods/status (merge patch)
  *   deletionTimestamp set                 -> stop containers (SIGTERM, grace, SIGKILL), then DELETE with grace 0
  *   Pod gone from the API                 -> stop containers at once
@@ -15,8 +17,12 @@ import { type CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions, type 
 import type { Logger } from "@kvt/observability";
 import { makeInformer } from "../cluster/informer.ts";
 import { ContainerProcess } from "./container-process.ts";
-import { planContainer, type RuntimeLayout } from "./container-spec.ts";
-import { podStatus } from "./pod-status.ts";
+import { type ContainerPlan, planContainer, type ResolvedVolume, type RuntimeLayout } from "./container-spec.ts";
+import { type ContainerRunState, podStatus } from "./pod-status.ts";
+import { failedMountMessage, setUpPodVolumes, type VolumeLookups } from "./pod-volumes.ts";
+
+/** How often a pod whose volumes are not ready is tried again. */
+const VOLUME_RETRY_MS = 1000;
 
 /** What a kubelet needs. */
 export interface KubeletOptions {
@@ -35,6 +41,10 @@ interface RunningPod {
   readonly name: string;
   readonly dir: string;
   readonly containers: ContainerProcess[];
+  /** Set once every volume is set up and the containers were created. */
+  volumes: ReadonlyMap<string, ResolvedVolume> | undefined;
+  /** The last FailedMount message recorded (one event per distinct message). */
+  lastMountError: string | undefined;
   pod: V1Pod;
   stopping: boolean;
   statusWrite: Promise<void>;
@@ -117,22 +127,126 @@ export class Kubelet {
       name: pod.metadata!.name!,
       dir,
       containers: [],
+      volumes: undefined,
+      lastMountError: undefined,
       pod,
       stopping: false,
       statusWrite: Promise.resolve(),
       statusQueued: false,
     };
+    this.#pods.set(uid, running);
+    this.#o.log.info({ pod: `${running.namespace}/${running.name}`, uid }, "starting pod");
+    void this.#startWhenVolumesReady(running);
+    return running;
+  }
+
+  /** Sets up the pod's volumes (retrying until they are ready or the pod stops), then starts its containers. */
+  async #startWhenVolumesReady(running: RunningPod): Promise<void> {
+    for (;;) {
+      if (running.stopping || this.#pods.get(running.uid) !== running) return;
+      let setUp: Awaited<ReturnType<typeof setUpPodVolumes>>;
+      try {
+        setUp = await setUpPodVolumes(running.pod, running.dir, this.#lookups);
+      } catch (err) {
+        // An API or filesystem error is another reason the volumes are not ready: report it and retry.
+        setUp = { failed: [{ volume: "", message: (err as Error).message }] };
+      }
+      if (running.stopping || this.#pods.get(running.uid) !== running) return;
+      if ("ready" in setUp) {
+        this.#createContainers(running, setUp.ready);
+        return;
+      }
+      const message = failedMountMessage(setUp.failed);
+      if (message !== running.lastMountError) {
+        running.lastMountError = message;
+        this.#o.log.info({ pod: `${running.namespace}/${running.name}`, message }, "volumes not ready");
+        void this.#event(running.pod, "Warning", "FailedMount", message);
+      }
+      this.#writeStatus(running);
+      await new Promise((r) => setTimeout(r, VOLUME_RETRY_MS));
+    }
+  }
+
+  #createContainers(running: RunningPod, volumes: ReadonlyMap<string, ResolvedVolume>): void {
+    const pod = running.pod;
+    running.volumes = volumes;
     const onChange = (): void => this.#onContainerChange(running);
     for (const c of pod.spec?.containers ?? []) {
       running.containers.push(
-        new ContainerProcess(planContainer(pod, c, dir, this.#o.layout), c.image ?? "", dir, onChange),
+        new ContainerProcess(
+          planContainer(pod, c, running.dir, this.#o.layout, volumes),
+          c.image ?? "",
+          running.dir,
+          onChange,
+        ),
       );
     }
-    this.#pods.set(uid, running);
-    this.#o.log.info({ pod: `${running.namespace}/${running.name}`, uid }, "starting pod");
     for (const c of running.containers) c.start();
     this.#writeStatus(running);
-    return running;
+  }
+
+  /** The claims and volumes, read from the API server each time (the claim may have just been bound). */
+  readonly #lookups: VolumeLookups = {
+    claim: async (namespace, name) => {
+      try {
+        return await this.#o.core.readNamespacedPersistentVolumeClaim({ namespace, name });
+      } catch (err) {
+        if ((err as { code?: number }).code === 404) return undefined;
+        throw err;
+      }
+    },
+    volume: async (name) => {
+      try {
+        return await this.#o.core.readPersistentVolume({ name });
+      } catch (err) {
+        if ((err as { code?: number }).code === 404) return undefined;
+        throw err;
+      }
+    },
+  };
+
+  /** Records an event about `pod` from this node's kubelet (best effort, as kubelet's recorder). */
+  async #event(pod: V1Pod, type: "Normal" | "Warning", reason: string, message: string): Promise<void> {
+    const now = new Date();
+    const namespace = pod.metadata?.namespace ?? "default";
+    try {
+      await this.#o.core.createNamespacedEvent({
+        namespace,
+        body: {
+          metadata: { generateName: `${pod.metadata?.name ?? "pod"}.`, namespace },
+          involvedObject: {
+            kind: "Pod",
+            apiVersion: "v1",
+            namespace,
+            name: pod.metadata?.name,
+            uid: pod.metadata?.uid,
+            resourceVersion: pod.metadata?.resourceVersion,
+          },
+          reason,
+          message,
+          type,
+          source: { component: "kubelet", host: this.#o.nodeName },
+          firstTimestamp: now,
+          lastTimestamp: now,
+          count: 1,
+          reportingComponent: "kubelet",
+          reportingInstance: this.#o.nodeName,
+        },
+      });
+    } catch (err) {
+      // Events are best effort: a lost one must not keep the pod from starting.
+      this.#o.log.debug({ err, reason }, "event not recorded");
+    }
+  }
+
+  /** How `container` of the pod `namespace/name` runs here (undefined until its volumes are ready). */
+  containerPlan(namespace: string, name: string, container: string): ContainerPlan | undefined {
+    for (const p of this.#pods.values()) {
+      if (p.namespace !== namespace || p.name !== name || !p.volumes) continue;
+      const spec = p.pod.spec?.containers.find((c) => c.name === container);
+      return spec ? planContainer(p.pod, spec, p.dir, this.#o.layout, p.volumes) : undefined;
+    }
+    return undefined;
   }
 
   #onContainerChange(running: RunningPod): void {
@@ -152,11 +266,7 @@ export class Kubelet {
     running.statusQueued = true;
     running.statusWrite = running.statusWrite.then(async () => {
       running.statusQueued = false;
-      const status = podStatus(
-        running.pod,
-        running.containers.map((c) => c.state),
-        new Date(),
-      );
+      const status = podStatus(running.pod, this.#containerStates(running), new Date(), running.volumes !== undefined);
       try {
         await this.#o.core.patchNamespacedPodStatus(
           { name: running.name, namespace: running.namespace, body: { status } },
@@ -167,6 +277,17 @@ export class Kubelet {
         this.#o.log.debug({ err, pod: `${running.namespace}/${running.name}` }, "pod status write failed");
       }
     });
+  }
+
+  /** The containers' states; before they exist (volumes not ready) each is Waiting/ContainerCreating. */
+  #containerStates(running: RunningPod): ContainerRunState[] {
+    if (running.volumes) return running.containers.map((c) => c.state);
+    return (running.pod.spec?.containers ?? []).map((c) => ({
+      name: c.name,
+      image: c.image ?? "",
+      state: "waiting",
+      reason: "ContainerCreating",
+    }));
   }
 
   async #stopContainers(running: RunningPod, graceSeconds: number): Promise<void> {

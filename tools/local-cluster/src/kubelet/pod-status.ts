@@ -58,8 +58,17 @@ function condition(type: string, ok: boolean, now: Date, reason?: string): V1Pod
   return { type, status: ok ? "True" : "False", lastTransitionTime: now, lastProbeTime: undefined, reason };
 }
 
-/** The full status for `pod` given its containers' states; keeps earlier transition times when unchanged. */
-export function podStatus(pod: V1Pod, containers: readonly ContainerRunState[], now: Date): V1PodStatus {
+/**
+ * The full status for `pod` given its containers' states; keeps earlier transition times when unchanged.
+ * `sandboxReady` false (volumes not set up yet) reports PodReadyToStartContainers False, as kubelet does before
+ * the pod's sandbox exists.
+ */
+export function podStatus(
+  pod: V1Pod,
+  containers: readonly ContainerRunState[],
+  now: Date,
+  sandboxReady = true,
+): V1PodStatus {
   const phase = podPhase(containers);
   const allRunning = containers.length > 0 && containers.every((c) => c.state === "running");
   const reason = allRunning
@@ -81,7 +90,7 @@ export function podStatus(pod: V1Pod, containers: readonly ContainerRunState[], 
     startTime: pod.status?.startTime ?? now,
     qosClass: pod.status?.qosClass ?? "Burstable",
     conditions: [
-      keep(condition("PodReadyToStartContainers", true, now)),
+      keep(condition("PodReadyToStartContainers", sandboxReady, now)),
       keep(condition("Initialized", true, now)),
       keep(condition("Ready", allRunning, now, reason)),
       keep(condition("ContainersReady", allRunning, now, reason)),

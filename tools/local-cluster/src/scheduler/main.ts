@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /** The local cluster's scheduler process (see scheduler.ts). */
-import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig, StorageV1Api } from "@kubernetes/client-node";
 import { parseQuantity } from "@kvt/api";
 import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
@@ -23,6 +23,7 @@ await main({
     const scheduler = new Scheduler({
       kubeConfig,
       core: kubeConfig.makeApiClient(CoreV1Api),
+      storage: kubeConfig.makeApiClient(StorageV1Api),
       parseQuantity: (q) => Number(parseQuantity(q).milliValue()) / 1000,
       log,
     });

@@ -6,6 +6,7 @@
  */
 import type { V1Node, V1Pod, V1PodAffinityTerm, V1Taint, V1Toleration } from "@kubernetes/client-node";
 import { labelSelectorMatches, nodeSelectorMatches } from "./selectors.ts";
+import type { VolumeSnapshot } from "./volume-binding.ts";
 
 /** Parses a resource quantity to a number in base units (cpu in cores, memory in bytes). */
 export type QuantityParser = (quantity: string) => number;
@@ -15,6 +16,8 @@ export interface ClusterSnapshot {
   readonly nodes: readonly V1Node[];
   /** Pods bound to a node and not finished (they hold resources). */
   readonly boundPods: readonly V1Pod[];
+  /** Claims, volumes and classes, for the pods' PersistentVolumeClaims (volume-binding.ts); absent: not checked. */
+  readonly volumes?: VolumeSnapshot;
 }
 
 function tolerates(tolerations: readonly V1Toleration[], taint: V1Taint): boolean {

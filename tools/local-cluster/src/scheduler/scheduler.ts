@@ -7,19 +7,27 @@
 import {
   type CoreV1Api,
   type KubeConfig,
+  type KubernetesObject,
   PatchStrategy,
+  type StorageV1Api,
   setHeaderOptions,
   type V1Node,
+  type V1PersistentVolume,
+  type V1PersistentVolumeClaim,
   type V1Pod,
+  type V1StorageClass,
 } from "@kubernetes/client-node";
 import type { Logger } from "@kvt/observability";
 import { makeInformer } from "../cluster/informer.ts";
+import { ANN } from "../volumes/volume-match.ts";
 import type { QuantityParser } from "./predicates.ts";
 import { schedulePod } from "./schedule.ts";
 
 /** The name pods use to ask for this scheduler (and pods with no schedulerName). */
 export const SCHEDULER_NAME = "default-scheduler";
 const RETRY_MS = 5000;
+/** How long PreBind waits for a pod's delayed claims to be bound (kube-scheduler's bind-timeout is 600 s). */
+export const VOLUME_BIND_TIMEOUT_MS = 600_000;
 
 /** What the scheduler needs. */
 export interface SchedulerOptions {
@@ -27,6 +35,8 @@ export interface SchedulerOptions {
   readonly core: CoreV1Api;
   readonly parseQuantity: QuantityParser;
   readonly log: Logger;
+  /** StorageClasses come from here; without it, claims and volumes are not looked at. */
+  readonly storage?: StorageV1Api;
 }
 
 function isPending(pod: V1Pod): boolean {
@@ -48,6 +58,9 @@ export class Scheduler {
   readonly #o: SchedulerOptions;
   readonly #pods = makeInformerOf<V1Pod>();
   readonly #nodes = makeInformerOf<V1Node>();
+  readonly #claims = makeInformerOf<V1PersistentVolumeClaim>();
+  readonly #volumes = makeInformerOf<V1PersistentVolume>();
+  readonly #classes = makeInformerOf<V1StorageClass>();
   /** Bindings made but not yet seen in the watch: they count as bound so two pods don't take one slot. */
   readonly #assumed = new Map<string, V1Pod>();
   readonly #lastMessage = new Map<string, string>();
@@ -79,7 +92,24 @@ export class Scheduler {
     };
     watch(this.#pods.informer);
     watch(this.#nodes.informer);
-    await Promise.all([this.#pods.informer.start(), this.#nodes.informer.start()]);
+    const informers = [this.#pods.informer, this.#nodes.informer];
+    const storage = this.#o.storage;
+    if (storage) {
+      this.#claims.informer = makeInformer<V1PersistentVolumeClaim>(kubeConfig, "/api/v1/persistentvolumeclaims", () =>
+        core.listPersistentVolumeClaimForAllNamespaces(),
+      );
+      this.#volumes.informer = makeInformer<V1PersistentVolume>(kubeConfig, "/api/v1/persistentvolumes", () =>
+        core.listPersistentVolume(),
+      );
+      this.#classes.informer = makeInformer<V1StorageClass>(kubeConfig, "/apis/storage.k8s.io/v1/storageclasses", () =>
+        storage.listStorageClass(),
+      );
+      for (const inf of [this.#claims.informer, this.#volumes.informer, this.#classes.informer]) {
+        watch(inf);
+        informers.push(inf as never);
+      }
+    }
+    await Promise.all(informers.map((i) => i.start()));
     this.#timer = setInterval(() => this.#kick(), RETRY_MS);
     this.#kick();
   }
@@ -87,7 +117,14 @@ export class Scheduler {
   /** Stops watching. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
-    await Promise.all([this.#pods.informer?.stop(), this.#nodes.informer?.stop()]);
+    const holders: { informer?: { stop(): Promise<void> } }[] = [
+      this.#pods,
+      this.#nodes,
+      this.#claims,
+      this.#volumes,
+      this.#classes,
+    ];
+    await Promise.all(holders.map((x) => x.informer?.stop() ?? Promise.resolve()));
   }
 
   #kick(): void {
@@ -112,9 +149,23 @@ export class Scheduler {
     const bound = [...pods.filter(holdsResources), ...this.#assumed.values()];
     const pending = pods.filter((p) => isPending(p) && !this.#assumed.has(p.metadata?.uid ?? ""));
     pending.sort((a, b) => String(a.metadata?.creationTimestamp).localeCompare(String(b.metadata?.creationTimestamp)));
+    const volumes = this.#o.storage
+      ? {
+          claims: this.#claims.informer?.list() ?? [],
+          volumes: this.#volumes.informer?.list() ?? [],
+          classes: this.#classes.informer?.list() ?? [],
+        }
+      : undefined;
     for (const pod of pending) {
-      const result = schedulePod(pod, { nodes, boundPods: bound }, this.#o.parseQuantity);
-      if ("nodeName" in result) {
+      const result = schedulePod(pod, { nodes, boundPods: bound, volumes }, this.#o.parseQuantity);
+      if ("nodeName" in result && result.delayedClaims) {
+        // PreBind runs apart from the pass (as kube-scheduler's binding cycle): the pod is assumed on its node
+        // meanwhile, so it holds its resources and is not scheduled twice.
+        const assumed = { ...pod, spec: { ...pod.spec!, nodeName: result.nodeName } };
+        this.#assumed.set(pod.metadata!.uid!, assumed);
+        bound.push(assumed);
+        void this.#bindWithVolumes(pod, result.nodeName, result.delayedClaims);
+      } else if ("nodeName" in result) {
         if (await this.#bind(pod, result.nodeName)) {
           const assumed = { ...pod, spec: { ...pod.spec!, nodeName: result.nodeName } };
           this.#assumed.set(pod.metadata!.uid!, assumed);
@@ -123,6 +174,45 @@ export class Scheduler {
       } else {
         await this.#markUnschedulable(pod, result.unschedulable);
       }
+    }
+  }
+
+  /**
+   * PreBind of the VolumeBinding plugin: names `nodeName` on each delayed claim (the provisioner then makes its
+   * volume there), waits until every claim is bound, then binds the pod. On failure the pod is un-assumed and
+   * scheduled again at the next pass.
+   */
+  async #bindWithVolumes(pod: V1Pod, nodeName: string, claims: readonly V1PersistentVolumeClaim[]): Promise<void> {
+    const uid = pod.metadata!.uid!;
+    const key = (c: KubernetesObject): string => `${c.metadata?.namespace ?? ""}/${c.metadata?.name ?? ""}`;
+    try {
+      for (const claim of claims) {
+        if (claim.metadata?.annotations?.[ANN.selectedNode] === nodeName) continue;
+        await this.#o.core.patchNamespacedPersistentVolumeClaim(
+          {
+            name: claim.metadata!.name!,
+            namespace: claim.metadata!.namespace!,
+            body: { metadata: { annotations: { [ANN.selectedNode]: nodeName } } },
+          },
+          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+        );
+      }
+      const wanted = new Set(claims.map(key));
+      const deadline = Date.now() + VOLUME_BIND_TIMEOUT_MS;
+      for (;;) {
+        const current = (this.#claims.informer?.list() ?? []).filter((c) => wanted.has(key(c)));
+        if (current.length === wanted.size && current.every((c) => c.spec?.volumeName && c.status?.phase === "Bound"))
+          break;
+        const stillPending = (this.#pods.informer?.list() ?? []).some((p) => p.metadata?.uid === uid && isPending(p));
+        if (!stillPending) throw new Error("the pod is gone or was bound by someone else");
+        if (Date.now() > deadline) throw new Error("timed out waiting for the condition");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      if (!(await this.#bind(pod, nodeName))) this.#assumed.delete(uid);
+    } catch (err) {
+      this.#assumed.delete(uid);
+      this.#o.log.warn({ err, pod: key(pod), node: nodeName }, "binding volumes failed; rescheduling the pod");
+      this.#kick();
     }
   }
 
@@ -179,6 +269,6 @@ export class Scheduler {
   }
 }
 
-function makeInformerOf<T extends V1Pod | V1Node>(): { informer?: ReturnType<typeof makeInformer<T>> } {
+function makeInformerOf<T extends KubernetesObject>(): { informer?: ReturnType<typeof makeInformer<T>> } {
   return {};
 }

@@ -1,0 +1,149 @@
+/**
+ * A pod's volumes on this machine (the process-kubelet's volume manager). Processes are not containerized, so a
+ * volume is a host directory (or file) that the container's process is told about; nothing is mounted.
+ *
+ *   volume source              host path                                                  set up
+ *   persistentVolumeClaim      the bound PV's spec.hostPath.path (or spec.local.path)     claim Bound, PV bound to it,
+ *                                                                                         path there (PV hostPath type
+ *                                                                                         honoured: DirectoryOrCreate)
+ *   emptyDir                   <podDir>/volumes/kubernetes.io~empty-dir/<name>            made; removed with the pod dir
+ *   hostPath                   spec.hostPath.path                                         type: DirectoryOrCreate and
+ *                                                                                         FileOrCreate create, the
+ *                                                                                         others are checked
+ *   anything else              not provided (left out of KVT_VOLUME_MOUNTS)
+ *
+ * A volume that cannot be set up yet (claim Pending, PV missing, path absent) keeps the pod's containers from
+ * starting: {@link setUpPodVolumes} reports why, in the kubelet's words, and the kubelet retries.
+ */
+import { closeSync, existsSync, mkdirSync, openSync, statSync } from "node:fs";
+import { join } from "node:path";
+import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from "@kubernetes/client-node";
+import type { ResolvedVolume } from "./container-spec.ts";
+
+/** Where the kubelet reads claims and volumes (the API, or a fake in tests). */
+export interface VolumeLookups {
+  claim(namespace: string, name: string): Promise<V1PersistentVolumeClaim | undefined>;
+  volume(name: string): Promise<V1PersistentVolume | undefined>;
+}
+
+/** The outcome: every volume ready, or the volumes that are not, each with the reason. */
+export type VolumeSetUp =
+  | { readonly ready: ReadonlyMap<string, ResolvedVolume> }
+  | { readonly failed: readonly { readonly volume: string; readonly message: string }[] };
+
+/** The directory of a pod's emptyDir volume (kubelet's layout under the pod directory). */
+export function emptyDirPath(podDir: string, volume: string): string {
+  return join(podDir, "volumes", "kubernetes.io~empty-dir", volume);
+}
+
+/**
+ * Applies a hostPath `type` to `path` as kubelet's hostPath plugin does: the *OrCreate types create what is
+ * missing (a directory 0755, or an empty file 0644 whose parent must exist); the others check. Returns the error
+ * message, or undefined.
+ */
+export function applyHostPathType(path: string, type: string | undefined): string | undefined {
+  const st = existsSync(path) ? statSync(path) : undefined;
+  const failed = (what: string): string => `hostPath type check failed: ${path} is not ${what}`;
+  switch (type ?? "") {
+    case "":
+      return undefined;
+    case "DirectoryOrCreate":
+      if (!st) {
+        mkdirSync(path, { recursive: true, mode: 0o755 });
+        return undefined;
+      }
+      return st.isDirectory() ? undefined : failed("a directory");
+    case "Directory":
+      return st?.isDirectory() ? undefined : failed("a directory");
+    case "FileOrCreate":
+      if (!st) {
+        try {
+          closeSync(openSync(path, "a", 0o644));
+        } catch (err) {
+          return `hostPath type check failed: cannot create file ${path}: ${(err as Error).message}`;
+        }
+        return undefined;
+      }
+      return st.isFile() ? undefined : failed("a file");
+    case "File":
+      return st?.isFile() ? undefined : failed("a file");
+    case "Socket":
+      return st?.isSocket() ? undefined : failed("a socket file");
+    case "CharDevice":
+      return st?.isCharacterDevice() ? undefined : failed("a character device");
+    case "BlockDevice":
+      return st?.isBlockDevice() ? undefined : failed("a block device");
+    default:
+      return `hostPath type check failed: unknown type ${String(type)}`;
+  }
+}
+
+async function claimPath(
+  pod: V1Pod,
+  volume: V1Volume,
+  lookups: VolumeLookups,
+): Promise<{ path: string } | { message: string }> {
+  const ns = pod.metadata?.namespace ?? "default";
+  const claimName = volume.persistentVolumeClaim!.claimName;
+  const claim = await lookups.claim(ns, claimName);
+  const prefix = `error processing PVC ${ns}/${claimName}`;
+  if (!claim) return { message: `${prefix}: persistentvolumeclaim "${claimName}" not found` };
+  if (claim.metadata?.deletionTimestamp) return { message: `${prefix}: PVC is being deleted` };
+  const pvName = claim.spec?.volumeName;
+  if (claim.status?.phase !== "Bound" || !pvName) return { message: `${prefix}: PVC is not bound` };
+  const pv = await lookups.volume(pvName);
+  if (!pv) return { message: `failed to fetch PV ${pvName} from API server: persistentvolume "${pvName}" not found` };
+  if (pv.spec?.claimRef?.uid !== claim.metadata?.uid)
+    return {
+      message: `Found bound PV "${pvName}", but its claimRef does not point back to PVC ${ns}/${claimName} (uid ${claim.metadata?.uid ?? ""})`,
+    };
+  const source = pv.spec?.hostPath ?? pv.spec?.local;
+  if (!source?.path)
+    return { message: `volume "${pvName}": its volume plugin is not supported by the process-kubelet` };
+  const typeError = pv.spec?.hostPath ? applyHostPathType(source.path, pv.spec.hostPath.type) : undefined;
+  if (typeError) return { message: `MountVolume.SetUp failed for volume "${pvName}" : ${typeError}` };
+  if (!existsSync(source.path))
+    return { message: `MountVolume.SetUp failed for volume "${pvName}" : path ${source.path} does not exist` };
+  return { path: source.path };
+}
+
+/** Makes the subPath directories the pod's containers mount, as kubelet does before starting them. */
+function makeSubPaths(pod: V1Pod, ready: ReadonlyMap<string, ResolvedVolume>): void {
+  for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
+    for (const m of c.volumeMounts ?? []) {
+      const v = ready.get(m.name);
+      if (!v || !m.subPath || !statSync(v.hostPath).isDirectory()) continue;
+      mkdirSync(join(v.hostPath, m.subPath), { recursive: true, mode: 0o755 });
+    }
+  }
+}
+
+/** Sets up every volume of `pod` whose containers live in `podDir`. */
+export async function setUpPodVolumes(pod: V1Pod, podDir: string, lookups: VolumeLookups): Promise<VolumeSetUp> {
+  const ready = new Map<string, ResolvedVolume>();
+  const failed: { volume: string; message: string }[] = [];
+  for (const v of pod.spec?.volumes ?? []) {
+    if (v.emptyDir) {
+      const dir = emptyDirPath(podDir, v.name);
+      mkdirSync(dir, { recursive: true, mode: 0o777 });
+      ready.set(v.name, { hostPath: dir, readOnly: false });
+    } else if (v.hostPath) {
+      const error = applyHostPathType(v.hostPath.path, v.hostPath.type);
+      if (error) failed.push({ volume: v.name, message: `MountVolume.SetUp failed for volume "${v.name}" : ${error}` });
+      else ready.set(v.name, { hostPath: v.hostPath.path, readOnly: false });
+    } else if (v.persistentVolumeClaim) {
+      const r = await claimPath(pod, v, lookups);
+      if ("message" in r) failed.push({ volume: v.name, message: r.message });
+      else ready.set(v.name, { hostPath: r.path, readOnly: v.persistentVolumeClaim.readOnly === true });
+    }
+  }
+  if (failed.length > 0) return { failed };
+  makeSubPaths(pod, ready);
+  return { ready };
+}
+
+/** The FailedMount event message for volumes that are not ready (kubelet's wording). */
+export function failedMountMessage(failed: readonly { volume: string; message: string }[]): string {
+  const names = failed.map((f) => f.volume).join(" ");
+  return `Unable to attach or mount volumes: unmounted volumes=[${names}], unattached volumes=[], failed to process volumes=[${names}]: ${failed.map((f) => f.message).join("; ")}`;
+}

@@ -1,0 +1,281 @@
+/**
+ * The local cluster's storage end to end, in one process: the embedded API server with a storage directory (the
+ * default class local-path, the PV controller, the provisioner), the scheduler and two process-kubelets. The
+ * kubelets run testdata/volume-writer.ts in place of virt-launcher, which writes its KVT_VOLUME_MOUNTS into /data.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  CoreV1Api,
+  KubeConfig,
+  StorageV1Api,
+  type V1PersistentVolume,
+  type V1PersistentVolumeClaim,
+  type V1Pod,
+} from "@kubernetes/client-node";
+import { parseQuantity } from "@kvt/api";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ApiServerHandle, startApiServer } from "../apiserver/apiserver.ts";
+import { eventually } from "../apiserver/extensions/testdata/fixtures.ts";
+import { type Kubectl, kubectl } from "../apiserver/testdata/kubectl.ts";
+import { VOLUME_MOUNTS_ENV } from "../kubelet/container-spec.ts";
+import { type NodeAgent, startNodeAgent } from "../kubelet/node-agent.ts";
+import { Scheduler } from "../scheduler/scheduler.ts";
+
+const WRITER = new URL("./testdata/volume-writer.ts", import.meta.url).pathname;
+let dir: string;
+let api: ApiServerHandle;
+let core: CoreV1Api;
+let scheduler: Scheduler;
+let nodes: NodeAgent[];
+let k: Kubectl;
+
+const claim = (name: string, extra: Record<string, unknown> = {}): V1PersistentVolumeClaim => ({
+  metadata: { name },
+  spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, ...extra },
+});
+
+const pod = (name: string, claimName: string): V1Pod => ({
+  metadata: { name },
+  spec: {
+    terminationGracePeriodSeconds: 5,
+    containers: [
+      {
+        name: "compute",
+        image: "kubevirt/virt-launcher",
+        command: ["/usr/bin/virt-launcher-monitor"],
+        volumeMounts: [
+          { name: "data", mountPath: "/data" },
+          { name: "scratch", mountPath: "/scratch" },
+        ],
+      },
+    ],
+    volumes: [
+      { name: "data", persistentVolumeClaim: { claimName } },
+      { name: "scratch", emptyDir: {} },
+    ],
+  },
+});
+
+const readClaim = (name: string): Promise<V1PersistentVolumeClaim> =>
+  core.readNamespacedPersistentVolumeClaim({ name, namespace: "default" });
+const readPod = (name: string): Promise<V1Pod> => core.readNamespacedPod({ name, namespace: "default" });
+const gone = async (read: () => Promise<unknown>): Promise<true | undefined> => {
+  try {
+    await read();
+    return undefined;
+  } catch (err) {
+    if ((err as { code?: number }).code === 404) return true;
+    throw err;
+  }
+};
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "kvt-storage-"));
+  const logger = pino({ level: "silent" });
+  api = await startApiServer({ inMemory: true, storageDir: join(dir, "storage"), logger });
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(api.kubeconfigPath);
+  core = kubeConfig.makeApiClient(CoreV1Api);
+  const layout = { projectRoot: dir, execPath: process.execPath, execArgs: [], launcherEntry: WRITER };
+  nodes = [];
+  for (const nodeName of ["node01", "node02"])
+    nodes.push(
+      await startNodeAgent({ nodeName, kubeConfig, dataDir: join(dir, "nodes", nodeName), layout, log: logger }),
+    );
+  scheduler = new Scheduler({
+    kubeConfig,
+    core,
+    storage: kubeConfig.makeApiClient(StorageV1Api),
+    parseQuantity: (q) => Number(parseQuantity(q).milliValue()) / 1000,
+    log: logger,
+  });
+  await scheduler.start();
+  k = kubectl(api.kubeconfigPath);
+}, 60_000);
+
+afterAll(async () => {
+  await scheduler?.stop();
+  for (const n of nodes ?? []) await n.stop();
+  k?.cleanup();
+  await api?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("local-path storage on the local cluster", () => {
+  it("provisions, binds and hands a claim to the pod's process, then removes it all with the claim", async () => {
+    const started = performance.now();
+    await core.createNamespacedPersistentVolumeClaim({ namespace: "default", body: claim("data") });
+    await core.createNamespacedPod({ namespace: "default", body: pod("writer", "data") });
+    const bound = await eventually(
+      "the claim to be Bound",
+      async () => {
+        const c = await readClaim("data");
+        return c.status?.phase === "Bound" ? c : undefined;
+      },
+      20_000,
+    );
+    const boundMs = performance.now() - started;
+    process.stdout.write(`${JSON.stringify({ area: "local-path", pvcAndPodCreateToBoundMs: Math.round(boundMs) })}\n`);
+    expect(bound.spec?.storageClassName).toBe("local-path"); // the default class, applied at admission
+    expect(bound.metadata?.annotations).toMatchObject({
+      "pv.kubernetes.io/bind-completed": "yes",
+      "pv.kubernetes.io/bound-by-controller": "yes",
+      "volume.kubernetes.io/storage-provisioner": "rancher.io/local-path",
+    });
+    expect(bound.status).toMatchObject({ accessModes: ["ReadWriteOnce"], capacity: { storage: "1Gi" } });
+    const running = await eventually(
+      "the pod to run",
+      async () => {
+        const p = await readPod("writer");
+        return p.status?.phase === "Running" ? p : undefined;
+      },
+      30_000,
+    );
+    const node = running.spec!.nodeName!;
+    expect(bound.metadata?.annotations?.["volume.kubernetes.io/selected-node"]).toBe(node);
+    const pv: V1PersistentVolume = await core.readPersistentVolume({ name: bound.spec!.volumeName! });
+    const volumeDir = join(dir, "storage", `${pv.metadata!.name!}_default_data`);
+    expect(pv.spec).toMatchObject({
+      hostPath: { path: volumeDir, type: "DirectoryOrCreate" },
+      capacity: { storage: "1Gi" },
+      persistentVolumeReclaimPolicy: "Delete",
+      claimRef: { namespace: "default", name: "data", uid: bound.metadata?.uid },
+      nodeAffinity: {
+        required: {
+          nodeSelectorTerms: [
+            { matchExpressions: [{ key: "kubernetes.io/hostname", operator: "In", values: [node] }] },
+          ],
+        },
+      },
+    });
+    expect(pv.status?.phase).toBe("Bound");
+    expect(existsSync(volumeDir)).toBe(true);
+
+    const agent = nodes.find((n) => n.nodeName === node)!;
+    const plan = agent.kubelet.containerPlan("default", "writer", "compute");
+    const mounts = JSON.parse(plan?.kind === "process" ? (plan.env[VOLUME_MOUNTS_ENV] ?? "") : "") as unknown;
+    const scratch = join(agent.kubelet.podDir(running.metadata!.uid!), "volumes", "kubernetes.io~empty-dir", "scratch");
+    expect(mounts).toEqual([
+      { mountPath: "/data", hostPath: volumeDir, readOnly: false },
+      { mountPath: "/scratch", hostPath: scratch, readOnly: false },
+    ]);
+    const written = await eventually("the process to write into its volume", async () =>
+      existsSync(join(volumeDir, "mounts.json")) ? readFileSync(join(volumeDir, "mounts.json"), "utf8") : undefined,
+    );
+    expect(JSON.parse(written)).toEqual(mounts);
+
+    const table = await k.run(["get", "pv,pvc,sc"]);
+    expect(table.stdout).toMatch(
+      /NAME\s+CAPACITY\s+ACCESS MODES\s+RECLAIM POLICY\s+STATUS\s+CLAIM\s+STORAGECLASS\s+VOLUMEATTRIBUTESCLASS\s+REASON\s+AGE/,
+    );
+    expect(table.stdout).toMatch(/persistentvolumeclaim\/data\s+Bound\s+pvc-\S+\s+1Gi\s+RWO\s+local-path\s+<unset>/);
+    expect(table.stdout).toMatch(
+      /storageclass.storage.k8s.io\/local-path \(default\)\s+rancher.io\/local-path\s+Delete\s+WaitForFirstConsumer\s+false/,
+    );
+
+    await core.deleteNamespacedPod({ name: "writer", namespace: "default" });
+    await core.deleteNamespacedPersistentVolumeClaim({ name: "data", namespace: "default" });
+    await eventually(
+      "the pod, claim and volume to be gone",
+      async () =>
+        (await gone(() => readPod("writer"))) &&
+        (await gone(() => readClaim("data"))) &&
+        (await gone(() => core.readPersistentVolume({ name: pv.metadata!.name! })))
+          ? true
+          : undefined,
+      30_000,
+    );
+    expect(existsSync(volumeDir)).toBe(false);
+    expect(existsSync(scratch)).toBe(false);
+  }, 90_000);
+
+  it("keeps pods whose claims are missing or unbound Immediate claims Pending, with kube-scheduler's message", async () => {
+    await core.createNamespacedPersistentVolumeClaim({
+      namespace: "default",
+      body: claim("no-class", { storageClassName: "" }),
+    });
+    await core.createNamespacedPod({ namespace: "default", body: pod("orphan", "missing") });
+    await core.createNamespacedPod({ namespace: "default", body: pod("immediate", "no-class") });
+    const message = (name: string) => async (): Promise<string | undefined> =>
+      (await readPod(name)).status?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "False")?.message;
+    expect(await eventually("orphan unschedulable", message("orphan"))).toBe(
+      '0/2 nodes are available: persistentvolumeclaim "missing" not found.',
+    );
+    expect(await eventually("immediate unschedulable", message("immediate"))).toBe(
+      "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+    );
+    for (const name of ["orphan", "immediate"])
+      await core.deleteNamespacedPod({ name, namespace: "default", gracePeriodSeconds: 0 });
+  });
+
+  it("binds a static hostPath PV of an Immediate class at once, and Retain keeps it Released with its files", async () => {
+    const storage = new KubeConfig();
+    storage.loadFromFile(api.kubeconfigPath);
+    await storage.makeApiClient(StorageV1Api).createStorageClass({
+      body: {
+        metadata: { name: "manual" },
+        provisioner: "kubernetes.io/no-provisioner",
+        volumeBindingMode: "Immediate",
+      },
+    });
+    const path = join(dir, "static");
+    await core.createPersistentVolume({
+      body: {
+        metadata: { name: "static" },
+        spec: {
+          capacity: { storage: "2Gi" },
+          accessModes: ["ReadWriteOnce", "ReadWriteMany"],
+          storageClassName: "manual",
+          hostPath: { path, type: "DirectoryOrCreate" },
+        },
+      },
+    });
+    await core.createNamespacedPersistentVolumeClaim({
+      namespace: "default",
+      body: claim("static-claim", { storageClassName: "manual", accessModes: ["ReadWriteMany"] }),
+    });
+    const bound = await eventually("the static claim to be Bound", async () => {
+      const c = await readClaim("static-claim");
+      return c.status?.phase === "Bound" ? c : undefined;
+    });
+    expect(bound.spec?.volumeName).toBe("static");
+    expect(bound.status?.capacity?.storage).toBe("2Gi");
+    await core.deleteNamespacedPersistentVolumeClaim({ name: "static-claim", namespace: "default" });
+    const released = await eventually("the volume to be Released", async () => {
+      const v = await core.readPersistentVolume({ name: "static" });
+      return v.status?.phase === "Released" ? v : undefined;
+    });
+    expect(released.spec?.claimRef?.name).toBe("static-claim");
+    await core.deletePersistentVolume({ name: "static" });
+  });
+
+  it("refuses bad claims with the API server's causes and stores nothing", async () => {
+    const bad = await core
+      .createNamespacedPersistentVolumeClaim({
+        namespace: "default",
+        body: { metadata: { name: "bad" }, spec: { accessModes: [], resources: { requests: { storage: "-1" } } } },
+      })
+      .then(
+        () => undefined,
+        (err: { code?: number; body?: string }) => err,
+      );
+    expect(bad?.code).toBe(422);
+    const status = JSON.parse(String(bad?.body)) as { details: { causes: { field: string; message: string }[] } };
+    expect(status.details.causes).toEqual([
+      {
+        reason: "FieldValueRequired",
+        field: "spec.accessModes",
+        message: "Required value: at least 1 access mode is required",
+      },
+      {
+        reason: "FieldValueInvalid",
+        field: "spec.resources[storage]",
+        message: 'Invalid value: "-1": must be greater than zero',
+      },
+    ]);
+    expect(await gone(() => readClaim("bad"))).toBe(true);
+  });
+});
