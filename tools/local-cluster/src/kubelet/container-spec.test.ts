@@ -1,6 +1,6 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { nodeTracingEnv, planContainer } from "./container-spec.ts";
+import { nodeTracingEnv, planContainer, VOLUME_MOUNTS_ENV, volumeMounts } from "./container-spec.ts";
 
 const layout = { projectRoot: "/repo", execPath: "/usr/bin/node", execArgs: [], socketDir: "/data/sockets" };
 const pod: V1Pod = {
@@ -100,5 +100,54 @@ describe("nodeTracingEnv", () => {
     expect(
       nodeTracingEnv({ KUBEVIRT_TRACES_FILE: "/t.jsonl", OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", SECRET: "x" }),
     ).toEqual({ KUBEVIRT_TRACES_FILE: "/t.jsonl", OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318" });
+  });
+});
+
+describe("KVT_VOLUME_MOUNTS", () => {
+  const volumes = new Map([
+    ["disk", { hostPath: "/data/storage/pvc-1_ns1_disk", readOnly: false }],
+    ["ro-claim", { hostPath: "/data/storage/pvc-2_ns1_ro", readOnly: true }],
+    ["scratch", { hostPath: "/data/pods/u1/volumes/kubernetes.io~empty-dir/scratch", readOnly: false }],
+  ]);
+
+  it("lists each mount of the container with its host path, subPath and read-only flag, in order", () => {
+    const container = {
+      name: "compute",
+      volumeMounts: [
+        { name: "scratch", mountPath: "/var/run/kubevirt-ephemeral-disks" },
+        { name: "disk", mountPath: "/var/run/kubevirt-private/vmi-disks/disk", readOnly: true },
+        { name: "disk", mountPath: "/logs", subPath: "logs" },
+        { name: "ro-claim", mountPath: "/ro" },
+        { name: "configmap", mountPath: "/not-provided" },
+      ],
+    };
+    expect(volumeMounts(container, volumes)).toEqual([
+      {
+        mountPath: "/var/run/kubevirt-ephemeral-disks",
+        hostPath: "/data/pods/u1/volumes/kubernetes.io~empty-dir/scratch",
+        readOnly: false,
+      },
+      {
+        mountPath: "/var/run/kubevirt-private/vmi-disks/disk",
+        hostPath: "/data/storage/pvc-1_ns1_disk",
+        readOnly: true,
+      },
+      { mountPath: "/logs", hostPath: "/data/storage/pvc-1_ns1_disk/logs", readOnly: false },
+      { mountPath: "/ro", hostPath: "/data/storage/pvc-2_ns1_ro", readOnly: true },
+    ]);
+  });
+
+  it("is in every launcher process's env, [] for a container without mounts", () => {
+    const container = {
+      name: "compute",
+      command: ["virt-launcher-monitor"],
+      volumeMounts: [{ name: "disk", mountPath: "/disk" }],
+    };
+    const plan = planContainer(pod, container, "/data/pods/u1", layout, volumes);
+    expect(plan.kind === "process" && JSON.parse(plan.env[VOLUME_MOUNTS_ENV])).toEqual([
+      { mountPath: "/disk", hostPath: "/data/storage/pvc-1_ns1_disk", readOnly: false },
+    ]);
+    const bare = planContainer(pod, { name: "c", command: ["virt-launcher"] }, "/data/pods/u1", layout);
+    expect(bare.kind === "process" && bare.env[VOLUME_MOUNTS_ENV]).toBe("[]");
   });
 });

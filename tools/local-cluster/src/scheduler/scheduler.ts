@@ -19,7 +19,7 @@ import {
 } from "@kubernetes/client-node";
 import type { Logger } from "@kvt/observability";
 import { makeInformer } from "../cluster/informer.ts";
-import { ANN } from "../volumes/volume-match.ts";
+import { ANN, volumeAllowsNode } from "../volumes/volume-match.ts";
 import type { QuantityParser } from "./predicates.ts";
 import { schedulePod } from "./schedule.ts";
 
@@ -201,8 +201,10 @@ export class Scheduler {
       const deadline = Date.now() + VOLUME_BIND_TIMEOUT_MS;
       for (;;) {
         const current = (this.#claims.informer?.list() ?? []).filter((c) => wanted.has(key(c)));
-        if (current.length === wanted.size && current.every((c) => c.spec?.volumeName && c.status?.phase === "Bound"))
+        if (current.length === wanted.size && current.every((c) => c.spec?.volumeName && c.status?.phase === "Bound")) {
+          this.#checkBoundVolumesReach(current, nodeName);
           break;
+        }
         const stillPending = (this.#pods.informer?.list() ?? []).some((p) => p.metadata?.uid === uid && isPending(p));
         if (!stillPending) throw new Error("the pod is gone or was bound by someone else");
         if (Date.now() > deadline) throw new Error("timed out waiting for the condition");
@@ -213,6 +215,16 @@ export class Scheduler {
       this.#assumed.delete(uid);
       this.#o.log.warn({ err, pod: key(pod), node: nodeName }, "binding volumes failed; rescheduling the pod");
       this.#kick();
+    }
+  }
+
+  /** Throws when a claim got bound meanwhile to a volume `nodeName` cannot reach (another pod chose its node). */
+  #checkBoundVolumesReach(claims: readonly V1PersistentVolumeClaim[], nodeName: string): void {
+    const node = this.#nodes.informer?.list().find((n) => n.metadata?.name === nodeName);
+    for (const claim of claims) {
+      const volume = this.#volumes.informer?.list().find((v) => v.metadata?.name === claim.spec?.volumeName);
+      if (node && volume && !volumeAllowsNode(volume, node))
+        throw new Error(`claim ${claim.metadata?.name ?? ""} was bound to a volume node ${nodeName} cannot reach`);
     }
   }
 

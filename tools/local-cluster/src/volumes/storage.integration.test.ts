@@ -9,7 +9,9 @@ import { join } from "node:path";
 import {
   CoreV1Api,
   KubeConfig,
+  PatchStrategy,
   StorageV1Api,
+  setHeaderOptions,
   type V1PersistentVolume,
   type V1PersistentVolumeClaim,
   type V1Pod,
@@ -191,6 +193,44 @@ describe("local-path storage on the local cluster", () => {
     expect(existsSync(volumeDir)).toBe(false);
     expect(existsSync(scratch)).toBe(false);
   }, 90_000);
+
+  it("keeps a pod's containers ContainerCreating until its claim is bound, with a FailedMount event", async () => {
+    await core.createNamespacedPersistentVolumeClaim({ namespace: "default", body: claim("late") });
+    // Bound to a node by hand: no scheduler names the node on the claim, so it stays Pending (as on Kubernetes).
+    const pinned = pod("pinned", "late");
+    pinned.spec!.nodeName = "node01";
+    await core.createNamespacedPod({ namespace: "default", body: pinned });
+    const waiting = await eventually("the pod to report ContainerCreating", async () => {
+      const p = await readPod("pinned");
+      return p.status?.containerStatuses?.[0]?.state?.waiting?.reason === "ContainerCreating" ? p : undefined;
+    });
+    expect(waiting.status?.phase).toBe("Pending");
+    expect(waiting.status?.conditions?.find((c) => c.type === "PodReadyToStartContainers")?.status).toBe("False");
+    const event = await eventually("a FailedMount event", async () =>
+      (await core.listNamespacedEvent({ namespace: "default" })).items.find(
+        (e) => e.reason === "FailedMount" && e.involvedObject.name === "pinned",
+      ),
+    );
+    expect(event).toMatchObject({ type: "Warning", source: { component: "kubelet", host: "node01" } });
+    expect(event.message).toBe(
+      "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: error processing PVC default/late: PVC is not bound",
+    );
+    await core.patchNamespacedPersistentVolumeClaim(
+      {
+        name: "late",
+        namespace: "default",
+        body: { metadata: { annotations: { "volume.kubernetes.io/selected-node": "node01" } } },
+      },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    await eventually(
+      "the pod to run once its claim is bound",
+      async () => ((await readPod("pinned")).status?.phase === "Running" ? true : undefined),
+      20_000,
+    );
+    await core.deleteNamespacedPod({ name: "pinned", namespace: "default" });
+    await core.deleteNamespacedPersistentVolumeClaim({ name: "late", namespace: "default" });
+  }, 60_000);
 
   it("keeps pods whose claims are missing or unbound Immediate claims Pending, with kube-scheduler's message", async () => {
     await core.createNamespacedPersistentVolumeClaim({

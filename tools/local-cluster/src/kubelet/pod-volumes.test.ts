@@ -1,0 +1,113 @@
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from "@kubernetes/client-node";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  applyHostPathType,
+  emptyDirPath,
+  failedMountMessage,
+  setUpPodVolumes,
+  type VolumeLookups,
+} from "./pod-volumes.ts";
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "kvt-pod-volumes-"));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const pod = (volumes: V1Volume[]): V1Pod => ({
+  metadata: { name: "p", namespace: "ns", uid: "u" },
+  spec: { containers: [{ name: "c", volumeMounts: [{ name: "data", mountPath: "/data", subPath: "sub" }] }], volumes },
+});
+const lookups = (claim?: V1PersistentVolumeClaim, volume?: V1PersistentVolume): VolumeLookups => ({
+  claim: () => Promise.resolve(claim),
+  volume: () => Promise.resolve(volume),
+});
+const claim = (phase: string, volumeName?: string): V1PersistentVolumeClaim => ({
+  metadata: { name: "data", namespace: "ns", uid: "c1" },
+  spec: { volumeName },
+  status: { phase },
+});
+const pv = (path: string): V1PersistentVolume => ({
+  metadata: { name: "pv1" },
+  spec: { hostPath: { path, type: "DirectoryOrCreate" }, claimRef: { uid: "c1" } },
+});
+const pvcVolume: V1Volume = { name: "data", persistentVolumeClaim: { claimName: "data", readOnly: true } };
+
+describe("setUpPodVolumes()", () => {
+  it("waits for a claim that is missing or not bound, in the kubelet's words", async () => {
+    expect(await setUpPodVolumes(pod([pvcVolume]), dir, lookups())).toEqual({
+      failed: [{ volume: "data", message: 'error processing PVC ns/data: persistentvolumeclaim "data" not found' }],
+    });
+    expect(await setUpPodVolumes(pod([pvcVolume]), dir, lookups(claim("Pending")))).toEqual({
+      failed: [{ volume: "data", message: "error processing PVC ns/data: PVC is not bound" }],
+    });
+    expect(await setUpPodVolumes(pod([pvcVolume]), dir, lookups(claim("Bound", "pv1")))).toEqual({
+      failed: [
+        {
+          volume: "data",
+          message: 'failed to fetch PV pv1 from API server: persistentvolume "pv1" not found',
+        },
+      ],
+    });
+  });
+
+  it("resolves a bound claim to its PV's directory (made when DirectoryOrCreate), read-only as the source says", async () => {
+    const path = join(dir, "pv1");
+    const r = await setUpPodVolumes(pod([pvcVolume]), dir, lookups(claim("Bound", "pv1"), pv(path)));
+    expect(r).toEqual({ ready: new Map([["data", { hostPath: path, readOnly: true }]]) });
+    expect(statSync(join(path, "sub")).isDirectory()).toBe(true); // the mount's subPath
+  });
+
+  it("makes emptyDir volumes under the pod directory", async () => {
+    const r = await setUpPodVolumes(pod([{ name: "data", emptyDir: {} }]), dir, lookups());
+    expect(r).toEqual({ ready: new Map([["data", { hostPath: emptyDirPath(dir, "data"), readOnly: false }]]) });
+    expect(existsSync(emptyDirPath(dir, "data"))).toBe(true);
+  });
+
+  it("checks a hostPath volume's type", async () => {
+    const file = join(dir, "f");
+    writeFileSync(file, "");
+    const r = await setUpPodVolumes(
+      pod([{ name: "data", hostPath: { path: file, type: "Directory" } }]),
+      dir,
+      lookups(),
+    );
+    expect(r).toEqual({
+      failed: [
+        {
+          volume: "data",
+          message: `MountVolume.SetUp failed for volume "data" : hostPath type check failed: ${file} is not a directory`,
+        },
+      ],
+    });
+    expect(failedMountMessage("failed" in r ? r.failed : [])).toBe(
+      `Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: MountVolume.SetUp failed for volume "data" : hostPath type check failed: ${file} is not a directory`,
+    );
+  });
+});
+
+describe("applyHostPathType()", () => {
+  it.each([
+    ["DirectoryOrCreate", "d/e", undefined, "directory"],
+    ["FileOrCreate", "new-file", undefined, "file"],
+    ["File", "absent", "is not a file", undefined],
+    ["Socket", "absent", "is not a socket file", undefined],
+    ["", "absent", undefined, undefined],
+  ])("type %j on %s", (type, name, error, made) => {
+    const path = join(dir, name);
+    const out = applyHostPathType(path, type);
+    if (error) expect(out).toBe(`hostPath type check failed: ${path} ${error}`);
+    else expect(out).toBeUndefined();
+    if (made === "directory") expect(statSync(path).isDirectory()).toBe(true);
+    if (made === "file") expect(statSync(path).isFile()).toBe(true);
+  });
+
+  it("does not create a missing parent for FileOrCreate", () => {
+    expect(applyHostPathType(join(dir, "no", "file"), "FileOrCreate")).toMatch(
+      /^hostPath type check failed: cannot create file/,
+    );
+  });
+});
