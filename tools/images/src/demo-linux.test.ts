@@ -41,8 +41,9 @@ describe("buildDemoLinux()", () => {
       .trim()
       .split("\n");
     const names = order.map((p) => p.split("/").pop());
-    for (const m of ["virtio_blk.ko", "virtio_pci.ko", "isofs.ko", "vfat.ko", "button.ko", "evdev.ko"])
+    for (const m of ["virtio_blk.ko", "virtio_net.ko", "virtio_pci.ko", "isofs.ko", "vfat.ko", "button.ko", "evdev.ko"])
       expect(names).toContain(m);
+    expect(names.indexOf("net_failover.ko")).toBeLessThan(names.indexOf("virtio_net.ko"));
     expect(names.indexOf("virtio.ko")).toBeLessThan(names.indexOf("virtio_blk.ko")); // dependencies first
     expect(names.indexOf("fat.ko")).toBeLessThan(names.indexOf("vfat.ko"));
     for (const p of order)

@@ -28,11 +28,15 @@ export const DEMO_BOOT_MARKER = "KVT_DEMO_LINUX_BOOTED";
 export const DEMO_MIN_MEMORY_BYTES = 128 * 1024 * 1024;
 /** The demo image's default kernel command line (backends add their console= when missing). */
 export const DEMO_CMDLINE = "console=ttyS0 quiet panic=-1";
-/** Modules the init loads (dependencies are added): virtio (PCI and MMIO) block devices, iso9660 and vfat seeds, the ACPI power button. */
+/**
+ * Modules the init loads (dependencies are added): virtio (PCI and MMIO) block devices and NICs (virtio_net brings
+ * failover and net_failover), iso9660 and vfat seeds, the ACPI power button.
+ */
 export const DEMO_MODULES = [
   "virtio_pci",
   "virtio_mmio",
   "virtio_blk",
+  "virtio_net",
   "isofs",
   "vfat",
   "nls_cp437",

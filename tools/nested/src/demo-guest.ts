@@ -4,7 +4,7 @@
  */
 import { join } from "node:path";
 import { DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir, readManifest } from "@kvt/images";
-import { noCloudSeedInitrd, type ShutdownEvent, Vm, type VmDisk, type VmOptions } from "@kvt/vmm";
+import { noCloudSeedInitrd, type ShutdownEvent, Vm, type VmDisk, type VmNic, type VmOptions } from "@kvt/vmm";
 import { GuestConsole } from "./guest-console.ts";
 
 /** The line the seed's user data prints (the vm-cirros example's script prints the same text). */
@@ -29,6 +29,8 @@ export interface DemoOptions {
   readonly kernel?: "uncompressed" | "bzImage";
   /** virtio-blk disks (/dev/vda, /dev/vdb, ... in the guest), as `boot.disks` of Vm.create. */
   readonly disks?: readonly VmDisk[];
+  /** virtio-net NICs on L1 taps (eth0, ... in the guest), as `boot.nics` of Vm.create. */
+  readonly nics?: readonly VmNic[];
 }
 
 /**
@@ -53,6 +55,7 @@ export function demoVmOptions(options: DemoOptions = {}): VmOptions {
       extraInitrd: [seed],
       cmdline: "console=ttyS0 quiet panic=-1",
       ...(options.disks ? { disks: options.disks } : {}),
+      ...(options.nics ? { nics: options.nics } : {}),
     },
   };
 }

@@ -17,9 +17,13 @@
  *           finds after power-off, a read-only disk refusing writes; then a live migration while the guest writes to a
  *           disk both VMM processes open, every acknowledged write found in the file (disk-checks.ts)
  *
+ *   net:    the demo image with a virtio-net NIC on a tap in L1 (bridge kvtbr0): eth0's MAC and carrier, ping both
+ *           ways, 8 MiB each way over TCP; then a live migration to a VMM on a second tap of the bridge, and the
+ *           same traffic on the target (net-checks.ts)
+ *
  *   then:   the test-guest suites of libs/vmm and libs/migration under vitest (guest-suite.ts), one check per file
  *
- * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | vm-cirros | disk | suite | host]
+ * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | vm-cirros | disk | net | suite | host]
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -30,6 +34,7 @@ import { bootDemo, CLOUD_INIT_LINE, type DemoGuest } from "./demo-guest.ts";
 import { diskChecks } from "./disk-checks.ts";
 import { testGuestSuiteChecks } from "./guest-suite.ts";
 import { liveMigrationChecks } from "./live-migration-checks.ts";
+import { netChecks } from "./net-checks.ts";
 import { vmCirrosChecks } from "./vm-cirros-checks.ts";
 
 const BOOT_TIMEOUT_MS = 240_000;
@@ -41,6 +46,7 @@ async function main(): Promise<void> {
   if (!existsSync(join(imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE), "vmlinuz"))) throw new Error("no demo image");
   // `migration [vcpus]` as the job's arguments runs only the live-migration checks (boot 4), with that many vCPUs;
   // `vm-cirros` only the seed's VM through virt-launcher; `disk` only the virtio-blk checks (disk-checks.ts);
+  // `net` only the virtio-net checks (net-checks.ts);
   // `suite` only the test-guest suites (guest-suite.ts).
   // `host`: everything but the suites (on a host whose KVM runs Linux, `npm test` ran those files already).
   const only = process.argv[2];
@@ -53,6 +59,7 @@ async function main(): Promise<void> {
   }
   if (all || only === "vm-cirros") await vmCirrosChecks(BOOT_TIMEOUT_MS);
   if (all || only === "disk") await diskChecks(BOOT_TIMEOUT_MS);
+  if (all || only === "net") await netChecks(BOOT_TIMEOUT_MS);
   // `suite [FILE...]`: only the suites (those files of L1_SUITES when named).
   if (only === undefined || only === "suite") await testGuestSuiteChecks(process.argv.slice(3));
 }

@@ -23,12 +23,14 @@ export const projectRoot: string = new URL("../../../", import.meta.url).pathnam
 /** Where the lane caches packages and the L1 initramfs. */
 export const nestedDataDir: string = join(projectRoot, ".data", "nested");
 
-/** Modules the L1 init loads (dependencies first are added), with their options. */
+/** Modules the L1 init loads (dependencies first are added), with their options; tun and bridge for the net group. */
 const L1_MODULES: readonly [string, string][] = [
   ["virtio_pci", ""],
   ["9pnet_virtio", ""],
   ["9p", ""],
   ["kvm-amd", "npt=1 nested=1"],
+  ["tun", ""],
+  ["bridge", ""],
 ];
 
 /** Bump when the initramfs layout changes in a way l1-init.sh does not show. */
@@ -104,10 +106,9 @@ export function moduleLoadOrder(
 export async function buildL1Image(log: (line: string) => void = () => {}): Promise<L1Image> {
   const store = defaultStoreRoot();
   const demoDir = imageDir(store, DEMO_LINUX_IMAGE);
-  if (!existsSync(join(demoDir, "image.json"))) {
-    log("nested: building the demo image first");
-    await buildDemoLinux({ storeRoot: store, log });
-  }
+  // Built, or rebuilt when its inputs changed (a new module, a new kernel); skipped when current.
+  const demo = await buildDemoLinux({ storeRoot: store, log });
+  if (!demo.skipped) log("nested: rebuilt the demo image");
   const manifest = JSON.parse(readFileSync(join(demoDir, "image.json"), "utf8")) as {
     sources?: { name: string; version: string }[];
   };

@@ -1,0 +1,261 @@
+/**
+ * The nested lane's virtio-net checks (issue 18): the demo image boots on our VMM with one NIC on a tap the check
+ * makes in L1, brings eth0 up with a static address and exchanges traffic with L1; then the guest is live-migrated
+ * to a second VMM process whose NIC is another tap on the same bridge, and the link still passes traffic there.
+ *
+ *   L1 (the host)                                         guest (L2, demo image, busybox)
+ *   bridge kvtbr0 10.0.77.1/24                            eth0 52:54:00:4b:56:01, 10.0.77.2/24
+ *     +-- tap kvtnet0 (source VMM)  <== virtio-net ==>    ping 10.0.77.1; wget from / nc to the host
+ *     +-- tap kvtnet1 (target VMM, after the move)
+ *   busybox ping 10.0.77.2; an HTTP server (8 MiB down) and a TCP sink (8 MiB up) on 10.0.77.1
+ *
+ * Everything L1 gets (bridge, taps, address) is made by netSetup() and removed by netTeardown(), whatever fails;
+ * L1 is itself a throwaway VM, so nothing leaves it. Each guest command fits the UART's 64-byte FIFO; answers end
+ * in "/" (see disk-checks.ts). Commands that take time are typed once (converse would type them again).
+ */
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
+import { createServer, type Server } from "node:net";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { DEMO_BOOT_MARKER } from "@kvt/images";
+import { OutgoingMigration } from "@kvt/migration";
+import type { DeviceErrorEvent } from "@kvt/vmm";
+import { type ConsolePeer, check, converse, typeLine, within } from "./check-runner.ts";
+import { bootDemo, type DemoGuest } from "./demo-guest.ts";
+import { nestedDataDir } from "./l1-image.ts";
+import { LANE_MIGRATION_OPTIONS, spawnTarget, type TargetPeer } from "./migration-peer.ts";
+
+const run = promisify(execFile);
+
+/** The guest's MAC (locally administered range QEMU uses) and the addresses on either side. */
+export const NET_GUEST_MAC = "52:54:00:4b:56:01";
+export const NET_HOST_IP = "10.0.77.1";
+export const NET_GUEST_IP = "10.0.77.2";
+const BRIDGE = "kvtbr0";
+const SOURCE_TAP = "kvtnet0";
+const TARGET_TAP = "kvtnet1";
+const HTTP_PORT = 7781;
+const SINK_PORT = 7782;
+const TRANSFER_BYTES = 8 * 2 ** 20;
+
+/** L1's busybox (the lane's own download): its ping runs in the job's chroot, which has no iputils. */
+const BUSYBOX = join(nestedDataDir, "debs", "busybox-static", "root", "bin", "busybox");
+
+async function ip(...args: string[]): Promise<void> {
+  await run("ip", args);
+}
+
+/** Makes the bridge with the host address and both taps on it (the VMMs attach to the existing taps). */
+async function netSetup(): Promise<string> {
+  await netTeardown(); // leftovers of an interrupted run
+  await ip("link", "add", BRIDGE, "type", "bridge");
+  await ip("addr", "add", `${NET_HOST_IP}/24`, "dev", BRIDGE);
+  await ip("link", "set", BRIDGE, "up");
+  for (const tap of [SOURCE_TAP, TARGET_TAP]) {
+    await ip("tuntap", "add", "dev", tap, "mode", "tap");
+    await ip("link", "set", tap, "master", BRIDGE);
+    await ip("link", "set", tap, "up");
+  }
+  return `bridge ${BRIDGE} ${NET_HOST_IP}/24 with taps ${SOURCE_TAP} and ${TARGET_TAP}`;
+}
+
+async function netTeardown(): Promise<void> {
+  for (const dev of [SOURCE_TAP, TARGET_TAP, BRIDGE]) {
+    try {
+      await ip("link", "del", dev);
+    } catch {
+      // not there (first run, or an earlier step failed before making it): nothing to remove
+    }
+  }
+}
+
+/** Runs busybox ping from L1 and returns its round-trip line; throws with its output when a packet is lost. */
+async function hostPing(count: number): Promise<string> {
+  const [file, ...pre] = existsSync(BUSYBOX) ? [BUSYBOX, "ping"] : ["ping"];
+  try {
+    const { stdout } = await run(file ?? "ping", [...pre, "-c", String(count), "-W", "10", NET_GUEST_IP]);
+    return /round-trip.*|rtt.*/.exec(stdout)?.[0] ?? stdout.trim().split("\n").at(-1) ?? "";
+  } catch (err) {
+    const out = (err as { stdout?: string }).stdout ?? (err as Error).message;
+    throw new Error(`L1 ping ${NET_GUEST_IP} failed: ${out}`, { cause: err });
+  }
+}
+
+/** Types `cmd` once and waits for an answer line matching `re`; the console text since then is returned too. */
+async function once(
+  peer: ConsolePeer,
+  cmd: string,
+  re: RegExp,
+  timeoutMs: number,
+): Promise<{ line: string; text: string }> {
+  const from = peer.console.mark();
+  typeLine(peer, cmd);
+  const m = await peer.console.waitFor(re, timeoutMs, from);
+  return { line: m.line, text: peer.console.text.slice(from) };
+}
+
+/** The guest pings L1 three times: the round-trip line, or a throw with what the guest printed. */
+async function guestPing(peer: ConsolePeer): Promise<string> {
+  const r = await once(peer, `ping -c 3 -W 10 ${NET_HOST_IP};echo p=$?/`, /^p=\d+\/$/, 90_000);
+  if (r.line !== "p=0/") throw new Error(`guest ping exited ${r.line}: ${JSON.stringify(r.text.slice(-600))}`);
+  return /round-trip.*/.exec(r.text)?.[0] ?? "3 replies";
+}
+
+/** busybox `time` output after `from`: seconds of the "real" line. */
+function realSeconds(text: string): number | undefined {
+  const m = /^real\s+(?:(\d+)m\s*)?([\d.]+)s/m.exec(text);
+  return m ? Number(m[1] ?? 0) * 60 + Number(m[2]) : undefined;
+}
+
+/**
+ * The guest fetches TRANSFER_BYTES from L1's HTTP server (the shell variable h holds its address) and counts them;
+ * the seconds wget took. busybox `time` prints on stderr, so the count may come before or after its lines.
+ */
+async function download(peer: ConsolePeer): Promise<number | undefined> {
+  const r = await once(peer, `time wget -q -O - http://$h:${HTTP_PORT}/|wc -c`, /^sys\s/, 180_000);
+  const from = peer.console.text.length - r.text.length;
+  // The exact count: a pattern like /^\d+$/ could match the first digits of a line still arriving.
+  await peer.console.waitFor(new RegExp(`^${TRANSFER_BYTES}$`), 30_000, from);
+  return realSeconds(r.text);
+}
+
+/** An HTTP server that answers any GET with TRANSFER_BYTES, and a TCP sink that counts what it is sent. */
+async function startServers(): Promise<{ http: HttpServer; sink: Server; received: () => number }> {
+  const body = Buffer.alloc(TRANSFER_BYTES, 0x5a);
+  const http = createHttpServer((_req, res) => {
+    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(body.length) });
+    res.end(body);
+  });
+  let received = 0;
+  const sink = createServer((socket) => {
+    socket.on("data", (d) => {
+      received += d.length;
+    });
+    socket.on("end", () => socket.end()); // nc sends EOF after its input; closing lets it exit
+    socket.on("error", () => socket.destroy());
+  });
+  await new Promise<void>((resolve) => http.listen(HTTP_PORT, NET_HOST_IP, resolve));
+  await new Promise<void>((resolve) => sink.listen(SINK_PORT, NET_HOST_IP, resolve));
+  return { http, sink, received: () => received };
+}
+
+const consolePeer = (g: DemoGuest): ConsolePeer => ({ console: g.console, writeSerial: (t) => g.vm.writeSerial(t) });
+const targetPeer = (t: TargetPeer): ConsolePeer => ({ console: t.console, writeSerial: (s) => t.writeSerial(s) });
+
+/** Runs the net group: setup, boot with a NIC, traffic both ways, a live migration, traffic on the target. */
+export async function netChecks(bootTimeoutMs: number): Promise<void> {
+  const deviceErrors: DeviceErrorEvent[] = [];
+  let g: DemoGuest | undefined;
+  let target: TargetPeer | undefined;
+  let servers: Awaited<ReturnType<typeof startServers>> | undefined;
+  try {
+    if (!(await check("net-setup", netSetup))) return;
+    const nic = { tap: SOURCE_TAP, mac: NET_GUEST_MAC };
+    const booted = await check("net-boot", async () => {
+      g = bootDemo({ nics: [nic] });
+      g.vm.on("device-error", (e) => deviceErrors.push(e));
+      const m = await g.console.waitFor(new RegExp(DEMO_BOOT_MARKER), bootTimeoutMs);
+      await converse(consolePeer(g), "echo ready", /^ready$/, 30_000);
+      return `marker ${Math.round(m.atMs)} ms with a virtio-net NIC on ${SOURCE_TAP}: ${m.line}`;
+    });
+    if (!booted || !g) return;
+    const guest = g;
+    const peer = consolePeer(guest);
+    const up = await check("net-guest-eth0-up", async () => {
+      const mac = await converse(peer, "echo m=$(cat /sys/class/net/eth0/address)/", /^m=.*\/$/, 30_000);
+      if (mac.line !== `m=${NET_GUEST_MAC}/`) {
+        throw new Error(`eth0 address ${mac.line}, want ${NET_GUEST_MAC}; ${await netLog(peer)}`);
+      }
+      await converse(peer, `ip addr add ${NET_GUEST_IP}/24 dev eth0;echo a=$?/`, /^a=\d+\/$/, 30_000);
+      await converse(peer, "ip link set eth0 up;echo u=$?/", /^u=0\/$/, 30_000);
+      // VIRTIO_NET_F_STATUS: the device says the link is up, so the carrier is on once the interface is.
+      const carrier = await converse(peer, "echo c=$(cat /sys/class/net/eth0/carrier)/", /^c=.*\/$/, 30_000);
+      if (carrier.line !== "c=1/") throw new Error(`eth0 carrier ${carrier.line}, want 1 (link up)`);
+      return `eth0 ${NET_GUEST_MAC} (the MAC from boot.nics), carrier 1, ${NET_GUEST_IP}/24`;
+    });
+    if (!up) return;
+    await check("net-guest-pings-host", async () => `guest -> ${NET_HOST_IP}: ${await guestPing(peer)}`);
+    await check("net-host-pings-guest", async () => `${NET_HOST_IP} -> guest: ${await hostPing(3)}`);
+    servers = await startServers();
+    const s = servers;
+    await check("net-tcp-both-ways", async () => {
+      await converse(peer, `h=${NET_HOST_IP};echo h=$h/`, new RegExp(`^h=${NET_HOST_IP}/$`), 30_000);
+      const down = await download(peer);
+      const before = s.received();
+      const upCmd = `dd if=/dev/zero bs=64k count=128 2>/dev/null|time nc $h ${SINK_PORT}`;
+      const sent = await once(peer, upCmd, /^sys\s/, 180_000);
+      const upBytes = s.received() - before;
+      if (upBytes !== TRANSFER_BYTES) throw new Error(`the sink got ${upBytes} bytes, want ${TRANSFER_BYTES}`);
+      const rate = (t: number | undefined): string =>
+        t ? `${(TRANSFER_BYTES / 2 ** 20 / t).toFixed(1)} MiB/s` : "(no time)";
+      const d = down;
+      const u = realSeconds(sent.text);
+      return `8 MiB host -> guest (wget) in ${d?.toFixed(2)} s ${rate(d)}; guest -> host (nc) in ${u?.toFixed(2)} s ${rate(u)}`;
+    });
+    await check("net-device-healthy", async () => {
+      const st = guest.vm.stats();
+      if (st.netRxFrames === 0 || st.netTxFrames === 0) throw new Error(`no frames counted: ${JSON.stringify(st)}`);
+      if (st.netBroken !== 0 || deviceErrors.length > 0) {
+        throw new Error(`device errors: ${deviceErrors.map((e) => `${e.device}: ${e.reason}`).join(", ")}`);
+      }
+      return (
+        `${st.netRxFrames} frames (${st.netRxBytes} B) to the guest, ${st.netTxFrames} (${st.netTxBytes} B) from it, ` +
+        `${st.netErrors} dropped, 0 broken`
+      );
+    });
+    // The move: the target's NIC has the same MAC on the other tap of the bridge, as on another node's pod network.
+    const moved = await check("net-migration-live", async () => {
+      target = await spawnTarget({ nics: [{ tap: TARGET_TAP, mac: NET_GUEST_MAC }] });
+      const migration = new OutgoingMigration(guest.vm, target.destination, LANE_MIGRATION_OPTIONS);
+      const result = await migration.run();
+      if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
+      await within(target.running, 60_000, "the guest running on the target");
+      guest.vm.stop(); // the source's tap goes quiet: the bridge forgets the guest's MAC on it
+      return `downtime ${Math.round(result.downtimeMs ?? 0)} ms, total ${result.totalSeconds.toFixed(1)} s, ${result.iterations} passes`;
+    });
+    if (!moved || !target) return;
+    const dest = targetPeer(target);
+    await check("net-migration-link-kept", async () => {
+      const mac = await converse(dest, "echo m=$(cat /sys/class/net/eth0/address)/", /^m=.*\/$/, 30_000);
+      const carrier = await converse(dest, "echo c=$(cat /sys/class/net/eth0/carrier)/", /^c=.*\/$/, 30_000);
+      if (mac.line !== `m=${NET_GUEST_MAC}/` || carrier.line !== "c=1/") {
+        throw new Error(`on the target: ${mac.line} ${carrier.line}`);
+      }
+      const out = await guestPing(dest);
+      const back = await hostPing(3);
+      return `on the target eth0 ${NET_GUEST_MAC} carrier 1; guest -> host ${out}; host -> guest ${back}`;
+    });
+    await check("net-migration-tcp", async () => {
+      const t = await download(dest);
+      return `8 MiB host -> guest through ${TARGET_TAP} in ${t?.toFixed(2)} s`;
+    });
+    await check("net-migration-poweroff", async () => {
+      await converse(dest, "echo ready", /^ready$/, 30_000);
+      dest.writeSerial("poweroff\n");
+      const ev = await within((target as TargetPeer).shutdown, 60_000, "power-off on the target");
+      if (ev.reason !== "guest-exit" || ev.code !== 0) throw new Error(`expected guest-exit 0, got ${ev.reason}`);
+      const errors = (target as TargetPeer).errors;
+      if (errors.length > 0) throw new Error(`target errors: ${errors.join("; ")}`);
+      return "guest-exit 0 on the target";
+    });
+  } finally {
+    await target?.stop();
+    g?.vm.stop();
+    servers?.http.close();
+    servers?.sink.close();
+    await netTeardown();
+  }
+}
+
+/** The guest's view of its NICs, for a failure message. */
+async function netLog(peer: ConsolePeer): Promise<string> {
+  const from = peer.console.mark();
+  try {
+    await converse(peer, "ls /sys/class/net;dmesg|grep -i -e virtio -e net|tail -n 8;echo end", /^end$/, 30_000);
+  } catch {
+    // The message of the failing check is what matters; the log is a bonus.
+  }
+  return JSON.stringify(peer.console.text.slice(from).slice(-1200));
+}
