@@ -4,6 +4,7 @@
  * events and writing through its registry. Dynamic provisioning is delegated to a {@link Provisioner} by the
  * class's `provisioner` name (local-path-provisioner.ts).
  *
+ *   claim with no class field, a default exists   -> gets the default class (RetroactiveDefaultStorageClass)
  *   claim unbound, class Immediate (or no class)  -> bind to a matching volume, else provision, else wait (event)
  *   claim unbound, class WaitForFirstConsumer     -> wait for the scheduler's volume.kubernetes.io/selected-node,
  *                                                    then the same with that node
@@ -22,7 +23,11 @@ import type {
   V1StorageClass,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { PV_PROTECTION_FINALIZER, PVC_PROTECTION_FINALIZER } from "../apiserver/admission/storage-admission.ts";
+import {
+  defaultStorageClass,
+  PV_PROTECTION_FINALIZER,
+  PVC_PROTECTION_FINALIZER,
+} from "../apiserver/admission/storage-admission.ts";
 import { WorkLoop } from "../apiserver/controllers/queue.ts";
 import type { ResourceDef } from "../apiserver/resources/types.ts";
 import { type ResourceService, systemContext } from "../apiserver/rest/service.ts";
@@ -142,6 +147,7 @@ export class PersistentVolumeController {
   }
 
   async #syncUnboundClaim(claim: Obj): Promise<boolean> {
+    if (await this.#assignDefaultClass(claim)) return false; // its update event brings the claim back
     const className = classOf(claim);
     const sc = className
       ? (this.#svc.store.get(SC, className)?.obj as (KubeObject & V1StorageClass) | undefined)
@@ -183,6 +189,22 @@ export class PersistentVolumeController {
       return false;
     }
     return this.#provision(claim, sc, node);
+  }
+
+  /**
+   * RetroactiveDefaultStorageClass (GA in 1.28): a claim created with no class at all while there was no default
+   * class gets the default class once one exists. An explicit `""` stays classless. Returns true when it wrote.
+   */
+  async #assignDefaultClass(claim: Obj): Promise<boolean> {
+    const spec = claim.spec as { storageClassName?: string | null } | undefined;
+    if (spec?.storageClassName !== undefined && spec.storageClassName !== null) return false;
+    if (claim.metadata.annotations?.[ANN.betaStorageClass] !== undefined) return false;
+    const def = defaultStorageClass(this.#svc.store.list(SC).map((e) => e.obj));
+    if (!def) return false;
+    await this.#mutate(this.#pvcDef, claim, (c) => {
+      c.spec = { ...c.spec, storageClassName: def.metadata.name };
+    });
+    return true;
   }
 
   async #provision(claim: Obj, sc: KubeObject & V1StorageClass, node: V1Node | undefined): Promise<boolean> {

@@ -292,6 +292,29 @@ describe("local-path storage on the local cluster", () => {
     await core.deletePersistentVolume({ name: "static" });
   });
 
+  it('gives a claim made while no class was default the default class later, and leaves "" classless', async () => {
+    const storageApi = new KubeConfig();
+    storageApi.loadFromFile(api.kubeconfigPath);
+    const sc = storageApi.makeApiClient(StorageV1Api);
+    const local = await sc.readStorageClass({ name: "local-path" });
+    await sc.deleteStorageClass({ name: "local-path" });
+    await core.createNamespacedPersistentVolumeClaim({ namespace: "default", body: claim("early") });
+    await core.createNamespacedPersistentVolumeClaim({
+      namespace: "default",
+      body: claim("none", { storageClassName: "" }),
+    });
+    expect((await readClaim("early")).spec?.storageClassName).toBeUndefined();
+    await sc.createStorageClass({
+      body: { ...local, metadata: { name: "local-path", annotations: local.metadata?.annotations } },
+    });
+    await eventually("the default class on the early claim", async () =>
+      (await readClaim("early")).spec?.storageClassName === "local-path" ? true : undefined,
+    );
+    expect((await readClaim("none")).spec?.storageClassName).toBe("");
+    for (const name of ["early", "none"])
+      await core.deleteNamespacedPersistentVolumeClaim({ name, namespace: "default" });
+  });
+
   it("refuses bad claims with the API server's causes and stores nothing", async () => {
     const bad = await core
       .createNamespacedPersistentVolumeClaim({
