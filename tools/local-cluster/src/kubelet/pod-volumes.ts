@@ -112,7 +112,7 @@ function makeSubPaths(pod: V1Pod, ready: ReadonlyMap<string, ResolvedVolume>): v
   for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
     for (const m of c.volumeMounts ?? []) {
       const v = ready.get(m.name);
-      if (!v || !m.subPath || !statSync(v.hostPath).isDirectory()) continue;
+      if (!v || !m.subPath || !existsSync(v.hostPath) || !statSync(v.hostPath).isDirectory()) continue;
       mkdirSync(join(v.hostPath, m.subPath), { recursive: true, mode: 0o755 });
     }
   }

@@ -178,8 +178,14 @@ describe("local-path storage on the local cluster", () => {
       /storageclass.storage.k8s.io\/local-path \(default\)\s+rancher.io\/local-path\s+Delete\s+WaitForFirstConsumer\s+false/,
     );
 
-    await core.deleteNamespacedPod({ name: "writer", namespace: "default" });
+    // The claim goes first: kubernetes.io/pvc-protection keeps it (Terminating) while the running pod uses it.
     await core.deleteNamespacedPersistentVolumeClaim({ name: "data", namespace: "default" });
+    await new Promise((r) => setTimeout(r, 300));
+    const protectedClaim = await readClaim("data");
+    expect(protectedClaim.metadata?.deletionTimestamp).toBeDefined();
+    expect(protectedClaim.metadata?.finalizers).toEqual(["kubernetes.io/pvc-protection"]);
+    expect(existsSync(volumeDir)).toBe(true);
+    await core.deleteNamespacedPod({ name: "writer", namespace: "default" });
     await eventually(
       "the pod, claim and volume to be gone",
       async () =>
