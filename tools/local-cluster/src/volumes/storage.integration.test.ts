@@ -22,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServerHandle, startApiServer } from "../apiserver/apiserver.ts";
 import { eventually } from "../apiserver/extensions/testdata/fixtures.ts";
 import { type Kubectl, kubectl } from "../apiserver/testdata/kubectl.ts";
+import { currentRuntimeName, jsRuntime } from "../cluster/js-runtime.ts";
 import { VOLUME_MOUNTS_ENV } from "../kubelet/container-spec.ts";
 import { type NodeAgent, startNodeAgent } from "../kubelet/node-agent.ts";
 import { Scheduler } from "../scheduler/scheduler.ts";
@@ -81,7 +82,9 @@ beforeAll(async () => {
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(api.kubeconfigPath);
   core = kubeConfig.makeApiClient(CoreV1Api);
-  const layout = { projectRoot: dir, execPath: process.execPath, execArgs: [], launcherEntry: WRITER };
+  // The stand-in program runs on this test's runtime (Deno needs `run -A`), as a kubelet runs launchers on its own.
+  const runtime = jsRuntime(currentRuntimeName(), dir);
+  const layout = { projectRoot: dir, execPath: runtime.execPath, execArgs: runtime.execArgs, launcherEntry: WRITER };
   nodes = [];
   for (const nodeName of ["node01", "node02"])
     nodes.push(
