@@ -17,6 +17,7 @@ uint8_t Serial16550::ReadReg(uint16_t offset) {
       if (rx_.empty()) return 0;
       uint8_t b = rx_.front();
       rx_.pop_front();
+      Refill();
       if (rx_.empty()) lsr_ &= static_cast<uint8_t>(~kLsrDrBit);
       return b;
     }
@@ -91,8 +92,10 @@ void Serial16550::WriteReg(uint16_t offset, uint8_t value) {
     case kIirOffset:  // FCR
       fcr_ = value & 0xc9;
       if (value & 0x02) {
+        // The guest resets its receive FIFO; input the host still holds arrives after that.
         rx_.clear();
-        lsr_ &= static_cast<uint8_t>(~kLsrDrBit);
+        Refill();
+        if (rx_.empty()) lsr_ &= static_cast<uint8_t>(~kLsrDrBit);
       }
       return;
     case kLcrOffset:
@@ -111,7 +114,8 @@ void Serial16550::WriteReg(uint16_t offset, uint8_t value) {
 
 size_t Serial16550::Enqueue(const uint8_t* data, size_t len) {
   size_t n = 0;
-  for (; n < len && rx_.size() < kRxFifoBytes; ++n) rx_.push_back(data[n]);
+  for (; n < len && backlog_.empty() && rx_.size() < kRxFifoBytes; ++n) rx_.push_back(data[n]);
+  for (; n < len && backlog_.size() < kRxBacklogBytes; ++n) backlog_.push_back(data[n]);
   if (n < len) {
     events_.rx_dropped += len - n;
     lsr_ |= kLsrOverrunBit;
@@ -124,20 +128,43 @@ size_t Serial16550::Enqueue(const uint8_t* data, size_t len) {
   return n;
 }
 
+void Serial16550::Refill() {
+  while (!backlog_.empty() && rx_.size() < kRxFifoBytes) {
+    rx_.push_back(backlog_.front());
+    backlog_.pop_front();
+  }
+  if (!rx_.empty()) lsr_ |= kLsrDrBit;
+}
+
 bool Serial16550::InterruptPending() const {
   return ((ier_ & kIerRdaBit) && !rx_.empty()) || ((ier_ & kIerThreBit) && thre_pending_);
 }
 
 std::vector<uint8_t> Serial16550::Save() const {
-  std::vector<uint8_t> out{1, ier_, lcr_, mcr_, lsr_, msr_, scr_, dll_, dlm_, fcr_, static_cast<uint8_t>(thre_pending_),
-                           static_cast<uint8_t>(rx_.size())};
-  out.reserve(out.size() + rx_.size());
+  const uint8_t version = backlog_.empty() ? 1 : 2;
+  std::vector<uint8_t> out{version, ier_, lcr_, mcr_, lsr_, msr_, scr_, dll_, dlm_, fcr_,
+                           static_cast<uint8_t>(thre_pending_), static_cast<uint8_t>(rx_.size())};
+  out.reserve(out.size() + rx_.size() + (version == 2 ? 4 + backlog_.size() : 0));
   for (uint8_t b : rx_) out.push_back(b);
+  if (version == 2) {
+    const auto n = static_cast<uint32_t>(backlog_.size());
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(n >> (8 * i)));
+    for (uint8_t b : backlog_) out.push_back(b);
+  }
   return out;
 }
 
 bool Serial16550::Restore(const uint8_t* data, size_t len) {
-  if (len < 12 || data[0] != 1 || data[11] > kRxFifoBytes || len != 12u + data[11]) return false;
+  if (len < 12 || (data[0] != 1 && data[0] != 2) || data[11] > kRxFifoBytes) return false;
+  const size_t fifo_end = 12u + data[11];
+  size_t backlog_len = 0;
+  if (data[0] == 1) {
+    if (len != fifo_end) return false;
+  } else {
+    if (len < fifo_end + 4) return false;
+    for (int i = 0; i < 4; ++i) backlog_len |= static_cast<size_t>(data[fifo_end + i]) << (8 * i);
+    if (backlog_len == 0 || backlog_len > kRxBacklogBytes || len != fifo_end + 4 + backlog_len) return false;
+  }
   ier_ = data[1];
   lcr_ = data[2];
   mcr_ = data[3];
@@ -148,7 +175,8 @@ bool Serial16550::Restore(const uint8_t* data, size_t len) {
   dlm_ = data[8];
   fcr_ = data[9];
   thre_pending_ = data[10] != 0;
-  rx_.assign(data + 12, data + len);
+  rx_.assign(data + 12, data + fifo_end);
+  backlog_.assign(data + len - backlog_len, data + len);
   return true;
 }
 

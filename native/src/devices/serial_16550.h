@@ -8,8 +8,10 @@
 //   3 LCR (bit 7 = DLAB)  4 MCR (bit 4 = loopback)  5 LSR  6 MSR  7 SCR
 //
 //   THR write -> sink.Write(byte); if IER.THRE: IIR = THR-empty, irq    (loopback: the byte goes to the rx FIFO)
-//   Enqueue(bytes) -> rx FIFO (64 bytes, excess dropped); LSR.DR; if IER.RDA: IIR = RDA, irq
-//   RBR read -> pops the FIFO; IIR read clears a pending THR-empty interrupt
+//   Enqueue(bytes) -> rx FIFO (64 bytes), the rest waits in a host-side backlog (64 KiB; beyond that dropped, with
+//                     LSR overrun); LSR.DR; if IER.RDA: IIR = RDA, irq
+//   RBR read -> pops the FIFO and tops it up from the backlog, so a pasted line longer than the FIFO arrives whole
+//               (the guest keeps reading while LSR.DR stays set); IIR read clears a pending THR-empty interrupt
 #pragma once
 
 #include <cstddef>
@@ -31,6 +33,8 @@ inline constexpr uint8_t kMcrLoopBit = 0x10;
 inline constexpr uint8_t kLsrDrBit = 0x01, kLsrOverrunBit = 0x02, kLsrThreBit = 0x20, kLsrTemtBit = 0x40;
 inline constexpr uint8_t kMsrDefault = 0xb0;  // DCD, DSR, CTS asserted
 inline constexpr size_t kRxFifoBytes = 64;
+// Console input waiting for room in the rx FIFO (what a terminal's flow control would hold back).
+inline constexpr size_t kRxBacklogBytes = 64 * 1024;
 
 class IrqTrigger {
  public:
@@ -56,11 +60,12 @@ class Serial16550 : public PioDevice {
   Serial16550(IrqTrigger* irq, OutputSink* out) : irq_(irq), out_(out) {}
   void Read(uint16_t offset, uint8_t* data, size_t len) override;
   void Write(uint16_t offset, const uint8_t* data, size_t len) override;
-  // Queues console input; returns how many bytes fit.
+  // Queues console input (FIFO, then backlog); returns how many bytes were taken.
   size_t Enqueue(const uint8_t* data, size_t len);
   const SerialEvents& events() const { return events_; }
 
-  // Persist: registers and the rx FIFO as bytes (version 1), and back. Restore returns false on a bad blob.
+  // Persist: registers and the rx FIFO as bytes (version 1; version 2 when a backlog waits: then its length, 4
+  // bytes little-endian, and its bytes follow), and back. Restore takes both; it returns false on a bad blob.
   std::vector<uint8_t> Save() const;
   bool Restore(const uint8_t* data, size_t len);
   // The interrupt line's state: true while an enabled interrupt condition is pending (received data with
@@ -73,6 +78,8 @@ class Serial16550 : public PioDevice {
   uint8_t ReadReg(uint16_t offset);
   void WriteReg(uint16_t offset, uint8_t value);
   void UpdateIir();
+  // Moves backlog bytes into the FIFO while it has room.
+  void Refill();
   IrqTrigger* irq_;
   OutputSink* out_;
   SerialEvents events_;
@@ -80,6 +87,7 @@ class Serial16550 : public PioDevice {
   uint8_t dll_ = 0x0c, dlm_ = 0, fcr_ = 0;
   bool thre_pending_ = false;
   std::deque<uint8_t> rx_;
+  std::deque<uint8_t> backlog_;
 };
 
 }  // namespace kvmts::devices
