@@ -11,6 +11,7 @@
  *   bind: PV claimRef -> PV phase Bound -> PVC spec.volumeName + bind-completed -> PVC status Bound/capacity/modes
  *   volume Pending/unbound                        -> Available
  *   claim of a bound volume gone                  -> Released -> Retain: kept | Delete: provisioner deletes it
+ *   claim bound to another volume                 -> bound by us: Available again | else: reclaimed as above
  *   claim bound, volume gone                      -> Lost
  *   claim deleting, no scheduled running pod uses it -> drop kubernetes.io/pvc-protection
  *   volume deleting, not Bound                    -> drop kubernetes.io/pv-protection
@@ -327,6 +328,8 @@ export class PersistentVolumeController {
     }
     const claim = this.#svc.store.get(PVC, `${ref.namespace ?? ""}/${ref.name}`)?.obj as Obj | undefined;
     if (claim && (!ref.uid || claim.metadata.uid === ref.uid)) {
+      const elsewhere = !!claim.spec?.volumeName && claim.spec.volumeName !== volume.metadata.name;
+      if (elsewhere && ref.uid) return this.#boundElsewhere(volume);
       if (claim.spec?.volumeName === volume.metadata.name && volume.status?.phase !== "Bound")
         await this.#setPhase(volume, "Bound");
       if (!ref.uid && volume.status?.phase === "Pending") await this.#setPhase(volume, "Available");
@@ -338,6 +341,20 @@ export class PersistentVolumeController {
       return false;
     }
     return this.#reclaim(volume);
+  }
+
+  /**
+   * The volume's claim is bound to another volume: a volume the controller bound is unbound (Available again); one
+   * the user or a provisioner bound to that claim is reclaimed, as the PV controller does.
+   */
+  async #boundElsewhere(volume: Obj): Promise<boolean> {
+    if (volume.metadata.annotations?.[ANN.boundByController] !== "yes") return this.#reclaim(volume);
+    const unbound = await this.#mutate(this.#pvDef, volume, (v) => {
+      if (v.spec) delete v.spec.claimRef;
+      if (v.metadata.annotations) delete v.metadata.annotations[ANN.boundByController];
+    });
+    await this.#setPhase(unbound, "Available");
+    return false;
   }
 
   /** The claim of a bound volume is gone: Released, then what the reclaim policy says. */
