@@ -160,6 +160,11 @@ export class Kubelet {
       if (message !== running.lastMountError) {
         running.lastMountError = message;
         this.#o.log.info({ pod: `${running.namespace}/${running.name}`, message }, "volumes not ready");
+        // As kubelet: a failed SetUp is its own event (the operation executor's); claims not ready yet are
+        // reported in the volume manager's summary.
+        for (const f of setUp.failed)
+          if (f.message.startsWith("MountVolume.SetUp failed"))
+            void this.#event(running.pod, "Warning", "FailedMount", f.message);
         void this.#event(running.pod, "Warning", "FailedMount", message);
       }
       this.#writeStatus(running);
