@@ -59,6 +59,8 @@ export class PersistentVolumeController {
   readonly #svc: ResourceService;
   readonly #loop: WorkLoop;
   readonly #events: EventRecorder;
+  /** Events a provisioner writes carry its own name, as an external provisioner's (`<name>_<identity>`). */
+  readonly #provisionerEvents = new Map<string, EventRecorder>();
   readonly #provisioners: ReadonlyMap<string, Provisioner>;
   readonly #pvDef: ResourceDef;
   readonly #pvcDef: ResourceDef;
@@ -68,6 +70,11 @@ export class PersistentVolumeController {
     this.#provisioners = new Map(provisioners.map((p) => [p.name, p]));
     const log = logger.child({ controller: "persistentvolume" });
     this.#events = new EventRecorder(svc, "persistentvolume-controller", log);
+    for (const p of provisioners)
+      this.#provisionerEvents.set(
+        p.name,
+        new EventRecorder(svc, `${p.name}_${p.name.replace(/.*\//, "")}-provisioner`, log),
+      );
     this.#pvDef = svc.registry.lookup("", "v1", "persistentvolumes")!;
     this.#pvcDef = svc.registry.lookup("", "v1", "persistentvolumeclaims")!;
     this.#loop = new WorkLoop((key) => this.#process(key), log, 500);
@@ -232,7 +239,8 @@ export class PersistentVolumeController {
       return false;
     }
     if (this.#svc.store.get(PV, `pvc-${claim.metadata.uid ?? ""}`)) return false; // made; its event binds it
-    await this.#events.record(
+    const events = this.#provisionerEvents.get(provisioner.name) ?? this.#events;
+    await events.record(
       claim,
       "Normal",
       "Provisioning",
@@ -241,10 +249,10 @@ export class PersistentVolumeController {
     try {
       await provisioner.provision(claim, sc, node);
     } catch (err) {
-      await this.#events.record(claim, "Warning", "ProvisioningFailed", (err as Error).message);
+      await events.record(claim, "Warning", "ProvisioningFailed", (err as Error).message);
       return true;
     }
-    await this.#events.record(
+    await events.record(
       claim,
       "Normal",
       "ProvisioningSucceeded",
@@ -380,7 +388,8 @@ export class PersistentVolumeController {
     try {
       await provisioner.delete(volume);
     } catch (err) {
-      await this.#events.record(volume, "Warning", "VolumeFailedDelete", (err as Error).message);
+      const events = this.#provisionerEvents.get(provisioner.name) ?? this.#events;
+      await events.record(volume, "Warning", "VolumeFailedDelete", (err as Error).message);
       return true;
     }
     return false;
