@@ -1,5 +1,5 @@
 /**
- * The nested lane's virtio-blk checks (issue 17): the demo image boots on our VMM with two raw image files in L1's
+ * The nested lane's virtio-blk checks: the demo image boots on our VMM with two raw image files in L1's
  * /tmp as `boot.disks`, and the guest's shell uses them through the console.
  *
  *   host (L1)                                          guest (L2, demo image, busybox)

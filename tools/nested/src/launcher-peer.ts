@@ -5,7 +5,7 @@
  *
  *   node --max-semi-space-size=1 --v8-pool-size=1 apps/virt-launcher/src/main.ts --namespace NS --name N --uid UID
  *     env: POD_NAME, POD_NAMESPACE, POD_UID, NODE_NAME, KUBEVIRT_POD_DIR (private), KUBEVIRT_SOCKET_DIR (the node's),
- *          NODE_COMPILE_CACHE (the node's), PATH, HOME
+ *          NODE_COMPILE_CACHE (the node's), KVT_VOLUME_MOUNTS (the pod's volumes, when it has some), PATH, HOME
  *   <socket dir>/launcher-<key>.sock appears --> LauncherClient(socket).info() names this launcher's pod
  *   openConsole() --> raw serial bytes (scrollback first) --> GuestConsole; typed lines go back the same way
  */
@@ -32,6 +32,8 @@ export interface LauncherPlacement {
   /** The node's directory: sockets/, compile-cache/ and pods/<pod uid>/ go under it. */
   readonly nodeDir: string;
   readonly vmi: { readonly namespace: string; readonly name: string; readonly uid: string };
+  /** The pod's volumes as the process-kubelet hands them over (KVT_VOLUME_MOUNTS: mountPath -> host path). */
+  readonly volumeMounts?: readonly { mountPath: string; hostPath: string }[];
 }
 
 /** A running launcher process and the client that drives it. */
@@ -70,6 +72,7 @@ export async function startLauncher(placement: LauncherPlacement, socketTimeoutM
         POD_NAMESPACE: vmi.namespace,
         POD_UID: podUid,
         NODE_COMPILE_CACHE: compileCache,
+        ...(placement.volumeMounts ? { KVT_VOLUME_MOUNTS: JSON.stringify(placement.volumeMounts) } : {}),
       },
       stdio: ["ignore", "pipe", "pipe"],
     },

@@ -1,22 +1,29 @@
 /**
- * Issue 6's "Done when", as a user of the local cluster would see it, inside L1: the seed's vm-cirros VM (its
+ * The seed's VM as a user of the local cluster would see it, inside L1: the seed's vm-cirros VM (its
  * cloudInitNoCloud user data unchanged, its containerDisk the demo image) runs in a real virt-launcher process,
  * driven over launcher-rpc as virt-handler drives it, and is live-migrated to a second launcher process.
  *
  *   seedVmi() (seed-vmi.ts)                  launcher A (node-a)                     launcher B (node-b)
  *   sync {vmi} ----------------------------> toMachineSpec, backend choice: native
  *   console <------------------------------- boot marker, "printed from cloud-init userdata"
- *   `echo hi`, product_uuid, counter ------> hi, firmware.uuid, count 0 1 2 ...
+ *   `echo hi`, product_uuid, disk marker ---> hi, firmware.uuid, marker on the shared disk (serial SHARED)
+ *   counter --------------------------------> count 0 1 2 ...
  *   prepare-target {migrationUid, vmi} ------------------------------------------->  listens: {host, port, secret}
  *   migrate {target, options (KubeVirt defaults)} -> OutgoingMigration ------------>  restore, vCPUs run
  *   events: migration-result ok <------------ Migrated, exits 0        console: count N+1 ...  `echo hi`: hi
+ *                                                                      the disk marker reads back
  *                                                                      `poweroff` --> Shutdown, exits 0
+ *
+ * The VMI also has a shared hostDisk (both "nodes" mount the same directory, as an RWX claim would be), so the
+ * launcher's disk plumbing runs on our VMM: a virtio disk found by its serial, written before the move and read after.
  *
  * Check names start with `vm-cirros-`; `guest-checks.ts vm-cirros` runs only these.
  */
 import { randomUUID } from "node:crypto";
+import { mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type VirtualMachineInstance, VMI_DISKS_DIR } from "@kvt/api";
 import { DEMO_BOOT_MARKER } from "@kvt/images";
 import type { LauncherClient, LauncherEvent, MigrationOptions, MigrationResult } from "@kvt/launcher-rpc";
 import { check, converse, typeLine, within } from "./check-runner.ts";
@@ -38,6 +45,32 @@ const KUBEVIRT_MIGRATION_DEFAULTS: MigrationOptions = {
   completionTimeoutPerGiB: 150,
   progressTimeoutSeconds: 150,
 };
+
+/** The shared hostDisk's volume name and serial, and what the guest writes to it. */
+const SHARED_DISK = "shared";
+const SHARED_SERIAL = "SHARED";
+const DISK_MARKER = "kd42";
+// Console lines fit the UART's 64-byte FIFO (check-runner MAX_CONSOLE_LINE), so the shell work is cut short.
+/** Shell: $D = the virtio disk whose serial is SHARED. */
+const FIND_SHARED = `D=/dev/$(grep -l ${SHARED_SERIAL} /sys/block/vd*/serial|cut -d/ -f4)`;
+/** The marker is computed in the guest, so the typed command's echo never matches the answer. */
+const WRITE_MARKER = "echo kd$((40+2))|dd of=$D conv=sync,fsync;echo W=$? E";
+const READ_MARKER = "echo R=$(dd if=$D count=1 2>/dev/null|head -n1) E";
+
+/** `vmi` with a 16 MiB shared hostDisk (DiskOrCreate) on the virtio bus, serial SHARED. */
+function withSharedDisk(vmi: VirtualMachineInstance): VirtualMachineInstance {
+  const v = structuredClone(vmi);
+  const devices = v.spec.domain.devices;
+  devices.disks = [...(devices.disks ?? []), { name: SHARED_DISK, serial: SHARED_SERIAL, disk: { bus: "virtio" } }];
+  v.spec.volumes = [
+    ...(v.spec.volumes ?? []),
+    {
+      name: SHARED_DISK,
+      hostDisk: { path: "/var/lib/kvt/shared.img", type: "DiskOrCreate", capacity: "16Mi", shared: true },
+    },
+  ];
+  return v;
+}
 
 /** Collects a launcher's event stream and waits for an event, as virt-handler's watch does. */
 class EventLog {
@@ -71,9 +104,12 @@ class EventLog {
 
 /** Runs the vm-cirros checks; `bootTimeoutMs` bounds the boot to the marker. */
 export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
-  const vmi = seedVmi({ namespace: "default", uid: randomUUID() });
+  const vmi = withSharedDisk(seedVmi({ namespace: "default", uid: randomUUID() }));
   const who = { namespace: "default", name: vmi.metadata?.name ?? "", uid: vmi.metadata?.uid ?? "" };
   const root = join(tmpdir(), `kvt-vm-cirros-${who.uid.slice(0, 8)}`);
+  // The directory both launchers see at the hostDisk's mount path (one machine, as an RWX claim's volume).
+  const volumeMounts = [{ mountPath: `${VMI_DISKS_DIR}/${SHARED_DISK}`, hostPath: join(root, "shared-volume") }];
+  mkdirSync(volumeMounts[0].hostPath, { recursive: true });
   const peers: LauncherPeer[] = [];
   const consoles: LauncherConsole[] = [];
   const logs: EventLog[] = [];
@@ -92,7 +128,7 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
       if (!userData?.includes(CLOUD_INIT_LINE)) throw new Error(`the seed's user data no longer prints the line`);
       const t0 = performance.now();
       const peer = await startLauncher(
-        { nodeName: "node-a", nodeDir: join(root, "node-a"), vmi: who },
+        { nodeName: "node-a", nodeDir: join(root, "node-a"), vmi: who, volumeMounts },
         LAUNCHER_START_MS,
       );
       peers.push(peer);
@@ -134,6 +170,15 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
         throw new Error(`the guest reads ${got.line}, the VMI says ${want}`);
       return `/sys/class/dmi/id/product_uuid = spec.domain.firmware.uuid ${want}`;
     });
+    await check("vm-cirros-disk-write", async () => {
+      typeLine(src.console, FIND_SHARED);
+      const disk = await converse(src.console, "echo D=$D E", /^D=.* E$/, 30_000);
+      if (!/^D=\/dev\/vd[a-z]+ E$/.test(disk.line))
+        throw new Error(`no disk with serial ${SHARED_SERIAL}: ${disk.line}`);
+      const wrote = await converse(src.console, WRITE_MARKER, /^W=.* E$/, 30_000);
+      if (wrote.line !== "W=0 E") throw new Error(`dd answered ${wrote.line}`);
+      return `marker written to ${disk.line.slice(2, -2)} (serial ${SHARED_SERIAL}) and flushed`;
+    });
     const counting = await check("vm-cirros-counter-started", async () => {
       typeLine(src.console, COUNTER_LOOP);
       return (await src.console.console.waitFor(/count 3$/, 60_000)).line.trim();
@@ -144,7 +189,7 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
     await check("vm-cirros-live-migration", async () => {
       const t0 = performance.now();
       const peer = await startLauncher(
-        { nodeName: "node-b", nodeDir: join(root, "node-b"), vmi: who },
+        { nodeName: "node-b", nodeDir: join(root, "node-b"), vmi: who, volumeMounts },
         LAUNCHER_START_MS,
       );
       peers.push(peer);
@@ -193,6 +238,12 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
     });
     await check("vm-cirros-target-echo-hi", async () => {
       return `answered on the target: ${(await converse(dst.console, "echo h''i", /^hi$/, 30_000)).line}`;
+    });
+    await check("vm-cirros-target-disk-read", async () => {
+      // $D was set in the shell before the move: the guest's shell state moved with it.
+      const got = await converse(dst.console, READ_MARKER, /^R=.* E$/, 30_000);
+      if (got.line !== `R=${DISK_MARKER} E`) throw new Error(`the guest read ${got.line}, wrote ${DISK_MARKER}`);
+      return `the marker written before the move reads back on the target: ${got.line}`;
     });
     await check("vm-cirros-target-poweroff", async () => {
       typeLine(dst.console, "poweroff");

@@ -140,7 +140,7 @@ export type { MigrationProgress, MigrationResult };
 
 /**
  * A request this backend cannot honour for this guest (e.g. soft reboot without ACPI or a guest agent); the launcher
- * answers it with 409 Conflict, as KubeVirt does, instead of an internal error. (Added for issue 9.)
+ * answers it with 409 Conflict, as KubeVirt does, instead of an internal error.
  */
 export class MachineUnsupportedError extends Error {
   override readonly name = "MachineUnsupportedError";
@@ -156,7 +156,7 @@ export interface StartOptions {
 export interface Machine {
   readonly backend: MachineBackend;
   readonly state: MachineState;
-  /** Why this guest cannot be live-migrated on this backend, when it cannot (LiveMigratable=False). Added for issue 9. */
+  /** Why this guest cannot be live-migrated on this backend, when it cannot (LiveMigratable=False). */
   readonly notMigratableReason?: string;
   /**
    * Boots the guest. Resolves once the guest is executing, or, with `paused` (KubeVirt's startStrategy Paused), once
