@@ -33,7 +33,7 @@ import { WorkLoop } from "../apiserver/controllers/queue.ts";
 import type { ResourceDef } from "../apiserver/resources/types.ts";
 import { type ResourceService, systemContext } from "../apiserver/rest/service.ts";
 import type { StoreEvent } from "../apiserver/storage/store.ts";
-import { type KubeObject, nowTime } from "../apiserver/types.ts";
+import { jsonEqual, type KubeObject, nowTime } from "../apiserver/types.ts";
 import { EventRecorder } from "./events.ts";
 import { ANN, classOf, findMatchingVolume, podClaimNames, preBoundTo, volumeMismatch } from "./volume-match.ts";
 
@@ -97,8 +97,11 @@ export class PersistentVolumeController {
     } else if (ev.coll === SC) {
       for (const e of this.#svc.store.list(PVC)) if (!(e.obj as Obj).spec?.volumeName) this.#loop.add(`pvc/${e.id}`);
     } else if (ev.coll === "core/pods") {
+      // Pods matter only to claims being deleted (pvc-protection waits for their pods to go).
       const ns = ev.obj.metadata.namespace ?? "";
-      for (const claim of podClaimNames(ev.obj as V1Pod)) this.#loop.add(`pvc/${ns}/${claim}`);
+      for (const claim of podClaimNames(ev.obj as V1Pod))
+        if (this.#svc.store.get(PVC, `${ns}/${claim}`)?.obj.metadata.deletionTimestamp)
+          this.#loop.add(`pvc/${ns}/${claim}`);
     }
   }
 
@@ -300,7 +303,7 @@ export class PersistentVolumeController {
       accessModes: volume.spec?.accessModes,
       capacity: { ...claim.status?.capacity, storage: volume.spec?.capacity?.storage },
     };
-    await this.#writeStatus(this.#pvcDef, claim, status);
+    if (!jsonEqual(status, claim.status)) await this.#writeStatus(this.#pvcDef, claim, status);
   }
 
   async #releaseClaimProtection(claim: Obj): Promise<boolean> {
