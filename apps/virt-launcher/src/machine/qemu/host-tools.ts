@@ -1,6 +1,6 @@
 /**
- * Host programs the QEMU backend needs: qemu-system-x86_64 (Debian qemu-system-x86) and genisoimage (for the
- * NoCloud seed). When one is missing it is installed with apt-get if we are root; otherwise a clear error names
+ * Host programs the QEMU backend needs: qemu-system-x86_64 (Debian qemu-system-x86); the NoCloud seed is written
+ * in process (seed.ts). When one is missing it is installed with apt-get if we are root; otherwise a clear error names
  * the one command to run.
  */
 import { execFile } from "node:child_process";
@@ -25,10 +25,7 @@ export interface HostTool {
 }
 
 /** What the QEMU backend needs on the host. */
-export const QEMU_TOOLS: readonly HostTool[] = [
-  { bin: "qemu-system-x86_64", pkg: "qemu-system-x86" },
-  { bin: "genisoimage", pkg: "genisoimage" },
-];
+export const QEMU_TOOLS: readonly HostTool[] = [{ bin: "qemu-system-x86_64", pkg: "qemu-system-x86" }];
 
 async function has(bin: string): Promise<boolean> {
   try {

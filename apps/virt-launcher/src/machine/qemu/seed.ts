@@ -1,30 +1,25 @@
 /**
  * The cloud-init NoCloud seed: an ISO9660 image labelled `cidata` holding `user-data`, `meta-data` and, when given,
- * `network-config`, written with Debian's genisoimage (Joliet + Rock Ridge, so names keep their case and dashes).
- * The guest finds it by its label, as cloud-init's NoCloud datasource does.
+ * `network-config` (Joliet + Rock Ridge, so names keep their case and dashes), written in process by the launcher's
+ * own ISO writer (volumes/iso9660.ts; no host tool). The guest finds it by its label, as cloud-init's NoCloud
+ * datasource does. A fixed timestamp makes the image the same bytes wherever it is built (a migration target's).
  */
-import { execFile } from "node:child_process";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
+import { writeIso9660 } from "../../volumes/iso9660.ts";
 import { type CloudInitNoCloud, defaultMetaData } from "../machine.ts";
 
-const run = promisify(execFile);
+/** The date every record of the seed carries. */
+const SEED_TIMESTAMP = new Date("2000-01-01T00:00:00Z");
 
 /** Writes `<workDir>/cidata.iso` for `data`; returns its path. */
-export async function buildSeedImage(workDir: string, vmiKey: string, data: CloudInitNoCloud): Promise<string> {
-  const dir = join(workDir, "cidata");
-  rmSync(dir, { recursive: true, force: true });
-  mkdirSync(dir, { recursive: true });
-  const files = ["user-data", "meta-data"];
-  writeFileSync(join(dir, "user-data"), data.userData ?? "");
-  writeFileSync(join(dir, "meta-data"), data.metaData ?? defaultMetaData(vmiKey));
-  if (data.networkData !== undefined) {
-    writeFileSync(join(dir, "network-config"), data.networkData);
-    files.push("network-config");
-  }
+export function buildSeedImage(workDir: string, vmiKey: string, data: CloudInitNoCloud): Promise<string> {
+  const files = [
+    { path: "user-data", data: data.userData ?? "" },
+    { path: "meta-data", data: data.metaData ?? defaultMetaData(vmiKey) },
+    ...(data.networkData !== undefined ? [{ path: "network-config", data: data.networkData }] : []),
+  ];
   const iso = join(workDir, "cidata.iso");
-  await run("genisoimage", ["-quiet", "-output", iso, "-volid", "cidata", "-joliet", "-rock", ...files], { cwd: dir });
-  rmSync(dir, { recursive: true, force: true });
-  return iso;
+  writeFileSync(iso, writeIso9660({ volumeId: "cidata", files, timestamp: SEED_TIMESTAMP }));
+  return Promise.resolve(iso);
 }
