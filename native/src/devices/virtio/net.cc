@@ -105,7 +105,13 @@ VirtioNet::~VirtioNet() {
 }
 
 uint64_t VirtioNet::device_features() const {
-  return kFeatureVersion1 | kFeatureIndirectDesc | kFeatureEventIdx | kNetFeatureMac | kNetFeatureStatus;
+  uint64_t f = kFeatureVersion1 | kFeatureIndirectDesc | kFeatureEventIdx | kNetFeatureMac | kNetFeatureStatus;
+  // Offloads need the header to reach the backend: only a vnet-header fd can carry NEEDS_CSUM and gso_type.
+  return options_.vnet_hdr ? f | kNetFeatureCsum | kNetFeatureHostTso4 | kNetFeatureHostTso6 : f;
+}
+
+bool VirtioNet::AcceptFeatures(uint64_t acked) {
+  return (acked & (kNetFeatureHostTso4 | kNetFeatureHostTso6)) == 0 || (acked & kNetFeatureCsum) != 0;
 }
 
 void VirtioNet::ReadConfig(uint64_t offset, uint8_t* data, size_t len) const {

@@ -199,7 +199,7 @@ bool VirtioNet::ReadFrame() {
       if (errno != EAGAIN && errno != EWOULDBLOCK) backend_dead_ = true;
       return false;
     }
-    if (n == 0 && !options_.vnet_hdr) {  // end of file on a socket: the peer is gone
+    if (n == 0) {  // end of file: a socket's peer is gone (a tap never reads 0 bytes); polling it would spin
       backend_dead_ = true;
       return false;
     }
