@@ -1,0 +1,183 @@
+/**
+ * Disks with the real kubectl and virtctl: the seed's demo VM with a PersistentVolumeClaim disk (the local-path
+ * class binds it on first use) and an emptyDisk. Inside the guest (over the console) a marker goes to the claim's
+ * disk, found by its serial; it survives `virtctl restart` and `virtctl stop` + `start`, while the emptyDisk comes back
+ * empty. A ReadWriteOnce claim makes the VMI LiveMigratable=False (DisksNotLiveMigratable) and `virtctl migrate` is
+ * refused with KubeVirt's message; a VM on a ReadWriteMany claim migrates and reads its marker back on the target.
+ */
+
+import { eventually } from "@kvt/testing";
+import { describe, expect, inject, it } from "vitest";
+import { kubectlOk, virtctl } from "../lib/cli.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
+import { consoleLog } from "../lib/console-log.ts";
+import { demoVm } from "../lib/manifests.ts";
+import { type VmiView, vmiOrUndefined } from "../lib/objects.ts";
+
+const BOOT = { timeoutMs: 240_000, intervalMs: 1000 };
+const MARKER = "kvt-data-4242";
+
+/** The demo VM with a claim disk (serial DATA) and an emptyDisk (serial SCRATCH). */
+function vmWithDisks(name: string, claim: string): Record<string, unknown> {
+  const vm = structuredClone(demoVm()) as {
+    metadata: Record<string, unknown>;
+    spec: {
+      running?: boolean;
+      template: { metadata: { labels: Record<string, string> }; spec: Record<string, never> };
+    };
+  };
+  vm.metadata = { name, labels: { "kubevirt.io/vm": name } };
+  vm.spec.running = true;
+  vm.spec.template.metadata.labels = { "kubevirt.io/vm": name };
+  const spec = vm.spec.template.spec as unknown as {
+    domain: { devices: { disks: unknown[] } };
+    volumes: unknown[];
+  };
+  spec.domain.devices.disks.push(
+    { name: "data", serial: "DATA", disk: { bus: "virtio" } },
+    { name: "scratch", serial: "SCRATCH", disk: { bus: "virtio" } },
+  );
+  spec.volumes.push(
+    { name: "data", persistentVolumeClaim: { claimName: claim } },
+    { name: "scratch", emptyDisk: { capacity: "16Mi" } },
+  );
+  return vm;
+}
+
+function claim(name: string, mode: string): string {
+  return JSON.stringify({
+    apiVersion: "v1",
+    kind: "PersistentVolumeClaim",
+    metadata: { name },
+    spec: { accessModes: [mode], resources: { requests: { storage: "64Mi" } } },
+  });
+}
+
+/** Shell that sets $D to the disk whose serial is `serial` (virtio-blk exposes it in sysfs). */
+const findDisk = (serial: string, variable: string): string =>
+  `for b in /sys/block/vd*; do [ "$(cat $b/serial 2>/dev/null)" = ${serial} ] && ${variable}=/dev/\${b##*/}; done`;
+
+async function running(kubeconfig: string, name: string, notUid?: string): Promise<VmiView> {
+  return eventually(async () => {
+    const v = await vmiOrUndefined(kubeconfig, name);
+    expect(v?.status?.phase).toBe("Running");
+    if (notUid) expect(v?.metadata.uid).not.toBe(notUid);
+    return v!;
+  }, BOOT);
+}
+
+/** Waits for the guest's shell (the cloud-init line), then runs `command` on the console; returns what it printed. */
+async function inGuest(kubeconfig: string, name: string, uid: string, command: string, pod?: string): Promise<string> {
+  await eventually(async () => {
+    expect(await consoleLog(kubeconfig, uid, pod)).toContain("printed from cloud-init userdata");
+    return true;
+  }, BOOT);
+  const session = await virtctl(kubeconfig, ["console", name], `${command}\r`, 20_000);
+  return session.stdout;
+}
+
+const WRITE = `${findDisk("DATA", "D")}; echo ${MARKER.slice(0, 9)}$((4000+242)) | dd of=$D bs=512 count=1 conv=sync,fsync 2>/dev/null; echo WROTE=$?`;
+const READ = `${findDisk("DATA", "D")}; ${findDisk("SCRATCH", "S")}; echo READ=$(dd if=$D bs=512 count=1 2>/dev/null | head -n 1); echo SCRATCH=$(dd if=$S bs=512 count=1 2>/dev/null | tr -d '\\000' | head -c 8)END`;
+
+describe("disks: a claim's data survives restarts, a ReadWriteOnce claim keeps the VMI in place", () => {
+  const kubeconfig = inject("kubeconfig");
+  const NAME = "e2e-disks";
+  let uid = "";
+
+  it("a VM with a claim and an emptyDisk runs; volumeStatus lists them with the claim's access modes", async () => {
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], claim("e2e-data", "ReadWriteOnce"));
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(vmWithDisks(NAME, "e2e-data")));
+    const vmi = await running(kubeconfig, NAME);
+    uid = vmi.metadata.uid;
+    const volumeStatus = (vmi.status as { volumeStatus?: { name: string; target: string }[] }).volumeStatus ?? [];
+    expect(volumeStatus).toContainEqual(
+      expect.objectContaining({
+        name: "data",
+        target: "vdc",
+        persistentVolumeClaimInfo: expect.objectContaining({ claimName: "e2e-data", accessModes: ["ReadWriteOnce"] }),
+      }),
+    );
+    const pvc = await kubectlOk(kubeconfig, ["get", "pvc", "e2e-data", "-o", "jsonpath={.status.phase}"]);
+    expect(pvc).toBe("Bound");
+  });
+
+  it("the guest writes a marker to the claim's disk", async () => {
+    expect(await inGuest(kubeconfig, NAME, uid, WRITE)).toContain("WROTE=0");
+  });
+
+  it("LiveMigratable is False (DisksNotLiveMigratable) and virtctl migrate is refused with KubeVirt's message", async () => {
+    await eventually(async () => {
+      const v = await vmiOrUndefined(kubeconfig, NAME);
+      expect(v?.status?.conditions?.find((c) => c.type === "LiveMigratable")).toMatchObject({
+        status: "False",
+        reason: "DisksNotLiveMigratable",
+      });
+      return true;
+    }, CLUSTER_WAIT);
+    const migrate = await virtctl(kubeconfig, ["migrate", NAME]);
+    expect(migrate.code).not.toBe(0);
+    expect(migrate.stderr).toContain(
+      "Cannot migrate VMI, Reason: DisksNotLiveMigratable, Message: cannot migrate VMI: PVC e2e-data is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)",
+    );
+  });
+
+  it("virtctl restart: the marker is still on the claim's disk, the emptyDisk is empty again", async () => {
+    const r = await virtctl(kubeconfig, ["restart", NAME]);
+    expect(r.code, r.stderr).toBe(0);
+    uid = (await running(kubeconfig, NAME, uid)).metadata.uid;
+    const out = await inGuest(kubeconfig, NAME, uid, READ);
+    expect(out).toContain(`READ=${MARKER}`);
+    expect(out).toContain("SCRATCH=END");
+  });
+
+  it("virtctl stop, then start: the marker is still there", async () => {
+    expect((await virtctl(kubeconfig, ["stop", NAME])).code).toBe(0);
+    await eventually(
+      async () => {
+        expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined();
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 90_000 },
+    );
+    expect((await virtctl(kubeconfig, ["start", NAME])).code).toBe(0);
+    uid = (await running(kubeconfig, NAME, uid)).metadata.uid;
+    expect(await inGuest(kubeconfig, NAME, uid, READ)).toContain(`READ=${MARKER}`);
+    await kubectlOk(kubeconfig, ["delete", "vm", NAME]);
+  });
+});
+
+describe("disks: a ReadWriteMany claim migrates with the VMI", () => {
+  const kubeconfig = inject("kubeconfig");
+  const NAME = "e2e-disks-rwx";
+
+  it("writes on the source, migrates, reads the marker on the target", async () => {
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], claim("e2e-shared", "ReadWriteMany"));
+    const vm = vmWithDisks(NAME, "e2e-shared") as {
+      spec: { template: { spec: { domain: { devices: { disks: unknown[] } }; volumes: unknown[] } } };
+    };
+    // No emptyDisk here: local disks are not copied with the memory yet.
+    vm.spec.template.spec.domain.devices.disks.pop();
+    vm.spec.template.spec.volumes.pop();
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(vm));
+    const before = await running(kubeconfig, NAME);
+    expect(await inGuest(kubeconfig, NAME, before.metadata.uid, WRITE)).toContain("WROTE=0");
+    await eventually(async () => {
+      const v = await vmiOrUndefined(kubeconfig, NAME);
+      expect(v?.status?.conditions?.find((c) => c.type === "LiveMigratable")?.status).toBe("True");
+      return true;
+    }, CLUSTER_WAIT);
+    const migrate = await virtctl(kubeconfig, ["migrate", NAME]);
+    expect(migrate.code, migrate.stderr).toBe(0);
+    const after = await eventually(async () => {
+      const v = await vmiOrUndefined(kubeconfig, NAME);
+      expect(v?.status?.migrationState?.completed).toBe(true);
+      expect(v?.status?.nodeName).not.toBe(before.status?.nodeName);
+      return v!;
+    }, BOOT);
+    const read = `${findDisk("DATA", "D")}; echo READ=$(dd if=$D bs=512 count=1 2>/dev/null | head -n 1)`;
+    const session = await virtctl(kubeconfig, ["console", NAME], `${read}\r`, 20_000);
+    expect(session.stdout).toContain(`READ=${MARKER}`);
+    expect(after.status?.nodeName).toBeDefined();
+    await kubectlOk(kubeconfig, ["delete", "vm", NAME]);
+  });
+});
