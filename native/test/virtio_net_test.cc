@@ -466,8 +466,16 @@ TEST(virtio_net_save_restore_carries_the_waiting_frame_and_refuses_another_mac) 
   uint64_t one = 0;
   CHECK(t2.MmioWrite(kBar + kNotifyOffset + 4 * kNetTxQueue, reinterpret_cast<uint8_t*>(&one), 2));
   CHECK(v.WaitFor([&] { return v.tx.UsedIdx() == 1; }));
+  // First on the new backend: the RARP announcement from the guest's MAC, so switches learn its new port.
   std::vector<uint8_t> got(256);
   ssize_t n = recv(sv[1], got.data(), got.size(), MSG_DONTWAIT);
+  CHECK_EQ(n, 60);
+  CHECK(std::memcmp(got.data() + 6, kMac, 6) == 0);
+  CHECK_EQ(got[0], 0xff);
+  CHECK(got[12] == 0x80 && got[13] == 0x35 && got[21] == 3);
+  CHECK(std::memcmp(got.data() + 22, kMac, 6) == 0);
+  CHECK_EQ(net2.value()->stats().announces, 1u);
+  n = recv(sv[1], got.data(), got.size(), MSG_DONTWAIT);
   CHECK_EQ(n, 70);
   got.resize(n < 0 ? 0 : static_cast<size_t>(n));
   CHECK(got == out);

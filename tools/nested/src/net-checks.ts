@@ -1,7 +1,8 @@
 /**
  * The nested lane's virtio-net checks (issue 18): the demo image boots on our VMM with one NIC on a tap the check
  * makes in L1, brings eth0 up with a static address and exchanges traffic with L1; then the guest is live-migrated
- * to a second VMM process whose NIC is another tap on the same bridge, and the link still passes traffic there.
+ * to a second VMM process whose NIC is another tap on the same bridge, while L1 holds a TCP connection into the guest
+ * (probed every 20 ms: the longest silence is the outage); the connection and the link still work there.
  *
  *   L1 (the host)                                         guest (L2, demo image, busybox)
  *   bridge kvtbr0 10.0.77.1/24                            eth0 52:54:00:4b:56:01, 10.0.77.2/24
@@ -16,7 +17,7 @@
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
-import { createServer, type Server } from "node:net";
+import { connect, createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { DEMO_BOOT_MARKER } from "@kvt/images";
@@ -38,6 +39,9 @@ const SOURCE_TAP = "kvtnet0";
 const TARGET_TAP = "kvtnet1";
 const HTTP_PORT = 7781;
 const SINK_PORT = 7782;
+const ECHO_PORT = 7783;
+/** How often the prober sends a line through the TCP connection that must survive the move. */
+const PROBE_INTERVAL_MS = 20;
 const TRANSFER_BYTES = 8 * 2 ** 20;
 
 /** L1's busybox (the lane's own download): its ping runs in the job's chroot, which has no iputils. */
@@ -141,6 +145,66 @@ async function startServers(): Promise<{ http: HttpServer; sink: Server; receive
   return { http, sink, received: () => received };
 }
 
+/**
+ * A TCP connection from L1 to the guest's echo server (`nc -l -e cat`) with a numbered line every
+ * PROBE_INTERVAL_MS; the replies' arrival times give the longest silence, i.e. the outage a client saw.
+ */
+interface EchoProber {
+  readonly replies: number[];
+  /** Set when the connection closed or failed (a migration must not do that). */
+  readonly failure: () => string | undefined;
+  stop(): void;
+}
+
+async function startEchoProber(): Promise<EchoProber> {
+  let socket: Socket | undefined;
+  for (let i = 0; i < 20 && !socket; i++) {
+    socket = await new Promise<Socket | undefined>((resolve) => {
+      const s = connect(ECHO_PORT, NET_GUEST_IP);
+      s.once("connect", () => resolve(s));
+      s.once("error", () => resolve(undefined)); // the guest's nc not listening yet: try again
+    });
+    if (!socket) await new Promise((r) => setTimeout(r, 500));
+  }
+  if (!socket) throw new Error(`cannot connect to the guest's echo server ${NET_GUEST_IP}:${ECHO_PORT}`);
+  const sock = socket;
+  const replies: number[] = [];
+  let failure: string | undefined;
+  let pending = "";
+  sock.setNoDelay(true);
+  sock.on("data", (d) => {
+    pending += d.toString("latin1");
+    const lines = pending.split("\n");
+    pending = lines.pop() ?? "";
+    for (const _ of lines) replies.push(performance.now());
+  });
+  sock.on("error", (err) => {
+    failure ??= err.message;
+  });
+  sock.on("close", () => {
+    failure ??= "the connection closed";
+  });
+  let seq = 0;
+  const timer = setInterval(() => sock.write(`${seq++}\n`), PROBE_INTERVAL_MS);
+  return {
+    replies,
+    failure: () => failure,
+    stop: () => {
+      clearInterval(timer);
+      sock.removeAllListeners("close");
+      sock.destroy();
+    },
+  };
+}
+
+/** The longest time between two replies received in [fromMs, toMs] (performance.now() times). */
+function longestGap(replies: readonly number[], fromMs: number, toMs: number): number {
+  const inside = replies.filter((t) => t >= fromMs && t <= toMs);
+  let gap = 0;
+  for (let i = 1; i < inside.length; i++) gap = Math.max(gap, (inside[i] ?? 0) - (inside[i - 1] ?? 0));
+  return gap;
+}
+
 const consolePeer = (g: DemoGuest): ConsolePeer => ({ console: g.console, writeSerial: (t) => g.vm.writeSerial(t) });
 const targetPeer = (t: TargetPeer): ConsolePeer => ({ console: t.console, writeSerial: (s) => t.writeSerial(s) });
 
@@ -150,6 +214,7 @@ export async function netChecks(bootTimeoutMs: number): Promise<void> {
   let g: DemoGuest | undefined;
   let target: TargetPeer | undefined;
   let servers: Awaited<ReturnType<typeof startServers>> | undefined;
+  let prober: EchoProber | undefined;
   try {
     if (!(await check("net-setup", netSetup))) return;
     const nic = { tap: SOURCE_TAP, mac: NET_GUEST_MAC };
@@ -206,16 +271,41 @@ export async function netChecks(bootTimeoutMs: number): Promise<void> {
       );
     });
     // The move: the target's NIC has the same MAC on the other tap of the bridge, as on another node's pod network.
+    // A TCP connection into the guest that must live through the move (an echo server; L1 probes it).
+    typeLine(peer, `nc -l -p ${ECHO_PORT} -e cat &`);
+    prober = await startEchoProber();
+    const probe = prober;
+    let movedAt = { from: 0, to: 0 };
     const moved = await check("net-migration-live", async () => {
       target = await spawnTarget({ nics: [{ tap: TARGET_TAP, mac: NET_GUEST_MAC }] });
       const migration = new OutgoingMigration(guest.vm, target.destination, LANE_MIGRATION_OPTIONS);
+      const from = performance.now();
       const result = await migration.run();
       if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
       await within(target.running, 60_000, "the guest running on the target");
       guest.vm.stop(); // the source's tap goes quiet: the bridge forgets the guest's MAC on it
+      movedAt = { from, to: performance.now() };
       return `downtime ${Math.round(result.downtimeMs ?? 0)} ms, total ${result.totalSeconds.toFixed(1)} s, ${result.iterations} passes`;
     });
     if (!moved || !target) return;
+    await check("net-migration-tcp-connection-survives", async () => {
+      const seen = probe.replies.length;
+      const deadline = Date.now() + 30_000;
+      // 50 more replies (1 s of probes) after the move, through the target's NIC.
+      while (probe.replies.length < seen + 50 && !probe.failure() && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const failure = probe.failure();
+      if (failure) throw new Error(`the TCP connection into the guest broke: ${failure}`);
+      if (probe.replies.length < seen + 50)
+        throw new Error(`only ${probe.replies.length - seen} replies after the move`);
+      const gap = longestGap(probe.replies, movedAt.from - 1000, performance.now());
+      probe.stop();
+      return (
+        `a TCP connection from L1 to the guest's echo server lived through the move: ${probe.replies.length} ` +
+        `replies, longest silence ${Math.round(gap)} ms (a probe every ${PROBE_INTERVAL_MS} ms)`
+      );
+    });
     const dest = targetPeer(target);
     await check("net-migration-link-kept", async () => {
       const mac = await converse(dest, "echo m=$(cat /sys/class/net/eth0/address)/", /^m=.*\/$/, 30_000);
@@ -241,6 +331,7 @@ export async function netChecks(bootTimeoutMs: number): Promise<void> {
       return "guest-exit 0 on the target";
     });
   } finally {
+    prober?.stop();
     await target?.stop();
     g?.vm.stop();
     servers?.http.close();

@@ -131,6 +131,26 @@ void VirtioNet::Broken(const char* why) {
   ctx_.irq->MarkBroken(why);
 }
 
+void VirtioNet::Announce() {
+  // virtio header (vnet backends only) | Ethernet: broadcast, the guest's MAC, 0x8035 | RARP (RFC 903): Ethernet,
+  // IPv4, 6, 4, op 3 (reverse request), sender = target = the guest's MAC, addresses 0 | padding to 60 bytes.
+  uint8_t frame[kNetHdrBytes + 60] = {};
+  uint8_t* eth = frame + kNetHdrBytes;
+  std::memset(eth, 0xff, kMacBytes);
+  std::memcpy(eth + 6, options_.mac, kMacBytes);
+  const uint8_t rarp[] = {0x80, 0x35, 0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x03};
+  std::memcpy(eth + 12, rarp, sizeof rarp);
+  std::memcpy(eth + 22, options_.mac, kMacBytes);
+  std::memcpy(eth + 32, options_.mac, kMacBytes);
+  const uint8_t* start = options_.vnet_hdr ? frame : eth;
+  size_t len = options_.vnet_hdr ? sizeof frame : 60;
+  if (!backend_dead_ && write(fd_, start, len) == static_cast<ssize_t>(len)) {
+    counters_.announces++;
+  } else {
+    counters_.tx_errors++;  // the network learns the port when the guest next sends instead
+  }
+}
+
 NetStats VirtioNet::stats() const {
   NetStats s;
   s.rx_frames = counters_.rx_frames;
@@ -140,6 +160,7 @@ NetStats VirtioNet::stats() const {
   s.rx_truncated = counters_.rx_truncated;
   s.tx_errors = counters_.tx_errors;
   s.broken = counters_.broken;
+  s.announces = counters_.announces;
   return s;
 }
 
@@ -165,6 +186,7 @@ bool VirtioNet::RestoreState(const uint8_t* data, size_t len) {
   link_status_ = link;
   std::memcpy(pending_.data(), frame, pending);
   pending_len_ = pending;
+  announce_ = true;  // the guest now lives behind this backend: tell the network (net_worker.cc Announce)
   return true;
 }
 

@@ -19,6 +19,9 @@
 //                     the driver kicks the receive queue (the kernel queues or drops meanwhile, as on a NIC)
 //   Quiesce(): the worker finishes the batch in hand and parks; a frame waiting in the bounce buffer is kept and
 //              travels in SaveState, so a live migration delivers it on the target.
+//   RestoreState(): the first time the worker runs afterwards it sends one RARP frame from the guest's MAC into the
+//              backend (as QEMU announces a migrated guest), so bridges and switches learn the MAC's new port at
+//              once instead of when the guest next speaks.
 //   Reset(): stops and joins the worker; the queues belong to the transport again.
 //   A bad chain (net_frame.h) -> MarkBroken: NEEDS_RESET and an event; the worker then ignores the queues.
 #pragma once
@@ -61,6 +64,7 @@ struct NetStats {
   uint64_t tx_frames = 0, tx_bytes = 0;  // written to the backend
   uint64_t rx_truncated = 0;             // cut to fit a receive chain
   uint64_t tx_errors = 0;                // the backend refused a frame (dropped, the chain still completes)
+  uint64_t announces = 0;                // RARP frames sent after a restore
   uint64_t broken = 0;                   // chains that broke the protocol (device then NEEDS_RESET)
 };
 
@@ -105,6 +109,8 @@ class VirtioNet : public VirtioDevice {
   // Reads one frame from the backend into pending_ (with its virtio header); false when none is waiting.
   bool ReadFrame();
   void Broken(const char* why);
+  // Writes a broadcast RARP frame (ethertype 0x8035) with the guest's MAC as source to the backend.
+  void Announce();
 
   NetOptions options_;
   int fd_;
@@ -119,6 +125,7 @@ class VirtioNet : public VirtioDevice {
   size_t pending_len_ = 0;
   bool rx_starved_ = false;    // no receive chain: do not poll the backend until the driver kicks queue 0
   bool backend_dead_ = false;  // the backend hung up or failed: not polled any more (transmit drops)
+  bool announce_ = false;      // set by RestoreState: send the RARP announcement before serving the queues
 
   ActivateContext ctx_;
   std::thread worker_;
@@ -131,7 +138,7 @@ class VirtioNet : public VirtioDevice {
 
   struct Counters {
     std::atomic<uint64_t> rx_frames{0}, rx_bytes{0}, tx_frames{0}, tx_bytes{0}, rx_truncated{0}, tx_errors{0},
-        broken{0};
+        broken{0}, announces{0};
   } counters_;
 };
 

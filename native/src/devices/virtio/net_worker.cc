@@ -128,6 +128,10 @@ void VirtioNet::WorkerLoop() {
       busy_ = true;
       again_ = false;
     }
+    if (announce_) {
+      announce_ = false;
+      Announce();
+    }
     bool interrupted = tx && ProcessTx();
     if (!interrupted && rx) interrupted = ProcessRx();
     {
