@@ -197,11 +197,15 @@ async function startEchoProber(): Promise<EchoProber> {
   };
 }
 
-/** The longest time between two replies received in [fromMs, toMs] (performance.now() times). */
-function longestGap(replies: readonly number[], fromMs: number, toMs: number): number {
+/** The longest time between two replies received in [fromMs, toMs] (performance.now() times) and when it began. */
+function longestGap(replies: readonly number[], fromMs: number, toMs: number): { ms: number; startMs: number } {
   const inside = replies.filter((t) => t >= fromMs && t <= toMs);
-  let gap = 0;
-  for (let i = 1; i < inside.length; i++) gap = Math.max(gap, (inside[i] ?? 0) - (inside[i - 1] ?? 0));
+  let gap = { ms: 0, startMs: fromMs };
+  for (let i = 1; i < inside.length; i++) {
+    const a = inside[i - 1] ?? 0;
+    const b = inside[i] ?? 0;
+    if (b - a > gap.ms) gap = { ms: b - a, startMs: a };
+  }
   return gap;
 }
 
@@ -275,16 +279,18 @@ export async function netChecks(bootTimeoutMs: number): Promise<void> {
     typeLine(peer, `nc -l -p ${ECHO_PORT} -e cat &`);
     prober = await startEchoProber();
     const probe = prober;
-    let movedAt = { from: 0, to: 0 };
+    let movedAt = { from: 0, returned: 0, running: 0, to: 0 };
     const moved = await check("net-migration-live", async () => {
       target = await spawnTarget({ nics: [{ tap: TARGET_TAP, mac: NET_GUEST_MAC }] });
       const migration = new OutgoingMigration(guest.vm, target.destination, LANE_MIGRATION_OPTIONS);
       const from = performance.now();
       const result = await migration.run();
+      const returned = performance.now();
       if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
       await within(target.running, 60_000, "the guest running on the target");
+      const running = performance.now();
       guest.vm.stop(); // the source's tap goes quiet: the bridge forgets the guest's MAC on it
-      movedAt = { from, to: performance.now() };
+      movedAt = { from, returned, running, to: performance.now() };
       return `downtime ${Math.round(result.downtimeMs ?? 0)} ms, total ${result.totalSeconds.toFixed(1)} s, ${result.iterations} passes`;
     });
     if (!moved || !target) return;
@@ -301,9 +307,13 @@ export async function netChecks(bootTimeoutMs: number): Promise<void> {
         throw new Error(`only ${probe.replies.length - seen} replies after the move`);
       const gap = longestGap(probe.replies, movedAt.from - 1000, performance.now());
       probe.stop();
+      // Times relative to the silence's start: where the switch-over fell inside it.
+      const at = (t: number): string => `${Math.round(t - gap.startMs)}`;
       return (
         `a TCP connection from L1 to the guest's echo server lived through the move: ${probe.replies.length} ` +
-        `replies, longest silence ${Math.round(gap)} ms (a probe every ${PROBE_INTERVAL_MS} ms)`
+        `replies, longest silence ${Math.round(gap.ms)} ms (a probe every ${PROBE_INTERVAL_MS} ms); from its start ` +
+        `the migration returned at ${at(movedAt.returned)} ms, the target reported running at ${at(movedAt.running)}` +
+        ` ms, the source VM was closed at ${at(movedAt.to)} ms`
       );
     });
     const dest = targetPeer(target);
