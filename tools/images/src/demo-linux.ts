@@ -30,12 +30,17 @@ export const DEMO_MIN_MEMORY_BYTES = 128 * 1024 * 1024;
 export const DEMO_CMDLINE = "console=ttyS0 quiet panic=-1";
 /**
  * Modules the init loads (dependencies are added): virtio (PCI and MMIO) block devices and NICs (virtio_net brings
- * failover and net_failover), iso9660 and vfat seeds, the ACPI power button.
+ * failover and net_failover), SATA (AHCI) and SCSI disks and CD-ROMs as KubeVirt's sata/scsi buses give them on QEMU,
+ * iso9660 and vfat seeds, the ACPI power button.
  */
 export const DEMO_MODULES = [
   "virtio_pci",
   "virtio_mmio",
   "virtio_blk",
+  "virtio_scsi",
+  "ahci",
+  "sd_mod",
+  "sr_mod",
   "virtio_net",
   "isofs",
   "vfat",

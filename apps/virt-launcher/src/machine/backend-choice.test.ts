@@ -36,6 +36,21 @@ describe("chooseBackend()", () => {
   });
 });
 
+describe("chooseBackend() for a device only QEMU has", () => {
+  const needsQemu = "disk cd (bus sata) needs a device only QEMU provides";
+  it("runs the VMI on QEMU with the device as the reason, even on hardware KVM", () => {
+    const c = chooseBackend("whenNeeded", hardware, { pvmSafe: true, needsQemu });
+    expect(c).toMatchObject({ ok: true, backend: "qemu", emulation: { reason: "DeviceNeedsEmulation" } });
+    if (c.ok) expect(c.emulation?.message).toContain(needsQemu);
+  });
+
+  it("fails it with the device named when emulation is never allowed", () => {
+    const c = chooseBackend("never", hardware, { pvmSafe: true, needsQemu });
+    expect(c).toMatchObject({ ok: false, reason: "NoVirtualizationAvailable" });
+    if (!c.ok) expect(c.message).toBe(`${needsQemu}, and useEmulation is never: the VMI cannot run here`);
+  });
+});
+
 describe("emulationCondition()", () => {
   it("is SoftwareEmulation=True with the reason for an emulated VMI, and absent otherwise", () => {
     expect(emulationCondition(chooseBackend("whenNeeded", pvm, { pvmSafe: false }))).toEqual({

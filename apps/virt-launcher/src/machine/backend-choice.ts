@@ -7,6 +7,8 @@
  *   whenNeeded     yes                                   -> native    -
  *   whenNeeded     no                                    -> qemu      True, reason KVMUnavailable | KVMCannotRunGuest
  *   always         (any)                                 -> qemu      True, reason EmulationRequested
+ *   never          a device only QEMU has (sata disk)    -> (fails: the reason names the device)
+ *   whenNeeded     a device only QEMU has                -> qemu      True, reason DeviceNeedsEmulation
  *
  * "Host KVM can run the guest" = /dev/kvm exists and (the CPU shows VT-x/SVM, or KVM is not PVM, or the guest is
  * PVM-safe). A PVM KVM (the kvm_pvm module: software virtualization) emulates guest ring-0, which a stock Linux
@@ -58,7 +60,7 @@ function kvmBlocker(host: HostVirt, pvmSafe: boolean): { reason: string; message
 export function chooseBackend(
   setting: UseEmulation,
   host: HostVirt,
-  guest: { readonly pvmSafe: boolean },
+  guest: { readonly pvmSafe: boolean; readonly needsQemu?: string },
 ): BackendChoice {
   if (setting === "always") {
     return {
@@ -67,7 +69,9 @@ export function chooseBackend(
       emulation: { reason: "EmulationRequested", message: "useEmulation is always: software emulation (QEMU TCG)" },
     };
   }
-  const blocker = kvmBlocker(host, guest.pvmSafe);
+  const blocker = guest.needsQemu
+    ? { reason: "DeviceNeedsEmulation", message: guest.needsQemu }
+    : kvmBlocker(host, guest.pvmSafe);
   if (!blocker) return { ok: true, backend: "native" };
   if (setting === "never") {
     return {

@@ -11,6 +11,7 @@
 import type { Logger } from "@kvt/observability";
 import { type HostVirt, nativeVmm, probeHostVirt, type Vmm } from "@kvt/vmm";
 import type { BuiltMachine } from "../domain/domain-manager.ts";
+import { disksNeedQemu } from "../spec/disks.ts";
 import { chooseBackend, type UseEmulation } from "./backend-choice.ts";
 import { type MachineSpec, MachineUnsupportedError } from "./machine.ts";
 import { NativeMachine } from "./native/native-machine.ts";
@@ -30,7 +31,11 @@ export interface MachineFactoryOptions {
 export function machineFactory(options: MachineFactoryOptions): MachineFactory {
   return async (spec) => {
     const host = options.host ?? probeHostVirt();
-    const choice = chooseBackend(options.useEmulation, host, { pvmSafe: spec.boot.pvmSafe });
+    const needsQemu = disksNeedQemu(spec.disks ?? []);
+    const choice = chooseBackend(options.useEmulation, host, {
+      pvmSafe: spec.boot.pvmSafe,
+      ...(needsQemu ? { needsQemu } : {}),
+    });
     if (!choice.ok) throw new MachineUnsupportedError(`${choice.reason}: ${choice.message}`);
     options.logger.info({ backend: choice.backend, emulation: choice.emulation, host }, "backend chosen");
     if (choice.backend === "qemu") {

@@ -33,19 +33,6 @@ export interface BootSource {
   readonly minMemoryBytes?: number;
 }
 
-/** cloud-init NoCloud data, delivered as a `cidata` seed the guest reads (never baked into the image). */
-export interface CloudInitNoCloud {
-  readonly userData?: string;
-  readonly metaData?: string;
-  readonly networkData?: string;
-}
-
-/** The meta-data every backend's seed carries when the VMI gives none: an instance id and the hostname (VMI name). */
-export function defaultMetaData(vmiKey: string): string {
-  const name = vmiKey.split("/").pop() ?? vmiKey;
-  return `instance-id: ${vmiKey.replace("/", ".")}\nlocal-hostname: ${name}\n`;
-}
-
 /** One disk of the guest: a raw image file on this node, a virtio disk in the guest (spec order: vda, vdb, ...). */
 export interface MachineDisk {
   /** The volume's name. */
@@ -53,6 +40,10 @@ export interface MachineDisk {
   /** The raw image file. */
   readonly path: string;
   readonly readOnly: boolean;
+  /** The bus (KubeVirt's disk/cdrom bus): virtio on both backends; sata and scsi on QEMU only. */
+  readonly bus?: "virtio" | "sata" | "scsi";
+  /** A CD-ROM (read-only, media) rather than a hard disk. */
+  readonly cdrom?: boolean;
   /** What the guest reads as the disk's serial (spec.domain.devices.disks[].serial). */
   readonly serial?: string;
   /** KubeVirt's cache mode (QEMU maps it; the native VMM always writes through to the host file). */
@@ -60,13 +51,21 @@ export interface MachineDisk {
   readonly io?: "native" | "threads";
   readonly bootOrder?: number;
   /** The volume source, for messages. */
-  readonly kind: "persistentVolumeClaim" | "hostDisk" | "emptyDisk" | "containerDisk";
+  readonly kind:
+    | "persistentVolumeClaim"
+    | "hostDisk"
+    | "emptyDisk"
+    | "containerDisk"
+    | "cloudInitNoCloud"
+    | "cloudInitConfigDrive";
   /** Both ends of a migration see the same file (an RWX claim, a shared hostDisk). */
   readonly shared: boolean;
   /** Create the file at this size when it is missing (sparse). */
   readonly createBytes?: number;
   /** Make it anew at every start (emptyDisk, containerDisk copy): nothing survives a restart. */
   readonly fresh?: boolean;
+  /** Write these bytes to `path` first (a cloud-init ISO the launcher made). */
+  readonly contents?: Uint8Array;
   /** Copy this file (the containerDisk's image) to `path` first. */
   readonly copyFrom?: string;
   /** The directory the volume is mounted at; it must exist. */
@@ -80,7 +79,6 @@ export interface MachineSpec {
   readonly memoryBytes: number;
   readonly vcpus: number;
   readonly boot: BootSource;
-  readonly cloudInit?: CloudInitNoCloud;
   /** spec.domain.firmware.uuid: visible to the guest as the SMBIOS system UUID where the backend can. */
   readonly firmwareUuid?: string;
   /** A scratch directory owned by this launcher (sockets, seed images). */

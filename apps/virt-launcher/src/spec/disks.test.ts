@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { VirtualMachineInstance } from "@kvt/api";
 import { afterAll, describe, expect, it } from "vitest";
-import { hostPathOf, localDisksBlocker, parseVolumeMounts, planDisks, prepareDisks } from "./disks.ts";
+import { disksNeedQemu, hostPathOf, localDisksBlocker, parseVolumeMounts, planDisks, prepareDisks } from "./disks.ts";
 import { imageStoreResolver } from "./image-store.ts";
 import { buildMachineSpec, SpecError } from "./machine-spec.ts";
 
@@ -102,6 +102,7 @@ describe("planDisks and prepareDisks", () => {
       ["data", "persistentVolumeClaim", join(pvDir, "disk.img")],
       ["scratch", "emptyDisk", join(ephemeral, "empty-disks", "scratch.img")],
       ["host", "hostDisk", join(hostDir, "host.img")],
+      ["cloudinitdisk", "cloudInitNoCloud", join(root, "work", "cloud-init", "cloudinitdisk.iso")],
     ]);
     // 100Mi less 5.5%, down to whole MiB: 94 MiB.
     expect(disks[1]).toMatchObject({ serial: "DATA1", cache: "none", io: "native", createBytes: 94 * 2 ** 20 });
@@ -118,7 +119,10 @@ describe("planDisks and prepareDisks", () => {
     expect(readFileSync(join(pvDir, "disk.img"), "utf8")).toBe("kept");
     expect(statSync(join(ephemeral, "empty-disks", "scratch.img")).size).toBe(10 * 2 ** 20);
     expect(statSync(join(hostDir, "host.img")).size).toBe(3 * 2 ** 20);
-    expect(spec.disks?.length).toBe(4);
+    expect(spec.disks?.length).toBe(5);
+    expect(readFileSync(join(root, "work", "cloud-init", "cloudinitdisk.iso")).toString("latin1")).toContain(
+      "#cloud-config",
+    );
     // The copy is the VMI's: writing it leaves the image as it was.
     writeFileSync(join(ephemeral, "container-disks", "root.img"), "changed");
     expect(readFileSync(join(imageDir, "disk.img"))).toEqual(Buffer.alloc(4096, 7));
@@ -146,15 +150,46 @@ describe("planDisks and prepareDisks", () => {
           { name: "s", emptyDisk: { capacity: "1Mi" } },
           { name: "h", hostDisk: { path: "/x/y.img", type: "DiskOrCreate" } },
         ],
-        [{ name: "s", disk: { bus: "sata" } }, { name: "h" }],
+        [{ name: "s", disk: { bus: "usb" } }, { name: "h" }],
       ),
       ctx,
       causes,
     );
     expect(causes).toEqual([
-      { field: "spec.domain.devices.disks[0]", message: "bus sata is not supported by this launcher; use virtio" },
+      {
+        field: "spec.domain.devices.disks[0]",
+        message: "bus usb is not supported by this launcher; use virtio, sata or scsi",
+      },
       { field: "spec.volumes[1].hostDisk.capacity", message: "DiskOrCreate needs a capacity" },
     ]);
+  });
+
+  it("keeps sata and scsi disks and CD-ROMs (sata by default) for QEMU, and says why the VMI needs it", () => {
+    const disks = planDisks(
+      vmiWith(
+        [
+          { name: "a", emptyDisk: { capacity: "1Mi" } },
+          { name: "b", emptyDisk: { capacity: "1Mi" } },
+          { name: "c", cloudInitNoCloud: { userData: "#!/bin/sh\n" } },
+        ],
+        [
+          { name: "a", disk: { bus: "sata" } },
+          { name: "b", disk: { bus: "scsi" } },
+          { name: "c", cdrom: {} },
+        ],
+      ),
+      { ...ctx, mounts: [] },
+      [],
+    );
+    expect(disks.map((d) => [d.name, d.bus, d.cdrom ?? false, d.readOnly])).toEqual([
+      ["a", "sata", false, false],
+      ["b", "scsi", false, false],
+      ["c", "sata", true, true],
+    ]);
+    expect(disksNeedQemu(disks)).toBe(
+      "disk a (bus sata), b (bus scsi), c (bus sata) needs a device only QEMU provides",
+    );
+    expect(disksNeedQemu(disks.map((d) => ({ ...d, bus: "virtio" as const })))).toBeUndefined();
   });
 
   it("puts ephemeral disks in the work dir when the pod mounts no ephemeral-disks volume", () => {

@@ -8,12 +8,25 @@
  *   emptyDisk               <EPHEMERAL_DISKS_DIR>/empty-disks/<volume>.img                always new, sparse
  *   containerDisk           the image's disk (image.json `disk`), copied to
  *                           <EPHEMERAL_DISKS_DIR>/container-disks/<volume>.img           always: the image stays unwritten
+ *   cloudInitNoCloud,       an ISO 9660 image the launcher writes (volumes/, labels       always (the same bytes on a
+ *   cloudInitConfigDrive    cidata / config-2), <work dir>/cloud-init/<volume>.iso       migration target), read-only
  *
  * Mount paths resolve through `KVT_VOLUME_MOUNTS` (the local process-kubelet's table of mountPath -> host path, since
- * its containers see the host's filesystem); on a real node the paths are used as they are. Disks are virtio disks
- * on both backends, in spec order; other buses are refused with the reason.
+ * its containers see the host's filesystem); on a real node the paths are used as they are. Disks keep spec order;
+ * virtio disks run on both backends, sata and scsi disks (and CD-ROMs, sata by default) on QEMU (backend-choice.ts
+ * sends such a VMI there); usb is refused with the reason.
  */
-import { closeSync, constants, copyFileSync, existsSync, ftruncateSync, mkdirSync, openSync, statSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  copyFileSync,
+  existsSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { basename, dirname, join } from "node:path";
 import {
   DEFAULT_FILESYSTEM_OVERHEAD,
@@ -25,6 +38,7 @@ import {
   type VolumeStatus,
 } from "@kvt/api";
 import type { MachineDisk } from "../machine/machine.ts";
+import { buildConfigDriveDisk, buildNoCloudDisk } from "../volumes/cloud-init-disks.ts";
 import type { ImageResolver } from "./image-store.ts";
 
 /** One entry of `KVT_VOLUME_MOUNTS`. */
@@ -171,20 +185,61 @@ export function planDisks(vmi: VirtualMachineInstance, ctx: DiskContext, causes:
         copyFrom: image.diskPath,
         fresh: true,
       };
+    } else if (v.cloudInitNoCloud || v.cloudInitConfigDrive) {
+      const contents = cloudInitIso(vmi, i, causes);
+      if (!contents) return;
+      planned = {
+        ...base,
+        readOnly: true,
+        path: join(ctx.workDir, "cloud-init", `${v.name}.iso`),
+        kind: v.cloudInitNoCloud ? "cloudInitNoCloud" : "cloudInitConfigDrive",
+        shared: true,
+        contents,
+        fresh: true,
+      };
     } else {
-      // cloud-init reaches the guest as its seed; configMap, secret and the like are not disks here yet.
+      // configMap, secret, serviceAccount and downwardAPI are not disks here yet.
       return;
     }
-    if (bus !== "virtio") {
+    if (bus !== "virtio" && bus !== "sata" && bus !== "scsi") {
       causes.push({
         field: `spec.domain.devices.disks[${d}]`,
-        message: `bus ${bus} is not supported by this launcher; use virtio`,
+        message: `bus ${bus} is not supported by this launcher; use virtio, sata or scsi`,
       });
       return;
     }
-    out.push(planned);
+    out.push({ ...planned, ...(bus !== "virtio" ? { bus } : {}), ...(disk.cdrom ? { cdrom: true } : {}) });
   });
   return out;
+}
+
+/** A fixed date for every cloud-init ISO: the same VMI makes the same bytes on every node. */
+const ISO_TIMESTAMP = new Date("2000-01-01T00:00:00Z");
+
+/** The cloud-init ISO of volume `i` (KubeVirt's layout and metadata), or undefined with the causes pushed. */
+function cloudInitIso(vmi: VirtualMachineInstance, i: number, causes: DiskCause[]): Buffer | undefined {
+  const v = vmi.spec.volumes?.[i];
+  const source = v?.cloudInitNoCloud ?? v?.cloudInitConfigDrive;
+  if (!v || !source) return undefined;
+  const field = `spec.volumes[${i}].${v.cloudInitNoCloud ? "cloudInitNoCloud" : "cloudInitConfigDrive"}`;
+  if (source.userDataSecretRef || source.networkDataSecretRef) {
+    causes.push({ field, message: "secret references are not supported by this launcher; inline the data" });
+    return undefined;
+  }
+  const identity = {
+    name: vmi.metadata?.name ?? "",
+    namespace: vmi.metadata?.namespace ?? "default",
+    firmwareUuid: vmi.spec.domain.firmware?.uuid ?? vmi.metadata?.uid ?? "",
+    ...(vmi.spec.hostname ? { hostname: vmi.spec.hostname } : {}),
+  };
+  try {
+    return v.cloudInitNoCloud
+      ? buildNoCloudDisk(source, identity, { timestamp: ISO_TIMESTAMP })
+      : buildConfigDriveDisk(source, identity, { timestamp: ISO_TIMESTAMP });
+  } catch (error) {
+    causes.push({ field, message: (error as Error).message });
+    return undefined;
+  }
 }
 
 function alignDown(bytes: number): number {
@@ -205,7 +260,10 @@ export function prepareDisks(disks: readonly MachineDisk[]): DiskCause[] {
         causes.push({ field, message: `its volume is not mounted at ${disk.requireDir}` });
         continue;
       }
-      if (disk.copyFrom) {
+      if (disk.contents) {
+        mkdirSync(dirname(disk.path), { recursive: true });
+        writeFileSync(disk.path, disk.contents);
+      } else if (disk.copyFrom) {
         mkdirSync(dirname(disk.path), { recursive: true });
         copyFileSync(disk.copyFrom, disk.path, constants.COPYFILE_FICLONE);
       } else if (disk.fresh || (!existsSync(disk.path) && disk.createBytes !== undefined)) {
@@ -244,4 +302,11 @@ export function localDisksBlocker(disks: readonly MachineDisk[]): string | undef
   const local = disks.filter((d) => !d.shared && !d.readOnly);
   if (local.length === 0) return undefined;
   return `cannot migrate VMI: local disks (${local.map((d) => `${d.name}: ${d.kind}`).join(", ")}) are not copied to the target yet`;
+}
+
+/** Why these disks need the QEMU backend (a bus our VMM does not have), or undefined. */
+export function disksNeedQemu(disks: readonly MachineDisk[]): string | undefined {
+  const other = disks.filter((d) => (d.bus ?? "virtio") !== "virtio");
+  if (other.length === 0) return undefined;
+  return `disk ${other.map((d) => `${d.name} (bus ${d.bus})`).join(", ")} needs a device only QEMU provides`;
 }

@@ -59,7 +59,7 @@ function cirros(): VirtualMachineInstance {
 
 describe("toMachineSpec", () => {
   it("maps the seed's vm-cirros VMI: demo image, 64M, one vCPU, decoded user data, firmware UUID", () => {
-    const spec = toMachineSpec(cirros(), ctx);
+    const { disks, ...spec } = toMachineSpec(cirros(), ctx);
     expect(spec).toEqual({
       vmiKey: "default/vm-cirros",
       memoryBytes: 64_000_000 - (64_000_000 % 4096),
@@ -71,13 +71,18 @@ describe("toMachineSpec", () => {
         cmdline: "console=ttyS0 quiet",
         pvmSafe: false,
       },
-      cloudInit: {
-        metaData: "instance-id: vm-cirros.default\nlocal-hostname: vm-cirros\n",
-        userData: "#!/bin/sh\n\necho 'printed from cloud-init userdata'\n",
-      },
       firmwareUuid: "5d307ca9-b3ef-428c-8861-06e72d69f223",
       workDir: "/tmp/work",
     });
+    // The cloud-init volume is the guest's one disk: a read-only NoCloud ISO with the decoded user data.
+    expect(disks?.map((d) => [d.name, d.kind, d.path, d.readOnly])).toEqual([
+      ["cloudinitdisk", "cloudInitNoCloud", "/tmp/work/cloud-init/cloudinitdisk.iso", true],
+    ]);
+    const iso = Buffer.from(disks?.[0]?.contents ?? []).toString("latin1");
+    expect(iso).toContain("cidata");
+    expect(iso).toContain("echo 'printed from cloud-init userdata'");
+    expect(iso).toContain('"instance-id":"5d307ca9-b3ef-428c-8861-06e72d69f223"');
+    expect(iso).toContain('"local-hostname":"vm-cirros"');
   });
 
   it("raises guest memory to the image's minimum when the VMI asks for less", () => {
@@ -165,7 +170,7 @@ describe("toMachineSpec", () => {
       (v: VirtualMachineInstance) => {
         v.spec.volumes![1].cloudInitNoCloud!.userDataBase64 = "!!!";
       },
-      "spec.volumes[1].cloudInitNoCloud.userDataBase64",
+      "spec.volumes[1].cloudInitNoCloud",
     ],
     [
       "a kernelPath escaping the image",

@@ -6,16 +6,15 @@
  *   spec.domain.firmware.kernelBoot.container {image, kernelPath, initrdPath}
  *     + kernelBoot.kernelArgs                                                        -> boot (kernel boot)
  *   else the first containerDisk volume (its image's kernel, initrd and cmdline)     -> boot
- *   the cloudInitNoCloud volume: userData | userDataBase64, networkData[Base64]      -> cloudInit (+ meta-data)
  *   spec.domain.firmware.uuid                                                        -> firmwareUuid
- *   spec.domain.devices.disks with their volumes (disks.ts)                          -> disks
+ *   spec.domain.devices.disks with their volumes (disks.ts; cloud-init as ISO disks)  -> disks
  *   memoryBytes is raised to the image's minMemoryBytes when the VMI asks for less than the image boots with
  *
  * Anything unusable becomes a {@link SpecError} listing every cause with its field path, so the VMI can fail with
  * one clear reason instead of a stack trace.
  */
-import { tryParseQuantity, type VirtualMachineInstance, type Volume } from "@kvt/api";
-import type { BootSource, CloudInitNoCloud, MachineSpec } from "../machine/machine.ts";
+import { tryParseQuantity, type VirtualMachineInstance } from "@kvt/api";
+import type { BootSource, MachineSpec } from "../machine/machine.ts";
 import { planDisks, prepareDisks, type VolumeMount } from "./disks.ts";
 import { fileInImage, ImageNotFoundError, type ImageResolver } from "./image-store.ts";
 
@@ -52,7 +51,6 @@ export function toMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Ma
   const memoryBytes = memoryOf(vmi, causes);
   const vcpus = vcpusOf(vmi, causes);
   const boot = bootOf(vmi, ctx, causes);
-  const cloudInit = cloudInitOf(vmi, causes);
   const disks = planDisks(
     vmi,
     { resolveImage: ctx.resolveImage, mounts: ctx.mounts ?? [], workDir: ctx.workDir },
@@ -66,7 +64,6 @@ export function toMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Ma
     memoryBytes: Math.max(memoryBytes, boot.minMemoryBytes ?? 0),
     vcpus,
     boot,
-    ...(cloudInit ? { cloudInit } : {}),
     ...(uuid ? { firmwareUuid: uuid } : {}),
     workDir: ctx.workDir,
     ...(disks.length > 0 ? { disks } : {}),
@@ -179,43 +176,6 @@ function bootOf(vmi: VirtualMachineInstance, ctx: SpecContext, causes: SpecCause
     causes.push({ field: `spec.volumes[${index}].containerDisk.image`, message: messageOf(error) });
     return undefined;
   }
-}
-
-function cloudInitOf(vmi: VirtualMachineInstance, causes: SpecCause[]): CloudInitNoCloud | undefined {
-  const volumes: Volume[] = vmi.spec?.volumes ?? [];
-  const index = volumes.findIndex((v) => v.cloudInitNoCloud !== undefined);
-  const source = volumes[index]?.cloudInitNoCloud;
-  if (!source) return undefined;
-  const field = `spec.volumes[${index}].cloudInitNoCloud`;
-  const userData = textOrBase64(source.userData, source.userDataBase64, `${field}.userDataBase64`, causes);
-  const networkData = textOrBase64(source.networkData, source.networkDataBase64, `${field}.networkDataBase64`, causes);
-  if (source.userDataSecretRef || source.networkDataSecretRef) {
-    causes.push({ field, message: "secret references are not supported by this launcher; inline the data" });
-  }
-  const name = vmi.metadata?.name ?? "";
-  // KubeVirt's NoCloud meta-data: instance-id <name>.<namespace>, local-hostname <name>.
-  const metaData = `instance-id: ${name}.${vmi.metadata?.namespace ?? "default"}\nlocal-hostname: ${name}\n`;
-  return {
-    metaData,
-    ...(userData !== undefined ? { userData } : {}),
-    ...(networkData !== undefined ? { networkData } : {}),
-  };
-}
-
-function textOrBase64(
-  text: string | undefined,
-  base64: string | undefined,
-  field: string,
-  causes: SpecCause[],
-): string | undefined {
-  if (text !== undefined) return text;
-  if (base64 === undefined) return undefined;
-  const compact = base64.replace(/\s+/g, "");
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact) || compact.length % 4 === 1) {
-    causes.push({ field, message: "is not valid base64" });
-    return undefined;
-  }
-  return Buffer.from(compact, "base64").toString("utf8");
 }
 
 function messageOf(error: unknown): string {

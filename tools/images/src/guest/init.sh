@@ -17,9 +17,9 @@ while read -r mod; do
   [ -n "$mod" ] && insmod "/lib/modules/$(uname -r)/$mod" 2>/dev/null
 done </etc/kvt/modules
 
-# The NoCloud seed: a block device labelled cidata (iso9660 or vfat). Devices may take a moment to appear.
-# Our native VMM has no block devices: it appends the seed to the initramfs as /run/cidata/{meta-data,user-data}
-# (a second cpio segment), so the files are already there and no device is waited for.
+# The NoCloud seed: a block device labelled cidata (iso9660 or vfat; virtio, SATA or SCSI, disk or CD-ROM). Devices
+# may take a moment to appear. A seed appended to the initramfs as /run/cidata/{meta-data,user-data} (a second cpio
+# segment, as the nested lane's direct VMM checks give it) is already there, and no device is waited for.
 seed=""
 [ -f /run/cidata/meta-data ] && seed="initramfs"
 tries=0
@@ -28,7 +28,7 @@ while [ -z "$seed" ] && [ "$tries" -lt 20 ]; do
   seed=$(findfs LABEL=cidata 2>/dev/null || findfs LABEL=CIDATA 2>/dev/null)
   [ -n "$seed" ] && break
   # Give disks a second to appear; once some have, a few more tries for the seed among them, then go on without.
-  if ls /dev/vd* /dev/sr* >/dev/null 2>&1; then seen=$((seen + 1)); [ "$seen" -gt 3 ] && break
+  if ls /dev/vd* /dev/sd* /dev/sr* >/dev/null 2>&1; then seen=$((seen + 1)); [ "$seen" -gt 3 ] && break
   elif [ "$tries" -ge 10 ]; then break; fi
   usleep 100000
   tries=$((tries + 1))
@@ -41,7 +41,9 @@ fi
 # Hostname: NoCloud meta-data local-hostname (YAML or JSON), else the image name.
 host=demo-linux
 if [ -f /run/cidata/meta-data ]; then
-  h=$(sed -n 's/^[[:space:]{,]*"\{0,1\}local-hostname"\{0,1\}[[:space:]]*:[[:space:]]*"\{0,1\}\([^",}[:space:]]*\).*/\1/p' /run/cidata/meta-data | head -n 1)
+  # JSON (KubeVirt writes one line: {"instance-id":"...","local-hostname":"..."}) or YAML (local-hostname: x).
+  h=$(sed -n -e 's/.*"local-hostname"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' \
+    -e 's/^[[:space:]]*local-hostname[[:space:]]*:[[:space:]]*\([^[:space:]]*\).*/\1/p' /run/cidata/meta-data | head -n 1)
   [ -n "$h" ] && host="$h"
 fi
 hostname "$host"

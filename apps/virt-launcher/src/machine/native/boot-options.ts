@@ -1,10 +1,10 @@
 /**
  * What the native VMM boots for a MachineSpec: a 64-bit ELF (PVH, the test guest) is loaded as is; anything else
- * is booted as Linux (bzImage + initramfs, the x86 64-bit boot protocol), with the VMI's cloud-init NoCloud data
- * appended to the initramfs as /run/cidata (the demo image's init reads it there: our VMM has no block devices).
+ * is booted as Linux (bzImage + initramfs, the x86 64-bit boot protocol) with the VMI's disks, cloud-init's ISO
+ * among them, as virtio disks in spec order.
  *
- *   kernel starts with "\x7fELF" --> { kernel: { path, cmdline } }                    (no initramfs, no seed)
- *   otherwise                    --> { boot: { kind: "linux", kernelPath, initrdPath, cmdline, extraInitrd: [seed] } }
+ *   kernel starts with "\x7fELF" --> { kernel: { path, cmdline } }                    (no PCI bus: no disks)
+ *   otherwise                    --> { boot: { kind: "linux", kernelPath, initrdPath, cmdline, disks } }
  *
  * A Linux guest whose image also ships its kernel uncompressed (BootSource.uncompressedKernelPath, an ELF vmlinux)
  * boots from that: the VMM loads its segments and enters the kernel proper, as Firecracker does, so the guest skips
@@ -12,8 +12,8 @@
  * `kernel` for QEMU.
  */
 import { closeSync, openSync, readSync } from "node:fs";
-import { noCloudSeedInitrd, type VmOptions } from "@kvt/vmm";
-import { defaultMetaData, type MachineSpec, MachineUnsupportedError } from "../machine.ts";
+import type { VmOptions } from "@kvt/vmm";
+import { type MachineSpec, MachineUnsupportedError } from "../machine.ts";
 
 /** True when the file at `path` is an ELF image (the test guest), false for a bzImage or anything else. */
 export function isElfKernel(path: string): boolean {
@@ -35,22 +35,17 @@ export function isLinuxBoot(spec: MachineSpec): boolean {
 /** The Vm.create options for `spec`. */
 export function nativeBootOptions(spec: MachineSpec): VmOptions {
   const base = { memoryBytes: spec.memoryBytes, vcpus: spec.vcpus };
-  const disks = spec.disks ?? [];
+  const all = spec.disks ?? [];
   if (!isLinuxBoot(spec)) {
-    // The PVH test guest has no PCI bus to put a disk on.
-    if (disks.length > 0)
-      throw new MachineUnsupportedError("this guest image boots without a PCI bus: it takes no disks");
+    // The PVH test guest has no PCI bus to put a disk on: it reads no cloud-init, and a data disk is refused.
+    const data = all.filter((d) => d.kind !== "cloudInitNoCloud" && d.kind !== "cloudInitConfigDrive");
+    if (data.length > 0)
+      throw new MachineUnsupportedError(
+        `this guest image boots without a PCI bus: it takes no disks (${data.map((d) => d.name).join(", ")})`,
+      );
     return { ...base, kernel: { path: spec.boot.kernelPath, cmdline: spec.boot.cmdline } };
   }
-  const seed = spec.cloudInit
-    ? [
-        noCloudSeedInitrd({
-          metaData: spec.cloudInit.metaData ?? defaultMetaData(spec.vmiKey),
-          ...(spec.cloudInit.userData !== undefined ? { userData: spec.cloudInit.userData } : {}),
-          ...(spec.cloudInit.networkData !== undefined ? { networkConfig: spec.cloudInit.networkData } : {}),
-        }),
-      ]
-    : [];
+  const disks = all;
   return {
     ...base,
     boot: {
@@ -60,7 +55,6 @@ export function nativeBootOptions(spec: MachineSpec): VmOptions {
       kernelPath: spec.boot.uncompressedKernelPath ?? spec.boot.kernelPath,
       ...(spec.boot.initrdPath ? { initrdPath: spec.boot.initrdPath } : {}),
       cmdline: spec.boot.cmdline,
-      extraInitrd: seed,
       // virtio-blk disks in spec order (PCI 00:01.0, 00:02.0, ...: vda, vdb, ...); the serial is GET_ID's 20 bytes.
       ...(disks.length > 0
         ? { disks: disks.map((d) => ({ path: d.path, readOnly: d.readOnly, serial: (d.serial ?? "").slice(0, 20) })) }

@@ -31,13 +31,16 @@ describe("NativeMachine (fake VMM)", () => {
     expect(() => new NativeMachine(s, new FakeVmm(), logger)).toThrow(/cannot read the kernel/);
   });
 
-  it("boots a bzImage + initramfs as Linux with the NoCloud seed appended, and an ELF as is", () => {
+  it("boots a bzImage + initramfs as Linux with its disks (cloud-init's ISO among them), and an ELF as is", () => {
     const dir = mkdtempSync(join(tmpdir(), "kvt-boot-"));
     try {
       writeFileSync(join(dir, "vmlinuz"), Buffer.from("MZ not an ELF"));
       const linux = spec("console=ttyS0 quiet", {
         boot: { kernelPath: join(dir, "vmlinuz"), initrdPath: join(dir, "initrd"), cmdline: "quiet", pvmSafe: false },
-        cloudInit: { userData: "#!/bin/sh\necho hi\n" },
+        disks: [
+          { name: "cloudinitdisk", path: "/w/ci.iso", readOnly: true, kind: "cloudInitNoCloud", shared: true },
+          { name: "data", path: "/w/d.img", readOnly: false, kind: "emptyDisk", shared: false, serial: "X".repeat(30) },
+        ],
         firmwareUuid: "5d307ca9-b3ef-428c-8861-06e72d69f223",
       });
       const o = nativeBootOptions(linux);
@@ -48,11 +51,15 @@ describe("NativeMachine (fake VMM)", () => {
         cmdline: "quiet",
         uuid: "5d307ca9-b3ef-428c-8861-06e72d69f223",
       });
-      const seed = Buffer.from(o.boot?.extraInitrd?.[0] ?? []).toString("latin1");
-      expect(seed).toContain("run/cidata/user-data");
-      expect(seed).toContain("#!/bin/sh\necho hi");
-      expect(seed).toContain("instance-id: default.guest");
+      expect(o.boot?.disks).toEqual([
+        { path: "/w/ci.iso", readOnly: true, serial: "" },
+        { path: "/w/d.img", readOnly: false, serial: "X".repeat(20) },
+      ]);
       expect(nativeBootOptions(spec("ws=4")).kernel).toMatchObject({ path: testGuestPath(), cmdline: "ws=4" });
+      // The ELF test guest has no PCI bus: its cloud-init disk is left out, a data disk refused.
+      const elf = { ...spec("ws=4"), disks: linux.disks };
+      expect(() => nativeBootOptions(elf)).toThrow(/takes no disks \(data\)/);
+      expect(nativeBootOptions({ ...elf, disks: linux.disks?.slice(0, 1) }).kernel).toBeDefined();
       // The image's uncompressed kernel (ELF vmlinux), when it has one, is what the native VMM boots.
       const direct = nativeBootOptions({
         ...linux,

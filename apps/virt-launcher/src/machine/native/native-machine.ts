@@ -79,8 +79,8 @@ export class NativeMachine implements Machine {
   async start(options: StartOptions = {}): Promise<void> {
     if (this.#state !== "created") throw new Error(`Cannot start a ${this.#state} machine`);
     this.#bootOptions = nativeBootOptions(this.#spec);
-    if (this.#spec.cloudInit && !this.#bootOptions.boot) {
-      this.#log.debug("an ELF guest reads no cloud-init seed; user data ignored");
+    if ((this.#spec.disks ?? []).length > 0 && !this.#bootOptions.boot) {
+      this.#log.debug("an ELF guest has no PCI bus: its cloud-init disk is not attached");
     }
     if (options.paused) {
       // Created, never started: the vCPU threads first run on resume().

@@ -16,10 +16,11 @@ function after(args: string[], flag: string): string | undefined {
 }
 
 describe("qemuArgs()", () => {
-  it("emulates (tcg) with the spec's memory, vCPUs, kernel, initrd, UUID and the seed as a virtio drive", () => {
+  it("emulates (tcg) with the spec's memory, vCPUs, kernel, initrd, UUID and its disks", () => {
+    const cidata = { name: "cloudinitdisk", path: "/w/cloud-init/cloudinitdisk.iso", readOnly: true } as const;
     const args = qemuArgs(
-      spec,
-      { qmpSocket: "/w/qmp.sock", seedImage: "/w/cidata.iso" },
+      { ...spec, disks: [{ ...cidata, kind: "cloudInitNoCloud", shared: true }] },
+      { qmpSocket: "/w/qmp.sock" },
       { machineType: "pc", incoming: false },
     );
     expect(after(args, "-accel")).toBe("tcg");
@@ -32,16 +33,18 @@ describe("qemuArgs()", () => {
     expect(after(args, "-append")).toBe("console=ttyS0 quiet");
     expect(after(args, "-uuid")).toBe(spec.firmwareUuid);
     expect(after(args, "-qmp")).toBe("unix:/w/qmp.sock,server=on,wait=off");
-    expect(after(args, "-drive")).toMatch(/^file=\/w\/cidata.iso,format=raw,readonly=on/);
-    expect(after(args, "-device")).toBe("virtio-blk-pci,drive=cidata");
+    expect(after(args, "-blockdev")).toMatch(
+      /^driver=file,node-name=file0,filename=\/w\/cloud-init\/cloudinitdisk.iso,/,
+    );
+    expect(after(args, "-device")).toBe("virtio-blk-pci,drive=disk0,id=ua-cloudinitdisk,write-cache=off");
     expect(args).toContain("-S");
   });
 
-  it("starts a migration target with -incoming defer instead of -S, and microvm uses virtio-mmio", () => {
-    const args = qemuArgs(spec, { qmpSocket: "/q", seedImage: "/s" }, { machineType: "microvm", incoming: true });
+  it("starts a migration target with -incoming defer instead of -S", () => {
+    const args = qemuArgs(spec, { qmpSocket: "/q" }, { machineType: "microvm", incoming: true });
     expect(after(args, "-incoming")).toBe("defer");
+    expect(after(args, "-M")).toBe("microvm");
     expect(args).not.toContain("-S");
-    expect(after(args, "-device")).toBe("virtio-blk-device,drive=cidata");
   });
 
   it.each([
@@ -104,11 +107,7 @@ describe("diskArgs()", () => {
         bootOrder: 2,
       },
     ] as const;
-    const args = qemuArgs(
-      { ...spec, disks },
-      { qmpSocket: "/w/q", seedImage: "/w/seed" },
-      { machineType: "pc", incoming: false },
-    );
+    const args = qemuArgs({ ...spec, disks }, { qmpSocket: "/w/q" }, { machineType: "pc", incoming: false });
     const blockdevs = args.flatMap((a, i) => (a === "-blockdev" ? [args[i + 1]] : []));
     expect(blockdevs).toEqual([
       "driver=file,node-name=file0,filename=/d/root,,1.img,cache.direct=on,aio=native",
@@ -120,10 +119,32 @@ describe("diskArgs()", () => {
     expect(devices).toEqual([
       "virtio-blk-pci,drive=disk0,id=ua-root,write-cache=on",
       "virtio-blk-pci,drive=disk1,id=ua-data,write-cache=off,serial=S1,bootindex=2",
-      "virtio-blk-pci,drive=cidata",
     ]);
     expect(() =>
       qemuArgs({ ...spec, disks }, { qmpSocket: "/w/q" }, { machineType: "microvm", incoming: false }),
     ).toThrow(/pc machine type/);
+  });
+});
+
+describe("diskArgs() on sata and scsi", () => {
+  it("puts sata disks and CD-ROMs on an AHCI controller, one port each, and scsi disks on virtio-scsi LUNs", () => {
+    const base = { readOnly: false, kind: "emptyDisk", shared: false } as const;
+    const disks = [
+      { ...base, name: "v", path: "/d/v.img" },
+      { ...base, name: "s1", path: "/d/s1.img", bus: "sata" },
+      { ...base, name: "cd", path: "/d/ci.iso", bus: "sata", cdrom: true, readOnly: true },
+      { ...base, name: "q", path: "/d/q.img", bus: "scsi" },
+    ] as const;
+    const args = qemuArgs({ ...spec, disks }, { qmpSocket: "/w/q" }, { machineType: "pc", incoming: false });
+    const devices = args.flatMap((a, i) => (a === "-device" ? [args[i + 1]] : []));
+    expect(devices).toEqual([
+      "ahci,id=sata0",
+      "virtio-scsi-pci,id=scsi0",
+      "virtio-blk-pci,drive=disk0,id=ua-v,write-cache=off",
+      "ide-hd,bus=sata0.0,drive=disk1,id=ua-s1,write-cache=off",
+      "ide-cd,bus=sata0.1,drive=disk2,id=ua-cd,write-cache=off",
+      "scsi-hd,bus=scsi0.0,lun=0,drive=disk3,id=ua-q,write-cache=off",
+    ]);
+    expect(args).toContain("driver=raw,node-name=disk2,file=file2,read-only=on");
   });
 });

@@ -1,7 +1,7 @@
 /**
  * The qemu-system-x86_64 command line for a MachineSpec (pure). Software emulation only (`-accel tcg`), direct
- * kernel boot, serial console on stdio, QMP on a unix socket, the VMI's disks as virtio-blk-pci devices in spec
- * order (so the guest names them as the native VMM's do), then the NoCloud seed as a read-only virtio-blk drive.
+ * kernel boot, serial console on stdio, QMP on a unix socket, the VMI's disks (cloud-init's ISO among them) as
+ * virtio-blk-pci devices in spec order, so the guest names them as it does on the native VMM.
  *
  * Disk cache modes as libvirt maps KubeVirt's: none = O_DIRECT with the guest's write cache (flushes reach the
  * disk), writethrough = host page cache, every write flushed, writeback = host page cache; unset = writethrough
@@ -24,8 +24,6 @@ export type QemuMachineType = "pc" | "microvm";
 export interface QemuPaths {
   /** QMP unix socket. */
   readonly qmpSocket: string;
-  /** The NoCloud seed image, when the spec has cloud-init data. */
-  readonly seedImage?: string;
 }
 
 /** Extra knobs for {@link qemuArgs}. */
@@ -80,12 +78,10 @@ export function qemuArgs(spec: MachineSpec, paths: QemuPaths, options: QemuArgOp
   if (spec.firmwareUuid) args.push("-uuid", spec.firmwareUuid);
   if ((spec.disks ?? []).length > 0 && options.machineType === "microvm")
     throw new Error("disks need the pc machine type (virtio-blk-pci)");
-  args.push(...(spec.disks ?? []).flatMap((disk, i) => diskArgs(disk, i)));
-  if (paths.seedImage) {
-    const drive = `file=${paths.seedImage},format=raw,readonly=on,if=none,id=cidata`;
-    const device = options.machineType === "microvm" ? "virtio-blk-device,drive=cidata" : "virtio-blk-pci,drive=cidata";
-    args.push("-drive", drive, "-device", device);
-  }
+  const disks = spec.disks ?? [];
+  if (disks.some((d) => d.bus === "sata")) args.push("-device", "ahci,id=sata0");
+  if (disks.some((d) => d.bus === "scsi")) args.push("-device", "virtio-scsi-pci,id=scsi0");
+  args.push(...disks.flatMap((disk, i) => diskArgs(disk, i, disks.slice(0, i))));
   // A source starts paused (QMP connects, then `cont`); a target runs by itself once the incoming stream completes.
   if (options.incoming) args.push("-incoming", "defer");
   else args.push("-S");
@@ -97,20 +93,28 @@ function optionValue(value: string): string {
   return value.replaceAll(",", ",,");
 }
 
-/** The -blockdev (file, then raw format) and -device arguments of disk `i`. */
-export function diskArgs(disk: MachineDisk, i: number): string[] {
+/** The -blockdev (file, then raw format) and -device arguments of disk `i` (`before`: the disks ahead of it). */
+export function diskArgs(disk: MachineDisk, i: number, before: readonly MachineDisk[] = []): string[] {
   const cache = disk.cache ?? "writethrough";
   const direct = cache === "none";
   const aio = direct && disk.io === "native" ? "native" : "threads";
-  const ro = disk.readOnly ? ",read-only=on" : "";
-  const device = [
-    "virtio-blk-pci",
+  const ro = disk.readOnly || disk.cdrom ? ",read-only=on" : "";
+  const bus = disk.bus ?? "virtio";
+  // sata: one AHCI port per disk; scsi: one LUN per disk on the virtio-scsi controller.
+  const port = before.filter((d) => (d.bus ?? "virtio") === bus).length;
+  const device =
+    bus === "sata"
+      ? [disk.cdrom ? "ide-cd" : "ide-hd", `bus=sata0.${port}`]
+      : bus === "scsi"
+        ? [disk.cdrom ? "scsi-cd" : "scsi-hd", "bus=scsi0.0", `lun=${port}`]
+        : ["virtio-blk-pci"];
+  device.push(
     `drive=disk${i}`,
     `id=ua-${disk.name}`,
     `write-cache=${cache === "writethrough" ? "off" : "on"}`,
     ...(disk.serial ? [`serial=${optionValue(disk.serial.slice(0, 20))}`] : []),
     ...(disk.bootOrder !== undefined ? [`bootindex=${disk.bootOrder}`] : []),
-  ];
+  );
   return [
     "-blockdev",
     `driver=file,node-name=file${i},filename=${optionValue(disk.path)},cache.direct=${direct ? "on" : "off"},aio=${aio}${ro}`,

@@ -1,12 +1,13 @@
 // Real QEMU (TCG) with the real demo image: one boot shared by the console, pause/resume and migration tests.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { createLogger } from "@kvt/observability";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { imageStoreResolver } from "../../spec/image-store.ts";
+import { buildNoCloudDisk } from "../../volumes/cloud-init-disks.ts";
 import type { MachineSpec, MigrationOptions, MigrationTarget } from "../machine.ts";
 import { QemuMachine } from "./qemu-machine.ts";
 
@@ -59,12 +60,16 @@ describe("QemuMachine (real QEMU, TCG, demo image)", { timeout: 240_000 }, () =>
     const boot = imageStoreResolver(process.env.KVT_IMAGE_STORE ?? join(root, ".data/images"))(
       "local/demo-linux:latest",
     );
+    // The VMI's cloud-init volume as the launcher makes it: a NoCloud ISO, the guest's one disk.
+    const iso = join(dir, "cidata.iso");
+    const identity = { name: "vm-cirros", namespace: "default", firmwareUuid: "5d307ca9-b3ef-428c-8861-06e72d69f223" };
+    writeFileSync(iso, buildNoCloudDisk({ userData: USER_DATA }, identity, { timestamp: new Date(0) }));
     spec = (name) => ({
       vmiKey: "default/vm-cirros",
       memoryBytes: 256 * 1024 * 1024,
       vcpus: 1,
       boot,
-      cloudInit: { userData: USER_DATA },
+      disks: [{ name: "cloudinitdisk", path: iso, readOnly: true, kind: "cloudInitNoCloud", shared: true }],
       firmwareUuid: "5d307ca9-b3ef-428c-8861-06e72d69f223",
       workDir: join(dir, name),
     });
@@ -185,5 +190,61 @@ describe("QemuMachine (real QEMU, TCG, demo image)", { timeout: 240_000 }, () =>
     child.stdin.write("shutdown 60000\n");
     const stopped = await next((e) => e.state === "stopped" || e.state === "crashed", "the end of the guest");
     expect(stopped).toMatchObject({ state: "stopped", reason: "guest powered off" });
+  });
+});
+
+describe("QemuMachine disks on the sata and scsi buses (real QEMU, TCG, demo image)", { timeout: 240_000 }, () => {
+  it("reads cloud-init from a SATA CD-ROM and writes a SCSI disk the guest finds by its serial", async () => {
+    execFileSync(process.execPath, [join(root, "tools/images/src/cli.ts")], { stdio: "inherit" });
+    const dir = mkdtempSync(join(tmpdir(), "kvt-qemu-bus-"));
+    const boot = imageStoreResolver(process.env.KVT_IMAGE_STORE ?? join(root, ".data/images"))(
+      "local/demo-linux:latest",
+    );
+    const iso = join(dir, "cidata.iso");
+    const identity = { name: "vm-bus", namespace: "default", firmwareUuid: "5d307ca9-b3ef-428c-8861-06e72d69f224" };
+    writeFileSync(iso, buildNoCloudDisk({ userData: USER_DATA }, identity, { timestamp: new Date(0) }));
+    const data = join(dir, "data.img");
+    writeFileSync(data, Buffer.alloc(1 << 20));
+    const machine = new QemuMachine(
+      {
+        vmiKey: "default/vm-bus",
+        memoryBytes: 256 * 1024 * 1024,
+        vcpus: 1,
+        boot,
+        disks: [
+          {
+            name: "cloudinit",
+            path: iso,
+            readOnly: true,
+            kind: "cloudInitNoCloud",
+            shared: true,
+            bus: "sata",
+            cdrom: true,
+          },
+          { name: "data", path: data, readOnly: false, kind: "emptyDisk", shared: false, bus: "scsi", serial: "SCSI1" },
+        ],
+        workDir: join(dir, "w"),
+      },
+      { logger },
+    );
+    const console = new ConsoleWatch(machine);
+    try {
+      await machine.start();
+      await console.waitFor(/printed from cloud-init userdata/, 120_000);
+      const from = console.text.length;
+      // The SCSI disk by its serial (sysfs), written with a marker the host then reads from the file.
+      machine.writeConsole(
+        Buffer.from(
+          'for b in /sys/block/sd*; do grep -q SCSI1 $b/device/vpd_pg80 2>/dev/null && D=/dev/${b##*/}; done; echo kvt-$((40+2)) | dd of=$D conv=sync,fsync 2>/dev/null; echo "W=$? D=$D"\n',
+        ),
+      );
+      const w = await console.waitFor(/W=(\d+) D=(\S*)/, 30_000, from);
+      expect(w[1]).toBe("0");
+      expect(w[2]).toMatch(/^\/dev\/sd[a-z]$/);
+      expect(readFileSync(data).subarray(0, 7).toString()).toBe("kvt-42\n");
+    } finally {
+      await machine.kill();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

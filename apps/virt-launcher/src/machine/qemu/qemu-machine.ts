@@ -32,7 +32,6 @@ import { residentBytes, threadCpuSeconds } from "./proc-stats.ts";
 import { type QemuMachineType, qemuArgs } from "./qemu-args.ts";
 import { migrateOut } from "./qemu-migration.ts";
 import { QmpClient } from "./qmp.ts";
-import { buildSeedImage } from "./seed.ts";
 
 /** Construction options of {@link QemuMachine}. */
 export interface QemuMachineOptions {
@@ -228,14 +227,7 @@ export class QemuMachine implements Machine {
     if (Buffer.byteLength(qmpSocket) > 100)
       throw new Error(`work directory path too long for a unix socket: ${workDir}`);
     rmSync(qmpSocket, { force: true });
-    const seedImage = this.#spec.cloudInit
-      ? await buildSeedImage(workDir, this.#spec.vmiKey, this.#spec.cloudInit)
-      : undefined;
-    const args = qemuArgs(
-      this.#spec,
-      { qmpSocket, seedImage },
-      { machineType: this.#opts.machineType ?? "pc", incoming },
-    );
+    const args = qemuArgs(this.#spec, { qmpSocket }, { machineType: this.#opts.machineType ?? "pc", incoming });
     const binary = this.#opts.qemuBinary ?? "qemu-system-x86_64";
     this.#log.info({ binary, args }, "starting QEMU (TCG)");
     const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe"] });
