@@ -9,7 +9,7 @@
  * host's KVM cannot run Linux, `npm run bench` runs it inside the nested lane's L1 (tools/nested bench-lane.ts):
  * the JSON then says "lane":"nested" and lists the cases left out for L1's memory.
  */
-import { hasKvm, testGuestPath, Vm } from "@kvt/vmm";
+import { benchLane, hasKvm, testGuestPath, Vm } from "@kvt/vmm";
 import { Peer } from "../src/live-peers.test-util.ts";
 import type { MigrationProgress, MigrationResult } from "../src/source.ts";
 import { loopbackTcpBytesPerSec, memcpyBytesPerSec } from "./limits.ts";
@@ -203,8 +203,8 @@ if (!hasKvm()) {
   console.log(JSON.stringify({ area: "migration", error: "no /dev/kvm" }));
   process.exit(1);
 }
-/** Where this runs: inside the nested lane's L1 (tools/nested sets KVT_NESTED_L1 there) or on the host. */
-const lane = process.env.KVT_NESTED_L1 ? "nested" : "host";
+/** Where this runs: inside the nested lane's L1 or on the host. */
+const lane = benchLane();
 const withQemu = process.argv.includes("--with-qemu");
 // `--cases a:b` (the nested lane passes no commas into L1) or MIGRATION_BENCH_CASES=a,b.
 const casesArg = process.argv[process.argv.indexOf("--cases") + 1];

@@ -6,7 +6,7 @@
  *    "stopMs":{..},"goalMs":10,"goalMet":..}
  */
 import { readFileSync } from "node:fs";
-import { hasKvm, LineSplitter, testGuestPath, Vm } from "../src/index.ts";
+import { benchLane, hasKvm, LineSplitter, testGuestPath, Vm } from "../src/index.ts";
 
 const ITERATIONS = Number(process.env.VMM_START_ITERATIONS ?? 30);
 const GOAL_MS = 10;
@@ -74,8 +74,7 @@ const total = stats(samples.map((s) => s.createToFirstLineMs));
 console.log(
   JSON.stringify({
     area: "vmm-start",
-    // Inside the nested lane's L1 (tools/nested sets KVT_NESTED_L1) or on the host.
-    lane: process.env.KVT_NESTED_L1 ? "nested" : "host",
+    lane: benchLane(),
     iterations: ITERATIONS,
     createToFirstLineMs: total,
     createMs: stats(samples.map((s) => s.createMs)),

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { type HostVirt, kvmRunsLinux, probeHostVirt } from "./host-virt.ts";
+import { benchLane, type HostVirt, kvmRunsLinux, probeHostVirt } from "./host-virt.ts";
 
 describe("probeHostVirt()", () => {
   it.each([
@@ -50,5 +50,13 @@ describe("kvmRunsLinux()", () => {
     ["no /dev/kvm", { kvmDevice: false, hardwareVirt: true, pvm: false }, false],
   ])("%s: %s", (_name, host, runs) => {
     expect(kvmRunsLinux(host)).toBe(runs);
+  });
+});
+
+describe("benchLane", () => {
+  it("is nested inside the nested lane's L1 and host elsewhere", () => {
+    expect(benchLane({ KVT_NESTED_L1: "1" })).toBe("nested");
+    expect(benchLane({})).toBe("host");
+    expect(benchLane({ KVT_NESTED_L1: "" })).toBe("host");
   });
 });

@@ -65,3 +65,11 @@ export function probeHostVirt(paths: HostVirtPaths = DEFAULT_PATHS): HostVirt {
 export function kvmRunsLinux(host: HostVirt = probeHostVirt()): boolean {
   return host.kvmDevice && (host.hardwareVirt || !host.pvm);
 }
+
+/** The lane a bench or check runs in: inside the nested lane's L1 (tools/nested sets KVT_NESTED_L1 there) or here. */
+export type BenchLane = "nested" | "host";
+
+/** {@link BenchLane} of this process, from the environment tools/nested gives its L1 jobs. */
+export function benchLane(env: NodeJS.ProcessEnv = process.env): BenchLane {
+  return env.KVT_NESTED_L1 !== undefined && env.KVT_NESTED_L1 !== "" ? "nested" : "host";
+}

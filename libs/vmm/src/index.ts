@@ -19,7 +19,14 @@ export { FakeVm, FakeVmm } from "./fake/fake-vmm.ts";
 /** Guest physical addresses (branded bigint). */
 export { type Gpa, gpa, MAX_GPA } from "./gpa.ts";
 // What this host's KVM is (none, hardware-assisted, PVM) and whether it runs a stock Linux guest.
-export { type HostVirt, type HostVirtPaths, kvmRunsLinux, probeHostVirt } from "./host-virt.ts";
+export {
+  type BenchLane,
+  benchLane,
+  type HostVirt,
+  type HostVirtPaths,
+  kvmRunsLinux,
+  probeHostVirt,
+} from "./host-virt.ts";
 export { hasKvm, kvmApiVersion } from "./kvm.ts";
 /** Direct Linux boot (bzImage + initramfs, the x86 64-bit boot protocol): the `boot` option of Vm.create. */
 export {

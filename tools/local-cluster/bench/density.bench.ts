@@ -22,7 +22,7 @@ import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, Watch } from "@kubernetes/client-node";
 import { registerTestGuest } from "@kvt/images";
-import { testGuestPath } from "@kvt/vmm";
+import { benchLane, testGuestPath } from "@kvt/vmm";
 import { type LocalCluster, startLocalCluster } from "../src/index.ts";
 
 const { values } = parseArgs({
@@ -38,7 +38,7 @@ const { values } = parseArgs({
 });
 // Inside the nested lane's L1 (`npm run bench -- density --nested`): the project is read-only there, so the image
 // store goes to /tmp, and L1's one emulated CPU takes 10 VMIs unless told otherwise.
-const nested = process.env.KVT_NESTED_L1 !== undefined;
+const nested = benchLane() === "nested";
 if (nested) process.env.KVT_IMAGE_STORE ??= mkdtempSync(join(tmpdir(), "kvt-density-images-"));
 const COUNT = Number(nested && !process.argv.includes("--vmis") ? "10" : values.vmis);
 const INTERVAL_MS = Number(values["interval-ms"]);
