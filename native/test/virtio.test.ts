@@ -2,7 +2,8 @@
  * The virtio fuzz targets, built by fuzz/Makefile with libFuzzer under clang or the g++ + ASan/UBSan standalone
  * mutation driver otherwise, each run briefly from its seed corpus: fuzz/virtqueue_fuzz.cc (the split-queue chain
  * walker, the virtio-blk request parser and the virtio-net frame code over an arbitrary guest) and fuzz/virtio_pci_fuzz.cc (register
- * sequences against the virtio-pci transport, with a synchronous virtio-blk on a memfd disk and save/restore).
+ * sequences against the virtio-pci transport, with a synchronous virtio-blk on a memfd disk and save/restore), and the
+ * same with an inline virtio-net over a socket pair whose peer sends frames of fuzzed lengths (virtio_net_pci_fuzz).
  * The C++ unit tests of the same code (test/virtio_*_test.cc) run in unit.test.ts.
  */
 import { execFileSync } from "node:child_process";
@@ -48,5 +49,9 @@ describe("virtio fuzz targets (C++)", () => {
 
   it("survive a short run of register sequences against the virtio-pci transport and virtio-blk", () => {
     fuzzBriefly("virtio_pci_fuzz", "virtio-pci-corpus", 8);
+  }, 130_000);
+
+  it("survive a short run of register sequences and peer frames against the transport and virtio-net", () => {
+    fuzzBriefly("virtio_net_pci_fuzz", "virtio-net-pci-corpus", 8);
   }, 130_000);
 });

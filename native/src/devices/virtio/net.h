@@ -56,6 +56,9 @@ struct NetOptions {
   bool vnet_hdr = true;             // fd frames carry the virtio header (always true for a tap opened by name)
   uint8_t mac[kMacBytes] = {};      // unicast, what the guest reads as its address
   uint16_t queue_size = 256;
+  // No worker thread: QueueNotify(q) serves queue q on the caller's thread (a fuzz target drives the transport and
+  // the device deterministically this way). Never for a machine: a vCPU thread must not do packet I/O.
+  bool inline_io = false;
 };
 
 // Counters (snapshot, any thread).

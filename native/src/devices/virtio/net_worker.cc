@@ -52,16 +52,33 @@ Status VirtioNet::Activate(const ActivateContext& ctx) {
   broken_ = false;
   rx_starved_ = false;
   Drain(ctl_fd_);
-  worker_ = std::thread([this] { WorkerLoop(); });
+  if (!options_.inline_io) worker_ = std::thread([this] { WorkerLoop(); });
   return OkStatus();
 }
 
 void VirtioNet::QueueNotify(uint16_t q) {
-  if (q < 2) Signal(kick_fd_[q]);
+  if (!options_.inline_io) {
+    if (q < 2) Signal(kick_fd_[q]);
+    return;
+  }
+  if (ctx_.mem == nullptr || pause_ || q >= 2) return;  // not active, or parked: the driver's next kick serves it
+  if (announce_) {
+    announce_ = false;
+    Announce();
+  }
+  if (q == kNetTxQueue) {
+    ProcessTx();
+  } else {
+    rx_starved_ = false;
+    ProcessRx();
+  }
 }
 
 void VirtioNet::Reset() {
-  if (!worker_.joinable()) return;
+  if (!worker_.joinable()) {
+    ctx_ = ActivateContext{};  // inline mode (or never activated): nothing runs
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
