@@ -9,11 +9,12 @@
  *     compressed (x = 62 - (cluster_bits - 8)): bits 0..x-1 = byte offset, bits x..61 = extra 512-byte sectors
  *     unallocated (offset 0, no zero bit): read from the backing layer, zeros past its end
  *
- * Memory is bounded per layer: one page of the L1 table, one L2 table and one inflated cluster (each <= 2 MiB).
+ * Memory is bounded per layer: one page of the L1 table, one L2 table, and a window's compressed input and output
+ * (qcow2-compressed.ts), each at most a few MiB.
  */
 import type { FileHandle } from "node:fs/promises";
-import { inflateRawSync, constants as zlibConstants } from "node:zlib";
 import { DiskImageError } from "./disk-image-error.ts";
+import { CompressedClusters, type CompressedPiece } from "./qcow2-compressed.ts";
 import type { Qcow2Header } from "./qcow2-header.ts";
 
 /** One file of a chain, read as a guest would see it. */
@@ -90,7 +91,7 @@ export class Qcow2Layer implements ImageLayer {
   readonly #l2Entries: number;
   #l1Page: { first: number; table: Buffer } = { first: -1, table: Buffer.alloc(0) };
   #l2: { offset: number; table: Buffer } = { offset: -1, table: Buffer.alloc(0) };
-  #inflated: { host: number; data: Buffer } = { host: -1, data: Buffer.alloc(0) };
+  readonly #compressed: CompressedClusters;
 
   constructor(path: string, fh: FileHandle, fileSize: number, header: Qcow2Header, backing: ImageLayer | undefined) {
     this.path = path;
@@ -101,12 +102,14 @@ export class Qcow2Layer implements ImageLayer {
     this.virtualSize = header.virtualSize;
     this.#cs = header.clusterSize;
     this.#l2Entries = header.clusterSize / 8;
+    this.#compressed = new CompressedClusters(path, fh, fileSize, header.clusterSize);
   }
 
   async read(offset: number, length: number, buf: Buffer, at: number): Promise<boolean> {
     const end = Math.min(offset + length, this.virtualSize);
     const span = this.#cs * this.#l2Entries;
     const runs: Run[] = [];
+    const compressed: CompressedPiece[] = [];
     let wrote = false;
     for (let pos = offset; pos < end; ) {
       const l2Offset = await this.#l1Entry(Math.floor(pos / span));
@@ -123,15 +126,15 @@ export class Qcow2Layer implements ImageLayer {
         this.#extend(runs, m.host + (pos % this.#cs), buf.subarray(dest, dest + n));
         wrote = true;
       } else if (m.kind === "compressed") {
-        (await this.#inflate(m.host, m.bytes)).copy(buf, dest, pos % this.#cs, (pos % this.#cs) + n);
+        compressed.push({ host: m.host, bytes: m.bytes, from: pos % this.#cs, length: n, dest });
         wrote = true;
       } else if (m.kind === "unallocated") {
         wrote = (await this.#fromBacking(pos, n, buf, dest)) || wrote;
       }
       pos += n;
     }
-    // The runs land in disjoint parts of buf: read them in parallel (the thread pool overlaps them).
-    await Promise.all(runs.map((run) => this.#readRun(run)));
+    // Runs and compressed clusters land in disjoint parts of buf: read them in parallel on the thread pool.
+    await Promise.all([...runs.map((run) => this.#readRun(run)), this.#compressed.inflateInto(compressed, buf)]);
     return wrote;
   }
 
@@ -205,7 +208,7 @@ export class Qcow2Layer implements ImageLayer {
   #mapping(table: Buffer, index: number): Mapping {
     const hi = table.readUInt32BE(index * 8);
     const lo = table.readUInt32BE(index * 8 + 4);
-    if (hi & 0x40000000) return this.#compressed(hi, lo);
+    if (hi & 0x40000000) return this.#compressedMapping(hi, lo);
     if (this.#header.version === 3 && lo & 1) return { kind: "zero" };
     const host = this.#offset(hi, lo);
     if (host === 0) return { kind: "unallocated" };
@@ -213,34 +216,12 @@ export class Qcow2Layer implements ImageLayer {
     return { kind: "data", host };
   }
 
-  #compressed(hi: number, lo: number): Mapping {
+  #compressedMapping(hi: number, lo: number): Mapping {
     const entry = (BigInt(hi) << 32n) | BigInt(lo >>> 0);
     const x = BigInt(62 - (this.#header.clusterBits - 8));
     const host = Number(entry & ((1n << x) - 1n));
     const sectors = Number((entry >> x) & ((1n << BigInt(this.#header.clusterBits - 8)) - 1n));
     return { kind: "compressed", host, bytes: (sectors + 1) * 512 - (host % 512) };
-  }
-
-  /** One compressed cluster, inflated to exactly cluster size (raw deflate, bounded by the cluster size). */
-  async #inflate(host: number, bytes: number): Promise<Buffer> {
-    if (this.#inflated.host === host) return this.#inflated.data;
-    if (host >= this.#fileSize) this.#fail("TRUNCATED", `compressed cluster at ${host} lies past the end of the file`);
-    // The last sector may be shared with the next compressed cluster or cut by EOF: inflate stops at stream end.
-    const input = Buffer.alloc(Math.min(bytes, this.#fileSize - host));
-    await readAt(this.#fh, input, 0, input.length, host);
-    let data: Buffer;
-    try {
-      data = inflateRawSync(input, { maxOutputLength: this.#cs, finishFlush: zlibConstants.Z_SYNC_FLUSH });
-    } catch (err) {
-      // A corrupt stream or one that inflates past a cluster: the image's fault, reported as such.
-      throw new DiskImageError("BAD_COMPRESSED_CLUSTER", this.path, `compressed cluster at ${host} is corrupt`, {
-        cause: err,
-      });
-    }
-    if (data.length !== this.#cs)
-      this.#fail("BAD_COMPRESSED_CLUSTER", `compressed cluster at ${host} inflates to ${data.length} bytes`);
-    this.#inflated = { host, data };
-    return data;
   }
 
   #fail(code: DiskImageError["code"], message: string): never {

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import {
   mkdirSync,
   mkdtempSync,
@@ -124,6 +125,28 @@ describe("importDiskImage() matches qemu-img convert -O raw", () => {
     expect(allocatedBytes).toBeLessThan(5 * MiB);
     expect(statSync(out).blocks * 512).toBeLessThan(6 * MiB);
     expect(probeDiskImage(raw)).toEqual({ format: "raw", virtualSize: 64 * MiB });
+  });
+
+  it("streams an 8 GiB image with bounded memory (patterns checked with qemu-io)", async () => {
+    const image = file("big.qcow2");
+    qemuImg("create", "-q", "-f", "qcow2", image, "8G");
+    qemuIo(image, "write -P 0xa1 0 1M", "write -P 0xb2 3G 64M", "write -P 0xc3 8191M 1M");
+    const out = file("big.raw");
+    let peakRss = 0;
+    const rss0 = process.memoryUsage().rss;
+    const result = await importDiskImage(image, out, {
+      onProgress: () => {
+        peakRss = Math.max(peakRss, process.memoryUsage().rss);
+      },
+    });
+    expect(result).toMatchObject({ virtualSize: 8 * 1024 * MiB, allocatedBytes: 66 * MiB });
+    expect(peakRss - rss0).toBeLessThan(64 * MiB);
+    expect(statSync(out).blocks * 512).toBeLessThan(70 * MiB);
+    const check = ["read -P 0xa1 0 1M", "read -P 0 1M 1M", "read -P 0xb2 3G 64M", "read -P 0xc3 8191M 1M"];
+    const r = spawnSync("qemu-io", ["-f", "raw", ...check.flatMap((c) => ["-c", c]), out], { encoding: "utf8" });
+    expect(r.stdout).not.toMatch(/fail|error/i);
+    expect(r.status).toBe(0);
+    expect(r.stdout.match(/read \d+\/\d+ bytes/g)).toHaveLength(4);
   });
 
   it("reports progress and ends at the virtual size", async () => {
