@@ -1,4 +1,13 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { VirtualMachineInstance } from "@kvt/api";
@@ -186,9 +195,9 @@ describe("planDisks and prepareDisks", () => {
       ["b", "scsi", false, false],
       ["c", "sata", true, true],
     ]);
-    expect(disksNeedQemu(disks)).toBe(
-      "disk a (bus sata), b (bus scsi), c (bus sata) needs a device only QEMU provides",
-    );
+    expect(disksNeedQemu(disks)).toBe("disk a (bus sata), b (bus scsi) needs a device only QEMU provides");
+    // A cloud-init ISO on its default sata bus stays with our VMM (a virtio disk there: it is found by its label).
+    expect(disksNeedQemu(disks.slice(2))).toBeUndefined();
     expect(disksNeedQemu(disks.map((d) => ({ ...d, bus: "virtio" as const })))).toBeUndefined();
   });
 
@@ -221,5 +230,108 @@ describe("planDisks and prepareDisks", () => {
       ["root", false, true],
     ]);
     expect(localDisksBlocker(disks)).toBeUndefined();
+  });
+});
+
+describe("config volumes as ISO disks", () => {
+  const base = join(root, "config");
+  /** A directory laid out as the kubelet's atomic writer leaves it: the payload, `..data`, a symlink per key. */
+  function kubeletDir(name: string, files: Record<string, string>): string {
+    const dir = join(base, name);
+    const payload = join(dir, "..2026_11_25_00_00_00.1");
+    for (const [key, value] of Object.entries(files)) {
+      mkdirSync(join(payload, key, ".."), { recursive: true });
+      writeFileSync(join(payload, key), value);
+    }
+    mkdirSync(payload, { recursive: true });
+    symlinkSync("..2026_11_25_00_00_00.1", join(dir, "..data"));
+    for (const top of new Set(Object.keys(files).map((k) => k.split("/")[0])))
+      symlinkSync(join("..data", top), join(dir, top));
+    return dir;
+  }
+  const mounts = [
+    { mountPath: "/var/run/kubevirt-private/config-map/cm", hostPath: kubeletDir("cm", { "app.conf": "mode=fast" }) },
+    { mountPath: "/var/run/kubevirt-private/secret/sec", hostPath: kubeletDir("sec", { password: "s3cr3t" }) },
+    {
+      mountPath: "/var/run/kubevirt-private/downwardapi/dapi",
+      hostPath: kubeletDir("dapi", { "meta/labels": 'app="demo"' }),
+    },
+    {
+      mountPath: "/var/run/secrets/kubernetes.io/serviceaccount",
+      hostPath: kubeletDir("sa", { token: "", "ca.crt": "PEM", namespace: "ns" }),
+    },
+  ];
+  const ctx = { resolveImage: imageStoreResolver(store), mounts, workDir: join(root, "work-config") };
+  const volumes = [
+    { name: "cm", configMap: { name: "app-config", volumeLabel: "APPCFG" } },
+    { name: "sec", secret: { secretName: "app-secret" } },
+    { name: "dapi", downwardAPI: { fields: [{ path: "meta/labels", fieldRef: { fieldPath: "metadata.labels" } }] } },
+    { name: "sa", serviceAccount: { serviceAccountName: "robot" } },
+  ];
+  const disks = [
+    { name: "sa", serial: "SA" },
+    { name: "cm", serial: "CM" },
+    { name: "sec", cdrom: { bus: "sata" } },
+    { name: "dapi" },
+  ];
+
+  it("makes a read-only, shared ISO per volume from the mounted files, in spec order", () => {
+    const causes: { field: string; message: string }[] = [];
+    const planned = planDisks(vmiWith(volumes, disks), ctx, causes);
+    expect(causes).toEqual([]);
+    expect(planned.map((d) => [d.name, d.kind, d.path, d.readOnly, d.shared, d.fresh])).toEqual([
+      ["sa", "serviceAccount", join(root, "work-config", "config-disks", "sa.iso"), true, true, true],
+      ["cm", "configMap", join(root, "work-config", "config-disks", "cm.iso"), true, true, true],
+      ["sec", "secret", join(root, "work-config", "config-disks", "sec.iso"), true, true, true],
+      ["dapi", "downwardAPI", join(root, "work-config", "config-disks", "dapi.iso"), true, true, true],
+    ]);
+    expect(planned[1].serial).toBe("CM");
+    expect(planned[2]).toMatchObject({ bus: "sata", cdrom: true });
+    const iso = (i: number): string => Buffer.from(planned[i].contents!).toString("latin1");
+    // The volume label (the primary descriptor's volume id at byte 32768 + 40), then the keys' values.
+    expect(iso(1).slice(32768 + 40, 32768 + 46)).toBe("APPCFG");
+    expect(iso(1)).toContain("mode=fast");
+    expect(iso(2).slice(32768 + 40, 32768 + 47)).toBe("cfgdata");
+    expect(iso(2)).toContain("s3cr3t");
+    expect(iso(3)).toContain('app="demo"');
+    expect(iso(0)).toContain("PEM");
+    // The atomic writer's own entries are not part of the disk.
+    expect(iso(1)).not.toContain("..data");
+    expect(localDisksBlocker(planned)).toBeUndefined();
+  });
+
+  it("prepareDisks writes the ISO where the plan says", () => {
+    const planned = planDisks(vmiWith(volumes, disks), ctx, []);
+    expect(prepareDisks(planned)).toEqual([]);
+    expect(readFileSync(join(root, "work-config", "config-disks", "cm.iso"))).toEqual(
+      Buffer.from(planned[1].contents!),
+    );
+  });
+
+  it("a volume whose files are not mounted is a cause naming it; the other disks stay", () => {
+    const causes: { field: string; message: string }[] = [];
+    const planned = planDisks(
+      vmiWith([...volumes, { name: "gone", configMap: { name: "x" } }], [...disks, { name: "gone" }]),
+      ctx,
+      causes,
+    );
+    expect(planned.map((d) => d.name)).toEqual(["sa", "cm", "sec", "dapi"]);
+    expect(causes).toEqual([
+      {
+        field: "spec.volumes[4].configMap",
+        message: "volume gone: its files are not mounted at /var/run/kubevirt-private/config-map/gone",
+      },
+    ]);
+  });
+
+  it("an ISO the writer refuses (a volume label over 32 characters) is a cause naming the volume", () => {
+    const causes: { field: string; message: string }[] = [];
+    const long = [{ name: "cm", configMap: { name: "app-config", volumeLabel: "X".repeat(33) } }];
+    expect(planDisks(vmiWith(long, [{ name: "cm" }]), ctx, causes)).toEqual([]);
+    expect(causes).toHaveLength(1);
+    expect(causes[0]).toMatchObject({
+      field: "spec.volumes[0].configMap",
+      message: expect.stringMatching(/^volume cm: /),
+    });
   });
 });

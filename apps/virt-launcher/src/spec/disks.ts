@@ -10,6 +10,10 @@
  *                           <EPHEMERAL_DISKS_DIR>/container-disks/<volume>.img           always: the image stays unwritten
  *   cloudInitNoCloud,       an ISO 9660 image the launcher writes (volumes/, labels       always (the same bytes on a
  *   cloudInitConfigDrive    cidata / config-2), <work dir>/cloud-init/<volume>.iso       migration target), read-only
+ *   configMap, secret,      an ISO 9660 image of the files the kubelet mounted at        always, read-only
+ *   downwardAPI,            <CONFIG_MAP|SECRET|DOWNWARD_API_SOURCE_DIR>/<volume> or
+ *   serviceAccount          SERVICE_ACCOUNT_SOURCE_DIR (one file per key, label volumeLabel
+ *                           or cfgdata), <work dir>/config-disks/<volume>.iso
  *
  * Mount paths resolve through `KVT_VOLUME_MOUNTS` (the local process-kubelet's table of mountPath -> host path, since
  * its containers see the host's filesystem); on a real node the paths are used as they are. Disks keep spec order;
@@ -24,21 +28,34 @@ import {
   ftruncateSync,
   mkdirSync,
   openSync,
+  readdirSync,
+  readFileSync,
   statSync,
   writeFileSync,
 } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import {
+  CONFIG_MAP_SOURCE_DIR,
   DEFAULT_FILESYSTEM_OVERHEAD,
+  DOWNWARD_API_SOURCE_DIR,
   EPHEMERAL_DISKS_DIR,
   PVC_DISK_IMAGE,
+  SECRET_SOURCE_DIR,
+  SERVICE_ACCOUNT_SOURCE_DIR,
   tryParseQuantity,
   type VirtualMachineInstance,
   VMI_DISKS_DIR,
+  type Volume,
   type VolumeStatus,
 } from "@kvt/api";
 import type { MachineDisk } from "../machine/machine.ts";
 import { buildConfigDriveDisk, buildNoCloudDisk } from "../volumes/cloud-init-disks.ts";
+import {
+  buildConfigMapDisk,
+  buildDownwardApiDisk,
+  buildSecretDisk,
+  buildServiceAccountDisk,
+} from "../volumes/config-disks.ts";
 import type { ImageResolver } from "./image-store.ts";
 
 /** One entry of `KVT_VOLUME_MOUNTS`. */
@@ -197,8 +214,19 @@ export function planDisks(vmi: VirtualMachineInstance, ctx: DiskContext, causes:
         contents,
         fresh: true,
       };
+    } else if (v.configMap || v.secret || v.serviceAccount || v.downwardAPI) {
+      const config = configIso(v, i, ctx.mounts, causes);
+      if (!config) return;
+      planned = {
+        ...base,
+        readOnly: true,
+        path: join(ctx.workDir, "config-disks", `${v.name}.iso`),
+        kind: config.kind,
+        shared: true,
+        contents: config.contents,
+        fresh: true,
+      };
     } else {
-      // configMap, secret, serviceAccount and downwardAPI are not disks here yet.
       return;
     }
     if (bus !== "virtio" && bus !== "sata" && bus !== "scsi") {
@@ -238,6 +266,71 @@ function cloudInitIso(vmi: VirtualMachineInstance, i: number, causes: DiskCause[
       : buildConfigDriveDisk(source, identity, { timestamp: ISO_TIMESTAMP });
   } catch (error) {
     causes.push({ field, message: (error as Error).message });
+    return undefined;
+  }
+}
+
+type ConfigKind = "configMap" | "secret" | "serviceAccount" | "downwardAPI";
+
+/** Where the kubelet mounted a config volume's files, its kind and its volume label (KubeVirt's pkg/config). */
+function configSource(v: Volume): { kind: ConfigKind; dir: string; volumeLabel?: string } {
+  if (v.configMap)
+    return { kind: "configMap", dir: `${CONFIG_MAP_SOURCE_DIR}/${v.name}`, volumeLabel: v.configMap.volumeLabel };
+  if (v.secret) return { kind: "secret", dir: `${SECRET_SOURCE_DIR}/${v.name}`, volumeLabel: v.secret.volumeLabel };
+  if (v.serviceAccount) return { kind: "serviceAccount", dir: SERVICE_ACCOUNT_SOURCE_DIR };
+  const label = (v.downwardAPI as { volumeLabel?: unknown } | undefined)?.volumeLabel;
+  return {
+    kind: "downwardAPI",
+    dir: `${DOWNWARD_API_SOURCE_DIR}/${v.name}`,
+    ...(typeof label === "string" ? { volumeLabel: label } : {}),
+  };
+}
+
+/**
+ * The files of a mounted config volume, keys relative to `dir` ("sub/key" for an items path with a directory). The
+ * kubelet's atomic-writer entries (`..data`, `..<timestamp>`) are skipped; the key symlinks are followed.
+ */
+export function readConfigFiles(dir: string, prefix = ""): Record<string, Uint8Array> {
+  const files: Record<string, Uint8Array> = {};
+  for (const entry of readdirSync(dir).sort()) {
+    if (entry.startsWith("..")) continue;
+    const path = join(dir, entry);
+    if (statSync(path).isDirectory()) Object.assign(files, readConfigFiles(path, `${prefix}${entry}/`));
+    else files[`${prefix}${entry}`] = readFileSync(path);
+  }
+  return files;
+}
+
+/** The ISO of config volume `i` from its mounted files, or undefined with the cause pushed (naming the volume). */
+function configIso(
+  v: Volume,
+  i: number,
+  mounts: readonly VolumeMount[],
+  causes: DiskCause[],
+): { kind: ConfigKind; contents: Buffer } | undefined {
+  const { kind, dir, volumeLabel } = configSource(v);
+  const field = `spec.volumes[${i}].${kind}`;
+  const hostDir = hostPathOf(dir, mounts);
+  if (!isDir(hostDir)) {
+    causes.push({ field, message: `volume ${v.name}: its files are not mounted at ${dir}` });
+    return undefined;
+  }
+  try {
+    const files = readConfigFiles(hostDir);
+    const options = { timestamp: ISO_TIMESTAMP, ...(volumeLabel ? { volumeLabel } : {}) };
+    let contents: Buffer;
+    if (kind === "serviceAccount") {
+      const text = (key: string): string => Buffer.from(files[key] ?? new Uint8Array()).toString("utf8");
+      contents = buildServiceAccountDisk(
+        { token: text("token"), namespace: text("namespace"), "ca.crt": files["ca.crt"] ?? new Uint8Array() },
+        { timestamp: ISO_TIMESTAMP },
+      );
+    } else if (kind === "configMap") contents = buildConfigMapDisk(files, options);
+    else if (kind === "secret") contents = buildSecretDisk(files, options);
+    else contents = buildDownwardApiDisk(files, options);
+    return { kind, contents };
+  } catch (error) {
+    causes.push({ field, message: `volume ${v.name}: ${(error as Error).message}` });
     return undefined;
   }
 }
@@ -304,9 +397,14 @@ export function localDisksBlocker(disks: readonly MachineDisk[]): string | undef
   return `cannot migrate VMI: local disks (${local.map((d) => `${d.name}: ${d.kind}`).join(", ")}) are not copied to the target yet`;
 }
 
-/** Why these disks need the QEMU backend (a bus our VMM does not have), or undefined. */
+/**
+ * Why these disks need the QEMU backend (a bus our VMM does not have), or undefined. A cloud-init ISO is found by its
+ * label whatever its bus (KubeVirt defaults an unset bus to sata on amd64), so our VMM gives it as a virtio disk.
+ */
 export function disksNeedQemu(disks: readonly MachineDisk[]): string | undefined {
-  const other = disks.filter((d) => (d.bus ?? "virtio") !== "virtio");
+  const other = disks.filter(
+    (d) => (d.bus ?? "virtio") !== "virtio" && d.kind !== "cloudInitNoCloud" && d.kind !== "cloudInitConfigDrive",
+  );
   if (other.length === 0) return undefined;
   return `disk ${other.map((d) => `${d.name} (bus ${d.bus})`).join(", ")} needs a device only QEMU provides`;
 }
