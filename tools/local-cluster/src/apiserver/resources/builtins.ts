@@ -1,5 +1,5 @@
 /**
- * The built-in resources the system and kubectl use (core v1, apps, coordination, events, RBAC, policy,
+ * The built-in resources the system and kubectl use (core v1, apps, coordination, events, RBAC, policy, scheduling,
  * apiextensions, admissionregistration, apiregistration), with their scopes, short names, columns, selectable
  * fields and strategies. Their schemas are permissive (x-kubernetes-preserve-unknown-fields below the top level).
  */
@@ -256,6 +256,11 @@ const SPECS: Spec[] = [
     shortNames: ["pdb"],
     subresources: ["status"],
     generation: true,
+  }),
+  // Release manifests ship KubeVirt's priority class; the local scheduler does not preempt, so it is only stored.
+  G("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", false, {
+    shortNames: ["pc"],
+    topLevel: ["value", "globalDefault", "description", "preemptionPolicy"],
   }),
   G("rbac.authorization.k8s.io", "v1", "roles", "Role", true, { topLevel: ["rules"] }),
   G("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, { topLevel: ["roleRef", "subjects"] }),
