@@ -1,0 +1,164 @@
+/**
+ * Every release object, grouped into the files of deploy/ (pure). A {@link Manifest} is an object plus the YAML
+ * comments the renderer writes beside it: the reason for each RBAC rule, privilege and placeholder.
+ *
+ * ```
+ * deploy/kustomization.yaml        core: namespace, CRDs, priority class, per component RBAC + workloads, webhooks,
+ *                                  APIServices, dashboards (`kubectl apply -k deploy/`)
+ * deploy/monitoring/               prometheus-operator kinds: ServiceMonitor, PrometheusRule (`kubectl apply -k`)
+ * deploy/release/*.yaml            the same two sets rendered as single files
+ * ```
+ */
+import { customResourceDefinitions } from "@kvt/api";
+import { virtApiManifests } from "@kvt/virt-api/lib";
+import pkg from "../../../package.json" with { type: "json" };
+import { dashboardConfigMaps, prometheusRule, serviceMonitor } from "./monitoring.ts";
+import { COMPONENTS, type Component, commonLabels, type KubeObject, NAMESPACE } from "./objects.ts";
+import { RULES, rbacObjects } from "./rbac.ts";
+import { priorityClass, workloadObjects } from "./workloads.ts";
+
+/** The release version: the workspace's package version (images are tagged with it). */
+export const VERSION: string = pkg.version;
+
+/** A YAML path inside an object (keys and sequence indexes). */
+export type YamlPath = readonly (string | number)[];
+
+/** One object and its comments. */
+export interface Manifest {
+  readonly object: KubeObject;
+  /** Written above the document. */
+  readonly comment?: string;
+  /** Written above the node at each path. */
+  readonly notes?: readonly { readonly path: YamlPath; readonly comment: string }[];
+}
+
+/** One file of deploy/ (path relative to deploy/) and its objects. */
+export interface ManifestFile {
+  readonly path: string;
+  readonly comment: string;
+  readonly manifests: readonly Manifest[];
+}
+
+const CA_PLACEHOLDER =
+  "caBundle is empty on purpose: virt-api's certificate manager writes the CA that signed its serving certificate " +
+  "here (as KubeVirt's virt-operator does) and keeps it current across rotations.";
+
+function rbacManifests(component: Component, namespace: string, version: string): Manifest[] {
+  const r = RULES[component];
+  return rbacObjects(component, namespace, version).map((object) => {
+    if (object.kind !== "ClusterRole" && object.kind !== "Role") return { object };
+    const rules = object.kind === "ClusterRole" ? r.cluster : r.namespaced;
+    return { object, notes: rules.map((rule, i) => ({ path: ["rules", i], comment: rule.why })) };
+  });
+}
+
+function workloadManifests(component: Component, namespace: string, version: string): Manifest[] {
+  return workloadObjects(component, namespace, version).map((object) => {
+    if (object.kind !== "DaemonSet") return { object };
+    const pod = ["spec", "template", "spec"];
+    return {
+      object,
+      comment: "virt-handler: one per node; every privilege and host path below says why it is needed.",
+      notes: [
+        {
+          path: [...pod, "containers", 0, "securityContext"],
+          comment:
+            "privileged: node/heartbeat.ts opens /dev/kvm to advertise devices.kubevirt.io/kvm; without a device " +
+            "plugin granting the device only a privileged container passes the device cgroup (KubeVirt's handler " +
+            "is privileged too). runAsUser 0: the launchers' sockets belong to their users; root may connect to " +
+            "each. seccomp and capabilities do not apply to a privileged container. The root stays read-only.",
+        },
+        {
+          path: [...pod, "volumes", 1],
+          comment:
+            "hostPath /var/run/kubevirt: the launchers' per-VMI sockets (--socket-dir /var/run/kubevirt/sockets), " +
+            "shared with the launcher pods on this node; mounted HostToContainer so new sockets appear. No " +
+            "hostNetwork and no hostPID: virt-api calls the pod IP, launchers are reached through their sockets.",
+        },
+      ],
+    };
+  });
+}
+
+function virtApiWiring(namespace: string, version: string): Manifest[] {
+  return virtApiManifests({ namespace, caPem: "" }).map((o) => {
+    const object = o as KubeObject;
+    object.metadata.labels = { ...commonLabels("virt-api", version), ...object.metadata.labels };
+    return { object, comment: CA_PLACEHOLDER };
+  });
+}
+
+/** The core files (`kubectl apply -k deploy/`). */
+export function coreFiles(namespace = NAMESPACE, version = VERSION): ManifestFile[] {
+  const files: ManifestFile[] = [
+    {
+      path: "namespace.yaml",
+      comment: "The install namespace.",
+      manifests: [
+        {
+          object: {
+            apiVersion: "v1",
+            kind: "Namespace",
+            metadata: { name: namespace, labels: commonLabels(undefined, version) },
+          },
+        },
+      ],
+    },
+    ...customResourceDefinitions().map((crd) => ({
+      path: `crds/${crd.metadata.name}.yaml`,
+      comment: "From @kvt/api customResourceDefinitions() (libs/api/src/schema).",
+      manifests: [{ object: crd as unknown as KubeObject }],
+    })),
+    {
+      path: "priority-class.yaml",
+      comment: "KubeVirt's priority class for virt-api, virt-controller and virt-handler.",
+      manifests: [{ object: priorityClass(version) }],
+    },
+  ];
+  for (const c of COMPONENTS) {
+    files.push({
+      path: `${c}/rbac.yaml`,
+      comment: `${c}: ServiceAccount and least-privilege RBAC; each rule names the code path that needs it.`,
+      manifests: rbacManifests(c, namespace, version),
+    });
+    files.push({
+      path: `${c}/workload.yaml`,
+      comment: `${c}: workload, Services${c === "virt-handler" ? "" : " and PodDisruptionBudget"}.`,
+      manifests: workloadManifests(c, namespace, version),
+    });
+  }
+  files.push({
+    path: "virt-api/webhooks.yaml",
+    comment: "Admission webhooks and the subresources.kubevirt.io APIServices (@kvt/virt-api manifests.ts).",
+    manifests: virtApiWiring(namespace, version),
+  });
+  files.push({
+    path: "dashboards.yaml",
+    comment: 'Grafana dashboards (tools/monitoring) for the Grafana sidecar (label grafana_dashboard: "1").',
+    manifests: dashboardConfigMaps(namespace, version).map((object) => ({ object })),
+  });
+  return files;
+}
+
+/** The prometheus-operator files (`kubectl apply -k deploy/monitoring/`; needs the operator's CRDs). */
+export function monitoringFiles(namespace = NAMESPACE, version = VERSION): ManifestFile[] {
+  return [
+    {
+      path: "monitoring/service-monitor.yaml",
+      comment: "Scrapes the <component>-metrics Services; the job label is the component (kubevirt.io label).",
+      manifests: [{ object: serviceMonitor(namespace, version) }],
+    },
+    {
+      path: "monitoring/prometheus-rule.yaml",
+      comment:
+        "tools/monitoring/rules/kubevirt-ts.rules.yaml; runbook_url: KubeVirt's published runbook for KubeVirt's " +
+        "alerts, none for this project's own (their runbooks are not published yet).",
+      manifests: [{ object: prometheusRule(namespace, version) }],
+    },
+  ];
+}
+
+/** Every object of the release, core first. */
+export function allObjects(): KubeObject[] {
+  return [...coreFiles(), ...monitoringFiles()].flatMap((f) => f.manifests.map((m) => m.object));
+}

@@ -1,0 +1,279 @@
+/**
+ * Least-privilege RBAC per component, derived from what each app's code calls (its informers: list + watch; its
+ * clients: the verbs below). Every rule names the code path that needs it; a rule no code path needs does not belong
+ * here. Cluster-wide rules go in a ClusterRole, rules on the install namespace (leases, virt-handler pods) in a Role.
+ *
+ * | component       | ServiceAccount        | ClusterRole / Role     |
+ * | --------------- | --------------------- | ---------------------- |
+ * | virt-api        | kubevirt-apiserver    | kubevirt-apiserver     |
+ * | virt-controller | kubevirt-controller   | kubevirt-controller    |
+ * | virt-handler    | kubevirt-handler      | kubevirt-handler       |
+ *
+ * The ServiceAccount names are KubeVirt's; virt-api's admitters trust exactly these (`isKubevirtServiceAccount`).
+ */
+import { type Component, commonLabels, type KubeObject } from "./objects.ts";
+
+/** One RBAC rule plus the code path that needs it (rendered as a YAML comment). */
+export interface Rule {
+  readonly apiGroups: readonly string[];
+  readonly resources: readonly string[];
+  readonly verbs: readonly string[];
+  readonly resourceNames?: readonly string[];
+  /** Where the code makes these calls (`file: call`). */
+  readonly why: string;
+}
+
+/** The rules of one component: cluster-wide, and in the install namespace. */
+export interface ComponentRules {
+  readonly serviceAccount: string;
+  readonly cluster: readonly Rule[];
+  readonly namespaced: readonly Rule[];
+}
+
+const KV = "kubevirt.io";
+const INFORMER = ["list", "watch"] as const;
+
+/** virt-controller: the leader's informers and controllers (apps/virt-controller/src/app.ts) and leader election. */
+const controller: ComponentRules = {
+  serviceAccount: "kubevirt-controller",
+  cluster: [
+    {
+      apiGroups: [KV],
+      resources: ["virtualmachines"],
+      verbs: [...INFORMER, "patch"],
+      why: "app.ts: VM informer; vm/vm-controller.ts: vmClient.patch (finalizer, printable status ops)",
+    },
+    {
+      apiGroups: [KV],
+      resources: ["virtualmachines/status"],
+      verbs: ["patch"],
+      why: 'vm/vm-controller.ts: vmClient.patch(ns, name, ops, "status")',
+    },
+    {
+      apiGroups: [KV],
+      resources: ["virtualmachineinstances"],
+      verbs: [...INFORMER, "create", "delete", "patch", "update"],
+      why:
+        "app.ts: VMI informer; vm/vm-controller.ts: vmiClient.create/delete/patch (adoption); " +
+        "vmi/vmi-controller.ts: vmiClient.update (the VMI CRD has no status subresource); " +
+        "migration/migration-controller.ts, node/node-controller.ts: vmiClient.patch",
+    },
+    {
+      apiGroups: [KV],
+      resources: ["virtualmachineinstancemigrations"],
+      verbs: [...INFORMER, "create", "delete", "patch"],
+      why:
+        "app.ts: VMIM informer; evacuation/evacuation-controller.ts: migrationClient.create; " +
+        "migration/migration-controller.ts: migrationClient.patch (finalizer) and delete (GC of finalized VMIMs)",
+    },
+    {
+      apiGroups: [KV],
+      resources: ["virtualmachineinstancemigrations/status"],
+      verbs: ["patch"],
+      why: 'migration/migration-controller.ts: migrationClient.patch(ns, name, ops, "status")',
+    },
+    {
+      apiGroups: [KV],
+      resources: ["kubevirts"],
+      verbs: [...INFORMER],
+      why: "app.ts: KubeVirt informer (spec.configuration: useEmulation, migrations)",
+    },
+    {
+      apiGroups: ["migrations.kubevirt.io"],
+      resources: ["migrationpolicies"],
+      verbs: [...INFORMER],
+      why: "app.ts: MigrationPolicy informer (migration/migration-controller.ts policies())",
+    },
+    {
+      apiGroups: [""],
+      resources: ["pods"],
+      verbs: [...INFORMER, "create", "delete"],
+      why:
+        "app.ts: launcher Pod informer (kubevirt.io=virt-launcher); vmi/vmi-controller.ts: podClient.create/delete; " +
+        "migration/migration-controller.ts: podClient.create (target pod)",
+    },
+    {
+      apiGroups: [""],
+      resources: ["nodes"],
+      verbs: [...INFORMER, "patch"],
+      why: "app.ts: Node informer; node/node-controller.ts: nodeClient.patch (schedulable label of a dead handler's node)",
+    },
+    {
+      apiGroups: [""],
+      resources: ["persistentvolumeclaims"],
+      verbs: [...INFORMER],
+      why: "app.ts: PVC informer (a VMI waits for its claims; volumeStatus)",
+    },
+    {
+      apiGroups: [""],
+      resources: ["namespaces"],
+      verbs: ["get", ...INFORMER],
+      why:
+        "app.ts: Namespace informer (MigrationPolicy namespaceSelector); controller-process.ts: ensureNamespace get " +
+        "(deploy/ creates the namespace, so its create branch never runs and needs no rule)",
+    },
+    {
+      apiGroups: [""],
+      resources: ["events"],
+      verbs: ["create", "patch"],
+      why: "libs/kube event-recorder.ts: events.create, events.mergePatch (count of a repeated event)",
+    },
+  ],
+  namespaced: [
+    {
+      apiGroups: ["coordination.k8s.io"],
+      resources: ["leases"],
+      verbs: ["create"],
+      why: "libs/kube leader-election.ts: leases.create of Lease virt-controller (create cannot be limited by name)",
+    },
+    {
+      apiGroups: ["coordination.k8s.io"],
+      resources: ["leases"],
+      resourceNames: ["virt-controller"],
+      verbs: ["get", "update"],
+      why: "libs/kube leader-election.ts: leases.get and leases.update (renew, release) of Lease virt-controller",
+    },
+  ],
+};
+
+/** virt-handler: one VMI informer, status patches, node heartbeat, per-migration secrets (handler-app.ts). */
+const handler: ComponentRules = {
+  serviceAccount: "kubevirt-handler",
+  cluster: [
+    {
+      apiGroups: [KV],
+      resources: ["virtualmachineinstances"],
+      verbs: [...INFORMER, "patch"],
+      why: "handler-app.ts: VMI informer; writer.patchStatus = vmis.patch (no status subresource on VMIs)",
+    },
+    {
+      apiGroups: [""],
+      resources: ["nodes"],
+      verbs: ["patch"],
+      why: "node/heartbeat.ts via handler-app.ts: patchNode = nodes.mergePatch (heartbeat, schedulable labels)",
+    },
+    {
+      apiGroups: [""],
+      resources: ["nodes/status"],
+      verbs: ["patch"],
+      why: 'node/heartbeat.ts via handler-app.ts: patchNodeStatus = nodes.mergePatch(..., "status") (KVM capacity)',
+    },
+    {
+      apiGroups: [""],
+      resources: ["secrets"],
+      verbs: ["create", "get"],
+      why:
+        "migration/migration-secrets.ts: secrets.create and secrets.get of kubevirt-migration-<uid> in the VMI's " +
+        "namespace (names vary per migration, so resourceNames cannot narrow it; no list, no watch)",
+    },
+  ],
+  namespaced: [],
+};
+
+/** virt-api: impersonates the caller for subresource writes; reads with its own identity (main.ts). */
+const api: ComponentRules = {
+  serviceAccount: "kubevirt-apiserver",
+  cluster: [
+    {
+      apiGroups: [""],
+      resources: ["users", "groups", "serviceaccounts"],
+      verbs: ["impersonate"],
+      why:
+        "kube/rest.ts impersonationHeaders: subresource writes act as the requesting user (Impersonate-User/Group; a " +
+        "service account user is checked as serviceaccounts); main.ts internalClient impersonates kubevirt-apiserver",
+    },
+    {
+      apiGroups: ["authentication.k8s.io"],
+      resources: ["*"],
+      verbs: ["impersonate"],
+      why:
+        "kube/rest.ts impersonationHeaders: Impersonate-Extra-<key> (userextras/<key>: RBAC has no userextras/* " +
+        "wildcard and the keys are the caller's) and Impersonate-Uid (uids) of the requesting user",
+    },
+    {
+      apiGroups: [KV],
+      resources: ["virtualmachineinstances"],
+      verbs: ["get", "patch"],
+      why:
+        "webhooks/admitters.ts validateMigrationCreate: client.getVmi (own identity); " +
+        "subresources/vm-lifecycle.ts: internal.patchVmi (grace period on stop, as kubevirt-apiserver)",
+    },
+    {
+      apiGroups: [KV],
+      resources: ["virtualmachineinstancemigrations"],
+      verbs: ["list"],
+      why: "webhooks/admitters.ts validateMigrationCreate: client.listVmims (the VMI's other migrations)",
+    },
+  ],
+  namespaced: [
+    {
+      apiGroups: [""],
+      resources: ["pods"],
+      verbs: ["list"],
+      why: "handler/handler-client.ts PodHandlerLocator: listPods(kubevirt.io=virt-handler, spec.nodeName=<node>)",
+    },
+  ],
+};
+
+/** The rules of every component that talks to the API server (virt-launcher's pods run as the VMI's account). */
+export const RULES: Readonly<Record<Component, ComponentRules>> = {
+  "virt-api": api,
+  "virt-controller": controller,
+  "virt-handler": handler,
+};
+
+function rulesOf(rules: readonly Rule[]): Record<string, unknown>[] {
+  return rules.map((r) => ({
+    apiGroups: [...r.apiGroups],
+    resources: [...r.resources],
+    ...(r.resourceNames ? { resourceNames: [...r.resourceNames] } : {}),
+    verbs: [...r.verbs],
+  }));
+}
+
+/** ServiceAccount, ClusterRole + ClusterRoleBinding and (when it has namespaced rules) Role + RoleBinding. */
+export function rbacObjects(component: Component, namespace: string, version: string): KubeObject[] {
+  const r = RULES[component];
+  const labels = commonLabels(component, version);
+  const subject = { kind: "ServiceAccount", name: r.serviceAccount, namespace };
+  const out: KubeObject[] = [
+    { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: r.serviceAccount, namespace, labels } },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name: r.serviceAccount, labels },
+      rules: rulesOf(r.cluster),
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: { name: r.serviceAccount, labels },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: r.serviceAccount },
+      subjects: [subject],
+    },
+  ];
+  if (r.namespaced.length > 0) {
+    out.push(
+      {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "Role",
+        metadata: { name: r.serviceAccount, namespace, labels },
+        rules: rulesOf(r.namespaced),
+      },
+      {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        metadata: { name: r.serviceAccount, namespace, labels },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: r.serviceAccount },
+        subjects: [subject],
+      },
+    );
+  }
+  return out;
+}
+
+/** The `why` of each rule of a Role or ClusterRole, in rule order (the renderer writes them as comments). */
+export function ruleReasons(component: Component, kind: "ClusterRole" | "Role"): string[] {
+  const r = RULES[component];
+  return (kind === "ClusterRole" ? r.cluster : r.namespaced).map((x) => x.why);
+}

@@ -1,0 +1,360 @@
+/**
+ * The Deployments (virt-api, virt-controller), the virt-handler DaemonSet, their Services, PodDisruptionBudgets and
+ * the priority class, with the ports, paths and flags the apps serve and read (each app's main.ts and `--help`).
+ *
+ * Certificates: the pods mount KubeVirt's certificate objects by KubeVirt's names (Secrets `kubevirt-virt-api-certs`,
+ * `kubevirt-virt-handler-certs`, `kubevirt-virt-handler-server-certs`, ConfigMap `kubevirt-ca`) and the front-proxy CA
+ * (ConfigMap `kubevirt-requestheader-ca`, a copy of kube-system/extension-apiserver-authentication's
+ * `requestheader-client-ca-file`). The components' certificate manager creates, rotates and fills them; the pods wait
+ * in ContainerCreating until they exist.
+ */
+import { type Component, commonLabels, imageName, type KubeObject } from "./objects.ts";
+import { RULES } from "./rbac.ts";
+
+/** KubeVirt's priority class for its control plane and node agents. */
+export const PRIORITY_CLASS = "kubevirt-cluster-critical";
+
+/** The ports each app listens on (flags set explicitly below so a default change in an app cannot drift silently). */
+export const PORTS = {
+  /** virt-api: webhooks, subresources and /healthz over HTTPS (main.ts --port, default 8443). */
+  virtApi: 8443,
+  /** virt-api: /metrics, /healthz, /readyz (main.ts --metrics-port; off unless set). */
+  virtApiMetrics: 8183,
+  /** virt-controller: /metrics, /healthz, /readyz, /leader (main.ts --metrics-port, default 8182). */
+  virtControllerMetrics: 8182,
+  /** virt-handler: the server virt-api calls (pause, console, ...; main.ts --port, KubeVirt's 8186). */
+  virtHandler: 8186,
+  /** virt-handler: /metrics and /healthz (main.ts --metrics-port, default 8185). */
+  virtHandlerMetrics: 8185,
+} as const;
+
+/** The `kubevirt.io: <component>` selector of a component's pods. */
+function selectorOf(component: Component): Record<string, string> {
+  return { "kubevirt.io": component };
+}
+
+/** Non-root, read-only root, no capabilities, no privilege escalation, the runtime's default seccomp filter. */
+const RESTRICTED_CONTAINER = {
+  allowPrivilegeEscalation: false,
+  readOnlyRootFilesystem: true,
+  runAsNonRoot: true,
+  capabilities: { drop: ["ALL"] },
+  seccompProfile: { type: "RuntimeDefault" },
+};
+
+/** Pod-level: a fixed non-root uid/gid (the images need no particular user: node runs the bundle read-only). */
+const RESTRICTED_POD = {
+  runAsNonRoot: true,
+  runAsUser: 1001,
+  runAsGroup: 1001,
+  fsGroup: 1001,
+  seccompProfile: { type: "RuntimeDefault" },
+};
+
+const DOWNWARD_ENV = [
+  { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+  { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+];
+
+/** Node writes nothing outside /tmp (V8 and pino need none); a small emptyDir keeps the root read-only. */
+const TMP = { volume: { name: "tmp", emptyDir: { sizeLimit: "64Mi" } }, mount: { name: "tmp", mountPath: "/tmp" } };
+
+function image(component: Component, version: string): string {
+  return `${imageName(component)}:${version}`;
+}
+
+/** Spread the two replicas over nodes when there are several (a preference, so one-node clusters still run). */
+function spreadOver(component: Component): Record<string, unknown> {
+  return {
+    podAntiAffinity: {
+      preferredDuringSchedulingIgnoredDuringExecution: [
+        {
+          weight: 100,
+          podAffinityTerm: {
+            labelSelector: { matchLabels: selectorOf(component) },
+            topologyKey: "kubernetes.io/hostname",
+          },
+        },
+      ],
+    },
+  };
+}
+
+function deployment(
+  component: Component,
+  namespace: string,
+  version: string,
+  container: Record<string, unknown>,
+  volumes: Record<string, unknown>[],
+): KubeObject {
+  const labels = commonLabels(component, version);
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name: component, namespace, labels },
+    spec: {
+      // Two replicas: virt-api serves webhooks with failurePolicy Fail (one down must not block VM writes);
+      // virt-controller keeps a warm standby that takes the Lease within its 15 s duration.
+      replicas: 2,
+      selector: { matchLabels: selectorOf(component) },
+      strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1, maxSurge: 1 } },
+      template: {
+        metadata: { labels: { ...labels, "prometheus.kubevirt.io": "true" } },
+        spec: {
+          serviceAccountName: RULES[component].serviceAccount,
+          priorityClassName: PRIORITY_CLASS,
+          securityContext: RESTRICTED_POD,
+          affinity: spreadOver(component),
+          tolerations: [{ key: "CriticalAddonsOnly", operator: "Exists" }],
+          containers: [
+            { name: component, image: image(component, version), imagePullPolicy: "IfNotPresent", ...container },
+          ],
+          volumes: [TMP.volume, ...volumes],
+        },
+      },
+    },
+  };
+}
+
+/** virt-api: HTTPS on 8443 behind Service virt-api:443 (webhooks and the APIService), metrics on 8183. */
+function virtApi(namespace: string, version: string): KubeObject {
+  return deployment(
+    "virt-api",
+    namespace,
+    version,
+    {
+      args: [
+        "--port=8443",
+        "--tls-cert=/etc/virt-api/certificates/tls.crt",
+        "--tls-key=/etc/virt-api/certificates/tls.key",
+        "--namespace=$(POD_NAMESPACE)",
+        // The aggregator's front proxy: trust X-Remote-* only from a client certificate this CA signed.
+        "--requestheader-client-ca=/etc/virt-api/requestheader/requestheader-client-ca-file",
+        "--requestheader-allowed-names=front-proxy-client",
+        // virt-handler's serving CA and the client certificate virt-handler accepts from virt-api.
+        "--handler-ca=/etc/virt-api/kubevirt-ca/ca-bundle",
+        "--handler-client-cert=/etc/virt-api/handler-client/tls.crt",
+        "--handler-client-key=/etc/virt-api/handler-client/tls.key",
+        `--metrics-port=${PORTS.virtApiMetrics}`,
+      ],
+      env: DOWNWARD_ENV,
+      ports: [
+        { name: "virt-api", containerPort: PORTS.virtApi, protocol: "TCP" },
+        { name: "metrics", containerPort: PORTS.virtApiMetrics, protocol: "TCP" },
+      ],
+      // /healthz on the HTTPS port answers without a client certificate (server/routes.ts).
+      readinessProbe: {
+        httpGet: { path: "/healthz", port: PORTS.virtApi, scheme: "HTTPS" },
+        initialDelaySeconds: 5,
+        periodSeconds: 10,
+      },
+      livenessProbe: {
+        httpGet: { path: "/healthz", port: PORTS.virtApi, scheme: "HTTPS" },
+        initialDelaySeconds: 15,
+        periodSeconds: 20,
+        failureThreshold: 3,
+      },
+      resources: { requests: { cpu: "10m", memory: "150Mi" }, limits: { memory: "500Mi" } },
+      securityContext: RESTRICTED_CONTAINER,
+      volumeMounts: [
+        TMP.mount,
+        { name: "certificates", mountPath: "/etc/virt-api/certificates", readOnly: true },
+        { name: "requestheader-ca", mountPath: "/etc/virt-api/requestheader", readOnly: true },
+        { name: "kubevirt-ca", mountPath: "/etc/virt-api/kubevirt-ca", readOnly: true },
+        { name: "handler-client", mountPath: "/etc/virt-api/handler-client", readOnly: true },
+      ],
+    },
+    [
+      { name: "certificates", secret: { secretName: "kubevirt-virt-api-certs" } },
+      { name: "requestheader-ca", configMap: { name: "kubevirt-requestheader-ca" } },
+      { name: "kubevirt-ca", configMap: { name: "kubevirt-ca" } },
+      { name: "handler-client", secret: { secretName: "kubevirt-virt-handler-certs" } },
+    ],
+  );
+}
+
+/** virt-controller: leader election on Lease <namespace>/virt-controller; /leader is ready only on the leader. */
+function virtController(namespace: string, version: string): KubeObject {
+  const port = PORTS.virtControllerMetrics;
+  return deployment(
+    "virt-controller",
+    namespace,
+    version,
+    {
+      // POD_NAME makes the Lease holder identity `<pod>_<pid>` (controller-process.ts).
+      args: [`--metrics-port=${port}`, "--namespace=$(POD_NAMESPACE)"],
+      env: DOWNWARD_ENV,
+      ports: [{ name: "metrics", containerPort: port, protocol: "TCP" }],
+      // /readyz, not KubeVirt's /leader: with a /leader readiness only the leader is ready, so the PDB
+      // (minAvailable 1) would allow no eviction of it and a drain of its node would hang. A standby is ready to
+      // take the Lease; /leader stays available to see who leads.
+      readinessProbe: { httpGet: { path: "/readyz", port, scheme: "HTTP" }, initialDelaySeconds: 5, periodSeconds: 10 },
+      livenessProbe: {
+        httpGet: { path: "/healthz", port, scheme: "HTTP" },
+        initialDelaySeconds: 15,
+        periodSeconds: 20,
+        failureThreshold: 3,
+      },
+      resources: { requests: { cpu: "10m", memory: "200Mi" }, limits: { memory: "800Mi" } },
+      securityContext: RESTRICTED_CONTAINER,
+      volumeMounts: [TMP.mount],
+    },
+    [],
+  );
+}
+
+/**
+ * virt-handler: one per node. Each privilege and host path, and why:
+ * - privileged: the heartbeat opens /dev/kvm to advertise devices.kubevirt.io/kvm (node/heartbeat.ts kvmAvailable);
+ *   without a device plugin granting it, only a privileged container passes the device cgroup. It also connects to
+ *   launcher sockets owned by the launchers' users. (KubeVirt's virt-handler is privileged for the same reasons.)
+ * - runAsUser 0: the socket files under /var/run/kubevirt/sockets belong to the launchers; root may connect to all.
+ * - hostPath /var/run/kubevirt (DirectoryOrCreate): the launchers' per-VMI sockets (main.ts --socket-dir
+ *   /var/run/kubevirt/sockets); HostToContainer propagation so sockets created after the handler started appear.
+ * - no hostNetwork, no hostPID: virt-api reaches it on the pod IP (PodHandlerLocator), and it signals launchers only
+ *   through their sockets.
+ */
+function virtHandler(namespace: string, version: string): KubeObject {
+  const labels = commonLabels("virt-handler", version);
+  return {
+    apiVersion: "apps/v1",
+    kind: "DaemonSet",
+    metadata: { name: "virt-handler", namespace, labels },
+    spec: {
+      selector: { matchLabels: selectorOf("virt-handler") },
+      updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },
+      template: {
+        metadata: { labels: { ...labels, "prometheus.kubevirt.io": "true" } },
+        spec: {
+          serviceAccountName: RULES["virt-handler"].serviceAccount,
+          priorityClassName: PRIORITY_CLASS,
+          tolerations: [{ key: "CriticalAddonsOnly", operator: "Exists" }],
+          containers: [
+            {
+              name: "virt-handler",
+              image: image("virt-handler", version),
+              imagePullPolicy: "IfNotPresent",
+              args: [
+                "--node-name=$(NODE_NAME)",
+                "--socket-dir=/var/run/kubevirt/sockets",
+                `--port=${PORTS.virtHandler}`,
+                `--metrics-port=${PORTS.virtHandlerMetrics}`,
+                "--tls-cert=/etc/virt-handler/server/tls.crt",
+                "--tls-key=/etc/virt-handler/server/tls.key",
+                // Only virt-api's client certificate (signed by the KubeVirt CA) may call pause, console, ...
+                "--client-ca=/etc/virt-handler/kubevirt-ca/ca-bundle",
+              ],
+              env: [{ name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } }, ...DOWNWARD_ENV],
+              ports: [
+                { name: "virt-handler", containerPort: PORTS.virtHandler, protocol: "TCP" },
+                { name: "metrics", containerPort: PORTS.virtHandlerMetrics, protocol: "TCP" },
+              ],
+              readinessProbe: {
+                httpGet: { path: "/healthz", port: PORTS.virtHandlerMetrics, scheme: "HTTP" },
+                initialDelaySeconds: 5,
+                periodSeconds: 10,
+              },
+              livenessProbe: {
+                httpGet: { path: "/healthz", port: PORTS.virtHandlerMetrics, scheme: "HTTP" },
+                initialDelaySeconds: 15,
+                periodSeconds: 20,
+                failureThreshold: 3,
+              },
+              resources: { requests: { cpu: "10m", memory: "250Mi" }, limits: { memory: "1Gi" } },
+              securityContext: { privileged: true, runAsUser: 0, readOnlyRootFilesystem: true },
+              volumeMounts: [
+                TMP.mount,
+                { name: "virt-share-dir", mountPath: "/var/run/kubevirt", mountPropagation: "HostToContainer" },
+                { name: "server-certs", mountPath: "/etc/virt-handler/server", readOnly: true },
+                { name: "kubevirt-ca", mountPath: "/etc/virt-handler/kubevirt-ca", readOnly: true },
+              ],
+            },
+          ],
+          volumes: [
+            TMP.volume,
+            { name: "virt-share-dir", hostPath: { path: "/var/run/kubevirt", type: "DirectoryOrCreate" } },
+            { name: "server-certs", secret: { secretName: "kubevirt-virt-handler-server-certs" } },
+            { name: "kubevirt-ca", configMap: { name: "kubevirt-ca" } },
+          ],
+        },
+      },
+    },
+  };
+}
+
+function service(
+  name: string,
+  component: Component,
+  namespace: string,
+  version: string,
+  spec: Record<string, unknown>,
+  extraLabels: Record<string, string> = {},
+): KubeObject {
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name, namespace, labels: { ...commonLabels(component, version), ...extraLabels } },
+    spec: { selector: selectorOf(component), ...spec },
+  };
+}
+
+/** One headless metrics Service per component: the ServiceMonitor takes the job name from its `kubevirt.io` label. */
+function metricsService(component: Component, port: number, namespace: string, version: string): KubeObject {
+  return service(
+    `${component}-metrics`,
+    component,
+    namespace,
+    version,
+    { clusterIP: "None", ports: [{ name: "metrics", port, targetPort: "metrics", protocol: "TCP" }] },
+    { "prometheus.kubevirt.io": "true" },
+  );
+}
+
+function pdb(component: Component, namespace: string, version: string): KubeObject {
+  return {
+    apiVersion: "policy/v1",
+    kind: "PodDisruptionBudget",
+    metadata: { name: `${component}-pdb`, namespace, labels: commonLabels(component, version) },
+    spec: { minAvailable: 1, selector: { matchLabels: selectorOf(component) } },
+  };
+}
+
+/** `kubevirt-cluster-critical`, as KubeVirt's operator creates it. */
+export function priorityClass(version: string): KubeObject {
+  return {
+    apiVersion: "scheduling.k8s.io/v1",
+    kind: "PriorityClass",
+    metadata: { name: PRIORITY_CLASS, labels: commonLabels(undefined, version) },
+    value: 1_000_000_000,
+    globalDefault: false,
+    preemptionPolicy: "PreemptLowerPriority",
+    description: "This priority class should be used for KubeVirt core components only.",
+  };
+}
+
+/** The workloads of one component with their Services and PDB. */
+export function workloadObjects(component: Component, namespace: string, version: string): KubeObject[] {
+  switch (component) {
+    case "virt-api":
+      return [
+        virtApi(namespace, version),
+        service("virt-api", "virt-api", namespace, version, {
+          type: "ClusterIP",
+          ports: [{ name: "https", port: 443, targetPort: "virt-api", protocol: "TCP" }],
+        }),
+        metricsService("virt-api", PORTS.virtApiMetrics, namespace, version),
+        pdb("virt-api", namespace, version),
+      ];
+    case "virt-controller":
+      return [
+        virtController(namespace, version),
+        metricsService("virt-controller", PORTS.virtControllerMetrics, namespace, version),
+        pdb("virt-controller", namespace, version),
+      ];
+    case "virt-handler":
+      return [
+        virtHandler(namespace, version),
+        metricsService("virt-handler", PORTS.virtHandlerMetrics, namespace, version),
+      ];
+  }
+}
