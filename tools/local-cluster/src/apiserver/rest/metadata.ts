@@ -23,10 +23,27 @@ export function generateName(prefix: string): string {
   return prefix.slice(0, 58) + s;
 }
 
+/**
+ * Groups whose object names kube-apiserver checks only as path segments (rbac's ValidateRBACName is
+ * path.ValidatePathSegmentName), so `system:controller:x` and `kubevirt.io:edit` are valid role names.
+ */
+const PATH_SEGMENT_NAME_GROUPS: ReadonlySet<string> = new Set(["rbac.authorization.k8s.io"]);
+
+/** apimachinery's path.IsValidPathSegmentName. */
+function pathSegmentCauses(name: string, field: string): StatusCause[] {
+  const invalid = (why: string): StatusCause[] => [
+    { reason: "FieldValueInvalid", message: `Invalid value: "${name}": ${why}`, field },
+  ];
+  if (name === "." || name === "..") return invalid(`may not be '${name}'`);
+  for (const c of ["/", "%"]) if (name.includes(c)) return invalid(`may not contain '${c}'`);
+  return [];
+}
+
 /** Validation causes for a name. */
 export function validateName(def: ResourceDef, name: string | undefined, field = "metadata.name"): StatusCause[] {
   if (!name)
     return [{ reason: "FieldValueRequired", message: "Required value: name or generateName is required", field }];
+  if (PATH_SEGMENT_NAME_GROUPS.has(def.group)) return pathSegmentCauses(name, field);
   if (def.nameIsLabel) {
     if (name.length > 63 || !LABEL.test(name))
       return [
