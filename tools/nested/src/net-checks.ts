@@ -2,7 +2,9 @@
  * The nested lane's virtio-net checks (issue 18): the demo image boots on our VMM with one NIC on a tap the check
  * makes in L1, brings eth0 up with a static address and exchanges traffic with L1; then the guest is live-migrated
  * to a second VMM process whose NIC is another tap on the same bridge, while L1 holds a TCP connection into the guest
- * (probed every 20 ms: the longest silence is the outage); the connection and the link still work there.
+ * (probed every 20 ms: the longest silence is the outage) and streams a paced 16 MiB download into it (hashed in
+ * the guest: receive buffers filled during the pre-copy must arrive intact); the connection and the link still
+ * work there.
  *
  *   L1 (the host)                                         guest (L2, demo image, busybox)
  *   bridge kvtbr0 10.0.77.1/24                            eth0 52:54:00:4b:56:01, 10.0.77.2/24
@@ -15,6 +17,7 @@
  * in "/" (see disk-checks.ts). Commands that take time are typed once (converse would type them again).
  */
 import { execFile } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { connect, createServer, type Server, type Socket } from "node:net";
@@ -125,12 +128,48 @@ async function download(peer: ConsolePeer): Promise<number | undefined> {
   return realSeconds(r.text);
 }
 
-/** An HTTP server that answers any GET with TRANSFER_BYTES, and a TCP sink that counts what it is sent. */
-async function startServers(): Promise<{ http: HttpServer; sink: Server; received: () => number }> {
+/** The paced download that runs through the move: its size, chunk and pace (6.4 MiB/s, about 2.5 s). */
+const STREAM_BYTES = 16 * 2 ** 20;
+const STREAM_CHUNK = 64 * 1024;
+const STREAM_CHUNK_MS = 10;
+
+/** The servers in L1 the guest talks to, and the paced download's progress. */
+interface Servers {
+  readonly http: HttpServer;
+  readonly sink: Server;
+  received(): number;
+  /** Bytes of the paced download (GET /r) handed to the socket so far. */
+  streamed(): number;
+  /** The paced download's MD5 (random bytes, new each run). */
+  readonly streamMd5: string;
+}
+
+/**
+ * An HTTP server that answers GET / with TRANSFER_BYTES at once and GET /r with STREAM_BYTES of random data paced
+ * to a chunk every STREAM_CHUNK_MS, and a TCP sink that counts what it is sent.
+ */
+async function startServers(): Promise<Servers> {
   const body = Buffer.alloc(TRANSFER_BYTES, 0x5a);
-  const http = createHttpServer((_req, res) => {
-    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(body.length) });
-    res.end(body);
+  const random = randomBytes(STREAM_BYTES);
+  let streamed = 0;
+  const http = createHttpServer((req, res) => {
+    const paced = req.url === "/r";
+    const size = paced ? STREAM_BYTES : body.length;
+    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(size) });
+    if (!paced) return void res.end(body);
+    let at = 0;
+    const timer = setInterval(() => {
+      const chunk = random.subarray(at, at + STREAM_CHUNK);
+      at += chunk.length;
+      streamed = at;
+      if (at >= STREAM_BYTES) {
+        clearInterval(timer);
+        res.end(chunk);
+      } else {
+        res.write(chunk);
+      }
+    }, STREAM_CHUNK_MS);
+    res.on("close", () => clearInterval(timer));
   });
   let received = 0;
   const sink = createServer((socket) => {
@@ -142,7 +181,13 @@ async function startServers(): Promise<{ http: HttpServer; sink: Server; receive
   });
   await new Promise<void>((resolve) => http.listen(HTTP_PORT, NET_HOST_IP, resolve));
   await new Promise<void>((resolve) => sink.listen(SINK_PORT, NET_HOST_IP, resolve));
-  return { http, sink, received: () => received };
+  return {
+    http,
+    sink,
+    received: () => received,
+    streamed: () => streamed,
+    streamMd5: createHash("md5").update(random).digest("hex"),
+  };
 }
 
 /**
@@ -217,7 +262,7 @@ export async function netChecks(bootTimeoutMs: number): Promise<void> {
   const deviceErrors: DeviceErrorEvent[] = [];
   let g: DemoGuest | undefined;
   let target: TargetPeer | undefined;
-  let servers: Awaited<ReturnType<typeof startServers>> | undefined;
+  let servers: Servers | undefined;
   let prober: EchoProber | undefined;
   try {
     if (!(await check("net-setup", netSetup))) return;
@@ -280,11 +325,22 @@ export async function netChecks(bootTimeoutMs: number): Promise<void> {
     prober = await startEchoProber();
     const probe = prober;
     let movedAt = { from: 0, returned: 0, running: 0, to: 0 };
+    let streamedAt = { from: 0, to: 0 };
     const moved = await check("net-migration-live", async () => {
       target = await spawnTarget({ nics: [{ tap: TARGET_TAP, mac: NET_GUEST_MAC }] });
+      // A paced download into the guest, hashed there, that the move lands in the middle of: receive buffers the
+      // device fills during the pre-copy must reach the target (dirty pages), or the hash differs.
+      typeLine(peer, `wget -q -O - http://$h:${HTTP_PORT}/r|md5sum>/tmp/m &`);
+      const started = Date.now();
+      while (s.streamed() < 8 * STREAM_CHUNK && Date.now() - started < 30_000) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      if (s.streamed() === 0) throw new Error("the guest's paced download did not start");
       const migration = new OutgoingMigration(guest.vm, target.destination, LANE_MIGRATION_OPTIONS);
       const from = performance.now();
+      const streamFrom = s.streamed();
       const result = await migration.run();
+      streamedAt = { from: streamFrom, to: s.streamed() };
       const returned = performance.now();
       if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
       await within(target.running, 60_000, "the guest running on the target");
@@ -317,6 +373,19 @@ export async function netChecks(bootTimeoutMs: number): Promise<void> {
       );
     });
     const dest = targetPeer(target);
+    await check("net-migration-download-intact", async () => {
+      const mib = (n: number): string => (n / 2 ** 20).toFixed(1);
+      // The hash appears once wget has all of it (about 2.5 s of pacing in all).
+      const m = await converse(dest, "echo m=$(cut -c1-32 /tmp/m)/", /^m=[0-9a-f]{32}\/$/, 60_000);
+      const got = m.line.slice(2, 34);
+      if (got !== s.streamMd5) throw new Error(`the guest's md5 ${got} differs from L1's ${s.streamMd5}`);
+      if (streamedAt.to >= STREAM_BYTES) throw new Error("the download ended before the move did: nothing proven");
+      return (
+        `16 MiB of random bytes downloaded across the move hash alike in the guest and L1 (${got}); ` +
+        `${mib(streamedAt.from)} MiB were sent before the migration, ${mib(streamedAt.to - streamedAt.from)} MiB ` +
+        "during it, the rest to the target"
+      );
+    });
     await check("net-migration-link-kept", async () => {
       const mac = await converse(dest, "echo m=$(cat /sys/class/net/eth0/address)/", /^m=.*\/$/, 30_000);
       const carrier = await converse(dest, "echo c=$(cat /sys/class/net/eth0/carrier)/", /^c=.*\/$/, 30_000);
