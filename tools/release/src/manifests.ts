@@ -14,7 +14,7 @@ import { virtApiManifests } from "@kvt/virt-api/lib";
 import pkg from "../../../package.json" with { type: "json" };
 import { dashboardConfigMaps, prometheusRule, serviceMonitor } from "./monitoring.ts";
 import { COMPONENTS, type Component, commonLabels, type KubeObject, NAMESPACE } from "./objects.ts";
-import { RULES, rbacObjects } from "./rbac.ts";
+import { RULES, rbacObjects, userRoles } from "./rbac.ts";
 import { priorityClass, workloadObjects } from "./workloads.ts";
 
 /** The release version: the workspace's package version (images are tagged with it). */
@@ -127,6 +127,13 @@ export function coreFiles(namespace = NAMESPACE, version = VERSION): ManifestFil
       manifests: workloadManifests(c, namespace, version),
     });
   }
+  files.push({
+    path: "user-roles.yaml",
+    comment:
+      "Roles for users (not components): kubevirt.io:view and kubevirt.io:edit aggregate into the built-in view, " +
+      "edit and admin roles; kubevirt.io:default lets authenticated users read virt-api's version.",
+    manifests: userRoles(version).map((object) => ({ object })),
+  });
   files.push({
     path: "virt-api/webhooks.yaml",
     comment: "Admission webhooks and the subresources.kubevirt.io APIServices (@kvt/virt-api manifests.ts).",

@@ -277,3 +277,76 @@ export function ruleReasons(component: Component, kind: "ClusterRole" | "Role"):
   const r = RULES[component];
   return (kind === "ClusterRole" ? r.cluster : r.namespaced).map((x) => x.why);
 }
+
+/**
+ * The subresources virt-api serves (apps/virt-api/src/subresources/discovery.ts SUBRESOURCE_NAMES; a test keeps the
+ * two lists equal). `get` for the streaming and read-only ones, `update` (PUT) for the actions, as its discovery says.
+ */
+export const SUBRESOURCES: readonly string[] = [
+  "virtualmachineinstances/console",
+  "virtualmachineinstances/pause",
+  "virtualmachineinstances/unpause",
+  "virtualmachineinstances/softreboot",
+  "virtualmachineinstances/guestosinfo",
+  "virtualmachines/start",
+  "virtualmachines/stop",
+  "virtualmachines/restart",
+  "virtualmachines/migrate",
+];
+
+const READ_ONLY_SUBRESOURCES = new Set(["virtualmachineinstances/console", "virtualmachineinstances/guestosinfo"]);
+const WORKLOADS = ["virtualmachines", "virtualmachineinstances", "virtualmachineinstancemigrations"];
+
+/**
+ * What users get, as KubeVirt ships it: `kubevirt.io:view` and `kubevirt.io:edit` aggregate into the built-in
+ * view/edit roles (and, through edit's own aggregation label, into admin), so a namespace's editors can run VMs and
+ * call the subresources; `kubevirt.io:default` lets every authenticated user read virt-api's version.
+ */
+export function userRoles(version: string): KubeObject[] {
+  const labels = commonLabels(undefined, version);
+  const sub = "subresources.kubevirt.io";
+  return [
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: {
+        name: "kubevirt.io:view",
+        labels: { ...labels, "rbac.authorization.k8s.io/aggregate-to-view": "true" },
+      },
+      rules: [
+        { apiGroups: [KV], resources: [...WORKLOADS], verbs: ["get", "list", "watch"] },
+        { apiGroups: [sub], resources: ["virtualmachineinstances/guestosinfo"], verbs: ["get"] },
+      ],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: {
+        name: "kubevirt.io:edit",
+        labels: { ...labels, "rbac.authorization.k8s.io/aggregate-to-edit": "true" },
+      },
+      rules: [
+        {
+          apiGroups: [KV],
+          resources: [...WORKLOADS],
+          verbs: ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+        },
+        { apiGroups: [sub], resources: SUBRESOURCES.filter((s) => READ_ONLY_SUBRESOURCES.has(s)), verbs: ["get"] },
+        { apiGroups: [sub], resources: SUBRESOURCES.filter((s) => !READ_ONLY_SUBRESOURCES.has(s)), verbs: ["update"] },
+      ],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name: "kubevirt.io:default", labels },
+      rules: [{ apiGroups: [sub], resources: ["version"], verbs: ["get"] }],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: { name: "kubevirt.io:default", labels },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "kubevirt.io:default" },
+      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "system:authenticated" }],
+    },
+  ];
+}

@@ -9,7 +9,7 @@ import { DEPLOY_DIR } from "./index.ts";
 import { allObjects, coreFiles, monitoringFiles, VERSION } from "./manifests.ts";
 import { KUBEVIRT_ALERTS, KUBEVIRT_RUNBOOKS } from "./monitoring.ts";
 import { COMPONENTS, type KubeObject } from "./objects.ts";
-import { RULES } from "./rbac.ts";
+import { RULES, SUBRESOURCES } from "./rbac.ts";
 import { GENERATE_COMMAND, renderDeploy } from "./render.ts";
 import { schemaErrors } from "./schema-validation.ts";
 import { PRIORITY_CLASS } from "./workloads.ts";
@@ -128,6 +128,25 @@ describe("RBAC", () => {
         .map((r) => ({ c, verbs: r.verbs })),
     );
     expect(secretRules).toEqual([{ c: "virt-handler", verbs: ["create", "get"] }]);
+  });
+
+  it("the user roles grant exactly the subresources virt-api serves (discovery.ts)", () => {
+    const discovery = readFileSync(
+      new URL("../../../apps/virt-api/src/subresources/discovery.ts", import.meta.url),
+      "utf8",
+    );
+    const served = /SUBRESOURCE_NAMES = \[([^\]]*)\]/
+      .exec(discovery)?.[1]
+      ?.match(/"[^"]+"/g)
+      ?.map((s) => s.slice(1, -1));
+    expect(served).toEqual(SUBRESOURCES);
+    const edit = find("ClusterRole", "kubevirt.io:edit") as Obj & {
+      rules: { apiGroups: string[]; resources: string[] }[];
+    };
+    const granted = edit.rules
+      .filter((r) => r.apiGroups.includes("subresources.kubevirt.io"))
+      .flatMap((r) => r.resources);
+    expect(granted.sort()).toEqual([...SUBRESOURCES].sort());
   });
 
   it("writes each rule's reason as a comment above it in deploy/", () => {
