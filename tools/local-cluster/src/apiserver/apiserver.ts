@@ -114,12 +114,12 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   for (const ns of BOOT_NAMESPACES)
     if (nsDef && !store.get("core/namespaces", ns))
       await service.create(nsDef, "v1", undefined, { metadata: { name: ns } }, systemContext());
-  const controllers = startControllers(service, logger);
+  const certs = options.tls === false ? undefined : loadOrGenerateCerts(options.dataDir);
+  const controllers = startControllers(service, logger, certs?.caCert);
   const volumes = await startVolumeControllers(service, options.storageDir, logger);
   const token = loadToken(options.dataDir);
   const subresources = builtinSubresources();
   const aggregated: AggregatedApi[] = [];
-  const certs = options.tls === false ? undefined : loadOrGenerateCerts(options.dataDir);
   const tokens = new Map<string, UserInfo>([
     [token, { username: "kubernetes-admin", groups: ["system:masters", "system:authenticated"] }],
   ]);

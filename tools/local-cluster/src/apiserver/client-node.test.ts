@@ -81,14 +81,15 @@ describe("@kubernetes/client-node against the embedded API server", () => {
     for (let i = 0; i < 5; i++)
       await core.createNamespacedConfigMap({ namespace: "b", body: { metadata: { name: `p${i}` } } });
     const first = await core.listNamespacedConfigMap({ namespace: "b", limit: 2 });
-    expect(first.items.map((i) => i.metadata?.name)).toEqual(["p0", "p1"]);
-    expect(first.metadata?.remainingItemCount).toBe(3);
+    // Every namespace also holds the root CA publisher's kube-root-ca.crt, first by name.
+    expect(first.items.map((i) => i.metadata?.name)).toEqual(["kube-root-ca.crt", "p0"]);
+    expect(first.metadata?.remainingItemCount).toBe(4);
     const second = await core.listNamespacedConfigMap({
       namespace: "b",
       limit: 10,
       _continue: first.metadata?._continue,
     });
-    expect(second.items.map((i) => i.metadata?.name)).toEqual(["p2", "p3", "p4"]);
+    expect(second.items.map((i) => i.metadata?.name)).toEqual(["p1", "p2", "p3", "p4"]);
     expect(second.metadata?._continue).toBeUndefined();
   });
 
@@ -150,7 +151,7 @@ describe("@kubernetes/client-node against the embedded API server", () => {
           .list()
           .map((o) => o.metadata?.name)
           .sort(),
-      ).toEqual(["i1"]);
+      ).toEqual(["i1", "kube-root-ca.crt"]);
     } finally {
       await informer.stop();
     }

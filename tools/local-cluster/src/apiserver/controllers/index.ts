@@ -1,9 +1,13 @@
-/** Starts the in-process controllers a control plane needs to keep the API's promises (GC, namespaces, CRDs). */
+/**
+ * Starts the in-process controllers a control plane needs to keep the API's promises (GC, namespaces, CRDs, and,
+ * when the server has a CA, the root CA publisher).
+ */
 import type { Logger } from "pino";
 import type { ResourceService } from "../rest/service.ts";
 import { CrdCleanupController } from "./crd-cleanup.ts";
 import { GarbageCollector } from "./gc.ts";
 import { NamespaceController } from "./namespaces.ts";
+import { RootCaPublisher } from "./root-ca-publisher.ts";
 
 /** Running controllers. */
 export interface Controllers {
@@ -11,14 +15,16 @@ export interface Controllers {
 }
 
 /** Starts the controllers, fed by the store's committed events. */
-export function startControllers(svc: ResourceService, logger: Logger): Controllers {
+export function startControllers(svc: ResourceService, logger: Logger, caCert?: string): Controllers {
   const gc = new GarbageCollector(svc, logger);
   const ns = new NamespaceController(svc, logger);
   const crd = new CrdCleanupController(svc, logger);
+  const rootCa = caCert ? new RootCaPublisher(svc, caCert, logger) : undefined;
   const unsubscribe = svc.store.subscribe((ev) => {
     gc.onEvent(ev);
     ns.onEvent(ev);
     crd.onEvent(ev);
+    rootCa?.onEvent(ev);
   });
   return {
     stop: () => {
@@ -26,6 +32,7 @@ export function startControllers(svc: ResourceService, logger: Logger): Controll
       gc.stop();
       ns.stop();
       crd.stop();
+      rootCa?.stop();
     },
   };
 }
