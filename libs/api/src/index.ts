@@ -154,14 +154,18 @@ export {
 } from "./semantics/vm-state.ts";
 export type { PersistentVolumeClaimInfo, VolumeStatus } from "./semantics/volumes.ts";
 export {
+  CONFIG_MAP_SOURCE_DIR,
   claimInfo,
   claimOfVolume,
   DEFAULT_FILESYSTEM_OVERHEAD,
+  DOWNWARD_API_SOURCE_DIR,
   diskTargets,
   EPHEMERAL_DISKS_DIR,
   EPHEMERAL_DISKS_VOLUME,
   hasSharedAccessMode,
   PVC_DISK_IMAGE,
+  SECRET_SOURCE_DIR,
+  SERVICE_ACCOUNT_SOURCE_DIR,
   VMI_DISKS_DIR,
   volumeStatusOf,
   volumesMigrationBlocker,

@@ -19,12 +19,38 @@ export interface Container {
   volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
 }
 
+/** One `items` entry of a configMap or secret source: the key, and the file path it goes to. */
+export interface KeyToPath {
+  key: string;
+  path: string;
+  mode?: number;
+}
+
+/** One file of a downwardAPI source (fieldRef only: the object fields the launcher pod shows). */
+export interface DownwardApiVolumeFile {
+  path: string;
+  fieldRef?: { apiVersion?: string; fieldPath: string };
+  mode?: number;
+}
+
+/** A projected volume's source (serviceAccountToken, configMap, secret or downwardAPI). */
+export interface VolumeProjection {
+  serviceAccountToken?: { path: string; expirationSeconds?: number; audience?: string };
+  configMap?: { name: string; items?: KeyToPath[]; optional?: boolean };
+  secret?: { name: string; items?: KeyToPath[]; optional?: boolean };
+  downwardAPI?: { items?: DownwardApiVolumeFile[] };
+}
+
 /** A pod volume: the sources the launcher pod uses. */
 export interface PodVolume {
   name: string;
   emptyDir?: { medium?: string; sizeLimit?: string };
   persistentVolumeClaim?: { claimName: string; readOnly?: boolean };
   hostPath?: { path: string; type?: string };
+  configMap?: { name: string; items?: KeyToPath[]; optional?: boolean; defaultMode?: number };
+  secret?: { secretName: string; items?: KeyToPath[]; optional?: boolean; defaultMode?: number };
+  downwardAPI?: { items?: DownwardApiVolumeFile[]; defaultMode?: number };
+  projected?: { sources: VolumeProjection[]; defaultMode?: number };
 }
 
 /** A pod condition. */
@@ -61,6 +87,7 @@ export interface Pod extends KubeObject {
     schedulerName?: string;
     priorityClassName?: string;
     serviceAccountName?: string;
+    automountServiceAccountToken?: boolean;
     terminationGracePeriodSeconds?: number;
     restartPolicy?: string;
     hostname?: string;

@@ -16,11 +16,22 @@
  * Volumes (KubeVirt's template.go and hostdisk): each persistentVolumeClaim (and an ephemeral volume's claim, read
  * only) and each hostDisk's directory is a pod volume of the same name mounted at `<VMI_DISKS_DIR>/<name>`; the
  * `ephemeral-disks` emptyDir at EPHEMERAL_DISKS_DIR holds emptyDisk images and containerDisk overlays.
+ *
+ * Config volumes (KubeVirt's rendervolumes.go withVMIConfigVolumes): each configMap, secret and downwardAPI volume of
+ * the VMI is a pod volume of the same kind and name (configMap and secret keep `optional`; downwardAPI's `fields`
+ * become its `items`), mounted read-only at CONFIG_MAP_SOURCE_DIR, SECRET_SOURCE_DIR or DOWNWARD_API_SOURCE_DIR
+ * `/<name>` when a disk uses it; the launcher makes the ISO from those files. A serviceAccount volume sets the pod's
+ * serviceAccountName, as KubeVirt does; where KubeVirt turns automountServiceAccountToken on and lets the
+ * ServiceAccount admission plugin add its `kube-api-access-*` volume, this template renders that same projected
+ * volume itself (token, `kube-root-ca.crt` ca.crt, namespace; {@link serviceAccountVolume}) at
+ * SERVICE_ACCOUNT_SOURCE_DIR and turns automount off, so the pod does not depend on that plugin.
  */
 import {
   ANNOTATION,
   API_VERSION,
+  CONFIG_MAP_SOURCE_DIR,
   DEFAULT_GRACE_PERIOD_SECONDS,
+  DOWNWARD_API_SOURCE_DIR,
   EPHEMERAL_DISKS_DIR,
   EPHEMERAL_DISKS_VOLUME,
   KIND,
@@ -28,8 +39,11 @@ import {
   LABEL,
   parseQuantity,
   Quantity,
+  SECRET_SOURCE_DIR,
+  SERVICE_ACCOUNT_SOURCE_DIR,
   type VirtualMachineInstance,
   VMI_DISKS_DIR,
+  type Volume,
 } from "@kvt/api";
 import type { Container, Pod, PodVolume } from "@kvt/kube";
 
@@ -172,6 +186,9 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
   if (spec.priorityClassName) podSpec.priorityClassName = spec.priorityClassName;
   if (spec.hostname) podSpec.hostname = spec.hostname;
   if (spec.subdomain) podSpec.subdomain = spec.subdomain;
+  const account = spec.volumes?.find((v) => v.serviceAccount)?.serviceAccount?.serviceAccountName;
+  if (account) podSpec.serviceAccountName = account;
+  podSpec.automountServiceAccountToken = false;
   return pod;
 }
 
@@ -198,7 +215,16 @@ export function launcherStorage(vmi: VirtualMachineInstance): {
   const mounts: NonNullable<Container["volumeMounts"]> = [
     { name: EPHEMERAL_DISKS_VOLUME, mountPath: EPHEMERAL_DISKS_DIR },
   ];
+  const onDisk = new Set((vmi.spec.domain.devices.disks ?? []).map((d) => d.name));
   for (const v of vmi.spec.volumes ?? []) {
+    const config = configVolume(v);
+    if (config) {
+      volumes.push(config.volume);
+      // KubeVirt mounts config volumes only for disks; the token volume rides on automount, always mounted.
+      if (onDisk.has(v.name) || v.serviceAccount)
+        mounts.push({ name: v.name, mountPath: config.mountPath, readOnly: true });
+      continue;
+    }
     const claim = v.persistentVolumeClaim ?? v.ephemeral?.persistentVolumeClaim;
     const readOnly = v.ephemeral !== undefined || claim?.readOnly === true;
     if (claim) {
@@ -218,4 +244,59 @@ export function launcherStorage(vmi: VirtualMachineInstance): {
     mounts.push({ name: v.name, mountPath: `${VMI_DISKS_DIR}/${v.name}`, ...(readOnly ? { readOnly } : {}) });
   }
   return { volumes, mounts };
+}
+
+/** Seconds a projected service account token lives (the ServiceAccount admission plugin's 3607). */
+export const SERVICE_ACCOUNT_TOKEN_SECONDS = 3607;
+
+/**
+ * The projected volume the ServiceAccount admission plugin gives a pod (`kube-api-access-*`): the token, the
+ * cluster's CA from the `kube-root-ca.crt` ConfigMap, and the pod's namespace, files mode 0644.
+ */
+export function serviceAccountVolume(name: string): PodVolume {
+  return {
+    name,
+    projected: {
+      defaultMode: 0o644,
+      sources: [
+        { serviceAccountToken: { path: "token", expirationSeconds: SERVICE_ACCOUNT_TOKEN_SECONDS } },
+        { configMap: { name: "kube-root-ca.crt", items: [{ key: "ca.crt", path: "ca.crt" }] } },
+        {
+          downwardAPI: {
+            items: [{ path: "namespace", fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" } }],
+          },
+        },
+      ],
+    },
+  };
+}
+
+/** A downwardAPI VMI volume's `fields` (KubeVirt DownwardAPIVolumeSource; the schema keeps it free-form). */
+type DownwardApiFields = NonNullable<NonNullable<PodVolume["downwardAPI"]>["items"]>;
+
+/** The pod volume and mount path of a configMap, secret, downwardAPI or serviceAccount VMI volume, else undefined. */
+function configVolume(v: Volume): { volume: PodVolume; mountPath: string } | undefined {
+  if (v.configMap) {
+    const { name = "", optional } = v.configMap;
+    return {
+      volume: { name: v.name, configMap: { name, ...(optional !== undefined ? { optional } : {}) } },
+      mountPath: `${CONFIG_MAP_SOURCE_DIR}/${v.name}`,
+    };
+  }
+  if (v.secret) {
+    const { secretName = "", optional } = v.secret;
+    return {
+      volume: { name: v.name, secret: { secretName, ...(optional !== undefined ? { optional } : {}) } },
+      mountPath: `${SECRET_SOURCE_DIR}/${v.name}`,
+    };
+  }
+  if (v.downwardAPI) {
+    const fields = (v.downwardAPI as { fields?: DownwardApiFields }).fields ?? [];
+    return {
+      volume: { name: v.name, downwardAPI: { items: structuredClone(fields) } },
+      mountPath: `${DOWNWARD_API_SOURCE_DIR}/${v.name}`,
+    };
+  }
+  if (v.serviceAccount) return { volume: serviceAccountVolume(v.name), mountPath: SERVICE_ACCOUNT_SOURCE_DIR };
+  return undefined;
 }

@@ -210,6 +210,62 @@ describe("launcher pod storage", () => {
   });
 });
 
+describe("launcher pod config volumes", () => {
+  const vmi = newVmi("vm-cfg", withMemory("64Mi"), (v) => {
+    v.spec.domain.devices.disks = ["cm", "sec", "dapi", "sa"].map((name) => ({ name, disk: { bus: "virtio" } }));
+    v.spec.volumes = [
+      { name: "cm", configMap: { name: "app-config", optional: true, volumeLabel: "CFG" } },
+      { name: "sec", secret: { secretName: "app-secret" } },
+      { name: "unused", secret: { secretName: "other" } },
+      { name: "dapi", downwardAPI: { fields: [{ path: "labels", fieldRef: { fieldPath: "metadata.labels" } }] } },
+      { name: "sa", serviceAccount: { serviceAccountName: "robot" } },
+    ];
+  });
+
+  it("renders configMap, secret and downwardAPI pod volumes, mounted read-only where KubeVirt mounts them", () => {
+    const pod = renderLauncherPod(vmi);
+    expect(pod.spec?.volumes?.slice(1, 5)).toEqual([
+      { name: "cm", configMap: { name: "app-config", optional: true } },
+      { name: "sec", secret: { secretName: "app-secret" } },
+      { name: "unused", secret: { secretName: "other" } },
+      { name: "dapi", downwardAPI: { items: [{ path: "labels", fieldRef: { fieldPath: "metadata.labels" } }] } },
+    ]);
+    expect(pod.spec?.containers[0]?.volumeMounts?.slice(1)).toEqual([
+      { name: "cm", mountPath: "/var/run/kubevirt-private/config-map/cm", readOnly: true },
+      { name: "sec", mountPath: "/var/run/kubevirt-private/secret/sec", readOnly: true },
+      { name: "dapi", mountPath: "/var/run/kubevirt-private/downwardapi/dapi", readOnly: true },
+      { name: "sa", mountPath: "/var/run/secrets/kubernetes.io/serviceaccount", readOnly: true },
+    ]);
+  });
+
+  it("runs the pod as the serviceAccount volume's account with the admission plugin's projected token volume", () => {
+    const pod = renderLauncherPod(vmi);
+    expect(pod.spec?.serviceAccountName).toBe("robot");
+    expect(pod.spec?.automountServiceAccountToken).toBe(false);
+    expect(pod.spec?.volumes?.find((v) => v.name === "sa")).toEqual({
+      name: "sa",
+      projected: {
+        defaultMode: 0o644,
+        sources: [
+          { serviceAccountToken: { path: "token", expirationSeconds: 3607 } },
+          { configMap: { name: "kube-root-ca.crt", items: [{ key: "ca.crt", path: "ca.crt" }] } },
+          {
+            downwardAPI: {
+              items: [{ path: "namespace", fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" } }],
+            },
+          },
+        ],
+      },
+    });
+  });
+
+  it("without a serviceAccount volume the pod sets no account and mounts no token (KubeVirt: automount off)", () => {
+    const pod = renderLauncherPod(newVmi("vm-plain", withMemory("64Mi")));
+    expect(pod.spec?.serviceAccountName).toBeUndefined();
+    expect(pod.spec?.automountServiceAccountToken).toBe(false);
+  });
+});
+
 describe("VmiController claims", () => {
   const withClaim = (v: VirtualMachineInstance): void => {
     v.spec.domain.devices.disks = [{ name: "data", disk: { bus: "virtio" } }];

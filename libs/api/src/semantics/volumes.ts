@@ -8,6 +8,8 @@
  *   hostDisk                 /var/run/kubevirt-private/vmi-disks/<volume>/<basename>  only with `shared: true`
  *   emptyDisk, containerDisk /var/run/kubevirt-ephemeral-disks/...                    copied to the target
  *   cloud-init, config ISOs  made by the launcher                                     made again on the target
+ *   configMap, secret,       the kubelet's files at the *_SOURCE_DIR paths below;      made again on the target
+ *   downwardAPI, svc account the launcher makes their ISOs from them
  */
 import type { Disk, VirtualMachineInstance, Volume } from "../types.ts";
 
@@ -17,6 +19,14 @@ export const VMI_DISKS_DIR = "/var/run/kubevirt-private/vmi-disks";
 export const EPHEMERAL_DISKS_DIR = "/var/run/kubevirt-ephemeral-disks";
 /** The pod volume name of {@link EPHEMERAL_DISKS_DIR}. */
 export const EPHEMERAL_DISKS_VOLUME = "ephemeral-disks";
+/** Where a configMap volume's files are mounted in the compute container (KubeVirt's ConfigMapSourceDir/<volume>). */
+export const CONFIG_MAP_SOURCE_DIR = "/var/run/kubevirt-private/config-map";
+/** Where a secret volume's files are mounted (KubeVirt's SecretSourceDir/<volume>). */
+export const SECRET_SOURCE_DIR = "/var/run/kubevirt-private/secret";
+/** Where a downwardAPI volume's files are mounted (KubeVirt's DownwardAPISourceDir/<volume>). */
+export const DOWNWARD_API_SOURCE_DIR = "/var/run/kubevirt-private/downwardapi";
+/** Where the serviceAccount volume's token, ca.crt and namespace are (KubeVirt's ServiceAccountSourceDir). */
+export const SERVICE_ACCOUNT_SOURCE_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 /** The image file inside a Filesystem-mode claim (KubeVirt creates it when missing). */
 export const PVC_DISK_IMAGE = "disk.img";
 
