@@ -21,7 +21,7 @@
  *   [{"mountPath": "<volumeMount.mountPath>", "hostPath": "<absolute host directory or file>", "readOnly": <bool>}]
  *
  * hostPath is the volume's host path (+ "/" + subPath when the mount has one); readOnly is true when the mount or
- * the persistentVolumeClaim source says readOnly. A container without mounts gets `[]`. A process runs at the niceness that stands in for its CPU request's cgroup
+ * the persistentVolumeClaim source says readOnly, and always for configMap, secret, downwardAPI and projected volumes. A container without mounts gets `[]`. A process runs at the niceness that stands in for its CPU request's cgroup
  * weight (niceForCpuRequest).
  */
 import { basename, join } from "node:path";

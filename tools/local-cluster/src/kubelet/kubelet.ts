@@ -190,23 +190,21 @@ export class Kubelet {
     this.#writeStatus(running);
   }
 
-  /** The claims and volumes, read from the API server each time (the claim may have just been bound). */
+  /** The claims, volumes and config objects, read from the API server each time (they may have just changed). */
   readonly #lookups: VolumeLookups = {
-    claim: async (namespace, name) => {
-      try {
-        return await this.#o.core.readNamespacedPersistentVolumeClaim({ namespace, name });
-      } catch (err) {
-        if ((err as { code?: number }).code === 404) return undefined;
-        throw err;
-      }
-    },
-    volume: async (name) => {
-      try {
-        return await this.#o.core.readPersistentVolume({ name });
-      } catch (err) {
-        if ((err as { code?: number }).code === 404) return undefined;
-        throw err;
-      }
+    claim: (namespace, name) => unlessNotFound(this.#o.core.readNamespacedPersistentVolumeClaim({ namespace, name })),
+    volume: (name) => unlessNotFound(this.#o.core.readPersistentVolume({ name })),
+    configMap: (namespace, name) => unlessNotFound(this.#o.core.readNamespacedConfigMap({ namespace, name })),
+    secret: (namespace, name) => unlessNotFound(this.#o.core.readNamespacedSecret({ namespace, name })),
+    serviceAccount: (namespace, name) => unlessNotFound(this.#o.core.readNamespacedServiceAccount({ namespace, name })),
+    token: async (namespace, name, expirationSeconds, audience) => {
+      const request = this.#o.core.createNamespacedServiceAccountToken({
+        namespace,
+        name,
+        body: { spec: { expirationSeconds, audiences: audience ? [audience] : [] } },
+      });
+      // A server without the TokenRequest subresource answers 404 or 405: no token to give (config-volumes.ts).
+      return (await unlessNotFound(request, [404, 405]))?.status?.token;
     },
   };
 
@@ -331,6 +329,16 @@ export class Kubelet {
     if (!running) return;
     this.#pods.delete(uid!);
     void this.#stopContainers(running, 0).then(() => rmSync(running.dir, { recursive: true, force: true }));
+  }
+}
+
+/** The object, or undefined when the API server answers with one of `codes` (default 404). */
+async function unlessNotFound<T>(request: Promise<T>, codes: readonly number[] = [404]): Promise<T | undefined> {
+  try {
+    return await request;
+  } catch (err) {
+    if (codes.includes((err as { code?: number }).code ?? 0)) return undefined;
+    throw err;
   }
 }
 

@@ -24,6 +24,10 @@ const pod = (volumes: V1Volume[]): V1Pod => ({
 const lookups = (claim?: V1PersistentVolumeClaim, volume?: V1PersistentVolume): VolumeLookups => ({
   claim: () => Promise.resolve(claim),
   volume: () => Promise.resolve(volume),
+  configMap: () => Promise.resolve(undefined),
+  secret: () => Promise.resolve(undefined),
+  serviceAccount: () => Promise.resolve(undefined),
+  token: () => Promise.resolve(undefined),
 });
 const claim = (phase: string, volumeName?: string): V1PersistentVolumeClaim => ({
   metadata: { name: "data", namespace: "ns", uid: "c1" },

@@ -10,6 +10,9 @@
  *   hostPath                   spec.hostPath.path                                         type: DirectoryOrCreate and
  *                                                                                         FileOrCreate create, the
  *                                                                                         others are checked
+ *   configMap, secret,         <podDir>/volumes/kubernetes.io~<plugin>/<name>, one file   the object exists (or the
+ *   downwardAPI, projected     per key or item (config-volumes.ts), read-only             source is optional); removed
+ *                                                                                         with the pod dir
  *   anything else              not provided (left out of KVT_VOLUME_MOUNTS)
  *
  * A volume that cannot be set up yet (claim Pending, PV missing, path absent) keeps the pod's containers from
@@ -18,10 +21,11 @@
 import { closeSync, existsSync, mkdirSync, openSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from "@kubernetes/client-node";
+import { type ConfigLookups, isConfigVolume, setUpConfigVolume } from "./config-volumes.ts";
 import type { ResolvedVolume } from "./container-spec.ts";
 
-/** Where the kubelet reads claims and volumes (the API, or a fake in tests). */
-export interface VolumeLookups {
+/** Where the kubelet reads claims, volumes and the objects config volumes show (the API, or a fake in tests). */
+export interface VolumeLookups extends ConfigLookups {
   claim(namespace: string, name: string): Promise<V1PersistentVolumeClaim | undefined>;
   volume(name: string): Promise<V1PersistentVolume | undefined>;
 }
@@ -135,6 +139,10 @@ export async function setUpPodVolumes(pod: V1Pod, podDir: string, lookups: Volum
       const r = await claimPath(pod, v, lookups);
       if ("message" in r) failed.push({ volume: v.name, message: r.message });
       else ready.set(v.name, { hostPath: r.path, readOnly: v.persistentVolumeClaim.readOnly === true });
+    } else if (isConfigVolume(v)) {
+      const r = await setUpConfigVolume(pod, podDir, v, lookups);
+      if ("message" in r) failed.push({ volume: v.name, message: r.message });
+      else ready.set(v.name, { hostPath: r.hostPath, readOnly: true });
     }
   }
   if (failed.length > 0) return { failed };
