@@ -57,14 +57,18 @@ export interface MachineDisk {
     | "emptyDisk"
     | "containerDisk"
     | "cloudInitNoCloud"
-    | "cloudInitConfigDrive";
+    | "cloudInitConfigDrive"
+    | "configMap"
+    | "secret"
+    | "serviceAccount"
+    | "downwardAPI";
   /** Both ends of a migration see the same file (an RWX claim, a shared hostDisk). */
   readonly shared: boolean;
   /** Create the file at this size when it is missing (sparse). */
   readonly createBytes?: number;
   /** Make it anew at every start (emptyDisk, containerDisk copy): nothing survives a restart. */
   readonly fresh?: boolean;
-  /** Write these bytes to `path` first (a cloud-init ISO the launcher made). */
+  /** Write these bytes to `path` first (a cloud-init or config ISO the launcher made). */
   readonly contents?: Uint8Array;
   /** Copy this file (the containerDisk's image) to `path` first. */
   readonly copyFrom?: string;
