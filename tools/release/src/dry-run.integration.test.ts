@@ -7,7 +7,7 @@
  * named. PriorityClass, which it lacked, it now serves (tools/local-cluster builtins.ts).
  */
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
@@ -92,6 +92,25 @@ describe("deploy/ against the local cluster's API server", () => {
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     expect(r.stdout.trim().split("\n")).toHaveLength(objectsOf(coreFiles()).length);
+  });
+
+  it("the KubeVirt custom resource passes its CRD's schema once the CRDs are established", async () => {
+    const crds = await kubectl(["apply", "-f", join(DEPLOY_DIR, "crds")]);
+    expect(crds.stderr).toBe("");
+    const wait = await kubectl(["wait", "--for=condition=Established", "crd/kubevirts.kubevirt.io", "--timeout=30s"]);
+    expect(wait.stdout).toContain("condition met");
+    const r = await kubectl(["apply", "-k", join(DEPLOY_DIR, "kubevirt-cr"), "--dry-run=server", "--validate=strict"]);
+    expect(r.stderr).toBe("");
+    expect(r.stdout.trim()).toBe("kubevirt.kubevirt.io/kubevirt created (server dry run)");
+    // The same check refuses a wrong type, so the acceptance above means something.
+    const file = join(home, "bad-kubevirt.yaml");
+    writeFileSync(
+      file,
+      "apiVersion: kubevirt.io/v1\nkind: KubeVirt\nmetadata: {name: bad, namespace: kubevirt}\nspec: {imagePullPolicy: 7}\n",
+    );
+    const bad = await kubectl(["apply", "-f", file, "--dry-run=server", "--validate=strict"]);
+    expect(bad.stderr).toContain("spec.imagePullPolicy");
+    expect(bad.code).not.toBe(0);
   });
 
   it("kubectl's kustomize builds the same objects as the release files", async () => {

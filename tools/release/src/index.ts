@@ -5,7 +5,15 @@ import { fileURLToPath } from "node:url";
 export const DEPLOY_DIR: string = fileURLToPath(new URL("../../../deploy", import.meta.url));
 
 /** Every release object and the files of deploy/ they go to. */
-export { allObjects, coreFiles, type Manifest, type ManifestFile, monitoringFiles, VERSION } from "./manifests.ts";
+export {
+  allObjects,
+  coreFiles,
+  customResourceFiles,
+  type Manifest,
+  type ManifestFile,
+  monitoringFiles,
+  VERSION,
+} from "./manifests.ts";
 /** The ServiceMonitor, PrometheusRule and dashboard ConfigMaps. */
 export { KUBEVIRT_ALERTS, KUBEVIRT_RUNBOOKS } from "./monitoring.ts";
 /** The names shared by the objects. */

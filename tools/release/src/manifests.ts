@@ -6,6 +6,7 @@
  * deploy/kustomization.yaml        core: namespace, CRDs, priority class, per component RBAC + workloads, webhooks,
  *                                  APIServices, dashboards (`kubectl apply -k deploy/`)
  * deploy/monitoring/               prometheus-operator kinds: ServiceMonitor, PrometheusRule (`kubectl apply -k`)
+ * deploy/kubevirt-cr/              the KubeVirt custom resource (after the CRDs are established)
  * deploy/release/*.yaml            the same two sets rendered as single files
  * ```
  */
@@ -52,14 +53,22 @@ function rbacManifests(component: Component, namespace: string, version: string)
   });
 }
 
+/** The metrics servers bind 127.0.0.1 today (libs/observability, virt-handler's http/metrics-server.ts). */
+const LOOPBACK_NOTE =
+  "Probes and scrapes reach the metrics port on the pod IP; the apps bind it to 127.0.0.1 today, so they are " +
+  "refused until the metrics servers take a bind address (issue 19, 'Listening'). The manifests state the target.";
+
 function workloadManifests(component: Component, namespace: string, version: string): Manifest[] {
+  const pod = ["spec", "template", "spec"];
+  const probeNote = { path: [...pod, "containers", 0, "readinessProbe"], comment: LOOPBACK_NOTE };
   return workloadObjects(component, namespace, version).map((object) => {
+    if (object.kind === "Deployment" && component === "virt-controller") return { object, notes: [probeNote] };
     if (object.kind !== "DaemonSet") return { object };
-    const pod = ["spec", "template", "spec"];
     return {
       object,
       comment: "virt-handler: one per node; every privilege and host path below says why it is needed.",
       notes: [
+        probeNote,
         {
           path: [...pod, "containers", 0, "securityContext"],
           comment:
@@ -165,7 +174,37 @@ export function monitoringFiles(namespace = NAMESPACE, version = VERSION): Manif
   ];
 }
 
+/**
+ * The KubeVirt custom resource, KubeVirt's kubevirt-cr.yaml (`kubectl apply -k deploy/kubevirt-cr/`): applied after
+ * the core set, once its CRD is established (an API server refuses a kind whose CRD it does not serve yet).
+ */
+export function customResourceFiles(namespace = NAMESPACE, version = VERSION): ManifestFile[] {
+  return [
+    {
+      path: "kubevirt-cr/kubevirt.yaml",
+      comment:
+        "The configuration object every component reads (spec.configuration). On nodes without /dev/kvm set " +
+        "spec.configuration.developerConfiguration.useEmulation: true (guests then run on QEMU TCG).",
+      manifests: [
+        {
+          object: {
+            apiVersion: "kubevirt.io/v1",
+            kind: "KubeVirt",
+            metadata: { name: "kubevirt", namespace, labels: commonLabels(undefined, version) },
+            spec: {
+              imagePullPolicy: "IfNotPresent",
+              configuration: { developerConfiguration: { featureGates: [] } },
+            },
+          },
+        },
+      ],
+    },
+  ];
+}
+
 /** Every object of the release, core first. */
 export function allObjects(): KubeObject[] {
-  return [...coreFiles(), ...monitoringFiles()].flatMap((f) => f.manifests.map((m) => m.object));
+  return [...coreFiles(), ...monitoringFiles(), ...customResourceFiles()].flatMap((f) =>
+    f.manifests.map((m) => m.object),
+  );
 }

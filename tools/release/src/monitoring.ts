@@ -56,7 +56,8 @@ export function serviceMonitor(namespace: string, version: string): KubeObject {
       jobLabel: "kubevirt.io",
       selector: { matchLabels: { "prometheus.kubevirt.io": "true" } },
       namespaceSelector: { matchNames: [namespace] },
-      // The components serve /metrics over plain HTTP today (libs/observability metrics-server.ts).
+      // The components serve /metrics over plain HTTP, on 127.0.0.1 today (libs/observability metrics-server.ts):
+      // scrapes reach it once the metrics servers take a bind address (issue 19, "Listening").
       endpoints: [{ port: "metrics", path: "/metrics", scheme: "http", interval: "30s", honorLabels: true }],
     },
   };

@@ -1,9 +1,17 @@
 /**
  * Renders deploy/ (pure: returns path relative to deploy/ -> content): one YAML file per {@link ManifestFile} with
- * its comments, the two kustomization.yaml files, and the rendered release files under release/.
+ * its comments, the three kustomization.yaml files, and the rendered release files under release/.
  */
-import { Document, isCollection, type Node, stringify } from "yaml";
-import { coreFiles, type Manifest, type ManifestFile, monitoringFiles, VERSION, type YamlPath } from "./manifests.ts";
+import { Document, isCollection, isMap, isScalar, type Node, stringify } from "yaml";
+import {
+  coreFiles,
+  customResourceFiles,
+  type Manifest,
+  type ManifestFile,
+  monitoringFiles,
+  VERSION,
+  type YamlPath,
+} from "./manifests.ts";
 import { COMPONENTS, imageName, NAMESPACE } from "./objects.ts";
 
 /** The generator's command, named in every header. */
@@ -33,9 +41,14 @@ function wrap(text: string, width: number): string[] {
   return out;
 }
 
+/** The node a note goes on: for a map entry its key (the comment then sits above `key:`), else the item. */
 function nodeAt(doc: Document, path: YamlPath): Node | undefined {
   let node: unknown = doc.contents;
-  for (const key of path) {
+  for (const [i, key] of path.entries()) {
+    if (i === path.length - 1 && isMap(node)) {
+      const pair = node.items.find((p) => isScalar(p.key) && p.key.value === key);
+      return isScalar(pair?.key) ? pair.key : undefined;
+    }
     if (!isCollection(node)) return undefined;
     node = node.get(key, true);
   }
@@ -95,6 +108,18 @@ export function renderDeploy(): Map<string, string> {
         "`kubectl apply -k deploy/monitoring/` on a cluster that runs prometheus-operator.",
     ),
   );
+  const cr = customResourceFiles();
+  for (const f of cr) out.set(f.path, renderFile(f));
+  out.set(
+    "kubevirt-cr/kustomization.yaml",
+    kustomization(
+      cr.map((f) => f.path.replace(/^kubevirt-cr\//, "")),
+      { namespace: NAMESPACE },
+      "The KubeVirt custom resource: `kubectl apply -k deploy/kubevirt-cr/` once deploy/'s CRDs are established " +
+        "(`kubectl wait --for=condition=Established crd/kubevirts.kubevirt.io`).",
+    ),
+  );
+  out.set("release/kubevirt-cr.yaml", releaseFile(cr, `kubevirt-ts ${VERSION}: the KubeVirt custom resource.`));
   out.set(
     "release/kubevirt-ts.yaml",
     releaseFile(core, `kubevirt-ts ${VERSION}: everything in deploy/kustomization.yaml, as one file.`),
