@@ -26,3 +26,5 @@ export {
   type TlsFiles,
 } from "./cluster/local-cluster.ts";
 export { type ComponentSpec, Supervisor, type SupervisorEvent } from "./cluster/supervisor.ts";
+/** Bundle an app's entry point as the launcher image does (rolldown; each module keeps its source file's URL). */
+export { bundleEntry } from "./kubelet/launcher-image.ts";

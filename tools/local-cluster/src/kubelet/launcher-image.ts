@@ -57,10 +57,18 @@ export function launcherSourceEntry(projectRoot: string): string {
  * Bundles virt-launcher into `outDir` and returns the entry module's path. Rejects when the bundler (rolldown) is
  * not installed or the build fails; the caller then runs the sources.
  */
-export async function buildLauncherImage(projectRoot: string, outDir: string): Promise<string> {
+export function buildLauncherImage(projectRoot: string, outDir: string): Promise<string> {
+  return bundleEntry(launcherSourceEntry(projectRoot), outDir, "virt-launcher.mjs");
+}
+
+/**
+ * Bundles any app's TypeScript entry point (`entry`) the same way as the launcher image, into `outDir` with the entry
+ * module named `entryFileName`, and returns its path (the container images of tools/oci-images bundle every app so).
+ */
+export async function bundleEntry(entry: string, outDir: string, entryFileName: string): Promise<string> {
   const { rolldown } = await import("rolldown");
   const bundle = await rolldown({
-    input: launcherSourceEntry(projectRoot),
+    input: entry,
     platform: "node",
     logLevel: "silent",
     plugins: [
@@ -84,9 +92,9 @@ export async function buildLauncherImage(projectRoot: string, outDir: string): P
     ],
   });
   try {
-    await bundle.write({ dir: outDir, format: "esm", entryFileNames: "virt-launcher.mjs" });
+    await bundle.write({ dir: outDir, format: "esm", entryFileNames: entryFileName });
   } finally {
     await bundle.close();
   }
-  return join(outDir, "virt-launcher.mjs");
+  return join(outDir, entryFileName);
 }
