@@ -60,6 +60,15 @@ const controller: ComponentRules = {
     },
     {
       apiGroups: [KV],
+      resources: ["virtualmachines/finalizers", "virtualmachineinstances/finalizers"],
+      verbs: ["update"],
+      why:
+        "vm/vmi-template.ts and vmi/pod-template.ts: VMIs and launcher Pods carry an ownerReference with " +
+        "blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement admission plugin allows only to " +
+        "whoever may update the owner's finalizers",
+    },
+    {
+      apiGroups: [KV],
       resources: ["virtualmachineinstancemigrations"],
       verbs: [...INFORMER, "create", "delete", "patch"],
       why:
@@ -161,10 +170,11 @@ const handler: ComponentRules = {
     {
       apiGroups: [""],
       resources: ["secrets"],
-      verbs: ["create", "get"],
+      verbs: ["create", "get", "update"],
       why:
-        "migration/migration-secrets.ts: secrets.create and secrets.get of kubevirt-migration-<uid> in the VMI's " +
-        "namespace (names vary per migration, so resourceNames cannot narrow it; no list, no watch)",
+        "migration/migration-secrets.ts: secrets.create, get, and update (when it exists already) of " +
+        "kubevirt-migration-<uid> in the VMI's namespace (names vary per migration, so resourceNames cannot " +
+        "narrow it; no list, no watch)",
     },
   ],
   namespaced: [],
