@@ -380,8 +380,12 @@ export async function netChecks(bootTimeoutMs: number): Promise<void> {
       const got = m.line.slice(2, 34);
       if (got !== s.streamMd5) throw new Error(`the guest's md5 ${got} differs from L1's ${s.streamMd5}`);
       if (streamedAt.to >= STREAM_BYTES) throw new Error("the download ended before the move did: nothing proven");
+      // TCP would retransmit a segment a stale receive page garbled, so the hash alone cannot see one: the guest's
+      // checksum-error counter can (no GUEST_CSUM: the guest verifies every TCP checksum itself).
+      const e = await converse(dest, `awk '/^Tcp:/{v=$NF}END{print "e=" v "/"}' /proc/net/snmp`, /^e=\d+\/$/, 30_000);
+      if (e.line !== "e=0/") throw new Error(`the guest counted TCP checksum errors: ${e.line} (InCsumErrors)`);
       return (
-        `16 MiB of random bytes downloaded across the move hash alike in the guest and L1 (${got}); ` +
+        `16 MiB of random bytes downloaded across the move hash alike in the guest and L1 (${got}), 0 TCP checksum errors; ` +
         `${mib(streamedAt.from)} MiB were sent before the migration, ${mib(streamedAt.to - streamedAt.from)} MiB ` +
         "during it, the rest to the target"
       );
