@@ -108,8 +108,20 @@ export function coreFiles(namespace = NAMESPACE, version = VERSION): ManifestFil
           object: {
             apiVersion: "v1",
             kind: "Namespace",
-            metadata: { name: namespace, labels: commonLabels(undefined, version) },
+            metadata: {
+              name: namespace,
+              labels: { ...commonLabels(undefined, version), "pod-security.kubernetes.io/enforce": "privileged" },
+            },
           },
+          notes: [
+            {
+              path: ["metadata", "labels", "pod-security.kubernetes.io/enforce"],
+              comment:
+                "Pod Security admission: virt-handler is privileged (see its DaemonSet), which only the privileged " +
+                "level admits (KubeVirt labels its namespace the same way); virt-api's and virt-controller's pods meet " +
+                "the restricted level on their own.",
+            },
+          ],
         },
       ],
     },

@@ -180,6 +180,27 @@ describe("workloads", () => {
     });
   });
 
+  it.each(["virt-api", "virt-controller"])("%s's pod meets the Pod Security restricted level", (name) => {
+    const pod = podSpecOf(find("Deployment", name)) as PodSpec & Record<string, unknown>;
+    const podSc = pod.securityContext as Record<string, unknown>;
+    const allowedVolumes = ["configMap", "secret", "emptyDir", "projected", "downwardAPI", "persistentVolumeClaim"];
+    for (const v of pod.volumes ?? [])
+      expect(Object.keys(v).filter((k) => k !== "name")).toSatisfy((ks: string[]) =>
+        ks.every((k) => allowedVolumes.includes(k)),
+      );
+    expect([pod.hostNetwork, pod.hostPID, pod.hostIPC]).toEqual([undefined, undefined, undefined]);
+    expect(podSc.runAsUser).not.toBe(0);
+    for (const c of pod.containers) {
+      const sc = { ...podSc, ...c.securityContext } as Record<string, unknown>;
+      expect(sc.privileged).toBeUndefined();
+      expect(sc.allowPrivilegeEscalation).toBe(false);
+      expect(sc.runAsNonRoot).toBe(true);
+      expect(sc.seccompProfile).toEqual({ type: "RuntimeDefault" });
+      expect(c.securityContext?.capabilities).toEqual({ drop: ["ALL"] });
+      expect((c.ports ?? []).every((p) => !("hostPort" in p))).toBe(true);
+    }
+  });
+
   it("virt-controller elects its leader on a Lease in its own namespace, which its Role may update", () => {
     const c = podSpecOf(find("Deployment", "virt-controller")).containers[0] as Container & { args: string[] };
     expect(c.args).toContain("--namespace=$(POD_NAMESPACE)");
