@@ -4,7 +4,8 @@
  * qemu-utils) on the same 256 MiB image with about half of its 64 KiB chunks holding data, side by side in one run.
  * Shapes: qcow2, compressed qcow2 (-c), and the raw image itself (where copyFileSync, today's prepareDisks, is shown
  * too). Page cache warm for every tool (one unmeasured run first); each run writes a new file (the previous
- * output is removed, unmeasured). Per shape: ours, then qemu-img, then (raw) copyFileSync. Prints one JSON line of median milliseconds.
+ * output is removed, unmeasured); ours and qemu-img runs alternate, so both see the same load. Wall and CPU time
+ * (user + system of all threads: the figure that load on a shared machine disturbs least). Prints one JSON line of median milliseconds.
  * Run from the repository root:
  *   node docs/decisions/benches/containerdisk-copy.bench.ts
  * Environment: BENCH_RUNS (runs per case, default 5), BENCH_MIB (virtual size, default 256).
@@ -24,16 +25,64 @@ function median(values: number[]): number {
   return Number(s[Math.floor(s.length / 2)].toFixed(1));
 }
 
-/** Median ms of `fn` over RUNS runs after one warm-up; `output` is removed (unmeasured) before each run. */
-async function timed(output: string, fn: () => unknown): Promise<number> {
+/** Wall and CPU (user + system, every thread) milliseconds of one run. */
+interface Sample {
+  readonly wallMs: number;
+  readonly cpuMs: number;
+}
+
+async function oursOnce(image: string, output: string): Promise<Sample> {
   rmSync(output, { force: true });
-  await fn(); // warm the page cache and the code path
-  const times: number[] = [];
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await importDiskImage(image, output);
+  const wallMs = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  return { wallMs, cpuMs: (cpu.user + cpu.system) / 1000 };
+}
+
+/** qemu-img under bash, whose `times` gives the child's CPU time (bash's start adds ~2 ms of wall time). */
+function qemuOnce(image: string, output: string): Sample {
+  rmSync(output, { force: true });
+  const script = 'qemu-img convert -O raw "$1" "$2" && times';
+  const t0 = performance.now();
+  const r = spawnSync("bash", ["-c", script, "bash", image, output], { encoding: "utf8" });
+  const wallMs = performance.now() - t0;
+  const m = /(\d+)m([\d.]+)s (\d+)m([\d.]+)s\s*$/.exec(r.stdout);
+  if (r.status !== 0 || !m) throw new Error(`qemu-img convert failed: ${r.stderr}`);
+  const cpuMs = (Number(m[1]) * 60 + Number(m[2]) + Number(m[3]) * 60 + Number(m[4])) * 1000;
+  return { wallMs, cpuMs };
+}
+
+/** Medians over RUNS interleaved runs (ours, qemu-img, ours, ...) after one warm-up of each. */
+async function compare(image: string, ours: string, theirs: string) {
+  await oursOnce(image, ours);
+  qemuOnce(image, theirs);
+  const a: Sample[] = [];
+  const b: Sample[] = [];
   for (let i = 0; i < RUNS; i++) {
+    a.push(await oursOnce(image, ours));
+    b.push(qemuOnce(image, theirs));
+  }
+  const wall = { ours: median(a.map((x) => x.wallMs)), qemu: median(b.map((x) => x.wallMs)) };
+  const cpu = { ours: median(a.map((x) => x.cpuMs)), qemu: median(b.map((x) => x.cpuMs)) };
+  return {
+    oursMs: wall.ours,
+    qemuImgConvertMs: wall.qemu,
+    ratio: Number((wall.ours / wall.qemu).toFixed(2)),
+    oursCpuMs: cpu.ours,
+    qemuImgConvertCpuMs: cpu.qemu,
+    cpuRatio: Number((cpu.ours / cpu.qemu).toFixed(2)),
+  };
+}
+
+function copyFileSyncMs(raw: string, output: string): number {
+  const times: number[] = [];
+  for (let i = 0; i <= RUNS; i++) {
     rmSync(output, { force: true });
     const t0 = performance.now();
-    await fn();
-    times.push(performance.now() - t0);
+    copyFileSync(raw, output);
+    if (i > 0) times.push(performance.now() - t0); // the first run warms the cache
   }
   return median(times);
 }
@@ -56,19 +105,14 @@ async function main(): Promise<void> {
     for (const [shape, image] of Object.entries(images)) {
       const ours = join(dir, `${shape}.ours.raw`);
       const theirs = join(dir, `${shape}.qemu.raw`);
-      const oursMs = await timed(ours, () => importDiskImage(image, ours));
-      const qemuMs = await timed(theirs, () => qemuImg("convert", "-O", "raw", image, theirs));
       result[shape] = {
         imageBytes: statSync(image).size,
-        oursMs,
-        qemuImgConvertMs: qemuMs,
-        ratio: Number((oursMs / qemuMs).toFixed(2)),
+        ...(await compare(image, ours, theirs)),
         identical: sameBytes(ours, theirs),
         oursAllocatedBytes: statSync(ours).blocks * 512,
         qemuAllocatedBytes: statSync(theirs).blocks * 512,
       };
-      const cp = join(dir, "cp.raw");
-      if (shape === "raw") result[shape].copyFileSyncMs = await timed(cp, () => copyFileSync(raw, cp));
+      if (shape === "raw") result[shape].copyFileSyncMs = copyFileSyncMs(raw, join(dir, "cp.raw"));
     }
     console.log(JSON.stringify({ area: "containerdisk-copy", virtualMiB: MIB, runs: RUNS, ...result }));
   } finally {
