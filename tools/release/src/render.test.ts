@@ -40,9 +40,9 @@ const find = (kind: string, name: string): Obj => {
 };
 const podSpecOf = (o: Obj): PodSpec => (o.spec as { template: { spec: PodSpec } }).template.spec;
 
-function yamlFilesOnDisk(): string[] {
+function filesOnDisk(): string[] {
   return readdirSync(DEPLOY_DIR, { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile() && e.name.endsWith(".yaml"))
+    .filter((e) => e.isFile())
     .map((e) => relative(DEPLOY_DIR, join(e.parentPath, e.name)))
     .sort();
 }
@@ -50,7 +50,7 @@ function yamlFilesOnDisk(): string[] {
 describe("deploy/", () => {
   it(`the committed files are what the generator makes (run \`${GENERATE_COMMAND}\`)`, () => {
     const expected = renderDeploy();
-    expect(yamlFilesOnDisk()).toEqual([...expected.keys()].sort());
+    expect(filesOnDisk()).toEqual([...expected.keys()].sort());
     for (const [path, content] of expected) expect(readFileSync(join(DEPLOY_DIR, path), "utf8"), path).toBe(content);
   });
 
