@@ -61,6 +61,7 @@ export class RawLayer implements ImageLayer {
 }
 
 const L1_PAGE_ENTRIES = 4096;
+const MAX_PARTS_PER_READ = 512; // under IOV_MAX (1024), so one preadv reads a whole run
 const TWO_POW_32 = 2 ** 32;
 const TWO_POW_21 = 2 ** 21; // hi word of an offset at or above 2^53: past any file we can hold
 
@@ -143,7 +144,7 @@ export class Qcow2Layer implements ImageLayer {
     if (host + part.length > this.#fileSize)
       this.#fail("TRUNCATED", `data cluster at ${host - (host % this.#cs)} lies past the end of the file`);
     const run = runs.at(-1);
-    if (run && run.host + run.length === host) {
+    if (run && run.host + run.length === host && run.parts.length < MAX_PARTS_PER_READ) {
       const last = run.parts[run.parts.length - 1];
       // Pieces adjacent in the buffer too (guest-contiguous clusters) become one piece.
       if (last.buffer === part.buffer && last.byteOffset + last.length === part.byteOffset)

@@ -73,6 +73,16 @@ describe("importDiskImage() matches qemu-img convert -O raw", () => {
     expect(allocatedBytes).toBeLessThan(16 * MiB);
   });
 
+  it("reads 512-byte clusters allocated every other sector (host-contiguous, guest-scattered)", async () => {
+    const raw = file("alternate.raw");
+    const data = Buffer.alloc(4 * MiB);
+    for (let at = 0; at < data.length; at += 1024) data.fill(((at >> 10) % 251) | 1, at, at + 512);
+    writeFileSync(raw, data);
+    const image = file("alternate.qcow2");
+    qemuImg("convert", "-O", "qcow2", "-o", "cluster_size=512", raw, image);
+    await expectSameAsQemu(image);
+  });
+
   it("reads a qcow2 whose virtual size is not a multiple of the cluster size", async () => {
     const image = file("odd.qcow2");
     qemuImg("create", "-q", "-f", "qcow2", image, `${10 * MiB + 512}`);
