@@ -7,6 +7,7 @@
  * protocol names (`json:`, `nbd:`...), names that leave `allowedDir` lexically or through a symlink, a file already
  * in the chain (same device and inode), and chains deeper than `maxChainDepth` are refused with a DiskImageError.
  */
+import { constants as fsConstants } from "node:fs";
 import { type FileHandle, open, realpath } from "node:fs/promises";
 import { dirname, isAbsolute, relative, resolve, sep } from "node:path";
 import { DiskImageError } from "./disk-image-error.ts";
@@ -31,6 +32,12 @@ interface ChainState {
 export interface OpenChain extends ChainState {
   readonly top: ImageLayer;
 }
+
+/**
+ * Read-only, and O_NONBLOCK so that opening a FIFO planted in an image returns at once (to be refused as not a
+ * file) instead of waiting forever for a writer; it changes nothing for regular files.
+ */
+export const READ_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NONBLOCK;
 
 /** Magic numbers of formats we recognise but do not read, so they are refused instead of passed as raw. */
 const OTHER_FORMATS: ReadonlyArray<readonly [string, Buffer]> = [
@@ -85,11 +92,12 @@ interface Link {
 }
 
 async function openFile(link: Link, chain: ChainState): Promise<{ fh: FileHandle; size: number }> {
-  const fh = await open(link.path, "r").catch((err: unknown) => {
+  const fh = await open(link.path, READ_FLAGS).catch((err: unknown) => {
     throw new DiskImageError("IO_ERROR", link.path, "cannot open the image", { cause: err });
   });
   chain.handles.push(fh);
   const st = await fh.stat();
+  if (!st.isFile()) throw new DiskImageError("NOT_A_FILE", link.path, "is not a regular file");
   const id = `${st.dev}:${st.ino}`;
   if (chain.files.has(id)) throw new DiskImageError("BACKING_LOOP", link.path, "backing chain loops back to this file");
   chain.files.add(id);

@@ -5,6 +5,7 @@
 
 /** Why a disk image was refused. */
 export type DiskImageErrorCode =
+  | "NOT_A_FILE" // a directory, FIFO, socket or device where an image file was expected
   | "BAD_MAGIC" // a file declared (or found) to be qcow2 does not start with "QFI\xfb"
   | "UNSUPPORTED_VERSION" // qcow2 version other than 2 or 3 (qcow v1 included)
   | "UNSUPPORTED_FORMAT" // vmdk, vhdx, vdi, qed, or a backing format other than raw/qcow2

@@ -257,6 +257,15 @@ describe("importDiskImage() refuses broken images with a typed error", () => {
     expect(() => statSync(out)).toThrow();
   });
 
+  it("refuses a FIFO, a directory and a missing file without waiting", async () => {
+    const fifo = file("fifo.img");
+    expect(spawnSync("mkfifo", [fifo]).status).toBe(0);
+    expect(await codeOf(importDiskImage(fifo, file("out.raw")))).toBe("NOT_A_FILE");
+    expect(() => probeDiskImage(fifo)).toThrow(expect.objectContaining({ code: "NOT_A_FILE" }));
+    expect(await codeOf(importDiskImage(dir, file("out.raw")))).toBe("NOT_A_FILE");
+    expect(await codeOf(importDiskImage(file("absent.img"), file("out.raw")))).toBe("IO_ERROR");
+  });
+
   it("removes the partial destination when it fails", async () => {
     const out = file("partial.raw");
     await codeOf(importDiskImage(truncated(good, statSync(good).size - 100_000), out));
@@ -306,7 +315,7 @@ describe("importDiskImage() judges the backing chain", () => {
     expect(ok.virtualSize).toBe(4 * MiB);
   });
 
-  it("refuses a chain deeper than maxChainDepth, and a missing backing file", async () => {
+  it("refuses a chain deeper than maxChainDepth, a vmdk backing format and a missing backing file", async () => {
     const sub = join(dir, `deep-${n++}`);
     mkdirSync(sub);
     writePatternRaw(join(sub, "0.raw"), 4 * MiB, 32);
@@ -317,6 +326,8 @@ describe("importDiskImage() judges the backing chain", () => {
       "BACKING_TOO_DEEP",
     );
     expect((await importDiskImage(join(sub, "3.qcow2"), file("o.raw"), { maxChainDepth: 3 })).format).toBe("qcow2");
+    overlay(join(sub, "vmdk-backed.qcow2"), "0.raw", "vmdk");
+    expect(await codeOf(importDiskImage(join(sub, "vmdk-backed.qcow2"), file("o.raw")))).toBe("UNSUPPORTED_FORMAT");
     overlay(join(sub, "missing.qcow2"), "nope.qcow2");
     expect(await codeOf(importDiskImage(join(sub, "missing.qcow2"), file("o.raw")))).toBe("IO_ERROR");
   });

@@ -15,7 +15,7 @@ import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { type FileHandle, open, stat, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
 import { setImmediate as yieldToLoop } from "node:timers/promises";
-import { type ChainOptions, checkRawSize, closeAll, detectFormat, openChain } from "./disk-image-chain.ts";
+import { type ChainOptions, checkRawSize, closeAll, detectFormat, openChain, READ_FLAGS } from "./disk-image-chain.ts";
 import { DiskImageError } from "./disk-image-error.ts";
 import type { ImageLayer } from "./disk-image-layers.ts";
 import { parseQcow2Header, QCOW2_MIN_HEADER_READ, qcow2ClusterBits } from "./qcow2-header.ts";
@@ -82,12 +82,14 @@ export function probeDiskImage(path: string, options: { maxVirtualBytes?: number
   const maxVirtualBytes = options.maxVirtualBytes ?? DEFAULT_MAX_VIRTUAL_BYTES;
   let fd: number;
   try {
-    fd = openSync(path, "r");
+    fd = openSync(path, READ_FLAGS);
   } catch (err) {
     throw new DiskImageError("IO_ERROR", path, "cannot open the image", { cause: err });
   }
   try {
-    const size = fstatSync(fd).size;
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new DiskImageError("NOT_A_FILE", path, "is not a regular file");
+    const size = st.size;
     const start = Buffer.alloc(Math.min(QCOW2_MIN_HEADER_READ, size));
     readSync(fd, start, 0, start.length, 0);
     if (detectFormat(start, path) === "raw") {
