@@ -113,6 +113,31 @@ describe("deploy/ against the local cluster's API server", () => {
     expect(bad.code).not.toBe(0);
   });
 
+  it("every resource an RBAC rule names is one the API server serves (no typo grants nothing)", async () => {
+    const crds = await kubectl(["apply", "-f", join(DEPLOY_DIR, "crds")]);
+    expect(crds.code).toBe(0);
+    const wait = await kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=30s"]);
+    expect(wait.code).toBe(0);
+    const r = await kubectl(["api-resources", "--no-headers", "-o", "name"]);
+    const served = new Set(r.stdout.trim().split("\n"));
+    const roles = objectsOf(coreFiles()).filter((o) => o.kind === "ClusterRole" || o.kind === "Role") as (KubeObject & {
+      rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[];
+    })[];
+    const unknown = roles.flatMap((role) =>
+      role.rules
+        .filter((rule) => !rule.verbs.includes("impersonate") && !rule.apiGroups.includes("subresources.kubevirt.io"))
+        .flatMap((rule) =>
+          rule.apiGroups.flatMap((g) =>
+            rule.resources
+              .map((res) => `${res.split("/")[0]}${g ? `.${g}` : ""}`)
+              .filter((name) => !served.has(name))
+              .map((name) => `${role.metadata.name}: ${name}`),
+          ),
+        ),
+    );
+    expect(unknown).toEqual([]);
+  });
+
   it("kubectl's kustomize builds the same objects as the release files", async () => {
     const byKey = (os: KubeObject[]): KubeObject[] =>
       [...os].sort((a, b) => appliedName(a).localeCompare(appliedName(b)));
