@@ -286,7 +286,7 @@ describe("config volumes as ISO disks", () => {
       ["dapi", "downwardAPI", join(root, "work-config", "config-disks", "dapi.iso"), true, true, true],
     ]);
     expect(planned[1].serial).toBe("CM");
-    expect(planned[2]).toMatchObject({ bus: "sata", cdrom: true });
+    expect(planned[2]).toMatchObject({ bus: "sata", cdrom: true, readOnly: true });
     const iso = (i: number): string => Buffer.from(planned[i].contents!).toString("latin1");
     // The volume label (the primary descriptor's volume id at byte 32768 + 40), then the keys' values.
     expect(iso(1).slice(32768 + 40, 32768 + 46)).toBe("APPCFG");
@@ -298,6 +298,13 @@ describe("config volumes as ISO disks", () => {
     // The atomic writer's own entries are not part of the disk.
     expect(iso(1)).not.toContain("..data");
     expect(localDisksBlocker(planned)).toBeUndefined();
+  });
+
+  it("a config disk on a sata hard disk (KubeVirt's default bus) stays writable, as QEMU's ide-hd must be", () => {
+    const sata = planDisks(vmiWith(volumes, [{ name: "cm", disk: { bus: "sata" } }]), ctx, []);
+    expect(sata).toMatchObject([{ name: "cm", bus: "sata", readOnly: false, shared: true, fresh: true }]);
+    const asked = planDisks(vmiWith(volumes, [{ name: "cm", disk: { bus: "sata", readonly: true } }]), ctx, []);
+    expect(asked[0].readOnly).toBe(true);
   });
 
   it("prepareDisks writes the ISO where the plan says", () => {

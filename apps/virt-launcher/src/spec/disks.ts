@@ -219,7 +219,9 @@ export function planDisks(vmi: VirtualMachineInstance, ctx: DiskContext, causes:
       if (!config) return;
       planned = {
         ...base,
-        readOnly: true,
+        // Read-only, except a sata hard disk (KubeVirt's default bus): QEMU's ide-hd cannot be read-only, and
+        // KubeVirt leaves config disks writable unless the disk says readonly. Writes reach only this fresh copy.
+        readOnly: base.readOnly || bus !== "sata",
         path: join(ctx.workDir, "config-disks", `${v.name}.iso`),
         kind: config.kind,
         shared: true,
