@@ -54,7 +54,8 @@ export interface DomainDeps {
   /** The VMI given at start-up, if any (else the first sync/prepare-target must carry one). */
   readonly vmi?: VirtualMachineInstance;
   /** VMI -> MachineSpec (throws SpecError on a bad spec). */
-  readonly toSpec: (vmi: VirtualMachineInstance) => MachineSpec;
+  /** The machine spec of `vmi`, its disk files made ready (a containerDisk image is imported: may take a while). */
+  readonly toSpec: (vmi: VirtualMachineInstance) => MachineSpec | Promise<MachineSpec>;
   /** Picks the backend and creates the machine (not yet started). */
   readonly createMachine: (spec: MachineSpec) => Promise<BuiltMachine>;
   readonly console: ConsoleHub;
@@ -276,7 +277,7 @@ export class DomainManager implements LauncherService {
   async #create(vmi: VirtualMachineInstance): Promise<BuiltMachine> {
     let spec: MachineSpec;
     try {
-      spec = this.#deps.toSpec(vmi);
+      spec = await this.#deps.toSpec(vmi);
     } catch (error) {
       throw new LauncherRpcError("BadRequest", (error as Error).message, { cause: error });
     }
