@@ -1,0 +1,48 @@
+/**
+ * One app's code for its image: the app's module graph bundled by the local cluster's launcher-image bundler
+ * (`bundleEntry`: rolldown, built-ins through `require`, each module's `import.meta.url` kept as its source file's
+ * URL), then those source URLs moved from this checkout to {@link APP_ROOT}, so module-relative paths (the native
+ * addon beside native/index.ts, the image store) resolve inside the image as they do in the repository.
+ *
+ * ```
+ * /opt/kubevirt-ts/bundle/<app>/<app>.mjs      the entry (the image's entrypoint runs it with Node)
+ * /opt/kubevirt-ts/bundle/<app>/*.js           chunks loaded on demand (ES modules: package.json says so)
+ * /opt/kubevirt-ts/native/build/kvm_native.node the addon, where native/index.ts looks for it (when the app loads it)
+ * ```
+ */
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { bundleEntry } from "@kvt/local-cluster";
+
+/** Where the project's files live in the images (the checkout's root maps here). */
+export const APP_ROOT = "/opt/kubevirt-ts";
+
+/** A bundled app. */
+export interface AppBundle {
+  /** Folder holding the entry and its chunks. */
+  readonly dir: string;
+  /** The entry's path inside the image. */
+  readonly entry: string;
+  /** Whether the bundle loads the native addon (then the image carries it). */
+  readonly usesAddon: boolean;
+}
+
+/** Bundles `apps/<app>/src/main.ts` of the checkout at `projectRoot` into `outDir`, with paths for the image. */
+export async function bundleApp(projectRoot: string, app: string, outDir: string): Promise<AppBundle> {
+  rmSync(outDir, { recursive: true, force: true });
+  await bundleEntry(join(projectRoot, "apps", app, "src/main.ts"), outDir, `${app}.mjs`);
+  const fromUrl = pathToFileURL(projectRoot.endsWith("/") ? projectRoot : `${projectRoot}/`).href;
+  const toUrl = `file://${APP_ROOT}/`;
+  let usesAddon = false;
+  for (const name of readdirSync(outDir)) {
+    if (!/\.m?js$/.test(name)) continue;
+    const file = join(outDir, name);
+    const code = readFileSync(file, "utf8");
+    if (code.includes("kvm_native.node")) usesAddon = true;
+    if (code.includes(fromUrl)) writeFileSync(file, code.replaceAll(fromUrl, toUrl));
+  }
+  // The chunks are ES modules named .js: say so, rather than have Node guess from their syntax on every load.
+  writeFileSync(join(outDir, "package.json"), `${JSON.stringify({ type: "module" })}\n`);
+  return { dir: outDir, entry: `${APP_ROOT}/bundle/${app}/${app}.mjs`, usesAddon };
+}

@@ -1,0 +1,121 @@
+/**
+ * What goes into each layer. Layers, bottom up:
+ *
+ * ```
+ * demo-linux:      [containerDisk: /boot/vmlinuz, /boot/initrd.img, /disk/* when the image has a disk; 107:107]
+ * virt-launcher:   [app: bundle + addon] -> [qemu: TCG only] -> [base]
+ * virt-api, virt-controller, virt-handler:  [app: bundle (+ addon when it loads it)] -> [base]
+ * base:            glibc's loader and the libraries Node and the addon link to, Node 24 (stripped), /etc/passwd
+ * ```
+ * No shell, package manager or coreutils in any image: only what the entrypoint runs.
+ */
+import { existsSync, readdirSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { APP_ROOT, type AppBundle } from "./app-bundle.ts";
+import { elfClosure, resolveInRoot } from "./debian-root.ts";
+import { run } from "./host-tools.ts";
+import type { LayerDir } from "./layer-dir.ts";
+
+/** Node's path in the images. */
+export const NODE_PATH = "/usr/local/bin/node";
+
+/** The QEMU binary of the launcher image (on PATH there, as the launcher's QEMU backend expects). */
+export const QEMU_PATH = "/usr/bin/qemu-system-x86_64";
+
+/** QEMU's TCG accelerator: a loadable module in Debian's build. */
+const QEMU_TCG_MODULE = "/usr/lib/x86_64-linux-gnu/qemu/accel-tcg-x86_64.so";
+
+/**
+ * The firmware QEMU loads for the machines the launcher's QEMU backend wires (qemu-args.ts: `pc` with SeaBIOS or
+ * `microvm` with qboot, direct kernel boot, virtio-pci devices whose option ROM is iPXE's efi-virtio.rom), at the
+ * paths of Debian's build (its firmware path: /usr/share/qemu, /usr/share/seabios, /usr/lib/ipxe/qemu).
+ */
+const QEMU_FIRMWARE = [
+  "/usr/share/seabios/bios-256k.bin",
+  "/usr/share/qemu/bios-microvm.bin",
+  "/usr/share/qemu/linuxboot.bin",
+  "/usr/share/qemu/linuxboot_dma.bin",
+  "/usr/share/qemu/multiboot.bin",
+  "/usr/share/qemu/multiboot_dma.bin",
+  "/usr/share/qemu/pvh.bin",
+  "/usr/share/qemu/kvmvapic.bin",
+  "/usr/lib/ipxe/qemu/efi-virtio.rom",
+];
+
+/** Users of the images: KubeVirt's qemu user (107) runs the launcher, 1001 the control plane, root the handler. */
+const PASSWD =
+  "root:x:0:0:root:/root:/sbin/nologin\nqemu:x:107:107:qemu:/var/lib/qemu:/sbin/nologin\nkubevirt:x:1001:1001:kubevirt:/tmp:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n";
+const GROUP = "root:x:0:\nqemu:x:107:\nkubevirt:x:1001:\nnogroup:x:65534:\n";
+
+/** Copies tree path `path` (symlinks followed inside the tree) to the same path in `layer`. */
+function copyFromTree(tree: string, layer: LayerDir, path: string): void {
+  const real = resolveInRoot(tree, path);
+  if (!real) throw new Error(`Cannot find ${path} in the Debian tree ${tree}`);
+  layer.copy(join(tree, real), path);
+}
+
+function copyCopyrights(tree: string, layer: LayerDir, packages?: readonly string[]): void {
+  const docs = join(tree, "usr/share/doc");
+  for (const pkg of packages ?? readdirSync(docs)) {
+    const path = `/usr/share/doc/${pkg}/copyright`;
+    if (resolveInRoot(tree, path)) copyFromTree(tree, layer, path);
+  }
+}
+
+/** Stages the base layer: the loader, the libraries `nodeBinary` and `addon` need, Node (stripped), users, /tmp. */
+export async function stageBase(tree: string, layer: LayerDir, nodeBinary: string, addon: string): Promise<string[]> {
+  const libs = await elfClosure(tree, [], [nodeBinary, addon]);
+  for (const lib of libs) copyFromTree(tree, layer, lib);
+  layer.mkdir("/usr/local/bin");
+  // The npm package's binary carries its symbol table (126 MB); stripped it is 108 MB and runs the same (the
+  // dynamic symbols the addon binds to stay).
+  await run("strip", ["-o", layer.host(NODE_PATH), nodeBinary]);
+  layer.write("/etc/passwd", PASSWD);
+  layer.write("/etc/group", GROUP);
+  layer.mkdir("/tmp", 0o1777);
+  layer.mkdir("/var/run");
+  copyCopyrights(tree, layer, ["libc6", "libgcc-s1", "libstdc++6"]);
+  return libs;
+}
+
+/** Stages the launcher's QEMU layer: the binary, the TCG module, their libraries not already in `baseLibs`, firmware. */
+export async function stageQemu(tree: string, layer: LayerDir, baseLibs: readonly string[]): Promise<void> {
+  const have = new Set(baseLibs);
+  const libs = await elfClosure(tree, [QEMU_PATH, QEMU_TCG_MODULE]);
+  for (const lib of libs) if (!have.has(lib)) copyFromTree(tree, layer, lib);
+  copyFromTree(tree, layer, QEMU_PATH);
+  copyFromTree(tree, layer, QEMU_TCG_MODULE);
+  for (const fw of QEMU_FIRMWARE) copyFromTree(tree, layer, fw);
+  copyCopyrights(tree, layer);
+}
+
+/**
+ * Stages an app layer: the bundle under {@link APP_ROOT}, and the addon where native/index.ts finds it, stripped
+ * (17.5 MB with debug info, 0.75 MB without; Node binds to its dynamic symbols, which stay).
+ */
+export async function stageApp(layer: LayerDir, app: string, bundle: AppBundle, addon: string): Promise<void> {
+  for (const name of readdirSync(bundle.dir)) layer.copy(join(bundle.dir, name), `${APP_ROOT}/bundle/${app}/${name}`);
+  if (!bundle.usesAddon) return;
+  const path = `${APP_ROOT}/native/build/${basename(addon)}`;
+  layer.mkdir(dirname(path));
+  await run("strip", ["-o", layer.host(path), addon]);
+}
+
+/** The files of a stored containerDisk image (tools/images' store). */
+export interface ContainerDiskFiles {
+  readonly kernel?: string;
+  readonly initrd?: string;
+  readonly disk?: string;
+}
+
+/**
+ * Stages a containerDisk layer as KubeVirt lays them out: the disk under `/disk/`, the kernel and initrd for
+ * `kernelBoot` under `/boot/` (the VMI names them in `kernelBoot.container.kernelPath`/`initrdPath`), all owned by
+ * KubeVirt's qemu user 107 (KubeVirt's `ADD --chown=107:107`).
+ */
+export function stageContainerDisk(layer: LayerDir, files: ContainerDiskFiles): void {
+  if (files.kernel) layer.copy(files.kernel, "/boot/vmlinuz", 0o444);
+  if (files.initrd) layer.copy(files.initrd, "/boot/initrd.img", 0o444);
+  if (files.disk) layer.copy(files.disk, `/disk/${basename(files.disk)}`, 0o440);
+  for (const dir of ["/boot", "/disk"]) if (existsSync(layer.host(dir))) layer.chown(dir, 107, 107);
+}
