@@ -20,6 +20,7 @@ import { loadOrGenerateCerts } from "./http/certs.ts";
 import { OpenApiV3 } from "./http/openapi.ts";
 import type { SubresourceHandler } from "./http/resource-handler.ts";
 import { type AggregatedApi, createApiHttpServer, type UserInfo } from "./http/server.ts";
+import { tokenRequest } from "./http/token-request.ts";
 import { writeKubeconfig } from "./kubeconfig.ts";
 import { ResourceRegistry } from "./resources/registry.ts";
 import { ResourceService, systemContext } from "./rest/service.ts";
@@ -131,6 +132,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     });
     return { sa, token: t };
   });
+  subresources.set("core/serviceaccounts/token", tokenRequest(tokens));
   const server = createApiHttpServer(
     {
       svc: service,

@@ -85,7 +85,9 @@ function aggregatedResource(d: ResourceDef, version: string): Json {
             ? { group: "", version: "v1", kind: "Binding" }
             : s === "eviction"
               ? { group: "policy", version: "v1", kind: "Eviction" }
-              : { group: "", version: "v1", kind: s === "log" ? "Pod" : d.kind },
+              : s === "token"
+                ? { group: "authentication.k8s.io", version: "v1", kind: "TokenRequest" }
+                : { group: "", version: "v1", kind: s === "log" ? "Pod" : d.kind },
       verbs:
         s === "status"
           ? ["get", "patch", "update"]

@@ -151,6 +151,7 @@ const SPECS: Spec[] = [
   }),
   C("serviceaccounts", "ServiceAccount", true, {
     shortNames: ["sa"],
+    subresources: ["token"],
     topLevel: ["secrets", "imagePullSecrets", "automountServiceAccountToken"],
   }),
   C("events", "Event", true, {
