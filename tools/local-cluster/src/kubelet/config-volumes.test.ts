@@ -167,9 +167,11 @@ describe("setUpConfigVolume()", () => {
     expect(r).toEqual({ hostPath: join(dir, "volumes/kubernetes.io~projected/sa") });
     expect(seen((r as { hostPath: string }).hostPath)).toEqual({ token: "jwt", "ca.crt": "PEM", namespace: "ns" });
     expect(asked).toEqual([["ns", "robot", 3607, undefined]]);
-    // Without TokenRequest on the server the token file is empty; a missing account fails as TokenRequest would.
-    const empty = await setUp(volume, lookups({ configMap: () => Promise.resolve(ca) }));
-    expect(seen((empty as { hostPath: string }).hostPath).token).toBe("");
+    // A server without TokenRequest, or a missing account, fails the mount as kubelet's token manager does.
+    expect(await setUp(volume, lookups({ configMap: () => Promise.resolve(ca) }))).toEqual({
+      message:
+        'MountVolume.SetUp failed for volume "sa" : failed to fetch token: the server could not find the requested resource',
+    });
     const noAccount = await setUpConfigVolume(
       { ...pod, spec: { ...pod.spec!, serviceAccountName: "ghost" } },
       dir,

@@ -16,10 +16,10 @@
  *   downwardAPI  each item's fieldRef of the pod (metadata.name, namespace, uid, labels, annotations and their
  *                ['key'] subscripts, spec.nodeName, spec.serviceAccountName, status.podIP/hostIP)
  *   projected    its sources merged: configMap, secret and downwardAPI as above; serviceAccountToken asks the API
- *                server for a token of the pod's account (TokenRequest). The local API server authenticates only
- *                the static tokens it wrote at start-up and offers no TokenRequest: the account must exist (as
- *                TokenRequest requires), and the `token` file is then written empty, which that server answers
- *                with 401, as it would any token it did not issue.
+ *                server for a token of the pod's account (TokenRequest: serviceaccounts/NAME/token, which the
+ *                local API server answers with an opaque token that authenticates as the account); a missing
+ *                account or a server without TokenRequest fails the mount. The token is not refreshed (kubelet
+ *                renews it at 80% of its lifetime): a pod outliving it (default 3607 s) holds an expired token.
  *
  * Errors are kubelet's `MountVolume.SetUp failed for volume "<name>" : ...` messages; the caller retries.
  */
@@ -194,8 +194,8 @@ async function tokenPayload(
   if (!(await lookups.serviceAccount(ns, account)))
     return { error: `failed to fetch token: serviceaccounts "${account}" not found` };
   const token = await lookups.token(ns, account, source.expirationSeconds ?? 3600, source.audience);
-  // No TokenRequest on this API server (see the header): an empty token, which it rejects as any unknown one.
-  return { files: new Map([[source.path, { data: Buffer.from(token ?? "", "utf8"), mode }]]) };
+  if (token === undefined) return { error: "failed to fetch token: the server could not find the requested resource" };
+  return { files: new Map([[source.path, { data: Buffer.from(token, "utf8"), mode }]]) };
 }
 
 async function projectedPayload(pod: V1Pod, volume: V1Volume, lookups: ConfigLookups): Promise<Payload> {

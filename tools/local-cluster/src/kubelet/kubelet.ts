@@ -203,7 +203,7 @@ export class Kubelet {
         name,
         body: { spec: { expirationSeconds, audiences: audience ? [audience] : [] } },
       });
-      // A server without the TokenRequest subresource answers 404 or 405: no token to give (config-volumes.ts).
+      // A server without the TokenRequest subresource answers 404 or 405: no token (the mount fails and retries).
       return (await unlessNotFound(request, [404, 405]))?.status?.token;
     },
   };
