@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from "@kubernetes/client-node";
@@ -69,6 +69,23 @@ describe("setUpPodVolumes()", () => {
     const r = await setUpPodVolumes(pod([{ name: "data", emptyDir: {} }]), dir, lookups());
     expect(r).toEqual({ ready: new Map([["data", { hostPath: emptyDirPath(dir, "data"), readOnly: false }]]) });
     expect(existsSync(emptyDirPath(dir, "data"))).toBe(true);
+  });
+
+  it("makes a configMap volume's directory, read-only; a missing ConfigMap fails the pod's volumes", async () => {
+    const withConfigMap: VolumeLookups = {
+      ...lookups(),
+      configMap: (_ns, name) => Promise.resolve(name === "cfg" ? { data: { k: "v" } } : undefined),
+    };
+    const r = await setUpPodVolumes(pod([{ name: "data", configMap: { name: "cfg" } }]), dir, withConfigMap);
+    const path = join(dir, "volumes", "kubernetes.io~configmap", "data");
+    expect(r).toEqual({ ready: new Map([["data", { hostPath: path, readOnly: true }]]) });
+    expect(readFileSync(join(path, "k"), "utf8")).toBe("v");
+    // The container's subPath "sub" names a key of the ConfigMap: nothing is made inside the volume.
+    expect(existsSync(join(path, "sub"))).toBe(false);
+    const missing = await setUpPodVolumes(pod([{ name: "data", configMap: { name: "nope" } }]), dir, withConfigMap);
+    expect(missing).toEqual({
+      failed: [{ volume: "data", message: 'MountVolume.SetUp failed for volume "data" : configmap "nope" not found' }],
+    });
   });
 
   it("checks a hostPath volume's type", async () => {

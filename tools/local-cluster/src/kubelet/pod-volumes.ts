@@ -111,12 +111,18 @@ async function claimPath(
   return { path: source.path };
 }
 
-/** Makes the subPath directories the pod's containers mount, as kubelet does before starting them. */
+/**
+ * Makes the missing subPath directories the pod's containers mount, as kubelet does before starting them; a subPath
+ * of a configMap, secret, downwardAPI or projected volume names one of its files and is left alone.
+ */
 function makeSubPaths(pod: V1Pod, ready: ReadonlyMap<string, ResolvedVolume>): void {
+  const config = new Set((pod.spec?.volumes ?? []).filter(isConfigVolume).map((v) => v.name));
   for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
     for (const m of c.volumeMounts ?? []) {
       const v = ready.get(m.name);
-      if (!v || !m.subPath || !existsSync(v.hostPath) || !statSync(v.hostPath).isDirectory()) continue;
+      if (!v || !m.subPath || config.has(m.name) || !existsSync(v.hostPath) || !statSync(v.hostPath).isDirectory())
+        continue;
+      if (existsSync(join(v.hostPath, m.subPath))) continue;
       mkdirSync(join(v.hostPath, m.subPath), { recursive: true, mode: 0o755 });
     }
   }
