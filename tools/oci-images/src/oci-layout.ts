@@ -5,7 +5,7 @@
  *
  * ```
  * <layout>/oci-layout, index.json, blobs/sha256/...   the OCI layout (tags in index.json)
- * <layout>/../state.json                              per tag: the key of the inputs it was built from
+ * <layout>.state.json                                per tag: the key of the inputs it was built from
  * ```
  * A tag whose recorded key matches is reused, so an unchanged image costs only the digest of its layer trees.
  */

@@ -2,10 +2,11 @@
 import type { BuiltImage } from "./build-images.ts";
 
 /**
- * KubeVirt's virt-launcher image, for comparison: "several hundred MB" unpacked (it carries libvirt, QEMU with all
- * its modules and firmware, and a Fedora/CentOS Stream base). The figure is the issue's; we compare against 400 MB.
+ * KubeVirt's own virt-launcher image, for comparison: about 600 MB as `docker images` reports it (unpacked), once
+ * kubevirt/kubevirt#4703 trimmed it from ~800 MB (maintainer's figure in kubevirt/kubevirt#4565; #4423 lists 745 MB
+ * for v0.33). It carries libvirt, QEMU with its modules and firmware, and a CentOS Stream base.
  */
-export const KUBEVIRT_LAUNCHER_REFERENCE_BYTES = 400 * 1024 * 1024;
+export const KUBEVIRT_LAUNCHER_REFERENCE_BYTES = 600_000_000;
 
 function mib(bytes: number): string {
   return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
@@ -22,7 +23,7 @@ export function formatSizes(images: readonly BuiltImage[]): string {
   if (launcher) {
     const under = KUBEVIRT_LAUNCHER_REFERENCE_BYTES - launcher.uncompressedBytes;
     lines.push(
-      `  virt-launcher unpacked is ${mib(under)} under KubeVirt's ~${mib(KUBEVIRT_LAUNCHER_REFERENCE_BYTES)} (${((100 * launcher.uncompressedBytes) / KUBEVIRT_LAUNCHER_REFERENCE_BYTES).toFixed(0)}% of it)`,
+      `  virt-launcher unpacked is ${mib(under)} under KubeVirt's ~600 MB (${mib(KUBEVIRT_LAUNCHER_REFERENCE_BYTES)}) virt-launcher: ${((100 * launcher.uncompressedBytes) / KUBEVIRT_LAUNCHER_REFERENCE_BYTES).toFixed(0)}% of it`,
     );
   }
   return `image sizes:\n${lines.join("\n")}`;
