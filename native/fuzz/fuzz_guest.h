@@ -2,6 +2,9 @@
 // recorded source stream replays byte for byte against a fresh target (and mutations of it reach every frame kind).
 #pragma once
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <vector>
 
@@ -22,6 +25,25 @@ struct Guest {
   kvmts::migration::RamLayout Layout() {
     return kvmts::migration::RamLayout(
         {{0, kRegionBytes, low.data(), false}, {uint64_t{1} << 32, kRegionBytes, high.data(), false}});
+  }
+};
+
+// A copied disk for the protocol 4 streams: 64 KiB in a memfd, disk index 0.
+inline constexpr uint64_t kDiskBytes = 64 * 1024;
+struct Disk {
+  int fd = memfd_create("fuzz-disk", MFD_CLOEXEC);
+  Disk() {
+    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(kDiskBytes)) != 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  ~Disk() {
+    if (fd >= 0) close(fd);
+  }
+  std::vector<kvmts::migration::TargetDisk> Targets() const {
+    if (fd < 0) return {};
+    return {{0, fd, kDiskBytes}};
   }
 };
 

@@ -35,8 +35,9 @@ class Recording : public Channel {
   Channel& inner_;
 };
 
-bool Record(uint16_t version, const std::string& path) {
+bool Record(uint16_t version, const std::string& path, bool disk = false) {
   fuzzguest::Guest src, dst;
+  fuzzguest::Disk target_disk;
   for (size_t i = 0; i < 4096; i++) src.low[4096 + i] = static_cast<uint8_t>(i * 7 + 1);
   src.high[100] = 5;
   int sv[2];
@@ -44,14 +45,22 @@ bool Record(uint16_t version, const std::string& path) {
   FdChannel a(sv[0]), b(sv[1]);
   std::thread target([&] {
     IncomingMigration in(b, dst.Layout(), fuzzguest::kSecret, true, fuzzguest::FixedRandom);
+    if (disk) in.SetDisks(target_disk.Targets());
     if (in.ReceiveUntilComplete().ok()) (void)in.ConfirmResumed();
   });
   Recording rec(a);
   OutgoingMigration out(rec, src.Layout(), fuzzguest::kSecret, fuzzguest::FixedRandom, version);
+  if (disk) out.SetDisks({{0, fuzzguest::kDiskBytes}});
   bool ok = out.Handshake().ok();
   SendOptions bulk;
   bulk.populate_hint = true;  // version 3 streams carry Populate hints before the bulk pass's data
   ok = ok && out.SendRanges({{0, fuzzguest::kRegionBytes}, {uint64_t{1} << 32, fuzzguest::kRegionBytes}}, bulk).ok();
+  if (disk) {
+    std::vector<uint8_t> block(4096);
+    for (size_t i = 0; i < block.size(); i++) block[i] = static_cast<uint8_t>(i * 3 + 1);
+    ok = ok && out.SendDiskData(0, 8192, block.data(), block.size()).ok();
+    ok = ok && out.SendDiskZero(0, 16384, 32768).ok();
+  }
   ok = ok && out.Sync().ok();
   SendOptions paused;
   paused.check_data = true;
@@ -74,7 +83,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string dir = argv[1];
-  bool ok = Record(3, dir + "/stream-v3") && Record(2, dir + "/stream-v2");
+  bool ok = Record(4, dir + "/stream-v4-disk", true) && Record(4, dir + "/stream-v4") && Record(3, dir + "/stream-v3") &&
+            Record(2, dir + "/stream-v2");
   std::printf("%s\n", ok ? "seeds written" : "seed recording failed");
   return ok ? 0 : 1;
 }

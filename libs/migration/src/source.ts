@@ -36,6 +36,9 @@ export interface MigrationResult extends ProtocolMigrationResult {
   readonly converged: boolean;
   readonly dataPages: number;
   readonly zeroPages: number;
+  /** Bytes of copied disks (`migrate: "copy"`) sent with data (part of bytesSent; pending disk blocks count in the
+   *  convergence policy's remaining bytes like dirty pages). */
+  readonly diskBytes: number;
   /** SHA-256 of all guest RAM at switch-over, when `digest` was asked for (tests). */
   readonly memoryDigest?: string;
 }
@@ -101,6 +104,7 @@ export class OutgoingMigration {
         converged,
         dataPages: totals?.dataPages ?? 0,
         zeroPages: totals?.zeroPages ?? 0,
+        diskBytes: totals?.diskBytes ?? 0,
         ...extra,
       };
     };

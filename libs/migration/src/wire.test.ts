@@ -25,6 +25,8 @@ describe("wire format (TypeScript decoder vs the C++ golden frames)", () => {
     ["start", "Start", 24],
     ["zero", "Zero", 40],
     ["populate", "Populate", 40],
+    ["diskZero", "DiskZero", 24],
+    ["disk", "Disk", 28],
     ["abandon", "Abandon", 20],
   ])("decodes the golden %s frame with a valid CRC", (name, command, length) => {
     const [f] = decodeFrames(frame(name));
@@ -57,6 +59,15 @@ describe("wire format (TypeScript decoder vs the C++ golden frames)", () => {
     const [f] = decodeFrames(frame("start"));
     const v = new DataView(f?.payload.buffer ?? new ArrayBuffer(0), f?.payload.byteOffset, 24);
     expect([v.getUint16(0, true), Number(v.getBigUint64(8, true)), v.getUint32(16, true)]).toEqual([2, 2 ** 30, 4096]);
+  });
+
+  it("decodes the golden Disk frame's extent (disk 1, offset 512, 4 bytes) and data", () => {
+    const [f] = decodeFrames(frame("disk"));
+    const v = new DataView(f?.payload.buffer ?? new ArrayBuffer(0), f?.payload.byteOffset, 28);
+    expect([v.getUint32(0, true), Number(v.getBigUint64(8, true)), Number(v.getBigUint64(16, true))]).toEqual([
+      1, 512, 4,
+    ]);
+    expect(Buffer.from(f?.payload.subarray(24) ?? []).toString("hex")).toBe("deadbeef");
   });
 
   it("rejects truncated input", () => {

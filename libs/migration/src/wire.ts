@@ -22,6 +22,10 @@ export const WIRE_COMMANDS = {
   Abandon: 11,
   Sync: 12,
   Populate: 13,
+  /** A copied disk's bytes: {u32 disk, u32 reserved, u64 offset, u64 length} + data (protocol 4). */
+  Disk: 14,
+  /** A copied disk's range that reads as zeros: {u32 disk, u32 reserved, u64 offset, u64 length} (protocol 4). */
+  DiskZero: 15,
 } as const;
 
 const NAMES = Object.fromEntries(Object.entries(WIRE_COMMANDS).map(([k, v]) => [v, k])) as Record<number, string>;

@@ -66,7 +66,7 @@ export {
   type VmStats,
 } from "./vm-control.ts";
 /** Disks of a Linux boot (`boot.disks`: virtio-blk, /dev/vda ...) and their validation. */
-export { MAX_DISK_SERIAL_BYTES, MAX_VM_DISKS, parseVmDisks, type VmDisk } from "./vm-disk.ts";
+export { MAX_DISK_SERIAL_BYTES, MAX_VM_DISKS, parseVmDisks, type VmDisk, type VmDiskMigrate } from "./vm-disk.ts";
 /** NICs of a Linux boot (`boot.nics`: virtio-net on a host tap, eth0 ...) and their validation. */
 export { MAX_TAP_NAME_BYTES, MAX_VM_PCI_DEVICES, parseMac, parseVmNics, type VmNic } from "./vm-nic.ts";
 /** Options of Vm.create and their validation. */

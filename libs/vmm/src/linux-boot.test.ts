@@ -196,7 +196,7 @@ describe("linux boot options", () => {
       // Past the TypeScript validation, C++ still refuses a malformed disks argument (a TypeError, no machine).
       const Ctor = nativeAddon().NativeVm as new (...args: unknown[]) => NativeVm;
       expect(() => new Ctor(64 << 20, 1, false, () => undefined, true, [["/x", "rw", ""]])).toThrow(
-        /disks must be \[\[path: string, readOnly: boolean, serial: string\], \.\.\.\]/,
+        /disks must be \[\[path: string, readOnly: boolean, serial: string, copy\?: boolean\], \.\.\.\]/,
       );
       expect(() => new Ctor(64 << 20, 1, false, () => undefined, true, "/x")).toThrow(TypeError);
     } finally {

@@ -20,6 +20,10 @@ export interface MigrationRoundStats {
   readonly dataPages: number;
   /** Pages sent as zero markers. */
   readonly zeroPages: number;
+  /** Bytes of copied disks (`boot.disks[i].migrate: "copy"`) sent with data; part of bytesSent. */
+  readonly diskBytes: number;
+  /** Bytes of copied disks sent as zero-range markers (holes, zero blocks). */
+  readonly diskZeroBytes: number;
   readonly seconds: number;
 }
 
@@ -27,8 +31,11 @@ export interface MigrationRoundStats {
 export interface MigrationCollectStats {
   /** Bytes dirtied since the previous collection. */
   readonly newDirtyBytes: number;
-  /** Bytes collected and not sent yet (what a switch-over now would send, plus what the guest dirties meanwhile). */
+  /** Bytes collected and not sent yet (what a switch-over now would send, plus what the guest dirties meanwhile):
+   *  memory pages and copied-disk blocks (64 KiB granules) together. */
   readonly pendingBytes: number;
+  /** The copied disks' part of pendingBytes. */
+  readonly diskPendingBytes: number;
   readonly secondsSinceLast: number;
 }
 
@@ -61,6 +68,9 @@ export interface MigrationStreamTotals {
   readonly bytesSent: number;
   readonly dataPages: number;
   readonly zeroPages: number;
+  /** Copied-disk bytes sent with data, and as zero-range markers. */
+  readonly diskBytes: number;
+  readonly diskZeroBytes: number;
 }
 
 /** What the target received. */
@@ -81,6 +91,9 @@ export interface MigrationTargetStats {
   readonly prefaultedBytes: number;
   /** Hinted bytes in sparse 2 MiB chunks, received into 4 KiB pages instead of huge pages. */
   readonly smallPageBytes: number;
+  /** Copied-disk bytes written into this side's disk files, and zeroed (holes punched) there. */
+  readonly diskBytes: number;
+  readonly diskZeroBytes: number;
   /** SHA-256 (hex) of all guest RAM before its vCPUs started, when asked for (tests). */
   readonly memoryDigest?: string;
 }

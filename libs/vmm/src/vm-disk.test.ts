@@ -12,17 +12,32 @@ writeFileSync(image, Buffer.alloc(4096));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("boot.disks validation (no KVM needed)", () => {
-  it("fills the defaults and hands C++ [path, readOnly, serial] triples", () => {
-    const disks = parseVmDisks([{ path: image }, { path: image, readOnly: true, serial: "kvt-disk-1" }]);
-    expect(disks).toEqual([
-      { path: image, readOnly: false, serial: "" },
+  it("fills the defaults and hands C++ [path, readOnly, serial, copy] tuples", () => {
+    const disks = parseVmDisks([
+      { path: image },
       { path: image, readOnly: true, serial: "kvt-disk-1" },
+      { path: image, migrate: "copy" },
+    ]);
+    expect(disks).toEqual([
+      { path: image, readOnly: false, serial: "", migrate: "shared" },
+      { path: image, readOnly: true, serial: "kvt-disk-1", migrate: "shared" },
+      { path: image, readOnly: false, serial: "", migrate: "copy" },
     ]);
     expect(nativeDisks(disks)).toEqual([
-      [image, false, ""],
-      [image, true, "kvt-disk-1"],
+      [image, false, "", false],
+      [image, true, "kvt-disk-1", false],
+      [image, false, "", true],
     ]);
     expect(parseVmDisks([])).toEqual([]);
+  });
+
+  it("refuses a migrate mode other than shared or copy", () => {
+    expect(() => parseVmDisks([{ path: image, migrate: "block" }])).toThrow(
+      new RangeError('boot.disks[0].migrate must be "shared" or "copy", got "block"'),
+    );
+    expect(() => parseVmDisks([{ path: image, migrate: true }])).toThrow(
+      new TypeError("boot.disks[0].migrate must be a string"),
+    );
   });
 
   it("accepts a block device and a symlink to a file", () => {
@@ -82,7 +97,9 @@ describe("boot.disks validation (no KVM needed)", () => {
 
   it("is checked by Vm.create's option parser before KVM is touched", () => {
     const boot = { kind: "linux" as const, kernelPath: "/k", disks: [{ path: image, serial: "kvt-disk-0" }] };
-    expect(parseLinuxBoot(boot).disks).toEqual([{ path: image, readOnly: false, serial: "kvt-disk-0" }]);
+    expect(parseLinuxBoot(boot).disks).toEqual([
+      { path: image, readOnly: false, serial: "kvt-disk-0", migrate: "shared" },
+    ]);
     expect(parseLinuxBoot({ kind: "linux", kernelPath: "/k" }).disks).toBeUndefined();
     expect(() =>
       parseVmOptions({ memoryBytes: 64 << 20, boot: { ...boot, disks: [{ path: join(dir, "gone.img") }] } }),

@@ -1,10 +1,16 @@
 /**
  * Disks of a Linux boot (`boot.disks`): virtio-blk devices on the guest's PCI bus, disk i at 00:(i+1).0, which
  * Linux names /dev/vda, /dev/vdb, ... (native/src/vmm/machine_virtio.cc; the device in native/src/devices/virtio).
- * Validated here; the native constructor gets `[path, readOnly, serial]` triples that are already valid.
+ * Validated here; the native constructor gets `[path, readOnly, serial, copy]` tuples that are already valid.
  *
- *   boot.disks[i] { path, readOnly?, serial? } --parseVmDisks--> defaults filled --nativeDisks--> [path, readOnly,
- *   serial] --> new NativeVm(..., linuxPlatform, disks)
+ *   boot.disks[i] { path, readOnly?, serial?, migrate? } --parseVmDisks--> defaults filled --nativeDisks-->
+ *   [path, readOnly, serial, migrate === "copy"] --> new NativeVm(..., linuxPlatform, disks)
+ *
+ * `migrate` says what a live migration does with the disk: "shared" (the default) = both sides open the same file
+ * (an RWX volume) and nothing is copied; "copy" = a local disk (containerDisk overlay, emptyDisk, ephemeral): its
+ * contents travel in the migration stream with dirty-block tracking, into the target's own file of the same path
+ * option, which the target's launcher creates at the source's size before the migration (a fresh sparse file is
+ * best: holes cost nothing). A target older than migration protocol 4 refuses such a migration.
  *   guest: /dev/vd<a+i>, /sys/block/vd<a+i>/serial = serial, /dev/disk/by-id/virtio-<serial> (with udev)
  */
 import { statSync } from "node:fs";
@@ -17,7 +23,15 @@ export interface VmDisk {
   readonly readOnly?: boolean;
   /** What the guest reads as the disk's serial (virtio-blk GET_ID): printable ASCII, at most 20 bytes. Default "". */
   readonly serial?: string;
+  /** What a live migration does with the disk: "shared" (default: the target opens the same file) or "copy" (a
+   *  local disk: its contents are copied to the target's file, with the blocks written meanwhile). */
+  readonly migrate?: VmDiskMigrate;
 }
+
+/** How a live migration treats a disk: "shared" storage both sides open, or a local disk whose contents it copies. */
+export type VmDiskMigrate = "shared" | "copy";
+
+const DISK_MIGRATE_VALUES: readonly VmDiskMigrate[] = ["shared", "copy"];
 
 /** Most disks one VM takes (the native machine's limit: PCI slots 1..16). */
 export const MAX_VM_DISKS = 16;
@@ -25,7 +39,7 @@ export const MAX_VM_DISKS = 16;
 export const MAX_DISK_SERIAL_BYTES = 20;
 
 /** A disk as the native constructor takes it. */
-export type NativeDisk = [path: string, readOnly: boolean, serial: string];
+export type NativeDisk = [path: string, readOnly: boolean, serial: string, copyOnMigrate: boolean];
 
 const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
 
@@ -41,10 +55,14 @@ export function parseVmDisks(disks: unknown, label = "boot.disks"): Required<VmD
   return disks.map((disk: unknown, i): Required<VmDisk> => {
     const name = `${label}[${i}]`;
     if (typeof disk !== "object" || disk === null) throw new TypeError(`${name} must be an object`);
-    const { path, readOnly = false, serial = "" } = disk as Partial<Record<keyof VmDisk, unknown>>;
+    const { path, readOnly = false, serial = "", migrate = "shared" } = disk as Partial<Record<keyof VmDisk, unknown>>;
     if (typeof path !== "string" || path === "") throw new TypeError(`${name}.path must be a non-empty string`);
     if (typeof readOnly !== "boolean") throw new TypeError(`${name}.readOnly must be a boolean`);
     if (typeof serial !== "string") throw new TypeError(`${name}.serial must be a string`);
+    if (typeof migrate !== "string") throw new TypeError(`${name}.migrate must be a string`);
+    if (!DISK_MIGRATE_VALUES.includes(migrate as VmDiskMigrate)) {
+      throw new RangeError(`${name}.migrate must be "shared" or "copy", got "${migrate}"`);
+    }
     if (!PRINTABLE_ASCII.test(serial)) throw new RangeError(`${name}.serial must be printable ASCII`);
     if (serial.length > MAX_DISK_SERIAL_BYTES) {
       throw new RangeError(`${name}.serial must be at most ${MAX_DISK_SERIAL_BYTES} bytes, got ${serial.length}`);
@@ -60,11 +78,11 @@ export function parseVmDisks(disks: unknown, label = "boot.disks"): Required<VmD
     if (!stats.isFile() && !stats.isBlockDevice()) {
       throw new Error(`Cannot use ${name}.path "${path}": not a regular file or block device`);
     }
-    return { path, readOnly, serial };
+    return { path, readOnly, serial, migrate: migrate as VmDiskMigrate };
   });
 }
 
 /** Parsed disks as the native constructor takes them. */
 export function nativeDisks(disks: readonly VmDisk[]): NativeDisk[] {
-  return disks.map((d) => [d.path, d.readOnly ?? false, d.serial ?? ""]);
+  return disks.map((d) => [d.path, d.readOnly ?? false, d.serial ?? "", d.migrate === "copy"]);
 }

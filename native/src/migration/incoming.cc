@@ -130,6 +130,9 @@ Status IncomingMigration::Handshake() {
                  "guest layout mismatch: source has " + std::to_string(start.value().memory_bytes) +
                      " bytes of RAM, target " + std::to_string(ram_.total())};
   }
+  r = CheckDisks(start.value());
+  if (!r.ok()) return r;
+  disk_specs_ = start.value().disks;
   phase_ = Phase::kStreaming;
   return OkStatus();
 }
@@ -239,9 +242,9 @@ Status IncomingMigration::ReceiveUntilComplete() {
   auto r = Handshake();
   if (!r.ok()) return Fail(r.error());
   bool have_state = false;
+  std::vector<uint8_t> p;  // reused: Disk frames are up to 4 MiB
   for (;;) {
     FrameHeader h;
-    std::vector<uint8_t> p;
     r = ReadFrame(&h, &p);
     if (!r.ok()) {
       FinishPrefault();
@@ -261,23 +264,33 @@ Status IncomingMigration::ReceiveUntilComplete() {
       case Command::kZero:
         r = OnZero(h, p);
         break;
+      case Command::kDisk:
+        r = OnDisk(p);
+        break;
+      case Command::kDiskZero:
+        r = OnDiskZero(p);
+        break;
       case Command::kSync: {
         if (stats_.version < 2) {
           r = ProtocolError("Sync frame in a version 1 stream");
           break;
         }
         FinishPrefault();  // the bulk pass is in memory: later rounds fault their few pages themselves
+        r = SyncDisks();   // the disks' bulk data reaches stable storage now, not during the downtime
+        if (!r.ok()) break;
         auto frame = EncodeFrame(Command::kSync, nullptr, 0);
         r = WriteBytes(ch_, frame.data(), frame.size());
         break;
       }
       case Command::kState:
-        state_ = std::move(p);
+        state_ = std::move(p);  // p is reused: a moved-from vector is empty and valid
         have_state = true;
         break;
       case Command::kComplete:
         FinishPrefault();
         if (!have_state) return Fail(ProtocolError("Complete before State"));
+        r = SyncDisks();
+        if (!r.ok()) return Fail(r.error());
         phase_ = Phase::kReceived;
         return OkStatus();
       default:

@@ -37,6 +37,15 @@ struct IncomingStats {
   uint64_t hinted_bytes = 0;      // bytes named by Populate hints (version 3)
   uint64_t prefaulted_bytes = 0;  // bytes the prefault helper faulted in before the data reached them
   uint64_t small_page_bytes = 0;  // sparse chunks' hinted bytes + dense chunks faulted in as 4 KiB pages
+  uint64_t disk_bytes = 0;        // copied-disk bytes written (Disk frames)
+  uint64_t disk_zero_bytes = 0;   // copied-disk bytes zeroed or punched (DiskZero frames)
+};
+
+/** A copied disk on the target: its index in the machine's disks, an fd opened read-write, its size. */
+struct TargetDisk {
+  uint32_t index = 0;
+  int fd = -1;  // not owned
+  uint64_t size_bytes = 0;
 };
 
 class IncomingMigration {
@@ -50,6 +59,10 @@ class IncomingMigration {
   /** Acts on Populate hints (prefault.h); off by default (hints are then read, checked and ignored). Set before
    *  ReceiveUntilComplete(). */
   void EnablePrefault(PrefaultOptions options);
+  /** The target's copied disks (before ReceiveUntilComplete). Start must name exactly these indexes with the same
+   *  sizes (EINVAL "disk 1: ..." otherwise); Disk/DiskZero frames are written to them (incoming_disk.cc) and they
+   *  are fdatasynced at each Sync and at Complete. */
+  void SetDisks(std::vector<TargetDisk> disks) { disks_ = std::move(disks); }
 
   /** Handshake, Start, then pages and state until Complete. On error: Abandon to the source, phase kFailed. */
   Status ReceiveUntilComplete();
@@ -69,6 +82,11 @@ class IncomingMigration {
   Status OnMemory(const FrameHeader& h);
   Status OnZero(const FrameHeader& h, const std::vector<uint8_t>& payload);
   Status OnPopulate(const std::vector<uint8_t>& payload);
+  Status CheckDisks(const Start& start) const;
+  Status OnDisk(const std::vector<uint8_t>& payload);
+  Status OnDiskZero(const std::vector<uint8_t>& payload);
+  Status SyncDisks();
+  const TargetDisk* DiskOf(uint32_t index) const;
   void FinishPrefault();
   Status ReadTable(const FrameHeader& h, uint32_t* crc, std::vector<PageRange>* ranges);
   void MarkTouched(const PageRange& r);
@@ -86,6 +104,8 @@ class IncomingMigration {
   std::vector<bool> populated_;
   std::vector<uint64_t> touched_;  // pages written by this migration (bit per page of [0, memory_end_))
   std::vector<uint8_t> state_;
+  std::vector<TargetDisk> disks_;
+  std::vector<DiskSpec> disk_specs_;  // what Start named (checked against disks_)
   IncomingStats stats_;
   std::unique_ptr<Prefaulter> prefault_;  // null unless enabled
   bool hints_pending_ = false;            // Populate hints arrived, the helper not started yet

@@ -77,13 +77,19 @@ Status OutgoingMigration::Handshake() {
     Abandon("authentication failed");
     return Error{EACCES, "migration handshake", "authentication failed: the target does not know the secret"};
   }
+  if (!disks_.empty() && version < kDiskProtocolVersion) {
+    std::string why = "the target cannot receive copied disks: it speaks migration protocol " +
+                      std::to_string(version) + ", copying disks needs " + std::to_string(kDiskProtocolVersion);
+    Abandon(why);
+    return Error{EPROTONOSUPPORT, "migration handshake", why};
+  }
   Digest mac = HandshakeMac(secret_, kSourceLabel, version, ch.value().nonce, hello.nonce);
   r = SendFrame(Command::kAuth, mac.data(), mac.size());
   if (!r.ok()) return r;
   r = ReadReply(Command::kAuthOk, &reply);
   if (!r.ok()) return r;
   stats_.version = version;
-  p = EncodeStart(Start{version, 0, ram_.total(), static_cast<uint32_t>(kPage)});
+  p = EncodeStart(Start{version, 0, ram_.total(), static_cast<uint32_t>(kPage), disks_});
   return SendFrame(Command::kStart, p.data(), p.size());
 }
 

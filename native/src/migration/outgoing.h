@@ -40,14 +40,26 @@ struct OutgoingStats {
   uint64_t bytes = 0;       // wire bytes written, headers included
   uint64_t data_pages = 0;  // pages sent with data
   uint64_t zero_pages = 0;  // pages sent as markers
+  uint64_t disk_bytes = 0;       // copied-disk bytes sent with data (Disk frames)
+  uint64_t disk_zero_bytes = 0;  // copied-disk bytes sent as DiskZero markers
 };
 
 class OutgoingMigration {
  public:
   OutgoingMigration(Channel& channel, RamLayout ram, std::string secret, RandomFn random,
                     uint16_t max_version = kProtocolVersion);
+  /** The copied disks Start announces (set before Handshake). Nonempty: the target must speak version >= 4, or the
+   *  handshake stops with EPROTONOSUPPORT "the target cannot receive copied disks" (Abandon sent). */
+  void SetDisks(std::vector<DiskSpec> disks) { disks_ = std::move(disks); }
   /** Hello, Challenge (verifies the target), Auth, AuthOk, Start. */
   Status Handshake();
+  /** Sends `len` bytes of copied disk `disk` at `offset` (a Disk frame, CRC over all of it; len <= 4 MiB).
+   *  outgoing_disk.cc. */
+  Status SendDiskData(uint32_t disk, uint64_t offset, const uint8_t* data, uint64_t len);
+  /** Sends a DiskZero marker: [offset, offset + len) of copied disk `disk` reads as zeros. */
+  Status SendDiskZero(uint32_t disk, uint64_t offset, uint64_t len);
+  /** Sleeps as long as needed to keep everything sent so far under `bytes_per_sec` (0 = no cap). */
+  void Pace(uint64_t bytes_per_sec);
   /** Sends the pages of `ranges` (each inside one RAM region). */
   Status SendRanges(const std::vector<PageRange>& ranges, const SendOptions& options);
   /** Waits until the target has taken in everything sent so far (Sync round trip; a no-op on version 1). */
@@ -68,13 +80,13 @@ class OutgoingMigration {
   Status SendTables(Command c, const std::vector<PageRange>& ranges);
   Status SendClassifiedFirst(const std::vector<PageRange>& ranges, const SendOptions& o);
   Status Classify(const PageRange& r, const SendOptions& o, RangeTable* data, RangeTable* zeros);
-  void Pace(uint64_t bytes_per_sec);
 
   Channel& ch_;
   RamLayout ram_;
   std::string secret_;
   RandomFn random_;
   uint16_t max_version_;
+  std::vector<DiskSpec> disks_;
   ResidencyProbe probe_;
   OutgoingStats stats_;
   uint64_t paced_bytes_ = 0;

@@ -1,11 +1,15 @@
 #include "migration/session.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -127,6 +131,14 @@ Result<std::unique_ptr<SourceSession>> SourceSession::Connect(vmm::Machine* mach
   freeaddrinfo(res.value());
   if (fd < 0) return Error{err, "connect", host + ":" + std::to_string(port)};
   std::unique_ptr<SourceSession> s(new SourceSession(machine, std::make_unique<FdChannel>(fd), LayoutOf(machine), secret));
+  std::vector<DiskSpec> specs;
+  for (const vmm::CopiedDisk& d : machine->CopiedDisks()) {
+    auto disk = DiskSource::Open(d.index, d.path);
+    if (!disk.ok()) return disk.error();
+    specs.push_back({d.index, disk.value().size_bytes()});
+    s->disks_.push_back(std::move(disk.value()));
+  }
+  s->out_->SetDisks(specs);
   auto r = s->out_->Handshake();
   if (!r.ok()) return r.error();
   r = machine->StartDirtyLog();
@@ -134,6 +146,7 @@ Result<std::unique_ptr<SourceSession>> SourceSession::Connect(vmm::Machine* mach
     s->out_->Abandon("dirty log failed");
     return r.error();
   }
+  if (!s->disks_.empty()) machine->StartDiskDirtyLog();  // before the bulk pass reads the disks
   s->last_collect_ns_ = NowNs();
   return s;
 }
@@ -144,17 +157,33 @@ Status SourceSession::Check() const {
   return OkStatus();
 }
 
-Result<RoundStats> SourceSession::SendRangesTimed(const std::vector<PageRange>& ranges, const SendOptions& o) {
+template <typename F>
+Result<RoundStats> SourceSession::Timed(F send) {
   OutgoingStats before = out_->stats();
   uint64_t t0 = NowNs();
-  auto r = out_->SendRanges(ranges, o);
+  Status r = send();
   if (!r.ok()) return cancel_.load() ? Error{ECANCELED, "migration", "canceled"} : r.error();
   RoundStats rs;
   rs.bytes_sent = out_->stats().bytes - before.bytes;
   rs.data_pages = out_->stats().data_pages - before.data_pages;
   rs.zero_pages = out_->stats().zero_pages - before.zero_pages;
+  rs.disk_bytes = out_->stats().disk_bytes - before.disk_bytes;
+  rs.disk_zero_bytes = out_->stats().disk_zero_bytes - before.disk_zero_bytes;
   rs.seconds = double(NowNs() - t0) / 1e9;
   return rs;
+}
+
+Result<RoundStats> SourceSession::SendRangesTimed(const std::vector<PageRange>& ranges, const SendOptions& o,
+                                                  bool bulk) {
+  return Timed([&]() -> Status {
+    auto r = out_->SendRanges(ranges, o);
+    if (!r.ok()) return r;
+    for (DiskSource& d : disks_) {
+      r = bulk ? d.SendAll(*out_, o.bytes_per_sec, o.cancel) : d.SendPending(*out_, o.bytes_per_sec, o.cancel);
+      if (!r.ok()) return r;
+    }
+    return OkStatus();
+  });
 }
 
 Result<RoundStats> SourceSession::SendBulk(uint64_t bytes_per_sec) {
@@ -167,7 +196,7 @@ Result<RoundStats> SourceSession::SendBulk(uint64_t bytes_per_sec) {
   o.populate_hint = true;
   o.bytes_per_sec = bytes_per_sec;
   o.cancel = &cancel_;
-  return SendRangesTimed(all, o);
+  return SendRangesTimed(all, o, true);
 }
 
 Result<CollectStats> SourceSession::Collect() {
@@ -189,6 +218,11 @@ Result<CollectStats> SourceSession::Collect() {
     pending_[rd.region].OrWords(rd.bitmap.words(), rd.bitmap.word_count());
   }
   for (const memory::DirtyBitmap& p : pending_) cs.pending_bytes += p.Count() * memory::kPageSize;
+  for (DiskSource& d : disks_) {
+    cs.new_dirty_bytes += d.AddDirty(machine_->TakeDiskDirty(d.index()));
+    cs.disk_pending_bytes += d.pending_bytes();
+  }
+  cs.pending_bytes += cs.disk_pending_bytes;
   return cs;
 }
 
@@ -204,7 +238,7 @@ Result<RoundStats> SourceSession::SendPending(uint64_t bytes_per_sec) {
   o.bytes_per_sec = bytes_per_sec;
   o.cancel = &cancel_;
   o.check_data = machine_->state() == vmm::MachineState::kPaused;
-  return SendRangesTimed(table.ranges(), o);
+  return SendRangesTimed(table.ranges(), o, false);
 }
 
 Result<SwitchStats> SourceSession::SwitchOver(uint64_t bytes_per_sec, bool digest) {
@@ -259,6 +293,7 @@ void SourceSession::Close() {
   if (closed_) return;
   closed_ = true;
   if (machine_->dirty_logging()) (void)machine_->StopDirtyLog();
+  if (!disks_.empty()) machine_->StopDiskDirtyLog();
   if (!released_) ch_->Shutdown();
 }
 
@@ -324,6 +359,24 @@ Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io
   RamLayout ram = LayoutOf(machine_);
   IncomingMigration in(ch, ram, secret, false, SystemRandom);
   in.EnablePrefault(PrefaultOptions{});
+  // The copied disks: this machine's own files (the launcher made them, sized as the source's), written here.
+  struct DiskFds {
+    std::vector<TargetDisk> disks;
+    ~DiskFds() {
+      for (const TargetDisk& d : disks) close(d.fd);
+    }
+  } fds;
+  for (const vmm::CopiedDisk& d : machine_->CopiedDisks()) {
+    int dfd = open(d.path.c_str(), O_RDWR | O_CLOEXEC);
+    if (dfd < 0) return Error{errno, "open", d.path};
+    fds.disks.push_back({d.index, dfd, 0});
+    struct stat st {};
+    if (fstat(dfd, &st) != 0) return Error{errno, "fstat", d.path};
+    uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (S_ISBLK(st.st_mode) && ioctl(dfd, BLKGETSIZE64, &size) != 0) return Error{errno, "BLKGETSIZE64", d.path};
+    fds.disks.back().size_bytes = size;
+  }
+  in.SetDisks(fds.disks);
   TargetStats ts;
   uint64_t t0 = NowNs();
   auto r = in.ReceiveUntilComplete();

@@ -8,6 +8,10 @@
 //                        -> anything else: Resume() at once, error (the guest runs on untouched)
 //           Cancel() (any thread) fails the step in flight; Close() stops the dirty log and the connection.
 //  target:  Listen -> Accept (one connection: receive until Complete -> RestoreState -> Start -> Resumed)
+//  copied disks (DiskConfig::copy_on_migrate): Connect opens each read-only and starts its dirty-block map; the bulk
+//  pass sends them after the memory, each Collect takes their dirty blocks with the dirty pages, each SendPending
+//  sends both; SwitchOver's Pause quiesces the disk workers, so its Collect takes the last blocks. The target opens
+//  its own copies read-write (same index, same size, else Start fails) and fdatasyncs them before Resumed.
 #pragma once
 
 #include <atomic>
@@ -20,6 +24,7 @@
 #include "kvm/result.h"
 #include "memory/dirty_bitmap.h"
 #include "migration/channel.h"
+#include "migration/disk_source.h"
 #include "migration/outgoing.h"
 #include "vmm/machine.h"
 
@@ -30,13 +35,16 @@ struct RoundStats {
   uint64_t bytes_sent = 0;  // wire bytes of this step
   uint64_t data_pages = 0;
   uint64_t zero_pages = 0;
+  uint64_t disk_bytes = 0;       // copied-disk bytes sent with data (included in bytes_sent)
+  uint64_t disk_zero_bytes = 0;  // copied-disk bytes sent as zero markers
   double seconds = 0;
 };
 
 /** What Collect() found. */
 struct CollectStats {
-  uint64_t new_dirty_bytes = 0;  // pages dirtied since the previous Collect (or since the dirty log started)
-  uint64_t pending_bytes = 0;    // everything collected and not sent yet
+  uint64_t new_dirty_bytes = 0;  // pages (and copied-disk blocks) dirtied since the previous Collect
+  uint64_t pending_bytes = 0;    // everything collected and not sent yet, memory and copied disks
+  uint64_t disk_pending_bytes = 0;  // the copied disks' part of pending_bytes
   double seconds_since_last = 0;
 };
 
@@ -71,13 +79,18 @@ class SourceSession {
  private:
   SourceSession(vmm::Machine* machine, std::unique_ptr<FdChannel> ch, RamLayout ram, const std::string& secret);
   Status Check() const;
-  Result<RoundStats> SendRangesTimed(const std::vector<PageRange>& ranges, const SendOptions& o);
+  // Sends memory ranges, then every copied disk whole (`bulk`) or its pending blocks.
+  Result<RoundStats> SendRangesTimed(const std::vector<PageRange>& ranges, const SendOptions& o, bool bulk);
+  // Runs `send` (memory ranges, then the copied disks) and measures what it put on the wire.
+  template <typename F>
+  Result<RoundStats> Timed(F send);
 
   vmm::Machine* machine_;
   std::unique_ptr<FdChannel> ch_;
   RamLayout ram_;
   std::unique_ptr<OutgoingMigration> out_;
   std::vector<memory::DirtyBitmap> pending_;
+  std::vector<DiskSource> disks_;  // the machine's copied disks (DiskConfig::copy_on_migrate)
   std::vector<uint64_t> region_base_;
   std::atomic<bool> cancel_{false};
   bool closed_ = false;

@@ -39,7 +39,7 @@ uint64_t MaxPayload(uint16_t command) {
     case Command::kAuth:
       return 32;
     case Command::kStart:
-      return 24;
+      return 32 + 16 * kMaxStartDisks;
     case Command::kMemory:
       return RangeTableBytes(kMaxRangesPerFrame) + kMaxMemoryFrameBytes;
     case Command::kZero:
@@ -47,6 +47,10 @@ uint64_t MaxPayload(uint16_t command) {
       return RangeTableBytes(kMaxRangesPerFrame);
     case Command::kState:
       return kMaxStateBytes;
+    case Command::kDisk:
+      return kDiskExtentBytes + kMaxDiskFrameBytes;
+    case Command::kDiskZero:
+      return kDiskExtentBytes;
     case Command::kAbandon:
       return 4 + kMaxReasonBytes;
     case Command::kAuthOk:
@@ -65,7 +69,7 @@ Error ProtocolError(const std::string& detail) { return Error{EPROTO, "migration
 const char* CommandName(uint16_t command) {
   static const char* const kNames[] = {"unknown", "Hello",    "Challenge", "Auth",     "AuthOk",  "Start",
                                        "Memory",  "Zero",     "State",     "Complete", "Resumed", "Abandon", "Sync",
-                                       "Populate"};
+                                       "Populate", "Disk",     "DiskZero"};
   return command < sizeof(kNames) / sizeof(kNames[0]) ? kNames[command] : "unknown";
 }
 
@@ -96,7 +100,7 @@ uint32_t HeaderCrc(const FrameHeader& h) {
 }
 
 Status ValidateHeader(const FrameHeader& h) {
-  if (h.command < static_cast<uint16_t>(Command::kHello) || h.command > static_cast<uint16_t>(Command::kPopulate)) {
+  if (h.command < static_cast<uint16_t>(Command::kHello) || h.command > static_cast<uint16_t>(Command::kDiskZero)) {
     return ProtocolError("unknown command " + std::to_string(h.command));
   }
   if (h.reserved != 0 || (h.flags & ~kFlagPayloadChecked) != 0) {
@@ -158,23 +162,67 @@ Result<Challenge> DecodeChallenge(const uint8_t* p, size_t len) {
 }
 
 std::vector<uint8_t> EncodeStart(const Start& m) {
-  std::vector<uint8_t> p(24, 0);
+  std::vector<uint8_t> p(m.disks.empty() ? 24 : 32 + 16 * m.disks.size(), 0);
   Put16(&p[0], m.version);
   Put32(&p[4], m.flags);
   Put64(&p[8], m.memory_bytes);
   Put32(&p[16], m.page_size);
+  if (m.disks.empty()) return p;
+  Put32(&p[24], static_cast<uint32_t>(m.disks.size()));
+  for (size_t i = 0; i < m.disks.size(); i++) {
+    Put32(&p[32 + 16 * i], m.disks[i].index);
+    Put64(&p[40 + 16 * i], m.disks[i].size_bytes);
+  }
   return p;
 }
 
 Result<Start> DecodeStart(const uint8_t* p, size_t len) {
-  if (len != 24) return ProtocolError("Start: bad length");
+  if (len != 24 && len < 32) return ProtocolError("Start: bad length");
   Start m;
   m.version = Get16(p);
   m.flags = Get32(p + 4);
   m.memory_bytes = Get64(p + 8);
   m.page_size = Get32(p + 16);
   if (m.page_size == 0 || (m.page_size & (m.page_size - 1)) != 0) return ProtocolError("Start: bad page size");
+  if (len == 24) return m;
+  uint32_t n = Get32(p + 24);
+  if (Get32(p + 28) != 0) return ProtocolError("Start: reserved word set");
+  if (n == 0 || n > kMaxStartDisks || len != 32 + 16 * uint64_t{n}) return ProtocolError("Start: bad disk table");
+  for (uint32_t i = 0; i < n; i++) {
+    DiskSpec d{Get32(p + 32 + 16 * i), Get64(p + 40 + 16 * i)};
+    if (Get32(p + 36 + 16 * i) != 0) return ProtocolError("Start: disk flags set");
+    for (const DiskSpec& e : m.disks) {
+      if (e.index == d.index) return ProtocolError("Start: disk " + std::to_string(d.index) + " named twice");
+    }
+    m.disks.push_back(d);
+  }
   return m;
+}
+
+std::vector<uint8_t> EncodeDiskExtent(const DiskExtent& e) {
+  std::vector<uint8_t> p(kDiskExtentBytes, 0);
+  Put32(&p[0], e.disk);
+  Put64(&p[8], e.offset);
+  Put64(&p[16], e.length);
+  return p;
+}
+
+Result<DiskExtent> DecodeDiskExtent(const uint8_t* p, const std::vector<DiskSpec>& disks, uint64_t max_length) {
+  DiskExtent e{Get32(p), Get64(p + 8), Get64(p + 16)};
+  if (Get32(p + 4) != 0) return ProtocolError("disk extent: reserved word set");
+  const DiskSpec* spec = nullptr;
+  for (const DiskSpec& d : disks) {
+    if (d.index == e.disk) spec = &d;
+  }
+  if (spec == nullptr) return ProtocolError("disk extent: unknown disk " + std::to_string(e.disk));
+  if (e.length == 0 || e.length > max_length) {
+    return ProtocolError("disk extent: bad length " + std::to_string(e.length));
+  }
+  if (e.offset >= spec->size_bytes || e.length > spec->size_bytes - e.offset) {
+    return ProtocolError("disk extent: outside disk " + std::to_string(e.disk) + " (" +
+                         std::to_string(spec->size_bytes) + " bytes)");
+  }
+  return e;
 }
 
 std::vector<uint8_t> EncodeAbandon(const Abandon& m) {

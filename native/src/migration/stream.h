@@ -10,20 +10,28 @@
 //    |----------------------------------------------------------->|  wrong mac: Abandon "authentication failed" + close
 //    |  AuthOk   {}                                                |  (nothing but Hello/Auth is read before this point)
 //    |<-----------------------------------------------------------|
-//    |  Start    {ver, flags, memoryBytes, pageSize}               |  layout must match the target's guest
+//    |  Start    {ver, flags, memoryBytes, pageSize                |  layout must match the target's guest
+//    |            [, n, disks[n] {index, flags, sizeBytes}]}       |  (version >= 4: the copied disks; each must be a
+//    |                                                             |   copied disk of the target, of the same size)
 //    |  Populate {n, ranges[n]}                 (version >= 3, bulk pass only, before its data: the pages that will
 //    |                                           come with data; a hint, no data: the target faults them in on a
 //    |                                           helper thread, top down, while it receives bottom up, and backs
 //    |                                           sparse 2 MiB chunks with 4 KiB pages instead of huge pages)
 //    |  Memory   {n, ranges[n]} page data ...   (bulk pass, then dirty rounds; written straight into guest memory)
 //    |  Zero     {n, ranges[n]}                 (pages that are all zeros: a marker, no data; version >= 2 only)
+//    |  Disk     {disk, offset, length} data[length]  (version >= 4: bytes of a copied disk, pwrite() on the target)
+//    |  DiskZero {disk, offset, length}       (version >= 4: a range that reads as zeros: a hole, or zero blocks)
+//    |                                         bulk pass: every copied disk after the memory (SEEK_DATA/SEEK_HOLE:
+//    |                                         holes go as DiskZero); rounds: the blocks the guest wrote since the
+//    |                                         last collection (64 KiB granules); switch-over: the last ones
 //    |  Sync     {}  -> the target answers Sync {} once everything before it is in guest memory (version >= 2):
 //    |                  the source syncs before each dirty-log collection, so a switch-over never starts with
 //    |                  megabytes still queued in socket buffers (they would count as downtime)
 //    |  -- source pauses the guest --                              |
 //    |  Memory/Zero (final dirty pages), State {machine state}     |
 //    |  Complete {}                                                |
-//    |----------------------------------------------------------->|  target restores state, resumes the guest
+//    |----------------------------------------------------------->|  target fdatasyncs its copied disks (also at
+//    |                                                             |  each Sync), restores state, resumes the guest
 //    |  Resumed  {}                                                |
 //    |<-----------------------------------------------------------|  only now does the source release its guest
 //    Abandon {code, reason} may be sent by either side at any point; both close; the source resumes its guest.
@@ -39,9 +47,12 @@
 // round), so a data CRC would be a race, not an integrity check. Memory frames sent while the guest is paused (the
 // final round) check their data too. TCP's own checksum covers the bytes on the wire either way.
 //
-// Versions: the current version (3) and the previous one (2) are accepted; 2 has no Populate command (the target
-// then faults its memory in as the data arrives). Hello carries each side's range; the target picks the highest
-// common version and names it in Challenge.
+// Versions: the current version (4) and the older ones down to 2 are accepted; 2 has no Populate command (the
+// target then faults its memory in as the data arrives), 3 has no disk frames. Hello carries each side's range; the
+// target picks the highest common version and names it in Challenge. A source with copied disks needs version 4:
+// against an older target it stops after the handshake with "the target cannot receive copied disks" (Abandon);
+// without copied disks it speaks 3 with an old peer as before. Disk and DiskZero frames are always fully checked
+// (the source reads the disk into a buffer first, so the CRC covers stable bytes).
 #pragma once
 
 #include <cstddef>
@@ -55,7 +66,8 @@
 
 namespace kvmts::migration {
 
-inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kProtocolVersion = 4;
+inline constexpr uint16_t kDiskProtocolVersion = 4;  // the first version with copied disks
 inline constexpr uint16_t kMinProtocolVersion = 2;
 inline constexpr size_t kHeaderSize = 16;
 inline constexpr size_t kNonceSize = 32;
@@ -65,6 +77,9 @@ inline constexpr uint64_t kMaxMemoryFrameBytes = uint64_t{256} << 20;  // data b
 inline constexpr uint32_t kMaxRangesPerFrame = 65536;
 inline constexpr uint64_t kMaxStateBytes = uint64_t{64} << 20;
 inline constexpr size_t kMaxReasonBytes = 1024;
+inline constexpr uint64_t kMaxDiskFrameBytes = uint64_t{4} << 20;  // data bytes of one Disk frame
+inline constexpr uint32_t kMaxStartDisks = 16;                      // the machine's PCI limit
+inline constexpr size_t kDiskExtentBytes = 24;                      // {u32 disk, u32 reserved, u64 offset, u64 length}
 
 /** Frame commands. Values are wire constants: never renumber. */
 enum class Command : uint16_t {
@@ -81,6 +96,8 @@ enum class Command : uint16_t {
   kAbandon = 11,
   kSync = 12,
   kPopulate = 13,
+  kDisk = 14,
+  kDiskZero = 15,
 };
 
 /** Printable command name ("Memory"), or "unknown". */
@@ -119,12 +136,24 @@ struct Challenge {
   uint8_t nonce[kNonceSize] = {0};
   Digest mac{};
 };
-/** Start: what the source is about to send. */
+/** A copied disk as Start names it: its index in the machine's disk list and its size. */
+struct DiskSpec {
+  uint32_t index = 0;
+  uint64_t size_bytes = 0;
+};
+/** Start: what the source is about to send. `disks` only in version >= 4 (encoded only when nonempty). */
 struct Start {
   uint16_t version = 0;
   uint32_t flags = 0;
   uint64_t memory_bytes = 0;
   uint32_t page_size = 0;
+  std::vector<DiskSpec> disks{};
+};
+/** The prefix of a Disk frame and the whole payload of DiskZero: a byte range of copied disk `disk`. */
+struct DiskExtent {
+  uint32_t disk = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
 };
 /** Abandon: why a side gives up. */
 struct Abandon {
@@ -140,6 +169,12 @@ std::vector<uint8_t> EncodeStart(const Start& m);
 Result<Start> DecodeStart(const uint8_t* p, size_t len);
 std::vector<uint8_t> EncodeAbandon(const Abandon& m);
 Result<Abandon> DecodeAbandon(const uint8_t* p, size_t len);
+
+/** Encodes a Disk prefix / DiskZero payload (kDiskExtentBytes). */
+std::vector<uint8_t> EncodeDiskExtent(const DiskExtent& e);
+/** Decodes kDiskExtentBytes and checks them against the copied disks of the stream: a known disk index, a nonzero
+ *  length of at most `max_length`, inside [0, size) of that disk; a nonzero reserved word is refused. */
+Result<DiskExtent> DecodeDiskExtent(const uint8_t* p, const std::vector<DiskSpec>& disks, uint64_t max_length);
 
 /** Bytes of a range table of `n` entries: u32 n, u32 reserved, n x {u64 gpa, u64 length}. */
 inline uint64_t RangeTableBytes(uint64_t n) { return 8 + 16 * n; }

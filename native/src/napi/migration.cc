@@ -86,6 +86,8 @@ Napi::Object RoundJs(Napi::Env env, const migration::RoundStats& r) {
   o.Set("bytesSent", double(r.bytes_sent));
   o.Set("dataPages", double(r.data_pages));
   o.Set("zeroPages", double(r.zero_pages));
+  o.Set("diskBytes", double(r.disk_bytes));
+  o.Set("diskZeroBytes", double(r.disk_zero_bytes));
   o.Set("seconds", r.seconds);
   return o;
 }
@@ -154,6 +156,7 @@ Napi::Value JS_SourceCollect(const Napi::CallbackInfo& info) {
         Napi::Object o = Napi::Object::New(e);
         o.Set("newDirtyBytes", double(c.new_dirty_bytes));
         o.Set("pendingBytes", double(c.pending_bytes));
+        o.Set("diskPendingBytes", double(c.disk_pending_bytes));
         o.Set("secondsSinceLast", c.seconds_since_last);
         return o;
       });
@@ -203,6 +206,8 @@ Napi::Value JS_SourceTotals(const Napi::CallbackInfo& info) {
   o.Set("bytesSent", double(t.bytes));
   o.Set("dataPages", double(t.data_pages));
   o.Set("zeroPages", double(t.zero_pages));
+  o.Set("diskBytes", double(t.disk_bytes));
+  o.Set("diskZeroBytes", double(t.disk_zero_bytes));
   return o;
 }
 
@@ -249,6 +254,8 @@ Napi::Value JS_TargetAccept(const Napi::CallbackInfo& info) {
         o.Set("hintedBytes", double(t.stream.hinted_bytes));
         o.Set("prefaultedBytes", double(t.stream.prefaulted_bytes));
         o.Set("smallPageBytes", double(t.stream.small_page_bytes));
+        o.Set("diskBytes", double(t.stream.disk_bytes));
+        o.Set("diskZeroBytes", double(t.stream.disk_zero_bytes));
         if (!t.memory_digest.empty()) o.Set("memoryDigest", t.memory_digest);
         return o;
       });

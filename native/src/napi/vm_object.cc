@@ -91,7 +91,8 @@ Napi::Function VmObject::Define(Napi::Env env) {
                      });
 }
 
-// The disks argument of the constructor: an array of [path, readOnly, serial] triples; false on any other shape.
+// The disks argument of the constructor: an array of [path, readOnly, serial[, copyOnMigrate]] tuples (copyOnMigrate:
+// boolean, default false = shared storage); false on any other shape.
 bool ParseDisks(Napi::Value value, std::vector<vmm::DiskConfig>* out) {
   if (!value.IsArray()) return false;
   Napi::Array list = value.As<Napi::Array>();
@@ -99,11 +100,15 @@ bool ParseDisks(Napi::Value value, std::vector<vmm::DiskConfig>* out) {
     Napi::Value item = list.Get(i);
     if (!item.IsArray()) return false;
     Napi::Array t = item.As<Napi::Array>();
-    if (t.Length() != 3 || !t.Get(0u).IsString() || !t.Get(1u).IsBoolean() || !t.Get(2u).IsString()) return false;
+    if ((t.Length() != 3 && t.Length() != 4) || !t.Get(0u).IsString() || !t.Get(1u).IsBoolean() ||
+        !t.Get(2u).IsString() || (t.Length() == 4 && !t.Get(3u).IsBoolean())) {
+      return false;
+    }
     vmm::DiskConfig d;
     d.path = t.Get(0u).As<Napi::String>().Utf8Value();
     d.read_only = t.Get(1u).As<Napi::Boolean>().Value();
     d.serial = t.Get(2u).As<Napi::String>().Utf8Value();
+    d.copy_on_migrate = t.Length() == 4 && t.Get(3u).As<Napi::Boolean>().Value();
     out->push_back(std::move(d));
   }
   return true;
@@ -149,7 +154,7 @@ VmObject::VmObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<VmObject>(
   // disk i at PCI 00:(i+1).0). libs/vmm validated them (linux-boot.ts parseDisks); only the shape is checked here.
   if (info.Length() > 5 && !info[5].IsUndefined()) {
     if (!ParseDisks(info[5], &config.disks)) {
-      Napi::TypeError::New(env, "disks must be [[path: string, readOnly: boolean, serial: string], ...]")
+      Napi::TypeError::New(env, "disks must be [[path: string, readOnly: boolean, serial: string, copy?: boolean], ...]")
           .ThrowAsJavaScriptException();
       return;
     }

@@ -56,6 +56,14 @@ struct DiskConfig {
   std::string path;        // raw image file or block device
   bool read_only = false;  // opened O_RDONLY, offered VIRTIO_BLK_F_RO
   std::string serial;      // GET_ID (/dev/disk/by-id/virtio-<serial>); cut to 20 bytes
+  bool copy_on_migrate = false;  // a local disk (migrate "copy"): a live migration sends its contents and tracks
+                                 // the blocks the guest writes meanwhile; false = shared storage, not copied
+};
+
+// A disk whose contents a live migration copies (DiskConfig::copy_on_migrate), as the migration stream sees it.
+struct CopiedDisk {
+  uint32_t index = 0;  // position in MachineConfig::disks (PCI 00:(index+1).0)
+  std::string path;
 };
 
 // A virtio-net NIC (devices/virtio/net.h) on the machine's PCI bus, backed by a tap. Linux platform only.
@@ -178,6 +186,15 @@ class Machine {
   Result<DirtySnapshot> CollectDirty();
   Status StopDirtyLog();
   bool dirty_logging() const;
+
+  // Copied disks (machine_disk.cc): the disks with copy_on_migrate, in index order; empty without any.
+  std::vector<CopiedDisk> CopiedDisks() const;
+  // Starts (clears and arms) / stops the dirty-block maps of the copied disks (devices/virtio/blk_dirty.h). Any state.
+  void StartDiskDirtyLog();
+  void StopDiskDirtyLog();
+  // The 64 KiB granules of disk `index` written since the last take (or the start), cleared; empty for a disk that
+  // is not copied. Final when taken after Pause() (the devices are quiesced: no request in flight).
+  std::vector<uint64_t> TakeDiskDirty(uint32_t index);
 
   // The whole machine state (every vCPU: CPUID, TSC kHz, regs, sregs, FPU/XSAVE, XCRs, MSRs incl. kvmclock's,
   // LAPIC, vcpu events, MP state; for linux_platform the in-kernel PIC pair, IOAPIC and PIT; the devices; the

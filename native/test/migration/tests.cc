@@ -39,13 +39,18 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> GoldenFrames() {
   p = EncodeRangeTable({{0x1000, 0x2000}, {0x100000, 0x1000}});
   out.push_back({"zero", EncodeFrame(Command::kZero, p.data(), p.size())});
   out.push_back({"populate", EncodeFrame(Command::kPopulate, p.data(), p.size())});
+  p = EncodeDiskExtent({0, 0x10000, 0x20000});
+  out.push_back({"diskZero", EncodeFrame(Command::kDiskZero, p.data(), p.size())});
+  p = EncodeDiskExtent({1, 512, 4});
+  p.insert(p.end(), {0xde, 0xad, 0xbe, 0xef});
+  out.push_back({"disk", EncodeFrame(Command::kDisk, p.data(), p.size())});
   p = EncodeAbandon({1, "source: canceled"});
   out.push_back({"abandon", EncodeFrame(Command::kAbandon, p.data(), p.size())});
   return out;
 }
 
 const char* const kGoldenHello =
-    "01000100c8c3d1a430000000000000004b56544d494752000200030000000000000102030405060708090a0b0c0d0e0f1011121314151617"
+    "01000100d9d5936b30000000000000004b56544d494752000200040000000000000102030405060708090a0b0c0d0e0f1011121314151617"
     "18191a1b1c1d1e1f";
 const char* const kGoldenStart = "0500010024d6d3631800000000000000020000000000000000000040000000000010000000000000";
 

@@ -87,7 +87,8 @@ Result<std::unique_ptr<VirtioBlock>> VirtioBlock::Open(const BlockOptions& optio
 }
 
 VirtioBlock::VirtioBlock(const BlockOptions& options, int fd, int kick_fd, int ctl_fd, uint64_t capacity_sectors)
-    : options_(options), fd_(fd), kick_fd_(kick_fd), ctl_fd_(ctl_fd), capacity_sectors_(capacity_sectors) {
+    : options_(options), fd_(fd), kick_fd_(kick_fd), ctl_fd_(ctl_fd), capacity_sectors_(capacity_sectors),
+      dirty_(capacity_sectors * kSectorBytes) {
   std::memcpy(serial_, options.serial.data(), std::min<size_t>(options.serial.size(), kBlkIdBytes));
 }
 
@@ -180,7 +181,9 @@ uint8_t VirtioBlock::DoWrite(GuestAccess& mem, const BlkRequest& req) {
   std::vector<iovec> iov;
   if (!DataIovecs(mem, req, &iov)) return kBlkStatusIoErr;
   // SAFETY: every iovec was bounds-checked by HostPtr.
-  if (!FullIo(fd_, iov, req.sector * kSectorBytes, true)) return kBlkStatusIoErr;
+  bool ok = FullIo(fd_, iov, req.sector * kSectorBytes, true);
+  dirty_.Mark(req.sector * kSectorBytes, req.data_bytes);  // even a failed write may have changed blocks
+  if (!ok) return kBlkStatusIoErr;
   counters_.write_bytes += req.data_bytes;
   return kBlkStatusOk;
 }
@@ -211,6 +214,14 @@ uint8_t VirtioBlock::DoRanges(GuestAccess& mem, const BlkRequest& req) {
       return kBlkStatusIoErr;
     }
   }
+  // The blocks of every validated segment may change from here on: marked once the calls returned, on every path.
+  struct MarkOnExit {
+    BlockDirtyMap& map;
+    const std::vector<BlkSegment>& segments;
+    ~MarkOnExit() {
+      for (const BlkSegment& s : segments) map.Mark(s.sector * kSectorBytes, uint64_t{s.num_sectors} * kSectorBytes);
+    }
+  } mark{dirty_, segments};
   for (const BlkSegment& s : segments) {
     auto off = static_cast<off_t>(s.sector * kSectorBytes);
     auto len = static_cast<off_t>(uint64_t{s.num_sectors} * kSectorBytes);

@@ -16,6 +16,8 @@
 //   Reset(): stops and joins the worker; the queues belong to the transport again
 //
 // Guest pages the device writes (read data, GET_ID, status bytes, used ring) are marked dirty in GuestAccess.
+// Disk blocks the guest changes (write, write-zeroes, discard) are marked in dirty_map() once the host call returned
+// and before the status byte is written (blk_dirty.h), while a migration that copies the disk has it started.
 #pragma once
 
 #include <atomic>
@@ -27,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "devices/virtio/blk_dirty.h"
 #include "devices/virtio/blk_request.h"
 #include "devices/virtio/virtio_device.h"
 #include "kvm/result.h"
@@ -96,6 +99,8 @@ class VirtioBlock : public VirtioDevice {
 
   uint64_t capacity_sectors() const { return capacity_sectors_; }
   BlockStats stats() const;
+  // The disk's dirty-block map (inactive unless a migration that copies the disk started it). Any thread.
+  BlockDirtyMap& dirty_map() { return dirty_; }
 
   // One chain, synchronously (the worker's step; public for tests): parses, runs the I/O, writes the status.
   // Returns the used length, or false when the chain cannot be answered (the caller marks the device broken).
@@ -120,6 +125,7 @@ class VirtioBlock : public VirtioDevice {
   int ctl_fd_;   // eventfd: stop or pause/resume changed (wakes the worker's poll)
   uint64_t capacity_sectors_;
   char serial_[kBlkIdBytes] = {};
+  BlockDirtyMap dirty_;
 
   // Set by Activate, cleared by Reset; the worker reads them only between the two.
   ActivateContext ctx_;

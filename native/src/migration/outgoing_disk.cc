@@ -1,0 +1,38 @@
+// OutgoingMigration's disk frames (protocol >= 4, stream.h): Disk {disk, offset, length} + data and DiskZero.
+// Both always carry kFlagPayloadChecked: the caller hands a buffer it read from the disk, stable while it is sent.
+#include <sys/uio.h>
+
+#include <cerrno>
+
+#include "migration/crc32c.h"
+#include "migration/outgoing.h"
+
+namespace kvmts::migration {
+
+Status OutgoingMigration::SendDiskData(uint32_t disk, uint64_t offset, const uint8_t* data, uint64_t len) {
+  if (len == 0 || len > kMaxDiskFrameBytes) return Error{EINVAL, "migration", "disk frame length"};
+  auto prefix = EncodeDiskExtent(DiskExtent{disk, offset, len});
+  FrameHeader h{static_cast<uint16_t>(Command::kDisk), kFlagPayloadChecked, 0, 0, kDiskExtentBytes + len};
+  h.crc = Crc32c(Crc32c(HeaderCrc(h), prefix.data(), prefix.size()), data, len);
+  uint8_t raw[kHeaderSize];
+  EncodeHeader(h, raw);
+  iovec iov[3] = {{raw, kHeaderSize}, {prefix.data(), prefix.size()}, {const_cast<uint8_t*>(data), len}};
+  auto r = WriteAll(ch_, iov, 3);
+  if (!r.ok()) return r;
+  stats_.frames++;
+  stats_.bytes += kHeaderSize + h.length;
+  stats_.disk_bytes += len;
+  paced_bytes_ += kHeaderSize + h.length;
+  return OkStatus();
+}
+
+Status OutgoingMigration::SendDiskZero(uint32_t disk, uint64_t offset, uint64_t len) {
+  auto p = EncodeDiskExtent(DiskExtent{disk, offset, len});
+  auto r = SendFrame(Command::kDiskZero, p.data(), p.size());
+  if (!r.ok()) return r;
+  stats_.disk_zero_bytes += len;
+  paced_bytes_ += kHeaderSize + p.size();
+  return OkStatus();
+}
+
+}  // namespace kvmts::migration
