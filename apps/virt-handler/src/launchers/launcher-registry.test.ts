@@ -13,7 +13,7 @@ afterEach(async () => {
 });
 
 /** A launcher that only answers /v1/info (and the event stream the registry follows). */
-async function fakeLauncher(dir: string, uid: string): Promise<LauncherServer> {
+async function fakeLauncher(dir: string, uid: string, delayFirstInfoMs = 0): Promise<LauncherServer> {
   const info: DomainInfo = {
     protocolVersion: "v1",
     vmi: { namespace: "default", name: uid, uid },
@@ -21,7 +21,15 @@ async function fakeLauncher(dir: string, uid: string): Promise<LauncherServer> {
     pid: process.pid,
     state: "NoDomain",
   };
-  const answers: Partial<LauncherService> = { info: () => info };
+  let calls = 0;
+  const answers: Partial<LauncherService> = {
+    // A busy launcher: its first answer comes after the registry's 2 s info deadline (the server awaits what the
+    // GET handler returns; later calls, the event stream's snapshot among them, answer at once).
+    info: (() =>
+      calls++ === 0 && delayFirstInfoMs > 0
+        ? new Promise<DomainInfo>((r) => setTimeout(() => r(info), delayFirstInfoMs))
+        : info) as () => DomainInfo,
+  };
   const service = new Proxy(answers, {
     get: (target, key) =>
       key in target ? target[key as "info"] : () => Promise.reject(new Error(`${String(key)}: not in this fake`)),
@@ -54,6 +62,30 @@ describe("LauncherRegistry", () => {
 
     await fakeLauncher(dir, "bbbb2222"); // and the next one too
     await expect.poll(() => registry.forVmi("bbbb2222").length, { timeout: 3000, interval: 10 }).toBe(1);
+  });
+
+  it("is not synced while a launcher found at start is too busy to answer: it waits for its answer", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-reg-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    await fakeLauncher(dir, "cccc3333", 2500);
+    const registry = new LauncherRegistry({ socketDirs: [dir], logger, onChange: () => {}, scanIntervalMs: 600_000 });
+    let done = false;
+    const started = registry.start().then(() => {
+      done = true;
+    });
+    cleanups.push(() => registry.stop());
+    // At no moment may the registry say "synced" (no launcher = a fact) without the busy launcher tracked.
+    const wrong: number[] = [];
+    const t0 = Date.now();
+    while (!done) {
+      if (registry.synced && registry.forVmi("cccc3333").length === 0) wrong.push(Date.now() - t0);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await started;
+    expect(wrong).toEqual([]);
+    expect(Date.now() - t0).toBeGreaterThan(2000); // it did wait past the first answer's deadline
+    expect(registry.synced).toBe(true);
+    expect(registry.forVmi("cccc3333")).toHaveLength(1);
   });
 
   it("starts watching a socket directory that appears after it started", async () => {

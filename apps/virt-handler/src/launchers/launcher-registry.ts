@@ -6,17 +6,27 @@
  *  scan (a socket created in a watched dir; every scanIntervalMs as a safety net)
  *       --new launcher-*.sock--> info() --ok--> tracked: follow the event stream
  *                                                           `--refused--> ignored until the next scan (stale file)
+ *                                                           `--no answer in time--> tried again (a busy launcher)
  *  tracked --domain/migration event--> info updated, onChange(vmiUid)
  *  tracked --stream ended or broke---> kept as `gone` with its last info, onChange(vmiUid)
  * ```
  * The last report of a launcher that went away is kept (marked gone) so its final state (Shutdown, Crashed,
  * Migrated) is never lost between the event and the next reconcile; it is dropped after `goneTtlMs`.
+ * `synced` (the first scan is done: "no launcher for this VMI" is then a fact the VMI may fail on) waits until every
+ * socket found has answered or refused: a launcher slow to answer on a loaded node is not a dead one. Only a socket
+ * that answers nothing for `adoptDeadlineMs` is given up on.
  * The directories are watched (inotify), so a launcher that starts listening is adopted at once rather than at the
  * next periodic scan (on average half an interval later: the largest wait of a VMI's start on an idle node).
  */
 import { type FSWatcher, readdirSync, watch } from "node:fs";
 import { join } from "node:path";
-import { type DomainInfo, isLauncherSocketName, LauncherClient, type LauncherEvent } from "@kvt/launcher-rpc";
+import {
+  type DomainInfo,
+  isLauncherSocketName,
+  LauncherClient,
+  type LauncherEvent,
+  LauncherRpcError,
+} from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
 
 /** How soon a socket that did not answer is tried again (besides the periodic scan). */
@@ -41,7 +51,12 @@ export interface LauncherRegistryOptions {
   readonly onChange: (vmiUid: string) => void;
   readonly scanIntervalMs?: number;
   readonly goneTtlMs?: number;
+  /** How long the first scan waits for sockets that neither answer nor refuse (default 60 s). */
+  readonly adoptDeadlineMs?: number;
 }
+
+/** What adopting one socket found. */
+type AdoptOutcome = "tracked" | "refused" | "slow";
 
 /** Tracks the launchers on this node. */
 export class LauncherRegistry {
@@ -68,7 +83,17 @@ export class LauncherRegistry {
   /** Scans once (awaited, so re-adoption completes before reconciling), then keeps scanning. */
   async start(): Promise<void> {
     this.#watchDirs();
-    await this.scan();
+    const deadline = Date.now() + (this.#o.adoptDeadlineMs ?? 60_000);
+    for (;;) {
+      const slow = await this.scan();
+      if (slow.length === 0) break;
+      if (Date.now() > deadline) {
+        this.#o.logger.warn({ sockets: slow }, "launchers that never answered; treating them as gone");
+        break;
+      }
+      this.#o.logger.info({ sockets: slow }, "launchers slow to answer; waiting before reconciling");
+      await new Promise((r) => setTimeout(r, 200));
+    }
     this.#synced = true;
     this.#timer = setInterval(() => {
       this.#watchDirs(); // a directory that did not exist yet
@@ -114,6 +139,7 @@ export class LauncherRegistry {
       return;
     }
     this.#scanning = this.scan()
+      .then(() => undefined)
       .catch((error: unknown) => this.#o.logger.warn({ err: error }, "launcher scan failed; retrying"))
       .finally(() => {
         this.#scanning = undefined;
@@ -134,8 +160,11 @@ export class LauncherRegistry {
     return [...this.#views.values()];
   }
 
-  /** Lists the socket directories and starts tracking new launchers; forgets long-gone ones. */
-  async scan(): Promise<void> {
+  /**
+   * Lists the socket directories and starts tracking new launchers; forgets long-gone ones. Resolves with the sockets
+   * that neither answered nor refused in time (busy launchers, tried again later).
+   */
+  async scan(): Promise<string[]> {
     const found: string[] = [];
     for (const dir of this.#o.socketDirs) {
       let names: string[];
@@ -148,14 +177,15 @@ export class LauncherRegistry {
     }
     // New sockets, and sockets of launchers that went away and came back (a restarted container of the same pod).
     const fresh = found.filter((p) => (this.#views.get(p)?.gone ?? true) && !this.#probing.has(p));
-    await Promise.all(fresh.map((p) => this.#adopt(p)));
+    const outcomes = await Promise.all(fresh.map(async (p) => ({ p, outcome: await this.#adopt(p) })));
     const ttl = this.#o.goneTtlMs ?? 5 * 60_000;
     for (const [path, view] of this.#views) {
       if (view.gone && Date.now() - (view.goneAt ?? 0) > ttl) this.#views.delete(path);
     }
+    return outcomes.filter((o) => o.outcome === "slow").map((o) => o.p);
   }
 
-  async #adopt(socketPath: string): Promise<void> {
+  async #adopt(socketPath: string): Promise<AdoptOutcome> {
     this.#probing.add(socketPath);
     const client = new LauncherClient(socketPath, { timeoutMs: 5000 });
     try {
@@ -165,10 +195,13 @@ export class LauncherRegistry {
       this.#o.logger.info({ socket: socketPath, vmi: info.vmi, state: info.state }, "tracking launcher");
       this.#follow(view);
       this.#o.onChange(info.vmi.uid);
-    } catch {
+      return "tracked";
+    } catch (error) {
       // A socket file nobody answers on is left over from a dead launcher, or one caught between bind() and
-      // listen(): look once more shortly (a watch event would not come again), and at every periodic scan.
+      // listen(): look once more shortly (a watch event would not come again), and at every periodic scan. One
+      // that accepted the connection but did not answer in time is a busy launcher, not a dead one.
       setTimeout(() => this.#scanSoon(), ADOPT_RETRY_MS).unref();
+      return error instanceof LauncherRpcError && error.code === "DeadlineExceeded" ? "slow" : "refused";
     } finally {
       this.#probing.delete(socketPath);
     }
