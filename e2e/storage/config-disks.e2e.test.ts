@@ -2,9 +2,9 @@
  * configMap, secret, downwardAPI and serviceAccount volumes as ISO disks, with the real kubectl and virtctl: the
  * seed's demo VM gets one disk of each kind (each with a serial); inside the guest (over the console) each disk, found
  * by its serial, is mounted as iso9660 and a file is read back: the ConfigMap's key, the Secret's decoded key, the
- * launcher pod's labels as the downward API renders them, the namespace of the service account volume. A VM whose
- * ConfigMap does not exist keeps its launcher pod in ContainerCreating with kubelet's FailedMount event, and starts
- * once the ConfigMap is created.
+ * launcher pod's labels as the downward API renders them, the namespace and a token of the service account volume.
+ * A VM whose ConfigMap does not exist keeps its launcher pod in ContainerCreating with kubelet's FailedMount event,
+ * and starts once the ConfigMap is created.
  */
 
 import { eventually } from "@kvt/testing";
@@ -148,8 +148,15 @@ describe("config disks: ConfigMap, Secret, downward API and service account as I
     expect(out).toContain(`vm="${NAME}"`);
   });
 
-  it("the guest reads the namespace from the service account disk", async () => {
-    expect(await inGuest(kubeconfig, NAME, uid, readFromDisk("SATOKEN", "namespace"))).toContain("SATOKEN=[default]");
+  it("the guest reads the namespace and a token (TokenRequest's) from the service account disk", async () => {
+    const out = await inGuest(
+      kubeconfig,
+      NAME,
+      uid,
+      `${readFromDisk("SATOKEN", "namespace")}; echo TOKEN-BYTES=[$(wc -c < /mnt/SATOKEN/token)]`,
+    );
+    expect(out).toContain("SATOKEN=[default]");
+    expect(out).toMatch(/TOKEN-BYTES=\[[1-9][0-9]*\]/);
     await kubectlOk(kubeconfig, ["delete", "vm", NAME]);
   });
 });
