@@ -146,5 +146,12 @@ describe("diskArgs() on sata and scsi", () => {
       "scsi-hd,bus=scsi0.0,lun=0,drive=disk3,id=ua-q,write-cache=off",
     ]);
     expect(args).toContain("driver=raw,node-name=disk2,file=file2,read-only=on");
+    // A read-only ISO on a sata hard disk (cloud-init's default bus) stays writable: QEMU refuses a read-only ide-hd.
+    const ro = qemuArgs(
+      { ...spec, disks: [{ ...base, name: "ci", path: "/d/ci.iso", bus: "sata", readOnly: true }] },
+      { qmpSocket: "/w/q" },
+      { machineType: "pc", incoming: false },
+    );
+    expect(ro).toContain("driver=raw,node-name=disk0,file=file0");
   });
 });

@@ -98,8 +98,10 @@ export function diskArgs(disk: MachineDisk, i: number, before: readonly MachineD
   const cache = disk.cache ?? "writethrough";
   const direct = cache === "none";
   const aio = direct && disk.io === "native" ? "native" : "threads";
-  const ro = disk.readOnly || disk.cdrom ? ",read-only=on" : "";
   const bus = disk.bus ?? "virtio";
+  // QEMU refuses a read-only ide-hd, and KubeVirt refuses `readonly` on a sata hard disk at admission: a sata disk the
+  // launcher made read-only itself (a cloud-init or config ISO, rebuilt at every start) is left writable there.
+  const ro = disk.cdrom || (disk.readOnly && bus !== "sata") ? ",read-only=on" : "";
   // sata: one AHCI port per disk; scsi: one LUN per disk on the virtio-scsi controller.
   const port = before.filter((d) => (d.bus ?? "virtio") === bus).length;
   const device =
