@@ -100,16 +100,15 @@ describe("computeVmiStatus", () => {
   });
 
   it("LiveMigratable is False with DisksNotLiveMigratable when a claim is ReadWriteOnce, True once it is RWX", () => {
-    const withClaim = (modes: string[]): VirtualMachineInstance =>
-      ({
-        ...vmi("Scheduled", {
-          volumeStatus: [{ name: "data", target: "vda", persistentVolumeClaimInfo: { accessModes: modes } }],
-        }),
-        spec: {
-          domain: { devices: { disks: [{ name: "data" }] } },
-          volumes: [{ name: "data", persistentVolumeClaim: { claimName: "pvc1" } }],
-        },
-      });
+    const withClaim = (modes: string[]): VirtualMachineInstance => ({
+      ...vmi("Scheduled", {
+        volumeStatus: [{ name: "data", target: "vda", persistentVolumeClaimInfo: { accessModes: modes } }],
+      }),
+      spec: {
+        domain: { devices: { disks: [{ name: "data" }] } },
+        volumes: [{ name: "data", persistentVolumeClaim: { claimName: "pvc1" } }],
+      },
+    });
     const rwo = computeVmiStatus(withClaim(["ReadWriteOnce"]), facts(info("Running")), { nodeName: NODE, now: NOW });
     expect(rwo.conditions?.find((c) => c.type === "LiveMigratable")).toMatchObject({
       status: "False",

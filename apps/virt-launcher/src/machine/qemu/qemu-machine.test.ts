@@ -235,6 +235,7 @@ describe("QemuMachine disks on the sata and scsi buses (real QEMU, TCG, demo ima
       // The SCSI disk by its serial (sysfs), written with a marker the host then reads from the file.
       machine.writeConsole(
         Buffer.from(
+          // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion, not a template
           'for b in /sys/block/sd*; do grep -q SCSI1 $b/device/vpd_pg80 2>/dev/null && D=/dev/${b##*/}; done; echo kvt-$((40+2)) | dd of=$D conv=sync,fsync 2>/dev/null; echo "W=$? D=$D"\n',
         ),
       );
