@@ -14,20 +14,14 @@
  *   dd returned; the guest moves to a second VMM process (migration-target.ts, the same disk file, as on a shared
  *   RWX volume) while it writes; after power-off on the target every acknowledged i is in the file
  *
+ *   boot 3 (disk-copy-checks.ts): the same writer on a local disk (`migrate: "copy"`): the target has its own empty
+ *   file, the stream copies the disk and the blocks written meanwhile; the guest checksums its records after the move
+ *
  * Every command fits the UART's 64-byte receive FIFO (check-runner.ts MAX_CONSOLE_LINE). Answers end in "/": the
  * console matches partial lines too, so without an end mark "sz=" could match before "131072" arrived.
  */
 import { createHash, randomBytes } from "node:crypto";
-import {
-  closeSync,
-  ftruncateSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  readSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEMO_BOOT_MARKER } from "@kvt/images";
@@ -35,6 +29,19 @@ import { OutgoingMigration } from "@kvt/migration";
 import type { DeviceErrorEvent } from "@kvt/vmm";
 import { type ConsolePeer, check, converse, typeLine, within } from "./check-runner.ts";
 import { bootDemo, type DemoGuest } from "./demo-guest.ts";
+import { diskCopyMigrationChecks } from "./disk-copy-checks.ts";
+import {
+  acks,
+  consolePeer,
+  makeImage,
+  readAt,
+  SECTOR,
+  targetConsolePeer,
+  typeEchoed,
+  WRITER_BASE_SECTOR,
+  WRITER_SCRIPT,
+  writerRecord,
+} from "./disk-writer.ts";
 import { LANE_MIGRATION_OPTIONS, spawnTarget, type TargetPeer } from "./migration-peer.ts";
 
 /** The read-write disk: 64 MiB = 131072 sectors of 512 bytes. */
@@ -44,32 +51,6 @@ export const DISK_SERIAL = "kvt-disk-0";
 /** Where the guest writes its pattern (in 512-byte sectors). */
 export const GUEST_WRITE_SECTOR = 100;
 const RO_DISK_BYTES = 2 ** 20;
-const SECTOR = 512;
-
-/** Reads `length` bytes at `offset` of a file. */
-function readAt(path: string, offset: number, length: number): Buffer {
-  const fd = openSync(path, "r");
-  try {
-    const buf = Buffer.alloc(length);
-    const n = readSync(fd, buf, 0, length, offset);
-    return buf.subarray(0, n);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** A fresh sparse image file of `bytes` whose first sector is `sector0`. */
-function makeImage(path: string, bytes: number, sector0: Uint8Array): void {
-  writeFileSync(path, sector0);
-  const fd = openSync(path, "r+");
-  try {
-    ftruncateSync(fd, bytes);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-const consolePeer = (g: DemoGuest): ConsolePeer => ({ console: g.console, writeSerial: (t) => g.vm.writeSerial(t) });
 
 /** Runs the disk group: one boot with a read-write and a read-only disk. */
 export async function diskChecks(bootTimeoutMs: number): Promise<void> {
@@ -192,33 +173,7 @@ export async function diskChecks(bootTimeoutMs: number): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
   }
   await diskMigrationChecks(bootTimeoutMs);
-}
-
-/** First sector of the migration writer's records: record i goes to sector WRITER_BASE_SECTOR + i. */
-const WRITER_BASE_SECTOR = 200;
-/**
- * The writer, typed line by line into /tmp/w.sh (each `echo '<line>'>>/tmp/w.sh` within the UART's FIFO). It runs
- * until /tmp/stop exists and ends with `end=<i>/`; `a<i>` means dd (with fsync: a virtio-blk FLUSH) returned 0.
- */
-const WRITER_SCRIPT = [
-  "f=conv=sync,fsync;i=0",
-  "while [ ! -f /tmp/stop ];do i=$((i+1))",
-  `echo r$i|dd of=/dev/vda seek=$((${WRITER_BASE_SECTOR}+i)) $f`,
-  "[ $? = 0 ]&&echo a$i;usleep 20000;done",
-  "echo end=$i/",
-];
-
-/** Every `a<i>` line of a console: the writes the guest saw acknowledged. */
-function acks(text: string): number[] {
-  return [...text.matchAll(/^a(\d+)$/gm)].map((m) => Number(m[1]));
-}
-
-/** Types `line` and waits for the shell to echo it back (so the next line cannot overflow the UART's FIFO). */
-async function typeEchoed(peer: ConsolePeer, line: string): Promise<void> {
-  const from = peer.console.mark();
-  typeLine(peer, line);
-  const escaped = line.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  await peer.console.waitFor(new RegExp(escaped), 30_000, from);
+  await diskCopyMigrationChecks(bootTimeoutMs);
 }
 
 /** Boot 2: live migration while the guest writes to a disk both VMM processes open (a shared volume). */
@@ -258,7 +213,7 @@ async function diskMigrationChecks(bootTimeoutMs: number): Promise<void> {
     });
     if (!moved) return;
     await check("disk-migration-writes-kept", async () => {
-      const peer = consolePeer2(dest);
+      const peer = targetConsolePeer(dest);
       const before = acks(source.console.text).length;
       await dest.console.waitFor(new RegExp(`^a${before + 5}$`), 60_000);
       await converse(peer, "touch /tmp/stop;echo stopping/", /^stopping\/$/, 30_000);
@@ -274,9 +229,7 @@ async function diskMigrationChecks(bootTimeoutMs: number): Promise<void> {
       const last = Math.max(...all);
       const lost: number[] = [];
       for (let i = 1; i <= last; i++) {
-        const want = Buffer.alloc(SECTOR);
-        want.write(`r${i}\n`);
-        if (!readAt(path, (WRITER_BASE_SECTOR + i) * SECTOR, SECTOR).equals(want)) lost.push(i);
+        if (!readAt(path, (WRITER_BASE_SECTOR + i) * SECTOR, SECTOR).equals(writerRecord(i))) lost.push(i);
       }
       const missingAcks = Array.from({ length: last }, (_, k) => k + 1).filter((i) => !all.includes(i));
       if (lost.length > 0)
@@ -293,8 +246,6 @@ async function diskMigrationChecks(bootTimeoutMs: number): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
   }
 }
-
-const consolePeer2 = (t: TargetPeer): ConsolePeer => ({ console: t.console, writeSerial: (s) => t.writeSerial(s) });
 
 /** The guest's view of PCI and virtio, for a failure message. */
 async function pciLog(peer: ConsolePeer): Promise<string> {
