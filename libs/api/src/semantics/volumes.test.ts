@@ -30,7 +30,7 @@ describe("diskTargets", () => {
 
   it("goes on past z as the kernel does", () => {
     const disks = Array.from({ length: 28 }, (_, i) => ({ name: `d${i}` }));
-    const t = diskTargets(disks as never);
+    const t = diskTargets(disks);
     expect(t.get("d25")).toBe("vdz");
     expect(t.get("d26")).toBe("vdaa");
     expect(t.get("d27")).toBe("vdab");
