@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { VirtualMachineInstance } from "@kvt/api";
 import { afterAll, describe, expect, it } from "vitest";
+import { ensureQemuUtils, qemuImg, qemuIo } from "../volumes/host-qemu-img.ts";
 import { disksNeedQemu, hostPathOf, localDisksBlocker, parseVolumeMounts, planDisks, prepareDisks } from "./disks.ts";
 import { imageStoreResolver } from "./image-store.ts";
 import { buildMachineSpec, SpecError } from "./machine-spec.ts";
@@ -121,9 +122,9 @@ describe("planDisks and prepareDisks", () => {
     );
   });
 
-  it("makes the files: a private copy of the image, sparse new disks, and keeps a claim's existing disk.img", () => {
+  it("makes the files: a private copy of the image, sparse new disks, and keeps a claim's existing disk.img", async () => {
     writeFileSync(join(pvDir, "disk.img"), "kept");
-    const spec = buildMachineSpec(vmi, ctx);
+    const spec = await buildMachineSpec(vmi, ctx);
     expect(readFileSync(join(ephemeral, "container-disks", "root.img"))).toEqual(Buffer.alloc(4096, 7));
     expect(readFileSync(join(pvDir, "disk.img"), "utf8")).toBe("kept");
     expect(statSync(join(ephemeral, "empty-disks", "scratch.img")).size).toBe(10 * 2 ** 20);
@@ -136,11 +137,11 @@ describe("planDisks and prepareDisks", () => {
     writeFileSync(join(ephemeral, "container-disks", "root.img"), "changed");
     expect(readFileSync(join(imageDir, "disk.img"))).toEqual(Buffer.alloc(4096, 7));
     rmSync(join(pvDir, "disk.img"));
-    buildMachineSpec(vmi, ctx);
+    await buildMachineSpec(vmi, ctx);
     expect(statSync(join(pvDir, "disk.img")).size).toBe(94 * 2 ** 20);
   });
 
-  it("says which volume is not mounted, and refuses other buses and bad hostDisks", () => {
+  it("says which volume is not mounted, and refuses other buses and bad hostDisks", async () => {
     const unmounted = vmiWith(
       [
         { name: "d", persistentVolumeClaim: { claimName: "c" } },
@@ -148,8 +149,8 @@ describe("planDisks and prepareDisks", () => {
       ],
       [{ name: "d" }],
     );
-    expect(() => buildMachineSpec(unmounted, { ...ctx, mounts: [] })).toThrow(SpecError);
-    expect(() => buildMachineSpec(unmounted, { ...ctx, mounts: [] })).toThrow(
+    await expect(buildMachineSpec(unmounted, { ...ctx, mounts: [] })).rejects.toThrow(SpecError);
+    await expect(buildMachineSpec(unmounted, { ...ctx, mounts: [] })).rejects.toThrow(
       /volume d: its volume is not mounted at \/var\/run\/kubevirt-private\/vmi-disks\/d/,
     );
     const causes: { field: string; message: string }[] = [];
@@ -201,14 +202,14 @@ describe("planDisks and prepareDisks", () => {
     expect(disksNeedQemu(disks.map((d) => ({ ...d, bus: "virtio" as const })))).toBeUndefined();
   });
 
-  it("puts ephemeral disks in the work dir when the pod mounts no ephemeral-disks volume", () => {
+  it("puts ephemeral disks in the work dir when the pod mounts no ephemeral-disks volume", async () => {
     const disks = planDisks(
       vmiWith([{ name: "s", emptyDisk: { capacity: "1Mi" } }], [{ name: "s" }]),
       { ...ctx, mounts: [] },
       [],
     );
     expect(disks[0]?.path).toBe(join(root, "work", "ephemeral-disks", "empty-disks", "s.img"));
-    expect(prepareDisks(disks)).toEqual([]);
+    expect(await prepareDisks(disks)).toEqual([]);
     expect(existsSync(disks[0].path)).toBe(true);
   });
 
@@ -307,9 +308,9 @@ describe("config volumes as ISO disks", () => {
     expect(asked[0].readOnly).toBe(true);
   });
 
-  it("prepareDisks writes the ISO where the plan says", () => {
+  it("prepareDisks writes the ISO where the plan says", async () => {
     const planned = planDisks(vmiWith(volumes, disks), ctx, []);
-    expect(prepareDisks(planned)).toEqual([]);
+    expect(await prepareDisks(planned)).toEqual([]);
     expect(readFileSync(join(root, "work-config", "config-disks", "cm.iso"))).toEqual(
       Buffer.from(planned[1].contents!),
     );
@@ -340,5 +341,34 @@ describe("config volumes as ISO disks", () => {
       field: "spec.volumes[0].configMap",
       message: expect.stringMatching(/^volume cm: /),
     });
+  });
+});
+
+describe("containerDisk images: raw and qcow2 become the VMI's own raw copy", () => {
+  it("imports a qcow2 image over a raw backing file, and refuses a truncated one with the reason", async () => {
+    ensureQemuUtils();
+    const dir = join(root, "qcow-store", "local", "qcow", "latest");
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      join(dir, "image.json"),
+      JSON.stringify({ schemaVersion: 1, kernel: "vmlinuz", cmdline: "", pvmSafe: false, disk: "disk.qcow2" }),
+    );
+    writeFileSync(join(dir, "vmlinuz"), "kernel");
+    const base = Buffer.alloc(1 << 20, 0);
+    base.write("base-data", 0);
+    writeFileSync(join(dir, "base.raw"), base);
+    qemuImg("create", "-q", "-f", "qcow2", "-b", "base.raw", "-F", "raw", join(dir, "disk.qcow2"));
+    qemuIo(join(dir, "disk.qcow2"), "write -P 0x61 65536 4096");
+    const vmi = vmiWith([{ name: "root", containerDisk: { image: "local/qcow" } }], [{ name: "root" }]);
+    const ctx = { resolveImage: imageStoreResolver(join(root, "qcow-store")), mounts: [], workDir: join(root, "qw") };
+    const spec = await buildMachineSpec(vmi, ctx);
+    const copy = readFileSync(spec.disks![0].path);
+    expect(copy.length).toBe(1 << 20);
+    expect(copy.subarray(0, 9).toString()).toBe("base-data");
+    expect(copy.subarray(65536, 65536 + 4096)).toEqual(Buffer.alloc(4096, 0x61));
+    // A truncated image: the VMI is refused with the image's problem, nothing crashes.
+    const whole = readFileSync(join(dir, "disk.qcow2"));
+    writeFileSync(join(dir, "disk.qcow2"), whole.subarray(0, 200));
+    await expect(buildMachineSpec(vmi, ctx)).rejects.toThrow(/volume root: its image is not usable: .*disk\.qcow2/);
   });
 });

@@ -6,7 +6,7 @@
  *   persistentVolumeClaim   <VMI_DISKS_DIR>/<volume>/disk.img                            yes: claim size less fs overhead
  *   hostDisk                <VMI_DISKS_DIR>/<volume>/<basename of path>                  with type DiskOrCreate
  *   emptyDisk               <EPHEMERAL_DISKS_DIR>/empty-disks/<volume>.img                always new, sparse
- *   containerDisk           the image's disk (image.json `disk`), copied to
+ *   containerDisk           the image's disk (image.json `disk`; raw or qcow2), imported as sparse raw to
  *                           <EPHEMERAL_DISKS_DIR>/container-disks/<volume>.img           always: the image stays unwritten
  *   cloudInitNoCloud,       an ISO 9660 image the launcher writes (volumes/, labels       always (the same bytes on a
  *   cloudInitConfigDrive    cidata / config-2), <work dir>/cloud-init/<volume>.iso       migration target), read-only
@@ -22,8 +22,6 @@
  */
 import {
   closeSync,
-  constants,
-  copyFileSync,
   existsSync,
   ftruncateSync,
   mkdirSync,
@@ -56,6 +54,7 @@ import {
   buildSecretDisk,
   buildServiceAccountDisk,
 } from "../volumes/config-disks.ts";
+import { DiskImageError, importDiskImage } from "../volumes/disk-image.ts";
 import type { ImageResolver } from "./image-store.ts";
 
 /** One entry of `KVT_VOLUME_MOUNTS`. */
@@ -346,7 +345,7 @@ function alignDown(bytes: number): number {
  * sparse emptyDisk, a containerDisk's private copy (a reflink where the filesystem can, else a copy). Problems come
  * back as causes (nothing half-made is left for a disk that failed).
  */
-export function prepareDisks(disks: readonly MachineDisk[]): DiskCause[] {
+export async function prepareDisks(disks: readonly MachineDisk[]): Promise<DiskCause[]> {
   const causes: DiskCause[] = [];
   for (const disk of disks) {
     const field = `volume ${disk.name}`;
@@ -359,8 +358,9 @@ export function prepareDisks(disks: readonly MachineDisk[]): DiskCause[] {
         mkdirSync(dirname(disk.path), { recursive: true });
         writeFileSync(disk.path, disk.contents);
       } else if (disk.copyFrom) {
+        // raw or qcow2 (a backing chain inside the image's directory) -> a sparse raw copy; corrupt images refused.
         mkdirSync(dirname(disk.path), { recursive: true });
-        copyFileSync(disk.copyFrom, disk.path, constants.COPYFILE_FICLONE);
+        await importDiskImage(disk.copyFrom, disk.path, { allowedDir: dirname(disk.copyFrom) });
       } else if (disk.fresh || (!existsSync(disk.path) && disk.createBytes !== undefined)) {
         if (disk.createBytes === undefined) throw new Error("no size to create it with");
         mkdirSync(dirname(disk.path), { recursive: true });
@@ -374,7 +374,11 @@ export function prepareDisks(disks: readonly MachineDisk[]): DiskCause[] {
         causes.push({ field, message: `${disk.path} does not exist` });
       }
     } catch (error) {
-      causes.push({ field, message: `cannot prepare ${disk.path}: ${(error as Error).message}` });
+      const message =
+        error instanceof DiskImageError
+          ? `its image is not usable: ${error.message}`
+          : `cannot prepare ${disk.path}: ${(error as Error).message}`;
+      causes.push({ field, message });
     }
   }
   return causes;

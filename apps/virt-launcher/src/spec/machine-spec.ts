@@ -71,9 +71,9 @@ export function toMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Ma
 }
 
 /** {@link toMachineSpec}, then its disk files made ready ({@link prepareDisks}); throws SpecError for either. */
-export function buildMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): MachineSpec {
+export async function buildMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Promise<MachineSpec> {
   const spec = toMachineSpec(vmi, ctx);
-  const causes = prepareDisks(spec.disks ?? []);
+  const causes = await prepareDisks(spec.disks ?? []);
   if (causes.length > 0) throw new SpecError(causes);
   return spec;
 }
