@@ -14,6 +14,12 @@ export const API_VERSION = "kubevirt.io/v1";
 export const MIGRATIONS_GROUP = "migrations.kubevirt.io";
 /** `apiVersion` of MigrationPolicy. */
 export const MIGRATIONS_API_VERSION = "migrations.kubevirt.io/v1alpha1";
+/** API group of VirtualMachinePool. */
+export const POOL_GROUP = "pool.kubevirt.io";
+/** The stored version of VirtualMachinePool (KubeVirt also serves v1alpha1, the same schema). */
+export const POOL_VERSION = "v1beta1";
+/** `apiVersion` of VirtualMachinePool. */
+export const POOL_API_VERSION = "pool.kubevirt.io/v1beta1";
 /** API group of the subresources virt-api serves (start, stop, migrate, console, ...). */
 export const SUBRESOURCES_GROUP = "subresources.kubevirt.io";
 
@@ -24,6 +30,8 @@ export const KIND = {
   VirtualMachineInstanceMigration: "VirtualMachineInstanceMigration",
   MigrationPolicy: "MigrationPolicy",
   KubeVirt: "KubeVirt",
+  VirtualMachineInstanceReplicaSet: "VirtualMachineInstanceReplicaSet",
+  VirtualMachinePool: "VirtualMachinePool",
 } as const;
 
 /** Resource (plural) names, as in URLs. */
@@ -33,6 +41,8 @@ export const RESOURCE = {
   virtualMachineInstanceMigrations: "virtualmachineinstancemigrations",
   migrationPolicies: "migrationpolicies",
   kubevirts: "kubevirts",
+  virtualMachineInstanceReplicaSets: "virtualmachineinstancereplicasets",
+  virtualMachinePools: "virtualmachinepools",
 } as const;
 
 /** Short names kubectl accepts. */
@@ -42,6 +52,8 @@ export const SHORT_NAMES = {
   VirtualMachineInstanceMigration: ["vmim", "vmims"],
   MigrationPolicy: [],
   KubeVirt: ["kv", "kvs"],
+  VirtualMachineInstanceReplicaSet: ["vmirs", "vmirss"],
+  VirtualMachinePool: ["vmpool", "vmpools"],
 } as const;
 
 /** Labels (`kubevirt.io/...`). */
@@ -66,6 +78,8 @@ export const LABEL = {
   schedulable: "kubevirt.io/schedulable",
   /** Launcher pod running an outdated image. */
   outdatedLauncherImage: "kubevirt.io/outdatedLauncherImage",
+  /** VM of a VirtualMachinePool (and its VMI template) -> the pool revision it was created from. */
+  poolRevisionName: "kubevirt.io/vm-pool-revision-name",
 } as const;
 
 /** Annotations (`kubevirt.io/...`). */
@@ -115,6 +129,8 @@ export const FINALIZER = {
   vmController: "kubevirt.io/virtualMachineControllerFinalize",
   /** On a VMIM: kept until the migration is final (so deleting = cancel). */
   migration: "kubevirt.io/migrationJobFinalize",
+  /** On a VirtualMachinePool and its VMs: the pool controller lets go of them before they are removed. */
+  pool: "pool.kubevirt.io/finalizer",
 } as const;
 
 /** The node resource of the KVM device (KubeVirt's device plugin); launcher pods request one unless emulation is allowed. */
@@ -241,6 +257,14 @@ export const MIGRATION_CONDITION = {
   AbortRequested: "migrationAbortRequested",
   RejectedByResourceQuota: "migrationRejectedByResourceQuota",
   BlockedByUtilityVolumes: "migrationBlockedByUtilityVolumes",
+} as const;
+
+/** VirtualMachineInstanceReplicaSet and VirtualMachinePool condition types. */
+export const REPLICA_CONDITION = {
+  /** A VMI (VM) could not be created or deleted. */
+  ReplicaFailure: "ReplicaFailure",
+  /** `spec.paused`: the controller leaves the replicas alone. */
+  ReplicaPaused: "ReplicaPaused",
 } as const;
 
 /** Condition reasons KubeVirt writes. */

@@ -30,8 +30,12 @@ export {
   MIGRATION_PRIORITIES,
   MIGRATIONS_API_VERSION,
   MIGRATIONS_GROUP,
+  POOL_API_VERSION,
+  POOL_GROUP,
+  POOL_VERSION,
   PRINTABLE_STATUSES,
   REASON,
+  REPLICA_CONDITION,
   RESOURCE,
   RUN_STRATEGIES,
   SHORT_NAMES,
@@ -79,6 +83,8 @@ export type { Infer, JsonSchema, Schema } from "./schema/builder.ts";
 export { kubevirtSchema } from "./schema/kubevirt-schemas.ts";
 // Schemas (structural OpenAPI v3 JSON) of VMIM and MigrationPolicy.
 export { migrationPolicySchema, vmimSchema } from "./schema/migration-schemas.ts";
+// Schemas of VirtualMachineInstanceReplicaSet and VirtualMachinePool, and the pool's sort policies.
+export { POOL_SORT_POLICIES, vmirsSchema, vmPoolSchema } from "./schema/replica-schemas.ts";
 // Schema of VirtualMachine.
 export { vmSchema } from "./schema/vm-schemas.ts";
 // Schema of VirtualMachineInstance.
@@ -87,6 +93,10 @@ export { vmiSchema } from "./schema/vmi-schemas.ts";
 export { activeKubeVirt, emulationAllowed } from "./semantics/cluster-config.ts";
 // Status conditions: read, set in place (transition time kept while the status holds), removed.
 export { findCondition, hasCondition, removeCondition, setCondition } from "./semantics/conditions.ts";
+// metav1.LabelSelector: the spec shape and the parsed selector (matching, canonical string).
+export type { LabelSelector, LabelSelectorSpec } from "./semantics/label-selector.ts";
+// LabelSelectorAsSelector: match labels, print the canonical form (status.labelSelector for an HPA).
+export { labelSelectorOf } from "./semantics/label-selector.ts";
 // A migration configuration with every knob resolved.
 export type { ResolvedMigrationConfiguration } from "./semantics/migration-config.ts";
 // Migration configuration defaults and MigrationPolicy matching.
@@ -198,9 +208,15 @@ export type {
   VirtualMachineInstanceMigrationSpec,
   VirtualMachineInstanceMigrationStatus,
   VirtualMachineInstanceNetworkInterface,
+  VirtualMachineInstanceReplicaSet,
+  VirtualMachineInstanceReplicaSetSpec,
+  VirtualMachineInstanceReplicaSetStatus,
   VirtualMachineInstanceSpec,
   VirtualMachineInstanceStatus,
   VirtualMachineInstanceTemplateSpec,
+  VirtualMachinePool,
+  VirtualMachinePoolSpec,
+  VirtualMachinePoolStatus,
   VirtualMachineSpec,
   VirtualMachineStateChangeRequest,
   VirtualMachineStatus,
@@ -230,6 +246,8 @@ export {
   MAX_DOWNTIME_MS_LIMIT,
   validateMigrationPolicy,
 } from "./validation/migration-validation.ts";
+// VMIRS and VirtualMachinePool validation (their webhooks).
+export { validateVmirs, validateVmPool } from "./validation/replica-validation.ts";
 // Cluster settings type.
 export type { ClusterConfig } from "./validation/validation-config.ts";
 // Cluster settings defaulting and validation depend on, with KubeVirt's defaults.
@@ -246,3 +264,52 @@ export {
   validateVmiSpec,
   validateVmiUpdate,
 } from "./validation/vmi-validation.ts";
+// instancetype.kubevirt.io/v1beta1: group, kinds (plural, short names), VMI annotations, revision labels, reasons.
+export {
+  CONTROLLER_REVISION_LABEL,
+  DEFAULT_INSTANCETYPE_LABEL,
+  INSTANCETYPE_ANNOTATION,
+  INSTANCETYPE_API_VERSION,
+  INSTANCETYPE_GROUP,
+  INSTANCETYPE_KINDS,
+  INSTANCETYPE_SYNC_REASON,
+  INSTANCETYPE_VERSION,
+  type InstancetypeKindName,
+} from "./instancetype/instancetype-constants.ts";
+// Instancetype/preference expansion into a VMI spec, with KubeVirt's conflicts.
+export {
+  applyInstancetypeToVmi,
+  conflictMessage,
+  guestTopology,
+  type InstancetypeConflict,
+} from "./instancetype/instancetype-apply.ts";
+// Matcher resolution and the ControllerRevisions that pin a VM to one version of its instancetype/preference.
+export {
+  type ControllerRevision,
+  controllerRevisionFor,
+  controllerRevisionName,
+  type InstancetypeObject,
+  type MatcherRole,
+  type ResolvedMatcher,
+  resolveMatcher,
+  syncStatusRef,
+} from "./instancetype/instancetype-revision.ts";
+// The instancetype.kubevirt.io schemas (CRDs, strict decoding).
+export { instancetypeSchema, preferenceSchema } from "./instancetype/instancetype-schemas.ts";
+// The instancetype.kubevirt.io types.
+export type {
+  InstancetypeMatcher,
+  InstancetypeSpec,
+  InstancetypeStatusRef,
+  PreferenceSpec,
+  VirtualMachineInstancetype,
+  VirtualMachinePreference,
+} from "./instancetype/instancetype-types.ts";
+// Validation of instancetypes and preferences (their webhooks) and of a VM's spread topology.
+export {
+  checkSpreadCpuTopology,
+  DEPRECATED_LAUNCH_SECURITY_WARNING,
+  type InstancetypeAdmission,
+  validateInstancetype,
+  validatePreference,
+} from "./instancetype/instancetype-validation.ts";

@@ -19,6 +19,14 @@ import type {
   vmimStatusSchema,
 } from "./schema/migration-schemas.ts";
 import type {
+  vmirsSchema,
+  vmirsSpecSchema,
+  vmirsStatusSchema,
+  vmPoolSchema,
+  vmPoolSpecSchema,
+  vmPoolStatusSchema,
+} from "./schema/replica-schemas.ts";
+import type {
   stateChangeRequestSchema,
   vmiTemplateSchema,
   vmSchema,
@@ -106,3 +114,16 @@ export type KubeVirt = Infer<typeof kubevirtSchema>;
 export type KubeVirtConfiguration = Infer<typeof kubevirtConfigurationSchema>;
 /** KubeVirt `spec.configuration.developerConfiguration`. */
 export type DeveloperConfiguration = Infer<typeof developerConfigurationSchema>;
+
+/** VirtualMachineInstanceReplicaSetSpec. */
+export type VirtualMachineInstanceReplicaSetSpec = Infer<typeof vmirsSpecSchema>;
+/** VirtualMachineInstanceReplicaSetStatus. */
+export type VirtualMachineInstanceReplicaSetStatus = Infer<typeof vmirsStatusSchema>;
+/** VirtualMachineInstanceReplicaSet (kubevirt.io/v1). */
+export type VirtualMachineInstanceReplicaSet = Infer<typeof vmirsSchema>;
+/** VirtualMachinePoolSpec. */
+export type VirtualMachinePoolSpec = Infer<typeof vmPoolSpecSchema>;
+/** VirtualMachinePoolStatus. */
+export type VirtualMachinePoolStatus = Infer<typeof vmPoolStatusSchema>;
+/** VirtualMachinePool (pool.kubevirt.io/v1beta1). */
+export type VirtualMachinePool = Infer<typeof vmPoolSchema>;

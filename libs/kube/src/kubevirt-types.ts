@@ -1,8 +1,8 @@
 /** The kubevirt.io resource types (for typed clients and informers), from the API constants. */
-import { GROUP, KIND, MIGRATIONS_GROUP, RESOURCE, VERSION } from "@kvt/api";
+import { GROUP, KIND, MIGRATIONS_GROUP, POOL_GROUP, POOL_VERSION, RESOURCE, VERSION } from "@kvt/api";
 import type { ResourceType } from "./client/resource-client.ts";
 
-/** VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration, MigrationPolicy and KubeVirt. */
+/** VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration, MigrationPolicy, KubeVirt, VMIRS, VirtualMachinePool. */
 export const KUBEVIRT_V1 = {
   virtualMachines: {
     group: GROUP,
@@ -37,6 +37,20 @@ export const KUBEVIRT_V1 = {
     version: VERSION,
     plural: RESOURCE.kubevirts,
     kind: KIND.KubeVirt,
+    namespaced: true,
+  },
+  virtualMachineInstanceReplicaSets: {
+    group: GROUP,
+    version: VERSION,
+    plural: RESOURCE.virtualMachineInstanceReplicaSets,
+    kind: KIND.VirtualMachineInstanceReplicaSet,
+    namespaced: true,
+  },
+  virtualMachinePools: {
+    group: POOL_GROUP,
+    version: POOL_VERSION,
+    plural: RESOURCE.virtualMachinePools,
+    kind: KIND.VirtualMachinePool,
     namespaced: true,
   },
 } as const satisfies Record<string, ResourceType>;

@@ -10,16 +10,33 @@
  * | VMIM  | vmim, vmims | yes                | Phase, VMI                                               |
  * | MigrationPolicy (cluster-scoped) | - | yes | -                                                       |
  * | KubeVirt (the configuration CR) | kv, kvs | yes | Age, Phase                                            |
+ * | VMIRS | vmirs, vmirss | yes, and scale   | Desired, Current, Ready, Age                             |
+ * | VirtualMachinePool (pool.kubevirt.io v1beta1; v1alpha1 also served) | vmpool, vmpools | yes, and scale | as VMIRS |
  * (* priority 1: shown by `kubectl get -o wide`)
  *
  * KubeVirt's VMI has no status subresource: virt-controller and virt-handler write the status through the main
  * resource, and the VMI update webhook keeps users from changing the spec.
  */
-import { API_VERSION, GROUP, KIND, LABEL, MIGRATIONS_GROUP, RESOURCE, SHORT_NAMES, VERSION } from "../constants.ts";
+import {
+  API_VERSION,
+  GROUP,
+  KIND,
+  LABEL,
+  MIGRATIONS_GROUP,
+  POOL_API_VERSION,
+  POOL_GROUP,
+  POOL_VERSION,
+  RESOURCE,
+  SHORT_NAMES,
+  VERSION,
+} from "../constants.ts";
+import { INSTANCETYPE_API_VERSION, INSTANCETYPE_KINDS } from "../instancetype/instancetype-constants.ts";
+import { instancetypeCrds } from "../instancetype/instancetype-crds.ts";
 import type { JsonSchema } from "../schema/builder.ts";
 import { kubevirtSchema } from "../schema/kubevirt-schemas.ts";
 import { objectMetaSchema } from "../schema/meta.ts";
 import { migrationPolicySchema, vmimSchema } from "../schema/migration-schemas.ts";
+import { vmirsSchema, vmPoolSchema } from "../schema/replica-schemas.ts";
 import { vmSchema } from "../schema/vm-schemas.ts";
 import { vmiSchema } from "../schema/vmi-schemas.ts";
 
@@ -54,7 +71,10 @@ export interface CustomResourceDefinition {
       storage: boolean;
       additionalPrinterColumns?: PrinterColumn[];
       schema: { openAPIV3Schema: JsonSchema };
-      subresources?: { status?: Record<string, never> };
+      subresources?: {
+        status?: Record<string, never>;
+        scale?: { specReplicasPath: string; statusReplicasPath: string; labelSelectorPath?: string };
+      };
     }[];
   };
 }
@@ -112,6 +132,10 @@ interface CrdInput {
   schema: JsonSchema;
   columns?: PrinterColumn[];
   status: boolean;
+  /** The scale subresource (`kubectl scale`, HPA) on spec.replicas / status.replicas / status.labelSelector. */
+  scale?: boolean;
+  /** Older versions served beside `version` (same schema, not stored), e.g. pool.kubevirt.io/v1alpha1. */
+  alsoServed?: string[];
 }
 
 function buildCrd(i: CrdInput): CustomResourceDefinition {
@@ -131,11 +155,21 @@ function buildCrd(i: CrdInput): CustomResourceDefinition {
   };
   if (i.columns) version.additionalPrinterColumns = i.columns;
   if (i.status) version.subresources = { status: {} };
+  if (i.scale)
+    version.subresources = {
+      ...version.subresources,
+      scale: {
+        specReplicasPath: ".spec.replicas",
+        statusReplicasPath: ".status.replicas",
+        labelSelectorPath: ".status.labelSelector",
+      },
+    };
+  const older = (i.alsoServed ?? []).map((name) => ({ ...structuredClone(version), name, storage: false }));
   return {
     apiVersion: "apiextensions.k8s.io/v1",
     kind: "CustomResourceDefinition",
     metadata: { name: `${i.plural}.${i.group}`, labels: { [LABEL.app]: "" } },
-    spec: { group: i.group, names, scope: i.scope, versions: [version] },
+    spec: { group: i.group, names, scope: i.scope, versions: [...older, version] },
   };
 }
 
@@ -241,28 +275,81 @@ export function customResourceDefinitions(): CustomResourceDefinition[] {
       status: true,
       columns: [AGE, { name: "Phase", type: "string", jsonPath: ".status.phase" }],
     }),
+    buildCrd({
+      group: GROUP,
+      version: VERSION,
+      kind: KIND.VirtualMachineInstanceReplicaSet,
+      plural: RESOURCE.virtualMachineInstanceReplicaSets,
+      shortNames: SHORT_NAMES.VirtualMachineInstanceReplicaSet,
+      categories: ["all"],
+      scope: "Namespaced",
+      schema: vmirsSchema,
+      status: true,
+      scale: true,
+      columns: replicaColumns("VirtualMachineInstances"),
+    }),
+    buildCrd({
+      group: POOL_GROUP,
+      version: POOL_VERSION,
+      alsoServed: ["v1alpha1"],
+      kind: KIND.VirtualMachinePool,
+      plural: RESOURCE.virtualMachinePools,
+      shortNames: SHORT_NAMES.VirtualMachinePool,
+      categories: ["all"],
+      scope: "Namespaced",
+      schema: vmPoolSchema,
+      status: true,
+      scale: true,
+      columns: replicaColumns("VirtualMachines"),
+    }),
+    ...instancetypeCrds(buildCrd),
   ];
+}
+
+/** Desired, Current, Ready, Age: the columns of VirtualMachineInstanceReplicaSet and VirtualMachinePool. */
+function replicaColumns(what: string): PrinterColumn[] {
+  return [
+    { name: "Desired", type: "integer", jsonPath: ".spec.replicas", description: `Number of desired ${what}` },
+    {
+      name: "Current",
+      type: "integer",
+      jsonPath: ".status.replicas",
+      description: `Number of managed and not final or deleted ${what}`,
+    },
+    {
+      name: "Ready",
+      type: "integer",
+      jsonPath: ".status.readyReplicas",
+      description: `Number of managed ${what} which are ready to receive traffic`,
+    },
+    AGE,
+  ];
+}
+
+/** The stored version of a CRD (where its schema and subresources are read). */
+function storedVersion(
+  crd: CustomResourceDefinition,
+): CustomResourceDefinition["spec"]["versions"][number] | undefined {
+  return crd.spec.versions.find((v) => v.storage);
 }
 
 /** The openAPIV3Schema of a kind (e.g. for `/openapi/v3` and `kubectl explain`), keyed by `apiVersion` and kind. */
 export function openApiSchemaOf(apiVersion: string, kind: string): JsonSchema | undefined {
   for (const crd of customResourceDefinitions()) {
-    const v = crd.spec.versions[0];
-    if (crd.spec.names.kind === kind && v && `${crd.spec.group}/${v.name}` === apiVersion) {
-      return v.schema.openAPIV3Schema;
-    }
+    const v = crd.spec.versions.find((x) => `${crd.spec.group}/${x.name}` === apiVersion);
+    if (crd.spec.names.kind === kind && v) return v.schema.openAPIV3Schema;
   }
   return undefined;
 }
 
 /** Whether KubeVirt gives the kind a `/status` subresource (VM, VMIM, MigrationPolicy: yes; VMI: no). */
 export function hasStatusSubresource(kind: string): boolean {
-  return customResourceDefinitions().some(
-    (c) => c.spec.names.kind === kind && c.spec.versions[0]?.subresources?.status,
-  );
+  return customResourceDefinitions().some((c) => c.spec.names.kind === kind && storedVersion(c)?.subresources?.status);
 }
 
 /** Default `apiVersion` for a kind of this API. */
 export function apiVersionOf(kind: string): string {
-  return kind === KIND.MigrationPolicy ? "migrations.kubevirt.io/v1alpha1" : API_VERSION;
+  if (kind in INSTANCETYPE_KINDS) return INSTANCETYPE_API_VERSION;
+  if (kind === KIND.MigrationPolicy) return "migrations.kubevirt.io/v1alpha1";
+  return kind === KIND.VirtualMachinePool ? POOL_API_VERSION : API_VERSION;
 }
