@@ -87,9 +87,11 @@ function aggregatedResource(d: ResourceDef, version: string): Json {
               ? { group: "policy", version: "v1", kind: "Eviction" }
               : s === "token"
                 ? { group: "authentication.k8s.io", version: "v1", kind: "TokenRequest" }
-                : { group: "", version: "v1", kind: s === "log" ? "Pod" : d.kind },
+                : s === "scale"
+                  ? { group: "autoscaling", version: "v1", kind: "Scale" }
+                  : { group: "", version: "v1", kind: s === "log" ? "Pod" : d.kind },
       verbs:
-        s === "status"
+        s === "status" || s === "scale"
           ? ["get", "patch", "update"]
           : s === "log"
             ? ["get"]

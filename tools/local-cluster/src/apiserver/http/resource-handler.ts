@@ -1,7 +1,8 @@
 /**
  * Resource requests: verb dispatch for collections and objects, list (limit/continue, selectors, Table), watch,
- * and the subresource extension point (status is generic; pods/binding, pods/eviction and namespaces/finalize are
- * built in; others, such as pods/log, are registered by other components).
+ * and the subresource extension point (status is generic, as is scale for custom resources that declare it;
+ * pods/binding, pods/eviction and namespaces/finalize are built in; others, such as pods/log, are registered by
+ * other components).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
@@ -21,6 +22,7 @@ import { negotiateBodyType } from "./content-type.ts";
 import { decode, mediaType, readBody, sendJson } from "./io.ts";
 import { includeObject, intParam, rvParam, wantsTable, writeContext } from "./negotiate.ts";
 import type { RequestInfo } from "./request-info.ts";
+import { serveScale } from "./scale.ts";
 
 /** Everything a subresource handler gets. */
 export interface SubresourceContext {
@@ -124,6 +126,10 @@ export async function handleResource(
   };
   const sendEntry = (code: number, e: Entry): void => sendObj(code, e.obj, e.json);
 
+  if (info.subresource === "scale" && def.scale && info.name !== undefined) {
+    await serveScale({ req, res, info, query, def, svc, ctx, body }, def.scale);
+    return;
+  }
   if (info.subresource && info.subresource !== "status") {
     const handler = deps.subresources.get(`${collOf(def)}/${info.subresource}`);
     if (!handler || info.name === undefined) throw notFound(def, `${info.name ?? ""}/${info.subresource}`);

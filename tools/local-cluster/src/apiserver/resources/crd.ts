@@ -27,7 +27,10 @@ export interface CrdSpec {
     served: boolean;
     storage: boolean;
     schema?: { openAPIV3Schema?: JSONSchemaProps };
-    subresources?: { status?: Record<string, never>; scale?: Record<string, string> };
+    subresources?: {
+      status?: Record<string, never>;
+      scale?: { specReplicasPath: string; statusReplicasPath: string; labelSelectorPath?: string };
+    };
     additionalPrinterColumns?: {
       name: string;
       type: string;
@@ -183,6 +186,7 @@ export function crdToDef(crd: KubeObject): ResourceDef | undefined {
     categories: spec.names.categories ?? [],
     verbs: ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
     subresources: subs,
+    ...(preferred.subresources?.scale ? { scale: preferred.subresources.scale } : {}),
     columns: columnsOf(preferred),
     fields,
     generation: true,

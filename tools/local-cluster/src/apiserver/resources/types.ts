@@ -33,6 +33,13 @@ export interface Strategy {
   gracePeriod?(obj: KubeObject): number;
 }
 
+/** Where a custom resource keeps what its scale subresource shows (CRD `subresources.scale`). */
+export interface ScaleSpec {
+  readonly specReplicasPath: string;
+  readonly statusReplicasPath: string;
+  readonly labelSelectorPath?: string;
+}
+
 /** A served resource. */
 export interface ResourceDef {
   readonly group: string;
@@ -48,6 +55,8 @@ export interface ResourceDef {
   readonly verbs: readonly string[];
   /** Subresource names (`status`, `binding`, `eviction`, `log`, ...). */
   readonly subresources: readonly string[];
+  /** The paths of the scale subresource (custom resources whose CRD declares one). */
+  readonly scale?: ScaleSpec;
   /** Additional Table columns after Name. */
   readonly columns: readonly PrinterColumn[];
   /** Selectable fields besides metadata.name / metadata.namespace. */
