@@ -4,6 +4,17 @@
 export { type CpioEntry, listCpio, writeCpio } from "./cpio.ts";
 /** Errors from the Debian tools, carrying the command that fixes them. */
 export { DebianToolError } from "./debian.ts";
+/** Build `local/debian-cloud:latest` (Debian 12 on a raw ext4 disk, cloud-init NoCloud; skipped when current). */
+export {
+  buildDebianCloud,
+  DEBIAN_CLOUD_BOOT_MARKER,
+  DEBIAN_CLOUD_CMDLINE,
+  DEBIAN_CLOUD_DISK_BYTES,
+  DEBIAN_CLOUD_IMAGE,
+  DEBIAN_CLOUD_MIN_MEMORY_BYTES,
+  type DebianCloudOptions,
+  type DebianCloudResult,
+} from "./debian-cloud.ts";
 /** Build `local/demo-linux:latest` from Debian packages (skipped when current), and its constants. */
 export {
   type BuildOptions,

@@ -6,11 +6,12 @@
  *       image.json                    the manifest below (written last: its presence means the image is complete)
  *       vmlinuz | test-guest.elf      the kernel (file name given by image.json "kernel")
  *       initrd.img                    the initramfs, when the image has one ("initrd")
+ *       disk.img                      the raw root-filesystem disk, when the image has one ("disk")
  *     .cache/                         downloaded .debs and unpacked packages, reused by rebuilds
  *
  * A reference `local/demo-linux:latest` maps to `<store>/local/demo-linux/latest`; no tag means `latest`.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 
 /** The manifest of one stored image (`image.json`). */
@@ -27,6 +28,11 @@ export interface ImageManifest {
   readonly uncompressedKernel?: string;
   /** Initramfs file name inside the image directory, if any. */
   readonly initrd?: string;
+  /**
+   * The raw disk image (the root filesystem) inside the image directory, if any: KubeVirt's containerDisk `/disk/`
+   * file. virt-launcher gives each VMI its own copy as the VMI's disk in spec order.
+   */
+  readonly disk?: string;
   /** Default kernel command line. */
   readonly cmdline: string;
   /** True when the guest runs on a PVM KVM (ring-0 kept tiny), like the test guest; false for a stock Linux kernel. */
@@ -91,20 +97,35 @@ export function isCurrent(storeRoot: string, ref: string, inputsDigest: string):
   const m = readManifest(storeRoot, ref);
   if (m?.inputsDigest !== inputsDigest) return false;
   const dir = imageDir(storeRoot, ref);
-  return [m.kernel, m.uncompressedKernel, m.initrd].every((file) => file === undefined || existsSync(join(dir, file)));
+  return [m.kernel, m.uncompressedKernel, m.initrd, m.disk].every(
+    (file) => file === undefined || existsSync(join(dir, file)),
+  );
+}
+
+/** A file too large to hold in memory (a disk image), moved into the image directory by rename (same filesystem). */
+export interface MovedFile {
+  readonly moveFrom: string;
 }
 
 /**
- * Stores an image: writes its files, then the manifest (atomically, by rename) so a reader never sees a manifest
- * pointing at missing files.
+ * Stores an image: writes its files (or moves them in), then the manifest (atomically, by rename) so a reader never
+ * sees a manifest pointing at missing files. The old manifest goes first, so a half-replaced image is never current.
  */
-export function writeImage(storeRoot: string, manifest: ImageManifest, files: ReadonlyMap<string, Uint8Array>): string {
+export function writeImage(
+  storeRoot: string,
+  manifest: ImageManifest,
+  files: ReadonlyMap<string, Uint8Array | MovedFile>,
+): string {
   const dir = imageDir(storeRoot, manifest.image);
   mkdirSync(dir, { recursive: true });
+  rmSync(join(dir, "image.json"), { force: true });
   for (const [name, data] of files) {
     if (name.includes("/") || name === "image.json") throw new Error(`invalid image file name "${name}"`);
-    writeFileSync(join(dir, `${name}.tmp`), data);
-    renameSync(join(dir, `${name}.tmp`), join(dir, name));
+    if ("moveFrom" in data) renameSync(data.moveFrom, join(dir, name));
+    else {
+      writeFileSync(join(dir, `${name}.tmp`), data);
+      renameSync(join(dir, `${name}.tmp`), join(dir, name));
+    }
   }
   writeFileSync(join(dir, "image.json.tmp"), `${JSON.stringify(manifest, null, 2)}\n`);
   renameSync(join(dir, "image.json.tmp"), join(dir, "image.json"));
