@@ -24,6 +24,7 @@ import {
   type VirtualMachine,
   type VirtualMachineInstance,
   type VirtualMachineInstanceMigration,
+  type VirtualMachineInstanceReplicaSet,
 } from "@kvt/api";
 import {
   CORE_V1,
@@ -35,6 +36,7 @@ import {
   type KubeObject,
   labelIndex,
   type Node,
+  namespaceIndex,
   type PersistentVolumeClaim,
   type Pod,
   type Reconciler,
@@ -51,6 +53,7 @@ import { EvacuationController } from "./evacuation/evacuation-controller.ts";
 import type { ControllerMetrics } from "./metrics/controller-metrics.ts";
 import { MigrationController, migrationVmiIndex } from "./migration/migration-controller.ts";
 import { NodeController } from "./node/node-controller.ts";
+import { ReplicaSetController } from "./replicaset/replicaset-controller.ts";
 import { VmController } from "./vm/vm-controller.ts";
 import { VmiController } from "./vmi/vmi-controller.ts";
 
@@ -121,6 +124,7 @@ export class VirtControllerApp {
         client: c.vmis,
         logger,
         indexers: {
+          namespace: namespaceIndex,
           node: (v) => (v.status?.nodeName ? [v.status.nodeName] : []),
           claim: (v) =>
             (v.spec.volumes ?? []).flatMap((vol) => {
@@ -269,6 +273,29 @@ export class VirtControllerApp {
     vmis.addHandlers(evacH.vmi);
     migrations.addHandlers(evacH.migration);
 
+    // VirtualMachineInstanceReplicaSets: not required, so a cluster without the CRD still runs VMs.
+    const replicaSets = this.#informer(
+      new Informer<VirtualMachineInstanceReplicaSet>({
+        client: resourceClient(transport, KUBEVIRT_V1.virtualMachineInstanceReplicaSets),
+        logger,
+        indexers: { namespace: namespaceIndex },
+      }),
+      false,
+    );
+    const replicaSet = new ReplicaSetController({
+      replicaSets: replicaSets.store,
+      replicaSetsIn: (ns) => replicaSets.store.byIndex("namespace", ns),
+      vmisIn: (ns) => vmis.store.byIndex("namespace", ns),
+      rsClient: resourceClient(transport, KUBEVIRT_V1.virtualMachineInstanceReplicaSets),
+      vmiClient: c.vmis,
+      recorder: recorder("virtualmachinereplicaset-controller"),
+      expectations: new Expectations(),
+    });
+    const rsQ = this.#queue("virt-controller-replicaset");
+    const rsH = replicaSet.handlers((k) => rsQ.add(k));
+    replicaSets.addHandlers(rsH.replicaSet);
+    vmis.addHandlers(rsH.vmi);
+
     for (const i of this.#informers) i.start();
     await Promise.all(this.#required.map((i) => i.waitForSync()));
     logger.info({ informers: this.#informers.length }, "caches synced; starting controllers");
@@ -286,6 +313,7 @@ export class VirtControllerApp {
     );
     this.#run("node", "Node", nodeQ, node, 3);
     this.#run("evacuation", "VirtualMachineInstance", evacQ, evacuation, 3);
+    this.#run("replicaset", "VirtualMachineInstanceReplicaSet", rsQ, replicaSet, 3);
   }
 
   /** Stops the controllers (in-flight reconciles finish) and the informers; flushes pending events. */
