@@ -3,9 +3,10 @@
  * runner per controller (KubeVirt's queue names and thread counts), started when this replica becomes leader.
  *
  * ```
- *   informers (VM, VMI, launcher Pods, VMIM, Node, MigrationPolicy, KubeVirt) ──handlers──> queues ──runners──> controllers
- *                                    ^                                                                   │
- *                                    └──────────────────── API server (writes) <─────────────────────────┘
+ *   informers (VM, VMI, launcher Pods, VMIM, Node, MigrationPolicy, KubeVirt, VMIRS, VirtualMachinePool)
+ *       │  ^
+ *       │  └──────────────────── API server (writes) <─────────────────────────┐
+ *       └──handlers──> queues ──runners──> controllers ──────────────────────────┘
  * ```
  */
 import {
@@ -25,6 +26,7 @@ import {
   type VirtualMachineInstance,
   type VirtualMachineInstanceMigration,
   type VirtualMachineInstanceReplicaSet,
+  type VirtualMachinePool,
 } from "@kvt/api";
 import {
   CORE_V1,
@@ -53,6 +55,7 @@ import { EvacuationController } from "./evacuation/evacuation-controller.ts";
 import type { ControllerMetrics } from "./metrics/controller-metrics.ts";
 import { MigrationController, migrationVmiIndex } from "./migration/migration-controller.ts";
 import { NodeController } from "./node/node-controller.ts";
+import { PoolController } from "./pool/pool-controller.ts";
 import { ReplicaSetController } from "./replicaset/replicaset-controller.ts";
 import { VmController } from "./vm/vm-controller.ts";
 import { VmiController } from "./vmi/vmi-controller.ts";
@@ -118,7 +121,9 @@ export class VirtControllerApp {
       nodes: resourceClient<Node>(transport, CORE_V1.nodes),
     };
     const eventClient = resourceClient<CoreEvent>(transport, CORE_V1.events);
-    const vms = this.#informer(new Informer<VirtualMachine>({ client: c.vms, logger }));
+    const vms = this.#informer(
+      new Informer<VirtualMachine>({ client: c.vms, logger, indexers: { namespace: namespaceIndex } }),
+    );
     const vmis = this.#informer(
       new Informer<VirtualMachineInstance>({
         client: c.vmis,
@@ -296,6 +301,23 @@ export class VirtControllerApp {
     replicaSets.addHandlers(rsH.replicaSet);
     vmis.addHandlers(rsH.vmi);
 
+    // VirtualMachinePools: not required either (a cluster without the pool CRD still runs VMs).
+    const poolClient = resourceClient<VirtualMachinePool>(transport, KUBEVIRT_V1.virtualMachinePools);
+    const pools = this.#informer(new Informer<VirtualMachinePool>({ client: poolClient, logger }), false);
+    const pool = new PoolController({
+      pools: pools.store,
+      vms: vms.store,
+      vmsIn: (ns) => vms.store.byIndex("namespace", ns),
+      poolClient,
+      vmClient: c.vms,
+      recorder: recorder("virtualmachinepool-controller"),
+      expectations: new Expectations(),
+    });
+    const poolQ = this.#queue("virt-controller-pool");
+    const poolH = pool.handlers((k) => poolQ.add(k));
+    pools.addHandlers(poolH.pool);
+    vms.addHandlers(poolH.vm);
+
     for (const i of this.#informers) i.start();
     await Promise.all(this.#required.map((i) => i.waitForSync()));
     logger.info({ informers: this.#informers.length }, "caches synced; starting controllers");
@@ -314,6 +336,7 @@ export class VirtControllerApp {
     this.#run("node", "Node", nodeQ, node, 3);
     this.#run("evacuation", "VirtualMachineInstance", evacQ, evacuation, 3);
     this.#run("replicaset", "VirtualMachineInstanceReplicaSet", rsQ, replicaSet, 3);
+    this.#run("pool", "VirtualMachinePool", poolQ, pool, 3);
   }
 
   /** Stops the controllers (in-flight reconciles finish) and the informers; flushes pending events. */
