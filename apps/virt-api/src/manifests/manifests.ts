@@ -93,6 +93,22 @@ const VALIDATING: readonly WebhookSpec[] = [
     operations: ["UPDATE"],
   },
   {
+    name: "virtualmachinereplicaset-validator.kubevirt.io",
+    path: "/virtualmachinereplicaset-validate",
+    resources: ["virtualmachineinstancereplicasets"],
+    group: "kubevirt.io",
+    version: "v1",
+    operations: ["CREATE", "UPDATE"],
+  },
+  {
+    name: "virtualmachinepool-validator.kubevirt.io",
+    path: "/virtualmachinepool-validate",
+    resources: ["virtualmachinepools"],
+    group: "pool.kubevirt.io",
+    version: "v1beta1",
+    operations: ["CREATE", "UPDATE"],
+  },
+  {
     name: "migration-policy-validator.kubevirt.io",
     path: "/migration-policy-validate-create",
     resources: ["migrationpolicies"],

@@ -89,6 +89,12 @@ const webhooks = [
     resource: "virtualmachineinstancemigrations",
   },
   { path: "/migration-policy-validate-create", kind: "MigrationPolicy", resource: "migrationpolicies" },
+  {
+    path: "/virtualmachinereplicaset-validate",
+    kind: "VirtualMachineInstanceReplicaSet",
+    resource: "virtualmachineinstancereplicasets",
+  },
+  { path: "/virtualmachinepool-validate", kind: "VirtualMachinePool", resource: "virtualmachinepools" },
 ];
 
 describe("webhook bodies", () => {

@@ -11,6 +11,8 @@
  *   /migration-validate-create                   VMIM create: admitMigrationCreate (reads the VMI and its VMIMs)
  *   /migration-validate-update                   VMIM update: admitMigrationUpdate
  *   /migration-policy-validate-create            MigrationPolicy create/update: validateMigrationPolicy
+ *   /virtualmachinereplicaset-validate           VMIRS create/update: validateVmirs
+ *   /virtualmachinepool-validate                 VirtualMachinePool create/update: validateVmPool
  *
  * Mutators answer like KubeVirt's: `replace` of every top-level section (`/spec`, `/metadata`) the defaults
  * changed.
@@ -24,7 +26,9 @@ import {
   validateMigrationPolicy as apiValidateMigrationPolicy,
   validateVm as apiValidateVm,
   validateVmiCreate as apiValidateVmiCreate,
+  validateVmirs as apiValidateVmirs,
   validateVmiUpdate as apiValidateVmiUpdate,
+  validateVmPool as apiValidateVmPool,
   defaultMigration,
   defaultVm,
   defaultVmi,
@@ -36,6 +40,8 @@ import {
   type VirtualMachine,
   type VirtualMachineInstance,
   type VirtualMachineInstanceMigration,
+  type VirtualMachineInstanceReplicaSet,
+  type VirtualMachinePool,
 } from "@kvt/api";
 import type { ClusterClient } from "../kube/cluster-client.ts";
 import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW } from "./admission.ts";
@@ -166,6 +172,21 @@ export const validateMigrationUpdate: Admitter = (req) => {
 export const validateMigrationPolicy: Admitter = (req) =>
   Promise.resolve(fromCauses(apiValidateMigrationPolicy(objectOf<MigrationPolicy>(req))));
 
+/** `/virtualmachinereplicaset-validate` (create and update): @kvt/api's `validateVmirs` (KubeVirt vmirs-admitter). */
+export const validateVmirs: Admitter = (req) =>
+  Promise.resolve(fromCauses(apiValidateVmirs(objectOf<VirtualMachineInstanceReplicaSet>(req))));
+
+/** `/virtualmachinepool-validate` (create and update): @kvt/api's `validateVmPool`; the selector is immutable. */
+export function validateVmPool(kubevirtNamespace: string): Admitter {
+  return (req) => {
+    const isKubeVirtServiceAccount = isKubevirtServiceAccount(req.userInfo?.username, kubevirtNamespace);
+    const old = req.operation === "UPDATE" ? (req.oldObject as unknown as VirtualMachinePool) : undefined;
+    return Promise.resolve(
+      fromCauses(apiValidateVmPool(objectOf<VirtualMachinePool>(req), old, { isKubeVirtServiceAccount })),
+    );
+  };
+}
+
 /** Every webhook path with its admitter. */
 export function webhookRoutes(client: ClusterClient, kubevirtNamespace: string): Record<string, Admitter> {
   return {
@@ -178,5 +199,7 @@ export function webhookRoutes(client: ClusterClient, kubevirtNamespace: string):
     "/migration-validate-create": validateMigrationCreate(client, kubevirtNamespace),
     "/migration-validate-update": validateMigrationUpdate,
     "/migration-policy-validate-create": validateMigrationPolicy,
+    "/virtualmachinereplicaset-validate": validateVmirs,
+    "/virtualmachinepool-validate": validateVmPool(kubevirtNamespace),
   };
 }

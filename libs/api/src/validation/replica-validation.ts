@@ -16,7 +16,7 @@ import type {
 } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath, path } from "./causes.ts";
 import { validateVmSpec } from "./vm-validation.ts";
-import { type RequestContext, validateObjectName, validateVmiMetadata, validateVmiSpec } from "./vmi-validation.ts";
+import { type RequestContext, validateObjectName, validateVmiSpec } from "./vmi-validation.ts";
 
 function validateSelector(
   field: FieldPath,
@@ -42,7 +42,6 @@ export function validateVmirs(rs: VirtualMachineInstanceReplicaSet, ctx: Request
     return [cause(CAUSE_TYPE.required, "missing virtual machine template.", field.child("template"))];
   return [
     ...validateObjectName(rs.metadata),
-    ...validateVmiMetadata(field.child("template", "metadata"), spec.template.metadata, ctx),
     ...validateVmiSpec(field.child("template", "spec"), spec.template.spec, ctx.config),
     ...validateSelector(field, spec.selector, spec.template.metadata),
   ];
