@@ -21,15 +21,20 @@
  *           ways, 8 MiB each way over TCP; then a live migration to a VMM on a second tap of the bridge, and the
  *           same traffic on the target (net-checks.ts)
  *
+ *   debian: local/debian-cloud (Debian 12 from its disk, systemd, cloud-init) through a real virt-launcher: the
+ *           boot marker, the user data's console line and file, a console login, the SSH key in authorized_keys,
+ *           root on vda, `sudo poweroff` (debian-checks.ts; only with `debian`, not in the full run)
+ *
  *   then:   the test-guest suites of libs/vmm and libs/migration under vitest (guest-suite.ts), one check per file
  *
- * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | vm-cirros | disk | net | suite | host]
+ * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | vm-cirros | disk | net | debian | suite | host]
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { DEMO_BOOT_MARKER, DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir } from "@kvt/images";
 import { hasKvm } from "@kvt/vmm";
 import { type ConsolePeer, check, converse, report, within } from "./check-runner.ts";
+import { debianChecks } from "./debian-checks.ts";
 import { bootDemo, CLOUD_INIT_LINE, type DemoGuest } from "./demo-guest.ts";
 import { diskChecks } from "./disk-checks.ts";
 import { testGuestSuiteChecks } from "./guest-suite.ts";
@@ -38,6 +43,8 @@ import { netChecks } from "./net-checks.ts";
 import { vmCirrosChecks } from "./vm-cirros-checks.ts";
 
 const BOOT_TIMEOUT_MS = 240_000;
+/** systemd, cloud-init's four stages (Python) and the getty of local/debian-cloud, in L2 under L1's TCG. */
+const DEBIAN_BOOT_TIMEOUT_MS = 600_000;
 
 const local = (g: DemoGuest): ConsolePeer => ({ console: g.console, writeSerial: (t) => g.vm.writeSerial(t) });
 
@@ -60,6 +67,8 @@ async function main(): Promise<void> {
   if (all || only === "vm-cirros") await vmCirrosChecks(BOOT_TIMEOUT_MS);
   if (all || only === "disk") await diskChecks(BOOT_TIMEOUT_MS);
   if (all || only === "net") await netChecks(BOOT_TIMEOUT_MS);
+  // `debian`: a real distribution from its disk (systemd and cloud-init take minutes under TCG: not in the full run).
+  if (only === "debian") await debianChecks(DEBIAN_BOOT_TIMEOUT_MS);
   // `suite [FILE...]`: only the suites (those files of L1_SUITES when named).
   if (only === undefined || only === "suite") await testGuestSuiteChecks(process.argv.slice(3));
 }

@@ -13,7 +13,7 @@
  */
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { buildDemoLinux } from "@kvt/images";
+import { buildDebianCloud, buildDemoLinux } from "@kvt/images";
 import { kvmRunsLinux } from "@kvt/vmm";
 import { buildL1Image, projectRoot } from "./l1-image.ts";
 import { runInL1 } from "./l1-run.ts";
@@ -109,6 +109,8 @@ export async function runLane(options: LaneOptions): Promise<LaneRun> {
   const lane = pickLane(options.lane);
   const log = options.log;
   await prepareLane(log);
+  // The debian group boots local/debian-cloud: built here (minutes when cold, cached after), as L1 cannot build.
+  if (options.only?.[0] === "debian") await buildDebianCloud({ log: (line) => log(`nested: ${line}`) });
   if (lane === "host") {
     log("nested: this host's KVM runs Linux guests: the checks run here (the lane's L1 is not needed)");
     await buildDemoLinux({ log }); // the checks boot the demo image (L1's build does this on the nested path)
