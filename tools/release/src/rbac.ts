@@ -40,8 +40,40 @@ const controller: ComponentRules = {
     {
       apiGroups: [KV],
       resources: ["virtualmachines"],
+      verbs: [...INFORMER, "patch", "create", "delete"],
+      why:
+        "app.ts: VM informer; vm/vm-controller.ts: vmClient.patch (finalizer, printable status ops); " +
+        "pool/pool-controller.ts: vmClient.create/delete (scale out and in), patch (pool finalizer, release)",
+    },
+    {
+      apiGroups: [KV],
+      resources: ["virtualmachineinstancereplicasets"],
+      verbs: [...INFORMER, "get"],
+      why: "app.ts: VMIRS informer; replicaset/replicaset-controller.ts: rsClient.get (fresh read before an adoption)",
+    },
+    {
+      apiGroups: [KV],
+      resources: ["virtualmachineinstancereplicasets/status"],
+      verbs: ["patch"],
+      why: 'replicaset/replicaset-controller.ts: rsClient.patch(ns, name, ops, "status")',
+    },
+    {
+      apiGroups: ["pool.kubevirt.io"],
+      resources: ["virtualmachinepools"],
       verbs: [...INFORMER, "patch"],
-      why: "app.ts: VM informer; vm/vm-controller.ts: vmClient.patch (finalizer, printable status ops)",
+      why: "app.ts: VirtualMachinePool informer; pool/pool-controller.ts: poolClient.patch (pool finalizer)",
+    },
+    {
+      apiGroups: ["pool.kubevirt.io"],
+      resources: ["virtualmachinepools/status"],
+      verbs: ["patch"],
+      why: 'pool/pool-controller.ts: poolClient.patch(ns, name, ops, "status")',
+    },
+    {
+      apiGroups: ["pool.kubevirt.io"],
+      resources: ["virtualmachinepools/finalizers"],
+      verbs: ["update"],
+      why: "pool/pool-plan.ts: pool VMs carry an ownerReference with blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
     },
     {
       apiGroups: [KV],
@@ -60,10 +92,15 @@ const controller: ComponentRules = {
     },
     {
       apiGroups: [KV],
-      resources: ["virtualmachines/finalizers", "virtualmachineinstances/finalizers"],
+      resources: [
+        "virtualmachines/finalizers",
+        "virtualmachineinstances/finalizers",
+        "virtualmachineinstancereplicasets/finalizers",
+      ],
       verbs: ["update"],
       why:
-        "vm/vmi-template.ts and vmi/pod-template.ts: VMIs and launcher Pods carry an ownerReference with " +
+        "vm/vmi-template.ts, vmi/pod-template.ts and replicaset/replicaset-plan.ts: VMIs and launcher Pods carry " +
+        "an ownerReference with " +
         "blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement admission plugin allows only to " +
         "whoever may update the owner's finalizers",
     },
@@ -308,7 +345,13 @@ export const SUBRESOURCES: readonly string[] = [
 ];
 
 const READ_ONLY_SUBRESOURCES = new Set(["virtualmachineinstances/console", "virtualmachineinstances/guestosinfo"]);
-const WORKLOADS = ["virtualmachines", "virtualmachineinstances", "virtualmachineinstancemigrations"];
+const WORKLOADS = [
+  "virtualmachines",
+  "virtualmachineinstances",
+  "virtualmachineinstancemigrations",
+  "virtualmachineinstancereplicasets",
+];
+const POOL = "pool.kubevirt.io";
 
 /**
  * What users get, as KubeVirt ships it: `kubevirt.io:view` and `kubevirt.io:edit` aggregate into the built-in
@@ -328,6 +371,7 @@ export function userRoles(version: string): KubeObject[] {
       },
       rules: [
         { apiGroups: [KV], resources: [...WORKLOADS], verbs: ["get", "list", "watch"] },
+        { apiGroups: [POOL], resources: ["virtualmachinepools"], verbs: ["get", "list", "watch"] },
         { apiGroups: [sub], resources: ["virtualmachineinstances/guestosinfo"], verbs: ["get"] },
       ],
     },
@@ -343,6 +387,11 @@ export function userRoles(version: string): KubeObject[] {
           apiGroups: [KV],
           resources: [...WORKLOADS],
           verbs: ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+        },
+        {
+          apiGroups: [POOL],
+          resources: ["virtualmachinepools"],
+          verbs: ["get", "delete", "create", "update", "patch", "list", "watch"],
         },
         { apiGroups: [sub], resources: SUBRESOURCES.filter((s) => READ_ONLY_SUBRESOURCES.has(s)), verbs: ["get"] },
         { apiGroups: [sub], resources: SUBRESOURCES.filter((s) => !READ_ONLY_SUBRESOURCES.has(s)), verbs: ["update"] },
