@@ -1,5 +1,6 @@
 /** VirtualMachine spec, status and object (kubevirt.io/v1). */
 import { PRINTABLE_STATUSES, RUN_STRATEGIES, STATE_CHANGE_ACTIONS } from "../constants.ts";
+import { instancetypeStatusRefSchema, matcherSchema } from "../instancetype/instancetype-schemas.ts";
 import { arr, bool, freeform, int, map, obj, str, strEnum, time } from "./builder.ts";
 import { conditionSchema, objectMetaSchema } from "./meta.ts";
 import { vmiSpecSchema } from "./vmi-spec.ts";
@@ -25,12 +26,11 @@ export const vmSpecSchema = obj(
         'Running state indicates the requested running state of the VirtualMachineInstance\nmutually exclusive with Running\nFollowing are allowed values:\n- "Always": VMI should always be running.\n- "Halted": VMI should never be running.\n- "Manual": VMI can be started/stopped using API endpoints.\n- "RerunOnFailure": VMI will initially be running and restarted if a failure occurs, but will not be restarted upon successful completion.\n- "Once": VMI will run once and not be restarted upon completion regardless if the completion is of phase Failure or Success.',
     }),
     template: vmiTemplateSchema,
-    instancetype: freeform({
-      description: "InstancetypeMatcher references a instancetype that is used to fill fields in Template",
-    }),
-    preference: freeform({
+    instancetype: matcherSchema,
+    preference: {
+      ...matcherSchema,
       description: "PreferenceMatcher references a set of preference that is used to fill fields in Template",
-    }),
+    },
     dataVolumeTemplates: arr(freeform(), {
       description:
         "dataVolumeTemplates is a list of dataVolumes that the VirtualMachineInstance template can reference.",
@@ -100,6 +100,14 @@ export const vmStatusSchema = obj(
     volumeRequests: arr(freeform()),
     volumeSnapshotStatuses: arr(freeform()),
     memoryDumpRequest: freeform(),
+    instancetypeRef: {
+      ...instancetypeStatusRefSchema,
+      description: "InstancetypeRef captures the state of any referenced instance type from the VirtualMachine",
+    },
+    preferenceRef: {
+      ...instancetypeStatusRefSchema,
+      description: "PreferenceRef captures the state of any referenced preference from the VirtualMachine",
+    },
   },
   {
     description:
