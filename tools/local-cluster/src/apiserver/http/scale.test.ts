@@ -59,6 +59,12 @@ describe("the scale subresource of a custom resource", () => {
     });
   });
 
+  it("kubectl explain describes the replica set's fields", async () => {
+    const r = await k.run(["explain", "vmirs.spec.paused"]);
+    expect(r.stderr).toBe("");
+    expect(r.stdout).toContain("Indicates that the replica set is paused.");
+  });
+
   it("GET shows spec.replicas, status.replicas and the selector from status.labelSelector", async () => {
     await k.run([
       "patch",
