@@ -17,6 +17,7 @@ import { VirtApiApp } from "./server/app.ts";
 import { virtApiMetrics } from "./server/metrics.ts";
 import { startVirtApiServer } from "./server/server.ts";
 import { webhookRoutes } from "./webhooks/admitters.ts";
+import { RestInstancetypeReader } from "./webhooks/instancetype-admitters.ts";
 
 await main({
   name: "virt-api",
@@ -84,7 +85,7 @@ await main({
       clientFor: (user) => (user ? new RestClusterClient(transport, user) : self),
       internalClient: new RestClusterClient(transport, serviceAccountUser(namespace, VIRT_API_SERVICE_ACCOUNT)),
       handler,
-      webhooks: webhookRoutes(self, namespace),
+      webhooks: webhookRoutes(self, namespace, new RestInstancetypeReader(transport)),
       requestHeaderAuth: clientCa
         ? { allowedNames: (values["requestheader-allowed-names"] ?? "").split(",").filter((s) => s.length > 0) }
         : undefined,

@@ -116,6 +116,38 @@ const VALIDATING: readonly WebhookSpec[] = [
     version: "v1alpha1",
     operations: ["CREATE", "UPDATE"],
   },
+  {
+    name: "virtualmachineinstancetype-validator.instancetype.kubevirt.io",
+    path: "/virtualmachineinstancetypes-validate",
+    resources: ["virtualmachineinstancetypes"],
+    group: "instancetype.kubevirt.io",
+    version: "v1beta1",
+    operations: ["CREATE", "UPDATE"],
+  },
+  {
+    name: "virtualmachineclusterinstancetype-validator.instancetype.kubevirt.io",
+    path: "/virtualmachineclusterinstancetypes-validate",
+    resources: ["virtualmachineclusterinstancetypes"],
+    group: "instancetype.kubevirt.io",
+    version: "v1beta1",
+    operations: ["CREATE", "UPDATE"],
+  },
+  {
+    name: "virtualmachinepreference-validator.instancetype.kubevirt.io",
+    path: "/virtualmachinepreferences-validate",
+    resources: ["virtualmachinepreferences"],
+    group: "instancetype.kubevirt.io",
+    version: "v1beta1",
+    operations: ["CREATE", "UPDATE"],
+  },
+  {
+    name: "virtualmachineclusterpreference-validator.instancetype.kubevirt.io",
+    path: "/virtualmachineclusterpreferences-validate",
+    resources: ["virtualmachineclusterpreferences"],
+    group: "instancetype.kubevirt.io",
+    version: "v1beta1",
+    operations: ["CREATE", "UPDATE"],
+  },
 ];
 
 function clientConfig(endpoint: VirtApiEndpoint, path: string): Record<string, unknown> {

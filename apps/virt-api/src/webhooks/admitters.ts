@@ -11,6 +11,7 @@
  *   /migration-validate-create                   VMIM create: admitMigrationCreate (reads the VMI and its VMIMs)
  *   /migration-validate-update                   VMIM update: admitMigrationUpdate
  *   /migration-policy-validate-create            MigrationPolicy create/update: validateMigrationPolicy
+ *   /virtualmachine{,cluster}{instancetypes,preferences}-validate   instancetype-admitters.ts
  *   /virtualmachinereplicaset-validate           VMIRS create/update: validateVmirs
  *   /virtualmachinepool-validate                 VirtualMachinePool create/update: validateVmPool
  *
@@ -45,6 +46,7 @@ import {
 } from "@kvt/api";
 import type { ClusterClient } from "../kube/cluster-client.ts";
 import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW } from "./admission.ts";
+import { expandForValidation, type InstancetypeReader, instancetypeWebhookRoutes } from "./instancetype-admitters.ts";
 
 type Obj = Record<string, unknown>;
 
@@ -115,11 +117,20 @@ export const mutateMigration: Admitter = (req) => {
   return Promise.resolve({ allowed: true, patch: sectionPatch(req.object, defaulted, ["metadata"]) });
 };
 
-/** `/virtualmachines-validate` */
-export function validateVm(kubevirtNamespace: string): Admitter {
-  return (req) => {
+/**
+ * `/virtualmachines-validate`. With `instancetypes`, the VM's instancetype and preference are applied to a copy of
+ * the template first (conflicts refuse the VM) and the expanded template is what gets validated, as KubeVirt does.
+ */
+export function validateVm(kubevirtNamespace: string, instancetypes?: InstancetypeReader): Admitter {
+  return async (req) => {
     const isKubeVirtServiceAccount = isKubevirtServiceAccount(req.userInfo?.username, kubevirtNamespace);
-    return Promise.resolve(fromCauses(apiValidateVm(objectOf<VirtualMachine>(req), { isKubeVirtServiceAccount })));
+    let vm = objectOf<VirtualMachine>(req);
+    if (instancetypes && vm.spec && !vm.metadata?.deletionTimestamp) {
+      const expanded = await expandForValidation(instancetypes, vm);
+      if (expanded.causes.length > 0) return fromCauses(expanded.causes);
+      vm = expanded.vm;
+    }
+    return fromCauses(apiValidateVm(vm, { isKubeVirtServiceAccount }));
   };
 }
 
@@ -188,10 +199,15 @@ export function validateVmPool(kubevirtNamespace: string): Admitter {
 }
 
 /** Every webhook path with its admitter. */
-export function webhookRoutes(client: ClusterClient, kubevirtNamespace: string): Record<string, Admitter> {
+export function webhookRoutes(
+  client: ClusterClient,
+  kubevirtNamespace: string,
+  instancetypes?: InstancetypeReader,
+): Record<string, Admitter> {
   return {
+    ...instancetypeWebhookRoutes(fromCauses),
     "/virtualmachines-mutate": mutateVm,
-    "/virtualmachines-validate": validateVm(kubevirtNamespace),
+    "/virtualmachines-validate": validateVm(kubevirtNamespace, instancetypes),
     "/virtualmachineinstances-mutate": mutateVmi,
     "/virtualmachineinstances-validate-create": validateVmiCreate(kubevirtNamespace),
     "/virtualmachineinstances-validate-update": validateVmiUpdate(kubevirtNamespace),

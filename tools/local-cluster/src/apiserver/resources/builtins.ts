@@ -233,6 +233,8 @@ const SPECS: Spec[] = [
     subresources: ["status"],
     generation: true,
   }),
+  // Instancetype and preference revisions that virt-controller pins a VM to (KubeVirt stores them as these).
+  G("apps", "v1", "controllerrevisions", "ControllerRevision", true, { topLevel: ["data", "revision"] }),
   G("coordination.k8s.io", "v1", "leases", "Lease", true),
   G("events.k8s.io", "v1", "events", "Event", true, {
     shortNames: ["ev"],

@@ -1,0 +1,136 @@
+import type { ControllerRevision, InstancetypeObject, ResolvedMatcher } from "@kvt/api";
+import { describe, expect, it } from "vitest";
+import { FakeCluster } from "../fake/fake-cluster.ts";
+import type { AdmissionRequest } from "./admission.ts";
+import { validateVm, webhookRoutes } from "./admitters.ts";
+import type { InstancetypeReader } from "./instancetype-admitters.ts";
+
+/** Instancetypes by `<plural>/<name>`, revisions by name. */
+class FakeReader implements InstancetypeReader {
+  readonly objects = new Map<string, InstancetypeObject>();
+  readonly revisions = new Map<string, ControllerRevision>();
+  get(m: ResolvedMatcher): Promise<InstancetypeObject | undefined> {
+    return Promise.resolve(this.objects.get(`${m.plural}/${m.name}`));
+  }
+  getControllerRevision(_ns: string, name: string): Promise<ControllerRevision | undefined> {
+    return Promise.resolve(this.revisions.get(name));
+  }
+}
+
+function req(object: Record<string, unknown>, resource = "virtualmachines"): AdmissionRequest {
+  return {
+    uid: "u1",
+    kind: { group: "kubevirt.io", version: "v1", kind: "VirtualMachine" },
+    resource: { group: "kubevirt.io", version: "v1", resource },
+    operation: "CREATE",
+    namespace: "default",
+    name: "vm1",
+    object,
+  };
+}
+
+const disks = { devices: { disks: [{ name: "root", disk: {} }] } };
+const volumes = [{ name: "root", containerDisk: { image: "x" } }];
+
+function vmWith(domain: Record<string, unknown>, kind?: string): Record<string, unknown> {
+  return {
+    apiVersion: "kubevirt.io/v1",
+    kind: "VirtualMachine",
+    metadata: { name: "vm1", namespace: "default" },
+    spec: {
+      runStrategy: "Always",
+      instancetype: { name: "small", ...(kind ? { kind } : {}) },
+      template: { spec: { domain: { ...disks, ...domain }, volumes } },
+    },
+  };
+}
+
+function reader(): FakeReader {
+  const r = new FakeReader();
+  const small = { metadata: { name: "small" }, spec: { cpu: { guest: 2 }, memory: { guest: "256Mi" } } };
+  r.objects.set("virtualmachineinstancetypes/small", small);
+  r.objects.set("virtualmachineclusterinstancetypes/small", small);
+  return r;
+}
+
+describe("VM validation with an instancetype (vms-admitter ApplyToVM)", () => {
+  it("accepts a VM without memory whose instancetype gives it (the expanded template is validated)", async () => {
+    expect(await validateVm("kubevirt", reader())(req(vmWith({}, "VirtualMachineInstancetype")))).toEqual({
+      allowed: true,
+    });
+  });
+
+  it.each([
+    [
+      { cpu: { sockets: 2 } },
+      "VM field(s) spec.template.spec.domain.cpu.sockets conflicts with selected instance type",
+    ],
+    [
+      { resources: { requests: { memory: "128Mi" } } },
+      "VM field(s) spec.template.spec.domain.resources.requests.memory conflicts with selected instance type",
+    ],
+    [
+      { memory: { guest: "1Gi" } },
+      "VM field(s) spec.template.spec.domain.memory.guest conflicts with selected instance type",
+    ],
+  ])("refuses %j with KubeVirt's conflict message", async (domain, message) => {
+    const result = await validateVm("kubevirt", reader())(req(vmWith(domain)));
+    expect(result).toMatchObject({ allowed: false, code: 422, reason: "Invalid", message });
+  });
+
+  it("ignores a missing instancetype (virt-controller reports it); the template is validated as it is", async () => {
+    const result = await validateVm(
+      "kubevirt",
+      new FakeReader(),
+    )(req(vmWith({ resources: { requests: { memory: "128Mi" } } })));
+    expect(result).toEqual({ allowed: true });
+  });
+
+  it("uses the ControllerRevision the VM status pins", async () => {
+    const r = new FakeReader();
+    r.revisions.set("rev1", {
+      apiVersion: "apps/v1",
+      kind: "ControllerRevision",
+      metadata: { name: "rev1" },
+      data: { spec: { cpu: { guest: 1 }, memory: { guest: "128Mi" }, schedulerName: "pinned" } },
+    });
+    const vm = vmWith({});
+    vm.status = { instancetypeRef: { name: "small", controllerRevisionRef: { name: "rev1" } } };
+    const spec = vm.spec as { template: { spec: Record<string, unknown> } };
+    spec.template.spec.schedulerName = "mine";
+    const result = await validateVm("kubevirt", r)(req(vm));
+    expect(result).toMatchObject({
+      allowed: false,
+      message: "VM field(s) spec.template.spec.schedulerName conflicts with selected instance type",
+    });
+  });
+});
+
+describe("instancetype and preference webhooks", () => {
+  const routes = webhookRoutes(new FakeCluster(), "kubevirt");
+
+  it("refuses overcommitPercent above 100 with KubeVirt's message", async () => {
+    const obj = {
+      metadata: { name: "x" },
+      spec: { cpu: { guest: 1 }, memory: { guest: "1Gi", overcommitPercent: 101 } },
+    };
+    const result = await routes["/virtualmachineclusterinstancetypes-validate"](
+      req(obj, "virtualmachineclusterinstancetypes"),
+    );
+    expect(result).toMatchObject({
+      allowed: false,
+      message: "spec.memory.overcommitPercent '101': must be in range between 0 and 100.",
+    });
+  });
+
+  it("warns about a deprecated topology", async () => {
+    const obj = { metadata: { name: "p" }, spec: { cpu: { preferredCPUTopology: "preferThreads" } } };
+    const result = await routes["/virtualmachinepreferences-validate"](req(obj, "virtualmachinepreferences"));
+    expect(result).toEqual({
+      allowed: true,
+      warnings: [
+        "PreferredCPUTopology preferThreads is deprecated for removal in a future release, please use threads instead",
+      ],
+    });
+  });
+});

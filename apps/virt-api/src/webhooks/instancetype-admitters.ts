@@ -1,0 +1,155 @@
+/**
+ * Instancetypes and preferences at admission (KubeVirt `pkg/instancetype/webhooks`):
+ *
+ *   /virtualmachineinstancetypes-validate           VirtualMachineInstancetype create/update
+ *   /virtualmachineclusterinstancetypes-validate    VirtualMachineClusterInstancetype create/update
+ *   /virtualmachinepreferences-validate             VirtualMachinePreference create/update
+ *   /virtualmachineclusterpreferences-validate      VirtualMachineClusterPreference create/update
+ *
+ * and, for the VM webhook, `expandForValidation`: the VM's instancetype and preference are applied to a copy of its
+ * template before the template is validated; a VM that sets what its instancetype owns is refused with KubeVirt's
+ * "VM field(s) ... conflicts with selected instance type". An instancetype that cannot be found is ignored here (as
+ * KubeVirt's admitter does): virt-controller reports it on the VM.
+ */
+import {
+  applyInstancetypeToVmi,
+  type ControllerRevision,
+  checkSpreadCpuTopology,
+  type InstancetypeObject,
+  type InstancetypeSpec,
+  type PreferenceSpec,
+  type ResolvedMatcher,
+  resolveMatcher,
+  type StatusCause,
+  type VirtualMachine,
+  type VirtualMachineInstancetype,
+  type VirtualMachinePreference,
+  validateInstancetype,
+  validatePreference,
+} from "@kvt/api";
+import type { RestTransport } from "../kube/rest.ts";
+import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW } from "./admission.ts";
+
+/** Reads instancetypes, preferences and their ControllerRevisions (as virt-api). Missing objects give `undefined`. */
+export interface InstancetypeReader {
+  get(matcher: ResolvedMatcher, namespace: string): Promise<InstancetypeObject | undefined>;
+  getControllerRevision(namespace: string, name: string): Promise<ControllerRevision | undefined>;
+}
+
+/** {@link InstancetypeReader} over the API server's REST interface. */
+export class RestInstancetypeReader implements InstancetypeReader {
+  readonly #transport: RestTransport;
+  constructor(transport: RestTransport) {
+    this.#transport = transport;
+  }
+
+  async #get<T>(path: string): Promise<T | undefined> {
+    const res = await this.#transport.send({ method: "GET", path });
+    if (res.status === 404) return undefined;
+    if (res.status < 200 || res.status >= 300) throw new Error(`GET ${path}: HTTP ${res.status}`);
+    return res.body as T;
+  }
+
+  get(m: ResolvedMatcher, namespace: string): Promise<InstancetypeObject | undefined> {
+    const ns = m.namespaced ? `/namespaces/${namespace}` : "";
+    return this.#get(`/apis/instancetype.kubevirt.io/v1beta1${ns}/${m.plural}/${m.name}`);
+  }
+
+  getControllerRevision(namespace: string, name: string): Promise<ControllerRevision | undefined> {
+    return this.#get(`/apis/apps/v1/namespaces/${namespace}/controllerrevisions/${name}`);
+  }
+}
+
+/**
+ * The spec a VM's matcher refers to: the pinned ControllerRevision's when the VM status names one, else the live
+ * object's (KubeVirt `find.SpecFinder`). `undefined` when the VM has no such matcher or the object is missing.
+ */
+export async function findSpec<T>(
+  reader: InstancetypeReader,
+  vm: VirtualMachine,
+  role: "instancetype" | "preference",
+): Promise<T | undefined> {
+  const matcher = vm.spec?.[role];
+  if (!matcher?.name) return undefined;
+  const namespace = vm.metadata?.namespace ?? "";
+  const pinned = (role === "instancetype" ? vm.status?.instancetypeRef : vm.status?.preferenceRef)
+    ?.controllerRevisionRef;
+  if (pinned?.name) {
+    const cr = await reader.getControllerRevision(namespace, pinned.name);
+    if (cr?.data?.spec) return cr.data.spec as T;
+  }
+  const obj = await reader.get(resolveMatcher(role, matcher), namespace);
+  return obj?.spec as T | undefined;
+}
+
+/** Like {@link findSpec}, but a failed lookup is `undefined` (KubeVirt's admitter ignores it and warns). */
+async function findOrIgnore<T>(
+  reader: InstancetypeReader,
+  vm: VirtualMachine,
+  role: "instancetype" | "preference",
+): Promise<T | undefined> {
+  try {
+    return await findSpec<T>(reader, vm, role);
+  } catch {
+    // Ignored as KubeVirt's admitter does ("ignoring err ... when looking for instance type"): virt-controller
+    // reports a missing or unreadable instancetype on the VM's status.
+    return undefined;
+  }
+}
+
+/**
+ * The VM with its instancetype and preference applied to (a copy of) its template, for validation; or the causes
+ * that refuse it (conflicts, an indivisible spread topology). Returns the VM itself when it references neither.
+ */
+export async function expandForValidation(
+  reader: InstancetypeReader,
+  vm: VirtualMachine,
+): Promise<{ vm: VirtualMachine; causes: StatusCause[] }> {
+  if (!vm.spec?.instancetype && !vm.spec?.preference) return { vm, causes: [] };
+  const instancetype = await findOrIgnore<InstancetypeSpec>(reader, vm, "instancetype");
+  const preference = await findOrIgnore<PreferenceSpec>(reader, vm, "preference");
+  if (!instancetype && !preference) return { vm, causes: [] };
+  const spread = checkSpreadCpuTopology(instancetype, preference);
+  if (spread) return { vm, causes: [spread] };
+  const copy = structuredClone(vm);
+  copy.spec.template.metadata ??= {};
+  copy.spec.template.spec ??= { domain: { devices: {} } };
+  const conflicts = applyInstancetypeToVmi(
+    "spec.template.spec",
+    instancetype,
+    preference,
+    copy.spec.template.spec,
+    copy.spec.template.metadata,
+  );
+  const causes = conflicts.map((c) => ({ type: "FieldValueInvalid", message: c.message, field: c.field }));
+  return { vm: copy, causes };
+}
+
+function admit(
+  req: AdmissionRequest,
+  check: (o: Record<string, unknown>) => { causes: StatusCause[]; warnings: string[] },
+  deny: (causes: StatusCause[]) => AdmitResult,
+): AdmitResult {
+  if (req.operation !== "CREATE" && req.operation !== "UPDATE") return ALLOW;
+  const { causes, warnings } = check(req.object ?? {});
+  if (causes.length > 0) return deny(causes);
+  return warnings.length > 0 ? { allowed: true, warnings } : ALLOW;
+}
+
+/** The four instancetype.kubevirt.io webhooks by path; `deny` turns causes into a denial (admitters.ts's). */
+export function instancetypeWebhookRoutes(deny: (causes: StatusCause[]) => AdmitResult): Record<string, Admitter> {
+  const it =
+    (kind: "VirtualMachineInstancetype" | "VirtualMachineClusterInstancetype"): Admitter =>
+    (req) =>
+      Promise.resolve(admit(req, (o) => validateInstancetype(kind, o as VirtualMachineInstancetype), deny));
+  const pref =
+    (kind: "VirtualMachinePreference" | "VirtualMachineClusterPreference"): Admitter =>
+    (req) =>
+      Promise.resolve(admit(req, (o) => validatePreference(kind, o as VirtualMachinePreference), deny));
+  return {
+    "/virtualmachineinstancetypes-validate": it("VirtualMachineInstancetype"),
+    "/virtualmachineclusterinstancetypes-validate": it("VirtualMachineClusterInstancetype"),
+    "/virtualmachinepreferences-validate": pref("VirtualMachinePreference"),
+    "/virtualmachineclusterpreferences-validate": pref("VirtualMachineClusterPreference"),
+  };
+}
