@@ -173,6 +173,41 @@ describe("VirtualMachinePool (kubectl)", () => {
     }, START_WAIT);
   });
 
+  it("kubectl scale vmpool --replicas 3 adds <pool>-2, --replicas 1 leaves one VM", async () => {
+    const names = async (): Promise<string[]> =>
+      (
+        await kubectlOk(kubeconfig, [
+          "get",
+          "vm",
+          "-l",
+          `kubevirt.io/vmpool=${POOL}`,
+          "-o",
+          "jsonpath={.items[*].metadata.name}",
+        ])
+      )
+        .split(" ")
+        .filter((n) => n !== "")
+        .sort();
+    await kubectlOk(kubeconfig, ["scale", "vmpool", POOL, "--replicas", "3"]);
+    await eventually(
+      async () => {
+        expect(await names()).toEqual([`${POOL}-0`, `${POOL}-1`, `${POOL}-2`]);
+        return true;
+      },
+      { ...START_WAIT, what: "a third pool VM" },
+    );
+    await kubectlOk(kubeconfig, ["scale", "vmpool", POOL, "--replicas", "1"]);
+    await eventually(
+      async () => {
+        expect(await names()).toHaveLength(1);
+        const status = await kubectlOk(kubeconfig, ["get", "vmpool", POOL, "-o", "jsonpath={.status.replicas}"]);
+        expect(status).toBe("1");
+        return true;
+      },
+      { ...START_WAIT, what: "one pool VM left" },
+    );
+  });
+
   it("deleting the pool removes its VMs", async () => {
     await kubectlOk(kubeconfig, ["delete", "vmpool", POOL]);
     await eventually(
