@@ -57,6 +57,7 @@ import { MigrationController, migrationVmiIndex } from "./migration/migration-co
 import { NodeController } from "./node/node-controller.ts";
 import { PoolController } from "./pool/pool-controller.ts";
 import { ReplicaSetController } from "./replicaset/replicaset-controller.ts";
+import { InstancetypeSync } from "./vm/instancetype-sync.ts";
 import { VmController } from "./vm/vm-controller.ts";
 import { VmiController } from "./vmi/vmi-controller.ts";
 
@@ -206,6 +207,7 @@ export class VirtControllerApp {
       vmiClient: c.vmis,
       recorder: recorder("virtualmachine-controller"),
       expectations: new Expectations(),
+      instancetypes: new InstancetypeSync({ clientFor: (t) => resourceClient(transport, t), vmClient: c.vms }),
     });
     const vmQ = this.#queue("virt-controller-vm");
     const vmH = vm.handlers((k) => vmQ.add(k));

@@ -26,6 +26,7 @@ import {
   requeueAfter,
   SyncError,
 } from "@kvt/kube";
+import type { InstancetypeSync, PinnedSpecs } from "./instancetype-sync.ts";
 import { computeVmStatus, isOwnedBy, type VmStatusInput } from "./vm-status.ts";
 import { vmiFromVm } from "./vmi-template.ts";
 
@@ -39,6 +40,8 @@ export interface VmControllerDeps {
   /** VMI creations/deletions per VM key. */
   readonly expectations: Expectations;
   readonly now?: () => number;
+  /** Instancetype/preference pinning and expansion; without it, VMs that reference one are created unexpanded. */
+  readonly instancetypes?: InstancetypeSync;
 }
 
 /** Reconciles VirtualMachines. */
@@ -75,7 +78,7 @@ export class VmController implements Reconciler {
   }
 
   async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
-    const vm = this.#d.vms.get(key);
+    let vm = this.#d.vms.get(key);
     if (!vm) {
       this.#d.expectations.delete(key);
       return done();
@@ -92,10 +95,22 @@ export class VmController implements Reconciler {
       });
       vmi = adopted;
     }
+    let pinned: PinnedSpecs | undefined;
+    if (!syncError && this.#d.instancetypes && (vm.spec.instancetype || vm.spec.preference)) {
+      try {
+        pinned = await this.#d.instancetypes.sync(vm);
+        vm = pinned.vm;
+      } catch (error) {
+        syncError = {
+          reason: error instanceof SyncError ? error.reason : "FailedCreate",
+          message: error instanceof Error ? error.message : String(error),
+        };
+      }
+    }
     const action: VmRunAction = syncError ? { action: "none" } : planVmRun(vm, vmi, new Date(now));
     let vmForStatus = vm;
     try {
-      vmForStatus = await this.#apply(vm, vmi, action, ctx);
+      vmForStatus = await this.#apply(vm, vmi, action, ctx, pinned);
     } catch (error) {
       syncError = {
         reason: error instanceof SyncError ? error.reason : "FailedSync",
@@ -147,12 +162,14 @@ export class VmController implements Reconciler {
     vmi: VirtualMachineInstance | undefined,
     action: VmRunAction,
     ctx: ReconcileContext,
+    pinned?: PinnedSpecs,
   ): Promise<VirtualMachine> {
     const key = keyOf(vm);
     const { namespace, name } = splitKey(key);
     switch (action.action) {
       case "createVmi": {
         const next = vmiFromVm(vm);
+        if (pinned) this.#d.instancetypes?.expand(vm, next, pinned);
         this.#d.expectations.expectCreations(key, 1);
         try {
           await this.#d.vmiClient.create(next);
