@@ -206,7 +206,8 @@ export class InstancetypeSync {
   expand(vm: VirtualMachine, vmi: VirtualMachineInstance, pinned: PinnedSpecs): void {
     if (!pinned.instancetype && !pinned.preference) return;
     vmi.metadata ??= {};
-    const annotations = (vmi.metadata.annotations ??= {});
+    vmi.metadata.annotations ??= {};
+    const annotations = vmi.metadata.annotations;
     const it = vm.spec.instancetype;
     if (it?.name) {
       const cluster = resolveMatcher("instancetype", it).kind === "VirtualMachineClusterInstancetype";
