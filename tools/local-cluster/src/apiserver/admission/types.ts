@@ -30,6 +30,11 @@ export interface AdmissionAttributes {
   readonly userInfo: { readonly username: string; readonly groups: readonly string[] };
   /** CreateOptions / UpdateOptions / DeleteOptions as sent. */
   readonly options: Readonly<Record<string, unknown>>;
+  /**
+   * The version the request was made in, when a webhook with `matchPolicy: Equivalent` sees it converted to
+   * `version` (AdmissionRequest `requestKind`/`requestResource`); absent when they are the same.
+   */
+  readonly requestVersion?: string;
 }
 
 /** A mutating plugin: returns the object to continue with (or undefined to keep it). */

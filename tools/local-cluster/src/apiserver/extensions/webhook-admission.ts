@@ -23,7 +23,32 @@ import { applyJsonPatch, parseJsonPatch } from "../patch/json-patch.ts";
 import type { ResourceService } from "../rest/service.ts";
 import { isObject, type Json, type JsonObject, type KubeObject } from "../types.ts";
 import { type AdmissionResponse, callWebhook, WebhookCallError } from "./webhook-client.ts";
-import { exemptFromWebhooks, ruleMatches, selectorsMatch, type Webhook, webhooksOf } from "./webhook-rules.ts";
+import { exemptFromWebhooks, matchingVersion, selectorsMatch, type Webhook, webhooksOf } from "./webhook-rules.ts";
+
+/** A webhook that matched, and the version in which it sees the request. */
+interface Match {
+  readonly hook: Webhook;
+  readonly version: string;
+}
+
+/** The object as served at `group/version` (conversion None, as for the CRDs here: only apiVersion changes). */
+function asVersion(obj: KubeObject | null, group: string, version: string): KubeObject | null {
+  if (!obj) return obj;
+  const apiVersion = group ? `${group}/${version}` : version;
+  return obj.apiVersion === apiVersion ? obj : { ...obj, apiVersion };
+}
+
+/** The request as a webhook matched through matchPolicy Equivalent sees it: converted to `version`. */
+function inVersion(attrs: AdmissionAttributes, version: string): AdmissionAttributes {
+  if (version === attrs.version) return attrs;
+  return {
+    ...attrs,
+    version,
+    requestVersion: attrs.version,
+    object: asVersion(attrs.object, attrs.group, version),
+    oldObject: asVersion(attrs.oldObject, attrs.group, version),
+  };
+}
 
 const MUTATING = "admissionregistration.k8s.io/mutatingwebhookconfigurations";
 const VALIDATING = "admissionregistration.k8s.io/validatingwebhookconfigurations";
@@ -94,7 +119,7 @@ export class WebhookAdmission {
     chain.validating.push(validating);
   }
 
-  #matching(hooks: readonly Webhook[], attrs: AdmissionAttributes): Webhook[] {
+  #matching(hooks: readonly Webhook[], attrs: AdmissionAttributes): Match[] {
     if (hooks.length === 0 || exemptFromWebhooks(attrs)) return [];
     const def = this.#svc.registry.lookup(attrs.group, attrs.version, attrs.resource);
     const namespaced = def?.namespaced ?? attrs.namespace !== "";
@@ -106,9 +131,13 @@ export class WebhookAdmission {
       const obj = attrs.object ?? attrs.oldObject;
       namespaceLabels = { ...obj?.metadata.labels, "kubernetes.io/metadata.name": attrs.name };
     }
-    return hooks.filter(
-      (h) => h.rules.some((r) => ruleMatches(r, attrs, namespaced)) && selectorsMatch(h, attrs, { namespaceLabels }),
-    );
+    const versions = def?.versions ?? [];
+    const out: Match[] = [];
+    for (const hook of hooks) {
+      const version = matchingVersion(hook, attrs, namespaced, versions);
+      if (version !== undefined && selectorsMatch(hook, attrs, { namespaceLabels })) out.push({ hook, version });
+    }
+    return out;
   }
 
   /** Calls one webhook with the failurePolicy applied: undefined means "as if allowed" (Ignore). */
@@ -131,26 +160,28 @@ export class WebhookAdmission {
 
   /** Runs the matching mutating webhooks in order; returns the patched object (undefined when unchanged). */
   async mutate(attrs: AdmissionAttributes): Promise<KubeObject | undefined> {
-    const hooks = this.#matching(this.#mutating.current(), attrs);
+    const matches = this.#matching(this.#mutating.current(), attrs);
     let obj = attrs.object;
-    for (const hook of hooks) {
-      const r = await this.#call(hook, { ...attrs, object: obj });
+    for (const { hook, version } of matches) {
+      const seen = inVersion({ ...attrs, object: obj }, version);
+      const r = await this.#call(hook, seen);
       if (!r) continue;
       if (!r.allowed) throw denialError(hook.name, r.status);
-      if (r.patch === undefined || obj === null) continue;
-      obj = applyWebhookPatch(hook.name, obj, r.patch);
+      if (r.patch === undefined || seen.object === null) continue;
+      // The patch applies to the object as the webhook saw it; the result goes back to the request's version.
+      obj = asVersion(applyWebhookPatch(hook.name, seen.object, r.patch), attrs.group, attrs.version);
     }
     return obj === attrs.object ? undefined : (obj ?? undefined);
   }
 
   /** Runs the matching validating webhooks in parallel; the first denial (in webhook order) wins. */
   async validate(attrs: AdmissionAttributes): Promise<void> {
-    const hooks = this.#matching(this.#validating.current(), attrs);
-    if (hooks.length === 0) return;
-    const results = await Promise.allSettled(hooks.map((h) => this.#call(h, attrs)));
+    const matches = this.#matching(this.#validating.current(), attrs);
+    if (matches.length === 0) return;
+    const results = await Promise.allSettled(matches.map((m) => this.#call(m.hook, inVersion(attrs, m.version))));
     for (const [i, r] of results.entries()) {
       if (r.status === "rejected") throw r.reason;
-      if (r.value && !r.value.allowed) throw denialError(hooks[i]?.name ?? "", r.value.status);
+      if (r.value && !r.value.allowed) throw denialError(matches[i]?.hook.name ?? "", r.value.status);
     }
   }
 }

@@ -62,13 +62,14 @@ function agentFor(caPem: string | undefined): Agent {
 export function admissionReview(attrs: AdmissionAttributes, uid: string = randomUUID()): JsonObject {
   const kind = { group: attrs.group, version: attrs.version, kind: attrs.kind };
   const resource = { group: attrs.group, version: attrs.version, resource: attrs.resource };
+  const requestVersion = attrs.requestVersion ?? attrs.version;
   const optionsKind = OPTIONS_KIND[attrs.operation];
   const request: JsonObject = {
     uid,
     kind,
     resource,
-    requestKind: kind,
-    requestResource: resource,
+    requestKind: { ...kind, version: requestVersion },
+    requestResource: { ...resource, version: requestVersion },
     name: attrs.name,
     operation: attrs.operation,
     userInfo: { username: attrs.userInfo.username, groups: [...attrs.userInfo.groups] },

@@ -40,6 +40,11 @@ export interface Webhook {
   readonly timeoutSeconds: number;
   readonly namespaceSelector: LabelSelector;
   readonly objectSelector: LabelSelector;
+  /**
+   * `Equivalent` (the default): a request in another served version of the same resource matches too, and the
+   * webhook sees it converted to the rule's version; `Exact`: only the listed versions.
+   */
+  readonly matchPolicy: "Exact" | "Equivalent";
 }
 
 /**
@@ -123,6 +128,7 @@ export function webhooksOf(configurations: readonly KubeObject[]): Webhook[] {
         sideEffects: typeof h.sideEffects === "string" ? h.sideEffects : "None",
         timeoutSeconds: Math.min(30, Math.max(1, timeout)),
         namespaceSelector,
+        matchPolicy: h.matchPolicy === "Exact" ? "Exact" : "Equivalent",
         objectSelector,
       });
     }
@@ -136,6 +142,23 @@ function resourceMatches(patterns: readonly string[], resource: string, sub: str
     if (ps === undefined) return sub === "" && (pr === "*" || pr === resource);
     return (pr === "*" || pr === resource) && (ps === "*" || ps === sub);
   });
+}
+
+/**
+ * The version in which `hook` sees the request: its own version when a rule lists it, else (matchPolicy Equivalent)
+ * the first of the resource's other served `versions` a rule lists; undefined when the hook does not match.
+ */
+export function matchingVersion(
+  hook: Pick<Webhook, "rules" | "matchPolicy">,
+  attrs: AdmissionAttributes,
+  namespaced: boolean,
+  versions: readonly string[],
+): string | undefined {
+  if (hook.rules.some((r) => ruleMatches(r, attrs, namespaced))) return attrs.version;
+  if (hook.matchPolicy !== "Equivalent") return undefined;
+  return versions.find(
+    (v) => v !== attrs.version && hook.rules.some((r) => ruleMatches(r, { ...attrs, version: v }, namespaced)),
+  );
 }
 
 /** True when `rule` covers the request (operation, group, version, resource/subresource and scope). */
