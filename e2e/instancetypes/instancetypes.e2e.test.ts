@@ -1,0 +1,132 @@
+/**
+ * Instancetypes with the real kubectl: a VirtualMachineInstancetype of 2 vCPUs and 256Mi (`kubectl get vmf` lists
+ * it) sizes a test-guest VM that sets no resources of its own: the VMI gets 2 sockets and memory.guest 256Mi and
+ * runs, and the VM is pinned to a ControllerRevision recorded in status.instancetypeRef. A VM that also sets memory
+ * is refused with KubeVirt's conflict message; a VM whose instancetype does not exist is accepted and reports
+ * Failure/FailedFindInstancetype; an instancetype with overcommitPercent above 100 is refused.
+ */
+
+import { eventually } from "@kvt/testing";
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { getJson, kubectl, kubectlOk } from "../lib/cli.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
+import { testGuestVm } from "../lib/manifests.ts";
+
+const IT = "e2e-small";
+const VM = "e2e-it-vm";
+const START_WAIT = { ...CLUSTER_WAIT, timeoutMs: 180_000 };
+
+function instancetype(name: string, memory: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    apiVersion: "instancetype.kubevirt.io/v1beta1",
+    kind: "VirtualMachineInstancetype",
+    metadata: { name },
+    spec: { cpu: { guest: 2 }, memory: { guest: "256Mi", ...memory } },
+  });
+}
+
+/** The test guest VM minus its resources, sized by instancetype `it` (namespaced kind). */
+function vmOf(name: string, it: string, keepResources = false): string {
+  const vm = testGuestVm(name, { runStrategy: "Always" }) as {
+    spec: { instancetype?: unknown; template: { spec: { domain: Record<string, unknown> } } };
+  };
+  if (!keepResources) delete vm.spec.template.spec.domain.resources;
+  vm.spec.instancetype = { name: it, kind: "VirtualMachineInstancetype" };
+  return JSON.stringify(vm);
+}
+
+interface VmStatusView {
+  metadata: { uid: string };
+  status?: {
+    instancetypeRef?: { name?: string; kind?: string; controllerRevisionRef?: { name?: string } };
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+  };
+}
+
+interface ExpandedVmi {
+  metadata: { annotations?: Record<string, string> };
+  spec: { domain: { cpu?: Record<string, unknown>; memory?: Record<string, unknown> } };
+  status?: { phase?: string };
+}
+
+describe("instancetype.kubevirt.io (kubectl)", () => {
+  const kubeconfig = inject("kubeconfig");
+
+  afterAll(async () => {
+    for (const vm of [VM, "e2e-it-missing"]) await kubectl(kubeconfig, ["delete", "vm", vm, "--ignore-not-found"]);
+    await kubectl(kubeconfig, ["delete", "vmf", IT, "--ignore-not-found"]);
+  });
+
+  it("creates an instancetype and lists it with the short name vmf", async () => {
+    const out = await kubectlOk(kubeconfig, ["create", "-f", "-"], instancetype(IT));
+    expect(out.trim()).toBe(`virtualmachineinstancetype.instancetype.kubevirt.io/${IT} created`);
+    const names = await kubectlOk(kubeconfig, ["get", "vmf", "-o", "name"]);
+    expect(names.split("\n")).toContain(`virtualmachineinstancetype.instancetype.kubevirt.io/${IT}`);
+    const table = await kubectlOk(kubeconfig, ["get", "vmf", IT]);
+    expect(table).toMatch(/^NAME\s+AGE/);
+  });
+
+  it("refuses overcommitPercent above 100 with KubeVirt's message", async () => {
+    const r = await kubectl(kubeconfig, ["create", "-f", "-"], instancetype("e2e-bad", { overcommitPercent: 150 }));
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain("spec.memory.overcommitPercent '150': must be in range between 0 and 100.");
+  });
+
+  it("a VM sized by the instancetype runs a VMI with 2 vCPUs and 256Mi, pinned to a ControllerRevision", async () => {
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], vmOf(VM, IT));
+    const vmi = await eventually(
+      async () => {
+        const v = await getJson<ExpandedVmi>(kubeconfig, "vmi", VM);
+        expect(v.status?.phase).toBe("Running");
+        return v;
+      },
+      { ...START_WAIT, what: "the instancetype VM's VMI running" },
+    );
+    expect(vmi.spec.domain.cpu).toMatchObject({ sockets: 2, cores: 1, threads: 1 });
+    expect(vmi.spec.domain.memory).toMatchObject({ guest: "256Mi" });
+    expect(vmi.metadata.annotations?.["kubevirt.io/instancetype-name"]).toBe(IT);
+    const vm = await getJson<VmStatusView>(kubeconfig, "vm", VM);
+    const uid = JSON.parse(await kubectlOk(kubeconfig, ["get", "vmf", IT, "-o", "json"])) as {
+      metadata: { uid: string; generation: number };
+    };
+    const revision = `${VM}-${IT}-v1beta1-${uid.metadata.uid}-${uid.metadata.generation}`;
+    expect(vm.status?.instancetypeRef).toEqual({
+      name: IT,
+      kind: "VirtualMachineInstancetype",
+      controllerRevisionRef: { name: revision },
+    });
+    const cr = JSON.parse(await kubectlOk(kubeconfig, ["get", "controllerrevision", revision, "-o", "json"])) as {
+      metadata: { ownerReferences?: { uid: string }[]; labels?: Record<string, string> };
+      data?: { kind?: string; spec?: { cpu?: { guest?: number } } };
+    };
+    expect(cr.metadata.ownerReferences?.[0]?.uid).toBe(vm.metadata.uid);
+    expect(cr.metadata.labels?.["instancetype.kubevirt.io/object-name"]).toBe(IT);
+    expect(cr.data?.kind).toBe("VirtualMachineInstancetype");
+    expect(cr.data?.spec?.cpu?.guest).toBe(2);
+  });
+
+  it("refuses a VM that also sets memory, with KubeVirt's conflict message", async () => {
+    const r = await kubectl(kubeconfig, ["create", "-f", "-"], vmOf("e2e-it-conflict", IT, true));
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain(
+      // kubectl prints a 422 with causes as "The request is invalid: <field>: <message>", as against KubeVirt.
+      "The request is invalid: spec.template.spec.domain.resources.requests.memory: VM field(s) spec.template.spec.domain.resources.requests.memory conflicts with selected instance type",
+    );
+  });
+
+  it("a VM whose instancetype does not exist is accepted and reports FailedFindInstancetype", async () => {
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], vmOf("e2e-it-missing", "e2e-nope", true));
+    const failure = await eventually(
+      async () => {
+        const vm = await getJson<VmStatusView>(kubeconfig, "vm", "e2e-it-missing");
+        const c = vm.status?.conditions?.find((x) => x.type === "Failure");
+        expect(c?.reason).toBe("FailedFindInstancetype");
+        return c;
+      },
+      { ...CLUSTER_WAIT, what: "the Failure condition" },
+    );
+    expect(failure?.message).toContain('"e2e-nope" not found');
+    const vmi = await kubectl(kubeconfig, ["get", "vmi", "e2e-it-missing"]);
+    expect(vmi.code).not.toBe(0);
+  });
+});
