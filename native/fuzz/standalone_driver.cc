@@ -1,7 +1,9 @@
 // Fallback driver when clang (libFuzzer) is not installed: replays each seed file, then mutates it (bit flips,
-// byte stores, truncations, splices) with a seeded PRNG for -runs=N inputs. No coverage guidance, same invariants.
+// byte stores, truncations, splices) with a seeded PRNG for -runs=N inputs, stopping early at -max_total_time=S
+// seconds as libFuzzer does. No coverage guidance, same invariants.
 #include <dirent.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,10 +25,15 @@ static void ReadSeed(const std::string& path, std::vector<std::vector<uint8_t>>*
 
 int main(int argc, char** argv) {
   long runs = 2000;
+  long max_seconds = 0;  // 0 = no time bound
   std::vector<std::vector<uint8_t>> seeds;
   for (int i = 1; i < argc; i++) {
     if (std::strncmp(argv[i], "-runs=", 6) == 0) {
       runs = std::atol(argv[i] + 6);
+      continue;
+    }
+    if (std::strncmp(argv[i], "-max_total_time=", 16) == 0) {
+      max_seconds = std::atol(argv[i] + 16);
       continue;
     }
     if (argv[i][0] == '-') continue;  // other libFuzzer flags are accepted and ignored
@@ -44,7 +51,10 @@ int main(int argc, char** argv) {
   if (seeds.empty()) seeds.push_back({});
   std::mt19937_64 rng(12345);
   for (auto& s : seeds) LLVMFuzzerTestOneInput(s.data(), s.size());
-  for (long n = 0; n < runs; n++) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(max_seconds);
+  long n = 0;
+  for (; n < runs; n++) {
+    if (max_seconds > 0 && (n & 255) == 0 && std::chrono::steady_clock::now() >= deadline) break;
     std::vector<uint8_t> in = seeds[rng() % seeds.size()];
     int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits && !in.empty(); e++) {
@@ -61,6 +71,6 @@ int main(int argc, char** argv) {
     }
     LLVMFuzzerTestOneInput(in.data(), in.size());
   }
-  std::printf("Done %ld runs (standalone driver)\n", runs + static_cast<long>(seeds.size()));
+  std::printf("Done %ld runs (standalone driver)\n", n + static_cast<long>(seeds.size()));
   return 0;
 }

@@ -90,7 +90,11 @@ Status OutgoingMigration::Handshake() {
   if (!r.ok()) return r;
   stats_.version = version;
   p = EncodeStart(Start{version, 0, ram_.total(), static_cast<uint32_t>(kPage), disks_});
-  return SendFrame(Command::kStart, p.data(), p.size());
+  r = SendFrame(Command::kStart, p.data(), p.size());
+  if (!r.ok() || disks_.empty()) return r;
+  // With copied disks the target may refuse Start (a disk of another size, one it does not copy): a Sync round trip
+  // brings its Abandon reason back here now, instead of an EPIPE in the middle of the bulk pass.
+  return Sync();
 }
 
 Status OutgoingMigration::Classify(const PageRange& r, const SendOptions& o, RangeTable* data, RangeTable* zeros) {
@@ -247,10 +251,17 @@ Status OutgoingMigration::SendRanges(const std::vector<PageRange>& ranges, const
   return OkStatus();
 }
 
+Status OutgoingMigration::WithPeerReason(Status e) {
+  if (e.ok() || (e.error().err != EPIPE && e.error().err != ECONNRESET)) return e;
+  std::vector<uint8_t> reply;
+  Status why = ReadReply(Command::kSync, &reply);  // anything but an Abandon leaves `e` as the error
+  return !why.ok() && why.error().err == ECONNABORTED ? why : e;
+}
+
 Status OutgoingMigration::Sync() {
   if (stats_.version < 2) return OkStatus();
   auto r = SendFrame(Command::kSync, nullptr, 0);
-  if (!r.ok()) return r;
+  if (!r.ok()) return WithPeerReason(r);
   std::vector<uint8_t> reply;
   return ReadReply(Command::kSync, &reply);
 }

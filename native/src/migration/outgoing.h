@@ -51,7 +51,8 @@ class OutgoingMigration {
   /** The copied disks Start announces (set before Handshake). Nonempty: the target must speak version >= 4, or the
    *  handshake stops with EPROTONOSUPPORT "the target cannot receive copied disks" (Abandon sent). */
   void SetDisks(std::vector<DiskSpec> disks) { disks_ = std::move(disks); }
-  /** Hello, Challenge (verifies the target), Auth, AuthOk, Start. */
+  /** Hello, Challenge (verifies the target), Auth, AuthOk, Start (then, with copied disks, a Sync round trip: the
+   *  target's refusal of Start, e.g. a disk size mismatch, fails the handshake with the target's reason). */
   Status Handshake();
   /** Sends `len` bytes of copied disk `disk` at `offset` (a Disk frame, CRC over all of it; len <= 4 MiB).
    *  outgoing_disk.cc. */
@@ -68,6 +69,9 @@ class OutgoingMigration {
   Status SendState(const uint8_t* data, size_t len);
   /** Sends Complete and waits for Resumed. An Abandon from the target, or EOF, is an error. */
   Status Complete();
+  /** `e` or, when `e` is a write that failed because the target closed (EPIPE, ECONNRESET), the reason of the
+   *  Abandon the target sent before closing, if one is waiting to be read ("target abandoned: ..."). */
+  Status WithPeerReason(Status e);
   /** Tells the target the migration is off (best effort). */
   void Abandon(const std::string& reason);
   const OutgoingStats& stats() const { return stats_; }

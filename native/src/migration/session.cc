@@ -162,7 +162,7 @@ Result<RoundStats> SourceSession::Timed(F send) {
   OutgoingStats before = out_->stats();
   uint64_t t0 = NowNs();
   Status r = send();
-  if (!r.ok()) return cancel_.load() ? Error{ECANCELED, "migration", "canceled"} : r.error();
+  if (!r.ok()) return cancel_.load() ? Error{ECANCELED, "migration", "canceled"} : out_->WithPeerReason(r).error();
   RoundStats rs;
   rs.bytes_sent = out_->stats().bytes - before.bytes;
   rs.data_pages = out_->stats().data_pages - before.data_pages;

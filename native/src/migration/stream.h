@@ -12,7 +12,8 @@
 //    |<-----------------------------------------------------------|
 //    |  Start    {ver, flags, memoryBytes, pageSize                |  layout must match the target's guest
 //    |            [, n, disks[n] {index, flags, sizeBytes}]}       |  (version >= 4: the copied disks; each must be a
-//    |                                                             |   copied disk of the target, of the same size)
+//    |                                                             |   copied disk of the target, of the same size;
+//    |                                                             |   the source then Syncs: a refusal comes back now)
 //    |  Populate {n, ranges[n]}                 (version >= 3, bulk pass only, before its data: the pages that will
 //    |                                           come with data; a hint, no data: the target faults them in on a
 //    |                                           helper thread, top down, while it receives bottom up, and backs
