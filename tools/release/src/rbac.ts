@@ -82,6 +82,23 @@ const controller: ComponentRules = {
       why: 'vm/vm-controller.ts: vmClient.patch(ns, name, ops, "status")',
     },
     {
+      apiGroups: ["instancetype.kubevirt.io"],
+      resources: [
+        "virtualmachineinstancetypes",
+        "virtualmachineclusterinstancetypes",
+        "virtualmachinepreferences",
+        "virtualmachineclusterpreferences",
+      ],
+      verbs: ["get"],
+      why: "vm/instancetype-sync.ts: clientFor(kind).get (the instancetype or preference a VM references)",
+    },
+    {
+      apiGroups: ["apps"],
+      resources: ["controllerrevisions"],
+      verbs: ["get", "create"],
+      why: "vm/instancetype-sync.ts: clientFor(controllerrevisions).get/create (the revision a VM is pinned to)",
+    },
+    {
       apiGroups: [KV],
       resources: ["virtualmachineinstances"],
       verbs: [...INFORMER, "create", "delete", "patch", "update"],
@@ -253,6 +270,23 @@ const api: ComponentRules = {
       resources: ["virtualmachineinstancemigrations"],
       verbs: ["list"],
       why: "webhooks/admitters.ts validateMigrationCreate: client.listVmims (the VMI's other migrations)",
+    },
+    {
+      apiGroups: ["instancetype.kubevirt.io"],
+      resources: [
+        "virtualmachineinstancetypes",
+        "virtualmachineclusterinstancetypes",
+        "virtualmachinepreferences",
+        "virtualmachineclusterpreferences",
+      ],
+      verbs: ["get"],
+      why: "webhooks/instancetype-admitters.ts RestInstancetypeReader.get (expand a VM before validating it)",
+    },
+    {
+      apiGroups: ["apps"],
+      resources: ["controllerrevisions"],
+      verbs: ["get"],
+      why: "webhooks/instancetype-admitters.ts RestInstancetypeReader.getControllerRevision (the VM's pinned revision)",
     },
   ],
   namespaced: [
