@@ -3,7 +3,8 @@
  * it) sizes a test-guest VM that sets no resources of its own: the VMI gets 2 sockets and memory.guest 256Mi and
  * runs, and the VM is pinned to a ControllerRevision recorded in status.instancetypeRef. A VM that also sets memory
  * is refused with KubeVirt's conflict message; a VM whose instancetype does not exist is accepted and reports
- * Failure/FailedFindInstancetype; an instancetype with overcommitPercent above 100 is refused.
+ * Failure/FailedFindInstancetype; an instancetype with overcommitPercent above 100 is refused. The local cluster
+ * serves the common-instancetypes u1 series and the linux/cirros preferences, and a VM of u1.nano + cirros gets them.
  */
 
 import { eventually } from "@kvt/testing";
@@ -103,6 +104,42 @@ describe("instancetype.kubevirt.io (kubectl)", () => {
     expect(cr.metadata.labels?.["instancetype.kubevirt.io/object-name"]).toBe(IT);
     expect(cr.data?.kind).toBe("VirtualMachineInstancetype");
     expect(cr.data?.spec?.cpu?.guest).toBe(2);
+  });
+
+  it("the local cluster installs the u1 series and the linux and cirros preferences (common-instancetypes)", async () => {
+    const sizes = await kubectlOk(kubeconfig, ["get", "vmcf", "-o", "name"]);
+    for (const size of ["nano", "micro", "small", "medium", "2xmedium", "large", "xlarge", "8xlarge"]) {
+      expect(sizes).toContain(`virtualmachineclusterinstancetype.instancetype.kubevirt.io/u1.${size}`);
+    }
+    const prefs = await kubectlOk(kubeconfig, ["get", "vmcp", "-o", "name"]);
+    expect(prefs.trim().split("\n")).toEqual(
+      expect.arrayContaining([
+        "virtualmachineclusterpreference.instancetype.kubevirt.io/cirros",
+        "virtualmachineclusterpreference.instancetype.kubevirt.io/linux",
+      ]),
+    );
+  });
+
+  it("a VM of u1.nano with the cirros preference gets their size and defaults", async () => {
+    const vm = testGuestVm("e2e-it-nano", { runStrategy: "Always" }) as {
+      spec: Record<string, unknown> & { template: { spec: { domain: Record<string, unknown> } } };
+    };
+    delete vm.spec.template.spec.domain.resources;
+    vm.spec.instancetype = { name: "u1.nano" };
+    vm.spec.preference = { name: "cirros" };
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(vm));
+    const vmi = await eventually(() => getJson<ExpandedVmi>(kubeconfig, "vmi", "e2e-it-nano"), {
+      ...CLUSTER_WAIT,
+      what: "the u1.nano VMI",
+    });
+    expect(vmi.spec.domain.cpu).toMatchObject({ sockets: 1, cores: 1, threads: 1 });
+    expect(vmi.spec.domain.memory).toMatchObject({ guest: "512Mi" });
+    expect(vmi.metadata.annotations).toMatchObject({
+      "kubevirt.io/cluster-instancetype-name": "u1.nano",
+      "kubevirt.io/cluster-preference-name": "cirros",
+      "vm.kubevirt.io/os": "linux",
+    });
+    await kubectlOk(kubeconfig, ["delete", "vm", "e2e-it-nano", "--wait=false"]);
   });
 
   it("refuses a VM that also sets memory, with KubeVirt's conflict message", async () => {

@@ -60,6 +60,57 @@ export { defaultVm, legacyFirmwareUuid, uuidV5 } from "./defaults/vm-defaults.ts
 export type { DefaultingOptions } from "./defaults/vmi-defaults.ts";
 // VMI defaulting: everything KubeVirt's VMI mutator applies on CREATE.
 export { applyVmiSpecDefaults, defaultVmi } from "./defaults/vmi-defaults.ts";
+// The common-instancetypes bundle the local cluster installs (u1 series, linux and cirros preferences).
+export { type BundledObject, commonInstancetypes } from "./instancetype/common-instancetypes.ts";
+// Instancetype/preference expansion into a VMI spec, with KubeVirt's conflicts.
+export {
+  applyInstancetypeToVmi,
+  conflictMessage,
+  guestTopology,
+  type InstancetypeConflict,
+} from "./instancetype/instancetype-apply.ts";
+// instancetype.kubevirt.io/v1beta1: group, kinds (plural, short names), VMI annotations, revision labels, reasons.
+export {
+  CONTROLLER_REVISION_LABEL,
+  DEFAULT_INSTANCETYPE_LABEL,
+  INSTANCETYPE_ANNOTATION,
+  INSTANCETYPE_API_VERSION,
+  INSTANCETYPE_GROUP,
+  INSTANCETYPE_KINDS,
+  INSTANCETYPE_SYNC_REASON,
+  INSTANCETYPE_VERSION,
+  type InstancetypeKindName,
+} from "./instancetype/instancetype-constants.ts";
+// Matcher resolution and the ControllerRevisions that pin a VM to one version of its instancetype/preference.
+export {
+  type ControllerRevision,
+  controllerRevisionFor,
+  controllerRevisionName,
+  type InstancetypeObject,
+  type MatcherRole,
+  type ResolvedMatcher,
+  resolveMatcher,
+  syncStatusRef,
+} from "./instancetype/instancetype-revision.ts";
+// The instancetype.kubevirt.io schemas (CRDs, strict decoding).
+export { instancetypeSchema, preferenceSchema } from "./instancetype/instancetype-schemas.ts";
+// The instancetype.kubevirt.io types.
+export type {
+  InstancetypeMatcher,
+  InstancetypeSpec,
+  InstancetypeStatusRef,
+  PreferenceSpec,
+  VirtualMachineInstancetype,
+  VirtualMachinePreference,
+} from "./instancetype/instancetype-types.ts";
+// Validation of instancetypes and preferences (their webhooks) and of a VM's spread topology.
+export {
+  checkSpreadCpuTopology,
+  DEPRECATED_LAUNCH_SECURITY_WARNING,
+  type InstancetypeAdmission,
+  validateInstancetype,
+  validatePreference,
+} from "./instancetype/instancetype-validation.ts";
 // ObjectKey ("namespace/name") and the minimal shape keyOf() accepts.
 export type { HasMetadata, ObjectKey } from "./object-key.ts";
 // Object keys: "namespace/name", built only through keyOf().
@@ -264,52 +315,3 @@ export {
   validateVmiSpec,
   validateVmiUpdate,
 } from "./validation/vmi-validation.ts";
-// instancetype.kubevirt.io/v1beta1: group, kinds (plural, short names), VMI annotations, revision labels, reasons.
-export {
-  CONTROLLER_REVISION_LABEL,
-  DEFAULT_INSTANCETYPE_LABEL,
-  INSTANCETYPE_ANNOTATION,
-  INSTANCETYPE_API_VERSION,
-  INSTANCETYPE_GROUP,
-  INSTANCETYPE_KINDS,
-  INSTANCETYPE_SYNC_REASON,
-  INSTANCETYPE_VERSION,
-  type InstancetypeKindName,
-} from "./instancetype/instancetype-constants.ts";
-// Instancetype/preference expansion into a VMI spec, with KubeVirt's conflicts.
-export {
-  applyInstancetypeToVmi,
-  conflictMessage,
-  guestTopology,
-  type InstancetypeConflict,
-} from "./instancetype/instancetype-apply.ts";
-// Matcher resolution and the ControllerRevisions that pin a VM to one version of its instancetype/preference.
-export {
-  type ControllerRevision,
-  controllerRevisionFor,
-  controllerRevisionName,
-  type InstancetypeObject,
-  type MatcherRole,
-  type ResolvedMatcher,
-  resolveMatcher,
-  syncStatusRef,
-} from "./instancetype/instancetype-revision.ts";
-// The instancetype.kubevirt.io schemas (CRDs, strict decoding).
-export { instancetypeSchema, preferenceSchema } from "./instancetype/instancetype-schemas.ts";
-// The instancetype.kubevirt.io types.
-export type {
-  InstancetypeMatcher,
-  InstancetypeSpec,
-  InstancetypeStatusRef,
-  PreferenceSpec,
-  VirtualMachineInstancetype,
-  VirtualMachinePreference,
-} from "./instancetype/instancetype-types.ts";
-// Validation of instancetypes and preferences (their webhooks) and of a VM's spread topology.
-export {
-  checkSpreadCpuTopology,
-  DEPRECATED_LAUNCH_SECURITY_WARNING,
-  type InstancetypeAdmission,
-  validateInstancetype,
-  validatePreference,
-} from "./instancetype/instancetype-validation.ts";

@@ -10,7 +10,19 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
-import { API_VERSION, customResourceDefinitions, GROUP, KIND, KUBEVIRT_CR, RESOURCE, VERSION } from "@kvt/api";
+import {
+  API_VERSION,
+  commonInstancetypes,
+  customResourceDefinitions,
+  GROUP,
+  INSTANCETYPE_GROUP,
+  INSTANCETYPE_KINDS,
+  INSTANCETYPE_VERSION,
+  KIND,
+  KUBEVIRT_CR,
+  RESOURCE,
+  VERSION,
+} from "@kvt/api";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 import { freePort } from "./free-port.ts";
 import { currentRuntimeName, jsRuntime, type RuntimeName, runtimeNameOf } from "./js-runtime.ts";
@@ -151,6 +163,23 @@ async function installCrds(kubeConfig: KubeConfig): Promise<void> {
   }
 }
 
+/**
+ * Installs the common-instancetypes bundle as virt-operator does (before virt-api's webhooks are registered, so they
+ * do not wait for it); objects that exist already are left as they are.
+ */
+async function installCommonInstancetypes(kubeConfig: KubeConfig): Promise<void> {
+  const api = kubeConfig.makeApiClient(CustomObjectsApi);
+  const ignoreExists = (err: unknown): void => {
+    if ((err as { code?: number }).code !== 409) throw err;
+  };
+  for (const obj of commonInstancetypes()) {
+    const plural = INSTANCETYPE_KINDS[obj.kind].plural;
+    await api
+      .createClusterCustomObject({ group: INSTANCETYPE_GROUP, version: INSTANCETYPE_VERSION, plural, body: obj })
+      .catch(ignoreExists);
+  }
+}
+
 /** How long each start-up stage may take: generous, as a loaded shared machine starts Node processes slowly. */
 const START_TIMEOUT_MS = 180_000;
 
@@ -266,6 +295,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     options.progress("installing the kubevirt.io CRDs");
     await installCrds(kubeConfig);
     await ensureKubeVirtCr(kubeConfig, options.useEmulation ?? true);
+    options.progress("installing the common instancetypes and preferences (u1 series; linux, cirros)");
+    await installCommonInstancetypes(kubeConfig);
     options.progress("registering virt-api's admission webhooks and the subresources.kubevirt.io APIService");
     await (options.registerVirtApi ?? registerVirtApi)(kubeConfig, state.virtApiPort, readFileSync(tls.ca, "utf8"));
     options.progress(`starting the scheduler and ${names.length} nodes (${names.join(", ")})`);

@@ -1,0 +1,105 @@
+/**
+ * The part of KubeVirt's common-instancetypes bundle (github.com/kubevirt/common-instancetypes) that the local
+ * cluster installs by default, as virt-operator deploys it: the U ("Universal", general purpose) series of
+ * VirtualMachineClusterInstancetypes and the `linux` and `cirros` VirtualMachineClusterPreferences.
+ *
+ * | name        | vCPUs | memory |      | name        | vCPUs | memory |
+ * | ----------- | ----- | ------ | ---- | ----------- | ----- | ------ |
+ * | u1.nano     | 1     | 512Mi  |      | u1.large    | 2     | 8Gi    |
+ * | u1.micro    | 1     | 1Gi    |      | u1.xlarge   | 4     | 16Gi   |
+ * | u1.small    | 1     | 2Gi    |      | u1.2xlarge  | 8     | 32Gi   |
+ * | u1.medium   | 1     | 4Gi    |      | u1.4xlarge  | 16    | 64Gi   |
+ * | u1.2xmedium | 2     | 4Gi    |      | u1.8xlarge  | 32    | 128Gi  |
+ */
+import { INSTANCETYPE_API_VERSION } from "./instancetype-constants.ts";
+import type { InstancetypeSpec, PreferenceSpec } from "./instancetype-types.ts";
+
+/** One object of the bundle. */
+export interface BundledObject {
+  apiVersion: string;
+  kind: "VirtualMachineClusterInstancetype" | "VirtualMachineClusterPreference";
+  metadata: { name: string; labels: Record<string, string>; annotations?: Record<string, string> };
+  spec: InstancetypeSpec | PreferenceSpec;
+}
+
+const U1_SIZES: readonly [size: string, cpu: number, memory: string][] = [
+  ["nano", 1, "512Mi"],
+  ["micro", 1, "1Gi"],
+  ["small", 1, "2Gi"],
+  ["medium", 1, "4Gi"],
+  ["2xmedium", 2, "4Gi"],
+  ["large", 2, "8Gi"],
+  ["xlarge", 4, "16Gi"],
+  ["2xlarge", 8, "32Gi"],
+  ["4xlarge", 16, "64Gi"],
+  ["8xlarge", 32, "128Gi"],
+];
+
+const U_SERIES_DESCRIPTION =
+  'The U Series is quite neutral and provides resources for\ngeneral purpose applications.\n\n*U* is the abbreviation for "Universal", hinting at the universal\nattitude towards workloads.\n\nVMs of instance types will share physical CPU cores on a\ntime-slice basis with other VMs.';
+
+function u1(size: string, cpu: number, memory: string): BundledObject {
+  return {
+    apiVersion: INSTANCETYPE_API_VERSION,
+    kind: "VirtualMachineClusterInstancetype",
+    metadata: {
+      name: `u1.${size}`,
+      annotations: {
+        "instancetype.kubevirt.io/description": U_SERIES_DESCRIPTION,
+        "instancetype.kubevirt.io/displayName": "General Purpose",
+        "instancetype.kubevirt.io/useCaseExamples": "Client, Desktop, VDI",
+      },
+      labels: {
+        "instancetype.kubevirt.io/class": "general.purpose",
+        "instancetype.kubevirt.io/icon-pf": "pficon-server-group",
+        "instancetype.kubevirt.io/version": "1",
+        "instancetype.kubevirt.io/vendor": "kubevirt.io",
+        "instancetype.kubevirt.io/cpu": String(cpu),
+        "instancetype.kubevirt.io/memory": memory,
+        "instancetype.kubevirt.io/size": size,
+        "instancetype.kubevirt.io/common-instancetypes-version": "local",
+      },
+    },
+    spec: { cpu: { guest: cpu }, memory: { guest: memory } },
+  };
+}
+
+/** The `linux` preference: virtio disks and interfaces, a virtio RNG; cirros adds its minimum size. */
+function linuxPreference(name: string, extra: PreferenceSpec = {}, labels: Record<string, string> = {}): BundledObject {
+  return {
+    apiVersion: INSTANCETYPE_API_VERSION,
+    kind: "VirtualMachineClusterPreference",
+    metadata: {
+      name,
+      annotations: {
+        "openshift.io/provider-display-name": "KubeVirt",
+        "openshift.io/documentation-url": "https://github.com/kubevirt/common-instancetypes",
+        "openshift.io/support-url": "https://github.com/kubevirt/common-instancetypes/issues",
+      },
+      labels: {
+        "instancetype.kubevirt.io/os-type": "linux",
+        "instancetype.kubevirt.io/vendor": "kubevirt.io",
+        "instancetype.kubevirt.io/common-instancetypes-version": "local",
+        ...labels,
+      },
+    },
+    spec: {
+      annotations: { "vm.kubevirt.io/os": "linux" },
+      devices: { preferredDiskBus: "virtio", preferredInterfaceModel: "virtio", preferredRng: {} },
+      ...extra,
+    },
+  };
+}
+
+/** The bundle, freshly built (callers may mutate it). */
+export function commonInstancetypes(): BundledObject[] {
+  return [
+    ...U1_SIZES.map(([size, cpu, memory]) => u1(size, cpu, memory)),
+    linuxPreference("linux"),
+    linuxPreference(
+      "cirros",
+      { requirements: { cpu: { guest: 1 }, memory: { guest: "256Mi" } } },
+      { "instancetype.kubevirt.io/required-cpu": "1", "instancetype.kubevirt.io/required-memory": "256Mi" },
+    ),
+  ];
+}
