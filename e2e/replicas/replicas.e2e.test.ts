@@ -208,6 +208,19 @@ describe("VirtualMachinePool (kubectl)", () => {
     );
   });
 
+  it("a changed VM template reaches the VM, and its VMI restarts from it", async () => {
+    const patch = { spec: { virtualMachineTemplate: { spec: { template: { metadata: { labels: { tier: "b" } } } } } } };
+    await kubectlOk(kubeconfig, ["patch", "vmpool", POOL, "--type", "merge", "-p", JSON.stringify(patch)]);
+    await eventually(
+      async () => {
+        const vmis = await vmisOf(kubeconfig, `kubevirt.io/vmpool=${POOL}`);
+        expect(vmis.map((v) => [v.metadata.labels?.tier, v.status?.phase])).toEqual([["b", "Running"]]);
+        return true;
+      },
+      { ...START_WAIT, what: "the pool's VMI restarted with the new template" },
+    );
+  });
+
   it("deleting the pool removes its VMs", async () => {
     await kubectlOk(kubeconfig, ["delete", "vmpool", POOL]);
     await eventually(

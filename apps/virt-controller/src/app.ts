@@ -31,6 +31,7 @@ import {
 import {
   CORE_V1,
   type CoreEvent,
+  controllerOwnerIndex,
   EventRecorder,
   Expectations,
   Informer,
@@ -56,8 +57,10 @@ import type { ControllerMetrics } from "./metrics/controller-metrics.ts";
 import { MigrationController, migrationVmiIndex } from "./migration/migration-controller.ts";
 import { NodeController } from "./node/node-controller.ts";
 import { PoolController } from "./pool/pool-controller.ts";
+import type { PoolRevision } from "./pool/pool-revisions.ts";
+import { PoolUpdater } from "./pool/pool-updater.ts";
 import { ReplicaSetController } from "./replicaset/replicaset-controller.ts";
-import { InstancetypeSync } from "./vm/instancetype-sync.ts";
+import { CONTROLLER_REVISIONS, InstancetypeSync } from "./vm/instancetype-sync.ts";
 import { VmController } from "./vm/vm-controller.ts";
 import { VmiController } from "./vmi/vmi-controller.ts";
 
@@ -306,19 +309,39 @@ export class VirtControllerApp {
     // VirtualMachinePools: not required either (a cluster without the pool CRD still runs VMs).
     const poolClient = resourceClient<VirtualMachinePool>(transport, KUBEVIRT_V1.virtualMachinePools);
     const pools = this.#informer(new Informer<VirtualMachinePool>({ client: poolClient, logger }), false);
+    // Pool revisions (ControllerRevisions, indexed by their controller): what a pool's VMs were made from.
+    const revisionClient = resourceClient<PoolRevision>(transport, CONTROLLER_REVISIONS);
+    const revisions = this.#informer(
+      new Informer<PoolRevision>({ client: revisionClient, logger, indexers: { owner: controllerOwnerIndex } }),
+      false,
+    );
+    const poolRecorder = recorder("virtualmachinepool-controller");
+    const poolExpectations = new Expectations();
     const pool = new PoolController({
       pools: pools.store,
       vms: vms.store,
       vmsIn: (ns) => vms.store.byIndex("namespace", ns),
       poolClient,
       vmClient: c.vms,
-      recorder: recorder("virtualmachinepool-controller"),
-      expectations: new Expectations(),
+      recorder: poolRecorder,
+      expectations: poolExpectations,
+      updater: new PoolUpdater({
+        revisions: revisions.store,
+        revisionsOf: (uid) => revisions.store.byIndex("owner", uid),
+        vmis: vmis.store,
+        revisionClient,
+        vmClient: c.vms,
+        vmiClient: c.vmis,
+        recorder: poolRecorder,
+        expectations: poolExpectations,
+      }),
     });
     const poolQ = this.#queue("virt-controller-pool");
     const poolH = pool.handlers((k) => poolQ.add(k));
     pools.addHandlers(poolH.pool);
     vms.addHandlers(poolH.vm);
+    revisions.addHandlers(poolH.revision);
+    vmis.addHandlers(poolH.vmi);
 
     for (const i of this.#informers) i.start();
     await Promise.all(this.#required.map((i) => i.waitForSync()));

@@ -40,10 +40,11 @@ const controller: ComponentRules = {
     {
       apiGroups: [KV],
       resources: ["virtualmachines"],
-      verbs: [...INFORMER, "patch", "create", "delete"],
+      verbs: [...INFORMER, "patch", "create", "delete", "update"],
       why:
         "app.ts: VM informer; vm/vm-controller.ts: vmClient.patch (finalizer, printable status ops); " +
-        "pool/pool-controller.ts: vmClient.create/delete (scale out and in), patch (pool finalizer, release)",
+        "pool/pool-controller.ts: vmClient.create/delete (scale out and in), patch (pool finalizer, release); " +
+        "pool/pool-updater.ts: vmClient.update (a VM brought to the pool's template), delete (data volumes changed)",
     },
     {
       apiGroups: [KV],
@@ -95,8 +96,10 @@ const controller: ComponentRules = {
     {
       apiGroups: ["apps"],
       resources: ["controllerrevisions"],
-      verbs: ["get", "create"],
-      why: "vm/instancetype-sync.ts: clientFor(controllerrevisions).get/create (the revision a VM is pinned to)",
+      verbs: ["get", "create", ...INFORMER, "delete"],
+      why:
+        "vm/instancetype-sync.ts: clientFor(controllerrevisions).get/create (the revision a VM is pinned to); " +
+        "app.ts: revision informer; pool/pool-updater.ts: revisionClient.create (<pool>-<generation>), delete (prune)",
     },
     {
       apiGroups: [KV],

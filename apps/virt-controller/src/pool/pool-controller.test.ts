@@ -1,18 +1,23 @@
-import { objectKey, type VirtualMachine, type VirtualMachinePool } from "@kvt/api";
-import { Expectations, KUBEVIRT_V1, namespaceIndex } from "@kvt/kube";
+import { objectKey, type VirtualMachine, type VirtualMachineInstance, type VirtualMachinePool } from "@kvt/api";
+import { controllerOwnerIndex, Expectations, KUBEVIRT_V1, namespaceIndex, requeueAfter } from "@kvt/kube";
 import {
   FakeApi,
   FakeRecorder,
   fakeStore,
   newVm,
+  newVmi,
   type Option,
   ownedBy,
   reconcileWithGuard,
   withLabels,
+  withPhase,
 } from "@kvt/testing";
 import { describe, expect, it } from "vitest";
+import { CONTROLLER_REVISIONS } from "../vm/instancetype-sync.ts";
 import { PoolController } from "./pool-controller.ts";
 import { indexVmSpec, newVmNames, scaleInOrder } from "./pool-plan.ts";
+import { type PoolRevision, poolRevision } from "./pool-revisions.ts";
+import { PoolUpdater } from "./pool-updater.ts";
 
 const POOL_T = KUBEVIRT_V1.virtualMachinePools;
 const VM_T = KUBEVIRT_V1.virtualMachines;
@@ -312,5 +317,160 @@ describe("pool plan", () => {
       });
     expect(scaleInOrder(policy("Newest"), vms).map((v) => v.metadata?.name)).toEqual(["b", "a"]);
     expect(scaleInOrder(policy("Oldest"), vms).map((v) => v.metadata?.name)).toEqual(["a", "b"]);
+  });
+});
+
+describe("PoolController updates (revisions)", () => {
+  const REV_T = CONTROLLER_REVISIONS;
+
+  const revision = (pool: VirtualMachinePool, generation: number, mutate?: (p: VirtualMachinePool) => void) => {
+    const p = structuredClone(pool);
+    p.metadata!.generation = generation;
+    mutate?.(p);
+    return poolRevision(p) as PoolRevision & { metadata: { uid?: string } };
+  };
+  const labelled =
+    (rev: string): Option<VirtualMachine> =>
+    (vm) => {
+      vm.metadata!.labels = { ...vm.metadata!.labels, "kubevirt.io/vm-pool-revision-name": rev };
+      vm.spec.template.metadata = {
+        ...vm.spec.template.metadata,
+        labels: { ...vm.spec.template.metadata?.labels, "kubevirt.io/vm-pool-revision-name": rev },
+      };
+    };
+  const vmiOf = (vm: VirtualMachine, rev: string, ready = true): VirtualMachineInstance =>
+    newVmi(vm.metadata!.name, ownedBy({ ...vm, kind: "VirtualMachine" }), withPhase("Running"), (v) => {
+      v.metadata!.labels = { "kubevirt.io/vm-pool-revision-name": rev };
+      if (ready) v.status = { ...v.status, conditions: [{ type: "Ready", status: "True" }] };
+    });
+
+  function setupWithUpdater(
+    pool: VirtualMachinePool,
+    vms: VirtualMachine[],
+    vmis: VirtualMachineInstance[],
+    revisions: PoolRevision[],
+  ) {
+    const api = new FakeApi();
+    api.seed(POOL_T, pool);
+    for (const v of vms) api.seed(VM_T, v);
+    for (const v of vmis) api.seed(KUBEVIRT_V1.virtualMachineInstances, v);
+    for (const r of revisions) api.seed(REV_T, r);
+    const pools = fakeStore([api.stored<VirtualMachinePool>(POOL_T, "default", "pool")!]);
+    const vmStore = fakeStore(
+      vms.map((v) => api.stored<VirtualMachine>(VM_T, "default", v.metadata!.name!)!),
+      { namespace: namespaceIndex },
+    );
+    const vmiStore = fakeStore(
+      vmis.map(
+        (v) => api.stored<VirtualMachineInstance>(KUBEVIRT_V1.virtualMachineInstances, "default", v.metadata!.name!)!,
+      ),
+    );
+    const revStore = fakeStore(
+      revisions.map((r) => api.stored<PoolRevision>(REV_T, "default", r.metadata.name)!),
+      { owner: controllerOwnerIndex },
+    );
+    const recorder = new FakeRecorder();
+    const expectations = new Expectations();
+    const controller = new PoolController({
+      pools,
+      vms: vmStore,
+      vmsIn: (ns) => vmStore.byIndex("namespace", ns),
+      poolClient: api.client(POOL_T),
+      vmClient: api.client(VM_T),
+      recorder,
+      expectations,
+      now: () => Date.parse("2026-01-01T00:00:00Z"),
+      random: () => 0,
+      updater: new PoolUpdater({
+        revisions: revStore,
+        revisionsOf: (uid) => revStore.byIndex("owner", uid),
+        vmis: vmiStore,
+        revisionClient: api.client(REV_T),
+        vmClient: api.client(VM_T),
+        vmiClient: api.client(KUBEVIRT_V1.virtualMachineInstances),
+        recorder,
+        expectations,
+      }),
+    });
+    const run = () =>
+      reconcileWithGuard(controller, objectKey("default", "pool"), [pools, vmStore, vmiStore, revStore]);
+    return { api, run, recorder };
+  }
+
+  it("scale out records the pool spec in ControllerRevision <pool>-<generation> first", async () => {
+    const { api, run } = setupWithUpdater(newPool(1), [], [], []);
+    await run();
+    expect(api.summary()[0]).toBe("create controllerrevisions");
+    const rev = api.stored<PoolRevision>(REV_T, "default", "pool-3")!;
+    expect(rev).toMatchObject({ revision: 3, metadata: { ownerReferences: [{ kind: "VirtualMachinePool" }] } });
+    expect(rev.data?.virtualMachineTemplate.metadata?.labels).toEqual({ app: "web" });
+  });
+
+  it("a VM made from an older template gets the pool's template, keeping its firmware uuid", async () => {
+    const pool = newPool(1);
+    const old = revision(pool, 2, (p) => {
+      p.spec.virtualMachineTemplate.spec!.runStrategy = "Halted";
+    });
+    const vm = member(pool, "pool-0", labelled("pool-2"), (v) => {
+      v.spec.runStrategy = "Halted";
+      v.spec.template.spec!.domain.firmware = { uuid: "keep-me" };
+    });
+    const { api, run, recorder } = setupWithUpdater(pool, [vm], [], [old]);
+    await run();
+    const stored = api.stored<VirtualMachine>(VM_T, "default", "pool-0")!;
+    expect(stored.spec.runStrategy).toBe("Always");
+    expect(stored.spec.template.spec?.domain.firmware?.uuid).toBe("keep-me");
+    expect(stored.metadata?.labels?.["kubevirt.io/vm-pool-revision-name"]).toBe("pool-3");
+    expect(stored.metadata?.finalizers).toEqual(["pool.kubevirt.io/finalizer"]);
+    expect(recorder.reasons()).toContain("SuccessfulUpdate");
+  });
+
+  it("proactive update restarts a VMI made from another VMI template, within maxUnavailable", async () => {
+    const pool = newPool(2, (p) => {
+      p.spec.maxUnavailable = 1;
+    });
+    const current = revision(pool, 3);
+    const old = revision(pool, 2, (p) => {
+      p.spec.virtualMachineTemplate.spec!.template.spec!.domain.devices = { autoattachSerialConsole: false };
+    });
+    const vms = [member(pool, "pool-0", labelled("pool-3")), member(pool, "pool-1", labelled("pool-3"))];
+    const vmis = vms.map((v) => vmiOf(v, "pool-2"));
+    const { api, run } = setupWithUpdater(pool, vms, vmis, [current, old]);
+    const result = await run();
+    expect(api.summary().filter((s) => s.startsWith("delete"))).toEqual([
+      "delete virtualmachineinstances default/pool-0",
+    ]);
+    expect(result).toEqual(requeueAfter(3000));
+  });
+
+  it("a VMI from an equal template under another revision only gets its label patched", async () => {
+    const pool = newPool(1);
+    const vm = member(pool, "pool-0", labelled("pool-3"));
+    const { api, run } = setupWithUpdater(pool, [vm], [vmiOf(vm, "pool-2")], [revision(pool, 3), revision(pool, 2)]);
+    await run();
+    const vmi = api.stored<VirtualMachineInstance>(KUBEVIRT_V1.virtualMachineInstances, "default", "pool-0")!;
+    expect(vmi.metadata?.labels?.["kubevirt.io/vm-pool-revision-name"]).toBe("pool-3");
+    expect(api.summary().filter((s) => s.startsWith("delete"))).toEqual([]);
+  });
+
+  it("prunes revisions no VM or VMI uses", async () => {
+    const pool = newPool(1);
+    const vm = member(pool, "pool-0", labelled("pool-3"));
+    const { api, run } = setupWithUpdater(pool, [vm], [vmiOf(vm, "pool-3")], [revision(pool, 3), revision(pool, 1)]);
+    await run();
+    expect(api.summary().filter((s) => s.startsWith("delete"))).toEqual(["delete controllerrevisions default/pool-1"]);
+  });
+
+  it("updateStrategy unmanaged: VMs keep their old template", async () => {
+    const pool = newPool(1, (p) => {
+      p.spec.updateStrategy = { unmanaged: {} };
+    });
+    const vm = member(pool, "pool-0", labelled("pool-2"));
+    const old = revision(pool, 2, (p) => {
+      p.spec.virtualMachineTemplate.spec!.runStrategy = "Halted";
+    });
+    const { api, run } = setupWithUpdater(pool, [vm], [], [old]);
+    await run();
+    expect(api.summary().filter((s) => s.startsWith("update"))).toEqual([]);
   });
 });

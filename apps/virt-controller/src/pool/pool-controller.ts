@@ -2,20 +2,22 @@
  * The VirtualMachinePool controller (KubeVirt `watch/pool`): keeps `spec.replicas` VMs named `<pool>-<index>` from
  * the VM template, scales out at the lowest free indices and in by the selection policy, holds the pool finalizer on
  * the pool and its VMs (dropped when a VM is deleted and when the pool goes), releases VMs the selector lost, and
- * writes replicas, readyReplicas, labelSelector and the ReplicaPaused/ReplicaFailure conditions. Not carried over
- * from KubeVirt: ControllerRevisions of the pool spec (the revision label is set, no revision object is written),
- * the proactive and opportunistic update of VMs to a new template, autohealing and state preservation.
+ * writes replicas, readyReplicas, labelSelector and the ReplicaPaused/ReplicaFailure conditions. With an updater
+ * (`pool-updater.ts`) it also records pool revisions and brings VMs and VMIs to a changed template. Not carried over
+ * from KubeVirt: autohealing and state preservation (this platform has no DataVolumes to keep).
  */
 import {
   FINALIZER,
   KIND,
   keyOf,
+  LABEL,
   type LabelSelector,
   labelSelectorOf,
   type ObjectKey,
   objectKey,
   splitKey,
   type VirtualMachine,
+  type VirtualMachineInstance,
   type VirtualMachinePool,
 } from "@kvt/api";
 import {
@@ -32,10 +34,20 @@ import {
   type Reconciler,
   type ResourceClient,
   type Result,
+  requeueAfter,
   SyncError,
 } from "@kvt/kube";
 import { DEFAULT_BURST_REPLICAS } from "../replicaset/replicaset-plan.ts";
 import { desiredReplicas, newVmNames, nextPoolStatus, ownedVms, scaleInOrder, vmFromPool } from "./pool-plan.ts";
+import type { PoolRevision } from "./pool-revisions.ts";
+import type { PoolUpdater, UpdateResult } from "./pool-updater.ts";
+
+/** How soon a pool whose VMIs maxUnavailable held back is looked at again (KubeVirt's defaultRetryDelay). */
+const UPDATE_RETRY_MS = 3000;
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
 
 type Pool = VirtualMachinePool;
 type Vm = VirtualMachine;
@@ -56,6 +68,8 @@ export interface PoolControllerDeps {
   readonly now?: () => number;
   /** Random source of the Random scale-in policy (tests pin it). */
   readonly random?: () => number;
+  /** Revisions and updates of VMs to a changed template; without it the pool only scales. */
+  readonly updater?: PoolUpdater;
 }
 
 /** Reconciles VirtualMachinePools. */
@@ -66,7 +80,12 @@ export class PoolController implements Reconciler {
   }
 
   /** Informer handlers: pool events enqueue it; VM events of its VMs lower expectations and enqueue it. */
-  handlers(enqueue: (key: ObjectKey) => void): { pool: InformerHandlers<Pool>; vm: InformerHandlers<Vm> } {
+  handlers(enqueue: (key: ObjectKey) => void): {
+    pool: InformerHandlers<Pool>;
+    vm: InformerHandlers<Vm>;
+    revision: InformerHandlers<PoolRevision>;
+    vmi: InformerHandlers<VirtualMachineInstance>;
+  } {
     const e = this.#d.expectations;
     const onDelete = (vm: Vm): void => {
       const pool = this.#owner(vm);
@@ -102,7 +121,38 @@ export class PoolController implements Reconciler {
         },
         onDelete,
       },
+      revision: {
+        // A revision the pool created is in the cache: the creation it expected is observed.
+        onAdd: (r) => {
+          const pool = this.#owner(r as unknown as Vm);
+          if (!pool) return;
+          e.creationObserved(keyOf(pool));
+          enqueue(keyOf(pool));
+        },
+        onUpdate: (_o, r) => {
+          const pool = this.#owner(r as unknown as Vm);
+          if (pool) enqueue(keyOf(pool));
+        },
+      },
+      vmi: {
+        // A VMI whose revision differs from its VM's template may need a proactive update.
+        onAdd: (vmi) => this.#vmiChanged(vmi, enqueue),
+        onUpdate: (_o, vmi) => this.#vmiChanged(vmi, enqueue),
+      },
     };
+  }
+
+  #vmiChanged(vmi: VirtualMachineInstance, enqueue: (key: ObjectKey) => void): void {
+    if (vmi.metadata?.deletionTimestamp) return;
+    const ref = vmi.metadata?.ownerReferences?.find((r) => r.controller);
+    if (ref?.kind !== KIND.VirtualMachine) return;
+    const vm = this.#d.vms.get(objectKey(vmi.metadata?.namespace, ref.name));
+    if (!vm || vm.metadata?.uid !== ref.uid) return;
+    const pool = this.#owner(vm);
+    if (!pool) return;
+    const want = vm.spec.template.metadata?.labels?.[LABEL.poolRevisionName];
+    const have = vmi.metadata?.labels?.[LABEL.poolRevisionName];
+    if (want === undefined || have === undefined || want !== have) enqueue(keyOf(pool));
   }
 
   async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
@@ -128,8 +178,16 @@ export class PoolController implements Reconciler {
     const deleting = pool.metadata?.deletionTimestamp != null;
     if (!deleting) await this.#ensurePoolFinalizer(pool, true);
     let syncError: { reason: string; message: string } | undefined;
+    let retry = false;
     if (this.#d.expectations.satisfied(key) && !pool.spec.paused && !deleting) {
       syncError = await this.#scale(pool, owned, ctx);
+      // Updates follow a stable scale, pruning a stable update, each once the cache has caught up.
+      const stable = owned.length === desiredReplicas(pool);
+      if (!syncError && stable && this.#d.updater && this.#d.expectations.satisfied(key)) {
+        const r = await this.#update(pool, owned);
+        syncError = r.syncError;
+        retry = r.retry;
+      }
     } else if (deleting) {
       // The pool goes: its VMs lose the pool finalizer (the garbage collector removes them), then the pool its own.
       for (const vm of this.#d.vmsIn(namespace)) {
@@ -140,7 +198,32 @@ export class PoolController implements Reconciler {
     }
     await this.#writeStatus(pool, owned, selector, syncError);
     if (syncError) throw new SyncError(syncError.reason, syncError.message);
-    return done();
+    return retry ? requeueAfter(UPDATE_RETRY_MS) : done();
+  }
+
+  /** The update pass, then pruning when nothing was outdated (FailedUpdate, FailedRevisionPruning on error). */
+  async #update(
+    pool: Pool,
+    vms: readonly Vm[],
+  ): Promise<{ syncError?: { reason: string; message: string }; retry: boolean }> {
+    const updater = this.#d.updater as PoolUpdater;
+    let result: UpdateResult;
+    try {
+      result = await updater.update(pool, vms);
+    } catch (error) {
+      return {
+        syncError: { reason: "FailedUpdate", message: `error during VM update: ${messageOf(error)}` },
+        retry: false,
+      };
+    }
+    if (!result.stable || !this.#d.expectations.satisfied(keyOf(pool))) return { retry: result.retry };
+    try {
+      await updater.prune(pool, vms);
+    } catch (error) {
+      const message = `error while pruning vmpool revisions: ${messageOf(error)}`;
+      return { syncError: { reason: "FailedRevisionPruning", message }, retry: result.retry };
+    }
+    return { retry: result.retry };
   }
 
   /** One scaling pass; returns the sync error (FailedScaleOut, FailedScaleIn) if it failed. */
@@ -172,6 +255,8 @@ export class PoolController implements Reconciler {
   async #scaleOut(pool: Pool, count: number, ctx: ReconcileContext): Promise<void> {
     const namespace = pool.metadata?.namespace ?? "";
     const names = newVmNames(pool, count, (name) => this.#d.vms.get(objectKey(namespace, name)) !== undefined);
+    // The VMs name their revision: it exists before they do (KubeVirt `ensureControllerRevision`).
+    await this.#d.updater?.ensureRevision(pool);
     const key = keyOf(pool);
     this.#d.expectations.expectCreations(key, names.length);
     const results = await Promise.allSettled(names.map((name) => this.#d.vmClient.create(vmFromPool(pool, name))));

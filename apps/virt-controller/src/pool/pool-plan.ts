@@ -157,7 +157,7 @@ export function scaleInOrder(pool: Pool, vms: readonly Vm[], random: () => numbe
     const i = indexFromName(v.metadata?.name ?? "");
     return Number.isNaN(i) ? 0 : i;
   };
-  let out = [...vms];
+  const out = [...vms];
   switch (selection?.sortPolicy ?? "Random") {
     case "AscendingOrder":
       out.sort((a, b) => ordinal(a) - ordinal(b));
@@ -177,14 +177,22 @@ export function scaleInOrder(pool: Pool, vms: readonly Vm[], random: () => numbe
         [out[i], out[j]] = [out[j], out[i]];
       }
   }
-  const labels = selection?.selectors?.labelSelector;
-  if (labels) {
-    const s = labelSelectorOf(labels);
+  return selection?.selectors ? filterBySelectors(out, selection.selectors) : out;
+}
+
+type Selectors = NonNullable<
+  NonNullable<NonNullable<Pool["spec"]["scaleInStrategy"]>["proactive"]>["selectionPolicy"]
+>["selectors"];
+
+/** The selection policy's selectors: the VMI template's labels and node selector must match (`filterVMsBasedOnSelectors`). */
+export function filterBySelectors(vms: readonly Vm[], selectors: NonNullable<Selectors>): Vm[] {
+  let out = [...vms];
+  if (selectors.labelSelector) {
+    const s = labelSelectorOf(selectors.labelSelector);
     out = out.filter((v) => s.matches(v.spec.template.metadata?.labels));
   }
-  const nodeMatchers = selection?.selectors?.nodeSelectorRequirementMatcher;
-  if (nodeMatchers) {
-    const s = labelSelectorOf({ matchExpressions: nodeMatchers });
+  if (selectors.nodeSelectorRequirementMatcher) {
+    const s = labelSelectorOf({ matchExpressions: selectors.nodeSelectorRequirementMatcher });
     out = out.filter((v) => s.matches(v.spec.template.spec?.nodeSelector));
   }
   return out;
