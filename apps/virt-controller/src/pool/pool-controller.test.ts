@@ -14,6 +14,7 @@ import {
 } from "@kvt/testing";
 import { describe, expect, it } from "vitest";
 import { CONTROLLER_REVISIONS } from "../vm/instancetype-sync.ts";
+import { failingVms, parseGoDuration } from "./pool-autoheal.ts";
 import { PoolController } from "./pool-controller.ts";
 import { indexVmSpec, newVmNames, scaleInOrder } from "./pool-plan.ts";
 import { type PoolRevision, poolRevision } from "./pool-revisions.ts";
@@ -472,5 +473,61 @@ describe("PoolController updates (revisions)", () => {
     const { api, run } = setupWithUpdater(pool, [vm], [], [old]);
     await run();
     expect(api.summary().filter((s) => s.startsWith("update"))).toEqual([]);
+  });
+});
+
+describe("PoolController autohealing", () => {
+  const failing =
+    (count: number): Option<VirtualMachine> =>
+    (vm) => {
+      vm.status = { startFailure: { consecutiveFailCount: count } };
+    };
+
+  it("deletes a VM that failed to start startUpFailureThreshold times, so it is replaced", async () => {
+    const pool = newPool(2, (p) => {
+      p.spec.autohealing = {};
+    });
+    const { api, run } = setup(pool, [member(pool, "pool-0", failing(3)), member(pool, "pool-1", failing(2))]);
+    await run();
+    expect(api.summary().filter((s) => s.startsWith("delete"))).toEqual(["delete virtualmachines default/pool-0"]);
+  });
+
+  it("without spec.autohealing a failing VM stays", async () => {
+    const pool = newPool(1);
+    const { api, run } = setup(pool, [member(pool, "pool-0", failing(9))]);
+    await run();
+    expect(api.summary().filter((s) => s.startsWith("delete"))).toEqual([]);
+  });
+
+  it.each([
+    ["CrashLoopBackOff for 6m (default 5m)", "CrashLoopBackOff", 6, undefined, true],
+    ["CrashLoopBackOff for 4m", "CrashLoopBackOff", 4, undefined, false],
+    ["ErrImagePull for 2m with minFailingToStartDuration 90s", "ErrImagePull", 2, "90s", true],
+    ["Running (not a failing status)", "Running", 60, undefined, false],
+  ])("%s -> %s", (_name, printableStatus, minutes, duration, heals) => {
+    const now = Date.parse("2026-01-01T01:00:00Z");
+    const pool = newPool(1, (p) => {
+      p.spec.autohealing = duration ? { minFailingToStartDuration: duration } : {};
+    });
+    const vm = newVm("pool-0", (v) => {
+      v.status = {
+        printableStatus: printableStatus as "Running",
+        conditions: [
+          { type: "Ready", status: "False", lastTransitionTime: new Date(now - minutes * 60_000).toISOString() },
+        ],
+      };
+    });
+    expect(failingVms(pool, [vm], now).length > 0).toBe(heals);
+  });
+
+  it.each([
+    ["5m", 300_000],
+    ["1h30m", 5_400_000],
+    ["1.5s", 1500],
+    ["250ms", 250],
+    ["0", 0],
+    ["5 minutes", undefined],
+  ])("parseGoDuration(%j) = %j", (text, ms) => {
+    expect(parseGoDuration(text)).toBe(ms);
   });
 });

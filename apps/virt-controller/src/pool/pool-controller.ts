@@ -3,8 +3,9 @@
  * the VM template, scales out at the lowest free indices and in by the selection policy, holds the pool finalizer on
  * the pool and its VMs (dropped when a VM is deleted and when the pool goes), releases VMs the selector lost, and
  * writes replicas, readyReplicas, labelSelector and the ReplicaPaused/ReplicaFailure conditions. With an updater
- * (`pool-updater.ts`) it also records pool revisions and brings VMs and VMIs to a changed template. Not carried over
- * from KubeVirt: autohealing and state preservation (this platform has no DataVolumes to keep).
+ * (`pool-updater.ts`) it also records pool revisions and brings VMs and VMIs to a changed template; autohealing
+ * (`pool-autoheal.ts`) replaces VMs that keep failing to start. Not carried over from KubeVirt: state preservation
+ * on scale-in (this platform has no DataVolumes to keep).
  */
 import {
   FINALIZER,
@@ -38,6 +39,7 @@ import {
   SyncError,
 } from "@kvt/kube";
 import { DEFAULT_BURST_REPLICAS } from "../replicaset/replicaset-plan.ts";
+import { failingVms } from "./pool-autoheal.ts";
 import { desiredReplicas, newVmNames, nextPoolStatus, ownedVms, scaleInOrder, vmFromPool } from "./pool-plan.ts";
 import type { PoolRevision } from "./pool-revisions.ts";
 import type { PoolUpdater, UpdateResult } from "./pool-updater.ts";
@@ -174,6 +176,10 @@ export class PoolController implements Reconciler {
     }
     const namespace = pool.metadata?.namespace ?? "";
     const { owned, release } = ownedVms(pool, selector, this.#d.vmsIn(namespace));
+    // Autohealing: VMs that keep failing to start are deleted, and scale-out replaces them. (KubeVirt looks at every
+    // VM of the namespace here; only the pool's own are considered.)
+    const failing = failingVms(pool, owned, (this.#d.now ?? Date.now)());
+    if (failing.length > 0) await this.#scaleIn(pool, failing, failing.length, ctx);
     for (const vm of release) await this.#release(vm);
     const deleting = pool.metadata?.deletionTimestamp != null;
     if (!deleting) await this.#ensurePoolFinalizer(pool, true);
@@ -242,7 +248,8 @@ export class PoolController implements Reconciler {
         return undefined;
       }
       if (diff < 0) await this.#scaleOut(pool, Math.min(-diff, burst), ctx);
-      else await this.#scaleIn(pool, vms, Math.min(diff, burst), ctx);
+      else if (!pool.spec.scaleInStrategy?.unmanaged && !pool.spec.scaleInStrategy?.opportunistic)
+        await this.#scaleIn(pool, vms, Math.min(diff, burst), ctx);
       return undefined;
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
@@ -278,7 +285,6 @@ export class PoolController implements Reconciler {
   }
 
   async #scaleIn(pool: Pool, vms: readonly Vm[], count: number, ctx: ReconcileContext): Promise<void> {
-    if (pool.spec.scaleInStrategy?.unmanaged || pool.spec.scaleInStrategy?.opportunistic) return;
     const eligible = vms.filter((v) => !v.metadata?.deletionTimestamp);
     // VMs already going count towards the scale-in.
     const n = Math.min(count - (vms.length - eligible.length), eligible.length);
