@@ -6,8 +6,12 @@
  *
  *   source.img 128 MiB: holes, 48 MiB of data at 16 MiB     target.img 128 MiB: all hole (a fresh sparse file)
  *   guest: writer (disk-writer.ts) a1 a2 ... --- migration (copy) ---> ... a<n> on the target; stop; end=<N>
- *   guest (target): drop caches, md5sum of records 1..N read back from /dev/vda == the host's md5 of r1..rN
- *   host after power-off: every acknowledged record in target.img; the 48 MiB data region equals source.img's
+ *          copier: dd 8 MiB [16, 24) MiB -> [80, 88) MiB with fsync, then sleep 1 s, over and over (MiBs of dirty
+ *          blocks every round, on the source and on the target)
+ *   guest (target): drop caches, md5sum of records 1..N read back from /dev/vda == the host's md5 of r1..rN,
+ *                   md5sum of [80, 88) MiB == the host's of source.img's [16, 24) MiB
+ *   host after power-off: every acknowledged record in target.img; the 48 MiB data region equals source.img's, the
+ *                         copier's region equals its source
  */
 import { createHash, randomBytes } from "node:crypto";
 import { closeSync, mkdtempSync, openSync, rmSync, statSync, writeSync } from "node:fs";
@@ -37,6 +41,18 @@ const MIB = 2 ** 20;
 /** Where the host writes data before boot (the guest never writes there): [16 MiB, 64 MiB). */
 const DATA_AT = 16 * MIB;
 const DATA_BYTES = 48 * MIB;
+
+/** Where the guest's copier writes (from DATA_AT) and how much: [80, 88) MiB. */
+const COPY_TO = 80 * MIB;
+const COPY_BYTES = 8 * MIB;
+/** The copier, typed line by line into /tmp/c.sh like the writer; prints c1/ after its first pass, cend=<n>/ at stop. */
+const COPIER_SCRIPT = [
+  `n=0;a="bs=1M skip=${DATA_AT / MIB} seek=${COPY_TO / MIB} count=${COPY_BYTES / MIB}"`,
+  "while [ ! -f /tmp/stop ];do",
+  "dd if=/dev/vda of=/dev/vda $a conv=fsync",
+  "n=$((n+1));[ $n = 1 ]&&echo c1/;sleep 1;done",
+  "echo cend=$n/",
+];
 
 /** Fills [DATA_AT, DATA_AT + DATA_BYTES) of `path` with random MiBs (one random MiB, each copy stamped). */
 function fillData(path: string): void {
@@ -82,9 +98,15 @@ export async function diskCopyMigrationChecks(bootTimeoutMs: number): Promise<vo
       await converse(source, "echo ready", /^ready$/, 30_000);
       for (const line of WRITER_SCRIPT) await typeEchoed(source, `echo '${line}'>>/tmp/w.sh`);
       target = await spawnTarget({ disks: [{ ...disk, path: targetPath }] });
+      for (const line of COPIER_SCRIPT) await typeEchoed(source, `echo '${line}'>>/tmp/c.sh`);
       typeLine(source, "sh /tmp/w.sh 2>/dev/null &");
       await g.console.waitFor(/^a5$/, 60_000);
-      return `marker ${Math.round(m.atMs)} ms; source.img ${COPY_DISK_BYTES / MIB} MiB (${DATA_BYTES / MIB} MiB data), target.img empty`;
+      typeLine(source, "sh /tmp/c.sh 2>/dev/null &");
+      await g.console.waitFor(/c1\/$/, 60_000);
+      return (
+        `marker ${Math.round(m.atMs)} ms; source.img ${COPY_DISK_BYTES / MIB} MiB (${DATA_BYTES / MIB} MiB data), ` +
+        `target.img empty; 5 records acknowledged, the copier's first ${COPY_BYTES / MIB} MiB pass done`
+      );
     });
     if (!writing || !g || !target) return;
     const source = g;
@@ -108,7 +130,8 @@ export async function diskCopyMigrationChecks(bootTimeoutMs: number): Promise<vo
       const before = acks(source.console.text).length;
       await dest.console.waitFor(new RegExp(`^a${before + 5}$`), 60_000);
       await converse(peer, "touch /tmp/stop;echo stopping/", /^stopping\/$/, 30_000);
-      const end = await dest.console.waitFor(/end=\d+\/$/, 60_000);
+      const end = await dest.console.waitFor(/(^|[^c])end=\d+\/$/, 60_000);
+      const copies = await dest.console.waitFor(/cend=\d+\/$/, 60_000);
       const n = Number(/end=(\d+)/.exec(end.line)?.[1]);
       const all = [...acks(source.console.text), ...acks(dest.console.text)];
       const last = Math.max(...all);
@@ -123,7 +146,21 @@ export async function diskCopyMigrationChecks(bootTimeoutMs: number): Promise<vo
       const got = sum.line.slice(0, 32);
       const want = recordsMd5(n);
       if (got !== want) throw new Error(`the guest reads md5 ${got} over records 1..${n}, expected ${want}`);
-      return `the guest's md5 of records 1..${n} after the move matches (${before} acknowledged on the source)`;
+      const copied = await converse(
+        peer,
+        `dd if=/dev/vda bs=1M skip=${COPY_TO / MIB} count=${COPY_BYTES / MIB} 2>/dev/null|md5sum`,
+        /^[0-9a-f]{32}\s/,
+        60_000,
+      );
+      const wantCopy = md5(readAt(sourcePath, DATA_AT, COPY_BYTES));
+      if (copied.line.slice(0, 32) !== wantCopy) {
+        throw new Error(`the copier's region reads md5 ${copied.line.slice(0, 32)}, expected ${wantCopy}`);
+      }
+      const passes = /cend=(\d+)/.exec(copies.line)?.[1];
+      return (
+        `the guest's md5 of records 1..${n} after the move matches (${before} acknowledged on the source); its ` +
+        `${COPY_BYTES / MIB} MiB copy (${passes} passes) reads back as the source data`
+      );
     });
     await check("disk-copy-writes-kept", async () => {
       const peer = targetConsolePeer(dest);
@@ -144,9 +181,13 @@ export async function diskCopyMigrationChecks(bootTimeoutMs: number): Promise<vo
       const dstData = md5(readAt(targetPath, DATA_AT, DATA_BYTES));
       if (srcData !== dstData)
         throw new Error(`the ${DATA_BYTES / MIB} MiB data region differs: ${srcData} vs ${dstData}`);
+      if (!readAt(targetPath, COPY_TO, COPY_BYTES).equals(readAt(sourcePath, DATA_AT, COPY_BYTES))) {
+        throw new Error("target.img's copier region differs from the data it copied");
+      }
       const allocated = (statSync(targetPath).blocks * 512) / MIB;
       return (
-        `all ${all.length} acknowledged records (1..${last}) in target.img; data region md5 ${srcData} on both; ` +
+        `all ${all.length} acknowledged records (1..${last}) in target.img; data region md5 ${srcData} on both, ` +
+        `the copier's region equal to its source; ` +
         `target.img allocates ${allocated.toFixed(1)} of ${COPY_DISK_BYTES / MIB} MiB (holes stayed holes)`
       );
     });
