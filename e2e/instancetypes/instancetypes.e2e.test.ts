@@ -5,11 +5,12 @@
  * is refused with KubeVirt's conflict message; a VM whose instancetype does not exist is accepted and reports
  * Failure/FailedFindInstancetype; an instancetype with overcommitPercent above 100 is refused. The local cluster
  * serves the common-instancetypes u1 series and the linux/cirros preferences, and a VM of u1.nano + cirros gets them.
+ * `virtctl create vm --instancetype --preference --volume-containerdisk` prints a VM that kubectl creates and runs.
  */
 
 import { eventually } from "@kvt/testing";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { getJson, kubectl, kubectlOk } from "../lib/cli.ts";
+import { getJson, kubectl, kubectlOk, virtctl } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { testGuestVm } from "../lib/manifests.ts";
 
@@ -140,6 +141,35 @@ describe("instancetype.kubevirt.io (kubectl)", () => {
       "vm.kubevirt.io/os": "linux",
     });
     await kubectlOk(kubeconfig, ["delete", "vm", "e2e-it-nano", "--wait=false"]);
+  });
+
+  it("`virtctl create vm --instancetype --preference --volume-containerdisk` makes a VM kubectl creates and that runs", async () => {
+    const created = await virtctl(kubeconfig, [
+      "create",
+      "vm",
+      "--name",
+      "e2e-it-virtctl",
+      "--instancetype",
+      `virtualmachineinstancetype/${IT}`,
+      "--preference",
+      "cirros",
+      "--volume-containerdisk",
+      "src:local/test-guest:latest",
+    ]);
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.stdout).toContain(`instancetype:\n    kind: virtualmachineinstancetype\n    name: ${IT}\n`);
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], created.stdout);
+    const vmi = await eventually(
+      async () => {
+        const v = await getJson<ExpandedVmi>(kubeconfig, "vmi", "e2e-it-virtctl");
+        expect(v.status?.phase).toBe("Running");
+        return v;
+      },
+      { ...START_WAIT, what: "the virtctl-made VM running" },
+    );
+    expect(vmi.spec.domain.cpu).toMatchObject({ sockets: 2 });
+    expect(vmi.spec.domain.memory).toMatchObject({ guest: "256Mi" });
+    await kubectlOk(kubeconfig, ["delete", "vm", "e2e-it-virtctl", "--wait=false"]);
   });
 
   it("refuses a VM that also sets memory, with KubeVirt's conflict message", async () => {

@@ -30,6 +30,7 @@ import {
   validateVmirs as apiValidateVmirs,
   validateVmiUpdate as apiValidateVmiUpdate,
   validateVmPool as apiValidateVmPool,
+  applyVmiSpecDefaults,
   defaultMigration,
   defaultVm,
   defaultVmi,
@@ -129,6 +130,13 @@ export function validateVm(kubevirtNamespace: string, instancetypes?: Instancety
       const expanded = await expandForValidation(instancetypes, vm);
       if (expanded.causes.length > 0) return fromCauses(expanded.causes);
       vm = expanded.vm;
+    }
+    // KubeVirt validates a defaulted copy of the template (SetDefaultVirtualMachineInstanceSpec): a volume without
+    // a disk gets one first, as the VMI it becomes will.
+    if (vm.spec?.template?.spec?.domain) {
+      vm = structuredClone(vm);
+      const spec = vm.spec.template.spec;
+      if (spec) applyVmiSpecDefaults(spec);
     }
     return fromCauses(apiValidateVm(vm, { isKubeVirtServiceAccount }));
   };

@@ -2,6 +2,7 @@
 import type { Command } from "../cli/command.ts";
 import { completionCommand } from "./completion.ts";
 import { consoleCommand } from "./console.ts";
+import { createCommand } from "./create.ts";
 import { exposeCommand } from "./expose.ts";
 import { migrateCommand } from "./migrate.ts";
 import { migrateCancelCommand } from "./migrate-cancel.ts";
@@ -17,6 +18,7 @@ import { versionCommand } from "./version.ts";
 export const COMMANDS: readonly Command[] = [
   completionCommand(() => COMMANDS),
   consoleCommand,
+  createCommand,
   exposeCommand,
   migrateCommand,
   migrateCancelCommand,
