@@ -81,6 +81,8 @@ export {
   INSTANCETYPE_VERSION,
   type InstancetypeKindName,
 } from "./instancetype/instancetype-constants.ts";
+// A preference's requirements (vCPUs, memory, architecture) checked against the expanded VM.
+export { checkPreferenceRequirements, type RequirementFailure } from "./instancetype/instancetype-requirements.ts";
 // Matcher resolution and the ControllerRevisions that pin a VM to one version of its instancetype/preference.
 export {
   type ControllerRevision,

@@ -47,7 +47,12 @@ import {
 } from "@kvt/api";
 import type { ClusterClient } from "../kube/cluster-client.ts";
 import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW } from "./admission.ts";
-import { expandForValidation, type InstancetypeReader, instancetypeWebhookRoutes } from "./instancetype-admitters.ts";
+import {
+  expandForValidation,
+  type InstancetypeReader,
+  instancetypeWebhookRoutes,
+  requirementsCause,
+} from "./instancetype-admitters.ts";
 
 type Obj = Record<string, unknown>;
 
@@ -126,8 +131,9 @@ export function validateVm(kubevirtNamespace: string, instancetypes?: Instancety
   return async (req) => {
     const isKubeVirtServiceAccount = isKubevirtServiceAccount(req.userInfo?.username, kubevirtNamespace);
     let vm = objectOf<VirtualMachine>(req);
+    let expanded: Awaited<ReturnType<typeof expandForValidation>> | undefined;
     if (instancetypes && vm.spec && !vm.metadata?.deletionTimestamp) {
-      const expanded = await expandForValidation(instancetypes, vm);
+      expanded = await expandForValidation(instancetypes, vm);
       if (expanded.causes.length > 0) return fromCauses(expanded.causes);
       vm = expanded.vm;
     }
@@ -138,6 +144,8 @@ export function validateVm(kubevirtNamespace: string, instancetypes?: Instancety
       const spec = vm.spec.template.spec;
       if (spec) applyVmiSpecDefaults(spec);
     }
+    const unmet = expanded && requirementsCause(expanded.instancetype, expanded.preference, vm);
+    if (unmet) return fromCauses([unmet]);
     return fromCauses(apiValidateVm(vm, { isKubeVirtServiceAccount }));
   };
 }

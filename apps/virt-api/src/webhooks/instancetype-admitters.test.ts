@@ -134,3 +134,21 @@ describe("instancetype and preference webhooks", () => {
     });
   });
 });
+
+describe("preference requirements at VM admission (checker.Check)", () => {
+  it("refuses an instancetype smaller than the preference requires", async () => {
+    const r = reader();
+    r.objects.set("virtualmachineclusterpreferences/big", {
+      metadata: { name: "big" },
+      spec: { requirements: { cpu: { guest: 4 } } },
+    });
+    const vm = vmWith({}, "VirtualMachineInstancetype");
+    (vm.spec as Record<string, unknown>).preference = { name: "big" };
+    const result = await validateVm("kubevirt", r)(req(vm));
+    expect(result).toMatchObject({
+      allowed: false,
+      message:
+        "failure checking preference requirements: insufficient CPU resources of 2 vCPU provided by instance type, preference requires 4 vCPU",
+    });
+  });
+});

@@ -14,6 +14,7 @@
 import {
   applyInstancetypeToVmi,
   type ControllerRevision,
+  checkPreferenceRequirements,
   checkSpreadCpuTopology,
   type InstancetypeObject,
   type InstancetypeSpec,
@@ -104,7 +105,12 @@ async function findOrIgnore<T>(
 export async function expandForValidation(
   reader: InstancetypeReader,
   vm: VirtualMachine,
-): Promise<{ vm: VirtualMachine; causes: StatusCause[] }> {
+): Promise<{
+  vm: VirtualMachine;
+  causes: StatusCause[];
+  instancetype?: InstancetypeSpec;
+  preference?: PreferenceSpec;
+}> {
   if (!vm.spec?.instancetype && !vm.spec?.preference) return { vm, causes: [] };
   const instancetype = await findOrIgnore<InstancetypeSpec>(reader, vm, "instancetype");
   const preference = await findOrIgnore<PreferenceSpec>(reader, vm, "preference");
@@ -122,7 +128,26 @@ export async function expandForValidation(
     copy.spec.template.metadata,
   );
   const causes = conflicts.map((c) => ({ type: "FieldValueInvalid", message: c.message, field: c.field }));
-  return { vm: copy, causes };
+  return { vm: copy, causes, instancetype, preference };
+}
+
+/**
+ * The cause refusing a VM whose defaulted, expanded template misses its preference's requirements (KubeVirt's VM
+ * admitter: "failure checking preference requirements: ..."), or undefined.
+ */
+export function requirementsCause(
+  instancetype: InstancetypeSpec | undefined,
+  preference: PreferenceSpec | undefined,
+  vm: VirtualMachine,
+): StatusCause | undefined {
+  const spec = vm.spec?.template?.spec;
+  const failure = spec ? checkPreferenceRequirements(instancetype, preference, spec) : undefined;
+  if (!failure) return undefined;
+  return {
+    type: "FieldValueNotFound",
+    message: `failure checking preference requirements: ${failure.message}`,
+    field: failure.fields.join(", "),
+  };
 }
 
 function admit(
