@@ -111,6 +111,7 @@ export {
   DEPRECATED_LAUNCH_SECURITY_WARNING,
   type InstancetypeAdmission,
   validateInstancetype,
+  validateMatchers,
   validatePreference,
 } from "./instancetype/instancetype-validation.ts";
 // ObjectKey ("namespace/name") and the minimal shape keyOf() accepts.

@@ -44,6 +44,7 @@ import {
   type VirtualMachineInstanceMigration,
   type VirtualMachineInstanceReplicaSet,
   type VirtualMachinePool,
+  validateMatchers,
 } from "@kvt/api";
 import type { ClusterClient } from "../kube/cluster-client.ts";
 import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW } from "./admission.ts";
@@ -105,6 +106,9 @@ export function isKubevirtServiceAccount(username: string | undefined, namespace
 export const mutateVm: Admitter = (req) => {
   if (req.operation !== "CREATE" && req.operation !== "UPDATE") return Promise.resolve(ALLOW);
   const vm = objectOf<VirtualMachine>(req);
+  const old = req.operation === "UPDATE" ? (req.oldObject as unknown as VirtualMachine | undefined) : undefined;
+  const matcherCauses = validateMatchers(vm, old ?? undefined);
+  if (matcherCauses.length > 0) return Promise.resolve(fromCauses(matcherCauses));
   const defaulted = defaultVm(vm, req.operation);
   return Promise.resolve({ allowed: true, patch: sectionPatch(req.object, defaulted, ["spec"]) });
 };

@@ -12,6 +12,7 @@ import {
   checkSpreadCpuTopology,
   DEPRECATED_LAUNCH_SECURITY_WARNING,
   validateInstancetype,
+  validateMatchers,
   validatePreference,
 } from "./instancetype-validation.ts";
 
@@ -169,5 +170,54 @@ describe("matchers and ControllerRevisions (pkg/instancetype/find, pkg/instancet
       ref: { name: "a", controllerRevisionRef: { name: "r2" } },
       needsRevision: false,
     });
+  });
+});
+
+describe("validateMatchers(): KubeVirt's VM mutator (validateInstancetypeMatcher, validateMatcherUpdate)", () => {
+  it.each<[string, Record<string, unknown>, string[], string[]]>([
+    ["a name is enough", { instancetype: { name: "a" }, preference: { name: "b" } }, [], []],
+    [
+      "neither name nor inferFromVolume",
+      { instancetype: { kind: "VirtualMachineInstancetype" } },
+      ["Either Name or InferFromVolume should be provided within the InstancetypeMatcher"],
+      ["spec.instancetype"],
+    ],
+    [
+      "preference without a name",
+      { preference: {} },
+      ["Either Name or InferFromVolume should be provided within the PreferenceMatcher"],
+      ["spec.preference"],
+    ],
+    [
+      "inferFromVolume with name and kind",
+      { instancetype: { name: "a", kind: "k", inferFromVolume: "root" } },
+      [
+        "Name already set, should be cleared before setting inferFromVolume",
+        "Kind already set, should be cleared before setting inferFromVolume",
+      ],
+      ["spec.instancetype.name", "spec.instancetype.kind"],
+    ],
+    [
+      "unknown failure policy",
+      { instancetype: { inferFromVolume: "root", inferFromVolumeFailurePolicy: "Maybe" } },
+      ["Invalid value 'Maybe' for InferFromVolumeFailurePolicy"],
+      ["spec.instancetype.inferFromVolumeFailurePolicy"],
+    ],
+  ])("%s", (_rule, spec, messages, fields) => {
+    const causes = validateMatchers({ spec });
+    expect(causes.map((c) => c.message)).toEqual(messages);
+    expect(causes.map((c) => c.field)).toEqual(fields);
+  });
+
+  it("refuses renaming a matcher that keeps its revisionName", () => {
+    const before = { spec: { instancetype: { name: "a", revisionName: "r" } } };
+    expect(validateMatchers({ spec: { instancetype: { name: "b", revisionName: "r" } } }, before)).toEqual([
+      {
+        type: "FieldValueInvalid",
+        message: "the Matcher Name has been updated without updating the RevisionName",
+        field: "spec.instancetype.revisionName",
+      },
+    ]);
+    expect(validateMatchers({ spec: { instancetype: { name: "b", revisionName: "r2" } } }, before)).toEqual([]);
   });
 });

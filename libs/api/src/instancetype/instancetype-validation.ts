@@ -17,6 +17,7 @@ import type { StatusCause } from "../types.ts";
 import { CAUSE_TYPE, cause } from "../validation/causes.ts";
 import { PREFERRED_CPU_TOPOLOGIES, SPREAD_ACROSS } from "./instancetype-schemas.ts";
 import type {
+  InstancetypeMatcher,
   InstancetypeSpec,
   PreferenceSpec,
   VirtualMachineInstancetype,
@@ -152,4 +153,67 @@ export function checkSpreadCpuTopology(
     message = `${guest} vCPUs provided by the instance type are not divisible by the number of threads per core 2 and Spec.PreferSpreadSocketToCoreRatio or Spec.CPU.PreferSpreadOptions.Ratio of ${ratio}`;
   }
   return message ? cause(CAUSE_TYPE.invalid, message, f) : undefined;
+}
+
+const FAILURE_POLICIES = ["Ignore", "Reject"];
+
+function matcherCauses(role: "instancetype" | "preference", m: InstancetypeMatcher | undefined): StatusCause[] {
+  if (!m) return [];
+  const field = `spec.${role}`;
+  const matcher = role === "instancetype" ? "InstancetypeMatcher" : "PreferenceMatcher";
+  const causes: StatusCause[] = [];
+  if (!m.name && !m.inferFromVolume) {
+    causes.push(
+      cause(CAUSE_TYPE.notFound, `Either Name or InferFromVolume should be provided within the ${matcher}`, field),
+    );
+  }
+  if (m.inferFromVolume) {
+    if (m.name) {
+      const msg = "Name already set, should be cleared before setting inferFromVolume";
+      causes.push(cause(CAUSE_TYPE.notSupported, msg, `${field}.name`));
+    }
+    if (m.kind) {
+      const msg = "Kind already set, should be cleared before setting inferFromVolume";
+      causes.push(cause(CAUSE_TYPE.notSupported, msg, `${field}.kind`));
+    }
+  }
+  const policy = m.inferFromVolumeFailurePolicy;
+  if (policy !== undefined && !FAILURE_POLICIES.includes(policy)) {
+    const msg = `Invalid value '${policy}' for InferFromVolumeFailurePolicy`;
+    causes.push(cause(CAUSE_TYPE.invalid, msg, `${field}.inferFromVolumeFailurePolicy`));
+  }
+  return causes;
+}
+
+function matcherUpdateCause(
+  role: "instancetype" | "preference",
+  now: InstancetypeMatcher | undefined,
+  before: InstancetypeMatcher | undefined,
+): StatusCause[] {
+  if (!now || !before || !now.revisionName) return [];
+  if (now.name !== before.name && now.revisionName === before.revisionName) {
+    const msg = "the Matcher Name has been updated without updating the RevisionName";
+    return [cause(CAUSE_TYPE.invalid, msg, `spec.${role}.revisionName`)];
+  }
+  return [];
+}
+
+/**
+ * A VM's instancetype and preference matchers (KubeVirt's VM mutating webhook, `validateMatchers`): a name or an
+ * inferFromVolume, not both with a kind, a known inferFromVolumeFailurePolicy; on update, a renamed matcher must not
+ * keep its revisionName. The mutator refuses the VM with these causes.
+ */
+export function validateMatchers(
+  vm: { spec?: { instancetype?: InstancetypeMatcher; preference?: InstancetypeMatcher } },
+  old?: { spec?: { instancetype?: InstancetypeMatcher; preference?: InstancetypeMatcher } },
+): StatusCause[] {
+  if (old) {
+    const update = [
+      ...matcherUpdateCause("instancetype", vm.spec?.instancetype, old.spec?.instancetype),
+      ...matcherUpdateCause("preference", vm.spec?.preference, old.spec?.preference),
+    ];
+    if (update.length > 0) return update.slice(0, 1);
+  }
+  const it = matcherCauses("instancetype", vm.spec?.instancetype);
+  return it.length > 0 ? it : matcherCauses("preference", vm.spec?.preference);
 }
