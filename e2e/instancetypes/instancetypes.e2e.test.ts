@@ -107,11 +107,20 @@ describe("instancetype.kubevirt.io (kubectl)", () => {
     expect(cr.data?.spec?.cpu?.guest).toBe(2);
   });
 
-  it("the local cluster installs the u1 series and the linux and cirros preferences (common-instancetypes)", async () => {
+  it("the local cluster installs the u1 and o1 series and the linux and cirros preferences (common-instancetypes)", async () => {
     const sizes = await kubectlOk(kubeconfig, ["get", "vmcf", "-o", "name"]);
     for (const size of ["nano", "micro", "small", "medium", "2xmedium", "large", "xlarge", "8xlarge"]) {
       expect(sizes).toContain(`virtualmachineclusterinstancetype.instancetype.kubevirt.io/u1.${size}`);
     }
+    expect(sizes).toContain("virtualmachineclusterinstancetype.instancetype.kubevirt.io/o1.nano");
+    const o1 = await kubectlOk(kubeconfig, [
+      "get",
+      "vmcf",
+      "o1.nano",
+      "-o",
+      "jsonpath={.spec.memory.overcommitPercent}",
+    ]);
+    expect(o1).toBe("50");
     const prefs = await kubectlOk(kubeconfig, ["get", "vmcp", "-o", "name"]);
     expect(prefs.trim().split("\n")).toEqual(
       expect.arrayContaining([

@@ -1,7 +1,8 @@
 /**
  * The part of KubeVirt's common-instancetypes bundle (github.com/kubevirt/common-instancetypes) that the local
- * cluster installs by default, as virt-operator deploys it: the U ("Universal", general purpose) series of
- * VirtualMachineClusterInstancetypes and the `linux` and `cirros` VirtualMachineClusterPreferences.
+ * cluster installs by default, as virt-operator deploys it: the U ("Universal", general purpose) and O
+ * ("Overcommitted": the U sizes but 2xmedium, memory overcommitPercent 50) series of VirtualMachineClusterInstancetypes
+ * and the `linux` and `cirros` VirtualMachineClusterPreferences.
  *
  * | name        | vCPUs | memory |      | name        | vCPUs | memory |
  * | ----------- | ----- | ------ | ---- | ----------- | ----- | ------ |
@@ -35,23 +36,54 @@ const U1_SIZES: readonly [size: string, cpu: number, memory: string][] = [
   ["8xlarge", 32, "128Gi"],
 ];
 
-const U_SERIES_DESCRIPTION =
-  'The U Series is quite neutral and provides resources for\ngeneral purpose applications.\n\n*U* is the abbreviation for "Universal", hinting at the universal\nattitude towards workloads.\n\nVMs of instance types will share physical CPU cores on a\ntime-slice basis with other VMs.';
+/** One series of the bundle: its annotations, class labels and what every size of it adds to cpu/memory. */
+interface Series {
+  readonly prefix: string;
+  readonly description: string;
+  readonly displayName: string;
+  readonly useCaseExamples?: string;
+  readonly className: string;
+  readonly icon: string;
+  readonly memory?: Partial<InstancetypeSpec["memory"]>;
+  readonly sizes: readonly string[];
+}
 
-function u1(size: string, cpu: number, memory: string): BundledObject {
+const U1: Series = {
+  prefix: "u1",
+  description:
+    'The U Series is quite neutral and provides resources for\ngeneral purpose applications.\n\n*U* is the abbreviation for "Universal", hinting at the universal\nattitude towards workloads.\n\nVMs of instance types will share physical CPU cores on a\ntime-slice basis with other VMs.',
+  displayName: "General Purpose",
+  useCaseExamples: "Client, Desktop, VDI",
+  className: "general.purpose",
+  icon: "pficon-server-group",
+  sizes: U1_SIZES.map(([size]) => size),
+};
+
+const O1: Series = {
+  prefix: "o1",
+  description:
+    'The O Series is based on the U Series, with the only difference\nbeing that memory is overcommitted.\n\n*O* is the abbreviation for "Overcommitted".',
+  displayName: "Overcommitted",
+  className: "overcommitted",
+  icon: "pficon-virtual-machine",
+  memory: { overcommitPercent: 50 },
+  sizes: U1_SIZES.map(([size]) => size).filter((size) => size !== "2xmedium"),
+};
+
+function sized(series: Series, size: string, cpu: number, memory: string): BundledObject {
   return {
     apiVersion: INSTANCETYPE_API_VERSION,
     kind: "VirtualMachineClusterInstancetype",
     metadata: {
-      name: `u1.${size}`,
+      name: `${series.prefix}.${size}`,
       annotations: {
-        "instancetype.kubevirt.io/description": U_SERIES_DESCRIPTION,
-        "instancetype.kubevirt.io/displayName": "General Purpose",
-        "instancetype.kubevirt.io/useCaseExamples": "Client, Desktop, VDI",
+        "instancetype.kubevirt.io/description": series.description,
+        "instancetype.kubevirt.io/displayName": series.displayName,
+        ...(series.useCaseExamples ? { "instancetype.kubevirt.io/useCaseExamples": series.useCaseExamples } : {}),
       },
       labels: {
-        "instancetype.kubevirt.io/class": "general.purpose",
-        "instancetype.kubevirt.io/icon-pf": "pficon-server-group",
+        "instancetype.kubevirt.io/class": series.className,
+        "instancetype.kubevirt.io/icon-pf": series.icon,
         "instancetype.kubevirt.io/version": "1",
         "instancetype.kubevirt.io/vendor": "kubevirt.io",
         "instancetype.kubevirt.io/cpu": String(cpu),
@@ -60,8 +92,12 @@ function u1(size: string, cpu: number, memory: string): BundledObject {
         "instancetype.kubevirt.io/common-instancetypes-version": "local",
       },
     },
-    spec: { cpu: { guest: cpu }, memory: { guest: memory } },
+    spec: { cpu: { guest: cpu }, memory: { guest: memory, ...series.memory } },
   };
+}
+
+function series(s: Series): BundledObject[] {
+  return U1_SIZES.filter(([size]) => s.sizes.includes(size)).map(([size, cpu, memory]) => sized(s, size, cpu, memory));
 }
 
 /** The `linux` preference: virtio disks and interfaces, a virtio RNG; cirros adds its minimum size. */
@@ -94,7 +130,8 @@ function linuxPreference(name: string, extra: PreferenceSpec = {}, labels: Recor
 /** The bundle, freshly built (callers may mutate it). */
 export function commonInstancetypes(): BundledObject[] {
   return [
-    ...U1_SIZES.map(([size, cpu, memory]) => u1(size, cpu, memory)),
+    ...series(U1),
+    ...series(O1),
     linuxPreference("linux"),
     linuxPreference(
       "cirros",
