@@ -146,7 +146,11 @@ export function validateVm(kubevirtNamespace: string, instancetypes?: Instancety
     if (vm.spec?.template?.spec?.domain) {
       vm = structuredClone(vm);
       const spec = vm.spec.template.spec;
-      if (spec) applyVmiSpecDefaults(spec);
+      // Go's structs always have devices; a manifest may omit them.
+      if (spec) {
+        spec.domain.devices ??= {};
+        applyVmiSpecDefaults(spec);
+      }
     }
     const unmet = expanded && requirementsCause(expanded.instancetype, expanded.preference, vm);
     if (unmet) return fromCauses([unmet]);
