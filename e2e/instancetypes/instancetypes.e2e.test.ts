@@ -5,7 +5,8 @@
  * is refused with KubeVirt's conflict message; a VM whose instancetype does not exist is accepted and reports
  * Failure/FailedFindInstancetype; an instancetype with overcommitPercent above 100 is refused. The local cluster
  * serves the common-instancetypes u1 series and the linux/cirros preferences, and a VM of u1.nano + cirros gets them.
- * `virtctl create vm --instancetype --preference --volume-containerdisk` prints a VM that kubectl creates and runs.
+ * `virtctl create vm --instancetype --preference --volume-containerdisk` prints a VM that kubectl creates and runs;
+ * the expand-spec subresource answers the VM with its instancetype applied.
  */
 
 import { eventually } from "@kvt/testing";
@@ -105,6 +106,18 @@ describe("instancetype.kubevirt.io (kubectl)", () => {
     expect(cr.metadata.labels?.["instancetype.kubevirt.io/object-name"]).toBe(IT);
     expect(cr.data?.kind).toBe("VirtualMachineInstancetype");
     expect(cr.data?.spec?.cpu?.guest).toBe(2);
+  });
+
+  it("the expand-spec subresource answers the VM with its instancetype applied", async () => {
+    const path = `/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/${VM}/expand-spec`;
+    const expanded = JSON.parse(await kubectlOk(kubeconfig, ["get", "--raw", path])) as {
+      spec: { instancetype?: unknown; template: { spec: { domain: { cpu?: unknown; memory?: unknown } } } };
+      status?: { instancetypeRef?: unknown };
+    };
+    expect(expanded.spec.instancetype).toBeUndefined();
+    expect(expanded.status?.instancetypeRef).toBeUndefined();
+    expect(expanded.spec.template.spec.domain.cpu).toMatchObject({ sockets: 2, cores: 1, threads: 1 });
+    expect(expanded.spec.template.spec.domain.memory).toMatchObject({ guest: "256Mi" });
   });
 
   it("the local cluster installs the u1 and o1 series and the linux and cirros preferences (common-instancetypes)", async () => {

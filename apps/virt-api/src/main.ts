@@ -69,6 +69,7 @@ await main({
     const transport = new HttpTransport({ kubeConfig: kc, registry });
     const namespace = values.namespace ?? "kubevirt";
     const self = new RestClusterClient(transport);
+    const instancetypes = new RestInstancetypeReader(transport);
     const read = (f: string | undefined): string | undefined => (f ? readFileSync(f, "utf8") : undefined);
     const locator = values["handler-url"]
       ? new TemplateHandlerLocator(values["handler-url"])
@@ -85,7 +86,8 @@ await main({
       clientFor: (user) => (user ? new RestClusterClient(transport, user) : self),
       internalClient: new RestClusterClient(transport, serviceAccountUser(namespace, VIRT_API_SERVICE_ACCOUNT)),
       handler,
-      webhooks: webhookRoutes(self, namespace, new RestInstancetypeReader(transport)),
+      webhooks: webhookRoutes(self, namespace, instancetypes),
+      instancetypes,
       requestHeaderAuth: clientCa
         ? { allowedNames: (values["requestheader-allowed-names"] ?? "").split(",").filter((s) => s.length > 0) }
         : undefined,

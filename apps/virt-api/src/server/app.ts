@@ -19,12 +19,15 @@ import {
   ApiError,
   badRequest,
   internalError,
+  kubevirtResource,
   methodNotAllowed,
+  notFound,
   pathNotFound,
   type Status,
   unauthorized,
 } from "../kube/status.ts";
 import { apiGroup, apiGroupList, apiResourceList, versionInfo } from "../subresources/discovery.ts";
+import { expandPostedVm, expandStoredVm } from "../subresources/expand-spec.ts";
 import { migrateVm, restartVm, startVm, stopVm } from "../subresources/vm-lifecycle.ts";
 import {
   fetchVmi,
@@ -35,6 +38,7 @@ import {
   validateConsole,
 } from "../subresources/vmi-actions.ts";
 import { type Admitter, BadReviewError, parseReview, reviewResponse } from "../webhooks/admission.ts";
+import type { InstancetypeReader } from "../webhooks/instancetype-admitters.ts";
 import { callerIdentity, IdentityError, type RequestHeaderAuth } from "./identity.ts";
 import { readJson } from "./json-body.ts";
 import { type Route, route } from "./routes.ts";
@@ -52,6 +56,8 @@ export interface VirtApiDeps {
   readonly handler: HandlerClient;
   /** Webhook path -> admitter. */
   readonly webhooks: Readonly<Record<string, Admitter>>;
+  /** Reads instancetypes and preferences (as virt-api) for the expand-spec subresources; without it they answer 404. */
+  readonly instancetypes?: InstancetypeReader;
   /** When set, X-Remote-* identity is required and trusted only from a verified proxy certificate. */
   readonly requestHeaderAuth?: RequestHeaderAuth;
   /** Reported by the `version` subresource. */
@@ -194,7 +200,26 @@ export class VirtApiApp {
       case "vmi":
         if (r.action === "console") return sendStatus(res, badRequest("the console requires a WebSocket upgrade"));
         return this.#vmi(r, req, res);
+      case "expandSpec":
+      case "expandVmSpec":
+        return this.#expand(r, req, res);
     }
+  }
+
+  /** The expand-spec subresources: the VM (stored, or the body's) with its instancetype and preference applied. */
+  async #expand(
+    r: Extract<Route, { kind: "expandSpec" | "expandVmSpec" }>,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<void> {
+    const reader = this.#deps.instancetypes;
+    if (!reader) return sendStatus(res, pathNotFound(req.url ?? ""));
+    const user = callerIdentity(req, this.#deps.requestHeaderAuth);
+    if (r.kind === "expandVmSpec")
+      return sendJson(res, 200, await expandPostedVm(reader, await readJson(req), r.namespace));
+    const vm = await this.#deps.clientFor(user).getVm(r.namespace, r.name);
+    if (!vm) return sendStatus(res, notFound(kubevirtResource("virtualmachines"), r.name));
+    return sendJson(res, 200, await expandStoredVm(reader, vm));
   }
 
   async #webhook(path: string, req: IncomingMessage, res: ServerResponse): Promise<void> {

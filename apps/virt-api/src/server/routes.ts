@@ -8,6 +8,8 @@
  *   PUT  /apis/subresources.kubevirt.io/<v>/namespaces/<ns>/virtualmachines/<name>/<start|stop|restart|migrate>
  *   PUT  /apis/subresources.kubevirt.io/<v>/namespaces/<ns>/virtualmachineinstances/<name>/<pause|unpause|softreboot>
  *   GET  /apis/subresources.kubevirt.io/<v>/namespaces/<ns>/virtualmachineinstances/<name>/<guestosinfo|console>
+ *   GET  /apis/subresources.kubevirt.io/<v>/namespaces/<ns>/virtualmachines/<name>/expand-spec
+ *   PUT  /apis/subresources.kubevirt.io/<v>/namespaces/<ns>/expand-vm-spec
  */
 import { SUBRESOURCE_GROUP, SUBRESOURCE_VERSIONS } from "../subresources/discovery.ts";
 
@@ -24,6 +26,8 @@ export type Route =
       name: string;
       action: "pause" | "unpause" | "softreboot" | "guestosinfo" | "console";
     }
+  | { kind: "expandSpec"; namespace: string; name: string }
+  | { kind: "expandVmSpec"; namespace: string }
   | { kind: "notFound" }
   | { kind: "methodNotAllowed" };
 
@@ -43,11 +47,17 @@ function decode(segment: string): string | undefined {
 function routeResource(method: string, rest: string[]): Route {
   const [nsKey, ns, plural, rawName, action, ...extra] = rest;
   const namespace = ns ? decode(ns) : undefined;
+  if (nsKey === "namespaces" && namespace && plural === "expand-vm-spec" && rest.length === 3) {
+    return method === "PUT" ? { kind: "expandVmSpec", namespace } : { kind: "methodNotAllowed" };
+  }
   const name = rawName ? decode(rawName) : undefined;
   if (nsKey !== "namespaces" || !namespace || !name || !action || extra.length > 0) return { kind: "notFound" };
   if (plural === "virtualmachines" && (VM_ACTIONS as readonly string[]).includes(action)) {
     if (method !== "PUT") return { kind: "methodNotAllowed" };
     return { kind: "vm", namespace, name, action: action as (typeof VM_ACTIONS)[number] };
+  }
+  if (plural === "virtualmachines" && action === "expand-spec") {
+    return method === "GET" ? { kind: "expandSpec", namespace, name } : { kind: "methodNotAllowed" };
   }
   if (plural === "virtualmachineinstances" && (VMI_PUT as readonly string[]).includes(action)) {
     if (method !== "PUT") return { kind: "methodNotAllowed" };

@@ -21,6 +21,8 @@ export const SUBRESOURCE_NAMES = [
   "virtualmachines/stop",
   "virtualmachines/restart",
   "virtualmachines/migrate",
+  "virtualmachines/expand-spec",
+  "expand-vm-spec",
 ] as const;
 
 function groupVersion(version: string): { groupVersion: string; version: string } {
