@@ -16,7 +16,7 @@ export interface LauncherAppOptions {
   readonly socketPath: string;
   /** The console log file the pod's guest-console-log container tails; undefined for none. */
   readonly consoleLogPath?: string;
-  readonly toSpec: (vmi: VirtualMachineInstance) => MachineSpec | Promise<MachineSpec>;
+  readonly toSpec: (vmi: VirtualMachineInstance, role: "source" | "target") => MachineSpec | Promise<MachineSpec>;
   readonly createMachine: (spec: MachineSpec) => Promise<BuiltMachine>;
   readonly logger: Logger;
 }

@@ -123,7 +123,8 @@ await main({
         ...(source.vmi ? { vmi: source.vmi } : {}),
         socketPath: launcherSocketPath(socketDir, socketKey(podUid ?? source.identity.uid)),
         consoleLogPath: values["console-log"] ?? (podDir ? join(podDir, "virt-serial0-log") : undefined),
-        toSpec: (vmi) => buildMachineSpec(vmi, { resolveImage: imageStoreResolver(storeRoot), workDir, mounts }),
+        toSpec: (vmi, role) =>
+          buildMachineSpec(vmi, { resolveImage: imageStoreResolver(storeRoot), workDir, mounts }, role),
         createMachine: machineFactory({ logger: log, useEmulation }),
         logger: log,
       }).catch((error: unknown) => {

@@ -7,11 +7,13 @@
  *   sync {vmi} ----------------------------> toMachineSpec, backend choice: native
  *   console <------------------------------- boot marker, "printed from cloud-init userdata"
  *   `echo hi`, product_uuid, disk marker ---> hi, firmware.uuid, marker on the shared disk (serial SHARED)
+ *   local disk marker ----------------------> marker on the emptyDisk (serial LOCAL), a file on node-a only
  *   counter --------------------------------> count 0 1 2 ...
  *   prepare-target {migrationUid, vmi} ------------------------------------------->  listens: {host, port, secret}
  *   migrate {target, options (KubeVirt defaults)} -> OutgoingMigration ------------>  restore, vCPUs run
  *   events: migration-result ok <------------ Migrated, exits 0        console: count N+1 ...  `echo hi`: hi
- *                                                                      the disk marker reads back
+ *                                                                      both disk markers read back (the local
+ *                                                                      one came in the migration stream)
  *                                                                      `poweroff` --> Shutdown, exits 0
  *
  * The VMI also has a shared hostDisk (both "nodes" mount the same directory, as an RWX claim would be), so the
@@ -56,18 +58,32 @@ const FIND_SHARED = `D=/dev/$(grep -l ${SHARED_SERIAL} /sys/block/vd*/serial|cut
 /** The marker is computed in the guest, so the typed command's echo never matches the answer. */
 const WRITE_MARKER = "echo kd$((40+2))|dd of=$D conv=sync,fsync;echo W=$? E";
 const READ_MARKER = "echo R=$(dd if=$D count=1 2>/dev/null|head -n1) E";
+/** The local emptyDisk (serial LOCAL): its contents move with the memory, in the migration stream. */
+const LOCAL_DISK = "scratch";
+const LOCAL_SERIAL = "LOCAL";
+const FIND_LOCAL = `L=/dev/$(grep -l ${LOCAL_SERIAL} /sys/block/vd*/serial|cut -d/ -f4)`;
+const WRITE_LOCAL = "echo kl$((40+2))|dd of=$L conv=sync,fsync;echo W=$? E";
+const READ_LOCAL = "echo R=$(dd if=$L count=1 2>/dev/null|head -n1) E";
 
-/** `vmi` with a 16 MiB shared hostDisk (DiskOrCreate) on the virtio bus, serial SHARED. */
+/**
+ * `vmi` with a 16 MiB shared hostDisk (DiskOrCreate, serial SHARED) and a 16 MiB emptyDisk (serial LOCAL, copied
+ * to the target by the migration), both on the virtio bus.
+ */
 function withSharedDisk(vmi: VirtualMachineInstance): VirtualMachineInstance {
   const v = structuredClone(vmi);
   const devices = v.spec.domain.devices;
-  devices.disks = [...(devices.disks ?? []), { name: SHARED_DISK, serial: SHARED_SERIAL, disk: { bus: "virtio" } }];
+  devices.disks = [
+    ...(devices.disks ?? []),
+    { name: SHARED_DISK, serial: SHARED_SERIAL, disk: { bus: "virtio" } },
+    { name: LOCAL_DISK, serial: LOCAL_SERIAL, disk: { bus: "virtio" } },
+  ];
   v.spec.volumes = [
     ...(v.spec.volumes ?? []),
     {
       name: SHARED_DISK,
       hostDisk: { path: "/var/lib/kvt/shared.img", type: "DiskOrCreate", capacity: "16Mi", shared: true },
     },
+    { name: LOCAL_DISK, emptyDisk: { capacity: "16Mi" } },
   ];
   return v;
 }
@@ -179,6 +195,15 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
       if (wrote.line !== "W=0 E") throw new Error(`dd answered ${wrote.line}`);
       return `marker written to ${disk.line.slice(2, -2)} (serial ${SHARED_SERIAL}) and flushed`;
     });
+    await check("vm-cirros-local-disk-write", async () => {
+      typeLine(src.console, FIND_LOCAL);
+      const disk = await converse(src.console, "echo L=$L E", /^L=.* E$/, 30_000);
+      if (!/^L=\/dev\/vd[a-z]+ E$/.test(disk.line))
+        throw new Error(`no disk with serial ${LOCAL_SERIAL}: ${disk.line}`);
+      const wrote = await converse(src.console, WRITE_LOCAL, /^W=.* E$/, 30_000);
+      if (wrote.line !== "W=0 E") throw new Error(`dd answered ${wrote.line}`);
+      return `marker written to the emptyDisk ${disk.line.slice(2, -2)} (serial ${LOCAL_SERIAL}), local to node-a`;
+    });
     const counting = await check("vm-cirros-counter-started", async () => {
       typeLine(src.console, COUNTER_LOOP);
       return (await src.console.console.waitFor(/count 3$/, 60_000)).line.trim();
@@ -244,6 +269,12 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
       const got = await converse(dst.console, READ_MARKER, /^R=.* E$/, 30_000);
       if (got.line !== `R=${DISK_MARKER} E`) throw new Error(`the guest read ${got.line}, wrote ${DISK_MARKER}`);
       return `the marker written before the move reads back on the target: ${got.line}`;
+    });
+    await check("vm-cirros-target-local-disk-read", async () => {
+      // node-b's emptyDisk file started empty: the marker can only have come in the migration stream.
+      const got = await converse(dst.console, READ_LOCAL, /^R=.* E$/, 30_000);
+      if (got.line !== "R=kl42 E") throw new Error(`the guest read ${got.line} from its local disk, wrote kl42`);
+      return `the emptyDisk's marker moved with the guest: ${got.line}`;
     });
     await check("vm-cirros-target-poweroff", async () => {
       typeLine(dst.console, "poweroff");

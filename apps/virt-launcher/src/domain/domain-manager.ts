@@ -55,7 +55,7 @@ export interface DomainDeps {
   readonly vmi?: VirtualMachineInstance;
   /** VMI -> MachineSpec (throws SpecError on a bad spec). */
   /** The machine spec of `vmi`, its disk files made ready (a containerDisk image is imported: may take a while). */
-  readonly toSpec: (vmi: VirtualMachineInstance) => MachineSpec | Promise<MachineSpec>;
+  readonly toSpec: (vmi: VirtualMachineInstance, role: "source" | "target") => MachineSpec | Promise<MachineSpec>;
   /** Picks the backend and creates the machine (not yet started). */
   readonly createMachine: (spec: MachineSpec) => Promise<BuiltMachine>;
   readonly console: ConsoleHub;
@@ -129,7 +129,7 @@ export class DomainManager implements LauncherService {
 
   async sync(request: SyncRequest): Promise<DomainInfo> {
     if (this.#state !== "NoDomain") return this.info(); // idempotent: the handler re-syncs freely
-    const built = await this.#build(request.vmi);
+    const built = await this.#build(request.vmi, "source");
     if (this.#state === "NoDomain") {
       try {
         await built.machine.start({ paused: this.#vmi?.spec?.startStrategy === "Paused" });
@@ -181,7 +181,7 @@ export class DomainManager implements LauncherService {
     if (this.#state !== "NoDomain" && this.#state !== "IncomingMigration") {
       throw new LauncherRpcError("Conflict", `cannot receive a migration with a ${this.#state} domain`);
     }
-    const built = await this.#build(request.vmi);
+    const built = await this.#build(request.vmi, "target");
     this.#migration = { migrationUid: request.migrationUid, role: "target", phase: "Preparing" };
     this.#incomingTrace = new TargetMigrationTrace(request.migrationUid);
     this.#state = "IncomingMigration";
@@ -258,7 +258,7 @@ export class DomainManager implements LauncherService {
   }
 
   /** Builds the machine once (concurrent callers share the build). */
-  async #build(vmiJson: JsonObject | undefined): Promise<BuiltMachine> {
+  async #build(vmiJson: JsonObject | undefined, role: "source" | "target"): Promise<BuiltMachine> {
     if (this.#built) return this.#built;
     if (!this.#building) {
       const vmi = (vmiJson as VirtualMachineInstance | undefined) ?? this.#vmi;
@@ -267,27 +267,28 @@ export class DomainManager implements LauncherService {
         throw new LauncherRpcError("BadRequest", `VMI uid ${vmi.metadata.uid} is not this launcher's`);
       }
       this.#vmi = vmi;
-      this.#building = this.#create(vmi).finally(() => {
+      this.#building = this.#create(vmi, role).finally(() => {
         this.#building = undefined;
       });
     }
     return this.#building;
   }
 
-  async #create(vmi: VirtualMachineInstance): Promise<BuiltMachine> {
+  async #create(vmi: VirtualMachineInstance, role: "source" | "target"): Promise<BuiltMachine> {
     let spec: MachineSpec;
     try {
-      spec = await this.#deps.toSpec(vmi);
+      spec = await this.#deps.toSpec(vmi, role);
     } catch (error) {
       throw new LauncherRpcError("BadRequest", (error as Error).message, { cause: error });
     }
     this.#memoryBytes = spec.memoryBytes;
-    this.#disksBlocker = localDisksBlocker(spec.disks ?? []);
     const built = await this.#deps.createMachine(spec).catch((error: unknown) => {
       if (error instanceof MachineUnsupportedError)
         throw new LauncherRpcError("BadRequest", error.message, { cause: error });
       throw error;
     });
+    // Our VMM copies local disks with the memory; QEMU here does not (yet): such a guest stays put there.
+    this.#disksBlocker = built.machine.backend === "qemu" ? localDisksBlocker(spec.disks ?? []) : undefined;
     this.#built = built;
     this.#deps.console.attach(built.machine);
     built.machine.on("state", (state, reason) => this.#onMachineState(state, reason));

@@ -366,6 +366,10 @@ describe("containerDisk images: raw and qcow2 become the VMI's own raw copy", ()
     expect(copy.length).toBe(1 << 20);
     expect(copy.subarray(0, 9).toString()).toBe("base-data");
     expect(copy.subarray(65536, 65536 + 4096)).toEqual(Buffer.alloc(4096, 0x61));
+    // A migration target's copy starts empty at the image's size: the source's stream fills it.
+    const target = await buildMachineSpec(vmi, { ...ctx, workDir: join(root, "qt") }, "target");
+    expect(statSync(target.disks![0].path).size).toBe(1 << 20);
+    expect(readFileSync(target.disks![0].path).every((b) => b === 0)).toBe(true);
     // A truncated image: the VMI is refused with the image's problem, nothing crashes.
     const whole = readFileSync(join(dir, "disk.qcow2"));
     writeFileSync(join(dir, "disk.qcow2"), whole.subarray(0, 200));

@@ -54,7 +54,7 @@ import {
   buildSecretDisk,
   buildServiceAccountDisk,
 } from "../volumes/config-disks.ts";
-import { DiskImageError, importDiskImage } from "../volumes/disk-image.ts";
+import { DiskImageError, importDiskImage, probeDiskImage } from "../volumes/disk-image.ts";
 import type { ImageResolver } from "./image-store.ts";
 
 /** One entry of `KVT_VOLUME_MOUNTS`. */
@@ -345,7 +345,10 @@ function alignDown(bytes: number): number {
  * sparse emptyDisk, a containerDisk's private copy (a reflink where the filesystem can, else a copy). Problems come
  * back as causes (nothing half-made is left for a disk that failed).
  */
-export async function prepareDisks(disks: readonly MachineDisk[]): Promise<DiskCause[]> {
+export async function prepareDisks(
+  disks: readonly MachineDisk[],
+  role: "source" | "target" = "source",
+): Promise<DiskCause[]> {
   const causes: DiskCause[] = [];
   for (const disk of disks) {
     const field = `volume ${disk.name}`;
@@ -357,6 +360,15 @@ export async function prepareDisks(disks: readonly MachineDisk[]): Promise<DiskC
       if (disk.contents) {
         mkdirSync(dirname(disk.path), { recursive: true });
         writeFileSync(disk.path, disk.contents);
+      } else if (disk.copyFrom && role === "target" && copiedOnMigration(disk)) {
+        // A migration target's copy starts empty at the image's size: the source sends every block it has.
+        mkdirSync(dirname(disk.path), { recursive: true });
+        const fd = openSync(disk.path, "w");
+        try {
+          ftruncateSync(fd, probeDiskImage(disk.copyFrom).virtualSize);
+        } finally {
+          closeSync(fd);
+        }
       } else if (disk.copyFrom) {
         // raw or qcow2 (a backing chain inside the image's directory) -> a sparse raw copy; corrupt images refused.
         mkdirSync(dirname(disk.path), { recursive: true });
@@ -392,13 +404,18 @@ function isDir(path: string): boolean {
   }
 }
 
+/** True for a disk a live migration copies to the target (writable and on this node only); false: it is shared. */
+export function copiedOnMigration(disk: MachineDisk): boolean {
+  return !disk.shared && !disk.readOnly;
+}
+
 /**
  * Why these disks forbid a live migration here, or undefined: a writable disk that is not shared (emptyDisk,
- * containerDisk copy, a claim that is not ReadWriteMany) would arrive empty on the target, and copying local disks
- * with the memory is not built yet.
+ * containerDisk copy, a claim that is not ReadWriteMany) would arrive empty on the target: our VMM copies them with
+ * the memory (boot.disks migrate "copy"), the QEMU backend does not yet.
  */
 export function localDisksBlocker(disks: readonly MachineDisk[]): string | undefined {
-  const local = disks.filter((d) => !d.shared && !d.readOnly);
+  const local = disks.filter(copiedOnMigration);
   if (local.length === 0) return undefined;
   return `cannot migrate VMI: local disks (${local.map((d) => `${d.name}: ${d.kind}`).join(", ")}) are not copied to the target yet`;
 }

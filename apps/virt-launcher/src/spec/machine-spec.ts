@@ -70,10 +70,17 @@ export function toMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Ma
   };
 }
 
-/** {@link toMachineSpec}, then its disk files made ready ({@link prepareDisks}); throws SpecError for either. */
-export async function buildMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Promise<MachineSpec> {
+/**
+ * {@link toMachineSpec}, then its disk files made ready ({@link prepareDisks}; a migration target's copied disks start
+ * empty); throws SpecError for either.
+ */
+export async function buildMachineSpec(
+  vmi: VirtualMachineInstance,
+  ctx: SpecContext,
+  role: "source" | "target" = "source",
+): Promise<MachineSpec> {
   const spec = toMachineSpec(vmi, ctx);
-  const causes = await prepareDisks(spec.disks ?? []);
+  const causes = await prepareDisks(spec.disks ?? [], role);
   if (causes.length > 0) throw new SpecError(causes);
   return spec;
 }

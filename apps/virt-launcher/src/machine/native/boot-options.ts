@@ -13,6 +13,7 @@
  */
 import { closeSync, openSync, readSync } from "node:fs";
 import type { VmOptions } from "@kvt/vmm";
+import { copiedOnMigration } from "../../spec/disks.ts";
 import { type MachineSpec, MachineUnsupportedError } from "../machine.ts";
 
 /** True when the file at `path` is an ELF image (the test guest), false for a bzImage or anything else. */
@@ -57,7 +58,15 @@ export function nativeBootOptions(spec: MachineSpec): VmOptions {
       cmdline: spec.boot.cmdline,
       // virtio-blk disks in spec order (PCI 00:01.0, 00:02.0, ...: vda, vdb, ...); the serial is GET_ID's 20 bytes.
       ...(disks.length > 0
-        ? { disks: disks.map((d) => ({ path: d.path, readOnly: d.readOnly, serial: (d.serial ?? "").slice(0, 20) })) }
+        ? {
+            disks: disks.map((d) => ({
+              path: d.path,
+              readOnly: d.readOnly,
+              serial: (d.serial ?? "").slice(0, 20),
+              // A local writable disk goes to the target in the migration stream; a shared one is opened there.
+              migrate: copiedOnMigration(d) ? ("copy" as const) : ("shared" as const),
+            })),
+          }
         : {}),
       // The SMBIOS system UUID (KubeVirt's firmware.uuid), as /sys/class/dmi/id/product_uuid shows it.
       ...(spec.firmwareUuid ? { uuid: spec.firmwareUuid } : {}),

@@ -51,9 +51,10 @@ describe("NativeMachine (fake VMM)", () => {
         cmdline: "quiet",
         uuid: "5d307ca9-b3ef-428c-8861-06e72d69f223",
       });
+      // The cloud-init ISO is the same on both ends of a migration; the writable local disk is copied with the memory.
       expect(o.boot?.disks).toEqual([
-        { path: "/w/ci.iso", readOnly: true, serial: "" },
-        { path: "/w/d.img", readOnly: false, serial: "X".repeat(20) },
+        { path: "/w/ci.iso", readOnly: true, serial: "", migrate: "shared" },
+        { path: "/w/d.img", readOnly: false, serial: "X".repeat(20), migrate: "copy" },
       ]);
       expect(nativeBootOptions(spec("ws=4")).kernel).toMatchObject({ path: testGuestPath(), cmdline: "ws=4" });
       // The ELF test guest has no PCI bus: its cloud-init disk is left out, a data disk refused.
