@@ -379,9 +379,22 @@ export const SUBRESOURCES: readonly string[] = [
   "virtualmachines/stop",
   "virtualmachines/restart",
   "virtualmachines/migrate",
+  "virtualmachines/expand-spec",
+  "expand-vm-spec",
 ];
 
-const READ_ONLY_SUBRESOURCES = new Set(["virtualmachineinstances/console", "virtualmachineinstances/guestosinfo"]);
+const READ_ONLY_SUBRESOURCES = new Set([
+  "virtualmachineinstances/console",
+  "virtualmachineinstances/guestosinfo",
+  "virtualmachines/expand-spec",
+]);
+const INSTANCETYPE_GROUP = "instancetype.kubevirt.io";
+const INSTANCETYPES = [
+  "virtualmachineinstancetypes",
+  "virtualmachineclusterinstancetypes",
+  "virtualmachinepreferences",
+  "virtualmachineclusterpreferences",
+];
 const WORKLOADS = [
   "virtualmachines",
   "virtualmachineinstances",
@@ -409,7 +422,13 @@ export function userRoles(version: string): KubeObject[] {
       rules: [
         { apiGroups: [KV], resources: [...WORKLOADS], verbs: ["get", "list", "watch"] },
         { apiGroups: [POOL], resources: ["virtualmachinepools"], verbs: ["get", "list", "watch"] },
-        { apiGroups: [sub], resources: ["virtualmachineinstances/guestosinfo"], verbs: ["get"] },
+        { apiGroups: [INSTANCETYPE_GROUP], resources: [...INSTANCETYPES], verbs: ["get", "list", "watch"] },
+        {
+          apiGroups: [sub],
+          resources: ["virtualmachines/expand-spec", "virtualmachineinstances/guestosinfo"],
+          verbs: ["get"],
+        },
+        { apiGroups: [sub], resources: ["expand-vm-spec"], verbs: ["update"] },
       ],
     },
     {
@@ -430,6 +449,11 @@ export function userRoles(version: string): KubeObject[] {
           resources: ["virtualmachinepools"],
           verbs: ["get", "delete", "create", "update", "patch", "list", "watch"],
         },
+        {
+          apiGroups: [INSTANCETYPE_GROUP],
+          resources: [...INSTANCETYPES],
+          verbs: ["get", "delete", "create", "update", "patch", "list", "watch"],
+        },
         { apiGroups: [sub], resources: SUBRESOURCES.filter((s) => READ_ONLY_SUBRESOURCES.has(s)), verbs: ["get"] },
         { apiGroups: [sub], resources: SUBRESOURCES.filter((s) => !READ_ONLY_SUBRESOURCES.has(s)), verbs: ["update"] },
       ],
@@ -445,6 +469,31 @@ export function userRoles(version: string): KubeObject[] {
       kind: "ClusterRoleBinding",
       metadata: { name: "kubevirt.io:default", labels },
       roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "kubevirt.io:default" },
+      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "system:authenticated" }],
+    },
+    // Every authenticated user may read the cluster-wide instancetypes and preferences (KubeVirt's
+    // instancetype.kubevirt.io:view), so anyone who may create a VM can pick one.
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name: "instancetype.kubevirt.io:view", labels },
+      rules: [
+        {
+          apiGroups: [INSTANCETYPE_GROUP],
+          resources: ["virtualmachineclusterinstancetypes", "virtualmachineclusterpreferences"],
+          verbs: ["get", "list", "watch"],
+        },
+      ],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: {
+        name: "instancetype.kubevirt.io:view",
+        labels,
+        annotations: { "rbac.authorization.kubernetes.io/autoupdate": "true" },
+      },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "instancetype.kubevirt.io:view" },
       subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "system:authenticated" }],
     },
   ];
