@@ -12,7 +12,7 @@ import { parseArgs } from "node:util";
 import { createLogger } from "@kvt/observability";
 import type { MachineSpec } from "../src/machine/machine.ts";
 import { QemuMachine } from "../src/machine/qemu/qemu-machine.ts";
-import { imageStoreResolver } from "../src/spec/image-store.ts";
+import { imageStoreResolver } from "../src/vmi/image-store.ts";
 
 const { values } = parseArgs({ options: { boots: { type: "string", default: "3" } } });
 const boots = Math.max(1, Number(values.boots) || 3);

@@ -28,9 +28,9 @@ import pkg from "../package.json" with { type: "json" };
 import { startLauncherApp } from "./launcher-app.ts";
 import { parseUseEmulation } from "./machine/backend-choice.ts";
 import { machineFactory } from "./machine/create-machine.ts";
-import { parseVolumeMounts } from "./spec/disks.ts";
-import { imageStoreResolver } from "./spec/image-store.ts";
-import { buildMachineSpec } from "./spec/machine-spec.ts";
+import { parseVolumeMounts } from "./vmi/disks.ts";
+import { imageStoreResolver } from "./vmi/image-store.ts";
+import { buildMachineSpec } from "./vmi/machine-spec.ts";
 import { loadVmi, UsageError } from "./vmi-source.ts";
 
 const DEFAULT_SOCKET_DIR = "/var/run/kubevirt/sockets";

@@ -37,7 +37,7 @@ import {
   MachineUnsupportedError,
   type MigrationOptions,
 } from "../machine/machine.ts";
-import { localDisksBlocker } from "../spec/disks.ts";
+import { localDisksBlocker } from "../vmi/disks.ts";
 import type { ConsoleHub } from "./console-hub.ts";
 import { SourceMigrationTrace, TargetMigrationTrace } from "./migration-trace.ts";
 

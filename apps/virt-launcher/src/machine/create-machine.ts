@@ -11,7 +11,7 @@
 import type { Logger } from "@kvt/observability";
 import { type HostVirt, nativeVmm, probeHostVirt, type Vmm } from "@kvt/vmm";
 import type { BuiltMachine } from "../domain/domain-manager.ts";
-import { disksNeedQemu } from "../spec/disks.ts";
+import { disksNeedQemu } from "../vmi/disks.ts";
 import { chooseBackend, type UseEmulation } from "./backend-choice.ts";
 import { type MachineSpec, MachineUnsupportedError } from "./machine.ts";
 import { NativeMachine } from "./native/native-machine.ts";

@@ -13,7 +13,7 @@
  */
 import { closeSync, openSync, readSync } from "node:fs";
 import type { VmOptions } from "@kvt/vmm";
-import { copiedOnMigration } from "../../spec/disks.ts";
+import { copiedOnMigration } from "../../vmi/disks.ts";
 import { type MachineSpec, MachineUnsupportedError } from "../machine.ts";
 
 /** True when the file at `path` is an ELF image (the test guest), false for a bzImage or anything else. */

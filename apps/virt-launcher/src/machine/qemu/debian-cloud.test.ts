@@ -8,8 +8,8 @@ import { join } from "node:path";
 import { defaultVmi, type VirtualMachineInstance } from "@kvt/api";
 import { createLogger } from "@kvt/observability";
 import { describe, expect, it } from "vitest";
-import { imageStoreResolver } from "../../spec/image-store.ts";
-import { buildMachineSpec } from "../../spec/machine-spec.ts";
+import { imageStoreResolver } from "../../vmi/image-store.ts";
+import { buildMachineSpec } from "../../vmi/machine-spec.ts";
 import { QemuMachine } from "./qemu-machine.ts";
 
 const root = new URL("../../../../../", import.meta.url).pathname;

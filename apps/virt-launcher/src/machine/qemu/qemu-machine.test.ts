@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { createLogger } from "@kvt/observability";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { imageStoreResolver } from "../../spec/image-store.ts";
+import { imageStoreResolver } from "../../vmi/image-store.ts";
 import { buildNoCloudDisk } from "../../volumes/cloud-init-disks.ts";
 import type { MachineSpec, MigrationOptions, MigrationTarget } from "../machine.ts";
 import { QemuMachine } from "./qemu-machine.ts";
