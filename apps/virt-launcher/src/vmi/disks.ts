@@ -54,7 +54,16 @@ import {
   buildSecretDisk,
   buildServiceAccountDisk,
 } from "../volumes/config-disks.ts";
-import { DiskImageError, importDiskImage, probeDiskImage } from "../volumes/disk-image.ts";
+
+// The disk-image reader (zlib, worker threads) is loaded only for a VMI with a containerDisk image to import: a
+// launcher without one stays lean (tools/local-cluster launcher-image.test.ts holds its start-up modules to that).
+type DiskImageModule = typeof import("../volumes/disk-image.ts");
+let diskImage: Promise<DiskImageModule> | undefined;
+function loadDiskImage(): Promise<DiskImageModule> {
+  diskImage ??= import("../volumes/disk-image.ts");
+  return diskImage;
+}
+
 import type { ImageResolver } from "./image-store.ts";
 
 /** One entry of `KVT_VOLUME_MOUNTS`. */
@@ -362,6 +371,7 @@ export async function prepareDisks(
         writeFileSync(disk.path, disk.contents);
       } else if (disk.copyFrom && role === "target" && copiedOnMigration(disk)) {
         // A migration target's copy starts empty at the image's size: the source sends every block it has.
+        const { probeDiskImage } = await loadDiskImage();
         mkdirSync(dirname(disk.path), { recursive: true });
         const fd = openSync(disk.path, "w");
         try {
@@ -372,6 +382,7 @@ export async function prepareDisks(
       } else if (disk.copyFrom) {
         // raw or qcow2 (a backing chain inside the image's directory) -> a sparse raw copy; corrupt images refused.
         mkdirSync(dirname(disk.path), { recursive: true });
+        const { importDiskImage } = await loadDiskImage();
         await importDiskImage(disk.copyFrom, disk.path, { allowedDir: dirname(disk.copyFrom) });
       } else if (disk.fresh || (!existsSync(disk.path) && disk.createBytes !== undefined)) {
         if (disk.createBytes === undefined) throw new Error("no size to create it with");
@@ -387,7 +398,7 @@ export async function prepareDisks(
       }
     } catch (error) {
       const message =
-        error instanceof DiskImageError
+        error instanceof Error && error.name === "DiskImageError"
           ? `its image is not usable: ${error.message}`
           : `cannot prepare ${disk.path}: ${(error as Error).message}`;
       causes.push({ field, message });
