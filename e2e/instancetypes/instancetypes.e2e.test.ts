@@ -5,7 +5,8 @@
  * is refused with KubeVirt's conflict message; a VM whose instancetype does not exist is accepted and reports
  * Failure/FailedFindInstancetype; an instancetype with overcommitPercent above 100 is refused. The local cluster
  * serves the common-instancetypes u1 series and the linux/cirros preferences, and a VM of u1.nano + cirros gets them.
- * `virtctl create vm --instancetype --preference --volume-containerdisk` prints a VM that kubectl creates and runs;
+ * `virtctl create vm --instancetype --preference --volume-containerdisk` prints a VM that kubectl creates and runs
+ * (and `virtctl create preference` a preference);
  * the expand-spec subresource answers the VM with its instancetype applied.
  */
 
@@ -192,6 +193,30 @@ describe("instancetype.kubevirt.io (kubectl)", () => {
     expect(vmi.spec.domain.cpu).toMatchObject({ sockets: 2 });
     expect(vmi.spec.domain.memory).toMatchObject({ guest: "256Mi" });
     await kubectlOk(kubeconfig, ["delete", "vm", "e2e-it-virtctl", "--wait=false"]);
+  });
+
+  it("`virtctl create preference --namespaced` prints a preference kubectl creates (vmp)", async () => {
+    const created = await virtctl(kubeconfig, [
+      "create",
+      "preference",
+      "--namespaced",
+      "--name",
+      "e2e-cores",
+      "--cpu-topology",
+      "cores",
+    ]);
+    expect(created.code, created.stderr).toBe(0);
+    const out = await kubectlOk(kubeconfig, ["create", "-f", "-"], created.stdout);
+    expect(out.trim()).toBe("virtualmachinepreference.instancetype.kubevirt.io/e2e-cores created");
+    const topology = await kubectlOk(kubeconfig, [
+      "get",
+      "vmp",
+      "e2e-cores",
+      "-o",
+      "jsonpath={.spec.cpu.preferredCPUTopology}",
+    ]);
+    expect(topology).toBe("cores");
+    await kubectlOk(kubeconfig, ["delete", "vmp", "e2e-cores"]);
   });
 
   it("refuses a VM that also sets memory, with KubeVirt's conflict message", async () => {

@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { createVmManifest, parseParams, toYaml } from "./create.ts";
+import {
+  createInstancetypeManifest,
+  createPreferenceManifest,
+  createVmManifest,
+  parseParams,
+  toYaml,
+} from "./create.ts";
 
 describe("virtctl create vm (KubeVirt pkg/virtctl/create/vm)", () => {
   it("defaults: runStrategy Always, grace period 180, memory.guest 512Mi", () => {
@@ -71,5 +77,58 @@ describe("virtctl create vm (KubeVirt pkg/virtctl/create/vm)", () => {
   it("parses params with colons in values and refuses unknown ones", () => {
     expect(parseParams("f", "src:a:b,name:n", ["src", "name"])).toEqual({ src: "a:b", name: "n" });
     expect(() => parseParams("f", "foo:1", ["src"])).toThrow('failed to parse "--f" flag: unknown param(s): foo:1');
+  });
+});
+
+describe("virtctl create instancetype|preference (KubeVirt pkg/virtctl/create/instancetype, preference)", () => {
+  it("a namespaced instancetype of --cpu and --memory; the cluster kind by default", () => {
+    expect(createInstancetypeManifest({ cpu: "2", memory: "256Mi", namespaced: true, name: "small" }, "abcde")).toEqual(
+      {
+        apiVersion: "instancetype.kubevirt.io/v1beta1",
+        kind: "VirtualMachineInstancetype",
+        metadata: { creationTimestamp: null, name: "small" },
+        spec: { cpu: { guest: 2 }, memory: { guest: "256Mi" } },
+      },
+    );
+    const cluster = createInstancetypeManifest({ cpu: "1", memory: "1Gi" }, "abcde");
+    expect(cluster.kind).toBe("VirtualMachineClusterInstancetype");
+    expect(cluster.metadata).toEqual({ creationTimestamp: null, name: "clusterinstancetype-abcde" });
+  });
+
+  it.each([
+    [{ cpu: "2" }, 'required flag(s) "memory" not set'],
+    [{}, 'required flag(s) "cpu", "memory" not set'],
+    [{ cpu: "0", memory: "1Gi" }, "cpu value must be greater than zero"],
+    [
+      { cpu: "1", memory: "1Gi", iothreadspolicy: "dedicated" },
+      'failed to parse "--iothreadspolicy" flag: IOThread must be of value auto or shared',
+    ],
+  ])("instancetype %j is refused", (values, message) => {
+    expect(() => createInstancetypeManifest(values, "x")).toThrow(message);
+  });
+
+  it("a preference with topology, machine type and storage class; unknown topologies refused", () => {
+    expect(
+      createPreferenceManifest(
+        { "cpu-topology": "cores", "machine-type": "q35", "volume-storage-class": "local" },
+        "abcde",
+      ),
+    ).toEqual({
+      apiVersion: "instancetype.kubevirt.io/v1beta1",
+      kind: "VirtualMachineClusterPreference",
+      metadata: { creationTimestamp: null, name: "clusterpreference-abcde" },
+      spec: {
+        cpu: { preferredCPUTopology: "cores" },
+        machine: { preferredMachineType: "q35" },
+        volumes: { preferredStorageClassName: "local" },
+      },
+    });
+    expect(createPreferenceManifest({ namespaced: true }, "abcde").metadata).toEqual({
+      creationTimestamp: null,
+      name: "preference-abcde",
+    });
+    expect(() => createPreferenceManifest({ "cpu-topology": "any" }, "x")).toThrow(
+      'failed to parse "--cpu-topology" flag: CPU topology must have a value of sockets, cores, threads or spread',
+    );
   });
 });

@@ -1,5 +1,6 @@
 /**
- * `virtctl create vm [flags]`: print a VirtualMachine manifest (KubeVirt `pkg/virtctl/create/vm`). Nothing is sent
+ * `virtctl create vm|instancetype|preference [flags]`: print a manifest (KubeVirt `pkg/virtctl/create/vm`,
+ * `create/instancetype`, `create/preference`). Nothing is sent
  * to the cluster; pipe it to `kubectl create -f -`. Defaults as KubeVirt's: a name `vm-<5 random>`, runStrategy
  * Always, terminationGracePeriodSeconds 180, memory.guest 512Mi unless an instancetype sizes the VM.
  *
@@ -186,22 +187,82 @@ export function toYaml(value: Json, indent = ""): string {
   return ` ${scalar(value)}\n`;
 }
 
+/** `virtctl create instancetype`: a (Cluster)Instancetype of `--cpu` vCPUs and `--memory` (both required). */
+export function createInstancetypeManifest(values: CommandInput["values"], suffix: string): Record<string, Json> {
+  const missing = ["cpu", "memory"].filter((f) => typeof values[f] !== "string");
+  if (missing.length > 0) throw new CommandError(`required flag(s) ${missing.map((f) => `"${f}"`).join(", ")} not set`);
+  const cpu = intFlag({ args: [], values }, "cpu", 0);
+  if (cpu <= 0) throw new CommandError("cpu value must be greater than zero");
+  const memory = String(values.memory);
+  if (!/^[+-]?(\d+(\.\d*)?|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?$/.test(memory)) {
+    throw new CommandError(
+      "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+    );
+  }
+  const spec: Record<string, Json> = { cpu: { guest: cpu }, memory: { guest: memory } };
+  const policy = values.iothreadspolicy;
+  if (typeof policy === "string") {
+    if (policy !== "auto" && policy !== "shared") {
+      throw flagErr("iothreadspolicy", "IOThread must be of value auto or shared");
+    }
+    spec.ioThreadsPolicy = policy;
+  }
+  const namespaced = values.namespaced === true;
+  const name = typeof values.name === "string" ? values.name : `${namespaced ? "" : "cluster"}instancetype-${suffix}`;
+  return {
+    apiVersion: "instancetype.kubevirt.io/v1beta1",
+    kind: namespaced ? "VirtualMachineInstancetype" : "VirtualMachineClusterInstancetype",
+    metadata: { creationTimestamp: null, name },
+    spec,
+  };
+}
+
+/** `virtctl create preference`: a (Cluster)Preference with the given topology, storage class and machine type. */
+export function createPreferenceManifest(values: CommandInput["values"], suffix: string): Record<string, Json> {
+  const spec: Record<string, Json> = {};
+  const topology = values["cpu-topology"];
+  if (typeof topology === "string") {
+    if (!["sockets", "cores", "threads", "spread"].includes(topology)) {
+      throw flagErr("cpu-topology", "CPU topology must have a value of sockets, cores, threads or spread");
+    }
+    spec.cpu = { preferredCPUTopology: topology };
+  }
+  if (typeof values["machine-type"] === "string") spec.machine = { preferredMachineType: values["machine-type"] };
+  if (typeof values["volume-storage-class"] === "string") {
+    spec.volumes = { preferredStorageClassName: values["volume-storage-class"] };
+  }
+  const namespaced = values.namespaced === true;
+  const name = typeof values.name === "string" ? values.name : `${namespaced ? "" : "cluster"}preference-${suffix}`;
+  return {
+    apiVersion: "instancetype.kubevirt.io/v1beta1",
+    kind: namespaced ? "VirtualMachinePreference" : "VirtualMachineClusterPreference",
+    metadata: { creationTimestamp: null, name },
+    spec,
+  };
+}
+
 function randomSuffix(): string {
   const alphabet = "bcdfghjklmnpqrstvwxz2456789"; // apimachinery rand.String's alphabet
   return Array.from({ length: 5 }, () => alphabet[randomInt(alphabet.length)]).join("");
 }
 
-/** `virtctl create vm`. */
+/** `virtctl create vm|instancetype|preference`. */
 export const createCommand: Command = {
   name: "create",
-  use: "create vm",
+  use: "create vm|instancetype|preference",
   short: "Create a manifest for the specified Kind.",
-  long: "Create a VirtualMachine manifest.",
+  long: "Create a VirtualMachine, (Cluster)Instancetype or (Cluster)Preference manifest.",
   example: `  # Create a manifest for a VirtualMachine with a random name:
   virtctl create vm
 
   # Create a manifest for a VirtualMachine with an instancetype, a preference and a containerdisk
-  virtctl create vm --instancetype=u1.nano --preference=cirros --volume-containerdisk=src:my.registry/my-image:my-tag`,
+  virtctl create vm --instancetype=u1.nano --preference=cirros --volume-containerdisk=src:my.registry/my-image:my-tag
+
+  # Create a manifest for a VirtualMachineInstancetype and create it with kubectl
+  virtctl create instancetype --namespaced --name my-instancetype --cpu 2 --memory 256Mi | kubectl create -f -
+
+  # Create a manifest for a ClusterPreference preferring cores
+  virtctl create preference --cpu-topology cores`,
   flags: {
     name: { type: "string", help: "Specify the name of the VM." },
     "run-strategy": { type: "string", help: "Specify the RunStrategy of the VM.", default: "Always" },
@@ -232,16 +293,36 @@ export const createCommand: Command = {
       help: "Specify a PVC to be used by the VM. Supported parameters: name:string,src:string,bootorder:uint",
     },
     "cloud-init-user-data": { type: "string", help: "Specify the base64 encoded cloud-init user data of the VM." },
+    cpu: { type: "string", help: "instancetype: Specify the count of CPUs of the Instancetype." },
+    iothreadspolicy: {
+      type: "string",
+      help: 'instancetype: Specify IOThreadsPolicy to be used. Only valid values are "auto" and "shared".',
+    },
+    namespaced: {
+      type: "boolean",
+      help: "instancetype, preference: create the namespaced kind (by default the cluster kind is created).",
+    },
+    "cpu-topology": { type: "string", help: "preference: Defines the preferred guest visible CPU topology." },
+    "machine-type": { type: "string", help: "preference: Defines the preferred machine type to use." },
+    "volume-storage-class": { type: "string", help: "preference: Defines the preferred storage class" },
   },
   args: 1,
-  argWords: ["vm"],
+  argWords: ["vm", "instancetype", "preference"],
   checkArgs: (args) => {
     if (args.length !== 1) return `accepts 1 arg(s), received ${args.length}`;
-    return args[0] === "vm" ? undefined : `unknown command "${args[0]}" for "virtctl create"`;
+    return ["vm", "instancetype", "preference"].includes(args[0] ?? "")
+      ? undefined
+      : `unknown command "${args[0]}" for "virtctl create"`;
   },
   run(input, ctx) {
-    const name = typeof input.values.name === "string" ? input.values.name : `vm-${randomSuffix()}`;
-    const manifest = createVmManifest(input.values, name);
+    const kind = input.args[0];
+    let manifest: Record<string, Json>;
+    if (kind === "instancetype") manifest = createInstancetypeManifest(input.values, randomSuffix());
+    else if (kind === "preference") manifest = createPreferenceManifest(input.values, randomSuffix());
+    else {
+      const name = typeof input.values.name === "string" ? input.values.name : `vm-${randomSuffix()}`;
+      manifest = createVmManifest(input.values, name);
+    }
     ctx.stdout.write(toYaml(manifest).replace(/^\n/, ""));
     return Promise.resolve();
   },
