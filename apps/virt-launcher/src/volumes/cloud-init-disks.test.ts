@@ -1,4 +1,4 @@
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   buildConfigDriveDisk,
   buildNoCloudDisk,
@@ -10,14 +10,8 @@ import {
   sanitizeHostname,
 } from "./cloud-init-disks.ts";
 import { IsoImageError, VolumeDataError } from "./errors.ts";
-import {
-  ensureIsoTools,
-  isoinfoExtract,
-  isoinfoPaths,
-  readMounted,
-  runTool,
-  writeScratchImage,
-} from "./host-iso-tools.ts";
+import { isoinfoExtract, isoinfoPaths, readMounted, runTool } from "./host-iso-tools.ts";
+import { isoScratch } from "./iso-scratch.ts";
 
 const timestamp = new Date("2026-01-02T03:04:05Z");
 const identity: CloudInitIdentity = {
@@ -26,18 +20,7 @@ const identity: CloudInitIdentity = {
   firmwareUuid: "5d307ca9-b3ef-428c-8861-06e72d69f223",
 };
 
-const cleanups: (() => void)[] = [];
-beforeAll(() => {
-  ensureIsoTools();
-});
-afterEach(() => {
-  for (const c of cleanups.splice(0)) c();
-});
-function scratch(image: Buffer): { file: string; dir: string } {
-  const s = writeScratchImage(image);
-  cleanups.push(s.cleanup);
-  return s;
-}
+const scratch = isoScratch();
 
 describe("cloud-init metadata (KubeVirt's json.Marshal bytes)", () => {
   it("NoCloud meta-data: instance-id is the firmware UUID, local-hostname the name before its first dot", () => {

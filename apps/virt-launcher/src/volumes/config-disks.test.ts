@@ -1,4 +1,4 @@
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   buildConfigMapDisk,
   buildDownwardApiDisk,
@@ -8,28 +8,11 @@ import {
   formatDownwardApiMap,
 } from "./config-disks.ts";
 import { IsoImageError, VolumeDataError } from "./errors.ts";
-import {
-  ensureIsoTools,
-  isoinfoExtract,
-  isoinfoPaths,
-  readMounted,
-  runTool,
-  writeScratchImage,
-} from "./host-iso-tools.ts";
+import { isoinfoExtract, isoinfoPaths, readMounted, runTool } from "./host-iso-tools.ts";
+import { isoScratch } from "./iso-scratch.ts";
 
 const timestamp = new Date("2026-01-02T03:04:05Z");
-const cleanups: (() => void)[] = [];
-beforeAll(() => {
-  ensureIsoTools();
-});
-afterEach(() => {
-  for (const c of cleanups.splice(0)) c();
-});
-function scratch(image: Buffer): { file: string; dir: string } {
-  const s = writeScratchImage(image);
-  cleanups.push(s.cleanup);
-  return s;
-}
+const scratch = isoScratch();
 function label(file: string): string | undefined {
   return /^LABEL=(.*)$/m.exec(runTool("blkid", ["-p", "-o", "export", file]))?.[1];
 }

@@ -1,15 +1,9 @@
 import { createHash } from "node:crypto";
 import { statSync, writeFileSync } from "node:fs";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { IsoImageError } from "./errors.ts";
-import {
-  ensureIsoTools,
-  isoinfoExtract,
-  isoinfoPaths,
-  readMounted,
-  runTool,
-  writeScratchImage,
-} from "./host-iso-tools.ts";
+import { isoinfoExtract, isoinfoPaths, readMounted, runTool } from "./host-iso-tools.ts";
+import { isoScratch } from "./iso-scratch.ts";
 import { type IsoFileInput, type IsoImageOptions, writeIso9660 } from "./iso9660.ts";
 
 const timestamp = new Date("2026-01-02T03:04:05Z");
@@ -30,18 +24,7 @@ const sample: IsoFileInput[] = [
   { path: "bin.dat", data: Uint8Array.from({ length: 5000 }, (_, i) => (i * 7) % 256) },
 ];
 
-const scratches: (() => void)[] = [];
-beforeAll(() => {
-  ensureIsoTools();
-});
-afterEach(() => {
-  for (const c of scratches.splice(0)) c();
-});
-function scratch(image: Buffer): { file: string; dir: string } {
-  const s = writeScratchImage(image);
-  scratches.push(s.cleanup);
-  return s;
-}
+const scratch = isoScratch();
 function expectedBytes(f: IsoFileInput): Buffer {
   return typeof f.data === "string" ? Buffer.from(f.data) : Buffer.from(f.data);
 }
