@@ -7,7 +7,8 @@
  * serves the common-instancetypes u1 series and the linux/cirros preferences, and a VM of u1.nano + cirros gets them.
  * `virtctl create vm --instancetype --preference --volume-containerdisk` prints a VM that kubectl creates and runs
  * (and `virtctl create preference` a preference);
- * the expand-spec subresource answers the VM with its instancetype applied.
+ * the expand-spec subresource answers the VM with its instancetype applied;
+ * inferFromVolume takes them from a claim's default-instancetype/-preference labels.
  */
 
 import { eventually } from "@kvt/testing";
@@ -217,6 +218,42 @@ describe("instancetype.kubevirt.io (kubectl)", () => {
     ]);
     expect(topology).toBe("cores");
     await kubectlOk(kubeconfig, ["delete", "vmp", "e2e-cores"]);
+  });
+
+  it("inferFromVolume takes the instancetype and preference from the claim's labels", async () => {
+    const claim = {
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: {
+        name: "e2e-infer-root",
+        labels: {
+          "instancetype.kubevirt.io/default-instancetype": "u1.nano",
+          "instancetype.kubevirt.io/default-preference": "cirros",
+        },
+      },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "16Mi" } } },
+    };
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(claim));
+    const vm = testGuestVm("e2e-it-infer", { runStrategy: "Halted" }) as {
+      spec: Record<string, unknown> & {
+        template: { spec: Record<string, unknown> & { domain: Record<string, unknown> } };
+      };
+    };
+    delete vm.spec.template.spec.domain.resources;
+    vm.spec.template.spec.volumes = [{ name: "root", persistentVolumeClaim: { claimName: "e2e-infer-root" } }];
+    vm.spec.template.spec.domain.devices = { disks: [{ name: "root", disk: { bus: "virtio" } }] };
+    vm.spec.instancetype = { inferFromVolume: "root" };
+    vm.spec.preference = { inferFromVolume: "root" };
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(vm));
+    const stored = await getJson<{ spec: { instancetype?: unknown; preference?: unknown } }>(
+      kubeconfig,
+      "vm",
+      "e2e-it-infer",
+    );
+    expect(stored.spec.instancetype).toEqual({ name: "u1.nano" });
+    expect(stored.spec.preference).toEqual({ name: "cirros" });
+    await kubectlOk(kubeconfig, ["delete", "vm", "e2e-it-infer"]);
+    await kubectlOk(kubeconfig, ["delete", "pvc", "e2e-infer-root", "--wait=false"]);
   });
 
   it("refuses a VM that also sets memory, with KubeVirt's conflict message", async () => {

@@ -291,6 +291,12 @@ const api: ComponentRules = {
       verbs: ["get"],
       why: "webhooks/instancetype-admitters.ts RestInstancetypeReader.getControllerRevision (the VM's pinned revision)",
     },
+    {
+      apiGroups: [""],
+      resources: ["persistentvolumeclaims"],
+      verbs: ["get"],
+      why: "webhooks/instancetype-admitters.ts RestInstancetypeReader.getPvc (inferFromVolume reads the claim's labels)",
+    },
   ],
   namespaced: [
     {

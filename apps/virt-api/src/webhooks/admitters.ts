@@ -51,6 +51,7 @@ import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW } from ".
 import {
   expandForValidation,
   type InstancetypeReader,
+  inferMatchers,
   instancetypeWebhookRoutes,
   requirementsCause,
 } from "./instancetype-admitters.ts";
@@ -102,16 +103,29 @@ export function isKubevirtServiceAccount(username: string | undefined, namespace
   ].some((sa) => username === `system:serviceaccount:${namespace}:${sa}`);
 }
 
-/** `/virtualmachines-mutate` */
-export const mutateVm: Admitter = (req) => {
-  if (req.operation !== "CREATE" && req.operation !== "UPDATE") return Promise.resolve(ALLOW);
-  const vm = objectOf<VirtualMachine>(req);
-  const old = req.operation === "UPDATE" ? (req.oldObject as unknown as VirtualMachine | undefined) : undefined;
-  const matcherCauses = validateMatchers(vm, old ?? undefined);
-  if (matcherCauses.length > 0) return Promise.resolve(fromCauses(matcherCauses));
-  const defaulted = defaultVm(vm, req.operation);
-  return Promise.resolve({ allowed: true, patch: sectionPatch(req.object, defaulted, ["spec"]) });
-};
+/**
+ * `/virtualmachines-mutate`: the matchers are checked, `inferFromVolume` matchers resolved from the volume's labels
+ * (when `instancetypes` can read claims), then the VM defaults applied.
+ */
+export function mutateVmWith(instancetypes?: InstancetypeReader): Admitter {
+  return async (req) => {
+    if (req.operation !== "CREATE" && req.operation !== "UPDATE") return ALLOW;
+    const vm = objectOf<VirtualMachine>(req);
+    const old = req.operation === "UPDATE" ? (req.oldObject as unknown as VirtualMachine | undefined) : undefined;
+    const matcherCauses = validateMatchers(vm, old ?? undefined);
+    if (matcherCauses.length > 0) return fromCauses(matcherCauses);
+    const getPvc = instancetypes?.getPvc?.bind(instancetypes);
+    if (getPvc && vm.spec) {
+      const refused = await inferMatchers(getPvc, vm);
+      if (refused) return { allowed: false, code: 400, message: refused };
+    }
+    const defaulted = defaultVm(vm, req.operation);
+    return { allowed: true, patch: sectionPatch(req.object, defaulted, ["spec"]) };
+  };
+}
+
+/** `/virtualmachines-mutate` without instancetype inference. */
+export const mutateVm: Admitter = mutateVmWith();
 
 /** `/virtualmachineinstances-mutate` */
 export const mutateVmi: Admitter = (req) => {
@@ -230,7 +244,7 @@ export function webhookRoutes(
 ): Record<string, Admitter> {
   return {
     ...instancetypeWebhookRoutes(fromCauses),
-    "/virtualmachines-mutate": mutateVm,
+    "/virtualmachines-mutate": mutateVmWith(instancetypes),
     "/virtualmachines-validate": validateVm(kubevirtNamespace, instancetypes),
     "/virtualmachineinstances-mutate": mutateVmi,
     "/virtualmachineinstances-validate-create": validateVmiCreate(kubevirtNamespace),

@@ -2,7 +2,7 @@ import type { ControllerRevision, InstancetypeObject, ResolvedMatcher } from "@k
 import { describe, expect, it } from "vitest";
 import { FakeCluster } from "../fake/fake-cluster.ts";
 import type { AdmissionRequest } from "./admission.ts";
-import { validateVm, webhookRoutes } from "./admitters.ts";
+import { mutateVmWith, validateVm, webhookRoutes } from "./admitters.ts";
 import type { InstancetypeReader } from "./instancetype-admitters.ts";
 
 /** Instancetypes by `<plural>/<name>`, revisions by name. */
@@ -150,5 +150,66 @@ describe("preference requirements at VM admission (checker.Check)", () => {
       message:
         "failure checking preference requirements: insufficient CPU resources of 2 vCPU provided by instance type, preference requires 4 vCPU",
     });
+  });
+});
+
+describe("inferFromVolume at VM mutation (pkg/instancetype/infer)", () => {
+  function inferringReader(labels: Record<string, string> | undefined): InstancetypeReader {
+    const r = reader();
+    return {
+      get: (m) => r.get(m),
+      getControllerRevision: () => Promise.resolve(undefined),
+      getPvc: (_ns, name) => Promise.resolve(name === "root-claim" && labels ? { metadata: { labels } } : undefined),
+    };
+  }
+
+  function inferVm(policy?: string): Record<string, unknown> {
+    return {
+      apiVersion: "kubevirt.io/v1",
+      kind: "VirtualMachine",
+      metadata: { name: "vm1", namespace: "default" },
+      spec: {
+        runStrategy: "Always",
+        instancetype: { inferFromVolume: "root", ...(policy ? { inferFromVolumeFailurePolicy: policy } : {}) },
+        template: {
+          spec: {
+            domain: { devices: {}, memory: { guest: "512Mi" } },
+            volumes: [{ name: "root", persistentVolumeClaim: { claimName: "root-claim" } }],
+          },
+        },
+      },
+    };
+  }
+
+  it("takes the instancetype from the claim's default-instancetype labels", async () => {
+    const r = inferringReader({
+      "instancetype.kubevirt.io/default-instancetype": "u1.nano",
+      "instancetype.kubevirt.io/default-instancetype-kind": "VirtualMachineClusterInstancetype",
+    });
+    const result = await mutateVmWith(r)(req(inferVm()));
+    expect(result.allowed).toBe(true);
+    const patch = (result as { patch?: { path: string; value: { instancetype?: unknown } }[] }).patch ?? [];
+    expect(patch.find((p) => p.path === "/spec")?.value.instancetype).toEqual({
+      name: "u1.nano",
+      kind: "VirtualMachineClusterInstancetype",
+    });
+  });
+
+  it("a claim without the label refuses the VM (400) unless the failure policy is Ignore", async () => {
+    const r = inferringReader({});
+    expect(await mutateVmWith(r)(req(inferVm()))).toEqual({
+      allowed: false,
+      code: 400,
+      message: "unable to find required instancetype.kubevirt.io/default-instancetype label on the volume",
+    });
+    const ignored = await mutateVmWith(r)(req(inferVm("Ignore")));
+    const patch = (ignored as { patch?: { path: string; value: { instancetype?: unknown } }[] }).patch ?? [];
+    expect(ignored.allowed).toBe(true);
+    expect(patch.find((p) => p.path === "/spec")?.value.instancetype).toBeUndefined();
+  });
+
+  it("a missing claim is not ignorable", async () => {
+    const result = await mutateVmWith(inferringReader(undefined))(req(inferVm("Ignore")));
+    expect(result).toEqual({ allowed: false, code: 400, message: 'persistentvolumeclaims "root-claim" not found' });
   });
 });

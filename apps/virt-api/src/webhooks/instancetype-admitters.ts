@@ -35,6 +35,8 @@ import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW } from ".
 export interface InstancetypeReader {
   get(matcher: ResolvedMatcher, namespace: string): Promise<InstancetypeObject | undefined>;
   getControllerRevision(namespace: string, name: string): Promise<ControllerRevision | undefined>;
+  /** A claim's labels, for `inferFromVolume`; without it inference is not done. */
+  getPvc?(namespace: string, name: string): Promise<PvcLabels | undefined>;
 }
 
 /** {@link InstancetypeReader} over the API server's REST interface. */
@@ -58,6 +60,10 @@ export class RestInstancetypeReader implements InstancetypeReader {
 
   getControllerRevision(namespace: string, name: string): Promise<ControllerRevision | undefined> {
     return this.#get(`/apis/apps/v1/namespaces/${namespace}/controllerrevisions/${name}`);
+  }
+
+  getPvc(namespace: string, name: string): Promise<PvcLabels | undefined> {
+    return this.#get(`/api/v1/namespaces/${namespace}/persistentvolumeclaims/${name}`);
   }
 }
 
@@ -177,4 +183,94 @@ export function instancetypeWebhookRoutes(deny: (causes: StatusCause[]) => Admit
     "/virtualmachinepreferences-validate": pref("VirtualMachinePreference"),
     "/virtualmachineclusterpreferences-validate": pref("VirtualMachineClusterPreference"),
   };
+}
+
+/** A PersistentVolumeClaim, as far as inference reads it. */
+export interface PvcLabels {
+  metadata?: { labels?: Record<string, string> };
+}
+
+/** Inference failures a matcher's `inferFromVolumeFailurePolicy: Ignore` forgives (KubeVirt IgnoreableInferenceError). */
+class IgnorableInferenceError extends Error {}
+
+const DEFAULT_LABELS = {
+  instancetype: ["instancetype.kubevirt.io/default-instancetype", "instancetype.kubevirt.io/default-instancetype-kind"],
+  preference: ["instancetype.kubevirt.io/default-preference", "instancetype.kubevirt.io/default-preference-kind"],
+} as const;
+
+async function fromPvc(
+  getPvc: (namespace: string, name: string) => Promise<PvcLabels | undefined>,
+  role: "instancetype" | "preference",
+  namespace: string,
+  name: string,
+): Promise<{ name: string; kind?: string }> {
+  const pvc = await getPvc(namespace, name);
+  if (!pvc) throw new Error(`persistentvolumeclaims "${name}" not found`);
+  const [nameLabel, kindLabel] = DEFAULT_LABELS[role];
+  const labels = pvc.metadata?.labels ?? {};
+  const found = labels[nameLabel];
+  if (found === undefined)
+    throw new IgnorableInferenceError(`unable to find required ${nameLabel} label on the volume`);
+  return labels[kindLabel] ? { name: found, kind: labels[kindLabel] } : { name: found };
+}
+
+/** The defaults the volume a matcher names carries (KubeVirt `volumeHandler.fromVolumes`, PVC and DataVolume). */
+async function fromVolumes(
+  getPvc: (namespace: string, name: string) => Promise<PvcLabels | undefined>,
+  role: "instancetype" | "preference",
+  vm: VirtualMachine,
+  volumeName: string,
+): Promise<{ name: string; kind?: string }> {
+  const namespace = vm.metadata?.namespace ?? "";
+  const volume = vm.spec.template.spec?.volumes?.find((v) => v.name === volumeName) as
+    | { persistentVolumeClaim?: { claimName?: string }; dataVolume?: { name?: string } }
+    | undefined;
+  if (!volume) throw new Error(`unable to find volume ${volumeName} to infer defaults`);
+  if (volume.persistentVolumeClaim)
+    return fromPvc(getPvc, role, namespace, volume.persistentVolumeClaim.claimName ?? "");
+  if (volume.dataVolume) {
+    const dvName = volume.dataVolume.name ?? "";
+    const template = (vm.spec.dataVolumeTemplates ?? []).find(
+      (t) => (t as { metadata?: { name?: string } }).metadata?.name === dvName,
+    ) as { spec?: { source?: { pvc?: { name?: string; namespace?: string } } } } | undefined;
+    const sourcePvc = template?.spec?.source?.pvc;
+    if (sourcePvc) return fromPvc(getPvc, role, sourcePvc.namespace ?? namespace, sourcePvc.name ?? "");
+    if (template) {
+      throw new IgnorableInferenceError(
+        "unable to infer defaults from DataVolumeSpec as DataVolumeSource is not supported",
+      );
+    }
+    // No CDI here: a DataVolume's claim has the DataVolume's name.
+    return fromPvc(getPvc, role, namespace, dvName);
+  }
+  throw new IgnorableInferenceError(`unable to infer defaults from volume ${volumeName} as type is not supported`);
+}
+
+/**
+ * Resolves `inferFromVolume` matchers in place (KubeVirt's VM mutator `inferMatchers`): the volume's
+ * instancetype.kubevirt.io/default-instancetype(-kind) or default-preference(-kind) labels become the matcher; with
+ * failure policy Ignore an ignorable failure drops the matcher, and a found instancetype drops the template's
+ * memory. Returns the error message that refuses the VM (answered 400), or undefined.
+ */
+export async function inferMatchers(
+  getPvc: (namespace: string, name: string) => Promise<PvcLabels | undefined>,
+  vm: VirtualMachine,
+): Promise<string | undefined> {
+  for (const role of ["instancetype", "preference"] as const) {
+    const matcher = vm.spec?.[role];
+    if (!matcher?.inferFromVolume) continue;
+    const ignore = matcher.inferFromVolumeFailurePolicy === "Ignore";
+    try {
+      const found = await fromVolumes(getPvc, role, vm, matcher.inferFromVolume);
+      if (role === "instancetype" && ignore && vm.spec.template.spec) delete vm.spec.template.spec.domain.memory;
+      vm.spec[role] = found;
+    } catch (error) {
+      if (error instanceof IgnorableInferenceError && ignore) {
+        delete vm.spec[role];
+        continue;
+      }
+      return error instanceof Error ? error.message : String(error);
+    }
+  }
+  return undefined;
 }
