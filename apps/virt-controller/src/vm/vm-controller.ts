@@ -96,7 +96,9 @@ export class VmController implements Reconciler {
       vmi = adopted;
     }
     let pinned: PinnedSpecs | undefined;
-    if (!syncError && this.#d.instancetypes && (vm.spec.instancetype || vm.spec.preference)) {
+    // A VM being deleted creates no VMI, so it needs no pinned revision (and must not get a new one).
+    const expands = !vm.metadata?.deletionTimestamp && (vm.spec.instancetype || vm.spec.preference);
+    if (!syncError && this.#d.instancetypes && expands) {
       try {
         pinned = await this.#d.instancetypes.sync(vm);
         vm = pinned.vm;
