@@ -164,8 +164,8 @@ async function installCrds(kubeConfig: KubeConfig): Promise<void> {
 }
 
 /**
- * Installs the common-instancetypes bundle as virt-operator does (before virt-api's webhooks are registered, so they
- * do not wait for it); objects that exist already are left as they are.
+ * Installs the common-instancetypes bundle as virt-operator does, once virt-api serves (its webhooks validate every
+ * create, also on a restart where the objects exist already and are left as they are).
  */
 async function installCommonInstancetypes(kubeConfig: KubeConfig): Promise<void> {
   const api = kubeConfig.makeApiClient(CustomObjectsApi);
@@ -295,8 +295,6 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     options.progress("installing the kubevirt.io CRDs");
     await installCrds(kubeConfig);
     await ensureKubeVirtCr(kubeConfig, options.useEmulation ?? true);
-    options.progress("installing the common instancetypes and preferences (u1 series; linux, cirros)");
-    await installCommonInstancetypes(kubeConfig);
     options.progress("registering virt-api's admission webhooks and the subresources.kubevirt.io APIService");
     await (options.registerVirtApi ?? registerVirtApi)(kubeConfig, state.virtApiPort, readFileSync(tls.ca, "utf8"));
     options.progress(`starting the scheduler and ${names.length} nodes (${names.join(", ")})`);
@@ -322,6 +320,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     );
     options.progress("waiting for virt-api, the virt-controller leader and every virt-handler to serve");
     await waitForComponents(state, names);
+    options.progress("installing the common instancetypes and preferences (u1, o1 series; linux, cirros)");
+    await installCommonInstancetypes(kubeConfig);
     const scrapeConfigPath = join(dataDir, "prometheus.yml");
     writeFileSync(scrapeConfigPath, prometheusScrapeConfig(components));
     return {
