@@ -113,6 +113,28 @@ describe("VmController with instancetypes (pkg/instancetype/controller/vm)", () 
     expect(vmi()!.spec.domain.memory).toMatchObject({ guest: "1Gi" });
   });
 
+  it("reads a pinned revision once: later reconciles take its spec from the cache", async () => {
+    const vm = vmWithInstancetype();
+    vm.status = {
+      instancetypeRef: {
+        name: "small",
+        kind: "VirtualMachineInstancetype",
+        controllerRevisionRef: { name: "rev-old" },
+      },
+    };
+    vm.spec.preference = undefined;
+    vm.spec.runStrategy = "Halted";
+    const { api, run } = setup(vm);
+    api.seed(CONTROLLER_REVISIONS, {
+      metadata: { name: "rev-old", namespace: "default" },
+      data: { spec: { cpu: { guest: 4 }, memory: { guest: "1Gi" } } },
+    } as KubeObject);
+    await run();
+    await run();
+    const gets = api.actions.filter((a) => a.verb === "get" && a.resource === "controllerrevisions");
+    expect(gets).toHaveLength(1);
+  });
+
   it("reports a missing instancetype as KubeVirt does: Failure condition FailedFindInstancetype, no VMI", async () => {
     const { run, stored, vmi } = setup(vmWithInstancetype(), false);
     const error = await run();

@@ -86,6 +86,12 @@ function message(error: unknown): string {
 /** Finds, pins and applies a VM's instancetype and preference. */
 export class InstancetypeSync {
   readonly #d: InstancetypeSyncDeps;
+  /**
+   * Specs of ControllerRevisions read or written, by `namespace/name`. A revision's name carries its object's uid and
+   * generation and a same-named revision with other data is refused, so a name always means the same spec: every
+   * reconcile of a pinned VM after the first is served from here instead of a GET.
+   */
+  readonly #revisionSpecs = new Map<string, unknown>();
   constructor(deps: InstancetypeSyncDeps) {
     this.#d = deps;
   }
@@ -126,8 +132,12 @@ export class InstancetypeSync {
     if (matcher.revisionName) ref.controllerRevisionRef = { name: matcher.revisionName };
     const pinned = ref.controllerRevisionRef?.name;
     if (pinned) {
-      const cr = await this.#find(role, () => this.#d.clientFor(CONTROLLER_REVISIONS).get(namespace, pinned));
-      return { ref, spec: (cr as unknown as ControllerRevision).data?.spec };
+      const key = `${namespace}/${pinned}`;
+      if (!this.#revisionSpecs.has(key)) {
+        const cr = await this.#find(role, () => this.#d.clientFor(CONTROLLER_REVISIONS).get(namespace, pinned));
+        this.#remember(key, (cr as unknown as ControllerRevision).data?.spec);
+      }
+      return { ref, spec: this.#revisionSpecs.get(key) };
     }
     const resolved = this.#resolve(role, vm);
     const obj = (await this.#find(role, () =>
@@ -136,7 +146,14 @@ export class InstancetypeSync {
     if (role === "instancetype") this.#checkConflicts(vm, obj.spec as InstancetypeSpec);
     const revision = await this.#store(controllerRevisionFor(vm, resolved.kind, obj));
     ref.controllerRevisionRef = { name: revision.metadata.name };
+    this.#remember(`${namespace}/${revision.metadata.name}`, revision.data?.spec ?? obj.spec);
     return { ref, spec: obj.spec };
+  }
+
+  /** Caches a revision's spec; the cache is bounded (dropped whole past 10000 revisions, then refilled by GETs). */
+  #remember(key: string, spec: unknown): void {
+    if (this.#revisionSpecs.size >= 10_000) this.#revisionSpecs.clear();
+    this.#revisionSpecs.set(key, spec);
   }
 
   #resolve(role: Role, vm: VirtualMachine): ResolvedMatcher {
