@@ -10,74 +10,8 @@ import { eventually } from "@kvt/testing";
 import { describe, expect, inject, it } from "vitest";
 import { kubectlOk, virtctl } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
-import { consoleLog } from "../lib/console-log.ts";
-import { demoVm } from "../lib/manifests.ts";
-import { type VmiView, vmiOrUndefined } from "../lib/objects.ts";
-
-const BOOT = { timeoutMs: 240_000, intervalMs: 1000 };
-const MARKER = "kvt-data-4242";
-
-/** The demo VM with a claim disk (serial DATA) and an emptyDisk (serial SCRATCH). */
-function vmWithDisks(name: string, claim: string): Record<string, unknown> {
-  const vm = structuredClone(demoVm()) as {
-    metadata: Record<string, unknown>;
-    spec: {
-      running?: boolean;
-      template: { metadata: { labels: Record<string, string> }; spec: Record<string, never> };
-    };
-  };
-  vm.metadata = { name, labels: { "kubevirt.io/vm": name } };
-  vm.spec.running = true;
-  vm.spec.template.metadata.labels = { "kubevirt.io/vm": name };
-  const spec = vm.spec.template.spec as unknown as {
-    domain: { devices: { disks: unknown[] } };
-    volumes: unknown[];
-  };
-  spec.domain.devices.disks.push(
-    { name: "data", serial: "DATA", disk: { bus: "virtio" } },
-    { name: "scratch", serial: "SCRATCH", disk: { bus: "virtio" } },
-  );
-  spec.volumes.push(
-    { name: "data", persistentVolumeClaim: { claimName: claim } },
-    { name: "scratch", emptyDisk: { capacity: "16Mi" } },
-  );
-  return vm;
-}
-
-function claim(name: string, mode: string): string {
-  return JSON.stringify({
-    apiVersion: "v1",
-    kind: "PersistentVolumeClaim",
-    metadata: { name },
-    spec: { accessModes: [mode], resources: { requests: { storage: "64Mi" } } },
-  });
-}
-
-/** Shell that sets $D to the disk whose serial is `serial` (virtio-blk exposes it in sysfs). */
-const findDisk = (serial: string, variable: string): string =>
-  `for b in /sys/block/vd*; do [ "$(cat $b/serial 2>/dev/null)" = ${serial} ] && ${variable}=/dev/\${b##*/}; done`;
-
-async function running(kubeconfig: string, name: string, notUid?: string): Promise<VmiView> {
-  return eventually(async () => {
-    const v = await vmiOrUndefined(kubeconfig, name);
-    expect(v?.status?.phase).toBe("Running");
-    if (notUid) expect(v?.metadata.uid).not.toBe(notUid);
-    return v!;
-  }, BOOT);
-}
-
-/** Waits for the guest's shell (the cloud-init line), then runs `command` on the console; returns what it printed. */
-async function inGuest(kubeconfig: string, name: string, uid: string, command: string, pod?: string): Promise<string> {
-  await eventually(async () => {
-    expect(await consoleLog(kubeconfig, uid, pod)).toContain("printed from cloud-init userdata");
-    return true;
-  }, BOOT);
-  const session = await virtctl(kubeconfig, ["console", name], `${command}\r`, 20_000);
-  return session.stdout;
-}
-
-const WRITE = `${findDisk("DATA", "D")}; echo ${MARKER.slice(0, 9)}$((4000+242)) | dd of=$D bs=512 count=1 conv=sync,fsync 2>/dev/null; echo WROTE=$?`;
-const READ = `${findDisk("DATA", "D")}; ${findDisk("SCRATCH", "S")}; echo READ=$(dd if=$D bs=512 count=1 2>/dev/null | head -n 1); echo SCRATCH=$(dd if=$S bs=512 count=1 2>/dev/null | tr -d '\\000' | head -c 8)END`;
+import { BOOT, claim, findDisk, inGuest, MARKER, READ, running, vmWithDisks, WRITE } from "../lib/disk-vm.ts";
+import { vmiOrUndefined } from "../lib/objects.ts";
 
 describe("disks: a claim's data survives restarts, a ReadWriteOnce claim keeps the VMI in place", () => {
   const kubeconfig = inject("kubeconfig");
