@@ -7,7 +7,7 @@
  * serves the common-instancetypes u1 series and the linux/cirros preferences, and a VM of u1.nano + cirros gets them.
  * `virtctl create vm --instancetype --preference --volume-containerdisk` prints a VM that kubectl creates and runs
  * (and `virtctl create preference` a preference);
- * the expand-spec subresource answers the VM with its instancetype applied;
+ * the expand-spec subresource and `virtctl expand` answer the VM with its instancetype applied;
  * inferFromVolume takes them from a claim's default-instancetype/-preference labels.
  */
 
@@ -120,6 +120,17 @@ describe("instancetype.kubevirt.io (kubectl)", () => {
     expect(expanded.status?.instancetypeRef).toBeUndefined();
     expect(expanded.spec.template.spec.domain.cpu).toMatchObject({ sockets: 2, cores: 1, threads: 1 });
     expect(expanded.spec.template.spec.domain.memory).toMatchObject({ guest: "256Mi" });
+  });
+
+  it("`virtctl expand --vm` and `virtctl expand -f -` print the expanded VM", async () => {
+    const stored = await virtctl(kubeconfig, ["expand", "--vm", VM]);
+    expect(stored.code, stored.stderr).toBe(0);
+    expect(stored.stdout).not.toContain("instancetype:");
+    expect(stored.stdout).toMatch(/cpu:\n\s+cores: 1\n\s+.*\n?\s*sockets: 2/);
+    const fromStdin = await virtctl(kubeconfig, ["expand", "-f", "-", "-o", "json"], vmOf("e2e-it-expand", IT));
+    expect(fromStdin.code, fromStdin.stderr).toBe(0);
+    const vm = JSON.parse(fromStdin.stdout) as { spec: { template: { spec: { domain: { memory?: unknown } } } } };
+    expect(vm.spec.template.spec.domain.memory).toMatchObject({ guest: "256Mi" });
   });
 
   it("the local cluster installs the u1 and o1 series and the linux and cirros preferences (common-instancetypes)", async () => {

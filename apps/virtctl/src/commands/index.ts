@@ -3,6 +3,7 @@ import type { Command } from "../cli/command.ts";
 import { completionCommand } from "./completion.ts";
 import { consoleCommand } from "./console.ts";
 import { createCommand } from "./create.ts";
+import { expandCommand } from "./expand.ts";
 import { exposeCommand } from "./expose.ts";
 import { migrateCommand } from "./migrate.ts";
 import { migrateCancelCommand } from "./migrate-cancel.ts";
@@ -19,6 +20,7 @@ export const COMMANDS: readonly Command[] = [
   completionCommand(() => COMMANDS),
   consoleCommand,
   createCommand,
+  expandCommand,
   exposeCommand,
   migrateCommand,
   migrateCancelCommand,
