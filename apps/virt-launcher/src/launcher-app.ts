@@ -8,6 +8,7 @@ import type { Logger } from "@kvt/observability";
 import { ConsoleHub } from "./domain/console-hub.ts";
 import { type BuiltMachine, DomainManager, type DomainOutcome } from "./domain/domain-manager.ts";
 import type { MachineSpec } from "./machine/machine.ts";
+import type { SpecRole } from "./vmi/machine-spec.ts";
 
 /** Everything a launcher is made from. */
 export interface LauncherAppOptions {
@@ -16,7 +17,7 @@ export interface LauncherAppOptions {
   readonly socketPath: string;
   /** The console log file the pod's guest-console-log container tails; undefined for none. */
   readonly consoleLogPath?: string;
-  readonly toSpec: (vmi: VirtualMachineInstance, role: "source" | "target") => MachineSpec | Promise<MachineSpec>;
+  readonly toSpec: (vmi: VirtualMachineInstance, role: SpecRole) => MachineSpec | Promise<MachineSpec>;
   readonly createMachine: (spec: MachineSpec) => Promise<BuiltMachine>;
   readonly logger: Logger;
 }

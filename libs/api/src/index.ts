@@ -223,6 +223,7 @@ export {
   claimOfVolume,
   DEFAULT_FILESYSTEM_OVERHEAD,
   DOWNWARD_API_SOURCE_DIR,
+  diskBus,
   diskTargets,
   EPHEMERAL_DISKS_DIR,
   EPHEMERAL_DISKS_VOLUME,
@@ -231,6 +232,7 @@ export {
   SECRET_SOURCE_DIR,
   SERVICE_ACCOUNT_SOURCE_DIR,
   VMI_DISKS_DIR,
+  volumeStatuses,
   volumeStatusOf,
   volumesMigrationBlocker,
 } from "./semantics/volumes.ts";

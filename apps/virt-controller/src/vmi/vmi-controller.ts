@@ -22,7 +22,7 @@ import {
   type VirtualMachineInstance,
   type VirtualMachineInstanceStatus,
   VMI_CONDITION,
-  type VolumeStatus,
+  volumeStatuses,
   volumeStatusOf,
 } from "@kvt/api";
 import {
@@ -169,7 +169,7 @@ export class VmiController implements Reconciler {
     const ns = vmi.metadata?.namespace ?? "default";
     const claim = this.#d.claim;
     const wanted = volumeStatusOf(vmi, (name) => claim?.(ns, name));
-    const old = new Map(((status.volumeStatus ?? []) as unknown as VolumeStatus[]).map((v) => [v.name, v]));
+    const old = new Map(volumeStatuses(status).map((v) => [v.name, v]));
     const merged = wanted.map((v) => ({ ...old.get(v.name), ...v }));
     if (merged.length === 0 && status.volumeStatus === undefined) return status;
     return { ...status, volumeStatus: merged };

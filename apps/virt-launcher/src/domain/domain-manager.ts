@@ -38,6 +38,7 @@ import {
   type MigrationOptions,
 } from "../machine/machine.ts";
 import { localDisksBlocker } from "../vmi/disks.ts";
+import type { SpecRole } from "../vmi/machine-spec.ts";
 import type { ConsoleHub } from "./console-hub.ts";
 import { SourceMigrationTrace, TargetMigrationTrace } from "./migration-trace.ts";
 
@@ -55,7 +56,7 @@ export interface DomainDeps {
   readonly vmi?: VirtualMachineInstance;
   /** VMI -> MachineSpec (throws SpecError on a bad spec). */
   /** The machine spec of `vmi`, its disk files made ready (a containerDisk image is imported: may take a while). */
-  readonly toSpec: (vmi: VirtualMachineInstance, role: "source" | "target") => MachineSpec | Promise<MachineSpec>;
+  readonly toSpec: (vmi: VirtualMachineInstance, role: SpecRole) => MachineSpec | Promise<MachineSpec>;
   /** Picks the backend and creates the machine (not yet started). */
   readonly createMachine: (spec: MachineSpec) => Promise<BuiltMachine>;
   readonly console: ConsoleHub;
@@ -258,7 +259,7 @@ export class DomainManager implements LauncherService {
   }
 
   /** Builds the machine once (concurrent callers share the build). */
-  async #build(vmiJson: JsonObject | undefined, role: "source" | "target"): Promise<BuiltMachine> {
+  async #build(vmiJson: JsonObject | undefined, role: SpecRole): Promise<BuiltMachine> {
     if (this.#built) return this.#built;
     if (!this.#building) {
       const vmi = (vmiJson as VirtualMachineInstance | undefined) ?? this.#vmi;
@@ -274,7 +275,7 @@ export class DomainManager implements LauncherService {
     return this.#building;
   }
 
-  async #create(vmi: VirtualMachineInstance, role: "source" | "target"): Promise<BuiltMachine> {
+  async #create(vmi: VirtualMachineInstance, role: SpecRole): Promise<BuiltMachine> {
     let spec: MachineSpec;
     try {
       spec = await this.#deps.toSpec(vmi, role);

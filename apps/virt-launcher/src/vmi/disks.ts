@@ -36,6 +36,7 @@ import {
   CONFIG_MAP_SOURCE_DIR,
   DEFAULT_FILESYSTEM_OVERHEAD,
   DOWNWARD_API_SOURCE_DIR,
+  diskBus,
   EPHEMERAL_DISKS_DIR,
   PVC_DISK_IMAGE,
   SECRET_SOURCE_DIR,
@@ -44,7 +45,7 @@ import {
   type VirtualMachineInstance,
   VMI_DISKS_DIR,
   type Volume,
-  type VolumeStatus,
+  volumeStatuses,
 } from "@kvt/api";
 import type { MachineDisk } from "../machine/machine.ts";
 import { buildConfigDriveDisk, buildNoCloudDisk } from "../volumes/cloud-init-disks.ts";
@@ -65,6 +66,7 @@ function loadDiskImage(): Promise<DiskImageModule> {
 }
 
 import type { ImageResolver } from "./image-store.ts";
+import type { SpecRole } from "./machine-spec.ts";
 
 /** One entry of `KVT_VOLUME_MOUNTS`. */
 export interface VolumeMount {
@@ -120,7 +122,7 @@ const MiB = 1024 * 1024;
 /** The VMI's disks in spec order; problems are pushed to `causes` (the disk is then left out). */
 export function planDisks(vmi: VirtualMachineInstance, ctx: DiskContext, causes: DiskCause[]): MachineDisk[] {
   const volumes = new Map((vmi.spec.volumes ?? []).map((v, i) => [v.name, { v, i }]));
-  const status = new Map(((vmi.status?.volumeStatus ?? []) as unknown as VolumeStatus[]).map((s) => [s.name, s]));
+  const status = new Map(volumeStatuses(vmi.status).map((s) => [s.name, s]));
   const ephemeralDir = (): string => {
     const dir = hostPathOf(EPHEMERAL_DISKS_DIR, ctx.mounts);
     return dir === EPHEMERAL_DISKS_DIR && !existsSync(dir) ? join(ctx.workDir, "ephemeral-disks") : dir;
@@ -131,7 +133,7 @@ export function planDisks(vmi: VirtualMachineInstance, ctx: DiskContext, causes:
     if (!entry) return;
     const { v, i } = entry;
     const field = `spec.volumes[${i}]`;
-    const bus = disk.disk?.bus ?? disk.lun?.bus ?? disk.cdrom?.bus ?? (disk.cdrom ? "sata" : "virtio");
+    const bus = diskBus(disk);
     const base = {
       name: v.name,
       readOnly: disk.disk?.readonly === true || disk.cdrom !== undefined,
@@ -354,10 +356,7 @@ function alignDown(bytes: number): number {
  * sparse emptyDisk, a containerDisk's private copy (a reflink where the filesystem can, else a copy). Problems come
  * back as causes (nothing half-made is left for a disk that failed).
  */
-export async function prepareDisks(
-  disks: readonly MachineDisk[],
-  role: "source" | "target" = "source",
-): Promise<DiskCause[]> {
+export async function prepareDisks(disks: readonly MachineDisk[], role: SpecRole = "source"): Promise<DiskCause[]> {
   const causes: DiskCause[] = [];
   for (const disk of disks) {
     const field = `volume ${disk.name}`;
@@ -372,13 +371,7 @@ export async function prepareDisks(
       } else if (disk.copyFrom && role === "target" && copiedOnMigration(disk)) {
         // A migration target's copy starts empty at the image's size: the source sends every block it has.
         const { probeDiskImage } = await loadDiskImage();
-        mkdirSync(dirname(disk.path), { recursive: true });
-        const fd = openSync(disk.path, "w");
-        try {
-          ftruncateSync(fd, probeDiskImage(disk.copyFrom).virtualSize);
-        } finally {
-          closeSync(fd);
-        }
+        createSparseFile(disk.path, probeDiskImage(disk.copyFrom).virtualSize, "w");
       } else if (disk.copyFrom) {
         // raw or qcow2 (a backing chain inside the image's directory) -> a sparse raw copy; corrupt images refused.
         mkdirSync(dirname(disk.path), { recursive: true });
@@ -386,13 +379,7 @@ export async function prepareDisks(
         await importDiskImage(disk.copyFrom, disk.path, { allowedDir: dirname(disk.copyFrom) });
       } else if (disk.fresh || (!existsSync(disk.path) && disk.createBytes !== undefined)) {
         if (disk.createBytes === undefined) throw new Error("no size to create it with");
-        mkdirSync(dirname(disk.path), { recursive: true });
-        const fd = openSync(disk.path, disk.fresh ? "w" : "wx");
-        try {
-          ftruncateSync(fd, disk.createBytes);
-        } finally {
-          closeSync(fd);
-        }
+        createSparseFile(disk.path, disk.createBytes, disk.fresh ? "w" : "wx");
       } else if (!existsSync(disk.path)) {
         causes.push({ field, message: `${disk.path} does not exist` });
       }
@@ -407,12 +394,28 @@ export async function prepareDisks(
   return causes;
 }
 
+/** Makes `path` (and its directory) a sparse file of `bytes`: "w" replaces one that exists, "wx" refuses to. */
+function createSparseFile(path: string, bytes: number, flag: "w" | "wx"): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const fd = openSync(path, flag);
+  try {
+    ftruncateSync(fd, bytes);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 function isDir(path: string): boolean {
   try {
     return statSync(path).isDirectory();
   } catch {
     return false;
   }
+}
+
+/** True for a cloud-init ISO (NoCloud or ConfigDrive): the guest finds it by its label, whatever its bus or slot. */
+export function isCloudInitDisk(disk: MachineDisk): boolean {
+  return disk.kind === "cloudInitNoCloud" || disk.kind === "cloudInitConfigDrive";
 }
 
 /** True for a disk a live migration copies to the target (writable and on this node only); false: it is shared. */
@@ -436,9 +439,7 @@ export function localDisksBlocker(disks: readonly MachineDisk[]): string | undef
  * label whatever its bus (KubeVirt defaults an unset bus to sata on amd64), so our VMM gives it as a virtio disk.
  */
 export function disksNeedQemu(disks: readonly MachineDisk[]): string | undefined {
-  const other = disks.filter(
-    (d) => (d.bus ?? "virtio") !== "virtio" && d.kind !== "cloudInitNoCloud" && d.kind !== "cloudInitConfigDrive",
-  );
+  const other = disks.filter((d) => (d.bus ?? "virtio") !== "virtio" && !isCloudInitDisk(d));
   if (other.length === 0) return undefined;
   return `disk ${other.map((d) => `${d.name} (bus ${d.bus})`).join(", ")} needs a device only QEMU provides`;
 }

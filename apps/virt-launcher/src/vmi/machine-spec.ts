@@ -34,6 +34,9 @@ export class SpecError extends Error {
   }
 }
 
+/** Which end of a migration the spec is made for (a target's copied disks start empty); "source" otherwise. */
+export type SpecRole = "source" | "target";
+
 /** What {@link toMachineSpec} needs besides the VMI. */
 export interface SpecContext {
   readonly resolveImage: ImageResolver;
@@ -77,7 +80,7 @@ export function toMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Ma
 export async function buildMachineSpec(
   vmi: VirtualMachineInstance,
   ctx: SpecContext,
-  role: "source" | "target" = "source",
+  role: SpecRole = "source",
 ): Promise<MachineSpec> {
   const spec = toMachineSpec(vmi, ctx);
   const causes = await prepareDisks(spec.disks ?? [], role);

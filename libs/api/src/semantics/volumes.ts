@@ -64,8 +64,14 @@ export function claimOfVolume(volume: Volume): string | undefined {
   );
 }
 
-function busOf(disk: Disk): string {
+/** A disk's bus as its target says, else KubeVirt's default for what it is: sata for a CD-ROM, virtio otherwise. */
+export function diskBus(disk: Disk): string {
   return disk.disk?.bus ?? disk.cdrom?.bus ?? disk.lun?.bus ?? (disk.cdrom ? "sata" : "virtio");
+}
+
+/** `status.volumeStatus` with its entries typed (the schema declares them freeform). */
+export function volumeStatuses(status: VirtualMachineInstance["status"]): VolumeStatus[] {
+  return (status?.volumeStatus ?? []) as unknown as VolumeStatus[];
 }
 
 /** The guest device name KubeVirt gives each disk: vda, vdb ... for virtio, sda ... for sata/scsi, in disk order. */
@@ -73,7 +79,7 @@ export function diskTargets(disks: readonly Disk[]): Map<string, string> {
   const next = new Map<string, number>();
   const targets = new Map<string, string>();
   for (const disk of disks) {
-    const prefix = busOf(disk) === "virtio" ? "vd" : "sd";
+    const prefix = diskBus(disk) === "virtio" ? "vd" : "sd";
     const n = next.get(prefix) ?? 0;
     next.set(prefix, n + 1);
     targets.set(disk.name, prefix + deviceSuffix(n));
@@ -140,7 +146,7 @@ export function hasSharedAccessMode(modes: readonly string[] | undefined): boole
  * emptyDisk, ephemeral) are copied with the memory, so they allow it.
  */
 export function volumesMigrationBlocker(vmi: VirtualMachineInstance): string | undefined {
-  const status = new Map(((vmi.status?.volumeStatus ?? []) as unknown as VolumeStatus[]).map((s) => [s.name, s]));
+  const status = new Map(volumeStatuses(vmi.status).map((s) => [s.name, s]));
   for (const volume of vmi.spec.volumes ?? []) {
     const claim = volume.persistentVolumeClaim?.claimName ?? volume.dataVolume?.name;
     if (claim !== undefined) {

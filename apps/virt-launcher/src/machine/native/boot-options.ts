@@ -13,7 +13,7 @@
  */
 import { closeSync, openSync, readSync } from "node:fs";
 import type { VmOptions } from "@kvt/vmm";
-import { copiedOnMigration } from "../../vmi/disks.ts";
+import { copiedOnMigration, isCloudInitDisk } from "../../vmi/disks.ts";
 import { type MachineSpec, MachineUnsupportedError } from "../machine.ts";
 
 /** True when the file at `path` is an ELF image (the test guest), false for a bzImage or anything else. */
@@ -39,7 +39,7 @@ export function nativeBootOptions(spec: MachineSpec): VmOptions {
   const all = spec.disks ?? [];
   if (!isLinuxBoot(spec)) {
     // The PVH test guest has no PCI bus to put a disk on: it reads no cloud-init, and a data disk is refused.
-    const data = all.filter((d) => d.kind !== "cloudInitNoCloud" && d.kind !== "cloudInitConfigDrive");
+    const data = all.filter((d) => !isCloudInitDisk(d));
     if (data.length > 0)
       throw new MachineUnsupportedError(
         `this guest image boots without a PCI bus: it takes no disks (${data.map((d) => d.name).join(", ")})`,
