@@ -75,6 +75,42 @@ export class Expectations {
     return this.#now() - r.at > this.#ttlMs;
   }
 
+  /**
+   * Runs one create for `key` with its expectation raised first. A create the server refuses will never be observed,
+   * so its expectation is lowered again and the error rethrown.
+   */
+  async creating<T>(key: ObjectKey, create: () => Promise<T>): Promise<T> {
+    this.expectCreations(key, 1);
+    try {
+      return await create();
+    } catch (error) {
+      this.lowerCreations(key);
+      throw error;
+    }
+  }
+
+  /**
+   * Runs these creates at once for `key`, all expected first; each refused one is lowered again. Returns the settled
+   * results in order (read the first failure with `firstRejection`).
+   */
+  creatingAll<T>(key: ObjectKey, creates: readonly (() => Promise<T>)[]): Promise<PromiseSettledResult<T>[]> {
+    return Promise.allSettled(creates.map((create) => this.creating(key, create)));
+  }
+
+  /**
+   * Runs one delete of the object `uid` for `key` with its expectation raised first. A delete the server refuses
+   * (404 included: the object was already gone and its deletion was observed before) is lowered again and rethrown.
+   */
+  async deleting<T>(key: ObjectKey, uid: string, remove: () => Promise<T>): Promise<T> {
+    this.expectDeletions(key, [uid]);
+    try {
+      return await remove();
+    } catch (error) {
+      this.lowerDeletions(key, uid);
+      throw error;
+    }
+  }
+
   /** Drops everything pending for `key` (the object is gone). */
   delete(key: ObjectKey): void {
     this.#records.delete(key);
@@ -88,4 +124,9 @@ export class Expectations {
     }
     return r;
   }
+}
+
+/** The reason of the first rejected result, or undefined when every one was fulfilled. */
+export function firstRejection(results: readonly PromiseSettledResult<unknown>[]): unknown {
+  return results.find((r): r is PromiseRejectedResult => r.status === "rejected")?.reason;
 }

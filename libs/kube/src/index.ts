@@ -51,7 +51,7 @@ export {
 /** core/v1 Event recording. */
 export { EventRecorder, type EventRecorderOptions, type EventSink } from "./event-recorder.ts";
 /** Create/delete expectations. */
-export { EXPECTATIONS_TTL_MS, Expectations } from "./expectations.ts";
+export { EXPECTATIONS_TTL_MS, Expectations, firstRejection } from "./expectations.ts";
 /** List-then-watch informer. */
 export { Informer, type InformerHandlers, type InformerOptions } from "./informer/informer.ts";
 /** Informer cache with indexes. */

@@ -242,14 +242,12 @@ export class MigrationController implements Reconciler {
         ...pod.metadata,
         annotations: { ...pod.metadata?.annotations, [ANNOTATION.traceparent]: traceparent },
       };
-    this.#d.expectations.expectCreations(key, 1);
     try {
-      const created = await this.#d.podClient.create(pod);
+      const created = await this.#d.expectations.creating(key, () => this.#d.podClient.create(pod));
       span.setAttribute("k8s.pod.name", created.metadata?.name ?? "");
       this.#d.recorder.event(m, "Normal", "SuccessfulCreate", `Created migration target pod ${created.metadata?.name}`);
       ctx.logger.info({ pod: created.metadata?.name }, "created migration target pod");
     } catch (error) {
-      this.#d.expectations.lowerCreations(key);
       this.#d.recorder.event(m, "Warning", "FailedCreate", `Error creating migration target pod: ${String(error)}`);
       throw new SyncError("FailedCreate", `Error creating migration target pod: ${String(error)}`, {
         cause: error,

@@ -27,6 +27,7 @@ import {
   done,
   type EventSink,
   type Expectations,
+  firstRejection,
   type InformerHandlers,
   isInvalid,
   isNotFound,
@@ -264,19 +265,15 @@ export class PoolController implements Reconciler {
     const names = newVmNames(pool, count, (name) => this.#d.vms.get(objectKey(namespace, name)) !== undefined);
     // The VMs name their revision: it exists before they do (KubeVirt `ensureControllerRevision`).
     await this.#d.updater?.ensureRevision(pool);
-    const key = keyOf(pool);
-    this.#d.expectations.expectCreations(key, names.length);
-    const results = await Promise.allSettled(names.map((name) => this.#d.vmClient.create(vmFromPool(pool, name))));
-    let first: unknown;
+    const results = await this.#d.expectations.creatingAll(
+      keyOf(pool),
+      names.map((name) => () => this.#d.vmClient.create(vmFromPool(pool, name))),
+    );
     results.forEach((r, i) => {
-      if (r.status === "fulfilled") {
+      if (r.status === "fulfilled")
         this.#d.recorder.event(pool, "Normal", "SuccessfulCreate", `Created VM ${namespace}/${names[i] ?? ""}`);
-        return;
-      }
-      // A create the server refused will never be observed.
-      this.#d.expectations.lowerCreations(key);
-      first ??= r.reason;
     });
+    const first = firstRejection(results);
     ctx.logger.info({ vms: names }, "adding VMs to pool");
     if (first === undefined) return;
     const message = first instanceof Error ? first.message : JSON.stringify(first);
@@ -291,18 +288,15 @@ export class PoolController implements Reconciler {
     if (n <= 0) return;
     const victims = scaleInOrder(pool, eligible, this.#d.random).slice(0, n);
     const key = keyOf(pool);
-    this.#d.expectations.expectDeletions(
-      key,
-      victims.map((v) => v.metadata?.uid ?? ""),
-    );
     let first: unknown;
     for (const vm of victims) {
       const { namespace, name } = splitKey(keyOf(vm));
       try {
-        await this.#d.vmClient.delete(namespace, name);
-        await this.#dropVmFinalizer(vm);
+        await this.#d.expectations.deleting(key, vm.metadata?.uid ?? "", async () => {
+          await this.#d.vmClient.delete(namespace, name);
+          await this.#dropVmFinalizer(vm);
+        });
       } catch (error) {
-        this.#d.expectations.lowerDeletions(key, vm.metadata?.uid);
         this.#d.recorder.event(
           pool,
           "Warning",

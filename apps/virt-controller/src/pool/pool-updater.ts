@@ -69,11 +69,9 @@ export class PoolUpdater {
     const revision = poolRevision(pool);
     if (this.lookup(pool)(revision.metadata.name)) return revision.metadata.name;
     const key = keyOf(pool);
-    this.#d.expectations.expectCreations(key, 1);
     try {
-      await this.#d.revisionClient.create(revision);
+      await this.#d.expectations.creating(key, () => this.#d.revisionClient.create(revision));
     } catch (error) {
-      this.#d.expectations.lowerCreations(key);
       // The cache has not seen it yet: it is there, which is all this needs.
       if (!isAlreadyExists(error)) throw error;
     }

@@ -22,6 +22,7 @@ import {
   done,
   type EventSink,
   type Expectations,
+  firstRejection,
   type InformerHandlers,
   isInvalid,
   isNotFound,
@@ -217,32 +218,29 @@ export class ReplicaSetController implements Reconciler {
       );
       return;
     }
-    this.#d.expectations.expectCreations(key, count);
-    const results = await Promise.allSettled(
-      Array.from({ length: count }, () => this.#d.vmiClient.create(vmiFromTemplate(rs))),
+    const results = await this.#d.expectations.creatingAll(
+      key,
+      Array.from({ length: count }, () => () => this.#d.vmiClient.create(vmiFromTemplate(rs))),
     );
-    let first: unknown;
     for (const r of results) {
-      if (r.status === "fulfilled") {
+      if (r.status === "fulfilled")
         this.#d.recorder.event(
           rs,
           "Normal",
           "SuccessfulCreate",
           `Started the virtual machine by creating the new virtual machine instance ${r.value.metadata?.name ?? ""}`,
         );
-        continue;
-      }
-      // A create the server refused will never be observed.
-      this.#d.expectations.lowerCreations(key);
-      this.#d.recorder.event(
-        rs,
-        "Warning",
-        "FailedCreate",
-        `Error creating virtual machine instance: ${String(r.reason)}`,
-      );
-      first ??= r.reason;
+      else
+        this.#d.recorder.event(
+          rs,
+          "Warning",
+          "FailedCreate",
+          `Error creating virtual machine instance: ${String(r.reason)}`,
+        );
     }
-    ctx.logger.info({ created: count - (first ? 1 : 0), wanted: count }, "scaled up");
+    const first = firstRejection(results);
+    const created = results.filter((r) => r.status === "fulfilled").length;
+    ctx.logger.info({ created, wanted: count }, "scaled up");
     if (first !== undefined)
       throw first instanceof Error ? first : new Error("Cannot scale the replica set", { cause: first });
   }
@@ -260,33 +258,26 @@ export class ReplicaSetController implements Reconciler {
   /** Deletes `vmis` with expectations raised first; events as KubeVirt words them; throws the first error. */
   async #delete(rs: ReplicaSet, vmis: readonly Vmi[], failure: string, success: (v: Vmi) => string): Promise<void> {
     const key = keyOf(rs);
-    this.#d.expectations.expectDeletions(
-      key,
-      vmis.map((v) => v.metadata?.uid ?? ""),
-    );
     const results = await Promise.allSettled(
       vmis.map((v) => {
         const { namespace, name } = splitKey(keyOf(v));
-        return this.#d.vmiClient.delete(namespace, name);
+        return this.#d.expectations.deleting(key, v.metadata?.uid ?? "", () =>
+          this.#d.vmiClient.delete(namespace, name),
+        );
       }),
     );
-    let first: unknown;
     results.forEach((r, i) => {
       const v = vmis[i];
-      if (r.status === "fulfilled") {
-        this.#d.recorder.event(rs, "Normal", "SuccessfulDelete", success(v));
-        return;
-      }
-      // A delete the server refused will never be observed.
-      this.#d.expectations.lowerDeletions(key, v.metadata?.uid);
-      this.#d.recorder.event(
-        rs,
-        "Warning",
-        "FailedDelete",
-        `${failure} ${v.metadata?.name ?? ""}: ${String(r.reason)}`,
-      );
-      first ??= r.reason;
+      if (r.status === "fulfilled") this.#d.recorder.event(rs, "Normal", "SuccessfulDelete", success(v));
+      else
+        this.#d.recorder.event(
+          rs,
+          "Warning",
+          "FailedDelete",
+          `${failure} ${v.metadata?.name ?? ""}: ${String(r.reason)}`,
+        );
     });
+    const first = firstRejection(results);
     if (first !== undefined)
       throw first instanceof Error ? first : new Error("Cannot scale the replica set", { cause: first });
   }

@@ -172,11 +172,9 @@ export class VmController implements Reconciler {
       case "createVmi": {
         const next = vmiFromVm(vm);
         if (pinned) this.#d.instancetypes?.expand(vm, next, pinned);
-        this.#d.expectations.expectCreations(key, 1);
         try {
-          await this.#d.vmiClient.create(next);
+          await this.#d.expectations.creating(key, () => this.#d.vmiClient.create(next));
         } catch (error) {
-          this.#d.expectations.lowerCreations(key);
           this.#d.recorder.event(
             vm,
             "Warning",
@@ -198,11 +196,11 @@ export class VmController implements Reconciler {
       }
       case "deleteVmi": {
         const uid = vmi?.metadata?.uid ?? "";
-        this.#d.expectations.expectDeletions(key, [uid]);
         try {
-          await this.#d.vmiClient.delete(namespace, name, { preconditions: { uid } });
+          await this.#d.expectations.deleting(key, uid, () =>
+            this.#d.vmiClient.delete(namespace, name, { preconditions: { uid } }),
+          );
         } catch (error) {
-          this.#d.expectations.lowerDeletions(key, uid);
           if (isNotFound(error)) return vm;
           this.#d.recorder.event(
             vm,

@@ -199,9 +199,8 @@ export class VmiController implements Reconciler {
         requeue: false,
       });
     }
-    this.#d.expectations.expectCreations(key, 1);
     try {
-      const created = await this.#d.podClient.create(pod);
+      const created = await this.#d.expectations.creating(key, () => this.#d.podClient.create(pod));
       ctx.logger.info({ pod: created.metadata?.name }, "created launcher pod");
       this.#d.recorder.event(
         vmi,
@@ -211,7 +210,6 @@ export class VmiController implements Reconciler {
       );
       return undefined;
     } catch (error) {
-      this.#d.expectations.lowerCreations(key);
       this.#d.recorder.event(vmi, "Warning", "FailedCreate", `Error creating pod: ${String(error)}`);
       return new SyncError("FailedCreate", `Error creating pod: ${String(error)}`, { cause: error });
     }
@@ -223,14 +221,14 @@ export class VmiController implements Reconciler {
     const running = pods.filter((p) => !podIsFinal(p));
     for (const pod of running.filter((p) => !p.metadata?.deletionTimestamp)) {
       const uid = pod.metadata?.uid ?? "";
-      this.#d.expectations.expectDeletions(key, [uid]);
       try {
-        await this.#d.podClient.delete(pod.metadata?.namespace ?? "", pod.metadata?.name ?? "", {
-          preconditions: { uid },
-        });
+        await this.#d.expectations.deleting(key, uid, () =>
+          this.#d.podClient.delete(pod.metadata?.namespace ?? "", pod.metadata?.name ?? "", {
+            preconditions: { uid },
+          }),
+        );
         this.#d.recorder.event(vmi, "Normal", "SuccessfulDelete", `Deleted virtual machine pod ${pod.metadata?.name}`);
       } catch (error) {
-        this.#d.expectations.lowerDeletions(key, uid);
         if (!isNotFound(error)) {
           this.#d.recorder.event(
             vmi,
