@@ -60,6 +60,8 @@ export { controllerOwnerIndex, type IndexFunc, labelIndex, namespaceIndex, Store
 export { KUBEVIRT_V1 } from "./kubevirt-types.ts";
 /** Leader election on a Lease. */
 export { LeaderElector, type LeaderElectorOptions } from "./leader/leader-election.ts";
+/** Controller references and the cached owner they name. */
+export { cachedController, controllerRefOf } from "./owners.ts";
 /** Reconcile results and the runner. */
 export { done, type ReconcileContext, type Reconciler, type Result, requeueAfter } from "./reconcile/result.ts";
 export { Runner, type RunnerOptions } from "./reconcile/runner.ts";

@@ -22,6 +22,7 @@ import {
   type VirtualMachinePool,
 } from "@kvt/api";
 import {
+  cachedController,
   deepEqual,
   diffMembers,
   done,
@@ -147,10 +148,8 @@ export class PoolController implements Reconciler {
 
   #vmiChanged(vmi: VirtualMachineInstance, enqueue: (key: ObjectKey) => void): void {
     if (vmi.metadata?.deletionTimestamp) return;
-    const ref = vmi.metadata?.ownerReferences?.find((r) => r.controller);
-    if (ref?.kind !== KIND.VirtualMachine) return;
-    const vm = this.#d.vms.get(objectKey(vmi.metadata?.namespace, ref.name));
-    if (!vm || vm.metadata?.uid !== ref.uid) return;
+    const vm = cachedController(vmi, KIND.VirtualMachine, (key) => this.#d.vms.get(key));
+    if (!vm) return;
     const pool = this.#owner(vm);
     if (!pool) return;
     const want = vm.spec.template.metadata?.labels?.[LABEL.poolRevisionName];
@@ -396,9 +395,6 @@ export class PoolController implements Reconciler {
 
   /** The pool that controls `vm`, if it is in the cache under the referenced uid. */
   #owner(vm: Vm): Pool | undefined {
-    const ref = vm.metadata?.ownerReferences?.find((r) => r.controller);
-    if (ref?.kind !== KIND.VirtualMachinePool) return undefined;
-    const pool = this.#d.pools.get(objectKey(vm.metadata?.namespace, ref.name));
-    return pool?.metadata?.uid === ref.uid ? pool : undefined;
+    return cachedController(vm, KIND.VirtualMachinePool, (key) => this.#d.pools.get(key));
   }
 }

@@ -31,6 +31,7 @@ import {
   type VirtualMachineSpec,
   VM_CONDITION,
 } from "@kvt/api";
+import { controllerRefOf } from "@kvt/kube";
 
 type Pool = VirtualMachinePool;
 type Vm = VirtualMachine;
@@ -41,7 +42,7 @@ export function ownedVms(pool: Pool, selector: LabelSelector, vms: readonly Vm[]
   const owned: Vm[] = [];
   const release: Vm[] = [];
   for (const vm of vms) {
-    const ref = vm.metadata?.ownerReferences?.find((r) => r.controller);
+    const ref = controllerRefOf(vm);
     if (!ref || ref.uid !== pool.metadata?.uid) continue;
     if (selector.matches(vm.metadata?.labels)) owned.push(vm);
     else if (!pool.metadata?.deletionTimestamp) release.push(vm);

@@ -11,12 +11,13 @@ import {
   type LabelSelector,
   labelSelectorOf,
   type ObjectKey,
-  objectKey,
   splitKey,
   type VirtualMachineInstance,
   type VirtualMachineInstanceReplicaSet,
 } from "@kvt/api";
 import {
+  cachedController,
+  controllerRefOf,
   deepEqual,
   diffMembers,
   done,
@@ -35,7 +36,6 @@ import {
 import {
   activeVmis,
   claimVmis,
-  controllerRefOf,
   DEFAULT_BURST_REPLICAS,
   deletionCandidates,
   finishedVmis,
@@ -302,10 +302,7 @@ export class ReplicaSetController implements Reconciler {
 
   /** The replica set that controls `vmi`, if it is in the cache under the referenced uid. */
   #owner(vmi: Vmi): ReplicaSet | undefined {
-    const ref = controllerRefOf(vmi);
-    if (ref?.kind !== KIND.VirtualMachineInstanceReplicaSet) return undefined;
-    const rs = this.#d.replicaSets.get(objectKey(vmi.metadata?.namespace, ref.name));
-    return rs?.metadata?.uid === ref.uid ? rs : undefined;
+    return cachedController(vmi, KIND.VirtualMachineInstanceReplicaSet, (key) => this.#d.replicaSets.get(key));
   }
 
   /** The replica sets of the VMI's namespace whose selector matches its labels. */

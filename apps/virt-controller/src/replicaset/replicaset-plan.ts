@@ -29,19 +29,13 @@ import {
   type VirtualMachineInstanceReplicaSetStatus,
   VMI_CONDITION,
 } from "@kvt/api";
+import { controllerRefOf } from "@kvt/kube";
 
 /** KubeVirt's `controller.BurstReplicas`: a replica set creates or deletes at most this many VMIs per pass. */
 export const DEFAULT_BURST_REPLICAS = 250;
 
 type Vmi = VirtualMachineInstance;
 type ReplicaSet = VirtualMachineInstanceReplicaSet;
-
-/** The controller reference of an object, if any. */
-export function controllerRefOf(obj: {
-  metadata?: Vmi["metadata"];
-}): { kind: string; name: string; uid: string } | undefined {
-  return obj.metadata?.ownerReferences?.find((r) => r.controller);
-}
 
 /** How the replica set's claim on the namespace's VMIs turns out. */
 export interface Claim {

@@ -3,6 +3,7 @@
  * and read-only: callers `structuredClone` one before changing it.
  */
 import { keyOf, type ObjectKey } from "@kvt/api";
+import { controllerRefOf } from "../owners.ts";
 import type { KubeObject } from "../types.ts";
 
 /** An index function: the index values of an object (an object may sit under several values). */
@@ -14,7 +15,7 @@ export const namespaceIndex = <T extends KubeObject>(obj: T): string[] =>
 
 /** Index by controller owner uid (the ownerReference with `controller: true`). */
 export const controllerOwnerIndex = <T extends KubeObject>(obj: T): string[] => {
-  const owner = obj.metadata?.ownerReferences?.find((o) => o.controller);
+  const owner = controllerRefOf(obj);
   return owner ? [owner.uid] : [];
 };
 
