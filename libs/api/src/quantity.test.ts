@@ -121,3 +121,29 @@ describe("Quantity: values", () => {
     expect(parseQuantity("1.5Gi").toNumber()).toBe(1610612736);
   });
 });
+
+describe("Quantity: huge exponents stay cheap (found by the fuzz lane)", () => {
+  it("an exponent past int32 is a suffix apimachinery cannot parse", () => {
+    expect(() => parseQuantity("1e3000000000")).toThrow(QUANTITY_ERRORS.suffix);
+    expect(parseQuantity("1e2147483647").toString()).toBe("10e2147483646");
+  });
+  it.each([
+    ["1e2147483647", "1M", 1],
+    ["-1e2147483647", "1M", -1],
+    ["1e2147483647", "2e2147483646", 1],
+    ["1e400", "99999999999999999999Ei", 1],
+    ["0", "1e2147483647", -1],
+    ["1000m", "1", 0],
+    ["-2", "-1e5", 1],
+  ] as const)("cmp(%s, %s) is %i without building 10^exponent", (a, b, want) => {
+    const started = performance.now();
+    expect(parseQuantity(a).cmp(parseQuantity(b))).toBe(want);
+    expect(parseQuantity(b).cmp(parseQuantity(a))).toBe(want === 0 ? 0 : -want);
+    expect(performance.now() - started).toBeLessThan(100);
+  });
+  it("value() is exact up to 10^1000 and saturates beyond", () => {
+    expect(parseQuantity("1e400").value()).toBe(10n ** 400n);
+    expect(parseQuantity("1e2147483647").value()).toBe(10n ** 1000n);
+    expect(parseQuantity("-1e2147483647").milliValue()).toBe(-(10n ** 1000n));
+  });
+});

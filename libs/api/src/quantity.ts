@@ -41,6 +41,12 @@ const DECIMAL_SUFFIXES: Record<string, number> = { n: -9, u: -6, m: -3, "": 0, k
 const BINARY_SUFFIXES: Record<string, number> = { Ki: 10, Mi: 20, Ti: 40, Gi: 30, Pi: 50, Ei: 60 };
 const MAX_INT64 = (1n << 63n) - 1n;
 const NANO = -9;
+const MAX_EXPONENT = 2 ** 31 - 1;
+/**
+ * Scaled values are exact up to this many digits and saturate beyond (10^1000, with the sign): an exact 10^(2^31)
+ * would take minutes and gigabytes to build, and no resource means anything past int64 anyway.
+ */
+const MAX_SCALED_DIGITS = 1000;
 const DIGITS = "0123456789";
 const SUFFIX_CHARS = "eEinumkKMGTP";
 
@@ -94,7 +100,9 @@ function interpretSuffix(s: string): { base: 2 | 10; exponent: number; format: Q
   if (bin !== undefined) return { base: 2, exponent: bin, format: "BinarySI" };
   if (s.length > 1 && (s[0] === "e" || s[0] === "E") && /^[+-]?[0-9]+$/.test(s.slice(1))) {
     const exponent = Number(s.slice(1));
-    if (Number.isSafeInteger(exponent)) return { base: 10, exponent, format: "DecimalExponent" };
+    // The exponent is an int32 in apimachinery (inf.Scale); beyond it the suffix does not parse.
+    if (Number.isSafeInteger(exponent) && Math.abs(exponent) <= MAX_EXPONENT)
+      return { base: 10, exponent, format: "DecimalExponent" };
   }
   return undefined;
 }
@@ -102,9 +110,16 @@ function interpretSuffix(s: string): { base: 2 | 10; exponent: number; format: Q
 const pow10 = (n: number): bigint => 10n ** BigInt(n);
 const absBig = (v: bigint): bigint => (v < 0n ? -v : v);
 
-/** unscaled x 10^scale rounded away from zero to `target` scale (only when scale < target). */
+/** The number of decimal digits of |v| (1 for zero). */
+const digitCount = (v: bigint): number => absBig(v).toString().length;
+
+/** unscaled x 10^scale rounded away from zero to `target` scale (saturating past MAX_SCALED_DIGITS digits). */
 function roundUpTo(unscaled: bigint, scale: number, target: number): { unscaled: bigint; exact: boolean } {
-  if (scale >= target) return { unscaled: unscaled * pow10(scale - target), exact: true };
+  if (scale >= target) {
+    if (unscaled !== 0n && digitCount(unscaled) + scale - target > MAX_SCALED_DIGITS)
+      return { unscaled: (unscaled < 0n ? -1n : 1n) * pow10(MAX_SCALED_DIGITS), exact: false };
+    return { unscaled: unscaled * pow10(scale - target), exact: true };
+  }
   const drop = target - scale;
   const sign = unscaled < 0n ? -1n : 1n;
   const abs = absBig(unscaled);
@@ -178,13 +193,20 @@ export class Quantity {
 
   /** -1, 0 or 1 as this is less than, equal to or greater than `other`. */
   cmp(other: Quantity): -1 | 0 | 1 {
+    const sa = this.unscaled < 0n ? -1 : this.unscaled > 0n ? 1 : 0;
+    const sb = other.unscaled < 0n ? -1 : other.unscaled > 0n ? 1 : 0;
+    if (sa !== sb || sa === 0) return sa < sb ? -1 : sa > sb ? 1 : 0;
+    // Orders of magnitude apart: decided without building 10^(scale difference), which may be 10^(2^31).
+    const ma = digitCount(this.unscaled) + this.scale;
+    const mb = digitCount(other.unscaled) + other.scale;
+    if (ma !== mb) return (ma > mb ? 1 : -1) * sa > 0 ? 1 : -1;
     const s = Math.min(this.scale, other.scale);
     const a = this.unscaled * pow10(this.scale - s);
     const b = other.unscaled * pow10(other.scale - s);
     return a < b ? -1 : a > b ? 1 : 0;
   }
 
-  /** The value at `scale` (0 = units, -3 = milli), rounded up away from zero (`ScaledValue`). */
+  /** The value at `scale` (0 = units, -3 = milli), rounded up away from zero (`ScaledValue`); saturates at ±10^1000. */
   scaledValue(scale: number): bigint {
     return roundUpTo(this.unscaled, this.scale, scale).unscaled;
   }

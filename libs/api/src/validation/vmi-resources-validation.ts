@@ -12,6 +12,14 @@ import { quantityOrZero, readQuantity } from "./quantities.ts";
 import type { ClusterConfig } from "./validation-config.ts";
 
 const mustBePositive = (f: FieldPath, q: Quantity): string => `${f} '${q}': must be greater than or equal to 0.`;
+const MAX_INT64 = (1n << 63n) - 1n;
+
+/**
+ * `scaled` (a Quantity's Value() or MilliValue()) as KubeVirt reads it: an int64. Past int64 Go's conversion of the
+ * huge value yields MinInt64 on amd64 (1e400 -> -9223372036854775808), so KubeVirt refuses such a quantity as
+ * negative; reading it the same way gives the same answer and keeps 10^400-byte guests out of the cluster.
+ */
+const asInt64 = (scaled: bigint): bigint => (scaled > MAX_INT64 || scaled < -MAX_INT64 - 1n ? -MAX_INT64 - 1n : scaled);
 
 /** hostname must be a DNS label, subdomain a DNS subdomain. */
 export function validateNames(field: FieldPath, spec: VirtualMachineInstanceSpec): StatusCause[] {
@@ -53,19 +61,22 @@ export function validateMemory(
   const limF = field.child("domain", "resources", "limits", "memory");
   const req = readQuantity(res?.requests?.memory, reqF, causes) ?? Quantity.of(0);
   const lim = readQuantity(res?.limits?.memory, limF, causes) ?? Quantity.of(0);
-  if (req.value() < 0n) causes.push(cause(CAUSE_TYPE.invalid, mustBePositive(reqF, req), reqF));
-  else if (req.value() > 0n && req.cmp(Quantity.parse("1M")) < 0) {
+  const reqV = asInt64(req.value());
+  const limV = asInt64(lim.value());
+  if (reqV < 0n) causes.push(cause(CAUSE_TYPE.invalid, mustBePositive(reqF, req), reqF));
+  else if (reqV > 0n && req.cmp(Quantity.parse("1M")) < 0) {
     causes.push(cause(CAUSE_TYPE.invalid, `${reqF} '${req}': must be greater than or equal to 1M.`, reqF));
   }
-  if (lim.value() < 0n) causes.push(cause(CAUSE_TYPE.invalid, mustBePositive(limF, lim), limF));
-  if (lim.value() > 0n && req.value() > lim.value()) {
+  if (limV < 0n) causes.push(cause(CAUSE_TYPE.invalid, mustBePositive(limF, lim), limF));
+  if (limV > 0n && reqV > limV) {
     causes.push(cause(CAUSE_TYPE.invalid, `${reqF} '${req}' is greater than ${limF} '${lim}'`, reqF));
   }
   const guestF = field.child("domain", "memory", "guest");
   const guest = readQuantity(spec.domain.memory?.guest, guestF, causes);
-  if (guest && guest.value() < 0n) causes.push(cause(CAUSE_TYPE.invalid, mustBePositive(guestF, guest), guestF));
+  const guestV = guest ? asInt64(guest.value()) : 0n;
+  if (guest && guestV < 0n) causes.push(cause(CAUSE_TYPE.invalid, mustBePositive(guestF, guest), guestF));
   // With LiveUpdate KubeVirt lets guest exceed the limit (hotplug headroom); otherwise it must fit.
-  if (config.vmRolloutStrategy !== "LiveUpdate" && guest && lim.value() !== 0n && lim.value() < guest.value()) {
+  if (config.vmRolloutStrategy !== "LiveUpdate" && guest && limV !== 0n && limV < guestV) {
     causes.push(
       cause(
         CAUSE_TYPE.invalid,
@@ -85,9 +96,11 @@ export function validateCpu(field: FieldPath, spec: VirtualMachineInstanceSpec):
   const limF = field.child("domain", "resources", "limits", "cpu");
   const req = readQuantity(res?.requests?.cpu, reqF, causes) ?? Quantity.of(0);
   const lim = readQuantity(res?.limits?.cpu, limF, causes) ?? Quantity.of(0);
-  if (req.milliValue() < 0n) causes.push(cause(CAUSE_TYPE.invalid, mustBePositive(reqF, req), reqF));
-  if (lim.milliValue() < 0n) causes.push(cause(CAUSE_TYPE.invalid, mustBePositive(limF, lim), limF));
-  if (lim.milliValue() > 0n && req.milliValue() > lim.milliValue()) {
+  const reqM = asInt64(req.milliValue());
+  const limM = asInt64(lim.milliValue());
+  if (reqM < 0n) causes.push(cause(CAUSE_TYPE.invalid, mustBePositive(reqF, req), reqF));
+  if (limM < 0n) causes.push(cause(CAUSE_TYPE.invalid, mustBePositive(limF, lim), limF));
+  if (limM > 0n && reqM > limM) {
     causes.push(cause(CAUSE_TYPE.invalid, `${reqF} '${req}' is greater than ${limF} '${lim}'`, reqF));
   }
   for (const [k, name] of [
