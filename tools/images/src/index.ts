@@ -26,6 +26,17 @@ export {
   DEMO_MIN_MEMORY_BYTES,
   DEMO_MODULES,
 } from "./demo-linux.ts";
+/** The Debian programs the image tools and the local cluster need, their apt-get installer (root), and `run`. */
+export {
+  BUILD_TOOLS,
+  ensureHostTools,
+  type HostTool,
+  HostToolError,
+  PUSH_TOOLS,
+  type RunOptions,
+  run,
+  TEST_TOOLS,
+} from "./host-tools.ts";
 /** The store layout: root, reference parsing, manifests. */
 export {
   defaultStoreRoot,
