@@ -77,9 +77,9 @@ async function main(): Promise<void> {
   const vms = "/apis/kubevirt.io/v1/namespaces/default/virtualmachines";
   await until(async () => (await transport.send({ method: "GET", path: vms })).status === 200);
 
-  const ca = generateCa();
-  const serving = issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
-  const proxyCert = issueCertificate(ca, { commonName: "front-proxy-client", usage: "client" });
+  const ca = await generateCa();
+  const serving = await issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
+  const proxyCert = await issueCertificate(ca, { commonName: "front-proxy-client", usage: "client" });
   const app = new VirtApiApp({
     logger: pino({ level: "silent" }),
     clientFor: (user) => new RestClusterClient(transport, user),

@@ -3,6 +3,8 @@
  * certificate generation and the wiring manifests.
  */
 
+/** CA and certificate generation (PEM), re-exported from the one certificate module @kvt/certs. */
+export { type CertificateAndKey, type CertificateRequest, generateCa, issueCertificate } from "@kvt/certs";
 /** What an API server does for the subresources.kubevirt.io APIService: proxy to virt-api with X-Remote-* identity. */
 export {
   AggregationProxy,
@@ -37,7 +39,5 @@ export { VirtApiApp, type VirtApiDeps } from "./server/app.ts";
 export { virtApiMetrics } from "./server/metrics.ts";
 /** HTTPS serving. */
 export { type RunningServer, startVirtApiServer, type VirtApiServerOptions } from "./server/server.ts";
-/** CA and certificate generation (PEM). */
-export { type CertificateAndKey, type CertificateRequest, generateCa, issueCertificate } from "./tls/certs.ts";
 /** The webhooks by path. */
 export { webhookRoutes } from "./webhooks/admitters.ts";

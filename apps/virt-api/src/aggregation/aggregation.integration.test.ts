@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { customResourceDefinitions } from "@kvt/api";
+import { generateCa, issueCertificate } from "@kvt/certs";
 import { eventually } from "@kvt/testing";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -22,7 +23,6 @@ import { RestClusterClient } from "../kube/cluster-client.ts";
 import { HttpTransport } from "../kube/rest.ts";
 import { VirtApiApp } from "../server/app.ts";
 import { type RunningServer, startVirtApiServer } from "../server/server.ts";
-import { generateCa, issueCertificate } from "../tls/certs.ts";
 import { webhookRoutes } from "../webhooks/admitters.ts";
 import { AggregationProxy } from "./proxy.ts";
 
@@ -92,9 +92,9 @@ describe.skipIf(!existsSync(apiserverMain))(
         { timeoutMs: 30_000, intervalMs: 100, what: "the VM CRD" },
       );
 
-      const ca = generateCa();
-      const serving = issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
-      const proxyCert = issueCertificate(ca, { commonName: "front-proxy-client", usage: "client" });
+      const ca = await generateCa();
+      const serving = await issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
+      const proxyCert = await issueCertificate(ca, { commonName: "front-proxy-client", usage: "client" });
       // A real "virt-handler" console endpoint: greets, then echoes.
       handlerServer = createHttpsServer({ cert: serving.certPem, key: serving.keyPem });
       handlerWss = new WebSocketServer({ server: handlerServer });

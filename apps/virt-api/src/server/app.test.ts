@@ -1,19 +1,19 @@
 import { createServer as createHttpsServer, request } from "node:https";
 import type { AddressInfo } from "node:net";
+import { generateCa, issueCertificate } from "@kvt/certs";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
 import { FakeCluster, newVm, newVmi } from "../fake/fake-cluster.ts";
 import { CONSOLE_SUBPROTOCOL, HttpHandlerClient, TemplateHandlerLocator } from "../handler/handler-client.ts";
 import type { UserInfo } from "../kube/rest.ts";
-import { generateCa, issueCertificate } from "../tls/certs.ts";
 import { webhookRoutes } from "../webhooks/admitters.ts";
 import { VirtApiApp } from "./app.ts";
 import { type RunningServer, startVirtApiServer } from "./server.ts";
 
-const ca = generateCa();
-const serving = issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
-const proxyClient = issueCertificate(ca, { commonName: "front-proxy-client", usage: "client" });
+const ca = await generateCa();
+const serving = await issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
+const proxyClient = await issueCertificate(ca, { commonName: "front-proxy-client", usage: "client" });
 const SUB = "/apis/subresources.kubevirt.io/v1/namespaces/default";
 
 interface Answer {

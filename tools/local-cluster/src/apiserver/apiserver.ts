@@ -115,7 +115,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   for (const ns of BOOT_NAMESPACES)
     if (nsDef && !store.get("core/namespaces", ns))
       await service.create(nsDef, "v1", undefined, { metadata: { name: ns } }, systemContext());
-  const certs = options.tls === false ? undefined : loadOrGenerateCerts(options.dataDir);
+  const certs = options.tls === false ? undefined : await loadOrGenerateCerts(options.dataDir);
   const controllers = startControllers(service, logger, certs?.caCert);
   const volumes = await startVolumeControllers(service, options.storageDir, logger);
   const token = loadToken(options.dataDir);

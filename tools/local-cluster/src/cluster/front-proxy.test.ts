@@ -35,15 +35,15 @@ describe("front-proxy wiring for API aggregation", () => {
     ]);
   });
 
-  it("ensureFrontProxyTls() makes a CA and a front-proxy-client certificate once, then keeps them", () => {
+  it("ensureFrontProxyTls() makes a CA and a front-proxy-client certificate once, then keeps them", async () => {
     const dir = mkdtempSync(join(tmpdir(), "kvt-fp-"));
     try {
-      const files = ensureFrontProxyTls(dir);
+      const files = await ensureFrontProxyTls(dir);
       const ca = new X509Certificate(readFileSync(files.ca));
       const client = new X509Certificate(readFileSync(files.clientCert));
       expect(client.subject).toContain(`CN=${FRONT_PROXY_CLIENT_NAME}`);
       expect(client.verify(ca.publicKey)).toBe(true);
-      const again = ensureFrontProxyTls(dir);
+      const again = await ensureFrontProxyTls(dir);
       expect(readFileSync(again.clientCert, "utf8")).toBe(readFileSync(files.clientCert, "utf8"));
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -257,7 +257,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     virtApiPort: state.virtApiPort,
     handlerPorts: state.handlerPorts,
     tls,
-    frontProxy: ensureFrontProxyTls(join(dataDir, "pki")),
+    frontProxy: await ensureFrontProxyTls(join(dataDir, "pki")),
     tracesFile: options.tracesFile,
     nodeCpus: options.nodeCpus,
   };

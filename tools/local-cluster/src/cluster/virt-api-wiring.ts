@@ -1,35 +1,17 @@
 /**
- * How the local cluster wires virt-api: its CA and serving certificate (made once, kept under the data dir), and
+ * How the local cluster wires virt-api: its serving certificate (pki.ts, kept under the data dir), and
  * the MutatingWebhookConfiguration, ValidatingWebhookConfiguration and APIService objects that point the API
  * server at it (created or replaced at every start, since the port or CA may change).
  */
-import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CustomObjectsApi, type KubeConfig } from "@kubernetes/client-node";
-import {
-  apiServices,
-  generateCa,
-  issueCertificate,
-  mutatingWebhookConfiguration,
-  validatingWebhookConfiguration,
-} from "@kvt/virt-api/lib";
+import { apiServices, mutatingWebhookConfiguration, validatingWebhookConfiguration } from "@kvt/virt-api/lib";
 import type { TlsFiles } from "./local-cluster.ts";
+import { ensureCa, ensureLeaf, ensureVirtApiCerts } from "./pki.ts";
 
-/** Creates virt-api's CA and serving certificate for 127.0.0.1/localhost in `dir`, unless they exist. */
-export function ensureVirtApiTls(dir: string): TlsFiles {
-  const files = { cert: join(dir, "virt-api.crt"), key: join(dir, "virt-api.key"), ca: join(dir, "ca.crt") };
-  if (!existsSync(files.cert) || !existsSync(files.key) || !existsSync(files.ca)) {
-    const ca = generateCa("kubevirt-ts-local-ca");
-    const serving = issueCertificate(ca, {
-      commonName: "virt-api.kubevirt.svc",
-      dnsNames: ["virt-api.kubevirt.svc", "localhost"],
-      ipAddresses: ["127.0.0.1"],
-    });
-    writeFileSync(files.ca, ca.certPem);
-    writeFileSync(files.cert, serving.certPem);
-    writeFileSync(files.key, serving.keyPem, { mode: 0o600 });
-  }
-  return files;
+/** Creates virt-api's serving certificate from the KubeVirt CA in `dir` (pki.ts), unless it exists. */
+export async function ensureVirtApiTls(dir: string): Promise<TlsFiles> {
+  return await ensureVirtApiCerts(dir);
 }
 
 /** The front-proxy PKI: the requestheader client CA virt-api trusts and the client certificate the API server presents. */
@@ -49,20 +31,13 @@ export const FRONT_PROXY_CLIENT_NAME = "front-proxy-client";
  * kubeadm's front-proxy-ca.crt / front-proxy-client.crt): the API server proxies APIService requests with it, and
  * virt-api then trusts the X-Remote-User/X-Remote-Group identity headers.
  */
-export function ensureFrontProxyTls(dir: string): FrontProxyFiles {
-  const files = {
-    ca: join(dir, "front-proxy-ca.crt"),
-    clientCert: join(dir, "front-proxy-client.crt"),
-    clientKey: join(dir, "front-proxy-client.key"),
-  };
-  if (!existsSync(files.ca) || !existsSync(files.clientCert) || !existsSync(files.clientKey)) {
-    const ca = generateCa("kubevirt-ts-front-proxy-ca");
-    const client = issueCertificate(ca, { commonName: FRONT_PROXY_CLIENT_NAME, usage: "client" });
-    writeFileSync(files.ca, ca.certPem);
-    writeFileSync(files.clientCert, client.certPem);
-    writeFileSync(files.clientKey, client.keyPem, { mode: 0o600 });
-  }
-  return files;
+export async function ensureFrontProxyTls(dir: string): Promise<FrontProxyFiles> {
+  const ca = await ensureCa(dir, "front-proxy-ca");
+  const client = await ensureLeaf(dir, "front-proxy-client", ca, {
+    commonName: FRONT_PROXY_CLIENT_NAME,
+    usage: "client",
+  });
+  return { ca: join(dir, "front-proxy-ca.crt"), clientCert: client.cert, clientKey: client.key };
 }
 
 /** Creates or replaces the webhook configurations and APIServices routing to virt-api on 127.0.0.1:`port`. */

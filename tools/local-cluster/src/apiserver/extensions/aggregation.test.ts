@@ -14,8 +14,8 @@ import { call, eventually, type HttpsFixture, startHttps } from "./testdata/fixt
 
 const GROUP = "things.example.com";
 const APISERVICES = "/apis/apiregistration.k8s.io/v1/apiservices";
-const frontProxyCa = generateCa("front-proxy-ca");
-const proxyClient = issueCertificate(frontProxyCa, { commonName: "front-proxy-client", usage: "client" });
+const frontProxyCa = await generateCa("front-proxy-ca");
+const proxyClient = await issueCertificate(frontProxyCa, { commonName: "front-proxy-client", usage: "client" });
 let api: ApiServerHandle;
 let backend: HttpsFixture;
 let k: Kubectl;

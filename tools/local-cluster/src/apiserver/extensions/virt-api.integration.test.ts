@@ -47,10 +47,10 @@ spec:
 `;
 
 beforeAll(async () => {
-  const ca = generateCa("virt-api-ca");
-  const serving = issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
-  const frontProxyCa = generateCa("front-proxy-ca");
-  const proxyClient = issueCertificate(frontProxyCa, { commonName: "front-proxy-client", usage: "client" });
+  const ca = await generateCa("virt-api-ca");
+  const serving = await issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
+  const frontProxyCa = await generateCa("front-proxy-ca");
+  const proxyClient = await issueCertificate(frontProxyCa, { commonName: "front-proxy-client", usage: "client" });
   api = await startApiServer({
     inMemory: true,
     proxyClient: { certPem: proxyClient.certPem, keyPem: proxyClient.keyPem },

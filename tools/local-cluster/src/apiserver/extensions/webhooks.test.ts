@@ -176,7 +176,7 @@ describe("admission webhooks from stored configurations", () => {
     if (_what.startsWith("a certificate"))
       base.clientConfig = {
         url: `${hooks.url}/ok`,
-        caBundle: Buffer.from(generateCa("other").certPem).toString("base64"),
+        caBundle: Buffer.from((await generateCa("other")).certPem).toString("base64"),
       };
     await configure(VWC, "vf", [{ ...base, failurePolicy: "Fail" }]);
     const r = await call(api, "POST", WIDGETS, widget("wf", 1));

@@ -23,8 +23,8 @@ export async function startHttps(
   handler: (req: IncomingMessage, res: ServerResponse) => void,
   clientCa?: string,
 ): Promise<HttpsFixture> {
-  const ca = generateCa("test-ca");
-  const serving = issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
+  const ca = await generateCa("test-ca");
+  const serving = await issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
   const server = createServer(
     { cert: serving.certPem, key: serving.keyPem, ...(clientCa ? { ca: clientCa, requestCert: true } : {}) },
     handler,

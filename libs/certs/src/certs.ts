@@ -1,0 +1,182 @@
+/**
+ * The one certificate module: certificate authorities and the serving and client certificates they issue, for
+ * every TLS link of the platform (the API server, virt-api, virt-handler, the process-kubelets, the front proxy).
+ * Certificates are built by @peculiar/x509 (a maintained X.509 library on WebCrypto, so the same code runs on
+ * Node and Deno; docs/decisions/0010-certificates-on-peculiar-x509.md); keys are ECDSA P-256, signatures
+ * ecdsa-with-SHA256, everything PEM (certificates `CERTIFICATE`, keys PKCS#8 `PRIVATE KEY`).
+ *
+ *   generateCa("kubevirt-ca") --> CA {certPem, keyPem}                    (CA:TRUE, keyCertSign, cRLSign)
+ *        |
+ *        +--> issueCertificate(ca, {dnsNames, ipAddresses, usage: "server"})   serverAuth, SANs
+ *        +--> issueCertificate(ca, {commonName: "kubevirt.io:system:client:virt-handler", usage: "client"})
+ */
+// @peculiar/x509 resolves its algorithms through tsyringe, which needs the Reflect metadata polyfill loaded first.
+import "reflect-metadata";
+import { X509Certificate as NodeX509Certificate, webcrypto } from "node:crypto";
+import * as x509 from "@peculiar/x509";
+
+/** A certificate and its private key, PEM-encoded. */
+export interface CertificateAndKey {
+  /** `-----BEGIN CERTIFICATE-----` PEM. */
+  readonly certPem: string;
+  /** PKCS#8 `-----BEGIN PRIVATE KEY-----` PEM. */
+  readonly keyPem: string;
+}
+
+/** What to put into an issued certificate. */
+export interface CertificateRequest {
+  /** Subject CN; default: the first DNS name, else `kubevirt`. */
+  readonly commonName?: string;
+  /** Subject O (for client certificates Kubernetes reads it as the user's group). */
+  readonly organization?: string;
+  /** subjectAltName DNS entries, e.g. `virt-api.kubevirt.svc`, `localhost`. */
+  readonly dnsNames?: readonly string[];
+  /** subjectAltName IP entries, e.g. `127.0.0.1`. */
+  readonly ipAddresses?: readonly string[];
+  /** `server` (serverAuth), `client` (clientAuth) or `both`; default `server`. */
+  readonly usage?: "server" | "client" | "both";
+  /** Validity in days from now; default 365. */
+  readonly validityDays?: number;
+}
+
+/** A certificate or key that cannot be used (malformed PEM, wrong key type, ...). */
+export class CertificateError extends Error {
+  override readonly name = "CertificateError";
+}
+
+const EC_KEY: webcrypto.EcKeyGenParams = { name: "ECDSA", namedCurve: "P-256" };
+const SIGNING: webcrypto.EcdsaParams = { name: "ECDSA", hash: "SHA-256" };
+const DAY_MS = 86_400_000;
+/** Allowed clock skew between the issuer and a verifier: certificates are valid from a minute ago. */
+const BACKDATE_MS = 60_000;
+
+async function newKeyPair(): Promise<webcrypto.CryptoKeyPair> {
+  return await webcrypto.subtle.generateKey(EC_KEY, true, ["sign", "verify"]);
+}
+
+async function keyPem(key: webcrypto.CryptoKey): Promise<string> {
+  return x509.PemConverter.encode(await webcrypto.subtle.exportKey("pkcs8", key), "PRIVATE KEY");
+}
+
+async function importSigningKey(pem: string): Promise<webcrypto.CryptoKey> {
+  try {
+    const der = x509.PemConverter.decodeFirst(pem);
+    return await webcrypto.subtle.importKey("pkcs8", der, EC_KEY, false, ["sign"]);
+  } catch (error) {
+    throw new CertificateError("Cannot read the CA key: not a PKCS#8 ECDSA P-256 PEM key", { cause: error });
+  }
+}
+
+function distinguishedName(commonName: string, organization?: string): string {
+  const quote = (v: string): string => v.replace(/[\\,+"<>;=]/g, (c) => `\\${c}`);
+  return [...(organization ? [`O=${quote(organization)}`] : []), `CN=${quote(commonName)}`].join(", ");
+}
+
+function validity(days: number): { notBefore: Date; notAfter: Date } {
+  const now = Date.now();
+  return { notBefore: new Date(now - BACKDATE_MS), notAfter: new Date(now + days * DAY_MS) };
+}
+
+/** Generates a self-signed CA (basicConstraints CA:TRUE, keyCertSign, cRLSign), valid `validityDays` (3650). */
+export async function generateCa(commonName = "kubevirt-ca", validityDays = 3650): Promise<CertificateAndKey> {
+  const keys = await newKeyPair();
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+    name: distinguishedName(commonName),
+    keys,
+    signingAlgorithm: SIGNING,
+    ...validity(validityDays),
+    extensions: [
+      new x509.BasicConstraintsExtension(true, undefined, true),
+      new x509.KeyUsagesExtension(
+        x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign,
+        true,
+      ),
+      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+    ],
+  });
+  return { certPem: cert.toString("pem"), keyPem: await keyPem(keys.privateKey) };
+}
+
+/** Issues a leaf certificate signed by `ca` for the names in `request`. Rejects with {@link CertificateError}. */
+export async function issueCertificate(ca: CertificateAndKey, request: CertificateRequest): Promise<CertificateAndKey> {
+  let caCert: x509.X509Certificate;
+  try {
+    caCert = new x509.X509Certificate(ca.certPem);
+  } catch (error) {
+    throw new CertificateError("Cannot read the CA certificate: not an X.509 PEM certificate", { cause: error });
+  }
+  const signingKey = await importSigningKey(ca.keyPem);
+  const keys = await newKeyPair();
+  const usage = request.usage ?? "server";
+  const purposes = [
+    ...(usage !== "client" ? [x509.ExtendedKeyUsage.serverAuth] : []),
+    ...(usage !== "server" ? [x509.ExtendedKeyUsage.clientAuth] : []),
+  ];
+  const names = [
+    ...(request.dnsNames ?? []).map((value) => ({ type: "dns" as const, value })),
+    ...(request.ipAddresses ?? []).map((value) => ({ type: "ip" as const, value })),
+  ];
+  const extensions: x509.Extension[] = [
+    new x509.BasicConstraintsExtension(false, undefined, true),
+    new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
+    new x509.ExtendedKeyUsageExtension(purposes),
+    await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+    await x509.AuthorityKeyIdentifierExtension.create(caCert),
+  ];
+  if (names.length > 0) extensions.push(new x509.SubjectAlternativeNameExtension(names));
+  const cert = await x509.X509CertificateGenerator.create({
+    subject: distinguishedName(request.commonName ?? request.dnsNames?.[0] ?? "kubevirt", request.organization),
+    issuer: caCert.subject,
+    publicKey: keys.publicKey,
+    signingKey,
+    signingAlgorithm: SIGNING,
+    ...validity(request.validityDays ?? 365),
+    extensions,
+  });
+  return { certPem: cert.toString("pem"), keyPem: await keyPem(keys.privateKey) };
+}
+
+/** What a verifier reads from a certificate. */
+export interface CertificateInfo {
+  readonly subject: string;
+  readonly issuer: string;
+  readonly notBefore: Date;
+  readonly notAfter: Date;
+}
+
+/** Reads subject, issuer and validity out of a PEM certificate; throws {@link CertificateError} on bad input. */
+export function certificateInfo(certPem: string): CertificateInfo {
+  try {
+    const c = new x509.X509Certificate(certPem);
+    return { subject: c.subject, issuer: c.issuer, notBefore: c.notBefore, notAfter: c.notAfter };
+  } catch (error) {
+    throw new CertificateError("Cannot read the certificate: not an X.509 PEM certificate", { cause: error });
+  }
+}
+
+/** Whether `certPem` was signed by the CA `caPem` (false for unreadable input). */
+export function isIssuedBy(certPem: string, caPem: string): boolean {
+  try {
+    const leaf = new NodeX509Certificate(certPem);
+    const ca = new NodeX509Certificate(caPem);
+    return leaf.checkIssued(ca) && leaf.verify(ca.publicKey);
+  } catch {
+    // Unreadable means "not issued by this CA": the caller replaces it.
+    return false;
+  }
+}
+
+/**
+ * Whether a certificate should be replaced now: true when less than `fraction` (default 0.2, KubeVirt's operator
+ * renews at 80% of the lifetime) of its validity is left, or when it cannot be read.
+ */
+export function needsRenewal(certPem: string, now = new Date(), fraction = 0.2): boolean {
+  try {
+    const { notBefore, notAfter } = certificateInfo(certPem);
+    const lifetime = notAfter.getTime() - notBefore.getTime();
+    return notAfter.getTime() - now.getTime() < lifetime * fraction;
+  } catch {
+    // An unreadable certificate is replaced, never trusted.
+    return true;
+  }
+}
