@@ -120,6 +120,9 @@ function fieldRefValue(pod: V1Pod, fieldPath: string): string | undefined {
     case "spec.serviceAccountName":
       return pod.spec?.serviceAccountName;
     case "status.podIP":
+      return pod.status?.podIP ?? "127.0.0.1";
+    case "status.podIPs":
+      return pod.status?.podIPs?.map((p) => p.ip).join(",") ?? "127.0.0.1";
     case "status.hostIP":
       return "127.0.0.1";
     default: {

@@ -6,6 +6,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import { currentRuntimeName, jsRuntime, runtimeFlags } from "../cluster/js-runtime.ts";
+import { KubeletNetwork } from "../network/kubelet-network.ts";
 import { warmLauncherCompileCache } from "./compile-cache.ts";
 import { NODE_LAUNCHER_FLAGS, type RuntimeLayout } from "./container-spec.ts";
 import { buildLauncherImage } from "./launcher-image.ts";
@@ -17,12 +18,14 @@ await main({
   name: "process-kubelet",
   version: "0.1.0",
   summary: "Runs the Pods bound to one node of the local cluster as local processes.",
-  usage: "--node-name NAME --kubeconfig FILE --data-dir DIR [--cpus N]",
+  usage: "--node-name NAME --kubeconfig FILE --data-dir DIR [--cpus N] [--pod-network FILE]",
   flags: {
     "node-name": { type: "string" },
     kubeconfig: { type: "string" },
     "data-dir": { type: "string" },
     cpus: { type: "string" },
+    // The cluster's pod network plan (network/cluster-network.ts); without it pods share the node's network.
+    "pod-network": { type: "string" },
   },
   async run({ values }, signal) {
     const nodeName = values["node-name"];
@@ -62,7 +65,9 @@ await main({
     ).then(() => warmLauncherCompileCache(layout, signal));
     // The CPUs the node advertises (default the machine's): the scheduler fits pods' CPU requests against them.
     const nodeCpus = values.cpus ? Number(values.cpus) : undefined;
-    const agent = await startNodeAgent({ nodeName, kubeConfig, dataDir, layout, log, cpus: nodeCpus });
+    const podNetwork = values["pod-network"];
+    const network = podNetwork ? KubeletNetwork.fromFile(podNetwork, nodeName) : undefined;
+    const agent = await startNodeAgent({ nodeName, kubeConfig, dataDir, layout, log, cpus: nodeCpus, network });
     await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
     log.info("stopping: node shutdown, stopping every pod");
     await agent.stop();

@@ -5,6 +5,7 @@
 import { cpus, release, totalmem } from "node:os";
 import { CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import type { Logger } from "@kvt/observability";
+import type { KubeletNetwork } from "../network/kubelet-network.ts";
 import type { RuntimeLayout } from "./container-spec.ts";
 import { Kubelet } from "./kubelet.ts";
 import { startLogServer } from "./log-server.ts";
@@ -29,6 +30,8 @@ export async function startNodeAgent(options: {
   log: Logger;
   /** CPUs the node advertises; default this machine's. */
   cpus?: number;
+  /** The pod network its pods join; none: they share the node's network. */
+  network?: KubeletNetwork;
 }): Promise<NodeAgent> {
   const core = options.kubeConfig.makeApiClient(CoreV1Api);
   const kubelet = new Kubelet({ ...options, core });

@@ -56,3 +56,14 @@ describe("podStatus()", () => {
     expect(third.containerStatuses?.[0].state?.terminated).toMatchObject({ exitCode: 1, reason: "Error" });
   });
 });
+
+describe("podStatus() addresses", () => {
+  it("reports the pod network's addresses, else the node's loopback", () => {
+    const pod: V1Pod = { metadata: { name: "p" } };
+    expect(podStatus(pod, [c("running")], new Date(), true, ["10.64.1.2"])).toMatchObject({
+      podIP: "10.64.1.2",
+      podIPs: [{ ip: "10.64.1.2" }],
+    });
+    expect(podStatus(pod, [c("running")], new Date()).podIP).toBe("127.0.0.1");
+  });
+});

@@ -61,13 +61,14 @@ function condition(type: string, ok: boolean, now: Date, reason?: string): V1Pod
 /**
  * The full status for `pod` given its containers' states; keeps earlier transition times when unchanged.
  * `sandboxReady` false (volumes not set up yet) reports PodReadyToStartContainers False, as kubelet does before
- * the pod's sandbox exists.
+ * the pod's sandbox exists. `podIPs` are the pod's addresses on the pod network (none: it shares the node's).
  */
 export function podStatus(
   pod: V1Pod,
   containers: readonly ContainerRunState[],
   now: Date,
   sandboxReady = true,
+  podIPs: readonly string[] = ["127.0.0.1"],
 ): V1PodStatus {
   const phase = podPhase(containers);
   const allRunning = containers.length > 0 && containers.every((c) => c.state === "running");
@@ -85,8 +86,8 @@ export function podStatus(
     phase,
     hostIP: "127.0.0.1",
     hostIPs: [{ ip: "127.0.0.1" }],
-    podIP: "127.0.0.1",
-    podIPs: [{ ip: "127.0.0.1" }],
+    podIP: podIPs[0],
+    podIPs: podIPs.map((ip) => ({ ip })),
     startTime: pod.status?.startTime ?? now,
     qosClass: pod.status?.qosClass ?? "Burstable",
     conditions: [
