@@ -251,6 +251,22 @@ describe("MigrationController", () => {
     expect(api.writes()).toEqual([]);
   });
 
+  it("a VMI that failed with its migration says why the migration failed, not only that the VMI shut down", async () => {
+    const m = newMigration("m1", "vmi1", mPhase("Running"));
+    const reason = "the source virt-launcher exited during the migration";
+    const vmi = newVmi("vmi1", withPhase("Failed", "node01"), (v) => {
+      v.status!.migrationState = { migrationUid: m.metadata!.uid, failed: true, failureReason: reason };
+    });
+    const { run, now } = setup(m, vmi, [targetPod(m, vmi, readyOn("node02"))]);
+    await run();
+    expect(now()?.status?.phase).toBe("Failed");
+    expect(now()?.status?.migrationState?.failureReason).toBe(`source node reported migration failed: ${reason}`);
+    const plain = newVmi("vmi1", withPhase("Failed", "node01"));
+    const second = setup(newMigration("m2", "vmi1", mPhase("Running")), plain);
+    await second.run();
+    expect(second.now()?.status?.migrationState?.failureReason).toBe("Migration failed because the VMI shut down");
+  });
+
   it("fails when the VMI does not exist", async () => {
     const { run, now } = setup(newMigration("m1", "vmi1"), undefined);
     await run();

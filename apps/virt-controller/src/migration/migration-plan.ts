@@ -125,10 +125,15 @@ export function planMigration(input: MigrationInputs): MigrationPlan {
   }
 
   if (!vmi || vmi.status?.phase === "Succeeded" || vmi.status?.phase === "Failed") {
+    // A migration the source node recorded as failed keeps its reason (e.g. its launcher was lost mid-migration).
     if (status.phase !== "Failed")
       fail(
         "FailedMigration",
-        vmi ? "Migration failed because the VMI shut down" : "Migration failed because the VMI does not exist",
+        vmiState?.failed && vmiState.failureReason
+          ? `source node reported migration failed: ${vmiState.failureReason}`
+          : vmi
+            ? "Migration failed because the VMI shut down"
+            : "Migration failed because the VMI does not exist",
       );
     return finish(status, actions, events, undefined, m);
   }

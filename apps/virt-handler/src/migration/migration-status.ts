@@ -13,7 +13,13 @@
  *                                               result failed ---> failed, failureReason, endTimestamp
  *                                                                  (abortStatus Succeeded when it was a cancel)
  *  domain running here --> targetNodeDomainDetected, targetNodeDomainReadyTimestamp, activePods[target pod]
+ *  incoming migration
+ *  completed here -------> completed, endTimestamp, nodeName := me   (the handoff, as KubeVirt's target
+ *                          handler's ackMigrationCompletion: it needs no word from the source side, so a
+ *                          source handler that is down, or restarted and finds no launcher, loses nothing)
  * ```
+ * Both handlers may write the handoff; they agree on it, and the `test` ops of the status patch make the second
+ * writer recompute from the first one's result.
  */
 import type { MigrationState, VirtualMachineInstance, VirtualMachineInstanceStatus } from "@kvt/api";
 import type { DomainInfo } from "@kvt/launcher-rpc";
@@ -94,12 +100,31 @@ export function targetMigrationStatus(
     next.targetDirectMigrationNodePorts = { [String(address.port)]: 0 };
   }
   let activePods = status.activePods;
-  if (info.state === "Running" && info.migration.phase === "Succeeded" && !ms.targetNodeDomainDetected) {
+  const arrived = (info.state === "Running" || info.state === "Paused") && info.migration.phase === "Succeeded";
+  if (arrived && !ms.targetNodeDomainDetected) {
     next.targetNodeDomainDetected = true;
     next.targetNodeDomainReadyTimestamp = ctx.now;
     if (info.pod.uid) activePods = { ...activePods, [info.pod.uid]: ctx.nodeName };
   }
-  return { ...status, migrationState: next, ...(activePods ? { activePods } : {}) };
+  let nodeName = status.nodeName;
+  if (arrived && !ms.completed && !ms.failed) {
+    // The guest runs here: the migration completed, whatever the source side knows or says.
+    next.completed = true;
+    next.endTimestamp = info.migration.endTime ?? ctx.now;
+    // Unset when the source handler went down right after starting the move: the target's ready time bounds it.
+    next.startTimestamp = ms.startTimestamp ?? info.migration.startTime ?? next.endTimestamp;
+    next.mode = ms.mode ?? "PreCopy";
+    if (ms.abortRequested) next.abortStatus = "Failed"; // too late to cancel: it finished first
+    nodeName = ctx.nodeName;
+    // Only the pod that runs the guest stays active: the source pod's entry goes with the handoff.
+    activePods = Object.fromEntries(Object.entries(activePods ?? {}).filter(([, node]) => node === ctx.nodeName));
+  }
+  return {
+    ...status,
+    ...(nodeName ? { nodeName } : {}),
+    migrationState: next,
+    ...(activePods ? { activePods } : {}),
+  };
 }
 
 /** The target the source should send to, once the target half published it; undefined until then. */

@@ -2,14 +2,16 @@ import type { ObjectKey, VirtualMachineInstance } from "@kvt/api";
 import type { JsonPatchOp, ReconcileContext } from "@kvt/kube";
 import { type DomainInfo, LauncherRpcError } from "@kvt/launcher-rpc";
 import { createLogger } from "@kvt/observability";
+import { trace } from "@opentelemetry/api";
 import { describe, expect, it } from "vitest";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
 import { statusPatch, VmiController } from "./vmi-controller.ts";
 
-const ctx = {
+const baseCtx = {
   logger: createLogger({ component: "test", level: "silent" }),
   reconcileId: "r",
-} as unknown as ReconcileContext;
+};
+const ctx = baseCtx as unknown as ReconcileContext;
 const NOW = "2026-11-22T05:00:00Z";
 
 function deepFreeze<T>(o: T): T {
@@ -85,6 +87,53 @@ describe("VmiController.reconcile (fake launcher and writer; cached VMI frozen)"
       throw new LauncherRpcError("Unavailable", "launcher unreachable (ECONNREFUSED)");
     });
     await expect(controller.reconcile("default/vm1" as ObjectKey, ctx)).rejects.toMatchObject({ code: "Unavailable" });
+  });
+});
+
+describe("VmiController.reconcile: a source handler restarted mid-migration finds no launcher", () => {
+  const migrating: VirtualMachineInstance = deepFreeze({
+    metadata: { name: "vm1", namespace: "default", uid: "u1" },
+    spec: { domain: { devices: {} } },
+    status: {
+      phase: "Running",
+      nodeName: "node01",
+      migrationState: {
+        migrationUid: "m1",
+        sourceNode: "node01",
+        targetNode: "node02",
+        targetNodeAddress: "127.0.0.1",
+        targetDirectMigrationNodePorts: { "40001": 0 },
+      },
+    },
+  });
+
+  it("keeps the VMI Running while the target may report, then fails it and the migration with the reason", async () => {
+    let clock = 1_000_000;
+    const patches: JsonPatchOp[][] = [];
+    const controller = new VmiController({
+      nodeName: "node01",
+      vmis: { get: () => migrating },
+      writer: { patchStatus: async (_ns, _n, ops) => patches.push([...ops]) },
+      launchers: { synced: true, forVmi: () => [] },
+      secrets: { publish: async () => {}, read: async () => "s" },
+      now: () => NOW,
+      clockMs: () => clock,
+    });
+    const ctx = { ...baseCtx, span: trace.getTracer("test").startSpan("reconcile") } as unknown as ReconcileContext;
+    const first = await controller.reconcile("default/vm1" as ObjectKey, ctx);
+    expect(patches).toEqual([]); // the old behaviour patched phase Failed (LauncherExited) here
+    expect(first.requeueAfterMs).toBe(60_000);
+    clock += 30_000;
+    expect((await controller.reconcile("default/vm1" as ObjectKey, ctx)).requeueAfterMs).toBe(30_000);
+    expect(patches).toEqual([]);
+    clock += 30_000;
+    await controller.reconcile("default/vm1" as ObjectKey, ctx);
+    const ops = patches[0] ?? [];
+    expect(ops).toContainEqual({ op: "replace", path: "/status/phase", value: "Failed" });
+    const state = ops.find((o) => o.path === "/status/migrationState" && o.op === "replace");
+    expect(state).toMatchObject({
+      value: { failed: true, failureReason: expect.stringContaining("virt-launcher exited") },
+    });
   });
 });
 

@@ -18,6 +18,7 @@ import { type JsonObject, LauncherRpcError } from "@kvt/launcher-rpc";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
 import type { MigrationSecrets } from "../migration/migration-secrets.ts";
 import { sourceMigrationStatus, targetMigrationStatus } from "../migration/migration-status.ts";
+import { failLostMigration, type SourceLauncherLoss, sourceLauncherLoss } from "../migration/source-recovery.ts";
 import { commandSpan, tagReconcile } from "../tracing/handler-spans.ts";
 import { type HandlerAction, planVmi } from "./vmi-plan.ts";
 import { computeVmiStatus, type LauncherFacts, ownsVmi } from "./vmi-status.ts";
@@ -47,6 +48,8 @@ export interface VmiControllerDeps {
   readonly secrets: MigrationSecrets;
   /** RFC 3339 now, second resolution; injectable for tests. */
   readonly now?: () => string;
+  /** Milliseconds clock for how long a launcher has been missing; injectable for tests. */
+  readonly clockMs?: () => number;
 }
 
 /** Reconciles one VMI key. */
@@ -54,6 +57,8 @@ export class VmiController {
   readonly #d: VmiControllerDeps;
   /** VMI uid -> why its launcher refused the spec (terminal for that VMI). */
   readonly #syncFailures = new Map<string, string>();
+  /** VMI uid -> when this handler first saw its launcher missing during a migration (ms clock). */
+  readonly #missingSince = new Map<string, number>();
 
   constructor(deps: VmiControllerDeps) {
     this.#d = deps;
@@ -74,9 +79,28 @@ export class VmiController {
     for (const action of planVmi(vmi, this.#facts(uid, view), live?.info, node)) {
       await commandSpan(action.kind, vmi, () => this.#apply(action, vmi, view, ctx));
     }
-    await this.#writeStatus(vmi, this.#facts(uid, view), ctx);
+    const facts = this.#facts(uid, view);
+    const loss = owner ? this.#sourceLoss(vmi, facts) : ({ kind: "none" } as const);
+    if (loss.kind === "await-target")
+      ctx.logger.info(
+        { targetNode: vmi.status?.migrationState?.targetNode },
+        "source launcher gone mid-migration; waiting for the target to report",
+      );
+    await this.#writeStatus(vmi, loss.kind === "await-target" ? { ...facts, awaitingTarget: true } : facts, ctx, loss);
+    if (loss.kind === "await-target") return requeueAfter(loss.retryAfterMs);
     // No launcher yet for a VMI we own: the registry will tell us when one appears; poll as a safety net.
     return owner && !view ? requeueAfter(2000) : done();
+  }
+
+  /** The source's verdict when its launcher is missing mid-migration (it remembers since when it is missing). */
+  #sourceLoss(vmi: VirtualMachineInstance, facts: LauncherFacts): SourceLauncherLoss {
+    const uid = vmi.metadata!.uid!;
+    const nowMs = (this.#d.clockMs ?? Date.now)();
+    const since = this.#missingSince.get(uid) ?? nowMs;
+    const loss = sourceLauncherLoss(vmi, facts, this.#d.nodeName, nowMs - since);
+    if (loss.kind === "await-target") this.#missingSince.set(uid, since);
+    else this.#missingSince.delete(uid);
+    return loss;
   }
 
   #facts(uid: string, view: LauncherView | undefined): LauncherFacts {
@@ -145,10 +169,19 @@ export class VmiController {
     }
   }
 
-  async #writeStatus(vmi: VirtualMachineInstance, facts: LauncherFacts, ctx: ReconcileContext): Promise<void> {
+  async #writeStatus(
+    vmi: VirtualMachineInstance,
+    facts: LauncherFacts,
+    ctx: ReconcileContext,
+    loss: SourceLauncherLoss,
+  ): Promise<void> {
     const now = (this.#d.now ?? nowSeconds)();
     const node = this.#d.nodeName;
     let status = computeVmiStatus(vmi, facts, { nodeName: node, now });
+    if (loss.kind === "lost") {
+      ctx.logger.warn({ reason: loss.failureReason }, "source launcher lost mid-migration; the migration failed");
+      status = failLostMigration(status, loss.failureReason, now);
+    }
     // The source half comes from a source launcher on the owning node; the target half from a target launcher
     // here (also after nodeName moved to this node, so targetNodeDomainDetected is never skipped).
     if (ownsVmi(vmi, node) && facts.info?.migration?.role !== "target")

@@ -7,6 +7,7 @@
  *      |                                            |-----domain Crashed----------> Failed (reason)
  *      |--launcher refused the spec------------------------------------------------> Failed (reason)
  *      `--(launcher vanished while Running)-------------------------------------> Failed (LauncherExited)
+ *         (unless a migration was open: then the target's handler may take it over; see source-recovery.ts)
  * ```
  * Conditions while Running: Ready=True; Paused=True (PausedByUser) while paused; LiveMigratable True, or False
  * (DisksNotLiveMigratable) when a claim is not ReadWriteMany or a hostDisk not shared, or False with the launcher's
@@ -34,6 +35,11 @@ export interface LauncherFacts {
   readonly registrySynced: boolean;
   /** The launcher refused to build the guest (bad spec, missing image): the reason, for good. */
   readonly syncFailure?: string;
+  /**
+   * The launcher is missing or gone while a migration was open: the guest may run on the target, whose handler
+   * takes the VMI over (migration/source-recovery.ts). The phase is kept meanwhile.
+   */
+  readonly awaitingTarget?: boolean;
 }
 
 /** The node and clock the status is computed for. */
@@ -63,7 +69,8 @@ export function computeVmiStatus(
   ctx: StatusContext,
 ): VirtualMachineInstanceStatus {
   const status: VirtualMachineInstanceStatus = structuredClone(vmi.status ?? {});
-  if (!ownsVmi(vmi, ctx.nodeName)) return status;
+  // Not ours, or ours only until the migration target's handler takes it over: nothing here to report.
+  if (!ownsVmi(vmi, ctx.nodeName) || facts.awaitingTarget) return status;
   const { phase, reason } = nextPhase(status.phase ?? "", facts);
   if (phase !== status.phase) {
     status.phase = phase;
@@ -95,6 +102,7 @@ export function nextPhase(current: string, facts: LauncherFacts): { phase: VmiPh
   const phase = current as VmiPhase;
   if (FINAL.has(current)) return { phase };
   if (facts.syncFailure) return { phase: "Failed", reason: SYNC_FAILED };
+  if (facts.awaitingTarget) return { phase };
   const state = facts.info?.state;
   if (state === "Running" || state === "Paused") {
     return facts.gone ? { phase: "Failed", reason: LAUNCHER_EXITED } : { phase: "Running" };
