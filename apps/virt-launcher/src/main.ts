@@ -5,7 +5,8 @@
  *
  * Contract with the launcher Pod (virt-controller renders it; the process-kubelet runs it):
  *   command: virt-launcher --namespace NS --name NAME --uid UID [--kubeconfig FILE] | --vmi FILE
- *   env:     POD_NAME, POD_UID (downward API metadata.name / metadata.uid), NODE_NAME,
+ *   env:     POD_NAME, POD_UID (downward API metadata.name / metadata.uid), NODE_NAME, POD_IP (status.podIP:
+ *            where an incoming migration listens; default 127.0.0.1),
  *            KUBEVIRT_SOCKET_DIR (node-wide directory virt-handler lists; else <KUBEVIRT_POD_DIR>),
  *            KUBEVIRT_POD_DIR (the pod's private directory: console log virt-serial0-log, scratch),
  *            KVT_IMAGE_STORE (the local image store containerDisk images resolve through),
@@ -125,7 +126,11 @@ await main({
         consoleLogPath: values["console-log"] ?? (podDir ? join(podDir, "virt-serial0-log") : undefined),
         toSpec: (vmi, role) =>
           buildMachineSpec(vmi, { resolveImage: imageStoreResolver(storeRoot), workDir, mounts }, role),
-        createMachine: machineFactory({ logger: log, useEmulation }),
+        createMachine: machineFactory({
+          logger: log,
+          useEmulation,
+          ...(env.POD_IP ? { migrationHost: env.POD_IP } : {}),
+        }),
         logger: log,
       }).catch((error: unknown) => {
         throw new ServeError(`cannot serve launcher-rpc: ${(error as Error).message}`, { cause: error });

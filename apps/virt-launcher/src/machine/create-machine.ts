@@ -25,6 +25,11 @@ export interface MachineFactoryOptions {
   readonly useEmulation: UseEmulation;
   readonly host?: HostVirt;
   readonly vmm?: Vmm;
+  /**
+   * The address an incoming migration listens on and hands to the source: the pod's IP on the pod network
+   * (POD_IP), so the source launcher in another pod reaches it; default 127.0.0.1 (pods sharing the node's network).
+   */
+  readonly migrationHost?: string;
 }
 
 /** The launcher's machine factory. */
@@ -41,13 +46,16 @@ export function machineFactory(options: MachineFactoryOptions): MachineFactory {
     if (choice.backend === "qemu") {
       const { QemuMachine } = await import("./qemu/qemu-machine.ts");
       return {
-        machine: new QemuMachine(spec, { logger: options.logger }),
+        machine: new QemuMachine(spec, {
+          logger: options.logger,
+          ...(options.migrationHost ? { migrationHost: options.migrationHost } : {}),
+        }),
         emulated: true,
         reason: choice.emulation?.message ?? "software emulation (QEMU TCG)",
       };
     }
     return {
-      machine: new NativeMachine(spec, options.vmm ?? nativeVmm, options.logger),
+      machine: new NativeMachine(spec, options.vmm ?? nativeVmm, options.logger, options.migrationHost),
       emulated: false,
       reason: "native VMM on KVM",
     };

@@ -64,12 +64,13 @@ export class NativeMachine implements Machine {
   #reboots = 0;
   readonly #migration: NativeMigration;
 
-  constructor(spec: MachineSpec, vmm: Vmm, logger: Logger) {
+  /** `migrationHost`: where an incoming migration listens (default 127.0.0.1; the pod's IP on a pod network). */
+  constructor(spec: MachineSpec, vmm: Vmm, logger: Logger, migrationHost?: string) {
     assertNativeBootable(spec);
     this.#spec = spec;
     this.#vmm = vmm;
     this.#log = logger.child({ vmi: spec.vmiKey, backend: "native" });
-    this.#migration = new NativeMigration(this.#log);
+    this.#migration = new NativeMigration(this.#log, migrationHost);
   }
 
   get state(): MachineState {
