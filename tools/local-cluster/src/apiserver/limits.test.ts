@@ -21,6 +21,7 @@ interface Raw {
   status: { code?: number; reason?: string; message?: string; details?: { causes?: { reason: string }[] } };
   text: string;
   ms: number;
+  headers: Record<string, string | string[] | undefined>;
 }
 
 /** One request with a raw body and the headers given (no Content-Type unless given). */
@@ -41,7 +42,7 @@ function raw(method: string, path: string, body?: string | Buffer, headers: Reco
           } catch {
             // not JSON
           }
-          resolve({ code: res.statusCode ?? 0, status, text, ms: Date.now() - started });
+          resolve({ code: res.statusCode ?? 0, status, text, ms: Date.now() - started, headers: res.headers });
         });
       },
     );
@@ -358,6 +359,7 @@ describe("resourceVersion", () => {
       const path = verb === "get" ? `${CMS}/target?resourceVersion=${future}` : `${CMS}?resourceVersion=${future}`;
       const r = await raw("GET", path);
       expect(r.code).toBe(504);
+      expect(r.headers["retry-after"]).toBe("1");
       expect(r.status).toMatchObject({
         code: 504,
         reason: "Timeout",

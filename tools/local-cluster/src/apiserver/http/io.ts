@@ -125,5 +125,8 @@ export function sendError(res: ServerResponse, err: ApiError): void {
     res.destroy();
     return;
   }
+  // kube-apiserver (responsewriters.ErrorNegotiated) turns details.retryAfterSeconds into a Retry-After header.
+  const retryAfter = err.details?.retryAfterSeconds;
+  if (retryAfter !== undefined && retryAfter > 0) res.setHeader("Retry-After", String(retryAfter));
   sendJson(res, err.code, err.toStatus());
 }

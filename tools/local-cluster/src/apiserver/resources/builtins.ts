@@ -9,6 +9,7 @@ import { storageClassName } from "../table/storage-printers.ts";
 import type { KubeObject } from "../types.ts";
 import { crdStrategy } from "./crd.ts";
 import { configMapStrategy, secretStrategy } from "./data-size.ts";
+import { decodePodQuantities, validatePodQuantities } from "./pod-resources.ts";
 import type { JSONSchemaProps } from "./schema.ts";
 import { persistentVolumeClaimStrategy, persistentVolumeStrategy, storageClassStrategy } from "./storage.ts";
 import type { ResourceDef, Strategy } from "./types.ts";
@@ -51,6 +52,7 @@ const podStrategy: Strategy = {
     return spec.terminationGracePeriodSeconds ?? 30;
   },
   prepareCreate: (o: KubeObject) => {
+    decodePodQuantities(o);
     o.status = { phase: "Pending", qosClass: "BestEffort" };
     const spec = o.spec as Record<string, unknown> | undefined;
     if (spec) {
@@ -60,6 +62,8 @@ const podStrategy: Strategy = {
       spec.schedulerName ??= "default-scheduler";
     }
   },
+  prepareUpdate: (o: KubeObject) => decodePodQuantities(o),
+  validate: (o: KubeObject) => validatePodQuantities(o),
 };
 
 const namespaceStrategy: Strategy = {
