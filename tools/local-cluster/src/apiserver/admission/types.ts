@@ -18,6 +18,11 @@ export interface AdmissionAttributes {
   readonly group: string;
   readonly version: string;
   readonly kind: string;
+  /**
+   * The kind of `object` when it is not the resource's own kind (a `pods/eviction` CREATE carries a policy/v1
+   * Eviction: AdmissionRequest `kind`); absent when it is `group`/`version`/`kind`.
+   */
+  readonly objectKind?: { readonly group: string; readonly version: string; readonly kind: string };
   readonly resource: string;
   readonly subResource: string;
   readonly namespace: string;

@@ -1,12 +1,15 @@
 /**
- * Starts the in-process controllers a control plane needs to keep the API's promises (GC, namespaces, CRDs, and,
- * when the server has a CA, the root CA publisher).
+ * Starts the in-process controllers a control plane needs to keep the API's promises (GC, namespaces, CRDs, the
+ * disruption controller, the node lifecycle's unschedulable taint, and, when the server has a CA, the root CA
+ * publisher).
  */
 import type { Logger } from "pino";
 import type { ResourceService } from "../rest/service.ts";
 import { CrdCleanupController } from "./crd-cleanup.ts";
+import { DisruptionController } from "./disruption.ts";
 import { GarbageCollector } from "./gc.ts";
 import { NamespaceController } from "./namespaces.ts";
+import { NodeUnschedulableTaints } from "./node-unschedulable.ts";
 import { RootCaPublisher } from "./root-ca-publisher.ts";
 
 /** Running controllers. */
@@ -20,11 +23,15 @@ export function startControllers(svc: ResourceService, logger: Logger, caCert?: 
   const ns = new NamespaceController(svc, logger);
   const crd = new CrdCleanupController(svc, logger);
   const rootCa = caCert ? new RootCaPublisher(svc, caCert, logger) : undefined;
+  const disruption = new DisruptionController(svc, logger);
+  const nodes = new NodeUnschedulableTaints(svc, logger);
   const unsubscribe = svc.store.subscribe((ev) => {
     gc.onEvent(ev);
     ns.onEvent(ev);
     crd.onEvent(ev);
     rootCa?.onEvent(ev);
+    disruption.onEvent(ev);
+    nodes.onEvent(ev);
   });
   return {
     stop: () => {
@@ -33,6 +40,8 @@ export function startControllers(svc: ResourceService, logger: Logger, caCert?: 
       ns.stop();
       crd.stop();
       rootCa?.stop();
+      disruption.stop();
+      nodes.stop();
     },
   };
 }

@@ -60,7 +60,7 @@ function agentFor(caPem: string | undefined): Agent {
 
 /** The AdmissionReview v1 request for `attrs` (a new uid each call). */
 export function admissionReview(attrs: AdmissionAttributes, uid: string = randomUUID()): JsonObject {
-  const kind = { group: attrs.group, version: attrs.version, kind: attrs.kind };
+  const kind = attrs.objectKind ?? { group: attrs.group, version: attrs.version, kind: attrs.kind };
   const resource = { group: attrs.group, version: attrs.version, resource: attrs.resource };
   const requestVersion = attrs.requestVersion ?? attrs.version;
   const optionsKind = OPTIONS_KIND[attrs.operation];
@@ -68,7 +68,7 @@ export function admissionReview(attrs: AdmissionAttributes, uid: string = random
     uid,
     kind,
     resource,
-    requestKind: { ...kind, version: requestVersion },
+    requestKind: attrs.objectKind ? { ...kind } : { ...kind, version: requestVersion },
     requestResource: { ...resource, version: requestVersion },
     name: attrs.name,
     operation: attrs.operation,

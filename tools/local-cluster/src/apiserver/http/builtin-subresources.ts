@@ -1,12 +1,10 @@
 /**
- * Subresources the server implements itself: pods/binding (what a scheduler posts), pods/eviction (policy/v1
- * Eviction, honouring PodDisruptionBudgets' disruptionsAllowed) and namespaces/finalize.
+ * Subresources the server implements itself: pods/binding (what a scheduler posts), pods/eviction (eviction.ts)
+ * and namespaces/finalize.
  */
 import { ApiError, badRequest, conflict } from "../errors.ts";
-import type { ResourceDef } from "../resources/types.ts";
-import { type DeleteOptions, deleteObject } from "../rest/delete.ts";
-import { fromLabelSelectorObject, matchLabels } from "../selectors/labels.ts";
 import { isObject, type KubeObject } from "../types.ts";
+import { serveEviction } from "./eviction.ts";
 import { sendJson } from "./io.ts";
 import type { SubresourceContext, SubresourceHandler } from "./resource-handler.ts";
 
@@ -48,49 +46,6 @@ const binding: SubresourceHandler = async (c: SubresourceContext) => {
   sendJson(c.res, 201, success(201));
 };
 
-function pdbsFor(c: SubresourceContext, pod: KubeObject): { def: ResourceDef; obj: KubeObject }[] {
-  const def = c.svc.registry.lookup("policy", "v1", "poddisruptionbudgets");
-  if (!def) return [];
-  return c.svc.store
-    .list("policy/poddisruptionbudgets", `${pod.metadata.namespace ?? ""}/`)
-    .filter((e) => {
-      const sel = (e.obj.spec as { selector?: Parameters<typeof fromLabelSelectorObject>[0] } | undefined)?.selector;
-      return sel !== undefined && matchLabels(fromLabelSelectorObject(sel), pod.metadata.labels);
-    })
-    .map((e) => ({ def, obj: e.obj }));
-}
-
-/** POST pods/NAME/eviction: deletes the pod unless a PDB forbids it (429). */
-const eviction: SubresourceHandler = async (c: SubresourceContext) => {
-  if (c.req.method !== "POST") throw new ApiError(405, "MethodNotAllowed", "only POST is supported on pods/eviction");
-  const b = await c.body();
-  if (!isObject(b)) throw badRequest("the body of the request was not an Eviction");
-  const pod = c.svc.get(c.def, c.info.namespace, c.info.name as string).obj;
-  const phase = (pod.status as { phase?: string } | undefined)?.phase;
-  if (phase !== "Succeeded" && phase !== "Failed" && phase !== "Pending" && !pod.metadata.deletionTimestamp) {
-    for (const pdb of pdbsFor(c, pod)) {
-      const allowed = (pdb.obj.status as { disruptionsAllowed?: number } | undefined)?.disruptionsAllowed ?? 0;
-      if (allowed <= 0)
-        throw new ApiError(
-          429,
-          "TooManyRequests",
-          "Cannot evict pod as it would violate the pod's disruption budget.",
-          {
-            causes: [
-              {
-                reason: "DisruptionBudget",
-                message: `The disruption budget ${pdb.obj.metadata.name ?? ""} needs ${allowed} healthy pods and has 0 currently`,
-              },
-            ],
-          },
-        );
-    }
-  }
-  const opts = (isObject(b.deleteOptions) ? b.deleteOptions : {}) as DeleteOptions;
-  await deleteObject(c.svc, c.def, c.info.namespace, c.info.name as string, opts, c.ctx);
-  sendJson(c.res, 201, success(201));
-};
-
 /** PUT namespaces/NAME/finalize: replaces spec.finalizers. */
 const finalize: SubresourceHandler = async (c: SubresourceContext) => {
   if (c.req.method !== "PUT")
@@ -127,7 +82,7 @@ async function finalizeNamespace(c: SubresourceContext, next: KubeObject): Promi
 export function builtinSubresources(): Map<string, SubresourceHandler> {
   return new Map([
     ["core/pods/binding", binding],
-    ["core/pods/eviction", eviction],
+    ["core/pods/eviction", serveEviction],
     ["core/namespaces/finalize", finalize],
   ]);
 }

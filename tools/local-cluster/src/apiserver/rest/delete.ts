@@ -41,6 +41,7 @@ export async function deleteObject(
   name: string,
   opts: DeleteOptions,
   ctx: WriteContext,
+  how: { readonly admit?: boolean } = {},
 ): Promise<DeleteResult> {
   const cur = svc.get(def, ns, name);
   const old = cur.obj;
@@ -66,21 +67,23 @@ export async function deleteObject(
       "Invalid",
       "DeleteOptions.gracePeriodSeconds: Invalid value: must be a non-negative integer",
     );
-  await svc.admission.validate({
-    operation: "DELETE",
-    group: def.group,
-    version: def.versions[0],
-    kind: def.kind,
-    resource: def.resource,
-    subResource: "",
-    namespace: ns ?? "",
-    name,
-    object: null,
-    oldObject: old,
-    dryRun: ctx.dryRun,
-    userInfo: ctx.user,
-    options: ctx.options,
-  });
+  // An eviction deletes its pod without DELETE admission (kube-apiserver: rest.ValidateAllObjectFunc).
+  if (how.admit !== false)
+    await svc.admission.validate({
+      operation: "DELETE",
+      group: def.group,
+      version: def.versions[0],
+      kind: def.kind,
+      resource: def.resource,
+      subResource: "",
+      namespace: ns ?? "",
+      name,
+      object: null,
+      oldObject: old,
+      dryRun: ctx.dryRun,
+      userInfo: ctx.user,
+      options: ctx.options,
+    });
   const coll = collOf(def);
   const id = idOf(def, ns, name);
   const obj: KubeObject = cloneJson(old);

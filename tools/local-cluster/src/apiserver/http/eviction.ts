@@ -1,0 +1,186 @@
+/**
+ * POST pods/NAME/eviction (policy/v1 Eviction; policy/v1beta1 bodies are read the same way), as kube-apiserver's
+ * eviction REST (pkg/registry/core/pod/storage/eviction.go):
+ *
+ *   body -> name check -> admission (CREATE pods/eviction, kind policy/v1 Eviction: mutating, then validating;
+ *        virt-api's virt-launcher-eviction-interceptor answers here)
+ *        -> pod terminal, Pending or being deleted?          -> delete (no budget consulted)
+ *        -> PodDisruptionBudgets selecting the pod:  none     -> delete
+ *                                                    two+     -> 500 (the subresource supports one)
+ *                                                    one      -> checkDisruptionBudget(): 429 while the budget is
+ *                                                                unprocessed or spent, else disruptionsAllowed-1 and
+ *                                                                status.disruptedPods[pod] = now, then delete
+ *        -> 201 Status Success
+ *
+ * The pod is deleted with the Eviction's deleteOptions (its grace period, else the pod's), without a second round of
+ * DELETE admission (kube-apiserver deletes through the store with ValidateAllObjectFunc). A dry run consults the
+ * budget and admission but writes nothing.
+ */
+import { ApiError, badRequest, forbidden, internal } from "../errors.ts";
+import type { ResourceDef } from "../resources/types.ts";
+import { type DeleteOptions, deleteObject } from "../rest/delete.ts";
+import { fromLabelSelectorObject, matchLabels } from "../selectors/labels.ts";
+import { isObject, type KubeObject } from "../types.ts";
+import { sendJson } from "./io.ts";
+import type { SubresourceContext } from "./resource-handler.ts";
+
+/** kube-apiserver's cap on `status.disruptedPods` entries (MaxDisruptedPodSize). */
+export const MAX_DISRUPTED_PODS = 2000;
+
+/** The message of every 429 a budget answers (kube-apiserver's, verbatim). */
+export const EVICTION_BUDGET_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget.";
+
+/** The parts of a PodDisruptionBudget the eviction reads and writes. */
+export interface BudgetStatus {
+  observedGeneration?: number;
+  disruptionsAllowed?: number;
+  currentHealthy?: number;
+  desiredHealthy?: number;
+  expectedPods?: number;
+  disruptedPods?: Record<string, string>;
+  conditions?: unknown[];
+}
+
+function tooManyRequests(cause: string): ApiError {
+  return new ApiError(429, "TooManyRequests", EVICTION_BUDGET_MESSAGE, {
+    causes: [{ reason: "DisruptionBudget", message: cause }],
+  });
+}
+
+/**
+ * Decides one eviction against the pod's budget (pure; kube-apiserver's checkAndDecrement): throws the 429 or 403 it
+ * answers, or returns the budget's next status (one disruption fewer, the pod recorded as disrupted at `now`).
+ */
+export function checkDisruptionBudget(pdb: KubeObject, podName: string, now: string): BudgetStatus {
+  const status = (pdb.status ?? {}) as BudgetStatus;
+  const name = pdb.metadata.name ?? "";
+  if ((status.observedGeneration ?? 0) < (pdb.metadata.generation ?? 0))
+    throw tooManyRequests(`The disruption budget ${name} is still being processed by the server.`);
+  const allowed = status.disruptionsAllowed ?? 0;
+  if (allowed < 0)
+    throw forbidden({ group: "policy", resource: "poddisruptionbudgets" }, name, "pdb disruptions allowed is negative");
+  if (Object.keys(status.disruptedPods ?? {}).length > MAX_DISRUPTED_PODS)
+    throw forbidden(
+      { group: "policy", resource: "poddisruptionbudgets" },
+      name,
+      "DisruptedPods map too big - too many evictions not confirmed by PDB controller",
+    );
+  if (allowed === 0)
+    throw tooManyRequests(
+      `The disruption budget ${name} needs ${status.desiredHealthy ?? 0} healthy pods and has ${status.currentHealthy ?? 0} currently`,
+    );
+  return {
+    ...status,
+    disruptionsAllowed: allowed - 1,
+    disruptedPods: { ...status.disruptedPods, [podName]: now },
+  };
+}
+
+/** True when the pod's Ready condition is True. */
+export function podReady(pod: KubeObject): boolean {
+  const conds = (pod.status as { conditions?: unknown[] } | undefined)?.conditions ?? [];
+  return conds.some((c) => isObject(c) && c.type === "Ready" && c.status === "True");
+}
+
+/** Terminal, Pending and terminating pods are evicted without consulting a budget (kube-apiserver canIgnorePDB). */
+function ignoresBudget(pod: KubeObject): boolean {
+  const phase = (pod.status as { phase?: string } | undefined)?.phase;
+  return phase === "Succeeded" || phase === "Failed" || phase === "Pending" || !!pod.metadata.deletionTimestamp;
+}
+
+/** An unready pod goes without using up the budget when its policy (or a healthy budget) allows it. */
+function unhealthyMayGo(pdb: KubeObject, pod: KubeObject): boolean {
+  if (podReady(pod)) return false;
+  const policy = (pdb.spec as { unhealthyPodEvictionPolicy?: string } | undefined)?.unhealthyPodEvictionPolicy;
+  if (policy === "AlwaysAllow") return true;
+  const s = (pdb.status ?? {}) as BudgetStatus;
+  return (
+    (s.observedGeneration ?? 0) >= (pdb.metadata.generation ?? 0) &&
+    (s.desiredHealthy ?? 0) > 0 &&
+    (s.currentHealthy ?? 0) >= (s.desiredHealthy ?? 0)
+  );
+}
+
+function budgetsSelecting(c: SubresourceContext, pod: KubeObject): KubeObject[] {
+  return c.svc.store
+    .list("policy/poddisruptionbudgets", `${pod.metadata.namespace ?? ""}/`)
+    .map((e) => e.obj)
+    .filter((pdb) => {
+      const sel = (pdb.spec as { selector?: Parameters<typeof fromLabelSelectorObject>[0] } | undefined)?.selector;
+      // A budget without a selector selects nothing (policy/v1), one with an empty selector selects every pod.
+      return sel !== undefined && matchLabels(fromLabelSelectorObject(sel), pod.metadata.labels);
+    });
+}
+
+/** Consumes one disruption of the pod's single budget (synchronously: no other write can interleave). */
+async function consumeBudget(c: SubresourceContext, pod: KubeObject, dryRun: boolean): Promise<void> {
+  const budgets = budgetsSelecting(c, pod);
+  if (budgets.length === 0) return;
+  if (budgets.length > 1)
+    throw internal(
+      new Error("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."),
+    );
+  const pdb = budgets[0];
+  if (unhealthyMayGo(pdb, pod)) return;
+  const next = checkDisruptionBudget(pdb, pod.metadata.name ?? "", new Date().toISOString().slice(0, 19) + "Z");
+  if (dryRun) return;
+  const { committed } = c.svc.store.put(
+    "policy/poddisruptionbudgets",
+    `${pdb.metadata.namespace ?? ""}/${pdb.metadata.name ?? ""}`,
+    { ...structuredClone(pdb), status: next },
+  );
+  await committed;
+}
+
+function evictionBody(b: unknown, name: string): KubeObject {
+  if (!isObject(b)) throw badRequest("the body of the request was not an Eviction");
+  const meta = isObject(b.metadata) ? b.metadata : {};
+  if (typeof meta.name === "string" && meta.name !== "" && meta.name !== name)
+    throw badRequest("name in URL does not match name in Eviction object");
+  if (b.deleteOptions !== undefined && b.deleteOptions !== null && !isObject(b.deleteOptions))
+    throw badRequest("the body of the request was not an Eviction: deleteOptions is not an object");
+  return {
+    ...b,
+    apiVersion: typeof b.apiVersion === "string" ? b.apiVersion : "policy/v1",
+    kind: "Eviction",
+    metadata: { ...meta, name, namespace: typeof meta.namespace === "string" ? meta.namespace : undefined },
+  };
+}
+
+/** Runs the admission chain for the eviction as kube-apiserver does (CREATE on pods/eviction). */
+async function admitEviction(c: SubresourceContext, def: ResourceDef, eviction: KubeObject): Promise<KubeObject> {
+  const attrs = {
+    operation: "CREATE" as const,
+    group: def.group,
+    version: c.info.version,
+    kind: "Eviction",
+    objectKind: { group: "policy", version: "v1", kind: "Eviction" },
+    resource: def.resource,
+    subResource: "eviction",
+    namespace: c.info.namespace ?? "",
+    name: c.info.name ?? "",
+    object: eviction,
+    oldObject: null,
+    dryRun: c.ctx.dryRun,
+    userInfo: c.ctx.user,
+    options: c.ctx.options,
+  };
+  const mutated = (await c.svc.admission.mutate(attrs)) ?? eviction;
+  await c.svc.admission.validate({ ...attrs, object: mutated });
+  return mutated;
+}
+
+/** The pods/eviction subresource handler. */
+export async function serveEviction(c: SubresourceContext): Promise<void> {
+  if (c.req.method !== "POST") throw new ApiError(405, "MethodNotAllowed", "only POST is supported on pods/eviction");
+  const name = c.info.name as string;
+  const eviction = await admitEviction(c, c.def, evictionBody(await c.body(), name));
+  const opts = (isObject(eviction.deleteOptions) ? structuredClone(eviction.deleteOptions) : {}) as DeleteOptions & {
+    dryRun?: unknown;
+  };
+  const ctx = Array.isArray(opts.dryRun) && opts.dryRun[0] === "All" ? { ...c.ctx, dryRun: true } : c.ctx;
+  const pod = c.svc.get(c.def, c.info.namespace, name).obj;
+  if (!ignoresBudget(pod)) await consumeBudget(c, pod, ctx.dryRun);
+  await deleteObject(c.svc, c.def, c.info.namespace, name, opts, ctx, { admit: false });
+  sendJson(c.res, 201, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", code: 201 });
+}
