@@ -117,6 +117,8 @@ export const ANNOTATION = {
   restoreRunStrategy: "kubevirt.io/restore-run-strategy",
   /** Target pod -> time the target became ready. */
   migrationTargetReadyTimestamp: "kubevirt.io/migration-target-ready-timestamp",
+  /** VMI (from its VM) -> a bridge-bound pod interface may live-migrate (any value). */
+  allowPodBridgeNetworkLiveMigration: "kubevirt.io/allow-pod-bridge-network-live-migration",
 } as const;
 
 /** Finalizers. */

@@ -147,6 +147,13 @@ export { vmiSchema } from "./schema/vmi-schemas.ts";
 export { activeKubeVirt, emulationAllowed } from "./semantics/cluster-config.ts";
 // Status conditions: read, set in place (transition time kept while the status holds), removed.
 export { findCondition, hasCondition, removeCondition, setCondition } from "./semantics/conditions.ts";
+// The pod network's interface, and KubeVirt's live-migration check of the interfaces (InterfaceNotLiveMigratable).
+export {
+  INTERFACE_NOT_MIGRATABLE_MESSAGE,
+  interfacesMigrationBlocker,
+  podInterface,
+  podNetwork,
+} from "./semantics/interfaces.ts";
 // metav1.LabelSelector: the spec shape and the parsed selector (matching, canonical string).
 export type { LabelSelector, LabelSelectorSpec } from "./semantics/label-selector.ts";
 // LabelSelectorAsSelector: match labels, print the canonical form (status.labelSelector for an HPA).
