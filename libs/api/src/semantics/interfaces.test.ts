@@ -6,14 +6,13 @@ import { INTERFACE_NOT_MIGRATABLE_MESSAGE, interfacesMigrationBlocker, podInterf
 const vmi = (
   iface: Record<string, unknown> | undefined,
   annotations?: Record<string, string>,
-): VirtualMachineInstance =>
-  ({
-    metadata: { name: "v", ...(annotations ? { annotations } : {}) },
-    spec: {
-      domain: { devices: { interfaces: iface ? [{ name: "default", ...iface }] : [] } },
-      networks: [{ name: "default", pod: {} }],
-    },
-  });
+): VirtualMachineInstance => ({
+  metadata: { name: "v", ...(annotations ? { annotations } : {}) },
+  spec: {
+    domain: { devices: { interfaces: iface ? [{ name: "default", ...iface }] : [] } },
+    networks: [{ name: "default", pod: {} }],
+  },
+});
 
 describe("interfacesMigrationBlocker() (KubeVirt's VerifyVMIMigratable)", () => {
   it.each([
