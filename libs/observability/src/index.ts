@@ -4,6 +4,13 @@
 export { FileSpanExporter } from "./file-span-exporter.ts";
 /** The SDK-free tracer provider of a process that exports spans to the trace file only. */
 export { FileTracerProvider } from "./file-tracer.ts";
+/** Log output that drops and counts what it cannot write (full disk, closed pipe) instead of throwing. */
+export {
+  DroppingDestination,
+  type DroppingDestinationOptions,
+  guardStdio,
+  stdoutLogDestination,
+} from "./log-destination.ts";
 /** Structured logger creation and per-object child loggers. */
 export { createLogger, forObject, type Logger, type LoggerOptions, type ObjectIdentity } from "./logger.ts";
 /** Per-app Prometheus registry and metric classes. */

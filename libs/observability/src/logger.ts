@@ -3,6 +3,7 @@
  * never create their own from the environment. Child loggers carry an object's identity (KubeVirt `log.Object`).
  */
 import { type DestinationStream, type Logger, pino } from "pino";
+import { stdoutLogDestination } from "./log-destination.ts";
 
 export type { Logger } from "pino";
 
@@ -12,7 +13,10 @@ export interface LoggerOptions {
   readonly component: string;
   /** Minimum level; default `info`. */
   readonly level?: "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
-  /** Where lines go; default stdout. Tests pass a stream to capture lines. */
+  /**
+   * Where lines go; default the process's stdout destination, which drops and counts lines it cannot write (a full
+   * disk, a closed pipe) instead of throwing. Tests pass a stream to capture lines.
+   */
   readonly destination?: DestinationStream;
 }
 
@@ -25,7 +29,7 @@ export function createLogger(options: LoggerOptions): Logger {
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
-    options.destination ?? pino.destination({ fd: 1, sync: false }),
+    options.destination ?? stdoutLogDestination(),
   );
 }
 

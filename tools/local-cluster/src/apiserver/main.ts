@@ -3,10 +3,9 @@
  * foreground, writes the kubeconfig once it is ready, and stops cleanly (every write committed) on SIGINT/SIGTERM.
  */
 import { readFileSync } from "node:fs";
-import { createLogger } from "@kvt/observability";
+import { createLogger, DroppingDestination } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import { startApiServer } from "./apiserver.ts";
-import { DroppingDestination } from "./log-destination.ts";
 
 await main({
   name: "kvt-apiserver",
