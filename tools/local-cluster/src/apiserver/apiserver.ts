@@ -4,7 +4,7 @@
  * local cluster use.
  */
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -12,6 +12,9 @@ import { type Logger, pino } from "pino";
 import { startVolumeControllers } from "../volumes/start.ts";
 import { defaultStorageClassAdmission, storageProtectionAdmission } from "./admission/storage-admission.ts";
 import { AdmissionChain } from "./admission/types.ts";
+import { ensureBootstrapPolicy } from "./auth/bootstrap-policy.ts";
+import { RbacAuthorizer } from "./auth/rbac.ts";
+import { readTokenFile } from "./auth/token-file.ts";
 import { startControllers } from "./controllers/index.ts";
 import type { ProxyClientCert } from "./extensions/aggregation.ts";
 import { installExtensions } from "./extensions/install-extensions.ts";
@@ -22,6 +25,7 @@ import type { SubresourceHandler } from "./http/resource-handler.ts";
 import { type AggregatedApi, createApiHttpServer, type UserInfo } from "./http/server.ts";
 import { tokenRequest } from "./http/token-request.ts";
 import { writeKubeconfig } from "./kubeconfig.ts";
+import { makeDataDirPrivate } from "./private-data-dir.ts";
 import { ResourceRegistry } from "./resources/registry.ts";
 import { ResourceService, systemContext } from "./rest/service.ts";
 import { Store } from "./storage/store.ts";
@@ -49,6 +53,11 @@ export interface ApiServerOptions {
    * only to existing PersistentVolumes.
    */
   readonly storageDir?: string;
+  /**
+   * Static bearer tokens (kube-apiserver `--token-auth-file`: `token,user,uid,"groups"` lines), read at start: the
+   * local cluster's scheduler and kubelets authenticate with them.
+   */
+  readonly tokenAuthFile?: string;
 }
 
 /** A running server. */
@@ -79,9 +88,10 @@ const BOOT_NAMESPACES = ["default", "kube-system", "kube-public", "kube-node-lea
 /**
  * KubeVirt's service accounts the local cluster's components run as (namespace `kubevirt`): each gets its own token
  * and a kubeconfig `kubeconfig-<account>` beside the admin one, so admission sees virt-controller and virt-handler
- * as KubeVirt does on a real cluster (virt-api lets only them change a VMI's spec and reserved labels).
+ * as KubeVirt does on a real cluster (virt-api lets only them change a VMI's spec and reserved labels), and RBAC
+ * gives each what deploy/'s roles grant that account.
  */
-export const KUBEVIRT_SERVICE_ACCOUNTS = ["kubevirt-controller", "kubevirt-handler"] as const;
+export const KUBEVIRT_SERVICE_ACCOUNTS = ["kubevirt-apiserver", "kubevirt-controller", "kubevirt-handler"] as const;
 
 function loadToken(dataDir: string | undefined, file = "token"): string {
   if (dataDir) {
@@ -98,7 +108,7 @@ function loadToken(dataDir: string | undefined, file = "token"): string {
 export async function startApiServer(options: ApiServerOptions): Promise<ApiServerHandle> {
   if (!options.dataDir && !options.inMemory) throw new Error("startApiServer: give dataDir or inMemory: true");
   const logger = options.logger ?? pino({ level: "silent" });
-  if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
+  if (options.dataDir) makeDataDirPrivate(options.dataDir, "state.db");
   const store = Store.open({
     path: options.dataDir ? join(options.dataDir, "state.db") : undefined,
     historyMs: options.historyMs,
@@ -115,6 +125,8 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   for (const ns of BOOT_NAMESPACES)
     if (nsDef && !store.get("core/namespaces", ns))
       await service.create(nsDef, "v1", undefined, { metadata: { name: ns } }, systemContext());
+  await ensureBootstrapPolicy(service);
+  const authorizer = new RbacAuthorizer(store);
   const certs = options.tls === false ? undefined : await loadOrGenerateCerts(options.dataDir);
   const controllers = startControllers(service, logger, certs?.caCert);
   const volumes = await startVolumeControllers(service, options.storageDir, logger);
@@ -132,6 +144,8 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     });
     return { sa, token: t };
   });
+  for (const t of options.tokenAuthFile ? readTokenFile(options.tokenAuthFile) : [])
+    tokens.set(t.token, { username: t.username, groups: [...t.groups, "system:authenticated"] });
   subresources.set("core/serviceaccounts/token", tokenRequest(tokens));
   const server = createApiHttpServer(
     {
@@ -140,6 +154,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       openapi,
       logger,
       tokens,
+      authorizer,
       subresources,
       aggregated,
     },
@@ -152,6 +167,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     subresources,
     aggregated,
     tokens,
+    authorizer,
     logger,
     proxyClient: options.proxyClient,
   });

@@ -12,7 +12,7 @@ await main({
   version: "0.1.0",
   summary: "an embedded Kubernetes-compatible API server (node:sqlite storage) for the local cluster",
   usage:
-    "--data-dir DIR --kubeconfig FILE [--port N] [--log-level LEVEL] [--storage-dir DIR] [--proxy-client-cert FILE --proxy-client-key FILE]",
+    "--data-dir DIR --kubeconfig FILE [--port N] [--log-level LEVEL] [--storage-dir DIR] [--proxy-client-cert FILE --proxy-client-key FILE] [--token-auth-file FILE]",
   flags: {
     "data-dir": { type: "string" },
     kubeconfig: { type: "string" },
@@ -21,6 +21,7 @@ await main({
     "storage-dir": { type: "string" },
     "proxy-client-cert": { type: "string" },
     "proxy-client-key": { type: "string" },
+    "token-auth-file": { type: "string" },
   },
   details: [
     "  --data-dir DIR      where the SQLite state lives (created if missing)",
@@ -30,6 +31,7 @@ await main({
     "  --storage-dir DIR   the local-path provisioner's volume directories (and the default StorageClass local-path)",
     "  --proxy-client-cert FILE, --proxy-client-key FILE",
     "                      front-proxy client certificate (PEM) presented to aggregated API servers (APIServices)",
+    '  --token-auth-file FILE  static bearer tokens, one `token,user,uid,"group1,group2"` line each',
   ],
   async run({ values }, signal) {
     const dataDir = values["data-dir"];
@@ -71,6 +73,7 @@ await main({
       logger,
       proxyClient,
       storageDir: values["storage-dir"],
+      tokenAuthFile: values["token-auth-file"],
     });
     process.stdout.write(`kvt-apiserver listening on ${server.url}; kubeconfig: ${server.kubeconfigPath}\n`);
     await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));

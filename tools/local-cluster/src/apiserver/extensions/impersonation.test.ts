@@ -53,11 +53,27 @@ afterAll(async () => {
 
 describe("impersonation", () => {
   it("acts as the impersonated user (kubectl --as/--as-group), system:authenticated added", async () => {
+    // RBAC: the impersonated user acts with its own permissions, so the group devs may create configmaps.
+    const rbac = "/apis/rbac.authorization.k8s.io/v1";
+    const grant = { apiGroups: [""], resources: ["configmaps"], verbs: ["create"] };
+    await call(api, "POST", `${rbac}/clusterroles`, { metadata: { name: "cm-creator" }, rules: [grant] });
+    await call(api, "POST", `${rbac}/clusterrolebindings`, {
+      metadata: { name: "devs-create-cm" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cm-creator" },
+      subjects: [{ kind: "Group", name: "devs" }],
+    });
     const out = await k.run(["create", "configmap", "c1", "--as=alice", "--as-group=devs"]);
     expect(out.stdout.trim()).toBe("configmap/c1 created");
     expect(users.at(-1)).toEqual({ username: "alice", groups: ["devs", "system:authenticated"] });
     await call(api, "POST", "/api/v1/namespaces/default/configmaps", { metadata: { name: "c2" } });
     expect(users.at(-1)).toEqual({ username: "kubernetes-admin", groups: ["system:masters", "system:authenticated"] });
+  });
+
+  it("acts with the impersonated user's permissions, not the impersonator's (kube-apiserver's 403)", async () => {
+    const out = await k.run(["create", "configmap", "c3", "--as=bob"]);
+    expect(out.stderr.trim()).toBe(
+      'error: failed to create configmap: configmaps is forbidden: User "bob" cannot create resource "configmaps" in API group "" in the namespace "default"',
+    );
   });
 
   it("refuses groups without a user", async () => {

@@ -5,12 +5,18 @@
  *
  *   token -> user --(Impersonate-* headers, allowed)--> impersonated user (+ system:authenticated)
  *
- * Who may impersonate: this server has no RBAC, so members of `system:masters` may (as cluster-admin may on a
- * real cluster); anyone else gets kube-apiserver's 403.
+ * Who may impersonate: whom the authorizer allows the verb `impersonate` on each thing asked for, in kube's order:
+ * the user (`users` NAME, or `serviceaccounts` NAME in its namespace for `system:serviceaccount:NS:NAME`), each
+ * group (`groups`), each extra value (`authentication.k8s.io` `userextras/KEY`) and the uid (`uids`); the first
+ * refusal is kube-apiserver's 403 naming it. An impersonated ServiceAccount without groups gets its fixed groups.
  */
 import type { IncomingHttpHeaders } from "node:http";
-import { ApiError, internal } from "../errors.ts";
+import type { Attributes, Authorizer } from "../auth/rbac.ts";
+import { forbiddenError } from "../auth/request-attributes.ts";
+import { internal } from "../errors.ts";
 import type { UserInfo } from "../http/server.ts";
+
+const SA_PREFIX = "system:serviceaccount:";
 
 function values(headers: IncomingHttpHeaders, name: string): string[] {
   const v = headers[name];
@@ -18,8 +24,33 @@ function values(headers: IncomingHttpHeaders, name: string): string[] {
   return (Array.isArray(v) ? v : [v]).map((s) => s.trim()).filter((s) => s !== "");
 }
 
-/** The user a request acts as: `user` itself, or whom its Impersonate-* headers name (403 when not allowed). */
-export function impersonatedUser(user: UserInfo, headers: IncomingHttpHeaders): UserInfo {
+function impersonating(user: UserInfo, resource: string, name: string, more: Partial<Attributes> = {}): Attributes {
+  return { user, verb: "impersonate", resourceRequest: true, apiGroup: "", resource, name, ...more };
+}
+
+/** What asking to act as `username` with `groups`, extras and uid needs allowed, in kube's order. */
+function impersonationRequests(user: UserInfo, username: string, groups: string[], headers: IncomingHttpHeaders) {
+  const out: Attributes[] = [];
+  const sa = username.startsWith(SA_PREFIX) ? username.slice(SA_PREFIX.length).split(":") : undefined;
+  if (sa?.length === 2) out.push(impersonating(user, "serviceaccounts", sa[1], { namespace: sa[0] }));
+  else out.push(impersonating(user, "users", username));
+  for (const g of groups) out.push(impersonating(user, "groups", g));
+  const auth = { apiGroup: "authentication.k8s.io" };
+  for (const h of Object.keys(headers)
+    .filter((k) => k.startsWith("impersonate-extra-"))
+    .sort()) {
+    const key = decodeURIComponent(h.slice("impersonate-extra-".length));
+    for (const v of values(headers, h)) out.push(impersonating(user, "userextras", v, { ...auth, subresource: key }));
+  }
+  for (const uid of values(headers, "impersonate-uid")) out.push(impersonating(user, "uids", uid, auth));
+  return { out, serviceAccountNamespace: sa?.length === 2 ? sa[0] : undefined };
+}
+
+/**
+ * The user a request acts as: `user` itself, or whom its Impersonate-* headers name when `authorizer` allows each
+ * part (kube-apiserver's 403 otherwise).
+ */
+export function impersonatedUser(user: UserInfo, headers: IncomingHttpHeaders, authorizer: Authorizer): UserInfo {
   const username = values(headers, "impersonate-user")[0];
   const groups = values(headers, "impersonate-group").flatMap((g) => g.split(",").map((s) => s.trim()));
   const hasExtra = Object.keys(headers).some((h) => h.startsWith("impersonate-extra-"));
@@ -29,14 +60,16 @@ export function impersonatedUser(user: UserInfo, headers: IncomingHttpHeaders): 
       throw internal(new Error("requested impersonation of groups, extra or uid without impersonating a user"));
     return user;
   }
-  if (!user.groups.includes("system:masters"))
-    throw new ApiError(
-      403,
-      "Forbidden",
-      `users "${username}" is forbidden: User "${user.username}" cannot impersonate resource "users" in API group "" at the cluster scope`,
-      { name: username, kind: "users" },
-    );
-  const all = groups.filter((g) => g !== "");
+  const asked = groups.filter((g) => g !== "");
+  const { out, serviceAccountNamespace } = impersonationRequests(user, username, asked, headers);
+  for (const attrs of out) {
+    const d = authorizer.authorize(attrs);
+    if (!d.allowed) throw forbiddenError(attrs, d.reason);
+  }
+  const all =
+    asked.length === 0 && serviceAccountNamespace !== undefined
+      ? ["system:serviceaccounts", `system:serviceaccounts:${serviceAccountNamespace}`]
+      : asked;
   if (username !== "system:anonymous" && !all.includes("system:authenticated")) all.push("system:authenticated");
   return { username, groups: all };
 }

@@ -9,6 +9,7 @@
 import type { Server } from "node:http";
 import type { Logger } from "pino";
 import type { AdmissionChain } from "../admission/types.ts";
+import type { Authorizer } from "../auth/rbac.ts";
 import type { SubresourceHandler } from "../http/resource-handler.ts";
 import type { AggregatedApi, UserInfo } from "../http/server.ts";
 import type { ResourceService } from "../rest/service.ts";
@@ -25,6 +26,8 @@ export interface ExtensionTargets {
   readonly subresources: Map<string, SubresourceHandler>;
   readonly aggregated: AggregatedApi[];
   readonly tokens: ReadonlyMap<string, UserInfo>;
+  /** Decides upgraded requests as the server decides the others. */
+  readonly authorizer: Authorizer;
   readonly logger: Logger;
   /** The front-proxy client certificate for aggregated APIs (kube-apiserver `--proxy-client-cert-file`). */
   readonly proxyClient?: ProxyClientCert;
@@ -46,7 +49,7 @@ export function installExtensions(t: ExtensionTargets): Extensions {
     t.proxyClient,
   );
   aggregator.start();
-  const upgrades = upgradeHandler(t.tokens, t.aggregated, t.logger);
+  const upgrades = upgradeHandler(t.tokens, t.aggregated, t.logger, t.authorizer);
   t.server.on("upgrade", upgrades.listener);
   if (!t.subresources.has("core/pods/log")) t.subresources.set("core/pods/log", podLogs);
   return {

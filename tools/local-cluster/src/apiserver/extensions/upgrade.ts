@@ -4,15 +4,16 @@
  * the raw socket with a Status: 401 without a valid token, 404 for a path nothing upgrades.
  *
  *   GET /apis/subresources.kubevirt.io/v1/namespaces/NS/virtualmachineinstances/NAME/console  (Upgrade: websocket)
- *     -> token -> user -> AggregatedGroup.upgrade() -> virt-api (101, then bytes both ways)
+ *     -> token -> user -> RBAC (get virtualmachineinstances/console) -> AggregatedGroup.upgrade() -> virt-api (101, then bytes both ways)
  */
 import { timingSafeEqual } from "node:crypto";
 import { type IncomingMessage, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
+import { authorizeRequest } from "../auth/authorize-request.ts";
+import type { Authorizer } from "../auth/rbac.ts";
 import { ApiError } from "../errors.ts";
 import type { AggregatedApi, UserInfo } from "../http/server.ts";
-import { impersonatedUser } from "./impersonation.ts";
 
 /** An aggregated API that can relay upgrades. */
 interface Upgradable extends AggregatedApi {
@@ -52,6 +53,7 @@ export function upgradeHandler(
   tokens: ReadonlyMap<string, UserInfo>,
   aggregated: readonly AggregatedApi[],
   logger: Logger,
+  authorizer: Authorizer,
 ): UpgradeHandler {
   const open = new Set<Duplex>();
   const listener = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
@@ -64,7 +66,7 @@ export function upgradeHandler(
         refuseUpgrade(socket, new ApiError(401, "Unauthorized", "Unauthorized"));
         return;
       }
-      const user = impersonatedUser(authenticated, req.headers);
+      const user = authorizeRequest(authorizer, authenticated, req, new URL(req.url ?? "/", "http://localhost"));
       const parts = (req.url ?? "/").split("?")[0]?.split("/") ?? [];
       const api =
         parts[1] === "apis"

@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
+import type { Authorizer } from "../auth/rbac.ts";
 import { ApiError, badRequest, expired, methodNotAllowed, notFound, tooLargeResourceVersion } from "../errors.ts";
 import type { ResourceDef } from "../resources/types.ts";
 import { collOf, groupVersion } from "../resources/types.ts";
@@ -46,6 +47,8 @@ export interface ResourceHandlerDeps {
   readonly hub: WatchHub;
   readonly subresources: ReadonlyMap<string, SubresourceHandler>;
   readonly logger: Logger;
+  /** Answers review resources (SelfSubjectAccessReview, SubjectAccessReview). */
+  readonly authorizer: Authorizer;
 }
 
 interface ContinueToken {
@@ -181,7 +184,7 @@ export async function handleResource(
         kind: def.kind,
         metadata: isObject(b.metadata) ? b.metadata : {},
       } as KubeObject;
-      sendJson(res, 201, def.strategy.review(obj, user));
+      sendJson(res, 201, def.strategy.review(obj, user, deps.authorizer));
       return;
     }
     if (!def.verbs.includes(method === "GET" ? "list" : method === "POST" ? "create" : "deletecollection"))

@@ -2,6 +2,7 @@
  * The HTTP front of the API server. Request pipeline:
  *
  *   request -> authentication (bearer token; 401)
+ *           -> impersonation and RBAC authorization (../auth; 403)
  *           -> non-resource paths: /version /healthz /livez /readyz /openapi/v3[/...] (/openapi/v2 is 404)
  *           -> discovery: /api /apis /apis/<g> /api/v1 /apis/<g>/<v>   (aggregated v2 or legacy)
  *           -> aggregated API groups (extension point: a handler owns /apis/<group>/<version>/...)
@@ -13,9 +14,10 @@ import { timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { Logger } from "pino";
+import { authorizeRequest } from "../auth/authorize-request.ts";
+import type { Authorizer } from "../auth/rbac.ts";
 import { ApiError, notFound, toApiError } from "../errors.ts";
 import { legacyAggregatedGroup } from "../extensions/discovery-convert.ts";
-import { impersonatedUser } from "../extensions/impersonation.ts";
 import type { ResourceService } from "../rest/service.ts";
 import type { WatchHub } from "../watch/hub.ts";
 import {
@@ -66,6 +68,8 @@ export interface HttpDeps {
   readonly logger: Logger;
   /** Bearer tokens and who they are. */
   readonly tokens: ReadonlyMap<string, UserInfo>;
+  /** Decides every authenticated request (RBAC). */
+  readonly authorizer: Authorizer;
   readonly subresources: Map<string, SubresourceHandler>;
   readonly aggregated: AggregatedApi[];
 }
@@ -113,7 +117,7 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
   if (path === "/healthz" || path === "/livez" || path === "/readyz") return health(deps, res, path, url.searchParams);
   const authenticated = authenticate(deps, req);
   if (!authenticated) throw new ApiError(401, "Unauthorized", "Unauthorized");
-  const user = impersonatedUser(authenticated, req.headers);
+  const user = authorizeRequest(deps.authorizer, authenticated, req, url);
   const { registry } = deps.svc;
   const method = req.method ?? "GET";
   if (method === "GET") {

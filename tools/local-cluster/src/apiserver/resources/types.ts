@@ -1,4 +1,5 @@
 /** The description of one served resource (a built-in or a CRD), which every layer of the server reads. */
+import type { Authorizer, AuthUser } from "../auth/rbac.ts";
 import type { StatusCause } from "../errors.ts";
 import type { FieldGetter } from "../selectors/fields.ts";
 import type { Json, KubeObject } from "../types.ts";
@@ -28,7 +29,7 @@ export interface Strategy {
   /**
    * A create-only review resource (e.g. SelfSubjectAccessReview): answers POST from the request, stores nothing.
    */
-  review?(obj: KubeObject, user: { readonly username: string; readonly groups: readonly string[] }): KubeObject;
+  review?(obj: KubeObject, user: AuthUser, authorizer: Authorizer): KubeObject;
   /** Default grace period for a delete without one (pods: terminationGracePeriodSeconds). */
   gracePeriod?(obj: KubeObject): number;
 }

@@ -1,0 +1,300 @@
+/**
+ * RBAC enforced by a real API server, with the release's roles (deploy/, applied as the local cluster applies them)
+ * and the bootstrap roles: each component's credentials do what its role grants and nothing else. Each denial here
+ * was allowed before the server had an authorizer (every authenticated request was).
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { KubeConfig } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { componentIdentities, ensureComponentTokens } from "../../cluster/component-identities.ts";
+import { applyReleaseRbac } from "../../cluster/release-rbac.ts";
+import { type ApiServerHandle, startApiServer } from "../apiserver.ts";
+import { type Answer, call } from "../extensions/testdata/fixtures.ts";
+import { type Kubectl, kubectl } from "../testdata/kubectl.ts";
+
+const PROJECT_ROOT = fileURLToPath(new URL("../../../../../", import.meta.url));
+let api: ApiServerHandle;
+let dir: string;
+let k: Kubectl;
+const token: Record<string, string> = {};
+
+const HANDLER = "system:serviceaccount:kubevirt:kubevirt-handler";
+
+function accountToken(sa: string): string {
+  const kc = parse(readFileSync(join(dirname(api.kubeconfigPath), `kubeconfig-${sa}`), "utf8")) as {
+    users: { user: { token: string } }[];
+  };
+  return kc.users[0].user.token;
+}
+
+/** A request with `who`'s token (and any impersonation headers). */
+function as(
+  who: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
+  const ct = method === "PATCH" ? "application/merge-patch+json" : "application/json";
+  return call(api, method, path, body, ct, { authorization: `Bearer ${token[who]}`, ...headers });
+}
+
+function expectForbidden(r: Answer, message: string): void {
+  expect(r.code, r.text).toBe(403);
+  expect(r.body).toMatchObject({ kind: "Status", status: "Failure", reason: "Forbidden", code: 403, message });
+}
+
+function expectAllowed(r: Answer): void {
+  expect(r.code, r.text).not.toBe(403);
+  expect(r.code, r.text).toBeLessThan(500);
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "kvt-rbac-"));
+  const tokenFile = join(dir, "token-auth.csv");
+  const ids = ensureComponentTokens(tokenFile, componentIdentities(["node01"]));
+  api = await startApiServer({ inMemory: true, tokenAuthFile: tokenFile });
+  token.scheduler = ids[0].token;
+  token.node01 = ids[1].token;
+  for (const sa of ["kubevirt-apiserver", "kubevirt-controller", "kubevirt-handler"]) token[sa] = accountToken(sa);
+  token.admin = api.token;
+  expect((await call(api, "POST", "/api/v1/namespaces", { metadata: { name: "kubevirt" } })).code).toBe(201);
+  const kc = new KubeConfig();
+  kc.loadFromFile(api.kubeconfigPath);
+  await applyReleaseRbac(kc, PROJECT_ROOT);
+  k = kubectl(api.kubeconfigPath);
+}, 60_000);
+
+afterAll(async () => {
+  k?.cleanup();
+  await api?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("virt-handler's ServiceAccount (deploy/virt-handler/rbac.yaml)", () => {
+  it("cannot list Secrets cluster-wide nor in a namespace", async () => {
+    expectForbidden(
+      await as("kubevirt-handler", "GET", "/api/v1/secrets"),
+      `secrets is forbidden: User "${HANDLER}" cannot list resource "secrets" in API group "" at the cluster scope`,
+    );
+    expectForbidden(
+      await as("kubevirt-handler", "GET", "/api/v1/namespaces/default/secrets?watch=true"),
+      `secrets is forbidden: User "${HANDLER}" cannot watch resource "secrets" in API group "" in the namespace "default"`,
+    );
+  });
+
+  it("cannot create or delete namespaces", async () => {
+    expectForbidden(
+      await as("kubevirt-handler", "POST", "/api/v1/namespaces", { metadata: { name: "evil" } }),
+      `namespaces is forbidden: User "${HANDLER}" cannot create resource "namespaces" in API group "" at the cluster scope`,
+    );
+    expectForbidden(
+      await as("kubevirt-handler", "DELETE", "/api/v1/namespaces/default"),
+      `namespaces "default" is forbidden: User "${HANDLER}" cannot delete resource "namespaces" in API group "" in the namespace "default"`,
+    );
+    expect((await call(api, "GET", "/api/v1/namespaces/default")).body.status).toEqual({ phase: "Active" });
+  });
+
+  it("does what its role grants: a migration Secret by name, VMI patches, node status", async () => {
+    expectAllowed(await as("kubevirt-handler", "GET", "/api/v1/namespaces/default/secrets/kubevirt-migration-x"));
+    expectAllowed(
+      await as("kubevirt-handler", "PATCH", "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/v", {}),
+    );
+    expectAllowed(await as("kubevirt-handler", "PATCH", "/api/v1/nodes/node01/status", {}));
+    expectForbidden(
+      await as("kubevirt-handler", "DELETE", "/api/v1/nodes/node01"),
+      `nodes "node01" is forbidden: User "${HANDLER}" cannot delete resource "nodes" in API group "" at the cluster scope`,
+    );
+  });
+
+  it("cannot impersonate anyone", async () => {
+    expectForbidden(
+      await as("kubevirt-handler", "GET", "/api/v1/pods", undefined, {
+        "impersonate-user": "system:serviceaccount:kubevirt:kubevirt-controller",
+      }),
+      `serviceaccounts "kubevirt-controller" is forbidden: User "${HANDLER}" cannot impersonate resource "serviceaccounts" in API group "" in the namespace "kubevirt"`,
+    );
+    expectForbidden(
+      await as("kubevirt-handler", "GET", "/api/v1/pods", undefined, {
+        "impersonate-user": "admin",
+        "impersonate-group": "system:masters",
+      }),
+      `users "admin" is forbidden: User "${HANDLER}" cannot impersonate resource "users" in API group "" at the cluster scope`,
+    );
+  });
+});
+
+describe("impersonation", () => {
+  it("an impersonated ServiceAccount gets its own permissions: it cannot read Secrets", async () => {
+    const sa = "system:serviceaccount:default:default";
+    expectForbidden(
+      await as("admin", "GET", "/api/v1/namespaces/default/secrets", undefined, { "impersonate-user": sa }),
+      `secrets is forbidden: User "${sa}" cannot list resource "secrets" in API group "" in the namespace "default"`,
+    );
+    expectForbidden(
+      await as("admin", "GET", "/api/v1/secrets", undefined, { "impersonate-user": sa }),
+      `secrets is forbidden: User "${sa}" cannot list resource "secrets" in API group "" at the cluster scope`,
+    );
+  });
+
+  it("virt-api may act as its caller, and then has the caller's permissions only", async () => {
+    const r = await as("kubevirt-apiserver", "GET", "/api/v1/namespaces/default/secrets", undefined, {
+      "impersonate-user": "alice",
+      "impersonate-group": "devs",
+    });
+    expectForbidden(
+      r,
+      'secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "default"',
+    );
+    expectForbidden(
+      await as("kubevirt-apiserver", "GET", "/api/v1/secrets"),
+      'secrets is forbidden: User "system:serviceaccount:kubevirt:kubevirt-apiserver" cannot list resource "secrets" in API group "" at the cluster scope',
+    );
+  });
+});
+
+describe("the scheduler (system:kube-scheduler) and a kubelet (system:node:node01 in system:nodes)", () => {
+  it("the scheduler binds pods but cannot delete them nor read Secrets", async () => {
+    expectAllowed(await as("scheduler", "GET", "/api/v1/pods?watch=true&timeoutSeconds=1"));
+    expectAllowed(
+      await as("scheduler", "POST", "/api/v1/namespaces/default/pods/p/binding", {
+        apiVersion: "v1",
+        kind: "Binding",
+        metadata: { name: "p" },
+        target: { kind: "Node", name: "node01" },
+      }),
+    );
+    expectForbidden(
+      await as("scheduler", "DELETE", "/api/v1/namespaces/default/pods/p"),
+      'pods "p" is forbidden: User "system:kube-scheduler" cannot delete resource "pods" in API group "" in the namespace "default"',
+    );
+    expectForbidden(
+      await as("scheduler", "GET", "/api/v1/secrets"),
+      'secrets is forbidden: User "system:kube-scheduler" cannot list resource "secrets" in API group "" at the cluster scope',
+    );
+  });
+
+  it("a kubelet registers its node and reads a pod's Secret, but cannot list Secrets or delete namespaces", async () => {
+    const node = { apiVersion: "v1", kind: "Node", metadata: { name: "node01" } };
+    expect((await as("node01", "POST", "/api/v1/nodes", node)).code).toBe(201);
+    expectAllowed(await as("node01", "GET", "/api/v1/namespaces/default/secrets/s"));
+    expectForbidden(
+      await as("node01", "GET", "/api/v1/secrets"),
+      'secrets is forbidden: User "system:node:node01" cannot list resource "secrets" in API group "" at the cluster scope',
+    );
+    expectForbidden(
+      await as("node01", "DELETE", "/api/v1/namespaces/kubevirt"),
+      'namespaces "kubevirt" is forbidden: User "system:node:node01" cannot delete resource "namespaces" in API group "" in the namespace "kubevirt"',
+    );
+  });
+
+  it("every authenticated identity may read discovery and the version (system:discovery), not other paths", async () => {
+    for (const who of ["scheduler", "node01", "kubevirt-handler"]) {
+      expect((await as(who, "GET", "/apis")).code).toBe(200);
+      expect((await as(who, "GET", "/api/v1")).code).toBe(200);
+      expect((await as(who, "GET", "/version")).code).toBe(200);
+    }
+    expectForbidden(
+      await as("node01", "GET", "/metrics"),
+      'forbidden: User "system:node:node01" cannot get path "/metrics"',
+    );
+  });
+});
+
+describe("roles and bindings", () => {
+  const bob = { "impersonate-user": "bob" };
+  const put = (path: string, body: unknown): Promise<Answer> => call(api, "POST", path, body);
+
+  beforeAll(async () => {
+    for (const ns of ["team", "other"]) await put("/api/v1/namespaces", { metadata: { name: ns } });
+    const rbac = "/apis/rbac.authorization.k8s.io/v1";
+    await put(`${rbac}/clusterroles`, {
+      metadata: { name: "cm-reader-part", labels: { "example.com/aggregate-to-cm": "true" } },
+      rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "get"] }],
+    });
+    await put(`${rbac}/clusterroles`, {
+      metadata: { name: "cm-reader" },
+      aggregationRule: { clusterRoleSelectors: [{ matchLabels: { "example.com/aggregate-to-cm": "true" } }] },
+    });
+    await put(`${rbac}/namespaces/team/rolebindings`, {
+      metadata: { name: "bob-reads" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cm-reader" },
+      subjects: [{ kind: "User", name: "bob" }],
+    });
+    await put(`${rbac}/namespaces/other/roles`, {
+      metadata: { name: "one-secret" },
+      rules: [{ apiGroups: [""], resources: ["secrets"], verbs: ["get"], resourceNames: ["shared"] }],
+    });
+    await put(`${rbac}/namespaces/other/rolebindings`, {
+      metadata: { name: "bob-one-secret" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "one-secret" },
+      subjects: [{ kind: "User", name: "bob" }],
+    });
+    await put(`${rbac}/namespaces/default/rolebindings`, {
+      metadata: { name: "dangling" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "nope" },
+      subjects: [{ kind: "User", name: "bob" }],
+    });
+  });
+
+  it("a RoleBinding to an aggregated ClusterRole grants its rules in the binding's namespace only", async () => {
+    expect((await as("admin", "GET", "/api/v1/namespaces/team/configmaps", undefined, bob)).code).toBe(200);
+    expectForbidden(
+      await as("admin", "GET", "/api/v1/namespaces/other/configmaps", undefined, bob),
+      'configmaps is forbidden: User "bob" cannot list resource "configmaps" in API group "" in the namespace "other"',
+    );
+  });
+
+  it("resourceNames limit a rule to the named objects", async () => {
+    expect((await as("admin", "GET", "/api/v1/namespaces/other/secrets/shared", undefined, bob)).code).toBe(404);
+    expectForbidden(
+      await as("admin", "GET", "/api/v1/namespaces/other/secrets/private", undefined, bob),
+      'secrets "private" is forbidden: User "bob" cannot get resource "secrets" in API group "" in the namespace "other"',
+    );
+  });
+
+  it("a binding to a missing role is the denial's reason, as kube-apiserver says it", async () => {
+    expectForbidden(
+      await as("admin", "GET", "/api/v1/namespaces/default/pods", undefined, bob),
+      'pods is forbidden: User "bob" cannot list resource "pods" in API group "" in the namespace "default": RBAC: role.rbac.authorization.k8s.io "nope" not found',
+    );
+  });
+});
+
+describe("access reviews (kubectl auth can-i)", () => {
+  it("answers for a component as its requests are answered", async () => {
+    const can = (args: string[]) => k.run(["auth", "can-i", ...args, `--as=${HANDLER}`]);
+    const no = await can(["list", "secrets", "--all-namespaces"]);
+    expect([no.code, no.stdout.trim()]).toEqual([1, "no"]);
+    const yes = await can(["patch", "nodes", "--subresource=status"]);
+    expect([yes.code, yes.stdout.trim()]).toEqual([0, "yes"]);
+    const admin = await k.run(["auth", "can-i", "delete", "namespaces"]);
+    expect(admin.stdout.trim()).toBe("yes");
+  });
+
+  it("answers a SubjectAccessReview for its creator when RBAC lets them create one", async () => {
+    const review = {
+      apiVersion: "authorization.k8s.io/v1",
+      kind: "SubjectAccessReview",
+      spec: {
+        user: "system:kube-scheduler",
+        resourceAttributes: { verb: "create", resource: "pods", subresource: "binding", namespace: "x" },
+      },
+    };
+    const r = await call(api, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review);
+    expect(r.code).toBe(201);
+    expect(r.body.status).toEqual({
+      allowed: true,
+      reason:
+        'RBAC: allowed by ClusterRoleBinding "system:kube-scheduler" of ClusterRole "system:kube-scheduler" to User "system:kube-scheduler"',
+    });
+    expectForbidden(
+      await as("kubevirt-handler", "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review),
+      `subjectaccessreviews.authorization.k8s.io is forbidden: User "${HANDLER}" cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io" at the cluster scope`,
+    );
+  });
+});
