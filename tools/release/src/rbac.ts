@@ -266,7 +266,14 @@ const api: ComponentRules = {
       verbs: ["get", "patch"],
       why:
         "webhooks/admitters.ts validateMigrationCreate: client.getVmi (own identity); " +
-        "subresources/vm-lifecycle.ts: internal.patchVmi (grace period on stop, as kubevirt-apiserver)",
+        "subresources/vm-lifecycle.ts: internal.patchVmi (grace period on stop, as kubevirt-apiserver); " +
+        "webhooks/pod-eviction-admitter.ts: getVmi and patchVmi (status.evacuationNodeName on a launcher's eviction)",
+    },
+    {
+      apiGroups: [""],
+      resources: ["pods"],
+      verbs: ["get"],
+      why: "webhooks/pod-eviction-admitter.ts RestEvictionCluster.getPod (the pod an eviction names, in any namespace)",
     },
     {
       apiGroups: [KV],
@@ -304,6 +311,14 @@ const api: ComponentRules = {
       resources: ["pods"],
       verbs: ["list"],
       why: "handler/handler-client.ts PodHandlerLocator: listPods(kubevirt.io=virt-handler, spec.nodeName=<node>)",
+    },
+    {
+      apiGroups: [KV],
+      resources: ["kubevirts"],
+      verbs: ["list"],
+      why:
+        "webhooks/pod-eviction-admitter.ts RestEvictionCluster.clusterEvictionStrategy (spec.configuration." +
+        "evictionStrategy of the KubeVirt CR)",
     },
   ],
 };

@@ -22,6 +22,12 @@ interface WebhookSpec {
   readonly group: string;
   readonly version: string;
   readonly operations: readonly string[];
+  /** Default `None`. */
+  readonly sideEffects?: "None" | "NoneOnDryRun";
+  /** Default `["v1"]`. */
+  readonly admissionReviewVersions?: readonly string[];
+  /** CEL conditions the API server checks before calling (admissionregistration.k8s.io/v1 matchConditions). */
+  readonly matchConditions?: readonly { readonly name: string; readonly expression: string }[];
 }
 
 const MUTATING: readonly WebhookSpec[] = [
@@ -52,6 +58,28 @@ const MUTATING: readonly WebhookSpec[] = [
 ];
 
 const VALIDATING: readonly WebhookSpec[] = [
+  // Evictions of launcher pods start an evacuation (pod-eviction-admitter.ts); of hotplug volume pods, are refused.
+  {
+    name: "virt-launcher-eviction-interceptor.kubevirt.io",
+    path: "/pod-eviction-validate",
+    resources: ["pods/eviction"],
+    group: "",
+    version: "v1",
+    operations: ["*"],
+    sideEffects: "NoneOnDryRun",
+    matchConditions: [{ name: "only-vms", expression: 'object.metadata.name.startsWith("virt-launcher")' }],
+  },
+  {
+    name: "hotplug-pod-eviction-interceptor.kubevirt.io",
+    path: "/pod-eviction-validate",
+    resources: ["pods/eviction"],
+    group: "",
+    version: "v1",
+    operations: ["*"],
+    sideEffects: "NoneOnDryRun",
+    admissionReviewVersions: ["v1", "v1beta1"],
+    matchConditions: [{ name: "only-hotplug-pods", expression: 'object.metadata.name.startsWith("hp-volume-")' }],
+  },
   {
     name: "virtualmachine-validator.kubevirt.io",
     path: "/virtualmachines-validate",
@@ -170,10 +198,11 @@ function webhook(endpoint: VirtApiEndpoint, spec: WebhookSpec, mutating: boolean
       },
     ],
     failurePolicy: "Fail",
-    sideEffects: "None",
-    admissionReviewVersions: ["v1"],
+    sideEffects: spec.sideEffects ?? "None",
+    admissionReviewVersions: [...(spec.admissionReviewVersions ?? ["v1"])],
     timeoutSeconds: 10,
     matchPolicy: "Equivalent",
+    ...(spec.matchConditions ? { matchConditions: spec.matchConditions.map((c) => ({ ...c })) } : {}),
     ...(mutating ? { reinvocationPolicy: "Never" } : {}),
   };
 }

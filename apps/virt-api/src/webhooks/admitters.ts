@@ -14,6 +14,7 @@
  *   /virtualmachine{,cluster}{instancetypes,preferences}-validate   instancetype-admitters.ts
  *   /virtualmachinereplicaset-validate           VMIRS create/update: validateVmirs
  *   /virtualmachinepool-validate                 VirtualMachinePool create/update: validateVmPool
+ *   /pod-eviction-validate                       pods/eviction: pod-eviction-admitter.ts (evacuate launchers)
  *
  * Mutators answer like KubeVirt's: `replace` of every top-level section (`/spec`, `/metadata`) the defaults
  * changed.
@@ -55,6 +56,7 @@ import {
   instancetypeWebhookRoutes,
   requirementsCause,
 } from "./instancetype-admitters.ts";
+import { type EvictionCluster, validatePodEviction } from "./pod-eviction-admitter.ts";
 
 type Obj = Record<string, unknown>;
 
@@ -236,13 +238,15 @@ export function validateVmPool(kubevirtNamespace: string): Admitter {
   };
 }
 
-/** Every webhook path with its admitter. */
+/** Every webhook path with its admitter (`/pod-eviction-validate` when `eviction` is given). */
 export function webhookRoutes(
   client: ClusterClient,
   kubevirtNamespace: string,
   instancetypes?: InstancetypeReader,
+  eviction?: EvictionCluster,
 ): Record<string, Admitter> {
   return {
+    ...(eviction ? { "/pod-eviction-validate": validatePodEviction(eviction) } : {}),
     ...instancetypeWebhookRoutes(fromCauses),
     "/virtualmachines-mutate": mutateVmWith(instancetypes),
     "/virtualmachines-validate": validateVm(kubevirtNamespace, instancetypes),

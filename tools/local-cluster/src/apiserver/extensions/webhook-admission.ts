@@ -23,7 +23,14 @@ import { applyJsonPatch, parseJsonPatch } from "../patch/json-patch.ts";
 import type { ResourceService } from "../rest/service.ts";
 import { isObject, type Json, type JsonObject, type KubeObject } from "../types.ts";
 import { type AdmissionResponse, callWebhook, WebhookCallError } from "./webhook-client.ts";
-import { exemptFromWebhooks, matchingVersion, selectorsMatch, type Webhook, webhooksOf } from "./webhook-rules.ts";
+import {
+  conditionsMatch,
+  exemptFromWebhooks,
+  matchingVersion,
+  selectorsMatch,
+  type Webhook,
+  webhooksOf,
+} from "./webhook-rules.ts";
 
 /** A webhook that matched, and the version in which it sees the request. */
 interface Match {
@@ -135,7 +142,8 @@ export class WebhookAdmission {
     const out: Match[] = [];
     for (const hook of hooks) {
       const version = matchingVersion(hook, attrs, namespaced, versions);
-      if (version !== undefined && selectorsMatch(hook, attrs, { namespaceLabels })) out.push({ hook, version });
+      if (version === undefined || !selectorsMatch(hook, attrs, { namespaceLabels })) continue;
+      if (conditionsMatch(hook, attrs)) out.push({ hook, version });
     }
     return out;
   }

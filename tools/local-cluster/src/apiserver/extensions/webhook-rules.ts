@@ -45,6 +45,8 @@ export interface Webhook {
    * webhook sees it converted to the rule's version; `Exact`: only the listed versions.
    */
   readonly matchPolicy: "Exact" | "Equivalent";
+  /** matchConditions (CEL); all must hold for the webhook to be called ({@link conditionsMatch}). */
+  readonly matchConditions: readonly { readonly name: string; readonly expression: string }[];
 }
 
 /**
@@ -130,6 +132,12 @@ export function webhooksOf(configurations: readonly KubeObject[]): Webhook[] {
         namespaceSelector,
         matchPolicy: h.matchPolicy === "Exact" ? "Exact" : "Equivalent",
         objectSelector,
+        matchConditions: Array.isArray(h.matchConditions)
+          ? h.matchConditions.filter(isObject).map((c) => ({
+              name: typeof c.name === "string" ? c.name : "",
+              expression: typeof c.expression === "string" ? c.expression : "",
+            }))
+          : [],
       });
     }
   }
@@ -188,6 +196,23 @@ export function selectorsMatch(hook: Webhook, attrs: AdmissionAttributes, facts:
     matchLabels(hook.objectSelector, labelsOf(attrs.object)) ||
     (attrs.oldObject !== null && matchLabels(hook.objectSelector, labelsOf(attrs.oldObject)))
   );
+}
+
+const NAME_PREFIX = /^(object|oldObject)\.metadata\.name\.startsWith\("([^"\\]*)"\)$/;
+
+/**
+ * True unless a matchCondition rules the call out. This server has no CEL: it evaluates the one form KubeVirt's
+ * webhooks use, `object.metadata.name.startsWith("...")` (also on oldObject), and treats any other expression as
+ * true, so such a webhook is called (failing closed, as kube-apiserver does for a condition it cannot evaluate under
+ * failurePolicy Fail).
+ */
+export function conditionsMatch(hook: Pick<Webhook, "matchConditions">, attrs: AdmissionAttributes): boolean {
+  return hook.matchConditions.every((c) => {
+    const m = NAME_PREFIX.exec(c.expression.trim());
+    if (!m) return true;
+    const obj = m[1] === "object" ? attrs.object : attrs.oldObject;
+    return typeof obj?.metadata.name === "string" && obj.metadata.name.startsWith(m[2] ?? "");
+  });
 }
 
 /** Webhook configurations never pass through webhooks (so a broken webhook can always be removed). */
