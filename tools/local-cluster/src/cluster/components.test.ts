@@ -76,6 +76,21 @@ describe("clusterComponents()", () => {
     expect(controller.argv).toContain("/data/kubeconfig-kubevirt-controller");
   });
 
+  it("runs no component with the admin kubeconfig: each has its own identity's", () => {
+    const all = clusterComponents(layout);
+    const kubeconfigOf = (name: string): string | undefined => {
+      const argv = all.find((c) => c.name === name)!.argv;
+      return argv[argv.indexOf("--kubeconfig") + 1];
+    };
+    expect(kubeconfigOf("scheduler")).toBe("/data/kubeconfig-scheduler");
+    expect(kubeconfigOf("kubelet/node01")).toBe("/data/kubeconfig-node-node01");
+    expect(kubeconfigOf("kubelet/node02")).toBe("/data/kubeconfig-node-node02");
+    expect(kubeconfigOf("virt-api")).toBe("/data/kubeconfig-kubevirt-apiserver");
+    for (const c of all) expect(c.env.KUBECONFIG, c.name).toBeUndefined();
+    const apiserver = all.find((c) => c.name === "apiserver")!.argv;
+    expect(apiserver[apiserver.indexOf("--token-auth-file") + 1]).toBe("/data/apiserver/token-auth.csv");
+  });
+
   it("tells virt-api where each node's handler listens", () => {
     const api = clusterComponents(layout).find((c) => c.name === "virt-api")!;
     expect(api.argv.slice(-2)).toEqual(["--handler-url", "node01=http://127.0.0.1:8186,node02=http://127.0.0.1:8187"]);

@@ -4,11 +4,13 @@
  *
  *   apiserver -> scheduler -> process-kubelet per node -> virt-api -> virt-controller -> virt-handler per node
  *
- * Every component gets the same kubeconfig, its own metrics port (recorded for the Prometheus scrape config) and
- * the tracing environment (KUBEVIRT_TRACES_FILE when the cluster records traces).
+ * Every component gets its own identity's kubeconfig (component-identities.ts: none runs as the admin), its own
+ * metrics port (recorded for the Prometheus scrape config) and the tracing environment (KUBEVIRT_TRACES_FILE when
+ * the cluster records traces).
  */
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { APISERVER_NODE_FLAGS } from "../apiserver/node-flags.ts";
+import { componentKubeconfig, tokenAuthFile } from "./component-identities.ts";
 import { type RuntimeName, runtimeFlags, runtimeNameOf } from "./js-runtime.ts";
 
 /** Where things are and which ports were assigned. */
@@ -59,12 +61,10 @@ export function nodeNames(count: number): string[] {
 export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
   const entry = (path: string): string[] => [layout.execPath, ...layout.execArgs, join(layout.projectRoot, path)];
   const env: Record<string, string> = {
-    KUBECONFIG: layout.kubeconfig,
     ...(layout.tracesFile ? { KUBEVIRT_TRACES_FILE: layout.tracesFile } : {}),
   };
-  const kc = ["--kubeconfig", layout.kubeconfig];
-  /** virt-controller and virt-handler run as KubeVirt's service accounts (the API server writes these kubeconfigs). */
-  const accountKc = (sa: string): string[] => ["--kubeconfig", join(dirname(layout.kubeconfig), `kubeconfig-${sa}`)];
+  /** Each runs as its own identity: KubeVirt's service accounts, the scheduler's and each node's. */
+  const accountKc = (file: string): string[] => ["--kubeconfig", componentKubeconfig(layout.kubeconfig, file)];
   const port = (name: string): number => layout.metricsPorts[name] ?? 0;
   const out: ComponentCommand[] = [
     {
@@ -83,13 +83,20 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         String(layout.apiPort),
         "--storage-dir",
         join(layout.dataDir, "storage"),
+        "--token-auth-file",
+        tokenAuthFile(layout.dataDir),
         ...(layout.frontProxy
           ? ["--proxy-client-cert", layout.frontProxy.clientCert, "--proxy-client-key", layout.frontProxy.clientKey]
           : []),
       ],
       env,
     },
-    { name: "scheduler", job: "scheduler", argv: [...entry("tools/local-cluster/src/scheduler/main.ts"), ...kc], env },
+    {
+      name: "scheduler",
+      job: "scheduler",
+      argv: [...entry("tools/local-cluster/src/scheduler/main.ts"), ...accountKc("scheduler")],
+      env,
+    },
   ];
   for (const node of layout.nodeNames) {
     out.push({
@@ -99,7 +106,7 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         ...entry("tools/local-cluster/src/kubelet/main.ts"),
         "--node-name",
         node,
-        ...kc,
+        ...accountKc(`node-${node}`),
         "--data-dir",
         join(layout.dataDir, "nodes", node),
         ...(layout.nodeCpus ? ["--cpus", String(layout.nodeCpus)] : []),
@@ -112,7 +119,7 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
     job: "virt-api",
     argv: [
       ...entry("apps/virt-api/src/main.ts"),
-      ...kc,
+      ...accountKc("kubevirt-apiserver"),
       "--port",
       String(layout.virtApiPort),
       "--tls-cert",

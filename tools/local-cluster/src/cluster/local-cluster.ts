@@ -23,9 +23,16 @@ import {
   RESOURCE,
   VERSION,
 } from "@kvt/api";
+import {
+  componentIdentities,
+  ensureComponentTokens,
+  tokenAuthFile,
+  writeComponentKubeconfigs,
+} from "./component-identities.ts";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 import { freePort } from "./free-port.ts";
 import { currentRuntimeName, jsRuntime, type RuntimeName, runtimeNameOf } from "./js-runtime.ts";
+import { applyReleaseRbac } from "./release-rbac.ts";
 import { Supervisor, type SupervisorEvent } from "./supervisor.ts";
 import { ensureFrontProxyTls, ensureVirtApiTls, registerVirtApi } from "./virt-api-wiring.ts";
 import { waitFor } from "./wait.ts";
@@ -278,6 +285,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
       logFile: join(dataDir, "logs", `${c.name.replace("/", "-")}.log`),
     });
   };
+  const identities = componentIdentities(names);
+  const componentTokens = ensureComponentTokens(tokenAuthFile(dataDir), identities);
   try {
     options.progress(`starting the API server on 127.0.0.1:${state.apiPort}`);
     start("apiserver");
@@ -295,6 +304,11 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     options.progress("installing the kubevirt.io CRDs");
     await installCrds(kubeConfig);
     await ensureKubeVirtCr(kubeConfig, options.useEmulation ?? true);
+    options.progress("applying deploy/'s ServiceAccounts and RBAC; writing each component's kubeconfig");
+    await applyReleaseRbac(kubeConfig, options.projectRoot);
+    const cluster = kubeConfig.getCurrentCluster();
+    const caPem = cluster?.caData ? Buffer.from(cluster.caData, "base64").toString("utf8") : undefined;
+    writeComponentKubeconfigs(kubeconfig, cluster?.server ?? "", caPem, identities, componentTokens);
     options.progress("registering virt-api's admission webhooks and the subresources.kubevirt.io APIService");
     await (options.registerVirtApi ?? registerVirtApi)(kubeConfig, state.virtApiPort, readFileSync(tls.ca, "utf8"));
     options.progress(`starting the scheduler and ${names.length} nodes (${names.join(", ")})`);
