@@ -7,6 +7,7 @@ import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
 import {
   HANDLER_PORT,
+  HANDLER_SERVER_NAME,
   HttpHandlerClient,
   PodHandlerLocator,
   TemplateHandlerLocator,
@@ -18,6 +19,7 @@ import { virtApiMetrics } from "./server/metrics.ts";
 import { startVirtApiServer } from "./server/server.ts";
 import { webhookRoutes } from "./webhooks/admitters.ts";
 import { RestInstancetypeReader } from "./webhooks/instancetype-admitters.ts";
+import { RestEvictionCluster } from "./webhooks/pod-eviction-admitter.ts";
 
 await main({
   name: "virt-api",
@@ -27,20 +29,24 @@ await main({
   details: [
     "  --tls-cert FILE                 serving certificate (PEM)",
     "  --tls-key FILE                  its private key (PEM)",
-    "  --port N                        HTTPS port (default 8443)",
+    "  --port N, --host H              HTTPS port (default 8443) and address (default the pod IP, env POD_IP, else",
+    "                                  0.0.0.0: the API server reaches virt-api through its Service)",
     "  --kubeconfig FILE               API server credentials (default: in-cluster, else $KUBECONFIG/~/.kube/config)",
     "  --namespace NS                  KubeVirt's namespace (default kubevirt)",
     "  --requestheader-client-ca FILE  trust X-Remote-* identity only from clients this CA signed, and act as that user",
     "  --requestheader-allowed-names N comma-separated CNs allowed for that client certificate",
     "  --handler-url SPEC              virt-handler base URL: a template ({node} = VMI's node) or node=URL,node=URL",
     "                                  (default: the kubevirt.io=virt-handler pod on the VMI's node, pod IP, 8186)",
-    "  --metrics-port N                /metrics, /healthz, /readyz on plain HTTP (127.0.0.1; off when unset)",
+    "  --metrics-port N                /metrics, /healthz, /readyz on plain HTTP (read-only, no guest data; off when unset)",
+    "  --metrics-host H                ... at H (default 127.0.0.1; the release passes the pod IP)",
     "  --handler-ca FILE               CA of virt-handler's serving certificate",
     "  --handler-client-cert FILE / --handler-client-key FILE   client certificate presented to virt-handler",
+    "  --handler-server-name CN        CN required of virt-handler's certificate (default kubevirt.io:system:node:virt-handler)",
   ],
   flags: {
     kubeconfig: { type: "string" },
     port: { type: "string" },
+    host: { type: "string" },
     "tls-cert": { type: "string" },
     "tls-key": { type: "string" },
     namespace: { type: "string" },
@@ -50,7 +56,9 @@ await main({
     "handler-ca": { type: "string" },
     "handler-client-cert": { type: "string" },
     "handler-client-key": { type: "string" },
+    "handler-server-name": { type: "string" },
     "metrics-port": { type: "string" },
+    "metrics-host": { type: "string" },
   },
   async run({ values }, signal) {
     const logger = createLogger({ component: "virt-api" });
@@ -78,6 +86,7 @@ await main({
       ca: read(values["handler-ca"]),
       cert: read(values["handler-client-cert"]),
       key: read(values["handler-client-key"]),
+      serverName: values["handler-server-name"] ?? HANDLER_SERVER_NAME,
     });
     const clientCa = read(values["requestheader-client-ca"]);
     const metrics = virtApiMetrics(registry);
@@ -86,7 +95,7 @@ await main({
       clientFor: (user) => (user ? new RestClusterClient(transport, user) : self),
       internalClient: new RestClusterClient(transport, serviceAccountUser(namespace, VIRT_API_SERVICE_ACCOUNT)),
       handler,
-      webhooks: webhookRoutes(self, namespace, instancetypes),
+      webhooks: webhookRoutes(self, namespace, instancetypes, new RestEvictionCluster(transport, self, namespace)),
       instancetypes,
       requestHeaderAuth: clientCa
         ? { allowedNames: (values["requestheader-allowed-names"] ?? "").split(",").filter((s) => s.length > 0) }
@@ -101,10 +110,15 @@ await main({
       keyPem: readFileSync(keyFile, "utf8"),
       clientCaPem: clientCa,
       port: Number(values.port ?? "8443"),
+      host: values.host ?? process.env.POD_IP ?? "0.0.0.0",
     });
     metrics.setReady(true);
     const ops = values["metrics-port"]
-      ? await startMetricsServer({ registry, port: Number(values["metrics-port"]) })
+      ? await startMetricsServer({
+          registry,
+          port: Number(values["metrics-port"]),
+          host: values["metrics-host"] ?? "127.0.0.1",
+        })
       : undefined;
     logger.info({ port: server.port, metricsPort: ops?.port }, "virt-api serving");
     await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));

@@ -6,9 +6,11 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { request as httpsRequest } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { VirtualMachineInstance } from "@kvt/api";
+import { type CertificateAndKey, generateCa, issueCertificate } from "@kvt/certs";
 import { CORE_V1, KUBEVIRT_V1, type KubeObject, kubeConfigFor, type Node, RestClient, resourceClient } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
 import { createLogger } from "@kvt/observability";
@@ -17,6 +19,7 @@ import { hasKvm, testGuestPath } from "@kvt/vmm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { type HandlerApp, startHandlerApp } from "./handler-app.ts";
+import { VIRT_API_CLIENT_NAME } from "./http/handler-server.ts";
 
 const logger = createLogger({ component: "test", level: "silent" });
 const launcherMain = new URL("../../virt-launcher/src/main.ts", import.meta.url).pathname;
@@ -35,9 +38,30 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
     resourceClient<VirtualMachineInstance & KubeObject>(transport, KUBEVIRT_V1.virtualMachineInstances);
   const nodes = () => resourceClient<Node>(transport, CORE_V1.nodes);
   const socketDir = () => join(dir, "sockets");
+  let ca: CertificateAndKey;
+  let serving: CertificateAndKey;
+  let virtApi: CertificateAndKey;
+  /** PUT as virt-api does: mutual TLS with its client certificate; resolves with status and body. */
+  const put = (url: string): Promise<{ status: number; body: string }> =>
+    new Promise((resolve, reject) => {
+      const req = httpsRequest(
+        url,
+        { method: "PUT", ca: ca.certPem, cert: virtApi.certPem, key: virtApi.keyPem },
+        (res) => {
+          let body = "";
+          res.on("data", (c: Buffer) => {
+            body += c.toString();
+          });
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        },
+      );
+      req.on("error", reject);
+      req.end("{}");
+    });
 
   const startHandler = async (): Promise<HandlerApp> =>
     startHandlerApp({
+      tls: { cert: serving.certPem, key: serving.keyPem, ca: ca.certPem },
       nodeName: NODE,
       kubeConfig: kubeConfigFor(server.url, server.token),
       socketDirs: [socketDir()],
@@ -99,6 +123,9 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
       join(image, "image.json"),
       JSON.stringify({ schemaVersion: 1, kernel: "test-guest.elf", cmdline: "", pvmSafe: true }),
     );
+    ca = await generateCa("kubevirt-ca");
+    serving = await issueCertificate(ca, { ipAddresses: ["127.0.0.1"] });
+    virtApi = await issueCertificate(ca, { commonName: VIRT_API_CLIENT_NAME, usage: "client" });
     server = await startApiServer({
       inMemory: true,
       port: 0,
@@ -135,24 +162,25 @@ describe.skipIf(!hasKvm())("virt-handler with a real launcher against the local 
     expect(running.status?.activePods).toEqual({ "0a1b2c3d-0000-4000-8000-000000000001": NODE });
     expect(running.status?.phaseTransitionTimestamps?.map((t) => t.phase)).toEqual(["Running"]);
 
-    const base = `http://127.0.0.1:${handler!.port}/v1/namespaces/default/virtualmachineinstances/guest1`;
-    expect((await fetch(`${base}/pause`, { method: "PUT", body: "{}" })).status).toBe(200);
+    const base = `https://127.0.0.1:${handler!.port}/v1/namespaces/default/virtualmachineinstances/guest1`;
+    expect((await put(`${base}/pause`)).status).toBe(200);
     await eventually(
       async () => (await vmis().get("default", "guest1")).status?.conditions?.some((c) => c.type === "Paused"),
       BOOT,
     );
-    const again = await fetch(`${base}/pause`, { method: "PUT", body: "{}" });
+    const again = await put(`${base}/pause`);
     expect(again.status).toBe(409);
-    expect(await again.json()).toMatchObject({ kind: "Status", code: 409 });
-    expect((await fetch(`${base}/unpause`, { method: "PUT", body: "{}" })).status).toBe(200);
+    expect(JSON.parse(again.body)).toMatchObject({ kind: "Status", code: 409 });
+    expect((await put(`${base}/unpause`)).status).toBe(200);
     await eventually(
       async () => !(await vmis().get("default", "guest1")).status?.conditions?.some((c) => c.type === "Paused"),
       BOOT,
     );
 
     const ws = new WebSocket(
-      `ws://127.0.0.1:${handler!.port}/v1/namespaces/default/virtualmachineinstances/guest1/console`,
+      `wss://127.0.0.1:${handler!.port}/v1/namespaces/default/virtualmachineinstances/guest1/console`,
       ["plain.kubevirt.io"],
+      { ca: ca.certPem, cert: virtApi.certPem, key: virtApi.keyPem },
     );
     let text = "";
     ws.on("message", (d: Buffer) => {

@@ -24,7 +24,7 @@ import {
   WorkQueue,
 } from "@kvt/kube";
 import type { Logger, Registry } from "@kvt/observability";
-import { HandlerServer } from "./http/handler-server.ts";
+import { HandlerServer, type HandlerServerTls } from "./http/handler-server.ts";
 import { LauncherRegistry } from "./launchers/launcher-registry.ts";
 import { OrphanReaper } from "./launchers/orphans.ts";
 import { registerHandlerMetrics } from "./metrics/handler-metrics.ts";
@@ -46,7 +46,8 @@ export interface HandlerAppOptions {
   /** Port of the server for virt-api (KubeVirt 8186; 0 = any) and its address. */
   readonly port: number;
   readonly host: string;
-  readonly tls?: { cert: string; key: string; ca?: string };
+  /** Mutual TLS of the server for virt-api (required: console and pause never go over plain HTTP). */
+  readonly tls: HandlerServerTls;
   readonly heartbeatPeriodMs?: number;
   readonly workers?: number;
 }
@@ -153,7 +154,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     },
     launcherFor: (uid) => launchers.forVmi(uid).find((v) => !v.gone),
     logger: o.logger,
-    ...(o.tls ? { tls: o.tls } : {}),
+    tls: o.tls,
   });
   await launchers.start(); // re-adopt running launchers before deciding anything about their VMIs
   informer.start();

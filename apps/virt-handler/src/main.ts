@@ -17,13 +17,14 @@ await main({
   name: "virt-handler",
   version: pkg.version,
   summary: "Node agent: runs this node's VirtualMachineInstances through their launchers and reports their status.",
-  usage: "--node-name NAME [--kubeconfig FILE] [--socket-dir DIR[,DIR]] [--port 8186]",
+  usage: "--node-name NAME --tls-cert FILE --tls-key FILE --client-ca FILE [--kubeconfig FILE] [--port 8186] [...]",
   flags: {
     "node-name": { type: "string" },
     kubeconfig: { type: "string" },
     "socket-dir": { type: "string" },
     port: { type: "string" },
     "metrics-port": { type: "string" },
+    "metrics-host": { type: "string" },
     host: { type: "string" },
     "tls-cert": { type: "string" },
     "tls-key": { type: "string" },
@@ -35,9 +36,12 @@ await main({
     "  --kubeconfig FILE     the cluster (else KUBECONFIG, ~/.kube/config, or in-cluster)",
     "  --socket-dir DIRS     where this node's launchers listen, comma-separated",
     "                        (env KUBEVIRT_SOCKET_DIR; default /var/run/kubevirt/sockets)",
-    "  --port N, --host H    the server virt-api calls (default 8186 on 0.0.0.0; 0 = any free port)",
-    "  --tls-cert/--tls-key  serve HTTPS; --client-ca also requires client certificates",
-    "  --metrics-port N      serve /metrics and /healthz on 127.0.0.1:N (default 8185; 0 = any)",
+    "  --port N, --host H    the server virt-api calls (default 8186 on the pod IP, env POD_IP, else",
+    "                        127.0.0.1; 0 = any free port)",
+    "  --tls-cert/--tls-key  its serving certificate (PEM; KubeVirt's kubevirt-virt-handler-server-certs)",
+    "  --client-ca FILE      CA of the one client accepted: virt-api's certificate (kubevirt-virt-handler-certs)",
+    "  --metrics-port N      serve /metrics and /healthz (read-only, no guest data) on N (default 8185; 0 = any)",
+    "  --metrics-host H      ... at H (default 127.0.0.1; the release passes the pod IP for probes and Prometheus)",
   ],
   async run({ values }, signal) {
     const nodeName = values["node-name"] ?? process.env.NODE_NAME;
@@ -50,6 +54,12 @@ await main({
       process.stderr.write(`virt-handler: --port ${values.port ?? ""} is not a port\n`);
       return 2;
     }
+    const [certFile, keyFile, caFile] = [values["tls-cert"], values["tls-key"], values["client-ca"]];
+    if (!certFile || !keyFile || !caFile) {
+      // Console and pause reach guests: there is no plain-HTTP mode to fall back to.
+      process.stderr.write("virt-handler: --tls-cert, --tls-key and --client-ca are required\n");
+      return 2;
+    }
     const logger = createLogger({
       component: "virt-handler",
       level: (values["log-level"] ?? process.env.LOG_LEVEL ?? "info") as "info",
@@ -60,19 +70,20 @@ await main({
       attributes: { "k8s.node.name": nodeName },
     });
     try {
-      const tls =
-        values["tls-cert"] && values["tls-key"]
-          ? {
-              cert: readFileSync(values["tls-cert"], "utf8"),
-              key: readFileSync(values["tls-key"], "utf8"),
-              ...(values["client-ca"] ? { ca: readFileSync(values["client-ca"], "utf8") } : {}),
-            }
-          : undefined;
+      const tls = {
+        cert: readFileSync(certFile, "utf8"),
+        key: readFileSync(keyFile, "utf8"),
+        ca: readFileSync(caFile, "utf8"),
+      };
       const socketDirs = (values["socket-dir"] ?? process.env.KUBEVIRT_SOCKET_DIR ?? "/var/run/kubevirt/sockets")
         .split(",")
         .filter((d) => d.length > 0);
       const registry = createMetricsRegistry();
-      const metrics = await startMetricsServer(registry, Number(values["metrics-port"] ?? 8185));
+      const metrics = await startMetricsServer(
+        registry,
+        Number(values["metrics-port"] ?? 8185),
+        values["metrics-host"] ?? "127.0.0.1",
+      );
       logger.info({ port: metrics.port }, "serving /metrics");
       const app = await startHandlerApp({
         nodeName,
@@ -81,8 +92,8 @@ await main({
         logger,
         registry,
         port,
-        host: values.host ?? "0.0.0.0",
-        ...(tls ? { tls } : {}),
+        host: values.host ?? process.env.POD_IP ?? "127.0.0.1",
+        tls,
       });
       await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
       logger.info("stopping; launchers keep running");

@@ -9,6 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { VirtualMachineInstance } from "@kvt/api";
+import { generateCa, issueCertificate } from "@kvt/certs";
 import { CORE_V1, KUBEVIRT_V1, type KubeObject, kubeConfigFor, type Node, RestClient, resourceClient } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
 import { createLogger } from "@kvt/observability";
@@ -77,6 +78,8 @@ describe.skipIf(!hasQemu())("live migration between two handlers", () => {
     });
     transport = new RestClient(kubeConfigFor(server.url, server.token));
     await installKubeVirtCrds(transport);
+    const ca = await generateCa("kubevirt-ca");
+    const serving = await issueCertificate(ca, { ipAddresses: ["127.0.0.1"] });
     for (const node of ["node01", "node02"]) {
       await resourceClient<Node>(transport, CORE_V1.nodes).create({
         apiVersion: "v1",
@@ -91,6 +94,7 @@ describe.skipIf(!hasQemu())("live migration between two handlers", () => {
           logger,
           port: 0,
           host: "127.0.0.1",
+          tls: { cert: serving.certPem, key: serving.keyPem, ca: ca.certPem },
           workers: 2,
         }),
       );

@@ -1,6 +1,9 @@
+import { createServer } from "node:https";
+import type { AddressInfo } from "node:net";
+import { generateCa, issueCertificate } from "@kvt/certs";
 import { describe, expect, it } from "vitest";
 import { FakeCluster, newVmi } from "../fake/fake-cluster.ts";
-import { PodHandlerLocator, TemplateHandlerLocator } from "./handler-client.ts";
+import { HANDLER_SERVER_NAME, HttpHandlerClient, PodHandlerLocator, TemplateHandlerLocator } from "./handler-client.ts";
 
 describe("handler locators", () => {
   it("a node=URL list maps each node to its handler (the local cluster's form)", async () => {
@@ -41,5 +44,37 @@ describe("handler locators", () => {
     const vmi = newVmi("a", "Pending");
     if (vmi.status) delete vmi.status.nodeName;
     await expect(new TemplateHandlerLocator("x={node}").locate(vmi)).rejects.toThrow("not scheduled");
+  });
+});
+
+describe("HttpHandlerClient", () => {
+  it("refuses a plain-HTTP handler URL before connecting", async () => {
+    const client = new HttpHandlerClient(new TemplateHandlerLocator("http://127.0.0.1:1"), {});
+    await expect(client.put(newVmi("a", "Running"), "pause", {})).rejects.toThrow("mutual TLS only");
+    await expect(client.console(newVmi("a", "Running"))).rejects.toThrow("mutual TLS only");
+  });
+
+  it("accepts the handler's certificate by its CN, not by address, and refuses another CN", async () => {
+    const ca = await generateCa("kubevirt-ca");
+    const handlerCert = await issueCertificate(ca, { commonName: HANDLER_SERVER_NAME }); // no SAN for the pod IP
+    const otherCert = await issueCertificate(ca, { commonName: "somebody-else", ipAddresses: ["127.0.0.1"] });
+    for (const [cert, expected] of [
+      [handlerCert, "ok"],
+      [otherCert, "refused"],
+    ] as const) {
+      const server = createServer({ cert: cert.certPem, key: cert.keyPem }, (_req, res) => res.end("{}"));
+      await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+      const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const client = new HttpHandlerClient(new TemplateHandlerLocator(url), {
+        ca: ca.certPem,
+        serverName: HANDLER_SERVER_NAME,
+      });
+      const outcome = await client.put(newVmi("a", "Running"), "pause", {}).then(
+        () => "ok",
+        () => "refused",
+      );
+      server.close();
+      expect(outcome).toBe(expected);
+    }
   });
 });

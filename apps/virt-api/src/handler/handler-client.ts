@@ -10,19 +10,25 @@
  *        `plain.kubevirt.io`: binary frames carry the serial port's raw bytes both ways; either side closing
  *        ends the session.
  *
- * virt-api presents a client certificate (its own); the handler's serving certificate is verified against the
- * CA virt-api is given. The handler for a node is found by a {@link HandlerLocator}.
+ * virt-api presents its client certificate for the handlers (KubeVirt's `kubevirt-virt-handler-certs`, CN
+ * `kubevirt.io:system:client:virt-handler`; the handler accepts nothing else); the handler's serving certificate is
+ * verified against the KubeVirt CA and, since one certificate serves every node's pod IP, by its CN
+ * (`kubevirt.io:system:node:virt-handler`) rather than its address, as KubeVirt does. Plain HTTP is refused.
+ * The handler for a node is found by a {@link HandlerLocator}.
  */
-import { request as httpRequest, type RequestOptions } from "node:http";
+import type { RequestOptions } from "node:http";
 import { request as httpsRequest } from "node:https";
+import type { PeerCertificate } from "node:tls";
 import type { VirtualMachineInstance } from "@kvt/api";
-import WebSocket from "ws";
+import WebSocket, { type ClientOptions } from "ws";
 import type { ClusterClient } from "../kube/cluster-client.ts";
 
 /** KubeVirt's virt-handler console/lifecycle port. */
 export const HANDLER_PORT = 8186;
 /** The console WebSocket subprotocol. */
 export const CONSOLE_SUBPROTOCOL = "plain.kubevirt.io";
+/** The CN of virt-handler's serving certificate (KubeVirt's `kubevirt-virt-handler-server-certs`). */
+export const HANDLER_SERVER_NAME = "kubevirt.io:system:node:virt-handler";
 
 /** Finds the base URL (`https://host:port`) of the virt-handler serving a VMI's node. */
 export interface HandlerLocator {
@@ -88,6 +94,32 @@ export interface HandlerTls {
   /** virt-api's client certificate and key. */
   readonly cert?: string;
   readonly key?: string;
+  /**
+   * The CN the handler's certificate must carry, checked instead of the host name (one certificate serves every
+   * node's pod IP); unset: the usual host-name check.
+   */
+  readonly serverName?: string;
+}
+
+/** Node TLS options for `tls`: the CA, the client certificate, and the server identity check. */
+function tlsOptions(tls: HandlerTls): Pick<RequestOptions & HandlerTls, "ca" | "cert" | "key"> & {
+  checkServerIdentity?: (host: string, cert: PeerCertificate) => Error | undefined;
+} {
+  const { serverName, ...material } = tls;
+  if (!serverName) return material;
+  return {
+    ...material,
+    checkServerIdentity: (_host, cert) =>
+      cert.subject?.CN === serverName
+        ? undefined
+        : new Error(`virt-handler's certificate is for "${String(cert.subject?.CN)}", not "${serverName}"`),
+  };
+}
+
+function requireHttps(base: URL): void {
+  if (base.protocol !== "https:") {
+    throw new Error(`virt-handler is reached over mutual TLS only, not ${base.protocol}//${base.host}`);
+  }
 }
 
 /** The calls virt-api makes on a handler. Fakes implement it in unit tests. */
@@ -104,7 +136,7 @@ function vmiPath(vmi: VirtualMachineInstance, sub: string): string {
   return `/v1/namespaces/${vmi.metadata?.namespace ?? ""}/virtualmachineinstances/${vmi.metadata?.name ?? ""}/${sub}`;
 }
 
-/** {@link HandlerClient} over HTTPS (or plain HTTP when the locator says `http://`). */
+/** {@link HandlerClient} over mutual TLS (a locator's `http://` URL is refused). */
 export class HttpHandlerClient implements HandlerClient {
   readonly #locator: HandlerLocator;
   readonly #tls: HandlerTls;
@@ -118,6 +150,7 @@ export class HttpHandlerClient implements HandlerClient {
 
   async #call(vmi: VirtualMachineInstance, method: "GET" | "PUT", sub: string, body?: unknown): Promise<string> {
     const base = new URL(await this.#locator.locate(vmi));
+    requireHttps(base);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const options: RequestOptions & HandlerTls = {
       method,
@@ -125,11 +158,10 @@ export class HttpHandlerClient implements HandlerClient {
       port: base.port,
       path: vmiPath(vmi, sub),
       headers: payload ? { "Content-Type": "application/json" } : {},
-      ...this.#tls,
+      ...tlsOptions(this.#tls),
     };
-    const send = base.protocol === "https:" ? httpsRequest : httpRequest;
     return await new Promise<string>((resolve, reject) => {
-      const req = send(options, (res) => {
+      const req = httpsRequest(options, (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
         res.on("end", () => {
@@ -162,8 +194,11 @@ export class HttpHandlerClient implements HandlerClient {
 
   async console(vmi: VirtualMachineInstance): Promise<WebSocket> {
     const base = new URL(await this.#locator.locate(vmi));
-    const url = `${base.protocol === "https:" ? "wss:" : "ws:"}//${base.host}${vmiPath(vmi, "console")}`;
-    const ws = new WebSocket(url, [CONSOLE_SUBPROTOCOL], { ...this.#tls, handshakeTimeout: this.#timeoutMs });
+    requireHttps(base);
+    const url = `wss://${base.host}${vmiPath(vmi, "console")}`;
+    // ws hands these options to tls.connect, whose checkServerIdentity returns an Error (ws's typing says boolean).
+    const tlsConnect = tlsOptions(this.#tls) as ClientOptions;
+    const ws = new WebSocket(url, [CONSOLE_SUBPROTOCOL], { ...tlsConnect, handshakeTimeout: this.#timeoutMs });
     return await new Promise<WebSocket>((resolve, reject) => {
       // Paused until the proxy has attached its listeners, so no early frame is lost.
       ws.once("open", () => {

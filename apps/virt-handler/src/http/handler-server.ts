@@ -1,6 +1,10 @@
 /**
  * The endpoints virt-api calls on this node's handler (KubeVirt's VirtHandlerConn scheme; apps/virt-api's
- * handler-client.ts is the caller), over HTTPS when given a certificate, else plain HTTP (local cluster):
+ * handler-client.ts is the caller), over mutual TLS only: the handler presents its serving certificate
+ * (`kubevirt-virt-handler-server-certs`) and accepts only a client certificate signed by the KubeVirt CA whose CN is
+ * virt-api's (`kubevirt.io:system:client:virt-handler`, Secret `kubevirt-virt-handler-certs`), as KubeVirt's
+ * handler does. A peer without one, with another CA's, or with another name is refused before any request is read:
+ * pause and the console change and reveal a guest.
  *
  *   PUT /v1/namespaces/{ns}/virtualmachineinstances/{name}/pause       -> 200 | Status (404, 409, 503)
  *   PUT /v1/namespaces/{ns}/virtualmachineinstances/{name}/unpause
@@ -8,14 +12,15 @@
  *   GET /v1/namespaces/{ns}/virtualmachineinstances/{name}/guestosinfo -> 409: no guest agent in our guests
  *   GET /v1/namespaces/{ns}/virtualmachineinstances/{name}/console     -> WebSocket, subprotocol
  *       `plain.kubevirt.io`: binary frames carry the serial bytes both ways; either side closing ends it
- *   GET /healthz                                                       -> 200 ok
+ *   GET /healthz                                                       -> 200 ok (same mutual TLS)
  *
  * Every error is a Kubernetes `Status` (kind Status, code, reason, message).
  */
-import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { createServer as createHttpsServer } from "node:https";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { createServer as createHttpsServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
+import type { TLSSocket } from "node:tls";
 import type { VirtualMachineInstance } from "@kvt/api";
 import { LauncherRpcError } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
@@ -24,14 +29,26 @@ import type { LauncherView } from "../launchers/launcher-registry.ts";
 
 /** The console WebSocket subprotocol virt-api speaks. */
 export const CONSOLE_SUBPROTOCOL = "plain.kubevirt.io";
+/** The CN of virt-api's client certificate for the handlers (KubeVirt's `kubevirt-virt-handler-certs`). */
+export const VIRT_API_CLIENT_NAME = "kubevirt.io:system:client:virt-handler";
+
+/** The handler server's TLS: its serving certificate and key, and the CA whose client certificates it accepts. */
+export interface HandlerServerTls {
+  readonly cert: string;
+  readonly key: string;
+  /** CA bundle (PEM) that signed the accepted client certificates. */
+  readonly ca: string;
+  /** Client certificate CNs accepted; default [{@link VIRT_API_CLIENT_NAME}]. */
+  readonly allowedNames?: readonly string[];
+}
 
 /** What the server looks VMIs and launchers up in. */
 export interface HandlerServerDeps {
   readonly findVmi: (namespace: string, name: string) => VirtualMachineInstance | undefined;
   readonly launcherFor: (vmiUid: string) => LauncherView | undefined;
   readonly logger: Logger;
-  /** PEM certificate and key for HTTPS; plain HTTP without them. `ca` makes client certificates required. */
-  readonly tls?: { cert: string; key: string; ca?: string };
+  /** Mutual TLS material: there is no plain-HTTP mode. */
+  readonly tls: HandlerServerTls;
 }
 
 const ROUTE = /^\/v1\/namespaces\/([^/]+)\/virtualmachineinstances\/([^/]+)\/([a-z]+)$/;
@@ -60,9 +77,19 @@ export class HandlerServer {
     const handler = (req: IncomingMessage, res: ServerResponse): void => {
       this.#handle(req, res).catch((error: unknown) => sendStatus(res, toHttpError(error)));
     };
-    this.#server = deps.tls
-      ? createHttpsServer({ ...deps.tls, requestCert: !!deps.tls.ca, rejectUnauthorized: !!deps.tls.ca }, handler)
-      : createHttpServer(handler);
+    const { cert, key, ca } = deps.tls;
+    const allowed = new Set(deps.tls.allowedNames ?? [VIRT_API_CLIENT_NAME]);
+    this.#server = createHttpsServer({ cert, key, ca, requestCert: true, rejectUnauthorized: true }, handler);
+    // The CA also signs other components' certificates: only virt-api's name may talk to the handler.
+    this.#server.prependListener("secureConnection", (socket: TLSSocket) => {
+      const cn = socket.getPeerCertificate().subject?.CN;
+      if (typeof cn === "string" && allowed.has(cn)) return;
+      deps.logger.warn({ remote: socket.remoteAddress, cn }, "refused a client certificate not issued to virt-api");
+      socket.destroy();
+    });
+    this.#server.on("tlsClientError", (error: Error, socket: TLSSocket) => {
+      deps.logger.debug({ err: error, remote: socket.remoteAddress }, "refused a TLS handshake");
+    });
     this.#server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       this.#upgrade(req, socket, head).catch((error: unknown) => {
         const e = toHttpError(error);

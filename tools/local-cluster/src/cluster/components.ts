@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { APISERVER_NODE_FLAGS } from "../apiserver/node-flags.ts";
 import { componentKubeconfig, tokenAuthFile } from "./component-identities.ts";
 import { type RuntimeName, runtimeFlags, runtimeNameOf } from "./js-runtime.ts";
+import { type HandlerTlsFiles, handlerServerFlags, type KubeletTlsFiles, virtApiHandlerFlags } from "./pki.ts";
 
 /** Where things are and which ports were assigned. */
 export interface ClusterLayout {
@@ -37,6 +38,10 @@ export interface ClusterLayout {
    * the caller's X-Remote-* identity from certificates `ca` signed (CN `front-proxy-client`).
    */
   readonly frontProxy?: { readonly ca: string; readonly clientCert: string; readonly clientKey: string };
+  /** virt-handler's mutual TLS (pki.ts): without it virt-handler refuses to start. */
+  readonly handlerTls?: HandlerTlsFiles;
+  /** The process-kubelets' serving certificates and the API server's kubelet client certificate (pki.ts). */
+  readonly kubeletTls?: KubeletTlsFiles;
   readonly tracesFile?: string;
   /** CPUs each node advertises (kubelet --cpus); default the machine's. */
   readonly nodeCpus?: number;
@@ -122,14 +127,19 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
       ...accountKc("kubevirt-apiserver"),
       "--port",
       String(layout.virtApiPort),
+      "--host",
+      "127.0.0.1",
       "--tls-cert",
       layout.tls.cert,
       "--tls-key",
       layout.tls.key,
       "--metrics-port",
       String(port("virt-api")),
+      ...(layout.handlerTls ? virtApiHandlerFlags(layout.handlerTls) : []),
       "--handler-url",
-      layout.nodeNames.map((n) => `${n}=http://127.0.0.1:${layout.handlerPorts[n]}`).join(","),
+      layout.nodeNames
+        .map((n) => `${n}=${layout.handlerTls ? "https" : "http"}://127.0.0.1:${layout.handlerPorts[n]}`)
+        .join(","),
       ...(layout.frontProxy
         ? ["--requestheader-client-ca", layout.frontProxy.ca, "--requestheader-allowed-names", "front-proxy-client"]
         : []),
@@ -165,6 +175,7 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         String(layout.handlerPorts[node]),
         "--metrics-port",
         String(port(name)),
+        ...(layout.handlerTls ? handlerServerFlags(layout.handlerTls) : []),
       ],
       env,
       metricsPort: port(name),

@@ -33,6 +33,7 @@ import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfi
 import { freePort } from "./free-port.ts";
 import { currentRuntimeName, jsRuntime, type RuntimeName, runtimeNameOf } from "./js-runtime.ts";
 import { applyReleaseRbac } from "./release-rbac.ts";
+import { ensureHandlerCerts, type HandlerTlsFiles, handlerServes } from "./pki.ts";
 import { Supervisor, type SupervisorEvent } from "./supervisor.ts";
 import { ensureFrontProxyTls, ensureVirtApiTls, registerVirtApi } from "./virt-api-wiring.ts";
 import { waitFor } from "./wait.ts";
@@ -212,7 +213,11 @@ async function httpOk(url: string): Promise<boolean> {
  * webhook port accepts connections (the API server calls it on every VMI write; before that, writes fail with
  * "failed calling webhook"), virt-controller has a leader, and each node's virt-handler answers /healthz.
  */
-async function waitForComponents(state: PersistedState, nodes: readonly string[]): Promise<void> {
+async function waitForComponents(
+  state: PersistedState,
+  nodes: readonly string[],
+  handlerTls: HandlerTlsFiles,
+): Promise<void> {
   await waitFor("virt-api to accept connections", () => tcpOpen(state.virtApiPort), START_TIMEOUT_MS, 200);
   const controller = state.metricsPorts["virt-controller"];
   await waitFor(
@@ -224,7 +229,7 @@ async function waitForComponents(state: PersistedState, nodes: readonly string[]
   for (const n of nodes) {
     await waitFor(
       `virt-handler on ${n} to serve`,
-      () => httpOk(`http://127.0.0.1:${state.handlerPorts[n]}/healthz`),
+      () => handlerServes(state.handlerPorts[n] ?? 0, handlerTls),
       START_TIMEOUT_MS,
       200,
     );
@@ -252,6 +257,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     mkdirSync(d, { recursive: true });
   const state = await loadState(join(dataDir, "cluster.json"), names);
   const tls = await (options.ensureTls ?? ensureVirtApiTls)(join(dataDir, "pki"));
+  const handlerTls = await ensureHandlerCerts(join(dataDir, "pki"));
   const kubeconfig = join(dataDir, "kubeconfig");
   const layout: ClusterLayout = {
     projectRoot: options.projectRoot,
@@ -265,6 +271,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     handlerPorts: state.handlerPorts,
     tls,
     frontProxy: await ensureFrontProxyTls(join(dataDir, "pki")),
+    handlerTls,
     tracesFile: options.tracesFile,
     nodeCpus: options.nodeCpus,
   };
@@ -333,7 +340,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
       200,
     );
     options.progress("waiting for virt-api, the virt-controller leader and every virt-handler to serve");
-    await waitForComponents(state, names);
+    await waitForComponents(state, names, handlerTls);
     options.progress("installing the common instancetypes and preferences (u1, o1 series; linux, cirros)");
     await installCommonInstancetypes(kubeConfig);
     const scrapeConfigPath = join(dataDir, "prometheus.yml");

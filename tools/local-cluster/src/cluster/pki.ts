@@ -10,6 +10,8 @@
  *    (--client-ca-file)   +--> apiserver-kubelet-client   the API server's client certificate for pods/log
  *   front-proxy-ca -------+--> front-proxy-client   (virt-api-wiring.ts)
  */
+import { readFileSync } from "node:fs";
+import { request as httpsRequest } from "node:https";
 import { join } from "node:path";
 import {
   type CertificateAndKey,
@@ -102,4 +104,47 @@ export async function ensureKubeletCerts(dir: string, nodes: readonly string[]):
     usage: "client",
   });
   return { ca: join(dir, "kubelet-ca.crt"), serving, client };
+}
+
+/** virt-handler's flags: mutual TLS on 127.0.0.1 (the local cluster's nodes share this host's loopback). */
+export function handlerServerFlags(tls: HandlerTlsFiles): string[] {
+  return ["--host", "127.0.0.1", "--tls-cert", tls.server.cert, "--tls-key", tls.server.key, "--client-ca", tls.ca];
+}
+
+/** virt-api's flags for calling the handlers: the KubeVirt CA and virt-api's client certificate. */
+export function virtApiHandlerFlags(tls: HandlerTlsFiles): string[] {
+  return ["--handler-ca", tls.ca, "--handler-client-cert", tls.client.cert, "--handler-client-key", tls.client.key];
+}
+
+/** A process-kubelet's serving flags, named as the kubelet's (`--client-ca-file` is the API server's client CA). */
+export function kubeletServerFlags(tls: KubeletTlsFiles, node: string): string[] {
+  const serving = tls.serving[node];
+  if (!serving) throw new Error(`no kubelet serving certificate for node ${node}`);
+  return ["--tls-cert-file", serving.cert, "--tls-private-key-file", serving.key, "--client-ca-file", tls.ca];
+}
+
+/** The API server's flags for reaching kubelets, named as kube-apiserver's. */
+export function apiserverKubeletFlags(tls: KubeletTlsFiles): string[] {
+  return [
+    "--kubelet-client-certificate",
+    tls.client.cert,
+    "--kubelet-client-key",
+    tls.client.key,
+    "--kubelet-certificate-authority",
+    tls.ca,
+  ];
+}
+
+/** Whether the handler on 127.0.0.1:`port` answers /healthz to virt-api's client certificate. */
+export async function handlerServes(port: number, tls: HandlerTlsFiles): Promise<boolean> {
+  const [ca, cert, key] = [tls.ca, tls.client.cert, tls.client.key].map((f) => readFileSync(f, "utf8"));
+  return await new Promise<boolean>((resolve) => {
+    const req = httpsRequest({ host: "127.0.0.1", port, path: "/healthz", ca, cert, key, timeout: 2000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on("timeout", () => req.destroy());
+    req.on("error", () => resolve(false));
+    req.end();
+  });
 }
