@@ -9,7 +9,8 @@
  *                          targetDirectMigrationNodePorts
  *                                               migrate called ---> startTimestamp, mode PreCopy
  *                                               abortRequested ---> abortStatus Aborting (cancel sent)
- *                                               result ok -------> completed, endTimestamp, nodeName := targetNode
+ *                                               result ok -------> completed, endTimestamp, nodeName := targetNode,
+ *                                                                  evacuationNodeName cleared
  *                                               result failed ---> failed, failureReason, endTimestamp
  *                                                                  (abortStatus Succeeded when it was a cancel)
  *  domain running here --> targetNodeDomainDetected, targetNodeDomainReadyTimestamp, activePods[target pod]
@@ -70,7 +71,10 @@ export function sourceMigrationStatus(
     if (ms.abortRequested) next.abortStatus = "Failed"; // too late to cancel: it finished first
     const activePods = { ...status.activePods };
     if (info.pod.uid) delete activePods[info.pod.uid];
-    return { ...status, migrationState: next, nodeName: ms.targetNode ?? status.nodeName, activePods };
+    // The VMI has left the node it was evacuated from: the mark goes (KubeVirt ackMigrationCompletion), so a later
+    // drain of its new node can mark it again.
+    const { evacuationNodeName: _left, ...rest } = status;
+    return { ...rest, migrationState: next, nodeName: ms.targetNode ?? status.nodeName, activePods };
   }
   if (m.phase === "Failed") {
     next.failed = true;

@@ -256,10 +256,17 @@ describe("planVmi", () => {
 
 describe("migrationState halves", () => {
   it("source success: completed, end time, nodeName moves to the target, the source pod leaves activePods", () => {
-    const status = { phase: "Running" as const, nodeName: NODE, activePods: { "pod-a": NODE }, migrationState: ms() };
+    const status = {
+      phase: "Running" as const,
+      nodeName: NODE,
+      evacuationNodeName: NODE,
+      activePods: { "pod-a": NODE },
+      migrationState: ms(),
+    };
     const i = info("Migrated", { migration: sourceMig("Succeeded", { endTime: NOW }) });
     const s = sourceMigrationStatus(status, i, NOW);
     expect(s.nodeName).toBe("node02");
+    expect(s).not.toHaveProperty("evacuationNodeName");
     expect(s.activePods).toEqual({});
     expect(s.migrationState).toMatchObject({
       completed: true,
