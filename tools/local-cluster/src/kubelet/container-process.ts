@@ -4,11 +4,24 @@
  * container writes (the guest's serial console) into its own log until stopped.
  *
  *   waiting --start()--> running --(exit)--> terminated{exitCode}
+ *   waiting --adopt(record)--> running (a process an earlier kubelet started; watched through /proc)
  *                           `--stop(grace)--> SIGTERM ... grace ... SIGKILL --> terminated{137 or code}
+ *
+ * A process container runs under a shim and is recorded under the pod's directory (container-records.ts), so a
+ * restarted kubelet adopts it instead of starting a second copy.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, createReadStream, existsSync, openSync, statSync, watch, writeSync } from "node:fs";
+import { closeSync, createReadStream, existsSync, openSync, rmSync, statSync, watch, writeSync } from "node:fs";
 import { join } from "node:path";
+import {
+  type ContainerRecord,
+  exitFileOf,
+  isLive,
+  processStartTime,
+  readExitCode,
+  shimArgv,
+  writeRecord,
+} from "./container-records.ts";
 import type { ContainerPlan } from "./container-spec.ts";
 import type { ContainerRunState } from "./pod-status.ts";
 
@@ -22,10 +35,23 @@ export class ContainerProcess {
   #state: ContainerRunState;
   #child: ChildProcess | undefined;
   #stopTail: (() => void) | undefined;
+  readonly #owner: ContainerOwner;
+  /** The adopted process (started by an earlier kubelet), watched through /proc. */
+  #adopted: { record: ContainerRecord; exited: Promise<void> } | undefined;
 
-  /** `onChange` is called after every state change (the kubelet then recomputes the pod status). */
-  constructor(plan: ContainerPlan, image: string, podDir: string, onChange: () => void) {
+  /**
+   * `onChange` is called after every state change (the kubelet then recomputes the pod status); `owner` names the
+   * pod in the container's runtime record.
+   */
+  constructor(
+    plan: ContainerPlan,
+    image: string,
+    podDir: string,
+    onChange: () => void,
+    owner: ContainerOwner = { podUid: "", graceSeconds: 30 },
+  ) {
     this.#plan = plan;
+    this.#owner = owner;
     this.#image = image;
     this.#cwd = podDir;
     this.#logPath = join(podDir, `${plan.name}.log`);
@@ -51,9 +77,52 @@ export class ContainerProcess {
     return this.#plan.kind === "tail";
   }
 
-  /** The OS pid of a process container while it runs. */
+  /** The OS pid of a process container while it runs (its shim: the container's process group). */
   get pid(): number | undefined {
-    return this.#child?.pid;
+    return this.#child?.pid ?? this.#adopted?.record.pid;
+  }
+
+  /**
+   * Takes over a container an earlier kubelet started (`record` from the pod's directory) instead of starting it:
+   * running while the recorded process lives, then terminated with the exit code its shim wrote. A tail container
+   * resumes copying where its log ends. Call instead of start().
+   */
+  adopt(record: ContainerRecord | undefined): void {
+    if (this.#plan.kind === "unrunnable" || this.#state.state !== "waiting") return;
+    if (this.#plan.kind === "tail") {
+      const logFd = openSync(this.#logPath, "a");
+      this.#stopTail = followFile(this.#plan.file, logFd, statSync(this.#logPath).size);
+      this.#set({ name: this.#plan.name, image: this.#image, state: "running", startedAt: new Date() });
+      return;
+    }
+    if (!record) return;
+    const startedAt = new Date(record.startedAt);
+    const finished = (): void => {
+      // Whatever the container started goes with it (as in start()'s exit handler).
+      killGroup(record.pid, "SIGKILL");
+      const exitCode = readExitCode(record.exitFile) ?? 137;
+      this.#set({
+        name: this.#plan.name,
+        image: this.#image,
+        state: "terminated",
+        exitCode,
+        reason: exitCode === 0 ? "Completed" : "Error",
+        startedAt,
+        finishedAt: new Date(),
+      });
+    };
+    const exited = new Promise<void>((resolve) => {
+      const poll = (): void => {
+        if (isLive(record)) return;
+        clearInterval(timer);
+        finished();
+        resolve();
+      };
+      const timer = setInterval(poll, ADOPTED_POLL_MS);
+      poll();
+    });
+    this.#adopted = { record, exited };
+    if (isLive(record)) this.#set({ name: this.#plan.name, image: this.#image, state: "running", startedAt });
   }
 
   /** Starts the container. A no-op for unrunnable containers (they stay Waiting with their reason). */
@@ -66,8 +135,10 @@ export class ContainerProcess {
       return;
     }
     // nice(1) execs the program (same pid), so every thread it starts inherits the niceness.
-    const argv = this.#plan.nice > 0 ? ["nice", "-n", String(this.#plan.nice), ...this.#plan.argv] : this.#plan.argv;
-    const [cmd, ...args] = argv;
+    const program = this.#plan.nice > 0 ? ["nice", "-n", String(this.#plan.nice), ...this.#plan.argv] : this.#plan.argv;
+    const exitFile = exitFileOf(this.#cwd, this.#plan.name);
+    rmSync(exitFile, { force: true });
+    const [cmd, ...args] = shimArgv(program, exitFile);
     const child = spawn(cmd, args, {
       cwd: this.#cwd,
       env: this.#plan.env,
@@ -77,6 +148,20 @@ export class ContainerProcess {
     closeSync(logFd);
     this.#child = child;
     const startedAt = new Date();
+    // Recorded before anything else can run, so a kubelet killed from here on finds the container on restart.
+    const startTime = child.pid ? processStartTime(child.pid) : undefined;
+    if (child.pid && startTime) {
+      writeRecord(this.#cwd, {
+        version: 1,
+        podUid: this.#owner.podUid,
+        container: this.#plan.name,
+        pid: child.pid,
+        startTime,
+        startedAt: startedAt.toISOString(),
+        exitFile,
+        graceSeconds: this.#owner.graceSeconds,
+      });
+    }
     child.once("spawn", () => this.#set({ name: this.#plan.name, image: this.#image, state: "running", startedAt }));
     child.once("error", (err) => {
       this.#set({
@@ -126,6 +211,14 @@ export class ContainerProcess {
       });
       return;
     }
+    if (this.#adopted) {
+      const pid = this.#adopted.record.pid;
+      killGroup(pid, "SIGTERM");
+      const timer = setTimeout(() => killGroup(pid, "SIGKILL"), Math.max(0, graceSeconds) * 1000);
+      await this.#adopted.exited;
+      clearTimeout(timer);
+      return;
+    }
     const child = this.#child;
     if (!child?.pid) return;
     const exited = new Promise<void>((resolve) => {
@@ -144,7 +237,18 @@ export class ContainerProcess {
   }
 }
 
-function killGroup(pid: number, signal: NodeJS.Signals): void {
+/** How often an adopted container's process is checked (it is not our child: no exit event). */
+const ADOPTED_POLL_MS = 250;
+
+/** The pod a container belongs to, as its runtime record names it. */
+export interface ContainerOwner {
+  readonly podUid: string;
+  /** The pod's termination grace period in seconds. */
+  readonly graceSeconds: number;
+}
+
+/** Signals the process group `pid` leads (a container and everything it started). */
+export function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pid, signal);
   } catch {
@@ -157,9 +261,12 @@ function signalNumber(signal: NodeJS.Signals | null): number {
   return signal ? (numbers[signal] ?? 0) : 0;
 }
 
-/** Copies what is appended to `file` (which may not exist yet) into `fd` until the returned stop() is called. */
-function followFile(file: string, fd: number): () => void {
-  let offset = 0;
+/**
+ * Copies what is appended to `file` (which may not exist yet) into `fd`, from byte `from`, until the returned stop()
+ * is called.
+ */
+function followFile(file: string, fd: number, from = 0): () => void {
+  let offset = from;
   let reading = false;
   let stopped = false;
   const pump = (): void => {

@@ -10,16 +10,32 @@
  *   deletionTimestamp set                 -> stop containers (SIGTERM, grace, SIGKILL), then DELETE with grace 0
  *   Pod gone from the API                 -> stop containers at once
  *   kubelet stopping (node shutdown)      -> stop every container with its pod's grace period
+ *   kubelet starting                      -> adopt the containers an earlier kubelet started (their records under
+ *                                            the pod directory; never a second copy), end those whose pod is gone
+ *                                            and remove their directories, sockets and locks (node-reaper.ts)
  */
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { type CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
+import {
+  type CoreV1Api,
+  type KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Container,
+  type V1Pod,
+} from "@kubernetes/client-node";
 import type { Logger } from "@kvt/observability";
 import { makeInformer } from "../cluster/informer.ts";
+import type { KubeletNetwork } from "../network/kubelet-network.ts";
 import { ContainerProcess } from "./container-process.ts";
+import type { ContainerRecord } from "./container-records.ts";
 import { type ContainerPlan, planContainer, type ResolvedVolume, type RuntimeLayout } from "./container-spec.ts";
+import { endContainers, recordedPods, removeStaleSockets } from "./node-reaper.ts";
 import { type ContainerRunState, podStatus } from "./pod-status.ts";
 import { failedMountMessage, setUpPodVolumes, type VolumeLookups } from "./pod-volumes.ts";
+
+/** How often sockets and locks left by pods that are gone are looked for. */
+const SOCKET_SWEEP_MS = 10_000;
 
 /** How often a pod whose volumes are not ready is tried again. */
 const VOLUME_RETRY_MS = 1000;
@@ -33,6 +49,8 @@ export interface KubeletOptions {
   readonly dataDir: string;
   readonly layout: RuntimeLayout;
   readonly log: Logger;
+  /** The pod network (network/kubelet-network.ts); none: pods share the node's network. */
+  readonly network?: KubeletNetwork;
 }
 
 interface RunningPod {
@@ -59,6 +77,10 @@ export class Kubelet {
   readonly #o: KubeletOptions;
   readonly #pods = new Map<string, RunningPod>();
   #informer: ReturnType<typeof makeInformer<V1Pod>> | undefined;
+  /** Until the first pod list is processed: the containers an earlier kubelet started, by pod uid. */
+  #recorded: Map<string, Map<string, ContainerRecord>> | undefined;
+  #sweep: ReturnType<typeof setInterval> | undefined;
+  #stopped = false;
 
   constructor(options: KubeletOptions) {
     this.#o = options;
@@ -88,26 +110,68 @@ export class Kubelet {
     informer.on("update", (pod) => this.#sync(pod));
     informer.on("delete", (pod) => this.#gone(pod));
     informer.on("error", (err: unknown) => {
+      if (this.#stopped) return; // stop() ends the watch with an error: not one to recover from
       this.#o.log.warn({ err }, "pod watch failed; restarting it in 1s");
-      setTimeout(() => void informer.start().catch(() => undefined), 1000);
+      setTimeout(() => void (this.#stopped ? undefined : informer.start().catch(() => undefined)), 1000);
     });
     this.#informer = informer;
+    this.#recorded = recordedPods(join(this.#o.dataDir, "pods"));
     await informer.start();
+    // Every pod of the first list was synced (adopting its containers): what is left belongs to pods that are gone.
+    const leftover = this.#recorded;
+    this.#recorded = undefined;
+    for (const [uid, records] of leftover) if (!this.#pods.has(uid)) void this.#endOrphan(uid, records);
+    this.#sweep = setInterval(() => this.#sweepSockets(), SOCKET_SWEEP_MS);
+    this.#sweep.unref();
+  }
+
+  /** Ends the containers of a pod this node no longer runs, then removes its directory unless the pod exists. */
+  async #endOrphan(uid: string, records: Map<string, ContainerRecord>): Promise<void> {
+    this.#o.log.info({ uid, containers: [...records.keys()] }, "ending containers whose pod is gone");
+    await endContainers(records.values());
+    const exists = this.#informer?.list().some((p) => p.metadata?.uid === uid) ?? true;
+    if (!exists && !this.#pods.has(uid)) rmSync(this.podDir(uid), { recursive: true, force: true });
+    this.#sweepSockets(0);
+  }
+
+  /**
+   * Removes launcher sockets and fencing locks that belong to no pod of this node: right away once a pod is gone
+   * (`minAgeMs` 0), else only files older than 10 s (written by a process this kubelet did not start).
+   */
+  #sweepSockets(minAgeMs = 10_000): void {
+    const socketDir = this.#o.layout.socketDir;
+    if (!socketDir) return;
+    const pods = [...this.#pods.values()];
+    const vmis = pods.flatMap((p) => p.pod.metadata?.labels?.["kubevirt.io/created-by"] ?? []);
+    try {
+      const removed = removeStaleSockets(
+        socketDir,
+        pods.map((p) => p.uid),
+        vmis,
+        minAgeMs,
+      );
+      if (removed.length > 0) this.#o.log.info({ removed }, "removed sockets of pods that are gone");
+    } catch (err) {
+      // A sweep that fails leaves files for the next one; nothing depends on it.
+      this.#o.log.debug({ err }, "socket sweep failed");
+    }
   }
 
   /** Node shutdown: stops every container (each pod's grace period) and the watch. */
   async stop(): Promise<void> {
+    this.#stopped = true;
+    clearInterval(this.#sweep);
     await this.#informer?.stop();
     await Promise.all([...this.#pods.values()].map((p) => this.#stopContainers(p, graceOf(p.pod))));
   }
 
   #sync(pod: V1Pod): void {
-    if (pod.spec?.nodeName !== this.#o.nodeName || !pod.metadata?.uid) return;
+    if (this.#stopped || pod.spec?.nodeName !== this.#o.nodeName || !pod.metadata?.uid) return;
     const uid = pod.metadata.uid;
     let running = this.#pods.get(uid);
     if (!running) {
       if (pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed") return; // finished before we knew it
-      if (pod.metadata.deletionTimestamp) {
+      if (pod.metadata.deletionTimestamp && !this.#recorded?.has(uid)) {
         void this.#finalizeDelete(pod);
         return;
       }
@@ -135,7 +199,9 @@ export class Kubelet {
       statusQueued: false,
     };
     this.#pods.set(uid, running);
-    this.#o.log.info({ pod: `${running.namespace}/${running.name}`, uid }, "starting pod");
+    const records = this.#recorded?.get(uid);
+    if (records) this.#adoptContainers(running, records);
+    else this.#o.log.info({ pod: `${running.namespace}/${running.name}`, uid }, "starting pod");
     void this.#startWhenVolumesReady(running);
     return running;
   }
@@ -153,8 +219,13 @@ export class Kubelet {
       }
       if (running.stopping || this.#pods.get(running.uid) !== running) return;
       if ("ready" in setUp) {
-        this.#createContainers(running, setUp.ready);
-        return;
+        if (await this.#attachNetwork(running)) {
+          this.#createContainers(running, setUp.ready);
+          return;
+        }
+        this.#writeStatus(running);
+        await new Promise((r) => setTimeout(r, VOLUME_RETRY_MS));
+        continue;
       }
       const message = failedMountMessage(setUp.failed);
       if (message !== running.lastMountError) {
@@ -172,21 +243,46 @@ export class Kubelet {
     }
   }
 
+  /**
+   * Takes over the containers an earlier kubelet started for this pod (as a kubelet finds them through its
+   * runtime): each recorded one is followed, never started again; tail containers resume where their log ends.
+   */
+  #adoptContainers(running: RunningPod, records: Map<string, ContainerRecord>): void {
+    const pod = running.pod;
+    this.#o.log.info({ pod: `${running.namespace}/${running.name}`, uid: running.uid }, "adopting pod's containers");
+    for (const c of pod.spec?.containers ?? []) {
+      const plan = this.#plan(pod, c, running.dir);
+      const record = records.get(c.name);
+      if (!record && plan.kind !== "tail") continue; // never started: started once the volumes are ready
+      const container = new ContainerProcess(plan, c.image ?? "", running.dir, () => this.#onContainerChange(running), {
+        podUid: running.uid,
+        graceSeconds: graceOf(pod),
+      });
+      running.containers.push(container);
+      container.adopt(record);
+    }
+    this.#writeStatus(running);
+  }
+
   #createContainers(running: RunningPod, volumes: ReadonlyMap<string, ResolvedVolume>): void {
     const pod = running.pod;
     running.volumes = volumes;
     const onChange = (): void => this.#onContainerChange(running);
+    const adopted = new Set(running.containers.map((c) => c.state.name));
+    const created: ContainerProcess[] = [];
     for (const c of pod.spec?.containers ?? []) {
-      running.containers.push(
-        new ContainerProcess(
-          planContainer(pod, c, running.dir, this.#o.layout, volumes),
-          c.image ?? "",
-          running.dir,
-          onChange,
-        ),
+      if (adopted.has(c.name)) continue;
+      const container = new ContainerProcess(
+        this.#plan(pod, c, running.dir, volumes),
+        c.image ?? "",
+        running.dir,
+        onChange,
+        { podUid: running.uid, graceSeconds: graceOf(pod) },
       );
+      running.containers.push(container);
+      created.push(container);
     }
-    for (const c of running.containers) c.start();
+    for (const c of created) c.start();
     this.#writeStatus(running);
   }
 
@@ -247,9 +343,38 @@ export class Kubelet {
     for (const p of this.#pods.values()) {
       if (p.namespace !== namespace || p.name !== name || !p.volumes) continue;
       const spec = p.pod.spec?.containers.find((c) => c.name === container);
-      return spec ? planContainer(p.pod, spec, p.dir, this.#o.layout, p.volumes) : undefined;
+      return spec ? this.#plan(p.pod, spec, p.dir, p.volumes) : undefined;
     }
     return undefined;
+  }
+
+  /** How `c` runs: planContainer, inside the pod's network sandbox when it has one. */
+  #plan(pod: V1Pod, c: V1Container, dir: string, volumes?: ReadonlyMap<string, ResolvedVolume>): ContainerPlan {
+    const make = (p: V1Pod, x: V1Container): ContainerPlan => planContainer(p, x, dir, this.#o.layout, volumes);
+    return this.#o.network ? this.#o.network.plan(pod, c, make) : make(pod, c);
+  }
+
+  /** Wires the pod's network sandbox; false (after a FailedCreatePodSandBox event) when it cannot yet. */
+  async #attachNetwork(running: RunningPod): Promise<boolean> {
+    try {
+      await this.#o.network?.attach(running.pod);
+      return true;
+    } catch (err) {
+      const message = `Failed to create pod sandbox: ${(err as Error).message}`;
+      this.#o.log.warn({ err, pod: `${running.namespace}/${running.name}` }, "pod sandbox not created; retrying");
+      void this.#event(running.pod, "Warning", "FailedCreatePodSandBox", message);
+      return false;
+    }
+  }
+
+  /** Tears the network sandbox of a pod that is gone down (its containers have stopped). */
+  async #detachNetwork(running: RunningPod): Promise<void> {
+    try {
+      await this.#o.network?.detach(running.uid);
+    } catch (err) {
+      // The cluster removes every sandbox with the bridge at stop; until then a leftover only holds an address.
+      this.#o.log.warn({ err, pod: `${running.namespace}/${running.name}` }, "pod sandbox not removed");
+    }
   }
 
   #onContainerChange(running: RunningPod): void {
@@ -269,7 +394,13 @@ export class Kubelet {
     running.statusQueued = true;
     running.statusWrite = running.statusWrite.then(async () => {
       running.statusQueued = false;
-      const status = podStatus(running.pod, this.#containerStates(running), new Date(), running.volumes !== undefined);
+      const status = podStatus(
+        running.pod,
+        this.#containerStates(running),
+        new Date(),
+        running.volumes !== undefined,
+        this.#o.network?.podIPs(running.uid),
+      );
       try {
         await this.#o.core.patchNamespacedPodStatus(
           { name: running.name, namespace: running.namespace, body: { status } },
@@ -284,7 +415,7 @@ export class Kubelet {
 
   /** The containers' states; before they exist (volumes not ready) each is Waiting/ContainerCreating. */
   #containerStates(running: RunningPod): ContainerRunState[] {
-    if (running.volumes) return running.containers.map((c) => c.state);
+    if (running.volumes || running.containers.length > 0) return running.containers.map((c) => c.state);
     return (running.pod.spec?.containers ?? []).map((c) => ({
       name: c.name,
       image: c.image ?? "",
@@ -328,7 +459,11 @@ export class Kubelet {
     const running = uid ? this.#pods.get(uid) : undefined;
     if (!running) return;
     this.#pods.delete(uid!);
-    void this.#stopContainers(running, 0).then(() => rmSync(running.dir, { recursive: true, force: true }));
+    void this.#stopContainers(running, 0).then(() => {
+      rmSync(running.dir, { recursive: true, force: true });
+      this.#sweepSockets(0);
+      void this.#detachNetwork(running);
+    });
   }
 }
 
