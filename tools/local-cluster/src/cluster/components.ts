@@ -45,6 +45,8 @@ export interface ClusterLayout {
   readonly tracesFile?: string;
   /** CPUs each node advertises (kubelet --cpus); default the machine's. */
   readonly nodeCpus?: number;
+  /** The pod network's plan file (kubelet --pod-network); none: pods share the host's network. */
+  readonly podNetworkFile?: string;
 }
 
 /** One process to run. */
@@ -115,6 +117,7 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         "--data-dir",
         join(layout.dataDir, "nodes", node),
         ...(layout.nodeCpus ? ["--cpus", String(layout.nodeCpus)] : []),
+        ...(layout.podNetworkFile ? ["--pod-network", layout.podNetworkFile] : []),
       ],
       env,
     });

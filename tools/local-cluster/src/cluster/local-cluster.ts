@@ -29,6 +29,12 @@ import {
   tokenAuthFile,
   writeComponentKubeconfigs,
 } from "./component-identities.ts";
+import {
+  createPodNetwork,
+  type PodNetworkConfig,
+  podNetworkFile,
+  removePodNetwork,
+} from "../network/cluster-network.ts";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 import { freePort } from "./free-port.ts";
 import { currentRuntimeName, jsRuntime, type RuntimeName, runtimeNameOf } from "./js-runtime.ts";
@@ -81,6 +87,11 @@ export interface LocalClusterOptions {
   readonly runtime?: RuntimeName;
   readonly execPath?: string;
   readonly execArgs?: readonly string[];
+  /**
+   * Give every pod its own network namespace on a bridge the cluster creates (network/cluster-network.ts, the real
+   * CNI plugins). Default: when this process is root (it creates namespaces and links); else pods share the host's.
+   */
+  readonly podNetwork?: boolean;
 }
 
 /** A running local cluster. */
@@ -259,6 +270,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   const tls = await (options.ensureTls ?? ensureVirtApiTls)(join(dataDir, "pki"));
   const handlerTls = await ensureHandlerCerts(join(dataDir, "pki"));
   const kubeconfig = join(dataDir, "kubeconfig");
+  const podNetwork = await startPodNetwork(options, names);
   const layout: ClusterLayout = {
     projectRoot: options.projectRoot,
     dataDir,
@@ -274,6 +286,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     handlerTls,
     tracesFile: options.tracesFile,
     nodeCpus: options.nodeCpus,
+    ...(podNetwork ? { podNetworkFile: podNetworkFile(dataDir) } : {}),
   };
   const components = clusterComponents(layout);
   const supervisor = new Supervisor((e: SupervisorEvent) => {
@@ -352,10 +365,30 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
       nodeNames: names,
       scrapeConfigPath,
       supervisor,
-      stop: () => supervisor.stopAll(),
+      stop: () => stopAll(supervisor, podNetwork),
     };
   } catch (error) {
-    await supervisor.stopAll();
+    await stopAll(supervisor, podNetwork);
     throw error;
   }
+}
+
+/** The pod network when enabled (see {@link LocalClusterOptions.podNetwork}), created before any kubelet starts. */
+async function startPodNetwork(
+  options: LocalClusterOptions,
+  names: readonly string[],
+): Promise<PodNetworkConfig | undefined> {
+  if (!(options.podNetwork ?? process.getuid?.() === 0)) {
+    options.progress("pods share the host's network (the pod network needs root)");
+    return undefined;
+  }
+  const config = await createPodNetwork(options.dataDir, names, options.progress);
+  options.progress(`pod network ${config.clusterCidr} on bridge ${config.bridge}`);
+  return config;
+}
+
+/** Stops every component, then removes the pod network (its namespaces, the bridge, the IPAM state). */
+async function stopAll(supervisor: Supervisor, podNetwork: PodNetworkConfig | undefined): Promise<void> {
+  await supervisor.stopAll();
+  if (podNetwork) await removePodNetwork(podNetwork);
 }
