@@ -42,13 +42,22 @@ export function exitFileOf(podDir: string, container: string): string {
 }
 
 /**
- * The argv that runs `argv` under the shim: `sh` ignores SIGTERM/SIGINT itself while the program runs (POSIX defers
- * a trapped signal until the foreground command ends; the program gets the signal with default dispositions), then
- * writes the program's exit status (128+N for a signal) to `exitFile` and exits with it.
+ * The argv that runs `argv` under the shim: `sh` starts the program, forwards SIGTERM/SIGINT/SIGHUP to it (one that
+ * arrives before the program started is forwarded as soon as it has), waits for it, then writes its exit status
+ * (128+N for a signal) to `exitFile` and exits with it.
  */
 export function shimArgv(argv: readonly string[], exitFile: string): string[] {
-  return ["/bin/sh", "-c", 'trap : TERM INT HUP; "$@"; s=$?; echo $s > "$0"; exit $s', exitFile, ...argv];
+  return ["/bin/sh", "-c", SHIM, exitFile, ...argv];
 }
+
+const SHIM = [
+  "t=; trap 't=1' TERM INT HUP",
+  '"$@" & c=$!',
+  "trap 'kill -TERM $c 2>/dev/null' TERM INT HUP",
+  '[ -n "$t" ] && kill -TERM $c',
+  "while :; do wait $c; s=$?; kill -0 $c 2>/dev/null || break; done",
+  'echo $s > "$0"; exit $s',
+].join("\n");
 
 /** Field 22 (starttime) of /proc/<pid>/stat, or undefined when no such process exists. */
 export function processStartTime(pid: number): string | undefined {
