@@ -11,7 +11,7 @@
  * restarted kubelet adopts it instead of starting a second copy.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, createReadStream, existsSync, openSync, rmSync, statSync, watch, writeSync } from "node:fs";
+import { closeSync, openSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import {
   type ContainerRecord,
@@ -23,6 +23,7 @@ import {
   writeRecord,
 } from "./container-records.ts";
 import type { ContainerPlan } from "./container-spec.ts";
+import { followFile } from "./log-rotation.ts";
 import type { ContainerRunState } from "./pod-status.ts";
 
 /** One running container. */
@@ -259,43 +260,4 @@ export function killGroup(pid: number, signal: NodeJS.Signals): void {
 function signalNumber(signal: NodeJS.Signals | null): number {
   const numbers: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGSEGV: 11, SIGTERM: 15, SIGABRT: 6 };
   return signal ? (numbers[signal] ?? 0) : 0;
-}
-
-/**
- * Copies what is appended to `file` (which may not exist yet) into `fd`, from byte `from`, until the returned stop()
- * is called.
- */
-function followFile(file: string, fd: number, from = 0): () => void {
-  let offset = from;
-  let reading = false;
-  let stopped = false;
-  const pump = (): void => {
-    if (reading || stopped || !existsSync(file)) return;
-    const size = statSync(file).size;
-    if (size <= offset) return;
-    reading = true;
-    const stream = createReadStream(file, { start: offset, end: size - 1 });
-    stream.on("data", (chunk) => {
-      if (!stopped) writeSync(fd, chunk as Buffer);
-    });
-    stream.on("close", () => {
-      offset = size;
-      reading = false;
-      pump();
-    });
-  };
-  const timer = setInterval(pump, 250);
-  let watcher: ReturnType<typeof watch> | undefined;
-  try {
-    watcher = watch(join(file, ".."), () => pump());
-  } catch {
-    // Watching is an optimisation over the 250 ms poll; without it the copy is only slower.
-  }
-  pump();
-  return () => {
-    stopped = true;
-    clearInterval(timer);
-    watcher?.close();
-    closeSync(fd);
-  };
 }

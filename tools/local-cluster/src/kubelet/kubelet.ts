@@ -30,12 +30,16 @@ import type { KubeletNetwork } from "../network/kubelet-network.ts";
 import { ContainerProcess } from "./container-process.ts";
 import type { ContainerRecord } from "./container-records.ts";
 import { type ContainerPlan, planContainer, type ResolvedVolume, type RuntimeLayout } from "./container-spec.ts";
+import { CONTAINER_LOG_MAX_BYTES, rotateLog } from "./log-rotation.ts";
 import { endContainers, recordedPods, removeStaleSockets } from "./node-reaper.ts";
 import { type ContainerRunState, podStatus } from "./pod-status.ts";
 import { failedMountMessage, setUpPodVolumes, type VolumeLookups } from "./pod-volumes.ts";
 
 /** How often sockets and locks left by pods that are gone are looked for. */
 const SOCKET_SWEEP_MS = 10_000;
+
+/** How often container logs are checked against their size cap. */
+const LOG_ROTATION_MS = 2000;
 
 /** How often a pod whose volumes are not ready is tried again. */
 const VOLUME_RETRY_MS = 1000;
@@ -51,6 +55,8 @@ export interface KubeletOptions {
   readonly log: Logger;
   /** The pod network (network/kubelet-network.ts); none: pods share the node's network. */
   readonly network?: KubeletNetwork;
+  /** A container log larger than this is rotated (the kubelet's containerLogMaxSize; default 10Mi). */
+  readonly containerLogMaxBytes?: number;
 }
 
 interface RunningPod {
@@ -80,6 +86,7 @@ export class Kubelet {
   /** Until the first pod list is processed: the containers an earlier kubelet started, by pod uid. */
   #recorded: Map<string, Map<string, ContainerRecord>> | undefined;
   #sweep: ReturnType<typeof setInterval> | undefined;
+  #logRotation: ReturnType<typeof setInterval> | undefined;
   #stopped = false;
 
   constructor(options: KubeletOptions) {
@@ -123,6 +130,14 @@ export class Kubelet {
     for (const [uid, records] of leftover) if (!this.#pods.has(uid)) void this.#endOrphan(uid, records);
     this.#sweep = setInterval(() => this.#sweepSockets(), SOCKET_SWEEP_MS);
     this.#sweep.unref();
+    this.#logRotation = setInterval(() => this.#rotateLogs(), LOG_ROTATION_MS);
+    this.#logRotation.unref();
+  }
+
+  /** Rotates every container log over the cap (copytruncate: the containers keep their descriptors). */
+  #rotateLogs(): void {
+    for (const p of this.#pods.values())
+      for (const c of p.containers) rotateLog(c.logPath, this.#o.containerLogMaxBytes ?? CONTAINER_LOG_MAX_BYTES);
   }
 
   /** Ends the containers of a pod this node no longer runs, then removes its directory unless the pod exists. */
@@ -161,6 +176,7 @@ export class Kubelet {
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#sweep);
+    clearInterval(this.#logRotation);
     await this.#informer?.stop();
     await Promise.all([...this.#pods.values()].map((p) => this.#stopContainers(p, graceOf(p.pod))));
   }

@@ -59,6 +59,8 @@ export async function startLogServer(
     const follow = url.searchParams.get("follow") === "true";
     const pump = (onDone: () => void): void => {
       const size = statSync(file).size;
+      // Rotated by copy-and-truncate (log-rotation.ts): the file starts over, and so does the copy.
+      if (size < offset) offset = 0;
       if (size <= offset) {
         onDone();
         return;

@@ -1,0 +1,110 @@
+import { spawn } from "node:child_process";
+import {
+  appendFileSync,
+  closeSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { eventually } from "@kvt/testing";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { CONTAINER_LOG_MAX_BYTES, followFile, rotateLog } from "./log-rotation.ts";
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "log-rotation-"));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("rotateLog (copytruncate at the kubelet's containerLogMaxSize)", () => {
+  it("defaults to the kubelet's 10Mi", () => {
+    expect(CONTAINER_LOG_MAX_BYTES).toBe(10 * 1024 * 1024);
+  });
+
+  it("leaves a file under the cap alone", () => {
+    const log = join(dir, "c.log");
+    writeFileSync(log, "small\n");
+    expect(rotateLog(log, 100)).toBe(false);
+    expect(readFileSync(log, "utf8")).toBe("small\n");
+  });
+
+  it("moves a file over the cap to .1 (replacing the older one) and truncates it in place", () => {
+    const log = join(dir, "c.log");
+    writeFileSync(`${log}.1`, "oldest\n");
+    writeFileSync(log, "x".repeat(150));
+    expect(rotateLog(log, 100)).toBe(true);
+    expect(readFileSync(`${log}.1`, "utf8")).toBe("x".repeat(150));
+    expect(statSync(log).size).toBe(0);
+  });
+
+  it("a running writer with an O_APPEND descriptor keeps logging into the truncated file, bounded", async () => {
+    const log = join(dir, "c.log");
+    const fd = openSync(log, "a");
+    // A chatty container: 200 bytes every ms for a while.
+    const child = spawn(
+      process.execPath,
+      [
+        "-e",
+        "const l='y'.repeat(199)+'\\n'; let n=0; const t=setInterval(()=>{process.stdout.write(l); if(++n===1500){clearInterval(t); process.stdout.write('last\\n')}},1)",
+      ],
+      { stdio: ["ignore", fd, "ignore"] },
+    );
+    closeSync(fd);
+    let maxSeen = 0;
+    const exited = new Promise((r) => child.on("exit", r));
+    let done = false;
+    void exited.then(() => {
+      done = true;
+    });
+    while (!done) {
+      rotateLog(log, 16 * 1024);
+      maxSeen = Math.max(maxSeen, statSync(log).size);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(readFileSync(log, "utf8").endsWith("last\n")).toBe(true);
+    expect(readFileSync(log, "utf8")).not.toContain("\0"); // no hole: writes land at the new end
+    expect(statSync(`${log}.1`).size).toBeGreaterThan(16 * 1024);
+    expect(maxSeen).toBeLessThan(300 * 1024); // 300 kB were written in all
+  });
+});
+
+describe("followFile", () => {
+  it("copies appended bytes, then follows a rotation by rename without losing the old file's tail", async () => {
+    const src = join(dir, "virt-serial0-log");
+    const dst = join(dir, "guest-console-log.log");
+    const stop = followFile(src, openSync(dst, "a"));
+    appendFileSync(src, "one\n");
+    await eventually(() => (readFileSync(dst, "utf8") === "one\n" ? true : undefined));
+    appendFileSync(src, "two\n");
+    renameSync(src, `${src}.0`); // the launcher rotates right after writing "two"
+    appendFileSync(src, "three\n");
+    await eventually(() => (readFileSync(dst, "utf8") === "one\ntwo\nthree\n" ? true : undefined));
+    stop();
+  });
+
+  it("starts over when the file is truncated in place", async () => {
+    const src = join(dir, "s.log");
+    const dst = join(dir, "d.log");
+    writeFileSync(src, "aaaa\n");
+    const stop = followFile(src, openSync(dst, "a"));
+    await eventually(() => (readFileSync(dst, "utf8") === "aaaa\n" ? true : undefined));
+    writeFileSync(src, "b\n"); // truncated, then a shorter line
+    await eventually(() => (readFileSync(dst, "utf8") === "aaaa\nb\n" ? true : undefined));
+    stop();
+  });
+
+  it("never throws when its destination is full", async () => {
+    const src = join(dir, "s.log");
+    writeFileSync(src, "to nowhere\n");
+    const stop = followFile(src, openSync("/dev/full", "w"));
+    appendFileSync(src, "more\n");
+    await new Promise((r) => setTimeout(r, 300));
+    expect(() => stop()).not.toThrow();
+  });
+});
