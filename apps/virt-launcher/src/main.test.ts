@@ -71,6 +71,15 @@ describe("virt-launcher main", () => {
       code: "BadRequest",
       message: expect.stringContaining("nothing to boot"),
     });
+    // Fencing: a second launcher for the same VMI on this node refuses to start (exit 4) and serves nothing.
+    const second = spawnSync(
+      process.execPath,
+      [mainPath, "--vmi", vmiFile, "--socket-dir", dir, "--pod-dir", join(dir, "pod2"), "--log-level", "silent"],
+      { encoding: "utf8", timeout: 60_000 },
+    );
+    expect(second.status).toBe(4);
+    expect(second.stderr).toContain("another virt-launcher on this node holds its lock");
+    expect((await client.info()).pid).toBe(child.pid); // the first one still serves the socket
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
   }, 90_000);

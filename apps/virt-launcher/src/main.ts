@@ -15,8 +15,10 @@
  *            volumes are on this host; absent on a real node, where the mount paths are real)
  *   socket:  <socket dir>/launcher-<first 16 hex digits of POD_UID, else of the VMI uid>.sock (short: unix socket
  *            paths end at 107 bytes; the handler learns who is behind a socket from /v1/info, not its name)
+ * Fencing: before anything else that could start a guest, the launcher takes the exclusive lock of its VMI's uid
+ * on this node (fencing/vmi-lock.ts) and holds it for its whole life; a second launcher for the same VMI exits 4.
  * Exit codes: 0 the guest shut down or migrated away (or SIGTERM before it started), 1 it crashed or was
- * killed, 2 bad arguments, 3 could not serve (socket, VMI lookup).
+ * killed, 2 bad arguments, 3 could not serve (socket, VMI lookup), 4 another launcher on this node holds the VMI.
  */
 import { mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -26,6 +28,7 @@ import { createLogger } from "@kvt/observability/logger";
 import { startTracing } from "@kvt/observability/tracing";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
+import { acquireVmiLock, type VmiLock, VmiLockedError } from "./fencing/vmi-lock.ts";
 import { startLauncherApp } from "./launcher-app.ts";
 import { parseUseEmulation } from "./machine/backend-choice.ts";
 import { machineFactory } from "./machine/create-machine.ts";
@@ -65,7 +68,8 @@ await main({
     "  --image-store DIR     the local image store (env KVT_IMAGE_STORE)",
     "  --console-log FILE    the guest console log (default <pod dir>/virt-serial0-log)",
     "  --use-emulation MODE  never | whenNeeded | always (env KUBEVIRT_USE_EMULATION; default whenNeeded)",
-    "Exit codes: 0 shut down or migrated, 1 crashed or killed, 2 bad arguments, 3 could not serve.",
+    "Exit codes: 0 shut down or migrated, 1 crashed or killed, 2 bad arguments, 3 could not serve,",
+    "4 another virt-launcher on this node holds the VMI's lock (nothing was started).",
   ],
   async run({ values }, signal) {
     const env = process.env;
@@ -80,6 +84,7 @@ await main({
         ...(env.NODE_NAME ? { "k8s.node.name": env.NODE_NAME } : {}),
       },
     });
+    let lock: VmiLock | undefined;
     try {
       const source = await loadVmi({
         ...(values.vmi ? { vmiFile: values.vmi } : {}),
@@ -101,6 +106,7 @@ await main({
       const socketDir = values["socket-dir"] ?? env.KUBEVIRT_SOCKET_DIR ?? podDir ?? DEFAULT_SOCKET_DIR;
       const workDir = podDir ?? join(tmpdir(), `virt-launcher-${source.identity.uid}`);
       mkdirSync(socketDir, { recursive: true });
+      lock = acquireVmiLock(socketDir, source.identity.uid);
       mkdirSync(workDir, { recursive: true });
       const storeRoot = values["image-store"] ?? env.KVT_IMAGE_STORE ?? DEFAULT_IMAGE_STORE;
       let mounts: ReturnType<typeof parseVolumeMounts>;
@@ -157,9 +163,15 @@ await main({
         process.stderr.write(`virt-launcher: ${error.message}\n`);
         return 2;
       }
+      if (error instanceof VmiLockedError) {
+        logger.error({ err: error, reason: "VmiLocked" }, error.message);
+        process.stderr.write(`virt-launcher: ${error.message}\n`);
+        return 4;
+      }
       logger.error({ err: error }, "virt-launcher cannot run");
       return 3;
     } finally {
+      lock?.release();
       await tracing.shutdown();
       logger.flush();
     }
