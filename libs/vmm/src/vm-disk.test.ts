@@ -19,16 +19,33 @@ describe("boot.disks validation (no KVM needed)", () => {
       { path: image, migrate: "copy" },
     ]);
     expect(disks).toEqual([
-      { path: image, readOnly: false, serial: "", migrate: "shared" },
-      { path: image, readOnly: true, serial: "kvt-disk-1", migrate: "shared" },
-      { path: image, readOnly: false, serial: "", migrate: "copy" },
+      { path: image, readOnly: false, serial: "", migrate: "shared", base: "" },
+      { path: image, readOnly: true, serial: "kvt-disk-1", migrate: "shared", base: "" },
+      { path: image, readOnly: false, serial: "", migrate: "copy", base: "" },
     ]);
     expect(nativeDisks(disks)).toEqual([
-      [image, false, "", false],
-      [image, true, "kvt-disk-1", false],
-      [image, false, "", true],
+      [image, false, "", false, ""],
+      [image, true, "kvt-disk-1", false, ""],
+      [image, false, "", true, ""],
     ]);
     expect(parseVmDisks([])).toEqual([]);
+  });
+
+  it("takes a copy-on-write base of the overlay's size and refuses a wrong one", () => {
+    const base = join(dir, "base.img");
+    writeFileSync(base, Buffer.alloc(4096, 7));
+    const disks = parseVmDisks([{ path: image, base, migrate: "copy" }]);
+    expect(nativeDisks(disks)).toEqual([[image, false, "", true, base]]);
+    const small = join(dir, "small.img");
+    writeFileSync(small, Buffer.alloc(512));
+    expect(() => parseVmDisks([{ path: image, base: small }])).toThrow(
+      `Cannot use boot.disks[0].base "${small}": 512 bytes, the overlay has 4096`,
+    );
+    expect(() => parseVmDisks([{ path: image, base, readOnly: true }])).toThrow(RangeError);
+    expect(() => parseVmDisks([{ path: image, base: join(dir, "none") }])).toThrow(/ENOENT/);
+    expect(() => parseVmDisks([{ path: image, base: 3 }])).toThrow(
+      new TypeError("boot.disks[0].base must be a string"),
+    );
   });
 
   it("refuses a migrate mode other than shared or copy", () => {
@@ -98,7 +115,7 @@ describe("boot.disks validation (no KVM needed)", () => {
   it("is checked by Vm.create's option parser before KVM is touched", () => {
     const boot = { kind: "linux" as const, kernelPath: "/k", disks: [{ path: image, serial: "kvt-disk-0" }] };
     expect(parseLinuxBoot(boot).disks).toEqual([
-      { path: image, readOnly: false, serial: "kvt-disk-0", migrate: "shared" },
+      { path: image, readOnly: false, serial: "kvt-disk-0", migrate: "shared", base: "" },
     ]);
     expect(parseLinuxBoot({ kind: "linux", kernelPath: "/k" }).disks).toBeUndefined();
     expect(() =>

@@ -11,6 +11,10 @@
  * contents travel in the migration stream with dirty-block tracking, into the target's own file of the same path
  * option, which the target's launcher creates at the source's size before the migration (a fresh sparse file is
  * best: holes cost nothing). A target older than migration protocol 4 refuses such a migration.
+ * `base` makes the disk copy-on-write (a containerDisk's overlay): `path` is then a private sparse file of the base's
+ * size that holds the guest's writes in 64 KiB granules, and every granule not written yet reads from `base`, a raw
+ * file opened read-only and never written (native/src/devices/virtio/blk_overlay.h). A live migration that copies
+ * such a disk sends only the granules the overlay holds; the target's disk must be an overlay over the same base.
  *   guest: /dev/vd<a+i>, /sys/block/vd<a+i>/serial = serial, /dev/disk/by-id/virtio-<serial> (with udev)
  */
 import { statSync } from "node:fs";
@@ -26,6 +30,8 @@ export interface VmDisk {
   /** What a live migration does with the disk: "shared" (default: the target opens the same file) or "copy" (a
    *  local disk: its contents are copied to the target's file, with the blocks written meanwhile). */
   readonly migrate?: VmDiskMigrate;
+  /** A raw file under a copy-on-write `path` (same size, regular files, the disk writable); "" or absent: none. */
+  readonly base?: string;
 }
 
 /** How a live migration treats a disk: "shared" storage both sides open, or a local disk whose contents it copies. */
@@ -39,7 +45,7 @@ export const MAX_VM_DISKS = 16;
 export const MAX_DISK_SERIAL_BYTES = 20;
 
 /** A disk as the native constructor takes it. */
-export type NativeDisk = [path: string, readOnly: boolean, serial: string, copyOnMigrate: boolean];
+export type NativeDisk = [path: string, readOnly: boolean, serial: string, copyOnMigrate: boolean, base: string];
 
 const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
 
@@ -55,7 +61,13 @@ export function parseVmDisks(disks: unknown, label = "boot.disks"): Required<VmD
   return disks.map((disk: unknown, i): Required<VmDisk> => {
     const name = `${label}[${i}]`;
     if (typeof disk !== "object" || disk === null) throw new TypeError(`${name} must be an object`);
-    const { path, readOnly = false, serial = "", migrate = "shared" } = disk as Partial<Record<keyof VmDisk, unknown>>;
+    const {
+      path,
+      readOnly = false,
+      serial = "",
+      migrate = "shared",
+      base = "",
+    } = disk as Partial<Record<keyof VmDisk, unknown>>;
     if (typeof path !== "string" || path === "") throw new TypeError(`${name}.path must be a non-empty string`);
     if (typeof readOnly !== "boolean") throw new TypeError(`${name}.readOnly must be a boolean`);
     if (typeof serial !== "string") throw new TypeError(`${name}.serial must be a string`);
@@ -78,11 +90,33 @@ export function parseVmDisks(disks: unknown, label = "boot.disks"): Required<VmD
     if (!stats.isFile() && !stats.isBlockDevice()) {
       throw new Error(`Cannot use ${name}.path "${path}": not a regular file or block device`);
     }
-    return { path, readOnly, serial, migrate: migrate as VmDiskMigrate };
+    if (typeof base !== "string") throw new TypeError(`${name}.base must be a string`);
+    if (base !== "") checkBase(name, path, base, readOnly);
+    return { path, readOnly, serial, migrate: migrate as VmDiskMigrate, base };
   });
+}
+
+/** A copy-on-write disk's base: a regular file of the overlay's size, under a writable regular-file overlay. */
+function checkBase(name: string, path: string, base: string, readOnly: boolean): void {
+  if (readOnly) throw new RangeError(`${name}.base needs a writable disk: a read-only disk reads its image directly`);
+  let stats: ReturnType<typeof statSync>;
+  try {
+    stats = statSync(base);
+  } catch (err) {
+    throw new Error(`Cannot use ${name}.base "${base}": ${(err as NodeJS.ErrnoException).code ?? "stat failed"}`, {
+      cause: err,
+    });
+  }
+  const overlay = statSync(path);
+  if (!stats.isFile() || !overlay.isFile()) {
+    throw new Error(`Cannot use ${name}.base "${base}": the base and the overlay must be regular files`);
+  }
+  if (stats.size !== overlay.size) {
+    throw new Error(`Cannot use ${name}.base "${base}": ${stats.size} bytes, the overlay has ${overlay.size}`);
+  }
 }
 
 /** Parsed disks as the native constructor takes them. */
 export function nativeDisks(disks: readonly VmDisk[]): NativeDisk[] {
-  return disks.map((d) => [d.path, d.readOnly ?? false, d.serial ?? "", d.migrate === "copy"]);
+  return disks.map((d) => [d.path, d.readOnly ?? false, d.serial ?? "", d.migrate === "copy", d.base ?? ""]);
 }

@@ -27,7 +27,8 @@ bool AllZero(const uint8_t* p, uint64_t n) {
 
 }  // namespace
 
-Result<DiskSource> DiskSource::Open(uint32_t index, const std::string& path) {
+Result<DiskSource> DiskSource::Open(uint32_t index, const std::string& path,
+                                    std::shared_ptr<const devices::virtio::OverlayMap> overlay) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Error{errno, "open", path};
   struct stat st {};
@@ -42,14 +43,22 @@ Result<DiskSource> DiskSource::Open(uint32_t index, const std::string& path) {
     close(fd);
     return e;
   }
-  return DiskSource(index, fd, size);
+  if (overlay && overlay->disk_bytes() > size) {
+    close(fd);
+    return Error{EINVAL, "open", path + ": overlay smaller than its allocation map"};
+  }
+  return DiskSource(index, fd, size, std::move(overlay));
 }
 
-DiskSource::DiskSource(uint32_t index, int fd, uint64_t size)
-    : index_(index), fd_(fd), size_(size), pending_((size / kGranuleBytes + 64) / 64, 0) {}
+DiskSource::DiskSource(uint32_t index, int fd, uint64_t size,
+                       std::shared_ptr<const devices::virtio::OverlayMap> overlay)
+    : index_(index), fd_(fd), size_(size), pending_((size / kGranuleBytes + 64) / 64, 0), overlay_(std::move(overlay)) {
+  if (overlay_) size_ = overlay_->disk_bytes();  // the guest's disk: whole sectors, as the map covers
+}
 
 DiskSource::DiskSource(DiskSource&& o) noexcept
-    : index_(o.index_), fd_(o.fd_), size_(o.size_), pending_(std::move(o.pending_)), buf_(std::move(o.buf_)) {
+    : index_(o.index_), fd_(o.fd_), size_(o.size_), pending_(std::move(o.pending_)), buf_(std::move(o.buf_)),
+      overlay_(std::move(o.overlay_)) {
   o.fd_ = -1;
 }
 
@@ -76,7 +85,29 @@ Status DiskSource::SendRange(OutgoingMigration& out, uint64_t offset, uint64_t l
   return out.SendDiskData(index_, offset, buf_.data(), len);
 }
 
+Status DiskSource::SendAllocated(OutgoingMigration& out, uint64_t bytes_per_sec, const std::atomic<bool>* cancel) {
+  const uint64_t granules = (size_ + kGranuleBytes - 1) / kGranuleBytes;
+  const uint64_t per_chunk = kChunkBytes / kGranuleBytes;
+  for (uint64_t g = 0; g < granules;) {
+    if (!overlay_->Allocated(g)) {
+      g++;
+      continue;
+    }
+    auto c = Canceled(cancel);
+    if (!c.ok()) return c;
+    uint64_t end = g + 1;
+    while (end < granules && end - g < per_chunk && overlay_->Allocated(end)) end++;
+    uint64_t offset = g * kGranuleBytes;
+    auto r = SendRange(out, offset, std::min(end * kGranuleBytes, size_) - offset);
+    if (!r.ok()) return r;
+    out.Pace(bytes_per_sec);
+    g = end;
+  }
+  return OkStatus();
+}
+
 Status DiskSource::SendAll(OutgoingMigration& out, uint64_t bytes_per_sec, const std::atomic<bool>* cancel) {
+  if (overlay_) return SendAllocated(out, bytes_per_sec, cancel);
   uint64_t at = 0;
   while (at < size_) {
     auto c = Canceled(cancel);
@@ -138,15 +169,18 @@ Status DiskSource::SendPending(OutgoingMigration& out, uint64_t bytes_per_sec, c
   const uint64_t granules = (size_ + kGranuleBytes - 1) / kGranuleBytes;
   const uint64_t per_chunk = kChunkBytes / kGranuleBytes;
   auto set = [this](uint64_t g) { return (pending_[g / 64] >> (g % 64)) & 1; };
+  // A copy-on-write disk sends what its overlay holds: a marked granule it does not hold is the base's (unchanged).
+  auto held = [this](uint64_t g) { return !overlay_ || overlay_->Allocated(g); };
   for (uint64_t g = 0; g < granules;) {
-    if (!set(g)) {
+    if (!set(g) || !held(g)) {
+      pending_[g / 64] &= ~(uint64_t{1} << (g % 64));
       g++;
       continue;
     }
     auto c = Canceled(cancel);
     if (!c.ok()) return c;
     uint64_t end = g + 1;
-    while (end < granules && end - g < per_chunk && set(end)) end++;
+    while (end < granules && end - g < per_chunk && set(end) && held(end)) end++;
     uint64_t offset = g * kGranuleBytes;
     uint64_t len = std::min(end * kGranuleBytes, size_) - offset;
     // Cleared before the read: a write after this point is marked in the machine's map and comes next round.

@@ -6,13 +6,18 @@
 //                        pass is marked and goes again in a round.
 //   AddDirty (Collect):  ORs the granules the machine took into the pending set.
 //   SendPending (round): each run of pending granules, read now and sent (zero runs as DiskZero), then cleared.
+//   A copy-on-write disk (an overlay map given): only allocated granules are ever sent (the target's overlay sits over
+//   its own copy of the base): the bulk pass walks the map instead of SEEK_DATA, and a round skips a marked granule
+//   the overlay does not hold (a failed write's mark). Frames then cover whole granules, which the target checks.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "devices/virtio/blk_overlay.h"
 #include "kvm/result.h"
 #include "migration/outgoing.h"
 
@@ -24,7 +29,8 @@ class DiskSource {
   static constexpr uint64_t kChunkBytes = uint64_t{1} << 20;    // read and frame size
 
   /** Opens `path` read-only. Errors: {op "open"/"fstat"/"BLKGETSIZE64", errno}. */
-  static Result<DiskSource> Open(uint32_t index, const std::string& path);
+  static Result<DiskSource> Open(uint32_t index, const std::string& path,
+                                 std::shared_ptr<const devices::virtio::OverlayMap> overlay = nullptr);
   DiskSource() = default;  // an empty placeholder (Result<T> needs one); Open makes real ones
   DiskSource(DiskSource&& o) noexcept;
   DiskSource& operator=(DiskSource&&) = delete;
@@ -40,7 +46,8 @@ class DiskSource {
   Status SendPending(OutgoingMigration& out, uint64_t bytes_per_sec, const std::atomic<bool>* cancel);
 
  private:
-  DiskSource(uint32_t index, int fd, uint64_t size);
+  DiskSource(uint32_t index, int fd, uint64_t size, std::shared_ptr<const devices::virtio::OverlayMap> overlay);
+  Status SendAllocated(OutgoingMigration& out, uint64_t bytes_per_sec, const std::atomic<bool>* cancel);
   // Reads [offset, offset + len) (len <= kChunkBytes) and sends it as Disk, or DiskZero when it is all zeros.
   Status SendRange(OutgoingMigration& out, uint64_t offset, uint64_t len);
   uint64_t GranuleBytes(uint64_t g) const;
@@ -50,6 +57,7 @@ class DiskSource {
   uint64_t size_ = 0;
   std::vector<uint64_t> pending_;
   std::vector<uint8_t> buf_;
+  std::shared_ptr<const devices::virtio::OverlayMap> overlay_;
 };
 
 }  // namespace kvmts::migration

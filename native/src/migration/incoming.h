@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/virtio/blk_overlay.h"
 #include "kvm/result.h"
 #include "migration/channel.h"
 #include "migration/prefault.h"
@@ -46,6 +47,9 @@ struct TargetDisk {
   uint32_t index = 0;
   int fd = -1;  // not owned
   uint64_t size_bytes = 0;
+  // A copy-on-write disk's allocation map (not owned; null for a plain disk): every frame must cover whole granules,
+  // which are then marked as held by the overlay.
+  devices::virtio::OverlayMap* overlay = nullptr;
 };
 
 class IncomingMigration {

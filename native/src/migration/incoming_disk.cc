@@ -25,6 +25,16 @@ Status WriteFull(int fd, const uint8_t* data, uint64_t len, uint64_t offset) {
   return OkStatus();
 }
 
+// An overlay disk takes whole granules only (the tail granule may be short): a partial one would hide the rest of
+// the base's granule behind the overlay's zeroes.
+Status CheckOverlayExtent(const TargetDisk& d, uint64_t offset, uint64_t length) {
+  if (d.overlay == nullptr) return OkStatus();
+  constexpr uint64_t G = devices::virtio::OverlayMap::kGranuleBytes;
+  uint64_t end = offset + length;
+  if (offset % G == 0 && (end % G == 0 || end == d.overlay->disk_bytes())) return OkStatus();
+  return ProtocolError("disk frame of a copy-on-write disk does not cover whole granules");
+}
+
 }  // namespace
 
 const TargetDisk* IncomingMigration::DiskOf(uint32_t index) const {
@@ -43,6 +53,11 @@ Status IncomingMigration::CheckDisks(const Start& start) const {
     if (d == nullptr) {
       return Error{EINVAL, "migration start",
                    "disk " + std::to_string(s.index) + " is copied by the source but is not a copied disk here"};
+    }
+    if (((s.flags & kDiskFlagOverlay) != 0) != (d->overlay != nullptr)) {
+      return Error{EINVAL, "migration start",
+                   "disk " + std::to_string(s.index) + " is " + (d->overlay ? "" : "not ") +
+                       "a copy-on-write overlay here but the source's " + (d->overlay ? "is not" : "is")};
     }
     if (d->size_bytes != s.size_bytes) {
       return Error{EINVAL, "migration start",
@@ -73,8 +88,11 @@ Status IncomingMigration::OnDisk(const std::vector<uint8_t>& payload) {
   }
   const TargetDisk* d = DiskOf(e.value().disk);
   if (d == nullptr) return ProtocolError("Disk frame for a disk not copied here");
+  auto w = CheckOverlayExtent(*d, e.value().offset, e.value().length);
+  if (!w.ok()) return w;
   auto r = WriteFull(d->fd, payload.data() + kDiskExtentBytes, e.value().length, e.value().offset);
   if (!r.ok()) return r;
+  if (d->overlay != nullptr) d->overlay->MarkAllocated(e.value().offset, e.value().length);
   stats_.disk_bytes += e.value().length;
   return OkStatus();
 }
@@ -86,6 +104,8 @@ Status IncomingMigration::OnDiskZero(const std::vector<uint8_t>& payload) {
   if (!e.ok()) return e.error();
   const TargetDisk* d = DiskOf(e.value().disk);
   if (d == nullptr) return ProtocolError("DiskZero frame for a disk not copied here");
+  auto w = CheckOverlayExtent(*d, e.value().offset, e.value().length);
+  if (!w.ok()) return w;
   auto off = static_cast<off_t>(e.value().offset);
   auto len = static_cast<off_t>(e.value().length);
   // A hole on a fresh sparse copy costs nothing; a block device or a file system without holes gets zeros.
@@ -99,6 +119,7 @@ Status IncomingMigration::OnDiskZero(const std::vector<uint8_t>& payload) {
       done += n;
     }
   }
+  if (d->overlay != nullptr) d->overlay->MarkAllocated(e.value().offset, e.value().length);
   stats_.disk_zero_bytes += e.value().length;
   return OkStatus();
 }

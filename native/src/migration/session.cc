@@ -133,9 +133,9 @@ Result<std::unique_ptr<SourceSession>> SourceSession::Connect(vmm::Machine* mach
   std::unique_ptr<SourceSession> s(new SourceSession(machine, std::make_unique<FdChannel>(fd), LayoutOf(machine), secret));
   std::vector<DiskSpec> specs;
   for (const vmm::CopiedDisk& d : machine->CopiedDisks()) {
-    auto disk = DiskSource::Open(d.index, d.path);
+    auto disk = DiskSource::Open(d.index, d.path, d.overlay);
     if (!disk.ok()) return disk.error();
-    specs.push_back({d.index, disk.value().size_bytes()});
+    specs.push_back({d.index, disk.value().size_bytes(), d.overlay ? kDiskFlagOverlay : 0u});
     s->disks_.push_back(std::move(disk.value()));
   }
   s->out_->SetDisks(specs);
@@ -369,12 +369,12 @@ Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io
   for (const vmm::CopiedDisk& d : machine_->CopiedDisks()) {
     int dfd = open(d.path.c_str(), O_RDWR | O_CLOEXEC);
     if (dfd < 0) return Error{errno, "open", d.path};
-    fds.disks.push_back({d.index, dfd, 0});
+    fds.disks.push_back({d.index, dfd, 0, d.overlay.get()});
     struct stat st {};
     if (fstat(dfd, &st) != 0) return Error{errno, "fstat", d.path};
     uint64_t size = static_cast<uint64_t>(st.st_size);
     if (S_ISBLK(st.st_mode) && ioctl(dfd, BLKGETSIZE64, &size) != 0) return Error{errno, "BLKGETSIZE64", d.path};
-    fds.disks.back().size_bytes = size;
+    fds.disks.back().size_bytes = d.overlay ? d.overlay->disk_bytes() : size;  // a CoW disk: whole sectors
   }
   in.SetDisks(fds.disks);
   TargetStats ts;

@@ -171,6 +171,7 @@ std::vector<uint8_t> EncodeStart(const Start& m) {
   Put32(&p[24], static_cast<uint32_t>(m.disks.size()));
   for (size_t i = 0; i < m.disks.size(); i++) {
     Put32(&p[32 + 16 * i], m.disks[i].index);
+    Put32(&p[36 + 16 * i], m.disks[i].flags);
     Put64(&p[40 + 16 * i], m.disks[i].size_bytes);
   }
   return p;
@@ -189,8 +190,8 @@ Result<Start> DecodeStart(const uint8_t* p, size_t len) {
   if (Get32(p + 28) != 0) return ProtocolError("Start: reserved word set");
   if (n == 0 || n > kMaxStartDisks || len != 32 + 16 * uint64_t{n}) return ProtocolError("Start: bad disk table");
   for (uint32_t i = 0; i < n; i++) {
-    DiskSpec d{Get32(p + 32 + 16 * i), Get64(p + 40 + 16 * i)};
-    if (Get32(p + 36 + 16 * i) != 0) return ProtocolError("Start: disk flags set");
+    DiskSpec d{Get32(p + 32 + 16 * i), Get64(p + 40 + 16 * i), Get32(p + 36 + 16 * i)};
+    if ((d.flags & ~kDiskFlagOverlay) != 0) return ProtocolError("Start: unknown disk flags set");
     for (const DiskSpec& e : m.disks) {
       if (e.index == d.index) return ProtocolError("Start: disk " + std::to_string(d.index) + " named twice");
     }

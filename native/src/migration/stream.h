@@ -11,7 +11,7 @@
 //    |  AuthOk   {}                                                |  (nothing but Hello/Auth is read before this point)
 //    |<-----------------------------------------------------------|
 //    |  Start    {ver, flags, memoryBytes, pageSize                |  layout must match the target's guest
-//    |            [, n, disks[n] {index, flags, sizeBytes}]}       |  (version >= 4: the copied disks; each must be a
+//    |            [, n, disks[n] {index, flags, sizeBytes}]}       |  (flags: kDiskFlagOverlay or 0)  (version >= 4: the copied disks; each must be a
 //    |                                                             |   copied disk of the target, of the same size;
 //    |                                                             |   the source then Syncs: a refusal comes back now)
 //    |  Populate {n, ranges[n]}                 (version >= 3, bulk pass only, before its data: the pages that will
@@ -137,10 +137,14 @@ struct Challenge {
   uint8_t nonce[kNonceSize] = {0};
   Digest mac{};
 };
-/** A copied disk as Start names it: its index in the machine's disk list and its size. */
+/** DiskSpec flag: a copy-on-write overlay (devices/virtio/blk_overlay.h): only the granules the overlay holds are
+ *  sent, each frame whole 64 KiB granules; the target's disk must be an overlay too, and marks what it receives. */
+inline constexpr uint32_t kDiskFlagOverlay = 1;
+/** A copied disk as Start names it: its index in the machine's disk list, its size and flags. */
 struct DiskSpec {
   uint32_t index = 0;
   uint64_t size_bytes = 0;
+  uint32_t flags = 0;
 };
 /** Start: what the source is about to send. `disks` only in version >= 4 (encoded only when nonempty). */
 struct Start {

@@ -91,8 +91,9 @@ Napi::Function VmObject::Define(Napi::Env env) {
                      });
 }
 
-// The disks argument of the constructor: an array of [path, readOnly, serial[, copyOnMigrate]] tuples (copyOnMigrate:
-// boolean, default false = shared storage); false on any other shape.
+// The disks argument of the constructor: an array of [path, readOnly, serial[, copyOnMigrate[, basePath]]] tuples
+// (copyOnMigrate: boolean, default false = shared storage; basePath: "" or the raw base under a copy-on-write
+// overlay at path); false on any other shape.
 bool ParseDisks(Napi::Value value, std::vector<vmm::DiskConfig>* out) {
   if (!value.IsArray()) return false;
   Napi::Array list = value.As<Napi::Array>();
@@ -100,15 +101,17 @@ bool ParseDisks(Napi::Value value, std::vector<vmm::DiskConfig>* out) {
     Napi::Value item = list.Get(i);
     if (!item.IsArray()) return false;
     Napi::Array t = item.As<Napi::Array>();
-    if ((t.Length() != 3 && t.Length() != 4) || !t.Get(0u).IsString() || !t.Get(1u).IsBoolean() ||
-        !t.Get(2u).IsString() || (t.Length() == 4 && !t.Get(3u).IsBoolean())) {
+    if (t.Length() < 3 || t.Length() > 5 || !t.Get(0u).IsString() || !t.Get(1u).IsBoolean() ||
+        !t.Get(2u).IsString() || (t.Length() >= 4 && !t.Get(3u).IsBoolean()) ||
+        (t.Length() == 5 && !t.Get(4u).IsString())) {
       return false;
     }
     vmm::DiskConfig d;
     d.path = t.Get(0u).As<Napi::String>().Utf8Value();
     d.read_only = t.Get(1u).As<Napi::Boolean>().Value();
     d.serial = t.Get(2u).As<Napi::String>().Utf8Value();
-    d.copy_on_migrate = t.Length() == 4 && t.Get(3u).As<Napi::Boolean>().Value();
+    d.copy_on_migrate = t.Length() >= 4 && t.Get(3u).As<Napi::Boolean>().Value();
+    if (t.Length() == 5) d.base_path = t.Get(4u).As<Napi::String>().Utf8Value();
     out->push_back(std::move(d));
   }
   return true;

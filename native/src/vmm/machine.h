@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/virtio/blk_overlay.h"
 #include "kvm/result.h"
 #include "memory/guest_memory.h"
 
@@ -58,12 +59,17 @@ struct DiskConfig {
   std::string serial;      // GET_ID (/dev/disk/by-id/virtio-<serial>); cut to 20 bytes
   bool copy_on_migrate = false;  // a local disk (migrate "copy"): a live migration sends its contents and tracks
                                  // the blocks the guest writes meanwhile; false = shared storage, not copied
+  std::string base_path;  // non-empty: path is a copy-on-write overlay over this read-only raw file
+                          // (devices/virtio/blk_overlay.h); a migration then copies the overlay's granules only
 };
 
 // A disk whose contents a live migration copies (DiskConfig::copy_on_migrate), as the migration stream sees it.
 struct CopiedDisk {
   uint32_t index = 0;  // position in MachineConfig::disks (PCI 00:(index+1).0)
   std::string path;
+  // A copy-on-write disk's allocation map (null for a plain disk): the source sends the allocated granules only,
+  // the target marks the granules it receives (its overlay sits over its own copy of the same base).
+  std::shared_ptr<devices::virtio::OverlayMap> overlay;
 };
 
 // A virtio-net NIC (devices/virtio/net.h) on the machine's PCI bus, backed by a tap. Linux platform only.

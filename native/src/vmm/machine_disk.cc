@@ -9,7 +9,9 @@ namespace kvmts::vmm {
 std::vector<CopiedDisk> Machine::CopiedDisks() const {
   std::vector<CopiedDisk> out;
   for (size_t i = 0; i < impl_->config.disks.size(); ++i) {
-    if (impl_->config.disks[i].copy_on_migrate) out.push_back({static_cast<uint32_t>(i), impl_->config.disks[i].path});
+    if (!impl_->config.disks[i].copy_on_migrate) continue;
+    auto overlay = i < impl_->blocks.size() ? impl_->blocks[i]->overlay_map() : nullptr;
+    out.push_back({static_cast<uint32_t>(i), impl_->config.disks[i].path, overlay});
   }
   return out;
 }

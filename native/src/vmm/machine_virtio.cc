@@ -76,6 +76,7 @@ Status CreateVirtioDevices(MachineImpl& m) {
     o.path = d.path;
     o.read_only = d.read_only;
     o.serial = d.serial;
+    o.base_path = d.base_path;
     auto blk = dv::VirtioBlock::Open(o);
     if (!blk.ok()) return blk.error();
     m.blocks.push_back(std::move(blk.value()));

@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <memory>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -69,8 +71,12 @@ TEST(disk_start_carries_the_disk_table_and_refuses_malformed_ones) {
   auto dup = EncodeStart(Start{4, 0, 4096, 4096, {{1, 512}, {1, 512}}});
   CHECK(!DecodeStart(dup.data(), dup.size()).ok());
   auto flags = p;
-  flags[36] = 1;
+  flags[36] = 2;  // unknown flag bits
   CHECK(!DecodeStart(flags.data(), flags.size()).ok());
+  flags[36] = kDiskFlagOverlay;
+  auto overlay = DecodeStart(flags.data(), flags.size());
+  CHECK(overlay.ok() && overlay.value().disks[0].flags == kDiskFlagOverlay);
+  CHECK(EncodeStart(overlay.value()) == flags);
   auto truncated = p;
   truncated.pop_back();
   CHECK(!DecodeStart(truncated.data(), truncated.size()).ok());
@@ -135,7 +141,8 @@ struct DiskRun {
 // then the dirty granules `dirty` as a round.
 template <typename F>
 DiskRun MigrateDisks(std::vector<std::pair<uint32_t, TempFile*>> src, std::vector<TargetDisk> dst, F between,
-                     std::vector<std::vector<uint64_t>> dirty = {}, uint16_t max_version = kProtocolVersion) {
+                     std::vector<std::vector<uint64_t>> dirty = {}, uint16_t max_version = kProtocolVersion,
+                     std::vector<std::shared_ptr<const devices::virtio::OverlayMap>> src_overlays = {}) {
   std::vector<uint8_t> src_ram(8 * 4096), dst_ram(8 * 4096);
   RamLayout src_layout({{0, src_ram.size(), src_ram.data(), false}});
   RamLayout dst_layout({{0, dst_ram.size(), dst_ram.data(), false}});
@@ -154,9 +161,10 @@ DiskRun MigrateDisks(std::vector<std::pair<uint32_t, TempFile*>> src, std::vecto
   std::vector<DiskSource> disks;
   std::vector<DiskSpec> specs;
   for (auto& [index, file] : src) {
-    auto d = DiskSource::Open(index, file->path);
+    auto overlay = disks.size() < src_overlays.size() ? src_overlays[disks.size()] : nullptr;
+    auto d = DiskSource::Open(index, file->path, overlay);
     CHECK(d.ok());
-    specs.push_back({index, d.value().size_bytes()});
+    specs.push_back({index, d.value().size_bytes(), overlay ? kDiskFlagOverlay : 0u});
     disks.push_back(std::move(d.value()));
   }
   OutgoingMigration out(a, src_layout, "k", SystemRandom, max_version);
@@ -205,6 +213,48 @@ TEST(disk_a_copied_disk_arrives_whole_holes_as_zero_ranges_and_a_dirty_round_upd
   CHECK(run.in.disk_bytes >= 3 * kMiB + 4096 + 64 * 1024);
   CHECK(run.in.disk_bytes < 5 * kMiB);  // holes and the zero MiB travelled as markers
   CHECK(run.in.disk_zero_bytes >= 10 * kMiB);
+}
+
+TEST(disk_an_overlay_sends_only_the_granules_it_holds_and_the_target_marks_them) {
+  using devices::virtio::OverlayMap;
+  constexpr uint64_t G = OverlayMap::kGranuleBytes;
+  TempFile src(4 * kMiB), dst(4 * kMiB);
+  auto src_map = std::make_shared<OverlayMap>(4 * kMiB);
+  OverlayMap dst_map(4 * kMiB);
+  src.Fill(0, 3 * G, 1);  // granules 0-2 held
+  src_map->MarkAllocated(0, 3 * G);
+  src.Fill(10 * G, 100, 2);  // granule 10 held, mostly zeroes
+  src_map->MarkAllocated(10 * G, G);
+  src.Fill(20 * G, G, 3);  // data in granule 20 that the overlay does not hold: never sent
+  src.Fill(63 * G, G, 4);  // the last granule, held
+  src_map->MarkAllocated(63 * G, G);
+  auto run = MigrateDisks(
+      {{0, &src}}, {{0, dst.fd, 4 * kMiB, &dst_map}},
+      [&](OutgoingMigration&) {
+        src.Fill(5 * G, G, 5);  // a write after the bulk pass: held, then marked dirty
+        src_map->MarkAllocated(5 * G, G);
+      },
+      {{(uint64_t{1} << 5) | (uint64_t{1} << 30)}}, kProtocolVersion, {src_map});  // granule 30: marked, not held
+  CHECK(run.source.ok());
+  CHECK(run.target.ok());
+  CHECK(src_map->Snapshot() == dst_map.Snapshot());
+  CHECK_EQ(dst_map.allocated_granules(), 6u);
+  auto a = src.All(), b = dst.All();
+  for (uint64_t g : {0, 1, 2, 5, 10, 63}) CHECK(std::equal(a.begin() + g * G, a.begin() + (g + 1) * G, b.begin() + g * G));
+  CHECK(std::all_of(b.begin() + 20 * G, b.begin() + 21 * G, [](uint8_t x) { return x == 0; }));
+  CHECK_EQ(run.in.disk_bytes + run.in.disk_zero_bytes, 6 * G);
+}
+
+TEST(disk_an_overlay_on_one_side_only_is_refused_at_start) {
+  TempFile src(kMiB), dst(kMiB);
+  auto src_map = std::make_shared<devices::virtio::OverlayMap>(kMiB);
+  devices::virtio::OverlayMap dst_map(kMiB);
+  auto run = MigrateDisks({{0, &src}}, {{0, dst.fd, kMiB}}, [](OutgoingMigration&) {}, {}, kProtocolVersion, {src_map});
+  CHECK(!run.target.ok());
+  CHECK(Has(run.target.error(), "disk 0 is not a copy-on-write overlay here but the source's is"));
+  run = MigrateDisks({{0, &src}}, {{0, dst.fd, kMiB, &dst_map}}, [](OutgoingMigration&) {});
+  CHECK(!run.target.ok());
+  CHECK(Has(run.target.error(), "disk 0 is a copy-on-write overlay here but the source's is not"));
 }
 
 TEST(disk_start_refuses_a_size_mismatch_and_a_disk_the_other_side_does_not_copy) {

@@ -16,6 +16,8 @@
  *
  *   boot 3 (disk-copy-checks.ts): the same writer on a local disk (`migrate: "copy"`): the target has its own empty
  *   file, the stream copies the disk and the blocks written meanwhile; the guest checksums its records after the move
+ *   boot 4 (disk-copy-checks.ts, overlay): the same on a containerDisk's copy-on-write overlay over a base image: only
+ *   the written granules travel, and the base's md5 is unchanged after power-off
  *
  * Every command fits the UART's 64-byte receive FIFO (check-runner.ts MAX_CONSOLE_LINE). Answers end in "/": the
  * console matches partial lines too, so without an end mark "sz=" could match before "131072" arrived.
@@ -174,6 +176,7 @@ export async function diskChecks(bootTimeoutMs: number): Promise<void> {
   }
   await diskMigrationChecks(bootTimeoutMs);
   await diskCopyMigrationChecks(bootTimeoutMs);
+  await diskCopyMigrationChecks(bootTimeoutMs, true);
 }
 
 /** Boot 2: live migration while the guest writes to a disk both VMM processes open (a shared volume). */

@@ -12,6 +12,11 @@
  *                   md5sum of [80, 88) MiB == the host's of source.img's [16, 24) MiB
  *   host after power-off: every acknowledged record in target.img; the 48 MiB data region equals source.img's, the
  *                         copier's region equals its source
+ *
+ *   boot 4 (overlay: true, a containerDisk's copy-on-write disk, `boot.disks[i].base`): the host's data sits in a
+ *   base.img both VMM processes read and never write; source.img and target.img are empty overlays over it. The same
+ *   writer, copier and guest checksums; the stream carries only the granules the guest wrote (not the 48 MiB of
+ *   base data), and base.img's md5 after power-off is the md5 it had before boot.
  */
 import { createHash, randomBytes } from "node:crypto";
 import { closeSync, mkdtempSync, openSync, rmSync, statSync, writeSync } from "node:fs";
@@ -79,19 +84,28 @@ function recordsMd5(n: number): string {
   return h.digest("hex");
 }
 
-/** Boot 3: live migration with a copied disk while the guest writes to it. */
-export async function diskCopyMigrationChecks(bootTimeoutMs: number): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), "kvt-disk-copy-"));
+/**
+ * Boot 3 (and boot 4 with `overlay`): live migration with a copied disk while the guest writes to it; `overlay`: the
+ * disk is a copy-on-write overlay over a base image that must come out unchanged.
+ */
+export async function diskCopyMigrationChecks(bootTimeoutMs: number, overlay = false): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), overlay ? "kvt-disk-overlay-" : "kvt-disk-copy-"));
   const sourcePath = join(dir, "source.img");
   const targetPath = join(dir, "target.img");
-  makeImage(sourcePath, COPY_DISK_BYTES, Buffer.alloc(SECTOR));
-  fillData(sourcePath);
+  const basePath = join(dir, "base.img");
+  // Where the host's data is: the disk itself, or (overlay) the base under two empty overlays.
+  const dataPath = overlay ? basePath : sourcePath;
+  makeImage(dataPath, COPY_DISK_BYTES, Buffer.alloc(SECTOR));
+  fillData(dataPath);
+  if (overlay) makeImage(sourcePath, COPY_DISK_BYTES, Buffer.alloc(0));
   makeImage(targetPath, COPY_DISK_BYTES, Buffer.alloc(0));
-  const disk = { serial: "kvt-disk-copy", migrate: "copy" as const };
+  const baseMd5 = overlay ? md5(readAt(basePath, 0, COPY_DISK_BYTES)) : "";
+  const name = overlay ? "disk-overlay" : "disk-copy";
+  const disk = { serial: "kvt-disk-copy", migrate: "copy" as const, ...(overlay ? { base: basePath } : {}) };
   let g: DemoGuest | undefined;
   let target: TargetPeer | undefined;
   try {
-    const writing = await check("disk-copy-writer-started", async () => {
+    const writing = await check(`${name}-writer-started`, async () => {
       g = bootDemo({ disks: [{ ...disk, path: sourcePath }] });
       const m = await g.console.waitFor(new RegExp(DEMO_BOOT_MARKER), bootTimeoutMs);
       const source = consolePeer(g);
@@ -111,21 +125,24 @@ export async function diskCopyMigrationChecks(bootTimeoutMs: number): Promise<vo
     if (!writing || !g || !target) return;
     const source = g;
     const dest = target;
-    const moved = await check("disk-copy-migration-live", async () => {
+    const moved = await check(`${name}-migration-live`, async () => {
       const migration = new OutgoingMigration(source.vm, dest.destination, LANE_MIGRATION_OPTIONS);
       const result = await migration.run();
       if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
       await within(dest.running, 60_000, "the guest running on the target");
       const onSource = acks(source.console.text);
+      // An overlay sends what the guest wrote (records, the copier's 8 MiB, a few rounds of both), never the base.
+      if (overlay && result.diskBytes >= DATA_BYTES)
+        throw new Error(`the overlay sent ${result.diskBytes} disk bytes: the base's ${DATA_BYTES} went too`);
       return (
-        `copied disk ${COPY_DISK_BYTES / MIB} MiB: total ${result.totalSeconds.toFixed(1)} s, downtime ` +
+        `${overlay ? "overlay" : "copied disk"} ${COPY_DISK_BYTES / MIB} MiB: total ${result.totalSeconds.toFixed(1)} s, downtime ` +
         `${Math.round(result.downtimeMs ?? 0)} ms, ${result.iterations} passes, ${(result.diskBytes / MIB).toFixed(1)} MiB ` +
         `disk data of ${(result.bytesSent / MIB).toFixed(1)} MiB sent; ${onSource.length} records acknowledged on the ` +
         `source (last a${onSource.at(-1)})`
       );
     });
     if (!moved) return;
-    await check("disk-copy-guest-checksum", async () => {
+    await check(`${name}-guest-checksum`, async () => {
       const peer = targetConsolePeer(dest);
       const before = acks(source.console.text).length;
       await dest.console.waitFor(new RegExp(`^a${before + 5}$`), 60_000);
@@ -152,7 +169,7 @@ export async function diskCopyMigrationChecks(bootTimeoutMs: number): Promise<vo
         /^[0-9a-f]{32}\s/,
         60_000,
       );
-      const wantCopy = md5(readAt(sourcePath, DATA_AT, COPY_BYTES));
+      const wantCopy = md5(readAt(dataPath, DATA_AT, COPY_BYTES));
       if (copied.line.slice(0, 32) !== wantCopy) {
         throw new Error(`the copier's region reads md5 ${copied.line.slice(0, 32)}, expected ${wantCopy}`);
       }
@@ -162,7 +179,7 @@ export async function diskCopyMigrationChecks(bootTimeoutMs: number): Promise<vo
         `${COPY_BYTES / MIB} MiB copy (${passes} passes) reads back as the source data`
       );
     });
-    await check("disk-copy-writes-kept", async () => {
+    await check(`${name}-writes-kept`, async () => {
       const peer = targetConsolePeer(dest);
       await converse(peer, "echo ready", /^ready$/, 30_000);
       peer.writeSerial("poweroff\n");
@@ -177,14 +194,23 @@ export async function diskCopyMigrationChecks(bootTimeoutMs: number): Promise<vo
       }
       if (lost.length > 0)
         throw new Error(`acknowledged records missing from target.img: ${lost.slice(0, 20).join(" ")}`);
+      if (!readAt(targetPath, COPY_TO, COPY_BYTES).equals(readAt(dataPath, DATA_AT, COPY_BYTES))) {
+        throw new Error("target.img's copier region differs from the data it copied");
+      }
+      const allocated = (statSync(targetPath).blocks * 512) / MIB;
+      if (overlay) {
+        const after = md5(readAt(basePath, 0, COPY_DISK_BYTES));
+        if (after !== baseMd5) throw new Error(`base.img changed: md5 ${after}, ${baseMd5} before boot`);
+        return (
+          `all ${all.length} acknowledged records (1..${last}) in the target's overlay, the copier's region equal ` +
+          `to the base's data; base.img md5 ${baseMd5} unchanged; the target's overlay allocates ` +
+          `${allocated.toFixed(1)} of ${COPY_DISK_BYTES / MIB} MiB`
+        );
+      }
       const srcData = md5(readAt(sourcePath, DATA_AT, DATA_BYTES));
       const dstData = md5(readAt(targetPath, DATA_AT, DATA_BYTES));
       if (srcData !== dstData)
         throw new Error(`the ${DATA_BYTES / MIB} MiB data region differs: ${srcData} vs ${dstData}`);
-      if (!readAt(targetPath, COPY_TO, COPY_BYTES).equals(readAt(sourcePath, DATA_AT, COPY_BYTES))) {
-        throw new Error("target.img's copier region differs from the data it copied");
-      }
-      const allocated = (statSync(targetPath).blocks * 512) / MIB;
       return (
         `all ${all.length} acknowledged records (1..${last}) in target.img; data region md5 ${srcData} on both, ` +
         `the copier's region equal to its source; ` +

@@ -13,7 +13,7 @@ import { type HostVirt, nativeVmm, probeHostVirt, type Vmm } from "@kvt/vmm";
 import type { BuiltMachine } from "../domain/domain-manager.ts";
 import { disksNeedQemu } from "../vmi/disks.ts";
 import { chooseBackend, type UseEmulation } from "./backend-choice.ts";
-import { type MachineSpec, MachineUnsupportedError } from "./machine.ts";
+import { type MachineDisk, type MachineSpec, MachineUnsupportedError } from "./machine.ts";
 import { NativeMachine } from "./native/native-machine.ts";
 
 /** Creates (does not start) the machine for `spec`. */
@@ -43,10 +43,11 @@ export function machineFactory(options: MachineFactoryOptions): MachineFactory {
     });
     if (!choice.ok) throw new MachineUnsupportedError(`${choice.reason}: ${choice.message}`);
     options.logger.info({ backend: choice.backend, emulation: choice.emulation, host }, "backend chosen");
+    const ready = await withWriteLayers(spec, choice.backend);
     if (choice.backend === "qemu") {
       const { QemuMachine } = await import("./qemu/qemu-machine.ts");
       return {
-        machine: new QemuMachine(spec, {
+        machine: new QemuMachine(ready, {
           logger: options.logger,
           ...(options.migrationHost ? { migrationHost: options.migrationHost } : {}),
         }),
@@ -55,9 +56,30 @@ export function machineFactory(options: MachineFactoryOptions): MachineFactory {
       };
     }
     return {
-      machine: new NativeMachine(spec, options.vmm ?? nativeVmm, options.logger, options.migrationHost),
+      machine: new NativeMachine(ready, options.vmm ?? nativeVmm, options.logger, options.migrationHost),
       emulated: false,
       reason: "native VMM on KVM",
     };
   };
+}
+
+/** `spec` with its containerDisks' write layers made for `backend`; a bad image is a MachineUnsupportedError. */
+async function withWriteLayers(spec: MachineSpec, backend: "native" | "qemu"): Promise<MachineSpec> {
+  const disks = spec.disks ?? [];
+  if (!disks.some((d) => d.copyFrom)) return spec;
+  // The layer code (the disk-image reader: zlib, worker threads) loads only for a VMI with a containerDisk disk.
+  const { makeWriteLayer } = await import("../volumes/container-disk-layer.ts");
+  const out: MachineDisk[] = [];
+  for (const disk of disks) {
+    try {
+      out.push(disk.copyFrom ? await makeWriteLayer(disk, backend) : disk);
+    } catch (error) {
+      const message =
+        error instanceof Error && error.name === "DiskImageError"
+          ? `its image is not usable: ${error.message}`
+          : `cannot prepare ${disk.path}: ${(error as Error).message}`;
+      throw new MachineUnsupportedError(`volume ${disk.name}: ${message}`, { cause: error });
+    }
+  }
+  return { ...spec, disks: out };
 }

@@ -70,8 +70,15 @@ export interface MachineDisk {
   readonly fresh?: boolean;
   /** Write these bytes to `path` first (a cloud-init or config ISO the launcher made). */
   readonly contents?: Uint8Array;
-  /** Copy this file (the containerDisk's image) to `path` first. */
+  /** The containerDisk's image (raw or qcow2, never written): the machine factory makes the disk's write layer at
+   *  `path` over it for the chosen backend (volumes/container-disk-layer.ts), which then clears this field. */
   readonly copyFrom?: string;
+  /** A migration target's disk: its write layer starts empty and the source's stream fills it. */
+  readonly incoming?: boolean;
+  /** Native VMM: `path` is a copy-on-write overlay over this raw image (virtio-blk reads unwritten blocks there). */
+  readonly base?: string;
+  /** The format of `path` as QEMU opens it (default raw): qcow2 for a containerDisk's overlay or a qcow2 image. */
+  readonly format?: "raw" | "qcow2";
   /** The directory the volume is mounted at; it must exist. */
   readonly requireDir?: string;
 }

@@ -6,8 +6,9 @@
  *   persistentVolumeClaim   <VMI_DISKS_DIR>/<volume>/disk.img                            yes: claim size less fs overhead
  *   hostDisk                <VMI_DISKS_DIR>/<volume>/<basename of path>                  with type DiskOrCreate
  *   emptyDisk               <EPHEMERAL_DISKS_DIR>/empty-disks/<volume>.img                always new, sparse
- *   containerDisk           the image's disk (image.json `disk`; raw or qcow2), imported as sparse raw to
+ *   containerDisk           the image's disk (image.json `disk`; raw or qcow2) under a copy-on-write layer at
  *                           <EPHEMERAL_DISKS_DIR>/container-disks/<volume>.img           always: the image stays unwritten
+ *                           (volumes/container-disk-layer.ts, made for the chosen backend)
  *   cloudInitNoCloud,       an ISO 9660 image the launcher writes (volumes/, labels       always (the same bytes on a
  *   cloudInitConfigDrive    cidata / config-2), <work dir>/cloud-init/<volume>.iso       migration target), read-only
  *   configMap, secret,      an ISO 9660 image of the files the kubelet mounted at        always, read-only
@@ -66,7 +67,6 @@ function loadDiskImage(): Promise<DiskImageModule> {
 }
 
 import type { ImageResolver } from "./image-store.ts";
-import type { SpecRole } from "./machine-spec.ts";
 
 /** One entry of `KVT_VOLUME_MOUNTS`. */
 export interface VolumeMount {
@@ -353,10 +353,10 @@ function alignDown(bytes: number): number {
 
 /**
  * Makes the planned disks exist: a claim's or hostDisk's image when missing (sparse, at the planned size), a fresh
- * sparse emptyDisk, a containerDisk's private copy (a reflink where the filesystem can, else a copy). Problems come
- * back as causes (nothing half-made is left for a disk that failed).
+ * sparse emptyDisk; checks a containerDisk's image (its write layer comes with the backend: create-machine.ts).
+ * Problems come back as causes (nothing half-made is left for a disk that failed).
  */
-export async function prepareDisks(disks: readonly MachineDisk[], role: SpecRole = "source"): Promise<DiskCause[]> {
+export async function prepareDisks(disks: readonly MachineDisk[]): Promise<DiskCause[]> {
   const causes: DiskCause[] = [];
   for (const disk of disks) {
     const field = `volume ${disk.name}`;
@@ -368,15 +368,11 @@ export async function prepareDisks(disks: readonly MachineDisk[], role: SpecRole
       if (disk.contents) {
         mkdirSync(dirname(disk.path), { recursive: true });
         writeFileSync(disk.path, disk.contents);
-      } else if (disk.copyFrom && role === "target" && copiedOnMigration(disk)) {
-        // A migration target's copy starts empty at the image's size: the source sends every block it has.
-        const { probeDiskImage } = await loadDiskImage();
-        createSparseFile(disk.path, probeDiskImage(disk.copyFrom).virtualSize, "w");
       } else if (disk.copyFrom) {
-        // raw or qcow2 (a backing chain inside the image's directory) -> a sparse raw copy; corrupt images refused.
-        mkdirSync(dirname(disk.path), { recursive: true });
-        const { importDiskImage } = await loadDiskImage();
-        await importDiskImage(disk.copyFrom, disk.path, { allowedDir: dirname(disk.copyFrom) });
+        // raw or qcow2 (a backing chain inside the image's directory): every header checked, corrupt or truncated
+        // images refused here; the write layer over it is made once the backend is chosen (container-disk-layer.ts).
+        const { checkDiskImage } = await loadDiskImage();
+        await checkDiskImage(disk.copyFrom, { allowedDir: dirname(disk.copyFrom) });
       } else if (disk.fresh || (!existsSync(disk.path) && disk.createBytes !== undefined)) {
         if (disk.createBytes === undefined) throw new Error("no size to create it with");
         createSparseFile(disk.path, disk.createBytes, disk.fresh ? "w" : "wx");

@@ -15,7 +15,7 @@
  */
 import { tryParseQuantity, type VirtualMachineInstance } from "@kvt/api";
 import type { BootSource, MachineSpec } from "../machine/machine.ts";
-import { planDisks, prepareDisks, type VolumeMount } from "./disks.ts";
+import { copiedOnMigration, planDisks, prepareDisks, type VolumeMount } from "./disks.ts";
 import { fileInImage, ImageNotFoundError, type ImageResolver } from "./image-store.ts";
 
 /** One thing wrong with the spec, KubeVirt StatusCause-style. */
@@ -83,9 +83,11 @@ export async function buildMachineSpec(
   role: SpecRole = "source",
 ): Promise<MachineSpec> {
   const spec = toMachineSpec(vmi, ctx);
-  const causes = await prepareDisks(spec.disks ?? [], role);
+  const causes = await prepareDisks(spec.disks ?? []);
   if (causes.length > 0) throw new SpecError(causes);
-  return spec;
+  if (role !== "target" || !spec.disks) return spec;
+  // A migration target's copied containerDisk layers start empty: the source's stream fills them.
+  return { ...spec, disks: spec.disks.map((d) => (d.copyFrom && copiedOnMigration(d) ? { ...d, incoming: true } : d)) };
 }
 
 function memoryOf(vmi: VirtualMachineInstance, causes: SpecCause[]): number | undefined {

@@ -106,6 +106,24 @@ export function probeDiskImage(path: string, options: { maxVirtualBytes?: number
   }
 }
 
+/**
+ * Opens `src` and its whole backing chain as {@link importDiskImage} would and closes them: every header, the chain's
+ * depth and loops, and every backing file inside `allowedDir` (default: the directory of `src`). For a layer another
+ * reader opens (QEMU's overlay backing): what an import would refuse up front is refused here. Throws DiskImageError.
+ */
+export async function checkDiskImage(
+  src: string,
+  options: Pick<ImportOptions, "allowedDir" | "maxChainDepth" | "maxVirtualBytes" | "format"> = {},
+): Promise<DiskImageInfo> {
+  const chain = await openChain(src, options.format, {
+    maxChainDepth: options.maxChainDepth ?? DEFAULT_MAX_CHAIN_DEPTH,
+    allowedDir: options.allowedDir ?? dirname(src),
+    maxVirtualBytes: options.maxVirtualBytes ?? DEFAULT_MAX_VIRTUAL_BYTES,
+  });
+  await closeAll(chain.handles);
+  return { format: chain.top.format, virtualSize: chain.top.virtualSize };
+}
+
 async function writeRun(out: FileHandle, buf: Buffer, from: number, to: number, position: number): Promise<number> {
   const { bytesWritten } = await out.write(buf, from, to - from, position + from);
   if (bytesWritten !== to - from) throw new Error(`short write at ${position + from}`);

@@ -15,6 +15,7 @@
 #include <climits>
 #include <cstring>
 
+#include "devices/virtio/blk_overlay.h"
 #include "devices/virtio/byte_io.h"
 
 namespace kvmts::devices::virtio {
@@ -22,26 +23,6 @@ namespace kvmts::devices::virtio {
 namespace {
 
 constexpr uint8_t kBlkSaveVersion = 1;
-
-// Full positioned vector I/O: retries EINTR and short transfers; false on an error or end of file.
-bool FullIo(int fd, std::vector<iovec> iov, uint64_t offset, bool write) {
-  size_t first = 0;
-  while (first < iov.size()) {
-    int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
-    ssize_t n = write ? pwritev(fd, &iov[first], count, static_cast<off_t>(offset))
-                      : preadv(fd, &iov[first], count, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    offset += static_cast<uint64_t>(n);
-    auto left = static_cast<size_t>(n);
-    while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
-    if (left > 0) {
-      iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + left;
-      iov[first].iov_len -= left;
-    }
-  }
-  return true;
-}
 
 // Host iovecs for the request's data segments; false when one is not RAM.
 bool DataIovecs(const GuestAccess& mem, const BlkRequest& req, std::vector<iovec>* out) {
@@ -75,27 +56,53 @@ Result<std::unique_ptr<VirtioBlock>> VirtioBlock::Open(const BlockOptions& optio
     close(fd);
     return e;
   }
+  int base = -1;
+  if (!options.base_path.empty()) {
+    // A copy-on-write disk: the base is opened read-only and must be as large as the overlay (the launcher makes
+    // the overlay at the base's size); a block device base is not supported.
+    struct stat bst {};
+    base = options.read_only ? -1 : open(options.base_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (base < 0 || fstat(base, &bst) != 0 || !S_ISREG(bst.st_mode) || !S_ISREG(st.st_mode) ||
+        static_cast<uint64_t>(bst.st_size) != bytes) {
+      Error e = base < 0 && !options.read_only ? ErrnoError("open", options.base_path)
+                                               : Error{EINVAL, "virtio-blk", "base " + options.base_path +
+                                                                                 " is not a regular file of the "
+                                                                                 "overlay's size on a writable disk"};
+      if (base >= 0) close(base);
+      close(fd);
+      return e;
+    }
+  }
   int kick = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   int ctl = kick < 0 ? -1 : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (ctl < 0) {
     Error e = ErrnoError("eventfd");
     if (kick >= 0) close(kick);
+    if (base >= 0) close(base);
     close(fd);
     return e;
   }
-  return std::unique_ptr<VirtioBlock>(new VirtioBlock(options, fd, kick, ctl, bytes / kSectorBytes));
+  return std::unique_ptr<VirtioBlock>(new VirtioBlock(options, fd, base, kick, ctl, bytes / kSectorBytes));
 }
 
-VirtioBlock::VirtioBlock(const BlockOptions& options, int fd, int kick_fd, int ctl_fd, uint64_t capacity_sectors)
-    : options_(options), fd_(fd), kick_fd_(kick_fd), ctl_fd_(ctl_fd), capacity_sectors_(capacity_sectors),
-      dirty_(capacity_sectors * kSectorBytes) {
+VirtioBlock::VirtioBlock(const BlockOptions& options, int fd, int base_fd, int kick_fd, int ctl_fd,
+                         uint64_t capacity_sectors)
+    : options_(options), fd_(fd), base_fd_(base_fd), kick_fd_(kick_fd), ctl_fd_(ctl_fd),
+      capacity_sectors_(capacity_sectors), dirty_(capacity_sectors * kSectorBytes) {
   std::memcpy(serial_, options.serial.data(), std::min<size_t>(options.serial.size(), kBlkIdBytes));
+  if (base_fd_ >= 0) overlay_ = std::make_unique<BlockOverlay>(fd_, base_fd_, capacity_sectors * kSectorBytes);
+}
+
+std::shared_ptr<OverlayMap> VirtioBlock::overlay_map() const {
+  return overlay_ ? overlay_->map() : nullptr;
 }
 
 VirtioBlock::~VirtioBlock() {
   Reset();
   close(ctl_fd_);
   close(kick_fd_);
+  overlay_.reset();
+  if (base_fd_ >= 0) close(base_fd_);
   close(fd_);
 }
 
@@ -168,7 +175,8 @@ uint8_t VirtioBlock::DoRead(GuestAccess& mem, const BlkRequest& req, uint32_t* w
   std::vector<iovec> iov;
   if (!DataIovecs(mem, req, &iov)) return kBlkStatusIoErr;
   // SAFETY: every iovec was bounds-checked by HostPtr; the guest may race on the buffers, which only hurts it.
-  bool ok = FullIo(fd_, iov, req.sector * kSectorBytes, false);
+  bool ok = overlay_ ? overlay_->Read(iov, req.sector * kSectorBytes, req.data_bytes)
+                     : FullIo(fd_, iov, req.sector * kSectorBytes, false);
   for (const DescBuffer& b : req.data) mem.MarkDirty(b.gpa, b.len);  // even a partial read changed the pages
   if (!ok) return kBlkStatusIoErr;
   counters_.read_bytes += req.data_bytes;
@@ -181,7 +189,8 @@ uint8_t VirtioBlock::DoWrite(GuestAccess& mem, const BlkRequest& req) {
   std::vector<iovec> iov;
   if (!DataIovecs(mem, req, &iov)) return kBlkStatusIoErr;
   // SAFETY: every iovec was bounds-checked by HostPtr.
-  bool ok = FullIo(fd_, iov, req.sector * kSectorBytes, true);
+  bool ok = overlay_ ? overlay_->Write(iov, req.sector * kSectorBytes, req.data_bytes)
+                     : FullIo(fd_, iov, req.sector * kSectorBytes, true);
   dirty_.Mark(req.sector * kSectorBytes, req.data_bytes);  // even a failed write may have changed blocks
   if (!ok) return kBlkStatusIoErr;
   counters_.write_bytes += req.data_bytes;
@@ -214,6 +223,10 @@ uint8_t VirtioBlock::DoRanges(GuestAccess& mem, const BlkRequest& req) {
       return kBlkStatusIoErr;
     }
   }
+  if (overlay_ && !zeroes) {
+    counters_.discards++;  // a hint, ignored: a hole in the overlay would show the base's blocks again
+    return kBlkStatusOk;
+  }
   // The blocks of every validated segment may change from here on: marked once the calls returned, on every path.
   struct MarkOnExit {
     BlockDirtyMap& map;
@@ -226,6 +239,11 @@ uint8_t VirtioBlock::DoRanges(GuestAccess& mem, const BlkRequest& req) {
     auto off = static_cast<off_t>(s.sector * kSectorBytes);
     auto len = static_cast<off_t>(uint64_t{s.num_sectors} * kSectorBytes);
     if (len == 0) continue;
+    if (overlay_) {
+      if (!overlay_->WriteZeroes(static_cast<uint64_t>(off), static_cast<uint64_t>(len))) return kBlkStatusIoErr;
+      counters_.write_zeroes++;
+      continue;
+    }
     if (!zeroes) {
       // Discard is a hint: a file system without hole punching still answers OK.
       if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len) != 0 && errno != EOPNOTSUPP) {

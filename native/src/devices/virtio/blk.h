@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "devices/virtio/blk_dirty.h"
+#include "devices/virtio/blk_overlay.h"
 #include "devices/virtio/blk_request.h"
 #include "devices/virtio/virtio_device.h"
 #include "kvm/result.h"
@@ -59,6 +60,8 @@ inline constexpr uint32_t kBlkPciClass = 0x010000;          // mass storage, SCS
 
 struct BlockOptions {
   std::string path;          // file or block device
+  std::string base_path;     // non-empty: path is a copy-on-write overlay over this raw file (blk_overlay.h), which
+                             // is opened read-only and never written; both regular files of one size; not read-only
   bool read_only = false;    // open O_RDONLY and offer RO
   std::string serial;        // GET_ID; more than 20 bytes is cut
   uint16_t queue_size = 256;
@@ -101,13 +104,17 @@ class VirtioBlock : public VirtioDevice {
   BlockStats stats() const;
   // The disk's dirty-block map (inactive unless a migration that copies the disk started it). Any thread.
   BlockDirtyMap& dirty_map() { return dirty_; }
+  // A copy-on-write disk's allocation map (which granules the overlay holds), or null for a plain disk. Any thread.
+  std::shared_ptr<OverlayMap> overlay_map() const;
+  // The overlay's I/O, or null for a plain disk (tests; the migration target marks through overlay_map's owner).
+  BlockOverlay* overlay() { return overlay_.get(); }
 
   // One chain, synchronously (the worker's step; public for tests): parses, runs the I/O, writes the status.
   // Returns the used length, or false when the chain cannot be answered (the caller marks the device broken).
   bool HandleChain(GuestAccess& mem, const DescriptorChain& chain, uint64_t acked, uint32_t* used_len);
 
  private:
-  VirtioBlock(const BlockOptions& options, int fd, int kick_fd, int ctl_fd, uint64_t capacity_sectors);
+  VirtioBlock(const BlockOptions& options, int fd, int base_fd, int kick_fd, int ctl_fd, uint64_t capacity_sectors);
   uint8_t Execute(GuestAccess& mem, const BlkRequest& req, uint64_t acked, uint32_t* written);
   // Whole sectors, inside the disk.
   bool DataRangeOk(const BlkRequest& req) const;
@@ -121,6 +128,8 @@ class VirtioBlock : public VirtioDevice {
 
   BlockOptions options_;
   int fd_;
+  int base_fd_;  // -1 for a plain disk
+  std::unique_ptr<BlockOverlay> overlay_;
   int kick_fd_;  // eventfd: queue 0 was kicked (QueueNotify, or KVM through an ioeventfd)
   int ctl_fd_;   // eventfd: stop or pause/resume changed (wakes the worker's poll)
   uint64_t capacity_sectors_;

@@ -65,6 +65,8 @@ export function nativeBootOptions(spec: MachineSpec): VmOptions {
               serial: (d.serial ?? "").slice(0, 20),
               // A local writable disk goes to the target in the migration stream; a shared one is opened there.
               migrate: copiedOnMigration(d) ? ("copy" as const) : ("shared" as const),
+              // A containerDisk's copy-on-write overlay reads unwritten blocks from its image (container-disk-layer.ts).
+              ...(d.base ? { base: d.base } : {}),
             })),
           }
         : {}),

@@ -1,8 +1,10 @@
 // Real QEMU (TCG) with local/debian-cloud (tools/images): the VMI the nested lane's debian group runs on our VMM, here
-// on the QEMU backend through the launcher's own spec path: the containerDisk's copy is vda (root=/dev/vda), the
-// cloudInitNoCloud ISO is vdb, and the guest's cloud-init applies the user data before the boot marker.
+// on the QEMU backend through the launcher's own spec path: the containerDisk's qcow2 overlay is vda (root=/dev/vda),
+// the cloudInitNoCloud ISO is vdb, and the guest's cloud-init applies the user data before the boot marker; the
+// image under the overlay keeps its digest.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { createReadStream, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { defaultVmi, type VirtualMachineInstance } from "@kvt/api";
@@ -10,6 +12,7 @@ import { createLogger } from "@kvt/observability";
 import { describe, expect, it } from "vitest";
 import { imageStoreResolver } from "../../vmi/image-store.ts";
 import { buildMachineSpec } from "../../vmi/machine-spec.ts";
+import { makeWriteLayers } from "../../volumes/container-disk-layer.ts";
 import { QemuMachine } from "./qemu-machine.ts";
 
 const root = new URL("../../../../../", import.meta.url).pathname;
@@ -25,6 +28,12 @@ const USER_DATA = [
   '  - [ sh, -c, "echo KVT_DEBIAN_USERDATA $(cat /var/lib/kvt/user-data.txt) > /dev/console" ]',
   "",
 ].join("\n");
+
+async function sha256File(path: string): Promise<string> {
+  const h = createHash("sha256");
+  for await (const chunk of createReadStream(path)) h.update(chunk as Buffer);
+  return h.digest("hex");
+}
 
 function debianVmi(): VirtualMachineInstance {
   return defaultVmi({
@@ -59,7 +68,12 @@ describe("QemuMachine boots local/debian-cloud from its disk (real QEMU, TCG)", 
     const spec = await buildMachineSpec(debianVmi(), { resolveImage: imageStoreResolver(store), workDir: dir });
     expect(spec.boot.cmdline).toMatch(/root=\/dev\/vda/);
     expect(spec.disks?.map((d) => d.kind)).toEqual(["containerDisk", "cloudInitNoCloud"]);
-    const machine = new QemuMachine(spec, { logger });
+    // The containerDisk's qcow2 overlay, as the machine factory makes it for QEMU: systemd and cloud-init write the
+    // root filesystem through it, and the image's digest must not change.
+    const image = spec.disks?.[0]?.copyFrom ?? "";
+    const imageDigest = await sha256File(image);
+    const disks = await makeWriteLayers(spec.disks ?? [], "qemu");
+    const machine = new QemuMachine({ ...spec, disks }, { logger });
     let text = "";
     machine.on("console", (c) => {
       text += Buffer.from(c).toString("latin1");
@@ -84,6 +98,10 @@ describe("QemuMachine boots local/debian-cloud from its disk (real QEMU, TCG)", 
       await waitFor(/KVT_DEBIAN_USERDATA written by cloud-init on qemu/, 10_000);
     } finally {
       await machine.kill();
+    }
+    try {
+      expect(await sha256File(image)).toBe(imageDigest);
+    } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -93,7 +93,7 @@ function optionValue(value: string): string {
   return value.replaceAll(",", ",,");
 }
 
-/** The -blockdev (file, then raw format) and -device arguments of disk `i` (`before`: the disks ahead of it). */
+/** The -blockdev (file, then its format) and -device arguments of disk `i` (`before`: the disks ahead of it). */
 export function diskArgs(disk: MachineDisk, i: number, before: readonly MachineDisk[] = []): string[] {
   const cache = disk.cache ?? "writethrough";
   const direct = cache === "none";
@@ -121,7 +121,8 @@ export function diskArgs(disk: MachineDisk, i: number, before: readonly MachineD
     "-blockdev",
     `driver=file,node-name=file${i},filename=${optionValue(disk.path)},cache.direct=${direct ? "on" : "off"},aio=${aio}${ro}`,
     "-blockdev",
-    `driver=raw,node-name=disk${i},file=file${i}${ro}`,
+    // A qcow2 overlay opens its backing image (the containerDisk) from its header, read-only.
+    `driver=${disk.format ?? "raw"},node-name=disk${i},file=file${i}${ro}`,
     "-device",
     device.join(","),
   ];
