@@ -105,9 +105,10 @@ await main({
       const podDir = values["pod-dir"] ?? env.KUBEVIRT_POD_DIR;
       const socketDir = values["socket-dir"] ?? env.KUBEVIRT_SOCKET_DIR ?? podDir ?? DEFAULT_SOCKET_DIR;
       const workDir = podDir ?? join(tmpdir(), `virt-launcher-${source.identity.uid}`);
-      mkdirSync(socketDir, { recursive: true });
+      // Owner-only when the launcher creates them (the node agent creates the shared socket directory the same way).
+      mkdirSync(socketDir, { recursive: true, mode: 0o700 });
       lock = acquireVmiLock(socketDir, source.identity.uid);
-      mkdirSync(workDir, { recursive: true });
+      mkdirSync(workDir, { recursive: true, mode: 0o700 });
       const storeRoot = values["image-store"] ?? env.KVT_IMAGE_STORE ?? DEFAULT_IMAGE_STORE;
       let mounts: ReturnType<typeof parseVolumeMounts>;
       try {

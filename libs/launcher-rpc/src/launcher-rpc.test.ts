@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -143,6 +143,12 @@ function rawPost(
 }
 
 describe("launcher-rpc over a unix socket", () => {
+  it("the socket is its owner's only (0600): it controls a guest", () => {
+    const st = statSync(client.socketPath);
+    expect(st.isSocket()).toBe(true);
+    expect(st.mode & 0o777).toBe(0o600);
+  });
+
   it("sync boots the domain and info reports it", async () => {
     expect((await client.info()).state).toBe("NoDomain");
     const info = await client.sync({ vmi: { metadata: { name: "vm1" } } });

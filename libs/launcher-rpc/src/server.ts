@@ -3,7 +3,7 @@
  * routes commands to a {@link LauncherService}, enforces each request's deadline, continues the caller's trace,
  * streams events to every subscriber and upgrades `/v1/console` into a raw byte stream.
  */
-import { rmSync } from "node:fs";
+import { chmodSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
@@ -132,6 +132,9 @@ export class LauncherServer {
       this.#server.once("error", reject);
       this.#server.listen(this.#options.socketPath, () => {
         this.#server.off("error", reject);
+        // The socket controls a guest: its owner only (virt-handler runs as the same user, or root). Until this
+        // chmod the umask's mode applies, which already denies connect (write) to group and others with 022.
+        chmodSync(this.#options.socketPath, 0o600);
         resolve();
       });
     });

@@ -18,6 +18,7 @@ import { readTokenFile } from "./auth/token-file.ts";
 import { startControllers } from "./controllers/index.ts";
 import type { ProxyClientCert } from "./extensions/aggregation.ts";
 import { installExtensions } from "./extensions/install-extensions.ts";
+import type { KubeletClientTls } from "./extensions/pod-logs.ts";
 import { builtinSubresources } from "./http/builtin-subresources.ts";
 import { loadOrGenerateCerts } from "./http/certs.ts";
 import { OpenApiV3 } from "./http/openapi.ts";
@@ -47,6 +48,8 @@ export interface ApiServerOptions {
   readonly tls?: boolean;
   /** Front-proxy client certificate presented to aggregated API servers (`--proxy-client-cert/--proxy-client-key`). */
   readonly proxyClient?: ProxyClientCert;
+  /** Credentials towards the kubelets' log ports (kube-apiserver `--kubelet-client-certificate` and friends). */
+  readonly kubeletClient?: KubeletClientTls;
   /**
    * Where the local-path provisioner keeps volume directories (the local cluster gives `<dataDir>/storage`). When
    * set, the default StorageClass `local-path` is created and its claims are provisioned; without it, claims bind
@@ -170,6 +173,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     authorizer,
     logger,
     proxyClient: options.proxyClient,
+    kubeletClient: options.kubeletClient,
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

@@ -22,6 +22,9 @@ await main({
     "proxy-client-cert": { type: "string" },
     "proxy-client-key": { type: "string" },
     "token-auth-file": { type: "string" },
+    "kubelet-client-certificate": { type: "string" },
+    "kubelet-client-key": { type: "string" },
+    "kubelet-certificate-authority": { type: "string" },
   },
   details: [
     "  --data-dir DIR      where the SQLite state lives (created if missing)",
@@ -32,6 +35,9 @@ await main({
     "  --proxy-client-cert FILE, --proxy-client-key FILE",
     "                      front-proxy client certificate (PEM) presented to aggregated API servers (APIServices)",
     '  --token-auth-file FILE  static bearer tokens, one `token,user,uid,"group1,group2"` line each',
+    "  --kubelet-client-certificate FILE, --kubelet-client-key FILE",
+    "                      client certificate (PEM) presented to kubelets (pods/log), as kube-apiserver's",
+    "  --kubelet-certificate-authority FILE  CA of the kubelets' serving certificates (unset: not verified)",
   ],
   async run({ values }, signal) {
     const dataDir = values["data-dir"];
@@ -66,12 +72,30 @@ await main({
       certFile && keyFile
         ? { certPem: readFileSync(certFile, "utf8"), keyPem: readFileSync(keyFile, "utf8") }
         : undefined;
+    const kubeletCert = values["kubelet-client-certificate"];
+    const kubeletKey = values["kubelet-client-key"];
+    if ((kubeletCert === undefined) !== (kubeletKey === undefined)) {
+      process.stderr.write(
+        "kvt-apiserver: give both --kubelet-client-certificate and --kubelet-client-key, or neither\n",
+      );
+      return 2;
+    }
+    const kubeletCa = values["kubelet-certificate-authority"];
+    const kubeletClient =
+      kubeletCert && kubeletKey
+        ? {
+            certPem: readFileSync(kubeletCert, "utf8"),
+            keyPem: readFileSync(kubeletKey, "utf8"),
+            ...(kubeletCa ? { caPem: readFileSync(kubeletCa, "utf8") } : {}),
+          }
+        : undefined;
     const server = await startApiServer({
       dataDir,
       port,
       kubeconfigPath: values.kubeconfig,
       logger,
       proxyClient,
+      kubeletClient,
       storageDir: values["storage-dir"],
       tokenAuthFile: values["token-auth-file"],
     });

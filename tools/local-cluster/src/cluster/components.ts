@@ -12,7 +12,14 @@ import { join } from "node:path";
 import { APISERVER_NODE_FLAGS } from "../apiserver/node-flags.ts";
 import { componentKubeconfig, tokenAuthFile } from "./component-identities.ts";
 import { type RuntimeName, runtimeFlags, runtimeNameOf } from "./js-runtime.ts";
-import { type HandlerTlsFiles, handlerServerFlags, type KubeletTlsFiles, virtApiHandlerFlags } from "./pki.ts";
+import {
+  apiserverKubeletFlags,
+  type HandlerTlsFiles,
+  handlerServerFlags,
+  type KubeletTlsFiles,
+  kubeletServerFlags,
+  virtApiHandlerFlags,
+} from "./pki.ts";
 
 /** Where things are and which ports were assigned. */
 export interface ClusterLayout {
@@ -92,6 +99,7 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         join(layout.dataDir, "storage"),
         "--token-auth-file",
         tokenAuthFile(layout.dataDir),
+        ...(layout.kubeletTls ? apiserverKubeletFlags(layout.kubeletTls) : []),
         ...(layout.frontProxy
           ? ["--proxy-client-cert", layout.frontProxy.clientCert, "--proxy-client-key", layout.frontProxy.clientKey]
           : []),
@@ -117,6 +125,7 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         "--data-dir",
         join(layout.dataDir, "nodes", node),
         ...(layout.nodeCpus ? ["--cpus", String(layout.nodeCpus)] : []),
+        ...(layout.kubeletTls ? kubeletServerFlags(layout.kubeletTls, node) : []),
         ...(layout.podNetworkFile ? ["--pod-network", layout.podNetworkFile] : []),
       ],
       env,

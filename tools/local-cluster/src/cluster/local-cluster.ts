@@ -39,7 +39,7 @@ import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfi
 import { freePort } from "./free-port.ts";
 import { currentRuntimeName, jsRuntime, type RuntimeName, runtimeNameOf } from "./js-runtime.ts";
 import { applyReleaseRbac } from "./release-rbac.ts";
-import { ensureHandlerCerts, type HandlerTlsFiles, handlerServes } from "./pki.ts";
+import { ensureHandlerCerts, ensureKubeletCerts, type HandlerTlsFiles, handlerServes } from "./pki.ts";
 import { Supervisor, type SupervisorEvent } from "./supervisor.ts";
 import { ensureFrontProxyTls, ensureVirtApiTls, registerVirtApi } from "./virt-api-wiring.ts";
 import { waitFor } from "./wait.ts";
@@ -269,6 +269,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   const state = await loadState(join(dataDir, "cluster.json"), names);
   const tls = await (options.ensureTls ?? ensureVirtApiTls)(join(dataDir, "pki"));
   const handlerTls = await ensureHandlerCerts(join(dataDir, "pki"));
+  const kubeletTls = await ensureKubeletCerts(join(dataDir, "pki"), names);
   const kubeconfig = join(dataDir, "kubeconfig");
   const podNetwork = await startPodNetwork(options, names);
   const layout: ClusterLayout = {
@@ -284,6 +285,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     tls,
     frontProxy: await ensureFrontProxyTls(join(dataDir, "pki")),
     handlerTls,
+    kubeletTls,
     tracesFile: options.tracesFile,
     nodeCpus: options.nodeCpus,
     ...(podNetwork ? { podNetworkFile: podNetworkFile(dataDir) } : {}),

@@ -54,9 +54,10 @@ describe("local cluster PKI", () => {
     expect(new X509Certificate(readFileSync(second.cert)).verify(ca.publicKey)).toBe(true);
   });
 
-  it("runs virt-handler with mutual TLS on 127.0.0.1 and virt-api with its client certificate over https", async () => {
+  it("wires virt-handler, virt-api, the kubelets and the API server with their certificates", async () => {
     dir = join(mkdtempSync(join(tmpdir(), "kvt-pki-")), "pki");
     const handlerTls = await ensureHandlerCerts(dir);
+    const kubeletTls = await ensureKubeletCerts(dir, ["node01"]);
     const layout: ClusterLayout = {
       projectRoot: "/repo",
       dataDir: "/data",
@@ -70,6 +71,7 @@ describe("local cluster PKI", () => {
       handlerPorts: { node01: 8186 },
       tls: { cert: "/c", key: "/k", ca: "/ca" },
       handlerTls,
+      kubeletTls,
     };
     const all = clusterComponents(layout);
     const handler = all.find((c) => c.name === "virt-handler/node01")!.argv;
@@ -81,5 +83,11 @@ describe("local cluster PKI", () => {
     expect(flag(api, "--host")).toBe("127.0.0.1");
     expect(flag(api, "--handler-url")).toBe("node01=https://127.0.0.1:8186");
     expect(flag(api, "--handler-client-cert")).toBe(handlerTls.client.cert);
+    const kubelet = all.find((c) => c.name === "kubelet/node01")!.argv;
+    expect(flag(kubelet, "--client-ca-file")).toBe(kubeletTls.ca);
+    expect(flag(kubelet, "--tls-cert-file")).toBe(kubeletTls.serving.node01?.cert);
+    const apiserver = all.find((c) => c.name === "apiserver")!.argv;
+    expect(flag(apiserver, "--kubelet-client-certificate")).toBe(kubeletTls.client.cert);
+    expect(flag(apiserver, "--kubelet-certificate-authority")).toBe(kubeletTls.ca);
   });
 });

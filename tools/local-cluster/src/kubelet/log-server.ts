@@ -3,10 +3,36 @@
  *   GET /containerLogs/{namespace}/{pod}/{container}?follow=true&tailLines=N&limitBytes=N
  * The API server proxies `pods/log` here (node.status.daemonEndpoints.kubeletEndpoint.Port on 127.0.0.1), so
  * `kubectl logs [-f] [-c name]` works as on a real cluster. Unknown pods/containers are 404.
+ *
+ * HTTPS with client certificates only, as a real kubelet with `--client-ca-file`: a launcher's logs are the guest's
+ * serial console, so a peer without a client-auth certificate of that CA (the API server's
+ * `--kubelet-client-certificate`) is refused at the handshake.
  */
 import { closeSync, createReadStream, existsSync, openSync, readSync, statSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
+import type { TLSSocket } from "node:tls";
+
+/** The kubelet's serving certificate and the CA of the clients it accepts (kubelet `--client-ca-file`). */
+export interface LogServerTls {
+  /** Serving certificate and key (PEM; kubelet `--tls-cert-file`, `--tls-private-key-file`). */
+  readonly cert: string;
+  readonly key: string;
+  /** CA bundle (PEM) of accepted client certificates. */
+  readonly clientCa: string;
+}
+
+/** Where and how the log endpoint listens. */
+export interface LogServerOptions {
+  readonly tls: LogServerTls;
+  /** Port (default 0: any free port). */
+  readonly port?: number;
+  /** Address (default 127.0.0.1: the local cluster's nodes share this host). */
+  readonly host?: string;
+}
+
+/** TLS web client authentication (extended key usage): a serving certificate of the same CA is not a client. */
+const CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
 
 /** Finds the log file of a container; undefined when this node does not run it. */
 export type LogLocator = (namespace: string, pod: string, container: string | undefined) => string | undefined;
@@ -31,12 +57,14 @@ export function tailLines(file: string, lines: number): Buffer {
   return buf.subarray(idx);
 }
 
-/** Starts the log endpoint on 127.0.0.1 (port 0 = any free port). */
+/** Starts the log endpoint (mutual TLS) on `options.host`:`options.port`. */
 export async function startLogServer(
   locate: LogLocator,
-  port = 0,
+  options: LogServerOptions,
 ): Promise<{ port: number; server: Server; close(): Promise<void> }> {
-  const server = createServer((req, res) => {
+  const { cert, key, clientCa } = options.tls;
+  const tls = { cert, key, ca: clientCa, requestCert: true, rejectUnauthorized: true };
+  const server = createServer(tls, (req, res) => {
     const url = new URL(req.url ?? "/", "http://localhost");
     const m = /^\/containerLogs\/([^/]+)\/([^/]+)(?:\/([^/]+))?$/.exec(url.pathname);
     const file = m
@@ -84,10 +112,21 @@ export async function startLogServer(
     }, 200);
     res.on("close", () => clearInterval(timer));
   });
-  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+  server.prependListener("secureConnection", (socket: TLSSocket) => {
+    const usage = socket.getPeerCertificate().ext_key_usage;
+    if (!usage?.includes(CLIENT_AUTH)) socket.destroy();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, options.host ?? "127.0.0.1", resolve);
+  });
   return {
     port: (server.address() as AddressInfo).port,
     server,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /** process-kubelet: one simulated node of the local cluster (see kubelet.ts). */
-import { mkdirSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { createLogger } from "@kvt/observability";
@@ -18,7 +18,8 @@ await main({
   name: "process-kubelet",
   version: "0.1.0",
   summary: "Runs the Pods bound to one node of the local cluster as local processes.",
-  usage: "--node-name NAME --kubeconfig FILE --data-dir DIR [--cpus N] [--pod-network FILE]",
+  usage:
+    "--node-name NAME --kubeconfig FILE --data-dir DIR --tls-cert-file FILE --tls-private-key-file FILE --client-ca-file FILE [--cpus N] [--pod-network FILE]",
   flags: {
     "node-name": { type: "string" },
     kubeconfig: { type: "string" },
@@ -26,7 +27,14 @@ await main({
     cpus: { type: "string" },
     // The cluster's pod network plan (network/cluster-network.ts); without it pods share the node's network.
     "pod-network": { type: "string" },
+    "tls-cert-file": { type: "string" },
+    "tls-private-key-file": { type: "string" },
+    "client-ca-file": { type: "string" },
   },
+  details: [
+    "  --tls-cert-file FILE, --tls-private-key-file FILE   the log port's serving certificate (PEM), as the kubelet's",
+    "  --client-ca-file FILE   CA of the only accepted clients (the API server's kubelet client certificate)",
+  ],
   async run({ values }, signal) {
     const nodeName = values["node-name"];
     const kubeconfig = values.kubeconfig;
@@ -35,7 +43,26 @@ await main({
       process.stderr.write("process-kubelet: --node-name, --kubeconfig and --data-dir are required\n");
       return 2;
     }
-    mkdirSync(join(dataDir, "sockets"), { recursive: true });
+    const [certFile, keyFile, caFile] = [
+      values["tls-cert-file"],
+      values["tls-private-key-file"],
+      values["client-ca-file"],
+    ];
+    if (!certFile || !keyFile || !caFile) {
+      // The log port streams guest consoles: it never serves without TLS and client certificates.
+      process.stderr.write(
+        "process-kubelet: --tls-cert-file, --tls-private-key-file and --client-ca-file are required\n",
+      );
+      return 2;
+    }
+    const tls = {
+      cert: readFileSync(certFile, "utf8"),
+      key: readFileSync(keyFile, "utf8"),
+      clientCa: readFileSync(caFile, "utf8"),
+    };
+    // The launchers' sockets control guests: the directory is the node user's only (as their 0600 sockets).
+    mkdirSync(join(dataDir, "sockets"), { recursive: true, mode: 0o700 });
+    chmodSync(join(dataDir, "sockets"), 0o700);
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(kubeconfig);
     const log = createLogger({ component: "process-kubelet" }).child({ node: nodeName });
@@ -67,7 +94,7 @@ await main({
     const nodeCpus = values.cpus ? Number(values.cpus) : undefined;
     const podNetwork = values["pod-network"];
     const network = podNetwork ? KubeletNetwork.fromFile(podNetwork, nodeName) : undefined;
-    const agent = await startNodeAgent({ nodeName, kubeConfig, dataDir, layout, log, cpus: nodeCpus, network });
+    const agent = await startNodeAgent({ nodeName, kubeConfig, dataDir, layout, log, cpus: nodeCpus, network, tls });
     await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
     log.info("stopping: node shutdown, stopping every pod");
     await agent.stop();

@@ -4,11 +4,12 @@
  */
 import { cpus, release, totalmem } from "node:os";
 import { CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import { generateCa, issueCertificate } from "@kvt/certs";
 import type { Logger } from "@kvt/observability";
 import type { KubeletNetwork } from "../network/kubelet-network.ts";
 import type { RuntimeLayout } from "./container-spec.ts";
 import { Kubelet } from "./kubelet.ts";
-import { startLogServer } from "./log-server.ts";
+import { type LogServerTls, startLogServer } from "./log-server.ts";
 import { type NodeFacts, nodeObject, nodeStatus } from "./node-status.ts";
 
 /** Heartbeat period of the node status (the real kubelet's nodeStatusUpdateFrequency is 10 s). */
@@ -32,10 +33,17 @@ export async function startNodeAgent(options: {
   cpus?: number;
   /** The pod network its pods join; none: they share the node's network. */
   network?: KubeletNetwork;
+  /**
+   * The log port's serving certificate and client CA (kubelet `--tls-cert-file`, `--client-ca-file`); default a
+   * throw-away CA of its own, so the port is still mutual TLS that no client can pass.
+   */
+  tls?: LogServerTls;
 }): Promise<NodeAgent> {
   const core = options.kubeConfig.makeApiClient(CoreV1Api);
   const kubelet = new Kubelet({ ...options, core });
-  const logs = await startLogServer((ns, pod, container) => kubelet.containerLogPath(ns, pod, container));
+  const logs = await startLogServer((ns, pod, container) => kubelet.containerLogPath(ns, pod, container), {
+    tls: options.tls ?? (await throwAwayTls(options.nodeName)),
+  });
   const facts: NodeFacts = {
     nodeName: options.nodeName,
     cpus: options.cpus ?? cpus().length,
@@ -75,4 +83,11 @@ export async function startNodeAgent(options: {
       await logs.close();
     },
   };
+}
+
+/** A serving certificate from a CA whose key is dropped: mutual TLS that refuses every client. */
+async function throwAwayTls(nodeName: string): Promise<LogServerTls> {
+  const ca = await generateCa(`kubelet-${nodeName}-unused-ca`, 1);
+  const serving = await issueCertificate(ca, { commonName: `system:node:${nodeName}`, ipAddresses: ["127.0.0.1"] });
+  return { cert: serving.certPem, key: serving.keyPem, clientCa: ca.certPem };
 }

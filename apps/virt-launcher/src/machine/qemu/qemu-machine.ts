@@ -11,7 +11,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { EventEmitter } from "node:events";
-import { mkdirSync, rmSync } from "node:fs";
+import { chmodSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "@kvt/observability";
 import type {
@@ -222,7 +222,7 @@ export class QemuMachine implements Machine {
   async #launch(incoming: boolean): Promise<void> {
     await ensureHostTools();
     const { workDir } = this.#spec;
-    mkdirSync(workDir, { recursive: true });
+    mkdirSync(workDir, { recursive: true, mode: 0o700 });
     const qmpSocket = join(workDir, "qmp.sock");
     if (Buffer.byteLength(qmpSocket) > 100)
       throw new Error(`work directory path too long for a unix socket: ${workDir}`);
@@ -254,6 +254,8 @@ export class QemuMachine implements Machine {
     child.once("error", (err) => this.#log.error({ err }, "QEMU process error"));
     try {
       this.#qmp = await QmpClient.connect(qmpSocket, this.#log);
+      // QEMU made the monitor socket with its umask; only this launcher's user may reach the guest's monitor.
+      chmodSync(qmpSocket, 0o600);
     } catch (err) {
       child.kill("SIGKILL");
       await this.#exited;

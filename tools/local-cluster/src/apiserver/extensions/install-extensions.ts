@@ -14,7 +14,7 @@ import type { SubresourceHandler } from "../http/resource-handler.ts";
 import type { AggregatedApi, UserInfo } from "../http/server.ts";
 import type { ResourceService } from "../rest/service.ts";
 import { ApiServiceAggregator, type ProxyClientCert } from "./aggregation.ts";
-import { podLogs } from "./pod-logs.ts";
+import { type KubeletClientTls, podLogsHandler } from "./pod-logs.ts";
 import { upgradeHandler } from "./upgrade.ts";
 import { WebhookAdmission } from "./webhook-admission.ts";
 
@@ -31,6 +31,8 @@ export interface ExtensionTargets {
   readonly logger: Logger;
   /** The front-proxy client certificate for aggregated APIs (kube-apiserver `--proxy-client-cert-file`). */
   readonly proxyClient?: ProxyClientCert;
+  /** The client certificate for kubelets' log ports (kube-apiserver `--kubelet-client-certificate`). */
+  readonly kubeletClient?: KubeletClientTls;
 }
 
 /** Installed extensions; `stop()` detaches the watchers and waits for their writes (call before closing the store). */
@@ -51,7 +53,7 @@ export function installExtensions(t: ExtensionTargets): Extensions {
   aggregator.start();
   const upgrades = upgradeHandler(t.tokens, t.aggregated, t.logger, t.authorizer);
   t.server.on("upgrade", upgrades.listener);
-  if (!t.subresources.has("core/pods/log")) t.subresources.set("core/pods/log", podLogs);
+  if (!t.subresources.has("core/pods/log")) t.subresources.set("core/pods/log", podLogsHandler(t.kubeletClient));
   return {
     aggregator,
     stop: async () => {

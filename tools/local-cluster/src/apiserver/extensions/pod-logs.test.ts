@@ -1,12 +1,13 @@
 /**
  * `pods/log` through the kubelet, end to end: a real API server (in memory, random port), the process-kubelet's
- * real log endpoint, a Node that advertises it, and the real kubectl (`logs`, `-c`, `--tail`, `--limit-bytes`,
- * `-f`).
+ * real log endpoint (mutual TLS: the API server's kubelet client certificate), a Node that advertises it, and the
+ * real kubectl (`logs`, `-c`, `--tail`, `--limit-bytes`, `-f`).
  */
 import { spawn } from "node:child_process";
 import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { generateCa, issueCertificate } from "@kvt/certs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startLogServer } from "../../kubelet/log-server.ts";
 import { type ApiServerHandle, startApiServer } from "../apiserver.ts";
@@ -29,8 +30,16 @@ beforeAll(async () => {
   writeFileSync(join(dir, "one-main.log"), "line 1\nline 2\nline 3\n");
   writeFileSync(join(dir, "two-compute.log"), "compute says hi\n");
   writeFileSync(join(dir, "two-guest-console-log.log"), "[    0.000000] Linux version\nlogin: \n");
-  logs = await startLogServer((_ns, p, c) => (c === "gone" ? undefined : join(dir, `${p}-${c ?? ""}.log`)));
-  api = await startApiServer({ inMemory: true });
+  const ca = await generateCa("kubelet-ca");
+  const serving = await issueCertificate(ca, { commonName: "system:node:node01", ipAddresses: ["127.0.0.1"] });
+  const client = await issueCertificate(ca, { commonName: "kube-apiserver-kubelet-client", usage: "client" });
+  logs = await startLogServer((_ns, p, c) => (c === "gone" ? undefined : join(dir, `${p}-${c ?? ""}.log`)), {
+    tls: { cert: serving.certPem, key: serving.keyPem, clientCa: ca.certPem },
+  });
+  api = await startApiServer({
+    inMemory: true,
+    kubeletClient: { certPem: client.certPem, keyPem: client.keyPem, caPem: ca.certPem },
+  });
   k = kubectl(api.kubeconfigPath);
   expect((await call(api, "POST", "/api/v1/nodes", { metadata: { name: "node01" } })).code).toBe(201);
   const status = {

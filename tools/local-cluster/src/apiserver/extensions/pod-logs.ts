@@ -4,16 +4,28 @@
  *   pod -> container (the only one, or `?container=`; several and none named is a 400 listing them)
  *       -> spec.nodeName (none yet: an empty log)
  *       -> Node status.addresses InternalIP + status.daemonEndpoints.kubeletEndpoint.Port
- *       -> GET http://IP:PORT/containerLogs/NS/POD/CONTAINER?follow=&previous=&timestamps=&sinceSeconds=&tailLines=&limitBytes=
+ *       -> GET https://IP:PORT/containerLogs/NS/POD/CONTAINER?follow=&previous=&timestamps=&sinceSeconds=&tailLines=&limitBytes=
+ *          with the API server's kubelet client certificate (kube-apiserver `--kubelet-client-certificate`), the
+ *          kubelet's serving certificate verified against `--kubelet-certificate-authority` when given
  *       -> streamed to the client (follow: until either side goes away), `limitBytes` enforced here too
  *
  * A kubelet error answer becomes the Status kube-apiserver's generic response checker makes of it
  * (`the server could not find the requested resource ( pods/log NAME)` for a 404, the kubelet's text as the cause).
  */
-import { request as httpRequest, type IncomingMessage } from "node:http";
+import type { IncomingMessage } from "node:http";
+import { request as httpsRequest } from "node:https";
 import { ApiError, badRequest, internal, notFound } from "../errors.ts";
 import type { SubresourceContext, SubresourceHandler } from "../http/resource-handler.ts";
 import { isObject, type KubeObject } from "../types.ts";
+
+/** The API server's credentials towards kubelets (kube-apiserver's `--kubelet-client-*` flags). */
+export interface KubeletClientTls {
+  /** Client certificate and key (PEM), signed by the kubelets' `--client-ca-file`. */
+  readonly certPem: string;
+  readonly keyPem: string;
+  /** CA of the kubelets' serving certificates; unset: not verified (kube-apiserver's default). */
+  readonly caPem?: string;
+}
 
 const PASSED_ON = ["follow", "previous", "timestamps", "sinceSeconds", "sinceTime", "tailLines", "limitBytes"];
 
@@ -109,8 +121,12 @@ function pipeLimited(from: IncomingMessage, c: SubresourceContext, limit: number
   });
 }
 
-/** The `core/pods/log` subresource handler. */
-export const podLogs: SubresourceHandler = async (c: SubresourceContext): Promise<void> => {
+/** The `core/pods/log` subresource handler, reaching kubelets with `client` (without it kubelets refuse). */
+export function podLogsHandler(client?: KubeletClientTls): SubresourceHandler {
+  return (c) => podLogs(c, client);
+}
+
+async function podLogs(c: SubresourceContext, client: KubeletClientTls | undefined): Promise<void> {
   if (c.req.method !== "GET") throw new ApiError(405, "MethodNotAllowed", "only GET is supported on pods/log");
   const name = c.info.name as string;
   const pod = c.svc.get(c.def, c.info.namespace, name).obj;
@@ -136,12 +152,19 @@ export const podLogs: SubresourceHandler = async (c: SubresourceContext): Promis
   const query = params.toString();
   const limit = c.query.get("limitBytes") === null ? undefined : Number(c.query.get("limitBytes"));
   const upstream = await new Promise<IncomingMessage>((resolve, reject) => {
-    const req = httpRequest(
-      { host: at.host, port: at.port, path: query ? `${path}?${query}` : path, method: "GET" },
+    const req = httpsRequest(
+      {
+        host: at.host,
+        port: at.port,
+        path: query ? `${path}?${query}` : path,
+        method: "GET",
+        ...(client ? { cert: client.certPem, key: client.keyPem } : {}),
+        ...(client?.caPem ? { ca: client.caPem } : { rejectUnauthorized: false }),
+      },
       resolve,
     );
     req.setTimeout(30_000, () => req.destroy(new Error("the kubelet did not answer in time")));
-    req.on("error", (err) => reject(internal(new Error(`Get "http://${at.host}:${at.port}${path}": ${err.message}`))));
+    req.on("error", (err) => reject(internal(new Error(`Get "https://${at.host}:${at.port}${path}": ${err.message}`))));
     c.res.on("close", () => req.destroy());
     req.end();
   });
@@ -152,4 +175,4 @@ export const podLogs: SubresourceHandler = async (c: SubresourceContext): Promis
     throw kubeletError(upstream, name, Buffer.concat(chunks).toString("utf8").slice(0, 4096));
   }
   await pipeLimited(upstream, c, limit);
-};
+}
