@@ -45,9 +45,14 @@ function run(
   });
 }
 
-/** `kubectl <args>` against the cluster in `kubeconfig`. */
-export function kubectl(kubeconfig: string, args: readonly string[], input?: string): Promise<CommandResult> {
-  return run("kubectl", args, kubeconfig, input);
+/** `kubectl <args>` against the cluster in `kubeconfig` (killed after `timeoutMs`, default 60 s). */
+export function kubectl(
+  kubeconfig: string,
+  args: readonly string[],
+  input?: string,
+  timeoutMs?: number,
+): Promise<CommandResult> {
+  return run("kubectl", args, kubeconfig, input, timeoutMs);
 }
 
 /** `kubectl <args>` run in directory `cwd` (for a user's `kubectl create -f vm.yaml`). */
