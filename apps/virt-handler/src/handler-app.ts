@@ -25,6 +25,7 @@ import {
 } from "@kvt/kube";
 import type { Logger, Registry } from "@kvt/observability";
 import { HandlerServer, type HandlerServerTls } from "./http/handler-server.ts";
+import { holdsGuest } from "./launchers/domain-choice.ts";
 import { LauncherRegistry } from "./launchers/launcher-registry.ts";
 import { OrphanReaper } from "./launchers/orphans.ts";
 import { registerHandlerMetrics } from "./metrics/handler-metrics.ts";
@@ -152,7 +153,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
       const vmi = informer.store.get(objectKey(ns, name));
       return concernsNode(vmi, o.nodeName) ? vmi : undefined;
     },
-    launcherFor: (uid) => launchers.forVmi(uid).find((v) => !v.gone),
+    launcherFor: (uid) => launchers.forVmi(uid).find(holdsGuest) ?? launchers.forVmi(uid).find((v) => !v.gone),
     logger: o.logger,
     tls: o.tls,
   });

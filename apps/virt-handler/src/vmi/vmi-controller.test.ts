@@ -90,6 +90,59 @@ describe("VmiController.reconcile (fake launcher and writer; cached VMI frozen)"
   });
 });
 
+describe("VmiController.reconcile: at most one domain per VMI", () => {
+  const running: VirtualMachineInstance = deepFreeze({
+    metadata: { name: "vm1", namespace: "default", uid: "u1" },
+    spec: { domain: { devices: {} } },
+    status: { phase: "Running", nodeName: "node01", activePods: { p1: "node01" } },
+  });
+  const launcher = (pod: string, state: DomainInfo["state"], calls: string[]): LauncherView =>
+    ({
+      socketPath: `/s/${pod}`,
+      gone: false,
+      info: {
+        protocolVersion: "v1",
+        vmi: { namespace: "default", name: "vm1", uid: "u1" },
+        pod: { uid: pod },
+        pid: 1,
+        state,
+      },
+      client: {
+        sync: async () => {
+          calls.push(`sync ${pod}`);
+          return { state: "Running" };
+        },
+        kill: async () => {
+          calls.push(`kill ${pod}`);
+        },
+      },
+    }) as unknown as LauncherView;
+  const controllerWith = (views: LauncherView[]): VmiController =>
+    new VmiController({
+      nodeName: "node01",
+      vmis: { get: () => running },
+      writer: { patchStatus: async () => undefined },
+      launchers: { synced: true, forVmi: () => views },
+      secrets: { publish: async () => {}, read: async () => "s" },
+      now: () => NOW,
+    });
+
+  it("never boots a second launcher of a VMI whose guest runs here (a restarted handler found both)", async () => {
+    const calls: string[] = [];
+    // The stray launcher is listed first, as a directory scan may list it.
+    const controller = controllerWith([launcher("stray", "NoDomain", calls), launcher("p1", "Running", calls)]);
+    await controller.reconcile("default/vm1" as ObjectKey, ctx);
+    expect(calls).toEqual([]);
+  });
+
+  it("kills a second guest of the VMI and keeps the active pod's", async () => {
+    const calls: string[] = [];
+    const controller = controllerWith([launcher("stray", "Running", calls), launcher("p1", "Running", calls)]);
+    await controller.reconcile("default/vm1" as ObjectKey, ctx);
+    expect(calls).toEqual(["kill stray"]);
+  });
+});
+
 describe("VmiController.reconcile: a source handler restarted mid-migration finds no launcher", () => {
   const migrating: VirtualMachineInstance = deepFreeze({
     metadata: { name: "vm1", namespace: "default", uid: "u1" },

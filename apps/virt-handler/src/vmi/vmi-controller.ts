@@ -15,6 +15,7 @@ import {
   requeueAfter,
 } from "@kvt/kube";
 import { type JsonObject, LauncherRpcError } from "@kvt/launcher-rpc";
+import { chooseLauncher } from "../launchers/domain-choice.ts";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
 import type { MigrationSecrets } from "../migration/migration-secrets.ts";
 import { sourceMigrationStatus, targetMigrationStatus } from "../migration/migration-status.ts";
@@ -72,9 +73,10 @@ export class VmiController {
     const owner = ownsVmi(vmi, node);
     const isTarget = vmi.status?.migrationState?.targetNode === node && !owner;
     if (!owner && !isTarget) return done();
-    const views = this.#d.launchers.forVmi(uid);
-    const live = views.find((v) => !v.gone);
-    const view = live ?? views[0];
+    // At most one domain per VMI: the launcher holding the guest is the one; no other is ever synced.
+    const { view, duplicates } = chooseLauncher(this.#d.launchers.forVmi(uid), vmi);
+    const live = view && !view.gone ? view : undefined;
+    for (const d of duplicates) await this.#killDuplicate(d, ctx);
     tagReconcile(ctx.span, vmi, live?.info, node);
     for (const action of planVmi(vmi, this.#facts(uid, view), live?.info, node)) {
       await commandSpan(action.kind, vmi, () => this.#apply(action, vmi, view, ctx));
@@ -101,6 +103,15 @@ export class VmiController {
     if (loss.kind === "await-target") this.#missingSince.set(uid, since);
     else this.#missingSince.delete(uid);
     return loss;
+  }
+
+  /** Kills a launcher holding a second guest of a VMI (it should not exist: see domain-choice.ts). */
+  async #killDuplicate(view: LauncherView, ctx: ReconcileContext): Promise<void> {
+    ctx.logger.error(
+      { socket: view.socketPath, pod: view.info.pod, state: view.info.state, reason: "DuplicateDomain" },
+      "a second guest of this VMI runs on this node: killing it",
+    );
+    await view.client.kill();
   }
 
   #facts(uid: string, view: LauncherView | undefined): LauncherFacts {
