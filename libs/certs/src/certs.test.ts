@@ -2,7 +2,7 @@ import { X509Certificate } from "node:crypto";
 import { createServer, request } from "node:https";
 import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
-import { CertificateError, generateCa, issueCertificate, needsRenewal } from "./certs.ts";
+import { CertificateError, generateCa, isClientCertificate, issueCertificate, needsRenewal } from "./certs.ts";
 
 async function get(port: number, opts: { ca: string; cert?: string; key?: string }): Promise<number> {
   return await new Promise((resolve, reject) => {
@@ -41,6 +41,9 @@ describe("certificates", () => {
     expect(x.keyUsage).toEqual(["1.3.6.1.5.5.7.3.1"]);
     const client = await issueCertificate(ca, { commonName: "c", usage: "client" });
     expect(new X509Certificate(client.certPem).keyUsage).toEqual(["1.3.6.1.5.5.7.3.2"]);
+    expect(isClientCertificate(new X509Certificate(client.certPem).raw)).toBe(true);
+    expect(isClientCertificate(x.raw)).toBe(false);
+    expect(isClientCertificate(new Uint8Array([1, 2, 3]))).toBe(false);
   });
 
   it("serves mutual TLS: the client certificate of the CA passes, none or another CA's is refused", async () => {

@@ -154,6 +154,20 @@ export function certificateInfo(certPem: string): CertificateInfo {
   }
 }
 
+/**
+ * Whether the DER certificate `der` (a TLS peer's `getPeerCertificate().raw`) may authenticate a client: its
+ * extended key usage lists clientAuth. Read here rather than from `ext_key_usage`, which Deno does not fill in.
+ */
+export function isClientCertificate(der: Uint8Array): boolean {
+  try {
+    const eku = new x509.X509Certificate(der).getExtension(x509.ExtendedKeyUsageExtension);
+    return eku?.usages.includes(x509.ExtendedKeyUsage.clientAuth) ?? false;
+  } catch {
+    // Unreadable: not a client certificate.
+    return false;
+  }
+}
+
 /** Whether `certPem` was signed by the CA `caPem` (false for unreadable input). */
 export function isIssuedBy(certPem: string, caPem: string): boolean {
   try {

@@ -16,6 +16,7 @@ export {
   type CertificateRequest,
   certificateInfo,
   generateCa,
+  isClientCertificate,
   isIssuedBy,
   issueCertificate,
   needsRenewal,

@@ -12,6 +12,7 @@ import { closeSync, createReadStream, existsSync, openSync, readSync, statSync }
 import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { TLSSocket } from "node:tls";
+import { isClientCertificate } from "@kvt/certs";
 
 /** The kubelet's serving certificate and the CA of the clients it accepts (kubelet `--client-ca-file`). */
 export interface LogServerTls {
@@ -30,9 +31,6 @@ export interface LogServerOptions {
   /** Address (default 127.0.0.1: the local cluster's nodes share this host). */
   readonly host?: string;
 }
-
-/** TLS web client authentication (extended key usage): a serving certificate of the same CA is not a client. */
-const CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
 
 /** Finds the log file of a container; undefined when this node does not run it. */
 export type LogLocator = (namespace: string, pod: string, container: string | undefined) => string | undefined;
@@ -113,8 +111,9 @@ export async function startLogServer(
     res.on("close", () => clearInterval(timer));
   });
   server.prependListener("secureConnection", (socket: TLSSocket) => {
-    const usage = socket.getPeerCertificate().ext_key_usage;
-    if (!usage?.includes(CLIENT_AUTH)) socket.destroy();
+    // A serving certificate of the same CA (another node's) is not a client.
+    const raw = socket.getPeerCertificate().raw as Uint8Array | undefined;
+    if (!raw || !isClientCertificate(raw)) socket.destroy();
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
