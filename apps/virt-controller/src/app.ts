@@ -277,6 +277,7 @@ export class VirtControllerApp {
       migrationClient: c.migrations,
       recorder: recorder("evacuation-controller"),
       expectations: new Expectations(),
+      clusterConfig,
     });
     const evacQ = this.#queue("virt-controller-evacuation");
     const evacH = evacuation.handlers((k) => evacQ.add(k));

@@ -147,6 +147,13 @@ export { vmiSchema } from "./schema/vmi-schemas.ts";
 export { activeKubeVirt, emulationAllowed } from "./semantics/cluster-config.ts";
 // Status conditions: read, set in place (transition time kept while the status holds), removed.
 export { findCondition, hasCondition, removeCondition, setCondition } from "./semantics/conditions.ts";
+// A VMI's eviction strategy (its own, else the cluster's), LiveMigratable, and whether an eviction migrates it.
+export {
+  type EvictionStrategy,
+  isMigratable,
+  migratableOnEviction,
+  vmiEvictionStrategy,
+} from "./semantics/eviction.ts";
 // The pod network's interface, and KubeVirt's live-migration check of the interfaces (InterfaceNotLiveMigratable).
 export {
   INTERFACE_NOT_MIGRATABLE_MESSAGE,

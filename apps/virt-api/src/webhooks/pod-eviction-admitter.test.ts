@@ -1,11 +1,10 @@
-import type { JsonPatchOp, VirtualMachineInstance } from "@kvt/api";
+import type { EvictionStrategy, JsonPatchOp, VirtualMachineInstance } from "@kvt/api";
 import { describe, expect, it } from "vitest";
 import type { AdmissionRequest } from "./admission.ts";
 import {
   decideLauncherEviction,
   type EvictionCluster,
   type EvictionPod,
-  type EvictionStrategy,
   validatePodEviction,
 } from "./pod-eviction-admitter.ts";
 

@@ -22,19 +22,17 @@
 import {
   ANNOTATION,
   activeKubeVirt,
-  type EVICTION_STRATEGIES,
+  type EvictionStrategy,
+  isMigratable,
   type JsonPatchOp,
   type KubeVirt,
   LABEL,
   type VirtualMachineInstance,
-  VMI_CONDITION,
+  vmiEvictionStrategy,
 } from "@kvt/api";
 import type { RestTransport } from "../kube/rest.ts";
 import { ApiError, isStatus } from "../kube/status.ts";
 import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW, pointerToken } from "./admission.ts";
-
-/** An eviction strategy (`spec.evictionStrategy`). */
-export type EvictionStrategy = (typeof EVICTION_STRATEGIES)[number];
 
 /** A Pod, as far as the admitter reads it. */
 export interface EvictionPod {
@@ -67,19 +65,6 @@ export type LauncherDecision =
   | { readonly kind: "allow" }
   | { readonly kind: "deny"; readonly message: string }
   | { readonly kind: "evacuate"; readonly node: string; readonly message: string };
-
-/** True when the VMI's LiveMigratable condition is True (KubeVirt `IsMigratable`). */
-export function isMigratable(vmi: VirtualMachineInstance): boolean {
-  return !!vmi.status?.conditions?.some((c) => c.type === VMI_CONDITION.LiveMigratable && c.status === "True");
-}
-
-/** The VMI's eviction strategy: its own, else the cluster's (KubeVirt `VMIEvictionStrategy`). */
-export function vmiEvictionStrategy(
-  vmi: VirtualMachineInstance,
-  cluster: EvictionStrategy | undefined,
-): EvictionStrategy | undefined {
-  return vmi.spec?.evictionStrategy ?? cluster;
-}
 
 /** Decides an eviction of `pod`, the launcher of `vmi`, under `strategy`. */
 export function decideLauncherEviction(
@@ -188,7 +173,7 @@ async function admitLauncherPod(
   let strategy: EvictionStrategy | undefined;
   try {
     vmi = await cluster.getVmi(ns, vmiName);
-    if (vmi) strategy = vmiEvictionStrategy(vmi, await cluster.clusterEvictionStrategy());
+    if (vmi) strategy = vmiEvictionStrategy(vmi, { evictionStrategy: await cluster.clusterEvictionStrategy() });
   } catch (err) {
     return denied(`kubevirt failed getting the vmi: ${errorText(err)}`);
   }

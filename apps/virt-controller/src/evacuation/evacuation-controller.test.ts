@@ -4,7 +4,12 @@ import { FakeApi, FakeRecorder, fakeStore, newMigration, newVmi, reconcileWithGu
 import { describe, expect, it } from "vitest";
 import { EvacuationController } from "./evacuation-controller.ts";
 
-function setup(vmi: VirtualMachineInstance, migrations: VirtualMachineInstanceMigration[] = [], outbound = 0) {
+function setup(
+  vmi: VirtualMachineInstance,
+  migrations: VirtualMachineInstanceMigration[] = [],
+  outbound = 0,
+  clusterStrategy?: string,
+) {
   const api = new FakeApi();
   const vmis = fakeStore([vmi]);
   const ms = fakeStore(migrations);
@@ -15,6 +20,7 @@ function setup(vmi: VirtualMachineInstance, migrations: VirtualMachineInstanceMi
     migrationClient: api.client(KUBEVIRT_V1.virtualMachineInstanceMigrations),
     recorder: new FakeRecorder(),
     expectations: new Expectations(),
+    clusterConfig: () => (clusterStrategy ? { evictionStrategy: clusterStrategy } : undefined),
   });
   return {
     api,
@@ -24,7 +30,9 @@ function setup(vmi: VirtualMachineInstance, migrations: VirtualMachineInstanceMi
 }
 const evacuating = (...annotations: [string, string][]) =>
   newVmi("a", withPhase("Running", "n1"), (v) => {
+    v.spec.evictionStrategy = "LiveMigrate";
     v.status!.evacuationNodeName = "n1";
+    v.status!.conditions = [{ type: "LiveMigratable", status: "True" }];
     if (annotations.length) v.metadata!.annotations = Object.fromEntries(annotations);
   });
 
@@ -53,6 +61,33 @@ describe("EvacuationController", () => {
     const { api, run } = setup(evacuating(), [...migrations], outbound);
     await run();
     expect(api.writes()).toEqual([]);
+  });
+
+  it.each([
+    ["External (left to its external controller)", "External", true, undefined],
+    ["None", "None", true, undefined],
+    ["LiveMigrateIfPossible, not migratable", "LiveMigrateIfPossible", false, undefined],
+    ["LiveMigrate, not migratable", "LiveMigrate", false, undefined],
+    ["no strategy and none in the cluster", undefined, true, undefined],
+  ] as const)("creates no migration for a marked VMI: %s", async (_n, strategy, migratable, cluster) => {
+    const vmi = newVmi("a", withPhase("Running", "n1"), (v) => {
+      if (strategy) v.spec.evictionStrategy = strategy;
+      v.status!.evacuationNodeName = "n1";
+      v.status!.conditions = [{ type: "LiveMigratable", status: migratable ? "True" : "False" }];
+    });
+    const { api, run } = setup(vmi, [], 0, cluster);
+    await run();
+    expect(api.writes()).toEqual([]);
+  });
+
+  it("follows the KubeVirt CR's evictionStrategy for a VMI without one", async () => {
+    const vmi = newVmi("a", withPhase("Running", "n1"), (v) => {
+      v.status!.evacuationNodeName = "n1";
+      v.status!.conditions = [{ type: "LiveMigratable", status: "True" }];
+    });
+    const { api, run } = setup(vmi, [], 0, "LiveMigrateIfPossible");
+    await run();
+    expect(api.writes()).toHaveLength(1);
   });
 
   it("ignores VMIs not marked for evacuation", async () => {

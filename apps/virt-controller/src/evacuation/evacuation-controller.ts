@@ -2,16 +2,21 @@
  * The evacuation controller (KubeVirt `drain/evacuation`): a VMI whose `status.evacuationNodeName` names the node it
  * runs on gets a VirtualMachineInstanceMigration (`kubevirt-evacuation-*`, priority system-critical, or
  * system-maintenance when the descheduler asked), one at a time per VMI, within the per-node outbound limit, and
- * after a failed evacuation migration only when its backoff (20 s, doubling) has passed.
+ * after a failed evacuation migration only when its backoff (20 s, doubling) has passed. Only VMIs an eviction should
+ * migrate (strategy LiveMigrate, or LiveMigrateIfPossible; the VMI's own, else the KubeVirt CR's) that are
+ * LiveMigratable and not shutting down get one: an External VMI is left to whoever handles it (KubeVirt's filter).
  */
 import {
   ANNOTATION,
   API_VERSION,
   FINALIZER,
+  isMigratable,
   isMigrationFinal,
   KIND,
+  type KubeVirtConfiguration,
   keyOf,
   LABEL,
+  migratableOnEviction,
   type ObjectKey,
   splitKey,
   type VirtualMachineInstance,
@@ -43,6 +48,8 @@ export interface EvacuationControllerDeps {
   readonly migrationClient: Pick<ResourceClient<VirtualMachineInstanceMigration>, "create">;
   readonly recorder: EventSink;
   readonly expectations: Expectations;
+  /** The KubeVirt CR's configuration (its evictionStrategy is the default for VMIs without one). */
+  readonly clusterConfig?: () => Pick<KubeVirtConfiguration, "evictionStrategy"> | undefined;
   readonly now?: () => number;
 }
 
@@ -82,6 +89,8 @@ export class EvacuationController implements Reconciler {
     }
     const node = vmi.status?.evacuationNodeName;
     if (!node || node !== vmi.status?.nodeName || vmi.status?.phase !== "Running") return done();
+    if (vmi.metadata?.deletionTimestamp || !isMigratable(vmi)) return done();
+    if (!migratableOnEviction(vmi, this.#d.clusterConfig?.())) return done();
     if (!this.#d.expectations.satisfied(key)) return done();
     const { namespace, name } = splitKey(key);
     const mine = this.#d.migrations
