@@ -6,6 +6,8 @@
  *   {path, verb}; SubjectAccessReview also spec.user / spec.groups (a SelfSubjectAccessReview asks for the caller)
  *   -> status {allowed, reason}
  *
+ * SelfSubjectRulesReview (`kubectl auth can-i --list`) lists the caller's rules in spec.namespace.
+ *
  * Who may create them is an ordinary RBAC question (system:basic-user grants the self review to every
  * authenticated user; SubjectAccessReview needs a grant such as cluster-admin's).
  */
@@ -69,5 +71,28 @@ export function reviewAccess(review: KubeObject, caller: AuthUser, authorizer: A
   const d = authorizer.authorize(attributesOf(out, spec, subject));
   out.spec = spec;
   out.status = { allowed: d.allowed, ...(d.reason ? { reason: d.reason } : {}) };
+  return out;
+}
+
+/** A SelfSubjectRulesReview answered: the caller's resource and non-resource rules in `spec.namespace`. */
+export function reviewRules(review: KubeObject, caller: AuthUser, authorizer: Authorizer): KubeObject {
+  const out = structuredClone(review);
+  const spec = isObject(out.spec) ? out.spec : {};
+  const rules = authorizer.rulesFor(caller, str(spec, "namespace") ?? "");
+  out.spec = spec;
+  out.status = {
+    resourceRules: rules
+      .filter((r) => (r.resources ?? []).length > 0)
+      .map((r) => ({
+        verbs: [...r.verbs],
+        apiGroups: [...(r.apiGroups ?? [])],
+        resources: [...(r.resources ?? [])],
+        ...(r.resourceNames?.length ? { resourceNames: [...r.resourceNames] } : {}),
+      })),
+    nonResourceRules: rules
+      .filter((r) => (r.nonResourceURLs ?? []).length > 0)
+      .map((r) => ({ verbs: [...r.verbs], nonResourceURLs: [...(r.nonResourceURLs ?? [])] })),
+    incomplete: false,
+  };
   return out;
 }

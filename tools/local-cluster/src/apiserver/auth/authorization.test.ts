@@ -276,6 +276,16 @@ describe("access reviews (kubectl auth can-i)", () => {
     expect(admin.stdout.trim()).toBe("yes");
   });
 
+  it("lists a user's rules in a namespace (kubectl auth can-i --list: SelfSubjectRulesReview)", async () => {
+    const r = await k.run(["auth", "can-i", "--list", "--as=system:kube-scheduler"]);
+    expect(r.code, r.stderr).toBe(0);
+    const rows = r.stdout.split("\n").map((l) => l.trim().split(/\s+/));
+    expect(rows[0]).toEqual(["Resources", "Non-Resource", "URLs", "Resource", "Names", "Verbs"]);
+    expect(rows).toContainEqual(["pods/binding", "[]", "[]", "[create]"]);
+    expect(rows).toContainEqual(["[/version]", "[]", "[get]"]);
+    expect(r.stdout).not.toMatch(/^secrets/m);
+  });
+
   it("answers a SubjectAccessReview for its creator when RBAC lets them create one", async () => {
     const review = {
       apiVersion: "authorization.k8s.io/v1",

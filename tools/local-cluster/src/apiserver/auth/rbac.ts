@@ -46,6 +46,8 @@ export interface Decision {
 /** Decides requests. */
 export interface Authorizer {
   authorize(attrs: Attributes): Decision;
+  /** Every rule that applies to `user` in `namespace` ("" = cluster-wide bindings only), for SelfSubjectRulesReview. */
+  rulesFor(user: AuthUser, namespace: string): PolicyRule[];
 }
 
 /** One PolicyRule (rbac.authorization.k8s.io/v1). */
@@ -165,7 +167,11 @@ export class RbacAuthorizer implements Authorizer {
 
   /** Every rule that applies to `user` in `namespace` ("" = cluster scope), as kube's `RulesFor`. */
   rulesFor(user: AuthUser, namespace: string): PolicyRule[] {
-    if (user.groups.includes(MASTERS_GROUP)) return [{ verbs: ["*"], apiGroups: ["*"], resources: ["*"] }];
+    if (user.groups.includes(MASTERS_GROUP))
+      return [
+        { verbs: ["*"], apiGroups: ["*"], resources: ["*"] },
+        { verbs: ["*"], nonResourceURLs: ["*"] },
+      ];
     return [...this.#applicableRules(user, namespace)].flatMap((x) => x.rules);
   }
 

@@ -91,6 +91,10 @@ const KINDS: Readonly<Record<string, Schema>> = {
     1: ["metadata", OBJECT_META],
     2: ["spec", { 1: ["resourceAttributes", RESOURCE_ATTRS], 2: ["nonResourceAttributes", NON_RESOURCE_ATTRS] }],
   },
+  "authorization.k8s.io/v1/SelfSubjectRulesReview": {
+    1: ["metadata", OBJECT_META],
+    2: ["spec", { 1: ["namespace", "string"] }],
+  },
 };
 
 class Reader {

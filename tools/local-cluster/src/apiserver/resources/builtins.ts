@@ -3,7 +3,7 @@
  * apiextensions, admissionregistration, apiregistration), with their scopes, short names, columns, selectable
  * fields and strategies. Their schemas are permissive (x-kubernetes-preserve-unknown-fields below the top level).
  */
-import { reviewAccess } from "../auth/access-review.ts";
+import { reviewAccess, reviewRules } from "../auth/access-review.ts";
 import { type FieldGetter, pathGetter } from "../selectors/fields.ts";
 import { AGE, BUILTIN_COLUMNS } from "../table/printers.ts";
 import { storageClassName } from "../table/storage-printers.ts";
@@ -291,6 +291,10 @@ const SPECS: Spec[] = [
   G("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", false, {
     verbs: ["create"],
     strategy: accessReview,
+  }),
+  G("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", false, {
+    verbs: ["create"],
+    strategy: { review: reviewRules },
   }),
   G("apiregistration.k8s.io", "v1", "apiservices", "APIService", false, {
     categories: ["api-extensions"],

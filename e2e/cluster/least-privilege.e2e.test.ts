@@ -1,0 +1,65 @@
+/**
+ * Least privilege on the running local cluster: each component's own kubeconfig (the one its process runs with)
+ * may do what its role grants (deploy/'s for KubeVirt's components, the bootstrap roles for the scheduler and the
+ * kubelets) and nothing else, as kube-apiserver answers it; the admin kubeconfig stays kubectl's alone, and the
+ * API server's database is its user's alone. Before RBAC, every one of these tokens could do anything.
+ */
+import { readFileSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { describe, expect, inject, it } from "vitest";
+import { kubectl } from "../lib/cli.ts";
+
+const kubeconfig = inject("kubeconfig");
+const dir = dirname(kubeconfig);
+const own = (name: string): string => join(dir, `kubeconfig-${name}`);
+
+/** `kubectl auth can-i` with a component's kubeconfig: "yes" or "no". */
+async function can(who: string, args: string[]): Promise<string> {
+  const r = await kubectl(own(who), ["auth", "can-i", ...args]);
+  return r.stdout.trim();
+}
+
+describe("each component under its own identity, with least privilege", () => {
+  it("no component kubeconfig carries the admin token", () => {
+    const token = (f: string): string => /token: (\S+)/.exec(readFileSync(f, "utf8"))?.[1] ?? "";
+    const admin = token(kubeconfig);
+    const names = ["kubevirt-apiserver", "kubevirt-controller", "kubevirt-handler", "scheduler", "node-node01"];
+    for (const n of names) {
+      expect(token(own(n)), n).not.toBe("");
+      expect(token(own(n)), n).not.toBe(admin);
+    }
+  });
+
+  it.each([
+    ["kubevirt-handler", ["list", "secrets", "--all-namespaces"], "no"],
+    ["kubevirt-handler", ["create", "namespaces"], "no"],
+    ["kubevirt-handler", ["delete", "namespaces"], "no"],
+    ["kubevirt-handler", ["patch", "virtualmachineinstances.kubevirt.io"], "yes"],
+    ["kubevirt-controller", ["create", "pods"], "yes"],
+    ["kubevirt-controller", ["list", "secrets", "--all-namespaces"], "no"],
+    ["kubevirt-apiserver", ["get", "secrets"], "no"],
+    ["scheduler", ["delete", "pods"], "no"],
+    ["scheduler", ["create", "pods", "--subresource=binding"], "yes"],
+    ["node-node01", ["list", "secrets", "--all-namespaces"], "no"],
+    ["node-node01", ["patch", "nodes", "--subresource=status"], "yes"],
+  ])("%s: can-i %j is %s", async (who, args, answer) => {
+    expect(await can(who, args)).toBe(answer);
+  });
+
+  it("a denied request is kube-apiserver's 403, and an impersonated ServiceAccount cannot read Secrets", async () => {
+    const r = await kubectl(own("kubevirt-handler"), ["get", "secrets", "--all-namespaces"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toBe(
+      'Error from server (Forbidden): secrets is forbidden: User "system:serviceaccount:kubevirt:kubevirt-handler" cannot list resource "secrets" in API group "" at the cluster scope',
+    );
+    const sa = await kubectl(kubeconfig, ["get", "secrets", "--as=system:serviceaccount:default:default"]);
+    expect(sa.stderr.trim()).toBe(
+      'Error from server (Forbidden): secrets is forbidden: User "system:serviceaccount:default:default" cannot list resource "secrets" in API group "" in the namespace "default"',
+    );
+  });
+
+  it("keeps the API server's data directory and database to its own user", () => {
+    expect((statSync(join(dir, "apiserver")).mode & 0o777).toString(8)).toBe("700");
+    expect((statSync(join(dir, "apiserver", "state.db")).mode & 0o777).toString(8)).toBe("600");
+  });
+});
