@@ -278,11 +278,14 @@ export class VirtControllerApp {
       recorder: recorder("evacuation-controller"),
       expectations: new Expectations(),
       clusterConfig,
+      nodes: nodes.store,
+      vmisOnNode: (n) => vmis.store.byIndex("node", n),
     });
     const evacQ = this.#queue("virt-controller-evacuation");
     const evacH = evacuation.handlers((k) => evacQ.add(k));
     vmis.addHandlers(evacH.vmi);
     migrations.addHandlers(evacH.migration);
+    nodes.addHandlers(evacH.node);
 
     // VirtualMachineInstanceReplicaSets: not required, so a cluster without the CRD still runs VMs.
     const replicaSets = this.#informer(

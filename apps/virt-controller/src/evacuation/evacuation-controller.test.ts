@@ -9,7 +9,9 @@ function setup(
   migrations: VirtualMachineInstanceMigration[] = [],
   outbound = 0,
   clusterStrategy?: string,
+  nodeTaints: { key: string; effect: string }[] = [],
 ) {
+  const node = { apiVersion: "v1", kind: "Node", metadata: { name: "n1" }, spec: { taints: nodeTaints } };
   const api = new FakeApi();
   const vmis = fakeStore([vmi]);
   const ms = fakeStore(migrations);
@@ -21,6 +23,8 @@ function setup(
     recorder: new FakeRecorder(),
     expectations: new Expectations(),
     clusterConfig: () => (clusterStrategy ? { evictionStrategy: clusterStrategy } : undefined),
+    nodes: fakeStore([node]),
+    vmisOnNode: (n) => (n === "n1" ? [vmi] : []),
   });
   return {
     api,
@@ -88,6 +92,28 @@ describe("EvacuationController", () => {
     const { api, run } = setup(vmi, [], 0, "LiveMigrateIfPossible");
     await run();
     expect(api.writes()).toHaveLength(1);
+  });
+
+  it("evacuates every LiveMigrate VMI of a node tainted kubevirt.io/drain:NoSchedule, marked or not", async () => {
+    const vmi = newVmi("a", withPhase("Running", "n1"), (v) => {
+      v.spec.evictionStrategy = "LiveMigrate";
+      v.status!.conditions = [{ type: "LiveMigratable", status: "True" }];
+    });
+    const { api, run, controller } = setup(vmi, [], 0, undefined, [{ key: "kubevirt.io/drain", effect: "NoSchedule" }]);
+    const keys: string[] = [];
+    controller
+      .handlers((k) => keys.push(k))
+      .node.onUpdate?.(
+        {},
+        {
+          metadata: { name: "n1" },
+          spec: { taints: [{ key: "kubevirt.io/drain", effect: "NoSchedule" }] },
+        },
+      );
+    expect(keys).toEqual(["default/a"]);
+    await run();
+    const m = api.writes()[0]?.body as VirtualMachineInstanceMigration;
+    expect(m.metadata?.annotations).toEqual({ "kubevirt.io/evacuationMigration": "n1" });
   });
 
   it("ignores VMIs not marked for evacuation", async () => {

@@ -5,10 +5,13 @@
  * after a failed evacuation migration only when its backoff (20 s, doubling) has passed. Only VMIs an eviction should
  * migrate (strategy LiveMigrate, or LiveMigrateIfPossible; the VMI's own, else the KubeVirt CR's) that are
  * LiveMigratable and not shutting down get one: an External VMI is left to whoever handles it (KubeVirt's filter).
+ * A node tainted `<migrations.nodeDrainTaintKey>:NoSchedule` (default `kubevirt.io/drain`) evacuates every VMI on
+ * it the same way, marked or not (KubeVirt's older drain, without evictions).
  */
 import {
   ANNOTATION,
   API_VERSION,
+  clusterMigrationConfiguration,
   FINALIZER,
   isMigratable,
   isMigrationFinal,
@@ -18,6 +21,7 @@ import {
   LABEL,
   migratableOnEviction,
   type ObjectKey,
+  objectKey,
   splitKey,
   type VirtualMachineInstance,
   type VirtualMachineInstanceMigration,
@@ -27,6 +31,7 @@ import {
   type EventSink,
   type Expectations,
   type InformerHandlers,
+  type Node,
   type ReconcileContext,
   type Reconciler,
   type ResourceClient,
@@ -48,8 +53,11 @@ export interface EvacuationControllerDeps {
   readonly migrationClient: Pick<ResourceClient<VirtualMachineInstanceMigration>, "create">;
   readonly recorder: EventSink;
   readonly expectations: Expectations;
-  /** The KubeVirt CR's configuration (its evictionStrategy is the default for VMIs without one). */
-  readonly clusterConfig?: () => Pick<KubeVirtConfiguration, "evictionStrategy"> | undefined;
+  /** The KubeVirt CR's configuration (evictionStrategy: the default for VMIs without one; migrations.nodeDrainTaintKey). */
+  readonly clusterConfig?: () => Pick<KubeVirtConfiguration, "evictionStrategy" | "migrations"> | undefined;
+  /** Nodes by key, and the VMIs on a node: a node with the drain taint evacuates all of them. */
+  readonly nodes?: { get(key: ObjectKey): Node | undefined };
+  readonly vmisOnNode?: (node: string) => VirtualMachineInstance[];
   readonly now?: () => number;
 }
 
@@ -64,6 +72,7 @@ export class EvacuationController implements Reconciler {
   handlers(enqueue: (key: ObjectKey) => void): {
     vmi: InformerHandlers<VirtualMachineInstance>;
     migration: InformerHandlers<VirtualMachineInstanceMigration>;
+    node: InformerHandlers<Node>;
   } {
     const forMigration = (m: VirtualMachineInstanceMigration, add: boolean): void => {
       if (!m.metadata?.annotations?.[ANNOTATION.evacuationMigration]) return;
@@ -73,12 +82,27 @@ export class EvacuationController implements Reconciler {
     };
     // Only a VMI asked to leave its node has anything to reconcile here (every other VMI returns at once).
     const forVmi = (v: VirtualMachineInstance): void => {
-      if (v.status?.evacuationNodeName) enqueue(keyOf(v));
+      if (v.status?.evacuationNodeName || this.#drainTainted(v.status?.nodeName)) enqueue(keyOf(v));
+    };
+    const forNode = (n: Node): void => {
+      if (!this.#hasDrainTaint(n)) return;
+      for (const v of this.#d.vmisOnNode?.(n.metadata?.name ?? "") ?? []) enqueue(keyOf(v));
     };
     return {
       vmi: { onAdd: forVmi, onUpdate: (_o, v) => forVmi(v) },
       migration: { onAdd: (m) => forMigration(m, true), onUpdate: (_o, m) => forMigration(m, false) },
+      node: { onAdd: forNode, onUpdate: (_o, n) => forNode(n) },
     };
+  }
+
+  #hasDrainTaint(node: Node | undefined): boolean {
+    const key = clusterMigrationConfiguration(this.#d.clusterConfig?.()?.migrations ?? {}).nodeDrainTaintKey;
+    return !!node?.spec?.taints?.some((t) => t.key === key && t.effect === "NoSchedule");
+  }
+
+  #drainTainted(nodeName: string | undefined): boolean {
+    if (!nodeName || !this.#d.nodes) return false;
+    return this.#hasDrainTaint(this.#d.nodes.get(objectKey(undefined, nodeName)));
   }
 
   async reconcile(key: ObjectKey, ctx: ReconcileContext): Promise<Result> {
@@ -87,7 +111,8 @@ export class EvacuationController implements Reconciler {
       this.#d.expectations.delete(key);
       return done();
     }
-    const node = vmi.status?.evacuationNodeName;
+    const marked = vmi.status?.evacuationNodeName;
+    const node = marked ?? (this.#drainTainted(vmi.status?.nodeName) ? vmi.status?.nodeName : undefined);
     if (!node || node !== vmi.status?.nodeName || vmi.status?.phase !== "Running") return done();
     if (vmi.metadata?.deletionTimestamp || !isMigratable(vmi)) return done();
     if (!migratableOnEviction(vmi, this.#d.clusterConfig?.())) return done();
