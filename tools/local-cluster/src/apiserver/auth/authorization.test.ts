@@ -4,6 +4,7 @@
  * was allowed before the server had an authorizer (every authenticated request was).
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { request } from "node:https";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -262,6 +263,52 @@ describe("roles and bindings", () => {
       await as("admin", "GET", "/api/v1/namespaces/default/pods", undefined, bob),
       'pods is forbidden: User "bob" cannot list resource "pods" in API group "" in the namespace "default": RBAC: role.rbac.authorization.k8s.io "nope" not found',
     );
+  });
+});
+
+/** A WebSocket upgrade request (virtctl console's) with `who`'s token: the status line the server answers. */
+function upgrade(who: string, path: string, headers: Record<string, string> = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(new URL(path, api.url), {
+      ca: api.caCert,
+      headers: {
+        authorization: `Bearer ${token[who]}`,
+        connection: "Upgrade",
+        upgrade: "websocket",
+        "sec-websocket-version": "13",
+        "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+        ...headers,
+      },
+    });
+    req.on("response", (res) => {
+      let body = "";
+      res.on("data", (c: Buffer) => (body += c.toString()));
+      res.on("end", () => resolve(`${res.statusCode} ${body}`));
+    });
+    req.on("upgrade", (res, socket) => {
+      socket.destroy();
+      resolve(`${res.statusCode}`);
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+describe("WebSocket upgrades (virtctl console) are authorized like every request", () => {
+  const consolePath = "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/v/console";
+
+  it("refuses a console to a user without get on virtualmachineinstances/console", async () => {
+    const answer = await upgrade("admin", consolePath, { "impersonate-user": "carol" });
+    expect(answer).toMatch(/^403 /);
+    expect(JSON.parse(answer.slice(4))).toMatchObject({
+      reason: "Forbidden",
+      message:
+        'virtualmachineinstances.subresources.kubevirt.io "v" is forbidden: User "carol" cannot get resource "virtualmachineinstances/console" in API group "subresources.kubevirt.io" in the namespace "default"',
+    });
+  });
+
+  it("lets an allowed caller through to the aggregated API (none is registered here: 404)", async () => {
+    expect(await upgrade("admin", consolePath)).toMatch(/^404 /);
   });
 });
 
