@@ -1,7 +1,7 @@
 // The containerDisk write layer: our copy-on-write overlay (native/src/devices/virtio/blk_overlay.cc, the code the
 // virtio-blk worker runs) against QEMU's qcow2 overlay (`qemu-img bench`, QEMU's own qcow2 driver, the same access
 // patterns at queue depth 1, cache=writeback as our worker's page-cache I/O) and a plain raw file, over one 256 MiB
-// raw base of random data. For docs/decisions/0010-containerdisk-overlay.md. Build and run from the repository root:
+// raw base of random data. For docs/decisions/0011-containerdisk-overlay.md. Build and run from the repository root:
 //   g++ -O2 -std=c++17 -Inative/src -o /tmp/overlay-bench docs/decisions/benches/overlay_vs_qcow2.cc
 //       native/src/devices/virtio/blk_overlay.cc && /tmp/overlay-bench [dir]   (one command line)
 // Each figure is the median of 5 runs on a fresh layer; writes end with one flush (fdatasync / QEMU's flush).

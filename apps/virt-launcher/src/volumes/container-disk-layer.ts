@@ -1,5 +1,5 @@
 /**
- * A containerDisk's write layer, made once the backend is chosen (docs/decisions/0010-containerdisk-overlay.md). The
+ * A containerDisk's write layer, made once the backend is chosen (docs/decisions/0011-containerdisk-overlay.md). The
  * image (shared by every VMI of the node, under /disk/ in the image) is never written; each VMI writes to its own
  * copy-on-write layer in the pod's ephemeral-disks directory, made anew at every start:
  *

@@ -1,7 +1,7 @@
 // BlockOverlay: a copy-on-write disk for virtio-blk: a read-only raw base (a containerDisk's image, shared by every
 // VMI on the node and never written) under a private sparse overlay file of the same size, with an allocation map of
 // 64 KiB granules (the size of qcow2's default cluster and of the migration dirty map's granule, blk_dirty.h).
-// docs/decisions/0010-containerdisk-overlay.md says why this and not qcow2.
+// docs/decisions/0011-containerdisk-overlay.md says why this and not qcow2.
 //
 //   read  [off, off+len):  each run of granules -> allocated: preadv(overlay)   unallocated: preadv(base)
 //   write [off, off+len):  allocated or wholly covered granules -> pwritev(overlay), then marked allocated
