@@ -32,6 +32,7 @@ import { acquireVmiLock, type VmiLock, VmiLockedError } from "./fencing/vmi-lock
 import { startLauncherApp } from "./launcher-app.ts";
 import { parseUseEmulation } from "./machine/backend-choice.ts";
 import { machineFactory } from "./machine/create-machine.ts";
+import { MIGRATION_PORTS } from "./network/masquerade-plan.ts";
 import { parseVolumeMounts } from "./vmi/disks.ts";
 import { imageStoreResolver } from "./vmi/image-store.ts";
 import { buildMachineSpec } from "./vmi/machine-spec.ts";
@@ -136,7 +137,9 @@ await main({
         createMachine: machineFactory({
           logger: log,
           useEmulation,
-          ...(env.POD_IP ? { migrationHost: env.POD_IP } : {}),
+          // In its pod's own network: the target listens on the pod IP at KubeVirt's migration port (the
+          // masquerade binding never forwards it to the guest), and the VMI's binding is wired here.
+          ...(env.POD_IP ? { migrationHost: env.POD_IP, migrationPort: MIGRATION_PORTS[0], inPodNetwork: true } : {}),
         }),
         logger: log,
       }).catch((error: unknown) => {

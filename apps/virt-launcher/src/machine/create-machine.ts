@@ -30,11 +30,19 @@ export interface MachineFactoryOptions {
    * (POD_IP), so the source launcher in another pod reaches it; default 127.0.0.1 (pods sharing the node's network).
    */
   readonly migrationHost?: string;
+  /** The port an incoming migration listens on (default any; KubeVirt's 49152 on a pod network). */
+  readonly migrationPort?: number;
+  /**
+   * This launcher runs in its pod's own network namespace (POD_IP set): wire the VMI's pod-network binding here.
+   * Never on a launcher sharing a host's network (tests, a kubelet without a pod network).
+   */
+  readonly inPodNetwork?: boolean;
 }
 
 /** The launcher's machine factory. */
 export function machineFactory(options: MachineFactoryOptions): MachineFactory {
-  return async (spec) => {
+  return async (unwired) => {
+    const spec = options.inPodNetwork ? await withPodNics(unwired, options.logger) : unwired;
     const host = options.host ?? probeHostVirt();
     const needsQemu = disksNeedQemu(spec.disks ?? []);
     const choice = chooseBackend(options.useEmulation, host, {
@@ -50,13 +58,20 @@ export function machineFactory(options: MachineFactoryOptions): MachineFactory {
         machine: new QemuMachine(ready, {
           logger: options.logger,
           ...(options.migrationHost ? { migrationHost: options.migrationHost } : {}),
+          ...(options.migrationPort ? { migrationPort: options.migrationPort } : {}),
         }),
         emulated: true,
         reason: choice.emulation?.message ?? "software emulation (QEMU TCG)",
       };
     }
     return {
-      machine: new NativeMachine(ready, options.vmm ?? nativeVmm, options.logger, options.migrationHost),
+      machine: new NativeMachine(
+        ready,
+        options.vmm ?? nativeVmm,
+        options.logger,
+        options.migrationHost,
+        options.migrationPort,
+      ),
       emulated: false,
       reason: "native VMM on KVM",
     };
@@ -83,3 +98,18 @@ async function withWriteLayers(spec: MachineSpec, backend: "native" | "qemu"): P
   }
   return { ...spec, disks: out };
 }
+
+/** Wires the spec's masquerade binding in this pod (once per launcher) and adds the guest's NIC on its tap. */
+async function withPodNics(spec: MachineSpec, logger: Logger): Promise<MachineSpec> {
+  if (!spec.podNetwork) return spec;
+  const { wireMasquerade } = await import("../network/masquerade.ts");
+  wired ??= wireMasquerade(spec.podNetwork, logger).catch((err: unknown) => {
+    wired = undefined; // a later start tries again
+    throw err;
+  });
+  const nic = await wired;
+  return { ...spec, nics: [{ tap: nic.tap, mac: nic.mac }] };
+}
+
+/** The pod's wiring: one per launcher process (a VMI has one pod interface; a retry reuses it). */
+let wired: ReturnType<typeof import("../network/masquerade.ts").wireMasquerade> | undefined;

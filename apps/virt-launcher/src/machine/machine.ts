@@ -15,6 +15,7 @@
 
 /** Where the guest's boot artifacts come from (a resolved containerDisk / kernelBoot). */
 import type { MigrationProgress, MigrationResult } from "@kvt/launcher-rpc";
+import type { MasqueradePlan } from "../network/masquerade-plan.ts";
 export interface BootSource {
   /** Absolute path of the kernel (bzImage or a PVH ELF such as the test guest). */
   readonly kernelPath: string;
@@ -96,6 +97,16 @@ export interface MachineSpec {
   readonly workDir: string;
   /** The VMI's disks, in spec order (none: the guest boots from its kernel and initramfs alone). */
   readonly disks?: readonly MachineDisk[];
+  /** The pod network's masquerade binding (network/masquerade-plan.ts), when the VMI asks for it. */
+  readonly podNetwork?: MasqueradePlan;
+  /** Virtio NICs, each on a tap the launcher wired (eth0, eth1, ... in the guest). */
+  readonly nics?: readonly MachineNic[];
+}
+
+/** One virtio-net NIC of the guest on a host tap. */
+export interface MachineNic {
+  readonly tap: string;
+  readonly mac: string;
 }
 
 /** Observable state of the guest. */

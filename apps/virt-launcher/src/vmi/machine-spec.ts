@@ -15,6 +15,7 @@
  */
 import { tryParseQuantity, type VirtualMachineInstance } from "@kvt/api";
 import type { BootSource, MachineSpec } from "../machine/machine.ts";
+import { planMasquerade } from "../network/masquerade-plan.ts";
 import { copiedOnMigration, planDisks, prepareDisks, type VolumeMount } from "./disks.ts";
 import { fileInImage, ImageNotFoundError, type ImageResolver } from "./image-store.ts";
 
@@ -61,6 +62,7 @@ export function toMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Ma
   );
   if (causes.length > 0 || memoryBytes === undefined || boot === undefined) throw new SpecError(causes);
   const uuid = vmi.spec?.domain?.firmware?.uuid;
+  const podNetwork = planMasquerade(vmi);
   return {
     vmiKey: `${vmi.metadata?.namespace ?? "default"}/${vmi.metadata?.name ?? ""}`,
     // An image that cannot boot in what the VMI asks for (the seed's 64M with a stock Debian kernel) gets its minimum.
@@ -70,6 +72,7 @@ export function toMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Ma
     ...(uuid ? { firmwareUuid: uuid } : {}),
     workDir: ctx.workDir,
     ...(disks.length > 0 ? { disks } : {}),
+    ...(podNetwork ? { podNetwork } : {}),
   };
 }
 

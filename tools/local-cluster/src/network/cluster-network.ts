@@ -32,6 +32,8 @@ export const POD_NETWORK_TOOLS: readonly HostTool[] = [
   { bin: "iptables", pkg: "iptables" }, // portmap's hostPort rules
   { bin: "ip", pkg: "iproute2" },
   { bin: "nsenter", pkg: "util-linux" },
+  // The launchers' masquerade binding (KubeVirt's nftables NAT inside each launcher pod).
+  { bin: "nft", pkg: "nftables" },
 ];
 
 /** The plan a kubelet reads (`--pod-network FILE`). */

@@ -64,13 +64,16 @@ export class NativeMachine implements Machine {
   #reboots = 0;
   readonly #migration: NativeMigration;
 
-  /** `migrationHost`: where an incoming migration listens (default 127.0.0.1; the pod's IP on a pod network). */
-  constructor(spec: MachineSpec, vmm: Vmm, logger: Logger, migrationHost?: string) {
+  /**
+   * `migrationHost`/`migrationPort`: where an incoming migration listens (default 127.0.0.1 and any port; the pod's
+   * IP and KubeVirt's migration port on a pod network).
+   */
+  constructor(spec: MachineSpec, vmm: Vmm, logger: Logger, migrationHost?: string, migrationPort?: number) {
     assertNativeBootable(spec);
     this.#spec = spec;
     this.#vmm = vmm;
     this.#log = logger.child({ vmi: spec.vmiKey, backend: "native" });
-    this.#migration = new NativeMigration(this.#log, migrationHost);
+    this.#migration = new NativeMigration(this.#log, migrationHost, migrationPort);
   }
 
   get state(): MachineState {

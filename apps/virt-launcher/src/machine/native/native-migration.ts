@@ -55,13 +55,15 @@ export interface IncomingCallbacks {
 export class NativeMigration {
   readonly #log: Logger;
   readonly #host: string;
+  readonly #port: number;
   #incoming: IncomingMigration | undefined;
   #outgoing: OutgoingMigration | undefined;
 
-  /** `host`: the address the target listens on and hands to the source (default 127.0.0.1). */
-  constructor(logger: Logger, host = "127.0.0.1") {
+  /** `host`/`port`: where the target listens and what it hands to the source (default 127.0.0.1, any port). */
+  constructor(logger: Logger, host = "127.0.0.1", port = 0) {
     this.#log = logger;
     this.#host = host;
+    this.#port = port;
   }
 
   /** Target side: listens for the guest into `vm` (created, not started). */
@@ -69,6 +71,7 @@ export class NativeMigration {
     if (this.#incoming) throw new MachineUnsupportedError("an incoming migration is already prepared");
     const incoming = prepareIncoming(migratable(vm, "receive a migration"), {
       host: this.#host,
+      port: this.#port,
       ioTimeoutMs: INCOMING_TIMEOUT_MS,
       logger: this.#log,
     });

@@ -137,12 +137,12 @@ export class IncomingRelay {
     server.on("connection", (s) => void this.#onConnection(s));
   }
 
-  /** Listens on `host` (ephemeral port) for a source knowing `secret`; forwards it to `qemuSocket`. */
-  static async listen(host: string, secret: string, qemuSocket: string, log: Logger): Promise<IncomingRelay> {
+  /** Listens on `host`:`port` (default ephemeral) for a source knowing `secret`; forwards it to `qemuSocket`. */
+  static async listen(host: string, secret: string, qemuSocket: string, log: Logger, port = 0): Promise<IncomingRelay> {
     const server = createServer({ pauseOnConnect: false });
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(0, host, () => resolve());
+      server.listen(port, host, () => resolve());
     });
     return new IncomingRelay(server, secret, qemuSocket, log);
   }

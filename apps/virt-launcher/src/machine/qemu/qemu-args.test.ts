@@ -58,6 +58,18 @@ describe("qemuArgs()", () => {
   });
 });
 
+describe("qemuArgs() NICs", () => {
+  it("puts each NIC on its wired tap as virtio-net-pci with the spec's MAC; refuses them on microvm", () => {
+    const nics = [{ tap: "tap0", mac: "02:11:22:33:44:55" }];
+    const args = qemuArgs({ ...spec, nics }, { qmpSocket: "/w/qmp.sock" }, { machineType: "pc", incoming: false });
+    expect(after(args, "-netdev")).toBe("tap,id=net0,ifname=tap0,script=no,downscript=no");
+    expect(args).toContain("virtio-net-pci,netdev=net0,mac=02:11:22:33:44:55");
+    expect(() =>
+      qemuArgs({ ...spec, nics }, { qmpSocket: "/w/qmp.sock" }, { machineType: "microvm", incoming: false }),
+    ).toThrow(/NICs need the pc machine type/);
+  });
+});
+
 describe("kernelCmdline()", () => {
   it.each([
     ["quiet", "console=ttyS0 quiet"],

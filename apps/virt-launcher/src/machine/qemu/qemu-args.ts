@@ -82,6 +82,13 @@ export function qemuArgs(spec: MachineSpec, paths: QemuPaths, options: QemuArgOp
   if (disks.some((d) => d.bus === "sata")) args.push("-device", "ahci,id=sata0");
   if (disks.some((d) => d.bus === "scsi")) args.push("-device", "virtio-scsi-pci,id=scsi0");
   args.push(...disks.flatMap((disk, i) => diskArgs(disk, i, disks.slice(0, i))));
+  if ((spec.nics ?? []).length > 0 && options.machineType === "microvm")
+    throw new Error("NICs need the pc machine type (virtio-net-pci)");
+  // virtio-net on the tap the launcher wired in the pod (network/masquerade.ts); QEMU only opens it.
+  (spec.nics ?? []).forEach((nic, i) => {
+    args.push("-netdev", `tap,id=net${i},ifname=${optionValue(nic.tap)},script=no,downscript=no`);
+    args.push("-device", `virtio-net-pci,netdev=net${i},mac=${nic.mac}`);
+  });
   // A source starts paused (QMP connects, then `cont`); a target runs by itself once the incoming stream completes.
   if (options.incoming) args.push("-incoming", "defer");
   else args.push("-S");

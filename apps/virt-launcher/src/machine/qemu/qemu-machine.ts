@@ -42,6 +42,8 @@ export interface QemuMachineOptions {
   readonly qemuBinary?: string;
   /** Address the incoming-migration relay listens on and hands to the source; default 127.0.0.1. */
   readonly migrationHost?: string;
+  /** The port it listens on (default any free one; KubeVirt's migration port on a pod network). */
+  readonly migrationPort?: number;
   /** Console scrollback size in bytes; default 256 KiB. */
   readonly scrollbackBytes?: number;
 }
@@ -165,7 +167,7 @@ export class QemuMachine implements Machine {
     await qmp.execute("migrate-incoming", { uri: `unix:${sock}` });
     const secret = newMigrationSecret();
     const host = this.#opts.migrationHost ?? "127.0.0.1";
-    this.#relay = await IncomingRelay.listen(host, secret, sock, this.#log);
+    this.#relay = await IncomingRelay.listen(host, secret, sock, this.#log, this.#opts.migrationPort);
     this.#log.info({ host, port: this.#relay.port }, "waiting for the incoming migration");
     return { host, port: this.#relay.port, secret };
   }

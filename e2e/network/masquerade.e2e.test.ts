@@ -1,0 +1,125 @@
+/**
+ * KubeVirt's masquerade binding end to end (when the cluster runs as root and has its pod network): the demo VM
+ * (QEMU here) gets 10.0.2.2/24 from the launcher's DHCP server, serves HTTP in the guest, and the host reaches it
+ * through the launcher pod's IP (nftables DNAT in the pod). After `virtctl migrate` the guest keeps its address and
+ * the service answers through the target pod's IP.
+ */
+import { eventually } from "@kvt/testing";
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { kubectl, kubectlOk, virtctl } from "../lib/cli.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
+import { consoleLog } from "../lib/console-log.ts";
+import { vmiOrUndefined } from "../lib/objects.ts";
+
+const NAME = "e2e-masquerade";
+const root = process.getuid?.() === 0;
+const BOOT = { ...CLUSTER_WAIT, timeoutMs: 240_000, intervalMs: 1000 };
+
+/** User data: DHCP on eth0 with busybox udhcpc (its script prints the lease), then an HTTP server on 8080. */
+const USER_DATA = `#!/bin/sh
+cat >/tmp/lease.sh <<'EOS'
+#!/bin/sh
+[ "$1" = bound ] || exit 0
+ip addr add "$ip/$mask" dev "$interface"
+[ -n "$router" ] && ip route add default via "$router"
+echo "kvt-dhcp: bound $ip/$mask router $router dns $dns"
+EOS
+chmod +x /tmp/lease.sh
+ip link set eth0 up
+udhcpc -i eth0 -s /tmp/lease.sh -q -n -t 30 -T 1
+mkdir -p /www && echo "hello from $(hostname)" >/www/index.html
+httpd -p 8080 -h /www && echo kvt-http-up
+`;
+
+function vm(): Record<string, unknown> {
+  return {
+    apiVersion: "kubevirt.io/v1",
+    kind: "VirtualMachine",
+    metadata: { name: NAME },
+    spec: {
+      running: true,
+      template: {
+        spec: {
+          domain: {
+            devices: {
+              disks: [
+                { name: "containerdisk", disk: { bus: "virtio" } },
+                { name: "cloudinitdisk", disk: { bus: "virtio" } },
+              ],
+              interfaces: [{ name: "default", masquerade: {} }],
+            },
+            resources: { requests: { memory: "64M" } },
+          },
+          networks: [{ name: "default", pod: {} }],
+          terminationGracePeriodSeconds: 0,
+          volumes: [
+            { name: "containerdisk", containerDisk: { image: "local/demo-linux:latest" } },
+            { name: "cloudinitdisk", cloudInitNoCloud: { userData: USER_DATA } },
+          ],
+        },
+      },
+    },
+  };
+}
+
+interface PodNet {
+  metadata: { name: string; uid: string; creationTimestamp: string };
+  spec: { nodeName: string };
+  status?: { phase?: string; podIP?: string };
+}
+
+async function get(ip: string): Promise<string> {
+  const res = await fetch(`http://${ip}:8080/`, { signal: AbortSignal.timeout(5000) });
+  return res.text();
+}
+
+describe.runIf(root)("masquerade binding (DHCP in the launcher, nftables NAT to the pod IP)", () => {
+  const kubeconfig = inject("kubeconfig");
+  afterAll(async () => {
+    await kubectl(kubeconfig, ["delete", "vm", NAME, "--ignore-not-found", "--wait=false"]);
+  });
+
+  it("the guest gets 10.0.2.2 by DHCP, serves through the pod IP, and keeps both across a migration", async () => {
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(vm()));
+    const vmi = await eventually(async () => {
+      const v = await vmiOrUndefined(kubeconfig, NAME);
+      expect(v?.status?.phase).toBe("Running");
+      return v!;
+    }, BOOT);
+    const pods = async (): Promise<PodNet[]> => {
+      const args = ["get", "pods", "-l", `kubevirt.io/created-by=${vmi.metadata.uid}`, "-o", "json"];
+      const list = JSON.parse(await kubectlOk(kubeconfig, args)) as { items: PodNet[] };
+      return list.items.sort((a, b) => a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp));
+    };
+    await eventually(async () => {
+      const log = await consoleLog(kubeconfig, vmi.metadata.uid);
+      expect(log).toMatch(/kvt-dhcp: bound 10\.0\.2\.2\/24 router 10\.0\.2\.1/);
+      expect(log).toContain("kvt-http-up");
+      return true;
+    }, BOOT);
+    const [source] = await pods();
+    expect(await get(source.status!.podIP!)).toBe(`hello from ${NAME}\n`);
+
+    const migrate = await virtctl(kubeconfig, ["migrate", NAME]);
+    expect(migrate.code, migrate.stderr).toBe(0);
+    const target = await eventually(async () => {
+      const v = await vmiOrUndefined(kubeconfig, NAME);
+      expect(v?.status?.migrationState?.completed).toBe(true);
+      expect(v?.status?.migrationState?.failed).toBeFalsy();
+      const t = (await pods()).find((p) => p.metadata.uid !== source.metadata.uid && p.status?.phase === "Running");
+      expect(t?.status?.podIP).toBeDefined();
+      return t!;
+    }, BOOT);
+    expect(target.status!.podIP).not.toBe(source.status!.podIP);
+    await eventually(
+      async () => {
+        expect(await get(target.status!.podIP!)).toBe(`hello from ${NAME}\n`);
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 60_000, intervalMs: 1000 },
+    );
+    // The guest did not ask again: the address it had is the one it still has.
+    const session = await virtctl(kubeconfig, ["console", NAME], "ip -4 -o addr show eth0\r", 15_000);
+    expect(session.stdout).toMatch(/eth0\s+inet 10\.0\.2\.2\/24/);
+  });
+});
