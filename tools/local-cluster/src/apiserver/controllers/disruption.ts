@@ -102,7 +102,13 @@ export function computeBudgetStatus(
   const prev = (pdb.status ?? {}) as Partial<DisruptionStatus>;
   const stamp = new Date(now).toISOString().slice(0, 19) + "Z";
   const base = { observedGeneration: pdb.metadata.generation ?? 0 };
-  const selector = isObject(spec.selector) ? fromLabelSelectorObject(spec.selector) : undefined;
+  let selector: ReturnType<typeof fromLabelSelectorObject> | undefined;
+  try {
+    selector = isObject(spec.selector) ? fromLabelSelectorObject(spec.selector) : undefined;
+  } catch {
+    // A selector that does not parse selects no pods (the budget then allows no disruption).
+    selector = undefined;
+  }
   const pods = selector ? podsInNamespace.filter((p) => matchLabels(selector, p.metadata.labels)) : [];
   const byName = new Map(pods.map((p) => [p.metadata.name ?? "", p]));
   const disrupted: Record<string, string> = {};

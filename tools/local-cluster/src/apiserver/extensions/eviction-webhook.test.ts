@@ -107,6 +107,13 @@ describe("admission of pods/eviction", () => {
     expect((await call(api, "GET", `${PODS}/web`)).code).toBe(404);
   });
 
+  it("refuses DeleteOptions a DELETE would refuse", async () => {
+    expect((await call(api, "POST", PODS, pod("other"))).code).toBe(201);
+    const r = await evict("other", { deleteOptions: { propagationPolicy: "Sideways" } });
+    expect(r.code).toBe(422);
+    expect((await call(api, "GET", `${PODS}/other`)).code).toBe(200);
+  });
+
   it("refuses an Eviction naming another pod", async () => {
     const r = await call(api, "POST", `${PODS}/web/eviction`, {
       apiVersion: "policy/v1",

@@ -111,6 +111,12 @@ describe("computeBudgetStatus()", () => {
     expect(s.disruptedPods).toEqual({ e: "2025-12-31T23:59:30Z" });
   });
 
+  it("selects no pods with a selector that does not parse, and allows no disruption", () => {
+    const bad = budget({ minAvailable: 1, selector: { matchExpressions: [{ key: "app", operator: "Near" }] } });
+    const s = computeBudgetStatus(bad, [readyPod("a")], () => 1, now);
+    expect([s.expectedPods, s.currentHealthy, s.disruptionsAllowed]).toEqual([0, 0, 0]);
+  });
+
   it("fails the sync for a percentage budget over a pod without a controller", () => {
     const s = computeBudgetStatus(budget({ maxUnavailable: "10%" }), [readyPod("a")], () => 1, now);
     expect(s.disruptionsAllowed).toBe(0);

@@ -22,7 +22,7 @@ import { type DeleteOptions, deleteObject } from "../rest/delete.ts";
 import { fromLabelSelectorObject, matchLabels } from "../selectors/labels.ts";
 import { isObject, type KubeObject } from "../types.ts";
 import { sendJson } from "./io.ts";
-import type { SubresourceContext } from "./resource-handler.ts";
+import { deleteOptions, type SubresourceContext } from "./resource-handler.ts";
 
 /** kube-apiserver's cap on `status.disruptedPods` entries (MaxDisruptedPodSize). */
 export const MAX_DISRUPTED_PODS = 2000;
@@ -108,7 +108,13 @@ function budgetsSelecting(c: SubresourceContext, pod: KubeObject): KubeObject[] 
     .filter((pdb) => {
       const sel = (pdb.spec as { selector?: Parameters<typeof fromLabelSelectorObject>[0] } | undefined)?.selector;
       // A budget without a selector selects nothing (policy/v1), one with an empty selector selects every pod.
-      return sel !== undefined && matchLabels(fromLabelSelectorObject(sel), pod.metadata.labels);
+      if (!isObject(sel)) return false;
+      try {
+        return matchLabels(fromLabelSelectorObject(sel), pod.metadata.labels);
+      } catch {
+        // A selector that does not parse selects nothing (kube-apiserver skips such a budget).
+        return false;
+      }
     });
 }
 
@@ -175,9 +181,8 @@ export async function serveEviction(c: SubresourceContext): Promise<void> {
   if (c.req.method !== "POST") throw new ApiError(405, "MethodNotAllowed", "only POST is supported on pods/eviction");
   const name = c.info.name as string;
   const eviction = await admitEviction(c, c.def, evictionBody(await c.body(), name));
-  const opts = (isObject(eviction.deleteOptions) ? structuredClone(eviction.deleteOptions) : {}) as DeleteOptions & {
-    dryRun?: unknown;
-  };
+  // DeleteOptions checked as on DELETE (propagationPolicy); the grace period is checked by deleteObject.
+  const opts = deleteOptions(eviction.deleteOptions, new URLSearchParams()) as DeleteOptions & { dryRun?: unknown };
   const ctx = Array.isArray(opts.dryRun) && opts.dryRun[0] === "All" ? { ...c.ctx, dryRun: true } : c.ctx;
   const pod = c.svc.get(c.def, c.info.namespace, name).obj;
   if (!ignoresBudget(pod)) await consumeBudget(c, pod, ctx.dryRun);
