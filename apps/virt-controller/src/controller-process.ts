@@ -23,6 +23,8 @@ export interface ControllerProcessOptions {
   readonly kubeconfig: string | undefined;
   /** Port of /metrics, /healthz and /leader (0 = any free port). */
   readonly metricsPort: number;
+  /** Its address (default 127.0.0.1; the release passes the pod IP so probes and Prometheus reach it). */
+  readonly metricsHost?: string;
   /** Namespace of the Lease. */
   readonly namespace: string;
   readonly logLevel: string;
@@ -85,6 +87,7 @@ export async function runController(o: ControllerProcessOptions, signal: AbortSi
   const health = await startMetricsServer({
     registry,
     port: o.metricsPort,
+    host: o.metricsHost ?? "127.0.0.1",
     beforeScrape: () => app.updateMetrics(),
     routes: {
       "/leader": () => (elector.isLeader ? { status: 200, body: "leader\n" } : { status: 503, body: "not leader\n" }),

@@ -16,12 +16,14 @@ await main({
   flags: {
     kubeconfig: { type: "string" },
     "metrics-port": { type: "string" },
+    "metrics-host": { type: "string" },
     namespace: { type: "string" },
     "log-level": { type: "string" },
   },
   details: [
     "  --kubeconfig FILE   API server credentials (default $KUBECONFIG, ~/.kube/config, or in-cluster)",
     "  --metrics-port N    serve /metrics, /healthz and /leader on 127.0.0.1:N (default 8182; 0 = any)",
+    "  --metrics-host H    ... at H instead (the release: the pod IP). Plain HTTP on purpose: read-only, no guest data",
     "  --namespace NS      namespace of the leader-election Lease (default $POD_NAMESPACE or kubevirt)",
   ],
   async run({ values }, signal) {
@@ -35,6 +37,7 @@ await main({
       {
         kubeconfig: values.kubeconfig,
         metricsPort,
+        ...(values["metrics-host"] ? { metricsHost: values["metrics-host"] } : {}),
         namespace: values.namespace ?? process.env.POD_NAMESPACE ?? "kubevirt",
         logLevel: values["log-level"] ?? "info",
         version: pkg.version,

@@ -14,6 +14,8 @@ describe("startMetricsServer()", () => {
     const base = `http://127.0.0.1:${server.port}`;
     expect(await (await fetch(`${base}/metrics`)).text()).toContain("kubevirt_test_requests_total 2");
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    // Read-only: no route takes a write, so the endpoint needs no credentials.
+    expect((await fetch(`${base}/metrics`, { method: "POST", body: "x" })).status).toBe(405);
     expect((await fetch(`${base}/readyz`)).status).toBe(503);
     ready = true;
     expect((await fetch(`${base}/readyz`)).status).toBe(200);

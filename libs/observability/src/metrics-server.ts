@@ -2,6 +2,11 @@
  * The small HTTP endpoint every component serves for operations: `/metrics` (Prometheus text), `/healthz`
  * (liveness: the process answers), `/readyz` (readiness from a callback, e.g. "informers synced" or "leading") and any
  * further plain-text routes a component adds (virt-controller's `/leader`).
+ *
+ * Plain HTTP without authentication on purpose: every route is read-only (GET and HEAD only; other methods 405)
+ * and carries no guest data (counters, phases and names, never console bytes, memory or disk contents), which is
+ * what kubelet probes and Prometheus scrape. It binds 127.0.0.1 unless the component is given an address (the
+ * release: the pod IP).
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -34,6 +39,11 @@ export interface MetricsServer {
 export async function startMetricsServer(options: MetricsServerOptions): Promise<MetricsServer> {
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0];
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      res.writeHead(405, { "content-type": "text/plain", allow: "GET, HEAD" });
+      res.end("read-only\n");
+      return;
+    }
     if (path === "/metrics") {
       options.beforeScrape?.();
       options.registry.metrics().then(
