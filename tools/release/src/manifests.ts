@@ -41,8 +41,8 @@ export interface ManifestFile {
 }
 
 const CA_PLACEHOLDER =
-  "caBundle is empty on purpose: virt-api's certificate manager writes the CA that signed its serving certificate " +
-  "here (as KubeVirt's virt-operator does) and keeps it current across rotations.";
+  "caBundle is empty on purpose: `npm run certs -w @kvt/release` prints this object again with the KubeVirt CA " +
+  "that signed virt-api's serving certificate (as KubeVirt's virt-operator injects it); apply its output.";
 
 function rbacManifests(component: Component, namespace: string, version: string): Manifest[] {
   const r = RULES[component];
@@ -53,14 +53,14 @@ function rbacManifests(component: Component, namespace: string, version: string)
   });
 }
 
-/** The metrics servers bind 127.0.0.1 today (libs/observability, virt-handler's http/metrics-server.ts). */
-const LOOPBACK_NOTE =
-  "Probes and scrapes reach the metrics port on the pod IP; the apps bind it to 127.0.0.1 today, so they are " +
-  "refused until the metrics servers take a bind address (issue 19, 'Listening'). The manifests state the target.";
+/** Why the probes use plain HTTP on the metrics port. */
+const PROBE_NOTE =
+  "Probes and scrapes reach the metrics port on the pod IP (--metrics-host=$(POD_IP)) over plain HTTP: it is " +
+  "read-only and carries no guest data; everything that changes or reveals a VM is behind TLS and a client identity.";
 
 function workloadManifests(component: Component, namespace: string, version: string): Manifest[] {
   const pod = ["spec", "template", "spec"];
-  const probeNote = { path: [...pod, "containers", 0, "readinessProbe"], comment: LOOPBACK_NOTE };
+  const probeNote = { path: [...pod, "containers", 0, "readinessProbe"], comment: PROBE_NOTE };
   return workloadObjects(component, namespace, version).map((object) => {
     if (object.kind === "Deployment" && component === "virt-controller") return { object, notes: [probeNote] };
     if (object.kind !== "DaemonSet") return { object };

@@ -56,8 +56,8 @@ export function serviceMonitor(namespace: string, version: string): KubeObject {
       jobLabel: "kubevirt.io",
       selector: { matchLabels: { "prometheus.kubevirt.io": "true" } },
       namespaceSelector: { matchNames: [namespace] },
-      // The components serve /metrics over plain HTTP, on 127.0.0.1 today (libs/observability metrics-server.ts):
-      // scrapes reach it once the metrics servers take a bind address (issue 19, "Listening").
+      // The components serve /metrics over plain HTTP on the pod IP (--metrics-host=$(POD_IP)): read-only, no guest
+      // data (libs/observability metrics-server.ts says why no credentials are needed).
       endpoints: [{ port: "metrics", path: "/metrics", scheme: "http", interval: "30s", honorLabels: true }],
     },
   };

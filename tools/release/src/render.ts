@@ -182,8 +182,18 @@ ${table(FILE_TABLE)}
 Images are \`kubevirt-ts/<component>:${VERSION}\`; change registry or tag in an overlay's \`images:\`
 (\`kustomize edit set image kubevirt-ts/virt-api=REGISTRY/virt-api:TAG\`).
 
-The components create and rotate their certificates in the Secrets and ConfigMaps the pods mount
-(\`kubevirt-virt-api-certs\`, \`kubevirt-virt-handler-certs\`, \`kubevirt-virt-handler-server-certs\`, \`kubevirt-ca\`,
-\`kubevirt-requestheader-ca\`); pods wait in ContainerCreating until those exist.
+Certificates (KubeVirt's names): the pods mount Secrets \`kubevirt-virt-api-certs\`, \`kubevirt-virt-handler-certs\`
+(virt-api's client certificate, the only one virt-handler accepts), \`kubevirt-virt-handler-server-certs\`, ConfigMap
+\`kubevirt-ca\` (the KubeVirt CA they trust) and ConfigMap \`kubevirt-requestheader-ca\` (the front proxy's CA); pods
+wait in ContainerCreating until those exist. Create them, and the webhooks' and APIServices' \`caBundle\`, with the
+one certificate module, and copy the front proxy's CA from the cluster:
+
+\`\`\`sh
+npm run certs -w @kvt/release -- --namespace kubevirt | kubectl apply -f -   # rerun before a year has passed
+kubectl -n kube-system get configmap extension-apiserver-authentication \\
+  -o jsonpath='{.data.requestheader-client-ca-file}' > requestheader-ca.crt
+kubectl -n kubevirt create configmap kubevirt-requestheader-ca \\
+  --from-file=requestheader-client-ca-file=requestheader-ca.crt
+\`\`\`
 `;
 }

@@ -5,8 +5,10 @@
  * Certificates: the pods mount KubeVirt's certificate objects by KubeVirt's names (Secrets `kubevirt-virt-api-certs`,
  * `kubevirt-virt-handler-certs`, `kubevirt-virt-handler-server-certs`, ConfigMap `kubevirt-ca`) and the front-proxy CA
  * (ConfigMap `kubevirt-requestheader-ca`, a copy of kube-system/extension-apiserver-authentication's
- * `requestheader-client-ca-file`). The components' certificate manager creates, rotates and fills them; the pods wait
- * in ContainerCreating until they exist.
+ * `requestheader-client-ca-file`). `npm run certs -w @kvt/release` (certificates.ts) creates them and the caBundles;
+ * rerun it before they expire (one year). The pods wait in ContainerCreating until they exist.
+ *
+ * Listening: every server binds the pod IP (`$(POD_IP)` from the downward API), never 0.0.0.0.
  */
 import { type Component, commonLabels, imageName, type KubeObject } from "./objects.ts";
 import { RULES } from "./rbac.ts";
@@ -54,6 +56,7 @@ const RESTRICTED_POD = {
 const DOWNWARD_ENV = [
   { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
   { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+  { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
 ];
 
 /** Node writes nothing outside /tmp (V8 and pino need none); a small emptyDir keeps the root read-only. */
@@ -125,6 +128,7 @@ function virtApi(namespace: string, version: string): KubeObject {
     {
       args: [
         "--port=8443",
+        "--host=$(POD_IP)",
         "--tls-cert=/etc/virt-api/certificates/tls.crt",
         "--tls-key=/etc/virt-api/certificates/tls.key",
         "--namespace=$(POD_NAMESPACE)",
@@ -136,6 +140,7 @@ function virtApi(namespace: string, version: string): KubeObject {
         "--handler-client-cert=/etc/virt-api/handler-client/tls.crt",
         "--handler-client-key=/etc/virt-api/handler-client/tls.key",
         `--metrics-port=${PORTS.virtApiMetrics}`,
+        "--metrics-host=$(POD_IP)",
       ],
       env: DOWNWARD_ENV,
       ports: [
@@ -182,7 +187,7 @@ function virtController(namespace: string, version: string): KubeObject {
     version,
     {
       // POD_NAME makes the Lease holder identity `<pod>_<pid>` (controller-process.ts).
-      args: [`--metrics-port=${port}`, "--namespace=$(POD_NAMESPACE)"],
+      args: [`--metrics-port=${port}`, "--metrics-host=$(POD_IP)", "--namespace=$(POD_NAMESPACE)"],
       env: DOWNWARD_ENV,
       ports: [{ name: "metrics", containerPort: port, protocol: "TCP" }],
       // /readyz, not KubeVirt's /leader: with a /leader readiness only the leader is ready, so the PDB
@@ -238,7 +243,9 @@ function virtHandler(namespace: string, version: string): KubeObject {
                 "--node-name=$(NODE_NAME)",
                 "--socket-dir=/var/run/kubevirt/sockets",
                 `--port=${PORTS.virtHandler}`,
+                "--host=$(POD_IP)",
                 `--metrics-port=${PORTS.virtHandlerMetrics}`,
+                "--metrics-host=$(POD_IP)",
                 "--tls-cert=/etc/virt-handler/server/tls.crt",
                 "--tls-key=/etc/virt-handler/server/tls.key",
                 // Only virt-api's client certificate (signed by the KubeVirt CA) may call pause, console, ...
