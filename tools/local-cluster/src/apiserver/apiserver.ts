@@ -13,6 +13,7 @@ import { startVolumeControllers } from "../volumes/start.ts";
 import { defaultStorageClassAdmission, storageProtectionAdmission } from "./admission/storage-admission.ts";
 import { AdmissionChain } from "./admission/types.ts";
 import { ensureBootstrapPolicy } from "./auth/bootstrap-policy.ts";
+import { NodeAuthorizer } from "./auth/node-authorizer.ts";
 import { RbacAuthorizer } from "./auth/rbac.ts";
 import { readTokenFile } from "./auth/token-file.ts";
 import { startControllers } from "./controllers/index.ts";
@@ -129,7 +130,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     if (nsDef && !store.get("core/namespaces", ns))
       await service.create(nsDef, "v1", undefined, { metadata: { name: ns } }, systemContext());
   await ensureBootstrapPolicy(service);
-  const authorizer = new RbacAuthorizer(store);
+  const authorizer = new NodeAuthorizer(store, new RbacAuthorizer(store));
   const certs = options.tls === false ? undefined : await loadOrGenerateCerts(options.dataDir);
   const controllers = startControllers(service, logger, certs?.caCert);
   const volumes = await startVolumeControllers(service, options.storageDir, logger);

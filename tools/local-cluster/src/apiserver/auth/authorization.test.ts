@@ -182,10 +182,31 @@ describe("the scheduler (system:kube-scheduler) and a kubelet (system:node:node0
   it("a kubelet registers its node and reads a pod's Secret, but cannot list Secrets or delete namespaces", async () => {
     const node = { apiVersion: "v1", kind: "Node", metadata: { name: "node01" } };
     expect((await as("node01", "POST", "/api/v1/nodes", node)).code).toBe(201);
+    const pod = (name: string, nodeName: string, secret: string): unknown => ({
+      metadata: { name },
+      spec: {
+        nodeName,
+        containers: [{ name: "c", image: "x", envFrom: [{ configMapRef: { name: `${secret}-cm` } }] }],
+        volumes: [{ name: "v", secret: { secretName: secret } }],
+      },
+    });
+    expect((await call(api, "POST", "/api/v1/namespaces/default/pods", pod("on-1", "node01", "s"))).code).toBe(201);
+    expect((await call(api, "POST", "/api/v1/namespaces/default/pods", pod("on-2", "node02", "t"))).code).toBe(201);
     expectAllowed(await as("node01", "GET", "/api/v1/namespaces/default/secrets/s"));
+    expectAllowed(await as("node01", "GET", "/api/v1/namespaces/default/configmaps/s-cm"));
+    expectAllowed(await as("node01", "POST", "/api/v1/namespaces/default/serviceaccounts/default/token", {}));
+    // The Node authorizer: only what a pod bound to this node references (kube-apiserver's reason).
+    expectForbidden(
+      await as("node01", "GET", "/api/v1/namespaces/default/secrets/t"),
+      `secrets "t" is forbidden: User "system:node:node01" cannot get resource "secrets" in API group "" in the namespace "default": no relationship found between node 'node01' and this object`,
+    );
+    expectForbidden(
+      await as("node01", "GET", "/api/v1/namespaces/default/configmaps/t-cm"),
+      `configmaps "t-cm" is forbidden: User "system:node:node01" cannot get resource "configmaps" in API group "" in the namespace "default": no relationship found between node 'node01' and this object`,
+    );
     expectForbidden(
       await as("node01", "GET", "/api/v1/secrets"),
-      'secrets is forbidden: User "system:node:node01" cannot list resource "secrets" in API group "" at the cluster scope',
+      'secrets is forbidden: User "system:node:node01" cannot list resource "secrets" in API group "" at the cluster scope: can only get individual resources of this type',
     );
     expectForbidden(
       await as("node01", "DELETE", "/api/v1/namespaces/kubevirt"),
