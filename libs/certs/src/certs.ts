@@ -142,13 +142,22 @@ export interface CertificateInfo {
   readonly issuer: string;
   readonly notBefore: Date;
   readonly notAfter: Date;
+  /** Extended key usage OIDs (`1.3.6.1.5.5.7.3.1` serverAuth, `...3.2` clientAuth); empty when absent. */
+  readonly extendedKeyUsage: readonly string[];
 }
 
 /** Reads subject, issuer and validity out of a PEM certificate; throws {@link CertificateError} on bad input. */
 export function certificateInfo(certPem: string): CertificateInfo {
   try {
     const c = new x509.X509Certificate(certPem);
-    return { subject: c.subject, issuer: c.issuer, notBefore: c.notBefore, notAfter: c.notAfter };
+    const eku = c.getExtension(x509.ExtendedKeyUsageExtension)?.usages ?? [];
+    return {
+      subject: c.subject,
+      issuer: c.issuer,
+      notBefore: c.notBefore,
+      notAfter: c.notAfter,
+      extendedKeyUsage: eku.map(String),
+    };
   } catch (error) {
     throw new CertificateError("Cannot read the certificate: not an X.509 PEM certificate", { cause: error });
   }
