@@ -114,6 +114,23 @@ describe("admission of pods/eviction", () => {
     expect((await call(api, "GET", `${PODS}/other`)).code).toBe(200);
   });
 
+  it("marks the pod DisruptionTarget (EvictionByEvictionAPI) and deletes it with its grace period", async () => {
+    const bound = { ...pod("bound"), spec: { nodeName: "n1", containers: [{ name: "c", image: "busybox" }] } };
+    expect((await call(api, "POST", PODS, bound)).code).toBe(201);
+    expect((await evict("bound")).code).toBe(201);
+    const r = await call(api, "GET", `${PODS}/bound`);
+    const got = r.body as { metadata: Record<string, unknown>; status: { conditions: unknown[] } };
+    expect(got.metadata.deletionGracePeriodSeconds).toBe(30);
+    expect(got.status.conditions).toContainEqual(
+      expect.objectContaining({
+        type: "DisruptionTarget",
+        status: "True",
+        reason: "EvictionByEvictionAPI",
+        message: "Eviction API: evicting",
+      }),
+    );
+  });
+
   it("refuses an Eviction naming another pod", async () => {
     const r = await call(api, "POST", `${PODS}/web/eviction`, {
       apiVersion: "policy/v1",

@@ -38,9 +38,12 @@ describe("checkDisruptionBudget()", () => {
   it("answers 429 while the budget's generation is not yet observed", () => {
     const e = thrown(() => checkDisruptionBudget(pdb(2, { observedGeneration: 1, disruptionsAllowed: 3 }), "a", "t"));
     expect([e.code, e.reason, e.message]).toEqual([429, "TooManyRequests", EVICTION_BUDGET_MESSAGE]);
-    expect(e.details?.causes).toEqual([
-      { reason: "DisruptionBudget", message: "The disruption budget web is still being processed by the server." },
-    ]);
+    expect(e.details).toEqual({
+      causes: [
+        { reason: "DisruptionBudget", message: "The disruption budget web is still being processed by the server." },
+      ],
+      retryAfterSeconds: 10,
+    });
   });
 
   it("answers 429 with the healthy counts when no disruption is allowed", () => {
@@ -61,7 +64,7 @@ describe("checkDisruptionBudget()", () => {
     ],
   ])("answers 403 for a budget it cannot use (%#)", (s, why) => {
     const e = thrown(() => checkDisruptionBudget(pdb(1, { observedGeneration: 1, ...s }), "a", "t"));
-    expect([e.code, e.message]).toEqual([403, `poddisruptionbudgets.policy "web" is forbidden: ${why}`]);
+    expect([e.code, e.message]).toEqual([403, `poddisruptionbudget.policy "web" is forbidden: ${why}`]);
   });
 
   it("takes one disruption and records the pod as disrupted", () => {
@@ -71,6 +74,14 @@ describe("checkDisruptionBudget()", () => {
       "t1",
     );
     expect(next).toMatchObject({ disruptionsAllowed: 1, disruptedPods: { a: "t1", b: "t0" } });
+    expect(next.conditions).toBeUndefined();
+  });
+
+  it("turns DisruptionAllowed False when it takes the last disruption", () => {
+    const next = checkDisruptionBudget(pdb(1, { observedGeneration: 1, disruptionsAllowed: 1 }), "a", "t1");
+    expect(next.conditions).toEqual([
+      { type: "DisruptionAllowed", status: "False", reason: "InsufficientPods", message: "", lastTransitionTime: "t1" },
+    ]);
   });
 });
 

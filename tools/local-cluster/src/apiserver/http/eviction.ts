@@ -12,11 +12,12 @@
  *                                                                status.disruptedPods[pod] = now, then delete
  *        -> 201 Status Success
  *
- * The pod is deleted with the Eviction's deleteOptions (its grace period, else the pod's), without a second round of
- * DELETE admission (kube-apiserver deletes through the store with ValidateAllObjectFunc). A dry run consults the
- * budget and admission but writes nothing.
+ * The pod gets the condition DisruptionTarget (EvictionByEvictionAPI) and is deleted with the Eviction's
+ * deleteOptions (its grace period, else the pod's), without a second round of DELETE admission (kube-apiserver
+ * deletes through the store with ValidateAllObjectFunc). A dry run consults the budget and admission but writes
+ * nothing.
  */
-import { ApiError, badRequest, forbidden, internal } from "../errors.ts";
+import { ApiError, badRequest, forbidden } from "../errors.ts";
 import type { ResourceDef } from "../resources/types.ts";
 import { type DeleteOptions, deleteObject } from "../rest/delete.ts";
 import { fromLabelSelectorObject, matchLabels } from "../selectors/labels.ts";
@@ -41,11 +42,15 @@ export interface BudgetStatus {
   conditions?: unknown[];
 }
 
-function tooManyRequests(cause: string): ApiError {
+function tooManyRequests(cause: string, retryAfterSeconds?: number): ApiError {
   return new ApiError(429, "TooManyRequests", EVICTION_BUDGET_MESSAGE, {
     causes: [{ reason: "DisruptionBudget", message: cause }],
+    ...(retryAfterSeconds ? { retryAfterSeconds } : {}),
   });
 }
+
+/** kube-apiserver names the resource in the singular here (`policy.Resource("poddisruptionbudget")`). */
+const PDB_RESOURCE = { group: "policy", resource: "poddisruptionbudget" };
 
 /**
  * Decides one eviction against the pod's budget (pure; kube-apiserver's checkAndDecrement): throws the 429 or 403 it
@@ -55,13 +60,12 @@ export function checkDisruptionBudget(pdb: KubeObject, podName: string, now: str
   const status = (pdb.status ?? {}) as BudgetStatus;
   const name = pdb.metadata.name ?? "";
   if ((status.observedGeneration ?? 0) < (pdb.metadata.generation ?? 0))
-    throw tooManyRequests(`The disruption budget ${name} is still being processed by the server.`);
+    throw tooManyRequests(`The disruption budget ${name} is still being processed by the server.`, 10);
   const allowed = status.disruptionsAllowed ?? 0;
-  if (allowed < 0)
-    throw forbidden({ group: "policy", resource: "poddisruptionbudgets" }, name, "pdb disruptions allowed is negative");
+  if (allowed < 0) throw forbidden(PDB_RESOURCE, name, "pdb disruptions allowed is negative");
   if (Object.keys(status.disruptedPods ?? {}).length > MAX_DISRUPTED_PODS)
     throw forbidden(
-      { group: "policy", resource: "poddisruptionbudgets" },
+      PDB_RESOURCE,
       name,
       "DisruptedPods map too big - too many evictions not confirmed by PDB controller",
     );
@@ -69,11 +73,18 @@ export function checkDisruptionBudget(pdb: KubeObject, podName: string, now: str
     throw tooManyRequests(
       `The disruption budget ${name} needs ${status.desiredHealthy ?? 0} healthy pods and has ${status.currentHealthy ?? 0} currently`,
     );
-  return {
+  const next: BudgetStatus = {
     ...status,
     disruptionsAllowed: allowed - 1,
     disruptedPods: { ...status.disruptedPods, [podName]: now },
   };
+  // The last disruption spent: DisruptionAllowed turns False at once (pdbhelper.UpdateDisruptionAllowedCondition).
+  if (allowed === 1) {
+    const others = (status.conditions ?? []).filter((c) => !(isObject(c) && c.type === "DisruptionAllowed"));
+    const cond = { type: "DisruptionAllowed", status: "False", reason: "InsufficientPods", message: "" };
+    next.conditions = [...others, { ...cond, lastTransitionTime: now }];
+  }
+  return next;
 }
 
 /** True when the pod's Ready condition is True. */
@@ -123,8 +134,11 @@ async function consumeBudget(c: SubresourceContext, pod: KubeObject, dryRun: boo
   const budgets = budgetsSelecting(c, pod);
   if (budgets.length === 0) return;
   if (budgets.length > 1)
-    throw internal(
-      new Error("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."),
+    // kube-apiserver answers a bare Status (code 500, no reason) rather than an InternalError.
+    throw new ApiError(
+      500,
+      "",
+      "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
     );
   const pdb = budgets[0];
   if (unhealthyMayGo(pdb, pod)) return;
@@ -176,6 +190,42 @@ async function admitEviction(c: SubresourceContext, def: ResourceDef, eviction: 
   return mutated;
 }
 
+/**
+ * Adds the pod condition DisruptionTarget (reason EvictionByEvictionAPI) before the delete, as kube-apiserver does
+ * (PodDisruptionConditions), so the pod's controller and its kubelet see why it goes.
+ */
+async function markDisruptionTarget(c: SubresourceContext, name: string): Promise<void> {
+  const id = `${c.info.namespace ?? ""}/${name}`;
+  const pod = c.svc.store.get("core/pods", id)?.obj;
+  if (!pod) return;
+  const status = (pod.status ?? {}) as { conditions?: unknown[] };
+  const conditions = status.conditions ?? [];
+  const cur = conditions.find((x) => isObject(x) && x.type === "DisruptionTarget") as
+    | Record<string, unknown>
+    | undefined;
+  const want = {
+    type: "DisruptionTarget",
+    status: "True",
+    reason: "EvictionByEvictionAPI",
+    message: "Eviction API: evicting",
+  };
+  if (cur && cur.status === want.status && cur.reason === want.reason && cur.message === want.message) return;
+  const lastTransitionTime =
+    cur?.status === want.status && typeof cur.lastTransitionTime === "string"
+      ? cur.lastTransitionTime
+      : new Date().toISOString().slice(0, 19) + "Z";
+  const next = structuredClone(pod);
+  next.status = {
+    ...status,
+    conditions: [
+      ...conditions.filter((x) => !(isObject(x) && x.type === "DisruptionTarget")),
+      { ...want, lastProbeTime: null, lastTransitionTime },
+    ],
+  };
+  const { committed } = c.svc.store.put("core/pods", id, next);
+  await committed;
+}
+
 /** The pods/eviction subresource handler. */
 export async function serveEviction(c: SubresourceContext): Promise<void> {
   if (c.req.method !== "POST") throw new ApiError(405, "MethodNotAllowed", "only POST is supported on pods/eviction");
@@ -186,6 +236,7 @@ export async function serveEviction(c: SubresourceContext): Promise<void> {
   const ctx = Array.isArray(opts.dryRun) && opts.dryRun[0] === "All" ? { ...c.ctx, dryRun: true } : c.ctx;
   const pod = c.svc.get(c.def, c.info.namespace, name).obj;
   if (!ignoresBudget(pod)) await consumeBudget(c, pod, ctx.dryRun);
+  if (!ctx.dryRun) await markDisruptionTarget(c, name);
   await deleteObject(c.svc, c.def, c.info.namespace, name, opts, ctx, { admit: false });
   sendJson(c.res, 201, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", code: 201 });
 }
