@@ -40,6 +40,7 @@ export function launcherPid(podUid: string): number | undefined {
   return processes().find(
     (p) =>
       p.cwd.endsWith(`/pods/${podUid}`) &&
+      p.argv[0] !== "/bin/sh" && // the kubelet's shim runs the launcher: not the launcher itself
       // The kubelet runs its node's launcher bundle once built, the TypeScript sources before that.
       p.argv.some((a) => a.endsWith("virt-launcher/src/main.ts") || a.endsWith("/virt-launcher.mjs")),
   )?.pid;
