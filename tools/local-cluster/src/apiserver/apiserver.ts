@@ -14,6 +14,7 @@ import { defaultStorageClassAdmission, storageProtectionAdmission } from "./admi
 import { AdmissionChain } from "./admission/types.ts";
 import { ensureBootstrapPolicy } from "./auth/bootstrap-policy.ts";
 import { NodeAuthorizer } from "./auth/node-authorizer.ts";
+import { nodeRestrictionAdmission } from "./auth/node-restriction.ts";
 import { RbacAuthorizer } from "./auth/rbac.ts";
 import { readTokenFile } from "./auth/token-file.ts";
 import { startControllers } from "./controllers/index.ts";
@@ -122,6 +123,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
   const registry = new ResourceRegistry(store, logger);
   const admission = new AdmissionChain();
   admission.mutating.push(defaultStorageClassAdmission(store), storageProtectionAdmission());
+  admission.validating.push(nodeRestrictionAdmission());
   const service = new ResourceService(store, registry, admission, logger);
   const hub = new WatchHub(store);
   const openapi = new OpenApiV3(registry);

@@ -214,6 +214,25 @@ describe("the scheduler (system:kube-scheduler) and a kubelet (system:node:node0
     );
   });
 
+  it("a kubelet changes only its own Node and the pods bound to it (NodeRestriction)", async () => {
+    expect((await call(api, "POST", "/api/v1/nodes", { metadata: { name: "node02" } })).code).toBe(201);
+    expectAllowed(await as("node01", "PATCH", "/api/v1/nodes/node01/status", { status: {} }));
+    expectForbidden(
+      await as("node01", "PATCH", "/api/v1/nodes/node02/status", { status: {} }),
+      'nodes "node02" is forbidden: node "node01" is not allowed to modify node "node02"',
+    );
+    expectAllowed(await as("node01", "PATCH", "/api/v1/namespaces/default/pods/on-1/status", { status: {} }));
+    expectForbidden(
+      await as("node01", "PATCH", "/api/v1/namespaces/default/pods/on-2/status", { status: {} }),
+      'pods "on-2" is forbidden: node "node01" can only update pod status for pods with spec.nodeName set to itself',
+    );
+    expectForbidden(
+      await as("node01", "DELETE", "/api/v1/namespaces/default/pods/on-2"),
+      'pods "on-2" is forbidden: node "node01" can only delete pods with spec.nodeName set to itself',
+    );
+    expect((await as("node01", "DELETE", "/api/v1/namespaces/default/pods/on-1")).code).toBe(200);
+  });
+
   it("every authenticated identity may read discovery and the version (system:discovery), not other paths", async () => {
     for (const who of ["scheduler", "node01", "kubevirt-handler"]) {
       expect((await as(who, "GET", "/apis")).code).toBe(200);
