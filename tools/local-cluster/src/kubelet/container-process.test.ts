@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ContainerProcess } from "./container-process.ts";
+import { readRecords } from "./container-records.ts";
 
 let dir = "";
 afterEach(() => {
@@ -70,5 +71,45 @@ describe("ContainerProcess", () => {
     await until(() => c.state.state === "running");
     await c.stop(5);
     expect(c.state).toMatchObject({ state: "terminated", exitCode: 143 });
+  });
+
+  it("adopt() follows a container another kubelet started and reports the exit code its shim wrote", async () => {
+    dir = mkdtempSync(join(tmpdir(), "kvt-cp-"));
+    const plan = {
+      kind: "process" as const,
+      name: "compute",
+      argv: [process.execPath, "-e", "setTimeout(() => process.exit(3), 500)"],
+      env: { PATH: process.env.PATH ?? "" },
+      nice: 0,
+    };
+    // The first kubelet starts it (and records it); a second one adopts it from the record, as after a restart.
+    const first = new ContainerProcess(plan, "img", dir, () => {}, { podUid: "p1", graceSeconds: 5 });
+    first.start();
+    await until(() => readRecords(dir).has("compute"));
+    const record = readRecords(dir).get("compute")!;
+    expect(record).toMatchObject({ podUid: "p1", container: "compute", pid: first.pid, graceSeconds: 5 });
+    const second = new ContainerProcess(plan, "img", dir, () => {});
+    second.adopt(record);
+    expect(second.state.state).toBe("running");
+    expect(second.pid).toBe(record.pid);
+    await until(() => second.state.state === "terminated");
+    expect(second.state).toMatchObject({ state: "terminated", exitCode: 3, reason: "Error" });
+  });
+
+  it("adopt() of a container that ended while nobody watched reports how it ended", async () => {
+    dir = mkdtempSync(join(tmpdir(), "kvt-cp-"));
+    const plan = {
+      kind: "process" as const,
+      name: "compute",
+      argv: [process.execPath, "-e", "process.exit(0)"],
+      env: { PATH: process.env.PATH ?? "" },
+      nice: 0,
+    };
+    const first = new ContainerProcess(plan, "img", dir, () => {});
+    first.start();
+    await until(() => first.state.state === "terminated");
+    const second = new ContainerProcess(plan, "img", dir, () => {});
+    second.adopt(readRecords(dir).get("compute"));
+    expect(second.state).toMatchObject({ state: "terminated", exitCode: 0, reason: "Completed" });
   });
 });
