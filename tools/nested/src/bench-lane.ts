@@ -15,7 +15,7 @@ import { runInL1 } from "./l1-run.ts";
 import { prepareLane } from "./lane.ts";
 
 /** Bench areas that measure our VMM on KVM (their scripts add `"lane"` to their JSON). */
-export const KVM_BENCH_AREAS: ReadonlySet<string> = new Set(["migration", "vmm-start"]);
+export const KVM_BENCH_AREAS: ReadonlySet<string> = new Set(["migration", "vmm-start", "disk"]);
 
 /** The flag that sends any bench area into L1 (e.g. `npm run bench -- density --nested`: the cluster in L1). */
 export const NESTED_FLAG = "--nested";

@@ -1,0 +1,392 @@
+/**
+ * `npm run bench -- disk`: fio inside the guest (local/debian-cloud: Debian's fio, direct I/O on /dev/vdb, libaio) on
+ * our VMM and on QEMU (-accel kvm) with the same image, the same cache mode and the same host file, side by side in
+ * one run (in the nested lane's L1 where this host's KVM cannot run Linux), plus fio on that host file itself.
+ *
+ *   guest disks: vda = the image's root filesystem under a copy-on-write layer (ours: our overlay; QEMU: qcow2)
+ *                vdb = data.img, the measured disk (raw, the host's page cache on both: our VMM's only mode, QEMU
+ *                      cache=writeback: cache.direct=off, write-cache=on; guest flushes reach the file on both)
+ *                vdc = the job script, run as init (`init=/bin/sh -- /dev/vdc`): fio per job, a python3 line prints
+ *                      `KVT_FIO <job> <readBytesPerSec> <readIops> <writeBytesPerSec> <writeIops> <rLatNs> <wLatNs>`
+ *   jobs: 1 MiB sequential read and write, 4 KiB random read and write, each at queue depth 1 and 32
+ *
+ * Headline figures are queue depth 32 (QD1 under "qd1"); randRead4kQd1LatencyUs is fio's mean completion latency.
+ * MBps = 10^6 bytes/s. Flags: --runtime S (per job, default 5), --data-mib N (default 512).
+ * The live migration of a VMI with a 1 GiB non-shared disk against QEMU's block migration is not measured yet:
+ * "migrationWithDisk" is null.
+ * Last line: {"area":"disk","lane":..,"ours":{..},"qemu":{..},"host":{..},"migrationWithDisk":null,...}
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { closeSync, ftruncateSync, mkdtempSync, openSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { benchLane, kvmRunsLinux, Vm } from "@kvt/vmm";
+import { diskArgs } from "../src/machine/qemu/qemu-args.ts";
+import { imageStoreResolver } from "../src/vmi/image-store.ts";
+import { writeQcow2Overlay } from "../src/volumes/qcow2-overlay.ts";
+
+const { values } = parseArgs({
+  options: {
+    runtime: { type: "string", default: "5" },
+    "data-mib": { type: "string", default: "512" },
+    host: { type: "boolean", default: false },
+    nested: { type: "boolean", default: false },
+  },
+});
+const RUNTIME_S = Math.max(1, Number(values.runtime) || 5);
+const DATA_BYTES = Math.max(64, Number(values["data-mib"]) || 512) * 2 ** 20;
+const root = new URL("../../../", import.meta.url).pathname;
+const IMAGE = "local/debian-cloud:latest";
+const GUEST_MEMORY = 1024 * 2 ** 20;
+const VCPUS = 2;
+const BOOT_TIMEOUT_MS = 600_000;
+
+interface Job {
+  readonly name: string;
+  readonly rw: "read" | "write" | "randread" | "randwrite";
+  readonly bs: string;
+  readonly qd: number;
+}
+const JOBS: readonly Job[] = [1, 32].flatMap((qd) => [
+  { name: `seqread-qd${qd}`, rw: "read" as const, bs: "1M", qd },
+  { name: `seqwrite-qd${qd}`, rw: "write" as const, bs: "1M", qd },
+  { name: `randread-qd${qd}`, rw: "randread" as const, bs: "4k", qd },
+  { name: `randwrite-qd${qd}`, rw: "randwrite" as const, bs: "4k", qd },
+]);
+
+/** One fio job's result. */
+interface FioResult {
+  readonly readBps: number;
+  readonly readIops: number;
+  readonly writeBps: number;
+  readonly writeIops: number;
+  readonly readLatNs: number;
+}
+
+/** A side's figures as the JSON line reports them. */
+interface Figures {
+  readonly seqReadMBps: number;
+  readonly seqWriteMBps: number;
+  readonly randRead4kIops: number;
+  readonly randWrite4kIops: number;
+  readonly randRead4kQd1LatencyUs: number;
+  readonly qd1: { seqReadMBps: number; seqWriteMBps: number; randRead4kIops: number; randWrite4kIops: number };
+}
+
+function fioArgs(job: Job, file: string, direct: boolean): string[] {
+  return [
+    `--name=${job.name}`,
+    `--filename=${file}`,
+    `--direct=${direct ? 1 : 0}`,
+    "--ioengine=libaio",
+    `--rw=${job.rw}`,
+    `--bs=${job.bs}`,
+    `--iodepth=${job.qd}`,
+    `--size=${DATA_BYTES}`,
+    `--runtime=${RUNTIME_S}`,
+    "--time_based",
+    "--ramp_time=1",
+    "--randrepeat=0",
+    "--output-format=json",
+  ];
+}
+
+/** The guest's init: mounts, then each job, then power-off through sysrq (PID 1 never exits). */
+function guestScript(): string {
+  const py =
+    "import json,sys;j=json.load(open('/tmp/'+sys.argv[1]+'.json'))['jobs'][0];r,w=j['read'],j['write'];" +
+    "print('KVT_FIO',sys.argv[1],r['bw_bytes'],r['iops'],w['bw_bytes'],w['iops'],r['clat_ns']['mean'],w['clat_ns']['mean'])";
+  const lines = [
+    "mount -t proc proc /proc 2>/dev/null",
+    "mount -t sysfs sysfs /sys 2>/dev/null",
+    "mount -t tmpfs tmpfs /tmp",
+    "echo KVT_FIO_READY",
+    ...JOBS.flatMap((job) => [
+      `fio ${fioArgs(job, "/dev/vdb", true).join(" ")} --output=/tmp/${job.name}.json >/dev/null 2>&1`,
+      `python3 -c "${py}" ${job.name}`,
+    ]),
+    "echo KVT_FIO_DONE",
+    "echo o >/proc/sysrq-trigger",
+    "sleep 60",
+  ];
+  return `${lines.join("\n")}\n`;
+}
+
+/** Parses the KVT_FIO lines of a console. */
+function parseFio(text: string): Map<string, FioResult> {
+  const out = new Map<string, FioResult>();
+  for (const m of text.matchAll(/KVT_FIO (\S+) (\d+) ([\d.]+) (\d+) ([\d.]+) ([\d.]+) ([\d.]+)/g)) {
+    out.set(m[1] ?? "", {
+      readBps: Number(m[2]),
+      readIops: Number(m[3]),
+      writeBps: Number(m[4]),
+      writeIops: Number(m[5]),
+      readLatNs: Number(m[6]),
+    });
+  }
+  return out;
+}
+
+function figures(r: Map<string, FioResult>): Figures {
+  const get = (name: string): FioResult => {
+    const v = r.get(name);
+    if (!v) throw new Error(`no result for fio job ${name}`);
+    return v;
+  };
+  const mb = (bps: number): number => Math.round(bps / 1e4) / 100;
+  const n = (x: number): number => Math.round(x);
+  return {
+    seqReadMBps: mb(get("seqread-qd32").readBps),
+    seqWriteMBps: mb(get("seqwrite-qd32").writeBps),
+    randRead4kIops: n(get("randread-qd32").readIops),
+    randWrite4kIops: n(get("randwrite-qd32").writeIops),
+    randRead4kQd1LatencyUs: Math.round(get("randread-qd1").readLatNs / 10) / 100,
+    qd1: {
+      seqReadMBps: mb(get("seqread-qd1").readBps),
+      seqWriteMBps: mb(get("seqwrite-qd1").writeBps),
+      randRead4kIops: n(get("randread-qd1").readIops),
+      randWrite4kIops: n(get("randwrite-qd1").writeIops),
+    },
+  };
+}
+
+function sparse(path: string, bytes: number): void {
+  const fd = openSync(path, "w");
+  try {
+    ftruncateSync(fd, bytes);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** data.img: DATA_BYTES of non-zero data (reads of holes would measure nothing), one MiB pattern repeated. */
+function makeData(path: string): void {
+  const block = Buffer.alloc(2 ** 20);
+  for (let i = 0; i < block.length; i += 4) block.writeUInt32LE((i * 2654435761) >>> 0, i);
+  const fd = openSync(path, "w");
+  try {
+    for (let at = 0; at < DATA_BYTES; at += block.length) writeSync(fd, block, 0, block.length, at);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+async function waitFor(get: () => string, re: RegExp, timeoutMs: number, exited: () => boolean): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!re.test(get())) {
+    if (exited()) throw new Error(`the guest stopped before ${re}: ${JSON.stringify(get().slice(-600))}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${re}: ${JSON.stringify(get().slice(-600))}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const boot = imageStoreResolver(process.env.KVT_IMAGE_STORE ?? join(root, ".data/images"))(IMAGE);
+if (!boot.diskPath || !boot.initrdPath) throw new Error(`${IMAGE} has no disk or initrd: build it with tools/images`);
+const image = boot.diskPath;
+const imageBytes = statSync(image).size;
+const cmdline = `${boot.cmdline ?? "root=/dev/vda rw console=ttyS0 quiet panic=-1"} init=/bin/sh -- /dev/vdc`;
+const dir = mkdtempSync(join(tmpdir(), "kvt-disk-bench-"));
+const data = join(dir, "data.img");
+const script = join(dir, "script.img");
+const lane = benchLane();
+const kvm = kvmRunsLinux();
+
+/** fio in the guest on our VMM; undefined (with the reason printed) where KVM cannot run Linux. */
+async function ours(): Promise<Map<string, FioResult> | undefined> {
+  if (!kvm) {
+    process.stdout.write("ours: skipped: this host's KVM cannot run Linux (run the bench without --host)\n");
+    return undefined;
+  }
+  const overlay = join(dir, "ours-root.img");
+  sparse(overlay, imageBytes);
+  let text = "";
+  let stopped = false;
+  const vm = Vm.create({
+    memoryBytes: GUEST_MEMORY,
+    vcpus: VCPUS,
+    boot: {
+      kind: "linux",
+      kernelPath: boot.uncompressedKernelPath ?? boot.kernelPath,
+      initrdPath: boot.initrdPath,
+      cmdline,
+      disks: [
+        { path: overlay, base: image, serial: "root" },
+        { path: data, serial: "data" },
+        { path: script, readOnly: true, serial: "script" },
+      ],
+    },
+  });
+  vm.on("serial-output", (c) => {
+    text += Buffer.from(c).toString("latin1");
+  });
+  vm.on("shutdown", () => {
+    stopped = true;
+  });
+  const t0 = Date.now();
+  vm.start();
+  try {
+    await waitFor(
+      () => text,
+      /KVT_FIO_READY/,
+      BOOT_TIMEOUT_MS,
+      () => stopped,
+    );
+    process.stdout.write(`ours: guest ready in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+    await waitFor(
+      () => text,
+      /KVT_FIO_DONE/,
+      JOBS.length * (RUNTIME_S + 60) * 1000,
+      () => stopped,
+    );
+    return parseFio(text);
+  } finally {
+    vm.stop();
+    rmSync(overlay, { force: true });
+  }
+}
+
+/** fio in the guest on QEMU, -accel kvm where KVM runs Linux (else TCG, said so). */
+async function qemu(): Promise<Map<string, FioResult>> {
+  const overlay = join(dir, "qemu-root.qcow2");
+  writeQcow2Overlay(overlay, image, "raw", imageBytes);
+  const disks = [
+    { name: "root", path: overlay, format: "qcow2" as const },
+    { name: "data", path: data, cache: "writeback" as const },
+    { name: "script", path: script, readOnly: true },
+  ].map((d) => ({ kind: "emptyDisk" as const, shared: false, readOnly: false, ...d }));
+  const accel = kvm ? ["-accel", "kvm", "-cpu", "host"] : ["-accel", "tcg"];
+  if (!kvm) process.stdout.write("qemu: TCG (no KVM that runs Linux here): not comparable with ours\n");
+  const args = [
+    ...accel,
+    ...["-m", String(GUEST_MEMORY / 2 ** 20), "-smp", String(VCPUS), "-nographic", "-no-reboot", "-nodefaults"],
+    ...["-serial", "stdio", "-kernel", boot.kernelPath, "-initrd", boot.initrdPath ?? "", "-append", cmdline],
+    ...disks.flatMap((d, i) => diskArgs(d, i)),
+  ];
+  let text = "";
+  let exited = false;
+  const child: ChildProcess = spawn("qemu-system-x86_64", args, { stdio: ["ignore", "pipe", "pipe"] });
+  child.stdout?.on("data", (c: Buffer) => {
+    text += c.toString("latin1");
+  });
+  child.stderr?.on("data", (c: Buffer) => {
+    text += c.toString("latin1");
+  });
+  child.on("exit", () => {
+    exited = true;
+  });
+  const t0 = Date.now();
+  try {
+    await waitFor(
+      () => text,
+      /KVT_FIO_READY/,
+      BOOT_TIMEOUT_MS,
+      () => exited,
+    );
+    process.stdout.write(`qemu: guest ready in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+    await waitFor(
+      () => text,
+      /KVT_FIO_DONE/,
+      JOBS.length * (RUNTIME_S + 60) * 1000,
+      () => exited,
+    );
+    return parseFio(text);
+  } finally {
+    if (!exited) child.kill("SIGKILL");
+    rmSync(overlay, { force: true });
+  }
+}
+
+/** fio on data.img itself (direct I/O; buffered where the file system has no O_DIRECT, e.g. L1's tmpfs). */
+function host(): { results: Map<string, FioResult>; direct: boolean } | undefined {
+  if (spawnSync("fio", ["--version"]).status !== 0) {
+    process.stdout.write("host: skipped: fio is not installed (apt-get install -y fio)\n");
+    return undefined;
+  }
+  const probe = spawnSync("fio", [...fioArgs(JOBS[0], data, true), "--runtime=1", "--ramp_time=0"]);
+  const direct = probe.status === 0;
+  if (!direct) process.stdout.write("host: this file system refuses O_DIRECT: buffered I/O for the host's figures\n");
+  const results = new Map<string, FioResult>();
+  for (const job of JOBS) {
+    const r = spawnSync("fio", fioArgs(job, data, direct), { encoding: "utf8", maxBuffer: 16 << 20 });
+    if (r.status !== 0) throw new Error(`host fio ${job.name} failed: ${r.stderr}`);
+    const j = (JSON.parse(r.stdout) as { jobs: { read: FioJson; write: FioJson }[] }).jobs[0];
+    if (!j) throw new Error(`host fio ${job.name}: no job in its output`);
+    results.set(job.name, {
+      readBps: j.read.bw_bytes,
+      readIops: j.read.iops,
+      writeBps: j.write.bw_bytes,
+      writeIops: j.write.iops,
+      readLatNs: j.read.clat_ns.mean,
+    });
+  }
+  return { results, direct };
+}
+interface FioJson {
+  bw_bytes: number;
+  iops: number;
+  clat_ns: { mean: number };
+}
+
+function row(label: string, f: Figures | undefined): string {
+  if (!f) return `${label.padEnd(6)} (not measured)`;
+  const c = (v: number): string => String(v).padStart(10);
+  return (
+    `${label.padEnd(6)}${c(f.seqReadMBps)}${c(f.seqWriteMBps)}${c(f.randRead4kIops)}${c(f.randWrite4kIops)}` +
+    `${c(f.randRead4kQd1LatencyUs)}   qd1: ${f.qd1.seqReadMBps} / ${f.qd1.seqWriteMBps} MB/s, ` +
+    `${f.qd1.randRead4kIops} / ${f.qd1.randWrite4kIops} IOPS`
+  );
+}
+
+try {
+  makeData(data);
+  const s = Buffer.alloc(64 * 1024, "\n");
+  s.write(guestScript());
+  writeFileSync(script, s);
+  const o = await ours();
+  const q = await qemu();
+  const h = host();
+  const oursF = o ? figures(o) : undefined;
+  const qemuF = figures(q);
+  const hostF = h ? figures(h.results) : undefined;
+  process.stdout.write(
+    `\ndisk bench (${lane} lane, guest ${VCPUS} vCPU ${GUEST_MEMORY / 2 ** 20} MiB, data ${DATA_BYTES / 2 ** 20} MiB, ` +
+      `${RUNTIME_S} s per job; QD32 unless marked)\n` +
+      `side    seqRd MB/s seqWr MB/s  rndRd IOPS rndWr IOPS  QD1 rd us\n` +
+      `${row("ours", oursF)}\n${row("qemu", qemuF)}\n${row("host", hostF)}\n`,
+  );
+  const ratio = (a: number | undefined, b: number): number | null =>
+    a === undefined || b === 0 ? null : Math.round((a / b) * 100) / 100;
+  const vsQemu = oursF
+    ? {
+        seqRead: ratio(oursF.seqReadMBps, qemuF.seqReadMBps),
+        seqWrite: ratio(oursF.seqWriteMBps, qemuF.seqWriteMBps),
+        randRead4k: ratio(oursF.randRead4kIops, qemuF.randRead4kIops),
+        randWrite4k: ratio(oursF.randWrite4kIops, qemuF.randWrite4kIops),
+        qd1LatencyQemuOverOurs: ratio(qemuF.randRead4kQd1LatencyUs, oursF.randRead4kQd1LatencyUs),
+      }
+    : null;
+  const vsHost =
+    oursF && hostF
+      ? {
+          seqRead: ratio(oursF.seqReadMBps, hostF.seqReadMBps),
+          seqWrite: ratio(oursF.seqWriteMBps, hostF.seqWriteMBps),
+        }
+      : null;
+  process.stdout.write(
+    `${JSON.stringify({
+      area: "disk",
+      lane,
+      ours: oursF ?? null,
+      qemu: qemuF,
+      host: hostF ?? null,
+      hostDirectIo: h?.direct ?? null,
+      qemuAccel: kvm ? "kvm" : "tcg",
+      oursVsQemu: vsQemu,
+      oursVsHost: vsHost,
+      migrationWithDisk: null,
+    })}\n`,
+  );
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
