@@ -99,6 +99,16 @@ describe.runIf(root)("masquerade binding (DHCP in the launcher, nftables NAT to 
     }, BOOT);
     const [source] = await pods();
     expect(await get(source.status!.podIP!)).toBe(`hello from ${NAME}\n`);
+    // status.interfaces as KubeVirt fills it for a masquerade interface without a guest agent.
+    const iface = async (): Promise<Record<string, unknown> | undefined> =>
+      ((await vmiOrUndefined(kubeconfig, NAME))?.status as { interfaces?: Record<string, unknown>[] } | undefined)
+        ?.interfaces?.[0];
+    const reported = await eventually(async () => {
+      const i = await iface();
+      expect(i).toMatchObject({ name: "default", ipAddress: source.status!.podIP, infoSource: "domain" });
+      return i!;
+    }, CLUSTER_WAIT);
+    expect(reported.mac).toMatch(/^02(:[0-9a-f]{2}){5}$/);
 
     const migrate = await virtctl(kubeconfig, ["migrate", NAME]);
     expect(migrate.code, migrate.stderr).toBe(0);
@@ -118,6 +128,10 @@ describe.runIf(root)("masquerade binding (DHCP in the launcher, nftables NAT to 
       },
       { ...CLUSTER_WAIT, timeoutMs: 60_000, intervalMs: 1000 },
     );
+    await eventually(async () => {
+      expect(await iface()).toMatchObject({ ipAddress: target.status!.podIP, mac: reported.mac });
+      return true;
+    }, CLUSTER_WAIT);
     // The guest did not ask again: the address it had is the one it still has.
     const session = await virtctl(kubeconfig, ["console", NAME], "ip -4 -o addr show eth0\r", 15_000);
     expect(session.stdout).toMatch(/eth0\s+inet 10\.0\.2\.2\/24/);

@@ -139,7 +139,9 @@ await main({
           useEmulation,
           // In its pod's own network: the target listens on the pod IP at KubeVirt's migration port (the
           // masquerade binding never forwards it to the guest), and the VMI's binding is wired here.
-          ...(env.POD_IP ? { migrationHost: env.POD_IP, migrationPort: MIGRATION_PORTS[0], inPodNetwork: true } : {}),
+          ...(env.POD_IP
+            ? { migrationHost: env.POD_IP, migrationPort: MIGRATION_PORTS[0], inPodNetwork: true, podIp: env.POD_IP }
+            : {}),
         }),
         logger: log,
       }).catch((error: unknown) => {

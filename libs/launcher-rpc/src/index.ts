@@ -9,6 +9,7 @@ export {
   type CancelMigrationRequest,
   CONSOLE_PROTOCOL,
   type DomainInfo,
+  type DomainInterface,
   type DomainState,
   type DomainStats,
   type DomainTransition,

@@ -140,6 +140,23 @@ export interface DomainInfo {
   /** Why the guest cannot be live-migrated, when it cannot (KubeVirt's LiveMigratable=False reason). */
   readonly notMigratableReason?: string;
   readonly migration?: MigrationInfo;
+  /** The guest's network interfaces as this launcher wired them (the VMI's status.interfaces). */
+  readonly interfaces?: readonly DomainInterface[];
+}
+
+/** One wired guest interface, in the shape of a VMI's status.interfaces entry. */
+export interface DomainInterface {
+  /** The interface's name in the VMI spec. */
+  readonly name: string;
+  readonly mac: string;
+  /** The address the interface is reached at (masquerade: the pod's IP), first of ipAddresses. */
+  readonly ipAddress?: string;
+  readonly ipAddresses?: readonly string[];
+  /** The pod interface it is bound to (eth0). */
+  readonly podInterfaceName?: string;
+  /** Where the information comes from (KubeVirt's "domain"; "guest-agent" needs an agent). */
+  readonly infoSource: string;
+  readonly queueCount?: number;
 }
 
 /** `/v1/stats`: counters for the per-VMI metrics. */

@@ -120,6 +120,24 @@ describe("computeVmiStatus", () => {
     expect(rwx.conditions?.find((c) => c.type === "LiveMigratable")?.status).toBe("True");
   });
 
+  it("reports the launcher's wired interfaces in status.interfaces as KubeVirt fills them", () => {
+    const wired = {
+      name: "default",
+      mac: "02:aa:bb:cc:dd:ee",
+      ipAddress: "10.64.1.7",
+      podInterfaceName: "eth0",
+      infoSource: "domain",
+      queueCount: 1,
+    };
+    const s = computeVmiStatus(vmi("Scheduled"), facts(info("Running", { interfaces: [wired] })), {
+      nodeName: NODE,
+      now: NOW,
+    });
+    expect(s.interfaces).toEqual([{ ...wired, ipAddresses: ["10.64.1.7"] }]);
+    const none = computeVmiStatus(vmi("Scheduled"), facts(info("Running")), { nodeName: NODE, now: NOW });
+    expect(none.interfaces).toBeUndefined();
+  });
+
   it("leaves VMIs of other nodes and not yet Scheduled ones alone", () => {
     const other = vmi("Running", { nodeName: "node02" });
     expect(computeVmiStatus(other, facts(info("Crashed")), { nodeName: NODE, now: NOW })).toEqual(other.status);

@@ -94,6 +94,18 @@ export function computeVmiStatus(
   if (podUid && !facts.gone && status.activePods?.[podUid] !== ctx.nodeName && !FINAL.has(phase)) {
     status.activePods = { ...status.activePods, [podUid]: ctx.nodeName };
   }
+  // The guest's interfaces as its launcher wired them (KubeVirt's netstat: pod IP and MAC, infoSource "domain").
+  const interfaces = facts.info?.interfaces;
+  if (interfaces && !facts.gone && !FINAL.has(phase)) {
+    status.interfaces = interfaces.map((i) => ({
+      name: i.name,
+      mac: i.mac,
+      ...(i.ipAddress ? { ipAddress: i.ipAddress, ipAddresses: [...(i.ipAddresses ?? [i.ipAddress])] } : {}),
+      ...(i.podInterfaceName ? { podInterfaceName: i.podInterfaceName } : {}),
+      infoSource: i.infoSource,
+      ...(i.queueCount ? { queueCount: i.queueCount } : {}),
+    }));
+  }
   return status;
 }
 

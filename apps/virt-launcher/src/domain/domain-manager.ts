@@ -15,6 +15,7 @@
 import { acceptableCompletionTimeSeconds, type VirtualMachineInstance } from "@kvt/api";
 import {
   type DomainInfo,
+  type DomainInterface,
   type DomainState,
   type DomainStats,
   type DomainTransition,
@@ -47,6 +48,8 @@ export interface BuiltMachine {
   readonly machine: Machine;
   readonly emulated: boolean;
   readonly reason: string;
+  /** The guest's wired interfaces (status.interfaces), when it has any. */
+  readonly interfaces?: readonly DomainInterface[];
 }
 
 /** What the manager needs from the launcher's composition root. */
@@ -125,6 +128,7 @@ export class DomainManager implements LauncherService {
         ? { notMigratableReason: this.#built.machine.notMigratableReason ?? this.#disksBlocker }
         : {}),
       ...(this.#migration ? { migration: this.#migration } : {}),
+      ...(this.#built?.interfaces ? { interfaces: this.#built.interfaces } : {}),
     };
   }
 

@@ -8,9 +8,12 @@
  * The QEMU backend is imported when a guest needs it: a launcher on KVM never loads it (nor the child-process,
  * crypto and ISO code it brings), which keeps every native launcher's start-up CPU and memory down.
  */
+
+import type { DomainInterface } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
 import { type HostVirt, nativeVmm, probeHostVirt, type Vmm } from "@kvt/vmm";
 import type { BuiltMachine } from "../domain/domain-manager.ts";
+import { POD_INTERFACE } from "../network/masquerade-plan.ts";
 import { disksNeedQemu } from "../vmi/disks.ts";
 import { chooseBackend, type UseEmulation } from "./backend-choice.ts";
 import { type MachineDisk, type MachineSpec, MachineUnsupportedError } from "./machine.ts";
@@ -37,12 +40,44 @@ export interface MachineFactoryOptions {
    * Never on a launcher sharing a host's network (tests, a kubelet without a pod network).
    */
   readonly inPodNetwork?: boolean;
+  /** The pod's IP (POD_IP): a masquerade interface's address in status.interfaces. */
+  readonly podIp?: string;
 }
 
 /** The launcher's machine factory. */
 export function machineFactory(options: MachineFactoryOptions): MachineFactory {
+  const build = backendFactory(options);
   return async (unwired) => {
     const spec = options.inPodNetwork ? await withPodNics(unwired, options.logger) : unwired;
+    const built = await build(spec);
+    const interfaces = wiredInterfaces(spec, options.podIp);
+    return interfaces.length > 0 ? { ...built, interfaces } : built;
+  };
+}
+
+/**
+ * The VMI's status.interfaces for the wired NICs, as KubeVirt reports a masquerade interface without a guest
+ * agent: the pod's IP, the guest MAC, the pod interface, infoSource "domain".
+ */
+export function wiredInterfaces(spec: MachineSpec, podIp: string | undefined): DomainInterface[] {
+  const plan = spec.podNetwork;
+  const nic = spec.nics?.[0];
+  if (!plan || !nic) return [];
+  return [
+    {
+      name: plan.name,
+      mac: nic.mac,
+      ...(podIp ? { ipAddress: podIp, ipAddresses: [podIp] } : {}),
+      podInterfaceName: POD_INTERFACE,
+      infoSource: "domain",
+      queueCount: 1,
+    },
+  ];
+}
+
+/** Picks the backend for a (wired) spec and creates its machine. */
+function backendFactory(options: MachineFactoryOptions): MachineFactory {
+  return async (spec) => {
     const host = options.host ?? probeHostVirt();
     const needsQemu = disksNeedQemu(spec.disks ?? []);
     const choice = chooseBackend(options.useEmulation, host, {
