@@ -4,7 +4,8 @@
  * classified by its owner and port and probed as an attacker on this host would:
  *
  *   API server            TLS only; no credentials -> 401
- *   virt-api              TLS only; a subresource without the front proxy's client certificate -> 401
+ *   virt-api              TLS only; a subresource without the front proxy's client certificate -> 401 (its
+ *                         admission webhooks answer any TLS client, as KubeVirt's: they only compute a verdict)
  *   virt-handler server   mutual TLS: plain HTTP, TLS without a certificate, a certificate of another CA, and the
  *                         KubeVirt CA's certificate for another name are all refused before any request is read
  *   process-kubelet logs  mutual TLS as a kubelet's --client-ca-file: the same refusals
