@@ -123,8 +123,10 @@ export function targetMigrationStatus(
     // Only the pod that runs the guest stays active: the source pod's entry goes with the handoff.
     activePods = Object.fromEntries(Object.entries(activePods ?? {}).filter(([, node]) => node === ctx.nodeName));
   }
+  // The VMI left the node it may have been evacuated from: the mark goes with the handoff, as on the source side.
+  const { evacuationNodeName: _left, ...rest } = status;
   return {
-    ...status,
+    ...(nodeName === status.nodeName ? status : rest),
     ...(nodeName ? { nodeName } : {}),
     migrationState: next,
     ...(activePods ? { activePods } : {}),

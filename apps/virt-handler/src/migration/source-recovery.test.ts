@@ -132,8 +132,12 @@ describe("targetMigrationStatus: the target's handler takes a completed migratio
   const status = (): VirtualMachineInstanceStatus => structuredClone(vmi().status!);
 
   it("records completion, moves nodeName here and keeps only its own pod active (no word from the source)", () => {
-    const s = targetMigrationStatus(status(), arrived, { nodeName: TARGET, now: NOW });
+    const s = targetMigrationStatus({ ...status(), evacuationNodeName: SOURCE }, arrived, {
+      nodeName: TARGET,
+      now: NOW,
+    });
     expect(s.nodeName).toBe(TARGET);
+    expect(s).not.toHaveProperty("evacuationNodeName");
     expect(s.phase).toBe("Running");
     expect(s.activePods).toEqual({ "pod-b": TARGET });
     expect(s.migrationState).toMatchObject({
@@ -184,5 +188,11 @@ describe("targetMigrationStatus: the target's handler takes a completed migratio
     const s = targetMigrationStatus({ ...status(), migrationState: ms }, i, { nodeName: TARGET, now: NOW });
     expect(s.nodeName).toBe(SOURCE);
     expect(s.migrationState?.completed).toBeUndefined();
+    expect(
+      targetMigrationStatus({ ...status(), migrationState: ms, evacuationNodeName: SOURCE }, i, {
+        nodeName: TARGET,
+        now: NOW,
+      }),
+    ).toHaveProperty("evacuationNodeName", SOURCE);
   });
 });

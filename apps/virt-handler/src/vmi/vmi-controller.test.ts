@@ -190,6 +190,61 @@ describe("VmiController.reconcile: a source handler restarted mid-migration find
   });
 });
 
+describe("VmiController.reconcile: a target handler restarted before it published the migration secret", () => {
+  const migrating: VirtualMachineInstance = deepFreeze({
+    metadata: { name: "vm1", namespace: "default", uid: "u1" },
+    spec: { domain: { devices: {} } },
+    status: {
+      phase: "Running",
+      nodeName: "node01",
+      migrationState: { migrationUid: "m1", sourceNode: "node01", targetNode: "node02" },
+    },
+  });
+  const prepared: DomainInfo = {
+    protocolVersion: "v1",
+    vmi: { namespace: "default", name: "vm1", uid: "u1" },
+    pod: { uid: "p2" },
+    pid: 2,
+    state: "IncomingMigration",
+    migration: { migrationUid: "m1", role: "target", phase: "Ready", targetAddress: { host: "127.0.0.1", port: 4 } },
+  };
+
+  function target(prepare: () => Promise<{ host: string; port: number; secret: string }>) {
+    const published: string[] = [];
+    const view = {
+      socketPath: "/s2",
+      gone: false,
+      info: prepared,
+      client: { prepareTarget: prepare, info: async () => prepared },
+    } as unknown as LauncherView;
+    const controller = new VmiController({
+      nodeName: "node02",
+      vmis: { get: () => migrating },
+      writer: { patchStatus: async () => undefined },
+      launchers: { synced: true, forVmi: () => [view] },
+      secrets: { publish: async (_v, uid, secret) => void published.push(`${uid}:${secret}`), read: async () => "s" },
+      now: () => NOW,
+    });
+    const ctx = { ...baseCtx, span: trace.getTracer("test").startSpan("reconcile") } as unknown as ReconcileContext;
+    return { published, run: () => controller.reconcile("default/vm1" as ObjectKey, ctx) };
+  }
+
+  it("asks the launcher again and publishes the secret it repeats, once", async () => {
+    const t = target(async () => ({ host: "127.0.0.1", port: 4, secret: "same" }));
+    await t.run();
+    await t.run();
+    expect(t.published).toEqual(["m1:same"]); // the old behaviour published nothing: the source could never connect
+  });
+
+  it("a launcher that refuses to repeat does not stop the reconcile", async () => {
+    const t = target(async () => {
+      throw new LauncherRpcError("Conflict", "the machine is incoming");
+    });
+    await expect(t.run()).resolves.toBeDefined();
+    expect(t.published).toEqual([]);
+  });
+});
+
 describe("statusPatch", () => {
   it("adds the whole status when there was none, and is empty when nothing changed", () => {
     expect(statusPatch(undefined, { phase: "Running" })).toEqual([

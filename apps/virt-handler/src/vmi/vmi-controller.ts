@@ -58,6 +58,8 @@ export class VmiController {
   readonly #d: VmiControllerDeps;
   /** VMI uid -> why its launcher refused the spec (terminal for that VMI). */
   readonly #syncFailures = new Map<string, string>();
+  /** Open migrations whose secret this process published as their target (dropped once they end). */
+  readonly #published = new Set<string>();
   /** VMI uid -> when this handler first saw its launcher missing during a migration (ms clock). */
   readonly #missingSince = new Map<string, number>();
 
@@ -78,7 +80,10 @@ export class VmiController {
     const live = view && !view.gone ? view : undefined;
     for (const d of duplicates) await this.#killDuplicate(d, ctx);
     tagReconcile(ctx.span, vmi, live?.info, node);
-    for (const action of planVmi(vmi, this.#facts(uid, view), live?.info, node)) {
+    const ms = vmi.status?.migrationState;
+    if (ms?.migrationUid && (ms.completed || ms.failed)) this.#published.delete(ms.migrationUid);
+    const secretPublished = !!ms?.migrationUid && this.#published.has(ms.migrationUid);
+    for (const action of planVmi(vmi, this.#facts(uid, view), live?.info, node, { secretPublished })) {
       await commandSpan(action.kind, vmi, () => this.#apply(action, vmi, view, ctx));
     }
     const facts = this.#facts(uid, view);
@@ -159,11 +164,20 @@ export class VmiController {
         await client.cancelMigration({ migrationUid: action.migrationUid });
         return;
       case "prepare-target": {
-        const target = await client.prepareTarget(
-          { migrationUid: action.migrationUid, vmi: vmi },
-          { timeoutMs: 30_000 },
-        );
+        const again = view.info.state !== "NoDomain";
+        const target = await client
+          .prepareTarget({ migrationUid: action.migrationUid, vmi: vmi }, { timeoutMs: 30_000 })
+          .catch((error: unknown) => {
+            // Asking a prepared target again is a recovery step: a launcher that will not answer it twice must not
+            // stop the rest of this reconcile (the status of the migration) forever.
+            if (!again || !(error instanceof LauncherRpcError) || error.code !== "Conflict") throw error;
+            ctx.logger.warn({ reason: error.message }, "the prepared target did not repeat its answer");
+            this.#published.add(action.migrationUid);
+            return undefined;
+          });
+        if (!target) return;
         await this.#d.secrets.publish(vmi, action.migrationUid, target.secret);
+        this.#published.add(action.migrationUid);
         view.info = await client.info();
         return;
       }

@@ -9,6 +9,8 @@
  *     migrationState open, target published        -> migrate (options from migrationConfiguration)
  *   target side (migrationState.targetNode == me, not yet the owner):
  *     target launcher NoDomain, migration open     -> prepare-target
+ *     target launcher Ready, its secret not published
+ *       by this handler process (it restarted)     -> prepare-target again (the launcher answers the same)
  *     migration failed/aborted, launcher waiting   -> kill the target launcher
  */
 import { DEFAULT_GRACE_PERIOD_SECONDS, type VirtualMachineInstance } from "@kvt/api";
@@ -32,15 +34,22 @@ export type HandlerAction =
   | { readonly kind: "prepare-target"; readonly on: "target"; readonly migrationUid: string }
   | { readonly kind: "kill"; readonly on: "target" };
 
+/** What the handler process remembers that the status does not say. */
+export interface PlanMemory {
+  /** This process published the migration secret of the open migration (default true). */
+  readonly secretPublished?: boolean;
+}
+
 /** Plans the actions for `vmi` on node `nodeName`. */
 export function planVmi(
   vmi: VirtualMachineInstance,
   source: LauncherFacts,
   target: DomainInfo | undefined,
   nodeName: string,
+  memory: PlanMemory = {},
 ): HandlerAction[] {
   if (ownsVmi(vmi, nodeName)) return planSource(vmi, source);
-  return planTarget(vmi, target, nodeName);
+  return planTarget(vmi, target, nodeName, memory.secretPublished ?? true);
 }
 
 function planSource(vmi: VirtualMachineInstance, source: LauncherFacts): HandlerAction[] {
@@ -75,12 +84,23 @@ function planSource(vmi: VirtualMachineInstance, source: LauncherFacts): Handler
   ];
 }
 
-function planTarget(vmi: VirtualMachineInstance, target: DomainInfo | undefined, nodeName: string): HandlerAction[] {
+function planTarget(
+  vmi: VirtualMachineInstance,
+  target: DomainInfo | undefined,
+  nodeName: string,
+  secretPublished: boolean,
+): HandlerAction[] {
   const ms = vmi.status?.migrationState;
   if (!ms?.migrationUid || ms.targetNode !== nodeName || !target) return [];
   const over = ms.failed === true || ms.abortRequested === true;
   if (over)
     return target.state === "IncomingMigration" || target.state === "NoDomain" ? [{ kind: "kill", on: "target" }] : [];
   if (ms.completed) return [];
-  return target.state === "NoDomain" ? [{ kind: "prepare-target", on: "target", migrationUid: ms.migrationUid }] : [];
+  const prepare: HandlerAction = { kind: "prepare-target", on: "target", migrationUid: ms.migrationUid };
+  if (target.state === "NoDomain") return [prepare];
+  // Prepared before this handler (re)started: it may have died between the launcher's answer and publishing the
+  // secret, and the source cannot connect without it. A repeated prepare gets the same listener and secret.
+  const m = target.migration;
+  const waiting = target.state === "IncomingMigration" && m?.migrationUid === ms.migrationUid && m.phase === "Ready";
+  return waiting && !secretPublished ? [prepare] : [];
 }
