@@ -56,9 +56,12 @@ export class KubeletNetwork {
     return { ...plan, argv: inSandbox(plan.argv, sandbox), env: { ...plan.env, POD_IP: sandbox.ips[0] } };
   }
 
-  /** The pod's addresses (status.podIPs), or undefined while it has no sandbox. */
+  /**
+   * The pod's addresses (status.podIPs), or undefined while it has no sandbox. A pod an earlier kubelet wired keeps
+   * its recorded addresses until attach() has checked the sandbox, so its status never flips to another address.
+   */
   podIPs(uid: string): readonly string[] | undefined {
-    return this.#sandboxes.get(uid)?.ips;
+    return this.#sandboxes.get(uid)?.ips ?? this.#network.recordedIps(uid);
   }
 
   /** Tears the pod's sandbox down once its containers have stopped. Idempotent. */

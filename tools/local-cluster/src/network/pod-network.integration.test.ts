@@ -16,6 +16,7 @@ import {
   type PodNetworkConfig,
   removePodNetwork,
 } from "./cluster-network.ts";
+import { KubeletNetwork } from "./kubelet-network.ts";
 import { inSandbox, PodNetwork, type PodSandbox } from "./pod-network.ts";
 
 const root = process.getuid?.() === 0;
@@ -116,5 +117,35 @@ describe.runIf(root)("pod network (real CNI plugins, root)", () => {
     expect(await namespacesWithPrefix(config.netnsPrefix)).toEqual([]);
     expect(await linkExists(config.bridge)).toBe(false);
     expect(existsSync(join(config.stateDir, "ipam"))).toBe(false);
+  });
+});
+
+describe.runIf(root)("a restarted kubelet (real CNI plugins, root)", () => {
+  let restartDir: string;
+  let restartConfig: PodNetworkConfig;
+  beforeAll(async () => {
+    restartDir = mkdtempSync(join(tmpdir(), "kvt-podnet-restart-"));
+    restartConfig = await createPodNetwork(restartDir, ["node01"], () => undefined);
+  });
+  afterAll(async () => {
+    if (restartConfig) await removePodNetwork(restartConfig);
+    rmSync(restartDir, { recursive: true, force: true });
+  });
+
+  it("reports a pod's recorded addresses before it re-checks the sandbox, then adopts it unchanged", async () => {
+    const pod = {
+      metadata: { uid: "0000-eeee", namespace: "default", name: "e" },
+      spec: { containers: [{ name: "c", command: ["/usr/bin/virt-launcher"] }] },
+    };
+    const first = new KubeletNetwork(restartConfig, "node01");
+    await first.attach(pod);
+    const ips = first.podIPs("0000-eeee");
+    expect(ips?.[0]).toMatch(/^10\./);
+    const restarted = new KubeletNetwork(restartConfig, "node01"); // a new kubelet process: nothing in memory
+    expect(restarted.podIPs("0000-eeee")).toEqual(ips);
+    await restarted.attach(pod);
+    expect(restarted.podIPs("0000-eeee")).toEqual(ips);
+    await restarted.detach("0000-eeee");
+    expect(restarted.podIPs("0000-eeee")).toBeUndefined();
   });
 });

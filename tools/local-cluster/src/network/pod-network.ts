@@ -161,6 +161,15 @@ export class PodNetwork {
     if (failure) throw failure;
   }
 
+  /**
+   * The addresses of the pod's sandbox as a kubelet (this one or an earlier one) recorded them, without touching
+   * the namespace: what a restarted kubelet reports before it has checked the sandbox again.
+   */
+  recordedIps(uid: string): string[] | undefined {
+    const cached = this.#readCache(uid);
+    return cached ? ipsOf(cached.result) : undefined;
+  }
+
   #cacheFile(uid: string): string {
     return join(this.#config.stateDir, "pods", `${uid}.json`);
   }
