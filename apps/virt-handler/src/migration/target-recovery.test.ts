@@ -56,6 +56,22 @@ describe("planVmi on a migration target after a handler restart", () => {
       [{ kind: "kill", on: "target" }],
     ],
     ["a fresh target launcher: prepare", vmi(), target("NoDomain"), true, prepare],
+    // While the VMI still names the source, a target that runs the guest is never killed, whatever else it says.
+    [
+      "failed, yet the guest runs here: not killed",
+      vmi({ failed: true }),
+      target("Running", { phase: "Succeeded" }),
+      true,
+      [],
+    ],
+    [
+      "abort requested too late: not killed",
+      vmi({ abortRequested: true }),
+      target("Running", { phase: "Succeeded" }),
+      true,
+      [],
+    ],
+    ["paused guest arrived: not killed", vmi({ failed: true }), target("Paused", { phase: "Succeeded" }), true, []],
   ])("%s", (_name, v, t, secretPublished, expected) => {
     expect(planVmi(v, { registrySynced: true }, t, TARGET, { secretPublished })).toEqual(expected);
   });
