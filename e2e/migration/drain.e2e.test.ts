@@ -70,6 +70,17 @@ describe("kubectl drain of a node running VMs", () => {
       return lines.size > 1 ? Math.max(...lines.keys()) : undefined;
     }, CLUSTER_WAIT);
 
+    // Only these two VMs' launchers may be on the node (another file's leftovers would be drained too).
+    await eventually(
+      async () => {
+        const args = ["get", "pods", "-A", "--field-selector", `spec.nodeName=${drained}`, "-o", "json"];
+        const pods = JSON.parse(await kubectlOk(kubeconfig, args)) as { items: { metadata: { name: string } }[] };
+        const foreign = pods.items.map((p) => p.metadata.name).filter((n) => !/^virt-launcher-e2e-drain-/.test(n));
+        expect(foreign).toEqual([]);
+        return true;
+      },
+      { ...CLUSTER_WAIT, what: `no other pods on ${drained}` },
+    );
     const started = Date.now();
     const drain = await kubectl(
       kubeconfig,
