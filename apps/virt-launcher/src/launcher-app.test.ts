@@ -167,4 +167,11 @@ describe("virt-launcher over launcher-rpc", () => {
     expect((await client.info()).migration).toMatchObject({ role: "target", phase: "Succeeded" });
     expect(transitions()).toEqual(["snapshot", "incoming-ready", "incoming-completed"]);
   });
+
+  it("a repeated prepare (its handler restarted before publishing the secret) gets the same answer", async () => {
+    const first = await client.prepareTarget({ migrationUid: "m4", vmi: vmi });
+    await expect(client.prepareTarget({ migrationUid: "m4", vmi: vmi })).resolves.toEqual(first);
+    expect(machine.calls.filter((c) => c === "prepareIncoming")).toHaveLength(1);
+    await expect(client.prepareTarget({ migrationUid: "m5", vmi: vmi })).rejects.toMatchObject({ code: "Conflict" });
+  });
 });

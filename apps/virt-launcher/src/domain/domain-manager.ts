@@ -87,6 +87,8 @@ export class DomainManager implements LauncherService {
   #reason: string | undefined;
   #startedAt: string | undefined;
   #migration: MigrationInfo | undefined;
+  /** The prepared incoming migration and its answer (listener and one-time secret), for a repeated prepare. */
+  #prepared: { readonly migrationUid: string; readonly target: MigrationTargetAddress } | undefined;
   /** Spans of the incoming migration (target side), until the guest runs here. */
   #incomingTrace: TargetMigrationTrace | undefined;
   #memoryBytes = 0;
@@ -186,11 +188,17 @@ export class DomainManager implements LauncherService {
     if (this.#state !== "NoDomain" && this.#state !== "IncomingMigration") {
       throw new LauncherRpcError("Conflict", `cannot receive a migration with a ${this.#state} domain`);
     }
+    if (this.#prepared) {
+      // A handler that restarted before it published the answer asks again: the same listener, the same secret.
+      if (this.#prepared.migrationUid === request.migrationUid) return this.#prepared.target;
+      throw new LauncherRpcError("Conflict", `already receiving migration ${this.#prepared.migrationUid}`);
+    }
     const built = await this.#build(request.vmi, "target");
     this.#migration = { migrationUid: request.migrationUid, role: "target", phase: "Preparing" };
     this.#incomingTrace = new TargetMigrationTrace(request.migrationUid);
     this.#state = "IncomingMigration";
     const target = await asConflict(built.machine.prepareIncoming());
+    this.#prepared = { migrationUid: request.migrationUid, target };
     this.#migration = {
       ...this.#migration,
       phase: "Ready",
