@@ -122,4 +122,19 @@ describe("schedulePod()", () => {
     });
     expect(schedulePod(tolerant, { nodes, boundPods: [] }, parse)).toEqual({ nodeName: "node01" });
   });
+
+  it("keeps pods off a cordoned node (spec.unschedulable and its taint) unless they tolerate the taint", () => {
+    const cordoned = node("node01", {
+      unschedulable: true,
+      taints: [{ key: "node.kubernetes.io/unschedulable", effect: "NoSchedule" }],
+    });
+    expect(schedulePod(pod("p"), { nodes: [cordoned], boundPods: [] }, parse)).toEqual({
+      unschedulable: "0/1 nodes are available: 1 node(s) were unschedulable.",
+    });
+    const tolerant = pod("q", {
+      tolerations: [{ key: "node.kubernetes.io/unschedulable", operator: "Exists", effect: "NoSchedule" }],
+    });
+    expect(schedulePod(tolerant, { nodes: [cordoned], boundPods: [] }, parse)).toEqual({ nodeName: "node01" });
+    expect(schedulePod(pod("r"), { nodes: [node("node01")], boundPods: [] }, parse)).toEqual({ nodeName: "node01" });
+  });
 });
