@@ -160,6 +160,9 @@ await main({
       };
       signal.addEventListener("abort", onTerm, { once: true });
       const outcome = await app.finished;
+      // No guest here any more (shut down, crashed or migrated away): a launcher of the same VMI may start (a
+      // migration back to this node) while this one finishes exiting.
+      lock.release();
       signal.removeEventListener("abort", onTerm);
       log.info({ outcome }, "guest gone; launcher exiting");
       await app.close();
