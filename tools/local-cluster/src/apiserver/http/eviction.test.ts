@@ -211,6 +211,9 @@ spec:
       const s = (await json(["get", "pdb", "web"])).status;
       return s?.expectedPods === 2 ? s : undefined;
     });
+    const table = await k.run(["get", "pdb", "web"]);
+    expect(table.stdout.split("\n")[0]).toMatch(/^NAME\s+MIN AVAILABLE\s+MAX UNAVAILABLE\s+ALLOWED DISRUPTIONS\s+AGE$/);
+    expect(table.stdout.split("\n")[1]).toMatch(/^web\s+1\s+N\/A\s+1\s+/);
     expect(status).toMatchObject({
       currentHealthy: 2,
       desiredHealthy: 1,

@@ -155,6 +155,16 @@ const DAEMONSET: PrinterColumn[] = [
   AGE,
 ];
 
+const intOrPercent = (v: unknown): string =>
+  typeof v === "number" ? String(v) : typeof v === "string" && v !== "" ? v : "N/A";
+
+const PDB: PrinterColumn[] = [
+  col("Min Available", (o) => intOrPercent(obj(o.spec).minAvailable)),
+  col("Max Unavailable", (o) => intOrPercent(obj(o.spec).maxUnavailable)),
+  col("Allowed Disruptions", (o) => Number(obj(o.status).disruptionsAllowed ?? 0), 0, "integer"),
+  AGE,
+];
+
 const EVENT: PrinterColumn[] = [
   col("Last Seen", (o, now) =>
     ageOf(o.lastTimestamp ?? o.eventTime ?? o.firstTimestamp ?? o.metadata.creationTimestamp, now),
@@ -184,6 +194,7 @@ export const BUILTIN_COLUMNS: ReadonlyMap<string, readonly PrinterColumn[]> = ne
     ["core/serviceaccounts", [col("Secrets", (o) => arr(o.secrets).length, 0, "integer"), AGE]],
     ["core/events", EVENT],
     ...STORAGE_COLUMNS,
+    ["policy/poddisruptionbudgets", PDB],
     ["apps/deployments", DEPLOYMENT],
     ["apps/daemonsets", DAEMONSET],
     ["coordination.k8s.io/leases", [col("Holder", (o) => str(obj(o.spec).holderIdentity) ?? ""), AGE]],
