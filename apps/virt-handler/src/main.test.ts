@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import pkg from "../package.json" with { type: "json" };
 
@@ -9,5 +9,14 @@ describe("virt-handler main", () => {
     const out = execFileSync(process.execPath, [mainPath, "--help"], { encoding: "utf8" });
     expect(out).toContain(`virt-handler ${pkg.version}:`);
     expect(out).toMatch(/^Usage: virt-handler /m);
+  }, 60_000);
+
+  it("refuses to start without its TLS material: console and pause never go over plain HTTP", () => {
+    const r = spawnSync(process.execPath, [mainPath, "--node-name", "node01", "--tls-cert", "x.crt"], {
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain("--tls-cert, --tls-key and --client-ca are required");
   }, 60_000);
 });
