@@ -131,6 +131,14 @@ describe("admission of pods/eviction", () => {
     );
   });
 
+  it("leaves the pod untouched when the Eviction's preconditions do not hold", async () => {
+    expect((await call(api, "POST", PODS, pod("kept"))).code).toBe(201);
+    const r = await evict("kept", { deleteOptions: { preconditions: { uid: "not-its-uid" } } });
+    expect(r.code).toBe(409);
+    const got = (await call(api, "GET", `${PODS}/kept`)).body as { status?: { conditions?: unknown[] } };
+    expect(got.status?.conditions ?? []).not.toContainEqual(expect.objectContaining({ type: "DisruptionTarget" }));
+  });
+
   it("refuses an Eviction naming another pod", async () => {
     const r = await call(api, "POST", `${PODS}/web/eviction`, {
       apiVersion: "policy/v1",

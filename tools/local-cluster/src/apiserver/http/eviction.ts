@@ -226,6 +226,15 @@ async function markDisruptionTarget(c: SubresourceContext, name: string): Promis
   await committed;
 }
 
+/** False when deleteObject will refuse `opts` for `pod` (a precondition that does not hold, a bad grace period). */
+function deleteWouldProceed(pod: KubeObject, opts: DeleteOptions): boolean {
+  const pre = opts.preconditions;
+  if (pre?.uid && pre.uid !== pod.metadata.uid) return false;
+  if (pre?.resourceVersion && pre.resourceVersion !== pod.metadata.resourceVersion) return false;
+  const grace = opts.gracePeriodSeconds;
+  return grace === undefined || (Number.isInteger(grace) && grace >= 0);
+}
+
 /** The pods/eviction subresource handler. */
 export async function serveEviction(c: SubresourceContext): Promise<void> {
   if (c.req.method !== "POST") throw new ApiError(405, "MethodNotAllowed", "only POST is supported on pods/eviction");
@@ -236,7 +245,8 @@ export async function serveEviction(c: SubresourceContext): Promise<void> {
   const ctx = Array.isArray(opts.dryRun) && opts.dryRun[0] === "All" ? { ...c.ctx, dryRun: true } : c.ctx;
   const pod = c.svc.get(c.def, c.info.namespace, name).obj;
   if (!ignoresBudget(pod)) await consumeBudget(c, pod, ctx.dryRun);
-  if (!ctx.dryRun) await markDisruptionTarget(c, name);
+  // The condition goes on only when the delete will go through (kube-apiserver checks the preconditions first).
+  if (!ctx.dryRun && deleteWouldProceed(pod, opts)) await markDisruptionTarget(c, name);
   await deleteObject(c.svc, c.def, c.info.namespace, name, opts, ctx, { admit: false });
   sendJson(c.res, 201, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", code: 201 });
 }
