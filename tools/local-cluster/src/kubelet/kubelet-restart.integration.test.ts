@@ -63,7 +63,8 @@ function childOf(pid: number): number | undefined {
 }
 
 async function startFirstKubelet(): Promise<void> {
-  first = spawn(process.execPath, [RUN_NODE, api.kubeconfigPath, dataDir, NODE, STAND_IN], {
+  const runtime = jsRuntime(currentRuntimeName(), dir); // Deno needs `run -A`
+  first = spawn(runtime.execPath, [...runtime.execArgs, RUN_NODE, api.kubeconfigPath, dataDir, NODE, STAND_IN], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   const child = first;
