@@ -1,6 +1,6 @@
 // Real QEMU (TCG) with the real demo image: one boot shared by the console, pause/resume and migration tests.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -90,6 +90,9 @@ describe("QemuMachine (real QEMU, TCG, demo image)", { timeout: 240_000 }, () =>
     await sourceConsole.waitFor(new RegExp(`${MARKER}.*seed /dev/vda`), 120_000);
     await sourceConsole.waitFor(/printed from cloud-init userdata/, 60_000);
     expect(Buffer.from(source.consoleScrollback()).toString("latin1")).toContain(MARKER);
+    // The guest's monitor is the launcher user's only (issue 23): the socket 0600, its directory 0700.
+    expect(statSync(join(dir, "a", "qmp.sock")).mode & 0o777).toBe(0o600);
+    expect(statSync(join(dir, "a")).mode & 0o777).toBe(0o700);
   });
 
   it("answers echo hi on the serial console; the guest sees the firmware UUID and the meta-data hostname", async () => {
