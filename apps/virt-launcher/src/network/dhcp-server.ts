@@ -11,6 +11,8 @@ import { buildDhcpReply, type DhcpLease, parseDhcpRequest, replyType } from "./d
 export interface DhcpServer {
   /** Replies sent and datagrams dropped (malformed, another MAC, a message type it does not answer). */
   readonly counters: { replies: number; dropped: number };
+  /** Where it listens (port 67 unless a test asked for another). */
+  readonly address: { readonly port: number };
   close(): Promise<void>;
 }
 
@@ -52,6 +54,7 @@ export async function startDhcpServer(options: {
   });
   return {
     counters,
+    address: { port: socket.address().port },
     close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
   };
 }
