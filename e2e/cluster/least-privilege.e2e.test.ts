@@ -13,10 +13,10 @@ const kubeconfig = inject("kubeconfig");
 const dir = dirname(kubeconfig);
 const own = (name: string): string => join(dir, `kubeconfig-${name}`);
 
-/** `kubectl auth can-i` with a component's kubeconfig: "yes" or "no". */
+/** `kubectl auth can-i` with a component's kubeconfig: "yes" or "no" (kubectl may add " - <reason>"). */
 async function can(who: string, args: string[]): Promise<string> {
   const r = await kubectl(own(who), ["auth", "can-i", ...args]);
-  return r.stdout.trim();
+  return r.stdout.trim().split(" ")[0] ?? "";
 }
 
 describe("each component under its own identity, with least privilege", () => {
