@@ -13,7 +13,7 @@ afterEach(async () => {
 });
 
 /** A launcher that only answers /v1/info (and the event stream the registry follows). */
-async function fakeLauncher(dir: string, uid: string, delayFirstInfoMs = 0): Promise<LauncherServer> {
+async function fakeLauncher(dir: string, uid: string, delayFirstInfoMs = 0, slowAnswers = 1): Promise<LauncherServer> {
   const info: DomainInfo = {
     protocolVersion: "v1",
     vmi: { namespace: "default", name: uid, uid },
@@ -26,7 +26,7 @@ async function fakeLauncher(dir: string, uid: string, delayFirstInfoMs = 0): Pro
     // A busy launcher: its first answer comes after the registry's 2 s info deadline (the server awaits what the
     // GET handler returns; later calls, the event stream's snapshot among them, answer at once).
     info: (() =>
-      calls++ === 0 && delayFirstInfoMs > 0
+      calls++ < slowAnswers && delayFirstInfoMs > 0
         ? new Promise<DomainInfo>((r) => setTimeout(() => r(info), delayFirstInfoMs))
         : info) as () => DomainInfo,
   };
@@ -87,6 +87,29 @@ describe("LauncherRegistry", () => {
     expect(registry.synced).toBe(true);
     expect(registry.forVmi("cccc3333")).toHaveLength(1);
   });
+
+  it("is not synced while its retry of a busy launcher is still waiting for the answer", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-reg-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    // Busy for its first two answers: the registry's own retry (100 ms after the first deadline) is still asking
+    // when start() scans again, and that scan must not take "being asked" for "absent".
+    await fakeLauncher(dir, "dddd4444", 2500, 2);
+    const registry = new LauncherRegistry({ socketDirs: [dir], logger, onChange: () => {}, scanIntervalMs: 600_000 });
+    let done = false;
+    const started = registry.start().then(() => {
+      done = true;
+    });
+    cleanups.push(() => registry.stop());
+    const wrong: number[] = [];
+    const t0 = Date.now();
+    while (!done) {
+      if (registry.synced && registry.forVmi("dddd4444").length === 0) wrong.push(Date.now() - t0);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await started;
+    expect(wrong).toEqual([]);
+    expect(registry.forVmi("dddd4444")).toHaveLength(1);
+  }, 20_000);
 
   it("starts watching a socket directory that appears after it started", async () => {
     const parent = mkdtempSync(join(tmpdir(), "kvt-reg-"));

@@ -177,12 +177,15 @@ export class LauncherRegistry {
     }
     // New sockets, and sockets of launchers that went away and came back (a restarted container of the same pod).
     const fresh = found.filter((p) => (this.#views.get(p)?.gone ?? true) && !this.#probing.has(p));
+    // Sockets another scan is still asking (the retry after a slow answer): not answered yet, so not absent either.
+    const asked = found.filter((p) => (this.#views.get(p)?.gone ?? true) && this.#probing.has(p));
     const outcomes = await Promise.all(fresh.map(async (p) => ({ p, outcome: await this.#adopt(p) })));
     const ttl = this.#o.goneTtlMs ?? 5 * 60_000;
     for (const [path, view] of this.#views) {
       if (view.gone && Date.now() - (view.goneAt ?? 0) > ttl) this.#views.delete(path);
     }
-    return outcomes.filter((o) => o.outcome === "slow").map((o) => o.p);
+    const slow = outcomes.filter((o) => o.outcome === "slow").map((o) => o.p);
+    return [...slow, ...asked.filter((p) => !this.#views.has(p) || this.#views.get(p)?.gone === true)];
   }
 
   async #adopt(socketPath: string): Promise<AdoptOutcome> {
