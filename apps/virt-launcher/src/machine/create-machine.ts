@@ -13,7 +13,7 @@ import type { DomainInterface } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
 import { type HostVirt, nativeVmm, probeHostVirt, type Vmm } from "@kvt/vmm";
 import type { BuiltMachine } from "../domain/domain-manager.ts";
-import { POD_INTERFACE } from "../network/masquerade-plan.ts";
+import { nicNeedsQemu, POD_INTERFACE } from "../network/masquerade-plan.ts";
 import { disksNeedQemu } from "../vmi/disks.ts";
 import { chooseBackend, type UseEmulation } from "./backend-choice.ts";
 import { type MachineDisk, type MachineSpec, MachineUnsupportedError } from "./machine.ts";
@@ -79,7 +79,7 @@ export function wiredInterfaces(spec: MachineSpec, podIp: string | undefined): D
 function backendFactory(options: MachineFactoryOptions): MachineFactory {
   return async (spec) => {
     const host = options.host ?? probeHostVirt();
-    const needsQemu = disksNeedQemu(spec.disks ?? []);
+    const needsQemu = disksNeedQemu(spec.disks ?? []) ?? nicNeedsQemu(spec.podNetwork);
     const choice = chooseBackend(options.useEmulation, host, {
       pvmSafe: spec.boot.pvmSafe,
       ...(needsQemu ? { needsQemu } : {}),
@@ -143,7 +143,7 @@ async function withPodNics(spec: MachineSpec, logger: Logger): Promise<MachineSp
     throw err;
   });
   const nic = await wired;
-  return { ...spec, nics: [{ tap: nic.tap, mac: nic.mac }] };
+  return { ...spec, nics: [{ tap: nic.tap, mac: nic.mac, model: spec.podNetwork.model }] };
 }
 
 /** The pod's wiring: one per launcher process (a VMI has one pod interface; a retry reuses it). */

@@ -107,6 +107,8 @@ export interface MachineSpec {
 export interface MachineNic {
   readonly tap: string;
   readonly mac: string;
+  /** KubeVirt's model (default virtio); the native VMM has virtio only. */
+  readonly model?: string;
 }
 
 /** Observable state of the guest. */

@@ -5,6 +5,7 @@ import {
   MasqueradeError,
   masqueradeAddresses,
   masqueradeRuleset,
+  nicNeedsQemu,
   parseResolvConf,
   planMasquerade,
 } from "./masquerade-plan.ts";
@@ -22,6 +23,7 @@ describe("planMasquerade()", () => {
     const plan = planMasquerade(vmi({ masquerade: {} }))!;
     expect(plan).toEqual({
       name: "default",
+      model: "virtio",
       mac: generatedMac("u-1", "default"),
       gateway: "10.0.2.1",
       guestIp: "10.0.2.2",
@@ -50,6 +52,9 @@ describe("planMasquerade()", () => {
       ],
     });
     expect(planMasquerade(vmi({ bridge: {} }))).toBeUndefined();
+    expect(() => planMasquerade(vmi({ masquerade: {}, model: "virtio-foo" }))).toThrow(
+      'interface default has an unsupported model "virtio-foo"',
+    );
     expect(() => masqueradeAddresses("10.0.0.0/31")).toThrow(MasqueradeError);
   });
 });
@@ -120,5 +125,15 @@ describe("wiredInterfaces()", () => {
         queueCount: 1,
       },
     ]);
+  });
+});
+
+describe("nicNeedsQemu()", () => {
+  it("sends a non-virtio model to QEMU (KubeVirt's models), virtio stays on our VMM", () => {
+    expect(nicNeedsQemu(planMasquerade(vmi({ masquerade: {} })))).toBeUndefined();
+    expect(nicNeedsQemu(planMasquerade(vmi({ masquerade: {}, model: "e1000" })))).toBe(
+      "interface default (model e1000) needs a device only QEMU provides",
+    );
+    expect(nicNeedsQemu(undefined)).toBeUndefined();
   });
 });

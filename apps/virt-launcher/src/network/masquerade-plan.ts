@@ -24,12 +24,24 @@ export interface MasqueradePlan {
   /** The interface's name in the VMI (`default`). */
   readonly name: string;
   readonly mac: string;
+  /** The NIC model (`interfaces[].model`, default virtio); only QEMU provides the others. */
+  readonly model: NicModel;
   readonly gateway: string;
   readonly guestIp: string;
   readonly prefixLength: number;
   /** Only these are forwarded to the guest when given (`interfaces[].ports`). */
   readonly ports?: readonly { readonly protocol: "tcp" | "udp"; readonly port: number }[];
   readonly hostname: string;
+}
+
+/** KubeVirt's interface models; QEMU has a device of each name (virtio is virtio-net-pci). */
+export const NIC_MODELS = ["virtio", "e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139"] as const;
+export type NicModel = (typeof NIC_MODELS)[number];
+
+/** Why the NIC needs QEMU (a model our VMM does not have), or undefined. */
+export function nicNeedsQemu(plan: MasqueradePlan | undefined): string | undefined {
+  if (!plan || plan.model === "virtio") return undefined;
+  return `interface ${plan.name} (model ${plan.model}) needs a device only QEMU provides`;
 }
 
 /** A VMI the masquerade binding cannot wire; `message` names the field. */
@@ -50,8 +62,12 @@ export function planMasquerade(vmi: VirtualMachineInstance): MasqueradePlan | un
     protocol: (p.protocol ?? "TCP").toLowerCase() === "udp" ? ("udp" as const) : ("tcp" as const),
     port: p.port,
   }));
+  const model = (iface.model ?? "virtio") as NicModel;
+  if (!NIC_MODELS.includes(model))
+    throw new MasqueradeError(`interface ${iface.name} has an unsupported model "${iface.model}"`);
   return {
     name: iface.name,
+    model,
     mac: normalizeMac(iface.macAddress) ?? generatedMac(vmi.metadata?.uid ?? vmi.metadata?.name ?? "", iface.name),
     gateway,
     guestIp,

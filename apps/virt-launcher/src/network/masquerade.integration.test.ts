@@ -34,6 +34,7 @@ function podNamespace(): string {
 
 const plan = (ports?: MasqueradePlan["ports"]): MasqueradePlan => ({
   name: "default",
+  model: "virtio",
   mac: "02:00:00:aa:bb:cc",
   gateway: "10.0.2.1",
   guestIp: "10.0.2.2",

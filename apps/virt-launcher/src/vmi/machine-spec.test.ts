@@ -180,6 +180,14 @@ describe("toMachineSpec", () => {
       "spec.domain.firmware.kernelBoot.container",
     ],
     [
+      "a pod interface model KubeVirt does not have",
+      (v: VirtualMachineInstance) => {
+        v.spec.domain.devices.interfaces = [{ name: "default", masquerade: {}, model: "virtio-foo" }];
+        v.spec.networks = [{ name: "default", pod: {} }];
+      },
+      "spec.domain.devices.interfaces",
+    ],
+    [
       "nothing bootable",
       (v: VirtualMachineInstance) => {
         v.spec.volumes = [];

@@ -15,7 +15,7 @@
  */
 import { tryParseQuantity, type VirtualMachineInstance } from "@kvt/api";
 import type { BootSource, MachineSpec } from "../machine/machine.ts";
-import { planMasquerade } from "../network/masquerade-plan.ts";
+import { MasqueradeError, type MasqueradePlan, planMasquerade } from "../network/masquerade-plan.ts";
 import { copiedOnMigration, planDisks, prepareDisks, type VolumeMount } from "./disks.ts";
 import { fileInImage, ImageNotFoundError, type ImageResolver } from "./image-store.ts";
 
@@ -60,9 +60,9 @@ export function toMachineSpec(vmi: VirtualMachineInstance, ctx: SpecContext): Ma
     { resolveImage: ctx.resolveImage, mounts: ctx.mounts ?? [], workDir: ctx.workDir },
     causes,
   );
+  const podNetwork = podNetworkOf(vmi, causes);
   if (causes.length > 0 || memoryBytes === undefined || boot === undefined) throw new SpecError(causes);
   const uuid = vmi.spec?.domain?.firmware?.uuid;
-  const podNetwork = planMasquerade(vmi);
   return {
     vmiKey: `${vmi.metadata?.namespace ?? "default"}/${vmi.metadata?.name ?? ""}`,
     // An image that cannot boot in what the VMI asks for (the seed's 64M with a stock Debian kernel) gets its minimum.
@@ -196,4 +196,15 @@ function bootOf(vmi: VirtualMachineInstance, ctx: SpecContext, causes: SpecCause
 function messageOf(error: unknown): string {
   if (error instanceof ImageNotFoundError || error instanceof Error) return error.message;
   return String(error);
+}
+
+/** The pod interface's masquerade plan; a field it cannot wire becomes a cause. */
+function podNetworkOf(vmi: VirtualMachineInstance, causes: SpecCause[]): MasqueradePlan | undefined {
+  try {
+    return planMasquerade(vmi);
+  } catch (error) {
+    if (!(error instanceof MasqueradeError)) throw error;
+    causes.push({ field: "spec.domain.devices.interfaces", message: error.message });
+    return undefined;
+  }
 }

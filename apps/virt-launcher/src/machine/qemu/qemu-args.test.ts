@@ -64,6 +64,12 @@ describe("qemuArgs() NICs", () => {
     const args = qemuArgs({ ...spec, nics }, { qmpSocket: "/w/qmp.sock" }, { machineType: "pc", incoming: false });
     expect(after(args, "-netdev")).toBe("tap,id=net0,ifname=tap0,script=no,downscript=no");
     expect(args).toContain("virtio-net-pci,netdev=net0,mac=02:11:22:33:44:55");
+    const e1000 = qemuArgs(
+      { ...spec, nics: [{ ...nics[0], model: "e1000" }] },
+      { qmpSocket: "/w/qmp.sock" },
+      { machineType: "pc", incoming: false },
+    );
+    expect(e1000).toContain("e1000,netdev=net0,mac=02:11:22:33:44:55");
     expect(() =>
       qemuArgs({ ...spec, nics }, { qmpSocket: "/w/qmp.sock" }, { machineType: "microvm", incoming: false }),
     ).toThrow(/NICs need the pc machine type/);

@@ -87,7 +87,8 @@ export function qemuArgs(spec: MachineSpec, paths: QemuPaths, options: QemuArgOp
   // virtio-net on the tap the launcher wired in the pod (network/masquerade.ts); QEMU only opens it.
   (spec.nics ?? []).forEach((nic, i) => {
     args.push("-netdev", `tap,id=net${i},ifname=${optionValue(nic.tap)},script=no,downscript=no`);
-    args.push("-device", `virtio-net-pci,netdev=net${i},mac=${nic.mac}`);
+    const device = !nic.model || nic.model === "virtio" ? "virtio-net-pci" : nic.model;
+    args.push("-device", `${device},netdev=net${i},mac=${nic.mac}`);
   });
   // A source starts paused (QMP connects, then `cont`); a target runs by itself once the incoming stream completes.
   if (options.incoming) args.push("-incoming", "defer");
