@@ -186,6 +186,25 @@ describe("a process-kubelet restarted after SIGKILL", () => {
     await core.deleteNamespacedPod({ name: "exited", namespace: "default", gracePeriodSeconds: 0 });
   }, 60_000);
 
+  it("removes the directory of a pod that had finished before the restart once the pod is deleted", async () => {
+    dataDir = join(dir, "finished");
+    await startFirstKubelet();
+    const pod = await runningPod("finished");
+    const uid = pod.metadata!.uid!;
+    writeFileSync(join(dataDir, "pods", uid, "exit-now"), "0");
+    await eventually("the pod to succeed", async () => {
+      const p = await core.readNamespacedPod({ name: "finished", namespace: "default" });
+      return p.status?.phase === "Succeeded" ? true : undefined;
+    });
+    await killFirstKubelet();
+    await startSecondKubelet();
+    expect(existsSync(join(dataDir, "pods", uid))).toBe(true); // its logs stay while the pod exists
+    await core.deleteNamespacedPod({ name: "finished", namespace: "default", gracePeriodSeconds: 0 });
+    await eventually("its directory to be removed", async () =>
+      existsSync(join(dataDir, "pods", uid)) ? undefined : true,
+    );
+  }, 60_000);
+
   it("ends the launcher (and its guest) of a pod deleted while it was down, and removes the pod's files", async () => {
     dataDir = join(dir, "orphan");
     await startFirstKubelet();

@@ -14,7 +14,7 @@
  *                                            the pod directory; never a second copy), end those whose pod is gone
  *                                            and remove their directories, sockets and locks (node-reaper.ts)
  */
-import { mkdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import {
   type CoreV1Api,
@@ -28,7 +28,7 @@ import type { Logger } from "@kvt/observability";
 import { makeInformer } from "../cluster/informer.ts";
 import type { KubeletNetwork } from "../network/kubelet-network.ts";
 import { ContainerProcess } from "./container-process.ts";
-import type { ContainerRecord } from "./container-records.ts";
+import { type ContainerRecord, readRecords } from "./container-records.ts";
 import { type ContainerPlan, planContainer, type ResolvedVolume, type RuntimeLayout } from "./container-spec.ts";
 import { CONTAINER_LOG_MAX_BYTES, rotateLog } from "./log-rotation.ts";
 import { endContainers, recordedPods, removeStaleSockets } from "./node-reaper.ts";
@@ -473,7 +473,17 @@ export class Kubelet {
   #gone(pod: V1Pod): void {
     const uid = pod.metadata?.uid;
     const running = uid ? this.#pods.get(uid) : undefined;
-    if (!running) return;
+    if (!running) {
+      // A pod this kubelet did not run (it had finished before a restart): its directory still goes with it.
+      const dir = uid ? this.podDir(uid) : "";
+      if (uid && pod.spec?.nodeName === this.#o.nodeName && !this.#recorded?.has(uid) && existsSync(dir)) {
+        void endContainers(readRecords(dir).values()).then(() => {
+          if (!this.#pods.has(uid)) rmSync(dir, { recursive: true, force: true });
+          this.#sweepSockets(0);
+        });
+      }
+      return;
+    }
     this.#pods.delete(uid!);
     void this.#stopContainers(running, 0).then(() => {
       rmSync(running.dir, { recursive: true, force: true });
