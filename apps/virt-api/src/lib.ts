@@ -23,7 +23,13 @@ export {
 /** Typed KubeVirt operations through the API server, as one user. */
 export { type ClusterClient, RestClusterClient } from "./kube/cluster-client.ts";
 /** The impersonating HTTP transport to the API server. */
-export { HttpTransport, type RestTransport, type UserInfo } from "./kube/rest.ts";
+export {
+  HttpTransport,
+  type RestTransport,
+  serviceAccountUser,
+  type UserInfo,
+  VIRT_API_SERVICE_ACCOUNT,
+} from "./kube/rest.ts";
 /** MutatingWebhookConfiguration, ValidatingWebhookConfiguration and APIService objects. */
 export {
   apiServices,
@@ -41,3 +47,5 @@ export { virtApiMetrics } from "./server/metrics.ts";
 export { type RunningServer, startVirtApiServer, type VirtApiServerOptions } from "./server/server.ts";
 /** The webhooks by path. */
 export { webhookRoutes } from "./webhooks/admitters.ts";
+/** Instancetype and preference lookups through the API server (the instancetype webhooks, expand-spec). */
+export { RestInstancetypeReader } from "./webhooks/instancetype-admitters.ts";

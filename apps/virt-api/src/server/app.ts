@@ -40,7 +40,8 @@ import {
 import { type Admitter, BadReviewError, parseReview, reviewResponse } from "../webhooks/admission.ts";
 import type { InstancetypeReader } from "../webhooks/instancetype-admitters.ts";
 import { callerIdentity, IdentityError, type RequestHeaderAuth } from "./identity.ts";
-import { readJson } from "./json-body.ts";
+import { MAX_ADMISSION_REVIEW_BYTES, readJson } from "./json-body.ts";
+import { optionsProblem } from "./options-decode.ts";
 import { type Route, route } from "./routes.ts";
 
 /** What the app needs; the composition root wires real clients, tests wire fakes. */
@@ -99,11 +100,13 @@ function sendStatus(res: ServerResponse, status: Status): void {
   sendJson(res, status.code, status);
 }
 
-function options<T>(body: unknown): T {
+function options<T>(body: unknown, action: string): T {
   if (body === undefined) return {} as T;
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     throw new ApiError(badRequest("Can not unmarshal Request body to struct, error: expected a JSON object"));
   }
+  const problem = optionsProblem(action, body as Record<string, unknown>);
+  if (problem) throw new ApiError(badRequest(problem));
   return body as T;
 }
 
@@ -227,7 +230,7 @@ export class VirtApiApp {
     if (!contentType.startsWith("application/json")) {
       throw new ApiError(badRequest(`contentType=${contentType}, expect application/json`));
     }
-    const review = parseReview(await readJson(req));
+    const review = parseReview(await readJson(req, MAX_ADMISSION_REVIEW_BYTES));
     const admitter = this.#deps.webhooks[path];
     if (!admitter) throw new ApiError(pathNotFound(path));
     const result = await admitter(review);
@@ -255,15 +258,15 @@ export class VirtApiApp {
       name: r.name,
       user: user?.username,
     });
-    if (r.action === "start") await startVm(t, options(body));
-    else if (r.action === "stop") await stopVm(t, options(body));
-    else if (r.action === "restart") await restartVm(t, options(body));
+    if (r.action === "start") await startVm(t, options(body, r.action));
+    else if (r.action === "stop") await stopVm(t, options(body, r.action));
+    else if (r.action === "restart") await restartVm(t, options(body, r.action));
     else {
       // The VMIM carries this request's span as its parent: the whole migration joins this trace.
       const traceparent = traceparentOf() ?? req.headers.traceparent;
       await migrateVm(
         t,
-        options(body),
+        options(body, r.action),
         typeof traceparent === "string" ? { "kubevirt.io/traceparent": traceparent } : undefined,
       );
     }
@@ -277,8 +280,8 @@ export class VirtApiApp {
     const body = await readJson(req);
     const t = { client: this.#deps.clientFor(user), handler: this.#deps.handler, namespace: r.namespace, name: r.name };
     if (r.action === "guestosinfo") return sendJson(res, 200, await guestOsInfo(t));
-    if (r.action === "pause") await pauseVmi(t, options(body));
-    else if (r.action === "unpause") await unpauseVmi(t, options(body));
+    if (r.action === "pause") await pauseVmi(t, options(body, r.action));
+    else if (r.action === "unpause") await unpauseVmi(t, options(body, r.action));
     else await softRebootVmi(t);
     this.#deps.logger.info(
       { kind: "VirtualMachineInstance", namespace: r.namespace, name: r.name, action: r.action },

@@ -7,32 +7,42 @@ import type { IncomingMessage } from "node:http";
 import { exceedsDepth, MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES } from "@kvt/api";
 import { ApiError, badRequest, type Status } from "../kube/status.ts";
 
+/**
+ * The limit of an AdmissionReview body: it carries the object and the old object, each as large as the API server
+ * accepts in a request, plus the envelope. Refusing less would fail the API server's webhook call (a 500 there) for
+ * an object it was right to accept (found by the API fuzz lane: a 3 MiB apply answered "read ECONNRESET").
+ */
+export const MAX_ADMISSION_REVIEW_BYTES = 3 * MAX_REQUEST_BODY_BYTES;
+
 /** 413 RequestEntityTooLarge with kube-apiserver's message. */
-export function bodyTooLarge(): Status {
+export function bodyTooLarge(limit = MAX_REQUEST_BODY_BYTES): Status {
   return {
     kind: "Status",
     apiVersion: "v1",
     metadata: {},
     status: "Failure",
-    message: `Request entity too large: limit is ${MAX_REQUEST_BODY_BYTES}`,
+    message: `Request entity too large: limit is ${limit}`,
     reason: "RequestEntityTooLarge",
     code: 413,
   };
 }
 
-/** Reads and parses a JSON body (undefined when empty); 413 over the size limit, 400 for bad or too deep JSON. */
-export async function readJson(req: IncomingMessage): Promise<unknown> {
-  if (Number(req.headers["content-length"] ?? "0") > MAX_REQUEST_BODY_BYTES) {
+/**
+ * Reads and parses a JSON body (undefined when empty); 413 over `limit` bytes (default the API server's request
+ * limit), 400 for bad or too deep JSON.
+ */
+export async function readJson(req: IncomingMessage, limit = MAX_REQUEST_BODY_BYTES): Promise<unknown> {
+  if (Number(req.headers["content-length"] ?? "0") > limit) {
     req.resume();
-    throw new ApiError(bodyTooLarge());
+    throw new ApiError(bodyTooLarge(limit));
   }
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
-    if (size > MAX_REQUEST_BODY_BYTES) {
+    if (size > limit) {
       req.resume();
-      throw new ApiError(bodyTooLarge());
+      throw new ApiError(bodyTooLarge(limit));
     }
     chunks.push(chunk as Buffer);
   }

@@ -76,9 +76,21 @@ export function parseReview(body: unknown): AdmissionRequest {
   if (!request || typeof request.uid !== "string" || typeof request.operation !== "string") {
     throw new BadReviewError("the AdmissionReview has no request with a uid and an operation");
   }
-  if (!request.kind || !request.resource) throw new BadReviewError("the AdmissionReview request has no kind/resource");
+  if (!isObject(request.kind) || !isObject(request.resource))
+    throw new BadReviewError("the AdmissionReview request has no kind/resource");
+  // The admitters read these as objects (metadata, spec): anything else is a malformed review, not a 500.
+  for (const field of ["object", "oldObject"] as const) {
+    const v = request[field] as unknown;
+    if (v !== undefined && v !== null && !isObject(v))
+      throw new BadReviewError(`the AdmissionReview request's ${field} is not a JSON object`);
+  }
+  for (const field of ["namespace", "name"] as const)
+    if (request[field] !== undefined && typeof request[field] !== "string")
+      throw new BadReviewError(`the AdmissionReview request's ${field} is not a string`);
   return request as AdmissionRequest;
 }
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** Builds the AdmissionReview answer for `request`. */
 export function reviewResponse(request: AdmissionRequest, result: AdmitResult): Record<string, unknown> {

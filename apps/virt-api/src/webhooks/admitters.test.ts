@@ -196,4 +196,21 @@ describe("parseReview", () => {
   ])("rejects %j", (body) => {
     expect(() => parseReview(body)).toThrow();
   });
+
+  // Found by the API fuzz lane: a scalar object reached the admitters and answered 500 "Cannot create property".
+  const review = (request: Record<string, unknown>) => ({
+    kind: "AdmissionReview",
+    apiVersion: "admission.k8s.io/v1",
+    request: { uid: "u", operation: "CREATE", kind: { kind: "VirtualMachine" }, resource: {}, ...request },
+  });
+  it.each([
+    [{ object: 255 }, "the AdmissionReview request's object is not a JSON object"],
+    [{ object: "1e400" }, "the AdmissionReview request's object is not a JSON object"],
+    [{ object: [] }, "the AdmissionReview request's object is not a JSON object"],
+    [{ oldObject: -0.000001 }, "the AdmissionReview request's oldObject is not a JSON object"],
+    [{ kind: "VirtualMachine" }, "the AdmissionReview request has no kind/resource"],
+    [{ name: 12 }, "the AdmissionReview request's name is not a string"],
+  ])("rejects a request with %j as a bad review", (request, message) => {
+    expect(() => parseReview(review(request))).toThrow(message);
+  });
 });

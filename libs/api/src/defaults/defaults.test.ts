@@ -63,6 +63,12 @@ describe("defaultVmi()", () => {
     expect(d.spec.volumes?.[0]?.containerDisk?.imagePullPolicy).toBe("IfNotPresent");
   });
 
+  it("a containerDisk without its (required) image defaults like Go's empty string, not a crash (fuzz lane)", () => {
+    const v = vmi();
+    v.spec.volumes = [{ name: "containerdisk", containerDisk: {} as { image: string } }];
+    expect(defaultVmi(v, fixed).spec.volumes?.[0]?.containerDisk?.imagePullPolicy).toBe("Always");
+  });
+
   it("a cdrom gets readonly, a closed tray and the sata bus; a small guest gets no memory hotplug", () => {
     const v = vmi();
     v.spec.domain.devices.disks = [{ name: "containerdisk", cdrom: {} }, { name: "cloudinitdisk" }];

@@ -90,7 +90,9 @@ function setPullPolicies(spec: VirtualMachineInstanceSpec): void {
   for (const v of spec.volumes ?? []) {
     const cd = v.containerDisk;
     if (!cd || cd.imagePullPolicy) continue;
-    cd.imagePullPolicy = cd.image.endsWith(":latest") || !/[:@]/.test(cd.image) ? "Always" : "IfNotPresent";
+    // Mutation runs before schema validation: a missing (required) image defaults as Go's "" does.
+    const image = typeof cd.image === "string" ? cd.image : "";
+    cd.imagePullPolicy = image.endsWith(":latest") || !/[:@]/.test(image) ? "Always" : "IfNotPresent";
   }
 }
 

@@ -385,3 +385,63 @@ describe("resourceVersion", () => {
     for (const rv of ["0", "", "1"]) expect((await raw("GET", `${CMS}?resourceVersion=${rv}`)).code).toBe(200);
   });
 });
+
+describe("JSON types the Go decoder refuses (found by the API fuzz lane: each was a 500)", () => {
+  const cannot = (kind: string, rest: string) =>
+    `${kind} in version "v1" cannot be handled as a ${kind}: json: cannot unmarshal ${rest}`;
+  it.each([
+    [
+      "/api/v1/namespaces/default/pods",
+      { metadata: { name: "p" }, spec: 65536 },
+      cannot("Pod", "number into Go struct field Pod.spec of type v1.PodSpec"),
+    ],
+    [
+      "/api/v1/namespaces/default/pods",
+      { metadata: { name: "p" }, spec: {}, status: "x" },
+      cannot("Pod", "string into Go struct field Pod.status of type v1.PodStatus"),
+    ],
+    [
+      CMS,
+      { metadata: { name: 12 } },
+      cannot("ConfigMap", "number into Go struct field ObjectMeta.metadata.name of type string"),
+    ],
+    [
+      CMS,
+      { metadata: { name: "c", finalizers: false } },
+      cannot("ConfigMap", "bool into Go struct field ObjectMeta.metadata.finalizers of type []string"),
+    ],
+    [
+      CMS,
+      { metadata: { name: "c", labels: { a: 1 } } },
+      cannot("ConfigMap", "number into Go struct field ObjectMeta.metadata.labels of type string"),
+    ],
+    [
+      CMS,
+      { metadata: { name: "c" }, data: { a: [] } },
+      cannot("ConfigMap", "array into Go struct field ConfigMap.data of type string"),
+    ],
+    [
+      WIDGETS,
+      { metadata: { name: "w", ownerReferences: [1] } },
+      'Widget in version "v1" cannot be handled as a Widget: json: cannot unmarshal number into Go struct field ObjectMeta.metadata.ownerReferences of type v1.OwnerReference',
+    ],
+  ])("POST %s %j is 400", async (path, body, message) => {
+    const r = await raw("POST", path, JSON.stringify(body), json);
+    expect(r.code).toBe(400);
+    expect(r.status).toMatchObject({ reason: "BadRequest", message });
+  });
+  it("a merge patch that makes a pod's spec a string is 400 too", async () => {
+    expect(
+      (
+        await call(api, "POST", "/api/v1/namespaces/default/pods", {
+          metadata: { name: "typed" },
+          spec: { containers: [{ name: "c", image: "i" }] },
+        })
+      ).code,
+    ).toBe(201);
+    const r = await raw("PATCH", "/api/v1/namespaces/default/pods/typed", '{"spec":"x"}', {
+      "content-type": "application/merge-patch+json",
+    });
+    expect(r.code).toBe(400);
+  });
+});

@@ -37,7 +37,11 @@ const OPTIONS_KIND: Record<string, string> = {
   UPDATE: "UpdateOptions",
   DELETE: "DeleteOptions",
 };
-const MAX_RESPONSE_BYTES = 3 * 1024 * 1024;
+/**
+ * The largest webhook answer read: a mutating webhook's JSON patch (base64) may replace a whole object of up to the
+ * 3 MiB request limit, so 3 MiB was too little (found by the API fuzz lane: a 2 MB VM apply failed the call).
+ */
+const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 const agents = new Map<string, Agent>();
 
 /**
@@ -86,7 +90,24 @@ export function admissionReview(attrs: AdmissionAttributes, uid: string = random
   return { apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview", request };
 }
 
-function post(hook: Webhook, body: string): Promise<{ code: number; text: string }> {
+/**
+ * Posts `body` to `hook`. A kept-alive connection the webhook server closed while idle fails the first write or
+ * read with ECONNRESET: that attempt is made again once on a fresh connection, as Go's HTTP transport does for a
+ * request on a reused connection that got no answer (found by the API fuzz lane: a 1.8 MB review after an idle spell).
+ */
+async function post(hook: Webhook, body: string): Promise<{ code: number; text: string }> {
+  try {
+    return await postOnce(hook, body);
+  } catch (err) {
+    if (!(err instanceof StaleConnectionError)) throw err;
+    return await postOnce(hook, body);
+  }
+}
+
+/** The connection was reused and reset before any answer came back. */
+class StaleConnectionError extends WebhookCallError {}
+
+function postOnce(hook: Webhook, body: string): Promise<{ code: number; text: string }> {
   return new Promise((resolve, reject) => {
     let url: URL;
     try {
@@ -110,13 +131,17 @@ function post(hook: Webhook, body: string): Promise<{ code: number; text: string
       },
       ...(url.protocol === "https:" ? { agent: agentFor(hook.caPem) } : {}),
     };
+    let answered = false;
     const onAnswer = (res: IncomingMessage): void => {
+      answered = true;
       const chunks: Buffer[] = [];
       let size = 0;
       res.on("data", (c: Buffer) => {
         size += c.length;
         if (size > MAX_RESPONSE_BYTES) {
-          req.destroy(new Error("response body too large"));
+          // Failed with this reason first: destroying the request makes the response report a bare ECONNRESET.
+          fail(`response body over ${MAX_RESPONSE_BYTES} bytes`);
+          req.destroy();
           return;
         }
         chunks.push(c);
@@ -126,7 +151,11 @@ function post(hook: Webhook, body: string): Promise<{ code: number; text: string
     };
     const req = url.protocol === "https:" ? httpsRequest(url, options, onAnswer) : httpRequest(url, options, onAnswer);
     req.setTimeout(hook.timeoutSeconds * 1000, () => req.destroy(new Error("context deadline exceeded")));
-    req.on("error", (err) => fail(err.message, err));
+    req.on("error", (err: NodeJS.ErrnoException) => {
+      if (req.reusedSocket && err.code === "ECONNRESET" && !answered)
+        reject(new StaleConnectionError(`failed to call webhook: ${err.message}`, { cause: err }));
+      else fail(err.message, err);
+    });
     req.end(body);
   });
 }

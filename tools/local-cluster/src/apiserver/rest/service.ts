@@ -27,6 +27,7 @@ import { collOf, groupVersion, idOf, type ResourceDef } from "../resources/types
 import type { Entry, Store } from "../storage/store.ts";
 import { cloneJson, isObject, type Json, type JsonObject, jsonEqual, type KubeObject, nowTime } from "../types.ts";
 import { generateName, specPart, unknownMetaFields, validateMeta, validateName } from "./metadata.ts";
+import { checkDecodedTypes } from "./typed-decode.ts";
 
 /** Who is asking and how (per request). */
 export interface WriteContext {
@@ -119,6 +120,7 @@ export class ResourceService {
       );
     const meta = body.metadata ?? {};
     if (!isObject(meta)) throw badRequest("metadata must be an object");
+    checkDecodedTypes(def, version, body);
     const obj = {
       ...(fresh ? body : cloneJson(body)),
       apiVersion: groupVersion(def.group, def.versions[0]),
