@@ -117,9 +117,14 @@ describe("planDisks and prepareDisks", () => {
     // 100Mi less 5.5%, down to whole MiB: 94 MiB.
     expect(disks[1]).toMatchObject({ serial: "DATA1", cache: "none", io: "native", createBytes: 94 * 2 ** 20 });
     expect(disks[2]).toMatchObject({ createBytes: 10 * 2 ** 20, fresh: true, shared: false });
-    expect(localDisksBlocker(disks)).toBe(
-      "cannot migrate VMI: local disks (root: containerDisk, data: persistentVolumeClaim, scratch: emptyDisk, host: hostDisk) are not copied to the target yet",
+    // Every writable disk is local (the claim is ReadWriteOnce): QEMU's block migration can copy them all.
+    expect(localDisksBlocker(disks)).toBeUndefined();
+    // With a writable disk on shared storage as well, QEMU would copy that one too: refused, naming both.
+    const rwx = { ...disks[1], name: "shared", shared: true };
+    expect(localDisksBlocker([...disks, rwx])).toBe(
+      "cannot migrate VMI: local disks (root: containerDisk, data: persistentVolumeClaim, scratch: emptyDisk, host: hostDisk) are copied by QEMU's block migration, which would also overwrite the shared disks (shared: persistentVolumeClaim)",
     );
+    expect(localDisksBlocker([rwx, disks[4]])).toBeUndefined();
   });
 
   it("makes the files: sparse new disks, keeps a claim's existing disk.img, checks the containerDisk image", async () => {

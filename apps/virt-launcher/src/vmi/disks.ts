@@ -262,7 +262,7 @@ function cloudInitIso(vmi: VirtualMachineInstance, i: number, causes: DiskCause[
   const source = v?.cloudInitNoCloud ?? v?.cloudInitConfigDrive;
   if (!v || !source) return undefined;
   const field = `spec.volumes[${i}].${v.cloudInitNoCloud ? "cloudInitNoCloud" : "cloudInitConfigDrive"}`;
-  if (source.userDataSecretRef || source.networkDataSecretRef) {
+  if (source.secretRef || source.networkDataSecretRef) {
     causes.push({ field, message: "secret references are not supported by this launcher; inline the data" });
     return undefined;
   }
@@ -420,14 +420,19 @@ export function copiedOnMigration(disk: MachineDisk): boolean {
 }
 
 /**
- * Why these disks forbid a live migration here, or undefined: a writable disk that is not shared (emptyDisk,
- * containerDisk copy, a claim that is not ReadWriteMany) would arrive empty on the target: our VMM copies them with
- * the memory (boot.disks migrate "copy"), the QEMU backend does not yet.
+ * Why these disks forbid a live migration on the QEMU backend, or undefined. Local writable disks (emptyDisk,
+ * containerDisk overlay, a claim that is not ReadWriteMany) travel in QEMU's block migration, which copies every
+ * writable disk: a VMI that also has a writable disk on shared storage (an RWX claim, a shared hostDisk) would have
+ * it overwritten while the source still runs, so that mix stays put. (Our VMM copies only the local disks: no limit.)
  */
 export function localDisksBlocker(disks: readonly MachineDisk[]): string | undefined {
   const local = disks.filter(copiedOnMigration);
-  if (local.length === 0) return undefined;
-  return `cannot migrate VMI: local disks (${local.map((d) => `${d.name}: ${d.kind}`).join(", ")}) are not copied to the target yet`;
+  const shared = disks.filter(
+    (d) => d.shared && !d.readOnly && (d.kind === "persistentVolumeClaim" || d.kind === "hostDisk"),
+  );
+  if (local.length === 0 || shared.length === 0) return undefined;
+  const names = (list: MachineDisk[]): string => list.map((d) => `${d.name}: ${d.kind}`).join(", ");
+  return `cannot migrate VMI: local disks (${names(local)}) are copied by QEMU's block migration, which would also overwrite the shared disks (${names(shared)})`;
 }
 
 /**

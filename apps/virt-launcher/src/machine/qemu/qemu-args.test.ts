@@ -33,9 +33,7 @@ describe("qemuArgs()", () => {
     expect(after(args, "-append")).toBe("console=ttyS0 quiet");
     expect(after(args, "-uuid")).toBe(spec.firmwareUuid);
     expect(after(args, "-qmp")).toBe("unix:/w/qmp.sock,server=on,wait=off");
-    expect(after(args, "-blockdev")).toMatch(
-      /^driver=file,node-name=file0,filename=\/w\/cloud-init\/cloudinitdisk.iso,/,
-    );
+    expect(after(args, "-drive")).toMatch(/^if=none,id=disk0,file=\/w\/cloud-init\/cloudinitdisk.iso,format=raw,/);
     expect(after(args, "-device")).toBe("virtio-blk-pci,drive=disk0,id=ua-cloudinitdisk,write-cache=off");
     expect(args).toContain("-S");
   });
@@ -104,7 +102,7 @@ describe("installMissing()", () => {
 });
 
 describe("diskArgs()", () => {
-  it("maps each disk to a file and raw blockdev and a virtio-blk-pci device, with KubeVirt's cache modes", () => {
+  it("maps each disk to a named -drive and a virtio-blk-pci device, with KubeVirt's cache modes", () => {
     const disks = [
       {
         name: "root",
@@ -126,13 +124,17 @@ describe("diskArgs()", () => {
       },
     ] as const;
     const args = qemuArgs({ ...spec, disks }, { qmpSocket: "/w/q" }, { machineType: "pc", incoming: false });
-    const blockdevs = args.flatMap((a, i) => (a === "-blockdev" ? [args[i + 1]] : []));
-    expect(blockdevs).toEqual([
-      "driver=file,node-name=file0,filename=/d/root,,1.img,cache.direct=on,aio=native",
-      "driver=raw,node-name=disk0,file=file0",
-      "driver=file,node-name=file1,filename=/d/data.img,cache.direct=off,aio=threads,read-only=on",
-      "driver=raw,node-name=disk1,file=file1,read-only=on",
+    const drives = args.flatMap((a, i) => (a === "-drive" ? [args[i + 1]] : []));
+    expect(drives).toEqual([
+      "if=none,id=disk0,file=/d/root,,1.img,format=raw,cache.direct=on,aio=native",
+      "if=none,id=disk1,file=/d/data.img,format=raw,cache.direct=off,aio=threads,read-only=on",
     ]);
+    const overlay = qemuArgs(
+      { ...spec, disks: [{ ...disks[0], format: "qcow2" }] },
+      { qmpSocket: "/w/q" },
+      { machineType: "pc", incoming: false },
+    );
+    expect(overlay).toContain("if=none,id=disk0,file=/d/root,,1.img,format=qcow2,cache.direct=on,aio=native");
     const devices = args.flatMap((a, i) => (a === "-device" ? [args[i + 1]] : []));
     expect(devices).toEqual([
       "virtio-blk-pci,drive=disk0,id=ua-root,write-cache=on",
@@ -163,13 +165,13 @@ describe("diskArgs() on sata and scsi", () => {
       "ide-cd,bus=sata0.1,drive=disk2,id=ua-cd,write-cache=off",
       "scsi-hd,bus=scsi0.0,lun=0,drive=disk3,id=ua-q,write-cache=off",
     ]);
-    expect(args).toContain("driver=raw,node-name=disk2,file=file2,read-only=on");
+    expect(args).toContain("if=none,id=disk2,file=/d/ci.iso,format=raw,cache.direct=off,aio=threads,read-only=on");
     // A read-only ISO on a sata hard disk (cloud-init's default bus) stays writable: QEMU refuses a read-only ide-hd.
     const ro = qemuArgs(
       { ...spec, disks: [{ ...base, name: "ci", path: "/d/ci.iso", bus: "sata", readOnly: true }] },
       { qmpSocket: "/w/q" },
       { machineType: "pc", incoming: false },
     );
-    expect(ro).toContain("driver=raw,node-name=disk0,file=file0");
+    expect(ro).toContain("if=none,id=disk0,file=/d/ci.iso,format=raw,cache.direct=off,aio=threads");
   });
 });

@@ -101,7 +101,7 @@ function optionValue(value: string): string {
   return value.replaceAll(",", ",,");
 }
 
-/** The -blockdev (file, then its format) and -device arguments of disk `i` (`before`: the disks ahead of it). */
+/** The -drive and -device arguments of disk `i` (`before`: the disks ahead of it). */
 export function diskArgs(disk: MachineDisk, i: number, before: readonly MachineDisk[] = []): string[] {
   const cache = disk.cache ?? "writethrough";
   const direct = cache === "none";
@@ -126,11 +126,11 @@ export function diskArgs(disk: MachineDisk, i: number, before: readonly MachineD
     ...(disk.bootOrder !== undefined ? [`bootindex=${disk.bootOrder}`] : []),
   );
   return [
-    "-blockdev",
-    `driver=file,node-name=file${i},filename=${optionValue(disk.path)},cache.direct=${direct ? "on" : "off"},aio=${aio}${ro}`,
-    "-blockdev",
-    // A qcow2 overlay opens its backing image (the containerDisk) from its header, read-only.
-    `driver=${disk.format ?? "raw"},node-name=disk${i},file=file${i}${ro}`,
+    // One -drive (a named block backend, "disk<i>") rather than -blockdev nodes: QEMU's block migration, which copies
+    // local disks during a live migration (qemu-migration.ts), matches disks by that name on the target. A qcow2
+    // overlay opens its backing image (the containerDisk) from its header, read-only.
+    "-drive",
+    `if=none,id=disk${i},file=${optionValue(disk.path)},format=${disk.format ?? "raw"},cache.direct=${direct ? "on" : "off"},aio=${aio}${ro}`,
     "-device",
     device.join(","),
   ];

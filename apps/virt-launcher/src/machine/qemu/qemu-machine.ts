@@ -14,6 +14,7 @@ import { EventEmitter } from "node:events";
 import { chmodSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "@kvt/observability";
+import { copiedOnMigration } from "../../vmi/disks.ts";
 import type {
   Machine,
   MachineEvents,
@@ -185,6 +186,8 @@ export class QemuMachine implements Machine {
           log: this.#log,
           progress: (p) => this.#events.emit("migration-progress", p),
           cancelReason: () => this.#cancelReason,
+          // Local writable disks (emptyDisk, containerDisk overlay) go in the stream: QEMU's block migration.
+          copyLocalDisks: (this.#spec.disks ?? []).some(copiedOnMigration),
         },
         target,
         options,

@@ -3,6 +3,7 @@
  * that channel, start `migrate`, then follow `query-migrate` until it completes, fails or is canceled.
  *
  *   connectOutgoing (HMAC) --ok--> listenForQemu(unix) --> migrate-set-capabilities/parameters --> migrate
+ *   (capability `block` when the guest has local writable disks: their blocks go first, in the same stream)
  *        |                                                   poll query-migrate every 200 ms:
  *        `--refused--> result {ok:false}                       active    -> progress event; timeouts -> migrate_cancel
  *                                                              completed -> result {ok, downtime, total}
@@ -41,6 +42,12 @@ export interface MigrationContext {
   readonly progress: (p: MigrationProgress) => void;
   /** Set by cancelMigration(): why the migration is being canceled. */
   readonly cancelReason: () => string | undefined;
+  /**
+   * Copy the guest's writable disks in the migration stream (QEMU's block migration, capability `block`): the
+   * target's disks are fresh files of the same size. QEMU copies every writable disk, so the caller sets it only
+   * when no writable disk is on shared storage (disks.ts localDisksBlocker refuses that mix).
+   */
+  readonly copyLocalDisks?: boolean;
 }
 
 const POLL_MS = 200;
@@ -93,6 +100,7 @@ export async function migrateOut(
       capabilities: [
         { capability: "auto-converge", state: options.allowAutoConverge },
         { capability: "events", state: true },
+        { capability: "block", state: ctx.copyLocalDisks === true },
       ],
     });
     await qmp.execute("migrate-set-parameters", {
