@@ -2,6 +2,7 @@
 /** virt-api: composition root. Admission webhooks and subresources (start, stop, restart, migrate, pause, console) for kubevirt.io/v1. */
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
+import { watchFiles } from "@kvt/certs";
 import { createLogger, createMetricsRegistry, setupTracing, startMetricsServer } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
@@ -88,6 +89,14 @@ await main({
       key: read(values["handler-client-key"]),
       serverName: values["handler-server-name"] ?? HANDLER_SERVER_NAME,
     });
+    // A rotated kubevirt-virt-handler-certs or kubevirt-ca is picked up without a restart.
+    const handlerFiles = [values["handler-ca"], values["handler-client-cert"], values["handler-client-key"]];
+    const reloadHandlerTls = handlerFiles.every((f) => f !== undefined)
+      ? watchFiles(handlerFiles, ([ca, cert, key]) => {
+          handler.updateTls({ ca, cert, key, serverName: values["handler-server-name"] ?? HANDLER_SERVER_NAME });
+          logger.info("reloaded the CA and client certificate for virt-handler");
+        })
+      : undefined;
     const clientCa = read(values["requestheader-client-ca"]);
     const metrics = virtApiMetrics(registry);
     const app = new VirtApiApp({
@@ -123,6 +132,7 @@ await main({
     logger.info({ port: server.port, metricsPort: ops?.port }, "virt-api serving");
     await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
     metrics.setReady(false);
+    reloadHandlerTls?.stop();
     await server.close();
     await ops?.close();
     await tracing.shutdown();

@@ -57,6 +57,8 @@ export interface HandlerAppOptions {
 export interface HandlerApp {
   /** The bound port of the server for virt-api. */
   readonly port: number;
+  /** Replaces the server's certificate and client CA (a rotated Secret). */
+  updateTls(tls: Pick<HandlerServerTls, "cert" | "key" | "ca">): void;
   stop(): Promise<void>;
 }
 
@@ -175,6 +177,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
   o.logger.info({ node: o.nodeName, port, launchers: launchers.all().length }, "virt-handler ready");
   return {
     port,
+    updateTls: (tls) => server.updateTls(tls),
     async stop() {
       if (port >= 0) await server.close();
       await heartbeat.stop();

@@ -6,6 +6,7 @@
  * Exit codes: 0 stopped by a signal, 2 bad arguments, 3 could not start.
  */
 import { readFileSync } from "node:fs";
+import { watchFiles } from "@kvt/certs";
 import { loadKubeConfig } from "@kvt/kube";
 import { createLogger, createMetricsRegistry, setupTracing } from "@kvt/observability";
 import { main } from "@kvt/runtime";
@@ -95,7 +96,17 @@ await main({
         host: values.host ?? process.env.POD_IP ?? "127.0.0.1",
         tls,
       });
+      // A rotated Secret (kubevirt-virt-handler-server-certs, kubevirt-ca) is picked up without a restart.
+      const reload = watchFiles([certFile, keyFile, caFile], ([cert = "", key = "", ca = ""]) => {
+        try {
+          app.updateTls({ cert, key, ca });
+        } catch (error) {
+          // A half-written or mismatched pair: keep serving with the material in use until the next change.
+          logger.warn({ err: error }, "cannot load the rotated TLS material; keeping the current one");
+        }
+      });
       await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+      reload.stop();
       logger.info("stopping; launchers keep running");
       await app.stop();
       metrics.server.close();

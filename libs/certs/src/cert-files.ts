@@ -52,3 +52,37 @@ export async function ensureCertificate(
   }
   return writeCertificate(dir, name, await make());
 }
+
+/** A running {@link watchFiles}; `stop()` ends it. */
+export interface FileWatch {
+  stop(): void;
+}
+
+/**
+ * Calls `onChange` with the files' new contents whenever any of `paths` changes (polled every `intervalMs`,
+ * default 10 s: a Kubernetes Secret volume swaps its files through a symlink, which stat-polling follows). Use it
+ * to pick up a rotated certificate without a restart. A file that cannot be read is skipped until it can.
+ */
+export function watchFiles(
+  paths: readonly string[],
+  onChange: (contents: string[]) => void,
+  intervalMs = 10_000,
+): FileWatch {
+  const read = (): string[] | undefined => {
+    try {
+      return paths.map((p) => readFileSync(p, "utf8"));
+    } catch {
+      // Mid-swap or removed: keep the material in use and look again at the next tick.
+      return undefined;
+    }
+  };
+  let last = read()?.join("\0");
+  const timer = setInterval(() => {
+    const now = read();
+    if (!now || now.join("\0") === last) return;
+    last = now.join("\0");
+    onChange(now);
+  }, intervalMs);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}

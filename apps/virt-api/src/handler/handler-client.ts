@@ -139,7 +139,7 @@ function vmiPath(vmi: VirtualMachineInstance, sub: string): string {
 /** {@link HandlerClient} over mutual TLS (a locator's `http://` URL is refused). */
 export class HttpHandlerClient implements HandlerClient {
   readonly #locator: HandlerLocator;
-  readonly #tls: HandlerTls;
+  #tls: HandlerTls;
   readonly #timeoutMs: number;
 
   constructor(locator: HandlerLocator, tls: HandlerTls = {}, timeoutMs = 20_000) {
@@ -182,6 +182,11 @@ export class HttpHandlerClient implements HandlerClient {
       req.on("error", reject);
       req.end(payload);
     });
+  }
+
+  /** Replaces the CA and client certificate (a rotated Secret); later calls use them. */
+  updateTls(tls: HandlerTls): void {
+    this.#tls = tls;
   }
 
   async put(vmi: VirtualMachineInstance, sub: string, body?: unknown): Promise<void> {

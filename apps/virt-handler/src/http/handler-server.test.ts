@@ -138,3 +138,46 @@ describe("HandlerServer", () => {
     expect(calls).toEqual(["console"]);
   });
 });
+
+describe("HandlerServer.updateTls()", () => {
+  it("serves a rotated certificate and trusts only the new CA's clients", async () => {
+    const newCa = await generateCa("kubevirt-ca");
+    const newServing = await issueCertificate(newCa, { ipAddresses: ["127.0.0.1"] });
+    const newClient = await issueCertificate(newCa, { commonName: VIRT_API_CLIENT_NAME, usage: "client" });
+    const rotating = new HandlerServer({
+      findVmi: () => undefined,
+      launcherFor: () => undefined,
+      logger: createLogger({ component: "test", level: "silent" }),
+      tls: { cert: serving.certPem, key: serving.keyPem, ca: ca.certPem },
+    });
+    const rotatingPort = await rotating.listen(0, "127.0.0.1");
+    const healthz = (client: CertificateAndKey, trust: string): Promise<number | string> =>
+      new Promise((resolve) => {
+        const req = httpsRequest(
+          {
+            host: "127.0.0.1",
+            port: rotatingPort,
+            path: "/healthz",
+            ca: trust,
+            cert: client.certPem,
+            key: client.keyPem,
+            agent: false, // a new handshake each time, as after a rotation
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on("error", (e) => resolve(e.message));
+        req.end();
+      });
+    try {
+      expect(await healthz(virtApi, ca.certPem)).toBe(200);
+      rotating.updateTls({ cert: newServing.certPem, key: newServing.keyPem, ca: newCa.certPem });
+      expect(await healthz(newClient, newCa.certPem)).toBe(200);
+      expect(typeof (await healthz(virtApi, ca.certPem))).toBe("string");
+    } finally {
+      await rotating.close();
+    }
+  });
+});

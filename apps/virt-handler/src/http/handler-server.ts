@@ -100,6 +100,15 @@ export class HandlerServer {
     });
   }
 
+  /**
+   * Replaces the serving certificate and the client CA (a rotated Secret, seen by main.ts's file watch); new
+   * connections use them, open consoles keep theirs.
+   */
+  updateTls(tls: Pick<HandlerServerTls, "cert" | "key" | "ca">): void {
+    this.#server.setSecureContext({ cert: tls.cert, key: tls.key, ca: tls.ca });
+    this.#d.logger.info("virt-handler's serving certificate and client CA reloaded");
+  }
+
   /** Listens on `port` (0 = any) at `host`; resolves with the bound port. */
   async listen(port: number, host: string): Promise<number> {
     await new Promise<void>((resolve, reject) => {
