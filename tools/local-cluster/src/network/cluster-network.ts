@@ -185,6 +185,35 @@ export async function removePodNetwork(config: PodNetworkConfig): Promise<void> 
   }
   rmSync(join(config.stateDir, "ipam"), { recursive: true, force: true });
   rmSync(join(config.stateDir, "pods"), { recursive: true, force: true });
+  await removeIdlePortmapChains();
+}
+
+/**
+ * portmap's host-wide chains (made at the first hostPort, kept by its DEL): removed with their jump rules once no
+ * pod of any cluster on this machine maps a port any more (CNI-HOSTPORT-DNAT is empty), so a stopped cluster leaves
+ * no rule behind and a running one keeps its hostPorts.
+ */
+export async function removeIdlePortmapChains(): Promise<void> {
+  const rules = await exec("iptables", ["-t", "nat", "-S"]).then(
+    (r) => r.stdout.split("\n"),
+    () => [] as string[],
+  );
+  if (!rules.includes("-N CNI-HOSTPORT-DNAT")) return;
+  if (rules.some((r) => r.startsWith("-A CNI-HOSTPORT-DNAT "))) return; // some pod still maps a port
+  for (const rule of rules.filter((r) =>
+    /^-A (PREROUTING|OUTPUT|POSTROUTING) .*-j CNI-HOSTPORT-(DNAT|MASQ)$/.test(r),
+  )) {
+    await exec("iptables", ["-t", "nat", "-D", ...splitRule(rule.slice(3))]).catch(() => undefined); // gone meanwhile
+  }
+  for (const chain of ["CNI-HOSTPORT-DNAT", "CNI-HOSTPORT-MASQ", "CNI-HOSTPORT-SETMARK"]) {
+    await exec("iptables", ["-t", "nat", "-F", chain]).catch(() => undefined);
+    await exec("iptables", ["-t", "nat", "-X", chain]).catch(() => undefined); // another cluster re-used it
+  }
+}
+
+/** An iptables -S rule's words, with its quoted comment kept as one argument. */
+function splitRule(rule: string): string[] {
+  return [...rule.matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]);
 }
 
 /** The network namespaces (named, under /run/netns) whose names start with `prefix`. */

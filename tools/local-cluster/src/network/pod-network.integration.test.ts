@@ -92,6 +92,26 @@ describe.runIf(root)("pod network (real CNI plugins, root)", () => {
     expect(() => inPod(sa, ["ip", "route", "get", "192.0.2.1"])).toThrow(/unreachable/i);
   });
 
+  it("maps a hostPort with portmap (reachable at the host's 127.0.0.1) and DEL removes the pod's rules", async () => {
+    const a = new PodNetwork(config, "node01");
+    const uid = "0000-ffff";
+    const sb = await a.attach({
+      uid,
+      namespace: "default",
+      name: "f",
+      portMappings: [{ hostPort: 18_087, containerPort: 7008, protocol: "tcp" }],
+    });
+    const stop = await echoServer(sb, 7008);
+    try {
+      expect(await echo("127.0.0.1", 18_087)).toBe("hello\n");
+    } finally {
+      stop();
+    }
+    await a.detach(uid);
+    const nat = execFileSync("iptables", ["-t", "nat", "-S"], { encoding: "utf8" });
+    expect(nat).not.toContain("18087");
+  });
+
   it("adopts an intact sandbox with its address, and rebuilds a damaged one", async () => {
     const a = new PodNetwork(config, "node01");
     const first = await a.attach({ uid: "0000-cccc", namespace: "default", name: "c" });
@@ -117,6 +137,9 @@ describe.runIf(root)("pod network (real CNI plugins, root)", () => {
     expect(await namespacesWithPrefix(config.netnsPrefix)).toEqual([]);
     expect(await linkExists(config.bridge)).toBe(false);
     expect(existsSync(join(config.stateDir, "ipam"))).toBe(false);
+    // No pod of any cluster maps a port now (unless another cluster on this machine does): portmap's chains went.
+    const nat = execFileSync("iptables", ["-t", "nat", "-S"], { encoding: "utf8" });
+    if (!nat.includes("-A CNI-HOSTPORT-DNAT ")) expect(nat).not.toContain("CNI-HOSTPORT");
   });
 });
 
