@@ -14,7 +14,7 @@ import { parse } from "yaml";
 import { componentIdentities, ensureComponentTokens } from "../../cluster/component-identities.ts";
 import { applyReleaseRbac } from "../../cluster/release-rbac.ts";
 import { type ApiServerHandle, startApiServer } from "../apiserver.ts";
-import { type Answer, call } from "../extensions/testdata/fixtures.ts";
+import { type Answer, call, eventually } from "../extensions/testdata/fixtures.ts";
 import { type Kubectl, kubectl } from "../testdata/kubectl.ts";
 
 const PROJECT_ROOT = fileURLToPath(new URL("../../../../../", import.meta.url));
@@ -288,6 +288,29 @@ describe("roles and bindings", () => {
       await as("admin", "GET", "/api/v1/namespaces/other/configmaps", undefined, bob),
       'configmaps is forbidden: User "bob" cannot list resource "configmaps" in API group "" in the namespace "other"',
     );
+  });
+
+  it("writes an aggregated ClusterRole's rules into it, as the aggregation controller does (kubectl shows them)", async () => {
+    const rules = await eventually("cm-reader's aggregated rules", async () => {
+      const r = await call(api, "GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/cm-reader");
+      return Array.isArray(r.body.rules) && r.body.rules.length > 0 ? r.body.rules : undefined;
+    });
+    expect(rules).toEqual([{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "get"] }]);
+    // The release's kubevirt.io:view carries aggregate-to-view: the bootstrap view role (and edit, admin) gets it.
+    const view = await eventually("view with KubeVirt's rules", async () => {
+      const r = await call(api, "GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/view");
+      return JSON.stringify(r.body.rules ?? []).includes("kubevirt.io") ? r.body.rules : undefined;
+    });
+    expect(view).toContainEqual({
+      apiGroups: ["kubevirt.io"],
+      resources: [
+        "virtualmachines",
+        "virtualmachineinstances",
+        "virtualmachineinstancemigrations",
+        "virtualmachineinstancereplicasets",
+      ],
+      verbs: ["get", "list", "watch"],
+    });
   });
 
   it("resourceNames limit a rule to the named objects", async () => {

@@ -207,15 +207,31 @@ export class RbacAuthorizer implements Authorizer {
 
   /** A ClusterRole's rules; an aggregated one's are those of every ClusterRole its selectors match. */
   #clusterRoleRules(role: KubeObject): PolicyRule[] {
-    const aggregation = role.aggregationRule as { clusterRoleSelectors?: unknown[] } | undefined;
-    const selectors = aggregation?.clusterRoleSelectors;
-    if (!Array.isArray(selectors)) return rulesOf(role);
-    const parsed = selectors.map((s) => fromLabelSelectorObject(s as Parameters<typeof fromLabelSelectorObject>[0]));
-    const out: PolicyRule[] = [];
-    for (const e of this.#store.list(COLL.clusterRoles)) {
-      if (e.obj.metadata.name === role.metadata.name) continue;
-      if (parsed.some((sel) => matchLabels(sel, e.obj.metadata.labels))) out.push(...rulesOf(e.obj));
-    }
-    return out;
+    return aggregatedRules(this.#store, role) ?? rulesOf(role);
   }
+}
+
+/**
+ * The rules of an aggregated ClusterRole (one with `aggregationRule`): those of every other ClusterRole one of its
+ * `clusterRoleSelectors` matches, in name order, without repeats (kube-controller-manager's clusterrole-aggregation
+ * controller); undefined for a role without `aggregationRule`.
+ */
+export function aggregatedRules(store: Store, role: KubeObject): PolicyRule[] | undefined {
+  const aggregation = role.aggregationRule as { clusterRoleSelectors?: unknown[] } | undefined;
+  const selectors = aggregation?.clusterRoleSelectors;
+  if (!Array.isArray(selectors)) return undefined;
+  const parsed = selectors.map((s) => fromLabelSelectorObject(s as Parameters<typeof fromLabelSelectorObject>[0]));
+  const out: PolicyRule[] = [];
+  const seen = new Set<string>();
+  for (const e of store.list(COLL.clusterRoles)) {
+    if (e.obj.metadata.name === role.metadata.name) continue;
+    if (!parsed.some((sel) => matchLabels(sel, e.obj.metadata.labels))) continue;
+    for (const r of rulesOf(e.obj)) {
+      const key = JSON.stringify(r);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      out.push(r);
+    }
+  }
+  return out;
 }

@@ -1,10 +1,11 @@
 /**
  * Starts the in-process controllers a control plane needs to keep the API's promises (GC, namespaces, CRDs, the
- * disruption controller, the node lifecycle's unschedulable taint, and, when the server has a CA, the root CA
- * publisher).
+ * disruption controller, the node lifecycle's unschedulable taint, ClusterRole aggregation, and, when the server has
+ * a CA, the root CA publisher).
  */
 import type { Logger } from "pino";
 import type { ResourceService } from "../rest/service.ts";
+import { ClusterRoleAggregation } from "./clusterrole-aggregation.ts";
 import { CrdCleanupController } from "./crd-cleanup.ts";
 import { DisruptionController } from "./disruption.ts";
 import { GarbageCollector } from "./gc.ts";
@@ -25,6 +26,7 @@ export function startControllers(svc: ResourceService, logger: Logger, caCert?: 
   const rootCa = caCert ? new RootCaPublisher(svc, caCert, logger) : undefined;
   const disruption = new DisruptionController(svc, logger);
   const nodes = new NodeUnschedulableTaints(svc, logger);
+  const aggregation = new ClusterRoleAggregation(svc, logger);
   const unsubscribe = svc.store.subscribe((ev) => {
     gc.onEvent(ev);
     ns.onEvent(ev);
@@ -32,6 +34,7 @@ export function startControllers(svc: ResourceService, logger: Logger, caCert?: 
     rootCa?.onEvent(ev);
     disruption.onEvent(ev);
     nodes.onEvent(ev);
+    aggregation.onEvent(ev);
   });
   return {
     stop: () => {
@@ -42,6 +45,7 @@ export function startControllers(svc: ResourceService, logger: Logger, caCert?: 
       rootCa?.stop();
       disruption.stop();
       nodes.stop();
+      aggregation.stop();
     },
   };
 }
