@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cidrsOverlap, planPodNetwork } from "./cluster-network.ts";
-import { type CniConfList, CniError, CniRuntime, pluginConfig, pluginError } from "./cni.ts";
+import { type CniConfList, CniError, CniRuntime, cniArgs, pluginConfig, pluginError } from "./cni.ts";
 import { ipsOf, podNetworkConfList } from "./pod-network.ts";
 
 let bin: string;
@@ -98,6 +98,13 @@ describe("CniRuntime (the CNI protocol against fake plugins)", () => {
     const err = await new CniRuntime([bin]).del(list("one", "failing"), at, undefined).catch((e: unknown) => e);
     expect((err as CniError).plugin).toBe("failing");
     expect(calls().map((x) => x.stdin.type)).toEqual(["failing", "one"]);
+  });
+
+  it("passes CNI_ARGS as a Kubernetes runtime does", async () => {
+    rmSync(join(bin, "calls"), { force: true });
+    await new CniRuntime([bin]).add(list("one"), { ...at, args: { K8S_POD_NAMESPACE: "default", K8S_POD_NAME: "p" } });
+    expect(calls()[0].env.CNI_ARGS).toBe("IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=p");
+    expect(() => cniArgs({ A: "x;y" })).toThrow(TypeError);
   });
 
   it("refuses a plugin type that is not a file name", async () => {

@@ -55,6 +55,8 @@ export interface CniAttachment {
   readonly containerId: string;
   readonly netns: string;
   readonly ifName: string;
+  /** CNI_ARGS pairs (a Kubernetes runtime passes K8S_POD_NAMESPACE, K8S_POD_NAME, ...; IgnoreUnknown is added). */
+  readonly args?: Readonly<Record<string, string>>;
 }
 
 /** A plugin failed; `code` and `details` are the plugin's error fields (code 999 when it printed none). */
@@ -136,6 +138,7 @@ export class CniRuntime {
       CNI_NETNS: at.netns,
       CNI_IFNAME: at.ifName,
       CNI_PATH: this.#binDirs.join(":"),
+      ...(at.args ? { CNI_ARGS: cniArgs(at.args) } : {}),
     };
     return runPlugin(this.#findPlugin(type), command, type, env, JSON.stringify(config), this.#timeoutMs);
   }
@@ -144,6 +147,15 @@ export class CniRuntime {
     // The first directory of CNI_PATH wins, as in libcni; the spawn error names a plugin found nowhere.
     return join(this.#binDirs[0] ?? "/usr/lib/cni", type);
   }
+}
+
+/** CNI_ARGS from pairs: `IgnoreUnknown=1;K=V;...` (values may not hold ";" or "="). */
+export function cniArgs(args: Readonly<Record<string, string>>): string {
+  const pairs = Object.entries(args).map(([k, v]) => {
+    if (/[;=]/.test(k) || /[;=]/.test(v)) throw new TypeError(`CNI_ARGS pair ${k}=${v} holds ";" or "="`);
+    return `${k}=${v}`;
+  });
+  return ["IgnoreUnknown=1", ...pairs].join(";");
 }
 
 /** The stdin config of one plugin of a list: the list's name and version, runtime config for its capabilities. */

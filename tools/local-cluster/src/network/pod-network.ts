@@ -112,7 +112,14 @@ export class PodNetwork {
   async attach(pod: SandboxPod): Promise<PodSandbox> {
     const name = this.netnsName(pod.uid);
     const netnsPath = join("/run/netns", name);
-    const at = { containerId: pod.uid, netns: netnsPath, ifName: POD_INTERFACE };
+    // The pairs a Kubernetes container runtime passes (plugins that do not know them ignore them).
+    const args = {
+      K8S_POD_NAMESPACE: pod.namespace,
+      K8S_POD_NAME: pod.name,
+      K8S_POD_INFRA_CONTAINER_ID: pod.uid,
+      K8S_POD_UID: pod.uid,
+    };
+    const at = { containerId: pod.uid, netns: netnsPath, ifName: POD_INTERFACE, args };
     const cached = this.#readCache(pod.uid);
     if (cached && existsSync(netnsPath)) {
       try {
