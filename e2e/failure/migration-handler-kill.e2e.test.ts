@@ -8,6 +8,9 @@
  *                   target launcher holding the migrated guest, and the VM booted from scratch.
  *   target handler  killed at the same moment: the source's handler records the completion, the restarted target
  *                   handler re-adopts the launcher it finds running the guest. (A guard: this case held before too.)
+ *   either handler  killed as soon as the target pod is scheduled, before or while the target is prepared: the
+ *                   restarted source handler starts the move itself; the restarted target handler prepares its
+ *                   launcher, or asks the prepared one again for the migration secret (guards as well).
  *
  * Each case: the VMIM Succeeded without a failure reason, the VMI kept its uid and never left Running, it runs on
  * the target node, and the guest's progress lines continue there from where they stopped on the source.
@@ -49,6 +52,16 @@ async function migrationStarted(kubeconfig: string, pod: PodView, timeoutMs: num
   }
 }
 
+/** How many times the handler of `node` said it was ready (its log in the cluster's data directory). */
+function handlerReadyCount(kubeconfig: string, node: string): number {
+  try {
+    const log = readFileSync(join(dirname(kubeconfig), "logs", `virt-handler-${node}.log`), "utf8");
+    return log.split('"msg":"virt-handler ready"').length - 1;
+  } catch {
+    return 0;
+  }
+}
+
 /** The source launcher's "migration ended" log line (its own account: ok, totalSeconds, downtimeMs). */
 function migrationEnded(kubeconfig: string, pod: PodView): Record<string, unknown> | undefined {
   const line = podFile(kubeconfig, pod, "compute.log")
@@ -57,7 +70,16 @@ function migrationEnded(kubeconfig: string, pod: PodView): Record<string, unknow
   return line ? (JSON.parse(line) as Record<string, unknown>) : undefined;
 }
 
-async function migrateKillingHandler(kubeconfig: string, name: string, side: "source" | "target"): Promise<void> {
+/** When the handler is killed: as soon as the target pod is scheduled (before or while the target is prepared), or
+ * as soon as the source launcher starts sending. */
+type Moment = "preparing" | "sending";
+
+async function migrateKillingHandler(
+  kubeconfig: string,
+  name: string,
+  side: "source" | "target",
+  at: Moment,
+): Promise<void> {
   await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(testGuestVm(name, { running: true })));
   const vmi = await eventually(
     async () => {
@@ -105,8 +127,9 @@ async function migrateKillingHandler(kubeconfig: string, name: string, side: "so
     const victimNode = side === "source" ? sourceNode : targetNode;
     const handler = handlerPid(kubeconfig, victimNode);
     expect(handler, `the ${side} handler's process`).toBeDefined();
+    const readyBefore = handlerReadyCount(kubeconfig, victimNode);
 
-    await migrationStarted(kubeconfig, sourcePod, 40_000);
+    if (at === "sending") await migrationStarted(kubeconfig, sourcePod, 40_000);
     process.kill(handler!, "SIGKILL");
     const killedAt = Date.now();
     await eventually(
@@ -145,10 +168,17 @@ async function migrateKillingHandler(kubeconfig: string, name: string, side: "so
       },
       { ...CLUSTER_WAIT, timeoutMs: 20_000, what: "the guest's progress to continue on the target" },
     );
+    const onSource = consoleFile(kubeconfig, sourceNode, sourcePod.metadata.uid);
     const onTarget = consoleFile(kubeconfig, targetNode, targetPod.metadata.uid);
-    const first = Math.min(...[...onTarget.matchAll(/kvt-guest progress n=(\d+)/g)].map((m) => Number(m[1])));
+    const numbers = (text: string): number[] =>
+      [...text.matchAll(/kvt-guest progress n=(\d+)/g)].map((m) => Number(m[1]));
+    const first = Math.min(...numbers(onTarget));
     expect(first).toBeGreaterThan(0);
-    expect(first).toBeLessThanOrEqual(lastOnSource + 1);
+    // A line may be cut by the switch-over (its start printed on the source, its end on the target): the two logs
+    // joined must hold every line from the source's last to the target's first, none lost, none repeated from 0.
+    expect(first).toBeLessThanOrEqual(lastOnSource + 2);
+    const joined = new Set(numbers(onSource + onTarget));
+    for (let n = lastOnSource; n <= first; n++) expect(joined.has(n), `progress line ${n}`).toBe(true);
 
     // The restarted handler came back, and the VMI outlives its wait for a target report (60 s on the source side)
     // only if it was never failed: check the handler is back and the VMI is still Running on the target.
@@ -169,15 +199,22 @@ async function migrateKillingHandler(kubeconfig: string, name: string, side: "so
       },
       { ...CLUSTER_WAIT, timeoutMs: 30_000, what: "the VMI to be Ready on the target" },
     );
-    // The restarted handler re-adopts its launchers and reconciles within a few seconds of its start; before the
-    // fix, that is when the source handler failed the VMI. Give it that time, then look at everything seen.
-    await new Promise((r) => setTimeout(r, 8000));
+    // The restarted handler re-adopts its launchers, syncs its cache, then reconciles its VMIs: before the fix, that
+    // is when the source handler failed the VMI. Wait for it to be ready, give its first pass a moment, then look.
+    await eventually(
+      () => {
+        expect(handlerReadyCount(kubeconfig, victimNode)).toBeGreaterThan(readyBefore);
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 60_000, what: `the restarted ${side} handler to be ready` },
+    );
+    await new Promise((r) => setTimeout(r, 2000));
     const still = await vmiOrUndefined(kubeconfig, name);
     expect(still?.metadata.uid).toBe(uid);
     expect(still?.status?.phase).toBe("Running");
     const ended = migrationEnded(kubeconfig, sourcePod);
     console.log(
-      `[migration with the ${side} handler killed] ${JSON.stringify({
+      `[migration with the ${side} handler killed while ${at}] ${JSON.stringify({
         ok: ended?.ok,
         totalSeconds: ended?.totalSeconds,
         downtimeMs: ended?.downtimeMs,
@@ -193,19 +230,28 @@ async function migrateKillingHandler(kubeconfig: string, name: string, side: "so
   await kubectlOk(kubeconfig, ["delete", "vm", name, "--wait=false"]);
 }
 
+const CASES: [string, "source" | "target", Moment][] = [
+  // The regression: before the target's handoff, the restarted source handler failed the migrated VMI.
+  ["source-sending", "source", "sending"],
+  ["target-sending", "target", "sending"],
+  // The restarted source handler starts the move itself; the restarted target handler prepares (or asks its
+  // prepared launcher again for the secret).
+  ["source-preparing", "source", "preparing"],
+  ["target-preparing", "target", "preparing"],
+];
+
 describe("kill -9 of a virt-handler during a live migration", () => {
   const kubeconfig = inject("kubeconfig");
 
   afterAll(async () => {
-    for (const side of ["source", "target"])
-      await kubectl(kubeconfig, ["delete", "vm", `${NAME}-${side}`, "--ignore-not-found", "--wait=false"]);
+    for (const [suffix] of CASES)
+      await kubectl(kubeconfig, ["delete", "vm", `${NAME}-${suffix}`, "--ignore-not-found", "--wait=false"]);
   });
 
-  it("source handler: the migration Succeeds, the VMI runs on the target with the same uid", async () => {
-    await migrateKillingHandler(kubeconfig, `${NAME}-source`, "source");
-  });
-
-  it("target handler: the migration Succeeds, the VMI runs on the target with the same uid", async () => {
-    await migrateKillingHandler(kubeconfig, `${NAME}-target`, "target");
-  });
+  it.each(CASES)(
+    "%s: the migration Succeeds, the VMI runs on the target with the same uid",
+    async (suffix, side, at) => {
+      await migrateKillingHandler(kubeconfig, `${NAME}-${suffix}`, side, at);
+    },
+  );
 });

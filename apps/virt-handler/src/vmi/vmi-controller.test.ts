@@ -1,5 +1,5 @@
 import type { ObjectKey, VirtualMachineInstance } from "@kvt/api";
-import type { JsonPatchOp, ReconcileContext } from "@kvt/kube";
+import { ApiError, type JsonPatchOp, type ReconcileContext } from "@kvt/kube";
 import { type DomainInfo, LauncherRpcError } from "@kvt/launcher-rpc";
 import { createLogger } from "@kvt/observability";
 import { trace } from "@opentelemetry/api";
@@ -242,6 +242,61 @@ describe("VmiController.reconcile: a target handler restarted before it publishe
     });
     await expect(t.run()).resolves.toBeDefined();
     expect(t.published).toEqual([]);
+  });
+});
+
+describe("VmiController.reconcile: a source waiting for the target's migration secret", () => {
+  it("looks again in a second instead of failing into a backoff that grows to minutes", async () => {
+    const source: VirtualMachineInstance = deepFreeze({
+      metadata: { name: "vm1", namespace: "default", uid: "u1" },
+      spec: { domain: { devices: {} } },
+      status: {
+        phase: "Running",
+        nodeName: "node01",
+        migrationState: {
+          migrationUid: "m1",
+          sourceNode: "node01",
+          targetNode: "node02",
+          targetNodeAddress: "127.0.0.1",
+          targetDirectMigrationNodePorts: { "40001": 0 },
+        },
+      },
+    });
+    const running: DomainInfo = {
+      protocolVersion: "v1",
+      vmi: { namespace: "default", name: "vm1", uid: "u1" },
+      pod: { uid: "p1" },
+      pid: 1,
+      state: "Running",
+    };
+    const migrated: string[] = [];
+    const view = {
+      socketPath: "/s",
+      gone: false,
+      info: running,
+      client: { migrate: async () => void migrated.push("migrate"), info: async () => running },
+    } as unknown as LauncherView;
+    let secret: string | undefined;
+    const controller = new VmiController({
+      nodeName: "node01",
+      vmis: { get: () => source },
+      writer: { patchStatus: async () => undefined },
+      launchers: { synced: true, forVmi: () => [view] },
+      secrets: {
+        publish: async () => {},
+        read: async () => {
+          if (secret === undefined) throw new ApiError('secrets "kubevirt-migration-m1" not found', 404);
+          return secret;
+        },
+      },
+      now: () => NOW,
+    });
+    const ctx = { ...baseCtx, span: trace.getTracer("test").startSpan("reconcile") } as unknown as ReconcileContext;
+    await expect(controller.reconcile("default/vm1" as ObjectKey, ctx)).resolves.toEqual({ requeueAfterMs: 1000 });
+    expect(migrated).toEqual([]);
+    secret = "s";
+    await controller.reconcile("default/vm1" as ObjectKey, ctx);
+    expect(migrated).toEqual(["migrate"]);
   });
 });
 

@@ -7,6 +7,7 @@
 import type { ObjectKey, VirtualMachineInstance } from "@kvt/api";
 import {
   done,
+  isNotFound,
   type JsonPatchOp,
   patchField,
   pointer,
@@ -23,6 +24,9 @@ import { failLostMigration, type SourceLauncherLoss, sourceLauncherLoss } from "
 import { commandSpan, tagReconcile } from "../tracing/handler-spans.ts";
 import { type HandlerAction, planVmi } from "./vmi-plan.ts";
 import { computeVmiStatus, type LauncherFacts, ownsVmi } from "./vmi-status.ts";
+
+/** How often a source waiting for the target's migration secret looks again (KubeVirt: 1 s for the target's ports). */
+const SECRET_POLL_MS = 1000;
 
 /** Reads VMIs from the informer cache. */
 export interface VmiCache {
@@ -83,8 +87,10 @@ export class VmiController {
     const ms = vmi.status?.migrationState;
     if (ms?.migrationUid && (ms.completed || ms.failed)) this.#published.delete(ms.migrationUid);
     const secretPublished = !!ms?.migrationUid && this.#published.has(ms.migrationUid);
+    let waitMs: number | undefined;
     for (const action of planVmi(vmi, this.#facts(uid, view), live?.info, node, { secretPublished })) {
-      await commandSpan(action.kind, vmi, () => this.#apply(action, vmi, view, ctx));
+      const wait = await commandSpan(action.kind, vmi, () => this.#apply(action, vmi, view, ctx));
+      if (wait !== undefined) waitMs = Math.min(waitMs ?? wait, wait);
     }
     const facts = this.#facts(uid, view);
     const loss = owner ? this.#sourceLoss(vmi, facts) : ({ kind: "none" } as const);
@@ -95,6 +101,7 @@ export class VmiController {
       );
     await this.#writeStatus(vmi, loss.kind === "await-target" ? { ...facts, awaitingTarget: true } : facts, ctx, loss);
     if (loss.kind === "await-target") return requeueAfter(loss.retryAfterMs);
+    if (waitMs !== undefined) return requeueAfter(waitMs);
     // No launcher yet for a VMI we own: the registry will tell us when one appears; poll as a safety net.
     return owner && !view ? requeueAfter(2000) : done();
   }
@@ -133,8 +140,8 @@ export class VmiController {
     vmi: VirtualMachineInstance,
     view: LauncherView | undefined,
     ctx: ReconcileContext,
-  ): Promise<void> {
-    if (!view) return;
+  ): Promise<number | undefined> {
+    if (!view) return undefined;
     const client = view.client;
     const uid = vmi.metadata!.uid!;
     ctx.logger.info({ action: action.kind }, "launcher command");
@@ -182,7 +189,19 @@ export class VmiController {
         return;
       }
       case "migrate": {
-        const secret = await this.#d.secrets.read(vmi, action.migrationUid);
+        const secret = await this.#d.secrets.read(vmi, action.migrationUid).catch((error: unknown) => {
+          if (isNotFound(error)) return undefined;
+          throw error;
+        });
+        if (secret === undefined) {
+          // Published by the target's handler (one that restarted publishes it again): it comes without a VMI
+          // event, so look again shortly rather than after a failure backoff that may have grown to minutes.
+          ctx.logger.info(
+            { migrationUid: action.migrationUid },
+            "waiting for the target to publish the migration secret",
+          );
+          return SECRET_POLL_MS;
+        }
         await client.migrate({
           migrationUid: action.migrationUid,
           target: { ...action.target, secret },
