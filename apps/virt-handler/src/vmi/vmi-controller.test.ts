@@ -276,7 +276,7 @@ describe("VmiController.reconcile: a source waiting for the target's migration s
       info: running,
       client: { migrate: async () => void migrated.push("migrate"), info: async () => running },
     } as unknown as LauncherView;
-    let secret: string | undefined;
+    const store: { secret?: string } = {};
     const controller = new VmiController({
       nodeName: "node01",
       vmis: { get: () => source },
@@ -285,8 +285,8 @@ describe("VmiController.reconcile: a source waiting for the target's migration s
       secrets: {
         publish: async () => {},
         read: async () => {
-          if (secret === undefined) throw new ApiError('secrets "kubevirt-migration-m1" not found', 404);
-          return secret;
+          if (store.secret === undefined) throw new ApiError('secrets "kubevirt-migration-m1" not found', 404);
+          return store.secret;
         },
       },
       now: () => NOW,
@@ -294,7 +294,7 @@ describe("VmiController.reconcile: a source waiting for the target's migration s
     const ctx = { ...baseCtx, span: trace.getTracer("test").startSpan("reconcile") } as unknown as ReconcileContext;
     await expect(controller.reconcile("default/vm1" as ObjectKey, ctx)).resolves.toEqual({ requeueAfterMs: 1000 });
     expect(migrated).toEqual([]);
-    secret = "s";
+    store.secret = "s";
     await controller.reconcile("default/vm1" as ObjectKey, ctx);
     expect(migrated).toEqual(["migrate"]);
   });
