@@ -62,7 +62,8 @@ export interface MachineDisk {
     | "configMap"
     | "secret"
     | "serviceAccount"
-    | "downwardAPI";
+    | "downwardAPI"
+    | "ephemeral";
   /** Both ends of a migration see the same file (an RWX claim, a shared hostDisk). */
   readonly shared: boolean;
   /** Create the file at this size when it is missing (sparse). */

@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { VirtualMachineInstance } from "@kvt/api";
 import { afterAll, describe, expect, it } from "vitest";
+import { makeWriteLayers } from "../volumes/container-disk-layer.ts";
 import { ensureQemuUtils, qemuImg, qemuIo } from "../volumes/host-qemu-img.ts";
 import { disksNeedQemu, hostPathOf, localDisksBlocker, parseVolumeMounts, planDisks, prepareDisks } from "./disks.ts";
 import { imageStoreResolver } from "./image-store.ts";
@@ -143,6 +144,36 @@ describe("planDisks and prepareDisks", () => {
     rmSync(join(pvDir, "disk.img"));
     await buildMachineSpec(vmi, ctx);
     expect(statSync(join(pvDir, "disk.img")).size).toBe(94 * 2 ** 20);
+  });
+
+  it("puts an ephemeral volume's copy-on-write layer over its claim's disk.img, which stays unwritten", async () => {
+    const claimDir = join(root, "eph-claim");
+    mkdirSync(claimDir, { recursive: true });
+    writeFileSync(join(claimDir, "disk.img"), Buffer.alloc(1 << 20, 3));
+    const ephMounts = [...mounts, { mountPath: "/var/run/kubevirt-private/vmi-disks/eph", hostPath: claimDir }];
+    const eph = vmiWith(
+      [
+        { name: "root", containerDisk: { image: "local/disk-image" } },
+        { name: "eph", ephemeral: { persistentVolumeClaim: { claimName: "golden" } } },
+      ],
+      [{ name: "root" }, { name: "eph" }],
+    );
+    const spec = await buildMachineSpec(eph, { ...ctx, mounts: ephMounts });
+    expect(spec.disks?.[1]).toMatchObject({
+      kind: "ephemeral",
+      shared: false,
+      copyFrom: join(claimDir, "disk.img"),
+      path: join(ephemeral, "ephemeral-volumes", "eph.img"),
+    });
+    const [, layer] = await makeWriteLayers(spec.disks ?? [], "native");
+    expect(layer).toMatchObject({
+      base: join(claimDir, "disk.img"),
+      path: join(ephemeral, "ephemeral-volumes", "eph.img"),
+    });
+    expect(statSync(layer.path).size).toBe(1 << 20);
+    expect(readFileSync(join(claimDir, "disk.img"))).toEqual(Buffer.alloc(1 << 20, 3));
+    // The claim not mounted: the VMI is refused naming the volume.
+    await expect(buildMachineSpec(eph, ctx)).rejects.toThrow(/volume eph: its volume is not mounted/);
   });
 
   it("says which volume is not mounted, and refuses other buses and bad hostDisks", async () => {

@@ -6,6 +6,8 @@
  *   persistentVolumeClaim   <VMI_DISKS_DIR>/<volume>/disk.img                            yes: claim size less fs overhead
  *   hostDisk                <VMI_DISKS_DIR>/<volume>/<basename of path>                  with type DiskOrCreate
  *   emptyDisk               <EPHEMERAL_DISKS_DIR>/empty-disks/<volume>.img                always new, sparse
+ *   ephemeral               the claim's disk.img (mounted read-only) under a copy-on-write layer at
+ *                           <EPHEMERAL_DISKS_DIR>/ephemeral-volumes/<volume>.img          always: the claim stays unwritten
  *   containerDisk           the image's disk (image.json `disk`; raw or qcow2) under a copy-on-write layer at
  *                           <EPHEMERAL_DISKS_DIR>/container-disks/<volume>.img           always: the image stays unwritten
  *                           (volumes/container-disk-layer.ts, made for the chosen backend)
@@ -175,6 +177,19 @@ export function planDisks(vmi: VirtualMachineInstance, ctx: DiskContext, causes:
         kind: "hostDisk",
         shared: v.hostDisk.shared === true,
         ...(v.hostDisk.type === "DiskOrCreate" && size !== undefined ? { createBytes: alignDown(Number(size)) } : {}),
+        requireDir: dir,
+      };
+    } else if (v.ephemeral?.persistentVolumeClaim) {
+      // KubeVirt's ephemeral volume: the claim (mounted read-only) holds the image; the VMI writes to its own
+      // copy-on-write layer, gone at the next start, exactly as a containerDisk's (container-disk-layer.ts).
+      const dir = hostPathOf(`${VMI_DISKS_DIR}/${v.name}`, ctx.mounts);
+      planned = {
+        ...base,
+        path: join(ephemeralDir(), "ephemeral-volumes", `${v.name}.img`),
+        kind: "ephemeral",
+        shared: false,
+        copyFrom: join(dir, PVC_DISK_IMAGE),
+        fresh: true,
         requireDir: dir,
       };
     } else if (v.emptyDisk) {
