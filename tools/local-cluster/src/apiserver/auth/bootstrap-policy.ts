@@ -203,7 +203,9 @@ export async function ensureBootstrapPolicy(service: ResourceService): Promise<v
       continue;
     }
     if (have.metadata.annotations?.[AUTOUPDATE] === "false") continue;
-    const fields = want.kind === "ClusterRole" ? ["rules", "aggregationRule"] : ["roleRef", "subjects"];
+    // An aggregated role's rules are the aggregation controller's to write: compare its selectors only.
+    const role = want.aggregationRule ? ["aggregationRule"] : ["rules", "aggregationRule"];
+    const fields = want.kind === "ClusterRole" ? role : ["roleRef", "subjects"];
     if (fields.every((f) => jsonEqual(have[f], want[f]))) continue;
     const body = { ...structuredClone(have), ...Object.fromEntries(fields.map((f) => [f, structuredClone(want[f])])) };
     await service.update(def, "v1", undefined, name, body, ctx);
