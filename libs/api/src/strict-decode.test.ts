@@ -53,14 +53,14 @@ describe("decodeStrict()", () => {
     ]);
   });
 
-  it("quantities take integers and strings, not booleans; free-form subtrees take anything", () => {
+  it("quantities take integers and strings, not booleans; template metadata takes anything", () => {
     const v = vm() as unknown as {
       spec: {
-        template: { spec: { domain: { resources: { requests: Record<string, unknown> } }; livenessProbe?: unknown } };
+        template: { metadata?: unknown; spec: { domain: { resources: { requests: Record<string, unknown> } } } };
       };
     };
     v.spec.template.spec.domain.resources.requests.memory = 67108864;
-    v.spec.template.spec.livenessProbe = { anything: { goes: true } };
+    v.spec.template.metadata = { anything: { goes: true } };
     expect(decodeStrict("VirtualMachine", v).causes).toEqual([]);
     v.spec.template.spec.domain.resources.requests.memory = true;
     expect(decodeStrict("VirtualMachine", v).causes.map((c) => c.field)).toEqual([

@@ -39,7 +39,7 @@ describe("pause", () => {
     ],
     [newVmi("vm1", "Scheduling"), 409, "VM is not running"],
     [
-      newVmi("vm1", "Running", [], { livenessProbe: { httpGet: {} } }),
+      newVmi("vm1", "Running", [], { livenessProbe: { httpGet: { port: 80 } } }),
       403,
       "Pausing VMIs with a non-GuestAgentPing LivenessProbe is not supported",
     ],

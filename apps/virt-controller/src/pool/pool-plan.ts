@@ -124,7 +124,7 @@ export function indexVmSpec(pool: Pool, idx: number): VirtualMachineSpec {
 }
 
 function suffixSecretRefs(cloudInit: Record<string, unknown> | undefined, suffix: string): void {
-  for (const k of ["userDataSecretRef", "networkDataSecretRef"]) {
+  for (const k of ["secretRef", "networkDataSecretRef"]) {
     const ref = cloudInit?.[k] as { name?: string } | undefined;
     if (ref?.name) ref.name += suffix;
   }

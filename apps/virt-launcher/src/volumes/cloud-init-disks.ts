@@ -34,7 +34,7 @@ export interface CloudInitSource {
   readonly networkDataBase64?: string;
 }
 
-/** Contents read from userDataSecretRef / networkDataSecretRef; non-empty values win over the inline ones. */
+/** Contents read from secretRef / networkDataSecretRef; non-empty values win over the inline ones. */
 export interface CloudInitSecretData {
   readonly userData?: string;
   readonly networkData?: string;
@@ -80,7 +80,7 @@ const DNS1123_LABEL_MAX = 63;
 const CLOUD_INIT_FILE_MODE = 0o600;
 
 /**
- * The user and network data in a userDataSecretRef / networkDataSecretRef secret: the first of `userdata`,
+ * The user and network data in a secretRef / networkDataSecretRef secret: the first of `userdata`,
  * `userData` (and `networkdata`, `networkData`) present, as KubeVirt's resolveNoCloudSecrets reads them.
  */
 export function cloudInitSecretData(secret: Readonly<Record<string, Uint8Array | string>>): CloudInitSecretData {

@@ -70,6 +70,8 @@ const podAffinityTerm = obj(
     namespaceSelector: labelSelectorSchema,
     namespaces: arr(str()),
     topologyKey: str(),
+    matchLabelKeys: arr(str(), { listType: "atomic" }),
+    mismatchLabelKeys: arr(str(), { listType: "atomic" }),
   },
   { required: ["topologyKey"] },
 );

@@ -46,6 +46,25 @@ export const migrationConfigurationSchema = obj(
     nodeDrainTaintKey: str(),
     matchSELinuxLevelOnMigration: bool(),
     utilityVolumesTimeout: int({ format: "int64" }),
+    experimental: obj({
+      compression: str(),
+      downtimeTuning: obj({
+        initialMs: int({ format: "int64" }),
+        startAfterIteration: int({ format: "int64" }),
+        steps: int(),
+        cooldownSeconds: int(),
+      }),
+      stallDetector: obj({
+        ewmaAlpha: quantity(),
+        stallMargin: int({ format: "int64" }),
+        stallProgressTimeout: int({ format: "int64" }),
+        switchoverTimeout: int({ format: "int64" }),
+        completionTimeoutFactor: quantity(),
+        precopyPossibleFactor: quantity(),
+        patienceWindowDecayFactor: quantity(),
+        searchLocalMinima: bool(),
+      }),
+    }),
   },
   { description: "Migration configuration options." },
 );
@@ -127,6 +146,17 @@ export const vmimSpecSchema = obj({
     description:
       "Priority of the migration. This can be one of `system-critical`, `user-triggered`, `system-maintenance`.",
   }),
+  sendTo: obj(
+    { migrationID: str(), connectURL: str({ description: "Where the receiving cluster's target listens." }) },
+    {
+      required: ["migrationID", "connectURL"],
+      description: "Source half of a cross-cluster (decentralized) migration.",
+    },
+  ),
+  receive: obj(
+    { migrationID: str() },
+    { required: ["migrationID"], description: "Target half of a cross-cluster (decentralized) migration." },
+  ),
 });
 
 const phaseTransition = obj({ phase: strEnum(MIGRATION_PHASES), phaseTransitionTimestamp: time({ nullable: true }) });

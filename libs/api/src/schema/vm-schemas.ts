@@ -1,9 +1,11 @@
 /** VirtualMachine spec, status and object (kubevirt.io/v1). */
 import { PRINTABLE_STATUSES, RUN_STRATEGIES, STATE_CHANGE_ACTIONS } from "../constants.ts";
 import { instancetypeStatusRefSchema, matcherSchema } from "../instancetype/instancetype-schemas.ts";
-import { arr, bool, freeform, int, map, obj, str, strEnum, time } from "./builder.ts";
+import { arr, bool, int, map, obj, str, strEnum, time } from "./builder.ts";
+import { dataVolumeTemplateSchema } from "./datavolume.ts";
 import { conditionSchema, objectMetaSchema } from "./meta.ts";
-import { vmiSpecSchema } from "./vmi-spec.ts";
+import { changedBlockTrackingStatusSchema, pvcInfoSchema } from "./vmi-schemas.ts";
+import { diskSchema, vmiSpecSchema } from "./vmi-spec.ts";
 
 /** The VMI template of a VM: metadata (labels, annotations) plus a VMI spec. */
 export const vmiTemplateSchema = obj(
@@ -31,7 +33,7 @@ export const vmSpecSchema = obj(
       ...matcherSchema,
       description: "PreferenceMatcher references a set of preference that is used to fill fields in Template",
     },
-    dataVolumeTemplates: arr(freeform(), {
+    dataVolumeTemplates: arr(dataVolumeTemplateSchema, {
       description:
         "dataVolumeTemplates is a list of dataVolumes that the VirtualMachineInstance template can reference.",
     }),
@@ -97,9 +99,53 @@ export const vmStatusSchema = obj(
     }),
     snapshotInProgress: str(),
     restoreInProgress: str(),
-    volumeRequests: arr(freeform()),
-    volumeSnapshotStatuses: arr(freeform()),
-    memoryDumpRequest: freeform(),
+    volumeRequests: arr(
+      obj({
+        addVolumeOptions: obj(
+          {
+            name: str(),
+            disk: diskSchema,
+            volumeSource: obj({
+              persistentVolumeClaim: obj(
+                { claimName: str(), readOnly: bool(), hotpluggable: bool() },
+                { required: ["claimName"] },
+              ),
+              dataVolume: obj({ name: str(), hotpluggable: bool() }, { required: ["name"] }),
+            }),
+            dryRun: arr(str()),
+          },
+          { required: ["name", "disk", "volumeSource"] },
+        ),
+        removeVolumeOptions: obj({ name: str(), dryRun: arr(str()) }, { required: ["name"] }),
+      }),
+      { description: "Hotplug requests (virtctl addvolume / removevolume) not yet applied to the VMI." },
+    ),
+    volumeSnapshotStatuses: arr(
+      obj({ name: str(), enabled: bool(), reason: str() }, { required: ["name", "enabled"] }),
+    ),
+    volumeUpdateState: obj({
+      volumeMigrationState: obj({
+        migratedVolumes: arr(
+          obj(
+            { volumeName: str(), sourcePVCInfo: pvcInfoSchema, destinationPVCInfo: pvcInfoSchema },
+            { required: ["volumeName"] },
+          ),
+        ),
+      }),
+    }),
+    memoryDumpRequest: obj(
+      {
+        claimName: str(),
+        phase: str(),
+        remove: bool(),
+        startTimestamp: time({ nullable: true }),
+        endTimestamp: time({ nullable: true }),
+        fileName: str(),
+        message: str(),
+      },
+      { required: ["claimName", "phase"] },
+    ),
+    changedBlockTracking: changedBlockTrackingStatusSchema,
     instancetypeRef: {
       ...instancetypeStatusRefSchema,
       description: "InstancetypeRef captures the state of any referenced instance type from the VirtualMachine",

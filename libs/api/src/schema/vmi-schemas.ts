@@ -1,6 +1,6 @@
 /** VirtualMachineInstance status and object (kubevirt.io/v1). */
 import { MIGRATION_METHODS, VMI_PHASES } from "../constants.ts";
-import { arr, freeform, int, map, obj, quantity, str, strEnum, time } from "./builder.ts";
+import { arr, bool, int, map, obj, quantity, str, strEnum, time } from "./builder.ts";
 import { conditionSchema, objectMetaSchema } from "./meta.ts";
 import { migrationStateSchema } from "./migration-schemas.ts";
 import { vmiSpecSchema } from "./vmi-spec.ts";
@@ -17,6 +17,60 @@ export const vmiInterfaceStatusSchema = obj({
   queueCount: int(),
   linkState: str(),
 });
+
+/** PersistentVolumeClaimInfo: what a volume's claim looked like when the VMI used it. */
+export const pvcInfoSchema = obj({
+  claimName: str(),
+  accessModes: arr(str()),
+  volumeMode: str(),
+  capacity: map(quantity()),
+  requests: map(quantity()),
+  preallocated: bool(),
+  filesystemOverhead: str(),
+});
+
+/** ChangedBlockTrackingStatus (VM and VMI status). */
+export const changedBlockTrackingStatusSchema = obj(
+  {
+    state: str(),
+    backupStatus: obj({
+      backupName: str(),
+      checkpointName: str(),
+      backupMsg: str(),
+      completed: bool(),
+      failed: bool(),
+      quiesceStatus: str(),
+      startTimestamp: time({ nullable: true }),
+      endTimestamp: time({ nullable: true }),
+      volumes: arr(obj({ volumeName: str() }, { required: ["volumeName"] })),
+    }),
+  },
+  { required: ["state"] },
+);
+
+const checksum = obj({ checksum: int({ format: "int64" }) });
+
+/** One entry of `status.volumeStatus`. */
+export const volumeStatusSchema = obj(
+  {
+    name: str(),
+    target: str(),
+    phase: str(),
+    reason: str(),
+    message: str(),
+    persistentVolumeClaimInfo: pvcInfoSchema,
+    hotplugVolume: obj({ attachPodName: str(), attachPodUID: str() }),
+    size: int({ format: "int64" }),
+    memoryDumpVolume: obj({
+      claimName: str(),
+      targetFileName: str(),
+      startTimestamp: time({ nullable: true }),
+      endTimestamp: time({ nullable: true }),
+    }),
+    containerDiskVolume: checksum,
+  },
+  { required: ["name", "target"] },
+);
 
 /** VirtualMachineInstanceStatus. */
 export const vmiStatusSchema = obj(
@@ -72,10 +126,17 @@ export const vmiStatusSchema = obj(
       description:
         "ActivePods is a mapping of pod UID to node name.\nIt is possible for multiple pods to be running for a single VMI during migration.",
     }),
-    volumeStatus: arr(freeform()),
-    kernelBootStatus: freeform(),
+    volumeStatus: arr(volumeStatusSchema),
+    kernelBootStatus: obj({ kernelInfo: checksum, initrdInfo: checksum }),
     fsFreezeStatus: str(),
-    topologyHints: freeform(),
+    topologyHints: obj({ tscFrequency: int({ format: "int64" }) }),
+    migratedVolumes: arr(
+      obj(
+        { volumeName: str(), sourcePVCInfo: pvcInfoSchema, destinationPVCInfo: pvcInfoSchema },
+        { required: ["volumeName"] },
+      ),
+    ),
+    changedBlockTracking: changedBlockTrackingStatusSchema,
     virtualMachineRevisionName: str(),
     runtimeUser: int({ format: "int64" }),
     VSOCKCID: int({ format: "int64" }),
@@ -86,7 +147,12 @@ export const vmiStatusSchema = obj(
       sockets: int({ format: "int64" }),
       threads: int({ format: "int64" }),
     }),
-    memory: obj({ guestAtBoot: quantity(), guestCurrent: quantity(), guestRequested: quantity() }),
+    memory: obj({
+      guestAtBoot: quantity(),
+      guestCurrent: quantity(),
+      guestRequested: quantity(),
+      memoryOverhead: quantity(),
+    }),
   },
   {
     description:

@@ -3,8 +3,17 @@
  * scheduling. Field names, nesting and descriptions follow KubeVirt's `schema.go` and `types.go`.
  */
 import { EVICTION_STRATEGIES, START_STRATEGIES } from "../constants.ts";
-import { arr, bool, freeform, int, map, marker, obj, quantity, str, strEnum } from "./builder.ts";
+import { arr, bool, int, map, marker, obj, quantity, str, strEnum } from "./builder.ts";
+import {
+  downwardApiVolumeFileSchema,
+  execActionSchema,
+  httpGetActionSchema,
+  podDnsConfigSchema,
+  tcpSocketActionSchema,
+  topologySpreadConstraintSchema,
+} from "./k8s-core.ts";
 import { affinitySchema, localObjectReferenceSchema, tolerationSchema } from "./meta.ts";
+import { devicesExtraProps, domainExtraProps, enabledSchema, featuresSchema } from "./vmi-domain.ts";
 
 const diskTarget = obj({
   bus: str({
@@ -32,7 +41,7 @@ export const diskSchema = obj(
     name: str({ description: "Name is the device name" }),
     disk: diskTarget,
     cdrom: cdromTarget,
-    lun: obj({ bus: str(), readonly: bool() }),
+    lun: obj({ bus: str(), readonly: bool(), reservation: bool() }),
     bootOrder: int({
       description:
         "BootOrder is an integer value > 0, used to determine ordering of boot devices. Lower values take precedence.",
@@ -50,6 +59,14 @@ export const diskSchema = obj(
     tag: str(),
     shareable: bool(),
     errorPolicy: str(),
+    blockSize: obj({
+      custom: obj(
+        { logical: int(), physical: int(), discardGranularity: int() },
+        { required: ["logical", "physical"] },
+      ),
+      matchVolume: enabledSchema,
+    }),
+    changedBlockTracking: bool(),
   },
   { required: ["name"] },
 );
@@ -67,8 +84,19 @@ export const interfaceSchema = obj(
     bridge: marker(),
     masquerade: marker(),
     sriov: marker(),
-    passt: marker(),
+    passt: marker({ description: "Deprecated: use the passt network binding plugin (binding: {name: passt})." }),
+    slirp: marker({ description: "Deprecated: removed in KubeVirt v1.3." }),
+    macvtap: marker({ description: "Deprecated: use the macvtap network binding plugin." }),
+    passtBinding: marker(),
     binding: obj({ name: str() }, { required: ["name"] }),
+    dhcpOptions: obj({
+      bootFileName: str(),
+      tftpServerName: str(),
+      ntpServers: arr(str()),
+      privateOptions: arr(obj({ option: int(), value: str() }, { required: ["option", "value"] })),
+    }),
+    portRanges: arr(obj({ protocol: str(), start: int(), end: int() }, { required: ["protocol", "start", "end"] })),
+    acpiIndex: int({ description: "The ACPI index of the guest NIC (predictable interface names); 1 and up." }),
     macAddress: str({ description: "Interface MAC address. For example: de:ad:00:00:be:af or DE-AD-00-00-BE-AF." }),
     ports: arr(
       obj(
@@ -104,8 +132,6 @@ const kernelBoot = obj(
   },
   { description: "Settings to set the kernel for booting." },
 );
-
-const enabled = obj({ enabled: bool() });
 
 /** DomainSpec: the virtual hardware. */
 export const domainSchema = obj(
@@ -148,6 +174,9 @@ export const domainSchema = obj(
         }),
         dedicatedCpuPlacement: bool(),
         features: arr(obj({ name: str(), policy: str() }, { required: ["name"] })),
+        isolateEmulatorThread: bool(),
+        numa: obj({ guestMappingPassthrough: marker() }),
+        realtime: obj({ mask: str() }),
       },
       { description: "CPU allow specified the detailed CPU topology inside the vmi." },
     ),
@@ -161,6 +190,7 @@ export const domainSchema = obj(
           description: "MaxGuest allows to specify the maximum amount of memory which is visible inside the Guest OS.",
         }),
         hugepages: obj({ pageSize: str() }),
+        reservedOverhead: obj({ addedOverhead: quantity(), memLock: str() }),
       },
       { description: "Memory allow specifying the VMI memory features." },
     ),
@@ -173,21 +203,11 @@ export const domainSchema = obj(
         serial: str({ description: "The system-serial-number in SMBIOS" }),
         bootloader: obj({ bios: obj({ useSerial: bool() }), efi: obj({ secureBoot: bool(), persistent: bool() }) }),
         kernelBoot,
+        acpi: obj({ slicNameRef: str(), msdmNameRef: str() }),
       },
       { description: "Firmware." },
     ),
-    clock: freeform({ description: "Clock sets the clock and timers of the vmi." }),
-    features: obj(
-      {
-        acpi: enabled,
-        apic: obj({ enabled: bool(), endOfInterrupt: bool() }),
-        smm: enabled,
-        pvspinlock: enabled,
-        kvm: obj({ hidden: bool() }),
-        hyperv: freeform(),
-      },
-      { description: "Features like acpi, apic, hyperv, smm." },
-    ),
+    features: featuresSchema,
     devices: obj(
       {
         disks: arr(diskSchema, {
@@ -208,10 +228,12 @@ export const domainSchema = obj(
         blockMultiQueue: bool(),
         useVirtioTransitional: bool(),
         rng: marker(),
+        ...devicesExtraProps,
       },
       { description: "Devices allows adding disks, network interfaces, and others" },
     ),
     ioThreadsPolicy: str(),
+    ...domainExtraProps,
   },
   {
     required: ["devices"],
@@ -224,7 +246,7 @@ const cloudInit = (what: string) =>
     {
       userData: str({ description: "UserData contains cloud-init inline userdata." }),
       userDataBase64: str({ description: "UserDataBase64 contains cloud-init userdata as a base64 encoded string." }),
-      userDataSecretRef: localObjectReferenceSchema,
+      secretRef: localObjectReferenceSchema,
       networkData: str({ description: "NetworkData contains cloud-init inline network configuration data." }),
       networkDataBase64: str({
         description: "NetworkDataBase64 contains cloud-init network configuration data as a base64 encoded string.",
@@ -282,7 +304,14 @@ export const volumeSchema = obj(
       { description: "SecretVolumeSource represents a reference to a secret data in the same namespace." },
     ),
     serviceAccount: obj({ serviceAccountName: str() }),
-    downwardAPI: freeform(),
+    downwardAPI: obj({ fields: arr(downwardApiVolumeFileSchema), volumeLabel: str() }),
+    downwardMetrics: marker(),
+    memoryDump: obj({ claimName: str(), readOnly: bool(), hotpluggable: bool() }, { required: ["claimName"] }),
+    sysprep: obj(
+      { configMap: localObjectReferenceSchema, secret: localObjectReferenceSchema },
+      { description: "Sysprep answer files (autounattend.xml / unattend.xml) for Windows guests." },
+    ),
+    containerPath: obj({ path: str(), readOnly: bool() }, { required: ["path"] }),
   },
   { required: ["name"] },
 );
@@ -305,9 +334,44 @@ export const networkSchema = obj(
       },
       { required: ["networkName"], description: "Represents the multus cni network." },
     ),
+    resourceClaim: obj({ claimName: str(), requestName: str() }),
   },
   { required: ["name"] },
 );
+
+/** A liveness or readiness probe: a guest-agent ping, a command run by the agent, or an HTTP/TCP check. */
+export const probeSchema = obj({
+  exec: execActionSchema,
+  httpGet: httpGetActionSchema,
+  tcpSocket: tcpSocketActionSchema,
+  guestAgentPing: marker(),
+  initialDelaySeconds: int(),
+  timeoutSeconds: int(),
+  periodSeconds: int(),
+  successThreshold: int(),
+  failureThreshold: int(),
+});
+
+const secretSource = obj({ secret: obj({ secretName: str() }, { required: ["secretName"] }) });
+
+/** One access credential: SSH public keys or a user password, taken from a Secret and propagated into the guest. */
+export const accessCredentialSchema = obj({
+  sshPublicKey: obj(
+    {
+      source: secretSource,
+      propagationMethod: obj({
+        configDrive: marker(),
+        noCloud: marker(),
+        qemuGuestAgent: obj({ users: arr(str()) }, { required: ["users"] }),
+      }),
+    },
+    { required: ["source", "propagationMethod"] },
+  ),
+  userPassword: obj(
+    { source: secretSource, propagationMethod: obj({ qemuGuestAgent: marker() }) },
+    { required: ["source", "propagationMethod"] },
+  ),
+});
 
 /** VirtualMachineInstanceSpec. */
 export const vmiSpecSchema = obj(
@@ -320,7 +384,10 @@ export const vmiSpecSchema = obj(
     }),
     affinity: affinitySchema,
     tolerations: arr(tolerationSchema, { description: "If toleration is specified, obey all the toleration rules." }),
-    topologySpreadConstraints: arr(freeform()),
+    topologySpreadConstraints: arr(topologySpreadConstraintSchema, {
+      listType: "map",
+      mapKeys: ["topologyKey", "whenUnsatisfiable"],
+    }),
     evictionStrategy: strEnum(EVICTION_STRATEGIES, {
       description: "EvictionStrategy describes the strategy to follow when a node drain occurs.",
     }),
@@ -344,11 +411,21 @@ export const vmiSpecSchema = obj(
     schedulerName: str(),
     serviceAccountName: str(),
     architecture: str(),
-    livenessProbe: freeform(),
-    readinessProbe: freeform(),
-    dnsPolicy: str(),
-    dnsConfig: freeform(),
-    accessCredentials: arr(freeform()),
+    livenessProbe: probeSchema,
+    readinessProbe: probeSchema,
+    dnsPolicy: str({ description: "ClusterFirstWithHostNet, ClusterFirst, Default or None." }),
+    dnsConfig: podDnsConfigSchema,
+    accessCredentials: arr(accessCredentialSchema, {
+      description: "Secrets whose SSH keys or passwords are injected into the guest.",
+    }),
+    resourceClaims: arr(
+      obj({ name: str(), resourceClaimName: str(), resourceClaimTemplateName: str() }, { required: ["name"] }),
+      { listType: "map", mapKeys: ["name"], description: "DRA resource claims the GPUs and host devices use." },
+    ),
+    utilityVolumes: arr(
+      obj({ name: str(), claimName: str(), readOnly: bool(), type: str() }, { required: ["name", "claimName"] }),
+      { listType: "map", mapKeys: ["name"] },
+    ),
   },
   {
     required: ["domain"],

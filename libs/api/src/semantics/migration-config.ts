@@ -11,9 +11,9 @@ import type { MigrationConfiguration, MigrationPolicy, VirtualMachineInstance } 
 
 /** Cluster migration settings with every field resolved. */
 export type ResolvedMigrationConfiguration = Required<
-  Omit<MigrationConfiguration, "network" | "matchSELinuxLevelOnMigration">
+  Omit<MigrationConfiguration, "network" | "matchSELinuxLevelOnMigration" | "experimental">
 > &
-  Pick<MigrationConfiguration, "network" | "matchSELinuxLevelOnMigration">;
+  Pick<MigrationConfiguration, "network" | "matchSELinuxLevelOnMigration" | "experimental">;
 
 /** KubeVirt's defaults (`DefaultMigrationConfiguration`). */
 export const DEFAULT_MIGRATION_CONFIGURATION: Readonly<ResolvedMigrationConfiguration> = Object.freeze({

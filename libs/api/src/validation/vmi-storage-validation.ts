@@ -171,7 +171,7 @@ function validateCloudInit(f: FieldPath, volume: Volume): StatusCause[] {
   const count = (kind: "user" | "network"): { n: number; len: number } => {
     const plain = kind === "user" ? ci.userData : ci.networkData;
     const b64 = kind === "user" ? ci.userDataBase64 : ci.networkDataBase64;
-    const ref = kind === "user" ? ci.userDataSecretRef : ci.networkDataSecretRef;
+    const ref = kind === "user" ? ci.secretRef : ci.networkDataSecretRef;
     let n = ref?.name ? 1 : 0;
     let len = 0;
     if (b64) {

@@ -9,6 +9,7 @@ import { typeErrors } from "../strict-decode.ts";
 import type { ObjectMeta, StatusCause, VirtualMachineInstance, VirtualMachineInstanceSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath, path } from "./causes.ts";
 import { dns1123SubdomainErrors } from "./dns.ts";
+import { validateUnsupportedHardware } from "./unsupported-hardware.ts";
 import { type ClusterConfig, DEFAULT_CLUSTER_CONFIG } from "./validation-config.ts";
 import { validateNetworks } from "./vmi-network-validation.ts";
 import {
@@ -59,6 +60,7 @@ export function validateVmiSpec(
     ...validateDisks(field, spec),
     ...validateVolumes(field, spec),
     ...validateKernelBoot(field, spec),
+    ...validateUnsupportedHardware(field, spec),
   ];
 }
 
