@@ -168,6 +168,14 @@ describe("migrations", () => {
     expect(JSON.stringify(result)).toContain("Cannot migrate VMI, Reason: DisksNotLiveMigratable, Message: rwo");
   });
 
+  it("create with a wrongly typed vmiName is denied before any lookup (fuzz lane: it was a 500)", async () => {
+    const cluster = new FakeCluster();
+    const names = Array.from({ length: 2000 }, () => "vm1");
+    const result = await validateMigrationCreate(cluster, "kubevirt")(req({ spec: { vmiName: names } }, { name: "" }));
+    expect(result).toMatchObject({ allowed: false });
+    expect(JSON.stringify(result)).toContain("spec.vmiName");
+  });
+
   it("the spec is immutable on update", async () => {
     const r = req({ spec: { vmiName: "b" } }, { operation: "UPDATE", oldObject: { spec: { vmiName: "a" } } });
     expect((await validateMigrationUpdate(r)).allowed).toBe(false);

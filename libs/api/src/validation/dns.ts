@@ -5,8 +5,12 @@ const SUBDOMAIN_FMT = `${LABEL_FMT}(\\.${LABEL_FMT})*`;
 const LABEL_RE = new RegExp(`^${LABEL_FMT}$`);
 const SUBDOMAIN_RE = new RegExp(`^${SUBDOMAIN_FMT}$`);
 
-/** The errors `validation.IsDNS1123Label` returns (empty when valid). */
-export function dns1123LabelErrors(value: string): string[] {
+/**
+ * The errors `validation.IsDNS1123Label` returns (empty when valid). A missing or non-string value is checked as
+ * Go's zero value "" (webhooks may see an object before schema validation; the fuzz lane sent a disk without name).
+ */
+export function dns1123LabelErrors(raw: unknown): string[] {
+  const value = typeof raw === "string" ? raw : "";
   const errs: string[] = [];
   if (value.length > 63) errs.push("must be no more than 63 characters");
   if (!LABEL_RE.test(value)) {
@@ -17,8 +21,9 @@ export function dns1123LabelErrors(value: string): string[] {
   return errs;
 }
 
-/** The errors `validation.IsDNS1123Subdomain` returns (empty when valid). */
-export function dns1123SubdomainErrors(value: string): string[] {
+/** The errors `validation.IsDNS1123Subdomain` returns (empty when valid); a non-string is checked as "". */
+export function dns1123SubdomainErrors(raw: unknown): string[] {
+  const value = typeof raw === "string" ? raw : "";
   const errs: string[] = [];
   if (value.length > 253) errs.push("must be no more than 253 characters");
   if (!SUBDOMAIN_RE.test(value)) {

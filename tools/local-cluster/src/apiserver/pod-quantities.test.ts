@@ -79,6 +79,29 @@ describe("pod quantities", () => {
     expect((await call(api, "GET", `${PODS}/${p.metadata.name}`)).code).toBe(404);
   });
 
+  it.each([
+    [
+      { limits: [{ memory: "128Mi" }] },
+      "array into Go struct field ResourceRequirements.spec.containers.resources.limits of type v1.ResourceList",
+    ],
+    [
+      { requests: "1Gi" },
+      "string into Go struct field ResourceRequirements.spec.containers.resources.requests of type v1.ResourceList",
+    ],
+  ])("resources %j do not decode: 400 (fuzz lane: an array of limits was stored)", async (resources, message) => {
+    const p = pod(resources);
+    const r = await call(api, "POST", PODS, p);
+    expect(r.code).toBe(400);
+    expect(r.body.message).toBe(`Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal ${message}`);
+  });
+
+  it("containers that are not a list of objects do not decode", async () => {
+    const p = { apiVersion: "v1", kind: "Pod", metadata: { name: "odd" }, spec: { containers: { name: "c" } } };
+    expect((await call(api, "POST", PODS, p)).body.message).toBe(
+      'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal object into Go struct field PodSpec.spec.containers of type []v1.Container',
+    );
+  });
+
   it("requests above limits are 422 with kube's message on the requests path", async () => {
     const p = pod({ limits: { memory: "1Gi", cpu: "1" }, requests: { memory: "2Gi", cpu: "500m" } });
     const r = await call(api, "POST", PODS, p);

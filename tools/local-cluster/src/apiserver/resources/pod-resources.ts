@@ -9,7 +9,7 @@
  * Kubernetes sets no upper bound: `1e400` of memory is a valid (unschedulable) request, as on a real cluster.
  */
 import { Quantity, QuantityError, tryParseQuantity } from "@kvt/api";
-import { badRequest, type StatusCause } from "../errors.ts";
+import { type ApiError, badRequest, type StatusCause } from "../errors.ts";
 import { isObject, type KubeObject } from "../types.ts";
 
 type O = Record<string, unknown>;
@@ -34,9 +34,48 @@ function quantityMaps(spec: O): { path: string; map: O; limits?: O }[] {
   return out;
 }
 
+const jsonType = (v: unknown): string =>
+  Array.isArray(v) ? "array" : typeof v === "boolean" ? "bool" : typeof v === "object" ? "object" : typeof v;
+
+/** The 400 of encoding/json for `v` at the Go struct field `struct.path` of type `type`. */
+function cannotUnmarshal(v: unknown, struct: string, path: string, type: string): ApiError {
+  return badRequest(
+    `Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal ${jsonType(v)} into Go struct field ${struct}.${path} of type ${type}`,
+  );
+}
+
+/**
+ * The container lists and their resources must have the Go types (the pod schema is permissive below spec); found
+ * by the API fuzz lane: a pod whose limits were an array of maps was stored.
+ */
+function checkContainerTypes(spec: O): void {
+  const present = (v: unknown): boolean => v !== undefined && v !== null;
+  for (const list of CONTAINER_LISTS) {
+    const containers = spec[list];
+    const item = list === "ephemeralContainers" ? "v1.EphemeralContainer" : "v1.Container";
+    if (!present(containers)) continue;
+    if (!Array.isArray(containers)) throw cannotUnmarshal(containers, "PodSpec", `spec.${list}`, `[]${item}`);
+    for (const c of containers) {
+      if (!isObject(c)) throw cannotUnmarshal(c, "PodSpec", `spec.${list}`, item);
+      const struct = list === "ephemeralContainers" ? "EphemeralContainerCommon" : "Container";
+      if (!present(c.resources)) continue;
+      if (!isObject(c.resources))
+        throw cannotUnmarshal(c.resources, struct, `spec.${list}.resources`, "v1.ResourceRequirements");
+      for (const key of ["limits", "requests"] as const) {
+        const m = c.resources[key];
+        if (present(m) && !isObject(m))
+          throw cannotUnmarshal(m, "ResourceRequirements", `spec.${list}.resources.${key}`, "v1.ResourceList");
+      }
+    }
+  }
+  if (present(spec.overhead) && !isObject(spec.overhead))
+    throw cannotUnmarshal(spec.overhead, "PodSpec", "spec.overhead", "v1.ResourceList");
+}
+
 /** Parses every quantity of `pod` and rewrites it canonically; throws 400 as kube's decoder does. */
 export function decodePodQuantities(pod: KubeObject): void {
   if (!isObject(pod.spec)) return;
+  checkContainerTypes(pod.spec);
   for (const { map } of quantityMaps(pod.spec)) {
     for (const [name, raw] of Object.entries(map)) {
       if (raw === null) {
