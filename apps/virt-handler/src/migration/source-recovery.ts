@@ -10,8 +10,9 @@
  * ```
  *  source launcher here, alive ------------------------------------------> none (the usual source half)
  *  gone, its last report says the move succeeded (Migrated) -------------> none (sourceMigrationStatus hands off)
- *  gone after Crashed/Shutdown, or no migration open, or the target never
- *  published an address (no byte of the guest can have left) ------------> none (the VMI fails: LauncherExited)
+ *  gone after Crashed/Shutdown or before it reported sending, or no migration
+ *  open, or the target never published an address (no byte of the guest
+ *  can have left) -------------------------------------------------------> none (the VMI fails: LauncherExited)
  *  missing or gone while the guest was running and a migration was open:
  *      for less than TARGET_REPORT_TIMEOUT_MS -------------------------> await-target (phase kept, requeue)
  *      for longer -----------------------------------------------------> lost: VMI Failed (LauncherExited) and
@@ -61,6 +62,8 @@ export function sourceLauncherLoss(
     if (info.state === "Migrated" || (m !== undefined && m.migrationUid === ms.migrationUid && m.phase === "Succeeded"))
       return { kind: "none" }; // the source's own report of success: the usual handoff
     if (info.state !== "Running" && info.state !== "Paused") return { kind: "none" }; // it ended before: lost here
+    // It died before it ever reported sending this migration: no byte of the guest left, nothing to wait for.
+    if (m === undefined || m.migrationUid !== ms.migrationUid || m.role !== "source") return { kind: "none" };
   }
   if (missingForMs >= timeoutMs) return { kind: "lost", failureReason: lostReason(timeoutMs) };
   return { kind: "await-target", retryAfterMs: Math.max(1000, timeoutMs - missingForMs) };
