@@ -1,4 +1,6 @@
+import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type DomainInfo, LauncherServer, type LauncherService, launcherSocketPath } from "@kvt/launcher-rpc";
@@ -110,6 +112,47 @@ describe("LauncherRegistry", () => {
     expect(wrong).toEqual([]);
     expect(registry.forVmi("dddd4444")).toHaveLength(1);
   }, 20_000);
+
+  it.each([
+    { launcher: "lives", pid: process.pid, gone: false },
+    { launcher: "has exited", pid: spawnSync("true").pid ?? 0, gone: true },
+  ])(
+    "a broken event stream of a launcher that $launcher: gone $gone",
+    async ({ pid, gone }) => {
+      const dir = mkdtempSync(join(tmpdir(), "kvt-reg-"));
+      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+      const info: DomainInfo = {
+        protocolVersion: "v1",
+        vmi: { namespace: "default", name: "eeee5555", uid: "eeee5555" },
+        pod: {},
+        pid,
+        state: "Running",
+      };
+      // A launcher whose event stream connection drops (reset) a moment after its snapshot, every time.
+      let streams = 0;
+      const server = createServer((req, res) => {
+        if (req.url === "/v1/info") return void res.end(JSON.stringify(info));
+        streams++;
+        res.writeHead(200, { "content-type": "application/x-ndjson" });
+        res.write(`${JSON.stringify({ type: "domain", info, seq: 1, time: new Date().toISOString() })}\n`);
+        setTimeout(() => req.socket.destroy(), 100);
+      });
+      await new Promise<void>((r) => server.listen(launcherSocketPath(dir, "eeee5555".padEnd(16, "0")), r));
+      cleanups.push(() => new Promise<void>((r) => server.close(() => r())));
+      const registry = new LauncherRegistry({ socketDirs: [dir], logger, onChange: () => {}, scanIntervalMs: 600_000 });
+      await registry.start();
+      cleanups.push(() => registry.stop());
+      expect(registry.forVmi("eeee5555")).toHaveLength(1);
+      if (gone) {
+        await expect.poll(() => registry.forVmi("eeee5555")[0]?.gone, { timeout: 3000 }).toBe(true);
+      } else {
+        // Followed again after each break, and never reported gone (which would fail its VMI).
+        await expect.poll(() => streams, { timeout: 5000 }).toBeGreaterThanOrEqual(3);
+        expect(registry.forVmi("eeee5555")[0]?.gone).toBe(false);
+      }
+    },
+    20_000,
+  );
 
   it("starts watching a socket directory that appears after it started", async () => {
     const parent = mkdtempSync(join(tmpdir(), "kvt-reg-"));

@@ -18,7 +18,7 @@
  * The directories are watched (inotify), so a launcher that starts listening is adopted at once rather than at the
  * next periodic scan (on average half an interval later: the largest wait of a VMI's start on an idle node).
  */
-import { type FSWatcher, readdirSync, watch } from "node:fs";
+import { type FSWatcher, readdirSync, readFileSync, watch } from "node:fs";
 import { join } from "node:path";
 import {
   type DomainInfo,
@@ -40,6 +40,8 @@ export interface LauncherView {
   info: DomainInfo;
   /** Its socket went away (the process exited). */
   gone: boolean;
+  /** Its event stream broke while its process lives: being followed again (logged once per outage). */
+  reconnecting?: boolean;
   goneAt?: number;
 }
 
@@ -218,13 +220,51 @@ export class LauncherRegistry {
       } else if (event.type === "ping") return;
       this.#o.onChange(view.info.vmi.uid);
     };
-    const ended = (): void => {
+    const ended = (error?: unknown): void => {
       if (this.#abort.signal.aborted) return;
+      if (error !== undefined && processLives(view.info.pid)) {
+        // The stream broke or went silent, but the launcher process lives (busy, or a dropped connection): its guest
+        // is not gone. Follow it again rather than fail its VMI; only an ended stream or a dead process is "gone".
+        if (!view.reconnecting) {
+          view.reconnecting = true;
+          this.#o.logger.warn(
+            { socket: view.socketPath, vmi: view.info.vmi, err: error },
+            "launcher event stream broke; the launcher lives, following it again",
+          );
+        }
+        setTimeout(() => this.#follow(view), FOLLOW_RETRY_MS).unref();
+        return;
+      }
       view.gone = true;
       view.goneAt = Date.now();
       this.#o.logger.info({ socket: view.socketPath, vmi: view.info.vmi, state: view.info.state }, "launcher gone");
       this.#o.onChange(view.info.vmi.uid);
     };
-    view.client.watchEvents(onEvent, this.#abort.signal).then(ended, ended);
+    const onEventAndLive = (event: LauncherEvent): void => {
+      view.reconnecting = false;
+      onEvent(event);
+    };
+    view.client.watchEvents(onEventAndLive, this.#abort.signal).then(
+      () => ended(),
+      (error: unknown) => ended(error ?? new Error("event stream failed")),
+    );
+  }
+}
+
+/** How soon a broken event stream of a live launcher is followed again. */
+const FOLLOW_RETRY_MS = 1000;
+
+/**
+ * True while process `pid` exists and has not exited (not a zombie). virt-handler shares the node's process
+ * namespace with its launchers (KubeVirt's handler runs with hostPID); elsewhere the check finds nothing and a
+ * broken stream counts as a gone launcher, as before.
+ */
+function processLives(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 1) return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
   }
 }
