@@ -14,6 +14,7 @@ import {
   TemplateHandlerLocator,
 } from "./handler/handler-client.ts";
 import { RestClusterClient } from "./kube/cluster-client.ts";
+import { RestKubeVirtConfigSource } from "./kube/kubevirt-config.ts";
 import { HttpTransport, serviceAccountUser, VIRT_API_SERVICE_ACCOUNT } from "./kube/rest.ts";
 import { VirtApiApp } from "./server/app.ts";
 import { virtApiMetrics } from "./server/metrics.ts";
@@ -104,7 +105,13 @@ await main({
       clientFor: (user) => (user ? new RestClusterClient(transport, user) : self),
       internalClient: new RestClusterClient(transport, serviceAccountUser(namespace, VIRT_API_SERVICE_ACCOUNT)),
       handler,
-      webhooks: webhookRoutes(self, namespace, instancetypes, new RestEvictionCluster(transport, self, namespace)),
+      webhooks: webhookRoutes(
+        self,
+        namespace,
+        instancetypes,
+        new RestEvictionCluster(transport, self, namespace),
+        new RestKubeVirtConfigSource(transport, namespace),
+      ),
       instancetypes,
       requestHeaderAuth: clientCa
         ? { allowedNames: (values["requestheader-allowed-names"] ?? "").split(",").filter((s) => s.length > 0) }

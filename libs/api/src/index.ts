@@ -154,6 +154,14 @@ export {
   migratableOnEviction,
   vmiEvictionStrategy,
 } from "./semantics/eviction.ts";
+// KubeVirt's feature gates: states, IsEnabled (GA on, beta on unless disabled, alpha off), the CR's warnings.
+export {
+  type FeatureGateState,
+  featureGateEnabled,
+  featureGateState,
+  featureGateWarnings,
+  GATE,
+} from "./semantics/feature-gates.ts";
 // The pod network's interface, and KubeVirt's live-migration check of the interfaces (InterfaceNotLiveMigratable).
 export {
   INTERFACE_NOT_MIGRATABLE_MESSAGE,
@@ -307,6 +315,8 @@ export {
 } from "./validation/causes.ts";
 // DNS-1123 label/subdomain checks with apimachinery's messages.
 export { dns1123LabelErrors, dns1123SubdomainErrors } from "./validation/dns.ts";
+// Annotations only a feature gate allows (hook sidecars, Ignition).
+export { HOOK_SIDECARS_ANNOTATION, IGNITION_ANNOTATION } from "./validation/feature-gate-validation.ts";
 // What the VMIM create check needs from the cluster.
 export type { MigrationCreateContext } from "./validation/migration-validation.ts";
 // VMIM create/update admission and MigrationPolicy validation.

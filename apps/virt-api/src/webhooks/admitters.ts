@@ -32,6 +32,8 @@ import {
   validateVmiUpdate as apiValidateVmiUpdate,
   validateVmPool as apiValidateVmPool,
   applyVmiSpecDefaults,
+  type ClusterConfig,
+  DEFAULT_CLUSTER_CONFIG,
   defaultMigration,
   defaultVm,
   defaultVmi,
@@ -49,6 +51,7 @@ import {
   validateMatchers,
 } from "@kvt/api";
 import type { ClusterClient } from "../kube/cluster-client.ts";
+import type { KubeVirtConfigSource } from "../kube/kubevirt-config.ts";
 import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW } from "./admission.ts";
 import {
   expandForValidation,
@@ -150,7 +153,11 @@ export const mutateMigration: Admitter = (req) => {
  * `/virtualmachines-validate`. With `instancetypes`, the VM's instancetype and preference are applied to a copy of
  * the template first (conflicts refuse the VM) and the expanded template is what gets validated, as KubeVirt does.
  */
-export function validateVm(kubevirtNamespace: string, instancetypes?: InstancetypeReader): Admitter {
+export function validateVm(
+  kubevirtNamespace: string,
+  instancetypes?: InstancetypeReader,
+  kubevirtConfig?: KubeVirtConfigSource,
+): Admitter {
   return async (req) => {
     const isKubeVirtServiceAccount = isKubevirtServiceAccount(req.userInfo?.username, kubevirtNamespace);
     let vm = objectOf<VirtualMachine>(req);
@@ -173,16 +180,23 @@ export function validateVm(kubevirtNamespace: string, instancetypes?: Instancety
     }
     const unmet = expanded && requirementsCause(expanded.instancetype, expanded.preference, vm);
     if (unmet) return fromCauses([unmet]);
-    return fromCauses(apiValidateVm(vm, { isKubeVirtServiceAccount }));
+    const config = await clusterConfig(kubevirtConfig);
+    return fromCauses(apiValidateVm(vm, { isKubeVirtServiceAccount, config }));
   };
 }
 
-/** `/virtualmachineinstances-validate-create` */
-export function validateVmiCreate(kubevirtNamespace: string): Admitter {
-  return (req) => {
+/** The cluster settings validation depends on: KubeVirt's defaults with the CR's feature gates. */
+async function clusterConfig(source: KubeVirtConfigSource | undefined): Promise<ClusterConfig> {
+  return { ...DEFAULT_CLUSTER_CONFIG, developerConfiguration: await source?.developerConfiguration() };
+}
+
+/** `/virtualmachineinstances-validate-create`; feature gates from `kubevirtConfig` (none: KubeVirt's defaults). */
+export function validateVmiCreate(kubevirtNamespace: string, kubevirtConfig?: KubeVirtConfigSource): Admitter {
+  return async (req) => {
     const isKubeVirtServiceAccount = isKubevirtServiceAccount(req.userInfo?.username, kubevirtNamespace);
     const vmi = objectOf<VirtualMachineInstance>(req);
-    return Promise.resolve(fromCauses(apiValidateVmiCreate(vmi, { isKubeVirtServiceAccount })));
+    const config = await clusterConfig(kubevirtConfig);
+    return fromCauses(apiValidateVmiCreate(vmi, { isKubeVirtServiceAccount, config }));
   };
 }
 
@@ -255,14 +269,15 @@ export function webhookRoutes(
   kubevirtNamespace: string,
   instancetypes?: InstancetypeReader,
   eviction?: EvictionCluster,
+  kubevirtConfig?: KubeVirtConfigSource,
 ): Record<string, Admitter> {
   return {
     ...(eviction ? { "/pod-eviction-validate": validatePodEviction(eviction) } : {}),
     ...instancetypeWebhookRoutes(fromCauses),
     "/virtualmachines-mutate": mutateVmWith(instancetypes),
-    "/virtualmachines-validate": validateVm(kubevirtNamespace, instancetypes),
+    "/virtualmachines-validate": validateVm(kubevirtNamespace, instancetypes, kubevirtConfig),
     "/virtualmachineinstances-mutate": mutateVmi,
-    "/virtualmachineinstances-validate-create": validateVmiCreate(kubevirtNamespace),
+    "/virtualmachineinstances-validate-create": validateVmiCreate(kubevirtNamespace, kubevirtConfig),
     "/virtualmachineinstances-validate-update": validateVmiUpdate(kubevirtNamespace),
     "/migration-mutate-create": mutateMigration,
     "/migration-validate-create": validateMigrationCreate(client, kubevirtNamespace),

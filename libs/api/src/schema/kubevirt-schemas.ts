@@ -22,6 +22,9 @@ import { migrationConfigurationSchema } from "./migration-schemas.ts";
 export const developerConfigurationSchema = obj(
   {
     featureGates: arr(str(), { description: "FeatureGates is the list of experimental features to enable." }),
+    disabledFeatureGates: arr(str(), {
+      description: "Beta feature gates to turn off (beta gates are on unless listed here).",
+    }),
     useEmulation: bool({
       description:
         "UseEmulation can be set to true to allow fallback to software emulation\nin case hardware-assisted emulation is not available. Defaults to false",

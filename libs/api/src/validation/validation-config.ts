@@ -1,5 +1,6 @@
 /** The cluster settings validation and defaulting depend on (KubeVirt CR `spec.configuration`, trimmed). */
 import type { EVICTION_STRATEGIES } from "../constants.ts";
+import type { DeveloperConfiguration } from "../types.ts";
 
 /** Cluster-wide settings that change how VMs and VMIs are defaulted and validated. */
 export interface ClusterConfig {
@@ -19,6 +20,8 @@ export interface ClusterConfig {
   vmRolloutStrategy: "LiveUpdate" | "Stage";
   /** Hotplug headroom multiplier (default 4). */
   maxHotplugRatio: number;
+  /** The KubeVirt CR's developerConfiguration: feature gates (none: KubeVirt's defaults, alpha gates off). */
+  developerConfiguration?: DeveloperConfiguration;
 }
 
 /** KubeVirt's defaults for a fresh install. */

@@ -9,6 +9,7 @@ import { typeErrors } from "../strict-decode.ts";
 import type { ObjectMeta, StatusCause, VirtualMachineInstance, VirtualMachineInstanceSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath, path } from "./causes.ts";
 import { dns1123SubdomainErrors } from "./dns.ts";
+import { validateDiscontinuedGates, validateGatedMetadata, validateGatedSpec } from "./feature-gate-validation.ts";
 import { validateUnsupportedHardware } from "./unsupported-hardware.ts";
 import { type ClusterConfig, DEFAULT_CLUSTER_CONFIG } from "./validation-config.ts";
 import { validateNetworks } from "./vmi-network-validation.ts";
@@ -60,6 +61,7 @@ export function validateVmiSpec(
     ...validateDisks(field, spec),
     ...validateVolumes(field, spec),
     ...validateKernelBoot(field, spec),
+    ...validateGatedSpec(field, spec, config.developerConfiguration),
     ...validateUnsupportedHardware(field, spec),
   ];
 }
@@ -70,7 +72,9 @@ export function validateVmiMetadata(
   meta: ObjectMeta | undefined,
   ctx: RequestContext = {},
 ): StatusCause[] {
-  if (ctx.isKubeVirtServiceAccount) return [];
+  // Feature gates bind KubeVirt's own service accounts too (a VMI virt-controller creates from a VM template).
+  const gated = validateGatedMetadata(field, meta, ctx.config?.developerConfiguration);
+  if (ctx.isKubeVirtServiceAccount) return gated;
   const labels = Object.keys(meta?.labels ?? {});
   if (labels.some((l) => RESTRICTED_LABELS.includes(l))) {
     return [
@@ -79,9 +83,10 @@ export function validateVmiMetadata(
         "creation of the following reserved kubevirt.io/ labels on a VMI object is prohibited",
         field.child("labels"),
       ),
+      ...gated,
     ];
   }
-  return [];
+  return gated;
 }
 
 /** `metadata.name` as the API server checks it for custom resources (a DNS-1123 subdomain). */
@@ -104,6 +109,7 @@ export function validateVmiCreate(vmi: VirtualMachineInstance, ctx: RequestConte
     ...validateVmiMetadata(path("metadata"), vmi.metadata, ctx),
     ...validateVmiSpec(spec, vmi.spec, ctx.config),
     ...(vmi.spec?.domain?.devices ? validateMandatoryMemory(spec, vmi.spec) : []),
+    ...validateDiscontinuedGates(vmi.spec, ctx.config?.developerConfiguration),
   ];
 }
 
