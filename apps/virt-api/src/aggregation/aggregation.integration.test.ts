@@ -91,6 +91,19 @@ describe.skipIf(!existsSync(apiserverMain))(
         async () => ((await transport.send({ method: "GET", path: VMS })).status === 200 ? true : undefined),
         { timeoutMs: 30_000, intervalMs: 100, what: "the VM CRD" },
       );
+      // The API server enforces RBAC: virt-api acts as alice, who is this cluster's admin here (the chain under test
+      // is the proxy's, not authorization; apiserver/auth has those tests).
+      await transport.send({
+        method: "POST",
+        path: "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        body: {
+          apiVersion: "rbac.authorization.k8s.io/v1",
+          kind: "ClusterRoleBinding",
+          metadata: { name: "alice-admin" },
+          roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cluster-admin" },
+          subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: "alice" }],
+        },
+      });
 
       const ca = await generateCa();
       const serving = await issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
