@@ -11,8 +11,11 @@
  *   either handler  killed as soon as the target pod is scheduled, before or while the target is prepared: the
  *                   restarted source handler starts the move itself; the restarted target handler prepares its
  *                   launcher, or asks the prepared one again for the migration secret (guards as well).
+ *   source handler + target launcher  killed during a bandwidth-capped migration that cannot finish: the
+ *                   migration fails with a reason (the VMIM's and the source launcher's, read into the VMI by the
+ *                   restarted handler) and the guest stays on the source: same VMI, still Running, still printing.
  *
- * Each case: the VMIM Succeeded without a failure reason, the VMI kept its uid and never left Running, it runs on
+ * Each kill-a-handler case: the VMIM Succeeded without a failure reason, the VMI kept its uid and never left Running, it runs on
  * the target node, and the guest's progress lines continue there from where they stopped on the source.
  */
 import { readFileSync } from "node:fs";
@@ -23,7 +26,7 @@ import { getJson, kubectl, kubectlOk } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { testGuestVm } from "../lib/manifests.ts";
 import { launcherPods, type PodView, vmiOrUndefined } from "../lib/objects.ts";
-import { alive, consoleFile, guestProgress, handlerPid, watchVmi } from "../lib/processes.ts";
+import { alive, consoleFile, guestProgress, handlerPid, launcherPid, watchVmi } from "../lib/processes.ts";
 
 const NAME = "e2e-mig-handler-kill";
 
@@ -254,4 +257,118 @@ describe("kill -9 of a virt-handler during a live migration", () => {
       await migrateKillingHandler(kubeconfig, `${NAME}-${suffix}`, side, at);
     },
   );
+});
+
+/** A migration that cannot finish (bandwidth capped while the guest dirties its working set), as migrate-cancel's. */
+const SLOW_POLICY = "e2e-handler-kill-slow";
+const SLOW_LABEL = { "e2e.kubevirt-ts.io/migration": "handler-kill-slow" };
+
+interface VmimFailure {
+  status?: { phase?: string; migrationState?: { failed?: boolean; failureReason?: string } };
+}
+
+describe("kill -9 of the source handler, then of the target launcher, during a migration", () => {
+  const kubeconfig = inject("kubeconfig");
+  const name = `${NAME}-failed`;
+
+  afterAll(async () => {
+    await kubectl(kubeconfig, ["delete", "vm", name, "--ignore-not-found", "--wait=false"]);
+    await kubectl(kubeconfig, ["delete", "migrationpolicy", SLOW_POLICY, "--ignore-not-found"]);
+  });
+
+  it("the migration fails with a reason and the guest stays on the source, same VMI, still running", async () => {
+    const policy = {
+      apiVersion: "migrations.kubevirt.io/v1alpha1",
+      kind: "MigrationPolicy",
+      metadata: { name: SLOW_POLICY },
+      spec: {
+        selectors: { virtualMachineInstanceSelector: SLOW_LABEL },
+        bandwidthPerMigration: "1Mi",
+        completionTimeoutPerGiB: 100_000,
+      },
+    };
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(policy));
+    await kubectlOk(
+      kubeconfig,
+      ["create", "-f", "-"],
+      JSON.stringify(testGuestVm(name, { running: true, labels: SLOW_LABEL })),
+    );
+    const vmi = await eventually(
+      async () => {
+        const v = await vmiOrUndefined(kubeconfig, name);
+        expect(v?.status?.phase).toBe("Running");
+        expect(v?.status?.conditions?.find((c) => c.type === "LiveMigratable")?.status).toBe("True");
+        return v!;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 45_000, what: "a migratable running VMI" },
+    );
+    const uid = vmi.metadata.uid;
+    const sourceNode = vmi.status!.nodeName!;
+    const sourcePod = (await launcherPods(kubeconfig, uid)).at(-1)!;
+    const watcher = watchVmi(kubeconfig, name);
+    try {
+      await kubectlOk(
+        kubeconfig,
+        ["create", "-f", "-"],
+        JSON.stringify({
+          apiVersion: "kubevirt.io/v1",
+          kind: "VirtualMachineInstanceMigration",
+          metadata: { name: `${name}-mig` },
+          spec: { vmiName: name },
+        }),
+      );
+      await migrationStarted(kubeconfig, sourcePod, 40_000);
+      const targetPod = (await launcherPods(kubeconfig, uid)).find((p) => p.spec.nodeName !== sourceNode)!;
+      const targetLauncher = launcherPid(targetPod.metadata.uid);
+      expect(targetLauncher, "the target launcher's process").toBeDefined();
+      const handler = handlerPid(kubeconfig, sourceNode);
+      expect(handler, "the source handler's process").toBeDefined();
+      // The handler first, so the launcher's failure happens while nobody on the source node watches.
+      process.kill(handler!, "SIGKILL");
+      process.kill(targetLauncher!, "SIGKILL");
+      const atKill = guestProgress(consoleFile(kubeconfig, sourceNode, sourcePod.metadata.uid));
+
+      const vmim = await eventually(
+        async () => {
+          const m = await getJson<VmimFailure>(kubeconfig, "vmim", `${name}-mig`);
+          expect(m.status?.phase).toBe("Failed");
+          expect(m.status?.migrationState?.failureReason).toBeTruthy();
+          return m;
+        },
+        { ...CLUSTER_WAIT, timeoutMs: 45_000, what: "the migration to fail with a reason" },
+      );
+      // The restarted source handler reads the launcher's own account of the failure into the VMI.
+      const kept = await eventually(
+        async () => {
+          const v = await vmiOrUndefined(kubeconfig, name);
+          expect(v?.status?.migrationState?.failed).toBe(true);
+          expect(v?.status?.migrationState?.failureReason).toBeTruthy();
+          return v!;
+        },
+        { ...CLUSTER_WAIT, timeoutMs: 45_000, what: "the VMI's migrationState to say the migration failed, and why" },
+      );
+      expect(kept.metadata.uid).toBe(uid);
+      expect(kept.status?.phase).toBe("Running");
+      expect(kept.status?.nodeName).toBe(sourceNode);
+      await eventually(
+        () => {
+          expect(guestProgress(consoleFile(kubeconfig, sourceNode, sourcePod.metadata.uid))).toBeGreaterThan(
+            atKill + 2,
+          );
+          return true;
+        },
+        { ...CLUSTER_WAIT, timeoutMs: 20_000, what: "the guest's progress to continue on the source" },
+      );
+      console.log(
+        `[failed migration, source handler killed] ${JSON.stringify({
+          vmim: vmim.status?.migrationState?.failureReason,
+          vmi: kept.status?.migrationState?.failureReason,
+        })}`,
+      );
+      expect(new Set(watcher.seen.map((s) => s.uid))).toEqual(new Set([uid]));
+      expect(watcher.seen.map((s) => s.phase)).not.toContain("Failed");
+    } finally {
+      watcher.stop();
+    }
+  });
 });
