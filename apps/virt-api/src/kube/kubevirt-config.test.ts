@@ -33,7 +33,7 @@ describe("RestKubeVirtConfigSource", () => {
     const t = new FakeTransport();
     t.responses.push(kubevirtList({ featureGates: ["HostDisk"] }));
     const source = new RestKubeVirtConfigSource(t, "kubevirt");
-    expect(await source.developerConfiguration()).toEqual({ featureGates: ["HostDisk"] });
+    expect(await source.configuration()).toEqual({ developerConfiguration: { featureGates: ["HostDisk"] } });
     expect(t.requests[0]).toMatchObject({ method: "GET", path: "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts" });
   });
 
@@ -41,16 +41,17 @@ describe("RestKubeVirtConfigSource", () => {
     const t = new FakeTransport();
     const source = new RestKubeVirtConfigSource(t, "kubevirt");
     t.responses.push(new Error("connection refused"));
-    await expect(source.developerConfiguration()).rejects.toThrow("connection refused");
+    await expect(source.configuration()).rejects.toThrow("connection refused");
     t.responses.push(kubevirtList({ featureGates: ["Sidecar"] }), { status: 503, body: "busy" });
-    expect(await source.developerConfiguration()).toEqual({ featureGates: ["Sidecar"] });
-    expect(await source.developerConfiguration()).toEqual({ featureGates: ["Sidecar"] });
+    const sidecar = { developerConfiguration: { featureGates: ["Sidecar"] } };
+    expect(await source.configuration()).toEqual(sidecar);
+    expect(await source.configuration()).toEqual(sidecar);
   });
 });
 
 describe("virt-api admission follows the CR's feature gates", () => {
   const gates = (dev: DeveloperConfiguration | undefined): KubeVirtConfigSource => ({
-    developerConfiguration: () => Promise.resolve(dev),
+    configuration: () => Promise.resolve({ developerConfiguration: dev }),
   });
   const spec = {
     domain: { resources: { requests: { memory: "128Mi" } }, devices: { disks: [{ name: "hd", disk: {} }] } },

@@ -1,32 +1,32 @@
 /**
- * The KubeVirt CR's `spec.configuration.developerConfiguration` (feature gates) as virt-api's admission reads it:
+ * The KubeVirt CR's `spec.configuration` (feature gates, VM rollout strategy) as virt-api's admission reads it:
  * the active CR in virt-api's namespace, listed as virt-api itself (RBAC: `list kubevirts` there). Read per
  * admission request, so a gate turned on applies to the next request, as KubeVirt's informer-fed config does.
  * When the list fails, the last configuration read is used; with none read yet, the error reaches the webhook
  * (a 500 the API server reports), never a guess that would refuse or admit gated features wrongly.
  */
-import { activeKubeVirt, type DeveloperConfiguration, type KubeVirt } from "@kvt/api";
+import { activeKubeVirt, type KubeVirt, type KubeVirtConfiguration } from "@kvt/api";
 import type { RestTransport } from "./rest.ts";
 import { ApiError, isStatus } from "./status.ts";
 
-/** Where admission gets the cluster's feature gates. */
+/** Where admission gets the cluster's configuration. */
 export interface KubeVirtConfigSource {
-  /** The active CR's developerConfiguration (undefined: no CR or none set, KubeVirt's defaults). */
-  developerConfiguration(): Promise<DeveloperConfiguration | undefined>;
+  /** The active CR's spec.configuration (undefined: no CR or none set, KubeVirt's defaults). */
+  configuration(): Promise<KubeVirtConfiguration | undefined>;
 }
 
 /** {@link KubeVirtConfigSource} over the API server. */
 export class RestKubeVirtConfigSource implements KubeVirtConfigSource {
   readonly #transport: RestTransport;
   readonly #namespace: string;
-  #last: { value: DeveloperConfiguration | undefined } | undefined;
+  #last: { value: KubeVirtConfiguration | undefined } | undefined;
 
   constructor(transport: RestTransport, namespace: string) {
     this.#transport = transport;
     this.#namespace = namespace;
   }
 
-  async developerConfiguration(): Promise<DeveloperConfiguration | undefined> {
+  async configuration(): Promise<KubeVirtConfiguration | undefined> {
     const path = `/apis/kubevirt.io/v1/namespaces/${this.#namespace}/kubevirts`;
     try {
       const res = await this.#transport.send({ method: "GET", path });
@@ -35,7 +35,7 @@ export class RestKubeVirtConfigSource implements KubeVirtConfigSource {
         throw new Error(`GET ${path}: HTTP ${res.status}`);
       }
       const items = (res.body as { items?: KubeVirt[] } | undefined)?.items ?? [];
-      const value = activeKubeVirt(items)?.spec.configuration?.developerConfiguration;
+      const value = activeKubeVirt(items)?.spec.configuration;
       this.#last = { value };
       return value;
     } catch (err) {

@@ -185,9 +185,14 @@ export function validateVm(
   };
 }
 
-/** The cluster settings validation depends on: KubeVirt's defaults with the CR's feature gates. */
+/** The cluster settings validation depends on: KubeVirt's defaults with the CR's feature gates and rollout. */
 async function clusterConfig(source: KubeVirtConfigSource | undefined): Promise<ClusterConfig> {
-  return { ...DEFAULT_CLUSTER_CONFIG, developerConfiguration: await source?.developerConfiguration() };
+  const configured = await source?.configuration();
+  return {
+    ...DEFAULT_CLUSTER_CONFIG,
+    developerConfiguration: configured?.developerConfiguration,
+    vmRolloutStrategy: configured?.vmRolloutStrategy ?? DEFAULT_CLUSTER_CONFIG.vmRolloutStrategy,
+  };
 }
 
 /** `/virtualmachineinstances-validate-create`; feature gates from `kubevirtConfig` (none: KubeVirt's defaults). */

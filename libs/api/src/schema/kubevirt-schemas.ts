@@ -42,6 +42,9 @@ export const kubevirtConfigurationSchema = obj(
       description:
         "EvictionStrategy defines at the cluster level if the VirtualMachineInstance should be\nmigrated instead of shut-off in case of a node drain.",
     }),
+    vmRolloutStrategy: strEnum(["Stage", "LiveUpdate"] as const, {
+      description: "How VM template changes reach a running VMI: LiveUpdate (the default) or Stage (on restart).",
+    }),
   },
   { preserveUnknownFields: true, description: "holds kubevirt configurations.\nsame as the virt-configMap" },
 );

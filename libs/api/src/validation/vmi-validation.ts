@@ -9,6 +9,7 @@ import { typeErrors } from "../strict-decode.ts";
 import type { ObjectMeta, StatusCause, VirtualMachineInstance, VirtualMachineInstanceSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath, path } from "./causes.ts";
 import { dns1123SubdomainErrors } from "./dns.ts";
+import { validateDnsSettings } from "./dns-config-validation.ts";
 import { validateDiscontinuedGates, validateGatedMetadata, validateGatedSpec } from "./feature-gate-validation.ts";
 import { validateUnsupportedHardware } from "./unsupported-hardware.ts";
 import { type ClusterConfig, DEFAULT_CLUSTER_CONFIG } from "./validation-config.ts";
@@ -61,6 +62,7 @@ export function validateVmiSpec(
     ...validateDisks(field, spec),
     ...validateVolumes(field, spec),
     ...validateKernelBoot(field, spec),
+    ...validateDnsSettings(field, spec),
     ...validateGatedSpec(field, spec, config.developerConfiguration),
     ...validateUnsupportedHardware(field, spec),
   ];
