@@ -1,5 +1,6 @@
 import type { VirtualMachineInstance, VirtualMachineInstanceStatus } from "@kvt/api";
 import type { DomainInfo, DomainState, MigrationInfo } from "@kvt/launcher-rpc";
+import { migrationFailureReason } from "@kvt/observability";
 import { describe, expect, it } from "vitest";
 import { computeVmiStatus, LAUNCHER_EXITED, type LauncherFacts } from "../vmi/vmi-status.ts";
 import { targetMigrationStatus } from "./migration-status.ts";
@@ -124,9 +125,11 @@ describe("sourceLauncherLoss: what a restarted source handler concludes", () => 
       failed: true,
       endTimestamp: NOW,
       failureReason:
-        "the source virt-launcher exited during the migration and the target node did not report the domain within 60 seconds",
+        "the source virt-launcher exited during the migration and the domain was not reported on the destination node within 60 seconds",
     });
     expect(failed.migrationState?.completed).toBeUndefined();
+    // Counted as the source's failure in the handler's migration-failure metric.
+    expect(migrationFailureReason(lostReason(60_000))).toBe("SourceFailed");
   });
 
   it("a lost migration that had an abort requested says the abort failed", () => {

@@ -34,7 +34,7 @@ export type SourceLauncherLoss =
 /** The failure reason recorded when the target never took the VMI over. */
 export function lostReason(timeoutMs: number): string {
   return (
-    `the source virt-launcher exited during the migration and the target node did not report the domain ` +
+    `the source virt-launcher exited during the migration and the domain was not reported on the destination node ` +
     `within ${Math.round(timeoutMs / 1000)} seconds`
   );
 }
