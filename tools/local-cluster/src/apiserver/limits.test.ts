@@ -445,3 +445,22 @@ describe("JSON types the Go decoder refuses (found by the API fuzz lane: each wa
     expect(r.code).toBe(400);
   });
 });
+
+describe("nulls in a custom resource, as kube-apiserver prunes them", () => {
+  it("drops a null non-nullable field, defaults one with a default, and stores neither null", async () => {
+    const r = await raw(
+      "POST",
+      WIDGETS,
+      JSON.stringify({
+        apiVersion: "example.com/v1",
+        kind: "Widget",
+        metadata: { name: "nulls" },
+        spec: { size: null, color: null, tags: null },
+      }),
+      json,
+    );
+    expect(r.code).toBe(201);
+    const got = await call(api, "GET", `${WIDGETS}/nulls`);
+    expect(got.body.spec).toEqual({ color: "blue" });
+  });
+});

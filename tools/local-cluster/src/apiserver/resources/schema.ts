@@ -199,6 +199,11 @@ function walkArray(s: JSONSchemaProps, v: Json[], path: string, out: SchemaResul
 function walkObject(s: JSONSchemaProps, v: JsonObject, path: string, out: SchemaResult, root: boolean): void {
   const props = s.properties;
   const embedded = root || s["x-kubernetes-embedded-resource"] === true;
+  // As kube-apiserver (PruneNonNullableNullsWithoutDefaults): a null in a property that is not nullable is pruned
+  // before defaulting, so it gets its default or goes away; it is never stored (found by the API fuzz lane: a
+  // null int-or-string status field was stored and then refused by strict decoding).
+  if (props !== undefined)
+    for (const k in v) if (v[k] === null && Object.hasOwn(props, k) && props[k].nullable !== true) delete v[k];
   const { defaults } = compile(s);
   for (let i = 0; i < defaults.length; i++) {
     const [k, d] = defaults[i];
