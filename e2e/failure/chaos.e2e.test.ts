@@ -62,7 +62,9 @@ describe("chaos: components killed during VM starts, stops and migrations", () =
   });
 
   it("never runs two guests of a VMI, never leaves a guest behind its VMI, and converges", async () => {
-    const seed = Number(process.env.KVT_CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
+    const given = process.env.KVT_CHAOS_SEED;
+    const seed = given ? Number(given) : Math.floor(Math.random() * 2 ** 31);
+    if (!Number.isSafeInteger(seed)) throw new TypeError(`KVT_CHAOS_SEED must be an integer, not "${given}"`);
     const random = seededRandom(seed);
     const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)];
     const figures: Figures = {
