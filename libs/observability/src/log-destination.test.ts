@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -102,23 +102,11 @@ function runLogger(
   stdio: ["ignore", number | "pipe", number | "pipe"],
 ): Promise<{ code: number | null; alive: string }> {
   const marker = join(dir, `alive-${Math.random()}`);
-  const script = join(dir, `logger-${Math.random()}.ts`);
-  writeFileSync(
-    script,
-    `import { writeFileSync } from "node:fs";
-import { createLogger } from ${JSON.stringify(join(import.meta.dirname, "index.ts"))};
-const log = createLogger({ component: "full-disk", level: "trace" });
-for (let i = 0; i < 20000; i++) log.info({ i, pad: "x".repeat(200) }, "a chatty line");
-process.stdout.write("plain stdout line\\n");
-console.error("plain stderr line");
-setTimeout(() => {
-  for (let i = 0; i < 1000; i++) log.debug({ i }, "still logging");
-  writeFileSync(${JSON.stringify(marker)}, "alive");
-}, 200);
-`,
-  );
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [script], { stdio });
+    // The same runtime as this test: Node runs .ts directly, Deno needs `run -A`.
+    const script = join(import.meta.dirname, "testdata", "chatty-logger.ts");
+    const argv = "Deno" in globalThis ? ["run", "-A", script, marker] : [script, marker];
+    const child = spawn(process.execPath, argv, { stdio });
     if (child.stdout) child.stdout.destroy(); // the reader goes away: EPIPE for the writer
     if (child.stderr) child.stderr.destroy();
     // A logger stuck on its output (the old sonic-boom flush retrying a full disk at exit) never ends: end it.

@@ -123,15 +123,37 @@ let guarded = false;
 
 /**
  * Makes process.stdout and process.stderr failures harmless: an 'error' event (EPIPE from a closed reader, ENOSPC on
- * a full disk) has a listener, so it is dropped instead of being thrown as an uncaught exception. Idempotent.
+ * a full disk) has a listener, so it is dropped instead of being thrown as an uncaught exception, and a write that
+ * throws at once (Deno writes stdio synchronously and throws ENOSPC from write()) drops its line. Idempotent.
  */
 export function guardStdio(): void {
   if (guarded) return;
   guarded = true;
-  for (const stream of [process.stdout, process.stderr])
+  for (const stream of [process.stdout, process.stderr]) {
     stream.on("error", () => {
       // Nothing to do with a line that cannot be written: the process keeps serving.
     });
+    const write = stream.write.bind(stream) as (...args: unknown[]) => boolean;
+    stream.write = ((...args: unknown[]): boolean => {
+      try {
+        return write(...args);
+      } catch {
+        return false;
+      }
+    });
+  }
+  // Deno's console prints straight to the descriptors and throws when they refuse (Node's goes through the guarded
+  // streams above): a console line that cannot be written is dropped too.
+  for (const method of ["log", "info", "warn", "error", "debug", "trace"] as const) {
+    const print = console[method].bind(console) as (...args: unknown[]) => void;
+    console[method] = (...args: unknown[]): void => {
+      try {
+        print(...args);
+      } catch {
+        // dropped, as above
+      }
+    };
+  }
 }
 
 let stdoutDestination: DroppingDestination | undefined;
