@@ -114,3 +114,22 @@ describe("CRD manifests", () => {
     expect(new RegExp(requests?.additionalProperties?.pattern ?? "$^").test("64M")).toBe(true);
   });
 });
+
+describe("kubevirt.io/v1alpha3", () => {
+  it.each([
+    "VirtualMachine",
+    "VirtualMachineInstance",
+    "VirtualMachineInstanceMigration",
+    "VirtualMachineInstanceReplicaSet",
+    "KubeVirt",
+  ])("%s is served in v1alpha3 with KubeVirt's deprecation warning, stored in v1", (kind) => {
+    const crd = customResourceDefinitions().find((c) => c.spec.names.kind === kind);
+    expect(crd?.spec.versions.map((v) => [v.name, v.storage, v.deprecated ?? false])).toEqual([
+      ["v1", true, false],
+      ["v1alpha3", false, true],
+    ]);
+    expect(crd?.spec.versions[1]?.deprecationWarning).toBe(
+      "kubevirt.io/v1alpha3 is now deprecated and will be removed in a future release.",
+    );
+  });
+});

@@ -69,6 +69,8 @@ export interface CustomResourceDefinition {
       name: string;
       served: boolean;
       storage: boolean;
+      deprecated?: boolean;
+      deprecationWarning?: string;
       additionalPrinterColumns?: PrinterColumn[];
       schema: { openAPIV3Schema: JsonSchema };
       subresources?: {
@@ -136,7 +138,14 @@ interface CrdInput {
   scale?: boolean;
   /** Older versions served beside `version` (same schema, not stored), e.g. pool.kubevirt.io/v1alpha1. */
   alsoServed?: string[];
+  /** Deprecated versions served after `version` with a warning on every request (kubevirt.io/v1alpha3). */
+  deprecated?: readonly { name: string; warning: string }[];
 }
+
+/** kubevirt.io/v1alpha3, still served by KubeVirt for its core kinds with this warning (`ApiSupportedVersions`). */
+const V1ALPHA3 = [
+  { name: "v1alpha3", warning: "kubevirt.io/v1alpha3 is now deprecated and will be removed in a future release." },
+] as const;
 
 function buildCrd(i: CrdInput): CustomResourceDefinition {
   const names: CustomResourceDefinition["spec"]["names"] = {
@@ -165,11 +174,18 @@ function buildCrd(i: CrdInput): CustomResourceDefinition {
       },
     };
   const older = (i.alsoServed ?? []).map((name) => ({ ...structuredClone(version), name, storage: false }));
+  const deprecated = (i.deprecated ?? []).map((d) => ({
+    ...structuredClone(version),
+    name: d.name,
+    storage: false,
+    deprecated: true,
+    deprecationWarning: d.warning,
+  }));
   return {
     apiVersion: "apiextensions.k8s.io/v1",
     kind: "CustomResourceDefinition",
     metadata: { name: `${i.plural}.${i.group}`, labels: { [LABEL.app]: "" } },
-    spec: { group: i.group, names, scope: i.scope, versions: [...older, version] },
+    spec: { group: i.group, names, scope: i.scope, versions: [...older, version, ...deprecated] },
   };
 }
 
@@ -190,6 +206,7 @@ export function customResourceDefinitions(): CustomResourceDefinition[] {
       group: GROUP,
       version: VERSION,
       kind: KIND.VirtualMachineInstance,
+      deprecated: V1ALPHA3,
       plural: RESOURCE.virtualMachineInstances,
       shortNames: SHORT_NAMES.VirtualMachineInstance,
       categories: ["all"],
@@ -215,6 +232,7 @@ export function customResourceDefinitions(): CustomResourceDefinition[] {
       group: GROUP,
       version: VERSION,
       kind: KIND.VirtualMachine,
+      deprecated: V1ALPHA3,
       plural: RESOURCE.virtualMachines,
       shortNames: SHORT_NAMES.VirtualMachine,
       categories: ["all"],
@@ -231,6 +249,7 @@ export function customResourceDefinitions(): CustomResourceDefinition[] {
       group: GROUP,
       version: VERSION,
       kind: KIND.VirtualMachineInstanceMigration,
+      deprecated: V1ALPHA3,
       plural: RESOURCE.virtualMachineInstanceMigrations,
       shortNames: SHORT_NAMES.VirtualMachineInstanceMigration,
       categories: ["all"],
@@ -267,6 +286,7 @@ export function customResourceDefinitions(): CustomResourceDefinition[] {
       group: GROUP,
       version: VERSION,
       kind: KIND.KubeVirt,
+      deprecated: V1ALPHA3,
       plural: RESOURCE.kubevirts,
       shortNames: SHORT_NAMES.KubeVirt,
       categories: ["all"],
@@ -279,6 +299,7 @@ export function customResourceDefinitions(): CustomResourceDefinition[] {
       group: GROUP,
       version: VERSION,
       kind: KIND.VirtualMachineInstanceReplicaSet,
+      deprecated: V1ALPHA3,
       plural: RESOURCE.virtualMachineInstanceReplicaSets,
       shortNames: SHORT_NAMES.VirtualMachineInstanceReplicaSet,
       categories: ["all"],

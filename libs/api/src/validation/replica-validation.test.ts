@@ -193,14 +193,26 @@ describe("the VMIRS and VirtualMachinePool CRDs", () => {
   const byKind = (kind: string) => customResourceDefinitions().find((c) => c.spec.names.kind === kind)!;
 
   it.each([
-    ["VirtualMachineInstanceReplicaSet", "virtualmachineinstancereplicasets.kubevirt.io", ["vmirs", "vmirss"], ["v1"]],
-    ["VirtualMachinePool", "virtualmachinepools.pool.kubevirt.io", ["vmpool", "vmpools"], ["v1alpha1", "v1beta1"]],
-  ])("%s: %s, short names %j, versions %j", (kind, name, shortNames, versions) => {
+    [
+      "VirtualMachineInstanceReplicaSet",
+      "virtualmachineinstancereplicasets.kubevirt.io",
+      ["vmirs", "vmirss"],
+      ["v1", "v1alpha3"],
+      "v1",
+    ],
+    [
+      "VirtualMachinePool",
+      "virtualmachinepools.pool.kubevirt.io",
+      ["vmpool", "vmpools"],
+      ["v1alpha1", "v1beta1"],
+      "v1beta1",
+    ],
+  ])("%s: %s, short names %j, versions %j, stored %s", (kind, name, shortNames, versions, stored) => {
     const crd = byKind(kind);
     expect(crd.metadata.name).toBe(name);
     expect(crd.spec.names.shortNames).toEqual(shortNames);
     expect(crd.spec.versions.map((v) => v.name)).toEqual(versions);
-    expect(crd.spec.versions.filter((v) => v.storage).map((v) => v.name)).toEqual([versions.at(-1)]);
+    expect(crd.spec.versions.filter((v) => v.storage).map((v) => v.name)).toEqual([stored]);
     for (const v of crd.spec.versions) {
       expect(v.additionalPrinterColumns?.map((c) => c.name)).toEqual(["Desired", "Current", "Ready", "Age"]);
       expect(v.subresources).toEqual({

@@ -96,6 +96,12 @@ export async function handleResource(
   const ns = def.namespaced ? info.namespace : undefined;
   if (def.namespaced && info.name !== undefined && !ns) throw notFound(def, info.name);
   const ctx = writeContext(query, user);
+  // A deprecated version warns on every request, whatever its answer (kube-apiserver's deprecation filter).
+  const deprecation = def.deprecationWarnings?.get(info.version);
+  if (deprecation) {
+    ctx.warnings.push(deprecation);
+    res.setHeader("Warning", `299 - ${JSON.stringify(deprecation)}`);
+  }
   const table = wantsTable(req.headers.accept);
   const version = info.version;
   let bodyCache: unknown;

@@ -26,6 +26,8 @@ export interface CrdSpec {
     name: string;
     served: boolean;
     storage: boolean;
+    deprecated?: boolean;
+    deprecationWarning?: string;
     schema?: { openAPIV3Schema?: JSONSchemaProps };
     subresources?: {
       status?: Record<string, never>;
@@ -171,6 +173,11 @@ export function crdToDef(crd: KubeObject): ResourceDef | undefined {
   const schemas = new Map<string, JSONSchemaProps>();
   for (const v of served)
     schemas.set(v.name, v.schema?.openAPIV3Schema ?? { type: "object", "x-kubernetes-preserve-unknown-fields": true });
+  // kube-apiserver's default text when a deprecated version names no warning of its own.
+  const deprecationWarnings = new Map<string, string>();
+  for (const v of served.filter((x) => x.deprecated)) {
+    deprecationWarnings.set(v.name, v.deprecationWarning ?? `${spec.group}/${v.name} ${spec.names.kind} is deprecated`);
+  }
   const subs: string[] = [];
   if (preferred.subresources?.status) subs.push("status");
   if (preferred.subresources?.scale) subs.push("scale");
@@ -194,6 +201,7 @@ export function crdToDef(crd: KubeObject): ResourceDef | undefined {
     returnDeletedObject: true,
     custom: true,
     schemas,
+    ...(deprecationWarnings.size > 0 ? { deprecationWarnings } : {}),
     strategy: {},
   };
 }

@@ -70,6 +70,8 @@ export interface ResourceDef {
   readonly returnDeletedObject: boolean;
   /** A custom resource (strategic merge patch is 415). */
   readonly custom: boolean;
+  /** The warning each deprecated served version earns its requests (CRD `deprecated` / `deprecationWarning`). */
+  readonly deprecationWarnings?: ReadonlyMap<string, string>;
   /** Structural schema per version (CRDs; built-ins get a permissive one). */
   readonly schemas: ReadonlyMap<string, JSONSchemaProps>;
   readonly strategy: Strategy;
