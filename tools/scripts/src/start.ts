@@ -17,6 +17,7 @@ import { join, resolve } from "node:path";
 import { CustomObjectsApi, type KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { buildDemoLinux, registerTestGuest } from "@kvt/images";
 import { startLocalCluster } from "@kvt/local-cluster";
+import { guardStdio } from "@kvt/observability";
 import { testGuestPath } from "@kvt/vmm";
 import { parse as parseYaml } from "yaml";
 import { parseScriptArgs, usageError } from "./script-args.ts";
@@ -34,6 +35,9 @@ until Ctrl-C.
   -h, --help       print this usage`;
 
 const root = new URL("../../../", import.meta.url).pathname;
+// The terminal or pipe this supervisor reports to may go away (EPIPE) or fill a disk: that must not end the
+// supervisor and orphan the cluster it runs.
+guardStdio();
 const { values } = parseScriptArgs(USAGE, {
   options: {
     "data-dir": { type: "string" },
