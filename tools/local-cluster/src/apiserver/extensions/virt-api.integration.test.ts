@@ -134,3 +134,30 @@ describe("virt-api behind the embedded API server", () => {
     expect((await k.run(["api-versions"])).stdout).toContain("subresources.kubevirt.io/v1\n");
   });
 });
+
+describe("VM memory quantities through the API server and virt-api (issue 23: all were stored)", () => {
+  const vmWithMemory = (name: string, memory: string) => ({
+    apiVersion: "kubevirt.io/v1",
+    kind: "VirtualMachine",
+    metadata: { name },
+    spec: {
+      runStrategy: "Halted",
+      template: { spec: { domain: { devices: {}, resources: { requests: { memory } } } } },
+    },
+  });
+  const field = "spec.template.spec.domain.resources.requests.memory";
+  it.each([
+    ["1e400", "10e399"],
+    ["-1Gi", "-1Gi"],
+  ])("requests.memory %s is refused with KubeVirt's message and not stored", async (memory, printed) => {
+    const name = `mem-${memory.replace(/[^a-z0-9]/gi, "").toLowerCase()}`;
+    const r = await call(api, "POST", VMS, vmWithMemory(name, memory));
+    expect(r.code).toBe(422);
+    expect(String(r.body.message)).toContain(`${field} '${printed}': must be greater than or equal to 0.`);
+    expect((await call(api, "GET", `${VMS}/${name}`)).code).toBe(404);
+  });
+  it.each(["99999999999999999999Ei", "0"])("requests.memory %s is stored, as KubeVirt stores it", async (memory) => {
+    const name = `mem-ok-${memory.replace(/[^a-z0-9]/gi, "").toLowerCase()}`;
+    expect((await call(api, "POST", VMS, vmWithMemory(name, memory))).code).toBe(201);
+  });
+});
