@@ -143,6 +143,8 @@ async function migrateKillingHandler(
       { ...CLUSTER_WAIT, timeoutMs: 5_000, what: `the ${side} handler to die` },
     );
 
+    // Usually a second or two; once, on a loaded host, the source launcher took ~35 s to answer `migrate` after a
+    // target handler restart (its log went with its pod), so the wait is generous: it only costs when slow.
     const succeededAfterKillMs = await eventually(
       async () => {
         const m = await getJson<VmimView>(kubeconfig, "vmim", `${name}-mig`);
@@ -150,7 +152,7 @@ async function migrateKillingHandler(
         expect(m.status?.phase).toBe("Succeeded");
         return Date.now() - killedAt;
       },
-      { ...CLUSTER_WAIT, timeoutMs: 45_000, what: "the migration to succeed" },
+      { ...CLUSTER_WAIT, timeoutMs: 90_000, what: "the migration to succeed" },
     );
     const moved = await vmiOrUndefined(kubeconfig, name);
     expect(moved?.metadata.uid).toBe(uid);
