@@ -89,6 +89,7 @@ describe("chaos: components killed during VM starts, stops and migrations", () =
     const expectedEnd = new Set<string>(); // VMI uids
     const wanted = new Map<string, boolean>(VMS.map((n) => [n, true]));
     let lastVmis = new Map<string, VmiView>(); // by uid, from the last successful list
+    let listedAt = 0;
     const seenVmis = new Set<string>();
     const orphanSince = new Map<number, number>(); // guest pid -> first time seen without its VMI
     const everRunning = new Map<string, string>(); // VMI uid -> VM name
@@ -109,7 +110,10 @@ describe("chaos: components killed during VM starts, stops and migrations", () =
       const listed = await listVmis();
       const now = Date.now();
       figures.checks++;
-      if (listed) lastVmis = listed;
+      if (listed) {
+        lastVmis = listed;
+        listedAt = now;
+      }
       const byVmi = new Map<string, Guest[]>();
       for (const g of guests) byVmi.set(g.vmiUid, [...(byVmi.get(g.vmiUid) ?? []), g]);
       for (const [uid, gs] of byVmi) {
@@ -126,7 +130,12 @@ describe("chaos: components killed during VM starts, stops and migrations", () =
           (!(ms.completed || ms.failed) || Number.isNaN(migrationEnds) || now - migrationEnds < GRACE_MS);
         if (gs.length > nodes.size || (nodes.size > 1 && !migrating)) {
           figures.duplicateGuestsSeen++;
-          problems.push(`${new Date(now).toISOString()} VMI ${uid}: ${gs.length} guests ${JSON.stringify(gs)}`);
+          const seen = { phase: vmi?.status?.phase, nodeName: vmi?.status?.nodeName, migrationState: ms };
+          problems.push(
+            `${new Date(now).toISOString()} VMI ${uid}: ${gs.length} guests ${JSON.stringify(gs)}; VMI as listed ${
+              now - listedAt
+            } ms ago: ${JSON.stringify(seen)}`,
+          );
         }
       }
       // Guests of VMIs that are gone: each may outlive its VMI by GRACE_MS at most.
