@@ -78,7 +78,7 @@ describe("container logs on a process-kubelet", () => {
     });
     const podDir = kubelet.podDir(pod.metadata?.uid ?? "");
     const compute = join(podDir, "compute.log");
-    await eventually("the container to finish writing, and the log to be rotated under the cap", () => {
+    await eventually("the container to finish writing, and the log to be rotated under the cap", async () => {
       if (!existsSync(`${compute}.1`)) return undefined;
       // "done" is the last line written: in the current file, or in the copy if a rotation came after it.
       const done =
@@ -95,7 +95,7 @@ describe("container logs on a process-kubelet", () => {
     ).toEqual(["compute.log", "compute.log.1"]);
 
     const consoleCopy = join(podDir, "guest-console-log.log");
-    const lines = await eventually("all 4000 console lines copied", () => {
+    const lines = await eventually("all 4000 console lines copied", async () => {
       const got = readFileSync(consoleCopy, "utf8").split("\n").filter(Boolean);
       return got.length >= 4000 ? got : undefined;
     });
