@@ -32,6 +32,7 @@ export const KIND = {
   KubeVirt: "KubeVirt",
   VirtualMachineInstanceReplicaSet: "VirtualMachineInstanceReplicaSet",
   VirtualMachinePool: "VirtualMachinePool",
+  VirtualMachineInstancePreset: "VirtualMachineInstancePreset",
 } as const;
 
 /** Resource (plural) names, as in URLs. */
@@ -43,6 +44,7 @@ export const RESOURCE = {
   kubevirts: "kubevirts",
   virtualMachineInstanceReplicaSets: "virtualmachineinstancereplicasets",
   virtualMachinePools: "virtualmachinepools",
+  virtualMachineInstancePresets: "virtualmachineinstancepresets",
 } as const;
 
 /** Short names kubectl accepts. */
@@ -54,6 +56,7 @@ export const SHORT_NAMES = {
   KubeVirt: ["kv", "kvs"],
   VirtualMachineInstanceReplicaSet: ["vmirs", "vmirss"],
   VirtualMachinePool: ["vmpool", "vmpools"],
+  VirtualMachineInstancePreset: ["vmipreset", "vmipresets"],
 } as const;
 
 /** Labels (`kubevirt.io/...`). */

@@ -193,6 +193,13 @@ export {
   nextMigrationPhases,
   nextVmiPhases,
 } from "./semantics/phases.ts";
+// VirtualMachineInstancePreset application (the VMI mutating webhook, on create).
+export {
+  applyPresets,
+  PRESET_ANNOTATION_PREFIX,
+  PRESET_EXCLUDE_ANNOTATION,
+  PresetConflictError,
+} from "./semantics/presets.ts";
 // What printableStatus() looks at besides the VM and VMI.
 export type { PrintableStatusInput } from "./semantics/printable-status.ts";
 // VM status.printableStatus with KubeVirt's precedence.
@@ -286,6 +293,7 @@ export type {
   VirtualMachineInstanceMigrationSpec,
   VirtualMachineInstanceMigrationStatus,
   VirtualMachineInstanceNetworkInterface,
+  VirtualMachineInstancePreset,
   VirtualMachineInstanceReplicaSet,
   VirtualMachineInstanceReplicaSetSpec,
   VirtualMachineInstanceReplicaSetStatus,

@@ -18,6 +18,7 @@ import type {
   vmimSpecSchema,
   vmimStatusSchema,
 } from "./schema/migration-schemas.ts";
+import type { vmiPresetSchema } from "./schema/preset-schemas.ts";
 import type {
   vmirsSchema,
   vmirsSpecSchema,
@@ -72,6 +73,8 @@ export type VirtualMachineInstanceNetworkInterface = Infer<typeof vmiInterfaceSt
 export type MigrationState = Infer<typeof migrationStateSchema>;
 /** VirtualMachineInstance. */
 export type VirtualMachineInstance = Infer<typeof vmiSchema>;
+/** VirtualMachineInstancePreset (deprecated by KubeVirt, still served and applied). */
+export type VirtualMachineInstancePreset = Infer<typeof vmiPresetSchema>;
 
 /** VirtualMachineSpec. */
 export type VirtualMachineSpec = Infer<typeof vmSpecSchema>;

@@ -282,6 +282,12 @@ const api: ComponentRules = {
       why: "webhooks/admitters.ts validateMigrationCreate: client.listVmims (the VMI's other migrations)",
     },
     {
+      apiGroups: [KV],
+      resources: ["virtualmachineinstancepresets"],
+      verbs: ["list"],
+      why: "webhooks/admitters.ts mutateVmiWith: client.listVmiPresets (the presets a new VMI may match)",
+    },
+    {
       apiGroups: ["instancetype.kubevirt.io"],
       resources: [
         "virtualmachineinstancetypes",
@@ -421,6 +427,7 @@ const WORKLOADS = [
   "virtualmachineinstances",
   "virtualmachineinstancemigrations",
   "virtualmachineinstancereplicasets",
+  "virtualmachineinstancepresets",
 ];
 const POOL = "pool.kubevirt.io";
 

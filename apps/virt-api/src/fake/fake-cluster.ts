@@ -11,6 +11,7 @@ import type {
   VirtualMachine,
   VirtualMachineInstance,
   VirtualMachineInstanceMigration,
+  VirtualMachineInstancePreset,
   VmiPhase,
 } from "@kvt/api";
 import {
@@ -174,6 +175,13 @@ export class FakeCluster implements ClusterClient {
           (wanted === undefined || m.metadata?.labels?.["kubevirt.io/vmi-name"] === wanted),
       ),
     );
+  }
+
+  /** Presets listVmiPresets returns (all namespaces; filtered by namespace on read). */
+  readonly presets: VirtualMachineInstancePreset[] = [];
+
+  listVmiPresets(namespace: string): Promise<VirtualMachineInstancePreset[]> {
+    return Promise.resolve(this.presets.filter((p) => (p.metadata?.namespace ?? "default") === namespace));
   }
 
   listPods(namespace: string, labelSelector?: string, fieldSelector?: string): Promise<PodLite[]> {

@@ -4,7 +4,13 @@
  * {@link RestClusterClient} over an impersonating {@link RestTransport}.
  */
 
-import type { JsonPatchOp, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration } from "@kvt/api";
+import type {
+  JsonPatchOp,
+  VirtualMachine,
+  VirtualMachineInstance,
+  VirtualMachineInstanceMigration,
+  VirtualMachineInstancePreset,
+} from "@kvt/api";
 import type { RestResponse, RestTransport, UserInfo } from "./rest.ts";
 import { ApiError, internalError, isStatus } from "./status.ts";
 
@@ -34,6 +40,8 @@ export interface ClusterClient {
   ): Promise<VirtualMachineInstanceMigration>;
   listVmims(namespace: string, labelSelector?: string): Promise<VirtualMachineInstanceMigration[]>;
   listPods(namespace: string, labelSelector?: string, fieldSelector?: string): Promise<PodLite[]>;
+  /** The VirtualMachineInstancePresets of `namespace` (the VMI mutating webhook applies the matching ones). */
+  listVmiPresets(namespace: string): Promise<VirtualMachineInstancePreset[]>;
 }
 
 /** True when an ApiError is the API server reporting a failed JSON-patch `test` (a lost optimistic race). */
@@ -139,6 +147,14 @@ export class RestClusterClient implements ClusterClient {
       this.#user,
     );
     return (check(res, "list virtualmachineinstancemigrations") as List<VirtualMachineInstanceMigration>).items ?? [];
+  }
+
+  async listVmiPresets(namespace: string): Promise<VirtualMachineInstancePreset[]> {
+    const path = `${KV}/namespaces/${namespace}/virtualmachineinstancepresets`;
+    const res = await this.#transport.send({ method: "GET", path }, this.#user);
+    // A cluster without the (deprecated) preset CRD has no presets to apply.
+    if (res.status === 404) return [];
+    return (check(res, "list virtualmachineinstancepresets") as List<VirtualMachineInstancePreset>).items ?? [];
   }
 
   async listPods(namespace: string, labelSelector?: string, fieldSelector?: string): Promise<PodLite[]> {

@@ -206,6 +206,7 @@ describe("the VMI grace-period patch of a forced stop/restart", () => {
       createVmim: (ns, v, d) => cluster.createVmim(ns, v, d),
       listVmims: (ns, l) => cluster.listVmims(ns, l),
       listPods: (ns, l, f) => cluster.listPods(ns, l, f),
+      listVmiPresets: (ns) => cluster.listVmiPresets(ns),
     };
   }
 

@@ -31,6 +31,7 @@ import {
   validateVmirs as apiValidateVmirs,
   validateVmiUpdate as apiValidateVmiUpdate,
   validateVmPool as apiValidateVmPool,
+  applyPresets,
   applyVmiSpecDefaults,
   type ClusterConfig,
   DEFAULT_CLUSTER_CONFIG,
@@ -40,6 +41,7 @@ import {
   denialFromCauses,
   LABEL,
   type MigrationPolicy,
+  PresetConflictError,
   type StatusCause,
   toWireCauses,
   typeErrors,
@@ -136,11 +138,29 @@ export function mutateVmWith(instancetypes?: InstancetypeReader): Admitter {
 export const mutateVm: Admitter = mutateVmWith();
 
 /** `/virtualmachineinstances-mutate` */
-export const mutateVmi: Admitter = (req) => {
-  if (req.operation !== "CREATE") return Promise.resolve(ALLOW);
-  const defaulted = defaultVmi(objectOf<VirtualMachineInstance>(req));
-  return Promise.resolve({ allowed: true, patch: sectionPatch(req.object, defaulted, ["spec", "metadata", "status"]) });
-};
+export const mutateVmi: Admitter = mutateVmiWith();
+
+/**
+ * `/virtualmachineinstances-mutate` with VirtualMachineInstancePresets: the matching presets of the VMI's namespace
+ * (listed through `presets`) are merged in before the defaults, as KubeVirt's VMI mutator does; conflicting presets
+ * refuse the VMI with 422 and KubeVirt's message.
+ */
+export function mutateVmiWith(presets?: Pick<ClusterClient, "listVmiPresets">): Admitter {
+  return async (req) => {
+    if (req.operation !== "CREATE") return ALLOW;
+    const vmi = structuredClone(objectOf<VirtualMachineInstance>(req));
+    if (presets && vmi.spec?.domain?.devices && typeof vmi.spec.domain.devices === "object") {
+      try {
+        applyPresets(vmi, await presets.listVmiPresets(req.namespace ?? vmi.metadata?.namespace ?? "default"));
+      } catch (err) {
+        if (!(err instanceof PresetConflictError)) throw err;
+        return { allowed: false, code: 422, message: err.message };
+      }
+    }
+    const defaulted = defaultVmi(vmi);
+    return { allowed: true, patch: sectionPatch(req.object, defaulted, ["spec", "metadata", "status"]) };
+  };
+}
 
 /** `/migration-mutate-create` */
 export const mutateMigration: Admitter = (req) => {
@@ -281,7 +301,7 @@ export function webhookRoutes(
     ...instancetypeWebhookRoutes(fromCauses),
     "/virtualmachines-mutate": mutateVmWith(instancetypes),
     "/virtualmachines-validate": validateVm(kubevirtNamespace, instancetypes, kubevirtConfig),
-    "/virtualmachineinstances-mutate": mutateVmi,
+    "/virtualmachineinstances-mutate": mutateVmiWith(client),
     "/virtualmachineinstances-validate-create": validateVmiCreate(kubevirtNamespace, kubevirtConfig),
     "/virtualmachineinstances-validate-update": validateVmiUpdate(kubevirtNamespace),
     "/migration-mutate-create": mutateMigration,

@@ -36,6 +36,7 @@ import type { JsonSchema } from "../schema/builder.ts";
 import { kubevirtSchema } from "../schema/kubevirt-schemas.ts";
 import { objectMetaSchema } from "../schema/meta.ts";
 import { migrationPolicySchema, vmimSchema } from "../schema/migration-schemas.ts";
+import { vmiPresetSchema } from "../schema/preset-schemas.ts";
 import { vmirsSchema, vmPoolSchema } from "../schema/replica-schemas.ts";
 import { vmSchema } from "../schema/vm-schemas.ts";
 import { vmiSchema } from "../schema/vmi-schemas.ts";
@@ -140,6 +141,8 @@ interface CrdInput {
   alsoServed?: string[];
   /** Deprecated versions served after `version` with a warning on every request (kubevirt.io/v1alpha3). */
   deprecated?: readonly { name: string; warning: string }[];
+  /** `version` itself is deprecated, with this warning (VirtualMachineInstancePreset). */
+  versionDeprecation?: string;
 }
 
 /** kubevirt.io/v1alpha3, still served by KubeVirt for its core kinds with this warning (`ApiSupportedVersions`). */
@@ -163,6 +166,7 @@ function buildCrd(i: CrdInput): CustomResourceDefinition {
     schema: { openAPIV3Schema: crdSchema(i.schema) },
   };
   if (i.columns) version.additionalPrinterColumns = i.columns;
+  if (i.versionDeprecation) Object.assign(version, { deprecated: true, deprecationWarning: i.versionDeprecation });
   if (i.status) version.subresources = { status: {} };
   if (i.scale)
     version.subresources = {
@@ -322,6 +326,26 @@ export function customResourceDefinitions(): CustomResourceDefinition[] {
       status: true,
       scale: true,
       columns: replicaColumns("VirtualMachines"),
+    }),
+    // Deprecated by KubeVirt in both versions; stored here as v1 (KubeVirt stores v1alpha3) so that the preferred
+    // version, which the embedded API server takes from the storage version, is v1 as on kube-apiserver.
+    buildCrd({
+      group: GROUP,
+      version: VERSION,
+      kind: KIND.VirtualMachineInstancePreset,
+      versionDeprecation: "kubevirt.io/v1 VirtualMachineInstancePresets is now deprecated and will be removed in v2.",
+      deprecated: [
+        {
+          name: "v1alpha3",
+          warning: "kubevirt.io/v1alpha3 VirtualMachineInstancePresets is now deprecated and will be removed in v2.",
+        },
+      ],
+      plural: RESOURCE.virtualMachineInstancePresets,
+      shortNames: SHORT_NAMES.VirtualMachineInstancePreset,
+      categories: ["all"],
+      scope: "Namespaced",
+      schema: vmiPresetSchema,
+      status: false,
     }),
     ...instancetypeCrds(buildCrd),
   ];

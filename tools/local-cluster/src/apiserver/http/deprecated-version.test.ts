@@ -21,13 +21,30 @@ spec:
     spec: {domain: {devices: {}, memory: {guest: 128Mi}}}
 `;
 
+/** KubeVirt's examples/vmi-preset-small.yaml. */
+const PRESET = `apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstancePreset
+metadata: {name: vmi-preset-small}
+spec:
+  domain:
+    devices: {}
+    memory: {guest: 128Mi}
+    resources: {}
+  selector:
+    matchLabels: {kubevirt.io/vmPreset: vmi-preset-small}
+`;
+
 beforeAll(async () => {
   server = await startApiServer({ inMemory: true });
   k = kubectl(server.kubeconfigPath);
   const crd = renderCrdFiles().get("virtualmachines.kubevirt.io.yaml") ?? "";
   expect((await k.run(["apply", "-f", k.file("crd.yaml", crd)])).code).toBe(0);
-  const w = await k.run(["wait", "--for=condition=Established", "crd/virtualmachines.kubevirt.io"]);
-  expect(w.stdout).toContain("condition met");
+  const presets = renderCrdFiles().get("virtualmachineinstancepresets.kubevirt.io.yaml") ?? "";
+  expect((await k.run(["apply", "-f", k.file("presets.yaml", presets)])).code).toBe(0);
+  for (const crd of ["virtualmachines", "virtualmachineinstancepresets"]) {
+    const w = await k.run(["wait", "--for=condition=Established", `crd/${crd}.kubevirt.io`]);
+    expect(w.stdout).toContain("condition met");
+  }
 }, 60_000);
 
 afterAll(async () => {
@@ -49,6 +66,16 @@ describe("a deprecated custom resource version", () => {
     const v1 = await k.run(["get", "vm", "old", "-o", "jsonpath={.apiVersion}"]);
     expect(v1.stdout).toBe("kubevirt.io/v1");
     expect(v1.stderr).toBe("");
+  });
+
+  it("VirtualMachineInstancePreset warns in v1, its preferred version, as KubeVirt deprecates it there too", async () => {
+    const r = await k.run(["create", "-f", k.file("preset.yaml", PRESET)]);
+    expect(r.stdout).toContain("virtualmachineinstancepreset.kubevirt.io/vmi-preset-small created");
+    expect(r.stderr).toContain(
+      "Warning: kubevirt.io/v1 VirtualMachineInstancePresets is now deprecated and will be removed in v2.",
+    );
+    const list = await k.run(["get", "vmipreset", "-o", "name"]);
+    expect(list.stdout.trim()).toBe("virtualmachineinstancepreset.kubevirt.io/vmi-preset-small");
   });
 
   it("an error answer in v1alpha3 carries the warning too", async () => {
