@@ -137,6 +137,14 @@ const VALIDATING: readonly WebhookSpec[] = [
     operations: ["CREATE", "UPDATE"],
   },
   {
+    name: "kubevirt-update-validator.kubevirt.io",
+    path: "/kubevirt-validate-update",
+    resources: ["kubevirts"],
+    group: "kubevirt.io",
+    version: "v1",
+    operations: ["UPDATE"],
+  },
+  {
     name: "migration-policy-validator.kubevirt.io",
     path: "/migration-policy-validate-create",
     resources: ["migrationpolicies"],

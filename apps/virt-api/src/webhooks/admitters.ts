@@ -15,6 +15,7 @@
  *   /virtualmachinereplicaset-validate           VMIRS create/update: validateVmirs
  *   /virtualmachinepool-validate                 VirtualMachinePool create/update: validateVmPool
  *   /pod-eviction-validate                       pods/eviction: pod-eviction-admitter.ts (evacuate launchers)
+ *   /kubevirt-validate-update                    KubeVirt CR update: feature-gate conflicts and warnings
  *
  * Mutators answer like KubeVirt's: `replace` of every top-level section (`/spec`, `/metadata`) the defaults
  * changed.
@@ -39,6 +40,8 @@ import {
   defaultVm,
   defaultVmi,
   denialFromCauses,
+  featureGateWarnings,
+  type KubeVirt,
   LABEL,
   type MigrationPolicy,
   PresetConflictError,
@@ -277,6 +280,38 @@ export const validateMigrationPolicy: Admitter = (req) =>
 export const validateVmirs: Admitter = (req) =>
   Promise.resolve(fromCauses(apiValidateVmirs(objectOf<VirtualMachineInstanceReplicaSet>(req))));
 
+/**
+ * `/kubevirt-validate-update` (KubeVirt's kubevirt-update-admitter, feature-gate part): when the gate lists change,
+ * a gate both enabled and disabled is refused, and listing GA, deprecated or discontinued gates earns KubeVirt's
+ * warnings.
+ */
+export const validateKubeVirtUpdate: Admitter = (req) => {
+  const dev = (o: unknown) => (o as KubeVirt | undefined)?.spec?.configuration?.developerConfiguration;
+  const next = dev(req.object);
+  const prev = dev(req.oldObject);
+  const same = (a?: readonly string[], b?: readonly string[]) => isDeepStrictEqual(a ?? [], b ?? []);
+  const changed =
+    next !== undefined &&
+    (prev === undefined ||
+      !same(prev.featureGates, next.featureGates) ||
+      !same(prev.disabledFeatureGates, next.disabledFeatureGates));
+  if (!changed) return Promise.resolve(ALLOW);
+  const both = (next.featureGates ?? []).filter((g) => next.disabledFeatureGates?.includes(g));
+  if (both.length > 0) {
+    return Promise.resolve(
+      fromCauses(
+        both.map((g) => ({
+          type: "FieldValueForbidden",
+          message: `feature gate "${g}" exists on both "FeatureGates" and "DisabledFeatureGates"`,
+          field: "spec.configuration.developerConfiguration.featureGates",
+        })),
+      ),
+    );
+  }
+  const warnings = featureGateWarnings(next);
+  return Promise.resolve(warnings.length > 0 ? { allowed: true, warnings } : ALLOW);
+};
+
 /** `/virtualmachinepool-validate` (create and update): @kvt/api's `validateVmPool`; the selector is immutable. */
 export function validateVmPool(kubevirtNamespace: string): Admitter {
   return (req) => {
@@ -310,5 +345,6 @@ export function webhookRoutes(
     "/migration-policy-validate-create": validateMigrationPolicy,
     "/virtualmachinereplicaset-validate": validateVmirs,
     "/virtualmachinepool-validate": validateVmPool(kubevirtNamespace),
+    "/kubevirt-validate-update": validateKubeVirtUpdate,
   };
 }

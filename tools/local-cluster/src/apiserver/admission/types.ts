@@ -40,6 +40,8 @@ export interface AdmissionAttributes {
    * `version` (AdmissionRequest `requestKind`/`requestResource`); absent when they are the same.
    */
   readonly requestVersion?: string;
+  /** Where webhooks' warnings go: the request's `Warning: 299` headers (absent for in-process writers). */
+  readonly warnings?: string[];
 }
 
 /** A mutating plugin: returns the object to continue with (or undefined to keep it). */

@@ -116,6 +116,32 @@ describe("virt-api behind the embedded API server", () => {
     expect((await call(api, "GET", `${VMS}/vm-bad`)).code).toBe(404);
   });
 
+  it("a KubeVirt CR update listing a GA gate gets virt-api's warning; a gate both on and off is refused", async () => {
+    const kv = "apiVersion: kubevirt.io/v1\nkind: KubeVirt\nmetadata: {name: kubevirt}\nspec: {}\n";
+    expect((await k.run(["create", "-f", k.file("kv.yaml", kv)])).code).toBe(0);
+    const gates = (on: string[], off: string[] = []) =>
+      JSON.stringify({
+        spec: { configuration: { developerConfiguration: { featureGates: on, disabledFeatureGates: off } } },
+      });
+    const warned = await k.run(["patch", "kubevirt", "kubevirt", "--type=merge", "-p", gates(["GPU", "HostDisk"])]);
+    expect(warned.code).toBe(0);
+    expect(warned.stderr).toContain(
+      'Warning: feature gate GPU is deprecated (feature state is "General Availability")',
+    );
+    const refused = await k.run([
+      "patch",
+      "kubevirt",
+      "kubevirt",
+      "--type=merge",
+      "-p",
+      gates(["Snapshot"], ["Snapshot"]),
+    ]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain(
+      'feature gate "Snapshot" exists on both "FeatureGates" and "DisabledFeatureGates"',
+    );
+  });
+
   it("creates a valid VM and starts it through the aggregated start subresource as the caller", async () => {
     const out = await k.run(["create", "-f", k.file("ok.yaml", vm("vm-ok", ["containerdisk"], ["containerdisk"]))]);
     expect(out.stdout.trim()).toBe("virtualmachine.kubevirt.io/vm-ok created");

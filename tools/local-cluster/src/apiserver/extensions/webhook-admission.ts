@@ -174,6 +174,7 @@ export class WebhookAdmission {
       const seen = inVersion({ ...attrs, object: obj }, version);
       const r = await this.#call(hook, seen);
       if (!r) continue;
+      attrs.warnings?.push(...r.warnings);
       if (!r.allowed) throw denialError(hook.name, r.status);
       if (r.patch === undefined || seen.object === null) continue;
       // The patch applies to the object as the webhook saw it; the result goes back to the request's version.
@@ -187,6 +188,7 @@ export class WebhookAdmission {
     const matches = this.#matching(this.#validating.current(), attrs);
     if (matches.length === 0) return;
     const results = await Promise.allSettled(matches.map((m) => this.#call(m.hook, inVersion(attrs, m.version))));
+    for (const r of results) if (r.status === "fulfilled" && r.value) attrs.warnings?.push(...r.value.warnings);
     for (const [i, r] of results.entries()) {
       if (r.status === "rejected") throw r.reason;
       if (r.value && !r.value.allowed) throw denialError(matches[i]?.hook.name ?? "", r.value.status);

@@ -83,6 +83,7 @@ export async function deleteObject(
       dryRun: ctx.dryRun,
       userInfo: ctx.user,
       options: ctx.options,
+      warnings: ctx.warnings,
     });
   const coll = collOf(def);
   const id = idOf(def, ns, name);

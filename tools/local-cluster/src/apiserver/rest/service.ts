@@ -174,6 +174,7 @@ export class ResourceService {
       dryRun: ctx.dryRun,
       userInfo: ctx.user,
       options: ctx.options,
+      warnings: ctx.warnings,
     };
   }
 
