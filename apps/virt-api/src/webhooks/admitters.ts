@@ -277,8 +277,15 @@ export const validateMigrationPolicy: Admitter = (req) =>
   Promise.resolve(fromCauses(apiValidateMigrationPolicy(objectOf<MigrationPolicy>(req))));
 
 /** `/virtualmachinereplicaset-validate` (create and update): @kvt/api's `validateVmirs` (KubeVirt vmirs-admitter). */
-export const validateVmirs: Admitter = (req) =>
-  Promise.resolve(fromCauses(apiValidateVmirs(objectOf<VirtualMachineInstanceReplicaSet>(req))));
+export const validateVmirs: Admitter = validateVmirsWith();
+
+/** `/virtualmachinereplicaset-validate` with the cluster's feature gates from `kubevirtConfig`. */
+export function validateVmirsWith(kubevirtConfig?: KubeVirtConfigSource): Admitter {
+  return async (req) => {
+    const config = await clusterConfig(kubevirtConfig);
+    return fromCauses(apiValidateVmirs(objectOf<VirtualMachineInstanceReplicaSet>(req), { config }));
+  };
+}
 
 /**
  * `/kubevirt-validate-update` (KubeVirt's kubevirt-update-admitter, feature-gate part): when the gate lists change,
@@ -313,13 +320,12 @@ export const validateKubeVirtUpdate: Admitter = (req) => {
 };
 
 /** `/virtualmachinepool-validate` (create and update): @kvt/api's `validateVmPool`; the selector is immutable. */
-export function validateVmPool(kubevirtNamespace: string): Admitter {
-  return (req) => {
+export function validateVmPool(kubevirtNamespace: string, kubevirtConfig?: KubeVirtConfigSource): Admitter {
+  return async (req) => {
     const isKubeVirtServiceAccount = isKubevirtServiceAccount(req.userInfo?.username, kubevirtNamespace);
     const old = req.operation === "UPDATE" ? (req.oldObject as unknown as VirtualMachinePool) : undefined;
-    return Promise.resolve(
-      fromCauses(apiValidateVmPool(objectOf<VirtualMachinePool>(req), old, { isKubeVirtServiceAccount })),
-    );
+    const config = await clusterConfig(kubevirtConfig);
+    return fromCauses(apiValidateVmPool(objectOf<VirtualMachinePool>(req), old, { isKubeVirtServiceAccount, config }));
   };
 }
 
@@ -343,8 +349,8 @@ export function webhookRoutes(
     "/migration-validate-create": validateMigrationCreate(client, kubevirtNamespace),
     "/migration-validate-update": validateMigrationUpdate,
     "/migration-policy-validate-create": validateMigrationPolicy,
-    "/virtualmachinereplicaset-validate": validateVmirs,
-    "/virtualmachinepool-validate": validateVmPool(kubevirtNamespace),
+    "/virtualmachinereplicaset-validate": validateVmirsWith(kubevirtConfig),
+    "/virtualmachinepool-validate": validateVmPool(kubevirtNamespace, kubevirtConfig),
     "/kubevirt-validate-update": validateKubeVirtUpdate,
   };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { AdmissionRequest } from "./admission.ts";
-import { validateVmirs, validateVmPool } from "./admitters.ts";
+import { validateVmirs, validateVmirsWith, validateVmPool } from "./admitters.ts";
 
 const vmiSpec = { domain: { devices: {}, resources: { requests: { memory: "128Mi" } } } };
 
@@ -77,5 +77,42 @@ describe("/virtualmachinepool-validate", () => {
       req("VirtualMachinePool", "virtualmachinepools", pool({ matchLabels: { app: "web" } })),
     );
     expect(r.allowed).toBe(true);
+  });
+});
+
+describe("replica sets and pools follow the CR's feature gates", () => {
+  const hostDisk = {
+    domain: { devices: { disks: [{ name: "hd", disk: {} }] }, resources: { requests: { memory: "128Mi" } } },
+    volumes: [{ name: "hd", hostDisk: { path: "/var/lib/hd.img", type: "DiskOrCreate", capacity: "1Mi" } }],
+  };
+  const gates = (featureGates: string[]) => ({
+    configuration: () => Promise.resolve({ developerConfiguration: { featureGates } }),
+  });
+  const object = {
+    apiVersion: "kubevirt.io/v1",
+    kind: "VirtualMachineInstanceReplicaSet",
+    metadata: { name: "x" },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: { app: "web" } },
+      template: { metadata: { labels: { app: "web" } }, spec: hostDisk },
+    },
+  };
+  const request = req("VirtualMachineInstanceReplicaSet", "virtualmachineinstancereplicasets", object);
+
+  it("a hostDisk template is refused until HostDisk is on", async () => {
+    expect(await validateVmirsWith(gates([]))(request)).toMatchObject({
+      allowed: false,
+      causes: [{ message: "HostDisk feature gate is not enabled", field: "spec.template.spec.volumes[0]" }],
+    });
+    expect(await validateVmirsWith(gates(["HostDisk"]))(request)).toEqual({ allowed: true });
+  });
+
+  it("a pool's template too", async () => {
+    const p = pool({ matchLabels: { app: "web" } });
+    p.spec.virtualMachineTemplate.spec.template.spec = hostDisk;
+    const r = req("VirtualMachinePool", "virtualmachinepools", p);
+    expect((await validateVmPool("kubevirt", gates([]))(r)).allowed).toBe(false);
+    expect(await validateVmPool("kubevirt", gates(["HostDisk"]))(r)).toEqual({ allowed: true });
   });
 });
