@@ -12,7 +12,7 @@
  */
 // @peculiar/x509 resolves its algorithms through tsyringe, which needs the Reflect metadata polyfill loaded first.
 import "reflect-metadata";
-import { X509Certificate as NodeX509Certificate, webcrypto } from "node:crypto";
+import { X509Certificate as NodeX509Certificate, type webcrypto } from "node:crypto";
 import * as x509 from "@peculiar/x509";
 
 /** A certificate and its private key, PEM-encoded. */
@@ -51,17 +51,17 @@ const DAY_MS = 86_400_000;
 const BACKDATE_MS = 60_000;
 
 async function newKeyPair(): Promise<webcrypto.CryptoKeyPair> {
-  return await webcrypto.subtle.generateKey(EC_KEY, true, ["sign", "verify"]);
+  return await globalThis.crypto.subtle.generateKey(EC_KEY, true, ["sign", "verify"]);
 }
 
 async function keyPem(key: webcrypto.CryptoKey): Promise<string> {
-  return x509.PemConverter.encode(await webcrypto.subtle.exportKey("pkcs8", key), "PRIVATE KEY");
+  return x509.PemConverter.encode(await globalThis.crypto.subtle.exportKey("pkcs8", key), "PRIVATE KEY");
 }
 
 async function importSigningKey(pem: string): Promise<webcrypto.CryptoKey> {
   try {
     const der = x509.PemConverter.decodeFirst(pem);
-    return await webcrypto.subtle.importKey("pkcs8", der, EC_KEY, false, ["sign"]);
+    return await globalThis.crypto.subtle.importKey("pkcs8", der, EC_KEY, false, ["sign"]);
   } catch (error) {
     throw new CertificateError("Cannot read the CA key: not a PKCS#8 ECDSA P-256 PEM key", { cause: error });
   }
