@@ -5,7 +5,7 @@
  * launcher-rpc as virt-handler drives it (launcher-peer.ts).
  *
  *   debianVmi()                         launcher (node-a)                          guest (L2 on L1's KVM)
- *   sync {vmi} ------------------------> containerDisk copy = vda (root=/dev/vda)  initramfs mounts vda, systemd
+ *   sync {vmi} ------------------------> containerDisk overlay = vda (root=/dev/vda) initramfs mounts vda, systemd
  *                                        cloudInitNoCloud ISO "cidata" = vdb  -->  cloud-init NoCloud: write_files,
  *                                                                                  runcmd line, password, ssh key
  *   console <--------------------------- runcmd's line, the boot marker (a unit after cloud-final), `login:`
@@ -115,7 +115,7 @@ export async function debianChecks(bootTimeoutMs: number): Promise<void> {
         throw new Error(`backend ${info.backend} (emulated ${info.emulated}): ${info.backendReason ?? ""}`);
       const synced = performance.now() - t0 - served;
       console = await attachConsole(peer.client);
-      return `launcher serving after ${Math.round(served)} ms, sync (disk copy included) ${Math.round(synced)} ms`;
+      return `launcher serving after ${Math.round(served)} ms, sync (disk overlay made) ${Math.round(synced)} ms`;
     });
     if (peer && console && !(await guestChecks(peer, console, data, bootTimeoutMs))) dumpConsole(console);
   } finally {
