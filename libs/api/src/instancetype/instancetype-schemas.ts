@@ -2,11 +2,28 @@
  * instancetype.kubevirt.io/v1beta1 (KubeVirt `staging/src/kubevirt.io/api/instancetype/v1beta1/types.go`): the
  * sizing kinds VirtualMachineInstancetype / VirtualMachineClusterInstancetype (what a VM's resources are) and the
  * preference kinds VirtualMachinePreference / VirtualMachineClusterPreference (defaults a VM may override).
- * Namespaced and cluster kinds share one spec each. Types that KubeVirt embeds from kubevirt.io/v1 and that our VMI
- * schema does not describe yet (NUMA, realtime, GPUs, host devices, launch security, ...) are kept as-is.
+ * Namespaced and cluster kinds share one spec each. Types KubeVirt embeds from kubevirt.io/v1 (NUMA, realtime,
+ * GPUs, host devices, launch security, timers, Hyper-V, ...) are the VMI schema's own.
  */
-import { arr, bool, freeform, int, map, obj, quantity, str, strEnum } from "../schema/builder.ts";
+import { arr, bool, int, map, marker, obj, quantity, str, strEnum } from "../schema/builder.ts";
 import { objectMetaSchema } from "../schema/meta.ts";
+import {
+  apicSchema,
+  blockSizeSchema,
+  clockOffsetSchema,
+  enabledSchema,
+  gpuSchema,
+  hostDeviceSchema,
+  hypervSchema,
+  ioThreadsSchema,
+  kvmFeatureSchema,
+  launchSecuritySchema,
+  numaSchema,
+  realtimeSchema,
+  timerSchema,
+  tpmSchema,
+  vgpuOptionsSchema,
+} from "../schema/vmi-domain.ts";
 
 /** `spec.cpu.preferredCPUTopology` values (the `prefer*` spellings are deprecated but still accepted). */
 export const PREFERRED_CPU_TOPOLOGIES = [
@@ -33,9 +50,12 @@ export const cpuInstancetypeSchema = obj(
     dedicatedCPUPlacement: bool({
       description: "DedicatedCPUPlacement requests the scheduler to place the VirtualMachineInstance on a node",
     }),
-    numa: freeform({ description: "NUMA allows specifying settings for the guest NUMA topology" }),
+    numa: { ...numaSchema, description: "NUMA allows specifying settings for the guest NUMA topology" },
     isolateEmulatorThread: bool({ description: "IsolateEmulatorThread requests one more dedicated pCPU" }),
-    realtime: freeform({ description: "Realtime instructs the virt-launcher to tune the VMI for lower latency" }),
+    realtime: {
+      ...realtimeSchema,
+      description: "Realtime instructs the virt-launcher to tune the VMI for lower latency",
+    },
     maxSockets: int({ format: "int32", description: "MaxSockets specifies the maximum amount of sockets" }),
   },
   { required: ["guest"], description: "Required CPU related attributes of the instancetype." },
@@ -61,13 +81,19 @@ export const instancetypeSpecSchema = obj(
     schedulerName: str({ description: "If specified, the VMI will be dispatched by specified scheduler." }),
     cpu: cpuInstancetypeSchema,
     memory: memoryInstancetypeSchema,
-    gpus: arr(freeform(), { description: "Optionally defines any GPU devices associated with the instancetype." }),
-    hostDevices: arr(freeform(), {
+    gpus: arr(gpuSchema, { description: "Optionally defines any GPU devices associated with the instancetype." }),
+    hostDevices: arr(hostDeviceSchema, {
       description: "Optionally defines any HostDevices associated with the instancetype.",
     }),
     ioThreadsPolicy: str({ description: "Optionally defines the IOThreadsPolicy to be used by the instancetype." }),
-    ioThreads: freeform({ description: "Optionally specifies the IOThreads options to be used by the instancetype." }),
-    launchSecurity: freeform({ description: "Optionally defines the LaunchSecurity to be used by the instancetype." }),
+    ioThreads: {
+      ...ioThreadsSchema,
+      description: "Optionally specifies the IOThreads options to be used by the instancetype.",
+    },
+    launchSecurity: {
+      ...launchSecuritySchema,
+      description: "Optionally defines the LaunchSecurity to be used by the instancetype.",
+    },
     annotations: map(str(), {
       description: "Optionally defines the required Annotations to be used by the instance type",
     }),
@@ -95,7 +121,7 @@ const devicePreferencesSchema = obj({
   preferredAutoattachSerialConsole: bool(),
   preferredAutoattachInputDevice: bool(),
   preferredDisableHotplug: bool(),
-  preferredVirtualGPUOptions: freeform(),
+  preferredVirtualGPUOptions: vgpuOptionsSchema,
   preferredSoundModel: str(),
   preferredUseVirtioTransitional: bool(),
   preferredInputBus: str(),
@@ -108,26 +134,26 @@ const devicePreferencesSchema = obj({
   preferredDiskDedicatedIoThread: bool(),
   preferredDiskCache: str(),
   preferredDiskIO: str(),
-  preferredDiskBlockSize: freeform(),
+  preferredDiskBlockSize: blockSizeSchema,
   preferredInterfaceModel: str({
     description: "PreferredInterfaceModel optionally defines the preferred model to be used by Interface devices.",
   }),
-  preferredRng: freeform(),
+  preferredRng: marker(),
   preferredBlockMultiQueue: bool(),
   preferredNetworkInterfaceMultiQueue: bool(),
-  preferredTPM: freeform(),
-  preferredInterfaceMasquerade: freeform(),
+  preferredTPM: tpmSchema,
+  preferredInterfaceMasquerade: marker(),
   preferredPanicDeviceModel: str(),
   preferredVideoType: str(),
 });
 
 const featurePreferencesSchema = obj({
-  preferredAcpi: freeform(),
-  preferredApic: freeform(),
-  preferredHyperv: freeform(),
-  preferredKvm: freeform(),
-  preferredPvspinlock: freeform(),
-  preferredSmm: freeform(),
+  preferredAcpi: enabledSchema,
+  preferredApic: apicSchema,
+  preferredHyperv: hypervSchema,
+  preferredKvm: kvmFeatureSchema,
+  preferredPvspinlock: enabledSchema,
+  preferredSmm: enabledSchema,
 });
 
 const firmwarePreferencesSchema = obj({
@@ -135,13 +161,13 @@ const firmwarePreferencesSchema = obj({
   preferredUseBiosSerial: bool(),
   preferredUseEfi: bool(),
   preferredUseSecureBoot: bool(),
-  preferredEfi: freeform(),
+  preferredEfi: obj({ secureBoot: bool(), persistent: bool() }),
 });
 
 /** VirtualMachinePreferenceSpec. */
 export const preferenceSpecSchema = obj(
   {
-    clock: obj({ preferredClockOffset: freeform(), preferredTimer: freeform() }),
+    clock: obj({ preferredClockOffset: clockOffsetSchema, preferredTimer: timerSchema }),
     cpu: cpuPreferencesSchema,
     devices: devicePreferencesSchema,
     features: featurePreferencesSchema,
@@ -158,7 +184,7 @@ export const preferenceSpecSchema = obj(
     annotations: map(str()),
     preferSpreadSocketToCoreRatio: int(),
     preferredArchitecture: str(),
-    preferredLaunchSecurity: freeform(),
+    preferredLaunchSecurity: launchSecuritySchema,
   },
   {
     description:

@@ -13,19 +13,24 @@ export const enabledSchema = obj({ enabled: bool() });
 const timer = (extra: Record<string, ReturnType<typeof str>> = {}) =>
   obj({ present: bool({ description: "Whether the timer is present; defaults to true." }), ...extra });
 
+const utcSchema = obj({ offsetSeconds: int({ description: "Seconds added to UTC." }) });
+const timezoneSchema = str({ description: "A timezone name, e.g. Europe/Berlin; the guest clock follows it." });
+
+/** Timer: the guest's timers (hpet, kvm, pit, rtc, hyperv). */
+export const timerSchema = obj({
+  hpet: timer({ tickPolicy: str() }),
+  kvm: timer(),
+  pit: timer({ tickPolicy: str() }),
+  rtc: timer({ tickPolicy: str(), track: str() }),
+  hyperv: timer(),
+});
+
+/** ClockOffset: UTC with an offset, or a timezone. */
+export const clockOffsetSchema = obj({ utc: utcSchema, timezone: timezoneSchema });
+
 /** Clock: the guest's clock offset and timers. */
 export const clockSchema = obj(
-  {
-    utc: obj({ offsetSeconds: int({ description: "Seconds added to UTC." }) }),
-    timezone: str({ description: "A timezone name, e.g. Europe/Berlin; the guest clock follows it." }),
-    timer: obj({
-      hpet: timer({ tickPolicy: str() }),
-      kvm: timer(),
-      pit: timer({ tickPolicy: str() }),
-      rtc: timer({ tickPolicy: str(), track: str() }),
-      hyperv: timer(),
-    }),
-  },
+  { utc: utcSchema, timezone: timezoneSchema, timer: timerSchema },
   { description: "Clock sets the clock and timers of the vmi." },
 );
 
@@ -47,14 +52,19 @@ export const hypervSchema = obj({
   evmcs: enabledSchema,
 });
 
+/** FeatureAPIC. */
+export const apicSchema = obj({ enabled: bool(), endOfInterrupt: bool() });
+/** FeatureKVM. */
+export const kvmFeatureSchema = obj({ hidden: bool() });
+
 /** Features: ACPI, APIC, SMM, paravirtual spinlocks, KVM hiding and Hyper-V. */
 export const featuresSchema = obj(
   {
     acpi: enabledSchema,
-    apic: obj({ enabled: bool(), endOfInterrupt: bool() }),
+    apic: apicSchema,
     smm: enabledSchema,
     pvspinlock: enabledSchema,
-    kvm: obj({ hidden: bool() }),
+    kvm: kvmFeatureSchema,
     hyperv: hypervSchema,
     hypervPassthrough: obj({ enabled: bool() }),
   },
@@ -69,6 +79,32 @@ const claimedDevice = {
   tag: str(),
 };
 
+/** VGPUOptions. */
+export const vgpuOptionsSchema = obj({ display: obj({ enabled: bool(), ramFB: enabledSchema }) });
+/** One GPU (device plugin or DRA claim). */
+export const gpuSchema = obj({ ...claimedDevice, virtualGPUOptions: vgpuOptionsSchema }, { required: ["name"] });
+/** One host device (device plugin or DRA claim). */
+export const hostDeviceSchema = obj(claimedDevice, { required: ["name"] });
+/** TPMDevice. */
+export const tpmSchema = obj({ enabled: bool(), persistent: bool() }, { description: "An emulated TPM (swtpm)." });
+/** NUMA. */
+export const numaSchema = obj({ guestMappingPassthrough: marker() });
+/** Realtime. */
+export const realtimeSchema = obj({ mask: str() });
+/** DiskIOThreads. */
+export const ioThreadsSchema = obj({ supplementalPoolThreadCount: int({ format: "int64" }) });
+/** LaunchSecurity: SEV, SEV-SNP or TDX. */
+export const launchSecuritySchema = obj({
+  sev: obj({ policy: obj({ encryptedState: bool() }), attestation: marker(), session: str(), dhCert: str() }),
+  snp: marker(),
+  tdx: marker(),
+});
+/** BlockSize of a disk: custom sizes or those of the volume. */
+export const blockSizeSchema = obj({
+  custom: obj({ logical: int(), physical: int(), discardGranularity: int() }, { required: ["logical", "physical"] }),
+  matchVolume: enabledSchema,
+});
+
 /** Devices other than disks and interfaces (spread into the devices schema). */
 export const devicesExtraProps = {
   autoattachInputDevice: bool(),
@@ -76,24 +112,15 @@ export const devicesExtraProps = {
   disableHotplug: bool(),
   clientPassthrough: marker({ description: "Pass USB devices of the client (virtctl usbredir) into the guest." }),
   downwardMetrics: marker(),
-  gpus: arr(
-    obj(
-      {
-        ...claimedDevice,
-        virtualGPUOptions: obj({ display: obj({ enabled: bool(), ramFB: enabledSchema }) }),
-      },
-      { required: ["name"] },
-    ),
-    { description: "GPUs passed through or mediated (vGPU) into the guest." },
-  ),
-  hostDevices: arr(obj(claimedDevice, { required: ["name"] }), { description: "Host PCI or USB devices." }),
+  gpus: arr(gpuSchema, { description: "GPUs passed through or mediated (vGPU) into the guest." }),
+  hostDevices: arr(hostDeviceSchema, { description: "Host PCI or USB devices." }),
   filesystems: arr(obj({ name: str(), virtiofs: marker() }, { required: ["name", "virtiofs"] }), {
     description: "Volumes shared with the guest over virtiofs.",
   }),
   inputs: arr(obj({ bus: str(), type: str(), name: str() }, { required: ["type", "name"] })),
   panicDevices: arr(obj({ model: str({ description: "hyperv, isa or pvpanic." }) })),
   sound: obj({ name: str(), model: str({ description: "ich9 or ac97." }) }, { required: ["name"] }),
-  tpm: obj({ enabled: bool(), persistent: bool() }, { description: "An emulated TPM (swtpm)." }),
+  tpm: tpmSchema,
   video: obj({ type: str({ description: "vga, cirrus, virtio, ramfb or bochs." }) }),
   watchdog: obj(
     { name: str(), i6300esb: obj({ action: str() }), diag288: obj({ action: str() }) },
@@ -105,16 +132,7 @@ export const devicesExtraProps = {
 export const domainExtraProps = {
   clock: clockSchema,
   chassis: obj({ manufacturer: str(), version: str(), serial: str(), asset: str(), sku: str() }),
-  ioThreads: obj({ supplementalPoolThreadCount: int({ format: "int64" }) }),
-  launchSecurity: obj({
-    sev: obj({
-      policy: obj({ encryptedState: bool() }),
-      attestation: marker(),
-      session: str(),
-      dhCert: str(),
-    }),
-    snp: marker(),
-    tdx: marker(),
-  }),
+  ioThreads: ioThreadsSchema,
+  launchSecurity: launchSecuritySchema,
   rebootPolicy: str({ description: "Reboot (the default) or Terminate." }),
 };

@@ -13,7 +13,14 @@ import {
   topologySpreadConstraintSchema,
 } from "./k8s-core.ts";
 import { affinitySchema, localObjectReferenceSchema, tolerationSchema } from "./meta.ts";
-import { devicesExtraProps, domainExtraProps, enabledSchema, featuresSchema } from "./vmi-domain.ts";
+import {
+  blockSizeSchema,
+  devicesExtraProps,
+  domainExtraProps,
+  featuresSchema,
+  numaSchema,
+  realtimeSchema,
+} from "./vmi-domain.ts";
 
 const diskTarget = obj({
   bus: str({
@@ -59,13 +66,7 @@ export const diskSchema = obj(
     tag: str(),
     shareable: bool(),
     errorPolicy: str(),
-    blockSize: obj({
-      custom: obj(
-        { logical: int(), physical: int(), discardGranularity: int() },
-        { required: ["logical", "physical"] },
-      ),
-      matchVolume: enabledSchema,
-    }),
+    blockSize: blockSizeSchema,
     changedBlockTracking: bool(),
   },
   { required: ["name"] },
@@ -175,8 +176,8 @@ export const domainSchema = obj(
         dedicatedCpuPlacement: bool(),
         features: arr(obj({ name: str(), policy: str() }, { required: ["name"] })),
         isolateEmulatorThread: bool(),
-        numa: obj({ guestMappingPassthrough: marker() }),
-        realtime: obj({ mask: str() }),
+        numa: numaSchema,
+        realtime: realtimeSchema,
       },
       { description: "CPU allow specified the detailed CPU topology inside the vmi." },
     ),

@@ -1,6 +1,6 @@
 /**
  * Writes kubevirt-field-paths.txt: every field path of KubeVirt's VirtualMachine, VirtualMachineInstance and
- * VirtualMachineInstanceMigration (spec and status) with its JSON type, walked from KubeVirt's generated OpenAPI
+ * VirtualMachineInstanceMigration (spec and status) and of the instancetype and preference specs, with its JSON type, walked from KubeVirt's generated OpenAPI
  * document (`api/openapi-spec/swagger.json` of kubevirt/kubevirt). Object metadata stops at `metadata` (the API
  * server decodes ObjectMeta by its own rules). The list is what `kubevirt-field-paths.test.ts` proves our schemas
  * know; regenerate it when following a newer KubeVirt:
@@ -62,10 +62,18 @@ function walk(def: Def, at: string, seen: string[], out: string[]): void {
 const lines = [
   `# KubeVirt field paths (kubevirt/kubevirt ${commit}, api/openapi-spec/swagger.json); generated, do not edit`,
 ];
-for (const kind of ["VirtualMachine", "VirtualMachineInstance", "VirtualMachineInstanceMigration"]) {
-  for (const part of ["Spec", "Status"]) {
-    const def = definitions[`v1.${kind}${part}`];
-    if (!def) throw new Error(`v1.${kind}${part} is not in ${swaggerPath}`);
+// [kind, OpenAPI definition prefix, parts]: kubevirt.io/v1 spec and status, instancetype.kubevirt.io/v1beta1 spec.
+const KINDS: [string, string, string[]][] = [
+  ["VirtualMachine", "v1", ["Spec", "Status"]],
+  ["VirtualMachineInstance", "v1", ["Spec", "Status"]],
+  ["VirtualMachineInstanceMigration", "v1", ["Spec", "Status"]],
+  ["VirtualMachineInstancetype", "v1beta1", ["Spec"]],
+  ["VirtualMachinePreference", "v1beta1", ["Spec"]],
+];
+for (const [kind, prefix, parts] of KINDS) {
+  for (const part of parts) {
+    const def = definitions[`${prefix}.${kind}${part}`];
+    if (!def) throw new Error(`${prefix}.${kind}${part} is not in ${swaggerPath}`);
     const out: string[] = [];
     walk(def, part.toLowerCase(), [], out);
     lines.push(...out.map((l) => `${kind} ${l}`));

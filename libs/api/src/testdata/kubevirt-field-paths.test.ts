@@ -1,6 +1,7 @@
 /**
  * Every field of KubeVirt's VirtualMachine, VirtualMachineInstance and VirtualMachineInstanceMigration (spec and
- * status, from KubeVirt's generated OpenAPI: kubevirt-field-paths.txt) is declared by our CRD schemas with the same
+ * status) and of the instancetype.kubevirt.io/v1beta1 instancetype and preference specs (from KubeVirt's generated
+ * OpenAPI: kubevirt-field-paths.txt) is declared by our CRD schemas with the same
  * JSON type, so strict decoding neither refuses a KubeVirt manifest's field nor accepts it without a schema.
  */
 import { readFileSync } from "node:fs";
@@ -49,8 +50,11 @@ function schemaless(s: JsonSchema): boolean {
 }
 
 describe("KubeVirt's kubevirt.io/v1 field paths", () => {
-  it("the list covers the three kinds' spec and status", () => {
-    expect(entries.length).toBeGreaterThan(1500);
+  it("the list covers the three kinds' spec and status, and the instancetype and preference specs", () => {
+    expect(entries.length).toBeGreaterThan(1800);
+    for (const kind of ["VirtualMachineInstancetype", "VirtualMachinePreference"]) {
+      expect(entries.some((e) => e.kind === kind && e.path.startsWith("spec."))).toBe(true);
+    }
     for (const kind of ["VirtualMachine", "VirtualMachineInstance", "VirtualMachineInstanceMigration"]) {
       expect(entries.some((e) => e.kind === kind && e.path.startsWith("spec."))).toBe(true);
       expect(entries.some((e) => e.kind === kind && e.path.startsWith("status."))).toBe(true);
@@ -61,7 +65,11 @@ describe("KubeVirt's kubevirt.io/v1 field paths", () => {
     const problems: string[] = [];
     const roots = new Map<string, JsonSchema | undefined>();
     for (const { kind, path, type } of entries) {
-      if (!roots.has(kind)) roots.set(kind, openApiSchemaOf("kubevirt.io/v1", kind));
+      const apiVersion =
+        kind.startsWith("VirtualMachineInstancetype") || kind === "VirtualMachinePreference"
+          ? "instancetype.kubevirt.io/v1beta1"
+          : "kubevirt.io/v1";
+      if (!roots.has(kind)) roots.set(kind, openApiSchemaOf(apiVersion, kind));
       const root = roots.get(kind);
       if (!root) throw new Error(`no schema for ${kind}`);
       const s = resolve(root, path);
