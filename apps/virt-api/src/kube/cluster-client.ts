@@ -52,6 +52,14 @@ export function isPatchTestFailure(error: unknown): boolean {
 
 const KV = "/apis/kubevirt.io/v1";
 
+/**
+ * One path segment, escaped: names come from requests (a webhook's object, a subresource's URL) and must neither
+ * break the request ("Request path contains unescaped characters", found by the API fuzz lane) nor walk to another
+ * path ("../..").
+ */
+const seg = (s: string): string =>
+  s === "." || s === ".." ? encodeURIComponent(s).replaceAll(".", "%2E") : encodeURIComponent(s);
+
 function check(res: RestResponse, what: string): unknown {
   if (res.status >= 200 && res.status < 300) return res.body;
   if (isStatus(res.body)) throw new ApiError(res.body);
@@ -91,20 +99,28 @@ export class RestClusterClient implements ClusterClient {
   }
 
   getVm(namespace: string, name: string): Promise<VirtualMachine | undefined> {
-    return this.#get(`${KV}/namespaces/${namespace}/virtualmachines/${name}`, "get virtualmachine");
+    return this.#get(`${KV}/namespaces/${seg(namespace)}/virtualmachines/${seg(name)}`, "get virtualmachine");
   }
 
   getVmi(namespace: string, name: string): Promise<VirtualMachineInstance | undefined> {
-    return this.#get(`${KV}/namespaces/${namespace}/virtualmachineinstances/${name}`, "get virtualmachineinstance");
+    return this.#get(
+      `${KV}/namespaces/${seg(namespace)}/virtualmachineinstances/${seg(name)}`,
+      "get virtualmachineinstance",
+    );
   }
 
   patchVm(namespace: string, name: string, patch: readonly JsonPatchOp[], dryRun: boolean): Promise<void> {
-    return this.#patch(`${KV}/namespaces/${namespace}/virtualmachines/${name}`, patch, dryRun, "patch virtualmachine");
+    return this.#patch(
+      `${KV}/namespaces/${seg(namespace)}/virtualmachines/${seg(name)}`,
+      patch,
+      dryRun,
+      "patch virtualmachine",
+    );
   }
 
   patchVmStatus(namespace: string, name: string, patch: readonly JsonPatchOp[], dryRun: boolean): Promise<void> {
     return this.#patch(
-      `${KV}/namespaces/${namespace}/virtualmachines/${name}/status`,
+      `${KV}/namespaces/${seg(namespace)}/virtualmachines/${seg(name)}/status`,
       patch,
       dryRun,
       "patch virtualmachine status",
@@ -113,7 +129,7 @@ export class RestClusterClient implements ClusterClient {
 
   patchVmi(namespace: string, name: string, patch: readonly JsonPatchOp[], dryRun: boolean): Promise<void> {
     return this.#patch(
-      `${KV}/namespaces/${namespace}/virtualmachineinstances/${name}`,
+      `${KV}/namespaces/${seg(namespace)}/virtualmachineinstances/${seg(name)}`,
       patch,
       dryRun,
       "patch virtualmachineinstance",
@@ -128,7 +144,7 @@ export class RestClusterClient implements ClusterClient {
     const res = await this.#transport.send(
       {
         method: "POST",
-        path: `${KV}/namespaces/${namespace}/virtualmachineinstancemigrations`,
+        path: `${KV}/namespaces/${seg(namespace)}/virtualmachineinstancemigrations`,
         query: { dryRun: dryRun ? "All" : undefined },
         body: { apiVersion: "kubevirt.io/v1", kind: "VirtualMachineInstanceMigration", ...vmim },
       },
@@ -141,7 +157,7 @@ export class RestClusterClient implements ClusterClient {
     const res = await this.#transport.send(
       {
         method: "GET",
-        path: `${KV}/namespaces/${namespace}/virtualmachineinstancemigrations`,
+        path: `${KV}/namespaces/${seg(namespace)}/virtualmachineinstancemigrations`,
         query: { labelSelector },
       },
       this.#user,
@@ -150,7 +166,7 @@ export class RestClusterClient implements ClusterClient {
   }
 
   async listVmiPresets(namespace: string): Promise<VirtualMachineInstancePreset[]> {
-    const path = `${KV}/namespaces/${namespace}/virtualmachineinstancepresets`;
+    const path = `${KV}/namespaces/${seg(namespace)}/virtualmachineinstancepresets`;
     const res = await this.#transport.send({ method: "GET", path }, this.#user);
     // A cluster without the (deprecated) preset CRD has no presets to apply.
     if (res.status === 404) return [];
@@ -159,7 +175,7 @@ export class RestClusterClient implements ClusterClient {
 
   async listPods(namespace: string, labelSelector?: string, fieldSelector?: string): Promise<PodLite[]> {
     const res = await this.#transport.send(
-      { method: "GET", path: `/api/v1/namespaces/${namespace}/pods`, query: { labelSelector, fieldSelector } },
+      { method: "GET", path: `/api/v1/namespaces/${seg(namespace)}/pods`, query: { labelSelector, fieldSelector } },
       this.#user,
     );
     return (check(res, "list pods") as List<PodLite>).items ?? [];
