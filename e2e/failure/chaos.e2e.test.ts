@@ -164,9 +164,11 @@ describe("chaos: components killed during VM starts, stops and migrations", () =
             problems.push(`${new Date(now).toISOString()} VMI ${uid} of ${vmName} lost (${v ? "Failed" : "gone"})`);
           }
         }
+        // Only this test's VMs: an earlier file's VM may still be going away (its cleanup deletes it).
         for (const v of listed.values()) {
           const owner = v.metadata.ownerReferences?.find((o) => o.kind === "VirtualMachine");
-          if (v.status?.phase === "Running" && owner) everRunning.set(v.metadata.uid, v.metadata.name);
+          if (v.status?.phase === "Running" && owner && VMS.includes(v.metadata.name))
+            everRunning.set(v.metadata.uid, v.metadata.name);
         }
       }
       figures.vmisChecked = seenVmis.size;
