@@ -11,6 +11,7 @@ import {
   validateVm,
   validateVmiCreate,
   validateVmiUpdate,
+  webhookRoutes,
 } from "./admitters.ts";
 
 function req(object: Record<string, unknown>, extra: Partial<AdmissionRequest> = {}): AdmissionRequest {
@@ -193,6 +194,21 @@ describe("migrations", () => {
     expect((await validateMigrationPolicy(policy({ maxDowntimeMs: 300 }))).allowed).toBe(true);
     expect((await validateMigrationPolicy(policy({ completionTimeoutPerGiB: -1 }))).allowed).toBe(false);
     expect((await validateMigrationPolicy(policy({ bandwidthPerMigration: "-1Mi" }))).allowed).toBe(false);
+  });
+});
+
+describe("wrongly typed objects (fuzz lane: a string domain was a 500)", () => {
+  const vmObject = { spec: { runStrategy: "Halted", template: { spec: { domain: "99999999999999999999Ei" } } } };
+  it.each([
+    ["/virtualmachines-mutate", vmObject],
+    ["/virtualmachines-validate", vmObject],
+    ["/virtualmachineinstances-mutate", { spec: { domain: 5 } }],
+    ["/migration-mutate-create", { spec: { vmiName: [] } }],
+  ])("%s refuses %j with its type errors", async (path, object) => {
+    const admit = webhookRoutes(new FakeCluster(), "kubevirt")[path];
+    const result = await admit?.(req(object));
+    expect(result).toMatchObject({ allowed: false });
+    expect(JSON.stringify(result)).toContain("must be of type");
   });
 });
 

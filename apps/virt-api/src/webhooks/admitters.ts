@@ -80,6 +80,15 @@ function denied(denial: AdmissionDenial | undefined): AdmitResult {
   };
 }
 
+/**
+ * KubeVirt decodes the object into its Go type before anything else, so a wrongly typed one is refused with the
+ * type errors before any defaulting touches it (found by the API fuzz lane: a string `domain` was a 500).
+ */
+function typeRefusal(kind: string, obj: unknown): AdmitResult | undefined {
+  const causes = typeErrors(kind, obj);
+  return causes.length > 0 ? fromCauses(causes) : undefined;
+}
+
 const isLabelValue = (v: string): boolean => v.length <= 63 && /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/.test(v);
 
 function fromCauses(causes: StatusCause[]): AdmitResult {
@@ -124,6 +133,8 @@ export function mutateVmWith(instancetypes?: InstancetypeReader): Admitter {
   return async (req) => {
     if (req.operation !== "CREATE" && req.operation !== "UPDATE") return ALLOW;
     const vm = objectOf<VirtualMachine>(req);
+    const badType = typeRefusal("VirtualMachine", vm);
+    if (badType) return badType;
     const old = req.operation === "UPDATE" ? (req.oldObject as unknown as VirtualMachine | undefined) : undefined;
     const matcherCauses = validateMatchers(vm, old ?? undefined);
     if (matcherCauses.length > 0) return fromCauses(matcherCauses);
@@ -152,6 +163,8 @@ export function mutateVmiWith(presets?: Pick<ClusterClient, "listVmiPresets">): 
   return async (req) => {
     if (req.operation !== "CREATE") return ALLOW;
     const vmi = structuredClone(objectOf<VirtualMachineInstance>(req));
+    const badType = typeRefusal("VirtualMachineInstance", vmi);
+    if (badType) return badType;
     if (presets && vmi.spec?.domain?.devices && typeof vmi.spec.domain.devices === "object") {
       try {
         applyPresets(vmi, await presets.listVmiPresets(req.namespace ?? vmi.metadata?.namespace ?? "default"));
@@ -168,6 +181,8 @@ export function mutateVmiWith(presets?: Pick<ClusterClient, "listVmiPresets">): 
 /** `/migration-mutate-create` */
 export const mutateMigration: Admitter = (req) => {
   if (req.operation !== "CREATE") return Promise.resolve(ALLOW);
+  const badType = typeRefusal("VirtualMachineInstanceMigration", objectOf(req));
+  if (badType) return Promise.resolve(badType);
   const defaulted = defaultMigration(objectOf<VirtualMachineInstanceMigration>(req));
   return Promise.resolve({ allowed: true, patch: sectionPatch(req.object, defaulted, ["metadata"]) });
 };
@@ -184,6 +199,8 @@ export function validateVm(
   return async (req) => {
     const isKubeVirtServiceAccount = isKubevirtServiceAccount(req.userInfo?.username, kubevirtNamespace);
     let vm = objectOf<VirtualMachine>(req);
+    const badType = typeRefusal("VirtualMachine", vm);
+    if (badType) return badType;
     let expanded: Awaited<ReturnType<typeof expandForValidation>> | undefined;
     if (instancetypes && vm.spec && !vm.metadata?.deletionTimestamp) {
       expanded = await expandForValidation(instancetypes, vm);
