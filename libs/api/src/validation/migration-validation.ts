@@ -2,12 +2,15 @@
  * Validation of VirtualMachineInstanceMigrations (KubeVirt `migration-create-admitter.go`, `migration-update-admitter.go`).
  *
  * Create: vmiName required (cause); then, as plain 400 errors like KubeVirt: priority only from virt-controller,
- * the VMI must exist, not be final, not be LiveMigratable=False, and no other migration of it may be in flight.
+ * the VMI must exist, not be final, not be LiveMigratable=False, and no other migration of it may be in flight;
+ * a cross-cluster migration (sendTo/receive) is refused (see `decentralizedRefusal`).
  */
 import { isDeepStrictEqual } from "node:util";
 import { LABEL, VMI_CONDITION } from "../constants.ts";
+import { featureGateEnabled, GATE } from "../semantics/feature-gates.ts";
 import { typeErrors } from "../strict-decode.ts";
 import type {
+  DeveloperConfiguration,
   MigrationPolicy,
   StatusCause,
   VirtualMachineInstance,
@@ -24,6 +27,8 @@ export interface MigrationCreateContext {
   migrationsOfVmi: readonly VirtualMachineInstanceMigration[];
   /** True when virt-controller makes the request. */
   isVirtController?: boolean;
+  /** The KubeVirt CR's developerConfiguration (feature gates; none: KubeVirt's defaults). */
+  developerConfiguration?: DeveloperConfiguration;
 }
 
 const isFinalPhase = (p: string | undefined): boolean => p === "Succeeded" || p === "Failed";
@@ -62,7 +67,32 @@ export function admitMigrationCreate(
       `in-flight migration detected. Active migration job (${inFlight.metadata?.uid ?? ""}) is currently already in progress for VMI ${inFlight.spec?.vmiName ?? ""}.`,
     );
   }
-  return undefined;
+  return decentralizedRefusal(m, ctx.developerConfiguration);
+}
+
+/**
+ * `spec.sendTo` / `spec.receive` (a cross-cluster, decentralized migration): KubeVirt's gate and migrationID checks,
+ * then refused as a feature this platform does not provide (its migrations stay inside one cluster), rather than
+ * run as an ordinary migration that ignores them.
+ */
+function decentralizedRefusal(
+  m: VirtualMachineInstanceMigration,
+  dev: DeveloperConfiguration | undefined,
+): AdmissionDenial | undefined {
+  const { sendTo, receive } = m.spec ?? {};
+  if (!sendTo && !receive) return undefined;
+  if (!featureGateEnabled(GATE.decentralizedLiveMigration, dev)) {
+    const message = "DecentralizedLiveMigration feature gate is not enabled in kubevirt resource";
+    return denialFromCauses([{ type: CAUSE_TYPE.notSupported, message, field: "" }]);
+  }
+  if (sendTo && receive && sendTo.migrationID !== receive.migrationID) {
+    const message = `sendTo migrationID ${sendTo.migrationID} does not match receive migrationID ${receive.migrationID}`;
+    return denialFromCauses([{ type: CAUSE_TYPE.invalid, message, field: "" }]);
+  }
+  const f = sendTo ? "spec.sendTo" : "spec.receive";
+  return denialFromCauses([
+    cause(CAUSE_TYPE.notSupported, `${f} is not supported: this platform has no cross-cluster live migration`, f),
+  ]);
 }
 
 /** The reason a migration update is refused: the spec is immutable and the selector label stays while in flight. */
