@@ -257,7 +257,11 @@ export function validateVmiUpdate(kubevirtNamespace: string): Admitter {
 }
 
 /** `/migration-validate-create`; reads the VMI and the VMI's other migrations through `client` (as virt-api). */
-export function validateMigrationCreate(client: ClusterClient, kubevirtNamespace: string): Admitter {
+export function validateMigrationCreate(
+  client: ClusterClient,
+  kubevirtNamespace: string,
+  kubevirtConfig?: KubeVirtConfigSource,
+): Admitter {
   return async (req) => {
     const m = objectOf<VirtualMachineInstanceMigration>(req);
     // A wrongly typed object is refused before any lookup (found by the API fuzz lane: a 2000-element vmiName
@@ -277,6 +281,7 @@ export function validateMigrationCreate(client: ClusterClient, kubevirtNamespace
         vmi,
         migrationsOfVmi: migrations,
         isVirtController: req.userInfo?.username === `system:serviceaccount:${kubevirtNamespace}:kubevirt-controller`,
+        developerConfiguration: (await clusterConfig(kubevirtConfig)).developerConfiguration,
       }),
     );
   };
@@ -363,7 +368,7 @@ export function webhookRoutes(
     "/virtualmachineinstances-validate-create": validateVmiCreate(kubevirtNamespace, kubevirtConfig),
     "/virtualmachineinstances-validate-update": validateVmiUpdate(kubevirtNamespace),
     "/migration-mutate-create": mutateMigration,
-    "/migration-validate-create": validateMigrationCreate(client, kubevirtNamespace),
+    "/migration-validate-create": validateMigrationCreate(client, kubevirtNamespace, kubevirtConfig),
     "/migration-validate-update": validateMigrationUpdate,
     "/migration-policy-validate-create": validateMigrationPolicy,
     "/virtualmachinereplicaset-validate": validateVmirsWith(kubevirtConfig),
