@@ -25,6 +25,7 @@ export class PresetConflictError extends Error {
   override readonly name = "PresetConflictError";
 }
 
+// Values in conflict messages: quantities as written, objects as JSON (KubeVirt prints Go's %v of its structs).
 const show = (v: unknown): string => (typeof v === "string" ? v : JSON.stringify(v));
 
 /** KubeVirt's `checkMergeConflicts`: the sections both specs set differently, as messages. */
