@@ -91,6 +91,41 @@ describe("deprecated API versions and kinds", () => {
     );
   });
 
+  it("a stored preset is applied to a matching VMI by virt-api's mutating webhook", async () => {
+    const preset = {
+      apiVersion: "kubevirt.io/v1",
+      kind: "VirtualMachineInstancePreset",
+      metadata: { name: "e2e-two-cores" },
+      spec: {
+        domain: { devices: {}, cpu: { cores: 2 } },
+        selector: { matchLabels: { "kubevirt.io/vmPreset": "two-cores" } },
+      },
+    };
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(preset));
+    try {
+      const vm = testGuestVm("preset-target") as { spec: { template: Obj } };
+      const vmi = {
+        apiVersion: "kubevirt.io/v1",
+        kind: "VirtualMachineInstance",
+        metadata: { name: "preset-target", labels: { "kubevirt.io/vmPreset": "two-cores" } },
+        spec: (vm.spec.template as { spec: Obj }).spec,
+      };
+      const out = await kubectlOk(
+        kubeconfig,
+        ["create", "--dry-run=server", "-o", "json", "-f", "-"],
+        JSON.stringify(vmi),
+      );
+      const created = JSON.parse(out) as {
+        metadata: { annotations?: Record<string, string> };
+        spec: { domain: { cpu?: { cores?: number } } };
+      };
+      expect(created.metadata.annotations?.["virtualmachinepreset.kubevirt.io/e2e-two-cores"]).toBe("kubevirt.io/v1");
+      expect(created.spec.domain.cpu?.cores).toBe(2);
+    } finally {
+      await kubectl(kubeconfig, ["delete", "virtualmachineinstancepreset", "e2e-two-cores", "--ignore-not-found"]);
+    }
+  });
+
   it("VirtualMachineInstancePreset is served with KubeVirt's deprecation warning", async () => {
     const preset = {
       apiVersion: "kubevirt.io/v1",
