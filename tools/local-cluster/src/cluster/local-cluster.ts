@@ -24,22 +24,22 @@ import {
   VERSION,
 } from "@kvt/api";
 import {
-  componentIdentities,
-  ensureComponentTokens,
-  tokenAuthFile,
-  writeComponentKubeconfigs,
-} from "./component-identities.ts";
-import {
   createPodNetwork,
   type PodNetworkConfig,
   podNetworkFile,
   removePodNetwork,
 } from "../network/cluster-network.ts";
+import {
+  componentIdentities,
+  ensureComponentTokens,
+  tokenAuthFile,
+  writeComponentKubeconfigs,
+} from "./component-identities.ts";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 import { freePort } from "./free-port.ts";
 import { currentRuntimeName, jsRuntime, type RuntimeName, runtimeNameOf } from "./js-runtime.ts";
-import { applyReleaseRbac } from "./release-rbac.ts";
 import { ensureHandlerCerts, ensureKubeletCerts, type HandlerTlsFiles, handlerServes } from "./pki.ts";
+import { applyReleaseRbac } from "./release-rbac.ts";
 import { Supervisor, type SupervisorEvent } from "./supervisor.ts";
 import { ensureFrontProxyTls, ensureVirtApiTls, registerVirtApi } from "./virt-api-wiring.ts";
 import { waitFor } from "./wait.ts";
