@@ -134,13 +134,13 @@ export function guardStdio(): void {
       // Nothing to do with a line that cannot be written: the process keeps serving.
     });
     const write = stream.write.bind(stream) as (...args: unknown[]) => boolean;
-    stream.write = ((...args: unknown[]): boolean => {
+    stream.write = (...args: unknown[]): boolean => {
       try {
         return write(...args);
       } catch {
         return false;
       }
-    });
+    };
   }
   // Deno's console prints straight to the descriptors and throws when they refuse (Node's goes through the guarded
   // streams above): a console line that cannot be written is dropped too.
