@@ -31,6 +31,9 @@ function executableOf(pid: number): string | undefined {
   }
 }
 
+/** Executables that wrap a container's command without being its runtime. */
+const WRAPPERS = new Set(["sh", "dash", "bash", "nsenter"]);
+
 /** Records the launchers of this cluster: processes running virt-launcher in a pod directory under `dataDir`. */
 function sampleLaunchers(): void {
   for (const entry of readdirSync("/proc")) {
@@ -40,7 +43,9 @@ function sampleLaunchers(): void {
       const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8");
       if (!cwd.startsWith(join(dataDir, "nodes")) || !argv.includes("virt-launcher")) continue;
       const exe = executableOf(Number(entry));
-      if (exe) launchers.set(Number(entry), exe);
+      // The kubelet's shim (`/bin/sh`, which forwards signals and records the exit code) and `nsenter` (into the
+      // pod's network namespace) carry the launcher's command line too, but only run it: they are not the launcher.
+      if (exe && !WRAPPERS.has(basename(exe))) launchers.set(Number(entry), exe);
     } catch {
       // The process ended while we looked: skip it.
     }
