@@ -163,6 +163,10 @@ describe("observability: metrics and traces of a VM start and a live migration",
         );
         expect(new Set(t.filter((s) => s.service === "virt-launcher").map((s) => s.pod)).size).toBe(2);
         expect(t.some((s) => s.attributes["migration.downtime_ms"] !== undefined)).toBe(true);
+        // A parent span is exported when it ends, after its children (a handler's command span outlives the
+        // launcher's request span under it): wait until every parent has been written.
+        const spanIds = new Set(t.map((s) => s.spanId));
+        expect(t.filter((s) => s.parentSpanId && !spanIds.has(s.parentSpanId)).map((s) => s.name)).toEqual([]);
         return t;
       },
       { ...CLUSTER_WAIT, timeoutMs: 20_000, intervalMs: 1_000, what: "the migration's trace in the trace file" },
