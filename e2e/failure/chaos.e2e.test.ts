@@ -27,6 +27,8 @@ const MAX_KILLS = 2;
 /** How long a guest may outlive its VMI, or a finished migration's source its completion (KubeVirt's default grace). */
 const GRACE_MS = 30_000;
 const NAMESPACE = "default";
+/** The seed CI runs: every component kind killed, starts, stops and a migration (0 duplicates, 0 lost when chosen). */
+const CI_SEED = 1585360409;
 const KIND = { group: "kubevirt.io", version: "v1", namespace: NAMESPACE };
 
 interface Figures {
@@ -63,7 +65,8 @@ describe("chaos: components killed during VM starts, stops and migrations", () =
 
   it("never runs two guests of a VMI, never leaves a guest behind its VMI, and converges", async () => {
     const given = process.env.KVT_CHAOS_SEED;
-    const seed = given ? Number(given) : Math.floor(Math.random() * 2 ** 31);
+    // CI replays one seed (a red CI then names a regression, not a new find); elsewhere each run explores a new one.
+    const seed = given ? Number(given) : process.env.CI ? CI_SEED : Math.floor(Math.random() * 2 ** 31);
     if (!Number.isSafeInteger(seed)) throw new TypeError(`KVT_CHAOS_SEED must be an integer, not "${given}"`);
     const random = seededRandom(seed);
     const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)];
