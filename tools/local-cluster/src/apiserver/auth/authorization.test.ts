@@ -308,6 +308,7 @@ describe("roles and bindings", () => {
         "virtualmachineinstances",
         "virtualmachineinstancemigrations",
         "virtualmachineinstancereplicasets",
+        "virtualmachineinstancepresets",
       ],
       verbs: ["get", "list", "watch"],
     });
