@@ -85,7 +85,11 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
   };
   informer.addHandlers({
     onAdd: (vmi) => concernsNode(vmi, o.nodeName) && enqueue(vmi),
-    onUpdate: (old, vmi) => (concernsNode(vmi, o.nodeName) || concernsNode(old, o.nodeName)) && enqueue(vmi),
+    onUpdate: (old, vmi) => {
+      if (concernsNode(vmi, o.nodeName) || concernsNode(old, o.nodeName)) enqueue(vmi);
+      // A migration to this node that ended or moved on may leave a prepared target here that nobody will use.
+      if (old.status?.migrationState !== vmi.status?.migrationState) reaper.reap();
+    },
     onDelete: (vmi) => {
       if (!vmi.metadata?.uid) return;
       keysByUid.delete(vmi.metadata.uid);
@@ -102,11 +106,11 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
       else reaper.reap();
     },
   });
-  const uids = (): Set<string> =>
-    new Set(informer.store.list().flatMap((v) => (v.metadata?.uid ? [v.metadata.uid] : [])));
+  const byUid = (uid: string): Vmi | undefined => informer.store.list().find((v) => v.metadata?.uid === uid);
   const reaper = new OrphanReaper({
     cacheSynced: () => informer.hasSynced,
-    vmiExists: (uid) => uids().has(uid),
+    vmiOf: byUid,
+    nodeName: o.nodeName,
     launchers: () => launchers.all(),
     logger: o.logger,
   });
