@@ -62,6 +62,14 @@ export interface HandlerApp {
   stop(): Promise<void>;
 }
 
+/**
+ * What the stale-target rule of the orphan reaper reads of a VMI: its current migration and its node. Every informer
+ * update is a new object, so comparing `migrationState` by reference would reap on each one.
+ */
+function placementOf(vmi: Vmi): string {
+  return `${vmi.status?.migrationState?.migrationUid ?? ""}/${vmi.status?.nodeName ?? ""}`;
+}
+
 /** True when `vmi` concerns node `nodeName` (it runs there, or migrates there). */
 export function concernsNode(vmi: VirtualMachineInstance | undefined, nodeName: string): boolean {
   return vmi?.status?.nodeName === nodeName || vmi?.status?.migrationState?.targetNode === nodeName;
@@ -87,8 +95,8 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     onAdd: (vmi) => concernsNode(vmi, o.nodeName) && enqueue(vmi),
     onUpdate: (old, vmi) => {
       if (concernsNode(vmi, o.nodeName) || concernsNode(old, o.nodeName)) enqueue(vmi);
-      // A migration to this node that ended or moved on may leave a prepared target here that nobody will use.
-      if (old.status?.migrationState !== vmi.status?.migrationState) reaper.reap();
+      // A new migration (or a move) may leave a target prepared here that nobody will use.
+      if (placementOf(old) !== placementOf(vmi)) reaper.reap();
     },
     onDelete: (vmi) => {
       if (!vmi.metadata?.uid) return;
