@@ -1,7 +1,8 @@
 /**
  * `npm run bench -- migration [--with-qemu]`: live migration of the test guest between two processes on loopback,
  * per case: total time, downtime, throughput, bytes sent, iterations, convergence and whether the guest's console
- * output equals an unmigrated run of the same workload. Also the machine's limits (memcpy, loopback TCP) and the
+ * output equals an unmigrated run of the same workload. The stream is encrypted; full-1g (and any case named with
+ * --cases) runs a second time in plaintext, beside it ("plain"; summary fullEncryptedVsPlain*). Also the machine's limits (memcpy, loopback TCP) and the
  * time from Vm.create to the guest's first instruction (its first serial byte). Prints a table, then one JSON line:
  *   {"area":"migration","lane":"host"|"nested","limits":{..},"createToFirstInstructionMs":..,"summary":{..},
  *    "cases":[{name,memoryBytes,..,"qemu"?:{..}}]}
@@ -91,14 +92,14 @@ async function baseline(c: Case): Promise<string> {
   }
 }
 
-async function runCase(c: Case, expected: string): Promise<Record<string, unknown>> {
+async function runCase(c: Case, expected: string, encrypt = true): Promise<Record<string, unknown>> {
   const [source, target] = [await Peer.spawn(), await Peer.spawn()];
   try {
     source.send({ op: "boot", memoryBytes: c.memoryBytes, cmdline: c.cmdline });
     await source.waitForLines(c.warmLines, 120_000);
-    target.send({ op: "prepare", memoryBytes: c.memoryBytes });
+    target.send({ op: "prepare", memoryBytes: c.memoryBytes, encrypt });
     const dest = (await target.waitFor("listening")).destination as { host: string; port: number; secret: string };
-    source.send({ op: "migrate", destination: dest, options: OPTIONS });
+    source.send({ op: "migrate", destination: dest, options: { ...OPTIONS, encrypt } });
     const result = (await source.waitFor("migrated", () => true, 180_000)).result as MigrationResult;
     const stats = result.ok ? ((await target.waitFor("incoming-done")).stats as Record<string, number>) : undefined;
     if (result.ok) await target.waitFor("shutdown", () => true, 180_000);
@@ -147,6 +148,14 @@ function goalsSummary(rows: readonly Record<string, unknown>[], loopback: number
     r?.qemu as Record<string, unknown> | undefined;
   const out: Record<string, number | boolean> = {};
   const full = by("full-1g");
+  const plain = full?.plain as Record<string, unknown> | undefined;
+  if (full && plain) {
+    out.fullEncryptedVsPlainThroughput = round(
+      num(full, "throughputBytesPerSec") / num(plain, "throughputBytesPerSec"),
+      3,
+    );
+    out.fullEncryptedVsPlainDowntime = round(num(full, "downtimeMs") / num(plain, "downtimeMs"), 3);
+  }
   if (full) {
     out.fullThroughputVsLoopback = round(num(full, "throughputBytesPerSec") / loopback, 3);
     if (q(full))
@@ -231,6 +240,16 @@ if (selected.length === 0) {
 for (const c of selected) {
   const expected = await baseline(c);
   const row = await runCase(c, expected);
+  // The stream is encrypted (sealed_channel.h); the same case once in plaintext, side by side, prices that.
+  if (c.name === "full-1g" || only?.includes(c.name)) {
+    const p = await runCase(c, expected, false);
+    row.plain = {
+      totalSeconds: p.totalSeconds,
+      downtimeMs: p.downtimeMs,
+      throughputBytesPerSec: p.throughputBytesPerSec,
+      guestVerified: p.guestVerified,
+    };
+  }
   if (withQemu) row.qemu = await (await import("./qemu.ts")).qemuCase({ ...c, expectedOutput: expected });
   cases.push(row);
 }
@@ -238,8 +257,9 @@ console.log(
   `limits: memcpy ${(limits.memcpyBytesPerSec / GiB).toFixed(2)} GiB/s, loopback TCP ${(limits.loopbackTcpBytesPerSec / GiB).toFixed(2)} GiB/s; Vm.create -> first instruction ${createMs} ms`,
 );
 console.table(
-  cases.map(({ qemu, downtimePhases, ...r }) => ({
+  cases.map(({ qemu, downtimePhases, plain, ...r }) => ({
     ...r,
+    ...(plain ? { plain: JSON.stringify(plain) } : {}),
     ...(downtimePhases ? { downtimePhases: JSON.stringify(downtimePhases) } : {}),
     ...(qemu ? { qemu: JSON.stringify(qemu) } : {}),
   })),

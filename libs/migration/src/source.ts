@@ -51,6 +51,8 @@ export interface OutgoingOptions extends ConvergenceOptions {
   readonly release?: boolean;
   /** Add a full-memory SHA-256 at switch-over (slow; tests). */
   readonly digest?: boolean;
+  /** Encrypt the stream (default true; false only with KubeVirt's migrations.disableTLS, and at both ends). */
+  readonly encrypt?: boolean;
   readonly onProgress?: (p: MigrationProgress) => void;
   /** Awaited after the policy decided to switch over, before the guest pauses (orchestration and tests). */
   readonly beforeSwitchOver?: () => Promise<void>;
@@ -109,7 +111,11 @@ export class OutgoingMigration {
       };
     };
     try {
-      this.#stream = await MigrationSourceStream.connect(this.#vm, { ...this.#dest, ioTimeoutMs: this.#o.ioTimeoutMs });
+      this.#stream = await MigrationSourceStream.connect(this.#vm, {
+        ...this.#dest,
+        ioTimeoutMs: this.#o.ioTimeoutMs,
+        encrypt: this.#o.encrypt,
+      });
       if (this.#cancelReason) this.#stream.cancel();
       const bulk = await this.#stream.bulk(cap);
       iterations = 1;

@@ -20,6 +20,8 @@ export interface IncomingOptions {
   readonly ioTimeoutMs?: number;
   /** Add a full-memory SHA-256 taken before the vCPUs start (slow; tests). */
   readonly digest?: boolean;
+  /** Decrypt the stream (default true; false only with KubeVirt's migrations.disableTLS, and at both ends). */
+  readonly encrypt?: boolean;
   readonly logger?: Logger;
 }
 
@@ -40,7 +42,13 @@ export function prepareIncoming(vm: Vm, options: IncomingOptions = {}): Incoming
   // Web Crypto: node:crypto (and OpenSSL's start-up) is loaded at the first migration, not by every launcher.
   const secret = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex");
   const log = options.logger;
-  const done = stream.accept(secret, options.ioTimeoutMs ?? 60_000, options.digest ?? false).then(
+  const accepted = stream.accept(
+    secret,
+    options.ioTimeoutMs ?? 60_000,
+    options.digest ?? false,
+    options.encrypt ?? true,
+  );
+  const done = accepted.then(
     (stats) => {
       log?.info(
         { receiveSeconds: stats.receiveSeconds, hugePageBytes: stats.hugePageBytes },

@@ -17,7 +17,7 @@ import { prepareIncoming } from "./target.ts";
 /** Messages a peer accepts. */
 export type PeerCommand =
   | { op: "boot"; memoryBytes: number; cmdline: string }
-  | { op: "prepare"; memoryBytes: number; digest?: boolean }
+  | { op: "prepare"; memoryBytes: number; digest?: boolean; encrypt?: boolean }
   | {
       op: "migrate";
       destination: { host: string; port: number; secret: string };
@@ -63,7 +63,7 @@ async function handle(cmd: PeerCommand): Promise<void> {
       const target = Vm.create({ memoryBytes: cmd.memoryBytes, vcpus: 1 });
       vm = target;
       attach(target);
-      const incoming = prepareIncoming(target, { digest: cmd.digest ?? false });
+      const incoming = prepareIncoming(target, { digest: cmd.digest ?? false, encrypt: cmd.encrypt ?? true });
       send({ ev: "listening", destination: incoming.destination });
       try {
         send({ ev: "incoming-done", stats: await incoming.done });

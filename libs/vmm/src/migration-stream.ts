@@ -106,12 +106,22 @@ export interface MigrationConnectOptions {
   readonly secret: string;
   /** Bound on each blocking send/receive; a hung peer fails the step instead of hanging it. Default 10 s. */
   readonly ioTimeoutMs?: number;
+  /** Encrypt everything after the handshake (AES-128-GCM records, sealed_channel.h). Default true; the target must
+   *  agree, or the stream fails at its first frame. */
+  readonly encrypt?: boolean;
 }
 
 type Handle = { readonly __migrationHandle: unique symbol };
 
 interface MigrationBinding {
-  migrationSourceConnect(vm: object, host: string, port: number, secret: string, ioTimeoutMs: number): Promise<Handle>;
+  migrationSourceConnect(
+    vm: object,
+    host: string,
+    port: number,
+    secret: string,
+    ioTimeoutMs: number,
+    encrypt: boolean,
+  ): Promise<Handle>;
   migrationSourceBulk(h: Handle, bytesPerSec: number): Promise<MigrationRoundStats>;
   migrationSourceCollect(h: Handle): Promise<MigrationCollectStats>;
   migrationSourceSendPending(h: Handle, bytesPerSec: number): Promise<MigrationRoundStats>;
@@ -121,7 +131,13 @@ interface MigrationBinding {
   migrationSourceTotals(h: Handle): MigrationStreamTotals;
   migrationTargetListen(vm: object, host: string, port: number): Handle;
   migrationTargetPort(h: Handle): number;
-  migrationTargetAccept(h: Handle, secret: string, ioTimeoutMs: number, digest: boolean): Promise<MigrationTargetStats>;
+  migrationTargetAccept(
+    h: Handle,
+    secret: string,
+    ioTimeoutMs: number,
+    digest: boolean,
+    encrypt: boolean,
+  ): Promise<MigrationTargetStats>;
   migrationTargetCancel(h: Handle): void;
 }
 
@@ -168,6 +184,7 @@ export class MigrationSourceStream {
       options.port,
       options.secret,
       options.ioTimeoutMs ?? 10_000,
+      options.encrypt ?? true,
     );
     return new MigrationSourceStream(await withSite(p, new Error()));
   }
@@ -238,11 +255,13 @@ export class MigrationTargetStream {
 
   /**
    * Accepts one source, receives the guest, restores and starts it, confirms. Rejects without starting it.
-   * `digest` adds a SHA-256 of all RAM taken before the vCPUs start (slow: tests only).
+   * `digest` adds a SHA-256 of all RAM taken before the vCPUs start (slow: tests only). `encrypt` as the source's
+   * (MigrationConnectOptions.encrypt).
    */
-  accept(secret: string, ioTimeoutMs = 10_000, digest = false): Promise<MigrationTargetStats> {
+  accept(secret: string, ioTimeoutMs = 10_000, digest = false, encrypt = true): Promise<MigrationTargetStats> {
     checkSecret(secret);
-    return withSite(migrationBinding().migrationTargetAccept(this.#h, secret, ioTimeoutMs, digest), new Error());
+    const p = migrationBinding().migrationTargetAccept(this.#h, secret, ioTimeoutMs, digest, encrypt);
+    return withSite(p, new Error());
   }
 
   /** Fails a pending accept. */

@@ -115,6 +115,11 @@ Status IncomingMigration::Handshake() {
   frame = EncodeFrame(Command::kAuthOk, nullptr, 0);
   r = WriteBytes(ch_, frame.data(), frame.size());
   if (!r.ok()) return r;
+  if (sealed_ != nullptr) {
+    SessionKeys keys = DeriveSessionKeys(secret_, hello.value().nonce, ch.nonce);
+    r = sealed_->Seal(keys.target_to_source, keys.source_to_target);
+    if (!r.ok()) return r;
+  }
   stats_.version = version;
   phase_ = Phase::kAwaitStart;
   r = ReadFrame(&h, &p);

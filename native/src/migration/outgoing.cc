@@ -88,6 +88,11 @@ Status OutgoingMigration::Handshake() {
   if (!r.ok()) return r;
   r = ReadReply(Command::kAuthOk, &reply);
   if (!r.ok()) return r;
+  if (sealed_ != nullptr) {
+    SessionKeys keys = DeriveSessionKeys(secret_, hello.nonce, ch.value().nonce);
+    r = sealed_->Seal(keys.source_to_target, keys.target_to_source);
+    if (!r.ok()) return r;
+  }
   stats_.version = version;
   p = EncodeStart(Start{version, 0, ram_.total(), static_cast<uint32_t>(kPage), disks_});
   r = SendFrame(Command::kStart, p.data(), p.size());

@@ -100,9 +100,10 @@ uint64_t HugePageBytes(const RamLayout& ram) {
 }
 
 SourceSession::SourceSession(vmm::Machine* machine, std::unique_ptr<FdChannel> ch, RamLayout ram,
-                             const std::string& secret)
-    : machine_(machine), ch_(std::move(ch)), ram_(std::move(ram)) {
-  out_ = std::make_unique<OutgoingMigration>(*ch_, ram_, secret, SystemRandom);
+                             const std::string& secret, bool encrypt)
+    : machine_(machine), ch_(std::move(ch)), sealed_(*ch_), ram_(std::move(ram)) {
+  out_ = std::make_unique<OutgoingMigration>(sealed_, ram_, secret, SystemRandom);
+  if (encrypt) out_->EncryptWith(&sealed_);
   for (const RamRegion& r : ram_.regions()) {
     pending_.emplace_back(r.size / memory::kPageSize);
     region_base_.push_back(r.gpa);
@@ -113,7 +114,11 @@ SourceSession::~SourceSession() { Close(); }
 
 Result<std::unique_ptr<SourceSession>> SourceSession::Connect(vmm::Machine* machine, const std::string& host,
                                                               uint16_t port, const std::string& secret,
-                                                              uint32_t io_timeout_ms) {
+                                                              uint32_t io_timeout_ms, bool encrypt) {
+  if (encrypt) {
+    auto c = RecordCryptoAvailable();  // before connecting: the target then sees no half-made attempt
+    if (!c.ok()) return c.error();
+  }
   auto res = Resolve(host, port, false);
   if (!res.ok()) return res.error();
   int fd = -1;
@@ -130,7 +135,7 @@ Result<std::unique_ptr<SourceSession>> SourceSession::Connect(vmm::Machine* mach
   }
   freeaddrinfo(res.value());
   if (fd < 0) return Error{err, "connect", host + ":" + std::to_string(port)};
-  std::unique_ptr<SourceSession> s(new SourceSession(machine, std::make_unique<FdChannel>(fd), LayoutOf(machine), secret));
+  std::unique_ptr<SourceSession> s(new SourceSession(machine, std::make_unique<FdChannel>(fd), LayoutOf(machine), secret, encrypt));
   std::vector<DiskSpec> specs;
   for (const vmm::CopiedDisk& d : machine->CopiedDisks()) {
     auto disk = DiskSource::Open(d.index, d.path, d.overlay);
@@ -335,7 +340,12 @@ void TargetSession::Cancel() {
   if (conn_fd_ >= 0) shutdown(conn_fd_, SHUT_RDWR);
 }
 
-Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io_timeout_ms, bool digest) {
+Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io_timeout_ms, bool digest,
+                                          bool encrypt) {
+  if (encrypt) {
+    auto c = RecordCryptoAvailable();
+    if (!c.ok()) return c.error();
+  }
   pollfd p{listen_fd_, POLLIN, 0};
   int pr = poll(&p, 1, static_cast<int>(io_timeout_ms));
   if (cancel_.load()) return Error{ECANCELED, "migration", "canceled"};
@@ -356,8 +366,10 @@ Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io
   };
   FdChannel ch(fd);
   Forget forget{this};
+  SealedChannel sealed(ch);
   RamLayout ram = LayoutOf(machine_);
-  IncomingMigration in(ch, ram, secret, false, SystemRandom);
+  IncomingMigration in(sealed, ram, secret, false, SystemRandom);
+  if (encrypt) in.EncryptWith(&sealed);
   in.EnablePrefault(PrefaultOptions{});
   // The copied disks: this machine's own files (the launcher made them, sized as the source's), written here.
   struct DiskFds {

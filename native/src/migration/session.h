@@ -62,9 +62,11 @@ struct SwitchStats {
 class SourceSession {
  public:
   /** Connects to host:port, authenticates, sends Start and starts the dirty log. `io_timeout_ms` bounds every
-   *  blocking send/receive (a hung peer is an error, not a hang). */
+   *  blocking send/receive (a hung peer is an error, not a hang). `encrypt`: everything after the handshake is
+   *  sealed (sealed_channel.h); the target must agree. */
   static Result<std::unique_ptr<SourceSession>> Connect(vmm::Machine* machine, const std::string& host, uint16_t port,
-                                                        const std::string& secret, uint32_t io_timeout_ms);
+                                                        const std::string& secret, uint32_t io_timeout_ms,
+                                                        bool encrypt = true);
   ~SourceSession();
   Result<RoundStats> SendBulk(uint64_t bytes_per_sec);
   Result<CollectStats> Collect();
@@ -77,7 +79,8 @@ class SourceSession {
   const OutgoingStats& totals() const { return out_->stats(); }
 
  private:
-  SourceSession(vmm::Machine* machine, std::unique_ptr<FdChannel> ch, RamLayout ram, const std::string& secret);
+  SourceSession(vmm::Machine* machine, std::unique_ptr<FdChannel> ch, RamLayout ram, const std::string& secret,
+                bool encrypt);
   Status Check() const;
   // Sends memory ranges, then every copied disk whole (`bulk`) or its pending blocks.
   Result<RoundStats> SendRangesTimed(const std::vector<PageRange>& ranges, const SendOptions& o, bool bulk);
@@ -87,6 +90,7 @@ class SourceSession {
 
   vmm::Machine* machine_;
   std::unique_ptr<FdChannel> ch_;
+  SealedChannel sealed_;  // over *ch_: plain until the handshake seals it (when encrypting)
   RamLayout ram_;
   std::unique_ptr<OutgoingMigration> out_;
   std::vector<memory::DirtyBitmap> pending_;
@@ -115,7 +119,8 @@ class TargetSession {
   uint16_t port() const { return port_; }
   /** Waits for one source, receives the guest, restores it and starts it, then confirms. The machine is started
    *  only when everything arrived intact; otherwise it is left untouched in kCreated. */
-  Result<TargetStats> Accept(const std::string& secret, uint32_t io_timeout_ms, bool digest = false);
+  Result<TargetStats> Accept(const std::string& secret, uint32_t io_timeout_ms, bool digest = false,
+                             bool encrypt = true);
   /** Fails a pending or running Accept. Any thread. */
   void Cancel();
 

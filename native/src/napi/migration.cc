@@ -1,12 +1,12 @@
 // The migration bindings: source and target sessions (migration/session.h) as JS handles, every network or bulk
 // step on a libuv worker thread (Napi::AsyncWorker) returning a Promise. libs/vmm/src/migration-*.ts types them.
 //
-//   migrationSourceConnect(vm, host, port, secret, ioTimeoutMs) -> Promise<source>
+//   migrationSourceConnect(vm, host, port, secret, ioTimeoutMs, encrypt = true) -> Promise<source>
 //   migrationSourceBulk(source, bytesPerSec) / migrationSourceSendPending(source, bytesPerSec) -> Promise<Round>
 //   migrationSourceCollect(source) -> Promise<Collect>   migrationSourceSwitchOver(source, bps, digest) -> Promise<Switch>
 //   migrationSourceCancel(source) / migrationSourceClose(source) / migrationSourceTotals(source)   (synchronous)
 //   migrationTargetListen(vm, host, port) -> target          migrationTargetPort(target) -> number
-//   migrationTargetAccept(target, secret, ioTimeoutMs, digest) -> Promise<TargetStats>   migrationTargetCancel(target)
+//   migrationTargetAccept(target, secret, ioTimeoutMs, digest, encrypt = true) -> Promise<TargetStats>   migrationTargetCancel(target)
 #include <napi.h>
 
 #include <functional>
@@ -109,11 +109,12 @@ Napi::Value JS_SourceConnect(const Napi::CallbackInfo& info) {
   std::string host = info[1].ToString(), secret = info[3].ToString();
   uint16_t port = static_cast<uint16_t>(info[2].ToNumber().Uint32Value());
   uint32_t timeout = info[4].ToNumber().Uint32Value();
+  bool encrypt = info.Length() <= 5 || info[5].IsUndefined() || info[5].ToBoolean().Value();
   auto out = std::make_shared<std::shared_ptr<SourceSession>>();
   return Queue<bool>(
       env, vm,
       [=]() -> Result<bool> {
-        auto s = SourceSession::Connect(machine, host, port, secret, timeout);
+        auto s = SourceSession::Connect(machine, host, port, secret, timeout, encrypt);
         if (!s.ok()) return s.error();
         *out = std::shared_ptr<SourceSession>(std::move(s.value()));
         return true;
@@ -239,8 +240,9 @@ Napi::Value JS_TargetAccept(const Napi::CallbackInfo& info) {
   std::string secret = info[1].ToString();
   uint32_t timeout = info[2].ToNumber().Uint32Value();
   bool digest = info.Length() > 3 && info[3].ToBoolean().Value();
+  bool encrypt = info.Length() <= 4 || info[4].IsUndefined() || info[4].ToBoolean().Value();
   return Queue<migration::TargetStats>(
-      env, h->vm.Value(), [s, secret, timeout, digest]() { return s->Accept(secret, timeout, digest); },
+      env, h->vm.Value(), [=]() { return s->Accept(secret, timeout, digest, encrypt); },
       [](Napi::Env e, migration::TargetStats& t) -> Napi::Value {
         Napi::Object o = Napi::Object::New(e);
         o.Set("version", t.stream.version);

@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer, type Server, type Socket } from "node:net";
+import { connect, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger } from "@kvt/observability";
@@ -70,6 +70,76 @@ describe("migration relay", () => {
     await until(() => qemu.received().toString() === "ok");
   });
 
+  it("carries the stream encrypted on the TCP hop", async () => {
+    const qemu = await fakeQemu(sock);
+    const secret = newMigrationSecret();
+    const relay = await IncomingRelay.listen("127.0.0.1", secret, sock, logger);
+    // A recorder between the source and the target relay: what an observer of the network sees.
+    const wire: Buffer[] = [];
+    const mitm = createServer((src) => {
+      const dst = connect({ host: "127.0.0.1", port: relay.port });
+      src.on("data", (c: Buffer) => {
+        wire.push(Buffer.from(c));
+        dst.write(c);
+      });
+      dst.pipe(src);
+      src.on("error", () => dst.destroy());
+      dst.on("error", () => src.destroy());
+    });
+    await new Promise<void>((r) => mitm.listen(0, "127.0.0.1", () => r()));
+    const mitmPort = (mitm.address() as { port: number }).port;
+    cleanup.push(
+      () => qemu.server.close(),
+      () => relay.close(),
+      () => mitm.close(),
+    );
+    const secretText = Buffer.alloc(100_000, "guest-memory-page ");
+    const peer = await connectOutgoing("127.0.0.1", mitmPort, secret);
+    cleanup.push(() => peer.destroy());
+    peer.write(secretText);
+    await until(() => qemu.received().length === secretText.length);
+    expect(qemu.received().equals(secretText)).toBe(true);
+    const onWire = Buffer.concat(wire);
+    expect(onWire.length).toBeGreaterThan(secretText.length);
+    expect(onWire.includes(Buffer.from("guest-memory-page"))).toBe(false);
+  });
+
+  it("ends the stream at a tampered record without passing it to QEMU", async () => {
+    const qemu = await fakeQemu(sock);
+    const secret = newMigrationSecret();
+    const relay = await IncomingRelay.listen("127.0.0.1", secret, sock, logger);
+    let upstream: Socket | undefined;
+    const mitm = createServer((src) => {
+      const dst = connect({ host: "127.0.0.1", port: relay.port });
+      upstream = dst;
+      let seen = 0;
+      src.on("data", (c: Buffer) => {
+        const out = Buffer.from(c);
+        const at = 200 - seen; // byte 200 of the source's bytes: inside the first sealed record
+        if (at >= 0 && at < out.length) out[at] = out[at] ^ 1;
+        seen += out.length;
+        dst.write(out);
+      });
+      dst.pipe(src);
+      src.on("error", () => dst.destroy());
+      dst.on("error", () => src.destroy());
+    });
+    await new Promise<void>((r) => mitm.listen(0, "127.0.0.1", () => r()));
+    cleanup.push(
+      () => qemu.server.close(),
+      () => relay.close(),
+      () => mitm.close(),
+    );
+    const peer = await connectOutgoing("127.0.0.1", (mitm.address() as { port: number }).port, secret);
+    peer.on("error", () => undefined);
+    const ended = new Promise<void>((r) => peer.on("end", () => r()));
+    peer.resume();
+    peer.write(Buffer.alloc(5000, "x"));
+    await ended; // the target relay dropped the connection
+    await until(() => upstream?.destroyed === true);
+    expect(qemu.received().length).toBe(0);
+  });
+
   it("drops a peer that speaks another protocol", async () => {
     const qemu = await fakeQemu(sock);
     const relay = await IncomingRelay.listen("127.0.0.1", newMigrationSecret(), sock, logger);
@@ -77,7 +147,6 @@ describe("migration relay", () => {
       () => qemu.server.close(),
       () => relay.close(),
     );
-    const { connect } = await import("node:net");
     const s: Socket = connect({ host: "127.0.0.1", port: relay.port });
     cleanup.push(() => s.destroy());
     const closed = new Promise<void>((r) => s.on("close", () => r()));
@@ -91,7 +160,7 @@ describe("migration relay", () => {
   it("a source refuses a target that cannot prove the secret", async () => {
     // A fake "target" that sends a valid-looking hello, then garbage instead of its MAC.
     const server = createServer((s) => {
-      s.write(Buffer.concat([Buffer.from("KVTQMIG1"), Buffer.alloc(32, 1)]));
+      s.write(Buffer.concat([Buffer.from("KVTQMIG2"), Buffer.alloc(32, 1)]));
       s.once("data", () => s.write(Buffer.alloc(32, 2)));
     });
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));

@@ -1,7 +1,9 @@
 /**
- * Carries QEMU's migration stream between two launchers through our authenticated channel. QEMU itself only ever
- * talks to a local unix socket; the TCP hop between hosts is ours and starts with a mutual HMAC-SHA256 handshake
- * over the per-migration secret. Not one byte of the stream is forwarded before both sides have proven the secret.
+ * Carries QEMU's migration stream between two launchers through our authenticated, encrypted channel. QEMU itself
+ * only ever talks to a local unix socket; the TCP hop between hosts is ours and starts with a mutual HMAC-SHA256
+ * handshake over the per-migration secret. Not one byte of the stream is forwarded before both sides have proven the
+ * secret, and every byte after the handshake travels sealed (AES-128-GCM records under keys derived from the secret
+ * and both nonces: @kvt/migration/seal, the same record layer as our VMM's stream).
  *
  *   source QEMU --unix--> source relay                        target relay --unix--> target QEMU (-incoming)
  *                              |  TCP connect                      | (listening on host:port)
@@ -10,16 +12,18 @@
  *                              |                                   |  verify, else close (QEMU never sees the peer)
  *                              |<---------------- macT ------------|  macT = HMAC(secret, "target" | nonceS | nonceT)
  *                  verify, else close
- *                              |<======= raw QEMU stream =========>|  (both directions: QEMU's return path)
+ *                              |<===== sealed QEMU stream ========>|  (both directions: QEMU's return path)
  *
- * MAGIC = "KVTQMIG1" (8 bytes: protocol and version). Each step has a deadline; a wrong secret, a short read or a
+ * MAGIC = "KVTQMIG2" (8 bytes: protocol and version; 2 = sealed). Each step has a deadline; a wrong secret, a short read or a
  * wrong magic ends that connection only, and the target keeps listening for the real source until it is closed.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { connect, createServer, type Server, type Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import { deriveSessionKeys, sealedDuplex } from "@kvt/migration/seal";
 import type { Logger } from "@kvt/observability";
 
-const MAGIC = Buffer.from("KVTQMIG1");
+const MAGIC = Buffer.from("KVTQMIG2");
 const NONCE = 32;
 const MAC = 32;
 const HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -102,8 +106,7 @@ function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
  * is passed on. When `abortLocalOnRemoteEnd` (the source side), a remote end that comes while QEMU is still
  * sending destroys QEMU's socket, so QEMU sees the failure at once instead of writing into a dead channel.
  */
-function splice(local: Socket, remote: Socket, leftoverForLocal: Buffer, abortLocalOnRemoteEnd: boolean): void {
-  if (leftoverForLocal.length > 0) local.write(leftoverForLocal);
+function splice(local: Socket, remote: Duplex, abortLocalOnRemoteEnd: boolean): void {
   let localEnded = false;
   local.on("end", () => {
     localEnded = true;
@@ -182,9 +185,11 @@ export class IncomingRelay {
       if (this.#accepted) throw new MigrationAuthError("a migration source is already connected");
       this.#accepted = true;
       socket.write(mac(this.#secret, "target", nonceS, nonceT));
-      const leftover = reader.detach();
+      const keys = deriveSessionKeys(this.#secret, nonceS, nonceT);
+      const sealed = sealedDuplex(socket, keys.targetToSource, keys.sourceToTarget, reader.detach());
+      sealed.on("error", (err: Error) => this.#log.warn({ peer, err: err.message }, "migration stream ended"));
       const qemu = connect(this.#qemuSocket);
-      splice(qemu, socket, leftover, false);
+      splice(qemu, sealed, false);
       this.#server.close();
       this.#log.info({ peer }, "migration source authenticated; stream forwarded to QEMU");
     } catch (err) {
@@ -197,9 +202,9 @@ export class IncomingRelay {
 
 /**
  * Source side: connects to the target relay and proves the secret (and checks the target's proof). Resolves with
- * the authenticated socket, over which nothing has been sent yet beyond the handshake.
+ * the sealed channel over the authenticated socket: what is written to it travels encrypted.
  */
-export async function connectOutgoing(host: string, port: number, secret: string): Promise<Socket> {
+export async function connectOutgoing(host: string, port: number, secret: string): Promise<Duplex> {
   const socket = await new Promise<Socket>((resolve, reject) => {
     const s = connect({ host, port });
     s.once("connect", () => {
@@ -221,7 +226,8 @@ export async function connectOutgoing(host: string, port: number, secret: string
       throw new MigrationAuthError("target failed authentication");
     const leftover = reader.detach();
     if (leftover.length > 0) throw new MigrationAuthError("target sent data before the stream started");
-    return socket;
+    const keys = deriveSessionKeys(secret, nonceS, nonceT);
+    return sealedDuplex(socket, keys.sourceToTarget, keys.targetToSource);
   } catch (err) {
     reader.detach();
     socket.destroy();
@@ -230,10 +236,10 @@ export async function connectOutgoing(host: string, port: number, secret: string
 }
 
 /** Source side: a unix listener QEMU migrates into; its one connection is joined to the authenticated `peer`. */
-export async function listenForQemu(path: string, peer: Socket): Promise<Server> {
+export async function listenForQemu(path: string, peer: Duplex): Promise<Server> {
   const server = createServer((qemu) => {
     server.close();
-    splice(qemu, peer, Buffer.alloc(0), true);
+    splice(qemu, peer, true);
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
