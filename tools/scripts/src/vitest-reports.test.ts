@@ -22,13 +22,23 @@ describe("readVitestReport", () => {
         testResults: [
           { name: "/p/a.test.ts", assertionResults: [{ fullName: "a works", status: "passed" }] },
           { name: "/p/b.test.ts", assertionResults: [{ fullName: "b breaks", status: "failed" }] },
+          {
+            name: "/p/d.test.ts",
+            assertionResults: [
+              { fullName: "d times out", status: "failed", failureMessages: ["Error: no boot\n at x"] },
+            ],
+          },
           { name: "/p/c.test.ts", message: "Failed to load\nstack", assertionResults: [] },
         ],
       }),
     );
     const t = readVitestReport(file);
     expect(t).toMatchObject({ passed: 3, failed: 1, skipped: 1 });
-    expect(t.failedNames).toEqual(["/p/b.test.ts: b breaks", "/p/c.test.ts: Failed to load"]);
+    expect(t.failedNames).toEqual([
+      "/p/b.test.ts: b breaks",
+      "/p/d.test.ts: d times out\n      Error: no boot",
+      "/p/c.test.ts: Failed to load",
+    ]);
   });
 
   it("counts a missing or truncated report as one named failure", () => {

@@ -3,7 +3,11 @@ import { existsSync, readFileSync } from "node:fs";
 import type { Tally } from "./steps.ts";
 
 interface VitestJson {
-  testResults?: { name?: string; message?: string; assertionResults?: { fullName?: string; status?: string }[] }[];
+  testResults?: {
+    name?: string;
+    message?: string;
+    assertionResults?: { fullName?: string; status?: string; failureMessages?: string[] }[];
+  }[];
   numPassedTests: number;
   numFailedTests: number;
   numPendingTests: number;
@@ -44,10 +48,16 @@ function failedNamesOf(r: VitestJson): string[] {
   for (const suite of r.testResults ?? []) {
     const failed = (suite.assertionResults ?? []).filter((a) => a.status === "failed");
     const file = suite.name ?? "?";
-    for (const a of failed) names.push(`${file}: ${a.fullName ?? "?"}`);
+    for (const a of failed) names.push(`${file}: ${a.fullName ?? "?"}${why(a.failureMessages)}`);
     if (failed.length === 0 && suite.message) names.push(`${file}: ${suite.message.split("\n")[0]}`);
   }
   return names;
+}
+
+/** The first line of a test's first failure message (CI shows only the end of the output), at most 300 chars. */
+function why(messages: readonly string[] | undefined): string {
+  const first = messages?.[0]?.split("\n")[0]?.trim();
+  return first ? `\n      ${first.slice(0, 300)}` : "";
 }
 
 /**

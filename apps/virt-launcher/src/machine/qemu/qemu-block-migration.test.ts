@@ -23,7 +23,7 @@ const md5 = (b: Uint8Array): string => createHash("md5").update(b).digest("hex")
 /** Console text of a machine, and a wait on it from an offset. */
 function watch(m: QemuMachine): {
   text: () => string;
-  waitFor: (re: RegExp, from: number) => Promise<RegExpMatchArray>;
+  waitFor: (re: RegExp, from: number, ms?: number) => Promise<RegExpMatchArray>;
 } {
   let text = "";
   m.on("console", (c) => {
@@ -31,8 +31,8 @@ function watch(m: QemuMachine): {
   });
   return {
     text: () => text,
-    waitFor: async (re, from) => {
-      const deadline = Date.now() + 120_000;
+    waitFor: async (re, from, ms = 120_000) => {
+      const deadline = Date.now() + ms;
       for (;;) {
         const hit = text.slice(from).match(re);
         if (hit) return hit;
@@ -43,7 +43,7 @@ function watch(m: QemuMachine): {
   };
 }
 
-describe("QemuMachine migrates local disks (real QEMU, TCG, demo image)", { timeout: 300_000 }, () => {
+describe("QemuMachine migrates local disks (real QEMU, TCG, demo image)", { timeout: 480_000 }, () => {
   it("the target guest reads the emptyDisk and containerDisk writes made on the source", async () => {
     execFileSync(process.execPath, [join(root, "tools/images/src/cli.ts")], { stdio: "inherit" });
     const dir = mkdtempSync(join(tmpdir(), "kvt-qemu-blkmig-"));
@@ -97,7 +97,7 @@ describe("QemuMachine migrates local disks (real QEMU, TCG, demo image)", { time
     const dst = watch(target);
     try {
       await source.start();
-      await src.waitFor(/printed from cloud-init userdata/, 0);
+      await src.waitFor(/printed from cloud-init userdata/, 0, 240_000); // TCG boot; CI runs suites side by side
       let from = src.text().length;
       // The two disks by their serials; a marker in each, with fsync.
       const find =
@@ -108,7 +108,7 @@ describe("QemuMachine migrates local disks (real QEMU, TCG, demo image)", { time
           `${find}; echo kvt-scratch-7 | dd of=$S seek=9 conv=sync,fsync 2>/dev/null; echo kvt-root-8 | dd of=$R seek=3 conv=sync,fsync 2>/dev/null; echo "W=$?"\n`,
         ),
       );
-      expect((await src.waitFor(/W=(\d+)/, from))[1]).toBe("0");
+      expect((await src.waitFor(/W=(\d+)\r?\n/, from))[1]).toBe("0");
       const where = await target.prepareIncoming();
       const result = await source.migrateTo(where, {
         bandwidthBytesPerSec: 0,

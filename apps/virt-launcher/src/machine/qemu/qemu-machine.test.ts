@@ -242,7 +242,7 @@ describe("QemuMachine disks on the sata and scsi buses (real QEMU, TCG, demo ima
           'for b in /sys/block/sd*; do grep -q SCSI1 $b/device/vpd_pg80 2>/dev/null && D=/dev/${b##*/}; done; echo kvt-$((40+2)) | dd of=$D conv=sync,fsync 2>/dev/null; echo "W=$? D=$D"\n',
         ),
       );
-      const w = await console.waitFor(/W=(\d+) D=(\S*)/, 30_000, from);
+      const w = await console.waitFor(/W=(\d+) D=(\S*)\r?\n/, 30_000, from);
       expect(w[1]).toBe("0");
       expect(w[2]).toMatch(/^\/dev\/sd[a-z]$/);
       expect(readFileSync(data).subarray(0, 7).toString()).toBe("kvt-42\n");

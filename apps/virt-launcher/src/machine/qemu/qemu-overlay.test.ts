@@ -82,7 +82,7 @@ describe("QemuMachine with a containerDisk overlay (real QEMU, TCG, demo image)"
       );
       const s = await waitFor(/S=([0-9a-f]{32})/, 30_000, from);
       expect(s[1]).toBe(md5(sector0));
-      const w = await waitFor(/W=(\d+) D=(\S*)/, 30_000, from);
+      const w = await waitFor(/W=(\d+) D=(\S*)\r?\n/, 30_000, from);
       expect(w[1]).toBe("0");
       expect(w[2]).toMatch(/^\/dev\/vd[a-z]$/);
     } finally {
