@@ -25,6 +25,7 @@ import {
   type LauncherService,
   launcherSocketPath,
   type MigrateRequest,
+  type PrepareTargetRequest,
   TIMEOUT_HEADER,
 } from "./index.ts";
 
@@ -69,7 +70,9 @@ class FakeService implements LauncherService {
   async kill(): Promise<void> {
     throw new Error("boom");
   }
-  async prepareTarget(): Promise<{ host: string; port: number; secret: string }> {
+  lastPrepare?: PrepareTargetRequest;
+  async prepareTarget(request: PrepareTargetRequest): Promise<{ host: string; port: number; secret: string }> {
+    this.lastPrepare = request;
     return { host: "127.0.0.1", port: 40000, secret: "s3cret" };
   }
   async migrate(request: MigrateRequest): Promise<void> {
@@ -183,6 +186,21 @@ describe("launcher-rpc over a unix socket", () => {
     };
     await client.migrate({ migrationUid: "m1", target, options });
     expect(service.lastMigrate).toEqual({ migrationUid: "m1", target, options });
+    await client.migrate({ migrationUid: "m1", target, options: { ...options, disableTLS: true } });
+    expect(service.lastMigrate?.options.disableTLS).toBe(true);
+  });
+
+  it("prepare-target reads KubeVirt's migrations.disableTLS from the VMI's migrationState", async () => {
+    const vmi = (disableTLS: boolean) => ({
+      metadata: { name: "v" },
+      status: { migrationState: { migrationUid: "m1", migrationConfiguration: { disableTLS } } },
+    });
+    await client.prepareTarget({ migrationUid: "m1", vmi: vmi(true) });
+    expect(service.lastPrepare?.disableTLS).toBe(true);
+    await client.prepareTarget({ migrationUid: "m1", vmi: vmi(false) });
+    expect(service.lastPrepare?.disableTLS).toBeUndefined();
+    await client.prepareTarget({ migrationUid: "m1" });
+    expect(service.lastPrepare?.disableTLS).toBeUndefined();
   });
 
   it.each([

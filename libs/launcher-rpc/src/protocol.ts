@@ -186,6 +186,9 @@ export interface ShutdownRequest {
 export interface PrepareTargetRequest {
   readonly migrationUid: string;
   readonly vmi?: JsonObject;
+  /** Read from the VMI's status.migrationState.migrationConfiguration (KubeVirt's migrations.disableTLS) when the
+   *  request is parsed: listen for an unencrypted stream. */
+  readonly disableTLS?: boolean;
 }
 
 /** Where the source should send the guest: the answer to prepare-target. */
@@ -208,6 +211,9 @@ export interface MigrationOptions {
   readonly completionTimeoutPerGiB: number;
   /** KubeVirt progressTimeout (default 150 s): abort when remaining bytes do not decrease for this long. */
   readonly progressTimeoutSeconds: number;
+  /** KubeVirt migrations.disableTLS: the stream goes unencrypted (the target reads the same setting from the VMI's
+   *  migrationState). Absent = false: encrypted. */
+  readonly disableTLS?: boolean;
 }
 
 /** `/v1/migration/start`: live-migrate to a prepared target. Answers 202; the outcome arrives as an event. */

@@ -72,7 +72,8 @@ export function parsePrepareTarget(body: unknown): PrepareTargetRequest {
   const o = object(body, "prepare-target request");
   const vmi = optionalVmi(o, "prepare-target request");
   const migrationUid = str(o, "migrationUid", "prepare-target request");
-  return vmi ? { migrationUid, vmi } : { migrationUid };
+  if (!vmi) return { migrationUid };
+  return disableTLSOf(vmi) ? { migrationUid, vmi, disableTLS: true } : { migrationUid, vmi };
 }
 
 function parseTarget(value: unknown): MigrationTargetAddress {
@@ -94,7 +95,16 @@ function parseOptions(value: unknown): MigrationOptions {
     allowPostCopy: bool(o, "allowPostCopy", w),
     completionTimeoutPerGiB: num(o, "completionTimeoutPerGiB", w, 0, Number.MAX_SAFE_INTEGER),
     progressTimeoutSeconds: num(o, "progressTimeoutSeconds", w, 0, Number.MAX_SAFE_INTEGER),
+    ...(o.disableTLS === undefined ? {} : { disableTLS: bool(o, "disableTLS", w) }),
   };
+}
+
+/** KubeVirt's migrations.disableTLS as the VMI's migrationState records it (a prepare-target request's VMI). */
+function disableTLSOf(vmi: JsonObject | undefined): boolean {
+  const status = isObject(vmi?.status) ? vmi.status : undefined;
+  const state = isObject(status?.migrationState) ? status.migrationState : undefined;
+  const cfg = isObject(state?.migrationConfiguration) ? state.migrationConfiguration : undefined;
+  return cfg?.disableTLS === true;
 }
 
 /** Parses a `/v1/migration/start` body. */

@@ -26,6 +26,7 @@ export function migrationOptionsOf(cfg: MigrationConfiguration | undefined): Mig
     allowPostCopy: cfg?.allowPostCopy ?? false,
     completionTimeoutPerGiB: positive(cfg?.completionTimeoutPerGiB) ?? MIGRATION_DEFAULTS.completionTimeoutPerGiB,
     progressTimeoutSeconds: positive(cfg?.progressTimeout) ?? MIGRATION_DEFAULTS.progressTimeoutSeconds,
+    ...(cfg?.disableTLS === true ? { disableTLS: true } : {}),
   };
 }
 

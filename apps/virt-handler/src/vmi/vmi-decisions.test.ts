@@ -341,5 +341,7 @@ describe("migrationState halves", () => {
       completionTimeoutPerGiB: 150,
       progressTimeoutSeconds: 150,
     });
+    expect(migrationOptionsOf({ disableTLS: true })).toMatchObject({ disableTLS: true });
+    expect(migrationOptionsOf({ disableTLS: false })).not.toHaveProperty("disableTLS");
   });
 });

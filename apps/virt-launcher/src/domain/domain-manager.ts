@@ -197,7 +197,7 @@ export class DomainManager implements LauncherService {
     this.#migration = { migrationUid: request.migrationUid, role: "target", phase: "Preparing" };
     this.#incomingTrace = new TargetMigrationTrace(request.migrationUid);
     this.#state = "IncomingMigration";
-    const target = await asConflict(built.machine.prepareIncoming());
+    const target = await asConflict(built.machine.prepareIncoming({ encrypt: request.disableTLS !== true }));
     this.#prepared = { migrationUid: request.migrationUid, target };
     this.#migration = {
       ...this.#migration,
@@ -375,6 +375,7 @@ function toMachineOptions(request: MigrateRequest, vmi: VirtualMachineInstance, 
       acceptableCompletionTimeSeconds(vmi, perGiB) ||
       acceptableCompletionTimeSeconds(NO_VMI, perGiB, BigInt(memoryBytes)),
     progressTimeoutSec: o.progressTimeoutSeconds,
+    encrypt: o.disableTLS !== true,
   };
 }
 

@@ -156,6 +156,14 @@ export interface MigrationOptions {
   /** KubeVirt's completionTimeoutPerGiB (s) times the guest memory, and progressTimeout (s). */
   readonly completionTimeoutSec: number;
   readonly progressTimeoutSec: number;
+  /** Encrypt the stream (default true; false under KubeVirt's migrations.disableTLS, at both ends). */
+  readonly encrypt?: boolean;
+}
+
+/** How a target listens. */
+export interface IncomingOptions {
+  /** Expect an encrypted stream (default true; false under KubeVirt's migrations.disableTLS). */
+  readonly encrypt?: boolean;
 }
 
 /** Progress samples and results travel to virt-handler as they are: the launcher protocol's shapes. */
@@ -200,7 +208,7 @@ export interface Machine {
   consoleScrollback(): Uint8Array;
   stats(): Promise<MachineStats>;
   /** Target side: listen for an incoming migration; resolves with where the source should connect. */
-  prepareIncoming(): Promise<MigrationTarget>;
+  prepareIncoming(options?: IncomingOptions): Promise<MigrationTarget>;
   /** Source side: live-migrate to `target`. Resolves with the outcome; on failure the guest runs on here. */
   migrateTo(target: MigrationTarget, options: MigrationOptions): Promise<MigrationResult>;
   /** Source side: abort an in-flight migration (the result then has failureReason "canceled"). */

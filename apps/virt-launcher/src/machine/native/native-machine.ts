@@ -20,6 +20,7 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "@kvt/observability";
 import type { ShutdownEvent, VcpuExitEvent, VmControl, Vmm, VmOptions } from "@kvt/vmm";
 import {
+  type IncomingOptions,
   type Machine,
   type MachineEvents,
   type MachineSpec,
@@ -191,12 +192,12 @@ export class NativeMachine implements Machine {
     };
   }
 
-  async prepareIncoming(): Promise<MigrationTarget> {
+  async prepareIncoming(incoming: IncomingOptions = {}): Promise<MigrationTarget> {
     if (this.#state !== "created" || this.#vm) throw new MachineUnsupportedError(`the machine is ${this.#state}`);
     const options = nativeBootOptions(this.#spec);
     const vm = this.#attach(this.#vmm.create(incomingVmOptions(options)));
     try {
-      return this.#migration.listen(vm, {
+      return this.#migration.listen(vm, incoming, {
         onRunning: () => {
           this.#bootOptions = options; // a Linux guest's reboot boots the same spec here
           this.#startedAt = Date.now();

@@ -17,6 +17,7 @@ import { type IncomingMigration, OutgoingMigration, prepareIncoming } from "@kvt
 import type { Logger } from "@kvt/observability";
 import { Vm, type VmControl, type VmOptions } from "@kvt/vmm";
 import {
+  type IncomingOptions,
   MachineUnsupportedError,
   type MigrationOptions,
   type MigrationProgress,
@@ -67,12 +68,13 @@ export class NativeMigration {
   }
 
   /** Target side: listens for the guest into `vm` (created, not started). */
-  listen(vm: VmControl, callbacks: IncomingCallbacks): MigrationTarget {
+  listen(vm: VmControl, options: IncomingOptions, callbacks: IncomingCallbacks): MigrationTarget {
     if (this.#incoming) throw new MachineUnsupportedError("an incoming migration is already prepared");
     const incoming = prepareIncoming(migratable(vm, "receive a migration"), {
       host: this.#host,
       port: this.#port,
       ioTimeoutMs: INCOMING_TIMEOUT_MS,
+      encrypt: options.encrypt ?? true,
       logger: this.#log,
     });
     this.#incoming = incoming;
@@ -114,6 +116,7 @@ export class NativeMigration {
       completionTimeoutSec: options.completionTimeoutSec,
       progressTimeoutSec: options.progressTimeoutSec,
       ioTimeoutMs: OUTGOING_IO_TIMEOUT_MS,
+      encrypt: options.encrypt ?? true,
       release: false, // the machine releases the Vm, so its state says "migrated" rather than a guest exit
       onProgress,
       logger: this.#log,

@@ -140,6 +140,23 @@ describe("migration relay", () => {
     expect(qemu.received().length).toBe(0);
   });
 
+  it("carries a plain stream when both ends disable TLS, and refuses a peer in the other mode by name", async () => {
+    const qemu = await fakeQemu(sock);
+    const secret = newMigrationSecret();
+    const relay = await IncomingRelay.listen("127.0.0.1", secret, sock, logger, { encrypt: false });
+    cleanup.push(
+      () => qemu.server.close(),
+      () => relay.close(),
+    );
+    await expect(connectOutgoing("127.0.0.1", relay.port, secret)).rejects.toThrow(
+      /does not encrypt the migration stream and this side does \(KubeVirt's migrations.disableTLS must be the same/,
+    );
+    const peer = await connectOutgoing("127.0.0.1", relay.port, secret, false);
+    cleanup.push(() => peer.destroy());
+    peer.write("plain-QEVM");
+    await until(() => qemu.received().toString() === "plain-QEVM");
+  });
+
   it("drops a peer that speaks another protocol", async () => {
     const qemu = await fakeQemu(sock);
     const relay = await IncomingRelay.listen("127.0.0.1", newMigrationSecret(), sock, logger);

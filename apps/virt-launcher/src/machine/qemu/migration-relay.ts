@@ -14,7 +14,8 @@
  *                  verify, else close
  *                              |<===== sealed QEMU stream ========>|  (both directions: QEMU's return path)
  *
- * MAGIC = "KVTQMIG2" (8 bytes: protocol and version; 2 = sealed). Each step has a deadline; a wrong secret, a short read or a
+ * MAGIC = "KVTQMIG2" (8 bytes: protocol and version; 2 = sealed), or "KVTQMIG1" for a plain stream (KubeVirt's
+ * migrations.disableTLS, at both ends): a side that expects the other mode refuses the peer as a wrong protocol. Each step has a deadline; a wrong secret, a short read or a
  * wrong magic ends that connection only, and the target keeps listening for the real source until it is closed.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
@@ -23,7 +24,10 @@ import type { Duplex } from "node:stream";
 import { deriveSessionKeys, sealedDuplex } from "@kvt/migration/seal";
 import type { Logger } from "@kvt/observability";
 
-const MAGIC = Buffer.from("KVTQMIG2");
+const SEALED_MAGIC = Buffer.from("KVTQMIG2");
+const PLAIN_MAGIC = Buffer.from("KVTQMIG1");
+const MAGIC_LENGTH = 8;
+const magicOf = (encrypt: boolean): Buffer => (encrypt ? SEALED_MAGIC : PLAIN_MAGIC);
 const NONCE = 32;
 const MAC = 32;
 const HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -130,24 +134,35 @@ export class IncomingRelay {
   readonly #secret: string;
   readonly #qemuSocket: string;
   readonly #log: Logger;
+  readonly #encrypt: boolean;
   #accepted = false;
 
-  private constructor(server: Server, secret: string, qemuSocket: string, log: Logger) {
+  private constructor(server: Server, secret: string, qemuSocket: string, log: Logger, encrypt: boolean) {
     this.#server = server;
     this.#secret = secret;
     this.#qemuSocket = qemuSocket;
     this.#log = log;
+    this.#encrypt = encrypt;
     server.on("connection", (s) => void this.#onConnection(s));
   }
 
-  /** Listens on `host`:`port` (default ephemeral) for a source knowing `secret`; forwards it to `qemuSocket`. */
-  static async listen(host: string, secret: string, qemuSocket: string, log: Logger, port = 0): Promise<IncomingRelay> {
+  /**
+   * Listens on `host`:`port` (default ephemeral) for a source knowing `secret`; forwards it to `qemuSocket`.
+   * `encrypt` (default true): the stream arrives sealed; false only under KubeVirt's migrations.disableTLS.
+   */
+  static async listen(
+    host: string,
+    secret: string,
+    qemuSocket: string,
+    log: Logger,
+    { port = 0, encrypt = true }: { port?: number; encrypt?: boolean } = {},
+  ): Promise<IncomingRelay> {
     const server = createServer({ pauseOnConnect: false });
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(port, host, () => resolve());
     });
-    return new IncomingRelay(server, secret, qemuSocket, log);
+    return new IncomingRelay(server, secret, qemuSocket, log, encrypt);
   }
 
   /** The port it listens on. */
@@ -170,26 +185,32 @@ export class IncomingRelay {
     const reader = new ExactReader(socket);
     try {
       const nonceT = randomBytes(NONCE);
-      socket.write(Buffer.concat([MAGIC, nonceT]));
+      const magic = magicOf(this.#encrypt);
+      socket.write(Buffer.concat([magic, nonceT]));
       const hello = await withDeadline(
-        reader.read(MAGIC.length + NONCE + MAC),
+        reader.read(MAGIC_LENGTH + NONCE + MAC),
         HANDSHAKE_TIMEOUT_MS,
         "migration handshake",
       );
-      if (!hello.subarray(0, MAGIC.length).equals(MAGIC))
-        throw new MigrationAuthError("not a kvt migration peer (bad magic)");
-      const nonceS = hello.subarray(MAGIC.length, MAGIC.length + NONCE);
-      const macS = hello.subarray(MAGIC.length + NONCE);
+      if (!hello.subarray(0, MAGIC_LENGTH).equals(magic)) throw new MigrationAuthError(badMagic(hello, this.#encrypt));
+      const nonceS = hello.subarray(MAGIC_LENGTH, MAGIC_LENGTH + NONCE);
+      const macS = hello.subarray(MAGIC_LENGTH + NONCE);
       if (!timingSafeEqual(macS, mac(this.#secret, "source", nonceT, nonceS)))
         throw new MigrationAuthError("migration peer failed authentication");
       if (this.#accepted) throw new MigrationAuthError("a migration source is already connected");
       this.#accepted = true;
       socket.write(mac(this.#secret, "target", nonceS, nonceT));
-      const keys = deriveSessionKeys(this.#secret, nonceS, nonceT);
-      const sealed = sealedDuplex(socket, keys.targetToSource, keys.sourceToTarget, reader.detach());
-      sealed.on("error", (err: Error) => this.#log.warn({ peer, err: err.message }, "migration stream ended"));
       const qemu = connect(this.#qemuSocket);
-      splice(qemu, sealed, false);
+      if (this.#encrypt) {
+        const keys = deriveSessionKeys(this.#secret, nonceS, nonceT);
+        const sealed = sealedDuplex(socket, keys.targetToSource, keys.sourceToTarget, reader.detach());
+        sealed.on("error", (err: Error) => this.#log.warn({ peer, err: err.message }, "migration stream ended"));
+        splice(qemu, sealed, false);
+      } else {
+        const leftover = reader.detach();
+        if (leftover.length > 0) qemu.write(leftover);
+        splice(qemu, socket, false);
+      }
       this.#server.close();
       this.#log.info({ peer }, "migration source authenticated; stream forwarded to QEMU");
     } catch (err) {
@@ -200,11 +221,19 @@ export class IncomingRelay {
   }
 }
 
+/** Why a peer's magic was refused: another protocol, or the same one in the other mode (disableTLS on one side). */
+function badMagic(hello: Buffer, encrypt: boolean): string {
+  if (hello.subarray(0, MAGIC_LENGTH).equals(magicOf(!encrypt)))
+    return `the peer ${encrypt ? "does not encrypt" : "encrypts"} the migration stream and this side ${encrypt ? "does" : "does not"} (KubeVirt's migrations.disableTLS must be the same at both ends)`;
+  return "not a kvt migration peer (bad magic)";
+}
+
 /**
  * Source side: connects to the target relay and proves the secret (and checks the target's proof). Resolves with
- * the sealed channel over the authenticated socket: what is written to it travels encrypted.
+ * the channel over the authenticated socket: sealed (what is written to it travels encrypted) unless `encrypt` is
+ * false (KubeVirt's migrations.disableTLS), then the socket itself.
  */
-export async function connectOutgoing(host: string, port: number, secret: string): Promise<Duplex> {
+export async function connectOutgoing(host: string, port: number, secret: string, encrypt = true): Promise<Duplex> {
   const socket = await new Promise<Socket>((resolve, reject) => {
     const s = connect({ host, port });
     s.once("connect", () => {
@@ -215,17 +244,18 @@ export async function connectOutgoing(host: string, port: number, secret: string
   });
   const reader = new ExactReader(socket);
   try {
-    const hello = await withDeadline(reader.read(MAGIC.length + NONCE), HANDSHAKE_TIMEOUT_MS, "migration handshake");
-    if (!hello.subarray(0, MAGIC.length).equals(MAGIC))
-      throw new MigrationAuthError("target is not a kvt migration relay (bad magic)");
-    const nonceT = Buffer.from(hello.subarray(MAGIC.length));
+    const hello = await withDeadline(reader.read(MAGIC_LENGTH + NONCE), HANDSHAKE_TIMEOUT_MS, "migration handshake");
+    const magic = magicOf(encrypt);
+    if (!hello.subarray(0, MAGIC_LENGTH).equals(magic)) throw new MigrationAuthError(badMagic(hello, encrypt));
+    const nonceT = Buffer.from(hello.subarray(MAGIC_LENGTH));
     const nonceS = randomBytes(NONCE);
-    socket.write(Buffer.concat([MAGIC, nonceS, mac(secret, "source", nonceT, nonceS)]));
+    socket.write(Buffer.concat([magic, nonceS, mac(secret, "source", nonceT, nonceS)]));
     const macT = await withDeadline(reader.read(MAC), HANDSHAKE_TIMEOUT_MS, "migration handshake");
     if (!timingSafeEqual(macT, mac(secret, "target", nonceS, nonceT)))
       throw new MigrationAuthError("target failed authentication");
     const leftover = reader.detach();
     if (leftover.length > 0) throw new MigrationAuthError("target sent data before the stream started");
+    if (!encrypt) return socket;
     const keys = deriveSessionKeys(secret, nonceS, nonceT);
     return sealedDuplex(socket, keys.sourceToTarget, keys.targetToSource);
   } catch (err) {

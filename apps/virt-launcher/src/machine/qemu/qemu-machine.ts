@@ -16,6 +16,7 @@ import { join } from "node:path";
 import type { Logger } from "@kvt/observability";
 import { copiedOnMigration } from "../../vmi/disks.ts";
 import type {
+  IncomingOptions,
   Machine,
   MachineEvents,
   MachineSpec,
@@ -158,7 +159,7 @@ export class QemuMachine implements Machine {
     return { ...base, vcpuSeconds, residentBytes: residentBytes(pid) };
   }
 
-  async prepareIncoming(): Promise<MigrationTarget> {
+  async prepareIncoming(incoming: IncomingOptions = {}): Promise<MigrationTarget> {
     this.#expectState("prepareIncoming", ["created"]);
     await this.#launch(true);
     const qmp = this.#qmpOrThrow();
@@ -168,7 +169,10 @@ export class QemuMachine implements Machine {
     await qmp.execute("migrate-incoming", { uri: `unix:${sock}` });
     const secret = newMigrationSecret();
     const host = this.#opts.migrationHost ?? "127.0.0.1";
-    this.#relay = await IncomingRelay.listen(host, secret, sock, this.#log, this.#opts.migrationPort);
+    this.#relay = await IncomingRelay.listen(host, secret, sock, this.#log, {
+      port: this.#opts.migrationPort,
+      encrypt: incoming.encrypt ?? true,
+    });
     this.#log.info({ host, port: this.#relay.port }, "waiting for the incoming migration");
     return { host, port: this.#relay.port, secret };
   }

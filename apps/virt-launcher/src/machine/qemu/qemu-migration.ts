@@ -85,7 +85,7 @@ export async function migrateOut(
   const start = Date.now();
   let peer: Awaited<ReturnType<typeof connectOutgoing>>;
   try {
-    peer = await connectOutgoing(target.host, target.port, target.secret);
+    peer = await connectOutgoing(target.host, target.port, target.secret, options.encrypt);
   } catch (err) {
     return failed(start, `migration target refused or unreachable: ${(err as Error).message}`);
   }
