@@ -121,6 +121,7 @@ describe("virt-launcher over launcher-rpc", () => {
       allowAutoConverge: true,
       completionTimeoutSec: 450, // KubeVirt: 150 s x ceil(2 GiB / 1 GB) = 150 s x 3
       progressTimeoutSec: 150,
+      encrypt: true, // KubeVirt's migrations.disableTLS is off
     });
     const progress = {
       iteration: 1,
