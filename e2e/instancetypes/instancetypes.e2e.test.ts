@@ -4,7 +4,8 @@
  * runs, and the VM is pinned to a ControllerRevision recorded in status.instancetypeRef. A VM that also sets memory
  * is refused with KubeVirt's conflict message; a VM whose instancetype does not exist is accepted and reports
  * Failure/FailedFindInstancetype; an instancetype with overcommitPercent above 100 is refused. The local cluster
- * serves the common-instancetypes u1 series and the linux/cirros preferences, and a VM of u1.nano + cirros gets them.
+ * serves the common-instancetypes u1, o1, cx1 and m1 series and the linux/cirros preferences, and a VM of u1.nano +
+ * cirros gets them, while a VM of cx1.medium is refused for the dedicated CPUs and hugepages no backend provides.
  * `virtctl create vm --instancetype --preference --volume-containerdisk` prints a VM that kubectl creates and runs
  * (and `virtctl create preference` a preference);
  * the expand-spec subresource and `virtctl expand` answer the VM with its instancetype applied;
@@ -154,6 +155,32 @@ describe("instancetype.kubevirt.io (kubectl)", () => {
         "virtualmachineclusterpreference.instancetype.kubevirt.io/linux",
       ]),
     );
+  });
+
+  it("installs the cx1 and m1 series too; a VM of cx1.medium is refused naming what the platform cannot give", async () => {
+    const sizes = await kubectlOk(kubeconfig, [
+      "get",
+      "vmcf",
+      "-l",
+      "instancetype.kubevirt.io/hugepages",
+      "-o",
+      "name",
+    ]);
+    const prefix = "virtualmachineclusterinstancetype.instancetype.kubevirt.io/";
+    expect(sizes.trim().split("\n")).toEqual(
+      expect.arrayContaining([`${prefix}cx1.medium`, `${prefix}cx1.8xlarge1gi`, `${prefix}m1.large`]),
+    );
+    const vm = testGuestVm("e2e-it-cx1", { runStrategy: "Halted" }) as {
+      spec: { instancetype?: unknown; template: { spec: { domain: Record<string, unknown> } } };
+    };
+    delete vm.spec.template.spec.domain.resources;
+    vm.spec.instancetype = { name: "cx1.medium" };
+    const created = await kubectl(kubeconfig, ["create", "-f", "-"], JSON.stringify(vm));
+    expect(created.code).not.toBe(0);
+    expect(created.stderr).toContain(
+      'spec.template.spec.domain.cpu.dedicatedCpuPlacement is not supported: this platform\'s machine backends (native VMM, QEMU TCG) provide no dedicated CPU placement (set by VirtualMachineClusterInstancetype "cx1.medium")',
+    );
+    expect(created.stderr).toContain("spec.template.spec.domain.memory.hugepages is not supported");
   });
 
   it("a VM of u1.nano with the cirros preference gets their size and defaults", async () => {

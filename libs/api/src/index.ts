@@ -60,8 +60,12 @@ export { defaultVm, legacyFirmwareUuid, uuidV5 } from "./defaults/vm-defaults.ts
 export type { DefaultingOptions } from "./defaults/vmi-defaults.ts";
 // VMI defaulting: everything KubeVirt's VMI mutator applies on CREATE.
 export { applyVmiSpecDefaults, defaultVmi } from "./defaults/vmi-defaults.ts";
-// The common-instancetypes bundle the local cluster installs (u1 series, linux and cirros preferences).
-export { type BundledObject, commonInstancetypes } from "./instancetype/common-instancetypes.ts";
+// The common-instancetypes bundle the local cluster installs (u1, o1, cx1, m1 series; linux and cirros preferences).
+export {
+  type BundledObject,
+  COMMON_INSTANCETYPES_VERSION,
+  commonInstancetypes,
+} from "./instancetype/common-instancetypes.ts";
 // Instancetype/preference expansion into a VMI spec, with KubeVirt's conflicts.
 export {
   applyInstancetypeToVmi,

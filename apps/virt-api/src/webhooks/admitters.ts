@@ -59,6 +59,7 @@ import type { ClusterClient } from "../kube/cluster-client.ts";
 import type { KubeVirtConfigSource } from "../kube/kubevirt-config.ts";
 import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW } from "./admission.ts";
 import {
+  attributeToInstancetype,
   expandForValidation,
   type InstancetypeReader,
   inferMatchers,
@@ -201,6 +202,7 @@ export function validateVm(
     let vm = objectOf<VirtualMachine>(req);
     const badType = typeRefusal("VirtualMachine", vm);
     if (badType) return badType;
+    const submitted = vm;
     let expanded: Awaited<ReturnType<typeof expandForValidation>> | undefined;
     if (instancetypes && vm.spec && !vm.metadata?.deletionTimestamp) {
       expanded = await expandForValidation(instancetypes, vm);
@@ -221,7 +223,7 @@ export function validateVm(
     const unmet = expanded && requirementsCause(expanded.instancetype, expanded.preference, vm);
     if (unmet) return fromCauses([unmet]);
     const config = await clusterConfig(kubevirtConfig);
-    return fromCauses(apiValidateVm(vm, { isKubeVirtServiceAccount, config }));
+    return fromCauses(attributeToInstancetype(apiValidateVm(vm, { isKubeVirtServiceAccount, config }), submitted));
   };
 }
 

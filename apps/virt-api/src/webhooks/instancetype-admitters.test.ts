@@ -1,4 +1,4 @@
-import type { ControllerRevision, InstancetypeObject, ResolvedMatcher } from "@kvt/api";
+import { type ControllerRevision, commonInstancetypes, type InstancetypeObject, type ResolvedMatcher } from "@kvt/api";
 import { describe, expect, it } from "vitest";
 import { FakeCluster } from "../fake/fake-cluster.ts";
 import type { AdmissionRequest } from "./admission.ts";
@@ -103,6 +103,86 @@ describe("VM validation with an instancetype (vms-admitter ApplyToVM)", () => {
       allowed: false,
       message: "VM field(s) spec.template.spec.schedulerName conflicts with selected instance type",
     });
+  });
+});
+
+describe("the common cx1 and m1 series at VM admission (hardware no backend provides)", () => {
+  /** A reader serving the bundle the local cluster installs. */
+  function bundleReader(): FakeReader {
+    const r = new FakeReader();
+    for (const o of commonInstancetypes()) {
+      if (o.kind === "VirtualMachineClusterInstancetype") {
+        r.objects.set(`virtualmachineclusterinstancetypes/${o.metadata.name}`, o);
+      }
+    }
+    return r;
+  }
+  const T = "spec.template.spec.domain";
+  const NO = "is not supported: this platform's machine backends (native VMM, QEMU TCG) provide no";
+  const causesOf = (result: unknown): unknown[] => [...((result as { causes?: unknown[] }).causes ?? [])];
+  const vmOf = (name: string): Record<string, unknown> => {
+    const vm = vmWith({});
+    (vm.spec as Record<string, unknown>).instancetype = { name };
+    return vm;
+  };
+
+  it("refuses a VM of cx1.medium, naming each field and the instancetype that set it", async () => {
+    const result = await validateVm("kubevirt", bundleReader())(req(vmOf("cx1.medium")));
+    const by = '(set by VirtualMachineClusterInstancetype "cx1.medium")';
+    expect(result).toMatchObject({ allowed: false, code: 422, reason: "Invalid" });
+    expect(causesOf(result)).toEqual(
+      expect.arrayContaining([
+        {
+          reason: "FieldValueNotSupported",
+          message: `${T}.cpu.dedicatedCpuPlacement ${NO} dedicated CPU placement ${by}`,
+          field: `${T}.cpu.dedicatedCpuPlacement`,
+        },
+        {
+          reason: "FieldValueNotSupported",
+          message: `${T}.cpu.isolateEmulatorThread ${NO} emulator-thread pinning ${by}`,
+          field: `${T}.cpu.isolateEmulatorThread`,
+        },
+        {
+          reason: "FieldValueNotSupported",
+          message: `${T}.cpu.numa ${NO} guest NUMA passthrough ${by}`,
+          field: `${T}.cpu.numa`,
+        },
+        {
+          reason: "FieldValueNotSupported",
+          message: `${T}.memory.hugepages ${NO} hugepage-backed guest memory ${by}`,
+          field: `${T}.memory.hugepages`,
+        },
+      ]),
+    );
+    expect(causesOf(result)).toHaveLength(4);
+  });
+
+  it("refuses a VM of m1.large for its hugepages only", async () => {
+    const result = await validateVm("kubevirt", bundleReader())(req(vmOf("m1.large")));
+    expect(causesOf(result)).toEqual([
+      {
+        reason: "FieldValueNotSupported",
+        message: `${T}.memory.hugepages ${NO} hugepage-backed guest memory (set by VirtualMachineClusterInstancetype "m1.large")`,
+        field: `${T}.memory.hugepages`,
+      },
+    ]);
+  });
+
+  it.each(["u1.medium", "o1.nano"])("accepts a VM of %s", async (name) => {
+    expect(await validateVm("kubevirt", bundleReader())(req(vmOf(name)))).toEqual({ allowed: true });
+  });
+
+  it("a VM that sets hugepages itself is refused without naming its instancetype", async () => {
+    const vm = vmWith({ memory: { hugepages: { pageSize: "2Mi" } } });
+    (vm.spec as Record<string, unknown>).instancetype = { name: "u1.medium" };
+    const causes = causesOf(await validateVm("kubevirt", bundleReader())(req(vm)));
+    expect(causes).toEqual([
+      {
+        reason: "FieldValueNotSupported",
+        message: `${T}.memory.hugepages ${NO} hugepage-backed guest memory`,
+        field: `${T}.memory.hugepages`,
+      },
+    ]);
   });
 });
 

@@ -138,6 +138,33 @@ export async function expandForValidation(
 }
 
 /**
+ * `causes` with each refusal of hardware this platform cannot provide (FieldValueNotSupported) that the VM's
+ * instancetype brought in (the field is set in the expanded template but not in the VM as submitted) naming that
+ * instancetype, so a VM of cx1.medium learns why it is refused although it never set `dedicatedCpuPlacement` itself.
+ */
+export function attributeToInstancetype(causes: StatusCause[], submitted: VirtualMachine): StatusCause[] {
+  const matcher = submitted.spec?.instancetype;
+  if (!matcher?.name) return causes;
+  const source = `${resolveMatcher("instancetype", matcher).kind} "${matcher.name}"`;
+  return causes.map((c) =>
+    c.type === "FieldValueNotSupported" && c.field && valueAt(submitted, c.field) === undefined
+      ? { ...c, message: `${c.message} (set by ${source})` }
+      : c,
+  );
+}
+
+/** The value at a dotted field path without list indexes (`spec.template.spec.domain.cpu.numa`), or undefined. */
+function valueAt(obj: unknown, path: string): unknown {
+  if (path.includes("[")) return true; // list members are the VM's own (instancetype devices are refused elsewhere)
+  let at = obj;
+  for (const key of path.split(".")) {
+    if (at === null || typeof at !== "object") return undefined;
+    at = (at as Record<string, unknown>)[key];
+  }
+  return at;
+}
+
+/**
  * The cause refusing a VM whose defaulted, expanded template misses its preference's requirements (KubeVirt's VM
  * admitter: "failure checking preference requirements: ..."), or undefined.
  */

@@ -1,31 +1,158 @@
 import { describe, expect, it } from "vitest";
-import { commonInstancetypes } from "./common-instancetypes.ts";
+import { COMMON_INSTANCETYPES_VERSION, commonInstancetypes } from "./common-instancetypes.ts";
 import type { VirtualMachineInstancetype, VirtualMachinePreference } from "./instancetype-types.ts";
 import { validateInstancetype, validatePreference } from "./instancetype-validation.ts";
 
-describe("commonInstancetypes(): the bundle the local cluster installs", () => {
+describe("commonInstancetypes(): the bundle the local cluster installs (common-instancetypes v1.7.0)", () => {
   const bundle = commonInstancetypes();
+  const byName = (name: string) => {
+    const o = bundle.find((x) => x.metadata.name === name);
+    if (!o) throw new Error(`${name} is not in the bundle`);
+    return o;
+  };
+  const names = (prefix: string) =>
+    bundle
+      .map((o) => o.metadata.name)
+      .filter((n) => n.startsWith(`${prefix}.`))
+      .sort();
 
-  it("holds the u1 (10) and o1 (9) series and the linux and cirros preferences", () => {
-    const names = bundle.map((o) => o.metadata.name);
-    expect(names.filter((n) => n.startsWith("u1."))).toHaveLength(10);
-    expect(names.filter((n) => n.startsWith("o1."))).toHaveLength(9);
-    expect(names).toEqual(expect.arrayContaining(["u1.nano", "u1.8xlarge", "o1.nano", "linux", "cirros"]));
-    expect(names).not.toContain("o1.2xmedium");
+  it.each([
+    ["u1", ["2xlarge", "2xmedium", "4xlarge", "8xlarge", "large", "medium", "micro", "nano", "small", "xlarge"]],
+    ["o1", ["2xlarge", "4xlarge", "8xlarge", "large", "medium", "micro", "nano", "small", "xlarge"]],
+    ["cx1", ["medium", "large", "xlarge", "2xlarge", "4xlarge", "8xlarge"].flatMap((s) => [s, `${s}1gi`])],
+    ["m1", ["large", "xlarge", "2xlarge", "4xlarge", "8xlarge"].flatMap((s) => [s, `${s}1gi`])],
+  ])("the %s series has exactly KubeVirt's sizes", (prefix, sizes) => {
+    expect(names(prefix)).toEqual(sizes.map((s) => `${prefix}.${s}`).sort());
+  });
+
+  it("holds the linux and cirros preferences and nothing else unnamed", () => {
+    expect(bundle.filter((o) => o.kind === "VirtualMachineClusterPreference").map((o) => o.metadata.name)).toEqual([
+      "linux",
+      "cirros",
+    ]);
+    expect(bundle).toHaveLength(10 + 9 + 12 + 10 + 2);
+    expect(new Set(bundle.map((o) => o.metadata.name)).size).toBe(bundle.length);
   });
 
   it.each([
-    ["u1.medium", 1, "4Gi", undefined],
-    ["u1.2xmedium", 2, "4Gi", undefined],
-    ["u1.xlarge", 4, "16Gi", undefined],
-    ["o1.large", 2, "8Gi", 50],
-  ])("%s is %i vCPU / %s (overcommit %s)", (name, cpu, memory, overcommit) => {
-    const o = bundle.find((x) => x.metadata.name === name) as unknown as VirtualMachineInstancetype;
-    expect(o.spec).toEqual({
-      cpu: { guest: cpu },
-      memory: { guest: memory, ...(overcommit ? { overcommitPercent: overcommit } : {}) },
+    ["u1.nano", 1, "512Mi"],
+    ["u1.medium", 1, "4Gi"],
+    ["u1.2xmedium", 2, "4Gi"],
+    ["u1.xlarge", 4, "16Gi"],
+    ["u1.8xlarge", 32, "128Gi"],
+    ["o1.large", 2, "8Gi"],
+    ["cx1.medium", 1, "2Gi"],
+    ["cx1.large1gi", 2, "4Gi"],
+    ["cx1.2xlarge", 8, "16Gi"],
+    ["cx1.8xlarge1gi", 32, "64Gi"],
+    ["m1.large", 2, "16Gi"],
+    ["m1.xlarge1gi", 4, "32Gi"],
+    ["m1.4xlarge", 16, "128Gi"],
+    ["m1.8xlarge", 32, "256Gi"],
+  ])("%s is %i vCPU / %s, and its cpu, memory and size labels say so", (name, cpu, memory) => {
+    const o = byName(name);
+    const spec = o.spec as VirtualMachineInstancetype["spec"];
+    expect(spec.cpu.guest).toBe(cpu);
+    expect(spec.memory.guest).toBe(memory);
+    expect(o.metadata.labels).toMatchObject({
+      "instancetype.kubevirt.io/cpu": String(cpu),
+      "instancetype.kubevirt.io/memory": memory,
+      "instancetype.kubevirt.io/size": name.slice(name.indexOf(".") + 1),
     });
-    expect(o.metadata?.labels?.["instancetype.kubevirt.io/cpu"]).toBe(String(cpu));
+  });
+
+  it("u1 and o1 sizes are cpu and memory only; o1 overcommits memory by 50 percent", () => {
+    expect(byName("u1.medium").spec).toEqual({ cpu: { guest: 1 }, memory: { guest: "4Gi" } });
+    expect(byName("o1.medium").spec).toEqual({ cpu: { guest: 1 }, memory: { guest: "4Gi", overcommitPercent: 50 } });
+  });
+
+  it("cx1 gives dedicated CPUs, an isolated emulator thread, NUMA passthrough, maxSockets and hugepages", () => {
+    expect(byName("cx1.medium").spec).toEqual({
+      cpu: {
+        guest: 1,
+        maxSockets: 1,
+        dedicatedCPUPlacement: true,
+        isolateEmulatorThread: true,
+        numa: { guestMappingPassthrough: {} },
+      },
+      memory: { guest: "2Gi", hugepages: { pageSize: "2Mi" } },
+      ioThreadsPolicy: "auto",
+    });
+    const xl = byName("cx1.4xlarge1gi").spec as VirtualMachineInstancetype["spec"];
+    expect(xl.cpu.maxSockets).toBe(16);
+    expect(xl.memory.hugepages).toEqual({ pageSize: "1Gi" });
+  });
+
+  it("m1 gives hugepages, 2Mi or (the 1gi sizes) 1Gi", () => {
+    expect(byName("m1.large").spec).toEqual({
+      cpu: { guest: 2 },
+      memory: { guest: "16Gi", hugepages: { pageSize: "2Mi" } },
+    });
+    expect(byName("m1.large1gi").spec).toEqual({
+      cpu: { guest: 2 },
+      memory: { guest: "16Gi", hugepages: { pageSize: "1Gi" } },
+    });
+  });
+
+  it.each([
+    ["u1.small", "general.purpose", "pficon-server-group", "General Purpose", {}],
+    ["o1.small", "overcommitted", "pficon-virtual-machine", "Overcommitted", {}],
+    [
+      "cx1.xlarge",
+      "compute.exclusive",
+      "pficon-registry",
+      "Compute Exclusive",
+      {
+        "instancetype.kubevirt.io/dedicatedCPUPlacement": "true",
+        "instancetype.kubevirt.io/isolateEmulatorThread": "true",
+        "instancetype.kubevirt.io/numa": "true",
+        "instancetype.kubevirt.io/hugepages": "2Mi",
+      },
+    ],
+    [
+      "m1.xlarge1gi",
+      "memory.intensive",
+      "fa-memory",
+      "Memory Intensive",
+      { "instancetype.kubevirt.io/hugepages": "1Gi" },
+    ],
+  ])("%s carries class %s, icon %s, display name %s and its feature labels", (name, cls, icon, display, extra) => {
+    const o = byName(name);
+    expect(o.metadata.labels).toEqual({
+      "instancetype.kubevirt.io/class": cls,
+      "instancetype.kubevirt.io/icon-pf": icon,
+      "instancetype.kubevirt.io/version": "1",
+      "instancetype.kubevirt.io/vendor": "kubevirt.io",
+      "instancetype.kubevirt.io/common-instancetypes-version": COMMON_INSTANCETYPES_VERSION,
+      "instancetype.kubevirt.io/cpu": o.metadata.labels["instancetype.kubevirt.io/cpu"],
+      "instancetype.kubevirt.io/memory": o.metadata.labels["instancetype.kubevirt.io/memory"],
+      "instancetype.kubevirt.io/size": o.metadata.labels["instancetype.kubevirt.io/size"],
+      ...extra,
+    });
+    expect(o.metadata.annotations?.["instancetype.kubevirt.io/displayName"]).toBe(display);
+    expect(o.metadata.annotations?.["instancetype.kubevirt.io/description"]).toMatch(/^The [A-Z]+ Series /);
+  });
+
+  it("u1 and o1 sizes carry no hugepages label; every cx1 and m1 size does", () => {
+    for (const o of bundle.filter((x) => x.kind === "VirtualMachineClusterInstancetype")) {
+      const hugepages = (o.spec as VirtualMachineInstancetype["spec"]).memory.hugepages?.pageSize;
+      expect(o.metadata.labels["instancetype.kubevirt.io/hugepages"], o.metadata.name).toBe(hugepages);
+      expect(hugepages !== undefined, o.metadata.name).toBe(/^(cx1|m1)\./.test(o.metadata.name));
+    }
+  });
+
+  it("the cirros preference requires 1 vCPU and 256Mi and is labelled so", () => {
+    const cirros = byName("cirros");
+    expect(cirros.spec).toMatchObject({
+      devices: { preferredDiskBus: "virtio", preferredInterfaceModel: "virtio", preferredRng: {} },
+      requirements: { cpu: { guest: 1 }, memory: { guest: "256Mi" } },
+    });
+    expect(cirros.metadata.labels).toMatchObject({
+      "instancetype.kubevirt.io/os-type": "linux",
+      "instancetype.kubevirt.io/required-cpu": "1",
+      "instancetype.kubevirt.io/required-memory": "256Mi",
+    });
+    expect(cirros.metadata.annotations?.["openshift.io/display-name"]).toBe("Cirros");
   });
 
   it("every object passes its own kind's validation", () => {

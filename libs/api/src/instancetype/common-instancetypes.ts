@@ -1,19 +1,30 @@
 /**
- * The part of KubeVirt's common-instancetypes bundle (github.com/kubevirt/common-instancetypes) that the local
- * cluster installs by default, as virt-operator deploys it: the U ("Universal", general purpose) and O
- * ("Overcommitted": the U sizes but 2xmedium, memory overcommitPercent 50) series of VirtualMachineClusterInstancetypes
+ * KubeVirt's common-instancetypes bundle (github.com/kubevirt/common-instancetypes, release v1.7.0) as the local
+ * cluster installs it by default, the way virt-operator deploys it: four series of VirtualMachineClusterInstancetypes
  * and the `linux` and `cirros` VirtualMachineClusterPreferences.
  *
- * | name        | vCPUs | memory |      | name        | vCPUs | memory |
- * | ----------- | ----- | ------ | ---- | ----------- | ----- | ------ |
- * | u1.nano     | 1     | 512Mi  |      | u1.large    | 2     | 8Gi    |
- * | u1.micro    | 1     | 1Gi    |      | u1.xlarge   | 4     | 16Gi   |
- * | u1.small    | 1     | 2Gi    |      | u1.2xlarge  | 8     | 32Gi   |
- * | u1.medium   | 1     | 4Gi    |      | u1.4xlarge  | 16    | 64Gi   |
- * | u1.2xmedium | 2     | 4Gi    |      | u1.8xlarge  | 32    | 128Gi  |
+ *   series  class              sizes (vCPUs / memory)                                     extra spec
+ *   u1      general.purpose    nano 1/512Mi micro 1/1Gi small 1/2Gi medium 1/4Gi           -
+ *                              2xmedium 2/4Gi large 2/8Gi xlarge 4/16Gi 2xlarge 8/32Gi
+ *                              4xlarge 16/64Gi 8xlarge 32/128Gi
+ *   o1      overcommitted      the u1 sizes but 2xmedium                                  memory.overcommitPercent 50
+ *   cx1     compute.exclusive  medium 1/2Gi large 2/4Gi xlarge 4/8Gi 2xlarge 8/16Gi       dedicated CPUs, isolated
+ *                              4xlarge 16/32Gi 8xlarge 32/64Gi                            emulator thread, NUMA
+ *                              (each also as <size>1gi)                                   passthrough, maxSockets =
+ *                                                                                         vCPUs, ioThreadsPolicy auto,
+ *                                                                                         hugepages 2Mi (1Gi)
+ *   m1      memory.intensive   large 2/16Gi xlarge 4/32Gi 2xlarge 8/64Gi 4xlarge 16/128Gi  hugepages 2Mi (1Gi)
+ *                              8xlarge 32/256Gi (each also as <size>1gi)
+ *
+ * The cx1 and m1 series ask for hugepages and (cx1) dedicated CPUs, which this platform's machine backends cannot
+ * give a guest: they are installed so KubeVirt manifests that name them resolve, and a VM using one is refused at
+ * admission naming each such field (validation/unsupported-hardware.ts), never started without them.
  */
 import { INSTANCETYPE_API_VERSION } from "./instancetype-constants.ts";
 import type { InstancetypeSpec, PreferenceSpec } from "./instancetype-types.ts";
+
+/** The common-instancetypes release whose objects this bundle reproduces (its `common-instancetypes-version` label). */
+export const COMMON_INSTANCETYPES_VERSION = "v1.7.0";
 
 /** One object of the bundle. */
 export interface BundledObject {
@@ -23,7 +34,10 @@ export interface BundledObject {
   spec: InstancetypeSpec | PreferenceSpec;
 }
 
-const U1_SIZES: readonly [size: string, cpu: number, memory: string][] = [
+/** A size of a series: its suffix, vCPUs, guest memory and (hugepage series) the page size. */
+type Size = readonly [size: string, cpu: number, memory: string, pageSize?: string];
+
+const U1_SIZES: readonly Size[] = [
   ["nano", 1, "512Mi"],
   ["micro", 1, "1Gi"],
   ["small", 1, "2Gi"],
@@ -36,27 +50,59 @@ const U1_SIZES: readonly [size: string, cpu: number, memory: string][] = [
   ["8xlarge", 32, "128Gi"],
 ];
 
-/** One series of the bundle: its annotations, class labels and what every size of it adds to cpu/memory. */
+/** Every size twice: on 2Mi pages, and as `<size>1gi` on 1Gi pages. */
+function withHugepages(sizes: readonly (readonly [string, number, string])[]): Size[] {
+  return [
+    ...sizes.map(([size, cpu, memory]): Size => [size, cpu, memory, "2Mi"]),
+    ...sizes.map(([size, cpu, memory]): Size => [`${size}1gi`, cpu, memory, "1Gi"]),
+  ];
+}
+
+const CX1_SIZES = withHugepages([
+  ["medium", 1, "2Gi"],
+  ["large", 2, "4Gi"],
+  ["xlarge", 4, "8Gi"],
+  ["2xlarge", 8, "16Gi"],
+  ["4xlarge", 16, "32Gi"],
+  ["8xlarge", 32, "64Gi"],
+]);
+
+const M1_SIZES = withHugepages([
+  ["large", 2, "16Gi"],
+  ["xlarge", 4, "32Gi"],
+  ["2xlarge", 8, "64Gi"],
+  ["4xlarge", 16, "128Gi"],
+  ["8xlarge", 32, "256Gi"],
+]);
+
+/** One series of the bundle: its annotations, labels, sizes and what every size of it adds to the spec. */
 interface Series {
   readonly prefix: string;
   readonly description: string;
   readonly displayName: string;
-  readonly useCaseExamples?: string;
   readonly className: string;
   readonly icon: string;
-  readonly memory?: Partial<InstancetypeSpec["memory"]>;
-  readonly sizes: readonly string[];
+  /** Series labels beyond class/icon/version/vendor (cx1's feature flags). */
+  readonly labels?: Record<string, string>;
+  readonly sizes: readonly Size[];
+  /** The spec of one size: what the series adds around its cpu.guest and memory.guest. */
+  readonly spec: (cpu: number, memory: string, pageSize: string | undefined) => InstancetypeSpec;
 }
+
+const plainSpec = (cpu: number, memory: string): InstancetypeSpec => ({
+  cpu: { guest: cpu },
+  memory: { guest: memory },
+});
 
 const U1: Series = {
   prefix: "u1",
   description:
     'The U Series is quite neutral and provides resources for\ngeneral purpose applications.\n\n*U* is the abbreviation for "Universal", hinting at the universal\nattitude towards workloads.\n\nVMs of instance types will share physical CPU cores on a\ntime-slice basis with other VMs.',
   displayName: "General Purpose",
-  useCaseExamples: "Client, Desktop, VDI",
   className: "general.purpose",
   icon: "pficon-server-group",
-  sizes: U1_SIZES.map(([size]) => size),
+  sizes: U1_SIZES,
+  spec: plainSpec,
 };
 
 const O1: Series = {
@@ -66,11 +112,71 @@ const O1: Series = {
   displayName: "Overcommitted",
   className: "overcommitted",
   icon: "pficon-virtual-machine",
-  memory: { overcommitPercent: 50 },
-  sizes: U1_SIZES.map(([size]) => size).filter((size) => size !== "2xmedium"),
+  sizes: U1_SIZES.filter(([size]) => size !== "2xmedium"),
+  spec: (cpu, memory) => ({ cpu: { guest: cpu }, memory: { guest: memory, overcommitPercent: 50 } }),
 };
 
-function sized(series: Series, size: string, cpu: number, memory: string): BundledObject {
+const CX1: Series = {
+  prefix: "cx1",
+  description: [
+    "The CX Series provides exclusive compute resources for compute",
+    "intensive applications.",
+    "",
+    '*CX* is the abbreviation of "Compute Exclusive".',
+    "",
+    "The exclusive resources are given to the compute threads of the",
+    "VM. In order to ensure this, some additional cores (depending",
+    "on the number of disks and NICs) will be requested to offload",
+    "the IO threading from cores dedicated to the workload.",
+    "In addition, in this series, the NUMA topology of the used",
+    "cores is provided to the VM.",
+    "",
+    "The amount of spec.cpu.maxSockets is set to the same as",
+    "guest cpus. This avoids KubeVirt's default behavior of",
+    "providing extra CPUs for hotplugging, which can exceed the",
+    "amount of available CPUs on a node and cause the VM to fail.",
+    "",
+    "Requirements for CX series instance types:",
+    "- CPU manager has to be enabled.",
+    "- Huge pages have to be available on the nodes.",
+  ].join("\n"),
+  displayName: "Compute Exclusive",
+  className: "compute.exclusive",
+  icon: "pficon-registry",
+  labels: {
+    "instancetype.kubevirt.io/dedicatedCPUPlacement": "true",
+    "instancetype.kubevirt.io/isolateEmulatorThread": "true",
+    "instancetype.kubevirt.io/numa": "true",
+  },
+  sizes: CX1_SIZES,
+  spec: (cpu, memory, pageSize) => ({
+    cpu: {
+      guest: cpu,
+      maxSockets: cpu,
+      dedicatedCPUPlacement: true,
+      isolateEmulatorThread: true,
+      numa: { guestMappingPassthrough: {} },
+    },
+    memory: { guest: memory, ...(pageSize ? { hugepages: { pageSize } } : {}) },
+    ioThreadsPolicy: "auto",
+  }),
+};
+
+const M1: Series = {
+  prefix: "m1",
+  description:
+    'The M Series provides resources for memory intensive\napplications.\n\n*M* is the abbreviation of "Memory".',
+  displayName: "Memory Intensive",
+  className: "memory.intensive",
+  icon: "fa-memory",
+  sizes: M1_SIZES,
+  spec: (cpu, memory, pageSize) => ({
+    cpu: { guest: cpu },
+    memory: { guest: memory, ...(pageSize ? { hugepages: { pageSize } } : {}) },
+  }),
+};
+
+function sized(series: Series, [size, cpu, memory, pageSize]: Size): BundledObject {
   return {
     apiVersion: INSTANCETYPE_API_VERSION,
     kind: "VirtualMachineClusterInstancetype",
@@ -79,29 +185,31 @@ function sized(series: Series, size: string, cpu: number, memory: string): Bundl
       annotations: {
         "instancetype.kubevirt.io/description": series.description,
         "instancetype.kubevirt.io/displayName": series.displayName,
-        ...(series.useCaseExamples ? { "instancetype.kubevirt.io/useCaseExamples": series.useCaseExamples } : {}),
       },
       labels: {
         "instancetype.kubevirt.io/class": series.className,
         "instancetype.kubevirt.io/icon-pf": series.icon,
         "instancetype.kubevirt.io/version": "1",
         "instancetype.kubevirt.io/vendor": "kubevirt.io",
+        ...series.labels,
         "instancetype.kubevirt.io/cpu": String(cpu),
         "instancetype.kubevirt.io/memory": memory,
         "instancetype.kubevirt.io/size": size,
-        "instancetype.kubevirt.io/common-instancetypes-version": "local",
+        ...(pageSize ? { "instancetype.kubevirt.io/hugepages": pageSize } : {}),
+        "instancetype.kubevirt.io/common-instancetypes-version": COMMON_INSTANCETYPES_VERSION,
       },
     },
-    spec: { cpu: { guest: cpu }, memory: { guest: memory, ...series.memory } },
+    spec: series.spec(cpu, memory, pageSize),
   };
 }
 
-function series(s: Series): BundledObject[] {
-  return U1_SIZES.filter(([size]) => s.sizes.includes(size)).map(([size, cpu, memory]) => sized(s, size, cpu, memory));
-}
-
 /** The `linux` preference: virtio disks and interfaces, a virtio RNG; cirros adds its minimum size. */
-function linuxPreference(name: string, extra: PreferenceSpec = {}, labels: Record<string, string> = {}): BundledObject {
+function linuxPreference(
+  name: string,
+  displayName: string,
+  extra: PreferenceSpec = {},
+  labels: Record<string, string> = {},
+): BundledObject {
   return {
     apiVersion: INSTANCETYPE_API_VERSION,
     kind: "VirtualMachineClusterPreference",
@@ -111,11 +219,14 @@ function linuxPreference(name: string, extra: PreferenceSpec = {}, labels: Recor
         "openshift.io/provider-display-name": "KubeVirt",
         "openshift.io/documentation-url": "https://github.com/kubevirt/common-instancetypes",
         "openshift.io/support-url": "https://github.com/kubevirt/common-instancetypes/issues",
+        tags: `hidden,kubevirt,${name}`,
+        iconClass: `icon-${name}`,
+        "openshift.io/display-name": displayName,
       },
       labels: {
         "instancetype.kubevirt.io/os-type": "linux",
         "instancetype.kubevirt.io/vendor": "kubevirt.io",
-        "instancetype.kubevirt.io/common-instancetypes-version": "local",
+        "instancetype.kubevirt.io/common-instancetypes-version": COMMON_INSTANCETYPES_VERSION,
         ...labels,
       },
     },
@@ -130,11 +241,11 @@ function linuxPreference(name: string, extra: PreferenceSpec = {}, labels: Recor
 /** The bundle, freshly built (callers may mutate it). */
 export function commonInstancetypes(): BundledObject[] {
   return [
-    ...series(U1),
-    ...series(O1),
-    linuxPreference("linux"),
+    ...[U1, O1, CX1, M1].flatMap((series) => series.sizes.map((size) => sized(series, size))),
+    linuxPreference("linux", "Linux Guest"),
     linuxPreference(
       "cirros",
+      "Cirros",
       { requirements: { cpu: { guest: 1 }, memory: { guest: "256Mi" } } },
       { "instancetype.kubevirt.io/required-cpu": "1", "instancetype.kubevirt.io/required-memory": "256Mi" },
     ),

@@ -88,6 +88,18 @@ describe("hardware no machine backend provides is refused at admission (FieldVal
       "domain.cpu.isolateEmulatorThread",
       "emulator-thread pinning",
     ],
+    [
+      "dedicated CPUs",
+      (s) => Object.assign(s.domain, { cpu: { dedicatedCpuPlacement: true } }),
+      "domain.cpu.dedicatedCpuPlacement",
+      "dedicated CPU placement",
+    ],
+    [
+      "hugepages",
+      (s) => Object.assign(s.domain, { memory: { guest: "1Gi", hugepages: { pageSize: "2Mi" } } }),
+      "domain.memory.hugepages",
+      "hugepage-backed guest memory",
+    ],
   ])("%s", (_, mutate, field, what) => {
     const v = vm();
     const spec = v.spec.template.spec;
@@ -107,6 +119,7 @@ describe("hardware no machine backend provides is refused at admission (FieldVal
     ["tpm disabled", (s) => Object.assign(s.domain.devices, { tpm: { enabled: false } })],
     ["empty GPU list", (s) => Object.assign(s.domain.devices, { gpus: [] })],
     ["isolateEmulatorThread false", (s) => Object.assign(s.domain, { cpu: { isolateEmulatorThread: false } })],
+    ["dedicatedCpuPlacement false", (s) => Object.assign(s.domain, { cpu: { dedicatedCpuPlacement: false } })],
   ])("%s is accepted", (_, mutate) => {
     const v = vm();
     const spec = v.spec.template.spec;

@@ -10,6 +10,11 @@
  *   spec.domain.devices.{filesystems,sound,watchdog,panicDevices,clientPassthrough}   no such device model
  *   spec.domain.launchSecurity                 no SEV/SNP/TDX confidential guests
  *   spec.domain.cpu.{realtime,numa,isolateEmulatorThread}   no host CPU pinning or NUMA passthrough
+ *   spec.domain.cpu.dedicatedCpuPlacement      no vCPU pinning to the pod's exclusive CPUs
+ *   spec.domain.memory.hugepages               no hugepage-backed guest memory (both backends map anonymous memory)
+ *
+ * A VM whose instancetype supplies one of these (the common cx1 and m1 series) is refused the same way: the VM
+ * webhook validates the template with the instancetype applied, and the message names the instancetype.
  */
 import type { StatusCause, VirtualMachineInstanceSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath } from "./causes.ts";
@@ -40,6 +45,8 @@ export function validateUnsupportedHardware(field: FieldPath, spec: VirtualMachi
     [cpu?.realtime, field.child("domain", "cpu", "realtime"), "realtime vCPU scheduling"],
     [cpu?.numa, field.child("domain", "cpu", "numa"), "guest NUMA passthrough"],
     [cpu?.isolateEmulatorThread, field.child("domain", "cpu", "isolateEmulatorThread"), "emulator-thread pinning"],
+    [cpu?.dedicatedCpuPlacement, field.child("domain", "cpu", "dedicatedCpuPlacement"), "dedicated CPU placement"],
+    [spec.domain.memory?.hugepages, field.child("domain", "memory", "hugepages"), "hugepage-backed guest memory"],
   ];
   return checks
     .filter(([value]) => present(value))

@@ -155,7 +155,15 @@ const cases: Case[] = [
       s.domain.cpu = { dedicatedCpuPlacement: true };
       s.domain.resources = { requests: { memory: "64M", cpu: "1500m" } };
     },
-    [c(INV, "provided resources CPU requests must be an interger", `${P}.domain.resources.requests.cpu`)],
+    [
+      c(INV, "provided resources CPU requests must be an interger", `${P}.domain.resources.requests.cpu`),
+      // KubeVirt's rule above still applies; this platform also refuses dedicated CPUs (unsupported-hardware.ts).
+      c(
+        NS,
+        `${P}.domain.cpu.dedicatedCpuPlacement is not supported: this platform's machine backends (native VMM, QEMU TCG) provide no dedicated CPU placement`,
+        `${P}.domain.cpu.dedicatedCpuPlacement`,
+      ),
+    ],
   ],
   [
     "unknown start strategy",

@@ -356,7 +356,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     );
     options.progress("waiting for virt-api, the virt-controller leader and every virt-handler to serve");
     await waitForComponents(state, names, handlerTls);
-    options.progress("installing the common instancetypes and preferences (u1, o1 series; linux, cirros)");
+    options.progress("installing the common instancetypes and preferences (u1, o1, cx1, m1 series; linux, cirros)");
     await installCommonInstancetypes(kubeConfig);
     const scrapeConfigPath = join(dataDir, "prometheus.yml");
     writeFileSync(scrapeConfigPath, prometheusScrapeConfig(components));
