@@ -63,6 +63,8 @@ export interface ApiServerOptions {
    * local cluster's scheduler and kubelets authenticate with them.
    */
   readonly tokenAuthFile?: string;
+  /** The range Services' ClusterIPs come from (kube-apiserver `--service-cluster-ip-range`; default 10.96.0.0/12). */
+  readonly serviceClusterIpRange?: string;
 }
 
 /** A running server. */
@@ -120,7 +122,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     historyMinEvents: options.historyMinEvents,
     logger,
   });
-  const registry = new ResourceRegistry(store, logger);
+  const registry = new ResourceRegistry(store, logger, options.serviceClusterIpRange);
   const admission = new AdmissionChain();
   admission.mutating.push(defaultStorageClassAdmission(store), storageProtectionAdmission());
   admission.validating.push(nodeRestrictionAdmission());

@@ -12,7 +12,7 @@ await main({
   version: "0.1.0",
   summary: "an embedded Kubernetes-compatible API server (node:sqlite storage) for the local cluster",
   usage:
-    "--data-dir DIR --kubeconfig FILE [--port N] [--log-level LEVEL] [--storage-dir DIR] [--proxy-client-cert FILE --proxy-client-key FILE] [--token-auth-file FILE]",
+    "--data-dir DIR --kubeconfig FILE [--port N] [--log-level LEVEL] [--storage-dir DIR] [--proxy-client-cert FILE --proxy-client-key FILE] [--token-auth-file FILE] [--service-cluster-ip-range CIDR]",
   flags: {
     "data-dir": { type: "string" },
     kubeconfig: { type: "string" },
@@ -22,6 +22,7 @@ await main({
     "proxy-client-cert": { type: "string" },
     "proxy-client-key": { type: "string" },
     "token-auth-file": { type: "string" },
+    "service-cluster-ip-range": { type: "string" },
     "kubelet-client-certificate": { type: "string" },
     "kubelet-client-key": { type: "string" },
     "kubelet-certificate-authority": { type: "string" },
@@ -38,6 +39,7 @@ await main({
     "  --kubelet-client-certificate FILE, --kubelet-client-key FILE",
     "                      client certificate (PEM) presented to kubelets (pods/log), as kube-apiserver's",
     "  --kubelet-certificate-authority FILE  CA of the kubelets' serving certificates (unset: not verified)",
+    "  --service-cluster-ip-range CIDR  the IPv4 range Services' ClusterIPs come from (default 10.96.0.0/12)",
   ],
   async run({ values }, signal) {
     const dataDir = values["data-dir"];
@@ -98,6 +100,7 @@ await main({
       kubeletClient,
       storageDir: values["storage-dir"],
       tokenAuthFile: values["token-auth-file"],
+      serviceClusterIpRange: values["service-cluster-ip-range"],
     });
     process.stdout.write(`kvt-apiserver listening on ${server.url}; kubeconfig: ${server.kubeconfigPath}\n`);
     await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));

@@ -9,6 +9,7 @@
  *   admin, edit, view             (aggregated from system:aggregate-to-* and any role labelled aggregate-to-*)
  *   system:kube-scheduler         -> User system:kube-scheduler   (what tools/local-cluster/src/scheduler calls)
  *   system:node                   -> Group system:nodes            (what tools/local-cluster/src/kubelet calls)
+ *   system:node-proxier           -> User system:kube-proxy        (what tools/local-cluster/src/proxy calls)
  *
  * Two differences from kube-apiserver, both narrower: system:kube-scheduler has no pod delete (this scheduler does
  * not preempt) nor leases (it does not elect a leader); kube-apiserver limits each kubelet to its own node's objects
@@ -80,6 +81,14 @@ const NODE_RULES: PolicyRule[] = [
   r(["", "events.k8s.io"], ["events"], ["create", "patch", "update"]),
 ];
 
+/** kube-proxy's calls: Services and EndpointSlices (and nodes, events) as kube's system:node-proxier grants. */
+const NODE_PROXIER_RULES: PolicyRule[] = [
+  r([""], ["services", "endpoints"], ["list", "watch"]),
+  r([""], ["nodes"], READ),
+  r(["", "events.k8s.io"], ["events"], ["create", "patch", "update"]),
+  r(["discovery.k8s.io"], ["endpointslices"], ["list", "watch"]),
+];
+
 const CORE_READ = [
   "pods",
   "pods/log",
@@ -142,6 +151,7 @@ export function bootstrapPolicy(): KubeObject[] {
         r(["apps"], APPS, READ),
         r(["batch"], ["jobs", "cronjobs"], READ),
         r(["policy"], ["poddisruptionbudgets"], READ),
+        r(["discovery.k8s.io"], ["endpointslices"], READ),
       ],
       { [`${AGG}view`]: "true" },
     ),
@@ -174,6 +184,7 @@ export function bootstrapPolicy(): KubeObject[] {
     ),
     clusterRole("system:kube-scheduler", SCHEDULER_RULES),
     clusterRole("system:node", NODE_RULES),
+    clusterRole("system:node-proxier", NODE_PROXIER_RULES),
     binding("cluster-admin", "cluster-admin", [group("system:masters")]),
     binding("system:discovery", "system:discovery", [group("system:authenticated")]),
     binding("system:basic-user", "system:basic-user", [group("system:authenticated")]),
@@ -186,6 +197,7 @@ export function bootstrapPolicy(): KubeObject[] {
     ]),
     binding("system:kube-scheduler", "system:kube-scheduler", [{ kind: "User", name: "system:kube-scheduler" }]),
     binding("system:node", "system:node", [group("system:nodes")]),
+    binding("system:node-proxier", "system:node-proxier", [{ kind: "User", name: "system:kube-proxy" }]),
   ];
 }
 

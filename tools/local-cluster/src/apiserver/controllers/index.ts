@@ -1,13 +1,14 @@
 /**
  * Starts the in-process controllers a control plane needs to keep the API's promises (GC, namespaces, CRDs, the
- * disruption controller, the node lifecycle's unschedulable taint, ClusterRole aggregation, and, when the server has
- * a CA, the root CA publisher).
+ * disruption controller, the node lifecycle's unschedulable taint, ClusterRole aggregation, the EndpointSlice
+ * controller, and, when the server has a CA, the root CA publisher).
  */
 import type { Logger } from "pino";
 import type { ResourceService } from "../rest/service.ts";
 import { ClusterRoleAggregation } from "./clusterrole-aggregation.ts";
 import { CrdCleanupController } from "./crd-cleanup.ts";
 import { DisruptionController } from "./disruption.ts";
+import { EndpointSliceController } from "./endpointslice.ts";
 import { GarbageCollector } from "./gc.ts";
 import { NamespaceController } from "./namespaces.ts";
 import { NodeUnschedulableTaints } from "./node-unschedulable.ts";
@@ -27,6 +28,7 @@ export function startControllers(svc: ResourceService, logger: Logger, caCert?: 
   const disruption = new DisruptionController(svc, logger);
   const nodes = new NodeUnschedulableTaints(svc, logger);
   const aggregation = new ClusterRoleAggregation(svc, logger);
+  const endpointSlices = new EndpointSliceController(svc, logger);
   const unsubscribe = svc.store.subscribe((ev) => {
     gc.onEvent(ev);
     ns.onEvent(ev);
@@ -35,6 +37,7 @@ export function startControllers(svc: ResourceService, logger: Logger, caCert?: 
     disruption.onEvent(ev);
     nodes.onEvent(ev);
     aggregation.onEvent(ev);
+    endpointSlices.onEvent(ev);
   });
   return {
     stop: () => {
@@ -46,6 +49,7 @@ export function startControllers(svc: ResourceService, logger: Logger, caCert?: 
       disruption.stop();
       nodes.stop();
       aggregation.stop();
+      endpointSlices.stop();
     },
   };
 }

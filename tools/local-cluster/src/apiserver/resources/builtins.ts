@@ -133,6 +133,10 @@ const SPECS: Spec[] = [
   C("nodes", "Node", false, { shortNames: ["no"], subresources: ["status"], fields: ["spec.unschedulable"] }),
   C("services", "Service", true, { shortNames: ["svc"], categories: ["all"], subresources: ["status"] }),
   C("endpoints", "Endpoints", true, { shortNames: ["ep"], topLevel: ["subsets"] }),
+  // Kept by the EndpointSlice controller (controllers/endpointslice.ts) for Services with a selector.
+  G("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true, {
+    topLevel: ["addressType", "endpoints", "ports"],
+  }),
   C("configmaps", "ConfigMap", true, {
     shortNames: ["cm"],
     topLevel: ["data", "binaryData", "immutable"],
@@ -333,7 +337,14 @@ function toDef(s: Spec): ResourceDef {
   };
 }
 
+/** Strategies that need the server's state (the Services' ClusterIP allocator). */
+export interface BuiltinStrategies {
+  readonly services?: Strategy;
+}
+
 /** Every built-in resource definition. */
-export function builtinResources(): ResourceDef[] {
-  return SPECS.map(toDef);
+export function builtinResources(strategies: BuiltinStrategies = {}): ResourceDef[] {
+  return SPECS.map((s) =>
+    toDef(s.resource === "services" && strategies.services ? { ...s, strategy: strategies.services } : s),
+  );
 }

@@ -7,6 +7,7 @@ import type { Store, StoreEvent } from "../storage/store.ts";
 import type { KubeObject } from "../types.ts";
 import { builtinResources } from "./builtins.ts";
 import { crdToDef } from "./crd.ts";
+import { ClusterIpAllocator, DEFAULT_SERVICE_CIDR, serviceStrategy } from "./service-ip.ts";
 import { collOf, type ResourceDef } from "./types.ts";
 
 const CRD_COLL = "apiextensions.k8s.io/customresourcedefinitions";
@@ -21,10 +22,19 @@ export class ResourceRegistry {
   /** `lookup` answers by `group/version/resource`, valid for one generation (every request routes through it). */
   readonly #lookups = new Map<string, ResourceDef | undefined>();
 
-  /** Loads built-ins and the CRDs in `store`, and follows later CRD changes. */
-  constructor(store: Store, logger: Logger) {
+  /**
+   * Loads built-ins and the CRDs in `store`, and follows later CRD changes. Services get their ClusterIPs from
+   * `serviceClusterIpRange` (kube-apiserver's `--service-cluster-ip-range`, default {@link DEFAULT_SERVICE_CIDR}).
+   */
+  constructor(store: Store, logger: Logger, serviceClusterIpRange = DEFAULT_SERVICE_CIDR) {
     this.#logger = logger;
-    this.#builtins = builtinResources();
+    const allocator = new ClusterIpAllocator(serviceClusterIpRange, () =>
+      store.list("core/services").map((e) => e.obj),
+    );
+    this.#builtins = builtinResources({ services: serviceStrategy(allocator) });
+    store.subscribe((ev) => {
+      if (ev.coll === "core/services") allocator.settled(ev.obj.metadata.uid ?? "");
+    });
     for (const e of store.list(CRD_COLL)) this.#apply(e.obj, false);
     store.subscribe((ev) => this.#onEvent(ev));
   }

@@ -182,6 +182,33 @@ const EVENT: PrinterColumn[] = [
   col("Name", (o) => o.metadata.name ?? "", 1),
 ];
 
+/** The first three items joined, and how many more there are (printers.go listWithMoreString). */
+function firstThree(items: readonly string[], empty: string): string {
+  if (items.length === 0) return empty;
+  const shown = items.slice(0, 3).join(",");
+  return items.length > 3 ? `${shown} + ${items.length - 3} more...` : shown;
+}
+
+const ENDPOINT_SLICE: PrinterColumn[] = [
+  col("AddressType", (o) => str(o.addressType) ?? ""),
+  col("Ports", (o) =>
+    firstThree(
+      arr(o.ports).map((p) => {
+        const q = obj(p);
+        return typeof q.port === "number" ? String(q.port) : (str(q.name) ?? "*");
+      }),
+      "<unset>",
+    ),
+  ),
+  col("Endpoints", (o) =>
+    firstThree(
+      arr(o.endpoints).flatMap((e) => arr(obj(e).addresses).filter((a): a is string => typeof a === "string")),
+      "<none>",
+    ),
+  ),
+  AGE,
+];
+
 /** Built-in columns by `group/resource` (core group as `core`). */
 export const BUILTIN_COLUMNS: ReadonlyMap<string, readonly PrinterColumn[]> = new Map<string, readonly PrinterColumn[]>(
   [
@@ -189,6 +216,7 @@ export const BUILTIN_COLUMNS: ReadonlyMap<string, readonly PrinterColumn[]> = ne
     ["core/nodes", NODE],
     ["core/namespaces", [col("Status", (o) => str(obj(o.status).phase) ?? "Active"), AGE]],
     ["core/services", SERVICE],
+    ["discovery.k8s.io/endpointslices", ENDPOINT_SLICE],
     ["core/configmaps", [col("Data", dataCount, 0, "integer"), AGE]],
     ["core/secrets", [col("Type", (o) => str(o.type) ?? "Opaque"), col("Data", dataCount, 0, "integer"), AGE]],
     ["core/serviceaccounts", [col("Secrets", (o) => arr(o.secrets).length, 0, "integer"), AGE]],
