@@ -160,6 +160,14 @@ async function migrateKillingHandler(
     expect(moved?.status?.nodeName).toBe(targetNode);
     expect(moved?.status?.migrationState).toMatchObject({ completed: true, sourceNode, targetNode });
     expect(moved?.status?.migrationState?.failed).toBeFalsy();
+    await eventually(
+      async () => {
+        const v = await vmiOrUndefined(kubeconfig, name);
+        expect(v?.metadata.labels?.["kubevirt.io/nodeName"]).toBe(targetNode);
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 20_000, what: "the kubevirt.io/nodeName label to follow the guest" },
+    );
 
     // The guest continues on the target: the same sequence, nothing restarts at 0.
     const lastOnSource = guestProgress(consoleFile(kubeconfig, sourceNode, sourcePod.metadata.uid));

@@ -98,6 +98,14 @@ describe("live migration (VirtualMachineInstanceMigration)", () => {
     expect(moved?.status?.phase).toBe("Running");
     expect(moved?.status?.nodeName).not.toBe(sourceNode);
     expect(moved?.status?.migrationState).toMatchObject({ completed: true, sourceNode });
+    await eventually(
+      async () => {
+        const v = await vmiOrUndefined(kubeconfig, NAME);
+        expect(v?.metadata.labels?.["kubevirt.io/nodeName"]).toBe(moved?.status?.nodeName);
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 20_000, what: "the kubevirt.io/nodeName label to follow the guest" },
+    );
 
     const before = progressLines(await guestConsole(kubeconfig, vmi.metadata.uid, sourcePod));
     const lastBefore = Math.max(...before.keys());

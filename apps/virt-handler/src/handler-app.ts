@@ -18,6 +18,7 @@ import {
   KUBEVIRT_V1,
   type KubeObject,
   type Node,
+  type ResourceClient,
   RestClient,
   Runner,
   resourceClient,
@@ -33,7 +34,7 @@ import { registerVmiMetrics } from "./metrics/vmi-metrics.ts";
 import { ApiMigrationSecrets, SECRETS, type Secret } from "./migration/migration-secrets.ts";
 import { NodeHeartbeat } from "./node/heartbeat.ts";
 import { reconcileParent } from "./tracing/migration-trace.ts";
-import { VmiController } from "./vmi/vmi-controller.ts";
+import { VmiController, type VmiStatusWriter } from "./vmi/vmi-controller.ts";
 
 type Vmi = VirtualMachineInstance & KubeObject;
 
@@ -71,6 +72,14 @@ function placementOf(vmi: Vmi): string {
 }
 
 /** True when `vmi` concerns node `nodeName` (it runs there, or migrates there). */
+/** KubeVirt's VMI CRD has no status subresource: status is patched on the object itself, labels merged. */
+function vmiWriter(vmis: ResourceClient<Vmi>): VmiStatusWriter {
+  return {
+    patchStatus: (ns, name, ops) => vmis.patch(ns, name, ops),
+    patchLabels: (ns, name, labels) => vmis.mergePatch(ns, name, { metadata: { labels } }),
+  };
+}
+
 export function concernsNode(vmi: VirtualMachineInstance | undefined, nodeName: string): boolean {
   return vmi?.status?.nodeName === nodeName || vmi?.status?.migrationState?.targetNode === nodeName;
 }
@@ -138,8 +147,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
   const controller = new VmiController({
     nodeName: o.nodeName,
     vmis: informer.store,
-    // KubeVirt's VMI CRD has no status subresource: status is patched on the object itself.
-    writer: { patchStatus: (ns, name, ops) => vmis.patch(ns, name, ops) },
+    writer: vmiWriter(vmis),
     launchers,
     secrets: new ApiMigrationSecrets(resourceClient<Secret>(rest, SECRETS)),
   });

@@ -50,15 +50,19 @@ function setup(sync: () => Promise<DomainInfo>) {
     },
   } as unknown as LauncherView;
   const patches: JsonPatchOp[][] = [];
+  const labels: Record<string, string>[] = [];
   const controller = new VmiController({
     nodeName: "node01",
     vmis: { get: (key: ObjectKey) => (key === "default/vm1" ? vmi : undefined) },
-    writer: { patchStatus: async (_ns, _n, ops) => patches.push([...ops]) },
+    writer: {
+      patchStatus: async (_ns, _n, ops) => patches.push([...ops]),
+      patchLabels: async (_ns, _n, l) => labels.push(l),
+    },
     launchers: { synced: true, forVmi: (uid) => (uid === "u1" ? [view] : []) },
     secrets: { publish: async () => {}, read: async () => "s" },
     now: () => NOW,
   });
-  return { controller, calls, patches, info };
+  return { controller, calls, patches, info, labels };
 }
 
 describe("VmiController.reconcile (fake launcher and writer; cached VMI frozen)", () => {
@@ -70,6 +74,12 @@ describe("VmiController.reconcile (fake launcher and writer; cached VMI frozen)"
     expect(ops).toContainEqual({ op: "test", path: "/status/phase", value: "Scheduled" });
     expect(ops).toContainEqual({ op: "replace", path: "/status/phase", value: "Running" });
     expect(ops).toContainEqual({ op: "add", path: "/status/activePods", value: { p1: "node01" } });
+  });
+
+  it("labels the VMI kubevirt.io/nodeName with the node that runs it, as KubeVirt's handler does", async () => {
+    const { controller, labels, info } = setup(async () => ({ ...info, state: "Running" }));
+    await controller.reconcile("default/vm1" as ObjectKey, ctx);
+    expect(labels).toEqual([{ "kubevirt.io/nodeName": "node01" }]);
   });
 
   it("a refused spec fails the VMI once and is never re-synced", async () => {

@@ -4,7 +4,7 @@
  * the status (vmi-status.ts, migration-status.ts) as a JSON patch with `test` ops, so concurrent writers
  * (virt-controller) never lose each other's updates. The retry policy belongs to the runner.
  */
-import type { ObjectKey, VirtualMachineInstance } from "@kvt/api";
+import { LABEL, type ObjectKey, type VirtualMachineInstance } from "@kvt/api";
 import {
   done,
   isNotFound,
@@ -36,6 +36,8 @@ export interface VmiCache {
 /** Writes VMI status. */
 export interface VmiStatusWriter {
   patchStatus(namespace: string, name: string, ops: readonly JsonPatchOp[]): Promise<unknown>;
+  /** Merges `labels` into the VMI's labels (a merge patch: other labels stay). */
+  patchLabels?(namespace: string, name: string, labels: Record<string, string>): Promise<unknown>;
 }
 
 /** The launchers on this node. */
@@ -232,9 +234,15 @@ export class VmiController {
       status = sourceMigrationStatus(status, facts.info, now);
     status = targetMigrationStatus(status, facts.info, { nodeName: node, now });
     const ops = statusPatch(vmi.status, status);
-    if (ops.length === 0) return;
-    ctx.logger.debug({ ops: ops.length, phase: status.phase }, "writing VMI status");
-    await this.#d.writer.patchStatus(vmi.metadata!.namespace ?? "default", vmi.metadata!.name!, ops);
+    const [ns, name] = [vmi.metadata!.namespace ?? "default", vmi.metadata!.name!];
+    if (ops.length > 0) {
+      ctx.logger.debug({ ops: ops.length, phase: status.phase }, "writing VMI status");
+      await this.#d.writer.patchStatus(ns, name, ops);
+    }
+    // KubeVirt's kubevirt.io/nodeName label follows the node that runs the guest (also after a migration's handoff,
+    // which this handler may have made as the target): `kubectl get vmi -l kubevirt.io/nodeName=N` finds it.
+    if (ownsVmi({ ...vmi, status }, node) && vmi.metadata?.labels?.[LABEL.nodeName] !== node)
+      await this.#d.writer.patchLabels?.(ns, name, { [LABEL.nodeName]: node });
   }
 }
 
