@@ -78,6 +78,45 @@ describe("kubectl against the embedded API server", () => {
     );
   });
 
+  it.each([
+    ["an unserved group", "foo.example.com/v1", "Widget"],
+    ["a served group with an unserved version", "example.com/v9", "Widget"],
+    ["a built-in group with an unserved version", "apps/v9", "Deployment"],
+  ])("a kind of %s gets kube-apiserver's mapping error from apply, create and get", async (_, apiVersion, kind) => {
+    const f = k.file("unserved.yaml", `apiVersion: ${apiVersion}\nkind: ${kind}\nmetadata:\n  name: x\n`);
+    const mapping = `resource mapping not found for name: "x" namespace: "" from "${f}": no matches for kind "${kind}" in version "${apiVersion}"\nensure CRDs are installed first`;
+    for (const verb of ["apply", "create"]) {
+      const r = await k.run([verb, "-f", f]);
+      expect(r.code, verb).toBe(1);
+      expect(r.stderr.trim(), verb).toBe(`error: ${mapping}`);
+    }
+    const get = await k.run(["get", "-f", f]);
+    expect(get.code).toBe(1);
+    expect(get.stderr.trim()).toBe(mapping);
+  });
+
+  it("serves /openapi/v2, so kubectl validates a List client-side as against kube-apiserver", async () => {
+    const item = (name: string, extra = "") =>
+      widget(name, 1, extra)
+        .split("\n")
+        .map((l, i) => (i === 0 ? `- ${l}` : `  ${l}`))
+        .join("\n");
+    const list = (extra: string) =>
+      `apiVersion: v1\nkind: List\nitems:\n${item("in-list")}\n${item("bad-in-list", extra)}\n`;
+    const bad = await k.run(["apply", "-f", k.file("bad-list.yaml", list("  nope: 1"))]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain(
+      'error validating data: ValidationError(Widget.spec): unknown field "nope" in com.example.v1.Widget.spec',
+    );
+    const good = await k.run(["apply", "-f", k.file("list.yaml", list("  color: red"))]);
+    expect(good.stderr).toBe("");
+    expect(good.stdout.trim().split("\n")).toEqual([
+      "widget.example.com/in-list created",
+      "widget.example.com/bad-in-list created",
+    ]);
+    await k.run(["delete", "widget", "in-list", "bad-in-list"]);
+  });
+
   it("patches with merge and json (test op), and refuses strategic merge on a custom resource", async () => {
     const m = await k.run(["patch", "widget", "w1", "--type", "merge", "-p", '{"spec":{"size":4}}']);
     expect(m.stdout.trim()).toBe("widget.example.com/w1 patched");

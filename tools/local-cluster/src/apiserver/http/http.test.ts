@@ -21,7 +21,7 @@ describe("HTTP front", () => {
     expect((await fetch(`${api.url}/healthz`)).status).toBe(200);
   });
 
-  it("serves /version as 1.32, aggregated discovery with its content type, legacy discovery, and no /openapi/v2", async () => {
+  it("serves /version as 1.32, aggregated discovery with its content type, legacy discovery, and both OpenAPI versions", async () => {
     expect(await (await get("/version")).json()).toMatchObject({ major: "1", minor: "32" });
     const agg = await get("/apis", {
       Accept: "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
@@ -35,7 +35,20 @@ describe("HTTP front", () => {
     expect(legacy.resources.map((r) => r.name)).toEqual(
       expect.arrayContaining(["pods", "pods/status", "pods/binding", "namespaces"]),
     );
-    expect((await get("/openapi/v2")).status).toBe(404);
+    const v2 = await get("/openapi/v2");
+    expect(v2.headers.get("content-type")).toBe("application/json");
+    const swagger = (await v2.json()) as { swagger: string; definitions: Record<string, unknown> };
+    expect(swagger.swagger).toBe("2.0");
+    expect(Object.keys(swagger.definitions)).toContain("io.k8s.api.core.v1.Pod");
+    const pb = await get("/openapi/v2", { Accept: "application/com.github.proto-openapi.spec.v2@v1.0+protobuf" });
+    expect(pb.headers.get("content-type")).toBe("application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
+    const etag = pb.headers.get("etag") ?? "";
+    expect(etag).toMatch(/^"[0-9A-F]{128}"$/);
+    const again = await get("/openapi/v2", {
+      Accept: "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+      "If-None-Match": etag,
+    });
+    expect(again.status).toBe(304);
     const idx = (await (await get("/openapi/v3")).json()) as { paths: Record<string, { serverRelativeURL: string }> };
     expect(idx.paths["api/v1"]?.serverRelativeURL).toMatch(/^\/openapi\/v3\/api\/v1\?hash=[0-9A-F]+$/);
   });

@@ -2,12 +2,14 @@
  * OpenAPI v3, generated from the registry: `/openapi/v3` lists one document per group-version with a content
  * hash; each document has the resource paths (the PATCH operation tagged with x-kubernetes-group-version-kind and
  * the `fieldValidation` parameter, which is what makes kubectl send `fieldValidation=Strict` and skip its
- * client-side validation) and `components.schemas` for `kubectl explain`. `/openapi/v2` is deliberately absent.
+ * client-side validation) and `components.schemas` for `kubectl explain`. `/openapi/v2` is derived from these
+ * (openapi-v2.ts).
  */
 import { createHash } from "node:crypto";
 import type { ResourceRegistry } from "../resources/registry.ts";
 import type { ResourceDef } from "../resources/types.ts";
 import type { Json } from "../types.ts";
+import { OpenApiV2 } from "./openapi-v2.ts";
 
 const OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
@@ -169,8 +171,16 @@ export class OpenApiV3 {
   #cacheGen = -1;
   #docs = new Map<string, OpenApiDoc>();
 
+  #v2: OpenApiV2 | undefined;
+
   constructor(registry: ResourceRegistry) {
     this.#registry = registry;
+  }
+
+  /** The Swagger 2.0 view of these documents (`/openapi/v2`). */
+  v2(): OpenApiV2 {
+    this.#v2 ??= new OpenApiV2(this);
+    return this.#v2;
   }
 
   #rebuild(): void {
@@ -208,6 +218,12 @@ export class OpenApiV3 {
     const p: Record<string, Json> = {};
     for (const [key, doc] of this.#docs) p[key] = { serverRelativeURL: `/openapi/v3/${key}?hash=${doc.hash}` };
     return JSON.stringify({ paths: p });
+  }
+
+  /** Every document by key; the same map until the registry changes (OpenApiV2 rebuilds when it does not). */
+  documents(): ReadonlyMap<string, OpenApiDoc> {
+    this.#rebuild();
+    return this.#docs;
   }
 
   /** The document at `api/v1` or `apis/<g>/<v>`. */

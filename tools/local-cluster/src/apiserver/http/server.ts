@@ -3,7 +3,7 @@
  *
  *   request -> authentication (bearer token; 401)
  *           -> impersonation and RBAC authorization (../auth; 403)
- *           -> non-resource paths: /version /healthz /livez /readyz /openapi/v3[/...] (/openapi/v2 is 404)
+ *           -> non-resource paths: /version /healthz /livez /readyz /openapi/v2 /openapi/v3[/...]
  *           -> discovery: /api /apis /apis/<g> /api/v1 /apis/<g>/<v>   (aggregated v2 or legacy)
  *           -> aggregated API groups (extension point: a handler owns /apis/<group>/<version>/...)
  *           -> resource requests: RequestInfo -> ResourceDef -> verb / subresource handler
@@ -32,6 +32,7 @@ import {
 } from "./discovery.ts";
 import { sendError, sendJson } from "./io.ts";
 import type { OpenApiV3 } from "./openapi.ts";
+import { sendOpenApiV2 } from "./openapi-v2.ts";
 import { parseResourcePath } from "./request-info.ts";
 import { handleResource, type SubresourceHandler } from "./resource-handler.ts";
 
@@ -122,7 +123,7 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
   const method = req.method ?? "GET";
   if (method === "GET") {
     if (path === "/version") return sendJson(res, 200, VERSION_INFO);
-    if (path === "/openapi/v2") throw new ApiError(404, "NotFound", "the server could not find the requested resource");
+    if (path === "/openapi/v2") return sendOpenApiV2(req, res, deps.openapi.v2());
     if (path === "/openapi/v3") return sendJson(res, 200, deps.openapi.index());
     if (path.startsWith("/openapi/v3/")) {
       const doc = deps.openapi.doc(path.slice("/openapi/v3/".length));
