@@ -4,8 +4,9 @@
  * runs, and the VM is pinned to a ControllerRevision recorded in status.instancetypeRef. A VM that also sets memory
  * is refused with KubeVirt's conflict message; a VM whose instancetype does not exist is accepted and reports
  * Failure/FailedFindInstancetype; an instancetype with overcommitPercent above 100 is refused. The local cluster
- * serves the common-instancetypes u1, o1, cx1 and m1 series and the linux/cirros preferences, and a VM of u1.nano +
- * cirros gets them, while a VM of cx1.medium is refused for the dedicated CPUs and hugepages no backend provides.
+ * serves the common-instancetypes bundle (the u1, o1, cx1, m1, d1, n1 and rt1 series, the OS preferences), and a VM of
+ * u1.nano + cirros gets them, while a VM of cx1.medium is refused for the dedicated CPUs and hugepages no backend
+ * provides.
  * `virtctl create vm --instancetype --preference --volume-containerdisk` prints a VM that kubectl creates and runs
  * (and `virtctl create preference` a preference);
  * the expand-spec subresource and `virtctl expand` answer the VM with its instancetype applied;
@@ -153,6 +154,8 @@ describe("instancetype.kubevirt.io (kubectl)", () => {
       expect.arrayContaining([
         "virtualmachineclusterpreference.instancetype.kubevirt.io/cirros",
         "virtualmachineclusterpreference.instancetype.kubevirt.io/linux",
+        "virtualmachineclusterpreference.instancetype.kubevirt.io/fedora",
+        "virtualmachineclusterpreference.instancetype.kubevirt.io/windows.11",
       ]),
     );
   });
@@ -168,7 +171,13 @@ describe("instancetype.kubevirt.io (kubectl)", () => {
     ]);
     const prefix = "virtualmachineclusterinstancetype.instancetype.kubevirt.io/";
     expect(sizes.trim().split("\n")).toEqual(
-      expect.arrayContaining([`${prefix}cx1.medium`, `${prefix}cx1.8xlarge1gi`, `${prefix}m1.large`]),
+      expect.arrayContaining([
+        `${prefix}cx1.medium`,
+        `${prefix}cx1.8xlarge1gi`,
+        `${prefix}m1.large`,
+        `${prefix}n1.medium`,
+        `${prefix}rt1.micro`,
+      ]),
     );
     const vm = testGuestVm("e2e-it-cx1", { runStrategy: "Halted" }) as {
       spec: { instancetype?: unknown; template: { spec: { domain: Record<string, unknown> } } };

@@ -60,7 +60,7 @@ export { defaultVm, legacyFirmwareUuid, uuidV5 } from "./defaults/vm-defaults.ts
 export type { DefaultingOptions } from "./defaults/vmi-defaults.ts";
 // VMI defaulting: everything KubeVirt's VMI mutator applies on CREATE.
 export { applyVmiSpecDefaults, defaultVmi } from "./defaults/vmi-defaults.ts";
-// The common-instancetypes bundle the local cluster installs (u1, o1, cx1, m1 series; linux and cirros preferences).
+// The common-instancetypes bundle the local cluster installs (v1.7.0: 65 instancetypes, 54 preferences).
 export {
   type BundledObject,
   COMMON_INSTANCETYPES_VERSION,

@@ -59,7 +59,7 @@ import type { ClusterClient } from "../kube/cluster-client.ts";
 import type { KubeVirtConfigSource } from "../kube/kubevirt-config.ts";
 import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW } from "./admission.ts";
 import {
-  attributeToInstancetype,
+  attributeToMatchers,
   expandForValidation,
   type InstancetypeReader,
   inferMatchers,
@@ -223,7 +223,8 @@ export function validateVm(
     const unmet = expanded && requirementsCause(expanded.instancetype, expanded.preference, vm);
     if (unmet) return fromCauses([unmet]);
     const config = await clusterConfig(kubevirtConfig);
-    return fromCauses(attributeToInstancetype(apiValidateVm(vm, { isKubeVirtServiceAccount, config }), submitted));
+    const causes = apiValidateVm(vm, { isKubeVirtServiceAccount, config });
+    return fromCauses(attributeToMatchers(causes, submitted, expanded?.instancetype));
   };
 }
 

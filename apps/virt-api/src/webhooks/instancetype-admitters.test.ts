@@ -106,14 +106,16 @@ describe("VM validation with an instancetype (vms-admitter ApplyToVM)", () => {
   });
 });
 
-describe("the common cx1 and m1 series at VM admission (hardware no backend provides)", () => {
+describe("the common instancetypes and preferences at VM admission (hardware no backend provides)", () => {
   /** A reader serving the bundle the local cluster installs. */
   function bundleReader(): FakeReader {
     const r = new FakeReader();
     for (const o of commonInstancetypes()) {
-      if (o.kind === "VirtualMachineClusterInstancetype") {
-        r.objects.set(`virtualmachineclusterinstancetypes/${o.metadata.name}`, o);
-      }
+      const plural =
+        o.kind === "VirtualMachineClusterInstancetype"
+          ? "virtualmachineclusterinstancetypes"
+          : "virtualmachineclusterpreferences";
+      r.objects.set(`${plural}/${o.metadata.name}`, o);
     }
     return r;
   }
@@ -166,6 +168,23 @@ describe("the common cx1 and m1 series at VM admission (hardware no backend prov
         field: `${T}.memory.hugepages`,
       },
     ]);
+  });
+
+  it("refuses the TPM the windows.11 preference asks for, naming the preference", async () => {
+    const vm = vmOf("u1.large");
+    (vm.spec as Record<string, unknown>).preference = { name: "windows.11" };
+    const causes = causesOf(await validateVm("kubevirt", bundleReader())(req(vm)));
+    expect(causes).toContainEqual({
+      reason: "FieldValueNotSupported",
+      message: `${T}.devices.tpm ${NO} an emulated TPM (set by VirtualMachineClusterPreference "windows.11")`,
+      field: `${T}.devices.tpm`,
+    });
+  });
+
+  it.each(["u1.medium", "u1.small"])("accepts a VM of %s with the fedora preference", async (name) => {
+    const vm = vmOf(name);
+    (vm.spec as Record<string, unknown>).preference = { name: "fedora" };
+    expect(await validateVm("kubevirt", bundleReader())(req(vm))).toEqual({ allowed: true });
   });
 
   it.each(["u1.medium", "o1.nano"])("accepts a VM of %s", async (name) => {

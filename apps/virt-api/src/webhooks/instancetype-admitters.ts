@@ -139,18 +139,37 @@ export async function expandForValidation(
 
 /**
  * `causes` with each refusal of hardware this platform cannot provide (FieldValueNotSupported) that the VM's
- * instancetype brought in (the field is set in the expanded template but not in the VM as submitted) naming that
- * instancetype, so a VM of cx1.medium learns why it is refused although it never set `dedicatedCpuPlacement` itself.
+ * instancetype or preference brought in (the field is set in the expanded template but not in the VM as submitted)
+ * naming where it came from: a VM of cx1.medium learns why it is refused although it never set
+ * `dedicatedCpuPlacement`, a VM with the windows.11 preference why it gets a TPM.
  */
-export function attributeToInstancetype(causes: StatusCause[], submitted: VirtualMachine): StatusCause[] {
-  const matcher = submitted.spec?.instancetype;
-  if (!matcher?.name) return causes;
-  const source = `${resolveMatcher("instancetype", matcher).kind} "${matcher.name}"`;
-  return causes.map((c) =>
-    c.type === "FieldValueNotSupported" && c.field && valueAt(submitted, c.field) === undefined
-      ? { ...c, message: `${c.message} (set by ${source})` }
-      : c,
-  );
+export function attributeToMatchers(
+  causes: StatusCause[],
+  submitted: VirtualMachine,
+  instancetype: InstancetypeSpec | undefined,
+): StatusCause[] {
+  const it = submitted.spec?.instancetype;
+  const pref = submitted.spec?.preference;
+  if (!it?.name && !pref?.name) return causes;
+  // What the instancetype alone puts into the template tells its fields from the preference's.
+  let withInstancetype: VirtualMachine | undefined;
+  if (it?.name && instancetype && submitted.spec?.template) {
+    withInstancetype = structuredClone(submitted);
+    const template = withInstancetype.spec.template;
+    template.spec ??= { domain: { devices: {} } };
+    template.metadata ??= {};
+    applyInstancetypeToVmi("spec.template.spec", instancetype, undefined, template.spec, template.metadata);
+  }
+  const source = (field: string): string | undefined => {
+    if (it?.name && (!pref?.name || (withInstancetype && valueAt(withInstancetype, field) !== undefined)))
+      return `${resolveMatcher("instancetype", it).kind} "${it.name}"`;
+    return pref?.name ? `${resolveMatcher("preference", pref).kind} "${pref.name}"` : undefined;
+  };
+  return causes.map((c) => {
+    if (c.type !== "FieldValueNotSupported" || !c.field || valueAt(submitted, c.field) !== undefined) return c;
+    const from = source(c.field);
+    return from ? { ...c, message: `${c.message} (set by ${from})` } : c;
+  });
 }
 
 /** The value at a dotted field path without list indexes (`spec.template.spec.domain.cpu.numa`), or undefined. */

@@ -21,16 +21,38 @@ describe("commonInstancetypes(): the bundle the local cluster installs (common-i
     ["o1", ["2xlarge", "4xlarge", "8xlarge", "large", "medium", "micro", "nano", "small", "xlarge"]],
     ["cx1", ["medium", "large", "xlarge", "2xlarge", "4xlarge", "8xlarge"].flatMap((s) => [s, `${s}1gi`])],
     ["m1", ["large", "xlarge", "2xlarge", "4xlarge", "8xlarge"].flatMap((s) => [s, `${s}1gi`])],
+    ["d1", ["2xlarge", "2xmedium", "4xlarge", "8xlarge", "large", "medium", "micro", "nano", "small", "xlarge"]],
+    ["n1", ["medium", "large", "xlarge", "2xlarge", "4xlarge", "8xlarge"]],
+    ["rt1", ["micro", "small", "medium", "large", "xlarge", "2xlarge", "4xlarge", "8xlarge"]],
   ])("the %s series has exactly KubeVirt's sizes", (prefix, sizes) => {
     expect(names(prefix)).toEqual(sizes.map((s) => `${prefix}.${s}`).sort());
   });
 
-  it("holds the linux and cirros preferences and nothing else unnamed", () => {
-    expect(bundle.filter((o) => o.kind === "VirtualMachineClusterPreference").map((o) => o.metadata.name)).toEqual([
-      "linux",
-      "cirros",
-    ]);
-    expect(bundle).toHaveLength(10 + 9 + 12 + 10 + 2);
+  it("holds KubeVirt's 54 preferences and 65 instancetypes, each name once", () => {
+    const prefs = bundle.filter((o) => o.kind === "VirtualMachineClusterPreference").map((o) => o.metadata.name);
+    expect(prefs).toHaveLength(54);
+    expect(prefs).toEqual(
+      expect.arrayContaining([
+        "alpine",
+        "centos.stream9",
+        "cirros",
+        "debian",
+        "fedora",
+        "fedora.arm64",
+        "legacy",
+        "linux",
+        "linux.efi",
+        "opensuse.leap",
+        "rhel.9",
+        "rhel.9.realtime",
+        "sles",
+        "ubuntu",
+        "windows.11",
+        "windows.2k22.virtio",
+        "windows.xp",
+      ]),
+    );
+    expect(bundle).toHaveLength(65 + 54);
     expect(new Set(bundle.map((o) => o.metadata.name)).size).toBe(bundle.length);
   });
 
@@ -133,12 +155,96 @@ describe("commonInstancetypes(): the bundle the local cluster installs (common-i
     expect(o.metadata.annotations?.["instancetype.kubevirt.io/description"]).toMatch(/^The [A-Z]+ Series /);
   });
 
-  it("u1 and o1 sizes carry no hugepages label; every cx1 and m1 size does", () => {
+  it("a size carries the hugepages label exactly when it asks for hugepages (cx1, m1, n1, rt1)", () => {
     for (const o of bundle.filter((x) => x.kind === "VirtualMachineClusterInstancetype")) {
       const hugepages = (o.spec as VirtualMachineInstancetype["spec"]).memory.hugepages?.pageSize;
       expect(o.metadata.labels["instancetype.kubevirt.io/hugepages"], o.metadata.name).toBe(hugepages);
-      expect(hugepages !== undefined, o.metadata.name).toBe(/^(cx1|m1)\./.test(o.metadata.name));
+      expect(hugepages !== undefined, o.metadata.name).toBe(/^(cx1|m1|n1|rt1)\./.test(o.metadata.name));
     }
+  });
+
+  it("n1 and rt1 turn CRI-O's CPU balancing off; rt1 adds NUMA passthrough and realtime", () => {
+    const off = {
+      "cpu-load-balancing.crio.io": "disable",
+      "cpu-quota.crio.io": "disable",
+      "irq-load-balancing.crio.io": "disable",
+    };
+    expect(byName("n1.medium").spec).toEqual({
+      annotations: off,
+      cpu: { guest: 4, dedicatedCPUPlacement: true, isolateEmulatorThread: true },
+      memory: { guest: "4Gi", hugepages: { pageSize: "1Gi" } },
+    });
+    expect(byName("rt1.large").spec).toEqual({
+      annotations: off,
+      cpu: {
+        guest: 2,
+        dedicatedCPUPlacement: true,
+        isolateEmulatorThread: true,
+        numa: { guestMappingPassthrough: {} },
+        realtime: {},
+      },
+      memory: { guest: "8Gi", hugepages: { pageSize: "1Gi" } },
+    });
+    expect(byName("d1.small").spec).toEqual({
+      cpu: { guest: 1, dedicatedCPUPlacement: true, isolateEmulatorThread: true },
+      memory: { guest: "2Gi" },
+      ioThreadsPolicy: "auto",
+    });
+  });
+
+  it.each([
+    ["linux", "linux", "Linux Guest", {}],
+    ["ubuntu", "linux", "Ubuntu", { "instancetype.kubevirt.io/required-memory": "2Gi" }],
+    [
+      "fedora.arm64",
+      "linux",
+      "Fedora (arm64)",
+      { "instancetype.kubevirt.io/arch": "arm64", "instancetype.kubevirt.io/required-architecture": "arm64" },
+    ],
+    [
+      "windows.2k3",
+      "windows",
+      "Microsoft Windows Server 2003",
+      { "instancetype.kubevirt.io/required-memory": "256Mi" },
+    ],
+    ["legacy", "legacy", "Legacy Guest", {}],
+  ])("preference %s is for os-type %s, displayed as %s", (name, os, display, labels) => {
+    const p = byName(name);
+    expect(p.metadata.labels).toMatchObject({ "instancetype.kubevirt.io/os-type": os, ...labels });
+    expect(p.metadata.annotations?.["openshift.io/display-name"]).toBe(display);
+    expect((p.spec as VirtualMachinePreference["spec"]).annotations).toMatchObject({ "vm.kubevirt.io/os": os });
+  });
+
+  it("fedora prefers amd64 with secure-boot EFI and SMM; debian EFI without secure boot", () => {
+    expect(byName("fedora").spec).toEqual({
+      annotations: { "vm.kubevirt.io/os": "linux" },
+      devices: { preferredDiskBus: "virtio", preferredInterfaceModel: "virtio", preferredRng: {} },
+      features: { preferredSmm: {} },
+      firmware: { preferredEfi: { secureBoot: true } },
+      preferredArchitecture: "amd64",
+      requirements: { architecture: "amd64", cpu: { guest: 1 }, memory: { guest: "2Gi" } },
+    });
+    expect(byName("debian").spec).toMatchObject({ firmware: { preferredEfi: { secureBoot: false } } });
+  });
+
+  it("windows.11 asks for 2 vCPUs and 4Gi, a persistent TPM and EFI, SATA and e1000e; its virtio twin for virtio", () => {
+    const w = byName("windows.11").spec as VirtualMachinePreference["spec"];
+    expect(w.requirements).toEqual({ cpu: { guest: 2 }, memory: { guest: "4Gi" } });
+    expect(w.devices).toEqual({
+      preferredAutoattachInputDevice: true,
+      preferredDiskBus: "sata",
+      preferredInterfaceModel: "e1000e",
+      preferredTPM: { persistent: true },
+    });
+    expect(w.firmware).toEqual({ preferredEfi: { persistent: true, secureBoot: true } });
+    expect(w.preferredTerminationGracePeriodSeconds).toBe(3600);
+    expect(w.features?.preferredHyperv?.spinlocks).toEqual({ spinlocks: 8191 });
+    const v = byName("windows.11.virtio").spec as VirtualMachinePreference["spec"];
+    expect(v.devices).toMatchObject({
+      preferredDiskBus: "virtio",
+      preferredInterfaceModel: "virtio",
+      preferredVideoType: "virtio",
+    });
   });
 
   it("the cirros preference requires 1 vCPU and 256Mi and is labelled so", () => {

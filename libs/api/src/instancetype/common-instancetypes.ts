@@ -1,7 +1,7 @@
 /**
  * KubeVirt's common-instancetypes bundle (github.com/kubevirt/common-instancetypes, release v1.7.0) as the local
- * cluster installs it by default, the way virt-operator deploys it: four series of VirtualMachineClusterInstancetypes
- * and the `linux` and `cirros` VirtualMachineClusterPreferences.
+ * cluster installs it by default, the way virt-operator deploys it: its seven series of
+ * VirtualMachineClusterInstancetypes (65 sizes) and its 54 VirtualMachineClusterPreferences (common-preferences.ts).
  *
  *   series  class              sizes (vCPUs / memory)                                     extra spec
  *   u1      general.purpose    nano 1/512Mi micro 1/1Gi small 1/2Gi medium 1/4Gi           -
@@ -15,11 +15,19 @@
  *                                                                                         hugepages 2Mi (1Gi)
  *   m1      memory.intensive   large 2/16Gi xlarge 4/32Gi 2xlarge 8/64Gi 4xlarge 16/128Gi  hugepages 2Mi (1Gi)
  *                              8xlarge 32/256Gi (each also as <size>1gi)
+ *   d1      dedicated.vcpu     the u1 sizes                                               dedicated CPUs, isolated
+ *                                                                                         emulator thread, ioThreads auto
+ *   n1      network            medium 4/4Gi large 4/8Gi xlarge 8/16Gi 2xlarge 16/32Gi     dedicated CPUs, isolated
+ *                              4xlarge 32/64Gi 8xlarge 64/128Gi                           emulator thread, hugepages 1Gi,
+ *                                                                                         CRI-O balancing off
+ *   rt1     realtime           the u1 sizes but nano and 2xmedium                         n1's + NUMA passthrough and
+ *                                                                                         realtime
  *
- * The cx1 and m1 series ask for hugepages and (cx1) dedicated CPUs, which this platform's machine backends cannot
- * give a guest: they are installed so KubeVirt manifests that name them resolve, and a VM using one is refused at
- * admission naming each such field (validation/unsupported-hardware.ts), never started without them.
+ * The cx1, m1, d1, n1 and rt1 series ask for hugepages or dedicated CPUs, which this platform's machine backends
+ * cannot give a guest: they are installed so KubeVirt manifests that name them resolve, and a VM using one is refused
+ * at admission naming each such field (validation/unsupported-hardware.ts), never started without them.
  */
+import { commonPreferenceEntries, preferenceObject } from "./common-preferences.ts";
 import { INSTANCETYPE_API_VERSION } from "./instancetype-constants.ts";
 import type { InstancetypeSpec, PreferenceSpec } from "./instancetype-types.ts";
 
@@ -176,6 +184,109 @@ const M1: Series = {
   }),
 };
 
+const D1: Series = {
+  prefix: "d1",
+  description: [
+    "The D Series is designed for consistent and predictable performance,",
+    "providing resources for general purpose applications.",
+    "",
+    '*D* is the abbreviation for "Dedicated", reflecting the use of',
+    "dedicated CPU placement for workloads.",
+    "",
+    "VMs of this instance type are assigned exclusive physical CPU cores,",
+    "avoiding CPU sharing and time-slice contention with other VMs.",
+  ].join("\n"),
+  displayName: "Dedicated vCPU",
+  className: "dedicated.vcpu",
+  icon: "pficon-server-group",
+  labels: {
+    "instancetype.kubevirt.io/dedicatedCPUPlacement": "true",
+    "instancetype.kubevirt.io/isolateEmulatorThread": "true",
+  },
+  sizes: U1_SIZES,
+  spec: (cpu, memory) => ({
+    cpu: { guest: cpu, dedicatedCPUPlacement: true, isolateEmulatorThread: true },
+    memory: { guest: memory },
+    ioThreadsPolicy: "auto",
+  }),
+};
+
+/** CRI-O annotations that turn CPU load balancing, CPU quota and IRQ balancing off for the pod (n1, rt1). */
+const NO_CPU_BALANCING = {
+  "cpu-load-balancing.crio.io": "disable",
+  "cpu-quota.crio.io": "disable",
+  "irq-load-balancing.crio.io": "disable",
+};
+
+const on1Gi = (sizes: readonly Size[]): Size[] => sizes.map(([size, cpu, memory]): Size => [size, cpu, memory, "1Gi"]);
+
+const N1: Series = {
+  prefix: "n1",
+  description: [
+    "The N Series provides resources for network intensive DPDK",
+    "applications, like VNFs.",
+    "",
+    '*N* is the abbreviation for "Network".',
+    "",
+    "This series of instancetypes requires nodes capable",
+    "of running DPDK workloads and being marked with the respective",
+    "node-role.kubevirt.io/worker-dpdk label as such.",
+  ].join("\n"),
+  displayName: "Network",
+  className: "network",
+  icon: "pficon-network",
+  labels: {
+    "instancetype.kubevirt.io/dedicatedCPUPlacement": "true",
+    "instancetype.kubevirt.io/isolateEmulatorThread": "true",
+  },
+  sizes: on1Gi([
+    ["medium", 4, "4Gi"],
+    ["large", 4, "8Gi"],
+    ["xlarge", 8, "16Gi"],
+    ["2xlarge", 16, "32Gi"],
+    ["4xlarge", 32, "64Gi"],
+    ["8xlarge", 64, "128Gi"],
+  ]),
+  spec: (cpu, memory, pageSize) => ({
+    annotations: { ...NO_CPU_BALANCING },
+    cpu: { guest: cpu, dedicatedCPUPlacement: true, isolateEmulatorThread: true },
+    memory: { guest: memory, ...(pageSize ? { hugepages: { pageSize } } : {}) },
+  }),
+};
+
+const RT1: Series = {
+  prefix: "rt1",
+  description: [
+    "The RT Series provides resources for realtime applications, like Oslat.",
+    "",
+    '*RT* is the abbreviation for "realtime".',
+    "",
+    "This series of instance types requires nodes capable of running",
+    "realtime applications.",
+  ].join("\n"),
+  displayName: "Realtime",
+  className: "realtime",
+  icon: "pficon-server-group",
+  labels: {
+    "instancetype.kubevirt.io/dedicatedCPUPlacement": "true",
+    "instancetype.kubevirt.io/isolateEmulatorThread": "true",
+    "instancetype.kubevirt.io/numa": "true",
+    "instancetype.kubevirt.io/realtime": "true",
+  },
+  sizes: on1Gi(U1_SIZES.filter(([size]) => size !== "nano" && size !== "2xmedium")),
+  spec: (cpu, memory, pageSize) => ({
+    annotations: { ...NO_CPU_BALANCING },
+    cpu: {
+      guest: cpu,
+      dedicatedCPUPlacement: true,
+      isolateEmulatorThread: true,
+      numa: { guestMappingPassthrough: {} },
+      realtime: {},
+    },
+    memory: { guest: memory, ...(pageSize ? { hugepages: { pageSize } } : {}) },
+  }),
+};
+
 function sized(series: Series, [size, cpu, memory, pageSize]: Size): BundledObject {
   return {
     apiVersion: INSTANCETYPE_API_VERSION,
@@ -203,51 +314,10 @@ function sized(series: Series, [size, cpu, memory, pageSize]: Size): BundledObje
   };
 }
 
-/** The `linux` preference: virtio disks and interfaces, a virtio RNG; cirros adds its minimum size. */
-function linuxPreference(
-  name: string,
-  displayName: string,
-  extra: PreferenceSpec = {},
-  labels: Record<string, string> = {},
-): BundledObject {
-  return {
-    apiVersion: INSTANCETYPE_API_VERSION,
-    kind: "VirtualMachineClusterPreference",
-    metadata: {
-      name,
-      annotations: {
-        "openshift.io/provider-display-name": "KubeVirt",
-        "openshift.io/documentation-url": "https://github.com/kubevirt/common-instancetypes",
-        "openshift.io/support-url": "https://github.com/kubevirt/common-instancetypes/issues",
-        tags: `hidden,kubevirt,${name}`,
-        iconClass: `icon-${name}`,
-        "openshift.io/display-name": displayName,
-      },
-      labels: {
-        "instancetype.kubevirt.io/os-type": "linux",
-        "instancetype.kubevirt.io/vendor": "kubevirt.io",
-        "instancetype.kubevirt.io/common-instancetypes-version": COMMON_INSTANCETYPES_VERSION,
-        ...labels,
-      },
-    },
-    spec: {
-      annotations: { "vm.kubevirt.io/os": "linux" },
-      devices: { preferredDiskBus: "virtio", preferredInterfaceModel: "virtio", preferredRng: {} },
-      ...extra,
-    },
-  };
-}
-
 /** The bundle, freshly built (callers may mutate it). */
 export function commonInstancetypes(): BundledObject[] {
   return [
-    ...[U1, O1, CX1, M1].flatMap((series) => series.sizes.map((size) => sized(series, size))),
-    linuxPreference("linux", "Linux Guest"),
-    linuxPreference(
-      "cirros",
-      "Cirros",
-      { requirements: { cpu: { guest: 1 }, memory: { guest: "256Mi" } } },
-      { "instancetype.kubevirt.io/required-cpu": "1", "instancetype.kubevirt.io/required-memory": "256Mi" },
-    ),
+    ...[U1, O1, CX1, M1, D1, N1, RT1].flatMap((series) => series.sizes.map((size) => sized(series, size))),
+    ...commonPreferenceEntries().map((e) => preferenceObject(e, COMMON_INSTANCETYPES_VERSION)),
   ];
 }
