@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /** virt-api: composition root. Admission webhooks and subresources (start, stop, restart, migrate, pause, console) for kubevirt.io/v1. */
 import { readFileSync } from "node:fs";
-import { KubeConfig } from "@kubernetes/client-node";
 import { watchFiles } from "@kvt/certs";
+import { loadKubeConfig } from "@kvt/kube";
 import { createLogger, createMetricsRegistry, setupTracing, startMetricsServer } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
@@ -71,10 +71,7 @@ await main({
       return 2;
     }
     const tracing = setupTracing({ serviceName: "virt-api", serviceVersion: pkg.version });
-    const kc = new KubeConfig();
-    if (values.kubeconfig) kc.loadFromFile(values.kubeconfig);
-    else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
-    else kc.loadFromDefault();
+    const kc = loadKubeConfig(values.kubeconfig ? { kubeconfig: values.kubeconfig } : {});
     const registry = createMetricsRegistry();
     const transport = new HttpTransport({ kubeConfig: kc, registry });
     const namespace = values.namespace ?? "kubevirt";

@@ -10,12 +10,12 @@
  * Stopping leaves every launcher and guest running: a restarted handler re-adopts them from the socket dirs.
  */
 
-import type { KubeConfig } from "@kubernetes/client-node";
 import { type ObjectKey, objectKey, type VirtualMachineInstance } from "@kvt/api";
 import {
   CORE_V1,
   Informer,
   KUBEVIRT_V1,
+  type KubeAccess,
   type KubeObject,
   type Node,
   type ResourceClient,
@@ -41,7 +41,7 @@ type Vmi = VirtualMachineInstance & KubeObject;
 /** Options for {@link startHandlerApp}. */
 export interface HandlerAppOptions {
   readonly nodeName: string;
-  readonly kubeConfig: KubeConfig;
+  readonly kubeConfig: KubeAccess;
   readonly socketDirs: readonly string[];
   readonly logger: Logger;
   readonly registry?: Registry;

@@ -3,7 +3,13 @@
 /** JSON patches with `test` preconditions. */
 export { deepEqual, diffMembers, type JsonPatchOp, patchField, pointer, pointerSegment } from "./client/json-patch.ts";
 /** KubeConfig loading (file, env, in-cluster). */
-export { type KubeConfigSource, kubeConfigFor, loadKubeConfig } from "./client/kube-config.ts";
+export {
+  type KubeAccess,
+  type KubeConfigSource,
+  kubeConfigFor,
+  kubeConfigFromFile,
+  loadKubeConfig,
+} from "./client/kube-config.ts";
 /** Typed per-kind clients. */
 export {
   apiVersionOf,

@@ -7,7 +7,7 @@
  */
 import { request as httpRequest, type IncomingMessage, type RequestOptions } from "node:http";
 import { request as httpsRequest } from "node:https";
-import type { KubeConfig } from "@kubernetes/client-node";
+import type { KubeAccess } from "@kvt/kube";
 import type { Registry } from "@kvt/observability";
 import { type RestRequestRecorder, restClientMetrics } from "./rest-metrics.ts";
 
@@ -86,7 +86,7 @@ async function readBody(res: IncomingMessage): Promise<unknown> {
 /** Options for {@link HttpTransport}. */
 export interface HttpTransportOptions {
   /** Credentials and server from a kubeconfig (or in-cluster config) loaded by the composition root. */
-  readonly kubeConfig: KubeConfig;
+  readonly kubeConfig: KubeAccess;
   /** Per-request deadline in milliseconds; default 30 000. */
   readonly timeoutMs?: number;
   /** Registry for the `kubevirt_rest_client_*` metrics; none means no metrics. */
@@ -95,7 +95,7 @@ export interface HttpTransportOptions {
 
 /** {@link RestTransport} over node:http(s), configured from a kubeconfig. */
 export class HttpTransport implements RestTransport {
-  readonly #kc: KubeConfig;
+  readonly #kc: KubeAccess;
   readonly #timeoutMs: number;
   readonly #record: RestRequestRecorder | undefined;
 

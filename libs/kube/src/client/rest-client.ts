@@ -13,11 +13,11 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from "node:http";
 import { Agent as HttpsAgent, type RequestOptions as HttpsRequestOptions, request as httpsRequest } from "node:https";
 import { createSecureContext } from "node:tls";
-import type { KubeConfig } from "@kubernetes/client-node";
 import type { Registry } from "prom-client";
 import { Counter, Histogram } from "prom-client";
 import { ApiError } from "../errors.ts";
 import type { Status } from "../types.ts";
+import type { KubeAccess } from "./kube-config.ts";
 import { openWatch, type RawWatchEvent, type WatchHandle } from "./watch-stream.ts";
 
 export type { RawWatchEvent, WatchHandle } from "./watch-stream.ts";
@@ -134,7 +134,7 @@ function restClientMetrics(registry: Registry): RestClientMetrics {
 
 /** {@link RestTransport} over a KubeConfig. */
 export class RestClient implements RestTransport {
-  readonly #kc: KubeConfig;
+  readonly #kc: KubeAccess;
   readonly #server: string;
   /** Where requests go, parsed once (`http.request` would parse a URL string per request). */
   readonly #target: { hostname: string; port: number; basePath: string };
@@ -149,7 +149,7 @@ export class RestClient implements RestTransport {
   #connection: Connection | undefined;
   #connecting: Promise<Connection> | undefined;
 
-  constructor(kc: KubeConfig, options: RestClientOptions = {}) {
+  constructor(kc: KubeAccess, options: RestClientOptions = {}) {
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error("Cannot create an API client: the kubeconfig has no current cluster");
     this.#kc = kc;
