@@ -17,9 +17,10 @@ afterEach(() => {
 });
 
 describe("component identities", () => {
-  it("names the scheduler system:kube-scheduler and each kubelet system:node:<name> in system:nodes", () => {
+  it("names the scheduler system:kube-scheduler, the proxy system:kube-proxy and each kubelet system:node:<name>", () => {
     expect(componentIdentities(["node01", "node02"])).toEqual([
       { file: "scheduler", username: "system:kube-scheduler", groups: [] },
+      { file: "kube-proxy", username: "system:kube-proxy", groups: [] },
       { file: "node-node01", username: "system:node:node01", groups: ["system:nodes"] },
       { file: "node-node02", username: "system:node:node02", groups: ["system:nodes"] },
     ]);
@@ -31,9 +32,9 @@ describe("component identities", () => {
     const file = join(dir, "token-auth.csv");
     const first = ensureComponentTokens(file, componentIdentities(["node01"]));
     const second = ensureComponentTokens(file, componentIdentities(["node01", "node02"]));
-    expect(second.slice(0, 2)).toEqual(first);
-    expect(second[2].username).toBe("system:node:node02");
-    expect(new Set(second.map((t) => t.token)).size).toBe(3);
+    expect(second.slice(0, 3)).toEqual(first);
+    expect(second[3].username).toBe("system:node:node02");
+    expect(new Set(second.map((t) => t.token)).size).toBe(4);
     expect(parseTokenFile(readFileSync(file, "utf8"))).toEqual(second);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     const kubeconfig = join(dir, "kubeconfig");
@@ -42,7 +43,7 @@ describe("component identities", () => {
     const kc = parse(readFileSync(componentKubeconfig(kubeconfig, "node-node02"), "utf8")) as {
       users: { user: { token: string } }[];
     };
-    expect(kc.users[0].user.token).toBe(second[2].token);
+    expect(kc.users[0].user.token).toBe(second[3].token);
     expect(statSync(componentKubeconfig(kubeconfig, "scheduler")).mode & 0o777).toBe(0o600);
   });
 });

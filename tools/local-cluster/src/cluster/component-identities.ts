@@ -2,6 +2,7 @@
  * Who each local-cluster process is towards the API server. No component runs with the admin credentials:
  *
  *   scheduler          -> User system:kube-scheduler                      (bootstrap role system:kube-scheduler)
+ *   service-proxy      -> User system:kube-proxy                          (bootstrap role system:node-proxier)
  *   kubelet/<node>     -> User system:node:<node>, Group system:nodes     (bootstrap role system:node)
  *   virt-api, virt-controller, virt-handler -> their KubeVirt ServiceAccount's token (the API server writes
  *                         kubeconfig-<account>; deploy/'s RBAC, see release-rbac.ts)
@@ -25,10 +26,11 @@ export interface ComponentIdentity {
   readonly groups: readonly string[];
 }
 
-/** The scheduler's identity, then each node's kubelet's. */
+/** The scheduler's identity, the service proxy's, then each node's kubelet's. */
 export function componentIdentities(nodes: readonly string[]): ComponentIdentity[] {
   return [
     { file: "scheduler", username: "system:kube-scheduler", groups: [] },
+    { file: "kube-proxy", username: "system:kube-proxy", groups: [] },
     ...nodes.map((n) => ({ file: `node-${n}`, username: `system:node:${n}`, groups: ["system:nodes"] })),
   ];
 }

@@ -31,6 +31,19 @@ describe("clusterComponents()", () => {
     ]);
   });
 
+  it("runs the service proxy after the kubelets, and gives the API server the service range, with a pod network", () => {
+    const withNet = { ...layout, podNetworkFile: "/data/network/pod-network.json", serviceCidr: "10.150.0.0/16" };
+    const components = clusterComponents(withNet);
+    expect(components.map((c) => c.name).slice(2, 5)).toEqual(["kubelet/node01", "kubelet/node02", "service-proxy"]);
+    expect(components.find((c) => c.name === "service-proxy")?.argv.slice(-4)).toEqual([
+      "--kubeconfig",
+      "/data/kubeconfig-kube-proxy",
+      "--pod-network",
+      "/data/network/pod-network.json",
+    ]);
+    expect(components[0].argv.slice(-2)).toEqual(["--service-cluster-ip-range", "10.150.0.0/16"]);
+  });
+
   it("runs the API server with its Node flags (a larger young generation)", () => {
     const apiserver = clusterComponents(layout).find((c) => c.name === "apiserver")!;
     expect(apiserver.argv.slice(0, 3)).toEqual([

@@ -2,7 +2,8 @@
  * The processes of the local cluster and their command lines (pure). The order is the start order; the supervisor
  * stops them in reverse.
  *
- *   apiserver -> scheduler -> process-kubelet per node -> virt-api -> virt-controller -> virt-handler per node
+ *   apiserver -> scheduler -> process-kubelet per node -> service-proxy (with a pod network) -> virt-api
+ *     -> virt-controller -> virt-handler per node
  *
  * Every component gets its own identity's kubeconfig (component-identities.ts: none runs as the admin), its own
  * metrics port (recorded for the Prometheus scrape config) and the tracing environment (KUBEVIRT_TRACES_FILE when
@@ -54,6 +55,8 @@ export interface ClusterLayout {
   readonly nodeCpus?: number;
   /** The pod network's plan file (kubelet --pod-network); none: pods share the host's network. */
   readonly podNetworkFile?: string;
+  /** The Services' ClusterIP range (the API server's --service-cluster-ip-range; default its own). */
+  readonly serviceCidr?: string;
 }
 
 /** One process to run. */
@@ -81,31 +84,7 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
   const accountKc = (file: string): string[] => ["--kubeconfig", componentKubeconfig(layout.kubeconfig, file)];
   const port = (name: string): number => layout.metricsPorts[name] ?? 0;
   const out: ComponentCommand[] = [
-    {
-      name: "apiserver",
-      job: "apiserver",
-      argv: [
-        layout.execPath,
-        ...layout.execArgs,
-        ...runtimeFlags(layout.runtime ?? runtimeNameOf(layout.execPath), APISERVER_NODE_FLAGS),
-        join(layout.projectRoot, "tools/local-cluster/src/apiserver/main.ts"),
-        "--data-dir",
-        join(layout.dataDir, "apiserver"),
-        "--kubeconfig",
-        layout.kubeconfig,
-        "--port",
-        String(layout.apiPort),
-        "--storage-dir",
-        join(layout.dataDir, "storage"),
-        "--token-auth-file",
-        tokenAuthFile(layout.dataDir),
-        ...(layout.kubeletTls ? apiserverKubeletFlags(layout.kubeletTls) : []),
-        ...(layout.frontProxy
-          ? ["--proxy-client-cert", layout.frontProxy.clientCert, "--proxy-client-key", layout.frontProxy.clientKey]
-          : []),
-      ],
-      env,
-    },
+    apiserverComponent(layout, env),
     {
       name: "scheduler",
       job: "scheduler",
@@ -131,6 +110,7 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
       env,
     });
   }
+  out.push(...serviceProxyComponent(layout, entry("tools/local-cluster/src/proxy/main.ts"), env));
   out.push({
     name: "virt-api",
     job: "virt-api",
@@ -194,6 +174,59 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
     });
   }
   return out;
+}
+
+/** The embedded API server's command line. */
+function apiserverComponent(layout: ClusterLayout, env: Record<string, string>): ComponentCommand {
+  return {
+    name: "apiserver",
+    job: "apiserver",
+    argv: [
+      layout.execPath,
+      ...layout.execArgs,
+      ...runtimeFlags(layout.runtime ?? runtimeNameOf(layout.execPath), APISERVER_NODE_FLAGS),
+      join(layout.projectRoot, "tools/local-cluster/src/apiserver/main.ts"),
+      "--data-dir",
+      join(layout.dataDir, "apiserver"),
+      "--kubeconfig",
+      layout.kubeconfig,
+      "--port",
+      String(layout.apiPort),
+      "--storage-dir",
+      join(layout.dataDir, "storage"),
+      "--token-auth-file",
+      tokenAuthFile(layout.dataDir),
+      ...(layout.kubeletTls ? apiserverKubeletFlags(layout.kubeletTls) : []),
+      ...(layout.frontProxy
+        ? ["--proxy-client-cert", layout.frontProxy.clientCert, "--proxy-client-key", layout.frontProxy.clientKey]
+        : []),
+      ...(layout.serviceCidr ? ["--service-cluster-ip-range", layout.serviceCidr] : []),
+    ],
+    env,
+  };
+}
+
+/** The service proxy (kube-proxy's job) of a cluster with a pod network and a service range, as system:kube-proxy. */
+function serviceProxyComponent(
+  layout: ClusterLayout,
+  entry: string[],
+  env: Record<string, string>,
+): ComponentCommand[] {
+  if (!layout.podNetworkFile || !layout.serviceCidr) return [];
+  return [
+    {
+      name: "service-proxy",
+      job: "service-proxy",
+      argv: [
+        ...entry,
+        "--kubeconfig",
+        componentKubeconfig(layout.kubeconfig, "kube-proxy"),
+        "--pod-network",
+        layout.podNetworkFile,
+      ],
+      env,
+    },
+  ];
 }
 
 /** A Prometheus scrape configuration for every component that serves /metrics. */

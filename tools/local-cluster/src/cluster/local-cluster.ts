@@ -288,7 +288,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     kubeletTls,
     tracesFile: options.tracesFile,
     nodeCpus: options.nodeCpus,
-    ...(podNetwork ? { podNetworkFile: podNetworkFile(dataDir) } : {}),
+    ...(podNetwork ? { podNetworkFile: podNetworkFile(dataDir), serviceCidr: podNetwork.serviceCidr } : {}),
   };
   const components = clusterComponents(layout);
   const supervisor = new Supervisor((e: SupervisorEvent) => {
@@ -335,7 +335,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     await (options.registerVirtApi ?? registerVirtApi)(kubeConfig, state.virtApiPort, readFileSync(tls.ca, "utf8"));
     options.progress(`starting the scheduler and ${names.length} nodes (${names.join(", ")})`);
     start("scheduler");
-    for (const n of names) start(`kubelet/${n}`);
+    // The kubelets, then the service proxy where the cluster has a pod network.
+    for (const c of components.filter((x) => /^(kubelet\/|service-proxy$)/.test(x.name))) start(c.name);
     options.progress("starting virt-api, virt-controller and a virt-handler per node");
     start("virt-api");
     start("virt-controller");

@@ -1,15 +1,21 @@
 /**
  * The local cluster's pod network, as a cluster's network add-on would provide it: one Linux bridge and one IPv4
  * /16 that the cluster creates for itself, a /24 of it per node (as a node's podCIDR), and every pod in its own
- * network namespace wired to the bridge by the real CNI plugins (pod-network.ts, called by each process-kubelet).
+ * network namespace wired to the bridge by the real CNI plugins (pod-network.ts, called by each process-kubelet);
+ * and a second /16 for Services' ClusterIPs, routed by the service proxy's nftables table (proxy/).
  *
  *   host (root netns)                         pod netns kvt-<tag>-<pod uid>
  *   kvt-<tag> bridge, 10.N.0.1/16  <──veth──> eth0 10.N.<node>.x/16     lo 127.0.0.1
+ *   route 10.M.0.0/16 dev kvt-<tag>            route 10.M.0.0/16 via 10.N.0.1   (M: the service range)
+ *   nft table ip kvt-<tag>: ClusterIP -> pod DNAT, masquerade onto the bridge, nothing forwarded elsewhere
  *
- * Nothing is routed off this machine: the pods get no default route (only the bridge's /16 is reachable), the
- * bridge plugin runs without `isGateway` and `ipMasq` (the host's ip_forward is never touched, no masquerade to the
- * host's uplink). The cluster writes this plan to `<dataDir>/network/pod-network.json` at start and removes the
- * bridge, every namespace named with its tag and the IPAM state at stop, and at the next start after a crash.
+ * Nothing is routed off this machine: the pods get no default route (only the bridge's /16 and the service range
+ * are reachable), the bridge plugin runs without `isGateway` and `ipMasq` (the host's ip_forward is never touched,
+ * no masquerade to the host's uplink). Forwarding is switched on for the bridge alone (a pod's packet to a
+ * ClusterIP is routed back onto the bridge), and the table drops whatever would leave from it through another
+ * interface. The cluster writes this plan to `<dataDir>/network/pod-network.json` at start and removes the bridge
+ * (its route and forwarding go with it), the table, every namespace named with its tag and the IPAM state at stop,
+ * and at the next start after a crash.
  */
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -17,6 +23,8 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { ensureHostTools, type HostTool } from "@kvt/images";
+import { runNft } from "../proxy/nft.ts";
+import { deleteTableScript, type ProxyNetwork, renderRuleset } from "../proxy/nft-ruleset.ts";
 
 const exec = promisify(execFile);
 
@@ -44,6 +52,8 @@ export interface PodNetworkConfig {
   readonly clusterCidr: string;
   /** The bridge's address: every pod's gateway. */
   readonly gateway: string;
+  /** The Services' ClusterIP range, an IPv4 /16 (the API server's --service-cluster-ip-range). */
+  readonly serviceCidr?: string;
   /** Each node's range (its podCIDR, a /24 of clusterCidr). */
   readonly nodeCidrs: Readonly<Record<string, string>>;
   /** Network namespaces of this cluster are named `<netnsPrefix><pod uid>`. */
@@ -78,7 +88,7 @@ function parseCidr(cidr: string): [number, number] {
 /**
  * Picks this cluster's /16 (pure): `10.N.0.0/16` with N from 64 to 127, starting at the tag's hash so that
  * clusters of different data directories start apart, skipping every prefix that overlaps `inUse` (the host's
- * routes, other clusters' bridges). Node i gets `10.N.i+1.0/24`.
+ * routes, other clusters' bridges and service ranges). Node i gets `10.N.i+1.0/24`; Services get `10.N+64.0.0/16`.
  */
 export function planPodNetwork(
   dataDir: string,
@@ -92,10 +102,12 @@ export function planPodNetwork(
   for (let i = 0; i < 64; i++) {
     const n = 64 + ((start + i) % 64);
     const clusterCidr = `10.${n}.0.0/16`;
-    if (inUse.some((r) => cidrsOverlap(r, clusterCidr))) continue;
+    const serviceCidr = `10.${n + 64}.0.0/16`;
+    if (inUse.some((r) => cidrsOverlap(r, clusterCidr) || cidrsOverlap(r, serviceCidr))) continue;
     return {
       bridge: `kvt-${tag}`,
       clusterCidr,
+      serviceCidr,
       gateway: `10.${n}.0.1`,
       nodeCidrs: Object.fromEntries(nodeNames.map((node, k) => [node, `10.${n}.${k + 1}.0/24`])),
       netnsPrefix: `kvt-${tag}-`,
@@ -141,8 +153,26 @@ export async function createPodNetwork(
   await exec("ip", ["link", "add", "name", config.bridge, "type", "bridge"]);
   await exec("ip", ["addr", "add", `${config.gateway}/${prefixLength}`, "dev", config.bridge]);
   await exec("ip", ["link", "set", config.bridge, "up"]);
+  const services = proxyNetworkOf(config);
+  if (services) {
+    await exec("ip", ["route", "add", services.serviceCidr, "dev", config.bridge, "src", config.gateway]);
+    // The table first (it drops whatever would leave the bridge elsewhere), then forwarding for the bridge alone.
+    await runNft(renderRuleset(services, []));
+    writeFileSync(`/proc/sys/net/ipv4/conf/${config.bridge}/forwarding`, "1");
+  }
   writeFileSync(file, `${JSON.stringify(config, null, 2)}\n`);
   return config;
+}
+
+/** What the service proxy's rules need from a plan, or undefined when the plan has no service range. */
+export function proxyNetworkOf(config: PodNetworkConfig): ProxyNetwork | undefined {
+  if (!config.serviceCidr) return undefined;
+  return {
+    table: config.bridge,
+    bridge: config.bridge,
+    clusterCidr: config.clusterCidr,
+    serviceCidr: config.serviceCidr,
+  };
 }
 
 /** Reads a plan file; a TypeError names what is wrong. */
@@ -154,14 +184,17 @@ export function readPodNetworkFile(file: string): PodNetworkConfig {
   if (!/^kvt-[0-9a-f]{6}$/.test(c.bridge) || !/^kvt-[0-9a-f]{6}-$/.test(c.netnsPrefix))
     throw new TypeError(`${file}: bridge and netnsPrefix must be this cluster's kvt-<tag> names`);
   parseCidr(c.clusterCidr);
+  if (c.serviceCidr !== undefined) parseCidr(c.serviceCidr);
   return c;
 }
 
 /**
  * Removes the pod network: the processes still in its namespaces (a crashed kubelet's containers), the
- * namespaces, the bridge and whatever is still enslaved to it, and the IPAM state. Idempotent.
+ * namespaces, the service proxy's table, the bridge and whatever is still enslaved to it, and the IPAM state.
+ * Idempotent.
  */
 export async function removePodNetwork(config: PodNetworkConfig): Promise<void> {
+  await runNft(deleteTableScript(config.bridge)).catch(() => undefined); // never made, or removed already
   for (const ns of await namespacesWithPrefix(config.netnsPrefix)) {
     const pids = await exec("ip", ["netns", "pids", ns]).then(
       (r) => r.stdout.split(/\s+/).filter(Boolean).map(Number),

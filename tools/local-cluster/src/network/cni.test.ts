@@ -127,10 +127,13 @@ describe("CNI config and the pod network plan (pure)", () => {
     expect(pluginError("p", "DEL", "", "oops", "exit 1").message).toContain("exit 1: oops");
   });
 
-  it("picks a free /16 with a /24 per node and no route off the cluster", () => {
+  it("picks a free /16 with a /24 per node, a service /16, and no route off the cluster", () => {
     const plan = planPodNetwork("/data/x", ["node01", "node02"], []);
     const taken = planPodNetwork("/data/x", ["node01", "node02"], [plan.clusterCidr]);
     expect(taken.clusterCidr).not.toBe(plan.clusterCidr);
+    const servicesTaken = planPodNetwork("/data/x", ["node01", "node02"], [plan.serviceCidr ?? ""]);
+    expect(servicesTaken.serviceCidr).not.toBe(plan.serviceCidr);
+    expect(cidrsOverlap(plan.serviceCidr ?? "", plan.clusterCidr)).toBe(false);
     expect(plan.bridge).toMatch(/^kvt-[0-9a-f]{6}$/);
     expect(plan.bridge.length).toBeLessThanOrEqual(15);
     const base = plan.clusterCidr.split(".").slice(0, 2).join(".");
@@ -138,7 +141,12 @@ describe("CNI config and the pod network plan (pure)", () => {
     expect(plan.gateway).toBe(`${base}.0.1`);
     const conf = podNetworkConfList(plan, plan.nodeCidrs.node02);
     const bridge = conf.plugins[0] as unknown as { isGateway: boolean; ipMasq: boolean; ipam: { routes: unknown[] } };
-    expect([bridge.isGateway, bridge.ipMasq, bridge.ipam.routes]).toEqual([false, false, []]);
+    // The only route a pod gets besides its /16: the service range, through the bridge's address.
+    expect([bridge.isGateway, bridge.ipMasq, bridge.ipam.routes]).toEqual([
+      false,
+      false,
+      [{ dst: plan.serviceCidr, gw: plan.gateway }],
+    ]);
     expect(conf.plugins.map((p) => p.type)).toEqual(["bridge", "portmap"]);
   });
 

@@ -78,8 +78,9 @@ export function podNetworkConfList(config: PodNetworkConfig, nodeCidr: string): 
               },
             ],
           ],
-          // No routes: only the cluster's /16 (the interface's own prefix) is reachable from a pod.
-          routes: [],
+          // No default route: only the cluster's /16 (the interface's own prefix) and the Services' ClusterIPs
+          // (through the host, where the service proxy's rules send them on) are reachable from a pod.
+          routes: config.serviceCidr ? [{ dst: config.serviceCidr, gw: config.gateway }] : [],
         },
       },
       { type: "portmap", capabilities: { portMappings: true }, snat: true },

@@ -1,0 +1,178 @@
+/**
+ * Service routing end to end without VMs (needs root, as the cluster's pod network does): a real pod network
+ * (bridge, Debian's CNI plugins, one namespace per pod), the embedded API server with its ClusterIP allocator and
+ * EndpointSlice controller, and the service proxy writing its nftables table. TCP to a ClusterIP reaches the pods
+ * behind it from the host, from another pod and from a pod behind the Service itself (hairpin); a Service without
+ * a ready endpoint refuses; after the pod network is removed (what the cluster's stop does) the table is gone.
+ */
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ApiServerHandle, startApiServer } from "../apiserver/apiserver.ts";
+import { call, eventually } from "../apiserver/extensions/testdata/fixtures.ts";
+import {
+  createPodNetwork,
+  type PodNetworkConfig,
+  proxyNetworkOf,
+  removePodNetwork,
+} from "../network/cluster-network.ts";
+import { inSandbox, PodNetwork, type PodSandbox } from "../network/pod-network.ts";
+import { ServiceProxy } from "./service-proxy.ts";
+
+const root = process.getuid?.() === 0;
+const NS = "/api/v1/namespaces/default";
+
+/** A TCP server in `sandbox` that answers every connection with `name` and the peer's address. */
+function nameServer(sandbox: PodSandbox, name: string, port: number): Promise<() => void> {
+  const script = `require("node:net").createServer((s)=>s.end("${name} "+s.remoteAddress+"\\n")).listen(${port},"0.0.0.0",()=>console.log("up"))`;
+  const [cmd, ...args] = inSandbox([process.execPath, "-e", script], sandbox);
+  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    child.stdout.once("data", () => resolve(() => child.kill("SIGKILL")));
+    child.once("exit", (code) => reject(new Error(`server ${name} exited ${code}`)));
+  });
+}
+
+/** Connects to ip:port from the host and resolves with what the server says (rejects with the socket error). */
+function fromHost(ip: string, port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let got = "";
+    const s = connect({ host: ip, port, timeout: 5000 });
+    s.on("data", (d) => {
+      got += d.toString();
+    });
+    s.once("end", () => resolve(got));
+    s.once("timeout", () => {
+      s.destroy();
+      reject(new Error(`no answer from ${ip}:${port}`));
+    });
+    s.once("error", reject);
+  });
+}
+
+/** The same from inside a pod's namespace. */
+function fromPod(sandbox: PodSandbox, ip: string, port: number): string {
+  const script = `const s=require("node:net").connect(${port},"${ip}");s.setTimeout(5000,()=>process.exit(3));s.on("data",(d)=>process.stdout.write(d));s.on("error",(e)=>{console.error(e.code);process.exit(2)})`;
+  const [cmd, ...args] = inSandbox([process.execPath, "-e", script], sandbox);
+  return execFileSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+function tableExists(table: string): boolean {
+  try {
+    execFileSync("nft", ["list", "table", "ip", table], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe.runIf(root)("service proxy (ClusterIP -> pods through nftables, root)", () => {
+  let dir: string;
+  let config: PodNetworkConfig;
+  let api: ApiServerHandle;
+  let proxy: ServiceProxy;
+  const stops: (() => void)[] = [];
+  const sandboxes: Record<string, PodSandbox> = {};
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "kvt-svcproxy-"));
+    config = await createPodNetwork(dir, ["node01", "node02"], () => undefined);
+    api = await startApiServer({ inMemory: true, serviceClusterIpRange: config.serviceCidr });
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(api.kubeconfigPath);
+    const network = proxyNetworkOf(config);
+    if (!network) throw new Error("the plan has no service range");
+    proxy = new ServiceProxy({ kubeConfig, network, log: pino({ level: "silent" }) });
+    await proxy.start();
+    for (const [name, node] of [
+      ["a", "node01"],
+      ["b", "node02"],
+    ] as const) {
+      const sandbox = await new PodNetwork(config, node).attach({
+        uid: `0000-svc-${name}`,
+        namespace: "default",
+        name,
+      });
+      sandboxes[name] = sandbox;
+      stops.push(await nameServer(sandbox, name, 8080));
+      const pod = await call(api, "POST", `${NS}/pods`, {
+        metadata: { name, labels: { app: "echo" } },
+        spec: {
+          nodeName: node,
+          containers: [{ name: "c", image: "x", ports: [{ name: "web", containerPort: 8080 }] }],
+        },
+      });
+      expect(pod.code).toBe(201);
+      const ip = sandbox.ips[0];
+      const status = { phase: "Running", podIP: ip, podIPs: [{ ip }], conditions: [{ type: "Ready", status: "True" }] };
+      expect((await call(api, "PUT", `${NS}/pods/${name}/status`, { ...pod.body, status })).code).toBe(200);
+    }
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const stop of stops) stop();
+    await proxy?.stop();
+    await api?.stop();
+    if (config) await removePodNetwork(config);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("routes a ClusterIP from the host, from another pod and from a pod behind it; refuses one with no endpoint", async () => {
+    const created = await call(api, "POST", `${NS}/services`, {
+      metadata: { name: "echo" },
+      spec: { selector: { app: "echo" }, ports: [{ port: 80, targetPort: "web" }] },
+    });
+    expect(created.code).toBe(201);
+    const ip = (created.body.spec as { clusterIP: string }).clusterIP;
+    // Both pods answer through the ClusterIP (random choice: ask until each has), seeing the bridge's address.
+    const seen = await eventually(
+      "both pods behind the ClusterIP",
+      async () => {
+        const names = new Set<string>();
+        for (let i = 0; i < 20; i++) names.add(await fromHost(ip, 80));
+        return names.size === 2 ? [...names].sort() : undefined;
+      },
+      20_000,
+    );
+    expect(seen).toEqual([`a ${config.gateway}\n`, `b ${config.gateway}\n`]);
+    const sa = sandboxes.a;
+    const sb = sandboxes.b;
+    for (let i = 0; i < 6; i++) {
+      expect(fromPod(sb, ip, 80)).toMatch(/^[ab] /);
+      expect(fromPod(sa, ip, 80)).toMatch(/^[ab] /); // a reaches itself half the time: hairpin
+    }
+    const empty = await call(api, "POST", `${NS}/services`, {
+      metadata: { name: "nobody" },
+      spec: { selector: { app: "none" }, ports: [{ port: 80 }] },
+    });
+    const emptyIp = (empty.body.spec as { clusterIP: string }).clusterIP;
+    await eventually("the empty Service refused", async () =>
+      (await fromHost(emptyIp, 80).then(
+        () => "answered",
+        (e: NodeJS.ErrnoException) => e.code,
+      )) === "ECONNREFUSED"
+        ? true
+        : undefined,
+    );
+    // The route to the Service's pods goes when they are no longer ready.
+    const b = (await call(api, "GET", `${NS}/pods/b`)).body as { status: Record<string, unknown> };
+    const unready = { ...b, status: { ...b.status, conditions: [{ type: "Ready", status: "False" }] } };
+    expect((await call(api, "PUT", `${NS}/pods/b/status`, unready)).code).toBe(200);
+    await eventually("only a behind the ClusterIP", async () => {
+      for (let i = 0; i < 10; i++) if (!(await fromHost(ip, 80)).startsWith("a ")) return undefined;
+      return true;
+    });
+  }, 60_000);
+
+  it("leaves no table behind once the pod network is removed", async () => {
+    expect(tableExists(config.bridge)).toBe(true);
+    await proxy.stop();
+    await removePodNetwork(config);
+    expect(tableExists(config.bridge)).toBe(false);
+  });
+});
