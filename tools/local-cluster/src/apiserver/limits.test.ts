@@ -315,9 +315,29 @@ describe("Content-Type", () => {
       want: "a",
     },
   ])("keeps serving $type patches", async ({ type, body, want }) => {
-    const r = await raw("PATCH", `${CMS}/ct-target?fieldManager=t&force=true`, body, { "content-type": type });
+    // force is an apply option: kube refuses it on any other patch type (below).
+    const force = type === "application/apply-patch+yaml" ? "&force=true" : "";
+    const r = await raw("PATCH", `${CMS}/ct-target?fieldManager=t${force}`, body, { "content-type": type });
     expect(r.code).toBe(200);
     expect(((await call(api, "GET", `${CMS}/ct-target`)).body.data as { v: string }).v).toBe(want);
+  });
+  it("refuses force on a non-apply patch and an apply without fieldManager, as kube's PatchOptions validation", async () => {
+    const merge = await raw("PATCH", `${CMS}/ct-target?force=true`, '{"data":{"v":"x"}}', {
+      "content-type": "application/merge-patch+json",
+    });
+    expect(merge.code).toBe(422);
+    expect(merge.status).toMatchObject({
+      reason: "Invalid",
+      message: 'PatchOptions.meta.k8s.io "" is invalid: force: Forbidden: may not be specified for non-apply patch',
+    });
+    const apply = await raw("PATCH", `${CMS}/ct-target`, "apiVersion: v1\nkind: ConfigMap\n", {
+      "content-type": "application/apply-patch+yaml",
+    });
+    expect(apply.code).toBe(422);
+    expect(apply.status).toMatchObject({
+      message: 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+      details: { group: "meta.k8s.io", kind: "PatchOptions", causes: [{ field: "fieldManager" }] },
+    });
   });
   it("treats a create without Content-Type as JSON, and accepts YAML", async () => {
     expect((await raw("POST", CMS, JSON.stringify(cm("ct-none")))).code).toBe(201);

@@ -46,8 +46,8 @@ export function rvParam(q: URLSearchParams): number | undefined {
   return parseResourceVersion(q.get("resourceVersion"));
 }
 
-/** The write context of a request. */
-export function writeContext(q: URLSearchParams, user: WriteContext["user"]): WriteContext {
+/** The write context of a request (`userAgent` names the field manager of a request without `fieldManager`). */
+export function writeContext(q: URLSearchParams, user: WriteContext["user"], userAgent?: string): WriteContext {
   const fv = q.get("fieldValidation") ?? "Warn";
   if (fv !== "Strict" && fv !== "Warn" && fv !== "Ignore")
     throw badRequest(`fieldValidation must be one of "Ignore", "Warn", or "Strict", got "${fv}"`);
@@ -56,5 +56,11 @@ export function writeContext(q: URLSearchParams, user: WriteContext["user"]): Wr
   const options: Record<string, unknown> = {};
   const fm = q.get("fieldManager");
   if (fm) options.fieldManager = fm;
-  return { user, dryRun: dryRun.length > 0, fieldValidation: fv, warnings: [], options, freshBody: true };
+  const force = q.get("force");
+  if (force !== null) {
+    if (!["true", "false", "1", "0", "True", "False", "TRUE", "FALSE", "t", "f", "T", "F"].includes(force))
+      throw badRequest(`invalid value for force: ${force}`);
+    options.force = ["true", "1", "True", "TRUE", "t", "T"].includes(force);
+  }
+  return { user, dryRun: dryRun.length > 0, fieldValidation: fv, warnings: [], options, freshBody: true, userAgent };
 }

@@ -95,7 +95,7 @@ export async function handleResource(
   const method = req.method ?? "GET";
   const ns = def.namespaced ? info.namespace : undefined;
   if (def.namespaced && info.name !== undefined && !ns) throw notFound(def, info.name);
-  const ctx = writeContext(query, user);
+  const ctx = writeContext(query, user, req.headers["user-agent"]);
   // A deprecated version warns on every request, whatever its answer (kube-apiserver's deprecation filter).
   const deprecation = def.deprecationWarnings?.get(info.version);
   if (deprecation) {

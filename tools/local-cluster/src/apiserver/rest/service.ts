@@ -18,6 +18,7 @@ import {
   type StatusCause,
   unsupportedMediaType,
 } from "../errors.ts";
+import { applyConfig, managerOf, trackUpdate, validateWriteOptions } from "../managed-fields/field-manager.ts";
 import { applyJsonPatch, parseJsonPatch } from "../patch/json-patch.ts";
 import { mergePatch } from "../patch/merge-patch.ts";
 import { strategicMerge } from "../patch/strategic-merge.ts";
@@ -26,6 +27,7 @@ import { applySchema } from "../resources/schema.ts";
 import { collOf, groupVersion, idOf, type ResourceDef } from "../resources/types.ts";
 import type { Entry, Store } from "../storage/store.ts";
 import { cloneJson, isObject, type Json, type JsonObject, jsonEqual, type KubeObject, nowTime } from "../types.ts";
+import { checkAppliedConfig, scopeOf, zeroObject } from "./managed.ts";
 import { generateName, specPart, unknownMetaFields, validateMeta, validateName } from "./metadata.ts";
 import { checkDecodedTypes } from "./typed-decode.ts";
 
@@ -39,16 +41,19 @@ export interface WriteContext {
   readonly options: Readonly<Record<string, unknown>>;
   /** The body was just decoded from the request and may be used without a copy. */
   readonly freshBody?: boolean;
+  /** The client's User-Agent (names the field manager when the request has no `fieldManager`). */
+  readonly userAgent?: string;
 }
 
 /** A context for in-process writers (controllers). */
-export function systemContext(username = "system:apiserver"): WriteContext {
+export function systemContext(username = "system:apiserver", userAgent = "kube-controller-manager"): WriteContext {
   return {
     user: { username, groups: ["system:masters"] },
     dryRun: false,
     fieldValidation: "Ignore",
     warnings: [],
     options: {},
+    userAgent,
   };
 }
 
@@ -73,6 +78,28 @@ export class RaceConflict extends ApiError {
     const c = conflict(def, name);
     super(c.code, c.reason, c.message, c.details);
   }
+}
+
+/** How an update writes: to which subresource, and with what managed fields if a server-side apply computed them. */
+interface WriteHow {
+  readonly sub: string;
+  readonly applied?: Json[];
+}
+
+/** Metadata an update cannot change: the server's fields are carried over from the stored object. */
+function carryServerMeta(m: KubeObject["metadata"], old: KubeObject["metadata"], name: string): void {
+  m.name = name;
+  m.uid = old.uid;
+  m.creationTimestamp = old.creationTimestamp;
+  if (old.deletionTimestamp) m.deletionTimestamp = old.deletionTimestamp;
+  else delete m.deletionTimestamp;
+  if (old.deletionGracePeriodSeconds !== undefined) m.deletionGracePeriodSeconds = old.deletionGracePeriodSeconds;
+  else delete m.deletionGracePeriodSeconds;
+  if (old.generation !== undefined) m.generation = old.generation;
+  else delete m.generation;
+  delete m.generateName;
+  if (old.generateName) m.generateName = old.generateName;
+  delete m.selfLink;
 }
 
 /** The generic registry. */
@@ -209,13 +236,28 @@ export class ResourceService {
     return out;
   }
 
+  /** Records the manager of this write in obj.metadata.managedFields (`live`: the object before the write). */
+  #track(def: ResourceDef, version: string, sub: string, live: KubeObject, obj: KubeObject, ctx: WriteContext): void {
+    const manager = managerOf(ctx.options.fieldManager as string | undefined, ctx.userAgent);
+    const managed = trackUpdate(live, obj, manager, scopeOf(def, version, sub));
+    if (managed) obj.metadata.managedFields = managed;
+    else delete obj.metadata.managedFields;
+  }
+
   /** POST: creates an object. */
-  async create(
+  create(def: ResourceDef, version: string, ns: string | undefined, body: unknown, ctx: WriteContext): Promise<Entry> {
+    validateWriteOptions("CreateOptions", ctx.options.fieldManager as string | undefined);
+    return this.#create(def, version, ns, body, ctx);
+  }
+
+  /** A create; `applied`: the managed fields a server-side apply computed (else this write's are recorded). */
+  async #create(
     def: ResourceDef,
     version: string,
     ns: string | undefined,
     body: unknown,
     ctx: WriteContext,
+    applied?: Json[],
   ): Promise<Entry> {
     let obj = this.#decode(def, version, body, ns, ctx.freshBody === true);
     const schemaCauses = this.#schema(def, version, obj, ctx, true);
@@ -233,6 +275,8 @@ export class ResourceService {
     if (def.generation) m.generation = 1;
     else delete m.generation;
     if (def.subresources.includes("status")) delete obj.status;
+    if (applied) obj.metadata.managedFields = applied;
+    else this.#track(def, version, "", zeroObject(def, obj), obj, ctx);
     def.strategy.prepareCreate?.(obj);
     obj = await this.#validateAll(def, version, "", "CREATE", obj, null, ctx, schemaCauses);
     const coll = collOf(def);
@@ -263,6 +307,7 @@ export class ResourceService {
     ctx: WriteContext,
     sub = "",
   ): Promise<Entry> {
+    validateWriteOptions("UpdateOptions", ctx.options.fieldManager as string | undefined);
     const oldEntry = this.get(def, ns, name);
     const old = oldEntry.obj;
     const incoming = this.#decode(def, version, body, ns, ctx.freshBody === true);
@@ -281,7 +326,7 @@ export class ResourceService {
           },
         ]);
     } else if (rv !== old.metadata.resourceVersion) throw conflict(def, name);
-    return this.#write(def, version, ns, name, oldEntry, incoming, ctx, sub);
+    return this.#write(def, version, ns, name, oldEntry, incoming, ctx, { sub });
   }
 
   async #write(
@@ -292,8 +337,9 @@ export class ResourceService {
     oldEntry: Entry,
     incoming: KubeObject,
     ctx: WriteContext,
-    sub: string,
+    how: WriteHow,
   ): Promise<Entry> {
+    const { sub, applied } = how;
     const old = oldEntry.obj;
     const hasStatus = def.subresources.includes("status");
     let obj: KubeObject;
@@ -316,19 +362,7 @@ export class ResourceService {
       schemaCauses = this.#schema(def, version, obj, ctx, true);
     }
     const m = obj.metadata;
-    m.name = name;
-    m.uid = old.metadata.uid;
-    m.creationTimestamp = old.metadata.creationTimestamp;
-    if (old.metadata.deletionTimestamp) m.deletionTimestamp = old.metadata.deletionTimestamp;
-    else delete m.deletionTimestamp;
-    if (old.metadata.deletionGracePeriodSeconds !== undefined)
-      m.deletionGracePeriodSeconds = old.metadata.deletionGracePeriodSeconds;
-    else delete m.deletionGracePeriodSeconds;
-    if (old.metadata.generation !== undefined) m.generation = old.metadata.generation;
-    else delete m.generation;
-    delete m.generateName;
-    if (old.metadata.generateName) m.generateName = old.metadata.generateName;
-    delete m.selfLink;
+    carryServerMeta(m, old.metadata, name);
     if (def.namespaced) m.namespace = ns;
     if (old.metadata.deletionTimestamp) {
       const added = (m.finalizers ?? []).filter((f) => !(old.metadata.finalizers ?? []).includes(f));
@@ -341,6 +375,8 @@ export class ResourceService {
           },
         ]);
     }
+    if (applied) obj.metadata.managedFields = applied;
+    else this.#track(def, version, sub, old, obj, ctx);
     if (sub !== "status") def.strategy.prepareUpdate?.(obj, old);
     obj = await this.#validateAll(def, version, sub, "UPDATE", obj, old, ctx, schemaCauses);
     if (def.generation && m.generation !== undefined && !jsonEqual(specPart(obj, hasStatus), specPart(old, hasStatus)))
@@ -398,16 +434,14 @@ export class ResourceService {
   ): Promise<Entry> {
     const accepted = acceptedPatchTypes(def);
     if (!accepted.includes(contentType)) throw unsupportedMediaType(accepted);
+    const apply = contentType === PATCH_TYPES.apply;
+    validateWriteOptions("PatchOptions", ctx.options.fieldManager as string | undefined, {
+      apply,
+      forceSet: ctx.options.force !== undefined,
+    });
     const existing = this.store.get(collOf(def), idOf(def, ns, name));
-    if (!existing) {
-      if (contentType === PATCH_TYPES.apply && sub === "") {
-        const obj = isObject(body)
-          ? { ...body, metadata: { ...(isObject(body.metadata) ? body.metadata : {}), name } }
-          : body;
-        return this.create(def, version, ns, obj, ctx);
-      }
-      throw notFound(def, name);
-    }
+    if (apply) return this.#strictAsInvalid(this.#apply(def, version, ns, name, existing, body, ctx, sub));
+    if (!existing) throw notFound(def, name);
     const current = this.asVersion(def, existing.obj, version) as unknown as Json;
     let patched: Json;
     if (contentType === PATCH_TYPES.json) patched = applyJsonPatch(current, parseJsonPatch(body));
@@ -426,8 +460,13 @@ export class ResourceService {
         `the name of the object (${String(incoming.metadata.name)}) does not match the name on the URL (${name})`,
       );
     if (incoming.metadata.resourceVersion !== existing.obj.metadata.resourceVersion) throw conflict(def, name);
+    return this.#strictAsInvalid(this.#write(def, version, ns, name, existing, incoming, ctx, { sub }));
+  }
+
+  /** A patch's strict decoding error is kube's 422 on the patch. */
+  async #strictAsInvalid(write: Promise<Entry>): Promise<Entry> {
     try {
-      return await this.#write(def, version, ns, name, existing, incoming, ctx, sub);
+      return await write;
     } catch (err) {
       if (err instanceof ApiError && err.code === 400 && err.message.startsWith("strict decoding error"))
         throw new ApiError(422, "Invalid", `The request is invalid: patch: Invalid value: "map[...]": ${err.message}`, {
@@ -435,5 +474,39 @@ export class ResourceService {
         });
       throw err;
     }
+  }
+
+  /** Server-side apply (`application/apply-patch+yaml`): creates the object when it does not exist. */
+  async #apply(
+    def: ResourceDef,
+    version: string,
+    ns: string | undefined,
+    name: string,
+    existing: Entry | undefined,
+    body: unknown,
+    ctx: WriteContext,
+    sub: string,
+  ): Promise<Entry> {
+    const config = checkAppliedConfig(def, version, body);
+    if (!existing && sub !== "") throw notFound(def, name);
+    const scope = scopeOf(def, version, sub);
+    const manager = ctx.options.fieldManager as string;
+    const force = ctx.options.force === true;
+    const metadata = def.namespaced && ns ? { name, namespace: ns } : { name };
+    const live = existing
+      ? this.asVersion(def, existing.obj, version)
+      : ({ apiVersion: scope.apiVersion, kind: def.kind, metadata } as KubeObject);
+    const { obj } = applyConfig(live, config, manager, force, scope);
+    if (obj.metadata.name !== name)
+      throw badRequest(
+        `the name of the object (${String(obj.metadata.name)}) does not match the name on the URL (${name})`,
+      );
+    if (!existing) return this.#create(def, version, ns, obj, ctx, obj.metadata.managedFields);
+    const incoming = this.#decode(def, version, obj, ns);
+    if (incoming.metadata.resourceVersion !== existing.obj.metadata.resourceVersion) throw conflict(def, name);
+    return this.#write(def, version, ns, name, existing, incoming, ctx, {
+      sub,
+      applied: obj.metadata.managedFields,
+    });
   }
 }
