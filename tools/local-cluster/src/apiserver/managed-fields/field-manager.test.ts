@@ -345,6 +345,20 @@ describe("trackUpdate", () => {
       }),
     ]);
   });
+  it("merges the oldest Update entries into ancient-changes beyond 10 managers", () => {
+    let obj = widget({});
+    for (let i = 0; i < 12; i++) {
+      const next = widget({ ...(obj.spec as JsonObject), [`f${i}`]: i }, obj.metadata.managedFields);
+      const time = `2026-01-01T00:00:${String(i).padStart(2, "0")}Z`;
+      obj = { ...next, metadata: { ...next.metadata, managedFields: trackUpdate(obj, next, `m${i}`, custom(), time) } };
+    }
+    const mf = entries(obj);
+    expect(mf).toHaveLength(10);
+    // m0 and m1 merged when the 11th arrived, m2 with them when the 12th did; the bucket has the newest time.
+    expect(mf.map((e) => e.manager)).toEqual(["ancient-changes", ...Array.from({ length: 9 }, (_, i) => `m${i + 3}`)]);
+    expect(mf[0].time).toBe("2026-01-01T00:00:02Z");
+    expect(Object.keys((mf[0].fieldsV1 as JsonObject)["f:spec"] as JsonObject)).toEqual(["f:f0", "f:f1", "f:f2"]);
+  });
 });
 
 describe("applyConfig", () => {

@@ -18,7 +18,7 @@ import { ApiError, badRequest, invalid, type StatusCause } from "../errors.ts";
 import { cloneJson, isObject, type Json, type JsonObject, jsonEqual, type KubeObject, nowTime } from "../types.ts";
 import { FieldSet, type FieldsV1Error, fieldSetOf, pathString } from "./field-set.ts";
 import type { FieldType } from "./field-types.ts";
-import { compare, mergeValues, prune, TypedValueError, toFieldSet } from "./typed-value.ts";
+import { compare, compareFields, mergeValues, prune, TypedValueError, toFieldSet } from "./typed-value.ts";
 
 /** `Apply` or `Update`. */
 export type ManagedOperation = "Apply" | "Update";
@@ -158,6 +158,43 @@ export function isResetManagedFields(entries: unknown): boolean {
   return entries.length === 0 || (entries.length === 1 && isObject(entries[0]) && Object.keys(entries[0]).length === 0);
 }
 
+/** The most Update entries an object keeps (kube's DefaultMaxUpdateManagers). */
+export const MAX_UPDATE_MANAGERS = 10;
+
+/** The manager the oldest Update entries are merged into, per apiVersion, beyond {@link MAX_UPDATE_MANAGERS}. */
+export const ANCIENT_CHANGES = "ancient-changes";
+
+/**
+ * Merges the oldest Update entries into one `ancient-changes` entry per apiVersion until at most
+ * {@link MAX_UPDATE_MANAGERS} remain (kube's capManagersManager); in place, and returned.
+ */
+export function capUpdateManagers(m: Managed): Managed {
+  const updaters = [...m.entries()].filter(([, e]) => e.operation === "Update");
+  if (updaters.length <= MAX_UPDATE_MANAGERS) return m;
+  updaters.sort(([, a], [, b]) => cmp(a.time ?? "", b.time ?? ""));
+  const firstOfVersion = new Map<string, string>();
+  let count = updaters.length;
+  for (const [id, e] of updaters) {
+    if (count <= MAX_UPDATE_MANAGERS) break;
+    const bucketEntry = { manager: ANCIENT_CHANGES, operation: "Update" as const, apiVersion: e.apiVersion };
+    const bucket = managerId(bucketEntry);
+    const first = firstOfVersion.get(e.apiVersion);
+    if (first === undefined) {
+      firstOfVersion.set(e.apiVersion, id);
+      continue;
+    }
+    let into = m.get(bucket);
+    if (!into) {
+      into = { ...bucketEntry, set: (m.get(first) as ManagerEntry).set };
+      m.delete(first);
+    }
+    m.set(bucket, { ...into, time: e.time, set: into.set.union(e.set) });
+    m.delete(id);
+    count--;
+  }
+  return m;
+}
+
 /** The managed fields of `obj` in kube's order (Apply before Update, then by time, manager, apiVersion). */
 export function encodeManaged(m: Managed): Json[] {
   const entries = [...m.values()].sort(
@@ -240,7 +277,12 @@ export function trackUpdate(
 ): Json[] | undefined {
   const base = baseManaged(live, next, scope);
   try {
-    const c = compare(withoutManaged(live), withoutManaged(next), scope.type);
+    const status = scope.subresource === "status";
+    // Writes cannot change what their scope resets (status on the main endpoint, all but status and metadata on
+    // the status subresource), so the comparison skips it.
+    const keep = (k: string): boolean =>
+      status ? k === "status" || k === "metadata" : !(scope.hasStatus && scope.subresource === "" && k === "status");
+    const c = compareFields(withoutManaged(live) as JsonObject, withoutManaged(next) as JsonObject, scope.type, keep);
     const changed = c.added.union(c.modified);
     const out: Managed = new Map();
     for (const [id, e] of base) {
@@ -259,7 +301,7 @@ export function trackUpdate(
       const prev = out.get(id);
       out.set(id, { ...entry, time: now, set: prev ? prev.set.union(mine) : mine });
     }
-    return out.size > 0 ? encodeManaged(out) : undefined;
+    return out.size > 0 ? encodeManaged(capUpdateManagers(out)) : undefined;
   } catch (err) {
     if (err instanceof TypedValueError) return live.metadata?.managedFields;
     throw err;
@@ -349,6 +391,7 @@ function applyTyped(
   if (manager === "kubectl") syncLastApplied(merged, config);
   const unchanged = jsonEqual(liveValue, merged);
   out.set(id, { ...entry, time: unchanged ? last?.time : now, set: applied });
+  capUpdateManagers(out);
   const obj = merged as unknown as KubeObject;
   obj.metadata = {
     ...(isObject(merged.metadata) ? cloneJson(merged.metadata) : {}),

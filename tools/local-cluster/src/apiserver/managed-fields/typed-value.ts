@@ -106,6 +106,22 @@ export function compare(lhs: Json, rhs: Json, t: FieldType): Comparison {
   return c;
 }
 
+/**
+ * {@link compare} of two objects restricted to the top-level fields `keep` accepts (a status write compares only
+ * metadata and status: the rest cannot change, and walking it would cost every controller write).
+ */
+export function compareFields(
+  lhs: JsonObject,
+  rhs: JsonObject,
+  t: FieldType,
+  keep: (key: string) => boolean,
+): Comparison {
+  const c: Comparison = { added: new FieldSet(), modified: new FieldSet(), removed: new FieldSet() };
+  for (const k of new Set([...Object.keys(lhs), ...Object.keys(rhs)]))
+    if (keep(k)) diff(own(lhs, k), own(rhs, k), t.field(k), [fieldElement(k)], c);
+  return c;
+}
+
 function shape(v: Json | undefined): "object" | "array" | "scalar" | "none" {
   if (v === undefined) return "none";
   if (Array.isArray(v)) return "array";
