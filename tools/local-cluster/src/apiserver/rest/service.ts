@@ -245,9 +245,15 @@ export class ResourceService {
   }
 
   /** POST: creates an object. */
-  create(def: ResourceDef, version: string, ns: string | undefined, body: unknown, ctx: WriteContext): Promise<Entry> {
+  async create(
+    def: ResourceDef,
+    version: string,
+    ns: string | undefined,
+    body: unknown,
+    ctx: WriteContext,
+  ): Promise<Entry> {
     validateWriteOptions("CreateOptions", ctx.options.fieldManager as string | undefined);
-    return this.#create(def, version, ns, body, ctx);
+    return await this.#create(def, version, ns, body, ctx);
   }
 
   /** A create; `applied`: the managed fields a server-side apply computed (else this write's are recorded). */
