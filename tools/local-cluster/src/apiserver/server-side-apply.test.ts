@@ -184,6 +184,17 @@ data:
     });
   });
 
+  it("previews with --dry-run=server and kubectl diff --server-side without storing anything", async () => {
+    const before = await getObj("configmap/settings");
+    const f = k.file("cm-dry.yaml", configMap("  a: '9'\n  c: '3'\n"));
+    const dry = await k.run(["apply", "--server-side", "--field-manager=gitops", "--dry-run=server", "-f", f]);
+    expect(dry.stdout.trim()).toBe("configmap/settings serverside-applied (server dry run)");
+    const diff = await k.run(["diff", "--server-side", "--field-manager=gitops", "-f", f]);
+    expect(diff.code).toBe(1);
+    expect(diff.stdout).toMatch(/^\+ {2}c: "3"$/m);
+    expect(await getObj("configmap/settings")).toEqual(before);
+  });
+
   it("resets managedFields when a client writes [] and shows them again after the next write", async () => {
     const p = await k.run(["patch", "configmap/settings", "--type=merge", "-p", '{"metadata":{"managedFields":[]}}']);
     expect(p.code).toBe(0);

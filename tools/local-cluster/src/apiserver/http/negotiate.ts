@@ -56,11 +56,8 @@ export function writeContext(q: URLSearchParams, user: WriteContext["user"], use
   const options: Record<string, unknown> = {};
   const fm = q.get("fieldManager");
   if (fm) options.fieldManager = fm;
+  // PatchOptions.force as apimachinery converts a query bool: "0", "f" and "false" (any case) are false, else true.
   const force = q.get("force");
-  if (force !== null) {
-    if (!["true", "false", "1", "0", "True", "False", "TRUE", "FALSE", "t", "f", "T", "F"].includes(force))
-      throw badRequest(`invalid value for force: ${force}`);
-    options.force = ["true", "1", "True", "TRUE", "t", "T"].includes(force);
-  }
+  if (force !== null) options.force = !(force === "0" || /^(f|false)$/i.test(force));
   return { user, dryRun: dryRun.length > 0, fieldValidation: fv, warnings: [], options, freshBody: true, userAgent };
 }
