@@ -2,7 +2,7 @@
  * `virtctl expose` Services route to the guest (when the cluster runs as root and has its pod network): the demo VM
  * (QEMU here) serves HTTP in the guest behind KubeVirt's masquerade binding; `virtctl expose vmi` makes a ClusterIP
  * Service; the local cluster allocates its ClusterIP from the service range, lists the launcher pod in the Service's
- * EndpointSlice, and its service proxy's nftables rules carry a request from the host and from a pod (the launcher
+ * EndpointSlice and Endpoints, and its service proxy's nftables rules carry a request from the host and from a pod (the launcher
  * pod itself: through the Service back to its own guest) to the guest.
  */
 import { execFile } from "node:child_process";
@@ -152,6 +152,11 @@ describe.runIf(root)("Services (ClusterIP allocation, EndpointSlices, nftables s
           },
         ],
       });
+      // kubectl describe shows the same endpoint (the Endpoints controller's object).
+      const described = await kubectlOk(kubeconfig, ["describe", "svc", SERVICE]);
+      expect(described).toMatch(
+        new RegExp(`^Endpoints:\\s+${launcher.status?.podIP?.replaceAll(".", "\\.")}:8080$`, "m"),
+      );
       return true;
     }, CLUSTER_WAIT);
 

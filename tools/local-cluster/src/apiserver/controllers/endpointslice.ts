@@ -150,18 +150,13 @@ function endpointOf(svc: KubeObject, pod: KubeObject, ip: string): Endpoint {
  * a Service the controller does not manage.
  */
 export function desiredEndpointSlices(svc: KubeObject, podsInNamespace: readonly KubeObject[]): SliceContent[] {
-  const selector = managedSelector(svc);
-  if (!selector) return [];
+  const selected = selectedEndpoints(svc, podsInNamespace);
+  if (!selected) return [];
   const groups = new Map<string, { ports: EndpointPort[]; endpoints: Endpoint[] }>();
-  const pods = [...podsInNamespace].sort((a, b) => (a.metadata.name ?? "").localeCompare(b.metadata.name ?? ""));
-  for (const pod of pods) {
-    const phase = obj(pod.status).phase;
-    const ip = podIPv4(pod);
-    if (!ip || phase === "Succeeded" || phase === "Failed" || !selects(selector, pod)) continue;
-    const ports = portsFor(svc, pod);
+  for (const { ports, endpoint } of selected) {
     const key = JSON.stringify(ports);
     const group = groups.get(key) ?? { ports, endpoints: [] };
-    group.endpoints.push(endpointOf(svc, pod, ip));
+    group.endpoints.push(endpoint);
     groups.set(key, group);
   }
   if (groups.size === 0) return [{ addressType: "IPv4", endpoints: [], ports: [] }];
@@ -170,6 +165,27 @@ export function desiredEndpointSlices(svc: KubeObject, podsInNamespace: readonly
     const { ports, endpoints } = groups.get(key)!;
     for (let i = 0; i < endpoints.length; i += MAX_ENDPOINTS_PER_SLICE)
       out.push({ addressType: "IPv4", endpoints: endpoints.slice(i, i + MAX_ENDPOINTS_PER_SLICE), ports });
+  }
+  return out;
+}
+
+/**
+ * The pods a Service managed by the controllers selects, by name, each with its endpoint and resolved ports
+ * (pure; shared with the Endpoints controller); undefined for a Service without a selector or of type ExternalName.
+ */
+export function selectedEndpoints(
+  svc: KubeObject,
+  podsInNamespace: readonly KubeObject[],
+): { pod: KubeObject; ports: EndpointPort[]; endpoint: Endpoint }[] | undefined {
+  const selector = managedSelector(svc);
+  if (!selector) return undefined;
+  const pods = [...podsInNamespace].sort((a, b) => (a.metadata.name ?? "").localeCompare(b.metadata.name ?? ""));
+  const out: { pod: KubeObject; ports: EndpointPort[]; endpoint: Endpoint }[] = [];
+  for (const pod of pods) {
+    const phase = obj(pod.status).phase;
+    const ip = podIPv4(pod);
+    if (!ip || phase === "Succeeded" || phase === "Failed" || !selects(selector, pod)) continue;
+    out.push({ pod, ports: portsFor(svc, pod), endpoint: endpointOf(svc, pod, ip) });
   }
   return out;
 }

@@ -1,13 +1,14 @@
 /**
  * Starts the in-process controllers a control plane needs to keep the API's promises (GC, namespaces, CRDs, the
  * disruption controller, the node lifecycle's unschedulable taint, ClusterRole aggregation, the EndpointSlice
- * controller, and, when the server has a CA, the root CA publisher).
+ * and Endpoints controllers, and, when the server has a CA, the root CA publisher).
  */
 import type { Logger } from "pino";
 import type { ResourceService } from "../rest/service.ts";
 import { ClusterRoleAggregation } from "./clusterrole-aggregation.ts";
 import { CrdCleanupController } from "./crd-cleanup.ts";
 import { DisruptionController } from "./disruption.ts";
+import { EndpointsController } from "./endpoints.ts";
 import { EndpointSliceController } from "./endpointslice.ts";
 import { GarbageCollector } from "./gc.ts";
 import { NamespaceController } from "./namespaces.ts";
@@ -29,6 +30,7 @@ export function startControllers(svc: ResourceService, logger: Logger, caCert?: 
   const nodes = new NodeUnschedulableTaints(svc, logger);
   const aggregation = new ClusterRoleAggregation(svc, logger);
   const endpointSlices = new EndpointSliceController(svc, logger);
+  const endpoints = new EndpointsController(svc, logger);
   const unsubscribe = svc.store.subscribe((ev) => {
     gc.onEvent(ev);
     ns.onEvent(ev);
@@ -38,6 +40,7 @@ export function startControllers(svc: ResourceService, logger: Logger, caCert?: 
     nodes.onEvent(ev);
     aggregation.onEvent(ev);
     endpointSlices.onEvent(ev);
+    endpoints.onEvent(ev);
   });
   return {
     stop: () => {
@@ -50,6 +53,7 @@ export function startControllers(svc: ResourceService, logger: Logger, caCert?: 
       nodes.stop();
       aggregation.stop();
       endpointSlices.stop();
+      endpoints.stop();
     },
   };
 }
