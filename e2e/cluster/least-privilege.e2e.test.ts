@@ -1,7 +1,7 @@
 /**
  * Least privilege on the running local cluster: each component's own kubeconfig (the one its process runs with)
- * may do what its role grants (deploy/'s for KubeVirt's components, the bootstrap roles for the scheduler and the
- * kubelets) and nothing else, as kube-apiserver answers it; the admin kubeconfig stays kubectl's alone, and the
+ * may do what its role grants (deploy/'s for KubeVirt's components, the bootstrap roles for the scheduler, the
+ * service proxy and the kubelets) and nothing else, as kube-apiserver answers it; the admin kubeconfig stays kubectl's alone, and the
  * API server's database is its user's alone. Before RBAC, every one of these tokens could do anything.
  */
 import { readFileSync, statSync } from "node:fs";
@@ -23,7 +23,14 @@ describe("each component under its own identity, with least privilege", () => {
   it("no component kubeconfig carries the admin token", () => {
     const token = (f: string): string => /token: (\S+)/.exec(readFileSync(f, "utf8"))?.[1] ?? "";
     const admin = token(kubeconfig);
-    const names = ["kubevirt-apiserver", "kubevirt-controller", "kubevirt-handler", "scheduler", "node-node01"];
+    const names = [
+      "kubevirt-apiserver",
+      "kubevirt-controller",
+      "kubevirt-handler",
+      "scheduler",
+      "kube-proxy",
+      "node-node01",
+    ];
     for (const n of names) {
       expect(token(own(n)), n).not.toBe("");
       expect(token(own(n)), n).not.toBe(admin);
@@ -40,6 +47,9 @@ describe("each component under its own identity, with least privilege", () => {
     ["kubevirt-apiserver", ["get", "secrets"], "no"],
     ["scheduler", ["delete", "pods"], "no"],
     ["scheduler", ["create", "pods", "--subresource=binding"], "yes"],
+    ["kube-proxy", ["watch", "endpointslices.discovery.k8s.io", "--all-namespaces"], "yes"],
+    ["kube-proxy", ["create", "services"], "no"],
+    ["kube-proxy", ["list", "secrets", "--all-namespaces"], "no"],
     ["node-node01", ["list", "secrets", "--all-namespaces"], "no"],
     ["node-node01", ["patch", "nodes", "--subresource=status"], "yes"],
   ])("%s: can-i %j is %s", async (who, args, answer) => {
