@@ -592,6 +592,12 @@ describe("manager names and options", () => {
     expect(() => validateWriteOptions("CreateOptions", "x".repeat(129))).toThrow(
       'CreateOptions.meta.k8s.io "" is invalid: fieldManager: Too long: may not be more than 128 bytes',
     );
+    // The limit is in bytes: 43 three-byte runes are 129 bytes.
+    expect(() => validateWriteOptions("UpdateOptions", "é".repeat(64))).not.toThrow();
+    expect(() => validateWriteOptions("UpdateOptions", "€".repeat(43))).toThrow(/Too long/);
+    expect(() => validateWriteOptions("UpdateOptions", "a\u0007b")).toThrow(
+      'UpdateOptions.meta.k8s.io "" is invalid: fieldManager: Invalid value: "a\\ab": invalid character U+0007 (at position 1)',
+    );
     expect(() => validateWriteOptions("UpdateOptions", "ok")).not.toThrow();
   });
 });

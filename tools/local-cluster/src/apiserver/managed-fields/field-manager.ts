@@ -90,7 +90,7 @@ export function validateWriteOptions(
       field: "fieldManager",
     });
   const fm = fieldManager ?? "";
-  if (fm.length > FIELD_MANAGER_MAX_LENGTH)
+  if (Buffer.byteLength(fm) > FIELD_MANAGER_MAX_LENGTH)
     causes.push({
       reason: "FieldValueTooLong",
       message: `Too long: may not be more than ${FIELD_MANAGER_MAX_LENGTH} bytes`,
@@ -102,13 +102,39 @@ export function validateWriteOptions(
       const cp = ch.codePointAt(0) ?? 0;
       causes.push({
         reason: "FieldValueInvalid",
-        message: `Invalid value: ${JSON.stringify(fm)}: invalid character U+${cp.toString(16).toUpperCase().padStart(4, "0")} (at position ${pos})`,
+        message: `Invalid value: ${goQuote(fm)}: invalid character U+${cp.toString(16).toUpperCase().padStart(4, "0")} (at position ${pos})`,
         field: "fieldManager",
       });
     }
     pos += Buffer.byteLength(ch);
   }
   if (causes.length > 0) throw invalid(kind, "meta.k8s.io", "", causes);
+}
+
+const GO_ESCAPES: Readonly<Record<string, string>> = {
+  "\u0007": "\\a",
+  "\b": "\\b",
+  "\f": "\\f",
+  "\n": "\\n",
+  "\r": "\\r",
+  "\t": "\\t",
+  "\v": "\\v",
+  '"': '\\"',
+  "\\": "\\\\",
+};
+
+/** A string as Go's %q prints it (field.Invalid values in messages). */
+function goQuote(s: string): string {
+  let out = "";
+  for (const ch of s) {
+    const cp = ch.codePointAt(0) ?? 0;
+    if (Object.hasOwn(GO_ESCAPES, ch)) out += GO_ESCAPES[ch];
+    else if (cp < 0x80 && (cp < 0x20 || cp === 0x7f)) out += `\\x${cp.toString(16).padStart(2, "0")}`;
+    else if (!PRINTABLE.test(ch))
+      out += cp > 0xffff ? `\\U${cp.toString(16).padStart(8, "0")}` : `\\u${cp.toString(16).padStart(4, "0")}`;
+    else out += ch;
+  }
+  return `"${out}"`;
 }
 
 function decodeEntry(raw: Json): ManagerEntry {
