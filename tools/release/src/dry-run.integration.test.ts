@@ -14,7 +14,7 @@ import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { DEPLOY_DIR } from "./index.ts";
-import { coreFiles, monitoringFiles } from "./manifests.ts";
+import { commonInstancetypeFiles, coreFiles, monitoringFiles } from "./manifests.ts";
 import type { KubeObject } from "./objects.ts";
 import { schemaErrors, validatedKinds } from "./schema-validation.ts";
 
@@ -111,6 +111,20 @@ describe("deploy/ against the local cluster's API server", () => {
     const bad = await kubectl(["apply", "-f", file, "--dry-run=server", "--validate=strict"]);
     expect(bad.stderr).toContain("spec.imagePullPolicy");
     expect(bad.code).not.toBe(0);
+  });
+
+  it("the common instancetypes and preferences pass their CRDs' schemas once the CRDs are established", async () => {
+    const crds = await kubectl(["apply", "-f", join(DEPLOY_DIR, "crds")]);
+    expect(crds.code).toBe(0);
+    const wait = await kubectl(["wait", "--for=condition=Established", "crd", "--all", "--timeout=30s"]);
+    expect(wait.code).toBe(0);
+    const dir = join(DEPLOY_DIR, "common-instancetypes");
+    const r = await kubectl(["apply", "-k", dir, "--dry-run=server", "--validate=strict"]);
+    expect(r.stderr).toBe("");
+    const lines = r.stdout.trim().split("\n");
+    const expected = objectsOf(commonInstancetypeFiles());
+    expect(lines).toHaveLength(expected.length);
+    for (const o of expected) expect(lines).toContain(`${appliedName(o)} created (server dry run)`);
   });
 
   it("every resource an RBAC rule names is one the API server serves (no typo grants nothing)", async () => {

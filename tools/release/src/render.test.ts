@@ -71,9 +71,10 @@ describe("deploy/", () => {
   });
 
   it("every object is valid by Kubernetes' and prometheus-operator's schemas (types, required, unknown fields)", () => {
-    // kubevirt.io kinds have no schema here: the dry-run test checks them against their CRD in the API server.
+    // KubeVirt's kinds (kubevirt.io, instancetype.kubevirt.io) have no schema here: the dry-run test checks them
+    // against their CRD in the API server.
     const bad = allObjects()
-      .filter((o) => !o.apiVersion.startsWith("kubevirt.io/"))
+      .filter((o) => !/^(instancetype\.)?kubevirt\.io\//.test(o.apiVersion))
       .map((o) => ({ o: `${o.kind}/${o.metadata.name}`, errors: schemaErrors(o) }))
       .filter((x) => x.errors.length > 0);
     expect(bad).toEqual([]);

@@ -4,6 +4,7 @@
  */
 import { Document, isCollection, isMap, isScalar, type Node, stringify } from "yaml";
 import {
+  commonInstancetypeFiles,
   coreFiles,
   customResourceFiles,
   type Manifest,
@@ -120,6 +121,25 @@ export function renderDeploy(): Map<string, string> {
     ),
   );
   out.set("release/kubevirt-cr.yaml", releaseFile(cr, `kubevirt-ts ${VERSION}: the KubeVirt custom resource.`));
+  const bundle = commonInstancetypeFiles();
+  for (const f of bundle) out.set(f.path, renderFile(f));
+  out.set(
+    "common-instancetypes/kustomization.yaml",
+    kustomization(
+      bundle.map((f) => f.path.replace(/^common-instancetypes\//, "")),
+      {},
+      "KubeVirt's common instancetypes and preferences (cluster-scoped, so no namespace): " +
+        "`kubectl apply -k deploy/common-instancetypes/` once virt-api serves " +
+        "(`kubectl -n kubevirt rollout status deployment/virt-api`).",
+    ),
+  );
+  out.set(
+    "release/common-instancetypes.yaml",
+    releaseFile(
+      bundle,
+      `kubevirt-ts ${VERSION}: the common instancetypes and preferences of deploy/common-instancetypes/.`,
+    ),
+  );
   out.set("README.md", readme());
   out.set(
     "release/kubevirt-ts.yaml",
@@ -151,6 +171,7 @@ const FILE_TABLE: readonly (readonly [string, string])[] = [
   ["`dashboards.yaml`", 'Grafana dashboards as ConfigMaps (`grafana_dashboard: "1"`)'],
   ["`monitoring/`", "ServiceMonitor and PrometheusRule (prometheus-operator)"],
   ["`kubevirt-cr/`", "the KubeVirt custom resource (the configuration object)"],
+  ["`common-instancetypes/`", "KubeVirt's common instancetypes and preferences (u1, o1, cx1, m1, ...; fedora, ...)"],
   ["`release/`", "the same sets, each rendered as one file"],
 ];
 
@@ -174,6 +195,8 @@ and a test fails when a committed file differs from what the generator makes.
 kubectl apply -k deploy/                                   # or: kubectl apply -f deploy/release/kubevirt-ts.yaml
 kubectl wait --for=condition=Established crd/kubevirts.kubevirt.io
 kubectl apply -k deploy/kubevirt-cr/                       # or: deploy/release/kubevirt-cr.yaml
+kubectl -n kubevirt rollout status deployment/virt-api
+kubectl apply -k deploy/common-instancetypes/              # or: deploy/release/common-instancetypes.yaml
 kubectl apply -k deploy/monitoring/                        # where prometheus-operator runs
 \`\`\`
 
