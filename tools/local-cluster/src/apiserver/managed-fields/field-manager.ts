@@ -156,10 +156,26 @@ function decodeEntry(raw: Json): ManagerEntry {
   };
 }
 
-/** Decodes managedFields (throws TypeError / FieldsV1Error on an entry that does not decode, or a duplicate). */
+/** Decoded managedFields by the stored array (stored objects are not modified in place): no decode per write. */
+const decoded = new WeakMap<readonly Json[], Managed>();
+
+/**
+ * Decodes managedFields (throws TypeError / FieldsV1Error on an entry that does not decode, or a duplicate). The
+ * answer may be shared: callers must not modify it.
+ */
 export function decodeManaged(entries: readonly Json[] | undefined): Managed {
+  if (entries === undefined) return new Map();
+  let out = decoded.get(entries);
+  if (!out) {
+    out = decodeEntries(entries);
+    decoded.set(entries, out);
+  }
+  return out;
+}
+
+function decodeEntries(entries: readonly Json[]): Managed {
   const out: Managed = new Map();
-  for (const raw of entries ?? []) {
+  for (const raw of entries) {
     const e = decodeEntry(raw);
     const id = managerId(e);
     if (out.has(id)) throw new TypeError(`duplicate entries for manager ${id}`);
@@ -310,6 +326,9 @@ export function trackUpdate(
       status ? k === "status" || k === "metadata" : !(scope.hasStatus && scope.subresource === "" && k === "status");
     const c = compareFields(withoutManaged(live) as JsonObject, withoutManaged(next) as JsonObject, scope.type, keep);
     const changed = c.added.union(c.modified);
+    // Nothing changed and nobody handed in other managed fields: they stay as stored (no re-encoding).
+    if (changed.empty() && c.removed.empty() && base === decodeManagedOrEmpty(live.metadata?.managedFields))
+      return live.metadata?.managedFields;
     const out: Managed = new Map();
     for (const [id, e] of base) {
       const set = e.set.difference(c.removed).difference(changed);

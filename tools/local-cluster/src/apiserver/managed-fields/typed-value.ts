@@ -35,7 +35,7 @@ export class TypedValueError extends Error {
   override readonly name = "TypedValueError";
 }
 
-function itemElement(item: Json, index: number, info: ListInfo, path: FieldPath): string {
+function itemElement(item: Json, index: number, info: ListInfo, path: () => FieldPath): string {
   if (info.type === "set") return valueElement(item);
   if (!isObject(item)) return indexElement(index);
   const key: Record<string, Json> = {};
@@ -43,19 +43,19 @@ function itemElement(item: Json, index: number, info: ListInfo, path: FieldPath)
     const v = own(item, k) ?? (Object.hasOwn(info.keyDefaults, k) ? info.keyDefaults[k] : undefined);
     if (v === undefined)
       throw new TypedValueError(
-        `${path.map(elementString).join("")}: element ${index}: associative list with keys has an element that omits key field ${JSON.stringify(k)} (and doesn't have default value)`,
+        `${path().map(elementString).join("")}: element ${index}: associative list with keys has an element that omits key field ${JSON.stringify(k)} (and doesn't have default value)`,
       );
     setOwn(key, k, v);
   }
   return keyElement(key);
 }
 
-function indexItems(list: readonly Json[], info: ListInfo, path: FieldPath): Map<string, Json> {
+function indexItems(list: readonly Json[], info: ListInfo, path: () => FieldPath): Map<string, Json> {
   const out = new Map<string, Json>();
   for (let i = 0; i < list.length; i++) {
     const e = itemElement(list[i], i, info, path);
     if (out.has(e))
-      throw new TypedValueError(`${path.map(elementString).join("")}: duplicate entries for key ${elementString(e)}`);
+      throw new TypedValueError(`${path().map(elementString).join("")}: duplicate entries for key ${elementString(e)}`);
     out.set(e, list[i]);
   }
   return out;
@@ -75,7 +75,7 @@ function collect(v: Json, t: FieldType, path: FieldPath, out: FieldSet): void {
   }
   if (Array.isArray(v)) {
     const info = t.list(v) as ListInfo;
-    const items = indexItems(v, info, path);
+    const items = indexItems(v, info, () => path);
     for (const [e, item] of items) {
       const p = [...path, e];
       collect(item, t.item(), p, out);
@@ -102,8 +102,20 @@ export interface Comparison {
 /** The paths added, modified and removed from `lhs` to `rhs` (structured-merge-diff's Compare). */
 export function compare(lhs: Json, rhs: Json, t: FieldType): Comparison {
   const c: Comparison = { added: new FieldSet(), modified: new FieldSet(), removed: new FieldSet() };
-  diff(lhs, rhs, t, [], c);
+  diff(lhs, rhs, t, undefined, c);
   return c;
+}
+
+/** A path being walked, innermost element first: extending it is O(1); it becomes an array only when recorded. */
+interface PathLink {
+  readonly e: string;
+  readonly up: PathLink | undefined;
+}
+
+function pathOf(link: PathLink | undefined): string[] {
+  const out: string[] = [];
+  for (let l = link; l !== undefined; l = l.up) out.push(l.e);
+  return out.reverse();
 }
 
 /**
@@ -117,8 +129,14 @@ export function compareFields(
   keep: (key: string) => boolean,
 ): Comparison {
   const c: Comparison = { added: new FieldSet(), modified: new FieldSet(), removed: new FieldSet() };
-  for (const k of new Set([...Object.keys(lhs), ...Object.keys(rhs)]))
-    if (keep(k)) diff(own(lhs, k), own(rhs, k), t.field(k), [fieldElement(k)], c);
+  for (const k of new Set([...Object.keys(lhs), ...Object.keys(rhs)])) {
+    if (!keep(k)) continue;
+    const l = own(lhs, k);
+    const r = own(rhs, k);
+    // Most writes change one part (spec, status or metadata): an equal part needs no walk.
+    if (l !== undefined && r !== undefined && jsonEqual(l, r)) continue;
+    diff(l, r, t.field(k), { e: fieldElement(k), up: undefined }, c);
+  }
   return c;
 }
 
@@ -149,26 +167,27 @@ function listInfo(l: Json | undefined, r: Json | undefined, t: FieldType): ListI
   return t.list(all) as ListInfo;
 }
 
-function diff(l: Json | undefined, r: Json | undefined, t: FieldType, path: FieldPath, c: Comparison): void {
+function diff(l: Json | undefined, r: Json | undefined, t: FieldType, path: PathLink | undefined, c: Comparison): void {
   if (isLeaf(l, r, t)) {
-    if (l === undefined) c.added.insert(path);
-    else if (r === undefined) c.removed.insert(path);
-    else if (!jsonEqual(l, r)) c.modified.insert(path);
+    if (l === undefined) c.added.insert(pathOf(path));
+    else if (r === undefined) c.removed.insert(pathOf(path));
+    else if (!jsonEqual(l, r)) c.modified.insert(pathOf(path));
     return;
   }
   if (Array.isArray(l ?? r)) {
     const info = listInfo(l, r, t);
-    const li = Array.isArray(l) ? indexItems(l, info, path) : new Map<string, Json>();
-    const ri = Array.isArray(r) ? indexItems(r, info, path) : new Map<string, Json>();
-    for (const e of new Set([...li.keys(), ...ri.keys()])) diff(li.get(e), ri.get(e), t.item(), [...path, e], c);
+    const li = Array.isArray(l) ? indexItems(l, info, () => pathOf(path)) : new Map<string, Json>();
+    const ri = Array.isArray(r) ? indexItems(r, info, () => pathOf(path)) : new Map<string, Json>();
+    for (const e of new Set([...li.keys(), ...ri.keys()])) diff(li.get(e), ri.get(e), t.item(), { e, up: path }, c);
   } else {
     const lo = (l ?? {}) as JsonObject;
     const ro = (r ?? {}) as JsonObject;
     for (const k of new Set([...Object.keys(lo), ...Object.keys(ro)]))
-      diff(own(lo, k), own(ro, k), t.field(k), [...path, fieldElement(k)], c);
+      diff(own(lo, k), own(ro, k), t.field(k), { e: fieldElement(k), up: path }, c);
   }
-  if (l === undefined) c.added.insert(path);
-  else if (r === undefined) c.removed.insert(path);
+  if (path === undefined) return;
+  if (l === undefined) c.added.insert(pathOf(path));
+  else if (r === undefined) c.removed.insert(pathOf(path));
 }
 
 /** `config` merged over `live` (neither is modified); a null in the configuration removes the field. */
@@ -178,8 +197,8 @@ export function mergeValues(live: Json | undefined, config: Json, t: FieldType):
   if (Array.isArray(config)) {
     const l = live as Json[];
     const info = listInfo(l, config, t);
-    const li = indexItems(l, info, []);
-    const ri = indexItems(config, info, []);
+    const li = indexItems(l, info, () => []);
+    const ri = indexItems(config, info, () => []);
     const out: Json[] = [];
     for (const [e, item] of li) out.push(ri.has(e) ? mergeValues(item, ri.get(e) as Json, t.item()) : item);
     for (const [e, item] of ri) if (!li.has(e)) out.push(mergeValues(undefined, item, t.item()));
@@ -212,7 +231,7 @@ function pruneChildren(v: Json, t: FieldType, last: FieldSet, keep: FieldSet | u
     const info = t.list(v) as ListInfo;
     const kept: Json[] = [];
     for (let i = 0; i < v.length; i++) {
-      const e = itemElement(v[i], i, info, []);
+      const e = itemElement(v[i], i, info, () => []);
       if (!(last.touches(e) && removeChild(v[i], t.item(), e, last, keep))) kept.push(v[i]);
     }
     v.splice(0, v.length, ...kept);
