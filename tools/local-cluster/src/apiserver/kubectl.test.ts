@@ -82,6 +82,9 @@ describe("kubectl against the embedded API server", () => {
     ["an unserved group", "foo.example.com/v1", "Widget"],
     ["a served group with an unserved version", "example.com/v9", "Widget"],
     ["a built-in group with an unserved version", "apps/v9", "Deployment"],
+    // A served group-version without the kind: kubectl's v2 fallback said "failed to download openapi" here.
+    ["the core group-version with an unserved kind", "v1", "Gadget"],
+    ["a custom resource group-version with an unserved kind", "example.com/v1", "Gadget"],
   ])("a kind of %s gets kube-apiserver's mapping error from apply, create and get", async (_, apiVersion, kind) => {
     const f = k.file("unserved.yaml", `apiVersion: ${apiVersion}\nkind: ${kind}\nmetadata:\n  name: x\n`);
     const mapping = `resource mapping not found for name: "x" namespace: "" from "${f}": no matches for kind "${kind}" in version "${apiVersion}"\nensure CRDs are installed first`;
