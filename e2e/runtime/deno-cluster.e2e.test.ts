@@ -77,12 +77,14 @@ const kubeconfig = (): string => {
 };
 
 describe("the local cluster on Deno", () => {
-  it("runs every component on Deno: API server, scheduler, kubelets, virt-api, virt-controller, virt-handlers", () => {
+  it("runs every component on Deno: API server, scheduler, kubelets, service proxy, virt-api, virt-controller, virt-handlers", () => {
     const c = cluster!;
     const names = [
       "apiserver",
       "scheduler",
       ...c.nodeNames.map((n) => `kubelet/${n}`),
+      // A root cluster has the pod network, and with it the service proxy.
+      ...(process.getuid?.() === 0 ? ["service-proxy"] : []),
       "virt-api",
       "virt-controller",
       ...c.nodeNames.map((n) => `virt-handler/${n}`),
