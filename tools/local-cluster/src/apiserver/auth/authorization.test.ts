@@ -59,8 +59,9 @@ beforeAll(async () => {
   const tokenFile = join(dir, "token-auth.csv");
   const ids = ensureComponentTokens(tokenFile, componentIdentities(["node01"]));
   api = await startApiServer({ inMemory: true, tokenAuthFile: tokenFile });
-  token.scheduler = ids[0].token;
-  token.node01 = ids[1].token;
+  const tokenOf = (user: string): string => ids.find((t) => t.username === user)?.token ?? "";
+  token.scheduler = tokenOf("system:kube-scheduler");
+  token.node01 = tokenOf("system:node:node01");
   for (const sa of ["kubevirt-apiserver", "kubevirt-controller", "kubevirt-handler"]) token[sa] = accountToken(sa);
   token.admin = api.token;
   expect((await call(api, "POST", "/api/v1/namespaces", { metadata: { name: "kubevirt" } })).code).toBe(201);
