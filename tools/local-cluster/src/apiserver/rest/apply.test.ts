@@ -123,6 +123,28 @@ describe("server-side apply in the registry", () => {
     expect(managed(forced.obj).map((e) => e.manager)).toEqual(["two"]);
   });
 
+  it("applies again to an object created meanwhile instead of answering AlreadyExists", async () => {
+    const [a, b] = await Promise.all([
+      apply("a7", widget("a7", { size: 1 }), { fieldManager: "first" }),
+      apply("a7", widget("a7", { size: 1 }), { fieldManager: "second" }),
+    ]);
+    expect(a.obj.metadata.uid).toBe(b.obj.metadata.uid);
+    const stored = api.service.get(widgets, "default", "a7").obj;
+    expect(
+      managed(stored)
+        .map((e) => e.manager)
+        .sort(),
+    ).toEqual(["first", "second"]);
+    const clash = await Promise.allSettled([
+      apply("a8", widget("a8", { size: 1 }), { fieldManager: "first" }),
+      apply("a8", widget("a8", { size: 2 }), { fieldManager: "second" }),
+    ]);
+    expect(clash.map((r) => (r.status === "rejected" ? (r.reason as ApiError).reason : "ok")).sort()).toEqual([
+      "Conflict",
+      "ok",
+    ]);
+  });
+
   it("names the manager of a plain write from its User-Agent, and honours managedFields an update sends", async () => {
     const c = await api.service.create(
       widgets,

@@ -507,7 +507,12 @@ export class ResourceService {
       throw badRequest(
         `the name of the object (${String(obj.metadata.name)}) does not match the name on the URL (${name})`,
       );
-    if (!existing) return this.#create(def, version, ns, obj, ctx, obj.metadata.managedFields);
+    if (!existing)
+      return this.#create(def, version, ns, obj, ctx, obj.metadata.managedFields).catch((err: unknown) => {
+        // Created by someone else meanwhile: apply again, to the object that now exists (patch retries races).
+        if (err instanceof ApiError && err.reason === "AlreadyExists") throw new RaceConflict(def, name);
+        throw err;
+      });
     const incoming = this.#decode(def, version, obj, ns);
     if (incoming.metadata.resourceVersion !== existing.obj.metadata.resourceVersion) throw conflict(def, name);
     return this.#write(def, version, ns, name, existing, incoming, ctx, {
