@@ -283,6 +283,8 @@ export interface WriteScope {
   /** The kind has a status subresource (its main endpoint does not own status). */
   readonly hasStatus: boolean;
   readonly type: FieldType;
+  /** The part of an applied configuration the kind's schema keeps (unknown fields dropped); default: all of it. */
+  readonly known?: (config: JsonObject) => JsonObject;
 }
 
 function ownable(s: FieldSet, scope: WriteScope): FieldSet {
@@ -404,7 +406,8 @@ function applyTyped(
   const managed = decodeManagedOrEmpty(live.metadata?.managedFields);
   // A deep copy: pruning edits it in place, and the merge shares what the configuration leaves alone with live.
   const merged = cloneJson(mergeValues(liveValue, config, t)) as JsonObject;
-  const applied = ownable(toFieldSet(config, t), scope);
+  // Fields the schema prunes are never stored, so nobody owns them (fieldValidation=Warn/Ignore lets them through).
+  const applied = ownable(toFieldSet(scope.known ? scope.known(config) : config, t), scope);
   const entry = {
     manager,
     operation: "Apply" as const,

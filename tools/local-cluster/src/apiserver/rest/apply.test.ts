@@ -123,6 +123,20 @@ describe("server-side apply in the registry", () => {
     expect(managed(forced.obj).map((e) => e.manager)).toEqual(["two"]);
   });
 
+  it("owns no field the schema prunes when unknown fields only warn", async () => {
+    const warnings: string[] = [];
+    const e = await apply("a9", widget("a9", { size: 1, nope: { deep: 1 } }), { fieldManager: "gitops" }, "", {
+      fieldValidation: "Warn",
+      warnings,
+    });
+    expect(warnings).toEqual(['unknown field "spec.nope"']);
+    expect(e.obj.spec).toEqual({ size: 1, color: "blue" });
+    expect(managed(e.obj)[0]?.fieldsV1).toEqual({ "f:spec": { "f:size": {} } });
+    const strict = await failure(apply("a9", widget("a9", { size: 1, nope: 1 }), { fieldManager: "gitops" }));
+    expect(strict.code).toBe(422);
+    expect(strict.message).toContain('unknown field "spec.nope"');
+  });
+
   it("applies again to an object created meanwhile instead of answering AlreadyExists", async () => {
     const [a, b] = await Promise.all([
       apply("a7", widget("a7", { size: 1 }), { fieldManager: "first" }),

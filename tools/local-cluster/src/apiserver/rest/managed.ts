@@ -6,8 +6,9 @@
 import { badRequest } from "../errors.ts";
 import type { WriteScope } from "../managed-fields/field-manager.ts";
 import { rootType } from "../managed-fields/field-types.ts";
+import { applySchema, type JSONSchemaProps } from "../resources/schema.ts";
 import { groupVersion, type ResourceDef } from "../resources/types.ts";
-import { isObject, type JsonObject, type KubeObject } from "../types.ts";
+import { cloneJson, isObject, type Json, type JsonObject, type KubeObject } from "../types.ts";
 
 /** The scope of a write to `def` at `version` (`sub`: "" or a subresource). */
 export function scopeOf(def: ResourceDef, version: string, sub: string): WriteScope {
@@ -17,7 +18,31 @@ export function scopeOf(def: ResourceDef, version: string, sub: string): WriteSc
     subresource: sub,
     hasStatus: def.subresources.includes("status"),
     type: rootType(schema, def.custom),
+    known: schema ? (config) => knownPart(config, schema) : undefined,
   };
+}
+
+/** `config` without the fields `schema` prunes (its defaults are not added: only what the configuration set). */
+function knownPart(config: JsonObject, schema: JSONSchemaProps): JsonObject {
+  const pruned = cloneJson(config);
+  applySchema(schema, pruned);
+  return keepPresent(config, pruned) as JsonObject;
+}
+
+function keepPresent(v: Json, pruned: Json | undefined): Json {
+  if (Array.isArray(v))
+    return Array.isArray(pruned) && pruned.length === v.length ? v.map((x, i) => keepPresent(x, pruned[i])) : v;
+  if (!isObject(v) || !isObject(pruned)) return v;
+  const out: JsonObject = {};
+  for (const k of Object.keys(v))
+    if (Object.hasOwn(pruned, k))
+      Object.defineProperty(out, k, {
+        value: keepPresent(v[k], pruned[k]),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+  return out;
 }
 
 /**
