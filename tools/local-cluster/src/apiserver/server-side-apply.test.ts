@@ -8,6 +8,7 @@ import { renderCrdFiles } from "@kvt/api/crd-files";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { type ApiServerHandle, startApiServer } from "./apiserver.ts";
+import { WIDGET_CRD } from "./testdata/crd-fixture.ts";
 import { type Kubectl, kubectl } from "./testdata/kubectl.ts";
 
 let server: ApiServerHandle;
@@ -203,6 +204,32 @@ data:
     const m = managers(await getObj("configmap/settings"));
     expect(Object.keys(m)).toEqual(["kubectl-label/Update"]);
     expect(m["kubectl-label/Update"]?.fieldsV1).toEqual({ "f:metadata": { "f:labels": { ".": {}, "f:team": {} } } });
+  });
+
+  it("applies a custom resource's status through --subresource=status, owned with subresource: status", async () => {
+    expect((await k.run(["apply", "--server-side", "-f", k.file("crd.yaml", WIDGET_CRD)])).code).toBe(0);
+    await k.run(["wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=20s"]);
+    const w = (status: string): string =>
+      `apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 2\n${status}`;
+    expect((await k.run(["apply", "--server-side", "-f", k.file("w1.yaml", w(""))])).code).toBe(0);
+    const st = await k.run([
+      "apply",
+      "--server-side",
+      "--subresource=status",
+      "--field-manager=widget-controller",
+      "-f",
+      k.file("w1s.yaml", w("status:\n  phase: Ready\n")),
+    ]);
+    expect(st.stderr).toBe("");
+    const o = await getObj("widget/w1");
+    expect((o as { status?: unknown }).status).toEqual({ phase: "Ready" });
+    const ctl = (o.metadata.managedFields ?? []).find((e) => e.manager === "widget-controller");
+    expect(ctl).toMatchObject({
+      operation: "Apply",
+      subresource: "status",
+      fieldsV1: { "f:status": { "f:phase": {} } },
+    });
+    expect(managers(o)["kubectl/Apply"]?.fieldsV1).toEqual({ "f:spec": { "f:size": {} } });
   });
 
   it("applies KubeVirt's VirtualMachine manifest server-side, and prunes a dropped field", async () => {
