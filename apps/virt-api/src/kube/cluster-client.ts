@@ -55,10 +55,11 @@ const KV = "/apis/kubevirt.io/v1";
 /**
  * One path segment, escaped: names come from requests (a webhook's object, a subresource's URL) and must neither
  * break the request ("Request path contains unescaped characters", found by the API fuzz lane) nor walk to another
- * path ("../..").
+ * path ("../.."). A lone UTF-16 surrogate (no object can be named so) becomes U+FFFD instead of a URIError: the
+ * lookup then answers NotFound.
  */
 const seg = (s: string): string =>
-  s === "." || s === ".." ? encodeURIComponent(s).replaceAll(".", "%2E") : encodeURIComponent(s);
+  s === "." || s === ".." ? encodeURIComponent(s).replaceAll(".", "%2E") : encodeURIComponent(s.toWellFormed());
 
 function check(res: RestResponse, what: string): unknown {
   if (res.status >= 200 && res.status < 300) return res.body;

@@ -25,9 +25,10 @@ export function apiVersionOf(type: ResourceType): string {
 /** The API path of a collection or object of `type`. `namespace` undefined or `""` with namespaced = all namespaces. */
 export function resourcePath(type: ResourceType, namespace?: string, name?: string, subresource?: string): string {
   let path = type.group ? `/apis/${type.group}/${type.version}` : `/api/${type.version}`;
-  if (type.namespaced && namespace) path += `/namespaces/${encodeURIComponent(namespace)}`;
+  // toWellFormed: a lone UTF-16 surrogate (in no valid name) must give NotFound, not a URIError.
+  if (type.namespaced && namespace) path += `/namespaces/${encodeURIComponent(namespace.toWellFormed())}`;
   path += `/${type.plural}`;
-  if (name !== undefined) path += `/${encodeURIComponent(name)}`;
+  if (name !== undefined) path += `/${encodeURIComponent(name.toWellFormed())}`;
   if (subresource) path += `/${subresource}`;
   return path;
 }
