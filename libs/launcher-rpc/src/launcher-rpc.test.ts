@@ -201,6 +201,8 @@ describe("launcher-rpc over a unix socket", () => {
     expect(service.lastPrepare?.disableTLS).toBeUndefined();
     await client.prepareTarget({ migrationUid: "m1" });
     expect(service.lastPrepare?.disableTLS).toBeUndefined();
+    await client.prepareTarget({ migrationUid: "m1", disableTLS: true }); // said outright
+    expect(service.lastPrepare?.disableTLS).toBe(true);
   });
 
   it.each([

@@ -186,8 +186,8 @@ export interface ShutdownRequest {
 export interface PrepareTargetRequest {
   readonly migrationUid: string;
   readonly vmi?: JsonObject;
-  /** Read from the VMI's status.migrationState.migrationConfiguration (KubeVirt's migrations.disableTLS) when the
-   *  request is parsed: listen for an unencrypted stream. */
+  /** Listen for an unencrypted stream (KubeVirt's migrations.disableTLS): sent as is, or read from the VMI's
+   *  status.migrationState.migrationConfiguration when the request is parsed. */
   readonly disableTLS?: boolean;
 }
 

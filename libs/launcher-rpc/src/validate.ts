@@ -72,8 +72,9 @@ export function parsePrepareTarget(body: unknown): PrepareTargetRequest {
   const o = object(body, "prepare-target request");
   const vmi = optionalVmi(o, "prepare-target request");
   const migrationUid = str(o, "migrationUid", "prepare-target request");
-  if (!vmi) return { migrationUid };
-  return disableTLSOf(vmi) ? { migrationUid, vmi, disableTLS: true } : { migrationUid, vmi };
+  const explicit = o.disableTLS === undefined ? false : bool(o, "disableTLS", "prepare-target request");
+  const disableTLS = explicit || disableTLSOf(vmi) ? { disableTLS: true } : {};
+  return { migrationUid, ...(vmi ? { vmi } : {}), ...disableTLS };
 }
 
 function parseTarget(value: unknown): MigrationTargetAddress {
@@ -101,6 +102,7 @@ function parseOptions(value: unknown): MigrationOptions {
 
 /** KubeVirt's migrations.disableTLS as the VMI's migrationState records it (a prepare-target request's VMI). */
 function disableTLSOf(vmi: JsonObject | undefined): boolean {
+  if (!vmi) return false;
   const status = isObject(vmi?.status) ? vmi.status : undefined;
   const state = isObject(status?.migrationState) ? status.migrationState : undefined;
   const cfg = isObject(state?.migrationConfiguration) ? state.migrationConfiguration : undefined;
