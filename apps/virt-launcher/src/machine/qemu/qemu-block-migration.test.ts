@@ -110,6 +110,9 @@ describe("QemuMachine migrates local disks (real QEMU, TCG, demo image)", { time
       );
       expect((await src.waitFor(/W=(\d+)\r?\n/, from))[1]).toBe("0");
       const where = await target.prepareIncoming();
+      // Typed into the target's console before the move completes: held until the guest runs there (QEMU's serial
+      // state from the source would otherwise overwrite it), then answered by the shell that moved.
+      target.writeConsole(Buffer.from("echo early-$((40+2))\n"));
       const result = await source.migrateTo(where, {
         bandwidthBytesPerSec: 0,
         maxDowntimeMs: 300,
@@ -119,6 +122,7 @@ describe("QemuMachine migrates local disks (real QEMU, TCG, demo image)", { time
       });
       expect(result.failureReason).toBeUndefined();
       expect(result).toMatchObject({ ok: true });
+      await dst.waitFor(/early-42\r?\n/, 0);
       from = dst.text().length;
       target.writeConsole(
         Buffer.from(

@@ -69,6 +69,8 @@ export class QemuMachine implements Machine {
   #stderrTail = "";
   #relay?: IncomingRelay;
   #migrating = false;
+  /** Console input written while an incoming migration has not finished: held until the guest runs here. */
+  #heldInput: Uint8Array[] = [];
   #cancelReason?: string;
 
   constructor(spec: MachineSpec, options: QemuMachineOptions) {
@@ -141,6 +143,12 @@ export class QemuMachine implements Machine {
   }
 
   writeConsole(data: Uint8Array): void {
+    // A migration target's serial port is overwritten by the source's device state when the move completes: input
+    // written before that is lost (a console user's first keystrokes; seen as a command missing its first letter).
+    if (this.#state === "created") {
+      this.#heldInput.push(Uint8Array.from(data));
+      return;
+    }
     const stdin = this.#child?.stdin;
     if (stdin && !stdin.destroyed) stdin.write(data);
   }
@@ -325,5 +333,9 @@ export class QemuMachine implements Machine {
     this.#state = state;
     this.#log.info({ state, reason }, "machine state");
     this.#events.emit("state", state, reason);
+    if (state === "running" && this.#heldInput.length > 0) {
+      const held = this.#heldInput.splice(0);
+      for (const chunk of held) this.writeConsole(chunk);
+    }
   }
 }
