@@ -14,6 +14,7 @@ import { afterAll, describe, expect, inject, it } from "vitest";
 import { kubectl, kubectlOk, virtctl } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { consoleLog } from "../lib/console-log.ts";
+import { httpGuestVm } from "../lib/http-vm.ts";
 import { vmiOrUndefined } from "../lib/objects.ts";
 
 const exec = promisify(execFile);
@@ -21,52 +22,6 @@ const NAME = "e2e-service";
 const SERVICE = `${NAME}-http`;
 const root = process.getuid?.() === 0;
 const BOOT = { ...CLUSTER_WAIT, timeoutMs: 240_000, intervalMs: 1000 };
-
-/** User data: DHCP on eth0 with busybox udhcpc, then an HTTP server on 8080. */
-const USER_DATA = `#!/bin/sh
-cat >/tmp/lease.sh <<'EOS'
-#!/bin/sh
-[ "$1" = bound ] || exit 0
-ip addr add "$ip/$mask" dev "$interface"
-[ -n "$router" ] && ip route add default via "$router"
-EOS
-chmod +x /tmp/lease.sh
-ip link set eth0 up
-udhcpc -i eth0 -s /tmp/lease.sh -q -n -t 30 -T 1
-mkdir -p /www && echo "hello from $(hostname)" >/www/index.html
-httpd -p 8080 -h /www && echo kvt-http-up
-`;
-
-function vm(): Record<string, unknown> {
-  return {
-    apiVersion: "kubevirt.io/v1",
-    kind: "VirtualMachine",
-    metadata: { name: NAME },
-    spec: {
-      running: true,
-      template: {
-        spec: {
-          domain: {
-            devices: {
-              disks: [
-                { name: "containerdisk", disk: { bus: "virtio" } },
-                { name: "cloudinitdisk", disk: { bus: "virtio" } },
-              ],
-              interfaces: [{ name: "default", masquerade: {} }],
-            },
-            resources: { requests: { memory: "64M" } },
-          },
-          networks: [{ name: "default", pod: {} }],
-          terminationGracePeriodSeconds: 0,
-          volumes: [
-            { name: "containerdisk", containerDisk: { image: "local/demo-linux:latest" } },
-            { name: "cloudinitdisk", cloudInitNoCloud: { userData: USER_DATA } },
-          ],
-        },
-      },
-    },
-  };
-}
 
 /** The cluster's network plan (written beside the kubeconfig). */
 function plan(kubeconfig: string): { netnsPrefix: string; serviceCidr?: string; clusterCidr: string } {
@@ -99,7 +54,7 @@ describe.runIf(root)("Services (ClusterIP allocation, EndpointSlices, nftables s
   it("routes `virtctl expose vmi` through its ClusterIP to the guest, from the host and from a pod", async () => {
     const { netnsPrefix, serviceCidr } = plan(kubeconfig);
     expect(serviceCidr).toMatch(/^10\.\d+\.0\.0\/16$/);
-    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(vm()));
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(httpGuestVm(NAME)));
     const vmi = await eventually(async () => {
       const v = await vmiOrUndefined(kubeconfig, NAME);
       expect(v?.status?.phase).toBe("Running");
