@@ -14,8 +14,8 @@
  * "local_hostname"?, "hostname"?, "uuid"?, "devices"?, "public_keys"?}` with instance_id = `<name>.<namespace>` and
  * uuid = the firmware UUID. Files are mode 0600 as KubeVirt writes them.
  */
+import { goBase64Decode, goJson } from "@kvt/api";
 import { VolumeDataError } from "./errors.ts";
-import { goBase64Decode, goJson } from "./go-text.ts";
 import { type IsoLimits, writeIso9660 } from "./iso9660.ts";
 
 /** The volume label cloud-init's NoCloud datasource looks for. */

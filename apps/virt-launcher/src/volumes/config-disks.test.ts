@@ -1,3 +1,4 @@
+import { goFormatMap } from "@kvt/api";
 import { describe, expect, it } from "vitest";
 import {
   buildConfigMapDisk,
@@ -5,7 +6,6 @@ import {
   buildSecretDisk,
   buildServiceAccountDisk,
   downwardApiFiles,
-  formatDownwardApiMap,
 } from "./config-disks.ts";
 import { IsoImageError, VolumeDataError } from "./errors.ts";
 import { isoinfoExtract, isoinfoPaths, readMounted, runTool } from "./host-iso-tools.ts";
@@ -91,10 +91,10 @@ describe("buildServiceAccountDisk()", () => {
 
 describe("downwardAPI", () => {
   it('formats labels and annotations as the kubelet does: sorted key="value" lines, Go quoting, no final newline', () => {
-    expect(formatDownwardApiMap({ zone: "us-east", app: 'we"b', "kubevirt.io/domain": "vm\n1", uni: "é\u0001" })).toBe(
+    expect(goFormatMap({ zone: "us-east", app: 'we"b', "kubevirt.io/domain": "vm\n1", uni: "é\u0001" })).toBe(
       'app="we\\"b"\nkubevirt.io/domain="vm\\n1"\nuni="é\\x01"\nzone="us-east"',
     );
-    expect(formatDownwardApiMap({})).toBe("");
+    expect(goFormatMap({})).toBe("");
   });
 
   it("renders fieldRef paths and writes them as a disk with the volume's label", () => {

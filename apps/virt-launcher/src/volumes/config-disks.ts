@@ -13,8 +13,8 @@
  * reads from has it. Unlike a disk made from the kubelet's projected directory, the atomic-writer entries (`..data`,
  * `..2026_...`) are not copied: the guest sees exactly the keys.
  */
+import { goFormatMap } from "@kvt/api";
 import { VolumeDataError } from "./errors.ts";
-import { goQuote } from "./go-text.ts";
 import { type IsoFileInput, type IsoLimits, writeIso9660 } from "./iso9660.ts";
 
 /** KubeVirt's label for config disks whose volume sets none. */
@@ -103,12 +103,6 @@ export interface DownwardApiField {
   readonly fieldRef?: { readonly fieldPath: string };
 }
 
-/** The kubelet's rendering of a label or annotation map: sorted `key="value"` lines (Go %q), no final newline. */
-export function formatDownwardApiMap(map: Readonly<Record<string, string>> | undefined): string {
-  const keys = Object.keys(map ?? {}).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
-  return keys.map((k) => `${k}=${goQuote(map![k])}`).join("\n");
-}
-
 function fieldValue(object: DownwardApiObject, fieldPath: string): string {
   const subscript = /^(metadata\.(?:labels|annotations))\['(.+)'\]$/.exec(fieldPath);
   if (subscript) {
@@ -123,9 +117,9 @@ function fieldValue(object: DownwardApiObject, fieldPath: string): string {
     case "metadata.uid":
       return object.uid ?? "";
     case "metadata.labels":
-      return formatDownwardApiMap(object.labels);
+      return goFormatMap(object.labels);
     case "metadata.annotations":
-      return formatDownwardApiMap(object.annotations);
+      return goFormatMap(object.annotations);
     default:
       throw new VolumeDataError("INVALID_INPUT", `Cannot render downwardAPI fieldPath "${fieldPath}": unsupported`);
   }
@@ -133,7 +127,7 @@ function fieldValue(object: DownwardApiObject, fieldPath: string): string {
 
 /**
  * The files a downwardAPI volume's `fields` give for `object`, as the kubelet writes them (metadata.labels and
- * metadata.annotations as formatDownwardApiMap; name, namespace, uid and `['key']` subscripts as plain values).
+ * metadata.annotations as the kubelet's FormatMap (goFormatMap); name, namespace, uid and `['key']` subscripts as plain values).
  */
 export function downwardApiFiles(
   object: DownwardApiObject,

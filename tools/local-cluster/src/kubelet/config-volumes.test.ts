@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { V1ConfigMap, V1Pod, V1Secret, V1Volume } from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type ConfigLookups, formatMap, podFieldValue, setUpConfigVolume, writeAtomically } from "./config-volumes.ts";
+import { type ConfigLookups, podFieldValue, setUpConfigVolume, writeAtomically } from "./config-volumes.ts";
 
 let dir: string;
 beforeEach(() => {
@@ -201,11 +201,6 @@ describe("writeAtomically()", () => {
 });
 
 describe("downward API values", () => {
-  it("formatMap sorts keys and quotes values as Go's %q, no final newline", () => {
-    expect(formatMap({ b: "2", a: 'x"y' })).toBe('a="x\\"y"\nb="2"');
-    expect(formatMap(undefined)).toBe("");
-  });
-
   it("podFieldValue refuses an unsupported fieldPath", () => {
     expect(podFieldValue(pod, "spec.nodeName")).toEqual({ value: "node01" });
     expect(podFieldValue(pod, "status.phase")).toEqual({ error: "unsupported fieldPath: status.phase" });

@@ -34,6 +34,7 @@ import type {
   V1ServiceAccount,
   V1Volume,
 } from "@kubernetes/client-node";
+import { goFormatMap } from "@kvt/api";
 
 /** Where the kubelet reads the objects config volumes show (the API, or a fake in tests). */
 export interface ConfigLookups {
@@ -69,29 +70,6 @@ export function isConfigVolume(volume: V1Volume): boolean {
   return Boolean(volume.configMap || volume.secret || volume.downwardAPI || volume.projected);
 }
 
-/** Go's %q (strconv.Quote) of a label or annotation value, as the downward API's map format writes it. */
-export function goQuote(text: string): string {
-  let out = '"';
-  for (const ch of text) {
-    const code = ch.codePointAt(0)!;
-    if (ch === '"' || ch === "\\") out += `\\${ch}`;
-    else if (ch === "\n") out += "\\n";
-    else if (ch === "\t") out += "\\t";
-    else if (ch === "\r") out += "\\r";
-    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
-    else out += ch;
-  }
-  return `${out}"`;
-}
-
-/** kubelet's fieldpath.FormatMap: sorted `key="value"` lines, no final newline. */
-export function formatMap(map: Readonly<Record<string, string>> | undefined): string {
-  return Object.keys(map ?? {})
-    .sort()
-    .map((k) => `${k}=${goQuote(map![k])}`)
-    .join("\n");
-}
-
 /** The value of a downward API fieldRef of `pod`, or an error message. */
 export function podFieldValue(pod: V1Pod, fieldPath: string): { value: string } | { error: string } {
   const subscript = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(fieldPath);
@@ -103,8 +81,8 @@ export function podFieldValue(pod: V1Pod, fieldPath: string): { value: string } 
     "metadata.name": pod.metadata?.name,
     "metadata.namespace": pod.metadata?.namespace,
     "metadata.uid": pod.metadata?.uid,
-    "metadata.labels": formatMap(pod.metadata?.labels),
-    "metadata.annotations": formatMap(pod.metadata?.annotations),
+    "metadata.labels": goFormatMap(pod.metadata?.labels),
+    "metadata.annotations": goFormatMap(pod.metadata?.annotations),
     "spec.nodeName": pod.spec?.nodeName,
     "spec.serviceAccountName": pod.spec?.serviceAccountName,
     // Containers here share the host's network namespace view of the API (the pod IP is not theirs to report).

@@ -14,6 +14,7 @@
  * A request object's managedFields replace the live ones when they decode; `[]` or `[{}]` resets them; anything
  * that does not decode keeps the live ones (so clients that drop the field lose nothing).
  */
+import { goIsPrint, goQuote } from "@kvt/api";
 import { ApiError, badRequest, invalid, type StatusCause } from "../errors.ts";
 import { cloneJson, isObject, type Json, type JsonObject, jsonEqual, type KubeObject, nowTime } from "../types.ts";
 import { FieldSet, type FieldsV1Error, fieldSetOf, pathString } from "./field-set.ts";
@@ -49,8 +50,6 @@ export function managerId(e: Pick<ManagerEntry, "manager" | "operation" | "apiVe
 /** The most characters a field manager may have (kube's FieldManagerMaxLength). */
 export const FIELD_MANAGER_MAX_LENGTH = 128;
 
-const PRINTABLE = /^[\p{L}\p{M}\p{N}\p{P}\p{S} ]*$/u;
-
 /**
  * The manager of a write: the `fieldManager` option, else the User-Agent's prefix before its first "/" with
  * unprintable characters dropped, cut to 128 bytes (kube's managerOrUserAgent).
@@ -59,7 +58,7 @@ export function managerOf(fieldManager: string | undefined, userAgent: string | 
   if (fieldManager) return fieldManager;
   let out = "";
   for (const ch of (userAgent ?? "").split("/")[0]) {
-    if (!PRINTABLE.test(ch)) continue;
+    if (!goIsPrint(ch)) continue;
     if (Buffer.byteLength(out + ch) > FIELD_MANAGER_MAX_LENGTH) break;
     out += ch;
   }
@@ -98,7 +97,7 @@ export function validateWriteOptions(
     });
   let pos = 0;
   for (const ch of fm) {
-    if (!PRINTABLE.test(ch)) {
+    if (!goIsPrint(ch)) {
       const cp = ch.codePointAt(0) ?? 0;
       causes.push({
         reason: "FieldValueInvalid",
@@ -109,32 +108,6 @@ export function validateWriteOptions(
     pos += Buffer.byteLength(ch);
   }
   if (causes.length > 0) throw invalid(kind, "meta.k8s.io", "", causes);
-}
-
-const GO_ESCAPES: Readonly<Record<string, string>> = {
-  "\u0007": "\\a",
-  "\b": "\\b",
-  "\f": "\\f",
-  "\n": "\\n",
-  "\r": "\\r",
-  "\t": "\\t",
-  "\v": "\\v",
-  '"': '\\"',
-  "\\": "\\\\",
-};
-
-/** A string as Go's %q prints it (field.Invalid values in messages). */
-function goQuote(s: string): string {
-  let out = "";
-  for (const ch of s) {
-    const cp = ch.codePointAt(0) ?? 0;
-    if (Object.hasOwn(GO_ESCAPES, ch)) out += GO_ESCAPES[ch];
-    else if (cp < 0x80 && (cp < 0x20 || cp === 0x7f)) out += `\\x${cp.toString(16).padStart(2, "0")}`;
-    else if (!PRINTABLE.test(ch))
-      out += cp > 0xffff ? `\\U${cp.toString(16).padStart(8, "0")}` : `\\u${cp.toString(16).padStart(4, "0")}`;
-    else out += ch;
-  }
-  return `"${out}"`;
 }
 
 function decodeEntry(raw: Json): ManagerEntry {

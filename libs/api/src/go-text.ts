@@ -27,7 +27,7 @@ function marshal(value: unknown): string {
   return JSON.stringify(value) ?? "null";
 }
 
-const NAMED_ESCAPES: Record<string, string> = {
+const NAMED_ESCAPES: Readonly<Record<string, string>> = {
   "\u0007": "\\a",
   "\b": "\\b",
   "\f": "\\f",
@@ -39,18 +39,38 @@ const NAMED_ESCAPES: Record<string, string> = {
   "\\": "\\\\",
 };
 
-/** Go's %q of a string: double-quoted, named escapes, \xNN for other ASCII controls, \uNNNN for non-printables. */
+/** Go's strconv.IsPrint: letters, marks, numbers, punctuation, symbols and the ASCII space. */
+const PRINTABLE = /^[\p{L}\p{M}\p{N}\p{P}\p{S} ]$/u;
+
+/** Whether Go's strconv.IsPrint holds for the one character `ch`. */
+export function goIsPrint(ch: string): boolean {
+  return PRINTABLE.test(ch);
+}
+
+/**
+ * Go's %q of a string (strconv.Quote): double-quoted, named escapes, \xNN for ASCII controls, \uNNNN or \UNNNNNNNN
+ * for characters strconv.IsPrint refuses. testdata/go-quote holds Go's own output for a table of inputs.
+ */
 export function goQuote(text: string): string {
   let out = '"';
   for (const ch of text) {
-    const code = ch.codePointAt(0)!;
-    if (NAMED_ESCAPES[ch] !== undefined) out += NAMED_ESCAPES[ch];
+    const code = ch.codePointAt(0) ?? 0;
+    if (Object.hasOwn(NAMED_ESCAPES, ch)) out += NAMED_ESCAPES[ch];
     else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
-    else if ((code >= 0x80 && code < 0xa0) || code === 0xad || (code >= 0x2028 && code <= 0x2029) || code === 0xfeff) {
-      out += `\\u${code.toString(16).padStart(4, "0")}`;
-    } else out += ch;
+    else if (PRINTABLE.test(ch)) out += ch;
+    else if (code > 0xffff) out += `\\U${code.toString(16).padStart(8, "0")}`;
+    else out += `\\u${code.toString(16).padStart(4, "0")}`;
   }
   return `${out}"`;
+}
+
+/**
+ * The kubelet's fieldpath.FormatMap (the downward API's rendering of labels and annotations): `key="value"` lines
+ * sorted by key bytes as Go's sort.Strings, values as %q, no final newline.
+ */
+export function goFormatMap(map: Readonly<Record<string, string>> | undefined): string {
+  const keys = Object.keys(map ?? {}).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  return keys.map((k) => `${k}=${goQuote(map![k])}`).join("\n");
 }
 
 /**
