@@ -37,6 +37,16 @@ export interface CertificateRequest {
   readonly usage?: "server" | "client" | "both";
   /** Validity in days from now; default 365. */
   readonly validityDays?: number;
+  /** Validity in milliseconds from now (KubeVirt's `server.duration`); wins over `validityDays`. */
+  readonly validityMs?: number;
+  /** The issue time (default the clock's now); tests pass a fake clock's. */
+  readonly now?: Date;
+}
+
+/** How long a CA is valid, from when (default the clock's now). */
+export interface Validity {
+  readonly durationMs: number;
+  readonly now?: Date;
 }
 
 /** A certificate or key that cannot be used (malformed PEM, wrong key type, ...). */
@@ -72,19 +82,27 @@ function distinguishedName(commonName: string, organization?: string): string {
   return [...(organization ? [`O=${quote(organization)}`] : []), `CN=${quote(commonName)}`].join(", ");
 }
 
-function validity(days: number): { notBefore: Date; notAfter: Date } {
-  const now = Date.now();
-  return { notBefore: new Date(now - BACKDATE_MS), notAfter: new Date(now + days * DAY_MS) };
+function validityWindow(durationMs: number, at = new Date()): { notBefore: Date; notAfter: Date } {
+  const now = at.getTime();
+  return { notBefore: new Date(now - BACKDATE_MS), notAfter: new Date(now + durationMs) };
 }
 
-/** Generates a self-signed CA (basicConstraints CA:TRUE, keyCertSign, cRLSign), valid `validityDays` (3650). */
-export async function generateCa(commonName = "kubevirt-ca", validityDays = 3650): Promise<CertificateAndKey> {
+/**
+ * Generates a self-signed CA (basicConstraints CA:TRUE, keyCertSign, cRLSign), valid `validity`: a number of days
+ * (default 3650), or a duration in milliseconds from a given time.
+ */
+export async function generateCa(
+  commonName = "kubevirt-ca",
+  validity: number | Validity = 3650,
+): Promise<CertificateAndKey> {
   const keys = await newKeyPair();
+  const { durationMs, now } =
+    typeof validity === "number" ? { durationMs: validity * DAY_MS, now: undefined } : validity;
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     name: distinguishedName(commonName),
     keys,
     signingAlgorithm: SIGNING,
-    ...validity(validityDays),
+    ...validityWindow(durationMs, now),
     extensions: [
       new x509.BasicConstraintsExtension(true, undefined, true),
       new x509.KeyUsagesExtension(
@@ -130,7 +148,7 @@ export async function issueCertificate(ca: CertificateAndKey, request: Certifica
     publicKey: keys.publicKey,
     signingKey,
     signingAlgorithm: SIGNING,
-    ...validity(request.validityDays ?? 365),
+    ...validityWindow(request.validityMs ?? (request.validityDays ?? 365) * DAY_MS, request.now),
     extensions,
   });
   return { certPem: cert.toString("pem"), keyPem: await keyPem(keys.privateKey) };

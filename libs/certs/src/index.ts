@@ -22,4 +22,15 @@ export {
   isIssuedBy,
   issueCertificate,
   needsRenewal,
+  type Validity,
 } from "./certs.ts";
+/** KubeVirt's rotation rules: when to renew a certificate, which CAs a trust bundle keeps, key/cert pairing. */
+export {
+  keyMatchesCertificate,
+  MAX_CERTIFICATES_IN_BUNDLE,
+  type MergedBundle,
+  mergeCaBundle,
+  type RotationInput,
+  rotationDeadline,
+  splitCertificates,
+} from "./rotation.ts";
