@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { goBase64Decode, goFormatMap, goJson, goQuote } from "./go-text.ts";
+import { formatGoDuration, goBase64Decode, goFormatMap, goJson, goQuote, parseGoDuration } from "./go-text.ts";
 
 /** Pairs [input, strconv.Quote(input)] printed by Go itself: testdata/go-quote/main.go (`go run main.go < in.json`). */
 const goOutput = JSON.parse(readFileSync(new URL("./testdata/go-quote/expected.json", import.meta.url), "utf8")) as [
@@ -46,5 +46,34 @@ describe("goBase64Decode", () => {
     expect(goBase64Decode("aGVs\nbG8=")?.toString()).toBe("hello");
     expect(goBase64Decode("aGVsbG8")).toBeUndefined();
     expect(goBase64Decode("a$==")).toBeUndefined();
+  });
+});
+
+describe("Go durations", () => {
+  it.each([
+    ["5m", 300_000],
+    ["1h30m", 5_400_000],
+    ["1.5s", 1500],
+    ["250ms", 250],
+    ["0", 0],
+    ["5 minutes", undefined],
+    ["", undefined],
+  ])("parseGoDuration(%j) = %j", (text, ms) => {
+    expect(parseGoDuration(text)).toBe(ms);
+  });
+
+  it.each([
+    [86_400_000, "24h0m0s"],
+    [604_800_000, "168h0m0s"],
+    [17_280_000, "4h48m0s"],
+    [120_960_000, "33h36m0s"],
+    [90_000, "1m30s"],
+    [1500, "1.5s"],
+    [250, "250ms"],
+    [0, "0s"],
+    [-60_000, "-1m0s"],
+  ])("formatGoDuration(%j) = %j, as time.Duration.String()", (ms, text) => {
+    expect(formatGoDuration(ms)).toBe(text);
+    expect(parseGoDuration(text.replace(/^-/, ""))).toBe(Math.abs(ms));
   });
 });

@@ -1,6 +1,7 @@
 /**
  * Text as Go's standard library writes it, where KubeVirt's and the kubelet's output bytes depend on it:
- * `encoding/json` Marshal (HTML-safe escapes), `%q` (strconv.Quote) and `encoding/base64` StdEncoding decoding.
+ * `encoding/json` Marshal (HTML-safe escapes), `%q` (strconv.Quote), `encoding/base64` StdEncoding decoding, and
+ * time.Duration's text (metav1.Duration fields such as `5m` or `24h0m0s`).
  */
 
 /**
@@ -82,4 +83,47 @@ export function goBase64Decode(text: string): Buffer | undefined {
   if (clean.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(clean)) return undefined;
   // Like StdEncoding (not Strict()), non-zero bits in the last character's padding are ignored.
   return Buffer.from(clean, "base64");
+}
+
+const DURATION_UNIT_MS: Readonly<Record<string, number>> = {
+  ns: 1e-6,
+  us: 1e-3,
+  µs: 1e-3,
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+};
+
+/** A Go duration (`metav1.Duration`: "5m", "1h30m", "90s") in milliseconds; undefined when it does not parse. */
+export function parseGoDuration(text: string): number | undefined {
+  const re = /(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/gy;
+  let total = 0;
+  let matched = 0;
+  for (let m = re.exec(text); m; m = re.exec(text)) {
+    total += Number(m[1]) * (DURATION_UNIT_MS[m[2] ?? ""] ?? 0);
+    matched = re.lastIndex;
+  }
+  return matched === text.length && text !== "" ? total : text === "0" ? 0 : undefined;
+}
+
+/** A number as Go prints a duration's fraction: no trailing zeros, at most nanosecond precision. */
+function fraction(value: number, digits: number): string {
+  return value.toFixed(digits).replace(/\.?0+$/, "");
+}
+
+/**
+ * Go's time.Duration.String() of `ms` milliseconds (what metav1.Duration marshals to): `24h0m0s`, `1m30s`,
+ * `1.5s`, `250ms`, `0s`.
+ */
+export function formatGoDuration(ms: number): string {
+  if (ms < 0) return `-${formatGoDuration(-ms)}`;
+  if (ms === 0) return "0s";
+  if (ms < 1000) return `${fraction(ms, 6)}ms`;
+  const hours = Math.floor(ms / 3_600_000);
+  const minutes = Math.floor((ms % 3_600_000) / 60_000);
+  const seconds = `${fraction((ms % 60_000) / 1000, 9)}s`;
+  if (hours > 0) return `${hours}h${minutes}m${seconds}`;
+  if (minutes > 0) return `${minutes}m${seconds}`;
+  return seconds;
 }

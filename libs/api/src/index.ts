@@ -60,8 +60,16 @@ export { defaultVm, legacyFirmwareUuid, uuidV5 } from "./defaults/vm-defaults.ts
 export type { DefaultingOptions } from "./defaults/vmi-defaults.ts";
 // VMI defaulting: everything KubeVirt's VMI mutator applies on CREATE.
 export { applyVmiSpecDefaults, defaultVmi } from "./defaults/vmi-defaults.ts";
-// Text as Go's standard library writes it (encoding/json, %q, the kubelet's FormatMap, base64 decoding).
-export { goBase64Decode, goFormatMap, goIsPrint, goJson, goQuote } from "./go-text.ts";
+// Text as Go's standard library writes it (encoding/json, %q, the kubelet's FormatMap, base64, time.Duration).
+export {
+  formatGoDuration,
+  goBase64Decode,
+  goFormatMap,
+  goIsPrint,
+  goJson,
+  goQuote,
+  parseGoDuration,
+} from "./go-text.ts";
 // The common-instancetypes bundle the local cluster installs (v1.7.0: 65 instancetypes, 54 preferences).
 export {
   type BundledObject,
@@ -285,6 +293,7 @@ export type {
   Interface,
   KubeVirt,
   KubeVirtConfiguration,
+  KubeVirtSelfSignConfiguration,
   MigrationConfiguration,
   MigrationPolicy,
   MigrationPolicySpec,

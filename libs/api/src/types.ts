@@ -7,6 +7,7 @@ import type {
   developerConfigurationSchema,
   kubevirtConfigurationSchema,
   kubevirtSchema,
+  selfSignConfigurationSchema,
 } from "./schema/kubevirt-schemas.ts";
 import type { affinitySchema, conditionSchema, objectMetaSchema, tolerationSchema } from "./schema/meta.ts";
 import type {
@@ -113,6 +114,8 @@ export interface StatusCause {
 
 /** The KubeVirt CR (kubevirt.io/v1 KubeVirt): the cluster configuration object. */
 export type KubeVirt = Infer<typeof kubevirtSchema>;
+/** KubeVirt `spec.certificateRotateStrategy.selfSigned` (KubeVirtSelfSignConfiguration). */
+export type KubeVirtSelfSignConfiguration = Infer<typeof selfSignConfigurationSchema>;
 /** KubeVirt `spec.configuration`. */
 export type KubeVirtConfiguration = Infer<typeof kubevirtConfigurationSchema>;
 /** KubeVirt `spec.configuration.developerConfiguration`. */

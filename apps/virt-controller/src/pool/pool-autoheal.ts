@@ -10,7 +10,7 @@
  * KubeVirt measures "Ready=False since" from the condition's lastProbeTime; where that is unset, this reads
  * lastTransitionTime (the moment the field's documentation names).
  */
-import { findCondition, type VirtualMachine, type VirtualMachinePool, VM_CONDITION } from "@kvt/api";
+import { findCondition, parseGoDuration, type VirtualMachine, type VirtualMachinePool, VM_CONDITION } from "@kvt/api";
 
 /** Default `startUpFailureThreshold`. */
 export const DEFAULT_STARTUP_FAILURE_THRESHOLD = 3;
@@ -25,20 +25,6 @@ const FAILING_STATUSES: ReadonlySet<string> = new Set([
   "ErrImagePull",
   "ImagePullBackOff",
 ]);
-
-const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-
-/** A Go duration (`metav1.Duration`: "5m", "1h30m", "90s") in milliseconds; undefined when it does not parse. */
-export function parseGoDuration(text: string): number | undefined {
-  const re = /(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/gy;
-  let total = 0;
-  let matched = 0;
-  for (let m = re.exec(text); m; m = re.exec(text)) {
-    total += Number(m[1]) * (UNIT_MS[m[2]] ?? 0);
-    matched = re.lastIndex;
-  }
-  return matched === text.length && text !== "" ? total : text === "0" ? 0 : undefined;
-}
 
 /** The pool's VMs that autohealing replaces now (empty when `spec.autohealing` is unset). */
 export function failingVms(pool: VirtualMachinePool, vms: readonly VirtualMachine[], now: number): VirtualMachine[] {

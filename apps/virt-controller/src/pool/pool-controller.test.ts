@@ -14,7 +14,7 @@ import {
 } from "@kvt/testing";
 import { describe, expect, it } from "vitest";
 import { CONTROLLER_REVISIONS } from "../vm/instancetype-sync.ts";
-import { failingVms, parseGoDuration } from "./pool-autoheal.ts";
+import { failingVms } from "./pool-autoheal.ts";
 import { PoolController } from "./pool-controller.ts";
 import { indexVmSpec, newVmNames, scaleInOrder } from "./pool-plan.ts";
 import { type PoolRevision, poolRevision } from "./pool-revisions.ts";
@@ -518,16 +518,5 @@ describe("PoolController autohealing", () => {
       };
     });
     expect(failingVms(pool, [vm], now).length > 0).toBe(heals);
-  });
-
-  it.each([
-    ["5m", 300_000],
-    ["1h30m", 5_400_000],
-    ["1.5s", 1500],
-    ["250ms", 250],
-    ["0", 0],
-    ["5 minutes", undefined],
-  ])("parseGoDuration(%j) = %j", (text, ms) => {
-    expect(parseGoDuration(text)).toBe(ms);
   });
 });

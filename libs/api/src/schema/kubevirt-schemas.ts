@@ -9,6 +9,8 @@
  *                                                               virt-launcher: QEMU TCG where KVM cannot run the guest
  *     spec.configuration.developerConfiguration.featureGates   (admission, where a gate exists)
  *     spec.configuration.migrations                            virt-controller: the cluster migration configuration
+ *     spec.certificateRotateStrategy.selfSigned                virt-controller: durations of the KubeVirt CA and
+ *                                                               of the components' certificates (certificates/)
  * ```
  * Only the fields this platform acts on are declared; the other KubeVirtConfiguration and KubeVirtSpec fields are
  * kept as written (`x-kubernetes-preserve-unknown-fields`), so KubeVirt's own CR manifests apply unchanged.
@@ -49,9 +51,33 @@ export const kubevirtConfigurationSchema = obj(
   { preserveUnknownFields: true, description: "holds kubevirt configurations.\nsame as the virt-configMap" },
 );
 
+/** CertConfig: the lifetime of a certificate and how long before its end it is renewed (Go durations). */
+function certConfigSchema(description: string) {
+  return obj(
+    {
+      duration: str({ description: "The requested 'duration' (i.e. lifetime) of the Certificate." }),
+      renewBefore: str({
+        description:
+          'The amount of time before the currently issued certificate\'s "notAfter"\ntime that we will begin to attempt to renew the certificate.',
+      }),
+    },
+    { description },
+  );
+}
+
+/** KubeVirtSelfSignConfiguration: the self-signed KubeVirt CA and the certificates it signs. */
+export const selfSignConfigurationSchema = obj({
+  caRotateInterval: str({ description: "Deprecated. Use CA.Duration instead" }),
+  certRotateInterval: str({ description: "Deprecated. Use Server.Duration instead" }),
+  caOverlapInterval: str({ description: "Deprecated. Use CA.Duration and CA.RenewBefore instead" }),
+  ca: certConfigSchema("CA configuration\nCA certs are kept in the CA bundle as long as they are valid"),
+  server: certConfigSchema("Server configuration\nCerts are rotated and discarded"),
+});
+
 /** KubeVirt spec. */
 export const kubevirtSpecSchema = obj(
   {
+    certificateRotateStrategy: obj({ selfSigned: selfSignConfigurationSchema }),
     configuration: kubevirtConfigurationSchema,
     imagePullPolicy: str(),
     imageRegistry: str(),
