@@ -1,6 +1,7 @@
 /**
  * The launcher, assembled (the builder main.ts calls): console hub + domain manager + launcher-rpc server on the
- * VMI's socket. Tests build it with a fake machine; main() with the real backends.
+ * VMI's socket (commands, events, the console, and port-forwards to the guest). Tests build it with a fake machine;
+ * main() with the real backends.
  */
 import type { VirtualMachineInstance } from "@kvt/api";
 import { LauncherServer } from "@kvt/launcher-rpc";
@@ -8,6 +9,7 @@ import type { Logger } from "@kvt/observability";
 import { ConsoleHub } from "./domain/console-hub.ts";
 import { type BuiltMachine, DomainManager, type DomainOutcome } from "./domain/domain-manager.ts";
 import type { MachineSpec } from "./machine/machine.ts";
+import { guestDialer } from "./network/port-forward.ts";
 import type { SpecRole } from "./vmi/machine-spec.ts";
 
 /** Everything a launcher is made from. */
@@ -49,6 +51,7 @@ export async function startLauncherApp(options: LauncherAppOptions): Promise<Lau
     socketPath: options.socketPath,
     service: manager,
     console: hub,
+    portForward: guestDialer(() => manager.guestNetwork),
     logger: options.logger,
   });
   sink.server = server;

@@ -18,6 +18,8 @@ import {
   type MigrationTargetAddress,
   PATHS,
   POLLED_PATHS,
+  PORT_FORWARD_PROTOCOL,
+  type PortForwardProtocol,
   type PrepareTargetRequest,
   type ShutdownRequest,
   type SyncRequest,
@@ -192,6 +194,52 @@ export class LauncherClient {
     });
   }
 
+  /**
+   * Opens a connection to the guest's `port` through the launcher (which dials it inside the pod's network namespace
+   * before answering): a raw byte stream both ways, TCP's half-close included. Rejects with the launcher's reason
+   * (e.g. `Unavailable` with `dial tcp 10.0.2.2:23: connect: connection refused`) when it cannot connect. The caller
+   * closes the stream.
+   */
+  openPortForward(port: number, protocol: PortForwardProtocol = "tcp", options?: CallOptions): Promise<Duplex> {
+    const timeoutMs = options?.timeoutMs ?? this.#timeoutMs;
+    const path = `${PATHS.portForward}/${port}/${protocol}`;
+    return new Promise<Duplex>((resolve, reject) => {
+      const req = request({
+        socketPath: this.socketPath,
+        path,
+        method: "GET",
+        agent: false,
+        headers: { connection: "Upgrade", upgrade: PORT_FORWARD_PROTOCOL, [TIMEOUT_HEADER]: String(timeoutMs) },
+      });
+      const timer = setTimeout(() => {
+        req.destroy();
+        reject(new LauncherRpcError("DeadlineExceeded", `${path}: no answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      req.on("upgrade", (_res, socket: Duplex, head: Buffer) => {
+        clearTimeout(timer);
+        if (head.byteLength > 0) socket.unshift(head);
+        resolve(socket);
+      });
+      req.on("response", (res) => {
+        readBody(res).then(
+          (text) => {
+            clearTimeout(timer);
+            reject(refusal(res.statusCode ?? 0, text));
+          },
+          (error: unknown) => {
+            clearTimeout(timer);
+            reject(toUnavailable(error));
+          },
+        );
+      });
+      req.on("error", (error) => {
+        clearTimeout(timer);
+        reject(toUnavailable(error));
+      });
+      req.end();
+    });
+  }
+
   async #call<T>(method: "GET" | "POST", path: string, body: unknown, options?: CallOptions): Promise<T> {
     const span =
       POLLED_PATHS.has(path) && !trace.getSpanContext(context.active())
@@ -275,6 +323,19 @@ function decode<T>(path: string, status: number, text: string): T | LauncherRpcE
   const code = isLauncherErrorCode(error?.code) ? error.code : "Internal";
   const message = typeof error?.message === "string" ? error.message : `status ${status}`;
   return new LauncherRpcError(code, `${path}: ${message}`);
+}
+
+/** The error of a refused upgrade: the launcher's code and message as sent (the caller names the path). */
+function refusal(status: number, text: string): LauncherRpcError {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    // not the protocol's error body: the status says enough
+  }
+  const error = isObject(value) && isObject(value.error) ? value.error : undefined;
+  const code = isLauncherErrorCode(error?.code) ? error.code : status === 503 ? "Unavailable" : "Internal";
+  return new LauncherRpcError(code, typeof error?.message === "string" ? error.message : `launcher answered ${status}`);
 }
 
 function parseEvent(line: string): LauncherEvent | undefined {

@@ -28,18 +28,21 @@ export {
   type MigrationRole,
   type MigrationTargetAddress,
   PATHS,
+  PORT_FORWARD_PROTOCOL,
+  type PortForwardProtocol,
   PROTOCOL_VERSION,
   type PrepareTargetRequest,
   type ShutdownRequest,
   type SyncRequest,
   TIMEOUT_HEADER,
 } from "./protocol.ts";
-/** The launcher side: routes commands to a service, publishes events, serves the console. */
+/** The launcher side: routes commands to a service, publishes events, serves the console and port-forwards. */
 export {
   type ConsoleEndpoint,
   LauncherServer,
   type LauncherServerOptions,
   type LauncherService,
+  type PortForwardEndpoint,
 } from "./server.ts";
 /** Where launchers put their sockets, so a handler finds them (and re-finds them after a restart). */
 export { isLauncherSocketName, launcherSocketPath } from "./socket-path.ts";

@@ -1,5 +1,6 @@
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { request } from "node:http";
+import { connect, createServer, type Server as NetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger } from "@kvt/observability";
@@ -25,6 +26,7 @@ import {
   type LauncherService,
   launcherSocketPath,
   type MigrateRequest,
+  type PortForwardEndpoint,
   type PrepareTargetRequest,
   TIMEOUT_HEADER,
 } from "./index.ts";
@@ -331,6 +333,111 @@ describe("launcher-rpc over a unix socket", () => {
       context.disable();
       propagation.disable();
     }
+  });
+});
+
+describe("port-forward through the launcher", () => {
+  let guest: NetServer;
+  let guestPort: number;
+  let pfServer: LauncherServer;
+  let pfClient: LauncherClient;
+  const dials: number[] = [];
+  beforeEach(async () => {
+    // The "guest": answers each line upper-cased; on the client's half-close it writes "bye" and ends.
+    guest = createServer({ allowHalfOpen: true }, (socket: Socket) => {
+      socket.on("data", (d: Buffer) => socket.write(d.toString().toUpperCase()));
+      socket.on("end", () => socket.end("bye"));
+    });
+    await new Promise<void>((resolve) => guest.listen(0, "127.0.0.1", resolve));
+    guestPort = (guest.address() as { port: number }).port;
+    const endpoint: PortForwardEndpoint = {
+      dial: (port) =>
+        new Promise((resolve, reject) => {
+          dials.push(port);
+          if (port === 22) return reject(new LauncherRpcError("Conflict", "the VMI has no pod network interface"));
+          const s = connect({ host: "127.0.0.1", port: guestPort, allowHalfOpen: true });
+          s.once("connect", () => resolve(s));
+          s.once("error", () => reject(new LauncherRpcError("Unavailable", "dial tcp: connection refused")));
+        }),
+    };
+    pfServer = new LauncherServer({
+      socketPath: launcherSocketPath(dir, "pod-uid-pf"),
+      service,
+      portForward: endpoint,
+      logger,
+    });
+    await pfServer.listen();
+    pfClient = new LauncherClient(launcherSocketPath(dir, "pod-uid-pf"), { timeoutMs: 2000 });
+  });
+  afterEach(async () => {
+    await pfServer.close();
+    await new Promise<void>((resolve) => guest.close(() => resolve()));
+  });
+
+  it("carries bytes both ways, and a half-close reaches the guest and back", async () => {
+    const stream = await pfClient.openPortForward(8080, "tcp");
+    let received = "";
+    stream.on("data", (c: Buffer) => {
+      received += c.toString();
+    });
+    const ended = new Promise<void>((resolve) => stream.once("end", resolve));
+    stream.write("hello\n");
+    await expect.poll(() => received).toBe("HELLO\n");
+    stream.end();
+    await ended;
+    expect(received).toBe("HELLO\nbye");
+    expect(dials).toContain(8080);
+    stream.destroy();
+  });
+
+  it("a dial the endpoint refuses comes back with its code and message, before any upgrade", async () => {
+    await expect(pfClient.openPortForward(22, "tcp")).rejects.toMatchObject({
+      code: "Conflict",
+      message: "the VMI has no pod network interface",
+    });
+  });
+
+  it.each([
+    ["/v1/portforward/0/tcp", 'invalid port "0"'],
+    ["/v1/portforward/65536/tcp", 'invalid port "65536"'],
+    ["/v1/portforward/x/tcp", 'invalid port "x"'],
+    ["/v1/portforward/80/sctp", 'unsupported protocol "sctp"'],
+    ["/v1/portforward/80", "expected /v1/portforward/{port}/{protocol}"],
+  ])("a malformed path %s is a BadRequest (%s)", async (path, message) => {
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({
+        socketPath: pfClient.socketPath,
+        path,
+        agent: false,
+        headers: { connection: "Upgrade", upgrade: "kvt-portforward.v1" },
+      });
+      req.on("response", (res) => {
+        let text = "";
+        res.on("data", (c: Buffer) => {
+          text += c.toString();
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
+      });
+      req.on("upgrade", () => reject(new Error("upgraded")));
+      req.on("error", reject);
+      req.end();
+    });
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body)).toMatchObject({ error: { code: "BadRequest" } });
+    expect(JSON.parse(answer.body).error.message).toContain(message);
+  });
+
+  it("a launcher without a port-forward endpoint answers Unavailable", async () => {
+    await expect(client.openPortForward(80)).rejects.toMatchObject({ code: "Unavailable" });
+  });
+
+  it("closing the stream closes the guest's connection", async () => {
+    const closed = new Promise<void>((resolve) => {
+      guest.once("connection", (s: Socket) => s.once("close", () => resolve()));
+    });
+    const stream = await pfClient.openPortForward(8080);
+    stream.destroy();
+    await closed;
   });
 });
 

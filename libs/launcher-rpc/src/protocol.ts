@@ -19,6 +19,11 @@
  *        |                                                         |   migration-result, pings every 10 s
  *        |  GET  /v1/console  Upgrade: kvt-console.v1  <==========>|   101, then raw serial bytes both ways
  *        |                                                         |   (scrollback first)
+ *        |  GET  /v1/portforward/{port}/tcp                        |   the launcher (in the pod's network
+ *        |       Upgrade: kvt-portforward.v1  <===================>|   namespace) connects to the guest's port
+ *        |                                                         |   first: 101, then the connection's bytes
+ *        |                                                         |   both ways (half-close carried); else an
+ *        |                                                         |   error answer saying why it could not
  * ```
  *
  * Errors are `{"error":{"code","message"}}` with a matching HTTP status (see {@link LauncherErrorCode}). Only the
@@ -52,6 +57,8 @@ export const PATHS = {
   stats: "/v1/stats",
   events: "/v1/events",
   console: "/v1/console",
+  /** Prefix of `/v1/portforward/{port}/{protocol}`. */
+  portForward: "/v1/portforward",
 } as const;
 
 /**
@@ -65,6 +72,12 @@ export const TIMEOUT_HEADER = "x-kvt-timeout-ms";
 
 /** The `Upgrade` token of the console stream. */
 export const CONSOLE_PROTOCOL = "kvt-console.v1";
+
+/** The `Upgrade` token of a port-forward stream. */
+export const PORT_FORWARD_PROTOCOL = "kvt-portforward.v1";
+
+/** Transport protocols a port-forward reaches the guest with (KubeVirt's portforward subresource's `tcp`, `udp`). */
+export type PortForwardProtocol = "tcp";
 
 /** Interval of `ping` events on the event stream, so a dead peer is noticed. */
 export const EVENT_PING_INTERVAL_MS = 10_000;

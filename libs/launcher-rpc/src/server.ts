@@ -1,7 +1,8 @@
 /**
  * The launcher side of the protocol (see protocol.ts for the diagram): an HTTP/1.1 server on a unix socket that
  * routes commands to a {@link LauncherService}, enforces each request's deadline, continues the caller's trace,
- * streams events to every subscriber and upgrades `/v1/console` into a raw byte stream.
+ * streams events to every subscriber, upgrades `/v1/console` into a raw byte stream, and `/v1/portforward/{port}/tcp`
+ * into a connection to the guest's port.
  */
 import { chmodSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -31,6 +32,8 @@ import {
   type MigrationTargetAddress,
   PATHS,
   POLLED_PATHS,
+  PORT_FORWARD_PROTOCOL,
+  type PortForwardProtocol,
   type PrepareTargetRequest,
   type ShutdownRequest,
   type SyncRequest,
@@ -64,11 +67,22 @@ export interface ConsoleEndpoint {
   subscribe(listener: (chunk: Uint8Array) => void): () => void;
 }
 
+/** The guest's network ports, as the server connects port-forward clients to them. */
+export interface PortForwardEndpoint {
+  /**
+   * Connects to the guest's `port`. Rejects with a {@link LauncherRpcError} saying why it cannot (no pod network
+   * interface: Conflict; refused, unreachable or timed out: Unavailable with the dial error).
+   */
+  dial(port: number, protocol: PortForwardProtocol): Promise<Duplex>;
+}
+
 /** Options for {@link LauncherServer}. */
 export interface LauncherServerOptions {
   readonly socketPath: string;
   readonly service: LauncherService;
   readonly console?: ConsoleEndpoint;
+  /** Serves `/v1/portforward/...`; without it those upgrades answer 503. */
+  readonly portForward?: PortForwardEndpoint;
   readonly logger: Logger;
   /** Largest accepted request body; default 4 MiB (a VMI is a few KiB). */
   readonly maxBodyBytes?: number;
@@ -233,9 +247,17 @@ export class LauncherServer {
   #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     this.#track(socket);
     socket.on("error", () => socket.destroy()); // a peer vanishing mid-stream is routine
-    const path = (req.url ?? "").split("?")[0];
-    const endpoint = this.#options.console;
+    const path = (req.url ?? "").split("?")[0] ?? "";
     const upgrade = String(req.headers.upgrade ?? "").toLowerCase();
+    if (path.startsWith(`${PATHS.portForward}/`) && upgrade === PORT_FORWARD_PROTOCOL) {
+      this.#portForward(path, socket, head).catch((error: unknown) => {
+        // Last resort, as for commands: the peer sees a 500 and the launcher keeps serving.
+        this.#options.logger.error({ err: error, path }, "port-forward upgrade failed unexpectedly");
+        refuseUpgrade(socket, new LauncherRpcError("Internal", "internal error"));
+      });
+      return;
+    }
+    const endpoint = this.#options.console;
     if (path !== PATHS.console || upgrade !== CONSOLE_PROTOCOL || !endpoint) {
       const status = !endpoint && path === PATHS.console ? "503 Service Unavailable" : "400 Bad Request";
       socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
@@ -252,6 +274,68 @@ export class LauncherServer {
     socket.once("end", () => socket.destroy()); // the client hung up: no half-open consoles
     socket.once("close", unsubscribe);
   }
+
+  /** `/v1/portforward/{port}/{protocol}`: connect to the guest first, then switch protocols and splice the two. */
+  async #portForward(path: string, socket: Duplex, head: Buffer): Promise<void> {
+    const target = parsePortForwardPath(path);
+    if (target instanceof LauncherRpcError) return refuseUpgrade(socket, target);
+    const endpoint = this.#options.portForward;
+    if (!endpoint) return refuseUpgrade(socket, new LauncherRpcError("Unavailable", "port-forward is not served"));
+    let guest: Duplex;
+    try {
+      guest = await endpoint.dial(target.port, target.protocol);
+    } catch (error) {
+      return refuseUpgrade(socket, toRpcError(error));
+    }
+    if (socket.destroyed) {
+      guest.destroy(); // the handler gave up while we dialled
+      return;
+    }
+    this.#track(guest);
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${PORT_FORWARD_PROTOCOL}\r\nConnection: Upgrade\r\n\r\n`,
+    );
+    if (head.byteLength > 0) guest.write(head);
+    splice(socket, guest);
+  }
+}
+
+/** Port and protocol of a port-forward path, or the BadRequest saying what is wrong with it. */
+export function parsePortForwardPath(path: string): { port: number; protocol: PortForwardProtocol } | LauncherRpcError {
+  const m = /^\/v1\/portforward\/([^/]*)\/([^/]*)$/.exec(path);
+  if (!m) return new LauncherRpcError("BadRequest", `${path}: expected ${PATHS.portForward}/{port}/{protocol}`);
+  const [, rawPort = "", protocol = ""] = m;
+  const port = /^\d{1,5}$/.test(rawPort) ? Number(rawPort) : Number.NaN;
+  if (!(port >= 1 && port <= 65535)) return new LauncherRpcError("BadRequest", `invalid port "${rawPort}"`);
+  if (protocol !== "tcp") return new LauncherRpcError("BadRequest", `unsupported protocol "${protocol}"`);
+  return { port, protocol };
+}
+
+/**
+ * Carries bytes both ways between two streams with backpressure: an end of one side's input ends the other's
+ * output (a TCP half-close crosses), and either side closing or failing destroys both.
+ */
+function splice(a: Duplex, b: Duplex): void {
+  a.pipe(b);
+  b.pipe(a);
+  const destroyBoth = (): void => {
+    a.destroy();
+    b.destroy();
+  };
+  a.once("close", destroyBoth);
+  b.once("close", destroyBoth);
+  a.on("error", destroyBoth);
+  b.on("error", destroyBoth);
+}
+
+/** Answers an upgrade request that is refused with the protocol's error body, then closes. */
+function refuseUpgrade(socket: Duplex, error: LauncherRpcError): void {
+  if (socket.destroyed) return;
+  const code = isLauncherErrorCode(error.code) ? error.code : "Internal";
+  const body = JSON.stringify({ error: { code, message: error.message } } satisfies ErrorBody);
+  socket.end(
+    `HTTP/1.1 ${error.status} ${code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 /** The answer of a command that returns nothing. */

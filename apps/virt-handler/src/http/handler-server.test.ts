@@ -4,10 +4,10 @@
  */
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { PassThrough } from "node:stream";
+import { Duplex, PassThrough } from "node:stream";
 import type { VirtualMachineInstance } from "@kvt/api";
 import { type CertificateAndKey, generateCa, issueCertificate } from "@kvt/certs";
-import type { LauncherClient } from "@kvt/launcher-rpc";
+import { type LauncherClient, LauncherRpcError } from "@kvt/launcher-rpc";
 import { createLogger } from "@kvt/observability";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
@@ -45,6 +45,13 @@ beforeAll(async () => {
       serial.write("guest bytes");
       return Promise.resolve(serial);
     },
+    openPortForward: (guestPort: number) => {
+      calls.push(`portforward ${guestPort}`);
+      if (guestPort === 23) {
+        return Promise.reject(new LauncherRpcError("Unavailable", "dial tcp 10.0.2.2:23: connect: connection refused"));
+      }
+      return Promise.resolve(upperCaseGuest());
+    },
   } as unknown as LauncherClient;
   const vmi = { metadata: { name: "vm1", namespace: "default", uid: "u1" } } as VirtualMachineInstance;
   server = new HandlerServer({
@@ -59,6 +66,44 @@ beforeAll(async () => {
 afterAll(async () => {
   await server.close();
 });
+
+/** A guest connection that answers each write upper-cased and ends when its input ends. */
+function upperCaseGuest(): Duplex {
+  const guest: Duplex = new Duplex({
+    read() {},
+    write(chunk: Buffer, _enc, done) {
+      guest.push(chunk.toString().toUpperCase());
+      done();
+    },
+    final(done) {
+      guest.push(null);
+      done();
+    },
+  });
+  guestStreams.push(guest);
+  return guest;
+}
+const guestStreams: Duplex[] = [];
+
+/** Opens a WebSocket to `path` as virt-api; resolves with it once open, or with the refusal's status and body. */
+function openAsVirtApi(path: string): Promise<WebSocket | { status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`wss://127.0.0.1:${port}${path}`, [CONSOLE_SUBPROTOCOL], {
+      ca: ca.certPem,
+      cert: virtApi.certPem,
+      key: virtApi.keyPem,
+    });
+    ws.on("open", () => resolve(ws));
+    ws.on("unexpected-response", (_req, res) => {
+      let body = "";
+      res.on("data", (d: Buffer) => {
+        body += d.toString();
+      });
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    ws.on("error", reject);
+  });
+}
 
 /** PUT pause over TLS with `client` (or none); resolves with the status, rejects when the handshake is refused. */
 function pause(client?: CertificateAndKey, trust = ca.certPem): Promise<number> {
@@ -136,6 +181,54 @@ describe("HandlerServer", () => {
     ws.close();
     expect(first).toBe("guest bytes");
     expect(calls).toEqual(["console"]);
+  });
+});
+
+describe("HandlerServer port-forward", () => {
+  it("carries bytes to the launcher's guest connection and back; closing the socket closes it", async () => {
+    calls.length = 0;
+    const ws = await openAsVirtApi(`${PATH}/portforward/22`);
+    if (!(ws instanceof WebSocket)) throw new Error(`refused: ${ws.status} ${ws.body}`);
+    const reply = new Promise<string>((resolve) => ws.once("message", (d: Buffer) => resolve(d.toString())));
+    ws.send(Buffer.from("ssh-2.0-client"));
+    expect(await reply).toBe("SSH-2.0-CLIENT");
+    expect(calls).toEqual(["portforward 22"]);
+    ws.close();
+    await expect.poll(() => guestStreams.at(-1)?.destroyed).toBe(true);
+  });
+
+  it("the guest ending its side closes the WebSocket", async () => {
+    const ws = await openAsVirtApi(`${PATH}/portforward/8080/tcp`);
+    if (!(ws instanceof WebSocket)) throw new Error("refused");
+    const closed = new Promise<number>((resolve) => ws.once("close", resolve));
+    guestStreams.at(-1)?.push(null);
+    expect(await closed).not.toBe(1006); // a clean close (ws sends no code: 1005), not an abnormal one
+  });
+
+  it("a dial the launcher refuses is a Status with its message, before any upgrade", async () => {
+    const answer = await openAsVirtApi(`${PATH}/portforward/23/tcp`);
+    expect(answer).toMatchObject({ status: 503 });
+    expect(JSON.parse((answer as { body: string }).body)).toMatchObject({
+      kind: "Status",
+      code: 503,
+      reason: "ServiceUnavailable",
+      message: "dial tcp 10.0.2.2:23: connect: connection refused",
+    });
+  });
+
+  it.each([
+    [`${PATH}/portforward/0`, 400, 'invalid port "0"'],
+    [`${PATH}/portforward/70000/tcp`, 400, 'invalid port "70000"'],
+    [`${PATH}/portforward/abc`, 400, 'invalid port "abc"'],
+    [`${PATH}/portforward/22/sctp`, 400, 'unsupported protocol "sctp"'],
+    ["/v1/namespaces/default/virtualmachineinstances/nope/portforward/22", 404, "not on this node"],
+    ["/v1/namespaces/%E0%A4%A/virtualmachineinstances/vm1/portforward/22", 404, "no such path segment"],
+  ])("%s is refused with %i (%s)", async (path, status, message) => {
+    const answer = await openAsVirtApi(path);
+    expect(answer).toMatchObject({ status });
+    const body = JSON.parse((answer as { body: string }).body) as { kind: string; message: string };
+    expect(body.kind).toBe("Status");
+    expect(body.message).toContain(message);
   });
 });
 

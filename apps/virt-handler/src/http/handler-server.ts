@@ -12,6 +12,10 @@
  *   GET /v1/namespaces/{ns}/virtualmachineinstances/{name}/guestosinfo -> 409: no guest agent in our guests
  *   GET /v1/namespaces/{ns}/virtualmachineinstances/{name}/console     -> WebSocket, subprotocol
  *       `plain.kubevirt.io`: binary frames carry the serial bytes both ways; either side closing ends it
+ *   GET /v1/namespaces/{ns}/virtualmachineinstances/{name}/portforward/{port}[/{protocol}]
+ *       -> the launcher connects to the guest's port first (an error Status saying why it could not, e.g. 503
+ *       `dial tcp 10.0.2.2:23: connect: connection refused`), then WebSocket `plain.kubevirt.io`: binary frames
+ *       carry the connection's bytes both ways, with backpressure; either side ending closes both
  *   GET /healthz                                                       -> 200 ok (same mutual TLS)
  *
  * Every error is a Kubernetes `Status` (kind Status, code, reason, message).
@@ -19,12 +23,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { createServer as createHttpsServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
-import type { Duplex } from "node:stream";
+import { type Duplex, pipeline } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import type { VirtualMachineInstance } from "@kvt/api";
 import { LauncherRpcError } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
-import { WebSocketServer } from "ws";
+import { createWebSocketStream, type WebSocket, WebSocketServer } from "ws";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
 
 /** The console WebSocket subprotocol virt-api speaks. */
@@ -52,6 +56,8 @@ export interface HandlerServerDeps {
 }
 
 const ROUTE = /^\/v1\/namespaces\/([^/]+)\/virtualmachineinstances\/([^/]+)\/([a-z]+)$/;
+const PORT_FORWARD_ROUTE =
+  /^\/v1\/namespaces\/([^/]+)\/virtualmachineinstances\/([^/]+)\/portforward\/([^/]*)(?:\/([^/]*))?$/;
 
 class HttpError extends Error {
   readonly code: number;
@@ -91,10 +97,12 @@ export class HandlerServer {
       deps.logger.debug({ err: error, remote: socket.remoteAddress }, "refused a TLS handshake");
     });
     this.#server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      socket.on("error", () => socket.destroy()); // virt-api vanishing mid-stream is routine
       this.#upgrade(req, socket, head).catch((error: unknown) => {
         const e = toHttpError(error);
+        const body = statusBody(e);
         socket.end(
-          `HTTP/1.1 ${e.code} ${e.reason}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n${e.message}`,
+          `HTTP/1.1 ${e.code} ${e.reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
         );
       });
     });
@@ -131,11 +139,12 @@ export class HandlerServer {
       res.writeHead(200, { "content-type": "text/plain" }).end("ok");
       return;
     }
+    if (PORT_FORWARD_ROUTE.test(path)) throw new HttpError(400, "BadRequest", "portforward needs a WebSocket upgrade");
     const m = ROUTE.exec(path);
     if (!m) throw new HttpError(404, "NotFound", `no such path: ${path}`);
-    const [, namespace, name, sub] = m;
+    const [, namespace = "", name = "", sub] = m;
     req.resume(); // options bodies (PauseOptions, ...) carry nothing we act on
-    const view = this.#launcher(decodeURIComponent(namespace), decodeURIComponent(name));
+    const view = this.#launcher(decodeSegment(namespace), decodeSegment(name));
     if (sub === "guestosinfo" && req.method === "GET") {
       throw new HttpError(409, "Conflict", "VMI does not have guest agent connected");
     }
@@ -149,9 +158,12 @@ export class HandlerServer {
   }
 
   async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    const m = ROUTE.exec((req.url ?? "/").split("?")[0] ?? "/");
-    if (m?.[3] !== "console") throw new HttpError(404, "NotFound", "only the console upgrades");
-    const view = this.#launcher(decodeURIComponent(m[1]), decodeURIComponent(m[2]));
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    const forward = PORT_FORWARD_ROUTE.exec(path);
+    if (forward) return this.#portForward(forward, req, socket, head);
+    const m = ROUTE.exec(path);
+    if (m?.[3] !== "console") throw new HttpError(404, "NotFound", "only the console and portforward upgrade");
+    const view = this.#launcher(decodeSegment(m[1]), decodeSegment(m[2]));
     const serial = await view.client.openConsole();
     this.#ws.handleUpgrade(req, socket, head, (ws) => {
       serial.on("data", (chunk: Buffer) => ws.send(chunk, { binary: true }));
@@ -165,6 +177,31 @@ export class HandlerServer {
     });
   }
 
+  /**
+   * `portforward/{port}[/{protocol}]`: the launcher dials the guest before the upgrade is answered, so a closed port
+   * or a missing interface is an error Status, never an open-then-closed WebSocket.
+   */
+  async #portForward(m: RegExpExecArray, req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const [, ns = "", name = "", rawPort = "", protocol = "tcp"] = m;
+    const port = /^\d{1,5}$/.test(rawPort) ? Number(rawPort) : Number.NaN;
+    if (!(port >= 1 && port <= 65535)) throw new HttpError(400, "BadRequest", `invalid port "${rawPort}"`);
+    if (protocol !== "tcp") throw new HttpError(400, "BadRequest", `unsupported protocol "${protocol}"`);
+    const namespace = decodeSegment(ns);
+    const vmiName = decodeSegment(name);
+    const view = this.#launcher(namespace, vmiName);
+    const guest = await view.client.openPortForward(port, protocol);
+    if (socket.destroyed) {
+      guest.destroy(); // virt-api gave up while the launcher dialled
+      return;
+    }
+    this.#ws.handleUpgrade(req, socket, head, (ws) => {
+      this.#d.logger.info({ namespace, name: vmiName, port, protocol }, "port-forward opened");
+      spliceWebSocket(ws, guest, () =>
+        this.#d.logger.info({ namespace, name: vmiName, port, protocol }, "port-forward closed"),
+      );
+    });
+  }
+
   #launcher(namespace: string, name: string): LauncherView {
     const vmi = this.#d.findVmi(namespace, name);
     if (!vmi?.metadata?.uid) throw new HttpError(404, "NotFound", `VMI ${namespace}/${name} is not on this node`);
@@ -174,22 +211,50 @@ export class HandlerServer {
   }
 }
 
+/** The Status reason (apimachinery's StatusReason) of each launcher error code. */
+const STATUS_REASON: Partial<Record<LauncherRpcError["code"], string>> = {
+  BadRequest: "BadRequest",
+  NotFound: "NotFound",
+  Conflict: "Conflict",
+  Unavailable: "ServiceUnavailable",
+  DeadlineExceeded: "Timeout",
+};
+
 function toHttpError(error: unknown): HttpError {
   if (error instanceof HttpError) return error;
   if (error instanceof LauncherRpcError) {
-    const reason =
-      error.code === "Conflict" ? "Conflict" : error.code === "BadRequest" ? "BadRequest" : "InternalError";
-    return new HttpError(error.status === 504 ? 504 : error.status, reason, error.message);
+    return new HttpError(error.status, STATUS_REASON[error.code] ?? "InternalError", error.message);
   }
   return new HttpError(500, "InternalError", error instanceof Error ? error.message : String(error));
 }
 
-function sendStatus(res: ServerResponse, e: HttpError): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
+/**
+ * Carries bytes between a WebSocket and a stream both ways with backpressure (each chunk one binary message); the
+ * first side to end or fail closes both. `onClosed` runs once, when both are gone.
+ */
+function spliceWebSocket(ws: WebSocket, stream: Duplex, onClosed: () => void): void {
+  const wsStream = createWebSocketStream(ws);
+  let open = 2;
+  const done = (): void => {
+    wsStream.destroy();
+    stream.destroy();
+    if (--open === 0) onClosed();
+  };
+  pipeline(stream, wsStream, done);
+  pipeline(wsStream, stream, done);
+}
+
+/** A path segment, percent-decoded; a malformed escape names no VMI (404), never a 500. */
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new HttpError(404, "NotFound", `no such path segment: ${segment}`);
   }
-  const body = JSON.stringify({
+}
+
+function statusBody(e: HttpError): string {
+  return JSON.stringify({
     kind: "Status",
     apiVersion: "v1",
     status: "Failure",
@@ -197,5 +262,12 @@ function sendStatus(res: ServerResponse, e: HttpError): void {
     reason: e.reason,
     code: e.code,
   });
-  res.writeHead(e.code, { "content-type": "application/json" }).end(body);
+}
+
+function sendStatus(res: ServerResponse, e: HttpError): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(e.code, { "content-type": "application/json" }).end(statusBody(e));
 }

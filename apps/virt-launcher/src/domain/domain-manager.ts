@@ -38,6 +38,7 @@ import {
   MachineUnsupportedError,
   type MigrationOptions,
 } from "../machine/machine.ts";
+import type { GuestNetwork } from "../network/port-forward.ts";
 import { localDisksBlocker } from "../vmi/disks.ts";
 import type { SpecRole } from "../vmi/machine-spec.ts";
 import type { ConsoleHub } from "./console-hub.ts";
@@ -50,6 +51,8 @@ export interface BuiltMachine {
   readonly reason: string;
   /** The guest's wired interfaces (status.interfaces), when it has any. */
   readonly interfaces?: readonly DomainInterface[];
+  /** Where port-forwards reach the guest, when it has a wired pod-network interface. */
+  readonly guestNetwork?: GuestNetwork;
 }
 
 /** What the manager needs from the launcher's composition root. */
@@ -111,6 +114,11 @@ export class DomainManager implements LauncherService {
   /** The current domain state. */
   get state(): DomainState {
     return this.#state;
+  }
+
+  /** Where port-forwards reach the guest: only while it runs here (not before boot, not once it left or ended). */
+  get guestNetwork(): GuestNetwork | undefined {
+    return this.#state === "Running" || this.#state === "Paused" ? this.#built?.guestNetwork : undefined;
   }
 
   info(): DomainInfo {

@@ -14,6 +14,7 @@ import type { Logger } from "@kvt/observability";
 import { type HostVirt, nativeVmm, probeHostVirt, type Vmm } from "@kvt/vmm";
 import type { BuiltMachine } from "../domain/domain-manager.ts";
 import { nicNeedsQemu, POD_INTERFACE } from "../network/masquerade-plan.ts";
+import { guestNetworkOf } from "../network/port-forward.ts";
 import { disksNeedQemu } from "../vmi/disks.ts";
 import { chooseBackend, type UseEmulation } from "./backend-choice.ts";
 import { type MachineDisk, type MachineSpec, MachineUnsupportedError } from "./machine.ts";
@@ -51,7 +52,8 @@ export function machineFactory(options: MachineFactoryOptions): MachineFactory {
     const spec = options.inPodNetwork ? await withPodNics(unwired, options.logger) : unwired;
     const built = await build(spec);
     const interfaces = wiredInterfaces(spec, options.podIp);
-    return interfaces.length > 0 ? { ...built, interfaces } : built;
+    if (interfaces.length === 0 || !spec.podNetwork) return built;
+    return { ...built, interfaces, guestNetwork: guestNetworkOf(spec.podNetwork) };
   };
 }
 
