@@ -142,4 +142,6 @@ export const CORE_V1 = {
     namespaced: true,
   },
   leases: { group: "coordination.k8s.io", version: "v1", plural: "leases", kind: "Lease", namespaced: true },
+  secrets: { group: "", version: "v1", plural: "secrets", kind: "Secret", namespaced: true },
+  configMaps: { group: "", version: "v1", plural: "configmaps", kind: "ConfigMap", namespaced: true },
 } as const;
