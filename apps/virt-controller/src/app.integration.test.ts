@@ -2,14 +2,17 @@
  * virt-controller against the real local API server over HTTP: the VM and VMI controllers for each run strategy,
  * restart with a stable firmware UUID, and orphan/adopt. No scheduler or kubelet runs, so launcher pods stay Pending.
  */
-import type { VirtualMachine, VirtualMachineInstance } from "@kvt/api";
-import { CORE_V1, KUBEVIRT_V1, kubeConfigFor, type Pod, RestClient, resourceClient } from "@kvt/kube";
+import { CERTIFICATES, type VirtualMachine, type VirtualMachineInstance } from "@kvt/api";
+import { certificateInfo, isIssuedBy } from "@kvt/certs";
+import { CORE_V1, KUBEVIRT_V1, type KubeObject, kubeConfigFor, type Pod, RestClient, resourceClient } from "@kvt/kube";
 import { type ApiServerHandle, startApiServer } from "@kvt/local-cluster";
 import { eventually, installKubeVirtCrds, newVm, newVmi, withRunning, withRunStrategy } from "@kvt/testing";
 import { pino } from "pino";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VirtControllerApp } from "./app.ts";
+import { BUNDLE_TARGET_TYPES } from "./certificates/cert-manager.ts";
+import type { ConfigMap, Secret } from "./certificates/cert-plan.ts";
 
 describe("virt-controller against the local API server", () => {
   let server: ApiServerHandle;
@@ -28,6 +31,22 @@ describe("virt-controller against the local API server", () => {
     server = await startApiServer({ inMemory: true, port: 0, logger: pino({ level: "silent" }) });
     transport = new RestClient(kubeConfigFor(server.url, server.token), { registry });
     await installKubeVirtCrds(transport);
+    // The install namespace and a webhook configuration (matching nothing the tests write) for the certificate
+    // manager to fill in.
+    await resourceClient(transport, CORE_V1.namespaces).create({ metadata: { name: "kubevirt" } });
+    await resourceClient(transport, BUNDLE_TARGET_TYPES.mutatingWebhookConfigurations).create({
+      metadata: { name: "virt-api-mutator" },
+      webhooks: [
+        {
+          name: "nothing.kubevirt.io",
+          clientConfig: { url: "https://127.0.0.1:1/none" },
+          rules: [{ operations: ["CREATE"], apiGroups: ["example.com"], apiVersions: ["v1"], resources: ["none"] }],
+          failurePolicy: "Ignore",
+          sideEffects: "None",
+          admissionReviewVersions: ["v1"],
+        },
+      ],
+    } as KubeObject);
     app = new VirtControllerApp({ transport, logger: pino({ level: "silent" }), registry });
     await app.start();
   }, 60_000);
@@ -168,5 +187,43 @@ describe("virt-controller against the local API server", () => {
     }
     expect(handlerWrites).toBeLessThanOrEqual(2);
     expect((await controllerUpdates()) - before).toBeLessThanOrEqual(1);
+  });
+
+  it("keeps KubeVirt's certificate Secrets, the CA bundle and the caBundles, and renews on a CR change", async () => {
+    const secrets = resourceClient<Secret>(transport, CORE_V1.secrets);
+    const names = [CERTIFICATES.caSecret, CERTIFICATES.virtApi, CERTIFICATES.handlerServer, CERTIFICATES.handlerClient];
+    const stored = await eventually(async () => {
+      const all = (await secrets.list("kubevirt")).items.filter((s) => names.includes(s.metadata?.name as never));
+      return all.length === names.length ? all : undefined;
+    });
+    expect(stored.map((s) => s.type)).toEqual(Array(4).fill("kubernetes.io/tls"));
+    const pem = (s: Secret | undefined): string => Buffer.from(s?.data?.["tls.crt"] ?? "", "base64").toString();
+    const ca = pem(stored.find((s) => s.metadata?.name === CERTIFICATES.caSecret));
+    const bundle = await resourceClient<ConfigMap>(transport, CORE_V1.configMaps).get("kubevirt", "kubevirt-ca");
+    expect(bundle.data?.["ca-bundle"]?.trim()).toBe(ca.trim());
+    const hooks = await eventually(async () => {
+      const m = (await resourceClient(transport, BUNDLE_TARGET_TYPES.mutatingWebhookConfigurations).get(
+        "",
+        "virt-api-mutator",
+      )) as KubeObject & { webhooks: { clientConfig: { caBundle?: string } }[] };
+      return m.webhooks[0]?.clientConfig.caBundle ? m : undefined;
+    });
+    expect(Buffer.from(hooks.webhooks[0]?.clientConfig.caBundle ?? "", "base64").toString()).toBe(
+      bundle.data?.["ca-bundle"],
+    );
+    // The CR asks for 2h certificates: each component certificate is issued again, for 2h, by the same CA.
+    const before = pem(await secrets.get("kubevirt", CERTIFICATES.virtApi));
+    await resourceClient(transport, KUBEVIRT_V1.kubevirts).create({
+      metadata: { name: "kubevirt", namespace: "kubevirt" },
+      spec: { certificateRotateStrategy: { selfSigned: { server: { duration: "2h" } } } },
+    } as KubeObject);
+    const renewed = await eventually(async () => {
+      const s = await secrets.get("kubevirt", CERTIFICATES.virtApi);
+      return s.metadata?.annotations?.["kubevirt.io/duration"] === "2h0m0s" ? pem(s) : undefined;
+    });
+    expect(renewed).not.toBe(before);
+    expect(isIssuedBy(renewed, ca)).toBe(true);
+    const { notBefore, notAfter } = certificateInfo(renewed);
+    expect(notAfter.getTime() - notBefore.getTime()).toBe(2 * 3_600_000 + 60_000);
   });
 });

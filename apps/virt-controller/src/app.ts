@@ -8,12 +8,16 @@
  *       │  └──────────────────── API server (writes) <─────────────────────────┐
  *       └──handlers──> queues ──runners──> controllers ──────────────────────────┘
  * ```
+ * The certificate manager (certificates/) runs beside them on the leader: virt-operator's duty of keeping the
+ * KubeVirt CA, the components' certificate Secrets and the webhooks' CA bundles, which we have no operator for.
  */
 import {
   ANNOTATION,
   activeKubeVirt,
+  CERTIFICATES,
   claimInfo,
   claimOfVolume,
+  KUBEVIRT_CR,
   type KubeVirt,
   type KubeVirtConfiguration,
   keyOf,
@@ -43,6 +47,7 @@ import {
   type PersistentVolumeClaim,
   type Pod,
   type Reconciler,
+  type ResourceClient,
   type RestTransport,
   Runner,
   resourceClient,
@@ -52,6 +57,7 @@ import { contextFromTraceparent } from "@kvt/observability";
 import type { Context, Tracer } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { Registry } from "prom-client";
+import { BUNDLE_TARGET_TYPES, CertificateManager } from "./certificates/cert-manager.ts";
 import { EvacuationController } from "./evacuation/evacuation-controller.ts";
 import type { ControllerMetrics } from "./metrics/controller-metrics.ts";
 import { MigrationController, migrationVmiIndex } from "./migration/migration-controller.ts";
@@ -96,6 +102,8 @@ export interface VirtControllerAppOptions {
   readonly threads?: { vm?: number; vmi?: number };
   /** Host name for event sources. */
   readonly host?: string;
+  /** The install namespace: the certificate Secrets and the kubevirt-ca ConfigMap live there; default kubevirt. */
+  readonly namespace?: string;
 }
 
 /** All informers and controllers of one virt-controller replica. */
@@ -189,11 +197,7 @@ export class VirtControllerApp {
     const clusterConfig = (): KubeVirtConfiguration | undefined =>
       activeKubeVirt(kubevirts.store.list())?.spec.configuration;
     this.#o.metrics?.watch({ vmis, migrations });
-    const recorder = (component: string): EventRecorder => {
-      const r = new EventRecorder({ events: eventClient, component, logger, host: this.#o.host });
-      this.#recorders.push(r);
-      return r;
-    };
+    const recorder = (component: string): EventRecorder => this.#recorder(eventClient, component);
     const podsOfVmi = (uid: string): Pod[] => pods.store.byIndex("createdBy", uid);
     const activeFrom = (node: string): number =>
       migrations.store
@@ -346,6 +350,7 @@ export class VirtControllerApp {
     vms.addHandlers(poolH.vm);
     revisions.addHandlers(poolH.revision);
     vmis.addHandlers(poolH.vmi);
+    this.#certificates(transport, kubevirts, recorder("certificate-manager"));
 
     for (const i of this.#informers) i.start();
     await Promise.all(this.#required.map((i) => i.waitForSync()));
@@ -368,6 +373,34 @@ export class VirtControllerApp {
     this.#run("pool", "VirtualMachinePool", poolQ, pool, 3);
   }
 
+  /**
+   * The certificate manager, woken by KubeVirt CR changes. It starts once the CR's cache has synced, before the other
+   * controllers: the components wait for their certificates.
+   */
+  #certificates(transport: RestTransport, kubevirts: Informer<KubeVirt>, recorder: EventRecorder): void {
+    const manager = new CertificateManager({
+      namespace: this.#o.namespace ?? KUBEVIRT_CR.namespace,
+      secrets: resourceClient(transport, CORE_V1.secrets),
+      configMaps: resourceClient(transport, CORE_V1.configMaps),
+      bundleTargets: {
+        mutatingWebhookConfigurations: resourceClient(transport, BUNDLE_TARGET_TYPES.mutatingWebhookConfigurations),
+        validatingWebhookConfigurations: resourceClient(transport, BUNDLE_TARGET_TYPES.validatingWebhookConfigurations),
+        apiServices: resourceClient(transport, BUNDLE_TARGET_TYPES.apiServices),
+      },
+      selfSigned: () => activeKubeVirt(kubevirts.store.list())?.spec.certificateRotateStrategy?.selfSigned,
+      recorder,
+    });
+    const queue = this.#queue("virt-controller-certificates");
+    const key = objectKey(this.#o.namespace ?? KUBEVIRT_CR.namespace, CERTIFICATES.caSecret);
+    // A change of the CR (its certificateRotateStrategy) is looked at at once; the manager requeues itself.
+    kubevirts.addHandlers({ onAdd: () => queue.add(key), onUpdate: () => queue.add(key) });
+    void kubevirts.waitForSync().then(() => {
+      if (queue.shuttingDown) return;
+      queue.add(key);
+      this.#run("certificates", "Secret", queue, manager, 1);
+    });
+  }
+
   /** Stops the controllers (in-flight reconciles finish) and the informers; flushes pending events. */
   async stop(): Promise<void> {
     for (const q of this.#queues) q.shutDown();
@@ -379,6 +412,13 @@ export class VirtControllerApp {
   /** Refreshes the in-flight workqueue gauges (call before a scrape). */
   updateMetrics(): void {
     for (const q of this.#queues) q.updateUnfinishedWork();
+  }
+
+  /** An event recorder for `component`, flushed on {@link stop}. */
+  #recorder(events: ResourceClient<CoreEvent>, component: string): EventRecorder {
+    const r = new EventRecorder({ events, component, logger: this.#o.logger, host: this.#o.host });
+    this.#recorders.push(r);
+    return r;
   }
 
   #informer<T extends Lifecycle>(informer: T, required = true): T {

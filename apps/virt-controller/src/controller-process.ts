@@ -25,7 +25,7 @@ export interface ControllerProcessOptions {
   readonly metricsPort: number;
   /** Its address (default 127.0.0.1; the release passes the pod IP so probes and Prometheus reach it). */
   readonly metricsHost?: string;
-  /** Namespace of the Lease. */
+  /** The install namespace: the Lease, the certificate Secrets and the kubevirt-ca ConfigMap. */
   readonly namespace: string;
   readonly logLevel: string;
   readonly version: string;
@@ -56,6 +56,7 @@ export async function runController(o: ControllerProcessOptions, signal: AbortSi
     metrics,
     tracer: trace.getTracer("virt-controller"),
     host: identity,
+    namespace: o.namespace,
   });
   await ensureNamespace(transport, namespace);
   let exitCode = 0;

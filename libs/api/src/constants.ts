@@ -144,6 +144,35 @@ export const KVM_DEVICE_RESOURCE = "devices.kubevirt.io/kvm";
 /** KubeVirt CR `status.phase` values. */
 export const KUBEVIRT_PHASES = ["Deploying", "Deployed", "Deleting", "Deleted", ""] as const;
 
+/**
+ * KubeVirt's certificate objects in the install namespace (virt-operator's components/secrets.go), which
+ * virt-controller's certificate manager keeps: Secrets of type kubernetes.io/tls (`tls.crt`, `tls.key`) and the
+ * ConfigMap of the CAs every component trusts (`ca-bundle`).
+ */
+export const CERTIFICATES = {
+  /** Secret: the KubeVirt CA's certificate and key. */
+  caSecret: "kubevirt-ca",
+  /** ConfigMap: the trusted CAs (the current one first, an older one during the overlap) under `ca-bundle`. */
+  caConfigMap: "kubevirt-ca",
+  /** The ConfigMap key of the bundle. */
+  caBundleKey: "ca-bundle",
+  /** Secret: virt-api's serving certificate (webhooks, the subresource APIService). */
+  virtApi: "kubevirt-virt-api-certs",
+  /** Secret: virt-handler's serving certificate (CN `kubevirt.io:system:node:virt-handler`). */
+  handlerServer: "kubevirt-virt-handler-server-certs",
+  /** Secret: the client certificate virt-api presents to virt-handler (CN `kubevirt.io:system:client:virt-handler`). */
+  handlerClient: "kubevirt-virt-handler-certs",
+  /** Annotation on each Secret: the duration its certificate was issued for (Go text, `24h0m0s`). */
+  durationAnnotation: "kubevirt.io/duration",
+} as const;
+
+/** The objects whose CA bundle the certificate manager keeps equal to the `kubevirt-ca` ConfigMap's (by kind). */
+export const CA_BUNDLE_TARGETS = {
+  mutatingWebhookConfigurations: ["virt-api-mutator"],
+  validatingWebhookConfigurations: ["virt-api-validator"],
+  apiServices: ["v1.subresources.kubevirt.io", "v1alpha3.subresources.kubevirt.io"],
+} as const;
+
 /** Where the local cluster (and KubeVirt's install) keeps its KubeVirt CR: namespace and name. */
 export const KUBEVIRT_CR = { namespace: "kubevirt", name: "kubevirt" } as const;
 

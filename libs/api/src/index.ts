@@ -9,6 +9,8 @@ export type { MigrationPhase, PrintableStatus, RunStrategy, VmiPhase } from "./c
 export {
   ANNOTATION,
   API_VERSION,
+  CA_BUNDLE_TARGETS,
+  CERTIFICATES,
   DEFAULT_GRACE_PERIOD_SECONDS,
   DEFAULT_NETWORK_NAME,
   DISK_BUSES,
