@@ -2,8 +2,10 @@
  * The objects a cluster needs to route to virt-api (KubeVirt's `webhooks.go` and `apiservices.go`): a
  * MutatingWebhookConfiguration, a ValidatingWebhookConfiguration and the APIServices for
  * `subresources.kubevirt.io` v1 and v1alpha3, all pointing at Service `<namespace>/virt-api` port 443 (or at a
- * URL, for a local API server), with the CA that signed virt-api's serving certificate.
+ * URL, for a local API server). Their `caBundle` is the KubeVirt CA bundle when one is given; a release leaves it
+ * out, and virt-controller's certificate manager fills it in (CA_BUNDLE_TARGETS), as virt-operator does.
  */
+import { CA_BUNDLE_TARGETS } from "@kvt/api";
 
 /** Where the API server reaches virt-api. */
 export interface VirtApiEndpoint {
@@ -11,8 +13,13 @@ export interface VirtApiEndpoint {
   readonly namespace?: string;
   /** A URL base (`https://127.0.0.1:8443`) instead of the Service, for API servers outside the cluster network. */
   readonly url?: string;
-  /** PEM of the CA that signed virt-api's serving certificate. */
-  readonly caPem: string;
+  /**
+   * Keep the Service references, and tell an API server outside the cluster network where the Service answers
+   * ({@link URL_ANNOTATION} on every object); it still verifies the certificate as `virt-api.<namespace>.svc`.
+   */
+  readonly serviceUrl?: string;
+  /** PEM of the CA bundle that signed virt-api's serving certificate; absent: no caBundle. */
+  readonly caPem?: string;
 }
 
 interface WebhookSpec {
@@ -186,10 +193,20 @@ const VALIDATING: readonly WebhookSpec[] = [
   },
 ];
 
+function caBundleOf(endpoint: VirtApiEndpoint): { caBundle?: string } {
+  return endpoint.caPem === undefined ? {} : { caBundle: Buffer.from(endpoint.caPem).toString("base64") };
+}
+
 function clientConfig(endpoint: VirtApiEndpoint, path: string): Record<string, unknown> {
-  const caBundle = Buffer.from(endpoint.caPem).toString("base64");
-  if (endpoint.url) return { url: `${endpoint.url.replace(/\/$/, "")}${path}`, caBundle };
-  return { service: { namespace: endpoint.namespace ?? "kubevirt", name: "virt-api", path, port: 443 }, caBundle };
+  if (endpoint.url) return { url: `${endpoint.url.replace(/\/$/, "")}${path}`, ...caBundleOf(endpoint) };
+  const service = { namespace: endpoint.namespace ?? "kubevirt", name: "virt-api", path, port: 443 };
+  return { service, ...caBundleOf(endpoint) };
+}
+
+/** The annotation telling an API server outside the cluster where the Service answers, when there is one. */
+function urlAnnotation(endpoint: VirtApiEndpoint): { annotations?: Record<string, string> } {
+  const url = endpoint.url ?? endpoint.serviceUrl;
+  return url ? { annotations: { [URL_ANNOTATION]: url } } : {};
 }
 
 function webhook(endpoint: VirtApiEndpoint, spec: WebhookSpec, mutating: boolean): Record<string, unknown> {
@@ -228,7 +245,7 @@ export function mutatingWebhookConfiguration(endpoint: VirtApiEndpoint): Record<
   return {
     apiVersion: "admissionregistration.k8s.io/v1",
     kind: "MutatingWebhookConfiguration",
-    metadata: { name: "virt-api-mutator", labels: LABELS },
+    metadata: { name: CA_BUNDLE_TARGETS.mutatingWebhookConfigurations[0], labels: LABELS, ...urlAnnotation(endpoint) },
     webhooks: MUTATING.map((s) => webhook(endpoint, s, true)),
   };
 }
@@ -238,7 +255,11 @@ export function validatingWebhookConfiguration(endpoint: VirtApiEndpoint): Recor
   return {
     apiVersion: "admissionregistration.k8s.io/v1",
     kind: "ValidatingWebhookConfiguration",
-    metadata: { name: "virt-api-validator", labels: LABELS },
+    metadata: {
+      name: CA_BUNDLE_TARGETS.validatingWebhookConfigurations[0],
+      labels: LABELS,
+      ...urlAnnotation(endpoint),
+    },
     webhooks: VALIDATING.map((s) => webhook(endpoint, s, false)),
   };
 }
@@ -248,17 +269,13 @@ export function apiServices(endpoint: VirtApiEndpoint): Record<string, unknown>[
   return ["v1", "v1alpha3"].map((version) => ({
     apiVersion: "apiregistration.k8s.io/v1",
     kind: "APIService",
-    metadata: {
-      name: `${version}.subresources.kubevirt.io`,
-      labels: LABELS,
-      ...(endpoint.url ? { annotations: { [URL_ANNOTATION]: endpoint.url } } : {}),
-    },
+    metadata: { name: `${version}.subresources.kubevirt.io`, labels: LABELS, ...urlAnnotation(endpoint) },
     spec: {
       group: "subresources.kubevirt.io",
       version,
       groupPriorityMinimum: 1000,
       versionPriority: 15,
-      caBundle: Buffer.from(endpoint.caPem).toString("base64"),
+      ...caBundleOf(endpoint),
       service: { namespace: endpoint.namespace ?? "kubevirt", name: "virt-api", port: 443 },
     },
   }));
