@@ -1,25 +1,40 @@
 /**
- * Errors of the plumbing: {@link ApiError} (a failed API call, carrying the server's `Status`), {@link SyncError}
+ * Errors of the plumbing: {@link ApiError} (a failed API call, carrying its `Status`), {@link SyncError}
  * (a reconcile failure whose reason becomes a condition reason, as in KubeVirt) and {@link TerminalError} (never
  * retried, as in controller-runtime).
  */
 import type { Status } from "./types.ts";
 
-/** A non-2xx answer from the API server. `status` is the server's `Status` body when it sent one. */
+/**
+ * A failed API call, on either side of the wire: a non-2xx answer the client got (`message` names the request), or
+ * the answer a server sends (built by the functions of `status.ts`; `message` is the Status message).
+ */
 export class ApiError extends Error {
   /** HTTP status code. */
   readonly code: number;
   /** `Status.reason` (`NotFound`, `Conflict`, `AlreadyExists`, `Expired`, `Invalid`, ...), or `""`. */
   readonly reason: string;
-  /** The server's Status body. */
-  readonly status: Status | undefined;
+  /**
+   * The Status: the server's body, or, for an answer without one, the Status client-go makes of it; for a server,
+   * what it answers. Built from `message` and `code` when not given.
+   */
+  readonly status: Status;
   constructor(message: string, code: number, status?: Status, options?: ErrorOptions) {
     super(message, options);
     this.name = "ApiError";
     this.code = code;
-    this.reason = status?.reason ?? "";
-    this.status = status;
+    this.status = status ?? { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, code };
+    this.reason = this.status.reason ?? "";
   }
+}
+
+/**
+ * What client-go's `err.Error()` prints: an {@link ApiError}'s Status message (the server's words, without the
+ * request this client adds to `message`), any other error's message. For user-facing text and Status messages.
+ */
+export function errorMessage(error: unknown): string {
+  if (error instanceof ApiError) return error.status.message ?? error.message;
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** True for a 404. */

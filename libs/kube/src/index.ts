@@ -2,12 +2,13 @@
 
 /** JSON patches with `test` preconditions. */
 export { deepEqual, diffMembers, type JsonPatchOp, patchField, pointer, pointerSegment } from "./client/json-patch.ts";
-/** KubeConfig loading (file, env, in-cluster). */
+/** KubeConfig loading as kubectl does it (--kubeconfig, a merged $KUBECONFIG, in-cluster, ~/.kube/config). */
 export {
   type KubeAccess,
   type KubeConfigSource,
   kubeConfigFor,
   kubeConfigFromFile,
+  type LoadedKubeConfig,
   loadKubeConfig,
 } from "./client/kube-config.ts";
 /** Typed per-kind clients. */
@@ -20,15 +21,18 @@ export {
   resourceClient,
   resourcePath,
 } from "./client/resource-client.ts";
-/** The HTTP transport (node:http(s), keep-alive) authenticated from a client-node KubeConfig. */
+/** The HTTP transport (node:http(s), keep-alive) authenticated from a kubeconfig, with impersonation as an option. */
 export {
   describePath,
+  type Impersonation,
+  impersonationHeaders,
   pathTemplate,
   type RawWatchEvent,
   RestClient,
   type RestClientOptions,
   type RestRequest,
   type RestTransport,
+  type UpgradeTarget,
   type WatchHandle,
 } from "./client/rest-client.ts";
 /** core/v1 Pod and Node shapes, and the core resource types. */
@@ -46,6 +50,7 @@ export {
 /** API errors and reconcile errors. */
 export {
   ApiError,
+  errorMessage,
   isAlreadyExists,
   isConflict,
   isGone,
@@ -71,6 +76,25 @@ export { cachedController, controllerRefOf } from "./owners.ts";
 /** Reconcile results and the runner. */
 export { done, type ReconcileContext, type Reconciler, type Result, requeueAfter } from "./reconcile/result.ts";
 export { Runner, type RunnerOptions } from "./reconcile/runner.ts";
+/** Status on both sides of the wire: apimachinery's failure answers, and the Status of a client's non-2xx answer. */
+export {
+  alreadyExists,
+  answerStatus,
+  badRequest,
+  conflict,
+  failureStatus,
+  forbidden,
+  type GroupResource,
+  internalError,
+  invalid,
+  isStatus,
+  methodNotSupported,
+  notFound,
+  OPTIMISTIC_LOCK_ERROR,
+  qualifiedResource,
+  statusError,
+  unauthorized,
+} from "./status.ts";
 /** Plain JSON shapes of metadata, Status, Lease and Event. */
 export type {
   CoreEvent,
@@ -82,6 +106,8 @@ export type {
   ObjectReference,
   OwnerReference,
   Status,
+  StatusCause,
+  StatusDetails,
 } from "./types.ts";
 /** Writes of a controller its informer cache has not shown yet (skip reconciles that would act on stale data). */
 export { UNOBSERVED_WRITE_TTL_MS, UnobservedWrites } from "./unobserved-writes.ts";

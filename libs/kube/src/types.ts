@@ -51,15 +51,39 @@ export interface KubeList<T> {
   items: T[];
 }
 
-/** `metav1.Status`, the body of every API error. */
+/** `metav1.StatusCause`: one cause of a failure (field-precise for validation errors). */
+export interface StatusCause {
+  /** `metav1.CauseType` (`FieldValueInvalid`, `FieldValueRequired`, ...): Go's `Type`, on the wire under `reason`. */
+  reason?: string;
+  message?: string;
+  /** Field path, e.g. `spec.template.spec.domain.devices.disks[1].name`. */
+  field?: string;
+}
+
+/** `metav1.StatusDetails`: the object a failure is about, its causes, and when to retry. */
+export interface StatusDetails {
+  name?: string;
+  group?: string;
+  /** The resource (`virtualmachines`) or kind the failure is about. */
+  kind?: string;
+  uid?: string;
+  causes?: StatusCause[];
+  retryAfterSeconds?: number;
+}
+
+/**
+ * `metav1.Status`, the body of every API error: what a server answers (the builders in `status.ts` fill every field
+ * kube-apiserver sends) and what a client reads (any field may be missing there).
+ */
 export interface Status {
   apiVersion?: string;
   kind?: "Status";
+  metadata?: ListMeta;
   status?: "Success" | "Failure";
   message?: string;
   reason?: string;
+  details?: StatusDetails;
   code?: number;
-  details?: { name?: string; kind?: string; causes?: { type?: string; message?: string; field?: string }[] };
 }
 
 /** `coordination.k8s.io/v1` Lease. */

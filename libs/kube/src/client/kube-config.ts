@@ -1,17 +1,20 @@
 /**
- * Loading cluster access: from an explicit kubeconfig file, from `$KUBECONFIG`, from the in-cluster service account,
- * or from `~/.kube/config`, in that order.
+ * Loading cluster access as kubectl does: an explicit kubeconfig file (`--kubeconfig`), else the files of
+ * `$KUBECONFIG`, else the in-cluster service account, else `~/.kube/config`. A `$KUBECONFIG` list is merged as
+ * kubectl merges it: files that do not exist are skipped, and for `current-context` and for each cluster, user and
+ * context name the first file that sets it wins. A context other than the current one (`--context`) and another
+ * server address (`--server`, keeping the cluster's CA and the user's credentials) may be asked for.
  *
  * The common configurations (a server with a bearer token, a token file, a client certificate, CA data or files,
  * insecure-skip-tls-verify, basic auth) are read here. Only a user with an `exec` or `auth-provider` plugin, or a
  * cluster behind a `proxy-url`, loads @kubernetes/client-node's KubeConfig, at first use: importing it costs every
  * process about 80 MiB of resident memory (its generated API models), which virt-handler on every node and the other
- * components do not need (issue 21's footprint; docs/decisions/0002 has the transport).
+ * components do not need (docs/decisions/0002 has the transport).
  */
 import { existsSync, readFileSync } from "node:fs";
 import type { RequestOptions as HttpsRequestOptions } from "node:https";
 import { homedir } from "node:os";
-import { dirname, isAbsolute, join } from "node:path";
+import { delimiter, dirname, isAbsolute, join } from "node:path";
 import { parse as parseYaml } from "yaml";
 
 /** What a transport needs of a kubeconfig (client-node's KubeConfig has the same two methods). */
@@ -22,53 +25,73 @@ export interface KubeAccess {
   applyToHTTPSOptions(opts: HttpsRequestOptions): Promise<void>;
 }
 
+/** Cluster access as {@link loadKubeConfig} found it, and where from (for messages that say what to check). */
+export interface LoadedKubeConfig extends KubeAccess {
+  /** The context's namespace (in a pod: the service account's), if one is set; kubectl's default is `default`. */
+  readonly namespace: string | undefined;
+  /** The context used; undefined in a pod and for a `server` without a kubeconfig. */
+  readonly context: string | undefined;
+  /** The kubeconfig files read, in order (empty: in-cluster, or `server` without a kubeconfig). */
+  readonly files: readonly string[];
+}
+
 /** Where {@link loadKubeConfig} looks. `env` defaults to `process.env` (read at call time, never at import). */
 export interface KubeConfigSource {
   /** A kubeconfig path (the `--kubeconfig` flag). Wins over everything else. */
   readonly kubeconfig?: string;
-  /** Environment to read `KUBECONFIG` / `KUBERNETES_SERVICE_HOST` from. */
+  /** Environment to read `KUBECONFIG`, `HOME` and `KUBERNETES_SERVICE_HOST`/`_PORT` from. */
   readonly env?: Record<string, string | undefined>;
+  /** The context to use (`--context`); default the kubeconfig's `current-context`. */
+  readonly context?: string;
+  /**
+   * The API server address (`--server`), replacing the cluster's; its CA and the user's credentials still apply.
+   * With no kubeconfig at all it is used alone (no credentials).
+   */
+  readonly server?: string;
 }
 
 /** The in-cluster service account's files (client-go's). */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-/** Loads cluster access; throws with a clear message when nothing is configured or the file is not a kubeconfig. */
-export function loadKubeConfig(source: KubeConfigSource = {}): KubeAccess {
+/** Loads cluster access; throws with a clear message when nothing is configured or a file is not a kubeconfig. */
+export function loadKubeConfig(source: KubeConfigSource = {}): LoadedKubeConfig {
   const env = source.env ?? process.env;
-  const file = source.kubeconfig ?? env.KUBECONFIG?.split(":")[0];
-  if (file) return kubeConfigFromFile(file);
-  if (env.KUBERNETES_SERVICE_HOST) return inClusterConfig(env);
+  if (source.kubeconfig) return fromFiles([source.kubeconfig], source);
+  // kubectl skips the files of the list that do not exist, and reads no ~/.kube/config when the list is set.
+  const listed = env.KUBECONFIG?.split(delimiter).filter((f) => f !== "" && existsSync(f));
+  if (listed?.length) return fromFiles(listed, source);
+  if (env.KUBERNETES_SERVICE_HOST) return inClusterConfig(env, source.server);
   const home = join(env.HOME ?? homedir(), ".kube", "config");
-  if (existsSync(home)) return kubeConfigFromFile(home);
-  throw new Error("Cannot find a kubeconfig: pass --kubeconfig, set KUBECONFIG, or run in a cluster");
+  if (listed === undefined && existsSync(home)) return fromFiles([home], source);
+  if (source.server) return new SimpleKubeConfig({ server: source.server }, {}, { files: [] });
+  throw new Error(
+    "Cannot find a kubeconfig: pass --kubeconfig FILE, set KUBECONFIG, create ~/.kube/config (as kubectl would use), or run in a cluster",
+  );
 }
 
 /** Cluster access for `server` with a bearer `token` (plain http allowed; TLS not verified), for tests and tools. */
 export function kubeConfigFor(server: string, token?: string): KubeAccess {
-  return new SimpleKubeConfig({ server, insecure: true }, token === undefined ? {} : { token });
+  return new SimpleKubeConfig({ server, insecure: true }, token === undefined ? {} : { token }, { files: [] });
 }
 
 /** A kubeconfig file's current context. */
-export function kubeConfigFromFile(path: string): KubeAccess {
-  let doc: unknown;
-  try {
-    doc = parseYaml(readFileSync(path, "utf8"));
-  } catch (err) {
-    throw new Error(`kubeconfig ${path}: ${(err as Error).message}`, { cause: err });
-  }
-  return fromDocument(doc, path);
+export function kubeConfigFromFile(path: string): LoadedKubeConfig {
+  return fromFiles([path], {});
 }
 
-function inClusterConfig(env: Record<string, string | undefined>): KubeAccess {
+/** The service account's cluster access; its namespace from `POD_NAMESPACE` or the account's file (client-go's). */
+function inClusterConfig(env: Record<string, string | undefined>, server: string | undefined): LoadedKubeConfig {
   const host = env.KUBERNETES_SERVICE_HOST ?? "";
   const port = env.KUBERNETES_SERVICE_PORT ?? "443";
+  const namespaceFile = join(SERVICE_ACCOUNT_DIR, "namespace");
+  const namespace = env.POD_NAMESPACE ?? (existsSync(namespaceFile) ? readFileSync(namespaceFile, "utf8").trim() : "");
   return new SimpleKubeConfig(
     {
-      server: `https://${host.includes(":") ? `[${host}]` : host}:${port}`,
+      server: server ?? `https://${host.includes(":") ? `[${host}]` : host}:${port}`,
       caFile: join(SERVICE_ACCOUNT_DIR, "ca.crt"),
     },
     { tokenFile: join(SERVICE_ACCOUNT_DIR, "token") },
+    { files: [], namespace: namespace || undefined },
   );
 }
 
@@ -98,61 +121,133 @@ type Doc = Record<string, unknown>;
 const isDoc = (v: unknown): v is Doc => typeof v === "object" && v !== null && !Array.isArray(v);
 const str = (o: Doc, k: string): string | undefined => (typeof o[k] === "string" ? o[k] : undefined);
 
-/** The entry `name` of a kubeconfig list (`clusters`, `users`, `contexts`): its inner object under `key`. */
-function named(doc: Doc, list: string, key: string, name: string | undefined, path: string): Doc {
-  const entries = Array.isArray(doc[list]) ? (doc[list] as unknown[]) : [];
-  const hit = entries.find((e) => isDoc(e) && e.name === name);
-  if (!isDoc(hit) || !isDoc(hit[key])) throw new Error(`kubeconfig ${path}: no ${key} named "${String(name)}"`);
-  return hit[key];
+/** The kubeconfig entries that hold file paths, which are relative to the file that names them. */
+const PATH_KEYS = ["certificate-authority", "client-certificate", "client-key", "tokenFile"];
+
+/** Several kubeconfig files merged, first wins: the raw entries by name, paths made absolute. */
+interface MergedDoc {
+  currentContext: string | undefined;
+  readonly clusters: Map<string, Doc>;
+  readonly users: Map<string, Doc>;
+  readonly contexts: Map<string, Doc>;
 }
 
-function fromDocument(doc: unknown, path: string): KubeAccess {
-  if (!isDoc(doc)) throw new Error(`kubeconfig ${path}: not a kubeconfig document`);
-  const contextName = str(doc, "current-context");
-  if (!contextName) throw new Error(`kubeconfig ${path}: no current-context`);
-  const context = named(doc, "contexts", "context", contextName, path);
-  const c = named(doc, "clusters", "cluster", str(context, "cluster"), path);
+/** The inner object of each named entry of `list` (`clusters`/`cluster`, ...) not yet in `into`. */
+function mergeList(into: Map<string, Doc>, doc: Doc, list: string, key: string, base: string): void {
+  for (const entry of Array.isArray(doc[list]) ? (doc[list] as unknown[]) : []) {
+    if (!isDoc(entry) || typeof entry.name !== "string" || into.has(entry.name)) continue;
+    const inner: Doc = isDoc(entry[key]) ? { ...entry[key] } : {};
+    for (const k of PATH_KEYS) {
+      const v = inner[k];
+      if (typeof v === "string" && v !== "" && !isAbsolute(v)) inner[k] = join(base, v);
+    }
+    into.set(entry.name, inner);
+  }
+}
+
+function readMerged(files: readonly string[]): MergedDoc {
+  const merged: MergedDoc = { currentContext: undefined, clusters: new Map(), users: new Map(), contexts: new Map() };
+  for (const path of files) {
+    let doc: unknown;
+    try {
+      doc = parseYaml(readFileSync(path, "utf8"));
+    } catch (err) {
+      throw new Error(`kubeconfig ${path}: ${(err as Error).message}`, { cause: err });
+    }
+    if (doc === null || doc === undefined) continue; // an empty file, as kubectl reads it
+    if (!isDoc(doc)) throw new Error(`kubeconfig ${path}: not a kubeconfig document`);
+    merged.currentContext ??= str(doc, "current-context") || undefined;
+    const base = dirname(path);
+    mergeList(merged.clusters, doc, "clusters", "cluster", base);
+    mergeList(merged.users, doc, "users", "user", base);
+    mergeList(merged.contexts, doc, "contexts", "context", base);
+  }
+  return merged;
+}
+
+/** The entry `name` of `entries`, or a message naming what is missing. */
+function entry(entries: Map<string, Doc>, what: string, name: string, where: string): Doc {
+  const hit = entries.get(name);
+  if (!hit) throw new Error(`kubeconfig ${where}: no ${what} named "${name}"`);
+  return hit;
+}
+
+function fromFiles(files: readonly string[], source: KubeConfigSource): LoadedKubeConfig {
+  const merged = readMerged(files);
+  const where = files.join(delimiter);
+  const contextName = source.context ?? merged.currentContext;
+  if (!contextName) throw new Error(`kubeconfig ${where}: no current-context (pass --context)`);
+  const context = entry(merged.contexts, "context", contextName, where);
+  const clusterName = str(context, "cluster") ?? "";
+  // With --server, a context may name no cluster (kubectl then has the address and nothing else).
+  const c =
+    source.server && !merged.clusters.has(clusterName) ? {} : entry(merged.clusters, "cluster", clusterName, where);
   const userName = str(context, "user");
-  const u = userName ? named(doc, "users", "user", userName, path) : {};
-  const server = str(c, "server");
-  if (!server) throw new Error(`kubeconfig ${path}: cluster "${String(str(context, "cluster"))}" has no server`);
-  const rel = (f: string | undefined): string | undefined =>
-    f === undefined || isAbsolute(f) ? f : join(dirname(path), f);
+  const u = userName ? entry(merged.users, "user", userName, where) : {};
+  const server = source.server ?? str(c, "server");
+  if (!server) throw new Error(`kubeconfig ${where}: cluster "${clusterName}" has no server`);
   const cluster: ClusterEntry = {
     server,
     caData: str(c, "certificate-authority-data"),
-    caFile: rel(str(c, "certificate-authority")),
+    caFile: str(c, "certificate-authority"),
     insecure: c["insecure-skip-tls-verify"] === true,
     serverName: str(c, "tls-server-name"),
     proxyUrl: str(c, "proxy-url"),
   };
   const user: UserEntry = {
     token: str(u, "token"),
-    tokenFile: rel(str(u, "tokenFile")),
+    tokenFile: str(u, "tokenFile"),
     certData: str(u, "client-certificate-data"),
-    certFile: rel(str(u, "client-certificate")),
+    certFile: str(u, "client-certificate"),
     keyData: str(u, "client-key-data"),
-    keyFile: rel(str(u, "client-key")),
+    keyFile: str(u, "client-key"),
     username: str(u, "username"),
     password: str(u, "password"),
     plugin: u.exec !== undefined || u["auth-provider"] !== undefined,
   };
-  return new SimpleKubeConfig(cluster, user, path);
+  // What client-node gets for a plugin or a proxy: the one context, as resolved here.
+  const document = {
+    "current-context": contextName,
+    contexts: [{ name: contextName, context }],
+    clusters: [{ name: clusterName, cluster: { ...c, server } }],
+    users: userName ? [{ name: userName, user: u }] : [],
+  };
+  return new SimpleKubeConfig(cluster, user, {
+    files,
+    context: contextName,
+    namespace: str(context, "namespace") || undefined,
+    document,
+  });
+}
+
+/** Where a {@link SimpleKubeConfig} came from. */
+interface Origin {
+  readonly files: readonly string[];
+  readonly context?: string;
+  readonly namespace?: string;
+  /** The resolved kubeconfig, for client-node (exec/auth-provider users, proxies). */
+  readonly document?: Doc;
 }
 
 const b64 = (s: string): Buffer => Buffer.from(s, "base64");
 
 /** The common configurations, read here; plugins and proxies through client-node, loaded at first use. */
-class SimpleKubeConfig implements KubeAccess {
+class SimpleKubeConfig implements LoadedKubeConfig {
   readonly #cluster: ClusterEntry;
   readonly #user: UserEntry;
-  readonly #path: string | undefined;
+  readonly #document: Doc | undefined;
+  readonly namespace: string | undefined;
+  readonly context: string | undefined;
+  readonly files: readonly string[];
   #delegate: Promise<KubeAccess> | undefined;
 
-  constructor(cluster: ClusterEntry, user: UserEntry, path?: string) {
+  constructor(cluster: ClusterEntry, user: UserEntry, origin: Origin) {
     this.#cluster = cluster;
     this.#user = user;
-    this.#path = path;
+    this.#document = origin.document;
+    this.namespace = origin.namespace;
+    this.context = origin.context;
+    this.files = origin.files;
   }
 
   getCurrentCluster(): { server: string; proxyUrl?: string } {
@@ -161,8 +256,8 @@ class SimpleKubeConfig implements KubeAccess {
   }
 
   async applyToHTTPSOptions(opts: HttpsRequestOptions): Promise<void> {
-    if ((this.#user.plugin || this.#cluster.proxyUrl) && this.#path) {
-      this.#delegate ??= clientNodeKubeConfig(this.#path);
+    if ((this.#user.plugin || this.#cluster.proxyUrl) && this.#document) {
+      this.#delegate ??= clientNodeKubeConfig(this.#document, this.context ?? "");
       return (await this.#delegate).applyToHTTPSOptions(opts);
     }
     // Files are read at every application (the transport re-applies every minute): rotated ones are picked up.
@@ -182,10 +277,19 @@ class SimpleKubeConfig implements KubeAccess {
   }
 }
 
-/** client-node's KubeConfig for `path` (exec and auth-provider plugins, proxies). */
-async function clientNodeKubeConfig(path: string): Promise<KubeAccess> {
+/** The oldest Node client-node runs on (its HTTP stack, undici 8, needs 22.19). */
+const CLIENT_NODE_MIN = [22, 19] as const;
+
+/** client-node's KubeConfig for the resolved `document` (exec and auth-provider plugins, proxies). */
+async function clientNodeKubeConfig(document: Doc, context: string): Promise<KubeAccess> {
+  const [major = 0, minor = 0] = process.versions.node.split(".").map(Number);
+  const [minMajor, minMinor] = CLIENT_NODE_MIN;
+  if (!("Deno" in globalThis) && (major < minMajor || (major === minMajor && minor < minMinor)))
+    throw new Error(
+      `kubeconfig context "${context}" takes its credentials from an exec or auth-provider plugin (or a proxy-url), which needs Node >= ${CLIENT_NODE_MIN.join(".")} (this is Node ${process.versions.node}): upgrade Node, or use a context whose user has a token or client certificate`,
+    );
   const { KubeConfig } = await import("@kubernetes/client-node");
   const kc = new KubeConfig();
-  kc.loadFromFile(path);
+  kc.loadFromString(JSON.stringify(document));
   return kc;
 }

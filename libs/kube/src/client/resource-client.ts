@@ -22,13 +22,21 @@ export function apiVersionOf(type: ResourceType): string {
   return type.group ? `${type.group}/${type.version}` : type.version;
 }
 
+/**
+ * One path segment, escaped: names may come from requests and must neither break the request path nor walk to
+ * another one (`..` becomes `%2E%2E`). A lone UTF-16 surrogate (in no valid name) becomes U+FFFD instead of a
+ * URIError, so the lookup answers NotFound.
+ */
+function segment(s: string): string {
+  return s === "." || s === ".." ? s.replaceAll(".", "%2E") : encodeURIComponent(s.toWellFormed());
+}
+
 /** The API path of a collection or object of `type`. `namespace` undefined or `""` with namespaced = all namespaces. */
 export function resourcePath(type: ResourceType, namespace?: string, name?: string, subresource?: string): string {
   let path = type.group ? `/apis/${type.group}/${type.version}` : `/api/${type.version}`;
-  // toWellFormed: a lone UTF-16 surrogate (in no valid name) must give NotFound, not a URIError.
-  if (type.namespaced && namespace) path += `/namespaces/${encodeURIComponent(namespace.toWellFormed())}`;
+  if (type.namespaced && namespace) path += `/namespaces/${segment(namespace)}`;
   path += `/${type.plural}`;
-  if (name !== undefined) path += `/${encodeURIComponent(name.toWellFormed())}`;
+  if (name !== undefined) path += `/${segment(name)}`;
   if (subresource) path += `/${subresource}`;
   return path;
 }

@@ -4,6 +4,7 @@ import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApiError } from "../errors.ts";
 import { kubeConfigFor } from "./kube-config.ts";
+import { resourcePath } from "./resource-client.ts";
 import { type RawWatchEvent, RestClient } from "./rest-client.ts";
 
 let server: Server | undefined;
@@ -13,9 +14,10 @@ async function serve(handler: (req: IncomingMessage, res: ServerResponse) => voi
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 afterEach(async () => {
-  server?.closeAllConnections();
-  await new Promise((resolve) => server?.close(resolve));
+  const s = server;
   server = undefined;
+  s?.closeAllConnections();
+  if (s) await new Promise((resolve) => s.close(resolve));
 });
 
 function watchOnce(
@@ -101,6 +103,85 @@ describe("RestClient", () => {
   });
 });
 
+describe("RestClient identity and errors", () => {
+  /** Serves `answer` and records each request's impersonation and trace headers. */
+  async function recording(answer: { code: number; body: string }): Promise<{ url: string; seen: unknown[] }> {
+    const seen: unknown[] = [];
+    const url = await serve((req, res) => {
+      const h = req.headers;
+      seen.push({
+        user: h["impersonate-user"],
+        groups: req.headersDistinct["impersonate-group"],
+        uid: h["impersonate-uid"],
+        scopes: req.headersDistinct["impersonate-extra-scopes%2fv1"],
+        traceparent: h.traceparent,
+      });
+      res.writeHead(answer.code, { "content-type": "application/json" });
+      res.end(answer.body);
+    });
+    return { url, seen };
+  }
+
+  it("acts as the client's user, or as the request's, through client-go's impersonation headers", async () => {
+    const { url, seen } = await recording({ code: 200, body: "{}" });
+    const client = new RestClient(kubeConfigFor(url), { impersonate: { username: "system:serviceaccount:k:api" } });
+    await client.request({ method: "GET", path: "/api/v1/pods", headers: { traceparent: "00-a-b-01" } });
+    const bob = { username: "bob", uid: "u1", groups: ["dev", "ops"], extra: { "scopes/v1": ["a", "b"] } };
+    await client.request({ method: "GET", path: "/api/v1/pods", impersonate: bob });
+    await new RestClient(kubeConfigFor(url)).request({ method: "GET", path: "/api/v1/pods" });
+    expect(seen).toEqual([
+      { user: "system:serviceaccount:k:api", traceparent: "00-a-b-01" },
+      { user: "bob", groups: ["dev", "ops"], uid: "u1", scopes: ["a", "b"] },
+      {},
+    ]);
+  });
+
+  it("rejects with the server's Status, naming the request in the message only", async () => {
+    const status = { kind: "Status", code: 409, reason: "Conflict", message: 'Operation cannot be fulfilled on x "a"' };
+    const { url } = await recording({ code: 409, body: JSON.stringify(status) });
+    const error = await new RestClient(kubeConfigFor(url))
+      .request({ method: "PUT", path: "/api/v1/x" })
+      .catch((e: unknown) => e as ApiError);
+    expect(error).toBeInstanceOf(ApiError);
+    expect(error).toMatchObject({ code: 409, reason: "Conflict", status });
+    expect((error as ApiError).message).toBe('PUT /api/v1/x: Operation cannot be fulfilled on x "a"');
+  });
+
+  it.each([
+    [404, "404 page not found", "NotFound", "the server could not find the requested resource"],
+    [403, "no access", "Forbidden", "no access"],
+    [
+      502,
+      "<html>bad gateway</html>",
+      "InternalError",
+      'an error on the server ("<html>bad gateway</html>") has prevented the request from succeeding',
+    ],
+  ])("words an answer %i without a Status as client-go does", async (code, body, reason, message) => {
+    const { url } = await recording({ code, body });
+    const error = (await new RestClient(kubeConfigFor(url))
+      .request({ method: "GET", path: "/api/v1/x" })
+      .catch((e: unknown) => e)) as ApiError;
+    expect(error.status).toMatchObject({ kind: "Status", status: "Failure", code, reason, message });
+    expect(error.status.details?.causes).toEqual([{ reason: "UnexpectedServerResponse", message: body }]);
+  });
+
+  it("gives what a WebSocket to the server needs: its URL, credentials and identity headers", async () => {
+    const client = new RestClient(kubeConfigFor("http://127.0.0.1:1/prefix", "tok"));
+    const target = await client.upgradeTarget("/apis/x/v1/console", { username: "bob" });
+    expect(target).toEqual({
+      url: "ws://127.0.0.1:1/prefix/apis/x/v1/console",
+      headers: { Authorization: "Bearer tok", "Impersonate-User": "bob" },
+      options: {},
+    });
+  });
+
+  it("escapes names that would walk to another path", () => {
+    const pods = { group: "", version: "v1", plural: "pods", kind: "Pod", namespaced: true };
+    expect(resourcePath(pods, "..", "a/b")).toBe("/api/v1/namespaces/%2E%2E/pods/a%2Fb");
+    expect(resourcePath(pods, "d", ".")).toBe("/api/v1/namespaces/d/pods/%2E");
+  });
+});
+
 describe("RestClient timeouts", () => {
   it("fails a request the server never answers with a TimeoutError, and the next request still works", async () => {
     let calls = 0;
@@ -111,7 +192,7 @@ describe("RestClient timeouts", () => {
     });
     const client = new RestClient(kubeConfigFor(url), { requestTimeoutMs: 100 });
     const error = await client.request({ method: "GET", path: "/api/v1/x" }).catch((e: unknown) => e);
-    expect((error as Error).name).toBe("TimeoutError");
+    expect(error).toMatchObject({ name: "TimeoutError", code: "ETIMEDOUT" });
     expect(await client.request({ method: "GET", path: "/api/v1/x" })).toEqual({});
   });
 

@@ -1,7 +1,8 @@
 /**
  * The HTTP transport: node:http(s) with one keep-alive connection pool per client, authenticated from a KubeConfig
- * (client-node's `applyToHTTPSOptions`: CA, client certificate, bearer or exec/OIDC token, impersonation). Watches
- * are chunked JSON lines parsed straight off the socket. Every request is counted in
+ * (`applyToHTTPSOptions`: CA, client certificate, bearer or exec/OIDC token). A client or a single request may act as
+ * another user through impersonation headers ({@link Impersonation}). Watches are chunked JSON lines parsed straight
+ * off the socket. Every request is counted in
  * `kubevirt_rest_client_requests_total{code,method,host,resource,verb}` and timed in
  * `kubevirt_rest_client_request_latency_seconds{verb,url}` (url: the path template, never object names).
  *
@@ -16,7 +17,7 @@ import { createSecureContext } from "node:tls";
 import type { Registry } from "prom-client";
 import { Counter, Histogram } from "prom-client";
 import { ApiError } from "../errors.ts";
-import type { Status } from "../types.ts";
+import { answerStatus, parseJson } from "../status.ts";
 import type { KubeAccess } from "./kube-config.ts";
 import { openWatch, type RawWatchEvent, type WatchHandle } from "./watch-stream.ts";
 
@@ -33,6 +34,32 @@ export interface RestRequest {
   /** Content type of the body; default `application/json`. */
   readonly contentType?: string;
   readonly signal?: AbortSignal;
+  /** Act as this user for this request (wins over the client's {@link RestClientOptions.impersonate}). */
+  readonly impersonate?: Impersonation;
+  /** More request headers, e.g. a W3C `traceparent`. */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/**
+ * Who a request acts as (client-go's `ImpersonationConfig`): the API server authorizes it as this user, provided
+ * the client's own identity may `impersonate` users, groups, uids and extras. Sent as `Impersonate-User`,
+ * `Impersonate-Group` (one per group), `Impersonate-Uid` and `Impersonate-Extra-<key>` headers.
+ */
+export interface Impersonation {
+  readonly username: string;
+  readonly uid?: string;
+  readonly groups?: readonly string[];
+  readonly extra?: Readonly<Record<string, readonly string[]>>;
+}
+
+/** The impersonation headers for `user`, named as client-go sends them (extra keys percent-encoded). */
+export function impersonationHeaders(user: Impersonation): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = { "Impersonate-User": user.username };
+  if (user.groups?.length) headers["Impersonate-Group"] = [...user.groups];
+  if (user.uid) headers["Impersonate-Uid"] = user.uid;
+  for (const [key, values] of Object.entries(user.extra ?? {}))
+    headers[`Impersonate-Extra-${encodeURIComponent(key)}`] = [...values];
+  return headers;
 }
 
 /** The transport a typed client needs; the fake client in @kvt/testing implements the same. */
@@ -71,6 +98,20 @@ export interface RestClientOptions {
    * (ms); default 5 min, what undici's fetch allowed before. Keeps a worker from waiting forever on a hung server.
    */
   readonly requestTimeoutMs?: number;
+  /** Act as this user in every request and watch (client-go's `rest.Config.Impersonate`); none: as the kubeconfig's. */
+  readonly impersonate?: Impersonation;
+}
+
+/**
+ * What an upgraded connection (a WebSocket, e.g. a VMI console) to the API server needs: its URL (`wss:`/`ws:`)
+ * and the options to open it with: the client's TLS material and credential headers, or the proxy agent.
+ */
+export interface UpgradeTarget {
+  readonly url: string;
+  /** Credential (and impersonation) headers. */
+  readonly headers: Readonly<Record<string, string | string[]>>;
+  /** `ca`, `cert`, `key`, `servername`, `rejectUnauthorized` for `tls.connect`, or `agent` behind a proxy. */
+  readonly options: Readonly<Record<string, unknown>>;
 }
 
 /** The connection settings derived from the KubeConfig; refreshed every minute (exec and OIDC tokens expire). */
@@ -80,6 +121,8 @@ interface Connection {
   /** Pool for watches: each holds its connection for as long as it runs, so they do not count against requests. */
   readonly watchAgent: HttpAgent;
   readonly headers: Readonly<Record<string, string>>;
+  /** The TLS options the agents were made with (for {@link RestClient.upgradeTarget}). */
+  readonly tls: Readonly<Record<string, unknown>>;
   readonly at: number;
 }
 
@@ -145,7 +188,8 @@ export class RestClient implements RestTransport {
   readonly #requests: Counter<"code" | "method" | "host" | "resource" | "verb"> | undefined;
   readonly #latency: Histogram<"verb" | "url"> | undefined;
   readonly #host: string;
-  #agents: { agent: HttpAgent; watchAgent: HttpAgent } | undefined;
+  readonly #impersonation: Record<string, string | string[]>;
+  #agents: { agent: HttpAgent; watchAgent: HttpAgent; tls: Record<string, unknown> } | undefined;
   #connection: Connection | undefined;
   #connecting: Promise<Connection> | undefined;
 
@@ -165,6 +209,7 @@ export class RestClient implements RestTransport {
     this.#userAgent = options.userAgent ?? "kvt";
     this.#watchIdleMs = options.watchIdleTimeoutMs ?? 90_000;
     this.#requestTimeoutMs = options.requestTimeoutMs ?? 300_000;
+    this.#impersonation = options.impersonate ? impersonationHeaders(options.impersonate) : {};
     const metrics = options.registry ? restClientMetrics(options.registry) : undefined;
     this.#requests = metrics?.requests;
     this.#latency = metrics?.latency;
@@ -186,6 +231,8 @@ export class RestClient implements RestTransport {
         ...conn.headers,
         Accept: "application/json",
         "User-Agent": this.#userAgent,
+        ...(req.impersonate ? impersonationHeaders(req.impersonate) : this.#impersonation),
+        ...req.headers,
       };
       if (body !== undefined) {
         headers["Content-Type"] = req.contentType ?? "application/json";
@@ -193,14 +240,10 @@ export class RestClient implements RestTransport {
       }
       const response = await this.#send(conn, { method: req.method, path, headers, body, signal: req.signal });
       code = String(response.status);
-      const parsed = response.text ? parseJson(response.text) : undefined;
-      if (response.status >= 200 && response.status < 300) return parsed as T;
-      const status = isStatus(parsed) ? parsed : undefined;
-      throw new ApiError(
-        `${req.method} ${req.path}: ${status?.message ?? (response.text.slice(0, 200) || `HTTP ${response.status}`)}`,
-        response.status,
-        status,
-      );
+      if (response.status >= 200 && response.status < 300)
+        return (response.text ? parseJson(response.text) : undefined) as T;
+      const status = answerStatus(response.status, response.text);
+      throw new ApiError(`${req.method} ${req.path}: ${status.message ?? ""}`, response.status, status);
     } finally {
       const described = describePath(req.path, req.method, req.query);
       this.#requests?.inc({ code, method: req.method, host: this.#host, ...described });
@@ -247,7 +290,7 @@ export class RestClient implements RestTransport {
       req.once("timeout", () => {
         const error = new Error(`${method} ${path}: no answer for ${this.#requestTimeoutMs} ms`);
         error.name = "TimeoutError";
-        req.destroy(error);
+        req.destroy(Object.assign(error, { code: "ETIMEDOUT" }));
       });
       let answered = false;
       req.once("response", (res: IncomingMessage) => {
@@ -297,11 +340,15 @@ export class RestClient implements RestTransport {
    * The two pools. A proxy needs client-node's proxy agent (shared). Otherwise the TLS material becomes one secure
    * context for every connection (Node would build one per connection from the raw PEMs).
    */
-  #createAgents(opts: HttpsRequestOptions): { agent: HttpAgent; watchAgent: HttpAgent } {
+  #createAgents(opts: HttpsRequestOptions): { agent: HttpAgent; watchAgent: HttpAgent; tls: Record<string, unknown> } {
     if (this.#kc.getCurrentCluster()?.proxyUrl)
-      return { agent: opts.agent as HttpAgent, watchAgent: opts.agent as HttpAgent };
+      return { agent: opts.agent as HttpAgent, watchAgent: opts.agent as HttpAgent, tls: { agent: opts.agent } };
     if (!this.#https)
-      return { agent: new HttpAgent({ keepAlive: true, maxSockets: MAX_SOCKETS }), watchAgent: new HttpAgent() };
+      return {
+        agent: new HttpAgent({ keepAlive: true, maxSockets: MAX_SOCKETS }),
+        watchAgent: new HttpAgent(),
+        tls: {},
+      };
     const tls = {
       secureContext: createSecureContext({
         ca: opts.ca,
@@ -316,6 +363,7 @@ export class RestClient implements RestTransport {
     return {
       agent: new HttpsAgent({ keepAlive: true, maxSockets: MAX_SOCKETS, ...tls }),
       watchAgent: new HttpsAgent(tls),
+      tls,
     };
   }
 
@@ -338,12 +386,25 @@ export class RestClient implements RestTransport {
       port: this.#target.port,
       path: this.#target.basePath + path + queryString({ ...query, watch: true, allowWatchBookmarks: true }),
       send: this.#https ? httpsRequest : httpRequest,
-      headers: { ...conn.headers, Accept: "application/json", "User-Agent": this.#userAgent },
+      headers: { ...conn.headers, Accept: "application/json", "User-Agent": this.#userAgent, ...this.#impersonation },
       agent: conn.watchAgent,
       idleTimeoutMs: this.#watchIdleMs,
       onEvent,
       onDone,
     });
+  }
+
+  /**
+   * Where and how to open an upgraded connection to `path` (a WebSocket to a subresource such as a VMI console),
+   * authenticated as this client's requests are; the caller opens it with its own library (`ws`).
+   */
+  async upgradeTarget(path: string, impersonate?: Impersonation): Promise<UpgradeTarget> {
+    const conn = await this.#connect();
+    return {
+      url: `${this.#https ? "wss" : "ws"}://${this.#host}${this.#target.basePath}${path}`,
+      headers: { ...conn.headers, ...(impersonate ? impersonationHeaders(impersonate) : this.#impersonation) },
+      options: conn.tls,
+    };
   }
 }
 
@@ -354,21 +415,6 @@ function queryString(query: Readonly<Record<string, string | number | boolean | 
   for (const [k, v] of Object.entries(query)) if (v !== undefined) params.set(k, String(v));
   const s = params.toString();
   return s ? `?${s}` : "";
-}
-
-/** The parsed JSON of `text`, or undefined when it is not JSON. */
-export function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    // A non-JSON body (a proxy's HTML error page): keep the text for the error message.
-    return undefined;
-  }
-}
-
-/** True when `v` is a `Status` object. */
-export function isStatus(v: unknown): v is Status {
-  return typeof v === "object" && v !== null && (v as { kind?: unknown }).kind === "Status";
 }
 
 /** The `resource` and `verb` labels of a request path (client-go's metric labels). */

@@ -12,7 +12,7 @@
  */
 import type { Agent, ClientRequest, IncomingMessage, OutgoingHttpHeaders, RequestOptions } from "node:http";
 import { ApiError } from "../errors.ts";
-import { isStatus, parseJson } from "./rest-client.ts";
+import { answerStatus } from "../status.ts";
 
 /** One watch event as the server sends it. */
 export interface RawWatchEvent {
@@ -127,9 +127,8 @@ function timeoutError(ms: number): Error {
   return error;
 }
 
-/** An HTTP error answer to a watch request, as an {@link ApiError} carrying the server's Status when it sent one. */
+/** An HTTP error answer to a watch request, as an {@link ApiError} carrying its Status ({@link answerStatus}). */
 function httpError(code: number, text: string): ApiError {
-  const parsed = text ? parseJson(text) : undefined;
-  const status = isStatus(parsed) ? parsed : undefined;
-  return new ApiError(`watch: HTTP ${code}${status?.message ? `: ${status.message}` : ""}`, code, status);
+  const status = answerStatus(code, text);
+  return new ApiError(`watch: HTTP ${code}: ${status.message ?? ""}`, code, status);
 }
