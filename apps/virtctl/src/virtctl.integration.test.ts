@@ -146,6 +146,18 @@ describe("virtctl against an HTTP API server", { timeout: 60_000 }, () => {
     });
   });
 
+  it("a $KUBECONFIG list skips missing files and merges the rest, first wins; -s replaces the address", async () => {
+    const first = join(dir, "first");
+    writeFileSync(first, "apiVersion: v1\nkind: Config\ncurrent-context: other\n");
+    const list = [join(dir, "missing"), first, kubeconfig].join(":");
+    await virtctl(["stop", "vm1"], { KUBECONFIG: list, HOME: dir });
+    expect(seen.at(-1)).toMatchObject({ url: `${SUB}/prod/virtualmachines/vm1/stop`, auth: "Bearer bob-token" });
+    const r = await virtctl(["-s", "http://127.0.0.1:1", "stop", "vm1"], { KUBECONFIG: list, HOME: dir });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("the connection to the API server at http://127.0.0.1:1 was refused");
+    expect(r.stderr).toContain(`kubeconfig ${first}:${kubeconfig}, context "other"`);
+  });
+
   it("--kubeconfig and --context pick another user and namespace; -n overrides the namespace", async () => {
     await virtctl(["--kubeconfig", kubeconfig, "--context", "other", "restart", "vm1"], { HOME: dir });
     expect(seen.at(-1)).toMatchObject({ url: `${SUB}/prod/virtualmachines/vm1/restart`, auth: "Bearer bob-token" });
@@ -170,7 +182,7 @@ describe("virtctl against an HTTP API server", { timeout: 60_000 }, () => {
   it("without any kubeconfig, commands fail with a hint (exit 1) and version still prints the client", async () => {
     const r = await virtctl(["start", "vm1"], { HOME: dir });
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("no kubeconfig found");
+    expect(r.stderr).toContain("Cannot find a kubeconfig: pass --kubeconfig FILE, set KUBECONFIG");
     const v = await virtctl(["version"], { HOME: dir });
     expect(v.code).toBe(0);
     expect(v.stdout).toMatch(/^Client Version: /);

@@ -5,10 +5,19 @@
  * the API server or to be accepted by it prints one line saying what to check (kube/connection-error.ts).
  */
 import { type ParseArgsConfig, parseArgs } from "node:util";
-import { HttpVirtClient, type VirtClient } from "../kube/client.ts";
-import { type ConnectionFlags, loadConnection } from "../kube/connection.ts";
+import { loadKubeConfig } from "@kvt/kube";
+import { RestVirtClient, type VirtClient } from "../kube/client.ts";
 import { failureLine } from "../kube/connection-error.ts";
 import type { Command, CommandContext, FlagDef, Stdin } from "./command.ts";
+
+/** kubectl's connection flags: the kubeconfig file, its context, the namespace and the server address. */
+export interface ConnectionFlags {
+  readonly kubeconfig?: string;
+  readonly context?: string;
+  readonly namespace?: string;
+  /** `--server`/`-s`: overrides the cluster's address. */
+  readonly server?: string;
+}
 
 /** The process-facing I/O the CLI uses (injected so tests can drive it). */
 export interface CliIo {
@@ -180,11 +189,19 @@ export async function runVirtctl(argv: readonly string[], commands: readonly Com
     await cmd.run({ args, values }, ctx);
     return 0;
   } catch (error) {
-    io.stderr.write(`${failureLine(error)}\n`);
+    io.stderr.write(`${failureLine(error, client?.origin)}\n`);
     return 1;
   }
 }
 
+/** The client for `flags`, with the kubeconfig found as kubectl finds it (only `KUBECONFIG` and `HOME` of `env`). */
 function defaultClient(flags: ConnectionFlags, env: CliIo["env"]): VirtClient {
-  return new HttpVirtClient(loadConnection(flags, env));
+  const { kubeconfig, context, server, namespace } = flags;
+  const kubeConfig = loadKubeConfig({
+    kubeconfig,
+    context,
+    server,
+    env: { KUBECONFIG: env.KUBECONFIG, HOME: env.HOME },
+  });
+  return new RestVirtClient(kubeConfig, namespace);
 }

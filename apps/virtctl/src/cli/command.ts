@@ -99,8 +99,3 @@ export function intFlag(input: CommandInput, name: string, fallback: number): nu
     );
   return Number(raw);
 }
-
-/** Message of an error from the client, as Go's `%v` of it would print. */
-export function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}

@@ -1,26 +1,27 @@
 import { PassThrough } from "node:stream";
+import { type RestRequest, statusError } from "@kvt/kube";
 import { describe, expect, it } from "vitest";
 import { runVirtctl } from "../cli/cli.ts";
-import { ApiStatusError, type Request, type VirtClient } from "../kube/client.ts";
+import type { VirtClient } from "../kube/client.ts";
 import { vmiIdLabelValue } from "./expose.ts";
 import { COMMANDS } from "./index.ts";
 
 /** A fake API client: records requests and answers from a table keyed `METHOD path`. */
 class FakeClient implements VirtClient {
   readonly namespace: string;
-  readonly requests: Request[] = [];
+  readonly requests: RestRequest[] = [];
   readonly answers = new Map<string, unknown>();
   constructor(namespace = "default") {
     this.namespace = namespace;
   }
-  request(req: Request): Promise<unknown> {
+  request(req: RestRequest): Promise<unknown> {
     this.requests.push(req);
     const answer = this.answers.get(`${req.method} ${req.path}`);
     if (answer instanceof Error) return Promise.reject(answer);
     return Promise.resolve(answer);
   }
   websocket(): Promise<never> {
-    return Promise.reject(new ApiStatusError(404, "NotFound", "no console in this fake"));
+    return Promise.reject(statusError(404, "NotFound", "no console in this fake"));
   }
 }
 
@@ -49,7 +50,7 @@ async function run(
 }
 
 const SUB = "/apis/subresources.kubevirt.io/v1/namespaces/default";
-const conflict = (msg: string): ApiStatusError => new ApiStatusError(409, "Conflict", msg);
+const conflict = (msg: string) => statusError(409, "Conflict", msg);
 
 describe("VM lifecycle commands", () => {
   it.each([
@@ -210,10 +211,7 @@ describe("pause/unpause vm", () => {
     client.answers.set("GET /apis/kubevirt.io/v1/namespaces/default/virtualmachines/vm1", {
       spec: { runStrategy: "Halted" },
     });
-    client.answers.set(
-      `PUT ${SUB}/virtualmachineinstances/vm1/pause`,
-      new ApiStatusError(404, "NotFound", "not found"),
-    );
+    client.answers.set(`PUT ${SUB}/virtualmachineinstances/vm1/pause`, statusError(404, "NotFound", "not found"));
     const { code, err } = await run(["pause", "vm", "vm1"], client);
     expect(code).toBe(1);
     expect(err).toBe("Error pausing VirtualMachineInstance vm1. VirtualMachine vm1 is not set to run\n");

@@ -8,9 +8,11 @@
  *        with a hint). Piped stdin running out only stops sending, so `virtctl console vm </dev/null | grep -m1 x`
  *        works (KubeVirt's virtctl returns at once on any stdin EOF).
  */
+
+import { ApiError, errorMessage } from "@kvt/kube";
 import type WebSocket from "ws";
-import { type Command, type CommandContext, CommandError, errorText, intFlag } from "../cli/command.ts";
-import { ApiStatusError, type VirtClient } from "../kube/client.ts";
+import { type Command, type CommandContext, CommandError, intFlag } from "../cli/command.ts";
+import type { VirtClient } from "../kube/client.ts";
 import { vmiSubresource } from "../kube/paths.ts";
 
 /** The escape byte: Ctrl+] (also what Ctrl+5 sends). */
@@ -51,11 +53,10 @@ export async function connectConsole(
     try {
       return await client.websocket(path, [SUBPROTOCOL]);
     } catch (error) {
-      if (!(error instanceof ApiStatusError) || error.code !== 400) {
-        const code = error instanceof ApiStatusError ? error.code : 0;
-        throw new CommandError(code ? `Can't connect to websocket (${code}): ${errorText(error)}` : errorText(error), {
-          cause: error,
-        });
+      if (!(error instanceof ApiError) || error.code !== 400) {
+        const code = error instanceof ApiError ? error.code : 0;
+        const message = code ? `Can't connect to websocket (${code}): ${errorMessage(error)}` : errorMessage(error);
+        throw new CommandError(message, { cause: error });
       }
       if (Date.now() + retryDelayMs > deadline) {
         throw new CommandError("Timeout trying to connect to the virtual machine instance");
@@ -137,7 +138,7 @@ export const consoleCommand: Command = {
     try {
       client = ctx.client();
     } catch (error) {
-      throw new CommandError(`cannot obtain KubeVirt client: ${errorText(error)}`, { cause: error });
+      throw new CommandError(`cannot obtain KubeVirt client: ${errorMessage(error)}`, { cause: error });
     }
     const ws = await connectConsole(client, name, minutes * 60_000, ctx.signal);
     if (!ws) {

@@ -5,8 +5,9 @@
  */
 import { readFileSync } from "node:fs";
 import { text } from "node:stream/consumers";
+import { errorMessage } from "@kvt/kube";
 import { parse } from "yaml";
-import { type Command, CommandError, errorText } from "../cli/command.ts";
+import { type Command, CommandError } from "../cli/command.ts";
 import { vmSubresource } from "../kube/paths.ts";
 import { toYaml } from "./create.ts";
 
@@ -71,7 +72,7 @@ export const expandCommand: Command = {
       try {
         expanded = await client.request({ method: "GET", path: vmSubresource(namespace, vmName, "expand-spec") });
       } catch (error) {
-        const msg = `error expanding VirtualMachine - ${vmName} in namespace - ${namespace}: ${errorText(error)}`;
+        const msg = `error expanding VirtualMachine - ${vmName} in namespace - ${namespace}: ${errorMessage(error)}`;
         throw new CommandError(msg, { cause: error });
       }
     } else {
@@ -79,20 +80,20 @@ export const expandCommand: Command = {
       try {
         raw = file === "-" ? await text(ctx.stdin) : readFileSync(String(file), "utf8");
       } catch (error) {
-        throw new CommandError(`error reading file ${errorText(error)}`, { cause: error });
+        throw new CommandError(`error reading file ${errorMessage(error)}`, { cause: error });
       }
       let vm: { metadata?: { name?: string } };
       try {
         vm = parse(raw) as typeof vm;
       } catch (error) {
-        throw new CommandError(`error decoding VirtualMachine ${errorText(error)}`, { cause: error });
+        throw new CommandError(`error decoding VirtualMachine ${errorMessage(error)}`, { cause: error });
       }
       try {
         const path = `/apis/subresources.kubevirt.io/v1/namespaces/${encodeURIComponent(namespace)}/expand-vm-spec`;
         expanded = await client.request({ method: "PUT", path, body: vm });
       } catch (error) {
         const name = vm.metadata?.name ?? "";
-        const msg = `error expanding VirtualMachine - ${name} in namespace - ${namespace}: ${errorText(error)}`;
+        const msg = `error expanding VirtualMachine - ${name} in namespace - ${namespace}: ${errorMessage(error)}`;
         throw new CommandError(msg, { cause: error });
       }
     }

@@ -4,7 +4,8 @@
  * (KubeVirt `pkg/virtctl/expose`).
  */
 import { createHash } from "node:crypto";
-import { type Command, CommandError, type CommandInput, errorText, intFlag } from "../cli/command.ts";
+import { errorMessage } from "@kvt/kube";
+import { type Command, CommandError, type CommandInput, intFlag } from "../cli/command.ts";
 import { corePath, kubevirtPath } from "../kube/paths.ts";
 
 interface Owner {
@@ -150,7 +151,7 @@ export const exposeCommand: Command = {
       })) as Owner;
     } catch (error) {
       throw new CommandError(
-        `error fetching ${isVm ? "VirtualMachine" : "VirtualMachineInstance"}: ${errorText(error)}`,
+        `error fetching ${isVm ? "VirtualMachine" : "VirtualMachineInstance"}: ${errorMessage(error)}`,
         { cause: error },
       );
     }
@@ -174,7 +175,7 @@ export const exposeCommand: Command = {
     try {
       await client.request({ method: "POST", path: corePath(client.namespace, "services"), body: service });
     } catch (error) {
-      throw new CommandError(`service creation failed: ${errorText(error)}`, { cause: error });
+      throw new CommandError(`service creation failed: ${errorMessage(error)}`, { cause: error });
     }
     ctx.stdout.write(`Service ${serviceName} successfully created for ${rawType} ${name}\n`);
   },

@@ -3,7 +3,8 @@
  * `kubevirt.io/vmi-name=<VM>` and delete the first one that is not final (its finalizer keeps it until the
  * migration has been aborted).
  */
-import { type Command, CommandError, DRY_RUN_FLAG, dryRunOption, errorText } from "../cli/command.ts";
+import { errorMessage } from "@kvt/kube";
+import { type Command, CommandError, DRY_RUN_FLAG, dryRunOption } from "../cli/command.ts";
 import { kubevirtPath } from "../kube/paths.ts";
 
 interface Migration {
@@ -31,7 +32,7 @@ export const migrateCancelCommand: Command = {
       })) as { items?: Migration[] };
       items = list.items ?? [];
     } catch (error) {
-      throw new CommandError(`Error fetching virtual machine instance migration list  ${errorText(error)}`, {
+      throw new CommandError(`Error fetching virtual machine instance migration list  ${errorMessage(error)}`, {
         cause: error,
       });
     }
@@ -46,7 +47,7 @@ export const migrateCancelCommand: Command = {
       });
     } catch (error) {
       throw new CommandError(
-        `Error canceling migration ${active.metadata.name} of a VirtualMachine ${name}: ${errorText(error)}`,
+        `Error canceling migration ${active.metadata.name} of a VirtualMachine ${name}: ${errorMessage(error)}`,
         { cause: error },
       );
     }

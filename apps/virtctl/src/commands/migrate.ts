@@ -1,5 +1,6 @@
 /** `virtctl migrate VM [--addedNodeSelector k=v,...] [--dry-run]`: PUT the VM's `migrate` subresource. */
-import { type Command, CommandError, DRY_RUN_FLAG, dryRunOption, errorText } from "../cli/command.ts";
+import { errorMessage } from "@kvt/kube";
+import { type Command, CommandError, DRY_RUN_FLAG, dryRunOption } from "../cli/command.ts";
 import { vmSubresource } from "../kube/paths.ts";
 import { tracedRequest } from "../kube/trace-context.ts";
 
@@ -48,7 +49,7 @@ export const migrateCommand: Command = {
         { "k8s.namespace.name": client.namespace, "kubevirt.vm.name": name },
       );
     } catch (error) {
-      throw new CommandError(`Error migrating VirtualMachine ${errorText(error)}`, { cause: error });
+      throw new CommandError(`Error migrating VirtualMachine ${errorMessage(error)}`, { cause: error });
     }
     ctx.stdout.write(`VM ${name} was scheduled to migrate\n`);
   },

@@ -2,15 +2,9 @@
  * What `pause` and `unpause` share (KubeVirt `pkg/virtctl/pause`): `vm NAME` checks the VM exists, then acts on
  * the VMI of the same name; `vmi NAME` acts on the VMI directly. Both PUT the VMI's subresource.
  */
-import {
-  type Command,
-  type CommandContext,
-  CommandError,
-  type CommandInput,
-  DRY_RUN_FLAG,
-  errorText,
-} from "../cli/command.ts";
-import { isNotFound } from "../kube/client.ts";
+
+import { errorMessage, isNotFound } from "@kvt/kube";
+import { type Command, type CommandContext, CommandError, type CommandInput, DRY_RUN_FLAG } from "../cli/command.ts";
 import { kubevirtPath, vmiSubresource } from "../kube/paths.ts";
 
 interface VmSpec {
@@ -66,7 +60,7 @@ async function runPauseLike(action: string, gerund: string, input: CommandInput,
         path: kubevirtPath(client.namespace, "virtualmachines", name),
       })) as VmSpec;
     } catch (error) {
-      throw new CommandError(`Error getting VirtualMachine ${name}: ${errorText(error)}`, { cause: error });
+      throw new CommandError(`Error getting VirtualMachine ${name}: ${errorMessage(error)}`, { cause: error });
     }
     try {
       await put();
@@ -78,7 +72,9 @@ async function runPauseLike(action: string, gerund: string, input: CommandInput,
             : `Error ${gerund} VirtualMachineInstance ${name}, it was not found`,
         );
       }
-      throw new CommandError(`Error ${gerund} VirtualMachineInstance ${name}: ${errorText(error)}`, { cause: error });
+      throw new CommandError(`Error ${gerund} VirtualMachineInstance ${name}: ${errorMessage(error)}`, {
+        cause: error,
+      });
     }
   } else if (
     type === "vmi" ||
@@ -89,7 +85,9 @@ async function runPauseLike(action: string, gerund: string, input: CommandInput,
     try {
       await put();
     } catch (error) {
-      throw new CommandError(`Error ${gerund} VirtualMachineInstance ${name}: ${errorText(error)}`, { cause: error });
+      throw new CommandError(`Error ${gerund} VirtualMachineInstance ${name}: ${errorMessage(error)}`, {
+        cause: error,
+      });
     }
   } else {
     throw new CommandError(`unsupported resource type: ${rawType} (use vm or vmi)`);

@@ -1,5 +1,6 @@
 /** `virtctl soft-reboot VMI`: PUT the VMI's `softreboot` subresource (ACPI or guest agent inside the guest). */
-import { type Command, CommandError, errorText } from "../cli/command.ts";
+import { errorMessage } from "@kvt/kube";
+import { type Command, CommandError } from "../cli/command.ts";
 import { vmiSubresource } from "../kube/paths.ts";
 
 /** The `soft-reboot` command. */
@@ -17,7 +18,7 @@ export const softRebootCommand: Command = {
     try {
       await client.request({ method: "PUT", path: vmiSubresource(client.namespace, name, "softreboot") });
     } catch (error) {
-      throw new CommandError(`Error soft rebooting VirtualMachineInstance ${name}: ${errorText(error)}`, {
+      throw new CommandError(`Error soft rebooting VirtualMachineInstance ${name}: ${errorMessage(error)}`, {
         cause: error,
       });
     }

@@ -4,8 +4,9 @@
  * says there is no server to ask, exiting 0.
  */
 
+import { errorMessage } from "@kvt/kube";
 import pkg from "../../package.json" with { type: "json" };
-import { type Command, CommandError, errorText } from "../cli/command.ts";
+import { type Command, CommandError } from "../cli/command.ts";
 import type { VirtClient } from "../kube/client.ts";
 import { SUBRESOURCE_VERSION_PATH } from "../kube/paths.ts";
 
@@ -56,14 +57,14 @@ export const versionCommand: Command = {
     try {
       client = ctx.client();
     } catch (error) {
-      ctx.stderr.write(`Server Version: unavailable (${errorText(error)})\n`);
+      ctx.stderr.write(`Server Version: unavailable (${errorMessage(error)})\n`);
       return;
     }
     try {
       const info = (await client.request({ method: "GET", path: SUBRESOURCE_VERSION_PATH })) as VersionInfo;
       ctx.stdout.write(`Server Version: ${formatVersionInfo(info)}\n`);
     } catch (error) {
-      throw new CommandError(`failed to get server version: ${errorText(error)}`, { cause: error });
+      throw new CommandError(`failed to get server version: ${errorMessage(error)}`, { cause: error });
     }
   },
 };

@@ -7,13 +7,14 @@
  * guide writes it): with two arguments the first must be `vm`/`virtualmachine` (singular or plural), else it is
  * cobra's usage error for one argument.
  */
+
+import { errorMessage } from "@kvt/kube";
 import {
   type Command,
   CommandError,
   type CommandInput,
   DRY_RUN_FLAG,
   dryRunOption,
-  errorText,
   type FlagDef,
 } from "../cli/command.ts";
 import { vmSubresource } from "../kube/paths.ts";
@@ -68,7 +69,7 @@ export function vmStateChangeCommand(spec: StateChangeSpec): Command {
           body: { ...body, ...(dryRun ? { dryRun } : {}) },
         });
       } catch (error) {
-        throw new CommandError(`${errorPrefix}${errorText(error)}`, { cause: error });
+        throw new CommandError(`${errorPrefix}${errorMessage(error)}`, { cause: error });
       }
       ctx.stdout.write(`VM ${name} was scheduled to ${action}\n`);
     },

@@ -2,10 +2,10 @@
  * Failures to reach or be accepted by the API server, said as one line that names the server, the kubeconfig and
  * context in use, and what to check next (kubectl's "The connection to the server ... was refused - did you specify
  * the right host or port?", with more to go on). The client turns Node's socket, DNS and TLS errors into
- * {@link ConnectionError}; 401 and 403 answers stay {@link ApiStatusError}s and get an {@link authHint}. The CLI
- * prints {@link failureLine} for whatever a command threw.
+ * {@link ConnectionError}; 401 and 403 answers stay @kvt/kube `ApiError`s, which {@link failureLine} follows with an
+ * {@link authHint}. The CLI prints {@link failureLine} for whatever a command threw.
  */
-import { ApiStatusError } from "./api-status-error.ts";
+import { ApiError, errorMessage } from "@kvt/kube";
 
 /** Where a request went and on whose behalf: what the user may have to fix. */
 export interface ConnectionOrigin {
@@ -123,12 +123,16 @@ export function authHint(code: number, origin: ConnectionOrigin): string | undef
   return undefined;
 }
 
-/** The line to print for a command's failure: a connection problem or auth hint found in its causes, else its message. */
-export function failureLine(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
+/**
+ * The line to print for a command's failure: a connection problem found in its causes, else its message (an
+ * API error's as client-go prints it), followed by what to check for a 401 or 403 from the server at `origin`.
+ */
+export function failureLine(error: unknown, origin?: ConnectionOrigin): string {
+  const message = errorMessage(error);
   for (let e: unknown = error; e instanceof Error; e = e.cause) {
     if (e instanceof ConnectionError) return e.message;
-    if (e instanceof ApiStatusError && e.hint) return `${message}: ${e.hint}`;
+    const hint = e instanceof ApiError && origin ? authHint(e.code, origin) : undefined;
+    if (hint) return `${message}: ${hint}`;
   }
   return message;
 }

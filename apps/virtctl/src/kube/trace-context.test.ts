@@ -1,9 +1,10 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { RestRequest } from "@kvt/kube";
 import type { OtlpTraceRequest } from "@kvt/observability";
 import { afterEach, describe, expect, it } from "vitest";
-import type { Request, VirtClient } from "./client.ts";
+import type { VirtClient } from "./client.ts";
 import { tracedRequest } from "./trace-context.ts";
 
 let dir: string | undefined;
@@ -12,8 +13,8 @@ afterEach(() => {
 });
 
 /** A client that records what it was asked to send. */
-function recordingClient(): VirtClient & { sent: Request[] } {
-  const sent: Request[] = [];
+function recordingClient(): VirtClient & { sent: RestRequest[] } {
+  const sent: RestRequest[] = [];
   return {
     sent,
     namespace: "default",
@@ -25,7 +26,7 @@ function recordingClient(): VirtClient & { sent: Request[] } {
   };
 }
 
-const req: Request = {
+const req: RestRequest = {
   method: "PUT",
   path: "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines/vm1/migrate",
 };

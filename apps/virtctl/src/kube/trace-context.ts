@@ -4,12 +4,13 @@
  * `traceparent` header, so virt-api's subresource span, and through the VMIM's annotation the whole migration, become
  * its children. Otherwise nothing is loaded (not even @kvt/observability) and the request goes out as before.
  */
-import type { Request, VirtClient } from "./client.ts";
+import type { RestRequest } from "@kvt/kube";
+import type { VirtClient } from "./client.ts";
 
 /** Sends `req` through `client`, inside a span named `spanName` when tracing is configured in `env`. */
 export async function tracedRequest(
   client: VirtClient,
-  req: Request,
+  req: RestRequest,
   spanName: string,
   attributes: Record<string, string>,
   env: Record<string, string | undefined> = process.env,
