@@ -144,4 +144,27 @@ export const CORE_V1 = {
   leases: { group: "coordination.k8s.io", version: "v1", plural: "leases", kind: "Lease", namespaced: true },
   secrets: { group: "", version: "v1", plural: "secrets", kind: "Secret", namespaced: true },
   configMaps: { group: "", version: "v1", plural: "configmaps", kind: "ConfigMap", namespaced: true },
+  serviceAccounts: { group: "", version: "v1", plural: "serviceaccounts", kind: "ServiceAccount", namespaced: true },
+  services: { group: "", version: "v1", plural: "services", kind: "Service", namespaced: true },
+  persistentVolumes: {
+    group: "",
+    version: "v1",
+    plural: "persistentvolumes",
+    kind: "PersistentVolume",
+    namespaced: false,
+  },
+  endpointSlices: {
+    group: "discovery.k8s.io",
+    version: "v1",
+    plural: "endpointslices",
+    kind: "EndpointSlice",
+    namespaced: true,
+  },
+  storageClasses: {
+    group: "storage.k8s.io",
+    version: "v1",
+    plural: "storageclasses",
+    kind: "StorageClass",
+    namespaced: false,
+  },
 } as const;

@@ -1,5 +1,7 @@
 /** @kvt/kube: Kubernetes client plumbing: typed clients, informers, workqueue, expectations, leader election, events, reconcile runner. */
 
+/** The resource type of an apiVersion and kind, from the API server's discovery documents. */
+export { ResourceDiscovery } from "./client/discovery.ts";
 /** JSON patches with `test` preconditions. */
 export { deepEqual, diffMembers, type JsonPatchOp, patchField, pointer, pointerSegment } from "./client/json-patch.ts";
 /** KubeConfig loading as kubectl does it (--kubeconfig, a merged $KUBECONFIG, in-cluster, ~/.kube/config). */

@@ -166,6 +166,11 @@ export class FakeApi {
         }
         map.delete(this.#key(namespace, name));
       },
+      createSubresource: async <R>(namespace: string, name: string, subresource: string, body: unknown) => {
+        record({ verb: "create", resource: sub(subresource), namespace, name, body: structuredClone(body) });
+        getStored(namespace, name); // the object must exist (else 404, as the server answers)
+        return structuredClone(body) as R;
+      },
       watch: async () => ({ stop: () => {} }),
     };
   }

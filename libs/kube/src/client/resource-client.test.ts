@@ -63,6 +63,32 @@ describe("resourceClient over RestClient", () => {
     });
   });
 
+  it("POSTs a Binding to pods/NAME/binding and resolves to the answer", async () => {
+    server.handle = (req, res) => {
+      res.writeHead(201, { "content-type": "application/json" });
+      res.end(JSON.stringify({ kind: "Status", status: "Success", echoed: JSON.parse(req.body) as unknown }));
+    };
+    const pods = resourceClient(new RestClient(kubeConfigFor(server.url)), {
+      group: "",
+      version: "v1",
+      plural: "pods",
+      kind: "Pod",
+      namespaced: true,
+    });
+    const binding = {
+      apiVersion: "v1",
+      kind: "Binding",
+      metadata: { name: "p1", namespace: "d", uid: "u1" },
+      target: { apiVersion: "v1", kind: "Node", name: "node01" },
+    };
+    const answer = await pods.createSubresource<{ status: string; echoed: unknown }>("d", "p1", "binding", binding);
+    const req = server.requests.at(-1)!;
+    expect(req.method).toBe("POST");
+    expect(req.url).toBe("/api/v1/namespaces/d/pods/p1/binding");
+    expect(req.contentType).toBe("application/json");
+    expect(answer).toEqual({ kind: "Status", status: "Success", echoed: binding });
+  });
+
   it("turns error answers into ApiError carrying the Status", async () => {
     const client = resourceClient(new RestClient(kubeConfigFor(server.url)), vmis);
     const err = await client.get("d", "missing").catch((e: unknown) => e);

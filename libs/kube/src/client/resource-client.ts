@@ -1,6 +1,7 @@
 /**
  * Typed clients: one {@link ResourceClient} per kind, built from a {@link ResourceType} and a transport. CRUD,
- * the status subresource, JSON/merge patches and deletes with uid/resourceVersion preconditions.
+ * the status subresource, JSON/merge patches, deletes with uid/resourceVersion preconditions, and POSTs to the
+ * create-only subresources (`pods/binding`, `pods/eviction`, `serviceaccounts/token`).
  */
 import type { KubeList, KubeObject } from "../types.ts";
 import type { JsonPatchOp } from "./json-patch.ts";
@@ -72,6 +73,12 @@ export interface ResourceClient<T extends KubeObject> {
   /** JSON merge patch (RFC 7386). */
   mergePatch(namespace: string, name: string, patch: unknown, subresource?: "status"): Promise<T>;
   delete(namespace: string, name: string, options?: DeleteOptions): Promise<void>;
+  /**
+   * POSTs `body` to a subresource of the object `namespace/name` and resolves to the server's answer: a Binding to
+   * `pods/NAME/binding` (what a scheduler does), an Eviction to `pods/NAME/eviction`, a TokenRequest to
+   * `serviceaccounts/NAME/token`.
+   */
+  createSubresource<R>(namespace: string, name: string, subresource: string, body: unknown): Promise<R>;
   /** Starts a watch; see `RestTransport.watch`. */
   watch(
     namespace: string | undefined,
@@ -127,6 +134,8 @@ export function resourceClient<T extends KubeObject>(transport: RestTransport, t
         body: { apiVersion: "v1", kind: "DeleteOptions", ...options },
       });
     },
+    createSubresource: <R>(namespace: string, name: string, subresource: string, body: unknown) =>
+      transport.request<R>({ method: "POST", path: resourcePath(type, namespace, name, subresource), body }),
     watch: (namespace, options, onEvent, onDone) =>
       transport.watch(resourcePath(type, namespace), { ...options }, onEvent, onDone),
   };
