@@ -106,7 +106,10 @@ describe.skipIf(!existsSync(apiserverMain))(
       });
 
       const ca = await generateCa();
-      const serving = await issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
+      const serving = await issueCertificate(ca, {
+        dnsNames: ["localhost", "virt-api.kubevirt.svc"],
+        ipAddresses: ["127.0.0.1"],
+      });
       const proxyCert = await issueCertificate(ca, { commonName: "front-proxy-client", usage: "client" });
       // A real "virt-handler" console endpoint: greets, then echoes.
       handlerServer = createHttpsServer({ cert: serving.certPem, key: serving.keyPem });

@@ -29,6 +29,11 @@ export interface AggregationProxyOptions {
   readonly url: string;
   /** PEM CA that signed virt-api's serving certificate (the APIService caBundle). */
   readonly caPem: string;
+  /**
+   * The name virt-api's certificate must carry when it differs from the URL's host: `virt-api.<ns>.svc` for an
+   * APIService's Service reached at another address (kube-apiserver verifies a Service's certificate by that name).
+   */
+  readonly serverName?: string;
   /** The front-proxy client certificate and key (kube-apiserver `--proxy-client-cert-file`/`--proxy-client-key-file`). */
   readonly clientCertPem: string;
   readonly clientKeyPem: string;
@@ -99,6 +104,7 @@ export class AggregationProxy {
       port: this.#base.port || 443,
       path: req.url,
       ca: this.#o.caPem,
+      ...(this.#o.serverName ? { servername: this.#o.serverName } : {}),
       cert: this.#o.clientCertPem,
       key: this.#o.clientKeyPem,
       headers: forwardedHeaders(req.headers, user),

@@ -65,7 +65,10 @@ const targets: FuzzTarget[] = fuzzTargets();
 
 beforeAll(async () => {
   const ca = await generateCa("virt-api-ca");
-  const serving = await issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
+  const serving = await issueCertificate(ca, {
+    dnsNames: ["localhost", "virt-api.kubevirt.svc"],
+    ipAddresses: ["127.0.0.1"],
+  });
   const frontProxyCa = await generateCa("front-proxy-ca");
   const proxyClient = await issueCertificate(frontProxyCa, { commonName: "front-proxy-client", usage: "client" });
   api = await startApiServer({

@@ -94,7 +94,8 @@ beforeAll(async () => {
     inMemory: true,
     proxyClient: { certPem: proxyClient.certPem, keyPem: proxyClient.keyPem },
   });
-  backend = await startHttps(backendHandler, frontProxyCa.certPem);
+  // The certificate names the Service: kube-aggregator verifies it as things-api.things.svc wherever it is reached.
+  backend = await startHttps(backendHandler, frontProxyCa.certPem, ["things-api.things.svc"]);
   backend.server.on("upgrade", backendUpgrade);
   k = kubectl(api.kubeconfigPath);
   const r = await call(api, "POST", APISERVICES, {

@@ -10,7 +10,8 @@
  *                Available condition says whether the last fetch worked
  *
  * The transport is virt-api's `AggregationProxy` (any group: it forwards the path as it came). A Service reference
- * is reached through the APIService's `kubevirt-ts.io/service-url` annotation, else `https://<name>.<ns>.svc:<port>`.
+ * is reached through the APIService's `kubevirt-ts.io/service-url` annotation, else `https://<name>.<ns>.svc:<port>`;
+ * either way the backend's certificate must name `<name>.<ns>.svc`, as kube-aggregator verifies it.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { request as httpsRequest } from "node:https";
@@ -20,7 +21,7 @@ import type { Logger } from "pino";
 import type { AggregatedApi, UserInfo } from "../http/server.ts";
 import { type ResourceService, systemContext } from "../rest/service.ts";
 import { isObject, type Json, type JsonObject, type KubeObject, nowTime } from "../types.ts";
-import { caBundlePem, clientConfigUrl, SERVICE_URL_ANNOTATION } from "./webhook-rules.ts";
+import { caBundlePem, clientConfigUrl, SERVICE_URL_ANNOTATION, serviceServerName } from "./webhook-rules.ts";
 
 const APISERVICES = "apiregistration.k8s.io/apiservices";
 
@@ -36,6 +37,8 @@ interface Backend {
   readonly priority: number;
   readonly url: string;
   readonly caPem: string;
+  /** The Service's DNS name the backend's certificate is verified against (kube-aggregator's). */
+  readonly serverName: string | undefined;
   readonly proxy: AggregationProxy;
   resources: Json[] | undefined;
   nextFetch: number;
@@ -100,15 +103,18 @@ function backendOf(obj: KubeObject, client: ProxyClientCert | undefined): Backen
   );
   if (!url) return undefined;
   const caPem = caBundlePem(spec.caBundle) ?? "";
+  const serverName = serviceServerName({ service: spec.service });
   return {
     apiService: obj.metadata.name ?? "",
     version: spec.version,
     priority: typeof spec.versionPriority === "number" ? spec.versionPriority : 0,
     url,
     caPem,
+    serverName,
     proxy: new AggregationProxy({
       url,
       caPem,
+      serverName,
       clientCertPem: client?.certPem ?? "",
       clientKeyPem: client?.keyPem ?? "",
     }),
@@ -125,6 +131,7 @@ function fetchDiscovery(b: Backend, group: string, client: ProxyClientCert | und
       url,
       {
         ca: b.caPem || undefined,
+        ...(b.serverName ? { servername: b.serverName } : {}),
         cert: client?.certPem,
         key: client?.keyPem,
         headers: {

@@ -130,6 +130,7 @@ function postOnce(hook: Webhook, body: string): Promise<{ code: number; text: st
         "content-length": Buffer.byteLength(body),
       },
       ...(url.protocol === "https:" ? { agent: agentFor(hook.caPem) } : {}),
+      ...(url.protocol === "https:" && hook.serverName ? { servername: hook.serverName } : {}),
     };
     let answered = false;
     const onAnswer = (res: IncomingMessage): void => {

@@ -29,6 +29,8 @@ export interface Webhook {
   readonly configuration: string;
   /** Where to POST the AdmissionReview (clientConfig.url, or the service mapped to a URL). */
   readonly url: string;
+  /** The name the server's certificate must carry, for a Service reference (`<svc>.<ns>.svc`); else the URL's host. */
+  readonly serverName?: string;
   /** PEM CA bundle from clientConfig.caBundle (undefined: the system's trust store). */
   readonly caPem: string | undefined;
   readonly rules: readonly WebhookRule[];
@@ -79,6 +81,18 @@ export function clientConfigUrl(
   return `https://${svc.name}.${typeof svc.namespace === "string" ? svc.namespace : "default"}.svc:${port}${path}`;
 }
 
+/**
+ * The name a webhook's or APIService's certificate is verified against when it is called through a Service
+ * reference: `<name>.<namespace>.svc`, as kube-apiserver verifies it, also when the Service is reached through the
+ * {@link SERVICE_URL_ANNOTATION} URL. Undefined for a `url` clientConfig (verified against the URL's host).
+ */
+export function serviceServerName(clientConfig: Json | undefined): string | undefined {
+  if (!isObject(clientConfig) || (typeof clientConfig.url === "string" && clientConfig.url !== "")) return undefined;
+  const svc = clientConfig.service;
+  if (!isObject(svc) || typeof svc.name !== "string") return undefined;
+  return `${svc.name}.${typeof svc.namespace === "string" ? svc.namespace : "default"}.svc`;
+}
+
 /** Decodes a base64 caBundle to PEM (undefined when absent or empty). */
 export function caBundlePem(v: Json | undefined): string | undefined {
   if (typeof v !== "string" || v === "") return undefined;
@@ -124,6 +138,7 @@ export function webhooksOf(configurations: readonly KubeObject[]): Webhook[] {
         name: h.name,
         configuration: cfg.metadata.name ?? "",
         url: clientConfigUrl(cc, base) ?? "",
+        serverName: serviceServerName(cc),
         caPem: caBundlePem(cc.caBundle),
         rules: rulesOf(h.rules),
         failurePolicy: h.failurePolicy === "Ignore" ? "Ignore" : "Fail",

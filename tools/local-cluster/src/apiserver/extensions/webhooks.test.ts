@@ -3,7 +3,9 @@
  * own CA, configurations created through the API, and the real kubectl reading the denials.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { generateCa } from "@kvt/virt-api/lib";
+import { createServer } from "node:https";
+import type { AddressInfo } from "node:net";
+import { generateCa, issueCertificate } from "@kvt/certs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { type ApiServerHandle, startApiServer } from "../apiserver.ts";
@@ -217,6 +219,41 @@ describe("admission webhooks from stored configurations", () => {
     ).toBe(200);
     expect(seen.length).toBe(before + 1);
     expect((await call(api, "DELETE", `${VWC}/vs`)).code).toBe(200);
+  });
+
+  it("verifies a Service-referenced webhook's certificate by <service>.<namespace>.svc, also behind a service URL", async () => {
+    const ca = await generateCa("svc-ca");
+    const serving = await issueCertificate(ca, { dnsNames: ["webhooks.default.svc"] });
+    const server = createServer({ cert: serving.certPem, key: serving.keyPem }, (req, res) => void webhook(req, res));
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    const base = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const configureService = async (name: string, service: string): Promise<void> => {
+      const clientConfig = {
+        service: { namespace: "default", name: service, path: "/deny-plain", port: 443 },
+        caBundle: Buffer.from(ca.certPem).toString("base64"),
+      };
+      const body = {
+        metadata: { name, annotations: { "kubevirt-ts.io/service-url": base } },
+        webhooks: [{ ...hook(`${name}.example.com`, "/deny-plain"), clientConfig }],
+      };
+      expect((await call(api, "POST", VWC, body)).code).toBe(201);
+    };
+    try {
+      await configureService("svc", "webhooks");
+      const denied = await call(api, "POST", WIDGETS, widget("ws1", 1));
+      expect(denied.body.message).toBe('admission webhook "svc.example.com" denied the request: no widgets today');
+      expect((await call(api, "DELETE", `${VWC}/svc`)).code).toBe(200);
+      // The same server behind another Service's name: its certificate does not name it, so the call fails.
+      await configureService("other", "elsewhere");
+      const failed = await call(api, "POST", WIDGETS, widget("ws2", 1));
+      expect(failed.code).toBe(500);
+      expect(String(failed.body.message)).toMatch(
+        /failed calling webhook "other.example.com".*elsewhere\.default\.svc/,
+      );
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 
   it("refuses a dry run for a webhook with side effects", async () => {

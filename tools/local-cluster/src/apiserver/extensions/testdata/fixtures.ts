@@ -22,9 +22,10 @@ export interface HttpsFixture {
 export async function startHttps(
   handler: (req: IncomingMessage, res: ServerResponse) => void,
   clientCa?: string,
+  dnsNames: readonly string[] = [],
 ): Promise<HttpsFixture> {
   const ca = await generateCa("test-ca");
-  const serving = await issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
+  const serving = await issueCertificate(ca, { dnsNames: ["localhost", ...dnsNames], ipAddresses: ["127.0.0.1"] });
   const server = createServer(
     { cert: serving.certPem, key: serving.keyPem, ...(clientCa ? { ca: clientCa, requestCert: true } : {}) },
     handler,
