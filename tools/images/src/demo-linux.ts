@@ -2,10 +2,12 @@
  * Builds `local/demo-linux:latest` from Debian packages only: the kernel of `linux-image-amd64` (resolved to the
  * real versioned package) and a busybox-static initramfs whose /init mounts the usual filesystems, loads the modules
  * it needs to read a NoCloud `cidata` seed (virtio-blk, iso9660, vfat; from the same kernel package), prints the boot
- * marker, and hands over to busybox init: user data once, a shell on ttyS0, power-off on Ctrl-Alt-Del.
+ * marker, and hands over to busybox init: user data once, a shell on ttyS0, power-off on Ctrl-Alt-Del, and an SSH
+ * server (dropbear, ssh-server.ts) whose authorized keys come from the seed (cloud-config `ssh_authorized_keys`, or
+ * the meta-data `public-keys` KubeVirt writes for accessCredentials).
  *
  *   apt-cache (versions) -> digest == stored? -> skip
- *                        -> apt-get download -> dpkg -x -> pick modules (+deps) -> cpio (our writer) -> store
+ *                        -> apt-get download -> dpkg -x -> pick modules (+deps), SSH server (+libs) -> cpio -> store
  */
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -15,6 +17,7 @@ import { promisify } from "node:util";
 import { type CpioEntry, writeCpio } from "./cpio.ts";
 import { downloadPackage, extractPackage, requireTools, resolveMetaPackage, resolvePackage } from "./debian.ts";
 import { parseBuiltin, resolveModules } from "./kmod.ts";
+import { SSH_SERVER_PACKAGES, type SshServerFiles, sshServerFiles } from "./ssh-server.ts";
 import { defaultStoreRoot, type ImageManifest, imageDir, isCurrent, readManifest, writeImage } from "./store.ts";
 import { tryExtractVmlinux } from "./vmlinux.ts";
 
@@ -51,7 +54,7 @@ export const DEMO_MODULES = [
   "evdev",
 ];
 /** Bump when the build changes in a way the package versions and guest files do not capture. */
-const BUILDER_REVISION = "3";
+const BUILDER_REVISION = "4";
 
 /** Options for {@link buildDemoLinux}. */
 export interface BuildOptions {
@@ -84,6 +87,7 @@ function guestFiles(): Map<string, Buffer> {
     ["sbin/kvt-cloud-init", guestFile("cloud-init.sh")],
     ["etc/acpi/PWRF/00000080", guestFile("acpi-power-button.sh")],
     ["usr/share/kvt/cloud-config.awk", guestFile("cloud-config.awk")],
+    ["usr/share/kvt/public-keys.awk", guestFile("public-keys.awk")],
   ]);
 }
 
@@ -116,6 +120,7 @@ function initramfsEntries(input: {
   kernelVersion: string;
   modules: ReadonlyMap<string, Uint8Array>;
   files: ReadonlyMap<string, Uint8Array>;
+  ssh: SshServerFiles;
 }): CpioEntry[] {
   const entries: CpioEntry[] = [];
   const dirs = new Set<string>();
@@ -139,6 +144,7 @@ function initramfsEntries(input: {
     "tmp",
     "root",
     "etc/kvt",
+    "etc/dropbear",
     "var/log",
   ])
     addDir(d);
@@ -166,6 +172,15 @@ function initramfsEntries(input: {
     const exec = path === "init" || path.startsWith("sbin/") || path.startsWith("etc/acpi/");
     entries.push({ kind: "file", path, data, mode: exec ? 0o755 : 0o644 });
   }
+  // The SSH server: programs and their shared libraries (all executable, as Debian installs ld.so), the loader link.
+  for (const [path, data] of input.ssh.files) {
+    for (const p of parentsOf(path)) addDir(p);
+    entries.push({ kind: "file", path, data, mode: 0o755 });
+  }
+  for (const [path, target] of input.ssh.symlinks) {
+    for (const p of parentsOf(path)) addDir(p);
+    entries.push({ kind: "symlink", path, target });
+  }
   return entries;
 }
 
@@ -183,12 +198,15 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
   ]);
   const kernelPkg = await resolveMetaPackage("linux-image-amd64", /^linux-image-\d.*-amd64$/);
   const busyboxPkg = await resolvePackage("busybox-static");
+  const sshPkgs = [];
+  for (const name of SSH_SERVER_PACKAGES) sshPkgs.push(await resolvePackage(name));
   const kernelVersion = kernelPkg.name.slice("linux-image-".length);
   const files = guestFiles();
   const digest = digestOf([
     BUILDER_REVISION,
     `${kernelPkg.name}=${kernelPkg.version}`,
     `${busyboxPkg.name}=${busyboxPkg.version}`,
+    ...sshPkgs.map((p) => `${p.name}=${p.version}`),
     DEMO_CMDLINE,
     DEMO_MODULES.join(","),
     ...[...files].flat(),
@@ -205,11 +223,17 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
   log(`downloading ${kernelPkg.name} ${kernelPkg.version} and ${busyboxPkg.name} ${busyboxPkg.version}`);
   const kernelDeb = await downloadPackage(kernelPkg, debs);
   const busyboxDeb = await downloadPackage(busyboxPkg, debs);
+  log(`downloading the SSH server: ${sshPkgs.map((p) => `${p.name} ${p.version}`).join(", ")}`);
+  const sshDebs: string[] = [];
+  for (const p of sshPkgs) sshDebs.push(await downloadPackage(p, debs));
   const work = join(storeRoot, ".cache", `work-${process.pid}`);
   try {
     log("unpacking");
     await extractPackage(kernelDeb, join(work, "kernel"));
     await extractPackage(busyboxDeb, join(work, "busybox"));
+    const sshRoots = sshPkgs.map((p) => join(work, "ssh", p.name));
+    for (const [i, root] of sshRoots.entries()) await extractPackage(sshDebs[i] ?? "", root);
+    const ssh = sshServerFiles(sshRoots);
     const modulesDir = join(work, "kernel", "lib", "modules", kernelVersion);
     const builtinFile = join(modulesDir, "modules.builtin");
     const builtin = parseBuiltin(existsSync(builtinFile) ? readFileSync(builtinFile, "utf8") : "");
@@ -222,6 +246,7 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
       kernelVersion,
       modules: new Map(mods.map((m) => [m.relPath, readFileSync(join(modulesDir, m.relPath))])),
       files,
+      ssh,
     });
     const initrd = writeCpio(entries);
     const vmlinuz = join(work, "vmlinuz");
@@ -239,7 +264,7 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
       bootMarker: DEMO_BOOT_MARKER,
       minMemoryBytes: DEMO_MIN_MEMORY_BYTES,
       inputsDigest: digest,
-      sources: [kernelPkg, busyboxPkg],
+      sources: [kernelPkg, busyboxPkg, ...sshPkgs],
       builtAt: new Date().toISOString(),
     };
     const dir = writeImage(

@@ -2,7 +2,9 @@
 #   hostname: NAME            -> hostname NAME
 #   write_files: [ {path, content (plain, quoted, | or |- block), encoding (b64), permissions, append} ]
 #   bootcmd: / runcmd: [ "string" | [argv, ...] ]   -> string items verbatim, list items quoted and joined
-# Order as cloud-init: bootcmd, hostname, write_files, runcmd. Unknown keys are ignored.
+#   ssh_authorized_keys: [ "key", ... ] (block or flow list) -> appended to root's ~/.ssh/authorized_keys (root is the
+#                                                                demo image's default user)
+# Order as cloud-init: bootcmd, hostname, write_files, ssh keys, runcmd. Unknown keys are ignored.
 function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t\r]+$/, "", s); return s }
 function sq(s) { gsub(/'/, "'\\''", s); return "'" s "'" }
 function unquote(s) {
@@ -38,7 +40,7 @@ function setkey(k, v) {
     else fcontent = unquote(v)
   }
 }
-BEGIN { section = ""; nfiles = 0; nrun = 0; nboot = 0; host = ""; inblock = 0 }
+BEGIN { section = ""; nfiles = 0; nrun = 0; nboot = 0; nkeys = 0; host = ""; inblock = 0 }
 {
   line = $0; sub(/\r$/, "", line)
   if (inblock) {
@@ -55,6 +57,14 @@ BEGIN { section = ""; nfiles = 0; nrun = 0; nboot = 0; host = ""; inblock = 0 }
     key = line; sub(/:.*/, "", key); val = line; sub(/^[^:]*:/, "", val)
     section = key
     if (key == "hostname") host = unquote(val)
+    if (key == "ssh_authorized_keys" && trim(val) ~ /^\[/) {
+      nk = split(substr(trim(val), 2, length(trim(val)) - 2), flow, ",")
+      for (i = 1; i <= nk; i++) if (trim(flow[i]) != "") keys[++nkeys] = unquote(flow[i])
+    }
+    next
+  }
+  if (section == "ssh_authorized_keys") {
+    if (line ~ /^[ \t]*- /) { item = line; sub(/^[ \t]*- /, "", item); keys[++nkeys] = unquote(item) }
     next
   }
   if (section == "runcmd" || section == "bootcmd") {
@@ -81,6 +91,11 @@ END {
     if (fe[i] == "b64" || fe[i] == "base64") print "printf '%s' " sq(c) " | base64 -d " redir " " sq(fp[i])
     else print "printf '%s' " sq(c) " " redir " " sq(fp[i])
     if (fm[i] != "") print "chmod " sq(fm[i]) " " sq(fp[i])
+  }
+  if (nkeys > 0) {
+    print "mkdir -p /root/.ssh && chmod 700 /root/.ssh"
+    for (i = 1; i <= nkeys; i++) print "printf '%s\\n' " sq(keys[i]) " >>/root/.ssh/authorized_keys"
+    print "chmod 600 /root/.ssh/authorized_keys"
   }
   for (i = 1; i <= nrun; i++) print run[i]
 }
