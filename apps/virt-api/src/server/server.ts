@@ -1,10 +1,12 @@
 /**
  * Serves a {@link VirtApiApp} over HTTPS with the certificate virt-api is given. With a requestheader client CA,
  * client certificates are requested (not required: kube-apiserver's webhook calls present none) and verified
- * against it, so the aggregator's identity headers can be trusted.
+ * against it, so the aggregator's identity headers can be trusted. A renewed certificate (the Secret
+ * kubevirt-virt-api-certs, mounted as files) is taken with {@link RunningServer.updateCertificate}, without a restart.
  */
 import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
+import { CertificateError, keyMatchesCertificate } from "@kvt/certs";
 import type { VirtApiApp } from "./app.ts";
 
 /** TLS and address for {@link startVirtApiServer}. */
@@ -22,6 +24,11 @@ export interface VirtApiServerOptions {
 export interface RunningServer {
   readonly server: Server;
   readonly port: number;
+  /**
+   * Serves `certPem`/`keyPem` to every connection made from now on (open ones keep theirs). Throws when the pair
+   * cannot be used (a key that is not the certificate's); the certificate in use stays.
+   */
+  updateCertificate(certPem: string, keyPem: string): void;
   close(): Promise<void>;
 }
 
@@ -42,6 +49,13 @@ export async function startVirtApiServer(app: VirtApiApp, options: VirtApiServer
   return {
     server,
     port: (server.address() as AddressInfo).port,
+    updateCertificate: (cert, key) => {
+      // Checked here: Deno's setSecureContext takes a mismatched pair without a word and then fails handshakes.
+      if (!keyMatchesCertificate(cert, key)) {
+        throw new CertificateError("The key is not the private key of the serving certificate");
+      }
+      server.setSecureContext({ cert, key, ...(options.clientCaPem ? { ca: options.clientCaPem } : {}) });
+    },
     close: async () => {
       app.close();
       server.closeAllConnections();

@@ -269,6 +269,11 @@ describe("HandlerServer.updateTls()", () => {
       rotating.updateTls({ cert: newServing.certPem, key: newServing.keyPem, ca: newCa.certPem });
       expect(await healthz(newClient, newCa.certPem)).toBe(200);
       expect(typeof (await healthz(virtApi, ca.certPem))).toBe("string");
+      // A certificate read with the other one's key (a swap caught half way) is refused; the current pair stays.
+      expect(() => rotating.updateTls({ cert: newServing.certPem, key: serving.keyPem, ca: newCa.certPem })).toThrow(
+        "not the private key",
+      );
+      expect(await healthz(newClient, newCa.certPem)).toBe(200);
     } finally {
       await rotating.close();
     }

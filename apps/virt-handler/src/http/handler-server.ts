@@ -26,6 +26,7 @@ import type { AddressInfo } from "node:net";
 import { type Duplex, pipeline } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import type { VirtualMachineInstance } from "@kvt/api";
+import { CertificateError, keyMatchesCertificate } from "@kvt/certs";
 import { LauncherRpcError } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
 import { createWebSocketStream, type WebSocket, WebSocketServer } from "ws";
@@ -113,6 +114,10 @@ export class HandlerServer {
    * connections use them, open consoles keep theirs.
    */
   updateTls(tls: Pick<HandlerServerTls, "cert" | "key" | "ca">): void {
+    // A pair caught mid-swap is refused here (Deno's setSecureContext would take it and fail every handshake).
+    if (!keyMatchesCertificate(tls.cert, tls.key)) {
+      throw new CertificateError("The key is not the private key of virt-handler's serving certificate");
+    }
     this.#server.setSecureContext({ cert: tls.cert, key: tls.key, ca: tls.ca });
     this.#d.logger.info("virt-handler's serving certificate and client CA reloaded");
   }
