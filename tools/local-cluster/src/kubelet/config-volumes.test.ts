@@ -1,8 +1,8 @@
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { V1ConfigMap, V1Pod, V1Secret, V1Volume } from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { V1ConfigMap, V1Pod, V1Secret, V1Volume } from "../cluster/kube-models.ts";
 import { type ConfigLookups, podFieldValue, setUpConfigVolume, writeAtomically } from "./config-volumes.ts";
 
 let dir: string;

@@ -25,6 +25,7 @@
  */
 import { mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { goFormatMap } from "@kvt/api";
 import type {
   V1ConfigMap,
   V1DownwardAPIVolumeFile,
@@ -33,8 +34,7 @@ import type {
   V1Secret,
   V1ServiceAccount,
   V1Volume,
-} from "@kubernetes/client-node";
-import { goFormatMap } from "@kvt/api";
+} from "../cluster/kube-models.ts";
 
 /** Where the kubelet reads the objects config volumes show (the API, or a fake in tests). */
 export interface ConfigLookups {

@@ -1,5 +1,5 @@
-import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import type { V1Pod } from "../cluster/kube-models.ts";
 import { nodeTracingEnv, planContainer, VOLUME_MOUNTS_ENV, volumeMounts } from "./container-spec.ts";
 
 const layout = { projectRoot: "/repo", execPath: "/usr/bin/node", execArgs: [], socketDir: "/data/sockets" };

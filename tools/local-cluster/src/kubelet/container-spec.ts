@@ -25,7 +25,7 @@
  * weight (niceForCpuRequest).
  */
 import { basename, join } from "node:path";
-import type { V1Container, V1Pod } from "@kubernetes/client-node";
+import type { V1Container, V1Pod } from "../cluster/kube-models.ts";
 
 /** A runnable container: a process, or the built-in file follower. */
 export type ContainerPlan =

@@ -8,12 +8,13 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { CORE_V1, kubeConfigFromFile, type ResourceClient, RestClient, resourceClient } from "@kvt/kube";
 import { pino } from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServerHandle, startApiServer } from "../apiserver/apiserver.ts";
 import { eventually } from "../apiserver/extensions/testdata/fixtures.ts";
 import { currentRuntimeName, jsRuntime } from "../cluster/js-runtime.ts";
+import type { V1Pod } from "../cluster/kube-models.ts";
 import { type NodeAgent, startNodeAgent } from "./node-agent.ts";
 import { socketKeyOf } from "./node-reaper.ts";
 
@@ -23,8 +24,8 @@ const NODE = "node01";
 let dir: string;
 let dataDir: string;
 let api: ApiServerHandle;
-let core: CoreV1Api;
-let kubeConfig: KubeConfig;
+let transport: RestClient;
+let pods: ResourceClient<V1Pod>;
 let first: ChildProcess | undefined;
 let second: NodeAgent | undefined;
 
@@ -86,7 +87,7 @@ async function startSecondKubelet(): Promise<void> {
   const runtime = jsRuntime(currentRuntimeName(), dir);
   second = await startNodeAgent({
     nodeName: NODE,
-    kubeConfig,
+    transport,
     dataDir,
     layout: {
       projectRoot: dir,
@@ -100,7 +101,7 @@ async function startSecondKubelet(): Promise<void> {
 }
 
 const podOf = (name: string): V1Pod => ({
-  metadata: { name, labels: { "kubevirt.io/created-by": `vmi-of-${name}` } },
+  metadata: { name, namespace: "default", labels: { "kubevirt.io/created-by": `vmi-of-${name}` } },
   spec: {
     nodeName: NODE,
     terminationGracePeriodSeconds: 5,
@@ -109,9 +110,9 @@ const podOf = (name: string): V1Pod => ({
 });
 
 async function runningPod(name: string): Promise<V1Pod> {
-  await core.createNamespacedPod({ namespace: "default", body: podOf(name) });
+  await pods.create(podOf(name));
   const pod = await eventually(`pod ${name} to run`, async () => {
-    const p = await core.readNamespacedPod({ name, namespace: "default" });
+    const p = await pods.get("default", name);
     return p.status?.phase === "Running" ? p : undefined;
   });
   const uid = pod.metadata!.uid!;
@@ -124,9 +125,8 @@ async function runningPod(name: string): Promise<V1Pod> {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "kvt-kubelet-restart-"));
   api = await startApiServer({ inMemory: true, storageDir: join(dir, "storage"), logger: pino({ level: "silent" }) });
-  kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(api.kubeconfigPath);
-  core = kubeConfig.makeApiClient(CoreV1Api);
+  transport = new RestClient(kubeConfigFromFile(api.kubeconfigPath));
+  pods = resourceClient<V1Pod>(transport, CORE_V1.pods);
 }, 60_000);
 
 afterEach(async () => {
@@ -154,14 +154,14 @@ describe("a process-kubelet restarted after SIGKILL", () => {
     // The old kubelet started a second launcher at once; give the new one time to (not) do the same.
     await new Promise((r) => setTimeout(r, 1500));
     expect(launchers(uid)).toEqual([pid]);
-    const p = await core.readNamespacedPod({ name: "adopt", namespace: "default" });
+    const p = await pods.get("default", "adopt");
     expect(p.status?.phase).toBe("Running");
     expect(p.status?.containerStatuses?.[0]?.state?.running).toBeDefined();
 
-    await core.deleteNamespacedPod({ name: "adopt", namespace: "default" });
+    await pods.delete("default", "adopt");
     await eventually("the adopted launcher to end", async () => (launchers(uid).length === 0 ? true : undefined));
     await eventually("the pod, its directory and its socket to be gone", async () => {
-      const left = await core.listNamespacedPod({ namespace: "default" });
+      const left = await pods.list("default");
       if (left.items.some((x) => x.metadata?.name === "adopt")) return undefined;
       if (existsSync(join(dataDir, "pods", uid))) return undefined;
       return existsSync(join(dataDir, "sockets", `launcher-${socketKeyOf(uid)}.sock`)) ? undefined : true;
@@ -178,12 +178,12 @@ describe("a process-kubelet restarted after SIGKILL", () => {
     await eventually("the launcher to exit", async () => (launchers(uid).length === 0 ? true : undefined));
     await startSecondKubelet();
     const done = await eventually("the pod to succeed", async () => {
-      const p = await core.readNamespacedPod({ name: "exited", namespace: "default" });
+      const p = await pods.get("default", "exited");
       return p.status?.phase === "Succeeded" ? p : undefined;
     });
     expect(done.status?.containerStatuses?.[0]?.state?.terminated).toMatchObject({ exitCode: 0, reason: "Completed" });
     expect(launchers(uid)).toHaveLength(0);
-    await core.deleteNamespacedPod({ name: "exited", namespace: "default", gracePeriodSeconds: 0 });
+    await pods.delete("default", "exited", { gracePeriodSeconds: 0 });
   }, 60_000);
 
   it("removes the directory of a pod that had finished before the restart once the pod is deleted", async () => {
@@ -193,13 +193,13 @@ describe("a process-kubelet restarted after SIGKILL", () => {
     const uid = pod.metadata!.uid!;
     writeFileSync(join(dataDir, "pods", uid, "exit-now"), "0");
     await eventually("the pod to succeed", async () => {
-      const p = await core.readNamespacedPod({ name: "finished", namespace: "default" });
+      const p = await pods.get("default", "finished");
       return p.status?.phase === "Succeeded" ? true : undefined;
     });
     await killFirstKubelet();
     await startSecondKubelet();
     expect(existsSync(join(dataDir, "pods", uid))).toBe(true); // its logs stay while the pod exists
-    await core.deleteNamespacedPod({ name: "finished", namespace: "default", gracePeriodSeconds: 0 });
+    await pods.delete("default", "finished", { gracePeriodSeconds: 0 });
     await eventually("its directory to be removed", async () =>
       existsSync(join(dataDir, "pods", uid)) ? undefined : true,
     );
@@ -214,7 +214,7 @@ describe("a process-kubelet restarted after SIGKILL", () => {
     const guest = await eventually("the stand-in's guest", async () => childOf(pid));
     expect(guest).toBeGreaterThan(0);
     await killFirstKubelet();
-    await core.deleteNamespacedPod({ name: "orphan", namespace: "default", gracePeriodSeconds: 0 });
+    await pods.delete("default", "orphan", { gracePeriodSeconds: 0 });
     await startSecondKubelet();
     await eventually("the orphaned launcher and its guest to end", async () =>
       launchers(uid).length === 0 && !existsSync(`/proc/${guest}/stat`) ? true : undefined,

@@ -17,15 +17,25 @@
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import {
-  type CoreV1Api,
-  type KubeConfig,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1Container,
-  type V1Pod,
-} from "@kubernetes/client-node";
+  CORE_V1,
+  type CoreEvent,
+  EventRecorder,
+  Informer,
+  type KubeObject,
+  type ResourceClient,
+  type RestTransport,
+  resourceClient,
+} from "@kvt/kube";
 import type { Logger } from "@kvt/observability";
-import { makeInformer } from "../cluster/informer.ts";
+import type {
+  V1ConfigMap,
+  V1Container,
+  V1PersistentVolume,
+  V1PersistentVolumeClaim,
+  V1Pod,
+  V1Secret,
+  V1ServiceAccount,
+} from "../cluster/kube-models.ts";
 import type { KubeletNetwork } from "../network/kubelet-network.ts";
 import { ContainerProcess } from "./container-process.ts";
 import { type ContainerRecord, readRecords } from "./container-records.ts";
@@ -47,8 +57,8 @@ const VOLUME_RETRY_MS = 1000;
 /** What a kubelet needs. */
 export interface KubeletOptions {
   readonly nodeName: string;
-  readonly kubeConfig: KubeConfig;
-  readonly core: CoreV1Api;
+  /** The API server (a @kvt/kube RestClient). */
+  readonly transport: RestTransport;
   /** Where pod directories and container logs live. */
   readonly dataDir: string;
   readonly layout: RuntimeLayout;
@@ -76,13 +86,15 @@ interface RunningPod {
   statusQueued: boolean;
 }
 
-const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
-
 /** Runs the pods of one node. */
 export class Kubelet {
   readonly #o: KubeletOptions;
   readonly #pods = new Map<string, RunningPod>();
-  #informer: ReturnType<typeof makeInformer<V1Pod>> | undefined;
+  readonly #podClient: ResourceClient<V1Pod>;
+  readonly #events: EventRecorder;
+  /** The claims, volumes and config objects, read from the API server each time (they may have just changed). */
+  readonly #lookups: VolumeLookups;
+  #informer: Informer<V1Pod> | undefined;
   /** Until the first pod list is processed: the containers an earlier kubelet started, by pod uid. */
   #recorded: Map<string, Map<string, ContainerRecord>> | undefined;
   #sweep: ReturnType<typeof setInterval> | undefined;
@@ -91,6 +103,15 @@ export class Kubelet {
 
   constructor(options: KubeletOptions) {
     this.#o = options;
+    this.#podClient = resourceClient<V1Pod>(options.transport, CORE_V1.pods);
+    this.#lookups = lookupsOver(options.transport);
+    // As kubelet's recorder: source kubelet on this host; repeats of one event bump its count.
+    this.#events = new EventRecorder({
+      events: resourceClient<CoreEvent>(options.transport, CORE_V1.events),
+      component: "kubelet",
+      host: options.nodeName,
+      logger: options.log,
+    });
   }
 
   /** The directory of a pod's files (container logs, the launcher's sockets and console log). */
@@ -110,20 +131,20 @@ export class Kubelet {
 
   /** Starts watching pods; resolves once the first list is processed. */
   async start(): Promise<void> {
-    const informer = makeInformer<V1Pod>(this.#o.kubeConfig, "/api/v1/pods", () =>
-      this.#o.core.listPodForAllNamespaces(),
-    );
-    informer.on("add", (pod) => this.#sync(pod));
-    informer.on("update", (pod) => this.#sync(pod));
-    informer.on("delete", (pod) => this.#gone(pod));
-    informer.on("error", (err: unknown) => {
-      if (this.#stopped) return; // stop() ends the watch with an error: not one to recover from
-      this.#o.log.warn({ err }, "pod watch failed; restarting it in 1s");
-      setTimeout(() => void (this.#stopped ? undefined : informer.start().catch(() => undefined)), 1000);
+    // Lists and watches are retried by the informer itself (backoff, relist on 410).
+    const informer = new Informer<V1Pod>({
+      client: this.#podClient,
+      logger: this.#o.log.child({ informer: "pods" }),
+    });
+    informer.addHandlers({
+      onAdd: (pod) => this.#sync(pod),
+      onUpdate: (_old, pod) => this.#sync(pod),
+      onDelete: (pod) => this.#gone(pod),
     });
     this.#informer = informer;
     this.#recorded = recordedPods(join(this.#o.dataDir, "pods"));
-    await informer.start();
+    informer.start();
+    await informer.waitForSync();
     // Every pod of the first list was synced (adopting its containers): what is left belongs to pods that are gone.
     const leftover = this.#recorded;
     this.#recorded = undefined;
@@ -144,7 +165,7 @@ export class Kubelet {
   async #endOrphan(uid: string, records: Map<string, ContainerRecord>): Promise<void> {
     this.#o.log.info({ uid, containers: [...records.keys()] }, "ending containers whose pod is gone");
     await endContainers(records.values());
-    const exists = this.#informer?.list().some((p) => p.metadata?.uid === uid) ?? true;
+    const exists = this.#informer?.store.list().some((p) => p.metadata?.uid === uid) ?? true;
     if (!exists && !this.#pods.has(uid)) rmSync(this.podDir(uid), { recursive: true, force: true });
     this.#sweepSockets(0);
   }
@@ -177,7 +198,7 @@ export class Kubelet {
     this.#stopped = true;
     clearInterval(this.#sweep);
     clearInterval(this.#logRotation);
-    await this.#informer?.stop();
+    this.#informer?.stop();
     await Promise.all([...this.#pods.values()].map((p) => this.#stopContainers(p, graceOf(p.pod))));
   }
 
@@ -251,8 +272,8 @@ export class Kubelet {
         // reported in the volume manager's summary.
         for (const f of setUp.failed)
           if (f.message.startsWith("MountVolume.SetUp failed"))
-            void this.#event(running.pod, "Warning", "FailedMount", f.message);
-        void this.#event(running.pod, "Warning", "FailedMount", message);
+            this.#event(running.pod, "Warning", "FailedMount", f.message);
+        this.#event(running.pod, "Warning", "FailedMount", message);
       }
       this.#writeStatus(running);
       await new Promise((r) => setTimeout(r, VOLUME_RETRY_MS));
@@ -302,56 +323,9 @@ export class Kubelet {
     this.#writeStatus(running);
   }
 
-  /** The claims, volumes and config objects, read from the API server each time (they may have just changed). */
-  readonly #lookups: VolumeLookups = {
-    claim: (namespace, name) => unlessNotFound(this.#o.core.readNamespacedPersistentVolumeClaim({ namespace, name })),
-    volume: (name) => unlessNotFound(this.#o.core.readPersistentVolume({ name })),
-    configMap: (namespace, name) => unlessNotFound(this.#o.core.readNamespacedConfigMap({ namespace, name })),
-    secret: (namespace, name) => unlessNotFound(this.#o.core.readNamespacedSecret({ namespace, name })),
-    serviceAccount: (namespace, name) => unlessNotFound(this.#o.core.readNamespacedServiceAccount({ namespace, name })),
-    token: async (namespace, name, expirationSeconds, audience) => {
-      const request = this.#o.core.createNamespacedServiceAccountToken({
-        namespace,
-        name,
-        body: { spec: { expirationSeconds, audiences: audience ? [audience] : [] } },
-      });
-      // A server without the TokenRequest subresource answers 404 or 405: no token (the mount fails and retries).
-      return (await unlessNotFound(request, [404, 405]))?.status?.token;
-    },
-  };
-
   /** Records an event about `pod` from this node's kubelet (best effort, as kubelet's recorder). */
-  async #event(pod: V1Pod, type: "Normal" | "Warning", reason: string, message: string): Promise<void> {
-    const now = new Date();
-    const namespace = pod.metadata?.namespace ?? "default";
-    try {
-      await this.#o.core.createNamespacedEvent({
-        namespace,
-        body: {
-          metadata: { generateName: `${pod.metadata?.name ?? "pod"}.`, namespace },
-          involvedObject: {
-            kind: "Pod",
-            apiVersion: "v1",
-            namespace,
-            name: pod.metadata?.name,
-            uid: pod.metadata?.uid,
-            resourceVersion: pod.metadata?.resourceVersion,
-          },
-          reason,
-          message,
-          type,
-          source: { component: "kubelet", host: this.#o.nodeName },
-          firstTimestamp: now,
-          lastTimestamp: now,
-          count: 1,
-          reportingComponent: "kubelet",
-          reportingInstance: this.#o.nodeName,
-        },
-      });
-    } catch (err) {
-      // Events are best effort: a lost one must not keep the pod from starting.
-      this.#o.log.debug({ err, reason }, "event not recorded");
-    }
+  #event(pod: V1Pod, type: "Normal" | "Warning", reason: string, message: string): void {
+    this.#events.event({ apiVersion: "v1", kind: "Pod", metadata: pod.metadata }, type, reason, message);
   }
 
   /** How `container` of the pod `namespace/name` runs here (undefined until its volumes are ready). */
@@ -378,7 +352,7 @@ export class Kubelet {
     } catch (err) {
       const message = `Failed to create pod sandbox: ${(err as Error).message}`;
       this.#o.log.warn({ err, pod: `${running.namespace}/${running.name}` }, "pod sandbox not created; retrying");
-      void this.#event(running.pod, "Warning", "FailedCreatePodSandBox", message);
+      this.#event(running.pod, "Warning", "FailedCreatePodSandBox", message);
       return false;
     }
   }
@@ -418,10 +392,7 @@ export class Kubelet {
         this.#o.network?.podIPs(running.uid),
       );
       try {
-        await this.#o.core.patchNamespacedPodStatus(
-          { name: running.name, namespace: running.namespace, body: { status } },
-          mergePatch,
-        );
+        await this.#podClient.mergePatch(running.namespace, running.name, { status }, "status");
       } catch (err) {
         // The pod may be gone (deleted while we wrote): the delete path owns it now, so only log.
         this.#o.log.debug({ err, pod: `${running.namespace}/${running.name}` }, "pod status write failed");
@@ -458,11 +429,9 @@ export class Kubelet {
   async #finalizeDelete(pod: V1Pod): Promise<void> {
     const uid = pod.metadata!.uid!;
     try {
-      await this.#o.core.deleteNamespacedPod({
-        name: pod.metadata!.name!,
-        namespace: pod.metadata!.namespace ?? "default",
+      await this.#podClient.delete(pod.metadata!.namespace ?? "default", pod.metadata!.name!, {
         gracePeriodSeconds: 0,
-        body: { preconditions: { uid } },
+        preconditions: { uid },
       });
     } catch (err) {
       // Already gone, or replaced by a pod with the same name (the uid precondition failed): nothing to finish.
@@ -491,6 +460,31 @@ export class Kubelet {
       void this.#detachNetwork(running);
     });
   }
+}
+
+/** {@link VolumeLookups} over the API: each object read fresh (it may have just changed). */
+function lookupsOver(transport: RestTransport): VolumeLookups {
+  const read =
+    <T extends KubeObject>(type: (typeof CORE_V1)[keyof typeof CORE_V1]) =>
+    (namespace: string, name: string): Promise<T | undefined> =>
+      unlessNotFound(resourceClient<T>(transport, type).get(namespace, name));
+  const accounts = resourceClient<V1ServiceAccount>(transport, CORE_V1.serviceAccounts);
+  return {
+    claim: read<V1PersistentVolumeClaim>(CORE_V1.persistentVolumeClaims),
+    volume: (name) => read<V1PersistentVolume>(CORE_V1.persistentVolumes)("", name),
+    configMap: read<V1ConfigMap>(CORE_V1.configMaps),
+    secret: read<V1Secret>(CORE_V1.secrets),
+    serviceAccount: read<V1ServiceAccount>(CORE_V1.serviceAccounts),
+    token: async (namespace, name, expirationSeconds, audience) => {
+      const request = accounts.createSubresource<{ status?: { token?: string } }>(namespace, name, "token", {
+        apiVersion: "authentication.k8s.io/v1",
+        kind: "TokenRequest",
+        spec: { expirationSeconds, audiences: audience ? [audience] : [] },
+      });
+      // A server without the TokenRequest subresource answers 404 or 405: no token (the mount fails and retries).
+      return (await unlessNotFound(request, [404, 405]))?.status?.token;
+    },
+  };
 }
 
 /** The object, or undefined when the API server answers with one of `codes` (default 404). */

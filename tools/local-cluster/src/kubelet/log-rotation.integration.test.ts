@@ -6,12 +6,13 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { CORE_V1, kubeConfigFromFile, type ResourceClient, RestClient, resourceClient } from "@kvt/kube";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServerHandle, startApiServer } from "../apiserver/apiserver.ts";
 import { eventually } from "../apiserver/extensions/testdata/fixtures.ts";
 import { currentRuntimeName, jsRuntime } from "../cluster/js-runtime.ts";
+import type { V1Pod } from "../cluster/kube-models.ts";
 import { Kubelet } from "./kubelet.ts";
 
 const CHATTY = new URL("./testdata/chatty-launcher.ts", import.meta.url).pathname;
@@ -19,19 +20,17 @@ const CAP = 256 * 1024;
 let dir: string;
 let api: ApiServerHandle;
 let kubelet: Kubelet;
-let core: CoreV1Api;
+let pods: ResourceClient<V1Pod>;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "kvt-log-rotation-"));
   api = await startApiServer({ inMemory: true, logger: pino({ level: "silent" }) });
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(api.kubeconfigPath);
-  core = kubeConfig.makeApiClient(CoreV1Api);
+  const transport = new RestClient(kubeConfigFromFile(api.kubeconfigPath));
+  pods = resourceClient<V1Pod>(transport, CORE_V1.pods);
   const runtime = jsRuntime(currentRuntimeName(), dir);
   kubelet = new Kubelet({
     nodeName: "node01",
-    kubeConfig,
-    core,
+    transport,
     dataDir: join(dir, "data"),
     layout: {
       projectRoot: dir,
@@ -54,26 +53,23 @@ afterAll(async () => {
 
 describe("container logs on a process-kubelet", () => {
   it("are rotated to the cap when a container writes 2 MiB, and the console copy survives the launcher's rotation", async () => {
-    await core.createNamespacedPod({
-      namespace: "default",
-      body: {
-        metadata: { name: "chatty" },
-        spec: {
-          nodeName: "node01",
-          terminationGracePeriodSeconds: 2,
-          containers: [
-            { name: "compute", image: "kubevirt/virt-launcher", command: ["/usr/bin/virt-launcher-monitor"] },
-            {
-              name: "guest-console-log",
-              image: "kubevirt/virt-launcher",
-              command: ["/usr/bin/virt-tail", "--logfile", "virt-serial0-log"],
-            },
-          ],
-        },
+    await pods.create({
+      metadata: { name: "chatty", namespace: "default" },
+      spec: {
+        nodeName: "node01",
+        terminationGracePeriodSeconds: 2,
+        containers: [
+          { name: "compute", image: "kubevirt/virt-launcher", command: ["/usr/bin/virt-launcher-monitor"] },
+          {
+            name: "guest-console-log",
+            image: "kubevirt/virt-launcher",
+            command: ["/usr/bin/virt-tail", "--logfile", "virt-serial0-log"],
+          },
+        ],
       },
     });
     const pod = await eventually("the pod to run", async () => {
-      const p = await core.readNamespacedPod({ name: "chatty", namespace: "default" });
+      const p = await pods.get("default", "chatty");
       return p.status?.phase === "Running" ? p : undefined;
     });
     const podDir = kubelet.podDir(pod.metadata?.uid ?? "");
@@ -100,6 +96,6 @@ describe("container logs on a process-kubelet", () => {
       return got.length >= 4000 ? got : undefined;
     });
     expect(lines).toEqual(Array.from({ length: 4000 }, (_, i) => `console ${String(i).padStart(4, "0")}`));
-    await core.deleteNamespacedPod({ name: "chatty", namespace: "default" });
+    await pods.delete("default", "chatty");
   }, 60_000);
 });

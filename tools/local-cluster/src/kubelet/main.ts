@@ -2,7 +2,7 @@
 /** process-kubelet: one simulated node of the local cluster (see kubelet.ts). */
 import { chmodSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { KubeConfig } from "@kubernetes/client-node";
+import { kubeConfigFromFile, RestClient } from "@kvt/kube";
 import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import { currentRuntimeName, jsRuntime, runtimeFlags } from "../cluster/js-runtime.ts";
@@ -63,8 +63,7 @@ await main({
     // The launchers' sockets control guests: the directory is the node user's only (as their 0600 sockets).
     mkdirSync(join(dataDir, "sockets"), { recursive: true, mode: 0o700 });
     chmodSync(join(dataDir, "sockets"), 0o700);
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromFile(kubeconfig);
+    const transport = new RestClient(kubeConfigFromFile(kubeconfig), { userAgent: `process-kubelet/${nodeName}` });
     const log = createLogger({ component: "process-kubelet" }).child({ node: nodeName });
     // Launchers run on the runtime this kubelet runs on (`npm start -- --runtime deno` reaches them this way).
     const runtime = jsRuntime(currentRuntimeName(), projectRoot);
@@ -94,7 +93,7 @@ await main({
     const nodeCpus = values.cpus ? Number(values.cpus) : undefined;
     const podNetwork = values["pod-network"];
     const network = podNetwork ? KubeletNetwork.fromFile(podNetwork, nodeName) : undefined;
-    const agent = await startNodeAgent({ nodeName, kubeConfig, dataDir, layout, log, cpus: nodeCpus, network, tls });
+    const agent = await startNodeAgent({ nodeName, transport, dataDir, layout, log, cpus: nodeCpus, network, tls });
     await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
     log.info("stopping: node shutdown, stopping every pod");
     await agent.stop();

@@ -3,9 +3,10 @@
  * The composition the kubelet's main.ts and the local-cluster supervisor both use.
  */
 import { cpus, release, totalmem } from "node:os";
-import { CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { generateCa, issueCertificate } from "@kvt/certs";
+import { CORE_V1, isAlreadyExists, type RestTransport, resourceClient } from "@kvt/kube";
 import type { Logger } from "@kvt/observability";
+import type { V1Node } from "../cluster/kube-models.ts";
 import type { KubeletNetwork } from "../network/kubelet-network.ts";
 import type { RuntimeLayout } from "./container-spec.ts";
 import { Kubelet } from "./kubelet.ts";
@@ -22,10 +23,11 @@ export interface NodeAgent {
   stop(): Promise<void>;
 }
 
-/** Starts a node named `nodeName` against the cluster in `kubeConfig`. */
+/** Starts a node named `nodeName` against the cluster `transport` reaches. */
 export async function startNodeAgent(options: {
   nodeName: string;
-  kubeConfig: KubeConfig;
+  /** The API server (a @kvt/kube RestClient). */
+  transport: RestTransport;
   dataDir: string;
   layout: RuntimeLayout;
   log: Logger;
@@ -39,8 +41,8 @@ export async function startNodeAgent(options: {
    */
   tls?: LogServerTls;
 }): Promise<NodeAgent> {
-  const core = options.kubeConfig.makeApiClient(CoreV1Api);
-  const kubelet = new Kubelet({ ...options, core });
+  const nodes = resourceClient<V1Node>(options.transport, CORE_V1.nodes);
+  const kubelet = new Kubelet(options);
   const logs = await startLogServer((ns, pod, container) => kubelet.containerLogPath(ns, pod, container), {
     tls: options.tls ?? (await throwAwayTls(options.nodeName)),
   });
@@ -54,18 +56,15 @@ export async function startNodeAgent(options: {
   };
   const readySince = new Date();
   try {
-    await core.createNode({ body: nodeObject(facts) });
+    await nodes.create(nodeObject(facts));
   } catch (err) {
-    // 409: the node exists from an earlier run; it keeps its labels and taints, and we take it over.
-    if ((err as { code?: number }).code !== 409) throw err;
+    // The node exists from an earlier run; it keeps its labels and taints, and we take it over.
+    if (!isAlreadyExists(err)) throw err;
   }
-  const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
   const heartbeat = async (): Promise<void> => {
     try {
-      await core.patchNodeStatus(
-        { name: options.nodeName, body: { status: nodeStatus(facts, new Date(), readySince) } },
-        mergePatch,
-      );
+      const status = nodeStatus(facts, new Date(), readySince);
+      await nodes.mergePatch("", options.nodeName, { status }, "status");
     } catch (err) {
       options.log.warn({ err }, "node heartbeat failed; retrying at the next period");
     }

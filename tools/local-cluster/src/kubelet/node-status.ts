@@ -3,7 +3,7 @@
  * this machine, so it reports the machine's CPUs and memory, address 127.0.0.1 and its own kubelet port (the API
  * server reaches `pods/log` through `status.daemonEndpoints.kubeletEndpoint`, as on a real cluster).
  */
-import type { V1Node, V1NodeStatus } from "@kubernetes/client-node";
+import type { V1Node, V1NodeStatus } from "../cluster/kube-models.ts";
 
 /** What the node reports about itself. */
 export interface NodeFacts {
@@ -47,8 +47,8 @@ export function nodeStatus(facts: NodeFacts, now: Date, readySince: Date): V1Nod
     status: "False",
     reason,
     message,
-    lastHeartbeatTime: now,
-    lastTransitionTime: readySince,
+    lastHeartbeatTime: now.toISOString(),
+    lastTransitionTime: readySince.toISOString(),
   });
   return {
     capacity: resources,
@@ -67,8 +67,8 @@ export function nodeStatus(facts: NodeFacts, now: Date, readySince: Date): V1Nod
         status: "True",
         reason: "KubeletReady",
         message: "kubelet is posting ready status",
-        lastHeartbeatTime: now,
-        lastTransitionTime: readySince,
+        lastHeartbeatTime: now.toISOString(),
+        lastTransitionTime: readySince.toISOString(),
       },
     ],
     nodeInfo: {

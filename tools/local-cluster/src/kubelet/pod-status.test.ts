@@ -1,5 +1,5 @@
-import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import type { V1Pod } from "../cluster/kube-models.ts";
 import { type ContainerRunState, podPhase, podStatus } from "./pod-status.ts";
 
 const c = (state: ContainerRunState["state"], exitCode?: number): ContainerRunState => ({
@@ -37,7 +37,7 @@ describe("podStatus()", () => {
     expect(s.containerStatuses?.[0]).toMatchObject({
       name: "compute",
       ready: true,
-      state: { running: { startedAt: now } },
+      state: { running: { startedAt: now.toISOString() } },
     });
   });
 
@@ -46,12 +46,12 @@ describe("podStatus()", () => {
     const later = new Date("2026-11-22T00:05:00Z");
     const first = podStatus(pod, [c("running")], then);
     const second = podStatus({ ...pod, status: first }, [c("running")], later);
-    expect(second.conditions?.find((x) => x.type === "Ready")?.lastTransitionTime).toEqual(then);
+    expect(second.conditions?.find((x) => x.type === "Ready")?.lastTransitionTime).toBe(then.toISOString());
     const third = podStatus({ ...pod, status: second }, [c("terminated", 1)], later);
     expect(third.conditions?.find((x) => x.type === "Ready")).toMatchObject({
       status: "False",
       reason: "PodCompleted",
-      lastTransitionTime: later,
+      lastTransitionTime: later.toISOString(),
     });
     expect(third.containerStatuses?.[0].state?.terminated).toMatchObject({ exitCode: 1, reason: "Error" });
   });

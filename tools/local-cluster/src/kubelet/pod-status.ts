@@ -6,7 +6,7 @@
  *   all terminated, every exit code 0     -> Succeeded
  *   all terminated, any non-zero          -> Failed
  */
-import type { V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from "@kubernetes/client-node";
+import type { V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from "../cluster/kube-models.ts";
 
 /** What the kubelet knows about one container. */
 export interface ContainerRunState {
@@ -35,7 +35,8 @@ function containerStatus(c: ContainerRunState): V1ContainerStatus {
     restartCount: 0,
     started: c.state === "running",
   };
-  if (c.state === "running") return { ...base, ready: true, state: { running: { startedAt: c.startedAt } } };
+  if (c.state === "running")
+    return { ...base, ready: true, state: { running: { startedAt: c.startedAt?.toISOString() } } };
   if (c.state === "terminated") {
     return {
       ...base,
@@ -45,8 +46,8 @@ function containerStatus(c: ContainerRunState): V1ContainerStatus {
           exitCode: c.exitCode ?? 137,
           reason: c.reason ?? (c.exitCode === 0 ? "Completed" : "Error"),
           message: c.message,
-          startedAt: c.startedAt,
-          finishedAt: c.finishedAt,
+          startedAt: c.startedAt?.toISOString(),
+          finishedAt: c.finishedAt?.toISOString(),
         },
       },
     };
@@ -55,7 +56,13 @@ function containerStatus(c: ContainerRunState): V1ContainerStatus {
 }
 
 function condition(type: string, ok: boolean, now: Date, reason?: string): V1PodCondition {
-  return { type, status: ok ? "True" : "False", lastTransitionTime: now, lastProbeTime: undefined, reason };
+  return {
+    type,
+    status: ok ? "True" : "False",
+    lastTransitionTime: now.toISOString(),
+    lastProbeTime: undefined,
+    reason,
+  };
 }
 
 /**
@@ -88,7 +95,7 @@ export function podStatus(
     hostIPs: [{ ip: "127.0.0.1" }],
     podIP: podIPs[0],
     podIPs: podIPs.map((ip) => ({ ip })),
-    startTime: pod.status?.startTime ?? now,
+    startTime: pod.status?.startTime ?? now.toISOString(),
     qosClass: pod.status?.qosClass ?? "Burstable",
     conditions: [
       keep(condition("PodReadyToStartContainers", sandboxReady, now)),

@@ -1,8 +1,8 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from "@kubernetes/client-node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from "../cluster/kube-models.ts";
 import {
   applyHostPathType,
   emptyDirPath,

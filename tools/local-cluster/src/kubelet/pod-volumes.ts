@@ -20,7 +20,7 @@
  */
 import { closeSync, existsSync, mkdirSync, openSync, statSync } from "node:fs";
 import { join } from "node:path";
-import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from "@kubernetes/client-node";
+import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from "../cluster/kube-models.ts";
 import { type ConfigLookups, isConfigVolume, setUpConfigVolume } from "./config-volumes.ts";
 import type { ResolvedVolume } from "./container-spec.ts";
 

@@ -1,5 +1,5 @@
-import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import type { V1Pod } from "../cluster/kube-models.ts";
 import { planContainer, type RuntimeLayout } from "../kubelet/container-spec.ts";
 import { planPodNetwork } from "./cluster-network.ts";
 import { hostPorts, KubeletNetwork } from "./kubelet-network.ts";

@@ -4,7 +4,7 @@
  * addresses inside it, status.podIPs, and the teardown once the pod is gone. A pod with `hostNetwork: true` stays
  * in the node's namespace, as on a real node.
  */
-import type { V1Container, V1Pod } from "@kubernetes/client-node";
+import type { V1Container, V1Pod } from "../cluster/kube-models.ts";
 import type { ContainerPlan } from "../kubelet/container-spec.ts";
 import { type PodNetworkConfig, readPodNetworkFile } from "./cluster-network.ts";
 import { inSandbox, PodNetwork, type PodSandbox, type PortMapping } from "./pod-network.ts";

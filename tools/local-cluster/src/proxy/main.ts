@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /** The local cluster's service proxy process (kube-proxy's job; see service-proxy.ts). */
-import { KubeConfig } from "@kubernetes/client-node";
+import { kubeConfigFromFile, RestClient } from "@kvt/kube";
 import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import { proxyNetworkOf, readPodNetworkFile } from "../network/cluster-network.ts";
@@ -30,10 +30,9 @@ await main({
       process.stderr.write(`local-service-proxy: ${values["pod-network"]} has no serviceCidr\n`);
       return 2;
     }
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromFile(values.kubeconfig);
+    const transport = new RestClient(kubeConfigFromFile(values.kubeconfig), { userAgent: "local-service-proxy" });
     const log = createLogger({ component: "local-service-proxy" });
-    const proxy = new ServiceProxy({ kubeConfig, network, log });
+    const proxy = new ServiceProxy({ transport, network, log });
     await proxy.start();
     log.info({ table: network.table, serviceCidr: network.serviceCidr }, "service proxy started");
     await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));

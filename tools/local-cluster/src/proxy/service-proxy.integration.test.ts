@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { KubeConfig } from "@kubernetes/client-node";
+import { kubeConfigFromFile, RestClient } from "@kvt/kube";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServerHandle, startApiServer } from "../apiserver/apiserver.ts";
@@ -83,11 +83,10 @@ describe.runIf(root)("service proxy (ClusterIP -> pods through nftables, root)",
     dir = mkdtempSync(join(tmpdir(), "kvt-svcproxy-"));
     config = await createPodNetwork(dir, ["node01", "node02"], () => undefined);
     api = await startApiServer({ inMemory: true, serviceClusterIpRange: config.serviceCidr });
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromFile(api.kubeconfigPath);
+    const transport = new RestClient(kubeConfigFromFile(api.kubeconfigPath));
     const network = proxyNetworkOf(config);
     if (!network) throw new Error("the plan has no service range");
-    proxy = new ServiceProxy({ kubeConfig, network, log: pino({ level: "silent" }) });
+    proxy = new ServiceProxy({ transport, network, log: pino({ level: "silent" }) });
     await proxy.start();
     for (const [name, node] of [
       ["a", "node01"],

@@ -3,11 +3,12 @@
  * server with a recording `nft`, that it writes the table when the objects change, not when nothing changed, and
  * tries again after nft fails.
  */
-import { KubeConfig, type V1EndpointSlice } from "@kubernetes/client-node";
+import { kubeConfigFromFile, RestClient } from "@kvt/kube";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServerHandle, startApiServer } from "../apiserver/apiserver.ts";
 import { call, eventually } from "../apiserver/extensions/testdata/fixtures.ts";
+import type { V1EndpointSlice } from "../cluster/kube-models.ts";
 import { ServiceProxy, serviceInfo, sliceInfo } from "./service-proxy.ts";
 
 describe("serviceInfo / sliceInfo", () => {
@@ -55,8 +56,7 @@ describe("ServiceProxy against the API server (recording nft)", () => {
 
   beforeAll(async () => {
     api = await startApiServer({ inMemory: true, serviceClusterIpRange: net.serviceCidr });
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromFile(api.kubeconfigPath);
+    const transport = new RestClient(kubeConfigFromFile(api.kubeconfigPath));
     const nft = (script: string): Promise<void> => {
       if (failNext > 0) {
         failNext--;
@@ -65,7 +65,7 @@ describe("ServiceProxy against the API server (recording nft)", () => {
       scripts.push(script);
       return Promise.resolve();
     };
-    proxy = new ServiceProxy({ kubeConfig, network: net, log: pino({ level: "silent" }), nft });
+    proxy = new ServiceProxy({ transport, network: net, log: pino({ level: "silent" }), nft });
     await proxy.start();
   });
   afterAll(async () => {

@@ -10,17 +10,9 @@
  * Stopping leaves the rules in place (kube-proxy's behaviour: traffic keeps flowing across a restart); the cluster
  * removes the table with its pod network.
  */
-import {
-  CoreV1Api,
-  DiscoveryV1Api,
-  type KubeConfig,
-  type KubernetesObject,
-  type ListWatch,
-  type V1EndpointSlice,
-  type V1Service,
-} from "@kubernetes/client-node";
+import { CORE_V1, Informer, type RestTransport, resourceClient } from "@kvt/kube";
 import type { Logger } from "@kvt/observability";
-import { makeInformer } from "../cluster/informer.ts";
+import type { V1EndpointSlice, V1Service } from "../cluster/kube-models.ts";
 import { type NftRunner, runNft } from "./nft.ts";
 import { type ProxyNetwork, renderRuleset, type ServiceInfo, type SliceInfo, serviceRoutes } from "./nft-ruleset.ts";
 
@@ -61,7 +53,8 @@ export function sliceInfo(slice: V1EndpointSlice): SliceInfo | undefined {
 
 /** What the proxy needs. */
 export interface ServiceProxyOptions {
-  readonly kubeConfig: KubeConfig;
+  /** The API server (a @kvt/kube RestClient). */
+  readonly transport: RestTransport;
   readonly network: ProxyNetwork;
   readonly log: Logger;
   /** Default {@link runNft}; tests pass a recorder. */
@@ -72,44 +65,48 @@ export interface ServiceProxyOptions {
 export class ServiceProxy {
   readonly #o: ServiceProxyOptions;
   readonly #nft: NftRunner;
-  #services?: ListWatch<V1Service>;
-  #slices?: ListWatch<V1EndpointSlice>;
+  readonly #services: Informer<V1Service>;
+  readonly #slices: Informer<V1EndpointSlice>;
   #applied = "";
   /** The sync in progress, if any. */
   #current: Promise<void> | undefined;
   #again = false;
   #stopped = false;
+  /** Syncs wait for both caches: a half-listed cache would write a table missing routes. */
+  #synced = false;
   #retry: ReturnType<typeof setTimeout> | undefined;
 
   constructor(options: ServiceProxyOptions) {
     this.#o = options;
     this.#nft = options.nft ?? runNft;
+    const { transport, log } = options;
+    this.#services = new Informer<V1Service>({
+      client: resourceClient<V1Service>(transport, CORE_V1.services),
+      logger: log.child({ informer: "services" }),
+    });
+    this.#slices = new Informer<V1EndpointSlice>({
+      client: resourceClient<V1EndpointSlice>(transport, CORE_V1.endpointSlices),
+      logger: log.child({ informer: "endpointslices" }),
+    });
   }
 
   /** Starts watching; resolves once both caches are filled and the first table is written. */
   async start(): Promise<void> {
-    const { kubeConfig, log } = this.#o;
-    const core = kubeConfig.makeApiClient(CoreV1Api);
-    const discovery = kubeConfig.makeApiClient(DiscoveryV1Api);
-    this.#services = makeInformer<V1Service>(kubeConfig, "/api/v1/services", () => core.listServiceForAllNamespaces());
-    this.#slices = makeInformer<V1EndpointSlice>(kubeConfig, "/apis/discovery.k8s.io/v1/endpointslices", () =>
-      discovery.listEndpointSliceForAllNamespaces(),
-    );
-    for (const inf of [this.#services, this.#slices] as ListWatch<KubernetesObject>[]) {
-      for (const verb of ["add", "update", "delete"] as const) inf.on(verb, () => this.kick());
-      inf.on("error", (err: unknown) => {
-        log.warn({ err }, "service proxy watch failed; restarting it in 1s");
-        setTimeout(() => void inf.start().catch(() => undefined), 1000);
-      });
+    const kick = (): void => this.kick();
+    // Lists and watches are retried by the informers themselves (backoff, relist on 410).
+    for (const inf of [this.#services, this.#slices] as Informer<V1Service | V1EndpointSlice>[]) {
+      inf.addHandlers({ onAdd: kick, onUpdate: kick, onDelete: kick });
+      inf.start();
     }
-    await Promise.all([this.#services.start(), this.#slices.start()]);
+    await Promise.all([this.#services.waitForSync(), this.#slices.waitForSync()]);
+    this.#synced = true;
     this.kick();
     await this.#current;
   }
 
   /** Asks for a sync (coalesced with one in progress). */
   kick(): void {
-    if (this.#stopped) return;
+    if (this.#stopped || !this.#synced) return;
     if (this.#current) {
       this.#again = true;
       return;
@@ -128,8 +125,11 @@ export class ServiceProxy {
 
   async #syncOnce(): Promise<void> {
     const { network, log } = this.#o;
-    const services = (this.#services?.list() ?? []).map(serviceInfo);
-    const slices = (this.#slices?.list() ?? []).map(sliceInfo).filter((s): s is SliceInfo => s !== undefined);
+    const services = this.#services.store.list().map(serviceInfo);
+    const slices = this.#slices.store
+      .list()
+      .map(sliceInfo)
+      .filter((s): s is SliceInfo => s !== undefined);
     const problems: string[] = [];
     const routes = serviceRoutes(network, services, slices, (m) => problems.push(m));
     const script = renderRuleset(network, routes);
@@ -154,6 +154,7 @@ export class ServiceProxy {
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#retry);
-    await Promise.all([this.#services?.stop(), this.#slices?.stop()]);
+    this.#services.stop();
+    this.#slices.stop();
   }
 }

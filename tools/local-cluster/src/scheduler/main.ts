@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /** The local cluster's scheduler process (see scheduler.ts). */
-import { CoreV1Api, KubeConfig, StorageV1Api } from "@kubernetes/client-node";
 import { parseQuantity } from "@kvt/api";
+import { kubeConfigFromFile, RestClient } from "@kvt/kube";
 import { createLogger } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import { Scheduler } from "./scheduler.ts";
@@ -17,13 +17,10 @@ await main({
       process.stderr.write("local-scheduler: --kubeconfig is required\n");
       return 2;
     }
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromFile(values.kubeconfig);
+    const transport = new RestClient(kubeConfigFromFile(values.kubeconfig), { userAgent: "local-scheduler" });
     const log = createLogger({ component: "local-scheduler" });
     const scheduler = new Scheduler({
-      kubeConfig,
-      core: kubeConfig.makeApiClient(CoreV1Api),
-      storage: kubeConfig.makeApiClient(StorageV1Api),
+      transport,
       parseQuantity: (q) => Number(parseQuantity(q).milliValue()) / 1000,
       log,
     });

@@ -4,7 +4,7 @@
  *
  *   unschedulable -> taints/tolerations -> nodeSelector + required node affinity -> resources -> pod (anti-)affinity
  */
-import type { V1Node, V1Pod, V1PodAffinityTerm, V1Taint, V1Toleration } from "@kubernetes/client-node";
+import type { V1Node, V1Pod, V1PodAffinityTerm, V1Taint, V1Toleration } from "../cluster/kube-models.ts";
 import { labelSelectorMatches, nodeSelectorMatches } from "./selectors.ts";
 import type { VolumeSnapshot } from "./volume-binding.ts";
 

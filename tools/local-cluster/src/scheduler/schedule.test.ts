@@ -1,5 +1,5 @@
-import type { V1Node, V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import type { V1Node, V1Pod } from "../cluster/kube-models.ts";
 import { schedulePod } from "./schedule.ts";
 
 // A test-only parser for the plain quantities used below ("2", "500m", "4Gi", "1k").

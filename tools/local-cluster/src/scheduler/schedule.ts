@@ -3,7 +3,7 @@
  * (fewest bound pods, then name, so decisions are deterministic). When none fits, the message reads as
  * kube-scheduler's: `0/2 nodes are available: 1 Insufficient devices.kubevirt.io/kvm, 1 node(s) didn't match ...`.
  */
-import type { V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
+import type { V1PersistentVolumeClaim, V1Pod } from "../cluster/kube-models.ts";
 import { type ClusterSnapshot, filterNode, type QuantityParser } from "./predicates.ts";
 import { checkVolumes, type PodClaims, preFilterVolumes } from "./volume-binding.ts";
 

@@ -5,20 +5,22 @@
  * (and every 5 s).
  */
 import {
-  type CoreV1Api,
-  type KubeConfig,
-  type KubernetesObject,
-  PatchStrategy,
-  type StorageV1Api,
-  setHeaderOptions,
-  type V1Node,
-  type V1PersistentVolume,
-  type V1PersistentVolumeClaim,
-  type V1Pod,
-  type V1StorageClass,
-} from "@kubernetes/client-node";
+  CORE_V1,
+  Informer,
+  type KubeObject,
+  type ResourceClient,
+  type ResourceType,
+  type RestTransport,
+  resourceClient,
+} from "@kvt/kube";
 import type { Logger } from "@kvt/observability";
-import { makeInformer } from "../cluster/informer.ts";
+import type {
+  V1Node,
+  V1PersistentVolume,
+  V1PersistentVolumeClaim,
+  V1Pod,
+  V1StorageClass,
+} from "../cluster/kube-models.ts";
 import { ANN, volumeAllowsNode } from "../volumes/volume-match.ts";
 import type { QuantityParser } from "./predicates.ts";
 import { schedulePod } from "./schedule.ts";
@@ -31,12 +33,12 @@ export const VOLUME_BIND_TIMEOUT_MS = 600_000;
 
 /** What the scheduler needs. */
 export interface SchedulerOptions {
-  readonly kubeConfig: KubeConfig;
-  readonly core: CoreV1Api;
+  /** The API server (a @kvt/kube RestClient). */
+  readonly transport: RestTransport;
   readonly parseQuantity: QuantityParser;
   readonly log: Logger;
-  /** StorageClasses come from here; without it, claims and volumes are not looked at. */
-  readonly storage?: StorageV1Api;
+  /** Watch claims, volumes and StorageClasses (the VolumeBinding plugin); default true. */
+  readonly volumes?: boolean;
 }
 
 function isPending(pod: V1Pod): boolean {
@@ -53,81 +55,80 @@ function holdsResources(pod: V1Pod): boolean {
   return !!pod.spec?.nodeName && pod.status?.phase !== "Succeeded" && pod.status?.phase !== "Failed";
 }
 
+/** The storage objects the VolumeBinding plugin watches. */
+interface StorageInformers {
+  readonly claims: Informer<V1PersistentVolumeClaim>;
+  readonly volumes: Informer<V1PersistentVolume>;
+  readonly classes: Informer<V1StorageClass>;
+}
+
 /** Binds pending pods to nodes until stopped. */
 export class Scheduler {
   readonly #o: SchedulerOptions;
-  readonly #pods = makeInformerOf<V1Pod>();
-  readonly #nodes = makeInformerOf<V1Node>();
-  readonly #claims = makeInformerOf<V1PersistentVolumeClaim>();
-  readonly #volumes = makeInformerOf<V1PersistentVolume>();
-  readonly #classes = makeInformerOf<V1StorageClass>();
+  readonly #podClient: ResourceClient<V1Pod>;
+  readonly #claimClient: ResourceClient<V1PersistentVolumeClaim>;
+  readonly #pods: Informer<V1Pod>;
+  readonly #nodes: Informer<V1Node>;
+  /** Claims, volumes and classes; none when the options turn volumes off. */
+  readonly #storage: StorageInformers | undefined;
   /** Bindings made but not yet seen in the watch: they count as bound so two pods don't take one slot. */
   readonly #assumed = new Map<string, V1Pod>();
   readonly #lastMessage = new Map<string, string>();
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** Passes wait for every cache to be filled: a pod is never judged against half a node list. */
+  #synced = false;
   #running = false;
   #again = false;
 
   constructor(options: SchedulerOptions) {
     this.#o = options;
+    const informer = <T extends KubeObject>(type: ResourceType): Informer<T> =>
+      new Informer<T>({
+        client: resourceClient<T>(options.transport, type),
+        logger: options.log.child({ informer: type.plural }),
+      });
+    this.#podClient = resourceClient<V1Pod>(options.transport, CORE_V1.pods);
+    this.#claimClient = resourceClient<V1PersistentVolumeClaim>(options.transport, CORE_V1.persistentVolumeClaims);
+    this.#pods = informer<V1Pod>(CORE_V1.pods);
+    this.#nodes = informer<V1Node>(CORE_V1.nodes);
+    this.#storage =
+      options.volumes === false
+        ? undefined
+        : {
+            claims: informer<V1PersistentVolumeClaim>(CORE_V1.persistentVolumeClaims),
+            volumes: informer<V1PersistentVolume>(CORE_V1.persistentVolumes),
+            classes: informer<V1StorageClass>(CORE_V1.storageClasses),
+          };
   }
 
-  /** Starts the watches; resolves once both caches are filled. */
+  #informers(): Informer<KubeObject>[] {
+    const s = this.#storage;
+    return [this.#pods, this.#nodes, ...(s ? [s.claims, s.volumes, s.classes] : [])] as Informer<KubeObject>[];
+  }
+
+  /** Starts the watches; resolves once every cache is filled. */
   async start(): Promise<void> {
-    const { kubeConfig, core } = this.#o;
-    this.#pods.informer = makeInformer<V1Pod>(kubeConfig, "/api/v1/pods", () => core.listPodForAllNamespaces());
-    this.#nodes.informer = makeInformer<V1Node>(kubeConfig, "/api/v1/nodes", () => core.listNode());
-    const watch = (inf: {
-      on(verb: "add" | "update" | "delete", cb: () => void): void;
-      on(verb: "error", cb: (err: unknown) => void): void;
-      start(): Promise<void>;
-    }): void => {
-      inf.on("add", () => this.#kick());
-      inf.on("update", () => this.#kick());
-      inf.on("delete", () => this.#kick());
-      inf.on("error", (err: unknown) => {
-        this.#o.log.warn({ err }, "scheduler watch failed; restarting it in 1s");
-        setTimeout(() => void inf.start().catch(() => undefined), 1000);
-      });
-    };
-    watch(this.#pods.informer);
-    watch(this.#nodes.informer);
-    const informers = [this.#pods.informer, this.#nodes.informer];
-    const storage = this.#o.storage;
-    if (storage) {
-      this.#claims.informer = makeInformer<V1PersistentVolumeClaim>(kubeConfig, "/api/v1/persistentvolumeclaims", () =>
-        core.listPersistentVolumeClaimForAllNamespaces(),
-      );
-      this.#volumes.informer = makeInformer<V1PersistentVolume>(kubeConfig, "/api/v1/persistentvolumes", () =>
-        core.listPersistentVolume(),
-      );
-      this.#classes.informer = makeInformer<V1StorageClass>(kubeConfig, "/apis/storage.k8s.io/v1/storageclasses", () =>
-        storage.listStorageClass(),
-      );
-      for (const inf of [this.#claims.informer, this.#volumes.informer, this.#classes.informer]) {
-        watch(inf);
-        informers.push(inf as never);
-      }
+    const kick = (): void => this.#kick();
+    const informers = this.#informers();
+    for (const inf of informers) {
+      // Lists and watches are retried by the informer itself (backoff, relist on 410).
+      inf.addHandlers({ onAdd: kick, onUpdate: kick, onDelete: kick });
+      inf.start();
     }
-    await Promise.all(informers.map((i) => i.start()));
-    this.#timer = setInterval(() => this.#kick(), RETRY_MS);
+    await Promise.all(informers.map((i) => i.waitForSync()));
+    this.#synced = true;
+    this.#timer = setInterval(kick, RETRY_MS);
     this.#kick();
   }
 
   /** Stops watching. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
-    const holders: { informer?: { stop(): Promise<void> } }[] = [
-      this.#pods,
-      this.#nodes,
-      this.#claims,
-      this.#volumes,
-      this.#classes,
-    ];
-    await Promise.all(holders.map((x) => x.informer?.stop() ?? Promise.resolve()));
+    for (const inf of this.#informers()) inf.stop();
   }
 
   #kick(): void {
+    if (!this.#synced) return;
     if (this.#running) {
       this.#again = true;
       return;
@@ -143,17 +144,18 @@ export class Scheduler {
   }
 
   async #pass(): Promise<void> {
-    const pods = this.#pods.informer?.list() ?? [];
-    const nodes = this.#nodes.informer?.list() ?? [];
+    const pods = this.#pods.store.list();
+    const nodes = this.#nodes.store.list();
     for (const p of pods) if (p.spec?.nodeName) this.#assumed.delete(p.metadata?.uid ?? "");
     const bound = [...pods.filter(holdsResources), ...this.#assumed.values()];
     const pending = pods.filter((p) => isPending(p) && !this.#assumed.has(p.metadata?.uid ?? ""));
     pending.sort((a, b) => String(a.metadata?.creationTimestamp).localeCompare(String(b.metadata?.creationTimestamp)));
-    const volumes = this.#o.storage
+    const storage = this.#storage;
+    const volumes = storage
       ? {
-          claims: this.#claims.informer?.list() ?? [],
-          volumes: this.#volumes.informer?.list() ?? [],
-          classes: this.#classes.informer?.list() ?? [],
+          claims: storage.claims.store.list(),
+          volumes: storage.volumes.store.list(),
+          classes: storage.classes.store.list(),
         }
       : undefined;
     for (const pod of pending) {
@@ -184,28 +186,23 @@ export class Scheduler {
    */
   async #bindWithVolumes(pod: V1Pod, nodeName: string, claims: readonly V1PersistentVolumeClaim[]): Promise<void> {
     const uid = pod.metadata!.uid!;
-    const key = (c: KubernetesObject): string => `${c.metadata?.namespace ?? ""}/${c.metadata?.name ?? ""}`;
+    const key = (c: KubeObject): string => `${c.metadata?.namespace ?? ""}/${c.metadata?.name ?? ""}`;
     try {
       for (const claim of claims) {
         if (claim.metadata?.annotations?.[ANN.selectedNode] === nodeName) continue;
-        await this.#o.core.patchNamespacedPersistentVolumeClaim(
-          {
-            name: claim.metadata!.name!,
-            namespace: claim.metadata!.namespace!,
-            body: { metadata: { annotations: { [ANN.selectedNode]: nodeName } } },
-          },
-          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-        );
+        await this.#claimClient.mergePatch(claim.metadata!.namespace!, claim.metadata!.name!, {
+          metadata: { annotations: { [ANN.selectedNode]: nodeName } },
+        });
       }
       const wanted = new Set(claims.map(key));
       const deadline = Date.now() + VOLUME_BIND_TIMEOUT_MS;
       for (;;) {
-        const current = (this.#claims.informer?.list() ?? []).filter((c) => wanted.has(key(c)));
+        const current = (this.#storage?.claims.store.list() ?? []).filter((c) => wanted.has(key(c)));
         if (current.length === wanted.size && current.every((c) => c.spec?.volumeName && c.status?.phase === "Bound")) {
           this.#checkBoundVolumesReach(current, nodeName);
           break;
         }
-        const stillPending = (this.#pods.informer?.list() ?? []).some((p) => p.metadata?.uid === uid && isPending(p));
+        const stillPending = this.#pods.store.list().some((p) => p.metadata?.uid === uid && isPending(p));
         if (!stillPending) throw new Error("the pod is gone or was bound by someone else");
         if (Date.now() > deadline) throw new Error("timed out waiting for the condition");
         await new Promise((r) => setTimeout(r, 100));
@@ -220,9 +217,9 @@ export class Scheduler {
 
   /** Throws when a claim got bound meanwhile to a volume `nodeName` cannot reach (another pod chose its node). */
   #checkBoundVolumesReach(claims: readonly V1PersistentVolumeClaim[], nodeName: string): void {
-    const node = this.#nodes.informer?.list().find((n) => n.metadata?.name === nodeName);
+    const node = this.#nodes.store.list().find((n) => n.metadata?.name === nodeName);
     for (const claim of claims) {
-      const volume = this.#volumes.informer?.list().find((v) => v.metadata?.name === claim.spec?.volumeName);
+      const volume = this.#storage?.volumes.store.list().find((v) => v.metadata?.name === claim.spec?.volumeName);
       if (node && volume && !volumeAllowsNode(volume, node))
         throw new Error(`claim ${claim.metadata?.name ?? ""} was bound to a volume node ${nodeName} cannot reach`);
     }
@@ -232,15 +229,11 @@ export class Scheduler {
     const name = pod.metadata!.name!;
     const namespace = pod.metadata!.namespace ?? "default";
     try {
-      await this.#o.core.createNamespacedPodBinding({
-        name,
-        namespace,
-        body: {
-          apiVersion: "v1",
-          kind: "Binding",
-          metadata: { name, namespace, uid: pod.metadata?.uid },
-          target: { apiVersion: "v1", kind: "Node", name: nodeName },
-        },
+      await this.#podClient.createSubresource(namespace, name, "binding", {
+        apiVersion: "v1",
+        kind: "Binding",
+        metadata: { name, namespace, uid: pod.metadata?.uid },
+        target: { apiVersion: "v1", kind: "Node", name: nodeName },
       });
       this.#o.log.info({ pod: `${namespace}/${name}`, node: nodeName }, "bound pod");
       this.#lastMessage.delete(pod.metadata!.uid!);
@@ -261,17 +254,15 @@ export class Scheduler {
       status: "False",
       reason: "Unschedulable",
       message,
-      lastTransitionTime: new Date(),
+      lastTransitionTime: new Date().toISOString(),
     };
     const others = (pod.status?.conditions ?? []).filter((c) => c.type !== "PodScheduled");
     try {
-      await this.#o.core.patchNamespacedPodStatus(
-        {
-          name: pod.metadata!.name!,
-          namespace: pod.metadata!.namespace ?? "default",
-          body: { status: { phase: "Pending", conditions: [...others, condition] } },
-        },
-        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      await this.#podClient.mergePatch(
+        pod.metadata!.namespace ?? "default",
+        pod.metadata!.name!,
+        { status: { phase: "Pending", conditions: [...others, condition] } },
+        "status",
       );
       this.#o.log.info({ pod: `${pod.metadata!.namespace}/${pod.metadata!.name}`, message }, "pod unschedulable");
     } catch (err) {
@@ -279,8 +270,4 @@ export class Scheduler {
       this.#o.log.debug({ err }, "could not record Unschedulable; retrying at the next pass");
     }
   }
-}
-
-function makeInformerOf<T extends KubernetesObject>(): { informer?: ReturnType<typeof makeInformer<T>> } {
-  return {};
 }

@@ -2,7 +2,7 @@
  * Label-selector and node-selector-term matching, as the scheduler evaluates them (pure).
  * Operators: In, NotIn, Exists, DoesNotExist (label selectors and node selectors), Gt, Lt (node selectors).
  */
-import type { V1LabelSelector, V1Node, V1NodeSelectorRequirement, V1NodeSelectorTerm } from "@kubernetes/client-node";
+import type { V1LabelSelector, V1Node, V1NodeSelectorRequirement, V1NodeSelectorTerm } from "../cluster/kube-models.ts";
 
 type Labels = Record<string, string> | undefined;
 

@@ -1,11 +1,11 @@
+import { describe, expect, it } from "vitest";
 import type {
   V1Node,
   V1PersistentVolume,
   V1PersistentVolumeClaim,
   V1Pod,
   V1StorageClass,
-} from "@kubernetes/client-node";
-import { describe, expect, it } from "vitest";
+} from "../cluster/kube-models.ts";
 import { schedulePod } from "./schedule.ts";
 import type { VolumeSnapshot } from "./volume-binding.ts";
 

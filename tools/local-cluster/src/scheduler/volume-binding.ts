@@ -17,7 +17,7 @@ import type {
   V1PersistentVolumeClaim,
   V1Pod,
   V1StorageClass,
-} from "@kubernetes/client-node";
+} from "../cluster/kube-models.ts";
 import { classOf, findMatchingVolume, podClaimNames, volumeAllowsNode } from "../volumes/volume-match.ts";
 import { nodeSelectorMatches } from "./selectors.ts";
 

@@ -9,10 +9,10 @@
  */
 import { chmodSync, mkdirSync, rmSync } from "node:fs";
 import { relative, resolve } from "node:path";
-import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "@kubernetes/client-node";
 import { ApiError } from "../apiserver/errors.ts";
 import { deleteObject } from "../apiserver/rest/delete.ts";
 import { type ResourceService, systemContext } from "../apiserver/rest/service.ts";
+import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "../cluster/kube-models.ts";
 import { isShared, LOCAL_PATH_PROVISIONER, localPathStorageClass, localPathVolume } from "./local-path.ts";
 import type { Provisioner } from "./pv-controller.ts";
 

@@ -1,5 +1,5 @@
-import type { V1PersistentVolumeClaim } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import type { V1PersistentVolumeClaim } from "../cluster/kube-models.ts";
 import { localPathStorageClass, localPathVolume, volumeDirFor } from "./local-path.ts";
 import { isInside } from "./local-path-provisioner.ts";
 

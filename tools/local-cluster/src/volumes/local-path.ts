@@ -9,7 +9,7 @@
  *                                       every node of this one machine sees the directory)
  */
 import { join } from "node:path";
-import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "@kubernetes/client-node";
+import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "../cluster/kube-models.ts";
 import { ANN } from "./volume-match.ts";
 
 /** The provisioner name, as Rancher's. */

@@ -3,26 +3,30 @@
  * pre-bound claims, protection of a bound volume, Lost claims, and a Delete policy no plugin can carry out.
  */
 import {
-  CoreV1Api,
-  KubeConfig,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1PersistentVolume,
-} from "@kubernetes/client-node";
+  CORE_V1,
+  type CoreEvent,
+  kubeConfigFromFile,
+  type ResourceClient,
+  RestClient,
+  resourceClient,
+} from "@kvt/kube";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServerHandle, startApiServer } from "../apiserver/apiserver.ts";
 import { eventually } from "../apiserver/extensions/testdata/fixtures.ts";
+import type { V1PersistentVolume, V1PersistentVolumeClaim } from "../cluster/kube-models.ts";
 
 let api: ApiServerHandle;
-let core: CoreV1Api;
-const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+let volumes: ResourceClient<V1PersistentVolume>;
+let claims: ResourceClient<V1PersistentVolumeClaim>;
+let events: ResourceClient<CoreEvent>;
 
 beforeAll(async () => {
   api = await startApiServer({ inMemory: true, tls: false, logger: pino({ level: "silent" }) });
-  const kc = new KubeConfig();
-  kc.loadFromFile(api.kubeconfigPath);
-  core = kc.makeApiClient(CoreV1Api);
+  const transport = new RestClient(kubeConfigFromFile(api.kubeconfigPath));
+  volumes = resourceClient(transport, CORE_V1.persistentVolumes);
+  claims = resourceClient(transport, CORE_V1.persistentVolumeClaims);
+  events = resourceClient(transport, CORE_V1.events);
 });
 afterAll(async () => {
   await api?.stop();
@@ -37,8 +41,8 @@ const volume = (name: string, policy: string): V1PersistentVolume => ({
     hostPath: { path: `/tmp/kvt-never-made/${name}` },
   },
 });
-const readClaim = (name: string) => core.readNamespacedPersistentVolumeClaim({ name, namespace: "default" });
-const readVolume = (name: string) => core.readPersistentVolume({ name });
+const readClaim = (name: string) => claims.get("default", name);
+const readVolume = (name: string) => volumes.get("", name);
 const phaseOf = async (
   read: () => Promise<{ status?: { phase?: string } }>,
   phase: string,
@@ -46,18 +50,15 @@ const phaseOf = async (
 
 describe("PersistentVolumeController", () => {
   it("makes a new unclaimed volume Available and binds a claim that names it", async () => {
-    await core.createPersistentVolume({ body: volume("named", "Retain") });
+    await volumes.create(volume("named", "Retain"));
     await eventually("Available", () => phaseOf(() => readVolume("named"), "Available"));
-    await core.createNamespacedPersistentVolumeClaim({
-      namespace: "default",
-      body: {
-        metadata: { name: "names-it" },
-        spec: {
-          accessModes: ["ReadWriteOnce"],
-          resources: { requests: { storage: "1Gi" } },
-          storageClassName: "",
-          volumeName: "named",
-        },
+    await claims.create({
+      metadata: { name: "names-it", namespace: "default" },
+      spec: {
+        accessModes: ["ReadWriteOnce"],
+        resources: { requests: { storage: "1Gi" } },
+        storageClassName: "",
+        volumeName: "named",
       },
     });
     await eventually("Bound", () => phaseOf(() => readClaim("names-it"), "Bound"));
@@ -72,30 +73,27 @@ describe("PersistentVolumeController", () => {
   });
 
   it("keeps a deleted Bound volume Terminating; forced away, its claim is Lost", async () => {
-    await core.deletePersistentVolume({ name: "named" });
+    await volumes.delete("", "named");
     const terminating = await readVolume("named");
     expect(terminating.metadata?.deletionTimestamp).toBeDefined();
     expect(terminating.status?.phase).toBe("Bound");
-    await core.patchPersistentVolume({ name: "named", body: { metadata: { finalizers: null } } }, merge);
+    await volumes.mergePatch("", "named", { metadata: { finalizers: null } });
     await eventually("Lost", () => phaseOf(() => readClaim("names-it"), "Lost"));
-    const events = await core.listNamespacedEvent({ namespace: "default" });
-    expect(events.items.find((e) => e.reason === "ClaimLost")?.message).toBe(
+    const list = await events.list("default");
+    expect(list.items.find((e) => e.reason === "ClaimLost")?.message).toBe(
       "Bound claim has lost its PersistentVolume. Data on the volume is lost!",
     );
-    await core.deleteNamespacedPersistentVolumeClaim({ name: "names-it", namespace: "default" });
+    await claims.delete("default", "names-it");
   });
 
   it("fails a Released volume whose Delete policy no provisioner carries out", async () => {
-    await core.createPersistentVolume({ body: volume("doomed", "Delete") });
-    await core.createNamespacedPersistentVolumeClaim({
-      namespace: "default",
-      body: {
-        metadata: { name: "short-lived" },
-        spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, storageClassName: "" },
-      },
+    await volumes.create(volume("doomed", "Delete"));
+    await claims.create({
+      metadata: { name: "short-lived", namespace: "default" },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, storageClassName: "" },
     });
     await eventually("Bound", () => phaseOf(() => readClaim("short-lived"), "Bound"));
-    await core.deleteNamespacedPersistentVolumeClaim({ name: "short-lived", namespace: "default" });
+    await claims.delete("default", "short-lived");
     await eventually("Failed", () => phaseOf(() => readVolume("doomed"), "Failed"));
     expect((await readVolume("doomed")).status?.message).toBe(
       'error getting deleter volume plugin for volume "doomed": no deletable volume plugin matched',

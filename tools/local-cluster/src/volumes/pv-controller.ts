@@ -16,13 +16,7 @@
  *   claim deleting, no scheduled running pod uses it -> drop kubernetes.io/pvc-protection
  *   volume deleting, not Bound                    -> drop kubernetes.io/pv-protection
  */
-import type {
-  V1Node,
-  V1PersistentVolume,
-  V1PersistentVolumeClaim,
-  V1Pod,
-  V1StorageClass,
-} from "@kubernetes/client-node";
+
 import type { Logger } from "pino";
 import {
   defaultStorageClass,
@@ -34,6 +28,13 @@ import type { ResourceDef } from "../apiserver/resources/types.ts";
 import { type ResourceService, systemContext } from "../apiserver/rest/service.ts";
 import type { StoreEvent } from "../apiserver/storage/store.ts";
 import { jsonEqual, type KubeObject, nowTime } from "../apiserver/types.ts";
+import type {
+  V1Node,
+  V1PersistentVolume,
+  V1PersistentVolumeClaim,
+  V1Pod,
+  V1StorageClass,
+} from "../cluster/kube-models.ts";
 import { EventRecorder } from "./events.ts";
 import { ANN, classOf, findMatchingVolume, podClaimNames, preBoundTo, volumeMismatch } from "./volume-match.ts";
 

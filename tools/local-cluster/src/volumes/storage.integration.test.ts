@@ -6,23 +6,23 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  CoreV1Api,
-  KubeConfig,
-  PatchStrategy,
-  StorageV1Api,
-  setHeaderOptions,
-  type V1PersistentVolume,
-  type V1PersistentVolumeClaim,
-  type V1Pod,
-} from "@kubernetes/client-node";
 import { parseQuantity } from "@kvt/api";
+import {
+  ApiError,
+  CORE_V1,
+  type CoreEvent,
+  kubeConfigFromFile,
+  type ResourceClient,
+  RestClient,
+  resourceClient,
+} from "@kvt/kube";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServerHandle, startApiServer } from "../apiserver/apiserver.ts";
 import { eventually } from "../apiserver/extensions/testdata/fixtures.ts";
 import { type Kubectl, kubectl } from "../apiserver/testdata/kubectl.ts";
 import { currentRuntimeName, jsRuntime } from "../cluster/js-runtime.ts";
+import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1StorageClass } from "../cluster/kube-models.ts";
 import { VOLUME_MOUNTS_ENV } from "../kubelet/container-spec.ts";
 import { type NodeAgent, startNodeAgent } from "../kubelet/node-agent.ts";
 import { Scheduler } from "../scheduler/scheduler.ts";
@@ -30,18 +30,22 @@ import { Scheduler } from "../scheduler/scheduler.ts";
 const WRITER = new URL("./testdata/volume-writer.ts", import.meta.url).pathname;
 let dir: string;
 let api: ApiServerHandle;
-let core: CoreV1Api;
+let pods: ResourceClient<V1Pod>;
+let claims: ResourceClient<V1PersistentVolumeClaim>;
+let volumes: ResourceClient<V1PersistentVolume>;
+let classes: ResourceClient<V1StorageClass>;
+let events: ResourceClient<CoreEvent>;
 let scheduler: Scheduler;
 let nodes: NodeAgent[];
 let k: Kubectl;
 
 const claim = (name: string, extra: Record<string, unknown> = {}): V1PersistentVolumeClaim => ({
-  metadata: { name },
+  metadata: { name, namespace: "default" },
   spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, ...extra },
 });
 
 const pod = (name: string, claimName: string): V1Pod => ({
-  metadata: { name },
+  metadata: { name, namespace: "default" },
   spec: {
     terminationGracePeriodSeconds: 5,
     containers: [
@@ -62,9 +66,8 @@ const pod = (name: string, claimName: string): V1Pod => ({
   },
 });
 
-const readClaim = (name: string): Promise<V1PersistentVolumeClaim> =>
-  core.readNamespacedPersistentVolumeClaim({ name, namespace: "default" });
-const readPod = (name: string): Promise<V1Pod> => core.readNamespacedPod({ name, namespace: "default" });
+const readClaim = (name: string): Promise<V1PersistentVolumeClaim> => claims.get("default", name);
+const readPod = (name: string): Promise<V1Pod> => pods.get("default", name);
 const gone = async (read: () => Promise<unknown>): Promise<true | undefined> => {
   try {
     await read();
@@ -79,21 +82,22 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "kvt-storage-"));
   const logger = pino({ level: "silent" });
   api = await startApiServer({ inMemory: true, storageDir: join(dir, "storage"), logger });
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(api.kubeconfigPath);
-  core = kubeConfig.makeApiClient(CoreV1Api);
+  const transport = new RestClient(kubeConfigFromFile(api.kubeconfigPath));
+  pods = resourceClient(transport, CORE_V1.pods);
+  claims = resourceClient(transport, CORE_V1.persistentVolumeClaims);
+  volumes = resourceClient(transport, CORE_V1.persistentVolumes);
+  classes = resourceClient(transport, CORE_V1.storageClasses);
+  events = resourceClient(transport, CORE_V1.events);
   // The stand-in program runs on this test's runtime (Deno needs `run -A`), as a kubelet runs launchers on its own.
   const runtime = jsRuntime(currentRuntimeName(), dir);
   const layout = { projectRoot: dir, execPath: runtime.execPath, execArgs: runtime.execArgs, launcherEntry: WRITER };
   nodes = [];
   for (const nodeName of ["node01", "node02"])
     nodes.push(
-      await startNodeAgent({ nodeName, kubeConfig, dataDir: join(dir, "nodes", nodeName), layout, log: logger }),
+      await startNodeAgent({ nodeName, transport, dataDir: join(dir, "nodes", nodeName), layout, log: logger }),
     );
   scheduler = new Scheduler({
-    kubeConfig,
-    core,
-    storage: kubeConfig.makeApiClient(StorageV1Api),
+    transport,
     parseQuantity: (q) => Number(parseQuantity(q).milliValue()) / 1000,
     log: logger,
   });
@@ -112,8 +116,8 @@ afterAll(async () => {
 describe("local-path storage on the local cluster", () => {
   it("provisions, binds and hands a claim to the pod's process, then removes it all with the claim", async () => {
     const started = performance.now();
-    await core.createNamespacedPersistentVolumeClaim({ namespace: "default", body: claim("data") });
-    await core.createNamespacedPod({ namespace: "default", body: pod("writer", "data") });
+    await claims.create(claim("data"));
+    await pods.create(pod("writer", "data"));
     const bound = await eventually(
       "the claim to be Bound",
       async () => {
@@ -141,7 +145,7 @@ describe("local-path storage on the local cluster", () => {
     );
     const node = running.spec!.nodeName!;
     expect(bound.metadata?.annotations?.["volume.kubernetes.io/selected-node"]).toBe(node);
-    const pv: V1PersistentVolume = await core.readPersistentVolume({ name: bound.spec!.volumeName! });
+    const pv: V1PersistentVolume = await volumes.get("", bound.spec!.volumeName!);
     const volumeDir = join(dir, "storage", `${pv.metadata!.name!}_default_data`);
     expect(pv.spec).toMatchObject({
       hostPath: { path: volumeDir, type: "DirectoryOrCreate" },
@@ -182,19 +186,19 @@ describe("local-path storage on the local cluster", () => {
     );
 
     // The claim goes first: kubernetes.io/pvc-protection keeps it (Terminating) while the running pod uses it.
-    await core.deleteNamespacedPersistentVolumeClaim({ name: "data", namespace: "default" });
+    await claims.delete("default", "data");
     await new Promise((r) => setTimeout(r, 300));
     const protectedClaim = await readClaim("data");
     expect(protectedClaim.metadata?.deletionTimestamp).toBeDefined();
     expect(protectedClaim.metadata?.finalizers).toEqual(["kubernetes.io/pvc-protection"]);
     expect(existsSync(volumeDir)).toBe(true);
-    await core.deleteNamespacedPod({ name: "writer", namespace: "default" });
+    await pods.delete("default", "writer");
     await eventually(
       "the pod, claim and volume to be gone",
       async () =>
         (await gone(() => readPod("writer"))) &&
         (await gone(() => readClaim("data"))) &&
-        (await gone(() => core.readPersistentVolume({ name: pv.metadata!.name! })))
+        (await gone(() => volumes.get("", pv.metadata!.name!)))
           ? true
           : undefined,
       30_000,
@@ -204,11 +208,11 @@ describe("local-path storage on the local cluster", () => {
   }, 90_000);
 
   it("keeps a pod's containers ContainerCreating until its claim is bound, with a FailedMount event", async () => {
-    await core.createNamespacedPersistentVolumeClaim({ namespace: "default", body: claim("late") });
+    await claims.create(claim("late"));
     // Bound to a node by hand: no scheduler names the node on the claim, so it stays Pending (as on Kubernetes).
     const pinned = pod("pinned", "late");
     pinned.spec!.nodeName = "node01";
-    await core.createNamespacedPod({ namespace: "default", body: pinned });
+    await pods.create(pinned);
     const waiting = await eventually("the pod to report ContainerCreating", async () => {
       const p = await readPod("pinned");
       return p.status?.containerStatuses?.[0]?.state?.waiting?.reason === "ContainerCreating" ? p : undefined;
@@ -216,7 +220,7 @@ describe("local-path storage on the local cluster", () => {
     expect(waiting.status?.phase).toBe("Pending");
     expect(waiting.status?.conditions?.find((c) => c.type === "PodReadyToStartContainers")?.status).toBe("False");
     const event = await eventually("a FailedMount event", async () =>
-      (await core.listNamespacedEvent({ namespace: "default" })).items.find(
+      (await events.list("default")).items.find(
         (e) => e.reason === "FailedMount" && e.involvedObject.name === "pinned",
       ),
     );
@@ -224,30 +228,22 @@ describe("local-path storage on the local cluster", () => {
     expect(event.message).toBe(
       "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: error processing PVC default/late: PVC is not bound",
     );
-    await core.patchNamespacedPersistentVolumeClaim(
-      {
-        name: "late",
-        namespace: "default",
-        body: { metadata: { annotations: { "volume.kubernetes.io/selected-node": "node01" } } },
-      },
-      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-    );
+    await claims.mergePatch("default", "late", {
+      metadata: { annotations: { "volume.kubernetes.io/selected-node": "node01" } },
+    });
     await eventually(
       "the pod to run once its claim is bound",
       async () => ((await readPod("pinned")).status?.phase === "Running" ? true : undefined),
       20_000,
     );
-    await core.deleteNamespacedPod({ name: "pinned", namespace: "default" });
-    await core.deleteNamespacedPersistentVolumeClaim({ name: "late", namespace: "default" });
+    await pods.delete("default", "pinned");
+    await claims.delete("default", "late");
   }, 60_000);
 
   it("keeps pods whose claims are missing or unbound Immediate claims Pending, with kube-scheduler's message", async () => {
-    await core.createNamespacedPersistentVolumeClaim({
-      namespace: "default",
-      body: claim("no-class", { storageClassName: "" }),
-    });
-    await core.createNamespacedPod({ namespace: "default", body: pod("orphan", "missing") });
-    await core.createNamespacedPod({ namespace: "default", body: pod("immediate", "no-class") });
+    await claims.create(claim("no-class", { storageClassName: "" }));
+    await pods.create(pod("orphan", "missing"));
+    await pods.create(pod("immediate", "no-class"));
     const message = (name: string) => async (): Promise<string | undefined> =>
       (await readPod(name)).status?.conditions?.find((c) => c.type === "PodScheduled" && c.status === "False")?.message;
     expect(await eventually("orphan unschedulable", message("orphan"))).toBe(
@@ -256,87 +252,68 @@ describe("local-path storage on the local cluster", () => {
     expect(await eventually("immediate unschedulable", message("immediate"))).toBe(
       "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
     );
-    for (const name of ["orphan", "immediate"])
-      await core.deleteNamespacedPod({ name, namespace: "default", gracePeriodSeconds: 0 });
+    for (const name of ["orphan", "immediate"]) await pods.delete("default", name, { gracePeriodSeconds: 0 });
   });
 
   it("binds a static hostPath PV of an Immediate class at once, and Retain keeps it Released with its files", async () => {
-    const storage = new KubeConfig();
-    storage.loadFromFile(api.kubeconfigPath);
-    await storage.makeApiClient(StorageV1Api).createStorageClass({
-      body: {
-        metadata: { name: "manual" },
-        provisioner: "kubernetes.io/no-provisioner",
-        volumeBindingMode: "Immediate",
-      },
+    await classes.create({
+      metadata: { name: "manual" },
+      provisioner: "kubernetes.io/no-provisioner",
+      volumeBindingMode: "Immediate",
     });
     const path = join(dir, "static");
-    await core.createPersistentVolume({
-      body: {
-        metadata: { name: "static" },
-        spec: {
-          capacity: { storage: "2Gi" },
-          accessModes: ["ReadWriteOnce", "ReadWriteMany"],
-          storageClassName: "manual",
-          hostPath: { path, type: "DirectoryOrCreate" },
-        },
+    await volumes.create({
+      metadata: { name: "static" },
+      spec: {
+        capacity: { storage: "2Gi" },
+        accessModes: ["ReadWriteOnce", "ReadWriteMany"],
+        storageClassName: "manual",
+        hostPath: { path, type: "DirectoryOrCreate" },
       },
     });
-    await core.createNamespacedPersistentVolumeClaim({
-      namespace: "default",
-      body: claim("static-claim", { storageClassName: "manual", accessModes: ["ReadWriteMany"] }),
-    });
+    await claims.create(claim("static-claim", { storageClassName: "manual", accessModes: ["ReadWriteMany"] }));
     const bound = await eventually("the static claim to be Bound", async () => {
       const c = await readClaim("static-claim");
       return c.status?.phase === "Bound" ? c : undefined;
     });
     expect(bound.spec?.volumeName).toBe("static");
     expect(bound.status?.capacity?.storage).toBe("2Gi");
-    await core.deleteNamespacedPersistentVolumeClaim({ name: "static-claim", namespace: "default" });
+    await claims.delete("default", "static-claim");
     const released = await eventually("the volume to be Released", async () => {
-      const v = await core.readPersistentVolume({ name: "static" });
+      const v = await volumes.get("", "static");
       return v.status?.phase === "Released" ? v : undefined;
     });
     expect(released.spec?.claimRef?.name).toBe("static-claim");
-    await core.deletePersistentVolume({ name: "static" });
+    await volumes.delete("", "static");
   });
 
   it('gives a claim made while no class was default the default class later, and leaves "" classless', async () => {
-    const storageApi = new KubeConfig();
-    storageApi.loadFromFile(api.kubeconfigPath);
-    const sc = storageApi.makeApiClient(StorageV1Api);
-    const local = await sc.readStorageClass({ name: "local-path" });
-    await sc.deleteStorageClass({ name: "local-path" });
-    await core.createNamespacedPersistentVolumeClaim({ namespace: "default", body: claim("early") });
-    await core.createNamespacedPersistentVolumeClaim({
-      namespace: "default",
-      body: claim("none", { storageClassName: "" }),
-    });
+    const local = await classes.get("", "local-path");
+    await classes.delete("", "local-path");
+    await claims.create(claim("early"));
+    await claims.create(claim("none", { storageClassName: "" }));
     expect((await readClaim("early")).spec?.storageClassName).toBeUndefined();
-    await sc.createStorageClass({
-      body: { ...local, metadata: { name: "local-path", annotations: local.metadata?.annotations } },
-    });
+    await classes.create({ ...local, metadata: { name: "local-path", annotations: local.metadata?.annotations } });
     await eventually("the default class on the early claim", async () =>
       (await readClaim("early")).spec?.storageClassName === "local-path" ? true : undefined,
     );
     expect((await readClaim("none")).spec?.storageClassName).toBe("");
-    for (const name of ["early", "none"])
-      await core.deleteNamespacedPersistentVolumeClaim({ name, namespace: "default" });
+    for (const name of ["early", "none"]) await claims.delete("default", name);
   });
 
   it("refuses bad claims with the API server's causes and stores nothing", async () => {
-    const bad = await core
-      .createNamespacedPersistentVolumeClaim({
-        namespace: "default",
-        body: { metadata: { name: "bad" }, spec: { accessModes: [], resources: { requests: { storage: "-1" } } } },
+    const bad = await claims
+      .create({
+        metadata: { name: "bad", namespace: "default" },
+        spec: { accessModes: [], resources: { requests: { storage: "-1" } } },
       })
       .then(
         () => undefined,
-        (err: { code?: number; body?: string }) => err,
+        (err: unknown) => err,
       );
-    expect(bad?.code).toBe(422);
-    const status = JSON.parse(String(bad?.body)) as { details: { causes: { field: string; message: string }[] } };
-    expect(status.details.causes).toEqual([
+    expect(bad).toBeInstanceOf(ApiError);
+    expect((bad as ApiError).code).toBe(422);
+    expect((bad as ApiError).status?.details?.causes).toEqual([
       {
         reason: "FieldValueRequired",
         field: "spec.accessModes",

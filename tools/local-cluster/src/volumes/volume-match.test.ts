@@ -1,5 +1,5 @@
-import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim } from "../cluster/kube-models.ts";
 import { findMatchingVolume, volumeMismatch } from "./volume-match.ts";
 
 const claim = (extra: Partial<V1PersistentVolumeClaim["spec"]> = {}): V1PersistentVolumeClaim => ({

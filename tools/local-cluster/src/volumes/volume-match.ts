@@ -7,8 +7,9 @@
  *        access modes a superset, capacity >= request,
  *        claim's selector matches, node affinity allows -> the smallest such volume
  */
-import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim } from "@kubernetes/client-node";
+
 import { tryParseQuantity } from "@kvt/api";
+import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim } from "../cluster/kube-models.ts";
 import { labelSelectorMatches, nodeSelectorMatches } from "../scheduler/selectors.ts";
 
 /** Annotations the binder, the scheduler and provisioners exchange (k8s.io/component-helpers storage/volume). */
