@@ -228,7 +228,7 @@ export function planDisks(vmi: VirtualMachineInstance, ctx: DiskContext, causes:
         fresh: true,
       };
     } else if (v.cloudInitNoCloud || v.cloudInitConfigDrive) {
-      const contents = cloudInitIso(vmi, i, causes);
+      const contents = cloudInitIso(vmi, i, ctx.mounts, causes);
       if (!contents) return;
       planned = {
         ...base,
@@ -272,7 +272,12 @@ export function planDisks(vmi: VirtualMachineInstance, ctx: DiskContext, causes:
 const ISO_TIMESTAMP = new Date("2000-01-01T00:00:00Z");
 
 /** The cloud-init ISO of volume `i` (KubeVirt's layout and metadata), or undefined with the causes pushed. */
-function cloudInitIso(vmi: VirtualMachineInstance, i: number, causes: DiskCause[]): Buffer | undefined {
+function cloudInitIso(
+  vmi: VirtualMachineInstance,
+  i: number,
+  mounts: readonly VolumeMount[],
+  causes: DiskCause[],
+): Buffer | undefined {
   const v = vmi.spec.volumes?.[i];
   const source = v?.cloudInitNoCloud ?? v?.cloudInitConfigDrive;
   if (!v || !source) return undefined;
@@ -281,11 +286,14 @@ function cloudInitIso(vmi: VirtualMachineInstance, i: number, causes: DiskCause[
     causes.push({ field, message: "secret references are not supported by this launcher; inline the data" });
     return undefined;
   }
+  const keys = accessCredentialKeys(vmi, v.cloudInitNoCloud ? "noCloud" : "configDrive", mounts, causes);
+  if (!keys) return undefined;
   const identity = {
     name: vmi.metadata?.name ?? "",
     namespace: vmi.metadata?.namespace ?? "default",
     firmwareUuid: vmi.spec.domain.firmware?.uuid ?? vmi.metadata?.uid ?? "",
     ...(vmi.spec.hostname ? { hostname: vmi.spec.hostname } : {}),
+    ...(keys.length > 0 ? { publicSshKeys: keys } : {}),
   };
   try {
     return v.cloudInitNoCloud
@@ -295,6 +303,39 @@ function cloudInitIso(vmi: VirtualMachineInstance, i: number, causes: DiskCause[
     causes.push({ field, message: (error as Error).message });
     return undefined;
   }
+}
+
+/**
+ * The SSH public keys of the access credentials propagated by `method` (KubeVirt's resolveSSHPublicKeys): every file
+ * of each credential's Secret, mounted at SECRET_SOURCE_DIR `/<secret>-access-cred`, in name order, empty ones
+ * left out. Undefined, with a cause, when a Secret's files cannot be read.
+ */
+export function accessCredentialKeys(
+  vmi: VirtualMachineInstance,
+  method: "noCloud" | "configDrive",
+  mounts: readonly VolumeMount[],
+  causes: DiskCause[],
+): string[] | undefined {
+  const keys: string[] = [];
+  for (const [idx, cred] of (vmi.spec.accessCredentials ?? []).entries()) {
+    const secretName = cred.sshPublicKey?.source?.secret?.secretName;
+    if (!secretName || cred.sshPublicKey?.propagationMethod?.[method] === undefined) continue;
+    const dir = hostPathOf(`${SECRET_SOURCE_DIR}/${secretName}-access-cred`, mounts);
+    try {
+      for (const entry of readdirSync(dir).sort()) {
+        if (entry.startsWith("..") || statSync(join(dir, entry)).isDirectory()) continue;
+        const key = readFileSync(join(dir, entry), "utf8");
+        if (key !== "") keys.push(key);
+      }
+    } catch (error) {
+      causes.push({
+        field: `spec.accessCredentials[${idx}].sshPublicKey.source.secret`,
+        message: `Unable to read public keys found at volume: ${dir}: ${(error as Error).message}`,
+      });
+      return undefined;
+    }
+  }
+  return keys;
 }
 
 type ConfigKind = "configMap" | "secret" | "serviceAccount" | "downwardAPI";

@@ -7,6 +7,7 @@ import { isDeepStrictEqual } from "node:util";
 import { LABEL } from "../constants.ts";
 import { typeErrors } from "../strict-decode.ts";
 import type { ObjectMeta, StatusCause, VirtualMachineInstance, VirtualMachineInstanceSpec } from "../types.ts";
+import { validateAccessCredentials } from "./access-credentials-validation.ts";
 import { CAUSE_TYPE, cause, type FieldPath, path } from "./causes.ts";
 import { dns1123SubdomainErrors } from "./dns.ts";
 import { validateDnsSettings } from "./dns-config-validation.ts";
@@ -65,6 +66,7 @@ export function validateVmiSpec(
     ...validateDnsSettings(field, spec),
     ...validateGatedSpec(field, spec, config.developerConfiguration),
     ...validateUnsupportedHardware(field, spec),
+    ...validateAccessCredentials(field.child("accessCredentials"), spec),
   ];
 }
 
