@@ -31,7 +31,7 @@ const exec = promisify(execFile);
 /** Where Debian's containernetworking-plugins puts the plugins. */
 export const DEBIAN_CNI_BIN_DIR = "/usr/lib/cni";
 
-/** The Debian programs the pod network needs (installed with apt-get when missing and root). */
+/** The Debian programs the pod network and access to its VMs need (installed with apt-get when missing and root). */
 export const POD_NETWORK_TOOLS: readonly HostTool[] = [
   { bin: `${DEBIAN_CNI_BIN_DIR}/bridge`, pkg: "containernetworking-plugins" },
   { bin: `${DEBIAN_CNI_BIN_DIR}/host-local`, pkg: "containernetworking-plugins" },
@@ -42,6 +42,8 @@ export const POD_NETWORK_TOOLS: readonly HostTool[] = [
   { bin: "nsenter", pkg: "util-linux" },
   // The launchers' masquerade binding (KubeVirt's nftables NAT inside each launcher pod).
   { bin: "nft", pkg: "nftables" },
+  // `virtctl ssh` and `virtctl scp` wrap the local OpenSSH client, as KubeVirt's virtctl does.
+  { bin: "ssh", pkg: "openssh-client" },
 ];
 
 /** The plan a kubelet reads (`--pod-network FILE`). */
