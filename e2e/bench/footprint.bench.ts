@@ -3,8 +3,8 @@
  *
  * Starts a fresh two-node local cluster exactly as `npm start` does, creates and starts the seed's `vm-cirros`, waits
  * for its VMI to be Running and the cluster to settle, then reads every process of the cluster from /proc: each
- * supervised component (the API server, the scheduler, virt-api, virt-controller, a process-kubelet and a virt-handler
- * per node) and everything below the kubelets (the demo VM's virt-launcher and its guest: QEMU here, where the host's
+ * supervised component (the API server, the scheduler, the service proxy, virt-api, virt-controller, a process-kubelet
+ * and a virt-handler per node: every process the cluster's supervisor started) and everything below the kubelets (the demo VM's virt-launcher and its guest: QEMU here, where the host's
  * KVM cannot run Linux). Per component it reports VmRSS (what `ps` shows; the shared Node binary is counted in every
  * process) and PSS (shared pages split between the processes mapping them: the fair share of the machine).
  *
@@ -97,13 +97,7 @@ try {
     pss.set(component, (pss.get(component) ?? 0) + m.pss);
   };
   let guestRss = 0;
-  const names = [
-    "apiserver",
-    "scheduler",
-    "virt-api",
-    "virt-controller",
-    ...cluster.nodeNames.flatMap((n) => [`kubelet/${n}`, `virt-handler/${n}`]),
-  ];
+  const names = cluster.supervisor.names();
   for (const name of names) {
     const pid = cluster.supervisor.pidOf(name);
     if (pid === undefined) throw new Error(`${name} is not running`);

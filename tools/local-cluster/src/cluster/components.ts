@@ -57,6 +57,13 @@ export interface ClusterLayout {
   readonly podNetworkFile?: string;
   /** The Services' ClusterIP range (the API server's --service-cluster-ip-range; default its own). */
   readonly serviceCidr?: string;
+  /** Bundled entry modules by source entry relative to projectRoot (component-images.ts); others run from source. */
+  readonly componentEntries?: Readonly<Record<string, string>>;
+}
+
+/** Where a component's entry point `rel` (relative to the project root) runs from: its bundle, else its source. */
+function entryModule(layout: ClusterLayout, rel: string): string {
+  return layout.componentEntries?.[rel] ?? join(layout.projectRoot, rel);
 }
 
 /** One process to run. */
@@ -76,7 +83,7 @@ export function nodeNames(count: number): string[] {
 
 /** Every component's command line for `layout`. */
 export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
-  const entry = (path: string): string[] => [layout.execPath, ...layout.execArgs, join(layout.projectRoot, path)];
+  const entry = (path: string): string[] => [layout.execPath, ...layout.execArgs, entryModule(layout, path)];
   const env: Record<string, string> = {
     ...(layout.tracesFile ? { KUBEVIRT_TRACES_FILE: layout.tracesFile } : {}),
   };
@@ -185,7 +192,7 @@ function apiserverComponent(layout: ClusterLayout, env: Record<string, string>):
       layout.execPath,
       ...layout.execArgs,
       ...runtimeFlags(layout.runtime ?? runtimeNameOf(layout.execPath), APISERVER_NODE_FLAGS),
-      join(layout.projectRoot, "tools/local-cluster/src/apiserver/main.ts"),
+      entryModule(layout, "tools/local-cluster/src/apiserver/main.ts"),
       "--data-dir",
       join(layout.dataDir, "apiserver"),
       "--kubeconfig",

@@ -85,6 +85,11 @@ export class Supervisor {
     return parentDeathPrefix().length > 0;
   }
 
+  /** The names of the components started, in start order. */
+  names(): string[] {
+    return this.#managed.map((m) => m.spec.name);
+  }
+
   /** The pid of a running component, by name. */
   pidOf(name: string): number | undefined {
     return this.#managed.find((m) => m.spec.name === name)?.child?.pid;

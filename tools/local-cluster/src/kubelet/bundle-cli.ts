@@ -1,12 +1,26 @@
 /**
  * `node bundle-cli.ts ENTRY OUT-DIR ENTRY-FILE-NAME`: bundles one entry point as `bundleEntry` does and prints the
- * bundle's path. Run as a child process by `buildLauncherImage`, so the bundler's memory leaves with it.
+ * bundle's path. `node bundle-cli.ts --many OUT-DIR NAME=ENTRY...`: bundles several in one build (`bundleEntries`)
+ * and prints a JSON object, name -> entry module. Run as a child process (`buildLauncherImage`, the local cluster's
+ * component images), so the bundler's memory leaves with it.
  */
-import { bundleEntry } from "./launcher-image.ts";
+import { bundleEntries, bundleEntry } from "./launcher-image.ts";
 
-const [entry, outDir, entryFileName] = process.argv.slice(2);
-if (!entry || !outDir || !entryFileName) {
-  process.stderr.write("usage: bundle-cli.ts ENTRY OUT-DIR ENTRY-FILE-NAME\n");
-  process.exit(2);
+const USAGE = "usage: bundle-cli.ts ENTRY OUT-DIR ENTRY-FILE-NAME | bundle-cli.ts --many OUT-DIR NAME=ENTRY...\n";
+const args = process.argv.slice(2);
+if (args[0] === "--many") {
+  const [, outDir, ...pairs] = args;
+  const inputs = Object.fromEntries(pairs.map((p) => [p.slice(0, p.indexOf("=")), p.slice(p.indexOf("=") + 1)]));
+  if (!outDir || pairs.length === 0 || pairs.some((p) => p.indexOf("=") <= 0)) {
+    process.stderr.write(USAGE);
+    process.exit(2);
+  }
+  process.stdout.write(JSON.stringify(await bundleEntries(inputs, outDir)));
+} else {
+  const [entry, outDir, entryFileName] = args;
+  if (!entry || !outDir || !entryFileName) {
+    process.stderr.write(USAGE);
+    process.exit(2);
+  }
+  process.stdout.write(await bundleEntry(entry, outDir, entryFileName));
 }
-process.stdout.write(await bundleEntry(entry, outDir, entryFileName));

@@ -21,6 +21,11 @@ import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 
 const BUILTIN_PREFIX = "\0kvt-builtin:";
+/**
+ * The expression `import.meta.url`, not the same text inside a string or after a quote (this module's own source
+ * mentions it in strings, and is itself bundled into the process-kubelet's image).
+ */
+const META_URL = /(?<![\w$."'`])import\.meta\.url(?![\w$])/g;
 const requireHere = createRequire(import.meta.url);
 const execFileAsync = promisify(execFile);
 
@@ -80,9 +85,23 @@ export async function buildLauncherImage(projectRoot: string, outDir: string): P
  * module named `entryFileName`, and returns its path (the container images of tools/oci-images bundle every app so).
  */
 export async function bundleEntry(entry: string, outDir: string, entryFileName: string): Promise<string> {
+  const name = entryFileName.replace(/\.m?js$/, "");
+  const written = await bundleEntries({ [name]: entry }, outDir, entryFileName.endsWith(".js") ? ".js" : ".mjs");
+  return written[name];
+}
+
+/**
+ * Bundles several entry points in one build (`inputs`: name -> TypeScript entry), so modules they share land in
+ * shared chunks; each entry module is `<name><extension>` in `outDir`. Returns name -> the entry module's path.
+ */
+export async function bundleEntries(
+  inputs: Readonly<Record<string, string>>,
+  outDir: string,
+  extension = ".mjs",
+): Promise<Record<string, string>> {
   const { rolldown } = await import("rolldown");
   const bundle = await rolldown({
-    input: entry,
+    input: { ...inputs },
     platform: "node",
     logLevel: "silent",
     plugins: [
@@ -99,16 +118,16 @@ export async function bundleEntry(entry: string, outDir: string, entryFileName: 
       {
         name: "kvt-module-urls",
         transform(code: string, id: string) {
-          if (!code.includes("import.meta.url")) return null;
-          return { code: code.replaceAll("import.meta.url", JSON.stringify(pathToFileURL(id).href)) };
+          const replaced = code.replace(META_URL, JSON.stringify(pathToFileURL(id).href));
+          return replaced === code ? null : { code: replaced };
         },
       },
     ],
   });
   try {
-    await bundle.write({ dir: outDir, format: "esm", entryFileNames: entryFileName });
+    await bundle.write({ dir: outDir, format: "esm", entryFileNames: `[name]${extension}` });
   } finally {
     await bundle.close();
   }
-  return join(outDir, entryFileName);
+  return Object.fromEntries(Object.keys(inputs).map((name) => [name, join(outDir, `${name}${extension}`)]));
 }
