@@ -40,6 +40,8 @@ import type { KubeletNetwork } from "../network/kubelet-network.ts";
 import { ContainerProcess } from "./container-process.ts";
 import { type ContainerRecord, readRecords } from "./container-records.ts";
 import { type ContainerPlan, planContainer, type ResolvedVolume, type RuntimeLayout } from "./container-spec.ts";
+import { withDevices } from "./device-plugins/container-devices.ts";
+import type { AdmissionRefusal, DeviceManager } from "./device-plugins/device-manager.ts";
 import { CONTAINER_LOG_MAX_BYTES, rotateLog } from "./log-rotation.ts";
 import { endContainers, recordedPods, removeStaleSockets } from "./node-reaper.ts";
 import { type ContainerRunState, podStatus } from "./pod-status.ts";
@@ -67,6 +69,8 @@ export interface KubeletOptions {
   readonly network?: KubeletNetwork;
   /** A container log larger than this is rotated (the kubelet's containerLogMaxSize; default 10Mi). */
   readonly containerLogMaxBytes?: number;
+  /** The device manager (device-plugins/): admission allocates devices, containers get the plugins' answers. */
+  readonly devices?: DeviceManager;
 }
 
 interface RunningPod {
@@ -84,6 +88,8 @@ interface RunningPod {
   statusWrite: Promise<void>;
   /** A status write is queued and has not read the state yet: later changes ride along with it. */
   statusQueued: boolean;
+  /** Refused at admission (device allocation): the pod is Failed with this and never starts. */
+  rejected?: AdmissionRefusal;
 }
 
 /** Runs the pods of one node. */
@@ -149,6 +155,7 @@ export class Kubelet {
     const leftover = this.#recorded;
     this.#recorded = undefined;
     for (const [uid, records] of leftover) if (!this.#pods.has(uid)) void this.#endOrphan(uid, records);
+    this.#o.devices?.retain(new Set(this.#pods.keys()));
     this.#sweep = setInterval(() => this.#sweepSockets(), SOCKET_SWEEP_MS);
     this.#sweep.unref();
     this.#logRotation = setInterval(() => this.#rotateLogs(), LOG_ROTATION_MS);
@@ -239,8 +246,27 @@ export class Kubelet {
     const records = this.#recorded?.get(uid);
     if (records) this.#adoptContainers(running, records);
     else this.#o.log.info({ pod: `${running.namespace}/${running.name}`, uid }, "starting pod");
-    void this.#startWhenVolumesReady(running);
+    void (records ? this.#startWhenVolumesReady(running) : this.#startWhenAdmitted(running));
     return running;
+  }
+
+  /**
+   * Admission (the device manager allocates the pod's devices), then the volumes and containers. A refused pod is
+   * Failed with the refusal's reason and never starts, as the kubelet's rejectPod.
+   */
+  async #startWhenAdmitted(running: RunningPod): Promise<void> {
+    const refusal = await this.#o.devices?.admit(running.pod);
+    if (running.stopping || this.#pods.get(running.uid) !== running) {
+      this.#o.devices?.release(running.uid); // deleted while admitted
+      return;
+    }
+    if (refusal) {
+      running.rejected = refusal;
+      this.#event(running.pod, "Warning", refusal.reason, refusal.message);
+      this.#writeStatus(running);
+      return;
+    }
+    await this.#startWhenVolumesReady(running);
   }
 
   /** Sets up the pod's volumes (retrying until they are ready or the pod stops), then starts its containers. */
@@ -340,7 +366,9 @@ export class Kubelet {
 
   /** How `c` runs: planContainer, inside the pod's network sandbox when it has one. */
   #plan(pod: V1Pod, c: V1Container, dir: string, volumes?: ReadonlyMap<string, ResolvedVolume>): ContainerPlan {
-    const make = (p: V1Pod, x: V1Container): ContainerPlan => planContainer(p, x, dir, this.#o.layout, volumes);
+    const devices = this.#o.devices?.containerDevices(pod.metadata?.uid ?? "", c.name) ?? [];
+    const make = (p: V1Pod, x: V1Container): ContainerPlan =>
+      withDevices(planContainer(p, x, dir, this.#o.layout, volumes), devices, existsSync);
     return this.#o.network ? this.#o.network.plan(pod, c, make) : make(pod, c);
   }
 
@@ -371,6 +399,7 @@ export class Kubelet {
     // Sidecars that follow another container's output (virt-tail) end when every worker has ended.
     const workers = running.containers.filter((c) => !c.isSidecar);
     if (workers.length > 0 && workers.every((c) => c.state.state === "terminated")) {
+      this.#o.devices?.release(running.uid); // the pod has ended: its devices are free
       for (const c of running.containers) if (c.isSidecar && c.state.state === "running") void c.stop(0);
     }
     this.#writeStatus(running);
@@ -384,13 +413,16 @@ export class Kubelet {
     running.statusQueued = true;
     running.statusWrite = running.statusWrite.then(async () => {
       running.statusQueued = false;
-      const status = podStatus(
-        running.pod,
-        this.#containerStates(running),
-        new Date(),
-        running.volumes !== undefined,
-        this.#o.network?.podIPs(running.uid),
-      );
+      const rejected = running.rejected;
+      const status = rejected
+        ? { phase: "Failed", reason: rejected.reason, message: `Pod was rejected: ${rejected.message}` }
+        : podStatus(
+            running.pod,
+            this.#containerStates(running),
+            new Date(),
+            running.volumes !== undefined,
+            this.#o.network?.podIPs(running.uid),
+          );
       try {
         await this.#podClient.mergePatch(running.namespace, running.name, { status }, "status");
       } catch (err) {
@@ -454,6 +486,7 @@ export class Kubelet {
       return;
     }
     this.#pods.delete(uid!);
+    this.#o.devices?.release(uid!);
     void this.#stopContainers(running, 0).then(() => {
       rmSync(running.dir, { recursive: true, force: true });
       this.#sweepSockets(0);

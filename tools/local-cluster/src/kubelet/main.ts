@@ -30,10 +30,13 @@ await main({
     "tls-cert-file": { type: "string" },
     "tls-private-key-file": { type: "string" },
     "client-ca-file": { type: "string" },
+    // The kubelet's --root-dir/device-plugins: its kubelet.sock and the device plugins' sockets.
+    "device-plugins-dir": { type: "string" },
   },
   details: [
     "  --tls-cert-file FILE, --tls-private-key-file FILE   the log port's serving certificate (PEM), as the kubelet's",
     "  --client-ca-file FILE   CA of the only accepted clients (the API server's kubelet client certificate)",
+    "  --device-plugins-dir DIR   where kubelet.sock serves device plugin registration (default DATA-DIR/device-plugins)",
   ],
   async run({ values }, signal) {
     const nodeName = values["node-name"];
@@ -93,7 +96,17 @@ await main({
     const nodeCpus = values.cpus ? Number(values.cpus) : undefined;
     const podNetwork = values["pod-network"];
     const network = podNetwork ? KubeletNetwork.fromFile(podNetwork, nodeName) : undefined;
-    const agent = await startNodeAgent({ nodeName, transport, dataDir, layout, log, cpus: nodeCpus, network, tls });
+    const agent = await startNodeAgent({
+      nodeName,
+      transport,
+      dataDir,
+      layout,
+      log,
+      cpus: nodeCpus,
+      network,
+      tls,
+      devicePluginsDir: values["device-plugins-dir"] ?? join(dataDir, "device-plugins"),
+    });
     await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
     log.info("stopping: node shutdown, stopping every pod");
     await agent.stop();

@@ -34,8 +34,19 @@ export function nodeObject(facts: NodeFacts): V1Node {
   };
 }
 
-/** The status written at registration and on every heartbeat. */
-export function nodeStatus(facts: NodeFacts, now: Date, readySince: Date): V1NodeStatus {
+/**
+ * The status written at registration and on every heartbeat; `devices` are the device plugins' resources (the
+ * device manager's capacity and allocatable).
+ */
+export function nodeStatus(
+  facts: NodeFacts,
+  now: Date,
+  readySince: Date,
+  devices: { capacity: Record<string, string>; allocatable: Record<string, string> } = {
+    capacity: {},
+    allocatable: {},
+  },
+): V1NodeStatus {
   const resources = {
     cpu: String(facts.cpus),
     memory: String(facts.memoryBytes),
@@ -51,8 +62,8 @@ export function nodeStatus(facts: NodeFacts, now: Date, readySince: Date): V1Nod
     lastTransitionTime: readySince.toISOString(),
   });
   return {
-    capacity: resources,
-    allocatable: resources,
+    capacity: { ...resources, ...devices.capacity },
+    allocatable: { ...resources, ...devices.allocatable },
     addresses: [
       { type: "InternalIP", address: "127.0.0.1" },
       { type: "Hostname", address: facts.nodeName },
