@@ -68,24 +68,28 @@ function podRequests(pod: V1Pod, parse: QuantityParser): Map<string, number> {
   return total;
 }
 
-/** `Insufficient <resource>` / `Too many pods` when the node's allocatable cannot hold the pod's requests. */
+/**
+ * `Too many pods`, or `Insufficient <resource>` for each resource the node's allocatable cannot hold (NodeResourcesFit
+ * reports every one: `2 Insufficient devices.kubevirt.io/kvm, 2 Insufficient devices.kubevirt.io/vhost-net`).
+ */
 export function checkResources(
   pod: V1Pod,
   node: V1Node,
   podsOnNode: readonly V1Pod[],
   parse: QuantityParser,
-): string | undefined {
+): string[] | undefined {
   const allocatable = node.status?.allocatable ?? {};
   const maxPods = allocatable.pods ? parse(allocatable.pods) : 110;
-  if (podsOnNode.length + 1 > maxPods) return "Too many pods";
+  if (podsOnNode.length + 1 > maxPods) return ["Too many pods"];
   const used = new Map<string, number>();
   for (const p of podsOnNode) for (const [k, v] of podRequests(p, parse)) used.set(k, (used.get(k) ?? 0) + v);
+  const insufficient: string[] = [];
   for (const [name, want] of podRequests(pod, parse)) {
     if (want === 0) continue;
     const have = allocatable[name] !== undefined ? parse(allocatable[name]) : 0;
-    if ((used.get(name) ?? 0) + want > have) return `Insufficient ${name}`;
+    if ((used.get(name) ?? 0) + want > have) insufficient.push(`Insufficient ${name}`);
   }
-  return undefined;
+  return insufficient.length > 0 ? insufficient : undefined;
 }
 
 function termMatchesPodOnNode(pod: V1Pod, term: V1PodAffinityTerm, node: V1Node, snapshot: ClusterSnapshot): boolean {
@@ -114,13 +118,13 @@ export function checkPodAffinity(pod: V1Pod, node: V1Node, snapshot: ClusterSnap
   return undefined;
 }
 
-/** The first reason `node` cannot take `pod`, or undefined when it fits. */
+/** The reasons of the first filter that rejects `node` for `pod` (most filters give one), or undefined when it fits. */
 export function filterNode(
   pod: V1Pod,
   node: V1Node,
   snapshot: ClusterSnapshot,
   parse: QuantityParser,
-): string | undefined {
+): string | readonly string[] | undefined {
   const podsOnNode = snapshot.boundPods.filter((p) => p.spec?.nodeName === node.metadata?.name);
   return (
     checkUnschedulable(pod, node) ??

@@ -102,6 +102,19 @@ describe("schedulePod()", () => {
       pod("p", { containers: [{ name: "c", resources: { requests: { memory: "5Gi" } } }] }),
       "1 Insufficient memory",
     ],
+    [
+      "every resource it lacks (NodeResourcesFit)",
+      pod("p", {
+        containers: [
+          {
+            name: "c",
+            resources: { limits: { "devices.kubevirt.io/vhost-net": "1", "devices.kubevirt.io/tun": "1" } },
+          },
+          { name: "d", resources: { requests: { memory: "5Gi", cpu: "100m" } } },
+        ],
+      }),
+      "1 Insufficient devices.kubevirt.io/tun, 1 Insufficient devices.kubevirt.io/vhost-net, 1 Insufficient memory",
+    ],
   ])("explains %s", (_name, p, reason) => {
     const result = schedulePod(p, { nodes: [node("node01", {}, { zone: "a" })], boundPods: [] }, parse);
     expect(result).toEqual({ unschedulable: `0/1 nodes are available: ${reason}.` });

@@ -31,7 +31,8 @@ export function schedulePod(pod: V1Pod, snapshot: ClusterSnapshot, parse: Quanti
       filterNode(pod, node, snapshot, parse) ??
       (claims && snapshot.volumes ? checkVolumes(claims, node, snapshot.volumes) : undefined);
     const name = node.metadata?.name ?? "";
-    if (reason) reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+    if (reason)
+      for (const r of typeof reason === "string" ? [reason] : reason) reasons.set(r, (reasons.get(r) ?? 0) + 1);
     else fits.push({ name, pods: snapshot.boundPods.filter((p) => p.spec?.nodeName === name).length });
   }
   if (fits.length > 0) {
