@@ -50,8 +50,13 @@ function lastValues(
 
 function parseOptions(flags: Record<string, FlagDef>): NonNullable<ParseArgsConfig["options"]> {
   const out: NonNullable<ParseArgsConfig["options"]> = {};
-  for (const [name, f] of Object.entries(flags))
-    out[name] = f.short ? { type: f.type, short: f.short } : { type: f.type };
+  for (const [name, f] of Object.entries(flags)) {
+    out[name] = {
+      type: f.type,
+      ...(f.short ? { short: f.short } : {}),
+      ...(f.multiple ? { multiple: true } : {}),
+    };
+  }
   return out;
 }
 
@@ -74,6 +79,29 @@ function normalizeBooleans(argv: readonly string[], flags: Record<string, FlagDe
     const m = /^--([^=]+)=(true|false)$/.exec(a);
     if (m?.[1] && flags[m[1]]?.type === "boolean") {
       if (m[2] === "true") out.push(`--${m[1]}`);
+    } else out.push(a);
+  }
+  return out;
+}
+
+/**
+ * pflag takes the word after a string flag as its value even when it starts with `-` (`-t "-o X"`); node's parseArgs
+ * calls that ambiguous: rewrite such pairs to `--name=value`.
+ */
+function joinDashValues(argv: readonly string[], flags: Record<string, FlagDef>): string[] {
+  const byShort = new Map(Object.entries(flags).flatMap(([name, f]) => (f.short ? [[f.short, name] as const] : [])));
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] ?? "";
+    if (a === "--") {
+      out.push(...argv.slice(i));
+      break;
+    }
+    const name = a.startsWith("--") ? a.slice(2) : /^-[^-]$/.test(a) ? byShort.get(a.slice(1)) : undefined;
+    const next = argv[i + 1];
+    if (name && flags[name]?.type === "string" && next?.startsWith("-")) {
+      out.push(`--${name}=${next}`);
+      i++;
     } else out.push(a);
   }
   return out;
@@ -148,7 +176,7 @@ export async function runVirtctl(argv: readonly string[], commands: readonly Com
   let parsed: { values: Record<string, string | boolean | (string | boolean)[] | undefined>; positionals: string[] };
   try {
     parsed = parseArgs({
-      args: normalizeBooleans(argv, flags),
+      args: joinDashValues(normalizeBooleans(argv, flags), flags),
       options: parseOptions(flags),
       allowPositionals: true,
       strict: true,
@@ -158,6 +186,11 @@ export async function runVirtctl(argv: readonly string[], commands: readonly Com
     return 1;
   }
   const values = lastValues(parsed.values);
+  const lists: Record<string, string[]> = {};
+  for (const [name, f] of Object.entries(flags)) {
+    const given = parsed.values[name];
+    if (f.multiple && Array.isArray(given)) lists[name] = given.filter((v): v is string => typeof v === "string");
+  }
   if (values.help === true) {
     io.stdout.write(commandHelp(cmd));
     return 0;
@@ -186,9 +219,12 @@ export async function runVirtctl(argv: readonly string[], commands: readonly Com
     signal: io.signal,
   };
   try {
-    await cmd.run({ args, values }, ctx);
+    await cmd.run({ args, values, lists }, ctx);
     return 0;
   } catch (error) {
+    // A wrapped program (ssh, scp) failed and said why: its exit status becomes ours.
+    const exitCode = (error as { exitCode?: unknown }).exitCode;
+    if (typeof exitCode === "number") return exitCode;
     io.stderr.write(`${failureLine(error, client?.origin)}\n`);
     return 1;
   }

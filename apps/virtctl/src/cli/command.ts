@@ -16,13 +16,17 @@ export interface FlagDef {
   readonly default?: string;
   /** The values a string flag takes, offered by shell completion. */
   readonly values?: readonly string[];
+  /** A string flag that may be given several times (pflag's StringArray); its values are in `lists`. */
+  readonly multiple?: boolean;
 }
 
 /** Parsed input of one command. */
 export interface CommandInput {
   readonly args: readonly string[];
-  /** Flag values by long name. */
+  /** Flag values by long name (a `multiple` flag's last value). */
   readonly values: Readonly<Record<string, string | boolean | undefined>>;
+  /** Every value of each `multiple` flag given, in order. */
+  readonly lists?: Readonly<Record<string, readonly string[]>>;
 }
 
 /** The terminal-ish stdin the console needs. */
@@ -65,7 +69,8 @@ export interface Command {
 }
 
 /**
- * A failure whose message is printed as is. Give the client's error as `cause`: the CLI looks there for a
+ * A failure whose message is printed as is (or, when it carries an `exitCode`, not printed: virtctl exits with that
+ * code, as after a wrapped program that has reported its own failure). Give the client's error as `cause`: the CLI looks there for a
  * connection or credential problem and then prints what to check instead.
  */
 export class CommandError extends Error {

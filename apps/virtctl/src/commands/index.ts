@@ -8,8 +8,11 @@ import { exposeCommand } from "./expose.ts";
 import { migrateCommand } from "./migrate.ts";
 import { migrateCancelCommand } from "./migrate-cancel.ts";
 import { pauseCommand } from "./pause.ts";
+import { portForwardCommand } from "./port-forward.ts";
 import { restartCommand } from "./restart.ts";
+import { scpCommand } from "./scp.ts";
 import { softRebootCommand } from "./soft-reboot.ts";
+import { sshCommand } from "./ssh.ts";
 import { startCommand } from "./start.ts";
 import { stopCommand } from "./stop.ts";
 import { unpauseCommand } from "./unpause.ts";
@@ -25,8 +28,11 @@ export const COMMANDS: readonly Command[] = [
   migrateCommand,
   migrateCancelCommand,
   pauseCommand,
+  portForwardCommand,
   restartCommand,
+  scpCommand,
   softRebootCommand,
+  sshCommand,
   startCommand,
   stopCommand,
   unpauseCommand,
