@@ -115,6 +115,7 @@ await main({
         : undefined,
       version: pkg.version,
       consoleSessions: metrics,
+      portForwardTunnels: metrics.portForwardTunnels,
       requests: metrics,
     });
     if (!clientCa) logger.warn("no --requestheader-client-ca: subresource writes act as virt-api's own identity");

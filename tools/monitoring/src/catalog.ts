@@ -205,6 +205,14 @@ export const METRICS: readonly MetricSpec[] = [
     "Number of active serial console connections.",
   ),
   m(
+    "kubevirt_portforward_active_tunnels",
+    "gauge",
+    "virt-api",
+    ["namespace"],
+    true,
+    "Number of active port-forward tunnels.",
+  ),
+  m(
     "kubevirt_virt_api_requests_total",
     "counter",
     "virt-api",

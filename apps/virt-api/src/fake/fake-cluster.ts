@@ -216,6 +216,9 @@ export class FakeHandler implements HandlerClient {
     return this.fail ? Promise.reject(new Error(this.fail)) : Promise.resolve(this.guestInfo);
   }
 
+  portForward(): Promise<WebSocket> {
+    return Promise.reject(new Error("FakeHandler has no port-forward"));
+  }
   console(): Promise<WebSocket> {
     return Promise.reject(new Error("FakeHandler has no console"));
   }

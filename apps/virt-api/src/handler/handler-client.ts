@@ -9,6 +9,9 @@
  *   GET  /v1/namespaces/{ns}/virtualmachineinstances/{name}/console      WebSocket upgrade, subprotocol
  *        `plain.kubevirt.io`: binary frames carry the serial port's raw bytes both ways; either side closing
  *        ends the session.
+ *   GET  /v1/namespaces/{ns}/virtualmachineinstances/{name}/portforward/{port}/{protocol}   WebSocket upgrade,
+ *        `plain.kubevirt.io`, answered once the launcher has connected to the guest's port (else a Status saying
+ *        why); binary frames carry the connection's bytes both ways.
  *
  * virt-api presents its client certificate for the handlers (KubeVirt's `kubevirt-virt-handler-certs`, CN
  * `kubevirt.io:system:client:virt-handler`; the handler accepts nothing else); the handler's serving certificate is
@@ -130,6 +133,11 @@ export interface HandlerClient {
   get(vmi: VirtualMachineInstance, sub: string): Promise<unknown>;
   /** Opens the console WebSocket to the handler, paused: call `resume()` once listeners are attached. */
   console(vmi: VirtualMachineInstance): Promise<WebSocket>;
+  /**
+   * Opens a WebSocket to the guest's `port` through the handler and the VMI's launcher, paused as the console's.
+   * Rejects with the handler's Status message (e.g. `dial tcp 10.0.2.2:23: connect: connection refused`).
+   */
+  portForward(vmi: VirtualMachineInstance, port: number, protocol: string): Promise<WebSocket>;
 }
 
 function vmiPath(vmi: VirtualMachineInstance, sub: string): string {
@@ -198,9 +206,26 @@ export class HttpHandlerClient implements HandlerClient {
   }
 
   async console(vmi: VirtualMachineInstance): Promise<WebSocket> {
+    return this.#websocket(vmi, "console", (code) => `virt-handler refused the console: HTTP ${code}`);
+  }
+
+  async portForward(vmi: VirtualMachineInstance, port: number, protocol: string): Promise<WebSocket> {
+    return this.#websocket(
+      vmi,
+      `portforward/${port}/${encodeURIComponent(protocol)}`,
+      (code, message) => message || `virt-handler refused the port-forward: HTTP ${code}`,
+    );
+  }
+
+  /** Opens the WebSocket `sub` of the VMI; a refusal rejects with `refused(status, Status message)`. */
+  async #websocket(
+    vmi: VirtualMachineInstance,
+    sub: string,
+    refused: (code: number, message: string) => string,
+  ): Promise<WebSocket> {
     const base = new URL(await this.#locator.locate(vmi));
     requireHttps(base);
-    const url = `wss://${base.host}${vmiPath(vmi, "console")}`;
+    const url = `wss://${base.host}${vmiPath(vmi, sub)}`;
     // ws hands these options to tls.connect, whose checkServerIdentity returns an Error (ws's typing says boolean).
     const tlsConnect = tlsOptions(this.#tls) as ClientOptions;
     const ws = new WebSocket(url, [CONSOLE_SUBPROTOCOL], { ...tlsConnect, handshakeTimeout: this.#timeoutMs });
@@ -211,10 +236,25 @@ export class HttpHandlerClient implements HandlerClient {
         resolve(ws);
       });
       ws.once("unexpected-response", (_req, res) => {
-        reject(new Error(`virt-handler refused the console: HTTP ${res.statusCode ?? 0}`));
-        ws.terminate();
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("error", () => reject(new Error(refused(res.statusCode ?? 0, ""))));
+        res.on("end", () => {
+          reject(new Error(refused(res.statusCode ?? 0, statusMessage(Buffer.concat(chunks).toString("utf8")))));
+          ws.terminate();
+        });
       });
       ws.once("error", reject);
     });
+  }
+}
+
+/** The `message` of a Status body, else the text itself. */
+function statusMessage(text: string): string {
+  try {
+    const message = (JSON.parse(text) as { message?: unknown }).message;
+    return typeof message === "string" ? message : text;
+  } catch {
+    return text;
   }
 }

@@ -1,10 +1,10 @@
 /**
  * virt-api's request handling: identity, routing, bodies and Status answers for the webhooks, discovery and the
- * subresources, plus the console WebSocket upgrade. Transport-agnostic: {@link startVirtApiServer} mounts it on
+ * subresources, plus the console and port-forward WebSocket upgrades. Transport-agnostic: {@link startVirtApiServer} mounts it on
  * HTTPS; tests mount it on any node:http(s) server.
  *
  *   request -> route() -> identity (X-Remote-* via requestheader client cert, or virt-api's own)
- *           -> webhook | discovery | version | VM lifecycle | VMI action | console (upgrade)
+ *           -> webhook | discovery | version | VM lifecycle | VMI action | console, portforward (upgrade)
  *           -> 2xx body, or a v1 Status with KubeVirt's code and message
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -28,6 +28,7 @@ import {
 } from "../kube/status.ts";
 import { apiGroup, apiGroupList, apiResourceList, versionInfo } from "../subresources/discovery.ts";
 import { expandPostedVm, expandStoredVm } from "../subresources/expand-spec.ts";
+import { openPortForward } from "../subresources/port-forward.ts";
 import { migrateVm, restartVm, startVm, stopVm } from "../subresources/vm-lifecycle.ts";
 import {
   fetchVmi,
@@ -43,6 +44,7 @@ import { callerIdentity, IdentityError, type RequestHeaderAuth } from "./identit
 import { MAX_ADMISSION_REVIEW_BYTES, readJson } from "./json-body.ts";
 import { optionsProblem } from "./options-decode.ts";
 import { type Route, route } from "./routes.ts";
+import { relayWebSockets } from "./websocket-relay.ts";
 
 /** What the app needs; the composition root wires real clients, tests wire fakes. */
 export interface VirtApiDeps {
@@ -65,6 +67,8 @@ export interface VirtApiDeps {
   readonly version: string;
   /** Console session accounting (metrics); optional. */
   readonly consoleSessions?: ConsoleSessionObserver;
+  /** Port-forward tunnel accounting (`kubevirt_portforward_active_tunnels`); optional. */
+  readonly portForwardTunnels?: ConsoleSessionObserver;
   /** Request accounting (metrics); optional. */
   readonly requests?: RequestObserver;
 }
@@ -84,7 +88,7 @@ function handlerOf(r: Route): string {
   return r.kind;
 }
 
-/** Told when console sessions open and close (e.g. `kubevirt_console_active_connections`). */
+/** Told when console sessions (or port-forward tunnels) open and close (e.g. `kubevirt_console_active_connections`). */
 export interface ConsoleSessionObserver {
   opened(namespace: string, name: string): void;
   closed(namespace: string, name: string): void;
@@ -203,6 +207,8 @@ export class VirtApiApp {
       case "vmi":
         if (r.action === "console") return sendStatus(res, badRequest("the console requires a WebSocket upgrade"));
         return this.#vmi(r, req, res);
+      case "portForward":
+        return sendStatus(res, badRequest("portforward requires a WebSocket upgrade"));
       case "expandSpec":
       case "expandVmSpec":
         return this.#expand(r, req, res);
@@ -291,49 +297,15 @@ export class VirtApiApp {
     res.end();
   }
 
-  /** Handles an HTTP upgrade (the console); answers errors as HTTP responses on the raw socket. Never throws. */
+  /** Handles an HTTP upgrade (console, portforward); answers errors as Statuses on the raw socket. Never throws. */
   async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     socket.on("error", () => socket.destroy());
     const url = new URL(req.url ?? "/", "https://virt-api");
     const r = route(req.method ?? "GET", url.pathname, this.#webhookPaths);
     try {
-      if (r.kind !== "vmi" || r.action !== "console") throw new ApiError(pathNotFound(url.pathname));
-      const user = callerIdentity(req, this.#deps.requestHeaderAuth);
-      const vmi = await fetchVmi(this.#deps.clientFor(user), r.namespace, r.name);
-      const refusal = validateConsole(vmi);
-      if (refusal) throw new ApiError(refusal);
-      let upstream: import("ws").WebSocket;
-      try {
-        upstream = await this.#deps.handler.console(vmi);
-      } catch (error) {
-        throw new ApiError(internalError((error as Error).message));
-      }
-      let upgraded = false;
-      socket.once("close", () => {
-        if (!upgraded) upstream.close();
-      });
-      this.#wss.handleUpgrade(req, socket, head, (client) => {
-        upgraded = true;
-        this.#deps.consoleSessions?.opened(r.namespace, r.name);
-        let counted = true;
-        this.#deps.logger.info(
-          { kind: "VirtualMachineInstance", namespace: r.namespace, name: r.name },
-          "console connected",
-        );
-        client.on("message", (data, isBinary) => upstream.send(data, { binary: isBinary }));
-        upstream.on("message", (data, isBinary) => client.send(data, { binary: isBinary }));
-        const closeBoth = (): void => {
-          if (counted) this.#deps.consoleSessions?.closed(r.namespace, r.name);
-          counted = false;
-          client.close();
-          upstream.close();
-        };
-        client.on("close", closeBoth);
-        upstream.on("close", closeBoth);
-        client.on("error", closeBoth);
-        upstream.on("error", closeBoth);
-        upstream.resume();
-      });
+      if (r.kind === "portForward") await this.#portForward(r, req, socket, head);
+      else if (r.kind === "vmi" && r.action === "console") await this.#console(r, req, socket, head);
+      else throw new ApiError(pathNotFound(url.pathname));
     } catch (error) {
       const status = this.#toStatus(error, r);
       const text = JSON.stringify(status);
@@ -341,6 +313,87 @@ export class VirtApiApp {
         `HTTP/1.1 ${status.code} ${status.reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
       );
     }
+  }
+
+  async #console(
+    r: Extract<Route, { kind: "vmi" }>,
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+  ): Promise<void> {
+    const user = callerIdentity(req, this.#deps.requestHeaderAuth);
+    const vmi = await fetchVmi(this.#deps.clientFor(user), r.namespace, r.name);
+    const refusal = validateConsole(vmi);
+    if (refusal) throw new ApiError(refusal);
+    let upstream: import("ws").WebSocket;
+    try {
+      upstream = await this.#deps.handler.console(vmi);
+    } catch (error) {
+      throw new ApiError(internalError((error as Error).message));
+    }
+    let upgraded = false;
+    socket.once("close", () => {
+      if (!upgraded) upstream.close();
+    });
+    this.#wss.handleUpgrade(req, socket, head, (client) => {
+      upgraded = true;
+      this.#deps.consoleSessions?.opened(r.namespace, r.name);
+      let counted = true;
+      this.#deps.logger.info(
+        { kind: "VirtualMachineInstance", namespace: r.namespace, name: r.name },
+        "console connected",
+      );
+      client.on("message", (data, isBinary) => upstream.send(data, { binary: isBinary }));
+      upstream.on("message", (data, isBinary) => client.send(data, { binary: isBinary }));
+      const closeBoth = (): void => {
+        if (counted) this.#deps.consoleSessions?.closed(r.namespace, r.name);
+        counted = false;
+        client.close();
+        upstream.close();
+      };
+      client.on("close", closeBoth);
+      upstream.on("close", closeBoth);
+      client.on("error", closeBoth);
+      upstream.on("error", closeBoth);
+      upstream.resume();
+    });
+  }
+
+  /** The portforward subresource: the guest's port is connected first, then the caller's WebSocket accepted. */
+  async #portForward(
+    r: Extract<Route, { kind: "portForward" }>,
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+  ): Promise<void> {
+    const user = callerIdentity(req, this.#deps.requestHeaderAuth);
+    const tunnel = await openPortForward({ ...r, client: this.#deps.clientFor(user), handler: this.#deps.handler });
+    const { upstream } = tunnel;
+    if (socket.destroyed) {
+      upstream.terminate(); // the caller left while the guest's port was being connected
+      return;
+    }
+    let relayed = false;
+    socket.once("close", () => {
+      if (!relayed) upstream.terminate(); // the upgrade never completed: nothing else releases the guest connection
+    });
+    const log = this.#deps.logger.child({
+      kind: "VirtualMachineInstance",
+      namespace: r.namespace,
+      name: tunnel.vmi.metadata?.name ?? r.name,
+      port: tunnel.port,
+      protocol: tunnel.protocol,
+      user: user?.username,
+    });
+    this.#wss.handleUpgrade(req, socket, head, (client) => {
+      relayed = true;
+      this.#deps.portForwardTunnels?.opened(r.namespace, r.name);
+      log.info("port-forward tunnel opened");
+      relayWebSockets(client, upstream, () => {
+        this.#deps.portForwardTunnels?.closed(r.namespace, r.name);
+        log.info("port-forward tunnel closed");
+      });
+    });
   }
 
   /** Closes open console sessions. */

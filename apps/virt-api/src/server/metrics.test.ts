@@ -14,8 +14,10 @@ describe("virtApiMetrics", () => {
     m.opened("default", "vm2");
     m.closed("default", "vm1");
     m.handled("vm/migrate", 202);
+    m.portForwardTunnels.opened("default", "vm1");
     const text = await registry.metrics();
     expect(text).toContain('kubevirt_console_active_connections{namespace="default"} 1');
+    expect(text).toContain('kubevirt_portforward_active_tunnels{namespace="default"} 1');
     expect(text).toContain("kubevirt_virt_api_ready_status 1");
     expect(text).toContain('kubevirt_virt_api_requests_total{handler="vm/migrate",code="202"} 1');
     expect(text).not.toContain('name="vm1"');
@@ -23,7 +25,9 @@ describe("virtApiMetrics", () => {
 
   it("serves every catalog metric of virt-api with its type and labels", async () => {
     const registry = createMetricsRegistry();
-    virtApiMetrics(registry).handled("vm/migrate", 202);
+    const metrics = virtApiMetrics(registry);
+    metrics.handled("vm/migrate", 202);
+    metrics.portForwardTunnels.opened("default", "vm1");
     // The API client's metrics, as main.ts wires them (nothing listens on port 1: the request fails, and counts).
     const transport = new HttpTransport({ kubeConfig: kubeConfigFor("http://127.0.0.1:1", "t"), registry });
     await transport

@@ -1,6 +1,7 @@
 /**
  * virt-api's Prometheus metrics: `kubevirt_virt_api_ready_status`, `kubevirt_console_active_connections{namespace}`
- * (KubeVirt's name; per-namespace here, since per-VMI series come only from virt-handler), and
+ * and `kubevirt_portforward_active_tunnels{namespace}` (KubeVirt's names; per-namespace here, since per-VMI series
+ * come only from virt-handler), and
  * `kubevirt_virt_api_requests_total{handler,code}` (ours: webhook and subresource requests by handler and status).
  * The API client's `kubevirt_rest_client_*` series are registered by the transport (`kube/rest-metrics.ts`).
  */
@@ -10,6 +11,8 @@ import type { ConsoleSessionObserver, RequestObserver } from "./app.ts";
 /** The metric hooks virt-api's app and composition root call. */
 export interface VirtApiMetrics extends ConsoleSessionObserver, RequestObserver {
   setReady(ready: boolean): void;
+  /** Open port-forward tunnels. */
+  readonly portForwardTunnels: ConsoleSessionObserver;
 }
 
 /** Registers virt-api's metrics on `registry`; returns the observers to pass to the app. */
@@ -25,6 +28,12 @@ export function virtApiMetrics(registry: Registry): VirtApiMetrics {
     labelNames: ["namespace"],
     registers: [registry],
   });
+  const tunnels = new Gauge({
+    name: "kubevirt_portforward_active_tunnels",
+    help: "Amount of active portforward tunnels, broken down by namespace.",
+    labelNames: ["namespace"],
+    registers: [registry],
+  });
   const requests = new Counter({
     name: "kubevirt_virt_api_requests_total",
     help: "Requests to virt-api's webhooks and subresources, by handler and HTTP status code.",
@@ -36,5 +45,9 @@ export function virtApiMetrics(registry: Registry): VirtApiMetrics {
     opened: (namespace) => active.inc({ namespace }),
     closed: (namespace) => active.dec({ namespace }),
     handled: (handler, code) => requests.inc({ handler, code: String(code) }),
+    portForwardTunnels: {
+      opened: (namespace) => tunnels.inc({ namespace }),
+      closed: (namespace) => tunnels.dec({ namespace }),
+    },
   };
 }

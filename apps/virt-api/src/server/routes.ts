@@ -8,6 +8,8 @@
  *   PUT  /apis/subresources.kubevirt.io/<v>/namespaces/<ns>/virtualmachines/<name>/<start|stop|restart|migrate>
  *   PUT  /apis/subresources.kubevirt.io/<v>/namespaces/<ns>/virtualmachineinstances/<name>/<pause|unpause|softreboot>
  *   GET  /apis/subresources.kubevirt.io/<v>/namespaces/<ns>/virtualmachineinstances/<name>/<guestosinfo|console>
+ *   GET  /apis/subresources.kubevirt.io/<v>/namespaces/<ns>/<virtualmachineinstances|virtualmachines>/<name>/
+ *        portforward/<port>[/<protocol>]                                      (WebSocket upgrade)
  *   GET  /apis/subresources.kubevirt.io/<v>/namespaces/<ns>/virtualmachines/<name>/expand-spec
  *   PUT  /apis/subresources.kubevirt.io/<v>/namespaces/<ns>/expand-vm-spec
  */
@@ -26,6 +28,16 @@ export type Route =
       name: string;
       action: "pause" | "unpause" | "softreboot" | "guestosinfo" | "console";
     }
+  | {
+      kind: "portForward";
+      /** `vmi`: the VMI of that name; `vm`: the VMI the VM runs. */
+      resource: "vm" | "vmi";
+      namespace: string;
+      name: string;
+      /** As given in the path (validated by the handler of the route, which answers a Status). */
+      port: string;
+      protocol?: string;
+    }
   | { kind: "expandSpec"; namespace: string; name: string }
   | { kind: "expandVmSpec"; namespace: string }
   | { kind: "notFound" }
@@ -42,6 +54,18 @@ function decode(segment: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** `namespaces/<ns>/<plural>/<name>/portforward/<port>[/<protocol>]` of a VMI or a VM. */
+function routePortForward(method: string, rest: readonly string[]): Route {
+  const [, ns, plural, rawName, , port, protocol, ...more] = rest;
+  const namespace = ns ? decode(ns) : undefined;
+  const name = rawName ? decode(rawName) : undefined;
+  if (plural !== "virtualmachineinstances" && plural !== "virtualmachines") return { kind: "notFound" };
+  if (!namespace || !name || port === undefined || more.length > 0) return { kind: "notFound" };
+  if (method !== "GET") return { kind: "methodNotAllowed" };
+  const resource = plural === "virtualmachines" ? "vm" : "vmi";
+  return { kind: "portForward", resource, namespace, name, port, ...(protocol !== undefined ? { protocol } : {}) };
 }
 
 function routeResource(method: string, rest: string[]): Route {
@@ -90,5 +114,6 @@ export function route(method: string, pathname: string, webhookPaths: ReadonlySe
     if (method !== "GET") return { kind: "methodNotAllowed" };
     return rest[0] === "version" ? { kind: "version" } : { kind: "healthz" };
   }
+  if (rest[0] === "namespaces" && rest[4] === "portforward") return routePortForward(method, rest);
   return routeResource(method, rest);
 }

@@ -17,11 +17,13 @@ export const SUBRESOURCE_NAMES = [
   "virtualmachineinstances/unpause",
   "virtualmachineinstances/softreboot",
   "virtualmachineinstances/guestosinfo",
+  "virtualmachineinstances/portforward",
   "virtualmachines/start",
   "virtualmachines/stop",
   "virtualmachines/restart",
   "virtualmachines/migrate",
   "virtualmachines/expand-spec",
+  "virtualmachines/portforward",
   "expand-vm-spec",
 ] as const;
 
@@ -57,7 +59,7 @@ export function apiResourceList(version: string): Record<string, unknown> {
       singularName: "",
       namespaced: true,
       kind: "",
-      verbs: name.endsWith("/console") || name.endsWith("/guestosinfo") ? ["get"] : ["update"],
+      verbs: /\/(console|guestosinfo|portforward)$/.test(name) ? ["get"] : ["update"],
     })),
   };
 }
