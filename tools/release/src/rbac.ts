@@ -402,18 +402,22 @@ export const SUBRESOURCES: readonly string[] = [
   "virtualmachineinstances/unpause",
   "virtualmachineinstances/softreboot",
   "virtualmachineinstances/guestosinfo",
+  "virtualmachineinstances/portforward",
   "virtualmachines/start",
   "virtualmachines/stop",
   "virtualmachines/restart",
   "virtualmachines/migrate",
   "virtualmachines/expand-spec",
+  "virtualmachines/portforward",
   "expand-vm-spec",
 ];
 
 const READ_ONLY_SUBRESOURCES = new Set([
   "virtualmachineinstances/console",
   "virtualmachineinstances/guestosinfo",
+  "virtualmachineinstances/portforward",
   "virtualmachines/expand-spec",
+  "virtualmachines/portforward",
 ]);
 const INSTANCETYPE_GROUP = "instancetype.kubevirt.io";
 const INSTANCETYPES = [
