@@ -24,7 +24,8 @@
  * serviceAccountName, as KubeVirt does; where KubeVirt turns automountServiceAccountToken on and lets the
  * ServiceAccount admission plugin add its `kube-api-access-*` volume, this template renders that same projected
  * volume itself (token, `kube-root-ca.crt` ca.crt, namespace; {@link serviceAccountVolume}) at
- * SERVICE_ACCOUNT_SOURCE_DIR and turns automount off, so the pod does not depend on that plugin.
+ * SERVICE_ACCOUNT_SOURCE_DIR and turns automount off, so the pod does not depend on that plugin. The Secrets of
+ * `accessCredentials` are mounted read-only at SECRET_SOURCE_DIR `/<secret>-access-cred` (withAccessCredentials).
  */
 import {
   ANNOTATION,
@@ -243,7 +244,24 @@ export function launcherStorage(vmi: VirtualMachineInstance): {
     }
     mounts.push({ name: v.name, mountPath: `${VMI_DISKS_DIR}/${v.name}`, ...(readOnly ? { readOnly } : {}) });
   }
+  for (const secretName of accessCredentialSecrets(vmi)) {
+    const name = `${secretName}-access-cred`;
+    volumes.push({ name, secret: { secretName } });
+    mounts.push({ name, mountPath: `${SECRET_SOURCE_DIR}/${name}`, readOnly: true });
+  }
   return { volumes, mounts };
+}
+
+/**
+ * The Secrets of `spec.accessCredentials` (KubeVirt's withAccessCredentials): each is mounted read-only at
+ * `<SECRET_SOURCE_DIR>/<secret>-access-cred`, where the launcher reads the SSH keys it puts in the cloud-init
+ * meta-data. A Secret named twice is mounted once.
+ */
+export function accessCredentialSecrets(vmi: VirtualMachineInstance): string[] {
+  const names = (vmi.spec.accessCredentials ?? []).map(
+    (c) => c.sshPublicKey?.source?.secret?.secretName ?? c.userPassword?.source?.secret?.secretName ?? "",
+  );
+  return [...new Set(names.filter((n) => n !== ""))];
 }
 
 /** Seconds a projected service account token lives (the ServiceAccount admission plugin's 3607). */
