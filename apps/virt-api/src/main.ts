@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /** virt-api: composition root. Admission webhooks and subresources (start, stop, restart, migrate, pause, console) for kubevirt.io/v1. */
 import { readFileSync } from "node:fs";
-import { watchFiles } from "@kvt/certs";
+import { keyMatchesCertificate, watchFiles } from "@kvt/certs";
 import { loadKubeConfig } from "@kvt/kube";
 import { createLogger, createMetricsRegistry, setupTracing, startMetricsServer } from "@kvt/observability";
 import { main } from "@kvt/runtime";
@@ -90,7 +90,9 @@ await main({
     // A rotated kubevirt-virt-handler-certs or kubevirt-ca is picked up without a restart.
     const handlerFiles = [values["handler-ca"], values["handler-client-cert"], values["handler-client-key"]];
     const reloadHandlerTls = handlerFiles.every((f) => f !== undefined)
-      ? watchFiles(handlerFiles, ([ca, cert, key]) => {
+      ? watchFiles(handlerFiles, ([ca, cert = "", key = ""]) => {
+          // A pair read half way through the Secret volume's swap waits for the next read.
+          if (!keyMatchesCertificate(cert, key)) return;
           handler.updateTls({ ca, cert, key, serverName: values["handler-server-name"] ?? HANDLER_SERVER_NAME });
           logger.info("reloaded the CA and client certificate for virt-handler");
         })
@@ -126,6 +128,15 @@ await main({
       port: Number(values.port ?? "8443"),
       host: values.host ?? process.env.POD_IP ?? "0.0.0.0",
     });
+    // A renewed kubevirt-virt-api-certs (virt-controller's certificate manager) is served without a restart.
+    const reloadServing = watchFiles([certFile, keyFile], ([cert = "", key = ""]) => {
+      try {
+        server.updateCertificate(cert, key);
+        logger.info("reloaded the serving certificate");
+      } catch (error) {
+        logger.warn({ err: error }, "cannot use the renewed serving certificate yet; keeping the current one");
+      }
+    });
     metrics.setReady(true);
     const ops = values["metrics-port"]
       ? await startMetricsServer({
@@ -138,6 +149,7 @@ await main({
     await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
     metrics.setReady(false);
     reloadHandlerTls?.stop();
+    reloadServing.stop();
     await server.close();
     await ops?.close();
     await tracing.shutdown();
