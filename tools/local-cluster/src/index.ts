@@ -9,8 +9,8 @@ export type {
 } from "./apiserver/admission/types.ts";
 /** Start an embedded API server (random port with `port: 0`); its handle carries the extension points. */
 export { type ApiServerHandle, type ApiServerOptions, startApiServer } from "./apiserver/apiserver.ts";
-/** Kubernetes Status errors, for extension handlers. */
-export { ApiError, type StatusCause, type StatusObject } from "./apiserver/errors.ts";
+/** Kubernetes Status errors (@kvt/kube's), for extension handlers. */
+export { ApiError, type Status, type StatusCause } from "./apiserver/errors.ts";
 /** Subresource and API aggregation extension points. */
 export type { SubresourceContext, SubresourceHandler } from "./apiserver/http/resource-handler.ts";
 export type { AggregatedApi, UserInfo } from "./apiserver/http/server.ts";

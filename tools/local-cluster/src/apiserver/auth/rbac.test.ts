@@ -176,7 +176,7 @@ describe("forbidden messages (kube-apiserver's)", () => {
       }),
       "",
     );
-    expect(e.toStatus()).toEqual({
+    expect(e.status).toEqual({
       kind: "Status",
       apiVersion: "v1",
       metadata: {},

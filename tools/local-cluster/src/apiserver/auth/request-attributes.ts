@@ -9,7 +9,7 @@
  * A list or watch with `fieldSelector=metadata.name=X` carries name X (so resourceNames can allow it); a request on
  * the namespace object itself carries that namespace (`/api/v1/namespaces/NAME` is namespace NAME).
  */
-import { ApiError, qualified } from "../errors.ts";
+import { type ApiError, qualifiedResource, statusError } from "../errors.ts";
 import type { RequestInfo } from "../http/request-info.ts";
 import type { Attributes, Authorizer, AuthUser } from "./rbac.ts";
 
@@ -79,11 +79,11 @@ export function forbiddenMessage(attrs: Attributes): string {
 /** The 403 kube-apiserver sends for a denied request (apierrors.NewForbidden of the requested group-resource). */
 export function forbiddenError(attrs: Attributes, reason: string): ApiError {
   const why = reason ? `${forbiddenMessage(attrs)}: ${reason}` : forbiddenMessage(attrs);
-  if (!attrs.resourceRequest) return new ApiError(403, "Forbidden", `forbidden: ${why}`, {});
+  if (!attrs.resourceRequest) return statusError(403, "Forbidden", `forbidden: ${why}`, {});
   const qr = { group: attrs.apiGroup ?? "", resource: attrs.resource ?? "" };
   const name = attrs.name ?? "";
-  const subject = name ? `${qualified(qr)} "${name}"` : qualified(qr);
-  return new ApiError(403, "Forbidden", `${subject} is forbidden: ${why}`, {
+  const subject = name ? `${qualifiedResource(qr)} "${name}"` : qualifiedResource(qr);
+  return statusError(403, "Forbidden", `${subject} is forbidden: ${why}`, {
     ...(name ? { name } : {}),
     ...(qr.group ? { group: qr.group } : {}),
     kind: qr.resource,

@@ -14,7 +14,7 @@
  */
 import type { IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { ApiError, badRequest, internal, notFound } from "../errors.ts";
+import { type ApiError, badRequest, internal, notFound, statusError } from "../errors.ts";
 import type { SubresourceContext, SubresourceHandler } from "../http/resource-handler.ts";
 import { isObject, type KubeObject } from "../types.ts";
 
@@ -70,7 +70,7 @@ function checkInt(q: URLSearchParams, key: string, pod: string, min: number): vo
   if (v === null) return;
   if (!/^-?\d+$/.test(v)) throw badRequest(`invalid value for ${key}: "${v}"`);
   if (Number(v) < min)
-    throw new ApiError(
+    throw statusError(
       422,
       "Invalid",
       `PodLogOptions "${pod}" is invalid: ${key}: Invalid value: ${v}: must be greater than ${min === 0 ? "or equal to 0" : "0"}`,
@@ -87,7 +87,7 @@ function kubeletError(res: IncomingMessage, name: string, body: string): ApiErro
         : code === 403
           ? ["Forbidden", "the server does not allow access to the requested resource"]
           : ["InternalError", "an error on the server has prevented the request from succeeding"];
-  return new ApiError(code, reason, `${message} ( pods/log ${name})`, {
+  return statusError(code, reason, `${message} ( pods/log ${name})`, {
     name,
     kind: "pods/log",
     causes: [{ reason: "UnexpectedServerResponse", message: body.trim() }],
@@ -127,7 +127,7 @@ export function podLogsHandler(client?: KubeletClientTls): SubresourceHandler {
 }
 
 async function podLogs(c: SubresourceContext, client: KubeletClientTls | undefined): Promise<void> {
-  if (c.req.method !== "GET") throw new ApiError(405, "MethodNotAllowed", "only GET is supported on pods/log");
+  if (c.req.method !== "GET") throw statusError(405, "MethodNotAllowed", "only GET is supported on pods/log");
   const name = c.info.name as string;
   const pod = c.svc.get(c.def, c.info.namespace, name).obj;
   const container = containerFor(pod, c.query.get("container"));

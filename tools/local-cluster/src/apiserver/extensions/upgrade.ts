@@ -12,7 +12,7 @@ import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
 import { authorizeRequest } from "../auth/authorize-request.ts";
 import type { Authorizer } from "../auth/rbac.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, statusError } from "../errors.ts";
 import type { AggregatedApi, UserInfo } from "../http/server.ts";
 
 /** An aggregated API that can relay upgrades. */
@@ -35,7 +35,7 @@ export function userOfToken(tokens: ReadonlyMap<string, UserInfo>, header: strin
 
 /** Writes a Status answer on a socket that was never upgraded, then closes it. */
 export function refuseUpgrade(socket: Duplex, err: ApiError): void {
-  const body = JSON.stringify(err.toStatus());
+  const body = JSON.stringify(err.status);
   const text = STATUS_CODES[err.code] ?? "Error";
   socket.end(
     `HTTP/1.1 ${err.code} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
@@ -63,7 +63,7 @@ export function upgradeHandler(
     try {
       const authenticated = userOfToken(tokens, req.headers.authorization);
       if (!authenticated) {
-        refuseUpgrade(socket, new ApiError(401, "Unauthorized", "Unauthorized"));
+        refuseUpgrade(socket, statusError(401, "Unauthorized", "Unauthorized"));
         return;
       }
       const user = authorizeRequest(authorizer, authenticated, req, new URL(req.url ?? "/", "http://localhost"));
@@ -73,14 +73,14 @@ export function upgradeHandler(
           ? aggregated.find((a) => a.group === parts[2] && a.versions.includes(parts[3] ?? ""))
           : undefined;
       if (api && isUpgradable(api) && api.upgrade(req, socket, head, user) !== false) return;
-      refuseUpgrade(socket, new ApiError(404, "NotFound", "the server could not find the requested resource"));
+      refuseUpgrade(socket, statusError(404, "NotFound", "the server could not find the requested resource"));
     } catch (err) {
       if (err instanceof ApiError) {
         refuseUpgrade(socket, err);
         return;
       }
       logger.error({ err, url: req.url }, "upgrade failed");
-      refuseUpgrade(socket, new ApiError(500, "InternalError", `Internal error occurred: ${(err as Error).message}`));
+      refuseUpgrade(socket, statusError(500, "InternalError", `Internal error occurred: ${(err as Error).message}`));
     }
   };
   return {

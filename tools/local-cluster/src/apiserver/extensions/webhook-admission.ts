@@ -18,7 +18,7 @@ import type {
   MutatingAdmission,
   ValidatingAdmission,
 } from "../admission/types.ts";
-import { ApiError, internal, type StatusDetails } from "../errors.ts";
+import { type ApiError, internal, type StatusDetails, statusError } from "../errors.ts";
 import { applyJsonPatch, parseJsonPatch } from "../patch/json-patch.ts";
 import type { ResourceService } from "../rest/service.ts";
 import { isObject, type Json, type JsonObject, type KubeObject } from "../types.ts";
@@ -72,7 +72,7 @@ export function denialError(webhook: string, status: JsonObject | undefined): Ap
       : `${deniedBy} without explanation`;
   const code = typeof status?.code === "number" && status.code >= 400 && status.code <= 599 ? status.code : 400;
   const details = isObject(status?.details) ? (status.details as unknown as StatusDetails) : undefined;
-  return new ApiError(code, reason, text, details);
+  return statusError(code, reason, text, details);
 }
 
 /** `failed calling webhook "<name>": ...` as a 500 InternalError. */
@@ -151,7 +151,7 @@ export class WebhookAdmission {
   /** Calls one webhook with the failurePolicy applied: undefined means "as if allowed" (Ignore). */
   async #call(hook: Webhook, attrs: AdmissionAttributes): Promise<AdmissionResponse | undefined> {
     if (attrs.dryRun && hook.sideEffects !== "None" && hook.sideEffects !== "NoneOnDryRun")
-      throw new ApiError(400, "BadRequest", `admission webhook "${hook.name}" does not support dry run`);
+      throw statusError(400, "BadRequest", `admission webhook "${hook.name}" does not support dry run`);
     try {
       return await callWebhook(hook, attrs);
     } catch (err) {

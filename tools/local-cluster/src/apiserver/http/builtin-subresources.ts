@@ -2,7 +2,7 @@
  * Subresources the server implements itself: pods/binding (what a scheduler posts), pods/eviction (eviction.ts)
  * and namespaces/finalize.
  */
-import { ApiError, badRequest, conflict } from "../errors.ts";
+import { badRequest, conflict, statusError } from "../errors.ts";
 import { isObject, type KubeObject } from "../types.ts";
 import { serveEviction } from "./eviction.ts";
 import { sendJson } from "./io.ts";
@@ -14,12 +14,12 @@ function success(code: number): Record<string, unknown> {
 
 /** POST pods/NAME/binding: sets spec.nodeName once. */
 const binding: SubresourceHandler = async (c: SubresourceContext) => {
-  if (c.req.method !== "POST") throw new ApiError(405, "MethodNotAllowed", "only POST is supported on pods/binding");
+  if (c.req.method !== "POST") throw statusError(405, "MethodNotAllowed", "only POST is supported on pods/binding");
   const b = await c.body();
   const target = isObject(b) && isObject(b.target) ? b.target : undefined;
   const node = target && typeof target.name === "string" ? target.name : "";
   if (!node)
-    throw new ApiError(422, "Invalid", `Binding "${c.info.name ?? ""}" is invalid: target.name: Required value`);
+    throw statusError(422, "Invalid", `Binding "${c.info.name ?? ""}" is invalid: target.name: Required value`);
   const pod = c.svc.get(c.def, c.info.namespace, c.info.name as string).obj;
   if (pod.metadata.deletionTimestamp)
     throw conflict(c.def, c.info.name as string, "pod is being deleted, cannot be assigned to a host");
@@ -49,7 +49,7 @@ const binding: SubresourceHandler = async (c: SubresourceContext) => {
 /** PUT namespaces/NAME/finalize: replaces spec.finalizers. */
 const finalize: SubresourceHandler = async (c: SubresourceContext) => {
   if (c.req.method !== "PUT")
-    throw new ApiError(405, "MethodNotAllowed", "only PUT is supported on namespaces/finalize");
+    throw statusError(405, "MethodNotAllowed", "only PUT is supported on namespaces/finalize");
   const b = await c.body();
   if (!isObject(b)) throw badRequest("the body of the request was not a Namespace");
   const cur = c.svc.get(c.def, undefined, c.info.name as string).obj;

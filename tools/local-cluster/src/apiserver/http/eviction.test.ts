@@ -38,7 +38,7 @@ describe("checkDisruptionBudget()", () => {
   it("answers 429 while the budget's generation is not yet observed", () => {
     const e = thrown(() => checkDisruptionBudget(pdb(2, { observedGeneration: 1, disruptionsAllowed: 3 }), "a", "t"));
     expect([e.code, e.reason, e.message]).toEqual([429, "TooManyRequests", EVICTION_BUDGET_MESSAGE]);
-    expect(e.details).toEqual({
+    expect(e.status.details).toEqual({
       causes: [
         { reason: "DisruptionBudget", message: "The disruption budget web is still being processed by the server." },
       ],
@@ -50,7 +50,7 @@ describe("checkDisruptionBudget()", () => {
     const s = { observedGeneration: 1, disruptionsAllowed: 0, desiredHealthy: 2, currentHealthy: 2 };
     const e = thrown(() => checkDisruptionBudget(pdb(1, s), "a", "t"));
     expect(e.code).toBe(429);
-    expect(e.details?.causes?.[0]?.message).toBe("The disruption budget web needs 2 healthy pods and has 2 currently");
+    expect(e.status.details?.causes?.[0]?.message).toBe("The disruption budget web needs 2 healthy pods and has 2 currently");
   });
 
   it.each([

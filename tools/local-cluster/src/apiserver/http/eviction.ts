@@ -17,7 +17,7 @@
  * deletes through the store with ValidateAllObjectFunc). A dry run consults the budget and admission but writes
  * nothing.
  */
-import { ApiError, badRequest, forbidden } from "../errors.ts";
+import { type ApiError, badRequest, forbidden, statusError } from "../errors.ts";
 import type { ResourceDef } from "../resources/types.ts";
 import { type DeleteOptions, deleteObject } from "../rest/delete.ts";
 import { fromLabelSelectorObject, matchLabels } from "../selectors/labels.ts";
@@ -43,7 +43,7 @@ export interface BudgetStatus {
 }
 
 function tooManyRequests(cause: string, retryAfterSeconds?: number): ApiError {
-  return new ApiError(429, "TooManyRequests", EVICTION_BUDGET_MESSAGE, {
+  return statusError(429, "TooManyRequests", EVICTION_BUDGET_MESSAGE, {
     causes: [{ reason: "DisruptionBudget", message: cause }],
     ...(retryAfterSeconds ? { retryAfterSeconds } : {}),
   });
@@ -135,7 +135,7 @@ async function consumeBudget(c: SubresourceContext, pod: KubeObject, dryRun: boo
   if (budgets.length === 0) return;
   if (budgets.length > 1)
     // kube-apiserver answers a bare Status (code 500, no reason) rather than an InternalError.
-    throw new ApiError(
+    throw statusError(
       500,
       "",
       "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
@@ -237,7 +237,7 @@ function deleteWouldProceed(pod: KubeObject, opts: DeleteOptions): boolean {
 
 /** The pods/eviction subresource handler. */
 export async function serveEviction(c: SubresourceContext): Promise<void> {
-  if (c.req.method !== "POST") throw new ApiError(405, "MethodNotAllowed", "only POST is supported on pods/eviction");
+  if (c.req.method !== "POST") throw statusError(405, "MethodNotAllowed", "only POST is supported on pods/eviction");
   const name = c.info.name as string;
   const eviction = await admitEviction(c, c.def, evictionBody(await c.body(), name));
   // DeleteOptions checked as on DELETE (propagationPolicy); the grace period is checked by deleteObject.

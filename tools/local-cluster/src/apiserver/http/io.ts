@@ -2,7 +2,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { exceedsDepth, MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES } from "@kvt/api";
 import { parse as parseYaml } from "yaml";
-import { ApiError, badRequest } from "../errors.ts";
+import { ApiError, badRequest, statusError } from "../errors.ts";
 import { decodeProtobuf } from "./protobuf.ts";
 
 /** kube-apiserver's MaxRequestBodyBytes: twice etcd's 1.5 MiB request limit (JSON is larger than protobuf). */
@@ -10,7 +10,7 @@ export const MAX_BODY_BYTES = MAX_REQUEST_BODY_BYTES;
 
 /** 413 RequestEntityTooLarge, kube-apiserver's answer to a body over {@link MAX_BODY_BYTES}. */
 export function bodyTooLarge(): ApiError {
-  return new ApiError(413, "RequestEntityTooLarge", `Request entity too large: limit is ${MAX_BODY_BYTES}`);
+  return statusError(413, "RequestEntityTooLarge", `Request entity too large: limit is ${MAX_BODY_BYTES}`);
 }
 
 /**
@@ -126,7 +126,7 @@ export function sendError(res: ServerResponse, err: ApiError): void {
     return;
   }
   // kube-apiserver (responsewriters.ErrorNegotiated) turns details.retryAfterSeconds into a Retry-After header.
-  const retryAfter = err.details?.retryAfterSeconds;
+  const retryAfter = err.status.details?.retryAfterSeconds;
   if (retryAfter !== undefined && retryAfter > 0) res.setHeader("Retry-After", String(retryAfter));
-  sendJson(res, err.code, err.toStatus());
+  sendJson(res, err.code, err.status);
 }

@@ -8,7 +8,7 @@
  *
  * Anything else is a 415 that names the supported media types.
  */
-import { ApiError } from "../errors.ts";
+import { type ApiError, statusError } from "../errors.ts";
 
 type FieldType = "string" | "bytes" | "bool" | "int" | "time" | "smap" | "bmap" | Schema;
 type Field = readonly [name: string, type: FieldType, repeated?: boolean];
@@ -182,7 +182,7 @@ export function decodeProtobuf(body: Buffer): Record<string, unknown> {
       2: ["raw", "bytes"],
     });
   } catch (err) {
-    throw new ApiError(
+    throw statusError(
       400,
       "BadRequest",
       `error decoding protobuf body: ${err instanceof Error ? err.message : String(err)}`,
@@ -195,7 +195,7 @@ export function decodeProtobuf(body: Buffer): Record<string, unknown> {
     const obj = decodeMessage(Buffer.from(typeof unknown.raw === "string" ? unknown.raw : "", "base64"), schema);
     return { apiVersion: tm.apiVersion, kind: tm.kind, ...obj, metadata: obj.metadata ?? {} };
   } catch (err) {
-    throw new ApiError(
+    throw statusError(
       400,
       "BadRequest",
       `error decoding protobuf ${tm.kind ?? ""}: ${err instanceof Error ? err.message : String(err)}`,
@@ -204,7 +204,7 @@ export function decodeProtobuf(body: Buffer): Record<string, unknown> {
 }
 
 function unsupported(): ApiError {
-  return new ApiError(
+  return statusError(
     415,
     "UnsupportedMediaType",
     "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",

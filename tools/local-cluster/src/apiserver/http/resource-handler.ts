@@ -7,7 +7,15 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Authorizer } from "../auth/rbac.ts";
-import { ApiError, badRequest, expired, methodNotAllowed, notFound, tooLargeResourceVersion } from "../errors.ts";
+import {
+  ApiError,
+  badRequest,
+  expired,
+  methodNotSupported,
+  notFound,
+  statusError,
+  tooLargeResourceVersion,
+} from "../errors.ts";
 import type { ResourceDef } from "../resources/types.ts";
 import { collOf, groupVersion } from "../resources/types.ts";
 import { type DeleteOptions, deleteObject, deleteStatus } from "../rest/delete.ts";
@@ -155,7 +163,7 @@ export async function handleResource(
         initialEvents &&
         (query.get("resourceVersionMatch") !== "NotOlderThan" || query.get("allowWatchBookmarks") !== "true")
       )
-        throw new ApiError(
+        throw statusError(
           422,
           "Invalid",
           'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan and allowWatchBookmarks to true',
@@ -194,16 +202,16 @@ export async function handleResource(
       return;
     }
     if (!def.verbs.includes(method === "GET" ? "list" : method === "POST" ? "create" : "deletecollection"))
-      throw methodNotAllowed(method, def);
+      throw methodNotSupported(method, def);
     if (method === "POST") {
       const e = await svc.create(def, version, ns, await body(), ctx);
       return sendEntry(201, e);
     }
     if (method === "DELETE") return deleteCollection(deps, req, res, def, version, ns, query, ctx, body);
-    throw methodNotAllowed(method, def);
+    throw methodNotSupported(method, def);
   }
   const name = info.name;
-  if (!def.verbs.includes("get")) throw methodNotAllowed(method, def);
+  if (!def.verbs.includes("get")) throw methodNotSupported(method, def);
   switch (method) {
     case "GET":
       await waitForRevision(svc.store, rvParam(query));
@@ -226,14 +234,14 @@ export async function handleResource(
       return sendEntry(200, e);
     }
     case "DELETE": {
-      if (info.subresource) throw methodNotAllowed("DELETE", def);
+      if (info.subresource) throw methodNotSupported("DELETE", def);
       const opts = deleteOptions(await body(), query);
       const r = await deleteObject(svc, def, ns, name, opts, ctx);
       if (r.deleted && !def.returnDeletedObject) return sendJson(res, 200, deleteStatus(def, r.entry.obj));
       return sendEntry(200, r.entry);
     }
     default:
-      throw methodNotAllowed(method, def);
+      throw methodNotSupported(method, def);
   }
 }
 
@@ -269,7 +277,7 @@ export function deleteOptions(body: unknown, q: URLSearchParams): DeleteOptions 
   const gp = intParam(q, "gracePeriodSeconds");
   if (gp !== undefined) opts.gracePeriodSeconds = gp;
   if (opts.propagationPolicy && !["Background", "Foreground", "Orphan"].includes(opts.propagationPolicy))
-    throw new ApiError(
+    throw statusError(
       422,
       "Invalid",
       `DeleteOptions.propagationPolicy: Unsupported value: "${opts.propagationPolicy}": supported values: "Foreground", "Background", "Orphan", "nil"`,
@@ -301,7 +309,7 @@ function list(
     }
     if (token.rv < store.compactedRevision) {
       const e = expired(token.rv, store.compactedRevision);
-      throw new ApiError(
+      throw statusError(
         410,
         "Expired",
         `The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter. (${e.message})`,

@@ -12,7 +12,7 @@
  *       Scale(current object) --patch--> Scale' --spec.replicas--> object.spec.replicas = 3 --> update
  * ```
  */
-import { ApiError, badRequest, invalid, methodNotAllowed, unsupportedMediaType } from "../errors.ts";
+import { ApiError, badRequest, invalid, methodNotSupported, unsupportedMediaType } from "../errors.ts";
 import { applyJsonPatch, parseJsonPatch } from "../patch/json-patch.ts";
 import { mergePatch } from "../patch/merge-patch.ts";
 import type { ScaleSpec } from "../resources/types.ts";
@@ -120,7 +120,7 @@ export async function serveScale(c: SubresourceContext, scale: ScaleSpec): Promi
     sendJson(c.res, 200, scaleOf(svc.get(def, ns, name).obj, scale));
     return;
   }
-  if (method !== "PUT" && method !== "PATCH") throw methodNotAllowed(method, def);
+  if (method !== "PUT" && method !== "PATCH") throw methodNotSupported(method, def);
   for (let attempt = 0; ; attempt++) {
     const current = svc.get(def, ns, name).obj;
     const body =

@@ -16,7 +16,7 @@ import { createServer as createHttpsServer } from "node:https";
 import type { Logger } from "pino";
 import { authorizeRequest } from "../auth/authorize-request.ts";
 import type { Authorizer } from "../auth/rbac.ts";
-import { ApiError, notFound, toApiError } from "../errors.ts";
+import { notFound, statusError, toApiError } from "../errors.ts";
 import { legacyAggregatedGroup } from "../extensions/discovery-convert.ts";
 import type { ResourceService } from "../rest/service.ts";
 import type { WatchHub } from "../watch/hub.ts";
@@ -117,7 +117,7 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
   const path = url.pathname.replace(/\/+$/, "") || "/";
   if (path === "/healthz" || path === "/livez" || path === "/readyz") return health(deps, res, path, url.searchParams);
   const authenticated = authenticate(deps, req);
-  if (!authenticated) throw new ApiError(401, "Unauthorized", "Unauthorized");
+  if (!authenticated) throw statusError(401, "Unauthorized", "Unauthorized");
   const user = authorizeRequest(deps.authorizer, authenticated, req, url);
   const { registry } = deps.svc;
   const method = req.method ?? "GET";
@@ -127,7 +127,7 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
     if (path === "/openapi/v3") return sendJson(res, 200, deps.openapi.index());
     if (path.startsWith("/openapi/v3/")) {
       const doc = deps.openapi.doc(path.slice("/openapi/v3/".length));
-      if (!doc) throw new ApiError(404, "NotFound", "the server could not find the requested resource");
+      if (!doc) throw statusError(404, "NotFound", "the server could not find the requested resource");
       return sendJson(res, 200, doc.body);
     }
     const agg = wantsAggregated(req.headers.accept);
@@ -163,11 +163,11 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
     if (a) return a.handle(req, res, user);
   }
   const info = parseResourcePath(path);
-  if (!info) throw new ApiError(404, "NotFound", "the server could not find the requested resource");
+  if (!info) throw statusError(404, "NotFound", "the server could not find the requested resource");
   const def = registry.lookup(info.group, info.version, info.resource);
   if (!def) {
     if (info.name !== undefined) throw notFound({ group: info.group, resource: info.resource }, info.name);
-    throw new ApiError(404, "NotFound", "the server could not find the requested resource");
+    throw statusError(404, "NotFound", "the server could not find the requested resource");
   }
   return handleResource(deps, req, res, info, def, url.searchParams, user);
 }

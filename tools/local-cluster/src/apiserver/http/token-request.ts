@@ -9,7 +9,7 @@
  * does not. expirationSeconds defaults to 3600 and must be at least 600 (kube-apiserver's message).
  */
 import { randomBytes } from "node:crypto";
-import { ApiError } from "../errors.ts";
+import { statusError } from "../errors.ts";
 import { isObject, nowTime } from "../types.ts";
 import { sendJson } from "./io.ts";
 import type { SubresourceContext, SubresourceHandler } from "./resource-handler.ts";
@@ -23,7 +23,7 @@ const MIN_EXPIRATION_SECONDS = 600;
 export function tokenRequest(tokens: Map<string, UserInfo>): SubresourceHandler {
   return async (c: SubresourceContext) => {
     if (c.req.method !== "POST")
-      throw new ApiError(405, "MethodNotAllowed", "only POST is supported on serviceaccounts/token");
+      throw statusError(405, "MethodNotAllowed", "only POST is supported on serviceaccounts/token");
     const ns = c.info.namespace ?? "default";
     const name = c.info.name as string;
     c.svc.get(c.def, ns, name); // 404 as kube-apiserver: serviceaccounts "NAME" not found
@@ -31,7 +31,7 @@ export function tokenRequest(tokens: Map<string, UserInfo>): SubresourceHandler 
     const spec = isObject(body) && isObject(body.spec) ? body.spec : {};
     const seconds = typeof spec.expirationSeconds === "number" ? spec.expirationSeconds : DEFAULT_EXPIRATION_SECONDS;
     if (seconds < MIN_EXPIRATION_SECONDS)
-      throw new ApiError(
+      throw statusError(
         422,
         "Invalid",
         `TokenRequest.authentication.k8s.io "${name}" is invalid: spec.expirationSeconds: Invalid value: ${seconds}: may not specify a duration less than 10 minutes`,

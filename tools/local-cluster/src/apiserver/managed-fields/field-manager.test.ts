@@ -410,7 +410,7 @@ describe("applyConfig", () => {
     expect(err.message).toBe(
       'Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using apps/v1: .spec.replicas',
     );
-    expect(err.details).toEqual({
+    expect(err.status.details).toEqual({
       causes: [
         {
           reason: "FieldManagerConflict",
@@ -429,7 +429,7 @@ describe("applyConfig", () => {
     expect(err.message).toBe(
       'Apply failed with 2 conflicts: conflicts with "editor" using apps/v1:\n- .spec.replicas\n- .spec.template.spec.containers[name="nginx"].image',
     );
-    expect(err.details?.causes?.map((c) => c.field)).toEqual([
+    expect(err.status.details?.causes?.map((c) => c.field)).toEqual([
       ".spec.replicas",
       '.spec.template.spec.containers[name="nginx"].image',
     ]);

@@ -15,7 +15,7 @@
  * that does not decode keeps the live ones (so clients that drop the field lose nothing).
  */
 import { goIsPrint, goQuote } from "@kvt/api";
-import { ApiError, badRequest, invalid, type StatusCause } from "../errors.ts";
+import { type ApiError, badRequest, invalid, type StatusCause, statusError } from "../errors.ts";
 import { cloneJson, isObject, type Json, type JsonObject, jsonEqual, type KubeObject, nowTime } from "../types.ts";
 import { FieldSet, type FieldsV1Error, fieldSetOf, pathString } from "./field-set.ts";
 import type { FieldType } from "./field-types.ts";
@@ -498,5 +498,5 @@ export function conflictError(conflicts: readonly { id: string; set: FieldSet }[
     }
     message = `Apply failed with ${all.length} conflicts: ${lines.join("\n")}`;
   }
-  return new ApiError(409, "Conflict", message, { causes });
+  return statusError(409, "Conflict", message, { causes });
 }

@@ -2,7 +2,7 @@
  * RFC 6902 JSON patch (add, remove, replace, move, copy, test). A malformed patch document is a 400; an operation
  * that fails (a missing path, a failed `test`) is a 422, as kube-apiserver's patch handler answers.
  */
-import { ApiError, badRequest } from "../errors.ts";
+import { type ApiError, badRequest, statusError } from "../errors.ts";
 import { isObject, type Json } from "../types.ts";
 
 /** One operation. */
@@ -14,7 +14,7 @@ interface Op {
 }
 
 function failed(msg: string): ApiError {
-  return new ApiError(422, "Invalid", `the server rejected our request due to an error in our request: ${msg}`);
+  return statusError(422, "Invalid", `the server rejected our request due to an error in our request: ${msg}`);
 }
 
 function pointer(p: string): string[] {

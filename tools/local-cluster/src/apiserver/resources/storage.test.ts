@@ -18,7 +18,7 @@ const sc = (extra: Record<string, unknown> = {}): KubeObject => ({
   volumeBindingMode: "Immediate",
   ...extra,
 });
-const messages = (causes: { field?: string; message: string }[]): string[] =>
+const messages = (causes: { field?: string; message?: string }[]): string[] =>
   causes.map((c) => `${c.field}: ${c.message}`);
 
 describe("persistentVolumeClaimStrategy", () => {

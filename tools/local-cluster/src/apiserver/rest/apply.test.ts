@@ -113,7 +113,7 @@ describe("server-side apply in the registry", () => {
     const err = await failure(apply("a4", widget("a4", { size: 2 }), { fieldManager: "two" }));
     expect(err.code).toBe(409);
     expect(err.message).toBe('Apply failed with 1 conflict: conflict with "one": .spec.size');
-    expect(err.toStatus()).toMatchObject({
+    expect(err.status).toMatchObject({
       reason: "Conflict",
       details: { causes: [{ reason: "FieldManagerConflict", message: 'conflict with "one"', field: ".spec.size" }] },
     });

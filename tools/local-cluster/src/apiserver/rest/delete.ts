@@ -9,7 +9,7 @@
  *
  * Namespaces always go through Terminating (spec.finalizers "kubernetes"); the namespace controller empties them.
  */
-import { ApiError, conflict, type StatusObject } from "../errors.ts";
+import { conflict, type Status, statusError } from "../errors.ts";
 import { collOf, idOf, type ResourceDef } from "../resources/types.ts";
 import type { Entry } from "../storage/store.ts";
 import { cloneJson, type KubeObject, nowTime } from "../types.ts";
@@ -62,7 +62,7 @@ export async function deleteObject(
     opts.gracePeriodSeconds !== undefined &&
     (!Number.isInteger(opts.gracePeriodSeconds) || opts.gracePeriodSeconds < 0)
   )
-    throw new ApiError(
+    throw statusError(
       422,
       "Invalid",
       "DeleteOptions.gracePeriodSeconds: Invalid value: must be a non-negative integer",
@@ -137,7 +137,7 @@ export async function deleteObject(
 }
 
 /** The Success Status a DELETE answers with for kinds that do not return the deleted object. */
-export function deleteStatus(def: ResourceDef, obj: KubeObject): StatusObject {
+export function deleteStatus(def: ResourceDef, obj: KubeObject): Status {
   return {
     kind: "Status",
     apiVersion: "v1",

@@ -16,6 +16,7 @@ import {
   invalid,
   notFound,
   type StatusCause,
+  statusError,
   unsupportedMediaType,
 } from "../errors.ts";
 import { applyConfig, managerOf, trackUpdate, validateWriteOptions } from "../managed-fields/field-manager.ts";
@@ -76,7 +77,7 @@ export function acceptedPatchTypes(def: Pick<ResourceDef, "custom">): string[] {
 export class RaceConflict extends ApiError {
   constructor(def: ResourceDef, name: string) {
     const c = conflict(def, name);
-    super(c.code, c.reason, c.message, c.details);
+    super(c.message, c.code, c.status);
   }
 }
 
@@ -455,7 +456,7 @@ export class ResourceService {
     else if (contentType === PATCH_TYPES.strategic) patched = strategicMerge(current, body);
     else patched = mergePatch(current, body);
     if (!isObject(patched) || !isObject(patched.metadata))
-      throw new ApiError(
+      throw statusError(
         422,
         "Invalid",
         "the server rejected our request due to an error in our request: patched object is not an object",
@@ -475,7 +476,7 @@ export class ResourceService {
       return await write;
     } catch (err) {
       if (err instanceof ApiError && err.code === 400 && err.message.startsWith("strict decoding error"))
-        throw new ApiError(422, "Invalid", `The request is invalid: patch: Invalid value: "map[...]": ${err.message}`, {
+        throw statusError(422, "Invalid", `The request is invalid: patch: Invalid value: "map[...]": ${err.message}`, {
           causes: [{ reason: "FieldValueInvalid", message: err.message, field: "patch" }],
         });
       throw err;

@@ -26,7 +26,7 @@
  * healthy again: writes resume by themselves when space returns.
  */
 import type { Logger } from "pino";
-import { ApiError, expired } from "../errors.ts";
+import { type ApiError, expired, statusError } from "../errors.ts";
 import type { KubeObject } from "../types.ts";
 import { type LogWriter, SyncLogWriter, WorkerLogWriter } from "./log-writer.ts";
 import { type LogRow, SqliteLog } from "./sqlite-log.ts";
@@ -104,15 +104,15 @@ export function storageWriteError(err: unknown): ApiError {
   const message = err instanceof Error ? err.message : String(err);
   const code = (err as LogFailure | undefined)?.errcode;
   if (code === SQLITE_FULL || /database or disk is full|ENOSPC|no space/i.test(message))
-    return new ApiError(500, "", `storage: database space exceeded: ${message} (write refused; nothing was stored)`);
-  return new ApiError(500, "InternalError", `Internal error occurred: storage write failed: ${message}`, {
+    return statusError(500, "", `storage: database space exceeded: ${message} (write refused; nothing was stored)`);
+  return statusError(500, "InternalError", `Internal error occurred: storage write failed: ${message}`, {
     causes: [{ reason: "UnexpectedServerResponse", message }],
   });
 }
 
 /** 413 for an object larger than etcd's request limit (kube-apiserver passes etcd's "request is too large"). */
 function objectTooLarge(bytes: number): ApiError {
-  return new ApiError(
+  return statusError(
     413,
     "RequestEntityTooLarge",
     `Request entity too large: the object is ${bytes} bytes, the storage limit is ${MAX_OBJECT_BYTES} (etcdserver: request is too large)`,

@@ -132,7 +132,7 @@ export function serveWatch(res: ServerResponse, hub: WatchHub, w: WatchRequest):
     handle = hub.watch(w.filter, w.fromRev, send);
   } catch (err) {
     if (err instanceof ApiError) {
-      write(`${JSON.stringify({ type: "ERROR", object: err.toStatus() })}\n`);
+      write(`${JSON.stringify({ type: "ERROR", object: err.status })}\n`);
       close();
       return;
     }
