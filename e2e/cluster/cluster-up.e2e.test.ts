@@ -1,6 +1,7 @@
+import { existsSync } from "node:fs";
 import { eventually } from "@kvt/testing";
 import { describe, expect, inject, it } from "vitest";
-import { kubectlOk } from "../lib/cli.ts";
+import { getJson, kubectlOk } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 
 describe("the local cluster", () => {
@@ -14,6 +15,24 @@ describe("the local cluster", () => {
       return text;
     }, CLUSTER_WAIT);
     expect(out.split("\n")[0]).toMatch(/^NAME\s+STATUS\s+ROLES\s+AGE\s+VERSION/);
+  });
+
+  it("advertises virt-handler's device plugins through each kubelet (1000 each, usable where the host has the node)", async () => {
+    type Nodes = {
+      items: { metadata: { labels: Record<string, string> }; status: Record<string, Record<string, string>> }[];
+    };
+    const devices = { kvm: "/dev/kvm", tun: "/dev/net/tun", "vhost-net": "/dev/vhost-net" };
+    const nodes = await eventually(async () => {
+      const list = await getJson<Nodes>(kubeconfig, "nodes");
+      for (const n of list.items)
+        for (const d of Object.keys(devices)) expect(n.status.capacity?.[`devices.kubevirt.io/${d}`]).toBe("1000");
+      return list;
+    }, CLUSTER_WAIT);
+    for (const n of nodes.items) {
+      expect(n.metadata.labels["kubevirt.io/schedulable"]).toBe("true");
+      for (const [d, path] of Object.entries(devices))
+        expect(n.status.allocatable?.[`devices.kubevirt.io/${d}`], d).toBe(existsSync(path) ? "1000" : "0");
+    }
   });
 
   it("serves the kubevirt.io API with KubeVirt's short names", async () => {

@@ -4,7 +4,8 @@
  *   VMI informer (all VMIs; only those whose status.nodeName or migrationState.targetNode is this node are queued)
  *     -> workqueue `virt-handler-vm` -> Runner -> VmiController (plan, launcher-rpc, status patch)
  *   LauncherRegistry (this node's socket dirs) -> re-queues a VMI when its launcher reports
- *   NodeHeartbeat (kubevirt.io/heartbeat, kubevirt.io/schedulable, devices.kubevirt.io/kvm)
+ *   DeviceController: kubelet device plugins devices.kubevirt.io/kvm, tun, vhost-net (gRPC, the kubelet's dir)
+ *   NodeHeartbeat (kubevirt.io/heartbeat, kubevirt.io/schedulable while the device plugins are registered)
  *   HandlerServer (pause/unpause/softreboot/console for virt-api)
  *
  * Stopping leaves every launcher and guest running: a restarted handler re-adopts them from the socket dirs.
@@ -25,6 +26,7 @@ import {
   WorkQueue,
 } from "@kvt/kube";
 import type { Logger, Registry } from "@kvt/observability";
+import { DeviceController, permanentDevicePlugins } from "./device-manager/device-controller.ts";
 import { HandlerServer, type HandlerServerTls } from "./http/handler-server.ts";
 import { holdsGuest } from "./launchers/domain-choice.ts";
 import { LauncherRegistry } from "./launchers/launcher-registry.ts";
@@ -52,6 +54,14 @@ export interface HandlerAppOptions {
   readonly tls: HandlerServerTls;
   readonly heartbeatPeriodMs?: number;
   readonly workers?: number;
+  /**
+   * The kubelet's device plugins directory, where this handler registers its device plugins (main.ts
+   * --device-plugins-dir, default /var/lib/kubelet/device-plugins); absent: it offers no devices and the node is
+   * schedulable without them (tests of other parts).
+   */
+  readonly devicePluginsDir?: string;
+  /** Slots each device plugin advertises (KubeVirt's --max-devices, 1000). */
+  readonly maxDevices?: number;
 }
 
 /** A running handler. */
@@ -161,14 +171,22 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     ...(o.registry ? { registry: o.registry } : {}),
     parentOf: (key) => reconcileParent(informer.store.get(key)),
   });
+  const devices = o.devicePluginsDir
+    ? new DeviceController({
+        plugins: permanentDevicePlugins({
+          devicePluginsDir: o.devicePluginsDir,
+          logger: o.logger,
+          ...(o.maxDevices ? { maxDevices: o.maxDevices } : {}),
+        }),
+        logger: o.logger,
+      })
+    : undefined;
   const heartbeat = new NodeHeartbeat({
     nodeName: o.nodeName,
-    api: {
-      patchNode: (name, patch) => nodes.mergePatch("", name, patch),
-      patchNodeStatus: (name, patch) => nodes.mergePatch("", name, patch, "status"),
-    },
+    api: { patchNode: (name, patch) => nodes.mergePatch("", name, patch) },
     logger: o.logger,
     ...(o.heartbeatPeriodMs ? { periodMs: o.heartbeatPeriodMs } : {}),
+    ...(devices ? { devicePlugins: devices } : {}),
   });
   const server = new HandlerServer({
     findVmi: (ns, name) => {
@@ -184,6 +202,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
   await informer.waitForSync();
   const running = runner.run();
   reaper.reap(); // launchers re-adopted at start whose VMI went away while this handler was down
+  devices?.start();
   await heartbeat.start();
   // The server for virt-api is not what keeps guests alive: if its port is taken (two handlers on one host without
   // --port), say so loudly and keep reconciling rather than crash-loop the node agent.
@@ -201,6 +220,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     async stop() {
       if (port >= 0) await server.close();
       await heartbeat.stop();
+      await devices?.stop();
       launchers.stop();
       informer.stop();
       queue.shutDown();

@@ -7,10 +7,12 @@
  */
 import { readFileSync } from "node:fs";
 import { watchFiles } from "@kvt/certs";
+import { DEFAULT_DEVICE_PLUGINS_DIR } from "@kvt/device-plugin";
 import { loadKubeConfig } from "@kvt/kube";
 import { createLogger, createMetricsRegistry, setupTracing } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
+import { DEFAULT_MAX_DEVICES } from "./device-manager/device-controller.ts";
 import { startHandlerApp } from "./handler-app.ts";
 import { startMetricsServer } from "./http/metrics-server.ts";
 
@@ -31,6 +33,8 @@ await main({
     "tls-key": { type: "string" },
     "client-ca": { type: "string" },
     "log-level": { type: "string" },
+    "device-plugins-dir": { type: "string" },
+    "max-devices": { type: "string" },
   },
   details: [
     "  --node-name NAME      this node (env NODE_NAME)",
@@ -43,6 +47,9 @@ await main({
     "  --client-ca FILE      CA of the one client accepted: virt-api's certificate (kubevirt-virt-handler-certs)",
     "  --metrics-port N      serve /metrics and /healthz (read-only, no guest data) on N (default 8185; 0 = any)",
     "  --metrics-host H      ... at H (default 127.0.0.1; the release passes the pod IP for probes and Prometheus)",
+    "  --device-plugins-dir DIR  the kubelet's device plugins directory: kubelet.sock is there, and the plugins for",
+    "                        devices.kubevirt.io/kvm, tun and vhost-net serve there (default /var/lib/kubelet/device-plugins)",
+    "  --max-devices N       slots each device plugin advertises (default 1000)",
   ],
   async run({ values }, signal) {
     const nodeName = values["node-name"] ?? process.env.NODE_NAME;
@@ -50,11 +57,12 @@ await main({
       process.stderr.write("virt-handler: --node-name (or NODE_NAME) is required\n");
       return 2;
     }
-    const port = Number(values.port ?? 8186);
-    if (!Number.isInteger(port) || port < 0 || port > 65_535) {
-      process.stderr.write(`virt-handler: --port ${values.port ?? ""} is not a port\n`);
+    const numbers = numericFlags(values);
+    if (typeof numbers === "string") {
+      process.stderr.write(`virt-handler: ${numbers}\n`);
       return 2;
     }
+    const { port, maxDevices } = numbers;
     const [certFile, keyFile, caFile] = [values["tls-cert"], values["tls-key"], values["client-ca"]];
     if (!certFile || !keyFile || !caFile) {
       // Console and pause reach guests: there is no plain-HTTP mode to fall back to.
@@ -95,6 +103,8 @@ await main({
         port,
         host: values.host ?? process.env.POD_IP ?? "127.0.0.1",
         tls,
+        devicePluginsDir: values["device-plugins-dir"] ?? DEFAULT_DEVICE_PLUGINS_DIR,
+        maxDevices,
       });
       // A rotated Secret (kubevirt-virt-handler-server-certs, kubevirt-ca) is picked up without a restart.
       const reload = watchFiles([certFile, keyFile, caFile], ([cert = "", key = "", ca = ""]) => {
@@ -120,3 +130,16 @@ await main({
     }
   },
 });
+
+/** --port and --max-devices, or what is wrong with them. */
+function numericFlags(values: {
+  port?: string;
+  "max-devices"?: string;
+}): { port: number; maxDevices: number } | string {
+  const port = Number(values.port ?? 8186);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) return `--port ${values.port ?? ""} is not a port`;
+  const maxDevices = Number(values["max-devices"] ?? DEFAULT_MAX_DEVICES);
+  if (!Number.isInteger(maxDevices) || maxDevices < 1)
+    return `--max-devices ${values["max-devices"] ?? ""} is not a positive integer`;
+  return { port, maxDevices };
+}

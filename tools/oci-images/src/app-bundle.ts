@@ -8,6 +8,7 @@
  * /opt/kubevirt-ts/bundle/<app>/<app>.mjs      the entry (the image's entrypoint runs it with Node)
  * /opt/kubevirt-ts/bundle/<app>/*.js           chunks loaded on demand (ES modules: package.json says so)
  * /opt/kubevirt-ts/native/build/kvm_native.node the addon, where native/index.ts looks for it (when the app loads it)
+ * /opt/kubevirt-ts/<path>                      files a bundled module reads beside itself ({@link MODULE_ASSETS})
  * ```
  */
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -26,7 +27,18 @@ export interface AppBundle {
   readonly entry: string;
   /** Whether the bundle loads the native addon (then the image carries it). */
   readonly usesAddon: boolean;
+  /** Files its modules read beside themselves: `from` in this checkout, `to` in the image. */
+  readonly assets: readonly { readonly from: string; readonly to: string }[];
 }
+
+/**
+ * Files a module reads relative to its own `import.meta.url`, by the module's path in the checkout: a bundle that
+ * holds the module carries them at the same relative place under {@link APP_ROOT}.
+ */
+export const MODULE_ASSETS: Readonly<Record<string, readonly string[]>> = {
+  // @kvt/device-plugin loads the kubelet's device plugin API from its .proto (virt-handler's device plugins).
+  "libs/device-plugin/src/api.ts": ["libs/device-plugin/proto/api.proto"],
+};
 
 /** Bundles `apps/<app>/src/main.ts` of the checkout at `projectRoot` into `outDir`, with paths for the image. */
 export async function bundleApp(projectRoot: string, app: string, outDir: string): Promise<AppBundle> {
@@ -35,14 +47,22 @@ export async function bundleApp(projectRoot: string, app: string, outDir: string
   const fromUrl = pathToFileURL(projectRoot.endsWith("/") ? projectRoot : `${projectRoot}/`).href;
   const toUrl = `file://${APP_ROOT}/`;
   let usesAddon = false;
+  const assets = new Set<string>();
   for (const name of readdirSync(outDir)) {
     if (!/\.m?js$/.test(name)) continue;
     const file = join(outDir, name);
     const code = readFileSync(file, "utf8");
     if (code.includes("kvm_native.node")) usesAddon = true;
+    for (const [module, files] of Object.entries(MODULE_ASSETS))
+      if (code.includes(`${fromUrl}${module}`)) for (const f of files) assets.add(f);
     if (code.includes(fromUrl)) writeFileSync(file, code.replaceAll(fromUrl, toUrl));
   }
   // The chunks are ES modules named .js: say so, rather than have Node guess from their syntax on every load.
   writeFileSync(join(outDir, "package.json"), `${JSON.stringify({ type: "module" })}\n`);
-  return { dir: outDir, entry: `${APP_ROOT}/bundle/${app}/${app}.mjs`, usesAddon };
+  return {
+    dir: outDir,
+    entry: `${APP_ROOT}/bundle/${app}/${app}.mjs`,
+    usesAddon,
+    assets: [...assets].map((f) => ({ from: join(projectRoot, f), to: `${APP_ROOT}/${f}` })),
+  };
 }

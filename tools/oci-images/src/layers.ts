@@ -95,6 +95,7 @@ export async function stageQemu(tree: string, layer: LayerDir, baseLibs: readonl
  */
 export async function stageApp(layer: LayerDir, app: string, bundle: AppBundle, addon: string): Promise<void> {
   for (const name of readdirSync(bundle.dir)) layer.copy(join(bundle.dir, name), `${APP_ROOT}/bundle/${app}/${name}`);
+  for (const asset of bundle.assets) layer.copy(asset.from, asset.to);
   if (!bundle.usesAddon) return;
   const path = `${APP_ROOT}/native/build/${basename(addon)}`;
   layer.mkdir(dirname(path));

@@ -1,35 +1,30 @@
 /**
  * The node heartbeat, as KubeVirt's virt-handler writes it (heartbeat.go): every period the Node gets
- * `kubevirt.io/heartbeat=<RFC 3339 now>` (annotation) and `kubevirt.io/schedulable=true|false` (label), and its
- * status advertises the `devices.kubevirt.io/kvm` capacity (KubeVirt's device plugin offers 1k slots) when
- * /dev/kvm can be opened. Stopping marks the node unschedulable, so no new VMI lands on a handler that left.
- * virt-controller's node controller fails the VMIs of a node whose heartbeat is older than 5 minutes.
+ * `kubevirt.io/heartbeat=<RFC 3339 now>` (annotation) and `kubevirt.io/schedulable=true|false` (label). The node is
+ * schedulable only while every device plugin is registered with the kubelet (the kubelet, not this heartbeat, puts
+ * `devices.kubevirt.io/*` into the Node's capacity from the plugins' device lists); the first beat waits up to 10 s
+ * for them. Stopping marks the node unschedulable, so no new VMI lands on a handler that left. virt-controller's node
+ * controller fails the VMIs of a node whose heartbeat is older than 5 minutes.
  */
-import { accessSync, constants } from "node:fs";
-import { ANNOTATION, KVM_DEVICE_RESOURCE, LABEL } from "@kvt/api";
+import { ANNOTATION, LABEL } from "@kvt/api";
 import type { Logger } from "@kvt/observability";
 
-/** How many VMIs may use /dev/kvm on a node (KubeVirt's device plugin advertises 1000). */
-export const KVM_CAPACITY = "1k";
 /** KubeVirt's heartbeat period (1 min; jittered). */
 export const HEARTBEAT_PERIOD_MS = 60_000;
 /** First retry delay after a failed heartbeat. */
 const RETRY_MS = 1000;
+/** How long the first beat waits for the device plugins, and how often it looks (KubeVirt's 10 s and 1 s). */
+const DEVICE_PLUGIN_WAIT_MS = 10_000;
+const DEVICE_PLUGIN_POLL_MS = 1000;
 
-/** Merge-patches a Node (metadata and status separately, as the API requires). */
+/** Merge-patches a Node's metadata. */
 export interface NodePatcher {
   patchNode(name: string, patch: Record<string, unknown>): Promise<unknown>;
-  patchNodeStatus(name: string, patch: Record<string, unknown>): Promise<unknown>;
 }
 
-/** True when this host can open /dev/kvm for reading and writing. */
-export function kvmAvailable(path = "/dev/kvm"): boolean {
-  try {
-    accessSync(path, constants.R_OK | constants.W_OK);
-    return true;
-  } catch {
-    return false;
-  }
+/** Whether this node's device plugins are registered with the kubelet (device-manager/device-controller.ts). */
+export interface DevicePluginsState {
+  initialized(): boolean;
 }
 
 /** The metadata patch of one heartbeat (pure). */
@@ -42,35 +37,48 @@ export function heartbeatPatch(now: Date, schedulable: boolean): Record<string, 
   };
 }
 
-/** The status patch advertising the KVM device (pure); zero when /dev/kvm is unusable. */
-export function capacityPatch(kvm: boolean): Record<string, unknown> {
-  const amount = kvm ? KVM_CAPACITY : "0";
-  return { status: { capacity: { [KVM_DEVICE_RESOURCE]: amount }, allocatable: { [KVM_DEVICE_RESOURCE]: amount } } };
-}
-
 /** Sends heartbeats until stopped. */
 export class NodeHeartbeat {
   readonly #nodeName: string;
   readonly #api: NodePatcher;
   readonly #logger: Logger;
   readonly #periodMs: number;
-  readonly #kvm: boolean;
+  readonly #devicePlugins: DevicePluginsState;
+  readonly #devicePluginWaitMs: number;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  #watch: ReturnType<typeof setInterval> | undefined;
+  /** The schedulable label last written (undefined before the first beat). */
+  #written: boolean | undefined;
+  #stopped = false;
 
-  constructor(options: { nodeName: string; api: NodePatcher; logger: Logger; periodMs?: number; kvm?: boolean }) {
+  constructor(options: {
+    nodeName: string;
+    api: NodePatcher;
+    logger: Logger;
+    periodMs?: number;
+    /** The node's device plugins; none: the node is schedulable whenever this handler runs. */
+    devicePlugins?: DevicePluginsState;
+    devicePluginWaitMs?: number;
+  }) {
     this.#nodeName = options.nodeName;
     this.#api = options.api;
     this.#logger = options.logger;
     this.#periodMs = options.periodMs ?? HEARTBEAT_PERIOD_MS;
-    this.#kvm = options.kvm ?? kvmAvailable();
+    this.#devicePlugins = options.devicePlugins ?? { initialized: () => true };
+    this.#devicePluginWaitMs = options.devicePluginWaitMs ?? DEVICE_PLUGIN_WAIT_MS;
   }
 
   /**
-   * Beats once (awaited, so the node is schedulable before VMIs arrive), then every period with 1.2x jitter. A
-   * failed beat is retried sooner (1 s, doubling, at most the period): the first one can race the kubelet
-   * registering the Node, and until it succeeds no VMI can be scheduled here.
+   * Gives the device plugins up to 10 s to register, beats once (awaited, so the node is schedulable before VMIs
+   * arrive), then every period with 1.2x jitter. A failed beat is retried sooner (1 s, doubling, at most the
+   * period): the first one can race the kubelet registering the Node, and until it succeeds no VMI can be
+   * scheduled here. When the device plugins come or go between beats (a kubelet restart), it beats at once, so the
+   * label follows within a second rather than a period.
    */
   async start(): Promise<void> {
+    const waitUntil = Date.now() + this.#devicePluginWaitMs;
+    while (!this.#devicePlugins.initialized() && Date.now() < waitUntil && !this.#stopped)
+      await new Promise((r) => setTimeout(r, Math.min(DEVICE_PLUGIN_POLL_MS, this.#devicePluginWaitMs)));
     let failures = (await this.beat(true)) ? 0 : 1;
     const next = (): void => {
       const delay =
@@ -86,13 +94,21 @@ export class NodeHeartbeat {
       this.#timer.unref();
     };
     next();
+    this.#watch = setInterval(() => {
+      if (this.#written !== undefined && this.#written !== this.#devicePlugins.initialized()) void this.beat(true);
+    }, DEVICE_PLUGIN_POLL_MS);
+    this.#watch.unref();
   }
 
-  /** One heartbeat; failures are logged (and retried by start()'s loop). True when it was written. */
+  /**
+   * One heartbeat, schedulable when asked and the device plugins are registered; failures are logged (and retried
+   * by start()'s loop). True when it was written.
+   */
   async beat(schedulable: boolean): Promise<boolean> {
     try {
-      await this.#api.patchNode(this.#nodeName, heartbeatPatch(new Date(), schedulable));
-      await this.#api.patchNodeStatus(this.#nodeName, capacityPatch(this.#kvm));
+      const ready = schedulable && this.#devicePlugins.initialized();
+      await this.#api.patchNode(this.#nodeName, heartbeatPatch(new Date(), ready));
+      this.#written = ready;
       return true;
     } catch (error) {
       this.#logger.warn({ err: error, node: this.#nodeName }, "node heartbeat failed; retrying");
@@ -102,7 +118,9 @@ export class NodeHeartbeat {
 
   /** Stops beating and marks the node unschedulable. */
   async stop(): Promise<void> {
+    this.#stopped = true;
     clearTimeout(this.#timer);
+    clearInterval(this.#watch);
     await this.beat(false);
   }
 }

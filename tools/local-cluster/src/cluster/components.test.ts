@@ -76,12 +76,25 @@ describe("clusterComponents()", () => {
       "/data/kubeconfig-kubevirt-handler",
       "--socket-dir",
       "/data/nodes/node02/sockets",
+      "--device-plugins-dir",
+      "/data/nodes/node02/device-plugins",
       "--port",
       "8187",
       "--metrics-port",
       "9004",
     ]);
     expect(handler.env.KUBEVIRT_TRACES_FILE).toBe("/tmp/traces.jsonl");
+  });
+
+  it("points each node's kubelet and virt-handler at one device plugins directory", () => {
+    const all = clusterComponents(layout);
+    const dirOf = (name: string): string | undefined => {
+      const argv = all.find((c) => c.name === name)!.argv;
+      return argv[argv.indexOf("--device-plugins-dir") + 1];
+    };
+    expect(dirOf("kubelet/node01")).toBe("/data/nodes/node01/device-plugins");
+    expect(dirOf("virt-handler/node01")).toBe("/data/nodes/node01/device-plugins");
+    expect(dirOf("virt-handler/node02")).toBe("/data/nodes/node02/device-plugins");
   });
 
   it("runs virt-controller as KubeVirt's kubevirt-controller service account", () => {

@@ -76,6 +76,11 @@ export interface ComponentCommand {
   readonly metricsPort?: number;
 }
 
+/** A node's device plugins directory: its kubelet's kubelet.sock and its virt-handler's plugin sockets. */
+export function devicePluginsDir(layout: Pick<ClusterLayout, "dataDir">, node: string): string {
+  return join(layout.dataDir, "nodes", node, "device-plugins");
+}
+
 /** The node names the cluster uses (as kubevirtci names its nodes). */
 export function nodeNames(count: number): string[] {
   return Array.from({ length: count }, (_, i) => `node${String(i + 1).padStart(2, "0")}`);
@@ -110,6 +115,8 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         ...accountKc(`node-${node}`),
         "--data-dir",
         join(layout.dataDir, "nodes", node),
+        "--device-plugins-dir",
+        devicePluginsDir(layout, node),
         ...(layout.nodeCpus ? ["--cpus", String(layout.nodeCpus)] : []),
         ...(layout.kubeletTls ? kubeletServerFlags(layout.kubeletTls, node) : []),
         ...(layout.podNetworkFile ? ["--pod-network", layout.podNetworkFile] : []),
@@ -170,6 +177,9 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         ...accountKc("kubevirt-handler"),
         "--socket-dir",
         join(layout.dataDir, "nodes", node, "sockets"),
+        // Its device plugins register with this node's kubelet, as with /var/lib/kubelet/device-plugins.
+        "--device-plugins-dir",
+        devicePluginsDir(layout, node),
         "--port",
         String(layout.handlerPorts[node]),
         "--metrics-port",
