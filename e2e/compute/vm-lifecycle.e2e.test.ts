@@ -8,7 +8,7 @@ import { describe, expect, inject, it } from "vitest";
 import { kubectl, kubectlOk } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { testGuestVm } from "../lib/manifests.ts";
-import { vm, vmiOrUndefined } from "../lib/objects.ts";
+import { launcherPods, vm, vmiOrUndefined } from "../lib/objects.ts";
 
 const NAME = "e2e-lifecycle";
 
@@ -62,6 +62,9 @@ describe("VirtualMachine lifecycle (kubectl)", () => {
     }, CLUSTER_WAIT);
     const table = await kubectlOk(kubeconfig, ["get", "vmi", NAME]);
     expect(table).toMatch(new RegExp(`^${NAME}\\s+\\S+\\s+Running\\s+\\S*\\s*node0[12]\\s+True`, "m"));
+    // Its launcher asked the node's kubelet for the tun device (the default pod interface), as KubeVirt's does.
+    const [pod] = await launcherPods(kubeconfig, firstVmiUid);
+    expect(pod?.spec.containers?.[0]?.resources?.limits?.["devices.kubevirt.io/tun"]).toBe("1");
   });
 
   it("deleting the VMI restarts it with the same firmware UUID", async () => {

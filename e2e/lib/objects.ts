@@ -55,7 +55,10 @@ export function vm(kubeconfig: string, name: string): Promise<VmView> {
 /** A pod as the tests see it. */
 export interface PodView {
   metadata: { name: string; uid: string; creationTimestamp: string };
-  spec: { nodeName?: string };
+  spec: {
+    nodeName?: string;
+    containers?: { name: string; resources?: { limits?: Record<string, string>; requests?: Record<string, string> } }[];
+  };
   status?: { phase?: string };
 }
 

@@ -140,6 +140,10 @@ export const FINALIZER = {
 
 /** The node resource of the KVM device (KubeVirt's device plugin); launcher pods request one unless emulation is allowed. */
 export const KVM_DEVICE_RESOURCE = "devices.kubevirt.io/kvm";
+/** The tun device a launcher pod requests for its pod-network interfaces (virt-handler's device plugin). */
+export const TUN_DEVICE_RESOURCE = "devices.kubevirt.io/tun";
+/** The vhost-net device a launcher pod requests for in-kernel virtio-net (virt-handler's device plugin). */
+export const VHOST_NET_DEVICE_RESOURCE = "devices.kubevirt.io/vhost-net";
 
 /** KubeVirt CR `status.phase` values. */
 export const KUBEVIRT_PHASES = ["Deploying", "Deployed", "Deleting", "Deleted", ""] as const;

@@ -7,9 +7,12 @@
  * NODE_NAME through the downward API. The launcher reads its VMI from virt-handler's first sync (by uid).
  *
  * Resources: memory request = guest memory + launcher overhead ({@link launcherOverheadBytes}); CPU from the VMI's
- * requests (default 100m, as KubeVirt's cluster cpuRequest); one `devices.kubevirt.io/kvm` unless the cluster allows
- * emulation (`developerConfiguration.useEmulation`, as KubeVirt's template.go: such a pod may land on a node without
- * KVM, and the launcher, told by KUBEVIRT_USE_EMULATION, runs the guest on QEMU there). Scheduling constraints
+ * requests (default 100m, as KubeVirt's cluster cpuRequest); the devices of virt-handler's device plugins as
+ * KubeVirt's renderresources.go getRequiredResources asks for them ({@link virtualizationResources}): one
+ * `devices.kubevirt.io/kvm` unless the cluster allows emulation (`developerConfiguration.useEmulation`: such a pod may
+ * land on a node without KVM, and the launcher, told by KUBEVIRT_USE_EMULATION, runs the guest on QEMU there), one
+ * `tun` when the VMI has interfaces or gets the default pod interface, one `vhost-net` when an interface is virtio and
+ * emulation is not allowed. Scheduling constraints
  * (nodeSelector, affinity, tolerations, schedulerName, priorityClassName) come from the VMI, plus
  * `kubevirt.io/schedulable=true`.
  *
@@ -42,6 +45,8 @@ import {
   Quantity,
   SECRET_SOURCE_DIR,
   SERVICE_ACCOUNT_SOURCE_DIR,
+  TUN_DEVICE_RESOURCE,
+  VHOST_NET_DEVICE_RESOURCE,
   type VirtualMachineInstance,
   VMI_DISKS_DIR,
   type Volume,
@@ -104,6 +109,23 @@ export function launcherUseEmulation(allowEmulation: boolean): "whenNeeded" | "n
   return allowEmulation ? "whenNeeded" : "never";
 }
 
+/**
+ * The device plugin resources the launcher needs, one of each (KubeVirt's getRequiredResources): `tun` when the VMI
+ * has interfaces or does not turn the default pod interface off (RequiresTunDevice), `vhost-net` when an interface is
+ * virtio (the default model) and emulation is not allowed (RequiresVirtioNetDevice: with emulation allowed the NIC is
+ * emulated in user space), and the hypervisor device `kvm` unless emulation is allowed.
+ */
+export function virtualizationResources(vmi: VirtualMachineInstance, allowEmulation: boolean): string[] {
+  const devices = vmi.spec.domain.devices;
+  const interfaces = devices.interfaces ?? [];
+  const out: string[] = [];
+  if (interfaces.length > 0 || devices.autoattachPodInterface !== false) out.push(TUN_DEVICE_RESOURCE);
+  const virtio = interfaces.some((i) => i.model === undefined || i.model === "" || i.model === "virtio");
+  if (virtio && !allowEmulation) out.push(VHOST_NET_DEVICE_RESOURCE);
+  if (!allowEmulation) out.push(KVM_DEVICE_RESOURCE);
+  return out;
+}
+
 /** Renders the launcher pod for `vmi`. Throws a TypeError when the VMI has no guest memory. */
 export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTemplateOptions = {}): Pod {
   const name = vmi.metadata?.name ?? "";
@@ -118,7 +140,8 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
     cpu: String(res?.requests?.cpu ?? "100m"),
   };
   const limits: Record<string, string> = {};
-  if (!allowEmulation) requests[KVM_DEVICE_RESOURCE] = limits[KVM_DEVICE_RESOURCE] = "1";
+  // Extended resources are requested through limits; requests say the same, as the API server's defaulting would.
+  for (const resource of virtualizationResources(vmi, allowEmulation)) requests[resource] = limits[resource] = "1";
   if (res?.limits?.memory !== undefined)
     limits.memory = bytesQuantity(Number(parseQuantity(res.limits.memory).value()) + overhead);
   if (res?.limits?.cpu !== undefined) limits.cpu = String(res.limits.cpu);

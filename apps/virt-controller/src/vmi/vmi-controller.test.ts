@@ -1,4 +1,11 @@
-import { KVM_DEVICE_RESOURCE, objectKey, type PersistentVolumeClaimInfo, type VirtualMachineInstance } from "@kvt/api";
+import {
+  KVM_DEVICE_RESOURCE,
+  objectKey,
+  type PersistentVolumeClaimInfo,
+  TUN_DEVICE_RESOURCE,
+  VHOST_NET_DEVICE_RESOURCE,
+  type VirtualMachineInstance,
+} from "@kvt/api";
 import { CORE_V1, Expectations, KUBEVIRT_V1, labelIndex, type Pod } from "@kvt/kube";
 import {
   FakeApi,
@@ -181,6 +188,41 @@ describe("renderLauncherPod", () => {
     expect(c.resources?.requests?.[KVM_DEVICE_RESOURCE]).toBe(kvm);
     expect(c.resources?.limits?.[KVM_DEVICE_RESOURCE]).toBe(kvm);
     expect(c.env?.find((e) => e.name === "KUBEVIRT_USE_EMULATION")?.value).toBe(useEmulation);
+  });
+
+  const DEVICES = [KVM_DEVICE_RESOURCE, TUN_DEVICE_RESOURCE, VHOST_NET_DEVICE_RESOURCE];
+  it.each([
+    ["a virtio interface", [{ name: "default", masquerade: {} }], undefined, false, DEVICES],
+    [
+      "a virtio interface, emulation allowed",
+      [{ name: "default", model: "virtio" }],
+      undefined,
+      true,
+      [TUN_DEVICE_RESOURCE],
+    ],
+    [
+      "an e1000 interface",
+      [{ name: "default", model: "e1000" }],
+      undefined,
+      false,
+      [KVM_DEVICE_RESOURCE, TUN_DEVICE_RESOURCE],
+    ],
+    ["no interface (the default pod interface)", [], undefined, false, [KVM_DEVICE_RESOURCE, TUN_DEVICE_RESOURCE]],
+    ["no interface, autoattachPodInterface false", [], false, false, [KVM_DEVICE_RESOURCE]],
+    ["no interface, autoattachPodInterface false, emulation allowed", [], false, true, []],
+  ])("with %s requests KubeVirt's devices", (_what, interfaces, autoattach, allowEmulation, want) => {
+    const vmi = newVmi("vm-n", withMemory("64Mi"), (v) => {
+      v.spec.domain.devices.interfaces = interfaces;
+      if (autoattach !== undefined) v.spec.domain.devices.autoattachPodInterface = autoattach;
+    });
+    const c = renderLauncherPod(vmi, { allowEmulation }).spec!.containers[0];
+    const devices = (m: Record<string, string> | undefined): string[] =>
+      Object.keys(m ?? {})
+        .filter((k) => k.startsWith("devices.kubevirt.io/"))
+        .sort();
+    expect(devices(c.resources?.limits)).toEqual([...want].sort());
+    expect(devices(c.resources?.requests)).toEqual([...want].sort());
+    for (const d of want) expect(c.resources?.limits?.[d]).toBe("1");
   });
 });
 
