@@ -52,8 +52,8 @@ import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
-import { CustomObjectsApi } from "@kubernetes/client-node";
 import { registerTestGuest } from "@kvt/images";
+import { KUBEVIRT_V1, type KubeObject, type ResourceClient, RestClient, resourceClient } from "@kvt/kube";
 import { type LocalCluster, startLocalCluster } from "@kvt/local-cluster";
 import { testGuestPath } from "@kvt/vmm";
 
@@ -83,7 +83,6 @@ const variants = values.variants.split(",").map((v) => {
 });
 const BASE = variants[0];
 const root = new URL("../../", import.meta.url).pathname;
-const GROUP = { group: "kubevirt.io", version: "v1", namespace: "default" };
 const MEMORY_MIB = Number(values.memory);
 /** The guest's working set (MiB), written once after boot: what a migration moves besides zero pages. */
 const WS_MIB = Number(values.ws ?? Math.max(16, MEMORY_MIB - 128));
@@ -109,7 +108,8 @@ interface Figures {
   readonly cpuMsPerScrape: Record<string, number>;
 }
 
-interface Phased {
+interface Phased extends KubeObject {
+  spec?: unknown;
   status?: { phase?: string; nodeName?: string; migrationState?: { failureReason?: string } };
 }
 
@@ -133,11 +133,11 @@ async function until<T>(
  * migration moves the same non-zero memory, and idle guests leave the two cores to the components being measured (the
  * default workload dirties memory flat out, one busy core per VM, which drowns the figures in contention).
  */
-function vmi(name: string): Record<string, unknown> {
+function vmi(name: string): Phased {
   return {
     apiVersion: "kubevirt.io/v1",
     kind: "VirtualMachineInstance",
-    metadata: { name },
+    metadata: { name, namespace: "default" },
     spec: {
       domain: {
         devices: {},
@@ -402,21 +402,21 @@ async function measure(variant: Variant): Promise<Figures> {
     // Let the components finish starting (informer lists, first heartbeats) before counting their CPU.
     await new Promise((r) => setTimeout(r, 3_000));
     const cpuBefore = cpuTicks(cluster);
-    const api = cluster.kubeConfig.makeApiClient(CustomObjectsApi);
-    const vmis = { ...GROUP, plural: "virtualmachineinstances" };
-    const vmims = { ...GROUP, plural: "virtualmachineinstancemigrations" };
+    const rest = new RestClient(cluster.kubeConfig, { userAgent: "observability-bench" });
+    const vmis = resourceClient<Phased>(rest, KUBEVIRT_V1.virtualMachineInstances);
+    const vmims = resourceClient<Phased>(rest, KUBEVIRT_V1.virtualMachineInstanceMigrations);
     const startSeconds: number[] = [];
     const launcherStartCpuMs: number[] = [];
     for (let i = 0; i < COUNT; i++) {
       const name = `obs-${i}`;
       const launchersBefore = launcherPids(cluster);
       const t0 = performance.now();
-      await api.createNamespacedCustomObject({ ...vmis, body: vmi(name) });
+      await vmis.create(vmi(name));
       // Polled every 20 ms: the start takes about 0.2 s, a coarser poll would add its own quantum to the figure.
       await until(
         `${name} Running`,
         async () => {
-          const v = (await api.getNamespacedCustomObject({ ...vmis, name })) as Phased;
+          const v = await vmis.get("default", name);
           return v.status?.phase === "Running" ? v : undefined;
         },
         180_000,
@@ -438,22 +438,19 @@ async function measure(variant: Variant): Promise<Figures> {
     for (let i = 0; i < MIGRATIONS; i++) {
       const vmiName = `obs-${i % COUNT}`;
       const name = `obs-mig-${i}`;
-      const source = ((await api.getNamespacedCustomObject({ ...vmis, name: vmiName })) as Phased).status?.nodeName;
+      const source = (await vmis.get("default", vmiName)).status?.nodeName;
       const before = migratedSeconds(await handlerMetrics(source));
       const cpu0 = cpuTicks(cluster);
-      await api.createNamespacedCustomObject({
-        ...vmims,
-        body: {
-          apiVersion: "kubevirt.io/v1",
-          kind: "VirtualMachineInstanceMigration",
-          metadata: { name },
-          spec: { vmiName },
-        },
+      await vmims.create({
+        apiVersion: "kubevirt.io/v1",
+        kind: "VirtualMachineInstanceMigration",
+        metadata: { name, namespace: "default" },
+        spec: { vmiName },
       });
       const m = await until(
         "the migration to finish",
         async () => {
-          const m = (await api.getNamespacedCustomObject({ ...vmims, name })) as Phased;
+          const m = await vmims.get("default", name);
           return m.status?.phase === "Succeeded" || m.status?.phase === "Failed" ? m : undefined;
         },
         MIGRATION_TIMEOUT_MS,
@@ -461,9 +458,9 @@ async function measure(variant: Variant): Promise<Figures> {
       if (m === undefined) {
         // A migration that never ends is a finding, not a reason to lose the run: say where it stood, and move no
         // more guests in this cluster (its rounds' per-migration pairs are left out; the other figures stand).
-        const status = (plural: string, n: string): Promise<Phased | undefined> =>
-          api.getNamespacedCustomObject({ ...GROUP, plural, name: n }).catch(() => undefined);
-        const [mig, inst] = await Promise.all([status(vmims.plural, name), status(vmis.plural, vmiName)]);
+        const status = (client: ResourceClient<Phased>, n: string): Promise<Phased | undefined> =>
+          client.get("default", n).catch(() => undefined);
+        const [mig, inst] = await Promise.all([status(vmims, name), status(vmis, vmiName)]);
         migrationErrors.push(
           `${name} (${vmiName}) not finished after ${MIGRATION_TIMEOUT_MS / 1000} s: VMIM ${JSON.stringify(mig?.status ?? {})}, VMI ${JSON.stringify(inst?.status?.migrationState ?? {})}`,
         );

@@ -11,7 +11,7 @@
  * Then the cluster converges: every VM runs exactly one guest again. The run prints one JSON line with the figures
  * and the seed (KVT_CHAOS_SEED=<seed> replays the same choices; timing still varies).
  */
-import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import { KUBEVIRT_V1, type KubeObject, kubeConfigFromFile, RestClient, resourceClient } from "@kvt/kube";
 import { eventually } from "@kvt/testing";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { type Component, componentPids, type Guest, launchersAndGuests, seededRandom } from "../lib/chaos.ts";
@@ -29,7 +29,11 @@ const GRACE_MS = 30_000;
 const NAMESPACE = "default";
 /** The seed CI runs: every component kind killed, starts, stops and a migration (0 duplicates, 0 lost when chosen). */
 const CI_SEED = 1585360409;
-const KIND = { group: "kubevirt.io", version: "v1", namespace: NAMESPACE };
+/** A manifest of e2e/lib/manifests.ts, in NAMESPACE. */
+const inNamespace = (manifest: Record<string, unknown>): KubeObject => {
+  const obj = manifest as KubeObject;
+  return { ...obj, metadata: { ...obj.metadata, namespace: NAMESPACE } };
+};
 
 interface Figures {
   seed: number;
@@ -53,13 +57,14 @@ describe("chaos: components killed during VM starts, stops and migrations", () =
   const kubeconfig = inject("kubeconfig");
   const nodeNames = inject("nodeNames");
   const dataDir = kubeconfig.slice(0, kubeconfig.lastIndexOf("/"));
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfig);
-  const api = kc.makeApiClient(CustomObjectsApi);
+  const rest = new RestClient(kubeConfigFromFile(kubeconfig), { userAgent: "chaos-e2e" });
+  const vms = resourceClient<KubeObject>(rest, KUBEVIRT_V1.virtualMachines);
+  const vmis = resourceClient<KubeObject & VmiView>(rest, KUBEVIRT_V1.virtualMachineInstances);
+  const migrations = resourceClient<KubeObject>(rest, KUBEVIRT_V1.virtualMachineInstanceMigrations);
 
   afterAll(async () => {
     for (const name of VMS) {
-      await api.deleteNamespacedCustomObject({ ...KIND, plural: "virtualmachines", name }).catch(() => undefined); // already gone
+      await vms.delete(NAMESPACE, name).catch(() => undefined); // already gone
     }
   });
 
@@ -99,9 +104,7 @@ describe("chaos: components killed during VM starts, stops and migrations", () =
 
     const listVmis = async (): Promise<Map<string, VmiView> | undefined> => {
       try {
-        const list = (await api.listNamespacedCustomObject({ ...KIND, plural: "virtualmachineinstances" })) as {
-          items: VmiView[];
-        };
+        const list = await vmis.list(NAMESPACE);
         return new Map(list.items.map((v) => [v.metadata.uid, v]));
       } catch {
         return undefined; // the API server is down (killed): judge by the last list
@@ -180,23 +183,18 @@ describe("chaos: components killed during VM starts, stops and migrations", () =
     const setRunning = async (name: string, running: boolean): Promise<void> => {
       if (!running) for (const v of lastVmis.values()) if (v.metadata.name === name) expectedEnd.add(v.metadata.uid);
       wanted.set(name, running);
-      await api.patchNamespacedCustomObject(
-        { ...KIND, plural: "virtualmachines", name, body: { spec: { runStrategy: running ? "Always" : "Halted" } } },
-        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-      );
+      await vms.mergePatch(NAMESPACE, name, { spec: { runStrategy: running ? "Always" : "Halted" } });
     };
 
     const migrate = async (name: string): Promise<void> => {
-      await api.createNamespacedCustomObject({
-        ...KIND,
-        plural: "virtualmachineinstancemigrations",
-        body: {
+      await migrations.create(
+        inNamespace({
           apiVersion: "kubevirt.io/v1",
           kind: "VirtualMachineInstanceMigration",
           metadata: { generateName: `${name}-chaos-` },
           spec: { vmiName: name },
-        },
-      });
+        }),
+      );
     };
 
     const kill = (what: Component | "launcher"): void => {
@@ -224,7 +222,7 @@ describe("chaos: components killed during VM starts, stops and migrations", () =
 
     for (const name of VMS) {
       const vm = testGuestVm(name, { runStrategy: "Always" });
-      await api.createNamespacedCustomObject({ ...KIND, plural: "virtualmachines", body: vm });
+      await vms.create(inNamespace(vm));
     }
     const ticker = setInterval(
       () => void check().catch((e: unknown) => problems.push(`check failed: ${(e as Error).message}`)),

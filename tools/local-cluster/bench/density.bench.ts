@@ -20,8 +20,19 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
-import { CoreV1Api, CustomObjectsApi, type KubeConfig, Watch } from "@kubernetes/client-node";
 import { registerTestGuest } from "@kvt/images";
+import {
+  CORE_V1,
+  KUBEVIRT_V1,
+  type KubeObject,
+  type RawWatchEvent,
+  type ResourceClient,
+  RestClient,
+  type RestTransport,
+  resourceClient,
+  resourcePath,
+  type WatchHandle,
+} from "@kvt/kube";
 import { benchLane, testGuestPath } from "@kvt/vmm";
 import { type LocalCluster, startLocalCluster } from "../src/index.ts";
 
@@ -48,7 +59,6 @@ const NODE_CPUS = Number(values["node-cpus"] ?? Math.max(cpus().length, Math.cei
 const NAMESPACE = "default";
 const LABEL = "kvt.bench/density";
 const root = new URL("../../../", import.meta.url).pathname;
-const VMI_REF = { group: "kubevirt.io", version: "v1", namespace: NAMESPACE, plural: "virtualmachineinstances" };
 
 /** What this client saw of one VMI, in ms on its own clock. */
 interface Timeline {
@@ -66,23 +76,21 @@ interface Timeline {
   backend?: "native" | "qemu";
 }
 
-interface VmiEvent {
-  metadata?: { name?: string; uid?: string };
+interface VmiEvent extends KubeObject {
   status?: { phase?: string; nodeName?: string; reason?: string; conditions?: { type: string; status: string }[] };
 }
-interface PodEvent {
-  metadata?: { labels?: Record<string, string> };
+interface PodEvent extends KubeObject {
   spec?: { nodeName?: string };
   status?: { phase?: string };
 }
 
 const log = (line: string): void => void process.stdout.write(`[density] ${line}\n`);
 
-function vmiManifest(name: string): Record<string, unknown> {
+function vmiManifest(name: string): VmiEvent & { spec: unknown } {
   return {
     apiVersion: "kubevirt.io/v1",
     kind: "VirtualMachineInstance",
-    metadata: { name, labels: { [LABEL]: "true" } },
+    metadata: { name, namespace: NAMESPACE, labels: { [LABEL]: "true" } },
     spec: {
       domain: {
         devices: { disks: [{ name: "containerdisk", disk: { bus: "virtio" } }] },
@@ -113,20 +121,23 @@ function sortedOf(xs: readonly (number | undefined)[]): number[] {
 }
 
 /** Follows VMIs and launcher pods with this client's own watches, stamping each stage as it is first seen. */
-async function watchTimelines(kc: KubeConfig, byName: Map<string, Timeline>): Promise<AbortController[]> {
+async function watchTimelines(transport: RestTransport, byName: Map<string, Timeline>): Promise<WatchHandle[]> {
   const byUid = new Map<string, Timeline>();
   const stamp = (t: Timeline, key: "podAdded" | "podBound" | "podRunning" | "scheduled" | "running"): void => {
     t[key] ??= performance.now();
   };
-  const watch = new Watch(kc);
   const onError = (what: string) => (err: unknown) => {
-    if (err && (err as { name?: string }).name !== "AbortError")
-      log(`${what} watch ended: ${(err as Error).message ?? JSON.stringify(err)}`);
+    if (err) log(`${what} watch ended: ${(err as Error).message ?? JSON.stringify(err)}`);
   };
-  const vmis = await watch.watch(
-    `/apis/kubevirt.io/v1/namespaces/${NAMESPACE}/virtualmachineinstances`,
+  const objectOf =
+    <T>(handle: (obj: T) => void) =>
+    (event: RawWatchEvent): void => {
+      if (event.type !== "BOOKMARK" && event.type !== "ERROR") handle(event.object as T);
+    };
+  const vmis = await transport.watch(
+    resourcePath(KUBEVIRT_V1.virtualMachineInstances, NAMESPACE),
     { labelSelector: LABEL },
-    (_type: string, obj: VmiEvent) => {
+    objectOf((obj: VmiEvent) => {
       const t = byName.get(obj.metadata?.name ?? "");
       if (!t) return;
       if (obj.metadata?.uid && !t.uid) {
@@ -142,20 +153,20 @@ async function watchTimelines(kc: KubeConfig, byName: Map<string, Timeline>): Pr
         t.backend = emulated ? "qemu" : "native";
       }
       if (phase === "Failed" && !t.failed) t.failed = obj.status?.reason ?? "Failed";
-    },
+    }),
     onError("VMI"),
   );
-  const pods = await watch.watch(
-    `/api/v1/namespaces/${NAMESPACE}/pods`,
+  const pods = await transport.watch(
+    resourcePath(CORE_V1.pods, NAMESPACE),
     { labelSelector: "kubevirt.io/created-by" },
-    (_type: string, obj: PodEvent) => {
+    objectOf((obj: PodEvent) => {
       const vmiUid = obj.metadata?.labels?.["kubevirt.io/created-by"] ?? "";
       const t = byUid.get(vmiUid) ?? [...byName.values()].find((x) => x.uid === vmiUid);
       if (!t) return;
       stamp(t, "podAdded");
       if (obj.spec?.nodeName) stamp(t, "podBound");
       if (obj.status?.phase === "Running") stamp(t, "podRunning");
-    },
+    }),
     onError("pod"),
   );
   return [vmis, pods];
@@ -260,7 +271,7 @@ function memoryOf(pid: number, guestBytes: number): LauncherMemory | undefined {
   }
 }
 
-async function createAll(api: CustomObjectsApi, byName: Map<string, Timeline>): Promise<void> {
+async function createAll(vmis: ResourceClient<VmiEvent>, byName: Map<string, Timeline>): Promise<void> {
   const creates: Promise<void>[] = [];
   const begin = performance.now();
   for (let i = 0; i < COUNT; i++) {
@@ -271,7 +282,7 @@ async function createAll(api: CustomObjectsApi, byName: Map<string, Timeline>): 
     const t: Timeline = { name, created: performance.now() };
     byName.set(name, t);
     creates.push(
-      api.createNamespacedCustomObject({ ...VMI_REF, body: vmiManifest(name) }).then(
+      vmis.create(vmiManifest(name)).then(
         (obj: VmiEvent) => {
           t.uid ??= obj.metadata?.uid;
         },
@@ -303,15 +314,20 @@ async function waitAllRunning(byName: Map<string, Timeline>): Promise<void> {
   }
 }
 
-async function cleanup(kc: KubeConfig): Promise<void> {
-  const api = kc.makeApiClient(CustomObjectsApi);
-  const core = kc.makeApiClient(CoreV1Api);
-  await api.deleteCollectionNamespacedCustomObject({ ...VMI_REF, labelSelector: LABEL }).catch((err: unknown) => {
-    log(`deleting the VMIs failed: ${String(err)}`);
-  });
+async function cleanup(transport: RestTransport): Promise<void> {
+  await transport
+    .request({
+      method: "DELETE",
+      path: resourcePath(KUBEVIRT_V1.virtualMachineInstances, NAMESPACE),
+      query: { labelSelector: LABEL },
+    })
+    .catch((err: unknown) => {
+      log(`deleting the VMIs failed: ${String(err)}`);
+    });
+  const podClient = resourceClient<PodEvent>(transport, CORE_V1.pods);
   const deadline = Date.now() + 120_000;
   while (Date.now() < deadline) {
-    const pods = await core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: "kubevirt.io/created-by" });
+    const pods = await podClient.list(NAMESPACE, { labelSelector: "kubevirt.io/created-by" });
     if (pods.items.length === 0) return;
     await new Promise((r) => setTimeout(r, 500));
   }
@@ -392,13 +408,13 @@ async function imagesReady(dataDir: string): Promise<void> {
 }
 
 async function run(cluster: LocalCluster): Promise<string> {
-  const kc = cluster.kubeConfig;
+  const transport = new RestClient(cluster.kubeConfig, { userAgent: "density-bench" });
   const byName = new Map<string, Timeline>();
-  const watches = await watchTimelines(kc, byName);
+  const watches = await watchTimelines(transport, byName);
   try {
     log(`creating ${COUNT} VMIs ${INTERVAL_MS} ms apart`);
     const cpuBefore = clusterCpu(cluster.dataDir);
-    await createAll(kc.makeApiClient(CustomObjectsApi), byName);
+    await createAll(resourceClient<VmiEvent>(transport, KUBEVIRT_V1.virtualMachineInstances), byName);
     await waitAllRunning(byName);
     const cpu = cpuBetween(cpuBefore, clusterCpu(cluster.dataDir));
     const pids = launcherPids(cluster.dataDir);
@@ -406,9 +422,9 @@ async function run(cluster: LocalCluster): Promise<string> {
     const rss = [...pids.values()].map((pid) => memoryOf(pid, guestBytes)).filter((r) => r !== undefined);
     return report([...byName.values()], rss, cpu);
   } finally {
-    for (const w of watches) w.abort();
+    for (const w of watches) w.stop();
     log("deleting the VMIs");
-    await cleanup(kc);
+    await cleanup(transport);
   }
 }
 

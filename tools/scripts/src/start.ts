@@ -14,8 +14,8 @@
 import { spawnSync } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { CustomObjectsApi, type KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { buildDemoLinux, registerTestGuest } from "@kvt/images";
+import { isAlreadyExists, KUBEVIRT_V1, type KubeAccess, type KubeObject, RestClient, resourceClient } from "@kvt/kube";
 import { startLocalCluster } from "@kvt/local-cluster";
 import { guardStdio } from "@kvt/observability";
 import { testGuestPath } from "@kvt/vmm";
@@ -106,23 +106,22 @@ function isRunning(pid: number): boolean {
   }
 }
 
-async function ensureDemoVm(kubeConfig: KubeConfig): Promise<void> {
-  const api = kubeConfig.makeApiClient(CustomObjectsApi);
+async function ensureDemoVm(kubeConfig: KubeAccess): Promise<void> {
+  const vms = resourceClient<KubeObject>(
+    new RestClient(kubeConfig, { userAgent: "npm-start" }),
+    KUBEVIRT_V1.virtualMachines,
+  );
   const vm = parseYaml(readFileSync(join(root, "tools/local-cluster/manifests/vm-cirros.yaml"), "utf8")) as {
     metadata: { name: string };
   };
-  const ref = { group: "kubevirt.io", version: "v1", namespace: "default", plural: "virtualmachines" };
   try {
-    await api.createNamespacedCustomObject({ ...ref, body: vm });
+    await vms.create({ ...vm, metadata: { ...vm.metadata, namespace: "default" } });
     progress("created the demo VM vm-cirros (the seed's example, containerDisk local/demo-linux:latest)");
     // As the seed does next: start it.
-    await api.patchNamespacedCustomObject(
-      { ...ref, name: vm.metadata.name, body: { spec: { running: true } } },
-      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-    );
+    await vms.mergePatch("default", vm.metadata.name, { spec: { running: true } });
     progress("started vm-cirros (spec.running: true)");
   } catch (err) {
-    if ((err as { code?: number }).code !== 409) throw err;
+    if (!isAlreadyExists(err)) throw err;
     progress("vm-cirros exists from an earlier run; leaving it as it is");
   }
 }

@@ -9,21 +9,28 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
-import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
 import {
   API_VERSION,
   type BundledObject,
   commonInstancetypes,
   customResourceDefinitions,
-  GROUP,
   INSTANCETYPE_GROUP,
   INSTANCETYPE_KINDS,
   INSTANCETYPE_VERSION,
   KIND,
   KUBEVIRT_CR,
-  RESOURCE,
-  VERSION,
 } from "@kvt/api";
+import {
+  CORE_V1,
+  KUBEVIRT_V1,
+  type KubeAccess,
+  type KubeObject,
+  kubeConfigFromFile,
+  type Node,
+  RestClient,
+  type RestTransport,
+  resourceClient,
+} from "@kvt/kube";
 import {
   createPodNetwork,
   type PodNetworkConfig,
@@ -38,6 +45,7 @@ import {
 } from "./component-identities.ts";
 import { buildComponentImages } from "./component-images.ts";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
+import { createOrReplace, createOrReplaceAll } from "./create-or-replace.ts";
 import { freePort } from "./free-port.ts";
 import { currentRuntimeName, jsRuntime, type RuntimeName, runtimeNameOf } from "./js-runtime.ts";
 import { ensureHandlerCerts, ensureKubeletCerts, type HandlerTlsFiles, handlerServes } from "./pki.ts";
@@ -71,7 +79,7 @@ export interface LocalClusterOptions {
   /** Creates virt-api's CA and serving certificate in `dir` (when missing); default {@link ensureVirtApiTls}. */
   readonly ensureTls?: (dir: string) => Promise<TlsFiles> | TlsFiles;
   /** Registers the webhooks and APIService routing to virt-api; default {@link registerVirtApi}. */
-  readonly registerVirtApi?: (kubeConfig: KubeConfig, port: number, caPem: string) => Promise<void>;
+  readonly registerVirtApi?: (transport: RestTransport, port: number, caPem: string) => Promise<void>;
   /**
    * The KubeVirt CR's `developerConfiguration.useEmulation` when the cluster creates it (first start of a data
    * directory; later starts keep what the CR says). Default true: a laptop without KVM still runs VMs, on QEMU.
@@ -104,7 +112,8 @@ export interface LocalClusterOptions {
 /** A running local cluster. */
 export interface LocalCluster {
   readonly kubeconfig: string;
-  readonly kubeConfig: KubeConfig;
+  /** Cluster access as the kubeconfig file gives it (for a @kvt/kube RestClient). */
+  readonly kubeConfig: KubeAccess;
   readonly dataDir: string;
   readonly nodeNames: readonly string[];
   readonly scrapeConfigPath: string;
@@ -133,11 +142,6 @@ async function loadState(file: string, nodes: readonly string[]): Promise<Persis
   return state;
 }
 
-/**
- * Creates or replaces the kubevirt.io CRDs. Sent through the generic custom-object client on purpose: client-node's
- * typed CRD model drops keys it does not know by their JSON names (`x-kubernetes-preserve-unknown-fields`), which
- * would silently prune template metadata.
- */
 /** bin/without-kvm.sh: runs a command in a mount namespace whose /dev has no kvm node. */
 export const WITHOUT_KVM_WRAPPER: string = new URL("../../bin/without-kvm.sh", import.meta.url).pathname;
 
@@ -145,64 +149,41 @@ export const WITHOUT_KVM_WRAPPER: string = new URL("../../bin/without-kvm.sh", i
  * Creates the KubeVirt CR `kubevirt/kubevirt` (and its namespace) when missing, with `useEmulation` as given. An
  * existing CR is left as it is: the admin's edits survive restarts.
  */
-async function ensureKubeVirtCr(kubeConfig: KubeConfig, useEmulation: boolean): Promise<void> {
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
-  const ignoreExists = (err: unknown): void => {
-    if ((err as { code?: number }).code !== 409) throw err;
-  };
-  await core.createNamespace({ body: { metadata: { name: KUBEVIRT_CR.namespace } } }).catch(ignoreExists);
+async function ensureKubeVirtCr(transport: RestTransport, useEmulation: boolean): Promise<void> {
+  const keep = { replace: false };
+  await createOrReplace(
+    resourceClient(transport, CORE_V1.namespaces),
+    { metadata: { name: KUBEVIRT_CR.namespace } },
+    keep,
+  );
   const body = {
     apiVersion: API_VERSION,
     kind: KIND.KubeVirt,
     metadata: { name: KUBEVIRT_CR.name, namespace: KUBEVIRT_CR.namespace },
     spec: { configuration: { developerConfiguration: { useEmulation } } },
   };
-  await custom
-    .createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: KUBEVIRT_CR.namespace,
-      plural: RESOURCE.kubevirts,
-      body,
-    })
-    .catch(ignoreExists);
+  await createOrReplace(resourceClient(transport, KUBEVIRT_V1.kubevirts), body, keep);
 }
 
-async function installCrds(kubeConfig: KubeConfig): Promise<void> {
-  const api = kubeConfig.makeApiClient(CustomObjectsApi);
-  const ref = { group: "apiextensions.k8s.io", version: "v1", plural: "customresourcedefinitions" };
-  for (const crd of customResourceDefinitions() as { metadata: { name: string } }[]) {
-    try {
-      await api.createClusterCustomObject({ ...ref, body: crd });
-    } catch (err) {
-      if ((err as { code?: number }).code !== 409) throw err;
-      const existing = (await api.getClusterCustomObject({ ...ref, name: crd.metadata.name })) as {
-        metadata: { resourceVersion: string };
-      };
-      await api.replaceClusterCustomObject({
-        ...ref,
-        name: crd.metadata.name,
-        body: { ...crd, metadata: { ...crd.metadata, resourceVersion: existing.metadata.resourceVersion } },
-      });
-    }
-  }
+/** Creates or replaces the kubevirt.io CRDs. */
+async function installCrds(transport: RestTransport): Promise<void> {
+  await createOrReplaceAll(transport, customResourceDefinitions());
 }
 
 /**
  * Installs the common-instancetypes bundle as virt-operator does, once virt-api serves (its webhooks validate every
  * create, also on a restart where the objects exist already and are left as they are).
  */
-async function installCommonInstancetypes(kubeConfig: KubeConfig): Promise<void> {
-  const api = kubeConfig.makeApiClient(CustomObjectsApi);
-  const ignoreExists = (err: unknown): void => {
-    if ((err as { code?: number }).code !== 409) throw err;
-  };
+async function installCommonInstancetypes(transport: RestTransport): Promise<void> {
   const create = async (obj: BundledObject): Promise<void> => {
-    const plural = INSTANCETYPE_KINDS[obj.kind].plural;
-    await api
-      .createClusterCustomObject({ group: INSTANCETYPE_GROUP, version: INSTANCETYPE_VERSION, plural, body: obj })
-      .catch(ignoreExists);
+    const type = {
+      group: INSTANCETYPE_GROUP,
+      version: INSTANCETYPE_VERSION,
+      plural: INSTANCETYPE_KINDS[obj.kind].plural,
+      kind: obj.kind,
+      namespaced: false,
+    };
+    await createOrReplace(resourceClient<KubeObject>(transport, type), obj as KubeObject, { replace: false });
   };
   // Eight at a time: each create is a webhook round trip, and the bundle has 119 objects.
   const objects = commonInstancetypes();
@@ -255,6 +236,46 @@ async function waitForComponents(
       200,
     );
   }
+}
+
+/** Cluster access from the kubeconfig the API server writes, once the server answers through it. */
+function connectToApiServer(kubeconfig: string): Promise<{ kubeConfig: KubeAccess; transport: RestClient }> {
+  return waitFor(
+    "the API server to write its kubeconfig and answer",
+    async () => {
+      if (!existsSync(kubeconfig)) return undefined;
+      const kubeConfig = kubeConfigFromFile(kubeconfig);
+      const transport = new RestClient(kubeConfig, { userAgent: "local-cluster" });
+      await resourceClient(transport, CORE_V1.namespaces).list();
+      return { kubeConfig, transport };
+    },
+    START_TIMEOUT_MS,
+  );
+}
+
+/** The CA (PEM) the kubeconfig trusts the API server by, if it names one. */
+async function caPemOf(kubeConfig: KubeAccess): Promise<string | undefined> {
+  const tls: { ca?: string | Buffer | (string | Buffer)[] } = {};
+  await kubeConfig.applyToHTTPSOptions(tls);
+  return tls.ca === undefined ? undefined : String(tls.ca);
+}
+
+/** Waits until every node of `names` reports Ready. */
+async function waitForNodesReady(transport: RestTransport, names: readonly string[]): Promise<void> {
+  const nodeClient = resourceClient<Node>(transport, CORE_V1.nodes);
+  await waitFor(
+    `nodes ${names.join(", ")} to be Ready`,
+    async () => {
+      const nodes = (await nodeClient.list()).items;
+      return names.every((n) =>
+        nodes
+          .find((x) => x.metadata?.name === n)
+          ?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+      );
+    },
+    START_TIMEOUT_MS,
+    200,
+  );
 }
 
 /** The executable, its arguments and the runtime name the components run with. */
@@ -336,27 +357,16 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   try {
     options.progress(`starting the API server on 127.0.0.1:${state.apiPort}`);
     start("apiserver");
-    const kubeConfig = await waitFor(
-      "the API server to write its kubeconfig and answer",
-      async () => {
-        if (!existsSync(kubeconfig)) return undefined;
-        const kc = new KubeConfig();
-        kc.loadFromFile(kubeconfig);
-        await kc.makeApiClient(CoreV1Api).listNamespace();
-        return kc;
-      },
-      START_TIMEOUT_MS,
-    );
+    const { kubeConfig, transport } = await connectToApiServer(kubeconfig);
     options.progress("installing the kubevirt.io CRDs");
-    await installCrds(kubeConfig);
-    await ensureKubeVirtCr(kubeConfig, options.useEmulation ?? true);
+    await installCrds(transport);
+    await ensureKubeVirtCr(transport, options.useEmulation ?? true);
     options.progress("applying deploy/'s ServiceAccounts and RBAC; writing each component's kubeconfig");
-    await applyReleaseRbac(kubeConfig, options.projectRoot);
-    const cluster = kubeConfig.getCurrentCluster();
-    const caPem = cluster?.caData ? Buffer.from(cluster.caData, "base64").toString("utf8") : undefined;
-    writeComponentKubeconfigs(kubeconfig, cluster?.server ?? "", caPem, identities, componentTokens);
+    await applyReleaseRbac(transport, options.projectRoot);
+    const server = kubeConfig.getCurrentCluster()?.server ?? "";
+    writeComponentKubeconfigs(kubeconfig, server, await caPemOf(kubeConfig), identities, componentTokens);
     options.progress("registering virt-api's admission webhooks and the subresources.kubevirt.io APIService");
-    await (options.registerVirtApi ?? registerVirtApi)(kubeConfig, state.virtApiPort, readFileSync(tls.ca, "utf8"));
+    await (options.registerVirtApi ?? registerVirtApi)(transport, state.virtApiPort, readFileSync(tls.ca, "utf8"));
     options.progress(`starting the scheduler and ${names.length} nodes (${names.join(", ")})`);
     start("scheduler");
     // The kubelets, then the service proxy where the cluster has a pod network.
@@ -365,24 +375,11 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     start("virt-api");
     start("virt-controller");
     for (const n of names) start(`virt-handler/${n}`);
-    const core = kubeConfig.makeApiClient(CoreV1Api);
-    await waitFor(
-      `nodes ${names.join(", ")} to be Ready`,
-      async () => {
-        const nodes = (await core.listNode()).items;
-        return names.every((n) =>
-          nodes
-            .find((x) => x.metadata?.name === n)
-            ?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
-        );
-      },
-      START_TIMEOUT_MS,
-      200,
-    );
+    await waitForNodesReady(transport, names);
     options.progress("waiting for virt-api, the virt-controller leader and every virt-handler to serve");
     await waitForComponents(state, names, handlerTls);
     options.progress("installing the common instancetypes and preferences (common-instancetypes v1.7.0)");
-    await installCommonInstancetypes(kubeConfig);
+    await installCommonInstancetypes(transport);
     const scrapeConfigPath = join(dataDir, "prometheus.yml");
     writeFileSync(scrapeConfigPath, prometheusScrapeConfig(components));
     return {

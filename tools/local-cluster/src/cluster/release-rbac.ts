@@ -5,8 +5,9 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { type KubeConfig, type KubernetesObject, KubernetesObjectApi } from "@kubernetes/client-node";
+import type { KubeObject, RestTransport } from "@kvt/kube";
 import { parseAllDocuments } from "yaml";
+import { createOrReplaceAll } from "./create-or-replace.ts";
 
 /** The deploy/ files with RBAC objects, in apply order. */
 export const RELEASE_RBAC_FILES: readonly string[] = [
@@ -17,29 +18,18 @@ export const RELEASE_RBAC_FILES: readonly string[] = [
 ];
 
 /** Every object of the release's RBAC files under `projectRoot`. */
-export function releaseRbacObjects(projectRoot: string): KubernetesObject[] {
+export function releaseRbacObjects(projectRoot: string): KubeObject[] {
   return RELEASE_RBAC_FILES.flatMap((f) =>
     parseAllDocuments(readFileSync(join(projectRoot, f), "utf8"))
-      .map((d) => d.toJS() as KubernetesObject | null)
-      .filter((o): o is KubernetesObject => o !== null && typeof o === "object" && typeof o.kind === "string"),
+      .map((d) => d.toJS() as KubeObject | null)
+      .filter((o): o is KubeObject => o !== null && typeof o === "object" && typeof o.kind === "string"),
   );
 }
 
 /** Creates or replaces each of the release's RBAC objects (the namespace `kubevirt` must exist). */
-export async function applyReleaseRbac(kubeConfig: KubeConfig, projectRoot: string): Promise<void> {
-  const api = KubernetesObjectApi.makeApiClient(kubeConfig);
-  for (const obj of releaseRbacObjects(projectRoot)) {
-    try {
-      await api.create(obj);
-    } catch (err) {
-      if ((err as { code?: number }).code !== 409) throw err;
-      if (obj.kind === "ServiceAccount") continue; // nothing to converge, and its token secrets stay
-      const have = await api.read({
-        apiVersion: obj.apiVersion,
-        kind: obj.kind,
-        metadata: { name: obj.metadata?.name ?? "", namespace: obj.metadata?.namespace },
-      });
-      await api.replace({ ...obj, metadata: { ...obj.metadata, resourceVersion: have.metadata?.resourceVersion } });
-    }
-  }
+export async function applyReleaseRbac(transport: RestTransport, projectRoot: string): Promise<void> {
+  // A ServiceAccount has nothing to converge, and its token secrets stay.
+  await createOrReplaceAll(transport, releaseRbacObjects(projectRoot), (obj) => ({
+    replace: obj.kind !== "ServiceAccount",
+  }));
 }

@@ -4,8 +4,9 @@
  * server at it (created or replaced at every start, since the port or CA may change).
  */
 import { join } from "node:path";
-import { CustomObjectsApi, type KubeConfig } from "@kubernetes/client-node";
+import type { RestTransport } from "@kvt/kube";
 import { apiServices, mutatingWebhookConfiguration, validatingWebhookConfiguration } from "@kvt/virt-api/lib";
+import { createOrReplaceAll } from "./create-or-replace.ts";
 import type { TlsFiles } from "./local-cluster.ts";
 import { ensureCa, ensureLeaf, ensureVirtApiCerts } from "./pki.ts";
 
@@ -41,29 +42,12 @@ export async function ensureFrontProxyTls(dir: string): Promise<FrontProxyFiles>
 }
 
 /** Creates or replaces the webhook configurations and APIServices routing to virt-api on 127.0.0.1:`port`. */
-export async function registerVirtApi(kubeConfig: KubeConfig, port: number, caPem: string): Promise<void> {
+export async function registerVirtApi(transport: RestTransport, port: number, caPem: string): Promise<void> {
   const endpoint = { url: `https://127.0.0.1:${port}`, caPem };
   const objects = [
     mutatingWebhookConfiguration(endpoint),
     validatingWebhookConfiguration(endpoint),
     ...apiServices(endpoint),
   ];
-  const api = kubeConfig.makeApiClient(CustomObjectsApi);
-  for (const obj of objects as { apiVersion: string; kind: string; metadata: { name: string } }[]) {
-    const [group, version] = obj.apiVersion.split("/");
-    const ref = { group, version, plural: `${obj.kind.toLowerCase()}s` };
-    try {
-      await api.createClusterCustomObject({ ...ref, body: obj });
-    } catch (err) {
-      if ((err as { code?: number }).code !== 409) throw err;
-      const current = (await api.getClusterCustomObject({ ...ref, name: obj.metadata.name })) as {
-        metadata: { resourceVersion: string };
-      };
-      await api.replaceClusterCustomObject({
-        ...ref,
-        name: obj.metadata.name,
-        body: { ...obj, metadata: { ...obj.metadata, resourceVersion: current.metadata.resourceVersion } },
-      });
-    }
-  }
+  await createOrReplaceAll(transport, objects);
 }

@@ -8,7 +8,7 @@ import { request } from "node:https";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { KubeConfig } from "@kubernetes/client-node";
+import { kubeConfigFromFile, RestClient } from "@kvt/kube";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { componentIdentities, ensureComponentTokens } from "../../cluster/component-identities.ts";
@@ -65,9 +65,7 @@ beforeAll(async () => {
   for (const sa of ["kubevirt-apiserver", "kubevirt-controller", "kubevirt-handler"]) token[sa] = accountToken(sa);
   token.admin = api.token;
   expect((await call(api, "POST", "/api/v1/namespaces", { metadata: { name: "kubevirt" } })).code).toBe(201);
-  const kc = new KubeConfig();
-  kc.loadFromFile(api.kubeconfigPath);
-  await applyReleaseRbac(kc, PROJECT_ROOT);
+  await applyReleaseRbac(new RestClient(kubeConfigFromFile(api.kubeconfigPath)), PROJECT_ROOT);
   k = kubectl(api.kubeconfigPath);
 }, 60_000);
 
