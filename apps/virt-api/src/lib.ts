@@ -22,14 +22,6 @@ export {
 } from "./handler/handler-client.ts";
 /** Typed KubeVirt operations through the API server, as one user. */
 export { type ClusterClient, RestClusterClient } from "./kube/cluster-client.ts";
-/** The impersonating HTTP transport to the API server. */
-export {
-  HttpTransport,
-  type RestTransport,
-  serviceAccountUser,
-  type UserInfo,
-  VIRT_API_SERVICE_ACCOUNT,
-} from "./kube/rest.ts";
 /** MutatingWebhookConfiguration, ValidatingWebhookConfiguration and APIService objects. */
 export {
   apiServices,
@@ -41,6 +33,8 @@ export {
 } from "./manifests/manifests.ts";
 /** The HTTP application and its dependencies. */
 export { VirtApiApp, type VirtApiDeps } from "./server/app.ts";
+/** Who virt-api acts for: the caller (impersonated in its writes), or its own service account. */
+export { serviceAccountUser, type UserInfo, VIRT_API_SERVICE_ACCOUNT } from "./server/identity.ts";
 /** virt-api's metrics. */
 export { virtApiMetrics } from "./server/metrics.ts";
 /** HTTPS serving. */

@@ -2,7 +2,7 @@
 /** virt-api: composition root. Admission webhooks and subresources (start, stop, restart, migrate, pause, console) for kubevirt.io/v1. */
 import { readFileSync } from "node:fs";
 import { keyMatchesCertificate, watchFiles } from "@kvt/certs";
-import { loadKubeConfig } from "@kvt/kube";
+import { loadKubeConfig, RestClient } from "@kvt/kube";
 import { createLogger, createMetricsRegistry, setupTracing, startMetricsServer } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
@@ -15,8 +15,8 @@ import {
 } from "./handler/handler-client.ts";
 import { RestClusterClient } from "./kube/cluster-client.ts";
 import { RestKubeVirtConfigSource } from "./kube/kubevirt-config.ts";
-import { HttpTransport, serviceAccountUser, VIRT_API_SERVICE_ACCOUNT } from "./kube/rest.ts";
 import { VirtApiApp } from "./server/app.ts";
+import { serviceAccountUser, VIRT_API_SERVICE_ACCOUNT } from "./server/identity.ts";
 import { virtApiMetrics } from "./server/metrics.ts";
 import { startVirtApiServer } from "./server/server.ts";
 import { webhookRoutes } from "./webhooks/admitters.ts";
@@ -73,7 +73,8 @@ await main({
     const tracing = setupTracing({ serviceName: "virt-api", serviceVersion: pkg.version });
     const kc = loadKubeConfig(values.kubeconfig ? { kubeconfig: values.kubeconfig } : {});
     const registry = createMetricsRegistry();
-    const transport = new HttpTransport({ kubeConfig: kc, registry });
+    // Writes for a caller impersonate it per request (RestClusterClient); 30 s: a webhook's whole budget is 10 s.
+    const transport = new RestClient(kc, { registry, userAgent: `virt-api/${pkg.version}`, requestTimeoutMs: 30_000 });
     const namespace = values.namespace ?? "kubevirt";
     const self = new RestClusterClient(transport);
     const instancetypes = new RestInstancetypeReader(transport);

@@ -17,7 +17,6 @@ import type {
 import {
   CORE_V1,
   KUBEVIRT_V1,
-  ApiError as KubeApiError,
   type JsonPatchOp as KubeJsonPatchOp,
   type KubeObject,
   type ResourceType,
@@ -26,22 +25,6 @@ import { applyJsonPatch, FakeApi } from "@kvt/testing";
 import type WebSocket from "ws";
 import type { HandlerClient } from "../handler/handler-client.ts";
 import type { ClusterClient, PodLite } from "../kube/cluster-client.ts";
-import { ApiError } from "../kube/status.ts";
-
-/** The fake cluster's errors in virt-api's terms (its ApiError carries the Status). */
-function asVirtApiError(error: unknown): Error {
-  if (!(error instanceof KubeApiError)) return error instanceof Error ? error : new Error(String(error));
-  const reason = error.reason || "Invalid";
-  return new ApiError({
-    kind: "Status",
-    apiVersion: "v1",
-    metadata: {},
-    status: "Failure",
-    message: error.message,
-    reason,
-    code: error.code,
-  });
-}
 
 /** One recorded write. */
 export interface Write {
@@ -139,15 +122,11 @@ export class FakeCluster implements ClusterClient {
   ): Promise<void> {
     // @kvt/api and @kvt/kube each declare a JsonPatchOp (same wire shape; kube's splits `remove` out).
     const ops = patch as readonly KubeJsonPatchOp[];
-    try {
-      if (dryRun) {
-        const current = await this.api.client(type).get(namespace, name);
-        applyJsonPatch(current, ops);
-      } else {
-        await this.api.client(type).patch(namespace, name, ops, subresource);
-      }
-    } catch (error) {
-      throw asVirtApiError(error);
+    if (dryRun) {
+      const current = await this.api.client(type).get(namespace, name);
+      applyJsonPatch(current, ops);
+    } else {
+      await this.api.client(type).patch(namespace, name, ops, subresource);
     }
     this.writes.push({ verb, name, body: patch, dryRun });
   }

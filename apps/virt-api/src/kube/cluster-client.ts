@@ -1,7 +1,7 @@
 /**
  * Typed operations on KubeVirt objects through the API server, acting as one user. Subresource handlers and
  * webhooks depend on the {@link ClusterClient} interface; unit tests pass a fake, production passes
- * {@link RestClusterClient} over an impersonating {@link RestTransport}.
+ * {@link RestClusterClient} over @kvt/kube's `RestClient`, which impersonates the user per request.
  */
 
 import type {
@@ -11,8 +11,18 @@ import type {
   VirtualMachineInstanceMigration,
   VirtualMachineInstancePreset,
 } from "@kvt/api";
-import type { RestResponse, RestTransport, UserInfo } from "./rest.ts";
-import { ApiError, internalError, isStatus } from "./status.ts";
+import {
+  ApiError,
+  CORE_V1,
+  errorMessage,
+  type Impersonation,
+  isNotFound,
+  KUBEVIRT_V1,
+  type ResourceType,
+  type RestRequest,
+  type RestTransport,
+  resourcePath,
+} from "@kvt/kube";
 
 /** A Kubernetes list, as far as virt-api reads it. */
 interface List<T> {
@@ -47,138 +57,118 @@ export interface ClusterClient {
 /** True when an ApiError is the API server reporting a failed JSON-patch `test` (a lost optimistic race). */
 export function isPatchTestFailure(error: unknown): boolean {
   if (!(error instanceof ApiError)) return false;
-  return (error.code === 422 || error.code === 409) && /test/i.test(error.message);
+  return (error.code === 422 || error.code === 409) && /test/i.test(errorMessage(error));
 }
 
-const KV = "/apis/kubevirt.io/v1";
+/** GETs `req`; undefined when the API server answers 404 (any other failure rejects). */
+export async function getIfExists<T>(
+  transport: RestTransport,
+  req: Omit<RestRequest, "method">,
+): Promise<T | undefined> {
+  try {
+    return await transport.request<T>({ ...req, method: "GET" });
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
+const VMS = KUBEVIRT_V1.virtualMachines;
+const VMIS = KUBEVIRT_V1.virtualMachineInstances;
+const VMIMS = KUBEVIRT_V1.virtualMachineInstanceMigrations;
+const PRESETS: ResourceType = {
+  group: "kubevirt.io",
+  version: "v1",
+  plural: "virtualmachineinstancepresets",
+  kind: "VirtualMachineInstancePreset",
+  namespaced: true,
+};
 
 /**
- * One path segment, escaped: names come from requests (a webhook's object, a subresource's URL) and must neither
- * break the request ("Request path contains unescaped characters", found by the API fuzz lane) nor walk to another
- * path ("../.."). A lone UTF-16 surrogate (no object can be named so) becomes U+FFFD instead of a URIError: the
- * lookup then answers NotFound.
+ * {@link ClusterClient} over the API server's REST interface, as `user` (or as virt-api itself when omitted).
+ * Failures reject with the API server's `ApiError`, its Status as the server sent it.
  */
-const seg = (s: string): string =>
-  s === "." || s === ".." ? encodeURIComponent(s).replaceAll(".", "%2E") : encodeURIComponent(s.toWellFormed());
-
-function check(res: RestResponse, what: string): unknown {
-  if (res.status >= 200 && res.status < 300) return res.body;
-  if (isStatus(res.body)) throw new ApiError(res.body);
-  throw new ApiError(
-    internalError(`${what}: HTTP ${res.status} ${typeof res.body === "string" ? res.body : ""}`.trim()),
-  );
-}
-
-/** {@link ClusterClient} over the API server's REST interface, as `user` (or as virt-api itself when omitted). */
 export class RestClusterClient implements ClusterClient {
   readonly #transport: RestTransport;
-  readonly #user: UserInfo | undefined;
+  readonly #user: Impersonation | undefined;
 
-  constructor(transport: RestTransport, user?: UserInfo) {
+  constructor(transport: RestTransport, user?: Impersonation) {
     this.#transport = transport;
     this.#user = user;
   }
 
-  async #get<T>(path: string, what: string): Promise<T | undefined> {
-    const res = await this.#transport.send({ method: "GET", path }, this.#user);
-    if (res.status === 404) return undefined;
-    return check(res, what) as T;
+  #request<T>(req: RestRequest): Promise<T> {
+    return this.#transport.request<T>(this.#user ? { ...req, impersonate: this.#user } : req);
   }
 
-  async #patch(path: string, patch: readonly JsonPatchOp[], dryRun: boolean, what: string): Promise<void> {
-    const res = await this.#transport.send(
-      {
-        method: "PATCH",
-        path,
-        query: { dryRun: dryRun ? "All" : undefined },
-        body: patch,
-        contentType: "application/json-patch+json",
-      },
-      this.#user,
-    );
-    check(res, what);
+  #get<T>(type: ResourceType, namespace: string, name: string): Promise<T | undefined> {
+    const path = resourcePath(type, namespace, name);
+    return getIfExists<T>(this.#transport, this.#user ? { path, impersonate: this.#user } : { path });
+  }
+
+  async #list<T>(type: ResourceType, namespace: string, query: RestRequest["query"] = {}): Promise<T[]> {
+    const list = await this.#request<List<T>>({ method: "GET", path: resourcePath(type, namespace), query });
+    return list.items ?? [];
+  }
+
+  async #patch(path: string, patch: readonly JsonPatchOp[], dryRun: boolean): Promise<void> {
+    await this.#request<unknown>({
+      method: "PATCH",
+      path,
+      query: { dryRun: dryRun ? "All" : undefined },
+      body: patch,
+      contentType: "application/json-patch+json",
+    });
   }
 
   getVm(namespace: string, name: string): Promise<VirtualMachine | undefined> {
-    return this.#get(`${KV}/namespaces/${seg(namespace)}/virtualmachines/${seg(name)}`, "get virtualmachine");
+    return this.#get(VMS, namespace, name);
   }
 
   getVmi(namespace: string, name: string): Promise<VirtualMachineInstance | undefined> {
-    return this.#get(
-      `${KV}/namespaces/${seg(namespace)}/virtualmachineinstances/${seg(name)}`,
-      "get virtualmachineinstance",
-    );
+    return this.#get(VMIS, namespace, name);
   }
 
   patchVm(namespace: string, name: string, patch: readonly JsonPatchOp[], dryRun: boolean): Promise<void> {
-    return this.#patch(
-      `${KV}/namespaces/${seg(namespace)}/virtualmachines/${seg(name)}`,
-      patch,
-      dryRun,
-      "patch virtualmachine",
-    );
+    return this.#patch(resourcePath(VMS, namespace, name), patch, dryRun);
   }
 
   patchVmStatus(namespace: string, name: string, patch: readonly JsonPatchOp[], dryRun: boolean): Promise<void> {
-    return this.#patch(
-      `${KV}/namespaces/${seg(namespace)}/virtualmachines/${seg(name)}/status`,
-      patch,
-      dryRun,
-      "patch virtualmachine status",
-    );
+    return this.#patch(resourcePath(VMS, namespace, name, "status"), patch, dryRun);
   }
 
   patchVmi(namespace: string, name: string, patch: readonly JsonPatchOp[], dryRun: boolean): Promise<void> {
-    return this.#patch(
-      `${KV}/namespaces/${seg(namespace)}/virtualmachineinstances/${seg(name)}`,
-      patch,
-      dryRun,
-      "patch virtualmachineinstance",
-    );
+    return this.#patch(resourcePath(VMIS, namespace, name), patch, dryRun);
   }
 
-  async createVmim(
+  createVmim(
     namespace: string,
     vmim: VirtualMachineInstanceMigration,
     dryRun: boolean,
   ): Promise<VirtualMachineInstanceMigration> {
-    const res = await this.#transport.send(
-      {
-        method: "POST",
-        path: `${KV}/namespaces/${seg(namespace)}/virtualmachineinstancemigrations`,
-        query: { dryRun: dryRun ? "All" : undefined },
-        body: { apiVersion: "kubevirt.io/v1", kind: "VirtualMachineInstanceMigration", ...vmim },
-      },
-      this.#user,
-    );
-    return check(res, "create virtualmachineinstancemigration") as VirtualMachineInstanceMigration;
+    return this.#request({
+      method: "POST",
+      path: resourcePath(VMIMS, namespace),
+      query: { dryRun: dryRun ? "All" : undefined },
+      body: { apiVersion: "kubevirt.io/v1", kind: "VirtualMachineInstanceMigration", ...vmim },
+    });
   }
 
-  async listVmims(namespace: string, labelSelector?: string): Promise<VirtualMachineInstanceMigration[]> {
-    const res = await this.#transport.send(
-      {
-        method: "GET",
-        path: `${KV}/namespaces/${seg(namespace)}/virtualmachineinstancemigrations`,
-        query: { labelSelector },
-      },
-      this.#user,
-    );
-    return (check(res, "list virtualmachineinstancemigrations") as List<VirtualMachineInstanceMigration>).items ?? [];
+  listVmims(namespace: string, labelSelector?: string): Promise<VirtualMachineInstanceMigration[]> {
+    return this.#list(VMIMS, namespace, { labelSelector });
   }
 
   async listVmiPresets(namespace: string): Promise<VirtualMachineInstancePreset[]> {
-    const path = `${KV}/namespaces/${seg(namespace)}/virtualmachineinstancepresets`;
-    const res = await this.#transport.send({ method: "GET", path }, this.#user);
-    // A cluster without the (deprecated) preset CRD has no presets to apply.
-    if (res.status === 404) return [];
-    return (check(res, "list virtualmachineinstancepresets") as List<VirtualMachineInstancePreset>).items ?? [];
+    try {
+      return await this.#list(PRESETS, namespace);
+    } catch (error) {
+      // A cluster without the (deprecated) preset CRD has no presets to apply.
+      if (isNotFound(error)) return [];
+      throw error;
+    }
   }
 
-  async listPods(namespace: string, labelSelector?: string, fieldSelector?: string): Promise<PodLite[]> {
-    const res = await this.#transport.send(
-      { method: "GET", path: `/api/v1/namespaces/${seg(namespace)}/pods`, query: { labelSelector, fieldSelector } },
-      this.#user,
-    );
-    return (check(res, "list pods") as List<PodLite>).items ?? [];
+  listPods(namespace: string, labelSelector?: string, fieldSelector?: string): Promise<PodLite[]> {
+    return this.#list(CORE_V1.pods, namespace, { labelSelector, fieldSelector });
   }
 }

@@ -1,31 +1,37 @@
 import type { DeveloperConfiguration } from "@kvt/api";
+import { ApiError, type RawWatchEvent, type RestRequest, type RestTransport, type WatchHandle } from "@kvt/kube";
 import { describe, expect, it } from "vitest";
 import type { AdmissionRequest } from "../webhooks/admission.ts";
 import { validateVm, validateVmiCreate } from "../webhooks/admitters.ts";
 import { type KubeVirtConfigSource, RestKubeVirtConfigSource } from "./kubevirt-config.ts";
-import type { RestRequest, RestResponse, RestTransport } from "./rest.ts";
 
+/** Answers queued bodies (or rejects with queued errors), in order. */
 class FakeTransport implements RestTransport {
   readonly requests: RestRequest[] = [];
-  responses: (RestResponse | Error)[] = [];
-  send(req: RestRequest): Promise<RestResponse> {
+  responses: unknown[] = [];
+  request<T>(req: RestRequest): Promise<T> {
     this.requests.push(req);
     const next = this.responses.shift();
     if (!next) return Promise.reject(new Error("no response queued"));
-    return next instanceof Error ? Promise.reject(next) : Promise.resolve(next);
+    return next instanceof Error ? Promise.reject(next) : Promise.resolve(next as T);
+  }
+  watch(
+    _path: string,
+    _query: unknown,
+    _onEvent: (event: RawWatchEvent) => void,
+    _onDone: (error: unknown) => void,
+  ): Promise<WatchHandle> {
+    return Promise.reject(new Error("no watches here"));
   }
 }
 
 const kubevirtList = (dev: DeveloperConfiguration) => ({
-  status: 200,
-  body: {
-    items: [
-      {
-        metadata: { name: "kubevirt", namespace: "kubevirt", creationTimestamp: "2026-01-01T00:00:00Z" },
-        spec: { configuration: { developerConfiguration: dev } },
-      },
-    ],
-  },
+  items: [
+    {
+      metadata: { name: "kubevirt", namespace: "kubevirt", creationTimestamp: "2026-01-01T00:00:00Z" },
+      spec: { configuration: { developerConfiguration: dev } },
+    },
+  ],
 });
 
 describe("RestKubeVirtConfigSource", () => {
@@ -42,7 +48,7 @@ describe("RestKubeVirtConfigSource", () => {
     const source = new RestKubeVirtConfigSource(t, "kubevirt");
     t.responses.push(new Error("connection refused"));
     await expect(source.configuration()).rejects.toThrow("connection refused");
-    t.responses.push(kubevirtList({ featureGates: ["Sidecar"] }), { status: 503, body: "busy" });
+    t.responses.push(kubevirtList({ featureGates: ["Sidecar"] }), new ApiError("GET: busy", 503));
     const sidecar = { developerConfiguration: { featureGates: ["Sidecar"] } };
     expect(await source.configuration()).toEqual(sidecar);
     expect(await source.configuration()).toEqual(sidecar);

@@ -6,8 +6,7 @@
  * (a 500 the API server reports), never a guess that would refuse or admit gated features wrongly.
  */
 import { activeKubeVirt, type KubeVirt, type KubeVirtConfiguration } from "@kvt/api";
-import type { RestTransport } from "./rest.ts";
-import { ApiError, isStatus } from "./status.ts";
+import { KUBEVIRT_V1, type KubeList, type RestTransport, resourcePath } from "@kvt/kube";
 
 /** Where admission gets the cluster's configuration. */
 export interface KubeVirtConfigSource {
@@ -27,15 +26,10 @@ export class RestKubeVirtConfigSource implements KubeVirtConfigSource {
   }
 
   async configuration(): Promise<KubeVirtConfiguration | undefined> {
-    const path = `/apis/kubevirt.io/v1/namespaces/${this.#namespace}/kubevirts`;
+    const path = resourcePath(KUBEVIRT_V1.kubevirts, this.#namespace);
     try {
-      const res = await this.#transport.send({ method: "GET", path });
-      if (res.status < 200 || res.status >= 300) {
-        if (isStatus(res.body)) throw new ApiError(res.body);
-        throw new Error(`GET ${path}: HTTP ${res.status}`);
-      }
-      const items = (res.body as { items?: KubeVirt[] } | undefined)?.items ?? [];
-      const value = activeKubeVirt(items)?.spec.configuration;
+      const list = await this.#transport.request<Partial<KubeList<KubeVirt>> | undefined>({ method: "GET", path });
+      const value = activeKubeVirt(list?.items ?? [])?.spec.configuration;
       this.#last = { value };
       return value;
     } catch (err) {

@@ -6,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
 import { FakeCluster, newVm, newVmi } from "../fake/fake-cluster.ts";
 import { CONSOLE_SUBPROTOCOL, HttpHandlerClient, TemplateHandlerLocator } from "../handler/handler-client.ts";
-import type { UserInfo } from "../kube/rest.ts";
 import { webhookRoutes } from "../webhooks/admitters.ts";
 import { VirtApiApp } from "./app.ts";
+import type { UserInfo } from "./identity.ts";
 import { type RunningServer, startVirtApiServer } from "./server.ts";
 
 const ca = await generateCa();

@@ -9,23 +9,12 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
+import { ApiError, badRequest, internalError, notFound, statusError, unauthorized } from "@kvt/kube";
 import { contextFromTraceparent, type Logger, traceparentOf } from "@kvt/observability";
 import { context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { WebSocketServer } from "ws";
 import { CONSOLE_SUBPROTOCOL, type HandlerClient } from "../handler/handler-client.ts";
 import type { ClusterClient } from "../kube/cluster-client.ts";
-import type { UserInfo } from "../kube/rest.ts";
-import {
-  ApiError,
-  badRequest,
-  internalError,
-  kubevirtResource,
-  methodNotAllowed,
-  notFound,
-  pathNotFound,
-  type Status,
-  unauthorized,
-} from "../kube/status.ts";
 import { apiGroup, apiGroupList, apiResourceList, versionInfo } from "../subresources/discovery.ts";
 import { expandPostedVm, expandStoredVm } from "../subresources/expand-spec.ts";
 import { openPortForward } from "../subresources/port-forward.ts";
@@ -40,7 +29,7 @@ import {
 } from "../subresources/vmi-actions.ts";
 import { type Admitter, BadReviewError, parseReview, reviewResponse } from "../webhooks/admission.ts";
 import type { InstancetypeReader } from "../webhooks/instancetype-admitters.ts";
-import { callerIdentity, IdentityError, type RequestHeaderAuth } from "./identity.ts";
+import { callerIdentity, IdentityError, type RequestHeaderAuth, type UserInfo } from "./identity.ts";
 import { MAX_ADMISSION_REVIEW_BYTES, readJson } from "./json-body.ts";
 import { optionsProblem } from "./options-decode.ts";
 import { type Route, route } from "./routes.ts";
@@ -100,17 +89,29 @@ function sendJson(res: ServerResponse, code: number, body: unknown): void {
   res.end(text);
 }
 
-function sendStatus(res: ServerResponse, status: Status): void {
-  sendJson(res, status.code, status);
+/** Answers with `error`'s Status. */
+function sendError(res: ServerResponse, error: ApiError): void {
+  sendJson(res, error.code, error.status);
+}
+
+/** 404 for a path no route serves. */
+function pathNotFound(path: string): ApiError {
+  return statusError(404, "NotFound", `the server could not find the requested resource: ${path}`);
+}
+
+/** 405 for a method the path's route does not take. */
+function methodNotAllowed(method: string, path: string): ApiError {
+  const message = `the server does not allow this method on the requested resource: ${method} ${path}`;
+  return statusError(405, "MethodNotAllowed", message);
 }
 
 function options<T>(body: unknown, action: string): T {
   if (body === undefined) return {} as T;
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    throw new ApiError(badRequest("Can not unmarshal Request body to struct, error: expected a JSON object"));
+    throw badRequest("Can not unmarshal Request body to struct, error: expected a JSON object");
   }
   const problem = optionsProblem(action, body as Record<string, unknown>);
-  if (problem) throw new ApiError(badRequest(problem));
+  if (problem) throw badRequest(problem);
   return body as T;
 }
 
@@ -168,14 +169,14 @@ export class VirtApiApp {
     try {
       await this.#dispatch(r, req, res);
     } catch (error) {
-      const status = this.#toStatus(error, r);
-      if (!res.headersSent) sendStatus(res, status);
+      const failure = this.#toApiError(error, r);
+      if (!res.headersSent) sendError(res, failure);
       else res.destroy();
     }
   }
 
-  #toStatus(error: unknown, r: Route): Status {
-    if (error instanceof ApiError) return error.status;
+  #toApiError(error: unknown, r: Route): ApiError {
+    if (error instanceof ApiError) return error;
     if (error instanceof IdentityError) return unauthorized(error.message);
     if (error instanceof BadReviewError) return badRequest(error.message);
     this.#deps.logger.error({ err: error, route: r.kind }, "request failed");
@@ -185,9 +186,9 @@ export class VirtApiApp {
   async #dispatch(r: Route, req: IncomingMessage, res: ServerResponse): Promise<void> {
     switch (r.kind) {
       case "notFound":
-        return sendStatus(res, pathNotFound(req.url ?? ""));
+        return sendError(res, pathNotFound(req.url ?? ""));
       case "methodNotAllowed":
-        return sendStatus(res, methodNotAllowed(req.method ?? "", req.url ?? ""));
+        return sendError(res, methodNotAllowed(req.method ?? "", req.url ?? ""));
       case "healthz":
         res.writeHead(200, { "Content-Type": "text/plain" });
         res.end("ok");
@@ -205,10 +206,10 @@ export class VirtApiApp {
       case "vm":
         return this.#vm(r, req, res);
       case "vmi":
-        if (r.action === "console") return sendStatus(res, badRequest("the console requires a WebSocket upgrade"));
+        if (r.action === "console") return sendError(res, badRequest("the console requires a WebSocket upgrade"));
         return this.#vmi(r, req, res);
       case "portForward":
-        return sendStatus(res, badRequest("portforward requires a WebSocket upgrade"));
+        return sendError(res, badRequest("portforward requires a WebSocket upgrade"));
       case "expandSpec":
       case "expandVmSpec":
         return this.#expand(r, req, res);
@@ -222,23 +223,23 @@ export class VirtApiApp {
     res: ServerResponse,
   ): Promise<void> {
     const reader = this.#deps.instancetypes;
-    if (!reader) return sendStatus(res, pathNotFound(req.url ?? ""));
+    if (!reader) return sendError(res, pathNotFound(req.url ?? ""));
     const user = callerIdentity(req, this.#deps.requestHeaderAuth);
     if (r.kind === "expandVmSpec")
       return sendJson(res, 200, await expandPostedVm(reader, await readJson(req), r.namespace));
     const vm = await this.#deps.clientFor(user).getVm(r.namespace, r.name);
-    if (!vm) return sendStatus(res, notFound(kubevirtResource("virtualmachines"), r.name));
+    if (!vm) return sendError(res, notFound({ group: "kubevirt.io", resource: "virtualmachines" }, r.name));
     return sendJson(res, 200, await expandStoredVm(reader, vm));
   }
 
   async #webhook(path: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const contentType = req.headers["content-type"] ?? "";
     if (!contentType.startsWith("application/json")) {
-      throw new ApiError(badRequest(`contentType=${contentType}, expect application/json`));
+      throw badRequest(`contentType=${contentType}, expect application/json`);
     }
     const review = parseReview(await readJson(req, MAX_ADMISSION_REVIEW_BYTES));
     const admitter = this.#deps.webhooks[path];
-    if (!admitter) throw new ApiError(pathNotFound(path));
+    if (!admitter) throw pathNotFound(path);
     const result = await admitter(review);
     if (!result.allowed) {
       this.#deps.logger.info(
@@ -305,12 +306,12 @@ export class VirtApiApp {
     try {
       if (r.kind === "portForward") await this.#portForward(r, req, socket, head);
       else if (r.kind === "vmi" && r.action === "console") await this.#console(r, req, socket, head);
-      else throw new ApiError(pathNotFound(url.pathname));
+      else throw pathNotFound(url.pathname);
     } catch (error) {
-      const status = this.#toStatus(error, r);
-      const text = JSON.stringify(status);
+      const failure = this.#toApiError(error, r);
+      const text = JSON.stringify(failure.status);
       socket.end(
-        `HTTP/1.1 ${status.code} ${status.reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+        `HTTP/1.1 ${failure.code} ${failure.reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
       );
     }
   }
@@ -324,12 +325,12 @@ export class VirtApiApp {
     const user = callerIdentity(req, this.#deps.requestHeaderAuth);
     const vmi = await fetchVmi(this.#deps.clientFor(user), r.namespace, r.name);
     const refusal = validateConsole(vmi);
-    if (refusal) throw new ApiError(refusal);
+    if (refusal) throw refusal;
     let upstream: import("ws").WebSocket;
     try {
       upstream = await this.#deps.handler.console(vmi);
     } catch (error) {
-      throw new ApiError(internalError((error as Error).message));
+      throw internalError((error as Error).message);
     }
     let upgraded = false;
     socket.once("close", () => {

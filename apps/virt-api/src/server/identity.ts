@@ -7,7 +7,29 @@
  */
 import type { IncomingMessage } from "node:http";
 import type { TLSSocket } from "node:tls";
-import type { UserInfo } from "../kube/rest.ts";
+
+/**
+ * Who a request acts as (authentication.k8s.io `UserInfo`: an AdmissionReview's `userInfo`, or the aggregator's
+ * X-Remote-* headers). virt-api's writes for the caller impersonate it (`@kvt/kube`'s `Impersonation`).
+ */
+export interface UserInfo {
+  readonly username: string;
+  readonly uid?: string;
+  readonly groups: readonly string[];
+  readonly extra: Readonly<Record<string, readonly string[]>>;
+}
+
+/** virt-api's service account (KubeVirt's `kubevirt-apiserver`): one of those the VMI update webhook trusts. */
+export const VIRT_API_SERVICE_ACCOUNT = "kubevirt-apiserver";
+
+/** The user a service account authenticates as (its name and the groups the API server gives every such token). */
+export function serviceAccountUser(namespace: string, name: string): UserInfo {
+  return {
+    username: `system:serviceaccount:${namespace}:${name}`,
+    groups: ["system:serviceaccounts", `system:serviceaccounts:${namespace}`, "system:authenticated"],
+    extra: {},
+  };
+}
 
 /** How to trust the caller's identity headers. */
 export interface RequestHeaderAuth {

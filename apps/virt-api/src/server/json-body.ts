@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage } from "node:http";
 import { exceedsDepth, MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES } from "@kvt/api";
-import { ApiError, badRequest, type Status } from "../kube/status.ts";
+import { type ApiError, badRequest, statusError } from "@kvt/kube";
 
 /**
  * The limit of an AdmissionReview body: it carries the object and the old object, each as large as the API server
@@ -15,16 +15,8 @@ import { ApiError, badRequest, type Status } from "../kube/status.ts";
 export const MAX_ADMISSION_REVIEW_BYTES = 3 * MAX_REQUEST_BODY_BYTES;
 
 /** 413 RequestEntityTooLarge with kube-apiserver's message. */
-export function bodyTooLarge(limit = MAX_REQUEST_BODY_BYTES): Status {
-  return {
-    kind: "Status",
-    apiVersion: "v1",
-    metadata: {},
-    status: "Failure",
-    message: `Request entity too large: limit is ${limit}`,
-    reason: "RequestEntityTooLarge",
-    code: 413,
-  };
+export function bodyTooLarge(limit = MAX_REQUEST_BODY_BYTES): ApiError {
+  return statusError(413, "RequestEntityTooLarge", `Request entity too large: limit is ${limit}`);
 }
 
 /**
@@ -34,7 +26,7 @@ export function bodyTooLarge(limit = MAX_REQUEST_BODY_BYTES): Status {
 export async function readJson(req: IncomingMessage, limit = MAX_REQUEST_BODY_BYTES): Promise<unknown> {
   if (Number(req.headers["content-length"] ?? "0") > limit) {
     req.resume();
-    throw new ApiError(bodyTooLarge(limit));
+    throw bodyTooLarge(limit);
   }
   const chunks: Buffer[] = [];
   let size = 0;
@@ -42,7 +34,7 @@ export async function readJson(req: IncomingMessage, limit = MAX_REQUEST_BODY_BY
     size += (chunk as Buffer).length;
     if (size > limit) {
       req.resume();
-      throw new ApiError(bodyTooLarge(limit));
+      throw bodyTooLarge(limit);
     }
     chunks.push(chunk as Buffer);
   }
@@ -52,11 +44,9 @@ export async function readJson(req: IncomingMessage, limit = MAX_REQUEST_BODY_BY
   try {
     value = JSON.parse(text) as unknown;
   } catch (error) {
-    throw new ApiError(badRequest(`Can not unmarshal Request body to struct, error: ${(error as Error).message}`));
+    throw badRequest(`Can not unmarshal Request body to struct, error: ${(error as Error).message}`);
   }
   if (exceedsDepth(value))
-    throw new ApiError(
-      badRequest(`Can not unmarshal Request body to struct, error: exceeded max depth of ${MAX_JSON_DEPTH}`),
-    );
+    throw badRequest(`Can not unmarshal Request body to struct, error: exceeded max depth of ${MAX_JSON_DEPTH}`);
   return value;
 }

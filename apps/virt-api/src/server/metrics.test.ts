@@ -1,8 +1,7 @@
-import { kubeConfigFor } from "@kvt/kube";
+import { kubeConfigFor, RestClient } from "@kvt/kube";
 import { catalogMismatches } from "@kvt/monitoring";
 import { createMetricsRegistry } from "@kvt/observability";
 import { describe, expect, it } from "vitest";
-import { HttpTransport } from "../kube/rest.ts";
 import { virtApiMetrics } from "./metrics.ts";
 
 describe("virtApiMetrics", () => {
@@ -29,9 +28,9 @@ describe("virtApiMetrics", () => {
     metrics.handled("vm/migrate", 202);
     metrics.portForwardTunnels.opened("default", "vm1");
     // The API client's metrics, as main.ts wires them (nothing listens on port 1: the request fails, and counts).
-    const transport = new HttpTransport({ kubeConfig: kubeConfigFor("http://127.0.0.1:1", "t"), registry });
+    const transport = new RestClient(kubeConfigFor("http://127.0.0.1:1", "t"), { registry });
     await transport
-      .send({ method: "GET", path: "/apis/kubevirt.io/v1/namespaces/default/virtualmachines/vm1" })
+      .request({ method: "GET", path: "/apis/kubevirt.io/v1/namespaces/default/virtualmachines/vm1" })
       .catch(() => {});
     const text = await registry.metrics();
     expect(catalogMismatches("virt-api", text)).toEqual([]);

@@ -3,7 +3,7 @@
  * and `kubevirt_portforward_active_tunnels{namespace}` (KubeVirt's names; per-namespace here, since per-VMI series
  * come only from virt-handler), and
  * `kubevirt_virt_api_requests_total{handler,code}` (ours: webhook and subresource requests by handler and status).
- * The API client's `kubevirt_rest_client_*` series are registered by the transport (`kube/rest-metrics.ts`).
+ * The API client's `kubevirt_rest_client_*` series are registered by @kvt/kube's RestClient on the same registry.
  */
 import { Counter, Gauge, type Registry } from "@kvt/observability";
 import type { ConsoleSessionObserver, RequestObserver } from "./app.ts";

@@ -1,6 +1,6 @@
 import type { ControllerRevision, InstancetypeObject, ResolvedMatcher, VirtualMachine } from "@kvt/api";
+import { ApiError } from "@kvt/kube";
 import { describe, expect, it } from "vitest";
-import { ApiError } from "../kube/status.ts";
 import { route } from "../server/routes.ts";
 import type { InstancetypeReader } from "../webhooks/instancetype-admitters.ts";
 import { expandPostedVm, expandStoredVm } from "./expand-spec.ts";

@@ -16,7 +16,7 @@ import {
   type PreferenceSpec,
   type VirtualMachine,
 } from "@kvt/api";
-import { ApiError, badRequest, internalError } from "../kube/status.ts";
+import { type ApiError, badRequest, errorMessage, internalError } from "@kvt/kube";
 import { findSpec, type InstancetypeReader } from "../webhooks/instancetype-admitters.ts";
 
 type Obj = Record<string, unknown>;
@@ -55,7 +55,7 @@ export async function expandVm(
     preference = await findSpec<PreferenceSpec>(reader, vm, "preference");
     if (vm.spec.preference && !preference) throw new Error(notFoundMessage(vm, "preference"));
   } catch (error) {
-    throw fail(error instanceof Error ? error.message : String(error));
+    throw fail(errorMessage(error));
   }
   const expanded = structuredClone(vm);
   expanded.spec.template.metadata ??= {};
@@ -99,7 +99,7 @@ function notFoundMessage(vm: VirtualMachine, role: "instancetype" | "preference"
 
 /** `GET .../virtualmachines/<name>/expand-spec`: errors are 500s, as KubeVirt's `errors.NewInternalError`. */
 export function expandStoredVm(reader: InstancetypeReader, vm: VirtualMachine): Promise<VirtualMachine> {
-  return expandVm(reader, vm, (m) => new ApiError(internalError(m)));
+  return expandVm(reader, vm, (m) => internalError(m));
 }
 
 /** `PUT .../namespaces/<ns>/expand-vm-spec`: the body's VM, in `namespace`; errors are 400s. */
@@ -109,12 +109,12 @@ export async function expandPostedVm(
   namespace: string,
 ): Promise<VirtualMachine> {
   if (!body || typeof body !== "object" || Array.isArray(body)) {
-    throw new ApiError(badRequest("Object is not a valid VirtualMachine"));
+    throw badRequest("Object is not a valid VirtualMachine");
   }
   const vm = structuredClone(body) as VirtualMachine;
   const ns = vm.metadata?.namespace;
-  if (ns && ns !== namespace) throw new ApiError(badRequest(`VM namespace must be empty or ${namespace}`));
+  if (ns && ns !== namespace) throw badRequest(`VM namespace must be empty or ${namespace}`);
   vm.metadata = { ...vm.metadata, namespace };
-  if (!vm.spec?.template) throw new ApiError(badRequest("Object is not a valid VirtualMachine"));
-  return await expandVm(reader, vm, (m) => new ApiError(badRequest(m)));
+  if (!vm.spec?.template) throw badRequest("Object is not a valid VirtualMachine");
+  return await expandVm(reader, vm, (m) => badRequest(m));
 }

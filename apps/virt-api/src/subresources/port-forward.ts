@@ -11,22 +11,22 @@
  * is a Status on the upgrade request, as KubeVirt's streamer answers.
  */
 import { findCondition, type VirtualMachineInstance } from "@kvt/api";
+import {
+  type ApiError,
+  badRequest,
+  conflict,
+  errorMessage,
+  type GroupResource,
+  internalError,
+  notFound,
+} from "@kvt/kube";
 import type WebSocket from "ws";
 import type { HandlerClient } from "../handler/handler-client.ts";
 import type { ClusterClient } from "../kube/cluster-client.ts";
-import {
-  ApiError,
-  badRequest,
-  conflict,
-  internalError,
-  kubevirtResource,
-  notFound,
-  type Status,
-} from "../kube/status.ts";
 import { fetchVmi } from "./vmi-actions.ts";
 
-const VM = kubevirtResource("virtualmachine");
-const VMI = kubevirtResource("virtualmachineinstance");
+const VM: GroupResource = { group: "kubevirt.io", resource: "virtualmachine" };
+const VMI: GroupResource = { group: "kubevirt.io", resource: "virtualmachineinstance" };
 
 /** Protocols the guest's ports are forwarded with. */
 export const PORT_FORWARD_PROTOCOLS = ["tcp"] as const;
@@ -54,9 +54,9 @@ export interface PortForwardTunnel {
 /** The port (1-65535) and protocol (default tcp) of the path; a BadRequest naming the bad segment otherwise. */
 export function parsePortForwardTarget(port: string, protocol = "tcp"): { port: number; protocol: string } {
   const n = /^\d{1,5}$/.test(port) ? Number(port) : Number.NaN;
-  if (!(n >= 1 && n <= 65535)) throw new ApiError(badRequest(`invalid port "${port}": expected 1-65535`));
+  if (!(n >= 1 && n <= 65535)) throw badRequest(`invalid port "${port}": expected 1-65535`);
   if (!(PORT_FORWARD_PROTOCOLS as readonly string[]).includes(protocol)) {
-    throw new ApiError(badRequest(`unsupported protocol "${protocol}": expected one of tcp`));
+    throw badRequest(`unsupported protocol "${protocol}": expected one of tcp`);
   }
   return { port: n, protocol };
 }
@@ -68,20 +68,20 @@ export async function fetchVmiForVm(
   name: string,
 ): Promise<VirtualMachineInstance> {
   const vm = await client.getVm(namespace, name).catch((error: unknown) => {
-    throw new ApiError(internalError(`unable to retrieve vm [${name}]: ${(error as Error).message}`));
+    throw internalError(`unable to retrieve vm [${name}]: ${errorMessage(error)}`);
   });
-  if (!vm) throw new ApiError(notFound(VM, name));
-  if (vm.status?.created !== true) throw new ApiError(conflict(VM, name, "VMI is not started"));
+  if (!vm) throw notFound(VM, name);
+  if (vm.status?.created !== true) throw conflict(VM, name, "VMI is not started");
   const vmi = await fetchVmi(client, namespace, name);
   const uid = vm.metadata?.uid;
   if (!uid || !vmi.metadata?.ownerReferences?.some((ref) => ref.uid === uid)) {
-    throw new ApiError(internalError(`unable to retrieve vmi [${name}] for vm: it is not owned by the VM`));
+    throw internalError(`unable to retrieve vmi [${name}] for vm: it is not owned by the VM`);
   }
   return vmi;
 }
 
 /** `validateVMIForPortForward`: a paused guest's ports are not forwarded. */
-export function validatePortForward(vmi: VirtualMachineInstance): Status | undefined {
+export function validatePortForward(vmi: VirtualMachineInstance): ApiError | undefined {
   const paused = findCondition(vmi.status?.conditions, "Paused") !== undefined;
   return paused ? conflict(VMI, vmi.metadata?.name ?? "", "VMI is paused") : undefined;
 }
@@ -94,12 +94,12 @@ export async function openPortForward(r: PortForwardRequest): Promise<PortForwar
       ? await fetchVmiForVm(r.client, r.namespace, r.name)
       : await fetchVmi(r.client, r.namespace, r.name);
   const refusal = validatePortForward(vmi);
-  if (refusal) throw new ApiError(refusal);
+  if (refusal) throw refusal;
   // KubeVirt dials the first interface's address; without one there is nothing to reach.
-  if ((vmi.status?.interfaces ?? []).length === 0) throw new ApiError(badRequest("no network interfaces are present"));
+  if ((vmi.status?.interfaces ?? []).length === 0) throw badRequest("no network interfaces are present");
   try {
     return { vmi, port, protocol, upstream: await r.handler.portForward(vmi, port, protocol) };
   } catch (error) {
-    throw new ApiError(internalError(`dialing VM: ${(error as Error).message}`));
+    throw internalError(`dialing VM: ${errorMessage(error)}`);
   }
 }

@@ -1,8 +1,8 @@
 import type { RunStrategy, VmiPhase } from "@kvt/api";
+import { ApiError, badRequest } from "@kvt/kube";
 import { describe, expect, it } from "vitest";
 import { FakeCluster, newVm, newVmi } from "../fake/fake-cluster.ts";
 import type { ClusterClient } from "../kube/cluster-client.ts";
-import { ApiError, badRequest } from "../kube/status.ts";
 import { migrateVm, restartVm, startVm, stopVm, type VmTarget } from "./vm-lifecycle.ts";
 
 function target(cluster: FakeCluster, name = "vm1") {
@@ -197,10 +197,8 @@ describe("the VMI grace-period patch of a forced stop/restart", () => {
       patchVmStatus: (ns, n, p, d) => cluster.patchVmStatus(ns, n, p, d),
       patchVmi: () =>
         Promise.reject(
-          new ApiError(
-            badRequest(
-              'admission webhook "virtualmachineinstances-update-validator.kubevirt.io" denied the request: update of VMI object is restricted',
-            ),
+          badRequest(
+            'admission webhook "virtualmachineinstances-update-validator.kubevirt.io" denied the request: update of VMI object is restricted',
           ),
         ),
       createVmim: (ns, v, d) => cluster.createVmim(ns, v, d),

@@ -24,12 +24,20 @@ import {
   type VirtualMachineInstance,
   VM_NOT_RUNNING,
 } from "@kvt/api";
+import {
+  type ApiError,
+  badRequest,
+  conflict,
+  errorMessage,
+  type GroupResource,
+  internalError,
+  notFound,
+} from "@kvt/kube";
 import { type ClusterClient, isPatchTestFailure } from "../kube/cluster-client.ts";
-import { ApiError, badRequest, conflict, internalError, kubevirtResource, notFound } from "../kube/status.ts";
 import { gracePeriodPatch } from "./patches.ts";
 
-const VM = kubevirtResource("virtualmachine");
-const VMI = kubevirtResource("virtualmachineinstance");
+const VM: GroupResource = { group: "kubevirt.io", resource: "virtualmachine" };
+const VMI: GroupResource = { group: "kubevirt.io", resource: "virtualmachineinstance" };
 
 /** Body of `start` (StartOptions). */
 export interface StartOptions {
@@ -75,9 +83,9 @@ async function fetchVm(t: VmTarget): Promise<VirtualMachine> {
   try {
     vm = await t.client.getVm(t.namespace, t.name);
   } catch (error) {
-    throw new ApiError(internalError(`unable to retrieve vm [${t.name}]: ${(error as Error).message}`));
+    throw internalError(`unable to retrieve vm [${t.name}]: ${errorMessage(error)}`);
   }
-  if (!vm) throw new ApiError(notFound(VM, t.name));
+  if (!vm) throw notFound(VM, t.name);
   return vm;
 }
 
@@ -85,7 +93,7 @@ async function fetchVmi(t: VmTarget): Promise<VirtualMachineInstance | undefined
   try {
     return await t.client.getVmi(t.namespace, t.name);
   } catch (error) {
-    throw new ApiError(internalError((error as Error).message));
+    throw internalError(errorMessage(error));
   }
 }
 
@@ -94,17 +102,17 @@ async function writePatch(name: string, write: () => Promise<void>): Promise<voi
   try {
     await write();
   } catch (error) {
-    if (isPatchTestFailure(error)) throw new ApiError(conflict(VM, name, (error as Error).message));
-    throw new ApiError(internalError((error as Error).message));
+    if (isPatchTestFailure(error)) throw conflict(VM, name, errorMessage(error));
+    throw internalError(errorMessage(error));
   }
 }
 
 /** A refusal from @kvt/api's plan, as the Status virt-api answers. */
 function refusal(error: LifecycleError, name: string): ApiError {
   if (error.code === 409)
-    return new ApiError(conflict(VM, name, error.message.replace(/^Operation cannot be fulfilled on [^:]+: /, "")));
-  if (error.code === 400) return new ApiError(badRequest(error.message));
-  return new ApiError(internalError(error.message.replace(/^Internal error occurred: /, "")));
+    return conflict(VM, name, error.message.replace(/^Operation cannot be fulfilled on [^:]+: /, ""));
+  if (error.code === 400) return badRequest(error.message);
+  return internalError(error.message.replace(/^Internal error occurred: /, ""));
 }
 
 /**
@@ -150,7 +158,7 @@ async function applyPlan(
     try {
       await internal.patchVmi(t.namespace, t.name, gracePeriodPatch(vmi, plan.vmiGracePeriodSeconds), dryRun);
     } catch (error) {
-      throw new ApiError(internalError((error as Error).message));
+      throw internalError(errorMessage(error));
     }
   }
   try {
@@ -217,8 +225,8 @@ export async function migrateVm(
 ): Promise<void> {
   await fetchVm(t);
   const vmi = await fetchVmi(t);
-  if (!vmi) throw new ApiError(notFound(VMI, t.name));
-  if (vmi.status?.phase !== "Running") throw new ApiError(conflict(VM, t.name, VM_NOT_RUNNING));
+  if (!vmi) throw notFound(VMI, t.name);
+  if (vmi.status?.phase !== "Running") throw conflict(VM, t.name, VM_NOT_RUNNING);
   try {
     await t.client.createVmim(
       t.namespace,
@@ -232,6 +240,6 @@ export async function migrateVm(
       isDryRun(options.dryRun),
     );
   } catch (error) {
-    throw new ApiError(internalError((error as Error).message));
+    throw internalError(errorMessage(error));
   }
 }

@@ -1,6 +1,6 @@
+import type { ApiError } from "@kvt/kube";
 import { describe, expect, it } from "vitest";
 import { FakeCluster, FakeHandler, newVm, newVmi } from "../fake/fake-cluster.ts";
-import type { ApiError } from "../kube/status.ts";
 import { guestOsInfo, pauseVmi, softRebootVmi, unpauseVmi, validateConsole } from "./vmi-actions.ts";
 
 function target(cluster: FakeCluster, handler = new FakeHandler()) {

@@ -5,21 +5,21 @@
  */
 
 import { findCondition, hasCondition, type VirtualMachineInstance, VM_NOT_RUNNING } from "@kvt/api";
-import type { HandlerClient } from "../handler/handler-client.ts";
-import type { ClusterClient } from "../kube/cluster-client.ts";
 import {
-  ApiError,
+  type ApiError,
   badRequest,
   conflict,
+  errorMessage,
   forbidden,
+  type GroupResource,
   internalError,
-  kubevirtResource,
   notFound,
-  type Status,
-} from "../kube/status.ts";
+} from "@kvt/kube";
+import type { HandlerClient } from "../handler/handler-client.ts";
+import type { ClusterClient } from "../kube/cluster-client.ts";
 
-const VM = kubevirtResource("virtualmachine");
-const VMI = kubevirtResource("virtualmachineinstance");
+const VM: GroupResource = { group: "kubevirt.io", resource: "virtualmachine" };
+const VMI: GroupResource = { group: "kubevirt.io", resource: "virtualmachineinstance" };
 
 /** What a VMI subresource call needs. */
 export interface VmiTarget {
@@ -44,9 +44,9 @@ export async function fetchVmi(
   try {
     vmi = await client.getVmi(namespace, name);
   } catch (error) {
-    throw new ApiError(internalError(`unable to retrieve vmi [${name}]: ${(error as Error).message}`));
+    throw internalError(`unable to retrieve vmi [${name}]: ${errorMessage(error)}`);
   }
-  if (!vmi) throw new ApiError(notFound(VMI, name));
+  if (!vmi) throw notFound(VMI, name);
   return vmi;
 }
 
@@ -54,12 +54,12 @@ async function callHandler(fn: () => Promise<unknown>): Promise<unknown> {
   try {
     return await fn();
   } catch (error) {
-    throw new ApiError(internalError((error as Error).message));
+    throw internalError(errorMessage(error));
   }
 }
 
-function refuse(status: Status | undefined): void {
-  if (status) throw new ApiError(status);
+function refuse(refusal: ApiError | undefined): void {
+  if (refusal) throw refusal;
 }
 
 /** PUT `pause`. */
@@ -71,7 +71,7 @@ export async function pauseVmi(t: VmiTarget, options: PauseOptions): Promise<voi
 }
 
 /** Pause preconditions: Running, no non-GuestAgentPing liveness probe, not already paused. */
-export function validatePause(vmi: VirtualMachineInstance): Status | undefined {
+export function validatePause(vmi: VirtualMachineInstance): ApiError | undefined {
   const name = vmi.metadata?.name ?? "";
   if (vmi.status?.phase !== "Running") return conflict(VMI, name, VM_NOT_RUNNING);
   const probe = vmi.spec.livenessProbe;
@@ -85,10 +85,10 @@ export function validatePause(vmi: VirtualMachineInstance): Status | undefined {
 /** PUT `unpause`. */
 export async function unpauseVmi(t: VmiTarget, options: PauseOptions): Promise<void> {
   const vm = await t.client.getVm(t.namespace, t.name).catch((error: unknown) => {
-    throw new ApiError(internalError(`unable to retrieve vm [${t.name}]: ${(error as Error).message}`));
+    throw internalError(`unable to retrieve vm [${t.name}]: ${errorMessage(error)}`);
   });
   if (vm?.status?.snapshotInProgress !== undefined) {
-    throw new ApiError(conflict(VM, t.name, "VM snapshot is in progress"));
+    throw conflict(VM, t.name, "VM snapshot is in progress");
   }
   const vmi = await fetchVmi(t.client, t.namespace, t.name);
   refuse(validateUnpause(vmi));
@@ -97,7 +97,7 @@ export async function unpauseVmi(t: VmiTarget, options: PauseOptions): Promise<v
 }
 
 /** Unpause preconditions: Running and paused. */
-export function validateUnpause(vmi: VirtualMachineInstance): Status | undefined {
+export function validateUnpause(vmi: VirtualMachineInstance): ApiError | undefined {
   const name = vmi.metadata?.name ?? "";
   if (vmi.status?.phase !== "Running") return conflict(VMI, name, "VMI is not running");
   if (findCondition(vmi.status.conditions, "Paused") === undefined) return conflict(VMI, name, "VMI is not paused");
@@ -112,7 +112,7 @@ export async function softRebootVmi(t: VmiTarget): Promise<void> {
 }
 
 /** Soft-reboot preconditions: Running, not paused, and an agent or ACPI to deliver the request. */
-export function validateSoftReboot(vmi: VirtualMachineInstance): Status | undefined {
+export function validateSoftReboot(vmi: VirtualMachineInstance): ApiError | undefined {
   const name = vmi.metadata?.name ?? "";
   if (vmi.status?.phase !== "Running") return conflict(VMI, name, VM_NOT_RUNNING);
   if (hasCondition(vmi.status.conditions, "Paused")) return conflict(VMI, name, "VMI is paused");
@@ -126,15 +126,15 @@ export function validateSoftReboot(vmi: VirtualMachineInstance): Status | undefi
 /** GET `guestosinfo`: the guest agent's OS information, as virt-handler reports it. */
 export async function guestOsInfo(t: VmiTarget): Promise<unknown> {
   const vmi = await fetchVmi(t.client, t.namespace, t.name);
-  if (vmi.status?.phase !== "Running") throw new ApiError(conflict(VMI, t.name, "VMI is not running"));
+  if (vmi.status?.phase !== "Running") throw conflict(VMI, t.name, "VMI is not running");
   if (findCondition(vmi.status.conditions, "AgentConnected") === undefined) {
-    throw new ApiError(conflict(VMI, t.name, "VMI does not have guest agent connected"));
+    throw conflict(VMI, t.name, "VMI does not have guest agent connected");
   }
   return await callHandler(() => t.handler.get(vmi, "guestosinfo"));
 }
 
 /** Console preconditions (`validateVMIForConsole`): a serial console exists, not Failed, Running. */
-export function validateConsole(vmi: VirtualMachineInstance): Status | undefined {
+export function validateConsole(vmi: VirtualMachineInstance): ApiError | undefined {
   if (vmi.spec.domain?.devices?.autoattachSerialConsole === false) return badRequest("No serial consoles are present.");
   if (vmi.status?.phase === "Failed") return conflict(VMI, vmi.metadata?.name ?? "", "VMI is in failed status");
   if (vmi.status?.phase !== "Running") return badRequest("VMI is not running");

@@ -10,8 +10,8 @@
  */
 
 import type { JsonPatchOp } from "@kvt/api";
-import type { UserInfo } from "../kube/rest.ts";
-import type { StatusCause } from "../kube/status.ts";
+import type { Status, StatusCause } from "@kvt/kube";
+import type { UserInfo } from "../server/identity.ts";
 
 /** `request` of an AdmissionReview. */
 export interface AdmissionRequest {
@@ -32,7 +32,7 @@ export interface AdmissionRequest {
 export interface AdmissionResponse {
   readonly uid: string;
   readonly allowed: boolean;
-  readonly status?: { code: number; reason?: string; message: string; details?: { causes: StatusCause[] } };
+  readonly status?: Status;
   readonly patchType?: "JSONPatch";
   readonly patch?: string;
   readonly warnings?: string[];

@@ -28,7 +28,8 @@ import {
   validateInstancetype,
   validatePreference,
 } from "@kvt/api";
-import type { RestTransport } from "../kube/rest.ts";
+import { CORE_V1, type RestTransport, resourcePath } from "@kvt/kube";
+import { getIfExists } from "../kube/cluster-client.ts";
 import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW } from "./admission.ts";
 
 /** Reads instancetypes, preferences and their ControllerRevisions (as virt-api). Missing objects give `undefined`. */
@@ -39,6 +40,14 @@ export interface InstancetypeReader {
   getPvc?(namespace: string, name: string): Promise<PvcLabels | undefined>;
 }
 
+const CONTROLLER_REVISIONS = {
+  group: "apps",
+  version: "v1",
+  plural: "controllerrevisions",
+  kind: "ControllerRevision",
+  namespaced: true,
+};
+
 /** {@link InstancetypeReader} over the API server's REST interface. */
 export class RestInstancetypeReader implements InstancetypeReader {
   readonly #transport: RestTransport;
@@ -46,24 +55,23 @@ export class RestInstancetypeReader implements InstancetypeReader {
     this.#transport = transport;
   }
 
-  async #get<T>(path: string): Promise<T | undefined> {
-    const res = await this.#transport.send({ method: "GET", path });
-    if (res.status === 404) return undefined;
-    if (res.status < 200 || res.status >= 300) throw new Error(`GET ${path}: HTTP ${res.status}`);
-    return res.body as T;
-  }
-
   get(m: ResolvedMatcher, namespace: string): Promise<InstancetypeObject | undefined> {
-    const ns = m.namespaced ? `/namespaces/${namespace}` : "";
-    return this.#get(`/apis/instancetype.kubevirt.io/v1beta1${ns}/${m.plural}/${m.name}`);
+    const type = {
+      group: "instancetype.kubevirt.io",
+      version: "v1beta1",
+      plural: m.plural,
+      kind: "",
+      namespaced: m.namespaced,
+    };
+    return getIfExists(this.#transport, { path: resourcePath(type, namespace, m.name) });
   }
 
   getControllerRevision(namespace: string, name: string): Promise<ControllerRevision | undefined> {
-    return this.#get(`/apis/apps/v1/namespaces/${namespace}/controllerrevisions/${name}`);
+    return getIfExists(this.#transport, { path: resourcePath(CONTROLLER_REVISIONS, namespace, name) });
   }
 
   getPvc(namespace: string, name: string): Promise<PvcLabels | undefined> {
-    return this.#get(`/api/v1/namespaces/${namespace}/persistentvolumeclaims/${name}`);
+    return getIfExists(this.#transport, { path: resourcePath(CORE_V1.persistentVolumeClaims, namespace, name) });
   }
 }
 

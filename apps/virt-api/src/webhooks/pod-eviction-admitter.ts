@@ -30,8 +30,8 @@ import {
   type VirtualMachineInstance,
   vmiEvictionStrategy,
 } from "@kvt/api";
-import type { RestTransport } from "../kube/rest.ts";
-import { ApiError, isStatus } from "../kube/status.ts";
+import { CORE_V1, KUBEVIRT_V1, type KubeList, type RestTransport, resourcePath } from "@kvt/kube";
+import { getIfExists } from "../kube/cluster-client.ts";
 import { type AdmissionRequest, type AdmitResult, type Admitter, ALLOW, pointerToken } from "./admission.ts";
 
 /** A Pod, as far as the admitter reads it. */
@@ -221,16 +221,8 @@ export class RestEvictionCluster implements EvictionCluster {
     this.#namespace = namespace;
   }
 
-  async #get(path: string): Promise<unknown> {
-    const res = await this.#transport.send({ method: "GET", path });
-    if (res.status === 404) return undefined;
-    if (res.status >= 200 && res.status < 300) return res.body;
-    if (isStatus(res.body)) throw new ApiError(res.body);
-    throw new Error(`GET ${path}: HTTP ${res.status}`);
-  }
-
-  async getPod(namespace: string, name: string): Promise<EvictionPod | undefined> {
-    return (await this.#get(`/api/v1/namespaces/${namespace}/pods/${name}`)) as EvictionPod | undefined;
+  getPod(namespace: string, name: string): Promise<EvictionPod | undefined> {
+    return getIfExists(this.#transport, { path: resourcePath(CORE_V1.pods, namespace, name) });
   }
 
   getVmi(namespace: string, name: string): Promise<VirtualMachineInstance | undefined> {
@@ -242,9 +234,8 @@ export class RestEvictionCluster implements EvictionCluster {
   }
 
   async clusterEvictionStrategy(): Promise<EvictionStrategy | undefined> {
-    const list = (await this.#get(`/apis/kubevirt.io/v1/namespaces/${this.#namespace}/kubevirts`)) as
-      | { items?: KubeVirt[] }
-      | undefined;
+    const path = resourcePath(KUBEVIRT_V1.kubevirts, this.#namespace);
+    const list = await getIfExists<Partial<KubeList<KubeVirt>>>(this.#transport, { path });
     const config = activeKubeVirt(list?.items ?? [])?.spec.configuration as
       | { evictionStrategy?: EvictionStrategy }
       | undefined;

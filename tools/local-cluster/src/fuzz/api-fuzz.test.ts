@@ -11,12 +11,11 @@
  * (FUZZ_ITERATION replays that one request after the same setup; a failure that depends on what earlier requests
  * stored needs the whole run: FUZZ_SEED alone). CI runs seed 23; other runs pick a random seed and print it.
  */
-import { KubeConfig } from "@kubernetes/client-node";
 import { customResourceDefinitions, decodeStrict, tryParseQuantity } from "@kvt/api";
+import { loadKubeConfig, RestClient } from "@kvt/kube";
 import {
   generateCa,
   HttpHandlerClient,
-  HttpTransport,
   issueCertificate,
   RestClusterClient,
   RestInstancetypeReader,
@@ -92,9 +91,7 @@ beforeAll(async () => {
     await eventually(`${t.kind} served`, async () =>
       (await call(api, "GET", t.path)).code === 200 ? true : undefined,
     );
-  const kc = new KubeConfig();
-  kc.loadFromFile(api.kubeconfigPath);
-  const transport = new HttpTransport({ kubeConfig: kc });
+  const transport = new RestClient(loadKubeConfig({ kubeconfig: api.kubeconfigPath }));
   const self = new RestClusterClient(transport);
   const instancetypes = new RestInstancetypeReader(transport);
   const app = new VirtApiApp({

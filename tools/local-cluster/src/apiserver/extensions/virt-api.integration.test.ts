@@ -4,12 +4,11 @@
  * with the front-proxy client certificate, and kubectl in front. Invalid VMs are refused with KubeVirt's causes,
  * and subresources go through aggregation acting as the caller.
  */
-import { KubeConfig } from "@kubernetes/client-node";
 import { customResourceDefinitions } from "@kvt/api";
+import { loadKubeConfig, RestClient } from "@kvt/kube";
 import {
   generateCa,
   HttpHandlerClient,
-  HttpTransport,
   issueCertificate,
   RestClusterClient,
   type RunningServer,
@@ -62,9 +61,7 @@ beforeAll(async () => {
   for (const crd of customResourceDefinitions())
     expect((await call(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)).code).toBe(201);
   await eventually("the VM CRD", async () => ((await call(api, "GET", VMS)).code === 200 ? true : undefined));
-  const kc = new KubeConfig();
-  kc.loadFromFile(api.kubeconfigPath);
-  const transport = new HttpTransport({ kubeConfig: kc });
+  const transport = new RestClient(loadKubeConfig({ kubeconfig: api.kubeconfigPath }));
   const app = new VirtApiApp({
     logger: pino({ level: "silent" }),
     clientFor: (user) => {
