@@ -17,6 +17,33 @@ const budgetRule = (rule, max) =>
     : ["error", max];
 const budgetRules = (limits) => Object.fromEntries(Object.entries(limits).map(([r, max]) => [r, budgetRule(r, max)]));
 
+// One Kubernetes client: @kvt/kube (RestClient, resourceClient, Informer, kubeConfigFromFile/loadKubeConfig) serves
+// every app, tool and test. Loading @kubernetes/client-node costs a process about 80 MiB of resident memory. Its model
+// types may be imported with `import type` (erased at run time); `import { type X }` is refused everywhere, since
+// type stripping keeps that import and loads the module.
+const CLIENT_NODE =
+  "Use @kvt/kube (RestClient, resourceClient, Informer, kubeConfigFromFile), or `import type` for model types.";
+const clientNodeGuard = {
+  "@typescript-eslint/no-restricted-imports": [
+    "error",
+    { paths: [{ name: "@kubernetes/client-node", allowTypeImports: true, message: CLIENT_NODE }] },
+  ],
+  "@typescript-eslint/no-import-type-side-effects": "error",
+  "no-restricted-syntax": [
+    "error",
+    { selector: "ImportExpression[source.value='@kubernetes/client-node']", message: CLIENT_NODE },
+  ],
+};
+// Where client-node itself is the point: the lazy exec/auth-provider path of the kubeconfig loader, the API server's
+// compatibility suite with client-node as its client, the bench that measures both clients, and the release's schema
+// check, which reads client-node's generated models as Kubernetes' field lists.
+const CLIENT_NODE_ALLOWED = [
+  "libs/kube/src/client/kube-config.ts",
+  "tools/local-cluster/src/apiserver/client-node.test.ts",
+  "docs/decisions/benches/rest-client.bench.ts",
+  "tools/release/src/schema-validation.ts",
+];
+
 export default tseslint.config(
   {
     ignores: [
@@ -45,6 +72,11 @@ export default tseslint.config(
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
       "@typescript-eslint/require-await": "off",
     },
+  },
+  { files: ["**/*.ts"], rules: clientNodeGuard },
+  {
+    files: CLIENT_NODE_ALLOWED,
+    rules: { "@typescript-eslint/no-restricted-imports": "off", "no-restricted-syntax": "off" },
   },
   { files: ["**/*.ts"], ignores: ["**/*.test.ts"], rules: budgetRules(budget.global) },
   ...Object.entries(budget.files).map(([file, limits]) => ({ files: [file], rules: budgetRules(limits) })),

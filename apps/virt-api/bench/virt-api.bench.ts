@@ -11,8 +11,8 @@ import { request as httpsRequest } from "node:https";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { KubeConfig } from "@kubernetes/client-node";
 import { customResourceDefinitions } from "@kvt/api";
+import { kubeConfigFromFile } from "@kvt/kube";
 import { pino } from "pino";
 import {
   AggregationProxy,
@@ -65,9 +65,7 @@ async function main(): Promise<void> {
     { stdio: "ignore" },
   );
   await until(async () => existsSync(kubeconfig) && readFileSync(kubeconfig, "utf8").includes("server:"));
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfig);
-  const transport = new HttpTransport({ kubeConfig: kc });
+  const transport = new HttpTransport({ kubeConfig: kubeConfigFromFile(kubeconfig) });
   for (const crd of customResourceDefinitions())
     await transport.send({
       method: "POST",
