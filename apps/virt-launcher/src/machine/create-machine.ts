@@ -13,7 +13,9 @@ import type { DomainInterface } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
 import { type HostVirt, nativeVmm, probeHostVirt, type Vmm } from "@kvt/vmm";
 import type { BuiltMachine } from "../domain/domain-manager.ts";
+import { isBridgePlan } from "../network/bridge-plan.ts";
 import { nicNeedsQemu, POD_INTERFACE } from "../network/masquerade-plan.ts";
+import type { WiredPodNetwork } from "../network/pod-network.ts";
 import { guestNetworkOf } from "../network/port-forward.ts";
 import { disksNeedQemu } from "../vmi/disks.ts";
 import { chooseBackend, type UseEmulation } from "./backend-choice.ts";
@@ -41,7 +43,7 @@ export interface MachineFactoryOptions {
    * Never on a launcher sharing a host's network (tests, a kubelet without a pod network).
    */
   readonly inPodNetwork?: boolean;
-  /** The pod's IP (POD_IP): a masquerade interface's address in status.interfaces. */
+  /** The pod's IP (POD_IP): a masquerade interface's address in status.interfaces (a bridge reports its own). */
   readonly podIp?: string;
 }
 
@@ -49,27 +51,32 @@ export interface MachineFactoryOptions {
 export function machineFactory(options: MachineFactoryOptions): MachineFactory {
   const build = backendFactory(options);
   return async (unwired) => {
-    const spec = options.inPodNetwork ? await withPodNics(unwired, options.logger) : unwired;
+    const wired = options.inPodNetwork ? await withPodNics(unwired, options.logger) : undefined;
+    const spec = wired?.spec ?? unwired;
     const built = await build(spec);
-    const interfaces = wiredInterfaces(spec, options.podIp);
+    const interfaces = wiredInterfaces(spec, wired?.ipAddresses ?? options.podIp);
     if (interfaces.length === 0 || !spec.podNetwork) return built;
+    // The launcher reaches a masquerade guest inside the pod; a bridged guest holds the pod's address itself.
+    if (isBridgePlan(spec.podNetwork)) return { ...built, interfaces };
     return { ...built, interfaces, guestNetwork: guestNetworkOf(spec.podNetwork) };
   };
 }
 
 /**
- * The VMI's status.interfaces for the wired NICs, as KubeVirt reports a masquerade interface without a guest
- * agent: the pod's IP, the guest MAC, the pod interface, infoSource "domain".
+ * The VMI's status.interfaces for the wired NICs, as KubeVirt reports a masquerade or bridge interface without a
+ * guest agent: the pod's IPs (`podIps`; a bridge's are the ones it handed to the guest), the guest MAC, the pod
+ * interface, infoSource "domain".
  */
-export function wiredInterfaces(spec: MachineSpec, podIp: string | undefined): DomainInterface[] {
+export function wiredInterfaces(spec: MachineSpec, podIps: string | readonly string[] | undefined): DomainInterface[] {
   const plan = spec.podNetwork;
   const nic = spec.nics?.[0];
   if (!plan || !nic) return [];
+  const ips = typeof podIps === "string" ? [podIps] : [...(podIps ?? [])];
   return [
     {
       name: plan.name,
       mac: nic.mac,
-      ...(podIp ? { ipAddress: podIp, ipAddresses: [podIp] } : {}),
+      ...(ips.length > 0 ? { ipAddress: ips[0], ipAddresses: ips } : {}),
       podInterfaceName: POD_INTERFACE,
       infoSource: "domain",
       queueCount: 1,
@@ -136,17 +143,26 @@ async function withWriteLayers(spec: MachineSpec, backend: "native" | "qemu"): P
   return { ...spec, disks: out };
 }
 
-/** Wires the spec's masquerade binding in this pod (once per launcher) and adds the guest's NIC on its tap. */
-async function withPodNics(spec: MachineSpec, logger: Logger): Promise<MachineSpec> {
-  if (!spec.podNetwork) return spec;
-  const { wireMasquerade } = await import("../network/masquerade.ts");
-  wired ??= wireMasquerade(spec.podNetwork, logger).catch((err: unknown) => {
+/**
+ * Wires the spec's pod-network binding in this pod (once per launcher) and adds the guest's NIC on its tap; with
+ * the addresses status.interfaces reports when the binding knows them (bridge).
+ */
+async function withPodNics(
+  spec: MachineSpec,
+  logger: Logger,
+): Promise<{ spec: MachineSpec; ipAddresses?: readonly string[] } | undefined> {
+  if (!spec.podNetwork) return undefined;
+  const { wirePodNetwork } = await import("../network/pod-network.ts");
+  wired ??= wirePodNetwork(spec.podNetwork, logger).catch((err: unknown) => {
     wired = undefined; // a later start tries again
     throw err;
   });
   const nic = await wired;
-  return { ...spec, nics: [{ tap: nic.tap, mac: nic.mac, model: spec.podNetwork.model }] };
+  return {
+    spec: { ...spec, nics: [{ tap: nic.tap, mac: nic.mac, model: spec.podNetwork.model }] },
+    ...(nic.ipAddresses ? { ipAddresses: nic.ipAddresses } : {}),
+  };
 }
 
 /** The pod's wiring: one per launcher process (a VMI has one pod interface; a retry reuses it). */
-let wired: ReturnType<typeof import("../network/masquerade.ts").wireMasquerade> | undefined;
+let wired: Promise<WiredPodNetwork> | undefined;

@@ -15,7 +15,7 @@
 
 /** Where the guest's boot artifacts come from (a resolved containerDisk / kernelBoot). */
 import type { MigrationProgress, MigrationResult } from "@kvt/launcher-rpc";
-import type { MasqueradePlan } from "../network/masquerade-plan.ts";
+import type { PodNetworkPlan } from "../network/pod-network.ts";
 export interface BootSource {
   /** Absolute path of the kernel (bzImage or a PVH ELF such as the test guest). */
   readonly kernelPath: string;
@@ -98,8 +98,8 @@ export interface MachineSpec {
   readonly workDir: string;
   /** The VMI's disks, in spec order (none: the guest boots from its kernel and initramfs alone). */
   readonly disks?: readonly MachineDisk[];
-  /** The pod network's masquerade binding (network/masquerade-plan.ts), when the VMI asks for it. */
-  readonly podNetwork?: MasqueradePlan;
+  /** The pod network's binding (network/pod-network.ts: masquerade or bridge), when the VMI asks for one. */
+  readonly podNetwork?: PodNetworkPlan;
   /** Virtio NICs, each on a tap the launcher wired (eth0, eth1, ... in the guest). */
   readonly nics?: readonly MachineNic[];
 }

@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { buildDhcpReply, DHCP, type DhcpLease, encodeSearch, maskOf, parseDhcpRequest, replyType } from "./dhcp.ts";
+import {
+  buildDhcpReply,
+  DHCP,
+  type DhcpLease,
+  encodeClasslessRoutes,
+  encodeSearch,
+  maskOf,
+  parseDhcpRequest,
+  replyType,
+} from "./dhcp.ts";
 
 const MAC = "02:11:22:33:44:55";
 const lease: DhcpLease = {
@@ -89,5 +98,65 @@ describe("DHCP (pure)", () => {
     expect([...encodeSearch(["a.bc"])]).toEqual([1, 97, 2, 98, 99, 0]);
     expect(maskOf(24)).toBe("255.255.255.0");
     expect(maskOf(30)).toBe("255.255.255.252");
+  });
+
+  it("carries the bridge binding's routes (RFC 3442, default route last) and the domain name; no router if none", () => {
+    const req = parseDhcpRequest(clientMessage(DHCP.DISCOVER))!;
+    const { router: _router, ...noRouter } = lease;
+    const reply = buildDhcpReply(req, DHCP.OFFER, {
+      ...noRouter,
+      domainName: "default.svc.cluster.local",
+      routes: [
+        { destination: "0.0.0.0/0", gateway: "10.99.0.1" },
+        { destination: "10.98.0.0/16", gateway: "10.99.0.1" },
+        { destination: "not a cidr", gateway: "10.99.0.1" },
+      ],
+    });
+    const o = options(reply);
+    expect(o.has(3)).toBe(false);
+    expect(o.get(121)).toEqual([16, 10, 98, 10, 99, 0, 1, 0, 10, 99, 0, 1]);
+    expect(Buffer.from(o.get(15)!).toString()).toBe("default.svc.cluster.local");
+    expect([...encodeClasslessRoutes([{ destination: "10.0.0.0/8", gateway: "10.1.2.3" }])]).toEqual([
+      8, 10, 10, 1, 2, 3,
+    ]);
+    expect([...encodeClasslessRoutes([{ destination: "192.168.1.0/25", gateway: "0.0.0.0" }])]).toEqual([
+      25, 192, 168, 1, 0, 0, 0, 0, 0,
+    ]);
+  });
+
+  it("sends dhcpOptions as KubeVirt does: TFTP server 66, boot file 67, NTP 42, private options 224-254", () => {
+    const req = parseDhcpRequest(clientMessage(DHCP.DISCOVER))!;
+    const reply = buildDhcpReply(req, DHCP.ACK, {
+      ...lease,
+      extra: {
+        tftpServerName: "tftp.example",
+        bootFileName: "pxelinux.0",
+        ntpServers: ["10.0.0.5", "not-an-ip", "10.0.0.6"],
+        privateOptions: [
+          { option: 240, value: "extra.options.kubevirt.io" },
+          { option: 240, value: "a duplicate" },
+          { option: 100, value: "out of range" },
+        ],
+      },
+    });
+    const o = options(reply);
+    expect(Buffer.from(o.get(66)!).toString()).toBe("tftp.example");
+    expect(Buffer.from(o.get(67)!).toString()).toBe("pxelinux.0");
+    expect(o.get(42)).toEqual([10, 0, 0, 5, 10, 0, 0, 6]);
+    expect(Buffer.from(o.get(240)!).toString()).toBe("extra.options.kubevirt.io");
+    expect(o.has(100)).toBe(false);
+    expect(parseDhcpRequest(reply)).toBeUndefined();
+  });
+
+  it("splits an option longer than 255 bytes into consecutive instances (RFC 3396)", () => {
+    const req = parseDhcpRequest(clientMessage(DHCP.DISCOVER))!;
+    const long = "b".repeat(300);
+    const reply = buildDhcpReply(req, DHCP.ACK, { ...lease, extra: { bootFileName: long } });
+    const parts: number[][] = [];
+    for (let i = 240; i < reply.length && reply[i] !== 255; i += 2 + reply[i + 1]) {
+      if (reply[i] === 67) parts.push([...reply.subarray(i + 2, i + 2 + reply[i + 1])]);
+    }
+    expect(parts.map((p) => p.length)).toEqual([255, 45]);
+    expect(Buffer.from(parts.flat()).toString()).toBe(long);
   });
 });

@@ -33,7 +33,8 @@ export interface DhcpRequest {
 export interface DhcpLease {
   readonly ip: string;
   readonly prefixLength: number;
-  readonly router: string;
+  /** Option 3; none when the pod routes through no gateway. */
+  readonly router?: string;
   /** The server's own address (option 54, siaddr). */
   readonly serverIp: string;
   readonly dns: readonly string[];
@@ -42,6 +43,28 @@ export interface DhcpLease {
   readonly mtu?: number;
   /** Seconds; KubeVirt gives an infinite lease (0xffffffff). */
   readonly leaseSeconds: number;
+  /** Classless static routes (option 121, RFC 3442): the pod's routes under the bridge binding. */
+  readonly routes?: readonly DhcpRoute[];
+  /** Option 15, the domain name (KubeVirt: the longest search domain; Windows resolves with it). */
+  readonly domainName?: string;
+  /** The interface's `dhcpOptions` (KubeVirt's DHCPOptions). */
+  readonly extra?: DhcpExtraOptions;
+}
+
+/** One classless static route: `destination` a CIDR (`0.0.0.0/0` the default route), `gateway` 0.0.0.0 on-link. */
+export interface DhcpRoute {
+  readonly destination: string;
+  readonly gateway: string;
+}
+
+/** KubeVirt's `interfaces[].dhcpOptions`: options 66, 67, 42 and the private options 224-254. */
+export interface DhcpExtraOptions {
+  readonly tftpServerName?: string;
+  readonly bootFileName?: string;
+  /** IPv4 addresses (admission refuses others; any left are skipped). */
+  readonly ntpServers?: readonly string[];
+  /** Codes outside 224-254 are skipped, as KubeVirt's server does. */
+  readonly privateOptions?: readonly { readonly option: number; readonly value: string }[];
 }
 
 /** Parses a client message; undefined for anything that is not a well-formed BOOTREQUEST with a message type. */
@@ -117,13 +140,17 @@ export function buildDhcpReply(req: DhcpRequest, type: number, lease: DhcpLease)
   if (type !== DHCP.NAK) {
     opts.push([51, 4, ...u32(lease.leaseSeconds)]);
     opts.push([1, 4, ...ipBytes(maskOf(lease.prefixLength))]);
-    opts.push([3, 4, ...ipBytes(lease.router)]);
+    if (lease.router) opts.push([3, 4, ...ipBytes(lease.router)]);
     const dns = lease.dns.filter((d) => /^\d+\.\d+\.\d+\.\d+$/.test(d)).slice(0, 8);
     if (dns.length > 0) opts.push([6, dns.length * 4, ...dns.flatMap(ipBytes)]);
     if (lease.hostname) opts.push(option(12, new TextEncoder().encode(lease.hostname.slice(0, 63))));
     if (lease.mtu) opts.push([26, 2, (lease.mtu >> 8) & 0xff, lease.mtu & 0xff]);
     const search = encodeSearch(lease.searchDomains);
     if (search.length > 0 && search.length <= 255) opts.push(option(119, search));
+    if (lease.domainName) opts.push(option(15, text(lease.domainName)));
+    const routes = encodeClasslessRoutes(lease.routes ?? []);
+    if (routes.length > 0) opts.push(option(121, routes));
+    opts.push(...extraOptions(lease.extra));
   }
   const body = Uint8Array.from([...opts.flat(), 255]);
   const out = new Uint8Array(Math.max(300, HEADER_BYTES + body.length)); // BOOTP's minimum of 300 bytes
@@ -144,8 +171,59 @@ export function encodeSearch(domains: readonly string[]): Uint8Array {
   return Uint8Array.from(bytes);
 }
 
+/**
+ * RFC 3442 classless static routes: per route the prefix length, the significant octets of the destination, then
+ * the gateway. The default route goes last, as KubeVirt orders it (a client applies them in order, and the default
+ * route's gateway may need an earlier route). Malformed entries are skipped.
+ */
+export function encodeClasslessRoutes(routes: readonly DhcpRoute[]): Uint8Array {
+  const isDefault = (r: DhcpRoute): boolean => r.destination.endsWith("/0");
+  const ordered = [...routes.filter((r) => !isDefault(r)), ...routes.filter(isDefault)];
+  const bytes: number[] = [];
+  for (const r of ordered) {
+    const m = /^(\d+\.\d+\.\d+\.\d+)\/(\d+)$/.exec(r.destination);
+    const width = m ? Number(m[2]) : Number.NaN;
+    if (!m || !isIpv4(m[1]) || !isIpv4(r.gateway) || !(width >= 0 && width <= 32)) continue;
+    bytes.push(width, ...ipBytes(m[1]).slice(0, Math.ceil(width / 8)), ...ipBytes(r.gateway));
+  }
+  return Uint8Array.from(bytes);
+}
+
+/** The options of `dhcpOptions` (KubeVirt's prepareDHCPOptions). */
+function extraOptions(extra: DhcpExtraOptions | undefined): number[][] {
+  if (!extra) return [];
+  const out: number[][] = [];
+  if (extra.tftpServerName) out.push(option(66, text(extra.tftpServerName)));
+  if (extra.bootFileName) out.push(option(67, text(extra.bootFileName)));
+  const ntp = (extra.ntpServers ?? []).filter(isIpv4);
+  if (ntp.length > 0) out.push(option(42, Uint8Array.from(ntp.flatMap(ipBytes))));
+  const seen = new Set<number>();
+  for (const p of extra.privateOptions ?? []) {
+    if (!Number.isInteger(p.option) || p.option < 224 || p.option > 254 || seen.has(p.option)) continue;
+    seen.add(p.option);
+    out.push(option(p.option, text(p.value)));
+  }
+  return out;
+}
+
+/** An option; a value over 255 bytes is split into consecutive instances of the code (RFC 3396). */
 function option(code: number, value: Uint8Array): number[] {
-  return [code, value.length, ...value];
+  if (value.length <= 255) return [code, value.length, ...value];
+  const out: number[] = [];
+  for (let i = 0; i < value.length; i += 255) {
+    const part = value.subarray(i, i + 255);
+    out.push(code, part.length, ...part);
+  }
+  return out;
+}
+
+function text(value: string): Uint8Array {
+  return new TextEncoder().encode(value);
+}
+
+function isIpv4(ip: string): boolean {
+  const parts = ip.split(".");
+  return parts.length === 4 && parts.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255);
 }
 
 function u32(n: number): number[] {

@@ -10,6 +10,8 @@
  * 49152, 49153) are never forwarded: a migration target listens on them at the pod IP.
  */
 import { podInterface, type VirtualMachineInstance } from "@kvt/api";
+import type { DhcpExtraOptions } from "./dhcp.ts";
+import { dhcpExtraOf } from "./guest-lease.ts";
 
 /** The migration ports a launcher listens on at its pod IP (KubeVirt's LiveMigrationPorts). */
 export const MIGRATION_PORTS = [49152, 49153] as const;
@@ -32,6 +34,10 @@ export interface MasqueradePlan {
   /** Only these are forwarded to the guest when given (`interfaces[].ports`). */
   readonly ports?: readonly { readonly protocol: "tcp" | "udp"; readonly port: number }[];
   readonly hostname: string;
+  /** The VMI's `spec.subdomain`: its DNS domain leads the lease's search list. */
+  readonly subdomain?: string;
+  /** The interface's `dhcpOptions`. */
+  readonly dhcpOptions?: DhcpExtraOptions;
 }
 
 /** KubeVirt's interface models; QEMU has a device of each name (virtio is virtio-net-pci). */
@@ -39,7 +45,7 @@ export const NIC_MODELS = ["virtio", "e1000", "e1000e", "igb", "ne2k_pci", "pcne
 export type NicModel = (typeof NIC_MODELS)[number];
 
 /** Why the NIC needs QEMU (a model our VMM does not have), or undefined. */
-export function nicNeedsQemu(plan: MasqueradePlan | undefined): string | undefined {
+export function nicNeedsQemu(plan: Pick<MasqueradePlan, "name" | "model"> | undefined): string | undefined {
   if (!plan || plan.model === "virtio") return undefined;
   return `interface ${plan.name} (model ${plan.model}) needs a device only QEMU provides`;
 }
@@ -62,9 +68,8 @@ export function planMasquerade(vmi: VirtualMachineInstance): MasqueradePlan | un
     protocol: (p.protocol ?? "TCP").toLowerCase() === "udp" ? ("udp" as const) : ("tcp" as const),
     port: p.port,
   }));
-  const model = (iface.model ?? "virtio") as NicModel;
-  if (!NIC_MODELS.includes(model))
-    throw new MasqueradeError(`interface ${iface.name} has an unsupported model "${iface.model}"`);
+  const model = nicModelOf(iface);
+  const dhcpOptions = dhcpExtraOf(iface);
   return {
     name: iface.name,
     model,
@@ -73,8 +78,23 @@ export function planMasquerade(vmi: VirtualMachineInstance): MasqueradePlan | un
     guestIp,
     prefixLength,
     ...(ports && ports.length > 0 ? { ports } : {}),
-    hostname: (vmi.spec?.hostname ?? vmi.metadata?.name ?? "vmi").slice(0, 63),
+    hostname: hostnameOf(vmi),
+    ...(vmi.spec?.subdomain ? { subdomain: vmi.spec.subdomain } : {}),
+    ...(dhcpOptions ? { dhcpOptions } : {}),
   };
+}
+
+/** The interface's NIC model (default virtio); a MasqueradeError for one KubeVirt does not know. */
+export function nicModelOf(iface: { readonly name: string; readonly model?: string }): NicModel {
+  const model = (iface.model ?? "virtio") as NicModel;
+  if (!NIC_MODELS.includes(model))
+    throw new MasqueradeError(`interface ${iface.name} has an unsupported model "${iface.model}"`);
+  return model;
+}
+
+/** The guest's host name in its lease: the pod's (KubeVirt's), which is the VMI's hostname or else its name. */
+export function hostnameOf(vmi: VirtualMachineInstance): string {
+  return (vmi.spec?.hostname ?? vmi.metadata?.name ?? "vmi").slice(0, 63);
 }
 
 /** The gateway (first host) and guest (second host) of a CIDR, and its prefix length (KubeVirt's rule). */
@@ -90,7 +110,8 @@ export function masqueradeAddresses(cidr: string): [string, string, number] {
   return [ip(net + 1), ip(net + 2), len];
 }
 
-function normalizeMac(mac: string | undefined): string | undefined {
+/** A MAC as the launcher writes it: lower case, colon-separated (KubeVirt accepts `-` too). */
+export function normalizeMac(mac: string | undefined): string | undefined {
   return mac ? mac.replaceAll("-", ":").toLowerCase() : undefined;
 }
 
@@ -141,14 +162,5 @@ export function masqueradeRuleset(plan: MasqueradePlan): string {
   return `${lines.join("\n")}\n`;
 }
 
-/** The name servers and search domains of a resolv.conf (what the guest's DHCP lease carries). */
-export function parseResolvConf(text: string): { dns: string[]; search: string[] } {
-  const dns: string[] = [];
-  let search: string[] = [];
-  for (const line of text.split("\n")) {
-    const [key, ...rest] = line.trim().split(/\s+/);
-    if (key === "nameserver" && rest[0] && /^\d+\.\d+\.\d+\.\d+$/.test(rest[0])) dns.push(rest[0]);
-    if (key === "search") search = rest.filter(Boolean);
-  }
-  return { dns, search };
-}
+/** The name servers and search domains of a resolv.conf (moved to guest-lease.ts, shared by both bindings). */
+export { parseResolvConf } from "./guest-lease.ts";

@@ -9,14 +9,8 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { promisify } from "node:util";
 import type { Logger } from "@kvt/observability";
 import { type DhcpServer, startDhcpServer } from "./dhcp-server.ts";
-import {
-  BRIDGE,
-  type MasqueradePlan,
-  masqueradeRuleset,
-  POD_INTERFACE,
-  parseResolvConf,
-  TAP,
-} from "./masquerade-plan.ts";
+import { leaseDns } from "./guest-lease.ts";
+import { BRIDGE, type MasqueradePlan, masqueradeRuleset, POD_INTERFACE, TAP } from "./masquerade-plan.ts";
 
 const exec = promisify(execFile);
 
@@ -33,7 +27,8 @@ export class PodNetworkWiringError extends Error {
   override name = "PodNetworkWiringError";
 }
 
-async function run(cmd: string, args: readonly string[]): Promise<void> {
+/** Runs a command of the wiring; a failure is a PodNetworkWiringError carrying the command and its stderr. */
+export async function run(cmd: string, args: readonly string[]): Promise<void> {
   try {
     await exec(cmd, args);
   } catch (err) {
@@ -45,7 +40,8 @@ async function run(cmd: string, args: readonly string[]): Promise<void> {
   }
 }
 
-async function linkExists(name: string): Promise<boolean> {
+/** True when this namespace has a link of that name. */
+export async function linkExists(name: string): Promise<boolean> {
   return exec("ip", ["link", "show", "dev", name]).then(
     () => true,
     () => false,
@@ -80,12 +76,7 @@ export async function wireMasquerade(plan: MasqueradePlan, log: Logger): Promise
     writeFileSync("/proc/sys/net/ipv4/ip_forward", "1\n");
     await nftLoad(masqueradeRuleset(plan));
   }
-  let resolv = { dns: [] as string[], search: [] as string[] };
-  try {
-    resolv = parseResolvConf(readFileSync("/etc/resolv.conf", "utf8"));
-  } catch {
-    // No resolv.conf: the lease carries no name servers, as KubeVirt's when the pod has none.
-  }
+  const dns = leaseDns(readResolvConf(), plan.subdomain);
   const last = plan.gateway.split(".").map(Number);
   const hostBits = 32 - plan.prefixLength;
   const base = ((last[0] << 24) | (last[1] << 16) | (last[2] << 8) | last[3]) >>> 0;
@@ -100,13 +91,22 @@ export async function wireMasquerade(plan: MasqueradePlan, log: Logger): Promise
       prefixLength: plan.prefixLength,
       router: plan.gateway,
       serverIp: plan.gateway,
-      dns: resolv.dns,
-      searchDomains: resolv.search,
+      ...dns,
       hostname: plan.hostname,
       mtu,
       leaseSeconds: 0xffffffff,
+      ...(plan.dhcpOptions ? { extra: plan.dhcpOptions } : {}),
     },
   });
   log.info({ tap: TAP, mac: plan.mac, guestIp: plan.guestIp, ports: plan.ports ?? "all" }, "masquerade binding wired");
   return { tap: TAP, mac: plan.mac, dhcp, close: () => dhcp.close() };
+}
+
+/** The pod's /etc/resolv.conf, or undefined when it has none (the lease then carries no name servers). */
+export function readResolvConf(): string | undefined {
+  try {
+    return readFileSync("/etc/resolv.conf", "utf8");
+  } catch {
+    return undefined; // KubeVirt's lease carries no name servers when the pod has none
+  }
 }

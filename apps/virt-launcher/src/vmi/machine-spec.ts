@@ -15,7 +15,8 @@
  */
 import { tryParseQuantity, type VirtualMachineInstance } from "@kvt/api";
 import type { BootSource, MachineSpec } from "../machine/machine.ts";
-import { MasqueradeError, type MasqueradePlan, planMasquerade } from "../network/masquerade-plan.ts";
+import { MasqueradeError } from "../network/masquerade-plan.ts";
+import { type PodNetworkPlan, planPodNetwork } from "../network/pod-network.ts";
 import { copiedOnMigration, planDisks, prepareDisks, type VolumeMount } from "./disks.ts";
 import { fileInImage, ImageNotFoundError, type ImageResolver } from "./image-store.ts";
 
@@ -198,10 +199,10 @@ function messageOf(error: unknown): string {
   return String(error);
 }
 
-/** The pod interface's masquerade plan; a field it cannot wire becomes a cause. */
-function podNetworkOf(vmi: VirtualMachineInstance, causes: SpecCause[]): MasqueradePlan | undefined {
+/** The pod interface's plan (masquerade or bridge); a field it cannot wire becomes a cause. */
+function podNetworkOf(vmi: VirtualMachineInstance, causes: SpecCause[]): PodNetworkPlan | undefined {
   try {
-    return planMasquerade(vmi);
+    return planPodNetwork(vmi);
   } catch (error) {
     if (!(error instanceof MasqueradeError)) throw error;
     causes.push({ field: "spec.domain.devices.interfaces", message: error.message });
