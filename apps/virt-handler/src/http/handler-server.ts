@@ -27,6 +27,7 @@ import { type Duplex, pipeline } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import type { VirtualMachineInstance } from "@kvt/api";
 import { CertificateError, keyMatchesCertificate } from "@kvt/certs";
+import { ApiError, statusError } from "@kvt/kube";
 import { LauncherRpcError } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
 import { createWebSocketStream, type WebSocket, WebSocketServer } from "ws";
@@ -60,16 +61,6 @@ const ROUTE = /^\/v1\/namespaces\/([^/]+)\/virtualmachineinstances\/([^/]+)\/([a
 const PORT_FORWARD_ROUTE =
   /^\/v1\/namespaces\/([^/]+)\/virtualmachineinstances\/([^/]+)\/portforward\/([^/]*)(?:\/([^/]*))?$/;
 
-class HttpError extends Error {
-  readonly code: number;
-  readonly reason: string;
-  constructor(code: number, reason: string, message: string) {
-    super(message);
-    this.code = code;
-    this.reason = reason;
-  }
-}
-
 /** virt-handler's REST server for virt-api. */
 export class HandlerServer {
   readonly #d: HandlerServerDeps;
@@ -82,7 +73,7 @@ export class HandlerServer {
   constructor(deps: HandlerServerDeps) {
     this.#d = deps;
     const handler = (req: IncomingMessage, res: ServerResponse): void => {
-      this.#handle(req, res).catch((error: unknown) => sendStatus(res, toHttpError(error)));
+      this.#handle(req, res).catch((error: unknown) => sendStatus(res, toApiError(error)));
     };
     const { cert, key, ca } = deps.tls;
     const allowed = new Set(deps.tls.allowedNames ?? [VIRT_API_CLIENT_NAME]);
@@ -100,8 +91,8 @@ export class HandlerServer {
     this.#server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       socket.on("error", () => socket.destroy()); // virt-api vanishing mid-stream is routine
       this.#upgrade(req, socket, head).catch((error: unknown) => {
-        const e = toHttpError(error);
-        const body = statusBody(e);
+        const e = toApiError(error);
+        const body = JSON.stringify(e.status);
         socket.end(
           `HTTP/1.1 ${e.code} ${e.reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
         );
@@ -144,20 +135,20 @@ export class HandlerServer {
       res.writeHead(200, { "content-type": "text/plain" }).end("ok");
       return;
     }
-    if (PORT_FORWARD_ROUTE.test(path)) throw new HttpError(400, "BadRequest", "portforward needs a WebSocket upgrade");
+    if (PORT_FORWARD_ROUTE.test(path)) throw statusError(400, "BadRequest", "portforward needs a WebSocket upgrade");
     const m = ROUTE.exec(path);
-    if (!m) throw new HttpError(404, "NotFound", `no such path: ${path}`);
+    if (!m) throw statusError(404, "NotFound", `no such path: ${path}`);
     const [, namespace = "", name = "", sub] = m;
     req.resume(); // options bodies (PauseOptions, ...) carry nothing we act on
     const view = this.#launcher(decodeSegment(namespace), decodeSegment(name));
     if (sub === "guestosinfo" && req.method === "GET") {
-      throw new HttpError(409, "Conflict", "VMI does not have guest agent connected");
+      throw statusError(409, "Conflict", "VMI does not have guest agent connected");
     }
-    if (req.method !== "PUT") throw new HttpError(405, "MethodNotAllowed", `${sub} takes PUT`);
+    if (req.method !== "PUT") throw statusError(405, "MethodNotAllowed", `${sub} takes PUT`);
     if (sub === "pause") await view.client.pause();
     else if (sub === "unpause") await view.client.unpause();
     else if (sub === "softreboot") await view.client.softReboot();
-    else throw new HttpError(404, "NotFound", `no such subresource: ${sub ?? ""}`);
+    else throw statusError(404, "NotFound", `no such subresource: ${sub ?? ""}`);
     this.#d.logger.info({ namespace, name, action: sub }, "VMI action done");
     res.writeHead(200, { "content-type": "application/json" }).end("{}");
   }
@@ -167,7 +158,7 @@ export class HandlerServer {
     const forward = PORT_FORWARD_ROUTE.exec(path);
     if (forward) return this.#portForward(forward, req, socket, head);
     const m = ROUTE.exec(path);
-    if (m?.[3] !== "console") throw new HttpError(404, "NotFound", "only the console and portforward upgrade");
+    if (m?.[3] !== "console") throw statusError(404, "NotFound", "only the console and portforward upgrade");
     const view = this.#launcher(decodeSegment(m[1]), decodeSegment(m[2]));
     const serial = await view.client.openConsole();
     this.#ws.handleUpgrade(req, socket, head, (ws) => {
@@ -189,8 +180,8 @@ export class HandlerServer {
   async #portForward(m: RegExpExecArray, req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     const [, ns = "", name = "", rawPort = "", protocol = "tcp"] = m;
     const port = /^\d{1,5}$/.test(rawPort) ? Number(rawPort) : Number.NaN;
-    if (!(port >= 1 && port <= 65535)) throw new HttpError(400, "BadRequest", `invalid port "${rawPort}"`);
-    if (protocol !== "tcp") throw new HttpError(400, "BadRequest", `unsupported protocol "${protocol}"`);
+    if (!(port >= 1 && port <= 65535)) throw statusError(400, "BadRequest", `invalid port "${rawPort}"`);
+    if (protocol !== "tcp") throw statusError(400, "BadRequest", `unsupported protocol "${protocol}"`);
     const namespace = decodeSegment(ns);
     const vmiName = decodeSegment(name);
     const view = this.#launcher(namespace, vmiName);
@@ -209,9 +200,9 @@ export class HandlerServer {
 
   #launcher(namespace: string, name: string): LauncherView {
     const vmi = this.#d.findVmi(namespace, name);
-    if (!vmi?.metadata?.uid) throw new HttpError(404, "NotFound", `VMI ${namespace}/${name} is not on this node`);
+    if (!vmi?.metadata?.uid) throw statusError(404, "NotFound", `VMI ${namespace}/${name} is not on this node`);
     const view = this.#d.launcherFor(vmi.metadata.uid);
-    if (!view) throw new HttpError(503, "ServiceUnavailable", `no running launcher for VMI ${namespace}/${name}`);
+    if (!view) throw statusError(503, "ServiceUnavailable", `no running launcher for VMI ${namespace}/${name}`);
     return view;
   }
 }
@@ -225,12 +216,12 @@ const STATUS_REASON: Partial<Record<LauncherRpcError["code"], string>> = {
   DeadlineExceeded: "Timeout",
 };
 
-function toHttpError(error: unknown): HttpError {
-  if (error instanceof HttpError) return error;
+function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
   if (error instanceof LauncherRpcError) {
-    return new HttpError(error.status, STATUS_REASON[error.code] ?? "InternalError", error.message);
+    return statusError(error.status, STATUS_REASON[error.code] ?? "InternalError", error.message);
   }
-  return new HttpError(500, "InternalError", error instanceof Error ? error.message : String(error));
+  return statusError(500, "InternalError", error instanceof Error ? error.message : String(error));
 }
 
 /**
@@ -254,25 +245,14 @@ function decodeSegment(segment: string): string {
   try {
     return decodeURIComponent(segment);
   } catch {
-    throw new HttpError(404, "NotFound", `no such path segment: ${segment}`);
+    throw statusError(404, "NotFound", `no such path segment: ${segment}`);
   }
 }
 
-function statusBody(e: HttpError): string {
-  return JSON.stringify({
-    kind: "Status",
-    apiVersion: "v1",
-    status: "Failure",
-    message: e.message,
-    reason: e.reason,
-    code: e.code,
-  });
-}
-
-function sendStatus(res: ServerResponse, e: HttpError): void {
+function sendStatus(res: ServerResponse, e: ApiError): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  res.writeHead(e.code, { "content-type": "application/json" }).end(statusBody(e));
+  res.writeHead(e.code, { "content-type": "application/json" }).end(JSON.stringify(e.status));
 }
