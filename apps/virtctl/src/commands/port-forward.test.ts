@@ -2,6 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { connect } from "node:net";
 import { PassThrough } from "node:stream";
+import { type ApiError, statusError } from "@kvt/kube";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
 import { runVirtctl } from "../cli/cli.ts";
@@ -31,7 +32,7 @@ afterAll(async () => {
 class TunnelClient implements VirtClient {
   readonly namespace = "default";
   readonly paths: string[] = [];
-  refuse: Error | undefined;
+  refuse: ApiError | undefined;
   request(): Promise<unknown> {
     return Promise.reject(new Error("no requests here"));
   }
@@ -143,7 +144,7 @@ describe("virtctl port-forward", () => {
 
   it("a refused tunnel is logged and the local connection closed; the listener stays", async () => {
     const client = new TunnelClient();
-    client.refuse = Object.assign(new Error("Internal error occurred: dialing VM: connection refused"), { code: 500 });
+    client.refuse = statusError(500, "InternalError", "Internal error occurred: dialing VM: connection refused");
     const run = start(["port-forward", "vm/vm2/other", "0:23"], client);
     await expect.poll(() => run.err()).toMatch(/forwarding tcp/);
     const port = Number(/127\.0\.0\.1:(\d+) to 23/.exec(run.err())?.[1]);
@@ -176,11 +177,10 @@ describe("virtctl port-forward", () => {
 
   it("--stdio fails with KubeVirt's message when the tunnel is refused, and with more than one port", async () => {
     const client = new TunnelClient();
-    client.refuse = Object.assign(
-      new Error('Operation cannot be fulfilled on virtualmachine.kubevirt.io "vm1": VMI is not started'),
-      {
-        code: 409,
-      },
+    client.refuse = statusError(
+      409,
+      "Conflict",
+      'Operation cannot be fulfilled on virtualmachine.kubevirt.io "vm1": VMI is not started',
     );
     const refused = start(["port-forward", "--stdio", "vm/vm1", "22"], client);
     expect(await refused.done).toBe(1);

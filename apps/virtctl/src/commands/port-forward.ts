@@ -13,6 +13,7 @@
  */
 import { createServer, type Server, type Socket } from "node:net";
 import { type Duplex, pipeline, type Writable } from "node:stream";
+import { ApiError, errorMessage } from "@kvt/kube";
 import { createWebSocketStream, type WebSocket } from "ws";
 import { type Command, type CommandContext, CommandError } from "../cli/command.ts";
 import type { VirtClient } from "../kube/client.ts";
@@ -105,11 +106,13 @@ export async function openTunnel(
       PLAIN_STREAM_PROTOCOL,
     ]);
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    const message = error instanceof Error ? error.message : String(error);
-    throw new CommandError(typeof code === "number" ? `Can't connect to websocket (${code}): ${message}` : message, {
-      cause: error,
-    });
+    const message = errorMessage(error);
+    throw new CommandError(
+      error instanceof ApiError ? `Can't connect to websocket (${error.code}): ${message}` : message,
+      {
+        cause: error,
+      },
+    );
   }
 }
 
@@ -184,7 +187,7 @@ async function listen(
     openTunnel(client, namespace, target, port).then(
       (ws) => splice(local, ws),
       (error: unknown) => {
-        logLine(ctx, "error", `can't access ${target.kind}/${target.name}.${namespace}: ${(error as Error).message}`);
+        logLine(ctx, "error", `can't access ${target.kind}/${target.name}.${namespace}: ${errorMessage(error)}`);
         local.destroy();
       },
     );
