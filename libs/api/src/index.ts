@@ -62,8 +62,13 @@ export { defaultMigration } from "./defaults/migration-defaults.ts";
 export { defaultVm, legacyFirmwareUuid, uuidV5 } from "./defaults/vm-defaults.ts";
 // Injectable inputs of defaulting: cluster config, UUID source, clock.
 export type { DefaultingOptions } from "./defaults/vmi-defaults.ts";
-// VMI defaulting: everything KubeVirt's VMI mutator applies on CREATE.
-export { applyVmiSpecDefaults, defaultVmi } from "./defaults/vmi-defaults.ts";
+// VMI defaulting: everything KubeVirt's VMI mutator applies on CREATE; DefaultingError when the cluster forbids it.
+export {
+  applyVmiSpecDefaults,
+  DefaultingError,
+  defaultVmi,
+  setDefaultNetworkInterface,
+} from "./defaults/vmi-defaults.ts";
 // Text as Go's standard library writes it (encoding/json, %q, the kubelet's FormatMap, base64, time.Duration).
 export {
   formatGoDuration,
@@ -161,8 +166,13 @@ export { POOL_SORT_POLICIES, vmirsSchema, vmPoolSchema } from "./schema/replica-
 export { vmSchema } from "./schema/vm-schemas.ts";
 // Schema of VirtualMachineInstance.
 export { vmiSchema } from "./schema/vmi-schemas.ts";
-// The KubeVirt CR in force and the settings read from it (useEmulation).
-export { activeKubeVirt, emulationAllowed } from "./semantics/cluster-config.ts";
+// The KubeVirt CR in force and the settings read from it (useEmulation, the pod network's default binding).
+export {
+  activeKubeVirt,
+  emulationAllowed,
+  type NetworkSettings,
+  networkSettings,
+} from "./semantics/cluster-config.ts";
 // Status conditions: read, set in place (transition time kept while the status holds), removed.
 export { findCondition, hasCondition, removeCondition, setCondition } from "./semantics/conditions.ts";
 // A VMI's eviction strategy (its own, else the cluster's), LiveMigratable, and whether an eviction migrates it.
@@ -182,6 +192,7 @@ export {
 } from "./semantics/feature-gates.ts";
 // The pod network's interface, and KubeVirt's live-migration check of the interfaces (InterfaceNotLiveMigratable).
 export {
+  type BindingPlugins,
   INTERFACE_NOT_MIGRATABLE_MESSAGE,
   interfacesMigrationBlocker,
   podInterface,

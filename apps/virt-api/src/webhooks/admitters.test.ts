@@ -1,10 +1,12 @@
-import type { VmiPhase } from "@kvt/api";
+import type { KubeVirtConfiguration, VmiPhase } from "@kvt/api";
 import { describe, expect, it } from "vitest";
 import { FakeCluster, newVmi } from "../fake/fake-cluster.ts";
+import type { KubeVirtConfigSource } from "../kube/kubevirt-config.ts";
 import { type AdmissionRequest, parseReview, reviewResponse } from "./admission.ts";
 import {
   mutateMigration,
   mutateVm,
+  mutateVmiWith,
   validateMigrationCreate,
   validateMigrationPolicy,
   validateMigrationUpdate,
@@ -132,6 +134,76 @@ describe("VMI", () => {
       req(changed, { ...base, userInfo: { username: "system:serviceaccount:kubevirt:kubevirt-handler" } }),
     );
     expect(allowed.allowed).toBe(true);
+  });
+});
+
+describe("the KubeVirt CR's network settings", () => {
+  // `network` is kept as written in the CR (preserve-unknown-fields); its schema is not declared here.
+  const network = (settings: Record<string, unknown>): KubeVirtConfigSource => ({
+    configuration: () => Promise.resolve({ network: settings } as KubeVirtConfiguration),
+  });
+  const vmiReq = (spec: Record<string, unknown>) =>
+    req(
+      { apiVersion: "kubevirt.io/v1", kind: "VirtualMachineInstance", metadata: { name: "vmi1" }, spec },
+      {
+        kind: { group: "kubevirt.io", version: "v1", kind: "VirtualMachineInstance" },
+        resource: { group: "kubevirt.io", version: "v1", resource: "virtualmachineinstances" },
+      },
+    );
+  const bridged = {
+    ...goodSpec,
+    domain: {
+      ...goodSpec.domain,
+      devices: { ...goodSpec.domain.devices, interfaces: [{ name: "default", bridge: {} }] },
+    },
+    networks: [{ name: "default", pod: {} }],
+  };
+
+  it("a bridge on the pod network is refused with KubeVirt's cause when permitBridgeInterfaceOnPodNetwork is false", async () => {
+    expect(await validateVmiCreate("kubevirt", network({}))(vmiReq(bridged))).toEqual({ allowed: true });
+    const denied = await validateVmiCreate(
+      "kubevirt",
+      network({ permitBridgeInterfaceOnPodNetwork: false }),
+    )(vmiReq(bridged));
+    expect(denied).toMatchObject({
+      allowed: false,
+      code: 422,
+      causes: [
+        {
+          reason: "FieldValueInvalid",
+          message: "Bridge on pod network configuration is not enabled under kubevirt-config",
+          field: "spec.domain.devices.interfaces[0].name",
+        },
+      ],
+    });
+  });
+
+  it("a VMI without interfaces gets the CR's defaultNetworkInterface (KubeVirt's default: bridge)", async () => {
+    const interfacesOf = async (settings: Record<string, unknown>) => {
+      const result = await mutateVmiWith(undefined, network(settings))(vmiReq(structuredClone(goodSpec)));
+      if (!result.allowed) throw new Error(result.message);
+      const spec = result.patch?.find((p) => p.path === "/spec")?.value as { domain: { devices: { interfaces: [] } } };
+      return spec.domain.devices.interfaces;
+    };
+    expect(await interfacesOf({})).toEqual([{ name: "default", bridge: {} }]);
+    expect(await interfacesOf({ defaultNetworkInterface: "masquerade" })).toEqual([
+      { name: "default", masquerade: {} },
+    ]);
+  });
+
+  it("defaulting to a bridge the CR forbids answers 400 with KubeVirt's message", async () => {
+    const mutate = mutateVmiWith(undefined, network({ permitBridgeInterfaceOnPodNetwork: false }));
+    expect(await mutate(vmiReq(structuredClone(goodSpec)))).toEqual({
+      allowed: false,
+      code: 400,
+      message: "bridge interface is not enabled in kubevirt-config",
+    });
+    const vmValidation = validateVm("kubevirt", undefined, network({ permitBridgeInterfaceOnPodNetwork: false }));
+    expect(await vmValidation(req(vm({ running: true, template: { spec: goodSpec } })))).toEqual({
+      allowed: false,
+      code: 400,
+      message: "bridge interface is not enabled in kubevirt-config",
+    });
   });
 });
 

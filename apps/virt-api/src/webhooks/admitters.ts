@@ -36,6 +36,7 @@ import {
   applyVmiSpecDefaults,
   type ClusterConfig,
   DEFAULT_CLUSTER_CONFIG,
+  DefaultingError,
   defaultMigration,
   defaultVm,
   defaultVmi,
@@ -44,6 +45,7 @@ import {
   type KubeVirt,
   LABEL,
   type MigrationPolicy,
+  networkSettings,
   PresetConflictError,
   type StatusCause,
   toWireCauses,
@@ -160,7 +162,10 @@ export const mutateVmi: Admitter = mutateVmiWith();
  * (listed through `presets`) are merged in before the defaults, as KubeVirt's VMI mutator does; conflicting presets
  * refuse the VMI with 422 and KubeVirt's message.
  */
-export function mutateVmiWith(presets?: Pick<ClusterClient, "listVmiPresets">): Admitter {
+export function mutateVmiWith(
+  presets?: Pick<ClusterClient, "listVmiPresets">,
+  kubevirtConfig?: KubeVirtConfigSource,
+): Admitter {
   return async (req) => {
     if (req.operation !== "CREATE") return ALLOW;
     const vmi = structuredClone(objectOf<VirtualMachineInstance>(req));
@@ -174,7 +179,14 @@ export function mutateVmiWith(presets?: Pick<ClusterClient, "listVmiPresets">): 
         return { allowed: false, code: 422, message: err.message };
       }
     }
-    const defaulted = defaultVmi(vmi);
+    let defaulted: VirtualMachineInstance;
+    try {
+      defaulted = defaultVmi(vmi, { config: await clusterConfig(kubevirtConfig) });
+    } catch (err) {
+      // The cluster's settings forbid the default (bridge not permitted on the pod network): KubeVirt answers 400.
+      if (!(err instanceof DefaultingError)) throw err;
+      return { allowed: false, code: 400, message: err.message };
+    }
     return { allowed: true, patch: sectionPatch(req.object, defaulted, ["spec", "metadata", "status"]) };
   };
 }
@@ -211,28 +223,37 @@ export function validateVm(
     }
     // KubeVirt validates a defaulted copy of the template (SetDefaultVirtualMachineInstanceSpec): a volume without
     // a disk gets one first, as the VMI it becomes will.
+    const config = await clusterConfig(kubevirtConfig);
     if (vm.spec?.template?.spec?.domain) {
       vm = structuredClone(vm);
       const spec = vm.spec.template.spec;
       // Go's structs always have devices; a manifest may omit them.
       if (spec) {
         spec.domain.devices ??= {};
-        applyVmiSpecDefaults(spec);
+        try {
+          applyVmiSpecDefaults(spec, config);
+        } catch (err) {
+          if (!(err instanceof DefaultingError)) throw err;
+          return { allowed: false, code: 400, message: err.message };
+        }
       }
     }
     const unmet = expanded && requirementsCause(expanded.instancetype, expanded.preference, vm);
     if (unmet) return fromCauses([unmet]);
-    const config = await clusterConfig(kubevirtConfig);
     const causes = apiValidateVm(vm, { isKubeVirtServiceAccount, config });
     return fromCauses(attributeToMatchers(causes, submitted, expanded?.instancetype));
   };
 }
 
-/** The cluster settings validation depends on: KubeVirt's defaults with the CR's feature gates and rollout. */
+/**
+ * The cluster settings defaulting and validation depend on: KubeVirt's defaults with the CR's feature gates,
+ * rollout strategy and network settings (the pod interface's default binding, bridge permitted on the pod network).
+ */
 async function clusterConfig(source: KubeVirtConfigSource | undefined): Promise<ClusterConfig> {
   const configured = await source?.configuration();
   return {
     ...DEFAULT_CLUSTER_CONFIG,
+    ...networkSettings(configured),
     developerConfiguration: configured?.developerConfiguration,
     vmRolloutStrategy: configured?.vmRolloutStrategy ?? DEFAULT_CLUSTER_CONFIG.vmRolloutStrategy,
   };
@@ -367,7 +388,7 @@ export function webhookRoutes(
     ...instancetypeWebhookRoutes(fromCauses),
     "/virtualmachines-mutate": mutateVmWith(instancetypes),
     "/virtualmachines-validate": validateVm(kubevirtNamespace, instancetypes, kubevirtConfig),
-    "/virtualmachineinstances-mutate": mutateVmiWith(client),
+    "/virtualmachineinstances-mutate": mutateVmiWith(client, kubevirtConfig),
     "/virtualmachineinstances-validate-create": validateVmiCreate(kubevirtNamespace, kubevirtConfig),
     "/virtualmachineinstances-validate-update": validateVmiUpdate(kubevirtNamespace),
     "/migration-mutate-create": mutateMigration,

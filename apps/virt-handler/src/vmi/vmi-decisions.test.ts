@@ -120,6 +120,30 @@ describe("computeVmiStatus", () => {
     expect(rwx.conditions?.find((c) => c.type === "LiveMigratable")?.status).toBe("True");
   });
 
+  it("LiveMigratable is False with InterfaceNotLiveMigratable for a bridge on the pod network, unless annotated", () => {
+    const bridged = (annotations?: Record<string, string>): VirtualMachineInstance => ({
+      ...vmi("Scheduled"),
+      metadata: { name: "vm1", namespace: "default", uid: "vmi-1", ...(annotations ? { annotations } : {}) },
+      spec: {
+        domain: { devices: { interfaces: [{ name: "default", bridge: {} }] } },
+        networks: [{ name: "default", pod: {} }],
+      },
+    });
+    const ctx = { nodeName: NODE, now: NOW };
+    expect(
+      computeVmiStatus(bridged(), facts(info("Running")), ctx).conditions?.find((c) => c.type === "LiveMigratable"),
+    ).toMatchObject({
+      status: "False",
+      reason: "InterfaceNotLiveMigratable",
+      message: "cannot migrate VMI which does not use masquerade or a migratable plugin to connect to the pod network",
+    });
+    const allowed = bridged({ "kubevirt.io/allow-pod-bridge-network-live-migration": "" });
+    expect(
+      computeVmiStatus(allowed, facts(info("Running")), ctx).conditions?.find((c) => c.type === "LiveMigratable")
+        ?.status,
+    ).toBe("True");
+  });
+
   it("reports the launcher's wired interfaces in status.interfaces as KubeVirt fills them", () => {
     const wired = {
       name: "default",

@@ -9,12 +9,14 @@
  *      `--(launcher vanished while Running)-------------------------------------> Failed (LauncherExited)
  *         (unless a migration was open: then the target's handler may take it over; see source-recovery.ts)
  * ```
- * Conditions while Running: Ready=True; Paused=True (PausedByUser) while paused; LiveMigratable True, or False
- * (DisksNotLiveMigratable) when a claim is not ReadWriteMany or a hostDisk not shared, or False with the launcher's
- * reason; SoftwareEmulation when the guest is emulated. Every phase change appends to
+ * Conditions while Running: Ready=True; Paused=True (PausedByUser) while paused; LiveMigratable True, or False:
+ * InterfaceNotLiveMigratable when the pod network's binding cannot move (bridge without the allow annotation),
+ * DisksNotLiveMigratable when a claim is not ReadWriteMany or a hostDisk not shared, or the launcher's reason;
+ * SoftwareEmulation when the guest is emulated. Every phase change appends to
  * phaseTransitionTimestamps; the launcher pod is recorded in activePods.
  */
 import {
+  interfacesMigrationBlocker,
   REASON,
   type VirtualMachineInstance,
   type VirtualMachineInstanceStatus,
@@ -80,7 +82,7 @@ export function computeVmiStatus(
     ];
   }
   if (reason) status.reason = reason;
-  status.conditions = conditionsFor(status, facts.info, ctx.now, volumesMigrationBlocker(vmi));
+  status.conditions = conditionsFor(status, facts.info, ctx.now, migrationBlocker(vmi));
   if (facts.syncFailure) {
     // KubeVirt reports a failed sync on the Synchronized condition, with the launcher's message.
     status.conditions = setCondition(
@@ -128,11 +130,19 @@ export function nextPhase(current: string, facts: LauncherFacts): { phase: VmiPh
   return { phase };
 }
 
+/** What the spec says against a live migration: KubeVirt's interface check first, then the volumes'. */
+function migrationBlocker(vmi: VirtualMachineInstance): { reason: string; message: string } | undefined {
+  const iface = interfacesMigrationBlocker(vmi);
+  if (iface) return { reason: REASON.InterfaceNotLiveMigratable, message: iface };
+  const volumes = volumesMigrationBlocker(vmi);
+  return volumes ? { reason: REASON.DisksNotLiveMigratable, message: volumes } : undefined;
+}
+
 function conditionsFor(
   status: VirtualMachineInstanceStatus,
   info: DomainInfo | undefined,
   now: string,
-  volumesBlocker: string | undefined,
+  specBlocker: { reason: string; message: string } | undefined,
 ): NonNullable<VirtualMachineInstanceStatus["conditions"]> {
   let conditions = [...(status.conditions ?? [])];
   const set = (type: string, want: DesiredCondition | undefined): void => {
@@ -152,17 +162,12 @@ function conditionsFor(
       : undefined,
   );
   if (running) {
-    // The volumes first (KubeVirt's checkVolumesForMigration), then what the backend says of the guest.
+    // The spec first (KubeVirt's interface and volume checks), then what the backend says of the guest.
     const reason = info?.notMigratableReason;
     set(
       VMI_CONDITION.LiveMigratable,
-      volumesBlocker
-        ? {
-            type: VMI_CONDITION.LiveMigratable,
-            status: "False",
-            reason: REASON.DisksNotLiveMigratable,
-            message: volumesBlocker,
-          }
+      specBlocker
+        ? { type: VMI_CONDITION.LiveMigratable, status: "False", ...specBlocker }
         : reason
           ? { type: VMI_CONDITION.LiveMigratable, status: "False", reason: "NotMigratable", message: reason }
           : { type: VMI_CONDITION.LiveMigratable, status: "True" },

@@ -4,7 +4,7 @@ import { DEFAULT_CLUSTER_CONFIG } from "../validation/validation-config.ts";
 import { validateVmiCreate } from "../validation/vmi-validation.ts";
 import { defaultMigration } from "./migration-defaults.ts";
 import { defaultVm, legacyFirmwareUuid, uuidV5 } from "./vm-defaults.ts";
-import { defaultVmi } from "./vmi-defaults.ts";
+import { DefaultingError, defaultVmi } from "./vmi-defaults.ts";
 
 const fixed = { uuid: () => "11111111-2222-4333-8444-555555555555", now: () => "2026-01-01T00:00:00Z" };
 
@@ -100,6 +100,41 @@ describe("defaultVmi()", () => {
     expect(d.spec.domain.devices.interfaces).toEqual([{ name: "default", masquerade: {} }]);
     expect(d.spec.domain.memory?.maxGuest).toBeUndefined();
     expect(d.spec.domain.cpu?.maxSockets).toBeUndefined();
+  });
+
+  it.each([
+    ["bridge", true, [{ name: "default", bridge: {} }]],
+    ["masquerade", false, [{ name: "default", masquerade: {} }]],
+    ["something else", true, undefined],
+  ])("the CR's defaultNetworkInterface %s (bridge permitted: %s) gives %j", (binding, permit, interfaces) => {
+    const v = vmi();
+    delete v.spec.networks;
+    v.spec.domain.devices.interfaces = undefined;
+    const config = {
+      ...DEFAULT_CLUSTER_CONFIG,
+      defaultNetworkInterface: binding,
+      permitBridgeInterfaceOnPodNetwork: permit,
+    };
+    const d = defaultVmi(v, { ...fixed, config });
+    expect(d.spec.domain.devices.interfaces).toEqual(interfaces);
+    expect(d.spec.networks).toEqual([{ name: "default", pod: {} }]);
+  });
+
+  it.each([
+    ["bridge", false, "bridge interface is not enabled in kubevirt-config"],
+    ["slirp", true, "slirp interface is deprecated as of v1.3"],
+  ])("refuses to default to %s (bridge permitted: %s) with KubeVirt's message", (binding, permit, message) => {
+    const v = vmi();
+    delete v.spec.networks;
+    v.spec.domain.devices.interfaces = undefined;
+    const config = {
+      ...DEFAULT_CLUSTER_CONFIG,
+      defaultNetworkInterface: binding,
+      permitBridgeInterfaceOnPodNetwork: permit,
+    };
+    expect(() => defaultVmi(v, { ...fixed, config })).toThrow(new DefaultingError(message));
+    // A VMI that names its interfaces is not defaulted, so the setting does not matter to it.
+    expect(() => defaultVmi(vmi(), { ...fixed, config })).not.toThrow();
   });
 
   it("does not modify its input", () => {

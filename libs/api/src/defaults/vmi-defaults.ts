@@ -62,12 +62,39 @@ function setCpuTopology(spec: VirtualMachineInstanceSpec): void {
   cpu.threads = 1;
 }
 
+/** A VMI the cluster's settings cannot default; KubeVirt's admission answers 400 with the message. */
+export class DefaultingError extends Error {
+  override name = "DefaultingError";
+}
+
+/**
+ * KubeVirt's SetDefaultNetworkInterface: a VMI with neither networks nor interfaces (and autoattachPodInterface not
+ * false) gets the pod network and an interface with the cluster's default binding. Throws a DefaultingError when
+ * that binding is bridge and the cluster forbids bridge on the pod network, or slirp.
+ */
+export function setDefaultNetworkInterface(spec: VirtualMachineInstanceSpec, config: ClusterConfig): void {
+  const devices = spec.domain.devices;
+  if (devices.autoattachPodInterface === false || spec.networks?.length || devices.interfaces?.length) return;
+  switch (config.defaultNetworkInterface) {
+    case "bridge":
+      if (!config.permitBridgeInterfaceOnPodNetwork)
+        throw new DefaultingError("bridge interface is not enabled in kubevirt-config");
+      devices.interfaces = [{ name: DEFAULT_NETWORK_NAME, bridge: {} }];
+      break;
+    case "masquerade":
+      devices.interfaces = [{ name: DEFAULT_NETWORK_NAME, masquerade: {} }];
+      break;
+    case "slirp":
+      throw new DefaultingError("slirp interface is deprecated as of v1.3");
+    default:
+      break; // KubeVirt adds the network alone; validation then names the interface it lacks
+  }
+  spec.networks = [{ name: DEFAULT_NETWORK_NAME, pod: {} }];
+}
+
 function setNetworkAndDisks(spec: VirtualMachineInstanceSpec, config: ClusterConfig): void {
   const devices = spec.domain.devices;
-  if (devices.autoattachPodInterface !== false && !spec.networks?.length && !devices.interfaces?.length) {
-    devices.interfaces = [{ name: DEFAULT_NETWORK_NAME, [config.defaultNetworkInterface]: {} }];
-    spec.networks = [{ name: DEFAULT_NETWORK_NAME, pod: {} }];
-  }
+  setDefaultNetworkInterface(spec, config);
   const disks = devices.disks ?? [];
   for (const volume of spec.volumes ?? []) {
     if (!disks.some((d) => d.name === volume.name)) disks.push({ name: volume.name });
@@ -124,7 +151,10 @@ function setHotplug(vmi: VirtualMachineInstance, config: ClusterConfig): void {
   mem.maxGuest = Quantity.of(maxGuest, "BinarySI").toString();
 }
 
-/** Applies the spec defaults shared by a VMI and by the VMI a VM will create (mutates `spec`). */
+/**
+ * Applies the spec defaults shared by a VMI and by the VMI a VM will create (mutates `spec`). Throws a
+ * DefaultingError when the cluster's settings cannot default its network (see setDefaultNetworkInterface).
+ */
 export function applyVmiSpecDefaults(
   spec: VirtualMachineInstanceSpec,
   config: ClusterConfig = DEFAULT_CLUSTER_CONFIG,
@@ -141,7 +171,8 @@ export function applyVmiSpecDefaults(
 
 /**
  * A new VMI with every default the mutating webhook applies on create (returns a copy; the input is untouched).
- * Call on admission of a CREATE only; on update KubeVirt applies no defaults.
+ * Call on admission of a CREATE only; on update KubeVirt applies no defaults. Throws a DefaultingError as
+ * applyVmiSpecDefaults does.
  */
 export function defaultVmi(input: VirtualMachineInstance, opts: DefaultingOptions = {}): VirtualMachineInstance {
   const config = opts.config ?? DEFAULT_CLUSTER_CONFIG;

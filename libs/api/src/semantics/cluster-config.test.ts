@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeStrict } from "../strict-decode.ts";
 import type { KubeVirt } from "../types.ts";
-import { activeKubeVirt, emulationAllowed } from "./cluster-config.ts";
+import { activeKubeVirt, emulationAllowed, networkSettings } from "./cluster-config.ts";
 
 const kv = (namespace: string, created: string, extra: Partial<KubeVirt["metadata"]> = {}): KubeVirt => ({
   apiVersion: "kubevirt.io/v1",
@@ -53,5 +53,18 @@ describe("the KubeVirt CR as the cluster configuration", () => {
     expect(decodeStrict("KubeVirt", wrong).causes.map((c) => c.field)).toEqual([
       "spec.configuration.developerConfiguration.useEmulation",
     ]);
+  });
+
+  it.each([
+    [undefined, "bridge", true],
+    [{}, "bridge", true],
+    [{ network: { defaultNetworkInterface: "masquerade" } }, "masquerade", true],
+    [{ network: { permitBridgeInterfaceOnPodNetwork: false } }, "bridge", false],
+    [{ network: { defaultNetworkInterface: 7, permitBridgeInterfaceOnPodNetwork: "no" } }, "bridge", true],
+  ])("networkSettings(%j) is %s, bridge permitted %s (KubeVirt's defaults)", (config, binding, permit) => {
+    expect(networkSettings(config as never)).toEqual({
+      defaultNetworkInterface: binding,
+      permitBridgeInterfaceOnPodNetwork: permit,
+    });
   });
 });

@@ -24,3 +24,25 @@ export function activeKubeVirt(crs: readonly KubeVirt[], namespace?: string): Ku
 export function emulationAllowed(config: KubeVirtConfiguration | undefined): boolean {
   return config?.developerConfiguration?.useEmulation === true;
 }
+
+/** The KubeVirt CR's `network` settings admission acts on. */
+export interface NetworkSettings {
+  /** The binding of the pod interface a VMI without interfaces gets: "bridge" (KubeVirt's default), "masquerade". */
+  readonly defaultNetworkInterface: string;
+  /** Whether an interface may bind to the pod network with `bridge` (KubeVirt's default true). */
+  readonly permitBridgeInterfaceOnPodNetwork: boolean;
+}
+
+/**
+ * `spec.configuration.network` with KubeVirt's defaults (pkg/virt-config: DefaultNetworkInterface "bridge",
+ * DefaultPermitBridgeInterfaceOnPodNetwork true); values of the wrong type count as unset.
+ */
+export function networkSettings(config: KubeVirtConfiguration | undefined): NetworkSettings {
+  const network = (config as { network?: Record<string, unknown> } | undefined)?.network;
+  const iface = network?.defaultNetworkInterface;
+  const permit = network?.permitBridgeInterfaceOnPodNetwork;
+  return {
+    defaultNetworkInterface: typeof iface === "string" && iface !== "" ? iface : "bridge",
+    permitBridgeInterfaceOnPodNetwork: typeof permit === "boolean" ? permit : true,
+  };
+}

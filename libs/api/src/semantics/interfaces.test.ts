@@ -19,8 +19,9 @@ describe("interfacesMigrationBlocker() (KubeVirt's VerifyVMIMigratable)", () => 
     ["masquerade", { masquerade: {} }, undefined, undefined],
     ["bridge", { bridge: {} }, undefined, INTERFACE_NOT_MIGRATABLE_MESSAGE],
     ["bridge with the annotation", { bridge: {} }, { [ANNOTATION.allowPodBridgeNetworkLiveMigration]: "" }, undefined],
+    ["passtBinding", { passtBinding: {} }, undefined, undefined],
     [
-      "a binding plugin (none is migratable here)",
+      "a binding plugin the KubeVirt CR does not declare migratable",
       { binding: { name: "passt" } },
       undefined,
       INTERFACE_NOT_MIGRATABLE_MESSAGE,
@@ -30,6 +31,12 @@ describe("interfacesMigrationBlocker() (KubeVirt's VerifyVMIMigratable)", () => 
     expect(interfacesMigrationBlocker(vmi(iface, annotations))).toBe(want);
   });
 
+  it("a binding plugin with `migration` in the KubeVirt CR migrates", () => {
+    const v = vmi({ binding: { name: "mine" } });
+    expect(interfacesMigrationBlocker(v, { mine: { migration: {} } })).toBeUndefined();
+    expect(interfacesMigrationBlocker(v, { mine: {} })).toBe(INTERFACE_NOT_MIGRATABLE_MESSAGE);
+  });
+
   it("a VMI without a pod network is not held back by its interfaces", () => {
     const v = vmi({ bridge: {} });
     v.spec.networks = [{ name: "default", multus: { networkName: "x" } }] as never;
@@ -37,9 +44,15 @@ describe("interfacesMigrationBlocker() (KubeVirt's VerifyVMIMigratable)", () => 
     expect(podInterface(v)).toBeUndefined();
   });
 
-  it("carries KubeVirt's message", () => {
+  it("a pod network without its interface is KubeVirt's error", () => {
+    const v = vmi({ bridge: {} });
+    v.spec.domain.devices.interfaces = [{ name: "other", bridge: {} }];
+    expect(interfacesMigrationBlocker(v)).toBe("no primary interface found for network default");
+  });
+
+  it("carries KubeVirt's message (v1.8 and later)", () => {
     expect(INTERFACE_NOT_MIGRATABLE_MESSAGE).toBe(
-      "cannot migrate VMI which does not use masquerade, bridge with kubevirt.io/allow-pod-bridge-network-live-migration VM annotation or a migratable plugin to connect to the pod network",
+      "cannot migrate VMI which does not use masquerade or a migratable plugin to connect to the pod network",
     );
   });
 });

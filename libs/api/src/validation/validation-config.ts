@@ -10,8 +10,11 @@ export interface ClusterConfig {
   machineType: string;
   /** Default CPU model ("host-model"). */
   cpuModel: string;
-  /** Binding of the default pod interface: "bridge" (KubeVirt's default) or "masquerade". */
-  defaultNetworkInterface: "bridge" | "masquerade";
+  /**
+   * Binding of the default pod interface (the KubeVirt CR's `network.defaultNetworkInterface`): "bridge" (KubeVirt's
+   * default) or "masquerade"; KubeVirt refuses "slirp" and leaves the interface out for any other value.
+   */
+  defaultNetworkInterface: string;
   /** Whether bridge binding on the pod network is allowed (KubeVirt default true). */
   permitBridgeInterfaceOnPodNetwork: boolean;
   /** Cluster eviction strategy applied to VMIs that set none (KubeVirt default: unset). */

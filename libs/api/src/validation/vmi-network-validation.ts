@@ -147,6 +147,46 @@ function validateInterfaceFields(
   return causes;
 }
 
+/**
+ * KubeVirt's validateDHCPOptions: private options unique and within 224-254 (reported on the spec's path, as
+ * KubeVirt does), NTP servers IPv4 addresses.
+ */
+function validateDhcpOptions(field: FieldPath, idx: number, iface: Interface): StatusCause[] {
+  const options = iface.dhcpOptions;
+  if (!options) return [];
+  const causes: StatusCause[] = [];
+  const privateOptions = options.privateOptions ?? [];
+  if (new Set(privateOptions.map((p) => p.option)).size < privateOptions.length) {
+    causes.push(cause(CAUSE_TYPE.invalid, "Found Duplicates: you have provided duplicate DHCPPrivateOptions", field));
+  }
+  for (const p of privateOptions) {
+    if (!(p.option >= 224 && p.option <= 254)) {
+      causes.push(
+        cause(CAUSE_TYPE.invalid, "provided DHCPPrivateOptions are out of range, must be in range 224 to 254", field),
+      );
+    }
+  }
+  (options.ntpServers ?? []).forEach((ip, i) => {
+    if (!isIpv4(ip)) {
+      causes.push(
+        cause(
+          CAUSE_TYPE.invalid,
+          "NTP servers must be a list of valid IPv4 addresses.",
+          field.child("domain", "devices", "interfaces").index(idx).child("dhcpOptions", "ntpServers").index(i),
+        ),
+      );
+    }
+  });
+  return causes;
+}
+
+/** Go's net.ParseIP(ip).To4() != nil for the forms a manifest carries (dotted quad, or IPv4-mapped IPv6). */
+function isIpv4(ip: string): boolean {
+  const quad = ip.startsWith("::ffff:") ? ip.slice(7) : ip;
+  const parts = quad.split(".");
+  return parts.length === 4 && parts.every((p) => /^(0|[1-9]\d{0,2})$/.test(p) && Number(p) <= 255);
+}
+
 /** All network and interface rules, in KubeVirt's order. */
 export function validateNetworks(
   field: FieldPath,
@@ -191,6 +231,7 @@ export function validateNetworks(
   });
   ifaces.forEach((iface, idx) => {
     causes.push(...validateInterfaceFields(field, idx, iface, byName.get(iface.name)));
+    causes.push(...validateDhcpOptions(field, idx, iface));
   });
   return causes;
 }

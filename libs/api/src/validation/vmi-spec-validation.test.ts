@@ -271,6 +271,24 @@ const cases: Case[] = [
     [c(INV, "Masquerade interface only implemented with pod network", `${I}[0].name`)],
   ],
   [
+    "DHCP private options duplicated and out of range, an NTP server not IPv4",
+    (s) => {
+      iface0(s).dhcpOptions = {
+        privateOptions: [
+          { option: 240, value: "a" },
+          { option: 240, value: "b" },
+          { option: 223, value: "c" },
+        ],
+        ntpServers: ["10.0.0.1", "ntp.example.org"],
+      };
+    },
+    [
+      c(INV, "Found Duplicates: you have provided duplicate DHCPPrivateOptions", P),
+      c(INV, "provided DHCPPrivateOptions are out of range, must be in range 224 to 254", P),
+      c(INV, "NTP servers must be a list of valid IPv4 addresses.", `${I}[0].dhcpOptions.ntpServers[1]`),
+    ],
+  ],
+  [
     "duplicate network names",
     (s) => {
       s.networks?.push({ name: "default", multus: { networkName: "net-a" } });
