@@ -57,7 +57,7 @@ describe("access credential keys", () => {
     const ctx = { resolveImage: imageStoreResolver(join(root, "store")), mounts, workDir: join(root, "work") };
     const [disk] = planDisks(vmi(method, volume), ctx, causes);
     expect(causes).toEqual([]);
-    expect(disk?.contents?.toString("latin1")).toContain(expected);
+    expect(Buffer.from(disk?.contents ?? []).toString("latin1")).toContain(expected);
   });
 
   it("a Secret that is not mounted is a cause naming the credential", () => {
