@@ -40,6 +40,10 @@ const kubeconfig = inject("kubeconfig");
 const dataDir = dirname(kubeconfig);
 const pki = join(dataDir, "pki");
 const read = (f: string): string => readFileSync(join(pki, f), "utf8");
+/** KubeVirt's certificates, as the components read them (virt-controller's Secrets, written as volumes). */
+const volume = (kind: "secret" | "configmap", name: string, key: string): string =>
+  readFileSync(join(dataDir, "volumes", kind, name, key), "utf8");
+const kubevirtCaBundle = (): string => volume("configmap", "kubevirt-ca", "ca-bundle");
 
 interface ClusterState {
   apiPort: number;
@@ -178,16 +182,22 @@ describe("every listening socket of the cluster authenticates its peer", () => {
 
   it("virt-handler and kubelet ports: mutual TLS refuses no certificate, another CA, and another name", async () => {
     const mtls = tcp().filter((s) => ["handler", "kubelet"].includes(classify(s)));
-    const kubevirtCa = read("kubevirt-ca.crt");
+    const kubevirtCa = kubevirtCaBundle();
     const kubeletCa = read("kubelet-ca.crt");
     // The KubeVirt CA's certificate for virt-api's own serving name is not virt-api's client certificate.
-    const wrongName = { cert: read("virt-api.crt"), key: read("virt-api.key") };
+    const wrongName = {
+      cert: volume("secret", "kubevirt-virt-api-certs", "tls.crt"),
+      key: volume("secret", "kubevirt-virt-api-certs", "tls.key"),
+    };
     for (const s of mtls) {
       const what = `${classify(s)} :${s.port}`;
       const ca = classify(s) === "handler" ? kubevirtCa : kubeletCa;
       const good =
         classify(s) === "handler"
-          ? { cert: read("virt-handler-client.crt"), key: read("virt-handler-client.key") }
+          ? {
+              cert: volume("secret", "kubevirt-virt-handler-certs", "tls.crt"),
+              key: volume("secret", "kubevirt-virt-handler-certs", "tls.key"),
+            }
           : { cert: read("apiserver-kubelet-client.crt"), key: read("apiserver-kubelet-client.key") };
       const path = classify(s) === "handler" ? "/healthz" : `/containerLogs/default/${launcherPod}/compute`;
       expect(refused(await probe(s.port, path, "GET", { ca })), `${what} without a certificate`).toBe(true);
@@ -254,7 +264,7 @@ describe("every listening socket of the cluster authenticates its peer", () => {
     const port = state.handlerPorts[vmiNode];
     const path = `/v1/namespaces/default/virtualmachineinstances/${NAME}`;
     expect(refused(await probe(port, `${path}/pause`, "PUT", "plain"))).toBe(true);
-    expect(refused(await probe(port, `${path}/pause`, "PUT", { ca: read("kubevirt-ca.crt") }))).toBe(true);
+    expect(refused(await probe(port, `${path}/pause`, "PUT", { ca: kubevirtCaBundle() }))).toBe(true);
     for (const url of [`ws://127.0.0.1:${port}${path}/console`, `wss://127.0.0.1:${port}${path}/console`]) {
       const outcome = await new Promise<string>((resolve) => {
         const ws = new WebSocket(url, ["plain.kubevirt.io"], { rejectUnauthorized: false, handshakeTimeout: 5000 });

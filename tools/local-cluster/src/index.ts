@@ -19,12 +19,7 @@ export { renderKubeconfig } from "./apiserver/kubeconfig.ts";
 /** Object shapes. */
 export type { KubeObject, ObjectMeta } from "./apiserver/types.ts";
 /** The whole local cluster: bring-up under a data dir (npm start, e2e), its components and their supervisor. */
-export {
-  type LocalCluster,
-  type LocalClusterOptions,
-  startLocalCluster,
-  type TlsFiles,
-} from "./cluster/local-cluster.ts";
+export { type LocalCluster, type LocalClusterOptions, startLocalCluster } from "./cluster/local-cluster.ts";
 export { type ComponentSpec, Supervisor, type SupervisorEvent } from "./cluster/supervisor.ts";
 /** Bundle an app's entry point as the launcher image does (rolldown; each module keeps its source file's URL). */
 export { bundleEntry } from "./kubelet/launcher-image.ts";

@@ -20,8 +20,10 @@ export { KUBEVIRT_ALERTS, KUBEVIRT_RUNBOOKS } from "./monitoring.ts";
 /** The names shared by the objects. */
 export { COMPONENTS, type Component, imageName, type KubeObject, NAMESPACE } from "./objects.ts";
 /** Each component's RBAC rules with the code path that needs each, as objects, and the users' roles. */
-export { type ComponentRules, RULES, type Rule, rbacObjects, SUBRESOURCES, userRoles } from "./rbac.ts";
+export { type ComponentRules, RULES, type Rule, rbacObjects } from "./rbac.ts";
 /** deploy/'s files as text. */
 export { GENERATE_COMMAND, renderDeploy } from "./render.ts";
+/** The users' roles KubeVirt ships, and the subresources they grant. */
+export { SUBRESOURCES, userRoles } from "./user-roles.ts";
 /** Ports and priority class of the workloads. */
 export { PORTS, PRIORITY_CLASS } from "./workloads.ts";

@@ -16,7 +16,8 @@ import { virtApiManifests } from "@kvt/virt-api/lib";
 import pkg from "../../../package.json" with { type: "json" };
 import { dashboardConfigMaps, prometheusRule, serviceMonitor } from "./monitoring.ts";
 import { COMPONENTS, type Component, commonLabels, type KubeObject, NAMESPACE } from "./objects.ts";
-import { RULES, rbacObjects, userRoles } from "./rbac.ts";
+import { RULES, rbacObjects } from "./rbac.ts";
+import { userRoles } from "./user-roles.ts";
 import { priorityClass, workloadObjects } from "./workloads.ts";
 
 /** The release version: the workspace's package version (images are tagged with it). */
@@ -41,9 +42,10 @@ export interface ManifestFile {
   readonly manifests: readonly Manifest[];
 }
 
-const CA_PLACEHOLDER =
-  "caBundle is empty on purpose: `npm run certs -w @kvt/release` prints this object again with the KubeVirt CA " +
-  "that signed virt-api's serving certificate (as KubeVirt's virt-operator injects it); apply its output.";
+const CA_BUNDLE_NOTE =
+  "caBundle is left out on purpose: virt-controller's certificate manager sets it to the KubeVirt CA bundle " +
+  "(ConfigMap kubevirt-ca), as KubeVirt's virt-operator injects it, and renews it when the CA rotates; applying " +
+  "this file again leaves it alone.";
 
 function rbacManifests(component: Component, namespace: string, version: string): Manifest[] {
   const r = RULES[component];

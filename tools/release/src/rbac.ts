@@ -11,6 +11,7 @@
  *
  * The ServiceAccount names are KubeVirt's; virt-api's admitters trust exactly these (`isKubevirtServiceAccount`).
  */
+import { CA_BUNDLE_TARGETS, CERTIFICATES } from "@kvt/api";
 import { type Component, commonLabels, type KubeObject } from "./objects.ts";
 
 /** One RBAC rule plus the code path that needs it (rendered as a YAML comment). */
@@ -31,9 +32,13 @@ export interface ComponentRules {
 }
 
 const KV = "kubevirt.io";
+const CERT_MANAGER = "certificates/cert-manager.ts";
 const INFORMER = ["list", "watch"] as const;
 
-/** virt-controller: the leader's informers and controllers (apps/virt-controller/src/app.ts) and leader election. */
+/**
+ * virt-controller: the leader's informers and controllers (apps/virt-controller/src/app.ts), leader election, and
+ * the certificate manager (virt-operator's certificate duty: the KubeVirt CA, the components' Secrets, caBundles).
+ */
 const controller: ComponentRules = {
   serviceAccount: "kubevirt-controller",
   cluster: [
@@ -142,7 +147,9 @@ const controller: ComponentRules = {
       apiGroups: [KV],
       resources: ["kubevirts"],
       verbs: [...INFORMER],
-      why: "app.ts: KubeVirt informer (spec.configuration: useEmulation, migrations)",
+      why:
+        "app.ts: KubeVirt informer (spec.configuration: useEmulation, migrations; spec.certificateRotateStrategy " +
+        "for certificates/cert-manager.ts)",
     },
     {
       apiGroups: ["migrations.kubevirt.io"],
@@ -184,8 +191,62 @@ const controller: ComponentRules = {
       verbs: ["create", "patch"],
       why: "libs/kube event-recorder.ts: events.create, events.mergePatch (count of a repeated event)",
     },
+    {
+      apiGroups: ["admissionregistration.k8s.io"],
+      resources: ["mutatingwebhookconfigurations"],
+      resourceNames: [...CA_BUNDLE_TARGETS.mutatingWebhookConfigurations],
+      verbs: ["get", "update"],
+      why: `${CERT_MANAGER}: get and update of virt-api's webhook configuration (caBundle = the KubeVirt CA bundle)`,
+    },
+    {
+      apiGroups: ["admissionregistration.k8s.io"],
+      resources: ["validatingwebhookconfigurations"],
+      resourceNames: [...CA_BUNDLE_TARGETS.validatingWebhookConfigurations],
+      verbs: ["get", "update"],
+      why: `${CERT_MANAGER}: get and update of virt-api's webhook configuration (caBundle = the KubeVirt CA bundle)`,
+    },
+    {
+      apiGroups: ["apiregistration.k8s.io"],
+      resources: ["apiservices"],
+      resourceNames: [...CA_BUNDLE_TARGETS.apiServices],
+      verbs: ["get", "update"],
+      why: `${CERT_MANAGER}: get and update of the subresources.kubevirt.io APIServices (spec.caBundle)`,
+    },
   ],
   namespaced: [
+    {
+      apiGroups: [""],
+      resources: ["secrets"],
+      verbs: ["create"],
+      why:
+        `${CERT_MANAGER}: secrets.create of a missing certificate Secret (create cannot be limited by name; the ` +
+        "Role limits it to the install namespace)",
+    },
+    {
+      apiGroups: [""],
+      resources: ["secrets"],
+      resourceNames: [
+        CERTIFICATES.caSecret,
+        CERTIFICATES.virtApi,
+        CERTIFICATES.handlerServer,
+        CERTIFICATES.handlerClient,
+      ],
+      verbs: ["get", "update"],
+      why: `${CERT_MANAGER}: secrets.get and update (renewal) of the KubeVirt CA's and the components' Secrets only`,
+    },
+    {
+      apiGroups: [""],
+      resources: ["configmaps"],
+      verbs: ["create"],
+      why: `${CERT_MANAGER}: configMaps.create of ConfigMap kubevirt-ca when missing (create cannot be limited by name)`,
+    },
+    {
+      apiGroups: [""],
+      resources: ["configmaps"],
+      resourceNames: [CERTIFICATES.caConfigMap],
+      verbs: ["get", "update"],
+      why: `${CERT_MANAGER}: configMaps.get and update of ConfigMap kubevirt-ca (ca-bundle)`,
+    },
     {
       apiGroups: ["coordination.k8s.io"],
       resources: ["leases"],
@@ -390,143 +451,4 @@ export function rbacObjects(component: Component, namespace: string, version: st
 export function ruleReasons(component: Component, kind: "ClusterRole" | "Role"): string[] {
   const r = RULES[component];
   return (kind === "ClusterRole" ? r.cluster : r.namespaced).map((x) => x.why);
-}
-
-/**
- * The subresources virt-api serves (apps/virt-api/src/subresources/discovery.ts SUBRESOURCE_NAMES; a test keeps the
- * two lists equal). `get` for the streaming and read-only ones, `update` (PUT) for the actions, as its discovery says.
- */
-export const SUBRESOURCES: readonly string[] = [
-  "virtualmachineinstances/console",
-  "virtualmachineinstances/pause",
-  "virtualmachineinstances/unpause",
-  "virtualmachineinstances/softreboot",
-  "virtualmachineinstances/guestosinfo",
-  "virtualmachineinstances/portforward",
-  "virtualmachines/start",
-  "virtualmachines/stop",
-  "virtualmachines/restart",
-  "virtualmachines/migrate",
-  "virtualmachines/expand-spec",
-  "virtualmachines/portforward",
-  "expand-vm-spec",
-];
-
-const READ_ONLY_SUBRESOURCES = new Set([
-  "virtualmachineinstances/console",
-  "virtualmachineinstances/guestosinfo",
-  "virtualmachineinstances/portforward",
-  "virtualmachines/expand-spec",
-  "virtualmachines/portforward",
-]);
-const INSTANCETYPE_GROUP = "instancetype.kubevirt.io";
-const INSTANCETYPES = [
-  "virtualmachineinstancetypes",
-  "virtualmachineclusterinstancetypes",
-  "virtualmachinepreferences",
-  "virtualmachineclusterpreferences",
-];
-const WORKLOADS = [
-  "virtualmachines",
-  "virtualmachineinstances",
-  "virtualmachineinstancemigrations",
-  "virtualmachineinstancereplicasets",
-  "virtualmachineinstancepresets",
-];
-const POOL = "pool.kubevirt.io";
-
-/**
- * What users get, as KubeVirt ships it: `kubevirt.io:view` and `kubevirt.io:edit` aggregate into the built-in
- * view/edit roles (and, through edit's own aggregation label, into admin), so a namespace's editors can run VMs and
- * call the subresources; `kubevirt.io:default` lets every authenticated user read virt-api's version.
- */
-export function userRoles(version: string): KubeObject[] {
-  const labels = commonLabels(undefined, version);
-  const sub = "subresources.kubevirt.io";
-  return [
-    {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRole",
-      metadata: {
-        name: "kubevirt.io:view",
-        labels: { ...labels, "rbac.authorization.k8s.io/aggregate-to-view": "true" },
-      },
-      rules: [
-        { apiGroups: [KV], resources: [...WORKLOADS], verbs: ["get", "list", "watch"] },
-        { apiGroups: [POOL], resources: ["virtualmachinepools"], verbs: ["get", "list", "watch"] },
-        { apiGroups: [INSTANCETYPE_GROUP], resources: [...INSTANCETYPES], verbs: ["get", "list", "watch"] },
-        {
-          apiGroups: [sub],
-          resources: ["virtualmachines/expand-spec", "virtualmachineinstances/guestosinfo"],
-          verbs: ["get"],
-        },
-        { apiGroups: [sub], resources: ["expand-vm-spec"], verbs: ["update"] },
-      ],
-    },
-    {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRole",
-      metadata: {
-        name: "kubevirt.io:edit",
-        labels: { ...labels, "rbac.authorization.k8s.io/aggregate-to-edit": "true" },
-      },
-      rules: [
-        {
-          apiGroups: [KV],
-          resources: [...WORKLOADS],
-          verbs: ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
-        },
-        {
-          apiGroups: [POOL],
-          resources: ["virtualmachinepools"],
-          verbs: ["get", "delete", "create", "update", "patch", "list", "watch"],
-        },
-        {
-          apiGroups: [INSTANCETYPE_GROUP],
-          resources: [...INSTANCETYPES],
-          verbs: ["get", "delete", "create", "update", "patch", "list", "watch"],
-        },
-        { apiGroups: [sub], resources: SUBRESOURCES.filter((s) => READ_ONLY_SUBRESOURCES.has(s)), verbs: ["get"] },
-        { apiGroups: [sub], resources: SUBRESOURCES.filter((s) => !READ_ONLY_SUBRESOURCES.has(s)), verbs: ["update"] },
-      ],
-    },
-    {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRole",
-      metadata: { name: "kubevirt.io:default", labels },
-      rules: [{ apiGroups: [sub], resources: ["version"], verbs: ["get"] }],
-    },
-    {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRoleBinding",
-      metadata: { name: "kubevirt.io:default", labels },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "kubevirt.io:default" },
-      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "system:authenticated" }],
-    },
-    // Every authenticated user may read the cluster-wide instancetypes and preferences (KubeVirt's
-    // instancetype.kubevirt.io:view), so anyone who may create a VM can pick one.
-    {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRole",
-      metadata: { name: "instancetype.kubevirt.io:view", labels },
-      rules: [
-        {
-          apiGroups: [INSTANCETYPE_GROUP],
-          resources: ["virtualmachineclusterinstancetypes", "virtualmachineclusterpreferences"],
-          verbs: ["get", "list", "watch"],
-        },
-      ],
-    },
-    {
-      apiVersion: "rbac.authorization.k8s.io/v1",
-      kind: "ClusterRoleBinding",
-      metadata: {
-        name: "instancetype.kubevirt.io:view",
-        labels,
-        annotations: { "rbac.authorization.kubernetes.io/autoupdate": "true" },
-      },
-      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "instancetype.kubevirt.io:view" },
-      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "system:authenticated" }],
-    },
-  ];
 }

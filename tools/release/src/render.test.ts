@@ -9,9 +9,10 @@ import { DEPLOY_DIR } from "./index.ts";
 import { allObjects, coreFiles, monitoringFiles, VERSION } from "./manifests.ts";
 import { KUBEVIRT_ALERTS, KUBEVIRT_RUNBOOKS } from "./monitoring.ts";
 import { COMPONENTS, type KubeObject } from "./objects.ts";
-import { RULES, SUBRESOURCES } from "./rbac.ts";
+import { RULES } from "./rbac.ts";
 import { GENERATE_COMMAND, renderDeploy } from "./render.ts";
 import { schemaErrors } from "./schema-validation.ts";
+import { SUBRESOURCES } from "./user-roles.ts";
 import { PRIORITY_CLASS } from "./workloads.ts";
 
 type Obj = KubeObject & { spec?: Record<string, unknown> };
@@ -124,13 +125,41 @@ describe("RBAC", () => {
     }
   });
 
-  it("only virt-handler touches Secrets, and never lists or watches them", () => {
+  it("Secrets: virt-handler's migration Secrets, virt-controller's certificate Secrets by name; nobody lists them", () => {
     const secretRules = COMPONENTS.flatMap((c) =>
-      [...RULES[c].cluster, ...RULES[c].namespaced]
+      [
+        ...RULES[c].cluster.map((r) => ({ ...r, scope: "cluster" })),
+        ...RULES[c].namespaced.map((r) => ({ ...r, scope: "namespace" })),
+      ]
         .filter((r) => r.resources.includes("secrets"))
-        .map((r) => ({ c, verbs: r.verbs })),
+        .map((r) => ({ c, scope: r.scope, verbs: r.verbs, names: r.resourceNames })),
     );
-    expect(secretRules).toEqual([{ c: "virt-handler", verbs: ["create", "get", "update"] }]);
+    expect(secretRules).toEqual([
+      { c: "virt-controller", scope: "namespace", verbs: ["create"], names: undefined },
+      {
+        c: "virt-controller",
+        scope: "namespace",
+        verbs: ["get", "update"],
+        names: [
+          "kubevirt-ca",
+          "kubevirt-virt-api-certs",
+          "kubevirt-virt-handler-server-certs",
+          "kubevirt-virt-handler-certs",
+        ],
+      },
+      { c: "virt-handler", scope: "cluster", verbs: ["create", "get", "update"], names: undefined },
+    ]);
+  });
+
+  it("virt-controller changes the webhook configurations and APIServices it injects the CA bundle into, only", () => {
+    const rules = RULES["virt-controller"].cluster.filter((r) => /registration/.test(r.apiGroups[0] ?? ""));
+    expect(rules.map((r) => [r.resources, r.resourceNames, r.verbs])).toEqual([
+      [["mutatingwebhookconfigurations"], ["virt-api-mutator"], ["get", "update"]],
+      [["validatingwebhookconfigurations"], ["virt-api-validator"], ["get", "update"]],
+      [["apiservices"], ["v1.subresources.kubevirt.io", "v1alpha3.subresources.kubevirt.io"], ["get", "update"]],
+    ]);
+    const wired = allObjects().filter((o) => /WebhookConfiguration|APIService/.test(o.kind));
+    expect(wired.map((o) => o.metadata.name).sort()).toEqual(rules.flatMap((r) => r.resourceNames ?? []).sort());
   });
 
   it("the user roles grant exactly the subresources virt-api serves (discovery.ts)", () => {
@@ -226,7 +255,10 @@ describe("workloads", () => {
     const names = (podSpecOf(find("Deployment", "virt-api")).containers[0]?.ports ?? []).map((p) => p.name);
     expect(names).toContain("virt-api");
     const text = renderDeploy().get("virt-api/webhooks.yaml") ?? "";
-    expect(text.match(/# caBundle is empty on purpose/g)).toHaveLength(4);
+    expect(
+      text.match(/# caBundle is left out on purpose: virt-controller's certificate manager sets it/g),
+    ).toHaveLength(4);
+    expect(text).not.toContain("caBundle:");
   });
 });
 

@@ -163,7 +163,7 @@ const FILE_TABLE: readonly (readonly [string, string])[] = [
     "`<component>/workload.yaml`",
     "Deployments (virt-api, virt-controller), the virt-handler DaemonSet, Services, PDBs",
   ],
-  ["`virt-api/webhooks.yaml`", "admission webhooks and APIServices (`caBundle` filled by the components)"],
+  ["`virt-api/webhooks.yaml`", "admission webhooks and APIServices (`caBundle` set by virt-controller)"],
   [
     "`user-roles.yaml`",
     "`kubevirt.io:view`, `kubevirt.io:edit` (aggregated into view, edit, admin), `kubevirt.io:default`",
@@ -205,14 +205,16 @@ ${table(FILE_TABLE)}
 Images are \`kubevirt-ts/<component>:${VERSION}\`; change registry or tag in an overlay's \`images:\`
 (\`kustomize edit set image kubevirt-ts/virt-api=REGISTRY/virt-api:TAG\`).
 
-Certificates (KubeVirt's names): the pods mount Secrets \`kubevirt-virt-api-certs\`, \`kubevirt-virt-handler-certs\`
-(virt-api's client certificate, the only one virt-handler accepts), \`kubevirt-virt-handler-server-certs\`, ConfigMap
-\`kubevirt-ca\` (the KubeVirt CA they trust) and ConfigMap \`kubevirt-requestheader-ca\` (the front proxy's CA); pods
-wait in ContainerCreating until those exist. Create them, and the webhooks' and APIServices' \`caBundle\`, with the
-one certificate module, and copy the front proxy's CA from the cluster:
+Certificates (KubeVirt's names): the virt-controller leader creates, in the install namespace, the KubeVirt CA
+(Secret \`kubevirt-ca\`), the bundle the components trust (ConfigMap \`kubevirt-ca\`, key \`ca-bundle\`), the
+Secrets \`kubevirt-virt-api-certs\`, \`kubevirt-virt-handler-server-certs\` and \`kubevirt-virt-handler-certs\`
+(virt-api's client certificate, the only one virt-handler accepts), and sets the webhooks' and APIServices'
+\`caBundle\`; it renews each before it expires, by the KubeVirt CR's
+\`spec.certificateRotateStrategy.selfSigned\` (KubeVirt's defaults: CA 168h, certificates 24h, renewed 20% ahead), and
+the components reload them without a restart. virt-api and virt-handler wait in ContainerCreating until their
+Secrets exist. The front proxy's CA is the cluster's; copy it once:
 
 \`\`\`sh
-npm run certs -w @kvt/release -- --namespace kubevirt | kubectl apply -f -   # rerun before a year has passed
 kubectl -n kube-system get configmap extension-apiserver-authentication \\
   -o jsonpath='{.data.requestheader-client-ca-file}' > requestheader-ca.crt
 kubectl -n kubevirt create configmap kubevirt-requestheader-ca \\

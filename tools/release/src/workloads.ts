@@ -3,10 +3,11 @@
  * the priority class, with the ports, paths and flags the apps serve and read (each app's main.ts and `--help`).
  *
  * Certificates: the pods mount KubeVirt's certificate objects by KubeVirt's names (Secrets `kubevirt-virt-api-certs`,
- * `kubevirt-virt-handler-certs`, `kubevirt-virt-handler-server-certs`, ConfigMap `kubevirt-ca`) and the front-proxy CA
- * (ConfigMap `kubevirt-requestheader-ca`, a copy of kube-system/extension-apiserver-authentication's
- * `requestheader-client-ca-file`). `npm run certs -w @kvt/release` (certificates.ts) creates them and the caBundles;
- * rerun it before they expire (one year). The pods wait in ContainerCreating until they exist.
+ * `kubevirt-virt-handler-certs`, `kubevirt-virt-handler-server-certs`, ConfigMap `kubevirt-ca`), which the
+ * virt-controller leader's certificate manager creates and renews before they expire (the KubeVirt CR's
+ * certificateRotateStrategy; the apps reload them without a restart), and the front-proxy CA (ConfigMap
+ * `kubevirt-requestheader-ca`, a copy of kube-system/extension-apiserver-authentication's
+ * `requestheader-client-ca-file`). virt-api and virt-handler wait in ContainerCreating until they exist.
  *
  * Listening: every server binds the pod IP (`$(POD_IP)` from the downward API), never 0.0.0.0.
  */

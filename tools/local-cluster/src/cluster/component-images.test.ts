@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildComponentImages, COMPONENT_ENTRIES } from "./component-images.ts";
+import { componentTlsFiles } from "./component-volumes.ts";
 import { type ClusterLayout, clusterComponents, nodeNames } from "./components.ts";
 
 const projectRoot = new URL("../../../../", import.meta.url).pathname;
@@ -50,7 +51,7 @@ describe("the components' images", () => {
       metricsPorts: {},
       virtApiPort: 8443,
       handlerPorts: { node01: 8186 },
-      tls: { cert: "/c", key: "/k", ca: "/ca" },
+      componentTls: componentTlsFiles("/data"),
       podNetworkFile: "/data/pod-network.json",
       serviceCidr: "10.96.0.0/16",
       componentEntries: built,

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { componentTlsFiles } from "./component-volumes.ts";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 
 const layout: ClusterLayout = {
@@ -12,7 +13,7 @@ const layout: ClusterLayout = {
   metricsPorts: { "virt-api": 9001, "virt-controller": 9002, "virt-handler/node01": 9003, "virt-handler/node02": 9004 },
   virtApiPort: 8443,
   handlerPorts: { node01: 8186, node02: 8187 },
-  tls: { cert: "/data/pki/virt-api.crt", key: "/data/pki/virt-api.key", ca: "/data/pki/ca.crt" },
+  componentTls: componentTlsFiles("/data"),
   tracesFile: "/tmp/traces.jsonl",
 };
 
@@ -24,8 +25,8 @@ describe("clusterComponents()", () => {
       "scheduler",
       "kubelet/node01",
       "kubelet/node02",
-      "virt-api",
       "virt-controller",
+      "virt-api",
       "virt-handler/node01",
       "virt-handler/node02",
     ]);
@@ -82,6 +83,14 @@ describe("clusterComponents()", () => {
       "8187",
       "--metrics-port",
       "9004",
+      "--host",
+      "127.0.0.1",
+      "--tls-cert",
+      "/data/volumes/secret/kubevirt-virt-handler-server-certs/tls.crt",
+      "--tls-key",
+      "/data/volumes/secret/kubevirt-virt-handler-server-certs/tls.key",
+      "--client-ca",
+      "/data/volumes/configmap/kubevirt-ca/ca-bundle",
     ]);
     expect(handler.env.KUBEVIRT_TRACES_FILE).toBe("/tmp/traces.jsonl");
   });
@@ -119,7 +128,10 @@ describe("clusterComponents()", () => {
 
   it("tells virt-api where each node's handler listens", () => {
     const api = clusterComponents(layout).find((c) => c.name === "virt-api")!;
-    expect(api.argv.slice(-2)).toEqual(["--handler-url", "node01=http://127.0.0.1:8186,node02=http://127.0.0.1:8187"]);
+    expect(api.argv.slice(-2)).toEqual([
+      "--handler-url",
+      "node01=https://127.0.0.1:8186,node02=https://127.0.0.1:8187",
+    ]);
   });
 });
 

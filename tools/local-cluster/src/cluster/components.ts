@@ -2,8 +2,11 @@
  * The processes of the local cluster and their command lines (pure). The order is the start order; the supervisor
  * stops them in reverse.
  *
- *   apiserver -> scheduler -> process-kubelet per node -> service-proxy (with a pod network) -> virt-api
- *     -> virt-controller -> virt-handler per node
+ *   apiserver -> scheduler -> process-kubelet per node -> service-proxy (with a pod network) -> virt-controller
+ *     -> virt-api -> virt-handler per node
+ *
+ * virt-controller comes first among KubeVirt's: its certificate manager makes the Secrets virt-api and virt-handler
+ * read their certificates from (component-volumes.ts writes them as files, as a kubelet's volumes).
  *
  * Every component gets its own identity's kubeconfig (component-identities.ts: none runs as the admin), its own
  * metrics port (recorded for the Prometheus scrape config) and the tracing environment (KUBEVIRT_TRACES_FILE when
@@ -12,15 +15,9 @@
 import { join } from "node:path";
 import { APISERVER_NODE_FLAGS } from "../apiserver/node-flags.ts";
 import { componentKubeconfig, tokenAuthFile } from "./component-identities.ts";
+import type { ComponentTlsFiles } from "./component-volumes.ts";
 import { type RuntimeName, runtimeFlags, runtimeNameOf } from "./js-runtime.ts";
-import {
-  apiserverKubeletFlags,
-  type HandlerTlsFiles,
-  handlerServerFlags,
-  type KubeletTlsFiles,
-  kubeletServerFlags,
-  virtApiHandlerFlags,
-} from "./pki.ts";
+import { apiserverKubeletFlags, type KubeletTlsFiles, kubeletServerFlags } from "./pki.ts";
 
 /** Where things are and which ports were assigned. */
 export interface ClusterLayout {
@@ -39,15 +36,16 @@ export interface ClusterLayout {
   readonly virtApiPort: number;
   /** virt-handler's HTTP port (console, pause) per node. */
   readonly handlerPorts: Readonly<Record<string, number>>;
-  /** virt-api serving certificate and key, and the CA that signed them. */
-  readonly tls: { readonly cert: string; readonly key: string; readonly ca: string };
+  /**
+   * KubeVirt's certificates as the components read them: virt-api's serving and client certificates, virt-handler's
+   * serving certificate and the CA bundle (virt-controller's Secrets, written as files by component-volumes.ts).
+   */
+  readonly componentTls: ComponentTlsFiles;
   /**
    * Front-proxy PKI for API aggregation: the API server presents `clientCert`/`clientKey` to virt-api, which trusts
    * the caller's X-Remote-* identity from certificates `ca` signed (CN `front-proxy-client`).
    */
   readonly frontProxy?: { readonly ca: string; readonly clientCert: string; readonly clientKey: string };
-  /** virt-handler's mutual TLS (pki.ts): without it virt-handler refuses to start. */
-  readonly handlerTls?: HandlerTlsFiles;
   /** The process-kubelets' serving certificates and the API server's kubelet client certificate (pki.ts). */
   readonly kubeletTls?: KubeletTlsFiles;
   readonly tracesFile?: string;
@@ -126,34 +124,6 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
   }
   out.push(...serviceProxyComponent(layout, entry("tools/local-cluster/src/proxy/main.ts"), env));
   out.push({
-    name: "virt-api",
-    job: "virt-api",
-    argv: [
-      ...entry("apps/virt-api/src/main.ts"),
-      ...accountKc("kubevirt-apiserver"),
-      "--port",
-      String(layout.virtApiPort),
-      "--host",
-      "127.0.0.1",
-      "--tls-cert",
-      layout.tls.cert,
-      "--tls-key",
-      layout.tls.key,
-      "--metrics-port",
-      String(port("virt-api")),
-      ...(layout.handlerTls ? virtApiHandlerFlags(layout.handlerTls) : []),
-      "--handler-url",
-      layout.nodeNames
-        .map((n) => `${n}=${layout.handlerTls ? "https" : "http"}://127.0.0.1:${layout.handlerPorts[n]}`)
-        .join(","),
-      ...(layout.frontProxy
-        ? ["--requestheader-client-ca", layout.frontProxy.ca, "--requestheader-allowed-names", "front-proxy-client"]
-        : []),
-    ],
-    env,
-    metricsPort: port("virt-api"),
-  });
-  out.push({
     name: "virt-controller",
     job: "virt-controller",
     argv: [
@@ -164,6 +134,38 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
     ],
     env,
     metricsPort: port("virt-controller"),
+  });
+  out.push({
+    name: "virt-api",
+    job: "virt-api",
+    argv: [
+      ...entry("apps/virt-api/src/main.ts"),
+      ...accountKc("kubevirt-apiserver"),
+      "--port",
+      String(layout.virtApiPort),
+      "--host",
+      "127.0.0.1",
+      "--tls-cert",
+      layout.componentTls.virtApi.cert,
+      "--tls-key",
+      layout.componentTls.virtApi.key,
+      "--metrics-port",
+      String(port("virt-api")),
+      // The handlers' CA and the client certificate virt-handler accepts (deploy/'s mounts, as files here).
+      "--handler-ca",
+      layout.componentTls.caBundle,
+      "--handler-client-cert",
+      layout.componentTls.handlerClient.cert,
+      "--handler-client-key",
+      layout.componentTls.handlerClient.key,
+      "--handler-url",
+      layout.nodeNames.map((n) => `${n}=https://127.0.0.1:${layout.handlerPorts[n]}`).join(","),
+      ...(layout.frontProxy
+        ? ["--requestheader-client-ca", layout.frontProxy.ca, "--requestheader-allowed-names", "front-proxy-client"]
+        : []),
+    ],
+    env,
+    metricsPort: port("virt-api"),
   });
   for (const node of layout.nodeNames) {
     const name = `virt-handler/${node}`;
@@ -184,7 +186,15 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         String(layout.handlerPorts[node]),
         "--metrics-port",
         String(port(name)),
-        ...(layout.handlerTls ? handlerServerFlags(layout.handlerTls) : []),
+        // Mutual TLS on 127.0.0.1 (the local cluster's nodes share this host's loopback).
+        "--host",
+        "127.0.0.1",
+        "--tls-cert",
+        layout.componentTls.handlerServer.cert,
+        "--tls-key",
+        layout.componentTls.handlerServer.key,
+        "--client-ca",
+        layout.componentTls.caBundle,
       ],
       env,
       metricsPort: port(name),

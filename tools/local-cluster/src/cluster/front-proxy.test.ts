@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { componentTlsFiles } from "./component-volumes.ts";
 import { type ClusterLayout, clusterComponents, nodeNames } from "./components.ts";
 import { ensureFrontProxyTls, FRONT_PROXY_CLIENT_NAME } from "./virt-api-wiring.ts";
 
@@ -17,7 +18,7 @@ const layout: ClusterLayout = {
   metricsPorts: {},
   virtApiPort: 8443,
   handlerPorts: { node01: 8186 },
-  tls: { cert: "/data/pki/virt-api.crt", key: "/data/pki/virt-api.key", ca: "/data/pki/ca.crt" },
+  componentTls: componentTlsFiles("/data"),
   frontProxy: { ca: "/pki/fp-ca.crt", clientCert: "/pki/fp.crt", clientKey: "/pki/fp.key" },
 };
 

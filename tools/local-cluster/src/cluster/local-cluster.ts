@@ -4,7 +4,8 @@
  * installed and the admission webhooks and subresource APIService registered. `npm start` and the e2e tests use it.
  *
  * State lives under `dataDir` and survives restarts: the API server's database, the kubeconfig, the ports and the
- * certificates (cluster.json, pki/), and one log file per component under logs/.
+ * cluster's own certificates (cluster.json, pki/), and one log file per component under logs/. KubeVirt's
+ * certificates are virt-controller's, in Secrets; volumes/ holds them as the components read them.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
@@ -31,6 +32,7 @@ import {
   type RestTransport,
   resourceClient,
 } from "@kvt/kube";
+import { pino } from "pino";
 import {
   createPodNetwork,
   type PodNetworkConfig,
@@ -44,22 +46,16 @@ import {
   writeComponentKubeconfigs,
 } from "./component-identities.ts";
 import { buildComponentImages } from "./component-images.ts";
+import { type ComponentTlsFiles, ComponentVolumes, componentTlsFiles } from "./component-volumes.ts";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 import { createOrReplace, createOrReplaceAll } from "./create-or-replace.ts";
 import { freePort } from "./free-port.ts";
 import { currentRuntimeName, jsRuntime, type RuntimeName, runtimeNameOf } from "./js-runtime.ts";
-import { ensureHandlerCerts, ensureKubeletCerts, type HandlerTlsFiles, handlerServes } from "./pki.ts";
+import { ensureKubeletCerts, handlerServes } from "./pki.ts";
 import { applyReleaseRbac } from "./release-rbac.ts";
 import { Supervisor, type SupervisorEvent } from "./supervisor.ts";
-import { ensureFrontProxyTls, ensureVirtApiTls, registerVirtApi } from "./virt-api-wiring.ts";
+import { ensureFrontProxyTls, registerVirtApi } from "./virt-api-wiring.ts";
 import { waitFor } from "./wait.ts";
-
-/** TLS material for virt-api: paths of PEM files. */
-export interface TlsFiles {
-  readonly cert: string;
-  readonly key: string;
-  readonly ca: string;
-}
 
 /** Options for {@link startLocalCluster}. */
 export interface LocalClusterOptions {
@@ -76,10 +72,8 @@ export interface LocalClusterOptions {
   readonly tracesFile?: string;
   /** Progress lines for the user. */
   readonly progress: (message: string) => void;
-  /** Creates virt-api's CA and serving certificate in `dir` (when missing); default {@link ensureVirtApiTls}. */
-  readonly ensureTls?: (dir: string) => Promise<TlsFiles> | TlsFiles;
   /** Registers the webhooks and APIService routing to virt-api; default {@link registerVirtApi}. */
-  readonly registerVirtApi?: (transport: RestTransport, port: number, caPem: string) => Promise<void>;
+  readonly registerVirtApi?: (transport: RestTransport, port: number) => Promise<void>;
   /**
    * The KubeVirt CR's `developerConfiguration.useEmulation` when the cluster creates it (first start of a data
    * directory; later starts keep what the CR says). Default true: a laptop without KVM still runs VMs, on QEMU.
@@ -146,8 +140,9 @@ async function loadState(file: string, nodes: readonly string[]): Promise<Persis
 export const WITHOUT_KVM_WRAPPER: string = new URL("../../bin/without-kvm.sh", import.meta.url).pathname;
 
 /**
- * Creates the KubeVirt CR `kubevirt/kubevirt` (and its namespace) when missing, with `useEmulation` as given. An
- * existing CR is left as it is: the admin's edits survive restarts.
+ * Creates the KubeVirt CR `kubevirt/kubevirt` (and its namespace) when missing, with `useEmulation` as given and the
+ * pod network's default binding set to masquerade (as HyperConverged installs set it; KubeVirt's own default, bridge,
+ * leaves a VMI without interfaces unable to migrate). An existing CR is left as it is: the admin's edits survive.
  */
 async function ensureKubeVirtCr(transport: RestTransport, useEmulation: boolean): Promise<void> {
   const keep = { replace: false };
@@ -160,7 +155,9 @@ async function ensureKubeVirtCr(transport: RestTransport, useEmulation: boolean)
     apiVersion: API_VERSION,
     kind: KIND.KubeVirt,
     metadata: { name: KUBEVIRT_CR.name, namespace: KUBEVIRT_CR.namespace },
-    spec: { configuration: { developerConfiguration: { useEmulation } } },
+    spec: {
+      configuration: { developerConfiguration: { useEmulation }, network: { defaultNetworkInterface: "masquerade" } },
+    },
   };
   await createOrReplace(resourceClient(transport, KUBEVIRT_V1.kubevirts), body, keep);
 }
@@ -218,7 +215,7 @@ async function httpOk(url: string): Promise<boolean> {
 async function waitForComponents(
   state: PersistedState,
   nodes: readonly string[],
-  handlerTls: HandlerTlsFiles,
+  tls: ComponentTlsFiles,
 ): Promise<void> {
   await waitFor("virt-api to accept connections", () => tcpOpen(state.virtApiPort), START_TIMEOUT_MS, 200);
   const controller = state.metricsPorts["virt-controller"];
@@ -231,7 +228,7 @@ async function waitForComponents(
   for (const n of nodes) {
     await waitFor(
       `virt-handler on ${n} to serve`,
-      () => handlerServes(state.handlerPorts[n] ?? 0, handlerTls),
+      () => handlerServes(state.handlerPorts[n] ?? 0, { ca: tls.caBundle, ...tls.handlerClient }),
       START_TIMEOUT_MS,
       200,
     );
@@ -310,8 +307,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   for (const d of [dataDir, join(dataDir, "logs"), join(dataDir, "apiserver"), join(dataDir, "pki")])
     mkdirSync(d, { recursive: true });
   const state = await loadState(join(dataDir, "cluster.json"), names);
-  const tls = await (options.ensureTls ?? ensureVirtApiTls)(join(dataDir, "pki"));
-  const handlerTls = await ensureHandlerCerts(join(dataDir, "pki"));
+  const componentTls = componentTlsFiles(dataDir);
   const kubeletTls = await ensureKubeletCerts(join(dataDir, "pki"), names);
   const kubeconfig = join(dataDir, "kubeconfig");
   const podNetwork = await startPodNetwork(options, names);
@@ -326,9 +322,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     metricsPorts: state.metricsPorts,
     virtApiPort: state.virtApiPort,
     handlerPorts: state.handlerPorts,
-    tls,
+    componentTls,
     frontProxy: await ensureFrontProxyTls(join(dataDir, "pki")),
-    handlerTls,
     kubeletTls,
     tracesFile: options.tracesFile,
     nodeCpus: options.nodeCpus,
@@ -354,10 +349,14 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
   };
   const identities = componentIdentities(names);
   const componentTokens = ensureComponentTokens(tokenAuthFile(dataDir), identities);
+  let volumes: ComponentVolumes | undefined;
   try {
     options.progress(`starting the API server on 127.0.0.1:${state.apiPort}`);
     start("apiserver");
     const { kubeConfig, transport } = await connectToApiServer(kubeconfig);
+    // The kubelet's part for the components run as processes: their Secret and ConfigMap volumes, kept current.
+    const componentVolumesWriter = componentVolumes(transport, dataDir);
+    volumes = componentVolumesWriter;
     options.progress("installing the kubevirt.io CRDs");
     await installCrds(transport);
     await ensureKubeVirtCr(transport, options.useEmulation ?? true);
@@ -366,18 +365,21 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     const server = kubeConfig.getCurrentCluster()?.server ?? "";
     writeComponentKubeconfigs(kubeconfig, server, await caPemOf(kubeConfig), identities, componentTokens);
     options.progress("registering virt-api's admission webhooks and the subresources.kubevirt.io APIService");
-    await (options.registerVirtApi ?? registerVirtApi)(transport, state.virtApiPort, readFileSync(tls.ca, "utf8"));
+    await (options.registerVirtApi ?? registerVirtApi)(transport, state.virtApiPort);
     options.progress(`starting the scheduler and ${names.length} nodes (${names.join(", ")})`);
     start("scheduler");
     // The kubelets, then the service proxy where the cluster has a pod network.
     for (const c of components.filter((x) => /^(kubelet\/|service-proxy$)/.test(x.name))) start(c.name);
-    options.progress("starting virt-api, virt-controller and a virt-handler per node");
-    start("virt-api");
+    options.progress("starting virt-controller; its certificate manager makes KubeVirt's CA and certificates");
     start("virt-controller");
+    componentVolumesWriter.start();
+    await waitFor("virt-controller's certificate Secrets", () => componentVolumesWriter.isReady(), START_TIMEOUT_MS);
+    options.progress("starting virt-api and a virt-handler per node");
+    start("virt-api");
     for (const n of names) start(`virt-handler/${n}`);
     await waitForNodesReady(transport, names);
     options.progress("waiting for virt-api, the virt-controller leader and every virt-handler to serve");
-    await waitForComponents(state, names, handlerTls);
+    await waitForComponents(state, names, componentTls);
     options.progress("installing the common instancetypes and preferences (common-instancetypes v1.7.0)");
     await installCommonInstancetypes(transport);
     const scrapeConfigPath = join(dataDir, "prometheus.yml");
@@ -389,10 +391,10 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
       nodeNames: names,
       scrapeConfigPath,
       supervisor,
-      stop: () => stopAll(supervisor, podNetwork),
+      stop: () => stopAll(supervisor, podNetwork, volumes),
     };
   } catch (error) {
-    await stopAll(supervisor, podNetwork);
+    await stopAll(supervisor, podNetwork, volumes);
     throw error;
   }
 }
@@ -411,8 +413,24 @@ async function startPodNetwork(
   return config;
 }
 
+/** The components' Secret and ConfigMap volumes under `dataDir` (component-volumes.ts), logged to logs/. */
+function componentVolumes(transport: RestTransport, dataDir: string): ComponentVolumes {
+  const dest = pino.destination({ dest: join(dataDir, "logs", "component-volumes.log"), sync: false, mkdir: true });
+  return new ComponentVolumes({
+    transport,
+    namespace: KUBEVIRT_CR.namespace,
+    dataDir,
+    logger: pino({ base: { component: "component-volumes" } }, dest),
+  });
+}
+
 /** Stops every component, then removes the pod network (its namespaces, the bridge, the IPAM state). */
-async function stopAll(supervisor: Supervisor, podNetwork: PodNetworkConfig | undefined): Promise<void> {
+async function stopAll(
+  supervisor: Supervisor,
+  podNetwork: PodNetworkConfig | undefined,
+  volumes?: ComponentVolumes,
+): Promise<void> {
+  volumes?.stop();
   await supervisor.stopAll();
   if (podNetwork) await removePodNetwork(podNetwork);
 }

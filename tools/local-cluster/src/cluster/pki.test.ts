@@ -4,15 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generateCa } from "@kvt/certs";
 import { afterEach, describe, expect, it } from "vitest";
+import { componentTlsFiles } from "./component-volumes.ts";
 import { type ClusterLayout, clusterComponents, nodeNames } from "./components.ts";
-import {
-  ensureHandlerCerts,
-  ensureKubeletCerts,
-  ensureVirtApiCerts,
-  HANDLER_CLIENT_CN,
-  HANDLER_SERVER_CN,
-  KUBELET_CLIENT_CN,
-} from "./pki.ts";
+import { ensureCa, ensureKubeletCerts, ensureLeaf, KUBELET_CLIENT_CN } from "./pki.ts";
 
 let dir = "";
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
@@ -21,42 +15,45 @@ const subjectOf = (file: string): string => new X509Certificate(readFileSync(fil
 const mode = (file: string): number => statSync(file).mode & 0o777;
 
 describe("local cluster PKI", () => {
-  it("issues virt-api's, the handlers' and the kubelets' certificates once, keys 0600 in a 0700 directory", async () => {
+  it("issues the kubelets' certificates once, keys 0600 in a 0700 directory", async () => {
     dir = join(mkdtempSync(join(tmpdir(), "kvt-pki-")), "pki");
-    const handler = await ensureHandlerCerts(dir);
     const kubelet = await ensureKubeletCerts(dir, ["node01", "node02"]);
-    const virtApi = await ensureVirtApiCerts(dir);
-    expect(subjectOf(handler.server.cert)).toBe(`CN=${HANDLER_SERVER_CN}`);
-    expect(subjectOf(handler.client.cert)).toBe(`CN=${HANDLER_CLIENT_CN}`);
     expect(subjectOf(kubelet.client.cert)).toContain(`CN=${KUBELET_CLIENT_CN}`);
     expect(subjectOf(kubelet.serving.node02?.cert ?? "")).toBe("CN=system:node:node02");
-    const kubevirtCa = new X509Certificate(readFileSync(handler.ca));
-    for (const f of [handler.server.cert, handler.client.cert, virtApi.cert])
-      expect(new X509Certificate(readFileSync(f)).verify(kubevirtCa.publicKey)).toBe(true);
-    expect(virtApi.ca).toBe(handler.ca);
+    const kubeletCa = new X509Certificate(readFileSync(kubelet.ca));
+    for (const f of [kubelet.client.cert, kubelet.serving.node01?.cert ?? ""])
+      expect(new X509Certificate(readFileSync(f)).verify(kubeletCa.publicKey)).toBe(true);
     expect(mode(dir)).toBe(0o700);
-    for (const f of [handler.server.key, handler.client.key, kubelet.client.key, join(dir, "kubevirt-ca.key")])
+    for (const f of [kubelet.client.key, kubelet.serving.node01?.key ?? "", join(dir, "kubelet-ca.key")])
       expect(mode(f)).toBe(0o600);
-    const again = await ensureHandlerCerts(dir);
-    expect(readFileSync(again.server.cert, "utf8")).toBe(readFileSync(handler.server.cert, "utf8"));
+    const again = await ensureKubeletCerts(dir, ["node01", "node02"]);
+    expect(readFileSync(again.client.cert, "utf8")).toBe(readFileSync(kubelet.client.cert, "utf8"));
   });
 
   it("reissues a leaf left by another CA (an older data directory)", async () => {
     dir = join(mkdtempSync(join(tmpdir(), "kvt-pki-")), "pki");
-    const first = await ensureVirtApiCerts(dir);
+    const ca = await ensureCa(dir, "front-proxy-ca");
+    const first = await ensureLeaf(dir, "front-proxy-client", ca, {
+      commonName: "front-proxy-client",
+      usage: "client",
+    });
     const stale = readFileSync(first.cert, "utf8");
-    const otherCa = await generateCa("kubevirt-ca");
-    writeFileSync(join(dir, "kubevirt-ca.crt"), otherCa.certPem);
-    writeFileSync(join(dir, "kubevirt-ca.key"), otherCa.keyPem);
-    const second = await ensureVirtApiCerts(dir);
+    const otherCa = await generateCa("front-proxy-ca");
+    writeFileSync(join(dir, "front-proxy-ca.crt"), otherCa.certPem);
+    writeFileSync(join(dir, "front-proxy-ca.key"), otherCa.keyPem);
+    const second = await ensureLeaf(dir, "front-proxy-client", await ensureCa(dir, "front-proxy-ca"), {
+      commonName: "front-proxy-client",
+      usage: "client",
+    });
     expect(readFileSync(second.cert, "utf8")).not.toBe(stale);
-    const ca = new X509Certificate(otherCa.certPem);
-    expect(new X509Certificate(readFileSync(second.cert)).verify(ca.publicKey)).toBe(true);
+    expect(new X509Certificate(readFileSync(second.cert)).verify(new X509Certificate(otherCa.certPem).publicKey)).toBe(
+      true,
+    );
   });
 
   it("wires virt-handler, virt-api, the kubelets and the API server with their certificates", async () => {
     dir = join(mkdtempSync(join(tmpdir(), "kvt-pki-")), "pki");
-    const handlerTls = await ensureHandlerCerts(dir);
+    const componentTls = componentTlsFiles("/data");
     const kubeletTls = await ensureKubeletCerts(dir, ["node01"]);
     const layout: ClusterLayout = {
       projectRoot: "/repo",
@@ -69,20 +66,22 @@ describe("local cluster PKI", () => {
       metricsPorts: {},
       virtApiPort: 8443,
       handlerPorts: { node01: 8186 },
-      tls: { cert: "/c", key: "/k", ca: "/ca" },
-      handlerTls,
+      componentTls,
       kubeletTls,
     };
     const all = clusterComponents(layout);
     const handler = all.find((c) => c.name === "virt-handler/node01")!.argv;
     const flag = (argv: string[], name: string): string | undefined => argv[argv.indexOf(name) + 1];
     expect(flag(handler, "--host")).toBe("127.0.0.1");
-    expect(flag(handler, "--tls-cert")).toBe(handlerTls.server.cert);
-    expect(flag(handler, "--client-ca")).toBe(handlerTls.ca);
+    // KubeVirt's Secrets as the components read them (component-volumes.ts), not files of pki/.
+    expect(flag(handler, "--tls-cert")).toBe("/data/volumes/secret/kubevirt-virt-handler-server-certs/tls.crt");
+    expect(flag(handler, "--client-ca")).toBe("/data/volumes/configmap/kubevirt-ca/ca-bundle");
     const api = all.find((c) => c.name === "virt-api")!.argv;
     expect(flag(api, "--host")).toBe("127.0.0.1");
     expect(flag(api, "--handler-url")).toBe("node01=https://127.0.0.1:8186");
-    expect(flag(api, "--handler-client-cert")).toBe(handlerTls.client.cert);
+    expect(flag(api, "--handler-client-cert")).toBe("/data/volumes/secret/kubevirt-virt-handler-certs/tls.crt");
+    expect(flag(api, "--handler-ca")).toBe("/data/volumes/configmap/kubevirt-ca/ca-bundle");
+    expect(flag(api, "--tls-cert")).toBe("/data/volumes/secret/kubevirt-virt-api-certs/tls.crt");
     const kubelet = all.find((c) => c.name === "kubelet/node01")!.argv;
     expect(flag(kubelet, "--client-ca-file")).toBe(kubeletTls.ca);
     expect(flag(kubelet, "--tls-cert-file")).toBe(kubeletTls.serving.node01?.cert);

@@ -1,18 +1,18 @@
 /**
- * The local cluster's certificates, made once under `<data-dir>/pki` (directory 0700, keys 0600) by the one
- * certificate module (@kvt/certs), renewed when a fifth of their life is left, with KubeVirt's and kubeadm's names:
+ * The cluster's own certificates (not KubeVirt's), made once under `<data-dir>/pki` (directory 0700, keys 0600)
+ * by the one certificate module (@kvt/certs), renewed when a fifth of their life is left, with kubeadm's names:
  *
- *   kubevirt-ca ----------+--> virt-api            serving (webhooks, APIService)   Secret kubevirt-virt-api-certs
- *    (Secret kubevirt-ca) +--> virt-handler-server  serving, port 8186              kubevirt-virt-handler-server-certs
- *                         +--> virt-handler-client  client CN kubevirt.io:system:client:virt-handler, presented by
- *                                                   virt-api to the handlers         kubevirt-virt-handler-certs
  *   kubelet-ca -----------+--> kubelet-<node>       each process-kubelet's serving certificate (log port)
  *    (--client-ca-file)   +--> apiserver-kubelet-client   the API server's client certificate for pods/log
  *   front-proxy-ca -------+--> front-proxy-client   (virt-api-wiring.ts)
+ *
+ * KubeVirt's certificates (the KubeVirt CA, virt-api's and virt-handler's) are virt-controller's to make and renew,
+ * in Secrets, as on any cluster; component-volumes.ts writes them where the components read them.
  */
 import { readFileSync } from "node:fs";
 import { request as httpsRequest } from "node:https";
 import { join } from "node:path";
+import type { PeerCertificate } from "node:tls";
 import {
   type CertificateAndKey,
   type CertificateFiles,
@@ -25,19 +25,8 @@ import {
   writeCertificate,
 } from "@kvt/certs";
 
-/** The CN virt-handler requires of a client certificate (KubeVirt's virt-handler client identity). */
-export const HANDLER_CLIENT_CN = "kubevirt.io:system:client:virt-handler";
-/** The CN of virt-handler's serving certificate (KubeVirt's). */
-export const HANDLER_SERVER_CN = "kubevirt.io:system:node:virt-handler";
 /** The API server's kubelet client identity (kubeadm's apiserver-kubelet-client). */
 export const KUBELET_CLIENT_CN = "kube-apiserver-kubelet-client";
-
-/** virt-handler's TLS: its serving certificate, virt-api's client certificate, and the CA of both. */
-export interface HandlerTlsFiles {
-  readonly ca: string;
-  readonly server: CertificateFiles;
-  readonly client: CertificateFiles;
-}
 
 /** The process-kubelets' TLS: each node's serving certificate, the API server's client certificate, their CA. */
 export interface KubeletTlsFiles {
@@ -72,25 +61,6 @@ export async function ensureLeaf(
   return await ensureCertificate(dir, name, make);
 }
 
-/** virt-api's serving certificate from the KubeVirt CA (`kubevirt-ca`). */
-export async function ensureVirtApiCerts(dir: string): Promise<{ cert: string; key: string; ca: string }> {
-  const ca = await ensureCa(dir, "kubevirt-ca");
-  const files = await ensureLeaf(dir, "virt-api", ca, {
-    commonName: "virt-api.kubevirt.svc",
-    dnsNames: ["virt-api.kubevirt.svc", "localhost"],
-    ipAddresses: ["127.0.0.1"],
-  });
-  return { ...files, ca: join(dir, "kubevirt-ca.crt") };
-}
-
-/** virt-handler's serving certificate and virt-api's client certificate for it, from the KubeVirt CA. */
-export async function ensureHandlerCerts(dir: string): Promise<HandlerTlsFiles> {
-  const ca = await ensureCa(dir, "kubevirt-ca");
-  const server = await ensureLeaf(dir, "virt-handler-server", ca, { commonName: HANDLER_SERVER_CN, ...LOCAL_NAMES });
-  const client = await ensureLeaf(dir, "virt-handler-client", ca, { commonName: HANDLER_CLIENT_CN, usage: "client" });
-  return { ca: join(dir, "kubevirt-ca.crt"), server, client };
-}
-
 /** Each node's kubelet serving certificate and the API server's kubelet client certificate, from `kubelet-ca`. */
 export async function ensureKubeletCerts(dir: string, nodes: readonly string[]): Promise<KubeletTlsFiles> {
   const ca = await ensureCa(dir, "kubelet-ca");
@@ -104,16 +74,6 @@ export async function ensureKubeletCerts(dir: string, nodes: readonly string[]):
     usage: "client",
   });
   return { ca: join(dir, "kubelet-ca.crt"), serving, client };
-}
-
-/** virt-handler's flags: mutual TLS on 127.0.0.1 (the local cluster's nodes share this host's loopback). */
-export function handlerServerFlags(tls: HandlerTlsFiles): string[] {
-  return ["--host", "127.0.0.1", "--tls-cert", tls.server.cert, "--tls-key", tls.server.key, "--client-ca", tls.ca];
-}
-
-/** virt-api's flags for calling the handlers: the KubeVirt CA and virt-api's client certificate. */
-export function virtApiHandlerFlags(tls: HandlerTlsFiles): string[] {
-  return ["--handler-ca", tls.ca, "--handler-client-cert", tls.client.cert, "--handler-client-key", tls.client.key];
 }
 
 /** A process-kubelet's serving flags, named as the kubelet's (`--client-ca-file` is the API server's client CA). */
@@ -135,11 +95,26 @@ export function apiserverKubeletFlags(tls: KubeletTlsFiles): string[] {
   ];
 }
 
-/** Whether the handler on 127.0.0.1:`port` answers /healthz to virt-api's client certificate. */
-export async function handlerServes(port: number, tls: HandlerTlsFiles): Promise<boolean> {
-  const [ca, cert, key] = [tls.ca, tls.client.cert, tls.client.key].map((f) => readFileSync(f, "utf8"));
+/** virt-api's client certificate for the handlers and the CA bundle that signed theirs, as PEM files. */
+export interface HandlerClientFiles {
+  readonly ca: string;
+  readonly cert: string;
+  readonly key: string;
+}
+
+/** The CN of virt-handler's serving certificate, which virt-api checks (KubeVirt's; its SANs name the Service). */
+const HANDLER_SERVER_CN = "kubevirt.io:system:node:virt-handler";
+
+/** Whether the handler on 127.0.0.1:`port` answers /healthz to virt-api's client certificate, as virt-api calls it. */
+export async function handlerServes(port: number, tls: HandlerClientFiles): Promise<boolean> {
+  const [ca, cert, key] = [tls.ca, tls.cert, tls.key].map((f) => readFileSync(f, "utf8"));
+  const checkServerIdentity = (_host: string, peer: PeerCertificate): Error | undefined =>
+    peer.subject?.CN === HANDLER_SERVER_CN
+      ? undefined
+      : new Error(`virt-handler's certificate is for ${String(peer.subject?.CN)}`);
+  const options = { host: "127.0.0.1", port, path: "/healthz", ca, cert, key, timeout: 2000, checkServerIdentity };
   return await new Promise<boolean>((resolve) => {
-    const req = httpsRequest({ host: "127.0.0.1", port, path: "/healthz", ca, cert, key, timeout: 2000 }, (res) => {
+    const req = httpsRequest(options, (res) => {
       res.resume();
       resolve(res.statusCode === 200);
     });

@@ -1,0 +1,146 @@
+/**
+ * The roles KubeVirt ships for users (not components): `kubevirt.io:view` and `kubevirt.io:edit`, aggregated into the
+ * built-in view, edit and admin roles, `kubevirt.io:default` and `instancetype.kubevirt.io:view`.
+ */
+import { commonLabels, type KubeObject } from "./objects.ts";
+
+const KV = "kubevirt.io";
+
+/**
+ * The subresources virt-api serves (apps/virt-api/src/subresources/discovery.ts SUBRESOURCE_NAMES; a test keeps the
+ * two lists equal). `get` for the streaming and read-only ones, `update` (PUT) for the actions, as its discovery says.
+ */
+export const SUBRESOURCES: readonly string[] = [
+  "virtualmachineinstances/console",
+  "virtualmachineinstances/pause",
+  "virtualmachineinstances/unpause",
+  "virtualmachineinstances/softreboot",
+  "virtualmachineinstances/guestosinfo",
+  "virtualmachineinstances/portforward",
+  "virtualmachines/start",
+  "virtualmachines/stop",
+  "virtualmachines/restart",
+  "virtualmachines/migrate",
+  "virtualmachines/expand-spec",
+  "virtualmachines/portforward",
+  "expand-vm-spec",
+];
+
+const READ_ONLY_SUBRESOURCES = new Set([
+  "virtualmachineinstances/console",
+  "virtualmachineinstances/guestosinfo",
+  "virtualmachineinstances/portforward",
+  "virtualmachines/expand-spec",
+  "virtualmachines/portforward",
+]);
+const INSTANCETYPE_GROUP = "instancetype.kubevirt.io";
+const INSTANCETYPES = [
+  "virtualmachineinstancetypes",
+  "virtualmachineclusterinstancetypes",
+  "virtualmachinepreferences",
+  "virtualmachineclusterpreferences",
+];
+const WORKLOADS = [
+  "virtualmachines",
+  "virtualmachineinstances",
+  "virtualmachineinstancemigrations",
+  "virtualmachineinstancereplicasets",
+  "virtualmachineinstancepresets",
+];
+const POOL = "pool.kubevirt.io";
+
+/**
+ * What users get, as KubeVirt ships it: `kubevirt.io:view` and `kubevirt.io:edit` aggregate into the built-in
+ * view/edit roles (and, through edit's own aggregation label, into admin), so a namespace's editors can run VMs and
+ * call the subresources; `kubevirt.io:default` lets every authenticated user read virt-api's version.
+ */
+export function userRoles(version: string): KubeObject[] {
+  const labels = commonLabels(undefined, version);
+  const sub = "subresources.kubevirt.io";
+  return [
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: {
+        name: "kubevirt.io:view",
+        labels: { ...labels, "rbac.authorization.k8s.io/aggregate-to-view": "true" },
+      },
+      rules: [
+        { apiGroups: [KV], resources: [...WORKLOADS], verbs: ["get", "list", "watch"] },
+        { apiGroups: [POOL], resources: ["virtualmachinepools"], verbs: ["get", "list", "watch"] },
+        { apiGroups: [INSTANCETYPE_GROUP], resources: [...INSTANCETYPES], verbs: ["get", "list", "watch"] },
+        {
+          apiGroups: [sub],
+          resources: ["virtualmachines/expand-spec", "virtualmachineinstances/guestosinfo"],
+          verbs: ["get"],
+        },
+        { apiGroups: [sub], resources: ["expand-vm-spec"], verbs: ["update"] },
+      ],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: {
+        name: "kubevirt.io:edit",
+        labels: { ...labels, "rbac.authorization.k8s.io/aggregate-to-edit": "true" },
+      },
+      rules: [
+        {
+          apiGroups: [KV],
+          resources: [...WORKLOADS],
+          verbs: ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+        },
+        {
+          apiGroups: [POOL],
+          resources: ["virtualmachinepools"],
+          verbs: ["get", "delete", "create", "update", "patch", "list", "watch"],
+        },
+        {
+          apiGroups: [INSTANCETYPE_GROUP],
+          resources: [...INSTANCETYPES],
+          verbs: ["get", "delete", "create", "update", "patch", "list", "watch"],
+        },
+        { apiGroups: [sub], resources: SUBRESOURCES.filter((s) => READ_ONLY_SUBRESOURCES.has(s)), verbs: ["get"] },
+        { apiGroups: [sub], resources: SUBRESOURCES.filter((s) => !READ_ONLY_SUBRESOURCES.has(s)), verbs: ["update"] },
+      ],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name: "kubevirt.io:default", labels },
+      rules: [{ apiGroups: [sub], resources: ["version"], verbs: ["get"] }],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: { name: "kubevirt.io:default", labels },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "kubevirt.io:default" },
+      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "system:authenticated" }],
+    },
+    // Every authenticated user may read the cluster-wide instancetypes and preferences (KubeVirt's
+    // instancetype.kubevirt.io:view), so anyone who may create a VM can pick one.
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name: "instancetype.kubevirt.io:view", labels },
+      rules: [
+        {
+          apiGroups: [INSTANCETYPE_GROUP],
+          resources: ["virtualmachineclusterinstancetypes", "virtualmachineclusterpreferences"],
+          verbs: ["get", "list", "watch"],
+        },
+      ],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: {
+        name: "instancetype.kubevirt.io:view",
+        labels,
+        annotations: { "rbac.authorization.kubernetes.io/autoupdate": "true" },
+      },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "instancetype.kubevirt.io:view" },
+      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "system:authenticated" }],
+    },
+  ];
+}
