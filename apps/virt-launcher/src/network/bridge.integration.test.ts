@@ -48,9 +48,14 @@ function podOnNode(): { node: string; pod: string } {
   return { node, pod };
 }
 
-/** Runs `args` in `ns` with this runtime and resolves with its first stdout line. */
+/**
+ * Runs `args` in `ns` with this runtime and resolves with its first stdout line. Entered as the process-kubelet
+ * enters a pod (nsenter --net), not with `ip netns exec`: /sys then still shows the node's links, as in a launcher.
+ */
 function firstLine(ns: string, args: string[], keepOpen = false): Promise<string> {
-  const child = spawn("ip", ["netns", "exec", ns, process.execPath, ...args], { stdio: ["pipe", "pipe", "pipe"] });
+  const child = spawn("nsenter", [`--net=/run/netns/${ns}`, process.execPath, ...args], {
+    stdio: ["pipe", "pipe", "pipe"],
+  });
   children.push(child);
   let stderr = "";
   child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
@@ -72,6 +77,9 @@ describe.runIf(root)("wireBridge() in real namespaces (root)", () => {
   it("hands the pod's address to the guest by DHCP and the node reaches the guest there", async () => {
     const hostArpIgnore = sh("cat", ["/proc/sys/net/ipv4/conf/all/arp_ignore"]);
     const { node, pod } = podOnNode();
+    // What an attempt that failed early leaves behind is cleared first.
+    sh("ip", ["-n", pod, "link", "add", "k6t-eth0", "type", "bridge"]);
+    sh("ip", ["-n", pod, "tuntap", "add", "dev", "tap0", "mode", "tap"]);
     const wired = JSON.parse(await firstLine(pod, [fixture("bridge.fixture.ts"), JSON.stringify(plan)], true));
     expect(wired).toEqual({ tap: "tap0", mac: POD_MAC, ipAddresses: ["10.77.1.5"] });
 

@@ -7,7 +7,7 @@
  * has no route left of its own.
  */
 import { execFile } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { promisify } from "node:util";
 import type { Logger } from "@kvt/observability";
 import {
@@ -23,7 +23,7 @@ import {
 } from "./bridge-plan.ts";
 import { type DhcpServer, startDhcpServer } from "./dhcp-server.ts";
 import { leaseDns } from "./guest-lease.ts";
-import { linkExists, PodNetworkWiringError, readResolvConf, run } from "./masquerade.ts";
+import { linkExists, linkInfo, PodNetworkWiringError, readResolvConf, run } from "./masquerade.ts";
 import { BRIDGE, POD_INTERFACE, TAP } from "./masquerade-plan.ts";
 
 const exec = promisify(execFile);
@@ -49,8 +49,10 @@ export async function wireBridge(plan: BridgePlan, log: Logger): Promise<WiredBr
     throw new PodNetworkWiringError(`the pod has no ${POD_INTERFACE}: the bridge binding needs the pod network`);
   const pod = await readPodInterface();
   const lease = bridgeLease(plan, pod);
+  await removeLeftovers(log);
   await runAll(bridgeCommands(plan, pod));
-  const bridgeMac = readFileSync(`/sys/class/net/${BRIDGE}/address`, "utf8").trim();
+  const bridgeMac = (await linkInfo(BRIDGE)).address;
+  if (!bridgeMac) throw new PodNetworkWiringError(`the bridge ${BRIDGE} has no MAC address`);
   const moves = enslaveCommands(pod, bridgeMac);
   const placeholder = moves.length - placeholderCommands(pod, "dummy").length;
   await runAll(moves.slice(0, placeholder));
@@ -85,6 +87,18 @@ export async function wireBridge(plan: BridgePlan, log: Logger): Promise<WiredBr
     "bridge binding wired",
   );
   return { tap: TAP, mac: lease.mac, ipAddresses: [lease.ip], dhcp, close: () => dhcp.close() };
+}
+
+/**
+ * The bridge and tap of an attempt that failed before eth0 joined the bridge (eth0 still holds the pod's address):
+ * removed, so the next attempt starts over.
+ */
+async function removeLeftovers(log: Logger): Promise<void> {
+  for (const link of [TAP, BRIDGE]) {
+    if (!(await linkExists(link))) continue;
+    log.warn({ link }, "removing a link a failed wiring attempt left behind");
+    await run("ip", ["link", "del", "dev", link]);
+  }
 }
 
 /** The pod's eth0 as iproute2 reports it. */

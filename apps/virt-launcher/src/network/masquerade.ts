@@ -40,6 +40,23 @@ export async function run(cmd: string, args: readonly string[]): Promise<void> {
   }
 }
 
+/**
+ * A link of this namespace as `ip -j link show` reports it. Never read from /sys/class/net: sysfs shows the links of
+ * the namespace it was mounted in, and a launcher entering its pod's namespace (nsenter) keeps the node's mount.
+ */
+export async function linkInfo(name: string): Promise<{ readonly address?: string; readonly mtu?: number }> {
+  try {
+    const { stdout } = await exec("ip", ["-j", "link", "show", "dev", name]);
+    const [link] = JSON.parse(stdout) as { address?: unknown; mtu?: unknown }[];
+    return {
+      ...(typeof link?.address === "string" ? { address: link.address } : {}),
+      ...(typeof link?.mtu === "number" ? { mtu: link.mtu } : {}),
+    };
+  } catch (err) {
+    throw new PodNetworkWiringError(`cannot read the link ${name}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
 /** True when this namespace has a link of that name. */
 export async function linkExists(name: string): Promise<boolean> {
   return exec("ip", ["link", "show", "dev", name]).then(
@@ -65,7 +82,7 @@ function nftLoad(script: string): Promise<void> {
 export async function wireMasquerade(plan: MasqueradePlan, log: Logger): Promise<WiredMasquerade> {
   if (!(await linkExists(POD_INTERFACE)))
     throw new PodNetworkWiringError(`the pod has no ${POD_INTERFACE}: the masquerade binding needs the pod network`);
-  const mtu = Number(readFileSync(`/sys/class/net/${POD_INTERFACE}/mtu`, "utf8").trim()) || 1500;
+  const mtu = (await linkInfo(POD_INTERFACE)).mtu ?? 1500;
   if (!(await linkExists(BRIDGE))) {
     await run("ip", ["link", "add", BRIDGE, "type", "bridge"]);
     await run("ip", ["addr", "add", `${plan.gateway}/${plan.prefixLength}`, "dev", BRIDGE]);
