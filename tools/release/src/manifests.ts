@@ -75,9 +75,9 @@ function workloadManifests(component: Component, namespace: string, version: str
         {
           path: [...pod, "containers", 0, "securityContext"],
           comment:
-            "privileged: node/heartbeat.ts opens /dev/kvm to advertise devices.kubevirt.io/kvm; without a device " +
-            "plugin granting the device only a privileged container passes the device cgroup (KubeVirt's handler " +
-            "is privileged too). runAsUser 0: the launchers' sockets belong to their users; root may connect to " +
+            "privileged: the device plugins (devices.kubevirt.io/kvm, tun, vhost-net) follow the host's /dev/kvm, " +
+            "/dev/net/tun and /dev/vhost-net, which only a privileged container sees (KubeVirt's handler is " +
+            "privileged too). runAsUser 0: the launchers' sockets belong to their users; root may connect to " +
             "each. seccomp and capabilities do not apply to a privileged container. The root stays read-only.",
         },
         {
@@ -87,16 +87,23 @@ function workloadManifests(component: Component, namespace: string, version: str
             "shared with the launcher pods on this node; mounted HostToContainer so new sockets appear. No " +
             "hostNetwork and no hostPID: virt-api calls the pod IP, launchers are reached through their sockets.",
         },
+        {
+          path: [...pod, "volumes", 2],
+          comment:
+            "hostPath /var/lib/kubelet/device-plugins: the kubelet's kubelet.sock, where the device plugins " +
+            "register, and the plugins' sockets, which the kubelet dials (--device-plugins-dir); only this " +
+            "directory of the kubelet's root.",
+        },
       ],
     };
   });
 }
 
 function virtApiWiring(namespace: string, version: string): Manifest[] {
-  return virtApiManifests({ namespace, caPem: "" }).map((o) => {
+  return virtApiManifests({ namespace }).map((o) => {
     const object = o as KubeObject;
     object.metadata.labels = { ...commonLabels("virt-api", version), ...object.metadata.labels };
-    return { object, comment: CA_PLACEHOLDER };
+    return { object, comment: CA_BUNDLE_NOTE };
   });
 }
 

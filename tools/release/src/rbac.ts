@@ -281,12 +281,6 @@ const handler: ComponentRules = {
     },
     {
       apiGroups: [""],
-      resources: ["nodes/status"],
-      verbs: ["patch"],
-      why: 'node/heartbeat.ts via handler-app.ts: patchNodeStatus = nodes.mergePatch(..., "status") (KVM capacity)',
-    },
-    {
-      apiGroups: [""],
       resources: ["secrets"],
       verbs: ["create", "get", "update"],
       why:

@@ -238,15 +238,22 @@ describe("workloads", () => {
     expect(role.rules.some((r) => r.resourceNames?.includes("virt-controller"))).toBe(true);
   });
 
-  it("virt-handler: privileged with one host path, no host network or PID, each justified in a comment", () => {
+  it("virt-handler: privileged with two host paths, no host network or PID, each justified in a comment", () => {
     const pod = podSpecOf(find("DaemonSet", "virt-handler"));
     expect(pod.hostNetwork).toBeUndefined();
     expect(pod.hostPID).toBeUndefined();
-    expect(pod.volumes?.flatMap((v) => (v.hostPath ? [v.hostPath.path] : []))).toEqual(["/var/run/kubevirt"]);
+    expect(pod.volumes?.flatMap((v) => (v.hostPath ? [v.hostPath.path] : []))).toEqual([
+      "/var/run/kubevirt",
+      "/var/lib/kubelet/device-plugins",
+    ]);
     expect(pod.containers[0]?.securityContext?.privileged).toBe(true);
+    expect((pod.containers[0] as Container & { args: string[] }).args).toContain(
+      "--device-plugins-dir=/var/lib/kubelet/device-plugins",
+    );
     const text = renderDeploy().get("virt-handler/workload.yaml") ?? "";
-    expect(text).toContain("# privileged: node/heartbeat.ts opens /dev/kvm");
+    expect(text).toContain("# privileged: the device plugins (devices.kubevirt.io/kvm, tun, vhost-net)");
     expect(text).toContain("# hostPath /var/run/kubevirt: the launchers' per-VMI sockets");
+    expect(text).toContain("# hostPath /var/lib/kubelet/device-plugins: the kubelet's kubelet.sock");
   });
 
   it("webhooks and APIServices point at Service virt-api:443, whose target port virt-api declares", () => {

@@ -211,15 +211,22 @@ function virtController(namespace: string, version: string): KubeObject {
 
 /**
  * virt-handler: one per node. Each privilege and host path, and why:
- * - privileged: the heartbeat opens /dev/kvm to advertise devices.kubevirt.io/kvm (node/heartbeat.ts kvmAvailable);
- *   without a device plugin granting it, only a privileged container passes the device cgroup. It also connects to
- *   launcher sockets owned by the launchers' users. (KubeVirt's virt-handler is privileged for the same reasons.)
+ * - privileged: the device plugins (device-manager/) follow the host's /dev/kvm, /dev/net/tun and /dev/vhost-net
+ *   and open the last two so the kernel loads their modules; only a privileged container sees the host's device
+ *   nodes. It also connects to launcher sockets owned by the launchers' users. (KubeVirt's virt-handler is
+ *   privileged for the same reasons.)
  * - runAsUser 0: the socket files under /var/run/kubevirt/sockets belong to the launchers; root may connect to all.
  * - hostPath /var/run/kubevirt (DirectoryOrCreate): the launchers' per-VMI sockets (main.ts --socket-dir
  *   /var/run/kubevirt/sockets); HostToContainer propagation so sockets created after the handler started appear.
+ * - hostPath /var/lib/kubelet/device-plugins (Directory): the kubelet's kubelet.sock, where the device plugins
+ *   register, and their own sockets, which the kubelet dials (main.ts --device-plugins-dir). Only that directory,
+ *   not KubeVirt's whole /var/lib/kubelet.
  * - no hostNetwork, no hostPID: virt-api reaches it on the pod IP (PodHandlerLocator), and it signals launchers only
  *   through their sockets.
  */
+/** The kubelet's device plugins directory on every node. */
+const DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins";
+
 function virtHandler(namespace: string, version: string): KubeObject {
   const labels = commonLabels("virt-handler", version);
   return {
@@ -243,6 +250,7 @@ function virtHandler(namespace: string, version: string): KubeObject {
               args: [
                 "--node-name=$(NODE_NAME)",
                 "--socket-dir=/var/run/kubevirt/sockets",
+                `--device-plugins-dir=${DEVICE_PLUGINS_DIR}`,
                 `--port=${PORTS.virtHandler}`,
                 "--host=$(POD_IP)",
                 `--metrics-port=${PORTS.virtHandlerMetrics}`,
@@ -273,6 +281,7 @@ function virtHandler(namespace: string, version: string): KubeObject {
               volumeMounts: [
                 TMP.mount,
                 { name: "virt-share-dir", mountPath: "/var/run/kubevirt", mountPropagation: "HostToContainer" },
+                { name: "device-plugin", mountPath: DEVICE_PLUGINS_DIR },
                 { name: "server-certs", mountPath: "/etc/virt-handler/server", readOnly: true },
                 { name: "kubevirt-ca", mountPath: "/etc/virt-handler/kubevirt-ca", readOnly: true },
               ],
@@ -281,6 +290,7 @@ function virtHandler(namespace: string, version: string): KubeObject {
           volumes: [
             TMP.volume,
             { name: "virt-share-dir", hostPath: { path: "/var/run/kubevirt", type: "DirectoryOrCreate" } },
+            { name: "device-plugin", hostPath: { path: DEVICE_PLUGINS_DIR, type: "Directory" } },
             { name: "server-certs", secret: { secretName: "kubevirt-virt-handler-server-certs" } },
             { name: "kubevirt-ca", configMap: { name: "kubevirt-ca" } },
           ],
