@@ -65,6 +65,8 @@ export {
 export { EventRecorder, type EventRecorderOptions, type EventSink } from "./event-recorder.ts";
 /** Create/delete expectations. */
 export { EXPECTATIONS_TTL_MS, Expectations, firstRejection } from "./expectations.ts";
+/** One key of one ConfigMap, followed through a name-selected watch (KubeVirt's CA bundle informer). */
+export { type ConfigMapKeyOptions, type ConfigMapKeyWatch, watchConfigMapKey } from "./informer/config-map-key.ts";
 /** List-then-watch informer. */
 export { Informer, type InformerHandlers, type InformerOptions } from "./informer/informer.ts";
 /** Informer cache with indexes. */
