@@ -1,6 +1,13 @@
 import { describe, expect, it } from "vitest";
 import type { V1Pod } from "../cluster/kube-models.ts";
-import { nodeTracingEnv, planContainer, VOLUME_MOUNTS_ENV, volumeMounts } from "./container-spec.ts";
+import {
+  nodeTracingEnv,
+  planContainer,
+  type ResolvedVolume,
+  VOLUME_MOUNTS_ENV,
+  volumeDevices,
+  volumeMounts,
+} from "./container-spec.ts";
 
 const layout = { projectRoot: "/repo", execPath: "/usr/bin/node", execArgs: [], socketDir: "/data/sockets" };
 const pod: V1Pod = {
@@ -149,5 +156,36 @@ describe("KVT_VOLUME_MOUNTS", () => {
     ]);
     const bare = planContainer(pod, { name: "c", command: ["virt-launcher"] }, "/data/pods/u1", layout);
     expect(bare.kind === "process" && bare.env[VOLUME_MOUNTS_ENV]).toBe("[]");
+  });
+
+  it("follows the mounts with each volumeDevice of a Block volume: devicePath -> the host's device node", () => {
+    const withBlock = new Map<string, ResolvedVolume>([
+      ...volumes,
+      ["raw", { hostPath: "/dev/loop7", readOnly: false, block: true }],
+      ["raw-ro", { hostPath: "/dev/loop8", readOnly: true, block: true }],
+    ]);
+    const container = {
+      name: "compute",
+      command: ["virt-launcher-monitor"],
+      volumeMounts: [
+        { name: "disk", mountPath: "/disk" },
+        { name: "raw", mountPath: "/never" }, // refused before containers start (pod-volumes.ts); never listed
+      ],
+      volumeDevices: [
+        { name: "raw", devicePath: "/dev/raw" },
+        { name: "raw-ro", devicePath: "/dev/raw-ro" },
+        { name: "disk", devicePath: "/dev/not-a-block-volume" },
+      ],
+    };
+    expect(volumeDevices(container, withBlock)).toEqual([
+      { mountPath: "/dev/raw", hostPath: "/dev/loop7", readOnly: false },
+      { mountPath: "/dev/raw-ro", hostPath: "/dev/loop8", readOnly: true },
+    ]);
+    const plan = planContainer(pod, container, "/data/pods/u1", layout, withBlock);
+    expect(plan.kind === "process" && JSON.parse(plan.env[VOLUME_MOUNTS_ENV])).toEqual([
+      { mountPath: "/disk", hostPath: "/data/storage/pvc-1_ns1_disk", readOnly: false },
+      { mountPath: "/dev/raw", hostPath: "/dev/loop7", readOnly: false },
+      { mountPath: "/dev/raw-ro", hostPath: "/dev/loop8", readOnly: true },
+    ]);
   });
 });

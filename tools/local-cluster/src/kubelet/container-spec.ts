@@ -21,7 +21,14 @@
  *   [{"mountPath": "<volumeMount.mountPath>", "hostPath": "<absolute host directory or file>", "readOnly": <bool>}]
  *
  * hostPath is the volume's host path (+ "/" + subPath when the mount has one); readOnly is true when the mount or
- * the persistentVolumeClaim source says readOnly, and always for configMap, secret, downwardAPI and projected volumes. A container without mounts gets `[]`. A process runs at the niceness that stands in for its CPU request's cgroup
+ * the persistentVolumeClaim source says readOnly, and always for configMap, secret, downwardAPI and projected volumes.
+ * Each volumeDevice of a Block claim (pod-volumes.ts) follows the mounts, as the same contract: the container's
+ * device path resolves to the host's device node (the process opens it; there is no mount namespace to make a node
+ * appear at devicePath), readOnly when the claim source says so:
+ *
+ *   {"mountPath": "<volumeDevice.devicePath>", "hostPath": "/dev/loopN", "readOnly": <bool>}
+ *
+ * A container without mounts or devices gets `[]`. A process runs at the niceness that stands in for its CPU request's cgroup
  * weight (niceForCpuRequest).
  */
 import { basename, join } from "node:path";
@@ -69,6 +76,8 @@ export interface ResolvedVolume {
   readonly hostPath: string;
   /** The volume source forces read-only (persistentVolumeClaim.readOnly). */
   readonly readOnly: boolean;
+  /** A raw block device (a Block claim): given through volumeDevices, never mounted. */
+  readonly block?: boolean;
 }
 
 /** One entry of KVT_VOLUME_MOUNTS. */
@@ -86,7 +95,7 @@ export function volumeMounts(container: V1Container, volumes: ReadonlyMap<string
   const out: VolumeMountEntry[] = [];
   for (const m of container.volumeMounts ?? []) {
     const v = volumes.get(m.name);
-    if (!v) continue;
+    if (!v || v.block) continue;
     out.push({
       mountPath: m.mountPath,
       hostPath: m.subPath ? join(v.hostPath, m.subPath) : v.hostPath,
@@ -94,6 +103,17 @@ export function volumeMounts(container: V1Container, volumes: ReadonlyMap<string
     });
   }
   return out;
+}
+
+/** The container's volumeDevices of Block volumes as KVT_VOLUME_MOUNTS entries (devicePath -> device node). */
+export function volumeDevices(
+  container: V1Container,
+  volumes: ReadonlyMap<string, ResolvedVolume>,
+): VolumeMountEntry[] {
+  return (container.volumeDevices ?? []).flatMap((d) => {
+    const v = volumes.get(d.name);
+    return v?.block ? [{ mountPath: d.devicePath, hostPath: v.hostPath, readOnly: v.readOnly }] : [];
+  });
 }
 
 const LAUNCHER_COMMANDS = new Set(["virt-launcher", "virt-launcher-monitor"]);
@@ -225,7 +245,10 @@ export function planContainer(
       env: {
         ...containerEnv(pod, container, podDir, layout.socketDir),
         ...(layout.compileCacheDir ? { NODE_COMPILE_CACHE: layout.compileCacheDir } : {}),
-        [VOLUME_MOUNTS_ENV]: JSON.stringify(volumeMounts(container, volumes)),
+        [VOLUME_MOUNTS_ENV]: JSON.stringify([
+          ...volumeMounts(container, volumes),
+          ...volumeDevices(container, volumes),
+        ]),
       },
       nice: niceForCpuRequest(container.resources?.requests?.cpu),
     };

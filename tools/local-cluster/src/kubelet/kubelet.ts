@@ -299,6 +299,8 @@ export class Kubelet {
         for (const f of setUp.failed)
           if (f.message.startsWith("MountVolume.SetUp failed"))
             this.#event(running.pod, "Warning", "FailedMount", f.message);
+          else if (f.message.startsWith("MapVolume."))
+            this.#event(running.pod, "Warning", "FailedMapVolume", f.message);
         this.#event(running.pod, "Warning", "FailedMount", message);
       }
       this.#writeStatus(running);

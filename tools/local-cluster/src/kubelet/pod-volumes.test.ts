@@ -1,4 +1,13 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -107,6 +116,72 @@ describe("setUpPodVolumes()", () => {
     expect(failedMountMessage("failed" in r ? r.failed : [])).toBe(
       `Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: MountVolume.SetUp failed for volume "data" : hostPath type check failed: ${file} is not a directory`,
     );
+  });
+});
+
+/** Some block device node of this machine (e.g. /dev/loop0: the node exists whether or not it is attached). */
+const someBlockDevice = readdirSync("/dev")
+  .map((n) => join("/dev", n))
+  .find((p) => {
+    try {
+      return statSync(p).isBlockDevice();
+    } catch {
+      return false;
+    }
+  });
+
+describe("setUpPodVolumes() with Block claims", () => {
+  const blockPv = (path: string, mode = "Block"): V1PersistentVolume => ({
+    metadata: { name: "pv1" },
+    spec: { volumeMode: mode, local: { path }, claimRef: { uid: "c1" } },
+  });
+  const using = (use: "volumeMounts" | "volumeDevices"): V1Pod => ({
+    metadata: { name: "p", namespace: "ns", uid: "u" },
+    spec: {
+      containers: [
+        use === "volumeMounts"
+          ? { name: "c", volumeMounts: [{ name: "data", mountPath: "/data" }] }
+          : { name: "c", volumeDevices: [{ name: "data", devicePath: "/dev/data" }] },
+      ],
+      volumes: [{ name: "data", persistentVolumeClaim: { claimName: "data" } }],
+    },
+  });
+
+  it.runIf(someBlockDevice !== undefined)(
+    "resolves a Block claim to its device, through the PV's link, for volumeDevices",
+    async () => {
+      const link = join(dir, "pv1-link");
+      symlinkSync(someBlockDevice!, link);
+      const r = await setUpPodVolumes(using("volumeDevices"), dir, lookups(claim("Bound", "pv1"), blockPv(link)));
+      expect(r).toEqual({ ready: new Map([["data", { hostPath: someBlockDevice, readOnly: false, block: true }]]) });
+    },
+  );
+
+  it("refuses a volumeMode that does not match the containers' use, in kubelet's words", async () => {
+    const link = join(dir, "pv1-link");
+    expect(await setUpPodVolumes(using("volumeMounts"), dir, lookups(claim("Bound", "pv1"), blockPv(link)))).toEqual({
+      failed: [{ volume: "data", message: "volume data has volumeMode Block, but is specified in volumeMounts" }],
+    });
+    const fs = blockPv(dir, "Filesystem");
+    expect(await setUpPodVolumes(using("volumeDevices"), dir, lookups(claim("Bound", "pv1"), fs))).toEqual({
+      failed: [{ volume: "data", message: "volume data has volumeMode Filesystem, but is specified in volumeDevices" }],
+    });
+  });
+
+  it("refuses a Block PV whose path is not a block device, or is missing", async () => {
+    const file = join(dir, "plain");
+    writeFileSync(file, "");
+    expect(await setUpPodVolumes(using("volumeDevices"), dir, lookups(claim("Bound", "pv1"), blockPv(file)))).toEqual({
+      failed: [
+        { volume: "data", message: `MapVolume.MapPodDevice failed for volume "pv1" : ${file} is not a block device` },
+      ],
+    });
+    const gone = join(dir, "gone");
+    expect(await setUpPodVolumes(using("volumeDevices"), dir, lookups(claim("Bound", "pv1"), blockPv(gone)))).toEqual({
+      failed: [
+        { volume: "data", message: `MapVolume.MapPodDevice failed for volume "pv1" : path ${gone} does not exist` },
+      ],
+    });
   });
 });
 

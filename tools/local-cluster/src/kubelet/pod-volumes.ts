@@ -15,10 +15,15 @@
  *                                                                                         with the pod dir
  *   anything else              not provided (left out of KVT_VOLUME_MOUNTS)
  *
+ * A claim bound to a volumeMode Block PV is a raw block device: its PV's local.path (or hostPath) must be one (a
+ * link to one is followed, as the local volume plugin does), and the containers get it through volumeDevices
+ * (container-spec.ts). As kubelet's volume manager, a claim's volumeMode must match its use: a Block volume in
+ * volumeMounts or a Filesystem volume in volumeDevices is refused with kubelet's message, and the pod waits.
+ *
  * A volume that cannot be set up yet (claim Pending, PV missing, path absent) keeps the pod's containers from
  * starting: {@link setUpPodVolumes} reports why, in the kubelet's words, and the kubelet retries.
  */
-import { closeSync, existsSync, mkdirSync, openSync, statSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, realpathSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from "../cluster/kube-models.ts";
 import { type ConfigLookups, isConfigVolume, setUpConfigVolume } from "./config-volumes.ts";
@@ -82,11 +87,59 @@ export function applyHostPathType(path: string, type: string | undefined): strin
   }
 }
 
+/** How the pod's containers use each volume: by name, in volumeMounts and in volumeDevices. */
+function volumeUses(pod: V1Pod): { mounted: Set<string>; mapped: Set<string> } {
+  const mounted = new Set<string>();
+  const mapped = new Set<string>();
+  for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
+    for (const m of c.volumeMounts ?? []) mounted.add(m.name);
+    for (const d of c.volumeDevices ?? []) mapped.add(d.name);
+  }
+  return { mounted, mapped };
+}
+
+/**
+ * kubelet's desired-state populator: why the PV's volumeMode does not fit the containers' use of the volume (a
+ * Block volume in volumeMounts, a Filesystem one in volumeDevices), or undefined.
+ */
+function volumeModeMisuse(pod: V1Pod, name: string, mode: string): string | undefined {
+  const uses = volumeUses(pod);
+  if (uses.mounted.has(name) && mode !== "Filesystem")
+    return `volume ${name} has volumeMode ${mode}, but is specified in volumeMounts`;
+  if (uses.mapped.has(name) && mode !== "Block")
+    return `volume ${name} has volumeMode ${mode}, but is specified in volumeDevices`;
+  return undefined;
+}
+
+/** The block device at `path` (a link to one followed), or the kubelet-style reason it is not one. */
+function blockDevice(pvName: string, path: string): { path: string } | { message: string } {
+  const failed = (why: string): { message: string } => ({
+    message: `MapVolume.MapPodDevice failed for volume "${pvName}" : ${why}`,
+  });
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch {
+    return failed(`path ${path} does not exist`);
+  }
+  return statSync(real).isBlockDevice() ? { path: real } : failed(`${path} is not a block device`);
+}
+
 async function claimPath(
   pod: V1Pod,
   volume: V1Volume,
   lookups: VolumeLookups,
-): Promise<{ path: string } | { message: string }> {
+): Promise<{ path: string; block: boolean } | { message: string }> {
+  const bound = await boundVolume(pod, volume, lookups);
+  return "message" in bound ? bound : volumeSource(pod, volume.name, bound);
+}
+
+/** The PV a pod's claim is bound to, checked both ways, or why the claim is not ready. */
+async function boundVolume(
+  pod: V1Pod,
+  volume: V1Volume,
+  lookups: VolumeLookups,
+): Promise<{ pvName: string; pv: V1PersistentVolume } | { message: string }> {
   const ns = pod.metadata?.namespace ?? "default";
   const claimName = volume.persistentVolumeClaim!.claimName;
   const claim = await lookups.claim(ns, claimName);
@@ -101,14 +154,30 @@ async function claimPath(
     return {
       message: `Found bound PV "${pvName}", but its claimRef does not point back to PVC ${ns}/${claimName} (uid ${claim.metadata?.uid ?? ""})`,
     };
+  return { pvName, pv };
+}
+
+/** The host path of a bound PV (a directory, or a block device for volumeMode Block), or why it is not usable. */
+function volumeSource(
+  pod: V1Pod,
+  name: string,
+  { pvName, pv }: { pvName: string; pv: V1PersistentVolume },
+): { path: string; block: boolean } | { message: string } {
   const source = pv.spec?.hostPath ?? pv.spec?.local;
   if (!source?.path)
     return { message: `volume "${pvName}": its volume plugin is not supported by the process-kubelet` };
+  const mode = pv.spec?.volumeMode ?? "Filesystem";
+  const misuse = volumeModeMisuse(pod, name, mode);
+  if (misuse) return { message: misuse };
+  if (mode === "Block") {
+    const device = blockDevice(pvName, source.path);
+    return "message" in device ? device : { path: device.path, block: true };
+  }
   const typeError = pv.spec?.hostPath ? applyHostPathType(source.path, pv.spec.hostPath.type) : undefined;
   if (typeError) return { message: `MountVolume.SetUp failed for volume "${pvName}" : ${typeError}` };
   if (!existsSync(source.path))
     return { message: `MountVolume.SetUp failed for volume "${pvName}" : path ${source.path} does not exist` };
-  return { path: source.path };
+  return { path: source.path, block: false };
 }
 
 /**
@@ -144,7 +213,12 @@ export async function setUpPodVolumes(pod: V1Pod, podDir: string, lookups: Volum
     } else if (v.persistentVolumeClaim) {
       const r = await claimPath(pod, v, lookups);
       if ("message" in r) failed.push({ volume: v.name, message: r.message });
-      else ready.set(v.name, { hostPath: r.path, readOnly: v.persistentVolumeClaim.readOnly === true });
+      else
+        ready.set(v.name, {
+          hostPath: r.path,
+          readOnly: v.persistentVolumeClaim.readOnly === true,
+          ...(r.block ? { block: true } : {}),
+        });
     } else if (isConfigVolume(v)) {
       const r = await setUpConfigVolume(pod, podDir, v, lookups);
       if ("message" in r) failed.push({ volume: v.name, message: r.message });

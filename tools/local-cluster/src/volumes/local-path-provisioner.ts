@@ -20,9 +20,13 @@ const ctx = systemContext("system:serviceaccount:local-path-storage:local-path-p
 
 /** Creates the default `local-path` StorageClass unless it exists (an admin's edits to it are kept). */
 export async function ensureLocalPathStorageClass(svc: ResourceService): Promise<void> {
+  await ensureStorageClass(svc, localPathStorageClass());
+}
+
+/** Creates StorageClass `sc` unless one of its name exists (an admin's edits to it are kept). */
+export async function ensureStorageClass(svc: ResourceService, sc: V1StorageClass): Promise<void> {
   const def = svc.registry.lookup("storage.k8s.io", "v1", "storageclasses");
   if (!def) return;
-  const sc = localPathStorageClass();
   if (svc.store.get("storage.k8s.io/storageclasses", sc.metadata!.name!)) return;
   try {
     await svc.create(def, "v1", undefined, sc, systemContext());
@@ -52,8 +56,9 @@ export class LocalPathProvisioner implements Provisioner {
   /** Makes the directory, then the PV pre-bound to the claim. */
   async provision(claim: V1PersistentVolumeClaim, sc: V1StorageClass, node: V1Node | undefined): Promise<void> {
     if (!node && !isShared(claim)) throw new Error("configuration error, no node was specified");
+    // The PV controller refuses Block claims first (supportsBlock is unset), with the library's message.
     if ((claim.spec?.volumeMode ?? "Filesystem") === "Block")
-      throw new Error("Only support volumeMode: Filesystem, not Block");
+      throw new Error(`${LOCAL_PATH_PROVISIONER} does not support block volume provisioning`);
     const pv = localPathVolume(claim, sc, this.#baseDir, node);
     const dir = pv.spec!.hostPath!.path;
     mkdirSync(dir, { recursive: true, mode: 0o777 });

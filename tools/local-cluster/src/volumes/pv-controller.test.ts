@@ -86,6 +86,42 @@ describe("PersistentVolumeController", () => {
     await claims.delete("default", "names-it");
   });
 
+  it("does not bind a claim to a volume of the other volumeMode, named or not, as kube-controller-manager", async () => {
+    await volumes.create({
+      ...volume("raw", "Retain"),
+      spec: { ...volume("raw", "Retain").spec, volumeMode: "Block" },
+    });
+    await eventually("Available", () => phaseOf(() => readVolume("raw"), "Available"));
+    const fsClaim = (name: string, extra: Record<string, unknown> = {}): V1PersistentVolumeClaim => ({
+      metadata: { name, namespace: "default" },
+      spec: {
+        accessModes: ["ReadWriteOnce"],
+        resources: { requests: { storage: "1Gi" } },
+        storageClassName: "",
+        ...extra,
+      },
+    });
+    await claims.create(fsClaim("wants-raw", { volumeName: "raw" }));
+    await claims.create(fsClaim("any-fs"));
+    const mismatch = await eventually("a VolumeMismatch event", async () =>
+      (await events.list("default")).items.find((e) => e.involvedObject.name === "wants-raw"),
+    );
+    expect(mismatch).toMatchObject({
+      type: "Warning",
+      reason: "VolumeMismatch",
+      message: 'Cannot bind to requested volume "raw": incompatible volumeMode',
+    });
+    await eventually("FailedBinding for the unnamed claim", async () =>
+      (await events.list("default")).items.find((e) => e.involvedObject.name === "any-fs"),
+    );
+    expect((await readClaim("any-fs")).status?.phase).toBe("Pending");
+    expect((await readVolume("raw")).spec?.claimRef).toBeUndefined();
+    // A Block claim naming it binds.
+    await claims.create(fsClaim("raw-claim", { volumeName: "raw", volumeMode: "Block" }));
+    await eventually("Bound", () => phaseOf(() => readClaim("raw-claim"), "Bound"));
+    for (const name of ["wants-raw", "any-fs", "raw-claim"]) await claims.delete("default", name);
+  });
+
   it("fails a Released volume whose Delete policy no provisioner carries out", async () => {
     await volumes.create(volume("doomed", "Delete"));
     await claims.create({

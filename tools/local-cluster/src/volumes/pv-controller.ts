@@ -36,12 +36,24 @@ import type {
   V1StorageClass,
 } from "../cluster/kube-models.ts";
 import { EventRecorder } from "./events.ts";
-import { ANN, classOf, findMatchingVolume, podClaimNames, preBoundTo, volumeMismatch } from "./volume-match.ts";
+import {
+  ANN,
+  classOf,
+  findMatchingVolume,
+  podClaimNames,
+  preBoundTo,
+  requestedVolumeMismatch,
+} from "./volume-match.ts";
 
 /** A dynamic provisioner the controller calls for classes naming it. */
 export interface Provisioner {
   /** The StorageClass `provisioner` value it serves. */
   readonly name: string;
+  /**
+   * It provisions volumeMode Block (external-provisioner's BlockProvisioner.SupportsBlock); absent: false, and a
+   * Block claim is refused before provisioning, with the library's message.
+   */
+  readonly supportsBlock?: boolean;
   /** Creates the volume for `claim` (a PV pre-bound to it); `node` is the selected node for delayed binding. */
   provision(claim: V1PersistentVolumeClaim, sc: V1StorageClass, node: V1Node | undefined): Promise<void>;
   /** Deletes a Released volume it provisioned (its storage, then the PV object). */
@@ -143,12 +155,12 @@ export class PersistentVolumeController {
     }
     const ref = volume.spec?.claimRef;
     if (!ref?.name || preBoundTo(volume, claim)) {
-      const why = ref?.uid ? undefined : volumeMismatch(volume, claim);
+      const why = ref?.uid ? undefined : requestedVolumeMismatch(volume, claim);
       if (why) {
         await this.#events.record(
           claim,
           "Warning",
-          "FailedBinding",
+          "VolumeMismatch",
           `Cannot bind to requested volume "${volume.metadata.name}": ${why}`,
         );
         return false;
@@ -244,6 +256,16 @@ export class PersistentVolumeController {
     }
     if (this.#svc.store.get(PV, `pvc-${claim.metadata.uid ?? ""}`)) return false; // made; its event binds it
     const events = this.#provisionerEvents.get(provisioner.name) ?? this.#events;
+    if (claim.spec?.volumeMode === "Block" && provisioner.supportsBlock !== true) {
+      // sig-storage-lib-external-provisioner's canProvision: refused before provisioning starts, not retried.
+      await events.record(
+        claim,
+        "Warning",
+        "ProvisioningFailed",
+        `${provisioner.name} does not support block volume provisioning`,
+      );
+      return false;
+    }
     await events.record(
       claim,
       "Normal",

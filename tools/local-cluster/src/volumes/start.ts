@@ -1,11 +1,15 @@
 /**
  * Starts the storage side of the local cluster's control plane inside the API server process: the
  * PersistentVolume controller (binding, reclaim, pvc/pv protection) always, and with a storage directory the
- * local-path provisioner and its default StorageClass.
+ * provisioners and their StorageClasses: local-path (the default; directories) and, for raw block volumes,
+ * local-block (loop devices under `<storage>/local-block`, attached again at start and detached at stop).
  */
+import { join } from "node:path";
 import type { Logger } from "pino";
 import type { ResourceService } from "../apiserver/rest/service.ts";
-import { ensureLocalPathStorageClass, LocalPathProvisioner } from "./local-path-provisioner.ts";
+import { localBlockStorageClass } from "./local-block.ts";
+import { LocalBlockProvisioner } from "./local-block-provisioner.ts";
+import { ensureLocalPathStorageClass, ensureStorageClass, LocalPathProvisioner } from "./local-path-provisioner.ts";
 import { PersistentVolumeController } from "./pv-controller.ts";
 
 /** The running storage controllers. */
@@ -13,20 +17,27 @@ export interface VolumeControllers {
   stop(): void;
 }
 
-/** Starts them (after the default class exists, so the first claims already get it). */
+/** Starts them (after the classes exist, so the first claims already get the default). */
 export async function startVolumeControllers(
   svc: ResourceService,
   storageDir: string | undefined,
   logger: Logger,
 ): Promise<VolumeControllers> {
-  if (storageDir) await ensureLocalPathStorageClass(svc);
-  const provisioners = storageDir ? [new LocalPathProvisioner(svc, storageDir)] : [];
+  let block: LocalBlockProvisioner | undefined;
+  if (storageDir) {
+    await ensureLocalPathStorageClass(svc);
+    await ensureStorageClass(svc, localBlockStorageClass());
+    block = new LocalBlockProvisioner(svc, join(storageDir, "local-block"), logger);
+    block.resume();
+  }
+  const provisioners = storageDir && block ? [new LocalPathProvisioner(svc, storageDir), block] : [];
   const controller = new PersistentVolumeController(svc, provisioners, logger);
   const unsubscribe = svc.store.subscribe((ev) => controller.onEvent(ev));
   return {
     stop: () => {
       unsubscribe();
       controller.stop();
+      block?.stop();
     },
   };
 }

@@ -1,9 +1,10 @@
 /**
  * The local cluster's storage end to end, in one process: the embedded API server with a storage directory (the
- * default class local-path, the PV controller, the provisioner), the scheduler and two process-kubelets. The
- * kubelets run testdata/volume-writer.ts in place of virt-launcher, which writes its KVT_VOLUME_MOUNTS into /data.
+ * default class local-path, the local-block class, the PV controller, the provisioners), the scheduler and two
+ * process-kubelets. The kubelets run testdata/volume-writer.ts in place of virt-launcher, which writes its
+ * KVT_VOLUME_MOUNTS into /data (or onto the device at /dev/data). The Block claims' loop devices need root.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readlinkSync, readSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseQuantity } from "@kvt/api";
@@ -26,6 +27,8 @@ import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1StorageClass
 import { VOLUME_MOUNTS_ENV } from "../kubelet/container-spec.ts";
 import { type NodeAgent, startNodeAgent } from "../kubelet/node-agent.ts";
 import { Scheduler } from "../scheduler/scheduler.ts";
+import { LocalBlockProvisioner } from "./local-block-provisioner.ts";
+import { listLoopDevices } from "./loop-devices.ts";
 
 const WRITER = new URL("./testdata/volume-writer.ts", import.meta.url).pathname;
 let dir: string;
@@ -65,6 +68,26 @@ const pod = (name: string, claimName: string): V1Pod => ({
     ],
   },
 });
+
+/** A pod whose container uses claim `claimName` as a raw device at /dev/data (or, `asMount`, mounted at /data). */
+const blockPod = (name: string, claimName: string, asMount = false): V1Pod => ({
+  metadata: { name, namespace: "default" },
+  spec: {
+    terminationGracePeriodSeconds: 5,
+    containers: [
+      {
+        name: "compute",
+        image: "kubevirt/virt-launcher",
+        command: ["/usr/bin/virt-launcher-monitor"],
+        ...(asMount
+          ? { volumeMounts: [{ name: "data", mountPath: "/data" }] }
+          : { volumeDevices: [{ name: "data", devicePath: "/dev/data" }] }),
+      },
+    ],
+    volumes: [{ name: "data", persistentVolumeClaim: { claimName } }],
+  },
+});
+const root = process.getuid?.() === 0;
 
 const readClaim = (name: string): Promise<V1PersistentVolumeClaim> => claims.get("default", name);
 const readPod = (name: string): Promise<V1Pod> => pods.get("default", name);
@@ -327,4 +350,150 @@ describe("local-path storage on the local cluster", () => {
     ]);
     expect(await gone(() => readClaim("bad"))).toBe(true);
   });
+});
+
+describe("raw block volumes on the local cluster", () => {
+  it("refuses a Block claim of the default class with the provisioner library's message", async () => {
+    await claims.create(claim("raw-default", { volumeMode: "Block" }));
+    await pods.create(blockPod("raw-default-user", "raw-default"));
+    const event = await eventually("a ProvisioningFailed event", async () =>
+      (await events.list("default")).items.find(
+        (e) => e.reason === "ProvisioningFailed" && e.involvedObject.name === "raw-default",
+      ),
+    );
+    expect(event.message).toBe("rancher.io/local-path does not support block volume provisioning");
+    expect((await readClaim("raw-default")).status?.phase).toBe("Pending");
+    await pods.delete("default", "raw-default-user", { gracePeriodSeconds: 0 });
+    await claims.delete("default", "raw-default");
+  });
+
+  it("refuses a Filesystem claim of the local-block class", async () => {
+    await claims.create(claim("fs-on-block", { storageClassName: "local-block" }));
+    await pods.create(pod("fs-on-block-user", "fs-on-block"));
+    const event = await eventually("a ProvisioningFailed event", async () =>
+      (await events.list("default")).items.find(
+        (e) => e.reason === "ProvisioningFailed" && e.involvedObject.name === "fs-on-block",
+      ),
+    );
+    expect(event.message).toBe(
+      "kubevirt-ts.io/local-block provisions volumeMode Block only, not Filesystem: use a filesystem class (local-path)",
+    );
+    await pods.delete("default", "fs-on-block-user", { gracePeriodSeconds: 0 });
+    await claims.delete("default", "fs-on-block");
+  });
+
+  it.runIf(root)(
+    "provisions a loop device for a Block claim, hands it to the pod at its devicePath, detaches it with the claim",
+    async () => {
+      await claims.create(
+        claim("raw", {
+          volumeMode: "Block",
+          storageClassName: "local-block",
+          resources: { requests: { storage: "16Mi" } },
+        }),
+      );
+      await pods.create(blockPod("raw-user", "raw"));
+      const bound = await eventually(
+        "the Block claim to be Bound",
+        async () => {
+          const c = await readClaim("raw");
+          return c.status?.phase === "Bound" ? c : undefined;
+        },
+        20_000,
+      );
+      const pv: V1PersistentVolume = await volumes.get("", bound.spec!.volumeName!);
+      const link = join(dir, "storage", "local-block", `${pv.metadata!.name!}_default_raw`);
+      const running = await eventually(
+        "the pod to run",
+        async () => {
+          const p = await readPod("raw-user");
+          return p.status?.phase === "Running" ? p : undefined;
+        },
+        30_000,
+      );
+      expect(pv.spec).toMatchObject({
+        volumeMode: "Block",
+        local: { path: link },
+        capacity: { storage: "16Mi" },
+        storageClassName: "local-block",
+        persistentVolumeReclaimPolicy: "Delete",
+        nodeAffinity: {
+          required: {
+            nodeSelectorTerms: [
+              {
+                matchExpressions: [
+                  { key: "kubernetes.io/hostname", operator: "In", values: [running.spec!.nodeName!] },
+                ],
+              },
+            ],
+          },
+        },
+      });
+      // A real loop device over a sparse file of the claim's size, reached through the PV's stable link.
+      const device = readlinkSync(link);
+      expect(listLoopDevices()).toContainEqual(
+        expect.objectContaining({ device, file: `${link}.img`, deleted: false }),
+      );
+      const sectors = Number(readFileSync(`/sys/class/block/${device.replace("/dev/", "")}/size`, "utf8"));
+      expect(sectors * 512).toBe(16 * 2 ** 20);
+      const agent = nodes.find((n) => n.nodeName === running.spec!.nodeName)!;
+      const plan = agent.kubelet.containerPlan("default", "raw-user", "compute");
+      const mounts = JSON.parse(plan?.kind === "process" ? (plan.env[VOLUME_MOUNTS_ENV] ?? "") : "") as unknown;
+      expect(mounts).toEqual([{ mountPath: "/dev/data", hostPath: device, readOnly: false }]);
+      const written = await eventually("the process to write onto its device", async () => {
+        const head = Buffer.alloc(512);
+        const fd = openSync(`${link}.img`, "r");
+        readSync(fd, head, 0, head.length, 0);
+        closeSync(fd);
+        const text = head.toString("utf8");
+        return text.startsWith("kvt-block:") ? text.slice("kvt-block:".length, text.indexOf("\n")) : undefined;
+      });
+      expect(JSON.parse(written)).toEqual(mounts);
+
+      // Mounting a Block claim is refused as kubelet refuses it; the pod waits in ContainerCreating.
+      const misuse = blockPod("raw-misuse", "raw", true);
+      misuse.spec!.nodeName = running.spec!.nodeName;
+      await pods.create(misuse);
+      const failed = await eventually("a FailedMount event for the mount of a Block claim", async () =>
+        (await events.list("default")).items.find(
+          (e) => e.reason === "FailedMount" && e.involvedObject.name === "raw-misuse",
+        ),
+      );
+      expect(failed.message).toBe(
+        "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: volume data has volumeMode Block, but is specified in volumeMounts",
+      );
+      expect((await readPod("raw-misuse")).status?.phase).toBe("Pending");
+      await pods.delete("default", "raw-misuse", { gracePeriodSeconds: 0 });
+
+      // The cluster stops: its devices go; it starts again: the same file gets a device and the link follows it.
+      const provisioner = new LocalBlockProvisioner(
+        api.service,
+        join(dir, "storage", "local-block"),
+        pino({ level: "silent" }),
+      );
+      provisioner.stop();
+      expect(listLoopDevices().some((d) => d.file === `${link}.img`)).toBe(false);
+      provisioner.resume();
+      const again = readlinkSync(link);
+      expect(listLoopDevices()).toContainEqual(expect.objectContaining({ device: again, file: `${link}.img` }));
+      expect(readFileSync(again).subarray(0, 10).toString()).toBe("kvt-block:");
+
+      await pods.delete("default", "raw-user");
+      await claims.delete("default", "raw");
+      await eventually(
+        "the pod, claim and volume to be gone",
+        async () =>
+          (await gone(() => readPod("raw-user"))) &&
+          (await gone(() => readClaim("raw"))) &&
+          (await gone(() => volumes.get("", pv.metadata!.name!)))
+            ? true
+            : undefined,
+        30_000,
+      );
+      expect(listLoopDevices().some((d) => d.file === `${link}.img`)).toBe(false);
+      expect(existsSync(link)).toBe(false);
+      expect(existsSync(`${link}.img`)).toBe(false);
+    },
+    90_000,
+  );
 });

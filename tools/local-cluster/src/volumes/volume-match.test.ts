@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim } from "../cluster/kube-models.ts";
-import { findMatchingVolume, volumeMismatch } from "./volume-match.ts";
+import { findMatchingVolume, requestedVolumeMismatch, volumeMismatch } from "./volume-match.ts";
 
 const claim = (extra: Partial<V1PersistentVolumeClaim["spec"]> = {}): V1PersistentVolumeClaim => ({
   metadata: { name: "c", namespace: "ns", uid: "u1" },
@@ -52,10 +52,30 @@ describe("findMatchingVolume()", () => {
     ["access modes not offered", volume("v", "1Gi", { accessModes: ["ReadOnlyMany"] }), claim()],
     ["capacity too small", volume("v", "1Mi"), claim()],
     ["volume mode differs", volume("v", "1Gi", { volumeMode: "Block" }), claim()],
+    ["volume mode differs", volume("v", "1Gi", { volumeMode: "Filesystem" }), claim({ volumeMode: "Block" })],
+    ["volume mode differs", volume("v", "1Gi"), claim({ volumeMode: "Block" })],
     ["volume is bound to another claim", volume("v", "1Gi", { claimRef: { namespace: "ns", name: "d" } }), claim()],
     ["selector does not match", volume("v", "1Gi"), claim({ selector: { matchLabels: { tier: "slow" } } })],
   ])("refuses a volume when the %s", (why, v, c) => {
     expect(volumeMismatch(v, c)).toBe(why);
     expect(findMatchingVolume(c, [v])).toBeUndefined();
+  });
+});
+
+describe("requestedVolumeMismatch()", () => {
+  it.each([
+    ["incompatible volumeMode", volume("v", "1Gi", { volumeMode: "Block" }), claim({ volumeMode: "Filesystem" })],
+    ["incompatible volumeMode", volume("v", "1Gi"), claim({ volumeMode: "Block" })],
+    ["requested PV is too small", volume("v", "1Mi"), claim()],
+    ["storageClassName does not match", volume("v", "1Gi", { storageClassName: "other" }), claim()],
+    ["incompatible accessMode", volume("v", "1Gi", { accessModes: ["ReadOnlyMany"] }), claim()],
+  ])("says %s, as kube-controller-manager's checkVolumeSatisfyClaim", (why, v, c) => {
+    expect(requestedVolumeMismatch(v, c)).toBe(why);
+  });
+
+  it("accepts a Block volume for a Block claim", () => {
+    expect(requestedVolumeMismatch(volume("v", "1Gi", { volumeMode: "Block" }), claim({ volumeMode: "Block" }))).toBe(
+      undefined,
+    );
   });
 });

@@ -82,6 +82,23 @@ export function volumeMismatch(
 }
 
 /**
+ * Why the volume a claim names in spec.volumeName cannot serve it, in kube-controller-manager's words
+ * (checkVolumeSatisfyClaim: the event VolumeMismatch "Cannot bind to requested volume ...: <this>"), or undefined.
+ */
+export function requestedVolumeMismatch(
+  volume: V1PersistentVolume,
+  claim: V1PersistentVolumeClaim,
+): string | undefined {
+  if (volume.metadata?.deletionTimestamp) return `the volume is marked for deletion "${volume.metadata.name ?? ""}"`;
+  if (storageBytes(volume.spec?.capacity?.storage) < requestBytes(claim)) return "requested PV is too small";
+  if (classOf(volume) !== classOf(claim)) return "storageClassName does not match";
+  if ((volume.spec?.volumeMode ?? "Filesystem") !== (claim.spec?.volumeMode ?? "Filesystem"))
+    return "incompatible volumeMode";
+  if (!accessModesCover(volume, claim)) return "incompatible accessMode";
+  return undefined;
+}
+
+/**
  * The volume `claim` should bind to: one pre-bound to it, else the smallest matching Available volume. `node`
  * restricts the choice to volumes that node can reach (delayed binding with a selected node).
  */

@@ -1,0 +1,171 @@
+/**
+ * The local-block provisioner: raw block volumes for Block claims, each a loop device over a sparse file under the
+ * storage directory (local-block.ts has the layout). It runs in the API server process beside local-path and, like
+ * it, does the node's part itself (every node is this one machine). Needs root (losetup).
+ *
+ *   provision(Block claim)  -> sparse file, loop device, link -> device, PV (local.path = link, volumeMode Block)
+ *   delete(Released PV)     -> detach its loop devices, remove link and file (only inside baseDir), delete the PV
+ *   resume()  (at start)    -> every Block PV it made gets its device again (the same one if still attached) and
+ *                              the link follows it; devices over our files that no PV names are detached (a crash)
+ *   stop()    (at stop)     -> every device over our files is detached: none outlives the cluster
+ */
+import { closeSync, ftruncateSync, mkdirSync, openSync, readlinkSync, rmSync, symlinkSync } from "node:fs";
+import { resolve } from "node:path";
+import type { Logger } from "pino";
+import { ApiError } from "../apiserver/errors.ts";
+import { deleteObject } from "../apiserver/rest/delete.ts";
+import { type ResourceService, systemContext } from "../apiserver/rest/service.ts";
+import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "../cluster/kube-models.ts";
+import { backingFileOf, deviceBytes, LOCAL_BLOCK_PROVISIONER, localBlockVolume } from "./local-block.ts";
+import { isShared } from "./local-path.ts";
+import { isInside } from "./local-path-provisioner.ts";
+import { attach, attachedUnder, canonicalFile, detach, detachDevice } from "./loop-devices.ts";
+import type { Provisioner } from "./pv-controller.ts";
+import { ANN } from "./volume-match.ts";
+
+const ctx = systemContext("system:serviceaccount:kube-system:local-block-provisioner");
+const PV = "core/persistentvolumes";
+
+/** The provisioner. */
+export class LocalBlockProvisioner implements Provisioner {
+  readonly name = LOCAL_BLOCK_PROVISIONER;
+  readonly supportsBlock = true;
+  readonly #svc: ResourceService;
+  readonly #baseDir: string;
+  readonly #logger: Logger;
+
+  /** `baseDir`: where backing files and device links go (`<cluster storage dir>/local-block`). */
+  constructor(svc: ResourceService, baseDir: string, logger: Logger) {
+    this.#svc = svc;
+    this.#baseDir = resolve(baseDir);
+    this.#logger = logger.child({ provisioner: LOCAL_BLOCK_PROVISIONER });
+  }
+
+  /** Makes the file and its device, then the PV pre-bound to the claim. */
+  async provision(claim: V1PersistentVolumeClaim, sc: V1StorageClass, node: V1Node | undefined): Promise<void> {
+    if (!node && !isShared(claim)) throw new Error("configuration error, no node was specified");
+    const mode = claim.spec?.volumeMode ?? "Filesystem";
+    if (mode !== "Block")
+      throw new Error(
+        `${LOCAL_BLOCK_PROVISIONER} provisions volumeMode Block only, not ${mode}: use a filesystem class (local-path)`,
+      );
+    const pv = localBlockVolume(claim, sc, this.#baseDir, node);
+    const link = pv.spec!.local!.path;
+    const file = backingFileOf(link);
+    mkdirSync(this.#baseDir, { recursive: true, mode: 0o700 });
+    const fd = openSync(file, "a", 0o600); // kept if it exists: a retry after a failed PV create reuses it
+    try {
+      ftruncateSync(fd, Number(deviceBytes(claim)));
+    } finally {
+      closeSync(fd);
+    }
+    const device = attach(file);
+    this.#link(link, device);
+    this.#logger.info({ pv: pv.metadata?.name, device, file }, "attached a loop device for a Block claim");
+    const def = this.#svc.registry.lookup("", "v1", "persistentvolumes")!;
+    try {
+      await this.#svc.create(def, "v1", undefined, pv, ctx);
+    } catch (err) {
+      if (!(err instanceof ApiError && err.code === 409)) throw err;
+    }
+  }
+
+  /** Detaches the device, removes the link and the file, then the PV. */
+  async delete(volume: V1PersistentVolume): Promise<void> {
+    const link = volume.spec?.local?.path;
+    if (!link || !isInside(this.#baseDir, link))
+      throw new Error(`volume path ${link ?? "(none)"} is not inside ${this.#baseDir}: not deleting it`);
+    const file = backingFileOf(link);
+    const devices = safeDetach(file);
+    rmSync(link, { force: true });
+    rmSync(file, { force: true });
+    this.#logger.info({ pv: volume.metadata?.name, devices, file }, "detached and removed a Block volume");
+    const def = this.#svc.registry.lookup("", "v1", "persistentvolumes")!;
+    try {
+      await deleteObject(
+        this.#svc,
+        def,
+        undefined,
+        volume.metadata!.name!,
+        { preconditions: { uid: volume.metadata?.uid } },
+        ctx,
+      );
+    } catch (err) {
+      if (!(err instanceof ApiError && err.code === 404)) throw err;
+    }
+  }
+
+  /**
+   * At start: attaches the device of every Block PV this provisioner made (reusing the one still attached) and
+   * points its link at it; detaches devices over files under baseDir that no PV names (left by a crash).
+   */
+  resume(): void {
+    const wanted = new Set<string>();
+    for (const e of this.#svc.store.list(PV)) {
+      const pv = e.obj as V1PersistentVolume;
+      const link = pv.spec?.local?.path;
+      if (pv.metadata?.annotations?.[ANN.provisionedBy] !== LOCAL_BLOCK_PROVISIONER || !link) continue;
+      if (!isInside(this.#baseDir, link)) continue;
+      const file = backingFileOf(link);
+      try {
+        wanted.add(canonicalFile(file));
+        this.#link(link, attach(file));
+      } catch (err) {
+        // The PV stays; the kubelet reports the missing device to pods that use it (FailedMapVolume).
+        this.#logger.error({ err, pv: pv.metadata?.name }, "cannot attach the loop device of a Block volume");
+      }
+    }
+    for (const d of safeAttachedUnder(this.#baseDir, this.#logger)) {
+      if (wanted.has(d.file) && !d.deleted) continue;
+      this.#logger.warn({ device: d.device, file: d.file }, "detaching a loop device no volume names");
+      safeDetachDevice(d.device, this.#logger);
+    }
+  }
+
+  /** Detaches every device over a file under baseDir (the cluster stops; {@link resume} attaches them again). */
+  stop(): void {
+    for (const d of safeAttachedUnder(this.#baseDir, this.#logger)) safeDetachDevice(d.device, this.#logger);
+  }
+
+  /** Points `link` at `device` (replacing a link to an older device). */
+  #link(link: string, device: string): void {
+    let current: string | undefined;
+    try {
+      current = readlinkSync(link);
+    } catch {
+      current = undefined;
+    }
+    if (current === device) return;
+    rmSync(link, { force: true });
+    symlinkSync(device, link);
+  }
+}
+
+/** Detaches the devices of `file`; none attached (or no file) is not an error. */
+function safeDetach(file: string): string[] {
+  try {
+    return detach(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw err;
+  }
+}
+
+function safeAttachedUnder(dir: string, logger: Logger): ReturnType<typeof attachedUnder> {
+  try {
+    return attachedUnder(dir);
+  } catch (err) {
+    // No losetup (or not root): there is nothing of ours attached either.
+    logger.debug({ err }, "cannot list loop devices");
+    return [];
+  }
+}
+
+function safeDetachDevice(device: string, logger: Logger): void {
+  try {
+    detachDevice(device);
+  } catch (err) {
+    // Logged, not thrown: stopping goes on with the others (a device that stays is reported by `losetup -a`).
+    logger.error({ err, device }, "cannot detach a loop device");
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * The local-block provisioner's decisions (pure): its StorageClass and the PersistentVolume it makes for a Block
+ * claim. The default class (local-path, Rancher's provisioner) refuses Block claims as Rancher's does; raw block
+ * volumes come from this second class, as on clusters where a block-capable provisioner sits beside local-path.
+ *
+ *   claim ns/name (uid U, volumeMode Block), node N
+ *     backing file   <baseDir>/pvc-U_ns_name.img     sparse, the request rounded up to 512-byte sectors
+ *     device         a loop device over it (loop-devices.ts), reached through the stable link
+ *     link           <baseDir>/pvc-U_ns_name  ->  /dev/loopK  (made again when the device changes, e.g. after a
+ *                    restart; the PV never changes: a PV's source is immutable)
+ *     PV pvc-U       volumeMode Block, local.path = the link (the local volume plugin follows it, as it follows the
+ *                    by-id links of sig-storage-local-static-provisioner), capacity = the request, the claim's access
+ *                    modes, claimRef, the class's reclaim policy, node affinity kubernetes.io/hostname In [N]; for
+ *                    ReadWriteMany/ReadOnlyMany: kubernetes.io/hostname Exists (every node is this one machine;
+ *                    a local PV must carry node affinity)
+ */
+import { join } from "node:path";
+import { tryParseQuantity } from "@kvt/api";
+import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "../cluster/kube-models.ts";
+import { isShared, volumeNameFor } from "./local-path.ts";
+import { ANN } from "./volume-match.ts";
+
+/** The provisioner name. */
+export const LOCAL_BLOCK_PROVISIONER = "kubevirt-ts.io/local-block";
+/** The class's name. */
+export const LOCAL_BLOCK_CLASS = "local-block";
+const HOSTNAME_LABEL = "kubernetes.io/hostname";
+const SECTOR = 512n;
+
+/** The StorageClass for raw block volumes the local cluster creates when it starts (not the default). */
+export function localBlockStorageClass(): V1StorageClass {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "StorageClass",
+    metadata: { name: LOCAL_BLOCK_CLASS },
+    provisioner: LOCAL_BLOCK_PROVISIONER,
+    reclaimPolicy: "Delete",
+    volumeBindingMode: "WaitForFirstConsumer",
+  };
+}
+
+/** The stable path of the claim's device (a link to its loop device): `<baseDir>/<pv>_<namespace>_<claim>`. */
+export function deviceLinkFor(baseDir: string, claim: V1PersistentVolumeClaim): string {
+  return join(baseDir, `${volumeNameFor(claim)}_${claim.metadata?.namespace ?? ""}_${claim.metadata?.name ?? ""}`);
+}
+
+/** The sparse file behind a device link. */
+export function backingFileOf(link: string): string {
+  return `${link}.img`;
+}
+
+/** The bytes of the claim's device: its storage request rounded up to whole 512-byte sectors. */
+export function deviceBytes(claim: V1PersistentVolumeClaim): bigint {
+  const bytes = tryParseQuantity(claim.spec?.resources?.requests?.storage)?.value() ?? 0n;
+  return ((bytes + SECTOR - 1n) / SECTOR) * SECTOR;
+}
+
+/** The PV for Block `claim` of class `sc`, provisioned for `node` (undefined only for shared claims). */
+export function localBlockVolume(
+  claim: V1PersistentVolumeClaim,
+  sc: V1StorageClass,
+  baseDir: string,
+  node: V1Node | undefined,
+): V1PersistentVolume {
+  const hostname = node ? (node.metadata?.labels?.[HOSTNAME_LABEL] ?? node.metadata?.name ?? "") : "";
+  const term =
+    isShared(claim) || !hostname
+      ? { key: HOSTNAME_LABEL, operator: "Exists" }
+      : { key: HOSTNAME_LABEL, operator: "In", values: [hostname] };
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: {
+      name: volumeNameFor(claim),
+      annotations: { [ANN.provisionedBy]: LOCAL_BLOCK_PROVISIONER },
+      labels: {},
+    },
+    spec: {
+      capacity: { storage: claim.spec?.resources?.requests?.storage ?? "0" },
+      accessModes: claim.spec?.accessModes,
+      volumeMode: "Block",
+      persistentVolumeReclaimPolicy: sc.reclaimPolicy ?? "Delete",
+      storageClassName: sc.metadata?.name,
+      local: { path: deviceLinkFor(baseDir, claim) },
+      claimRef: {
+        apiVersion: "v1",
+        kind: "PersistentVolumeClaim",
+        namespace: claim.metadata?.namespace,
+        name: claim.metadata?.name,
+        uid: claim.metadata?.uid,
+        resourceVersion: claim.metadata?.resourceVersion,
+      },
+      nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [term] }] } },
+    },
+  };
+}
