@@ -252,6 +252,7 @@ export class VirtControllerApp {
       vmiClient: c.vmis,
       podClient: c.pods,
       clusterConfig,
+      claim,
       recorder: recorder("migration-controller"),
       expectations: new Expectations(),
     });

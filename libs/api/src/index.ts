@@ -276,6 +276,7 @@ export {
 } from "./semantics/vm-state.ts";
 export type { PersistentVolumeClaimInfo, VolumeStatus } from "./semantics/volumes.ts";
 export {
+  blockDevicePath,
   CONFIG_MAP_SOURCE_DIR,
   claimInfo,
   claimOfVolume,
@@ -286,6 +287,7 @@ export {
   EPHEMERAL_DISKS_DIR,
   EPHEMERAL_DISKS_VOLUME,
   hasSharedAccessMode,
+  isPvcBlock,
   PVC_DISK_IMAGE,
   SECRET_SOURCE_DIR,
   SERVICE_ACCOUNT_SOURCE_DIR,

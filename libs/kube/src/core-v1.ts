@@ -17,6 +17,8 @@ export interface Container {
   resources?: { requests?: ResourceList; limits?: ResourceList };
   imagePullPolicy?: string;
   volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+  /** Raw block devices of Block claims: the claim's volume name and where the device appears in the container. */
+  volumeDevices?: { name: string; devicePath: string }[];
 }
 
 /** One `items` entry of a configMap or secret source: the key, and the file path it goes to. */

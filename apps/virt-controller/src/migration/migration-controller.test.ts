@@ -301,6 +301,15 @@ describe("target pod", () => {
       podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: "kubernetes.io/hostname" }] },
     });
   });
+
+  it("maps a shared Block claim on the target as on the source: a device at /dev/<volume>", () => {
+    const vmi = runningVmi();
+    vmi.spec.domain.devices.disks = [{ name: "data", disk: { bus: "virtio" } }];
+    vmi.spec.volumes = [{ name: "data", persistentVolumeClaim: { claimName: "raw" } }];
+    const claims = (name: string) => (name === "raw" ? { claimName: "raw", volumeMode: "Block" } : undefined);
+    const pod = renderTargetPod(vmi, newMigration("m", "vmi1"), { claims });
+    expect(pod.spec?.containers[0]?.volumeDevices).toEqual([{ name: "data", devicePath: "/dev/data" }]);
+  });
 });
 
 describe("MigrationController handlers", () => {

@@ -17,6 +17,7 @@ import {
   type MigrationState,
   type ObjectKey,
   objectKey,
+  type PersistentVolumeClaimInfo,
   type ResolvedMigrationConfiguration,
   resolveMigrationConfiguration,
   splitKey,
@@ -77,6 +78,8 @@ export interface MigrationControllerDeps {
    * its `developerConfiguration.useEmulation` shapes the target pod); default none.
    */
   readonly clusterConfig?: () => KubeVirtConfiguration | undefined;
+  /** The claim `namespace/name` (its volumeMode shapes the target pod as the source's); default: the VMI's status. */
+  readonly claim?: (namespace: string, name: string) => PersistentVolumeClaimInfo | undefined;
   readonly now?: () => number;
 }
 
@@ -235,7 +238,12 @@ export class MigrationController implements Reconciler {
     ctx: ReconcileContext,
     span: Span,
   ): Promise<void> {
-    const pod = renderTargetPod(vmi, m, { allowEmulation: emulationAllowed(this.#d.clusterConfig?.()) });
+    const ns = vmi.metadata?.namespace ?? "default";
+    const claim = this.#d.claim;
+    const pod = renderTargetPod(vmi, m, {
+      allowEmulation: emulationAllowed(this.#d.clusterConfig?.()),
+      ...(claim ? { claims: (name: string) => claim(ns, name) } : {}),
+    });
     const traceparent = traceparentOf(trace.setSpan(context.active(), span));
     if (traceparent)
       pod.metadata = {

@@ -7,11 +7,14 @@ import { ANNOTATION, LABEL, type VirtualMachineInstance, type VirtualMachineInst
 import type { Pod } from "@kvt/kube";
 import { type PodTemplateOptions, renderLauncherPod } from "../vmi/pod-template.ts";
 
-/** Renders the target pod of `migration` for `vmi` (`cluster`: the cluster settings the launcher pod follows). */
+/**
+ * Renders the target pod of `migration` for `vmi` (`cluster`: the cluster settings the launcher pod follows, and the
+ * claims, whose volumeMode makes a volume a mount or a device as in the source pod).
+ */
 export function renderTargetPod(
   vmi: VirtualMachineInstance,
   migration: VirtualMachineInstanceMigration,
-  cluster: Pick<PodTemplateOptions, "allowEmulation"> = {},
+  cluster: Pick<PodTemplateOptions, "allowEmulation" | "claims"> = {},
 ): Pod {
   const antiAffinity = {
     requiredDuringSchedulingIgnoredDuringExecution: [

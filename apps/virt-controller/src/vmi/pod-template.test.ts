@@ -1,3 +1,4 @@
+import type { PersistentVolumeClaimInfo } from "@kvt/api";
 import { newVmi, withMemory } from "@kvt/testing";
 import { describe, expect, it } from "vitest";
 import { accessCredentialSecrets, renderLauncherPod } from "./pod-template.ts";
@@ -35,5 +36,63 @@ describe("launcher pod access credentials (KubeVirt's withAccessCredentials)", (
   it("renders no such volume without access credentials", () => {
     const pod = renderLauncherPod(newVmi("plain", withMemory("64Mi")));
     expect(pod.spec?.volumes?.some((v) => v.name.endsWith("-access-cred"))).toBe(false);
+  });
+});
+
+describe("launcher pod storage of claims (KubeVirt's rendervolumes.go addPVCToLaunchManifest)", () => {
+  const vmi = newVmi("vm-claims", withMemory("64Mi"), (v) => {
+    v.spec.domain.devices.disks = [
+      { name: "rootfs", disk: { bus: "virtio" } },
+      { name: "data", disk: { bus: "virtio" } },
+      { name: "golden", disk: { bus: "virtio" } },
+    ];
+    v.spec.volumes = [
+      { name: "rootfs", persistentVolumeClaim: { claimName: "fs-claim" } },
+      { name: "data", persistentVolumeClaim: { claimName: "block-claim", readOnly: true } },
+      { name: "golden", ephemeral: { persistentVolumeClaim: { claimName: "block-golden" } } },
+    ];
+  });
+  const modes: Record<string, string> = {
+    "fs-claim": "Filesystem",
+    "block-claim": "Block",
+    "block-golden": "Block",
+  };
+  const claims = (name: string): PersistentVolumeClaimInfo | undefined =>
+    modes[name] ? { claimName: name, volumeMode: modes[name] } : undefined;
+
+  it("maps a Block claim as a volumeDevice at /dev/<volume> and mounts a Filesystem claim's directory", () => {
+    const pod = renderLauncherPod(vmi, { claims });
+    const compute = pod.spec!.containers[0];
+    expect(compute.volumeDevices).toEqual([
+      { name: "data", devicePath: "/dev/data" },
+      { name: "golden", devicePath: "/dev/golden" },
+    ]);
+    expect(compute.volumeMounts?.filter((m) => m.mountPath.startsWith("/var/run/kubevirt-private"))).toEqual([
+      { name: "rootfs", mountPath: "/var/run/kubevirt-private/vmi-disks/rootfs" },
+    ]);
+    // The pod volumes are the claims either way; a readOnly source and an ephemeral volume's claim stay read-only.
+    expect(pod.spec!.volumes?.filter((v) => v.persistentVolumeClaim)).toEqual([
+      { name: "rootfs", persistentVolumeClaim: { claimName: "fs-claim" } },
+      { name: "data", persistentVolumeClaim: { claimName: "block-claim", readOnly: true } },
+      { name: "golden", persistentVolumeClaim: { claimName: "block-golden", readOnly: true } },
+    ]);
+  });
+
+  it("reads the volumeMode from the VMI's volumeStatus when the claim is not in the cache", () => {
+    const withStatus = {
+      ...vmi,
+      status: {
+        volumeStatus: [{ name: "data", target: "vdb", persistentVolumeClaimInfo: { volumeMode: "Block" } }],
+      },
+    } as unknown as typeof vmi;
+    const compute = renderLauncherPod(withStatus).spec!.containers[0];
+    expect(compute.volumeDevices).toEqual([{ name: "data", devicePath: "/dev/data" }]);
+    expect(compute.volumeMounts?.map((m) => m.name)).toEqual(["ephemeral-disks", "rootfs", "golden"]);
+  });
+
+  it("renders no volumeDevices without Block claims", () => {
+    const compute = renderLauncherPod(vmi).spec!.containers[0];
+    expect(compute.volumeDevices).toBeUndefined();
+    expect(compute.volumeMounts?.map((m) => m.name)).toEqual(["ephemeral-disks", "rootfs", "data", "golden"]);
   });
 });

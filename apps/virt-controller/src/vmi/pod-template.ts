@@ -16,9 +16,12 @@
  * (nodeSelector, affinity, tolerations, schedulerName, priorityClassName) come from the VMI, plus
  * `kubevirt.io/schedulable=true`.
  *
- * Volumes (KubeVirt's template.go and hostdisk): each persistentVolumeClaim (and an ephemeral volume's claim, read
- * only) and each hostDisk's directory is a pod volume of the same name mounted at `<VMI_DISKS_DIR>/<name>`; the
- * `ephemeral-disks` emptyDir at EPHEMERAL_DISKS_DIR holds emptyDisk images and containerDisk overlays.
+ * Volumes (KubeVirt's template.go, rendervolumes.go and hostdisk): each persistentVolumeClaim (and an ephemeral
+ * volume's claim, read only) and each hostDisk's directory is a pod volume of the same name mounted at
+ * `<VMI_DISKS_DIR>/<name>`, except a claim whose volumeMode is Block (KubeVirt's IsPVCBlockFromStore, read from the
+ * claim as {@link PodTemplateOptions.claims} finds it): that one is a volumeDevice at `/dev/<name>` instead (the raw
+ * device; the launcher uses it as the disk). The `ephemeral-disks` emptyDir at EPHEMERAL_DISKS_DIR holds emptyDisk
+ * images and containerDisk overlays.
  *
  * Config volumes (KubeVirt's rendervolumes.go withVMIConfigVolumes): each configMap, secret and downwardAPI volume of
  * the VMI is a pod volume of the same kind and name (configMap and secret keep `optional`; downwardAPI's `fields`
@@ -33,14 +36,17 @@
 import {
   ANNOTATION,
   API_VERSION,
+  blockDevicePath,
   CONFIG_MAP_SOURCE_DIR,
   DEFAULT_GRACE_PERIOD_SECONDS,
   DOWNWARD_API_SOURCE_DIR,
   EPHEMERAL_DISKS_DIR,
   EPHEMERAL_DISKS_VOLUME,
+  isPvcBlock,
   KIND,
   KVM_DEVICE_RESOURCE,
   LABEL,
+  type PersistentVolumeClaimInfo,
   parseQuantity,
   Quantity,
   SECRET_SOURCE_DIR,
@@ -50,6 +56,7 @@ import {
   type VirtualMachineInstance,
   VMI_DISKS_DIR,
   type Volume,
+  volumeStatuses,
 } from "@kvt/api";
 import type { Container, Pod, PodVolume } from "@kvt/kube";
 
@@ -102,6 +109,11 @@ export interface PodTemplateOptions {
    * QEMU where KVM cannot run the guest. Default false (KubeVirt's).
    */
   readonly allowEmulation?: boolean;
+  /**
+   * The claims of the VMI's namespace by name, as the controller's cache has them (volumeMode decides between a
+   * mount and a device). Absent, or a claim not found: the claim's volumeStatus entry, else Filesystem.
+   */
+  readonly claims?: (name: string) => PersistentVolumeClaimInfo | undefined;
 }
 
 /** The launcher's KUBEVIRT_USE_EMULATION for the cluster setting (apps/virt-launcher backend-choice.ts). */
@@ -152,7 +164,7 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
   const traceparent = vmi.metadata?.annotations?.[ANNOTATION.traceparent];
   if (traceparent) annotations[ANNOTATION.traceparent] = traceparent;
   const spec = vmi.spec;
-  const storage = launcherStorage(vmi);
+  const storage = launcherStorage(vmi, options.claims);
   const pod: Pod = {
     apiVersion: "v1",
     kind: "Pod",
@@ -191,7 +203,7 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
             { name: "KUBEVIRT_USE_EMULATION", value: launcherUseEmulation(allowEmulation) },
           ],
           resources: { requests, limits },
-          volumeMounts: storage.mounts,
+          ...containerStorage(storage),
         },
         guestConsoleLogContainer(uid),
       ],
@@ -230,15 +242,21 @@ export function guestConsoleLogContainer(uid: string): NonNullable<Pod["spec"]>[
   };
 }
 
-/** The pod volumes and compute-container mounts for the VMI's volumes (see the header). */
-export function launcherStorage(vmi: VirtualMachineInstance): {
+/** The pod volumes, compute-container mounts and devices for the VMI's volumes (see the header). */
+export function launcherStorage(
+  vmi: VirtualMachineInstance,
+  claims?: PodTemplateOptions["claims"],
+): {
   volumes: PodVolume[];
   mounts: NonNullable<Container["volumeMounts"]>;
+  devices: NonNullable<Container["volumeDevices"]>;
 } {
   const volumes: PodVolume[] = [{ name: EPHEMERAL_DISKS_VOLUME, emptyDir: {} }];
   const mounts: NonNullable<Container["volumeMounts"]> = [
     { name: EPHEMERAL_DISKS_VOLUME, mountPath: EPHEMERAL_DISKS_DIR },
   ];
+  const devices: NonNullable<Container["volumeDevices"]> = [];
+  const statusInfo = new Map(volumeStatuses(vmi.status).map((s) => [s.name, s.persistentVolumeClaimInfo]));
   const onDisk = new Set((vmi.spec.domain.devices.disks ?? []).map((d) => d.name));
   for (const v of vmi.spec.volumes ?? []) {
     const config = configVolume(v);
@@ -256,6 +274,11 @@ export function launcherStorage(vmi: VirtualMachineInstance): {
         name: v.name,
         persistentVolumeClaim: { claimName: claim.claimName, ...(readOnly ? { readOnly } : {}) },
       });
+      const info = claims?.(claim.claimName) ?? statusInfo.get(v.name);
+      if (isPvcBlock(info?.volumeMode)) {
+        devices.push({ name: v.name, devicePath: blockDevicePath(v.name) });
+        continue;
+      }
     } else if (v.hostDisk) {
       const dir = v.hostDisk.path.replace(/\/[^/]*$/, "") || "/";
       volumes.push({
@@ -272,7 +295,16 @@ export function launcherStorage(vmi: VirtualMachineInstance): {
     volumes.push({ name, secret: { secretName } });
     mounts.push({ name, mountPath: `${SECRET_SOURCE_DIR}/${name}`, readOnly: true });
   }
-  return { volumes, mounts };
+  return { volumes, mounts, devices };
+}
+
+/** The compute container's volumeMounts, and its volumeDevices when there are any. */
+function containerStorage(
+  storage: ReturnType<typeof launcherStorage>,
+): Pick<Container, "volumeMounts" | "volumeDevices"> {
+  return storage.devices.length > 0
+    ? { volumeMounts: storage.mounts, volumeDevices: storage.devices }
+    : { volumeMounts: storage.mounts };
 }
 
 /**

@@ -1,4 +1,5 @@
 import {
+  claimInfo,
   KVM_DEVICE_RESOURCE,
   objectKey,
   type PersistentVolumeClaimInfo,
@@ -342,6 +343,40 @@ describe("VmiController claims", () => {
     expect(vmiNow().status?.phase).toBe("Scheduling");
     expect(vmiNow().status?.conditions?.find((c) => c.type === "Synchronized")).toBeUndefined();
     expect(vmiNow().status?.volumeStatus).toEqual([{ name: "data", target: "vda", persistentVolumeClaimInfo: info }]);
+  });
+});
+
+describe("VmiController Block claims", () => {
+  it("maps a Block claim into the launcher pod as /dev/<volume> and records volumeMode Block in volumeStatus", async () => {
+    const vmi = newVmi("a", (v) => {
+      v.spec.domain.devices.disks = [{ name: "data", disk: { bus: "virtio" } }];
+      v.spec.volumes = [{ name: "data", persistentVolumeClaim: { claimName: "raw" } }];
+    });
+    const pvc = {
+      metadata: { name: "raw" },
+      spec: { accessModes: ["ReadWriteMany"], volumeMode: "Block", resources: { requests: { storage: "64Mi" } } },
+      status: { accessModes: ["ReadWriteMany"], capacity: { storage: "64Mi" } },
+    };
+    const { api, run, vmiNow } = setup(vmi, [], (_ns, name) => (name === "raw" ? claimInfo(pvc) : undefined));
+    await run();
+    const [pod] = api.all<Pod>(CORE_V1.pods);
+    expect(pod?.spec?.containers[0]?.volumeDevices).toEqual([{ name: "data", devicePath: "/dev/data" }]);
+    expect(pod?.spec?.containers[0]?.volumeMounts?.some((m) => m.name === "data")).toBe(false);
+    // KubeVirt's processPVCInfo without CDI: the default filesystem overhead is reported for Block claims too.
+    expect(vmiNow().status?.volumeStatus).toEqual([
+      {
+        name: "data",
+        target: "vda",
+        persistentVolumeClaimInfo: {
+          claimName: "raw",
+          accessModes: ["ReadWriteMany"],
+          volumeMode: "Block",
+          capacity: { storage: "64Mi" },
+          requests: { storage: "64Mi" },
+          filesystemOverhead: "0.055",
+        },
+      },
+    ]);
   });
 });
 

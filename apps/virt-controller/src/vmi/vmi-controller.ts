@@ -191,7 +191,12 @@ export class VmiController implements Reconciler {
     const key = keyOf(vmi);
     let pod: Pod;
     try {
-      pod = renderLauncherPod(vmi, { allowEmulation: emulationAllowed(this.#d.clusterConfig?.()) });
+      const ns = vmi.metadata?.namespace ?? "default";
+      const claim = this.#d.claim;
+      pod = renderLauncherPod(vmi, {
+        allowEmulation: emulationAllowed(this.#d.clusterConfig?.()),
+        ...(claim ? { claims: (name: string) => claim(ns, name) } : {}),
+      });
     } catch (error) {
       this.#d.recorder.event(vmi, "Warning", "FailedCreate", `Error rendering pod: ${String(error)}`);
       return new SyncError("FailedCreate", `Cannot render the launcher pod: ${String(error)}`, {

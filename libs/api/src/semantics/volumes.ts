@@ -5,6 +5,7 @@
  *
  *   volume source            in the launcher pod                                      migration
  *   persistentVolumeClaim    /var/run/kubevirt-private/vmi-disks/<volume>/disk.img   shared only when the claim is RWX
+ *     (volumeMode Block)     the raw device at /dev/<volume> (volumeDevices)          the same
  *   hostDisk                 /var/run/kubevirt-private/vmi-disks/<volume>/<basename>  only with `shared: true`
  *   emptyDisk, containerDisk /var/run/kubevirt-ephemeral-disks/...                    copied to the target
  *   cloud-init, config ISOs  made by the launcher                                     made again on the target
@@ -29,6 +30,19 @@ export const DOWNWARD_API_SOURCE_DIR = "/var/run/kubevirt-private/downwardapi";
 export const SERVICE_ACCOUNT_SOURCE_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 /** The image file inside a Filesystem-mode claim (KubeVirt creates it when missing). */
 export const PVC_DISK_IMAGE = "disk.img";
+
+/**
+ * Where a Block claim's device appears in the launcher's compute container (KubeVirt's volumepath.BlockDevice): the
+ * pod template's volumeDevices path, and where virt-launcher looks for the raw device (then no disk.img is used).
+ */
+export function blockDevicePath(volumeName: string): string {
+  return `/dev/${volumeName}`;
+}
+
+/** KubeVirt's IsPVCBlock: the claim's volumeMode is Block (unset means Filesystem). */
+export function isPvcBlock(volumeMode: string | undefined): boolean {
+  return volumeMode === "Block";
+}
 
 /** A claim's facts as `status.volumeStatus[].persistentVolumeClaimInfo` carries them. */
 export interface PersistentVolumeClaimInfo {
