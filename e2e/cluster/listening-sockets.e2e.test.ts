@@ -26,6 +26,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { type CertificateAndKey, generateCa, issueCertificate } from "@kvt/certs";
+import { runsComponent } from "@kvt/local-cluster";
 import { eventually } from "@kvt/testing";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import WebSocket from "ws";
@@ -133,15 +134,16 @@ describe("every listening socket of the cluster authenticates its peer", () => {
 
   const tcp = (): Extract<ListeningSocket, { kind: "tcp" }>[] =>
     sockets.filter((s): s is Extract<ListeningSocket, { kind: "tcp" }> => s.kind === "tcp");
-  const runs = (s: ListeningSocket, entry: string): boolean => s.process.argv.some((a) => a.includes(entry));
+  const runs = (s: ListeningSocket, entry: string): boolean => runsComponent(s.process.argv, entry);
 
   /** The class of a TCP socket, from its process and port. */
   function classify(s: Extract<ListeningSocket, { kind: "tcp" }>): string {
-    if (runs(s, "local-cluster/src/apiserver/main.ts") && s.port === state.apiPort) return "apiserver";
+    if (runs(s, "tools/local-cluster/src/apiserver/main.ts") && s.port === state.apiPort) return "apiserver";
     if (runs(s, "apps/virt-api/src/main.ts") && s.port === state.virtApiPort) return "virt-api";
     if (runs(s, "apps/virt-handler/src/main.ts") && Object.values(state.handlerPorts).includes(s.port))
       return "handler";
-    if (runs(s, "local-cluster/src/kubelet/main.ts") && Object.values(kubeletPorts).includes(s.port)) return "kubelet";
+    if (runs(s, "tools/local-cluster/src/kubelet/main.ts") && Object.values(kubeletPorts).includes(s.port))
+      return "kubelet";
     if (Object.values(state.metricsPorts).includes(s.port)) return "metrics";
     return "unknown";
   }

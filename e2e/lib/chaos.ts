@@ -10,6 +10,7 @@
  *               process that a launcher started
  */
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { runsComponent } from "@kvt/local-cluster";
 
 /** One process as /proc shows it. */
 interface Proc {
@@ -55,7 +56,7 @@ export function componentPids(dataDir: string, component: Component): number[] {
     .filter(
       (p) =>
         p.argv[0] !== "/bin/sh" &&
-        p.argv.some((a) => a.endsWith(entry)) &&
+        runsComponent(p.argv, entry) &&
         p.argv.some((a) => a.startsWith(`${dataDir}/`) || a.startsWith(`--kubeconfig=${dataDir}/`)),
     )
     .map((p) => p.pid);

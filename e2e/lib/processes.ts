@@ -6,7 +6,7 @@
  *   launcher of pod P   the process whose working directory is <dataDir>/nodes/<node>/pods/<P uid> (the
  *                       process-kubelet starts every container there) and whose command runs virt-launcher (its
  *                       sources, or the node's bundle `virt-launcher.mjs`)
- *   virt-handler of N   the process whose command runs apps/virt-handler with `--node-name N` and a kubeconfig in
+ *   virt-handler of N   the process whose command runs apps/virt-handler (sources or bundle) with `--node-name N` and a kubeconfig in
  *                       this cluster's data directory (its own service account's; another cluster on the machine
  *                       has another data directory)
  */
@@ -14,6 +14,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { runsComponent } from "@kvt/local-cluster";
 
 interface ProcessInfo {
   readonly pid: number;
@@ -51,7 +52,7 @@ export function handlerPid(kubeconfig: string, node: string): number | undefined
   const flag = (argv: string[], name: string): string | undefined => argv[argv.indexOf(name) + 1];
   return processes().find(
     (p) =>
-      p.argv.some((a) => a.endsWith("virt-handler/src/main.ts")) &&
+      runsComponent(p.argv, "apps/virt-handler/src/main.ts") &&
       flag(p.argv, "--node-name") === node &&
       dirname(flag(p.argv, "--kubeconfig") ?? "") === dirname(kubeconfig),
   )?.pid;

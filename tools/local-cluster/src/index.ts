@@ -18,8 +18,10 @@ export type { AggregatedApi, UserInfo } from "./apiserver/http/server.ts";
 export { renderKubeconfig } from "./apiserver/kubeconfig.ts";
 /** Object shapes. */
 export type { KubeObject, ObjectMeta } from "./apiserver/types.ts";
+/** Bundle an app's entry point as the launcher image does (rolldown; each module keeps its source file's URL). */
+/** The components' bundles the cluster runs, and how to recognise a component's process by its command line. */
+export { COMPONENT_ENTRIES, runsComponent } from "./cluster/component-images.ts";
 /** The whole local cluster: bring-up under a data dir (npm start, e2e), its components and their supervisor. */
 export { type LocalCluster, type LocalClusterOptions, startLocalCluster } from "./cluster/local-cluster.ts";
 export { type ComponentSpec, Supervisor, type SupervisorEvent } from "./cluster/supervisor.ts";
-/** Bundle an app's entry point as the launcher image does (rolldown; each module keeps its source file's URL). */
 export { bundleEntry } from "./kubelet/launcher-image.ts";

@@ -29,6 +29,16 @@ export const COMPONENT_ENTRIES: Readonly<Record<string, string>> = {
 };
 
 /**
+ * Whether a command line (`argv`) runs the component whose source entry is `entry` (relative to the project root,
+ * as in {@link COMPONENT_ENTRIES}): from its sources, or from its bundle `<name>.mjs` in a cluster's component-images
+ * directory. For tests and tools that find a cluster's processes.
+ */
+export function runsComponent(argv: readonly string[], entry: string): boolean {
+  const name = Object.entries(COMPONENT_ENTRIES).find(([, rel]) => rel === entry)?.[0];
+  return argv.some((a) => a.endsWith(entry) || (name !== undefined && a.endsWith(`/component-images/${name}.mjs`)));
+}
+
+/**
  * Bundles every component into `outDir` (emptied first) with `execPath` (a Node; the bundler runs in a child process
  * so its ~570 MiB leave with it). Returns source entry (relative to `projectRoot`) -> bundled entry module. Rejects
  * when the bundler is missing or a build fails; the caller then runs the sources.
