@@ -65,8 +65,15 @@ export {
   type VmState,
   type VmStats,
 } from "./vm-control.ts";
-/** Disks of a Linux boot (`boot.disks`: virtio-blk, /dev/vda ...) and their validation. */
-export { MAX_DISK_SERIAL_BYTES, MAX_VM_DISKS, parseVmDisks, type VmDisk, type VmDiskMigrate } from "./vm-disk.ts";
+/** Disks of a Linux boot (`boot.disks`: virtio-blk, /dev/vda ...), their validation, and a block device's size. */
+export {
+  blockDeviceBytes,
+  MAX_DISK_SERIAL_BYTES,
+  MAX_VM_DISKS,
+  parseVmDisks,
+  type VmDisk,
+  type VmDiskMigrate,
+} from "./vm-disk.ts";
 /** NICs of a Linux boot (`boot.nics`: virtio-net on a host tap, eth0 ...) and their validation. */
 export { MAX_TAP_NAME_BYTES, MAX_VM_PCI_DEVICES, parseMac, parseVmNics, type VmNic } from "./vm-nic.ts";
 /** Options of Vm.create and their validation. */

@@ -1,9 +1,10 @@
+import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseLinuxBoot } from "./linux-boot.ts";
-import { MAX_DISK_SERIAL_BYTES, MAX_VM_DISKS, nativeDisks, parseVmDisks } from "./vm-disk.ts";
+import { blockDeviceBytes, MAX_DISK_SERIAL_BYTES, MAX_VM_DISKS, nativeDisks, parseVmDisks } from "./vm-disk.ts";
 import { parseVmOptions } from "./vm-options.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "kvt-vm-disk-"));
@@ -46,6 +47,26 @@ describe("boot.disks validation (no KVM needed)", () => {
     expect(() => parseVmDisks([{ path: image, base: 3 }])).toThrow(
       new TypeError("boot.disks[0].base must be a string"),
     );
+  });
+
+  it.runIf(process.getuid?.() === 0)("takes a block device base of the overlay's size (a loop device, root)", () => {
+    const backing = join(dir, "device-backing.img");
+    writeFileSync(backing, Buffer.alloc(8192, 1));
+    const device = execFileSync("losetup", ["--find", "--show", backing], { encoding: "utf8" }).trim();
+    try {
+      expect(blockDeviceBytes(device)).toBe(8192);
+      const overlay = join(dir, "over-device.img");
+      writeFileSync(overlay, Buffer.alloc(8192));
+      expect(nativeDisks(parseVmDisks([{ path: overlay, base: device, migrate: "copy" }]))).toEqual([
+        [overlay, false, "", true, device],
+      ]);
+      expect(() => parseVmDisks([{ path: image, base: device }])).toThrow(
+        `Cannot use boot.disks[0].base "${device}": 8192 bytes, the overlay has 4096`,
+      );
+      expect(() => blockDeviceBytes(backing)).toThrow(`${backing} is not a block device`);
+    } finally {
+      execFileSync("losetup", ["--detach", device]);
+    }
   });
 
   it("refuses a migrate mode other than shared or copy", () => {

@@ -17,7 +17,7 @@
  * such a disk sends only the granules the overlay holds; the target's disk must be an overlay over the same base.
  *   guest: /dev/vd<a+i>, /sys/block/vd<a+i>/serial = serial, /dev/disk/by-id/virtio-<serial> (with udev)
  */
-import { statSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 
 /** One virtio-blk disk. */
 export interface VmDisk {
@@ -30,7 +30,10 @@ export interface VmDisk {
   /** What a live migration does with the disk: "shared" (default: the target opens the same file) or "copy" (a
    *  local disk: its contents are copied to the target's file, with the blocks written meanwhile). */
   readonly migrate?: VmDiskMigrate;
-  /** A raw file under a copy-on-write `path` (same size, regular files, the disk writable); "" or absent: none. */
+  /**
+   * A raw file or block device under a copy-on-write `path` (a regular file of the base's size, the disk writable);
+   * "" or absent: none.
+   */
   readonly base?: string;
 }
 
@@ -96,7 +99,10 @@ export function parseVmDisks(disks: unknown, label = "boot.disks"): Required<VmD
   });
 }
 
-/** A copy-on-write disk's base: a regular file of the overlay's size, under a writable regular-file overlay. */
+/**
+ * A copy-on-write disk's base: a regular file or a block device (an ephemeral volume over a Block claim) of the
+ * overlay's size, under a writable regular-file overlay.
+ */
 function checkBase(name: string, path: string, base: string, readOnly: boolean): void {
   if (readOnly) throw new RangeError(`${name}.base needs a writable disk: a read-only disk reads its image directly`);
   let stats: ReturnType<typeof statSync>;
@@ -108,12 +114,29 @@ function checkBase(name: string, path: string, base: string, readOnly: boolean):
     });
   }
   const overlay = statSync(path);
-  if (!stats.isFile() || !overlay.isFile()) {
-    throw new Error(`Cannot use ${name}.base "${base}": the base and the overlay must be regular files`);
+  if (!(stats.isFile() || stats.isBlockDevice()) || !overlay.isFile()) {
+    throw new Error(
+      `Cannot use ${name}.base "${base}": the base must be a regular file or a block device, the overlay a regular file`,
+    );
   }
-  if (stats.size !== overlay.size) {
-    throw new Error(`Cannot use ${name}.base "${base}": ${stats.size} bytes, the overlay has ${overlay.size}`);
+  const size = stats.isBlockDevice() ? blockDeviceBytes(base) : stats.size;
+  if (size !== overlay.size) {
+    throw new Error(`Cannot use ${name}.base "${base}": ${size} bytes, the overlay has ${overlay.size}`);
   }
+}
+
+/**
+ * The size in bytes of block device `path`: the kernel's `/sys/dev/block/<major>:<minor>/size`, in 512-byte sectors
+ * whatever the device's logical block size (a device's st_size is 0; the VMM asks BLKGETSIZE64). Throws an Error
+ * naming the path when it is not a block device.
+ */
+export function blockDeviceBytes(path: string): number {
+  const st = statSync(path, { bigint: true });
+  if (!st.isBlockDevice()) throw new Error(`${path} is not a block device`);
+  // glibc's gnu_dev_major / gnu_dev_minor.
+  const major = ((st.rdev >> 8n) & 0xfffn) | ((st.rdev >> 32n) & ~0xfffn);
+  const minor = (st.rdev & 0xffn) | ((st.rdev >> 12n) & ~0xffn);
+  return Number(readFileSync(`/sys/dev/block/${major}:${minor}/size`, "utf8").trim()) * 512;
 }
 
 /** Parsed disks as the native constructor takes them. */

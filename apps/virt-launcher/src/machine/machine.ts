@@ -38,8 +38,13 @@ export interface BootSource {
 export interface MachineDisk {
   /** The volume's name. */
   readonly name: string;
-  /** The raw image file. */
+  /** The raw image file, or the raw block device when {@link block}. */
   readonly path: string;
+  /**
+   * `path` is a block device (a Block claim's, KubeVirt's `type='block'` disk): used as it is, never created or
+   * sized (the device's size is the disk's); QEMU opens it with its host_device driver.
+   */
+  readonly block?: boolean;
   readonly readOnly: boolean;
   /** The bus (KubeVirt's disk/cdrom bus): virtio on both backends; sata and scsi on QEMU only. */
   readonly bus?: "virtio" | "sata" | "scsi";

@@ -4,6 +4,8 @@
  *
  *   volume                  file                                                         created when missing
  *   persistentVolumeClaim   <VMI_DISKS_DIR>/<volume>/disk.img                            yes: claim size less fs overhead
+ *     volumeMode Block      the raw device at /dev/<volume> (the pod's volumeDevice;     never: the device is the disk
+ *                           KubeVirt's isBlockDeviceVolume: a block device there wins)
  *   hostDisk                <VMI_DISKS_DIR>/<volume>/<basename of path>                  with type DiskOrCreate
  *   emptyDisk               <EPHEMERAL_DISKS_DIR>/empty-disks/<volume>.img                always new, sparse
  *   ephemeral               the claim's disk.img (mounted read-only) under a copy-on-write layer at
@@ -17,6 +19,8 @@
  *   downwardAPI,            <CONFIG_MAP|SECRET|DOWNWARD_API_SOURCE_DIR>/<volume> or
  *   serviceAccount          SERVICE_ACCOUNT_SOURCE_DIR (one file per key, label volumeLabel
  *                           or cfgdata), <work dir>/config-disks/<volume>.iso
+ *
+ * An ephemeral volume's claim may be a Block claim too: its device is then the layer's base.
  *
  * Mount paths resolve through `KVT_VOLUME_MOUNTS` (the local process-kubelet's table of mountPath -> host path, since
  * its containers see the host's filesystem); on a real node the paths are used as they are. Disks keep spec order;
@@ -36,11 +40,13 @@ import {
 } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import {
+  blockDevicePath,
   CONFIG_MAP_SOURCE_DIR,
   DEFAULT_FILESYSTEM_OVERHEAD,
   DOWNWARD_API_SOURCE_DIR,
   diskBus,
   EPHEMERAL_DISKS_DIR,
+  type PersistentVolumeClaimInfo,
   PVC_DISK_IMAGE,
   SECRET_SOURCE_DIR,
   SERVICE_ACCOUNT_SOURCE_DIR,
@@ -51,6 +57,7 @@ import {
   volumeStatuses,
 } from "@kvt/api";
 import type { MachineDisk } from "../machine/machine.ts";
+import { isBlockDevice } from "../volumes/block-device.ts";
 import { buildConfigDriveDisk, buildNoCloudDisk } from "../volumes/cloud-init-disks.ts";
 import {
   buildConfigMapDisk,
@@ -111,6 +118,22 @@ export function hostPathOf(path: string, mounts: readonly VolumeMount[]): string
   return best ? join(best.hostPath, path.slice(best.mountPath.length)) : path;
 }
 
+/**
+ * KubeVirt's isBlockDeviceVolume: the host path of volume `name`'s raw device at /dev/<name> when a block device is
+ * there, else undefined (the volume is a filesystem). Under the process-kubelet (mounts given) only a device it
+ * handed over through KVT_VOLUME_MOUNTS counts: its containers see the host's own /dev.
+ */
+export function blockDeviceOf(name: string, mounts: readonly VolumeMount[]): string | undefined {
+  const path = blockDevicePath(name);
+  const host = mounts.find((m) => m.mountPath === path)?.hostPath ?? (mounts.length === 0 ? path : undefined);
+  if (host === undefined) return undefined;
+  try {
+    return statSync(host).isBlockDevice() ? host : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** What {@link planDisks} needs besides the VMI. */
 export interface DiskContext {
   readonly resolveImage: ImageResolver;
@@ -146,20 +169,7 @@ export function planDisks(vmi: VirtualMachineInstance, ctx: DiskContext, causes:
     };
     let planned: MachineDisk | undefined;
     if (v.persistentVolumeClaim) {
-      const dir = hostPathOf(`${VMI_DISKS_DIR}/${v.name}`, ctx.mounts);
-      const info = status.get(v.name)?.persistentVolumeClaimInfo;
-      const capacity = tryParseQuantity(info?.capacity?.storage ?? info?.requests?.storage)?.value();
-      const overhead = Number(info?.filesystemOverhead ?? DEFAULT_FILESYSTEM_OVERHEAD);
-      const size = capacity === undefined ? undefined : alignDown(Number(capacity) * (1 - overhead));
-      planned = {
-        ...base,
-        readOnly: base.readOnly || v.persistentVolumeClaim.readOnly === true,
-        path: join(dir, PVC_DISK_IMAGE),
-        kind: "persistentVolumeClaim",
-        shared: (info?.accessModes ?? []).includes("ReadWriteMany"),
-        ...(size !== undefined && size > 0 ? { createBytes: size } : {}),
-        requireDir: dir,
-      };
+      planned = claimDisk(v, base, ctx, status.get(v.name)?.persistentVolumeClaimInfo);
     } else if (v.hostDisk) {
       const dir = hostPathOf(`${VMI_DISKS_DIR}/${v.name}`, ctx.mounts);
       const size = tryParseQuantity(v.hostDisk.capacity)?.value();
@@ -180,18 +190,7 @@ export function planDisks(vmi: VirtualMachineInstance, ctx: DiskContext, causes:
         requireDir: dir,
       };
     } else if (v.ephemeral?.persistentVolumeClaim) {
-      // KubeVirt's ephemeral volume: the claim (mounted read-only) holds the image; the VMI writes to its own
-      // copy-on-write layer, gone at the next start, exactly as a containerDisk's (container-disk-layer.ts).
-      const dir = hostPathOf(`${VMI_DISKS_DIR}/${v.name}`, ctx.mounts);
-      planned = {
-        ...base,
-        path: join(ephemeralDir(), "ephemeral-volumes", `${v.name}.img`),
-        kind: "ephemeral",
-        shared: false,
-        copyFrom: join(dir, PVC_DISK_IMAGE),
-        fresh: true,
-        requireDir: dir,
-      };
+      planned = ephemeralDisk(v, base, ctx, ephemeralDir());
     } else if (v.emptyDisk) {
       const size = tryParseQuantity(v.emptyDisk.capacity)?.value();
       if (size === undefined || size < 1n) {
@@ -266,6 +265,58 @@ export function planDisks(vmi: VirtualMachineInstance, ctx: DiskContext, causes:
     out.push({ ...planned, ...(bus !== "virtio" ? { bus } : {}), ...(disk.cdrom ? { cdrom: true } : {}) });
   });
   return out;
+}
+
+/** The disk fields every volume kind shares (from the VMI's disk). */
+type BaseDisk = Pick<MachineDisk, "name" | "readOnly" | "serial" | "cache" | "io" | "bootOrder">;
+
+/**
+ * A persistentVolumeClaim's disk: its raw device when the claim is Block (the device is the disk; nothing made),
+ * else its disk.img, created at the claim's size less the filesystem overhead when missing.
+ */
+function claimDisk(
+  v: Volume,
+  base: BaseDisk,
+  ctx: DiskContext,
+  info: PersistentVolumeClaimInfo | undefined,
+): MachineDisk {
+  const common = {
+    ...base,
+    readOnly: base.readOnly || v.persistentVolumeClaim?.readOnly === true,
+    kind: "persistentVolumeClaim" as const,
+    shared: (info?.accessModes ?? []).includes("ReadWriteMany"),
+  };
+  const device = blockDeviceOf(v.name, ctx.mounts);
+  if (device) return { ...common, path: device, block: true };
+  const dir = hostPathOf(`${VMI_DISKS_DIR}/${v.name}`, ctx.mounts);
+  const capacity = tryParseQuantity(info?.capacity?.storage ?? info?.requests?.storage)?.value();
+  const overhead = Number(info?.filesystemOverhead ?? DEFAULT_FILESYSTEM_OVERHEAD);
+  const size = capacity === undefined ? undefined : alignDown(Number(capacity) * (1 - overhead));
+  return {
+    ...common,
+    path: join(dir, PVC_DISK_IMAGE),
+    ...(size !== undefined && size > 0 ? { createBytes: size } : {}),
+    requireDir: dir,
+  };
+}
+
+/**
+ * KubeVirt's ephemeral volume: the claim (read-only) holds the image, its disk.img or, for a Block claim, its raw
+ * device; the VMI writes to its own copy-on-write layer in `dir`, gone at the next start, exactly as a containerDisk's
+ * (container-disk-layer.ts).
+ */
+function ephemeralDisk(v: Volume, base: BaseDisk, ctx: DiskContext, dir: string): MachineDisk {
+  const device = blockDeviceOf(v.name, ctx.mounts);
+  const claimDir = hostPathOf(`${VMI_DISKS_DIR}/${v.name}`, ctx.mounts);
+  return {
+    ...base,
+    path: join(dir, "ephemeral-volumes", `${v.name}.img`),
+    kind: "ephemeral",
+    shared: false,
+    copyFrom: device ?? join(claimDir, PVC_DISK_IMAGE),
+    fresh: true,
+    ...(device ? {} : { requireDir: claimDir }),
+  };
 }
 
 /** A fixed date for every cloud-init ISO: the same VMI makes the same bytes on every node. */
@@ -421,9 +472,13 @@ export async function prepareDisks(disks: readonly MachineDisk[]): Promise<DiskC
         causes.push({ field, message: `its volume is not mounted at ${disk.requireDir}` });
         continue;
       }
-      if (disk.contents) {
+      if (disk.block) {
+        if (!isBlockDevice(disk.path)) causes.push({ field, message: `${disk.path} is not a block device` });
+      } else if (disk.contents) {
         mkdirSync(dirname(disk.path), { recursive: true });
         writeFileSync(disk.path, disk.contents);
+      } else if (disk.copyFrom && isBlockDevice(disk.copyFrom)) {
+        // A Block claim's device under an ephemeral volume's layer: raw, used as it is.
       } else if (disk.copyFrom) {
         // raw or qcow2 (a backing chain inside the image's directory): every header checked, corrupt or truncated
         // images refused here; the write layer over it is made once the backend is chosen (container-disk-layer.ts).

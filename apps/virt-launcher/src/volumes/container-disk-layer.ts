@@ -12,12 +12,17 @@
  *                                                                        chain read-only)
  *   any, a read-only disk: no layer; the image itself, opened read-only.
  *
+ * The base may be a raw block device (an ephemeral volume over a Block claim): it is raw, of the device's size, and
+ * QEMU opens it (read-only, as any backing image) with host_device.
+ *
  * A migration target (disk.incoming) makes the same layer empty; for the native qcow2 import an empty sparse file of
  * the image's size, which the source fills. Corrupt or truncated images are refused with a DiskImageError.
  */
 import { closeSync, ftruncateSync, mkdirSync, openSync, rmSync } from "node:fs";
 import { dirname, resolve } from "node:path";
+import { blockDeviceBytes } from "@kvt/vmm";
 import type { MachineDisk } from "../machine/machine.ts";
+import { isBlockDevice } from "./block-device.ts";
 import { checkDiskImage, importDiskImage } from "./disk-image.ts";
 import { writeQcow2Overlay } from "./qcow2-overlay.ts";
 
@@ -36,10 +41,14 @@ export async function makeWriteLayer(disk: MachineDisk, backend: LayerBackend): 
   const image = resolve(disk.copyFrom ?? "");
   // Every header of the chain, its depth and loops, and every backing file inside the image's directory, before a
   // guest or QEMU reads a byte (a chain naming a host file outside the image is refused).
-  const info = await checkDiskImage(image, { allowedDir: dirname(image) });
+  const device = isBlockDevice(image);
+  const info = device
+    ? { format: "raw" as const, virtualSize: blockDeviceBytes(image) }
+    : await checkDiskImage(image, { allowedDir: dirname(image) });
   const { copyFrom: _image, ...rest } = disk;
   if (disk.readOnly) {
-    if (backend === "qemu" || info.format === "raw") return { ...rest, path: image, format: info.format };
+    if (backend === "qemu" || info.format === "raw")
+      return { ...rest, path: image, format: info.format, ...(device ? { block: true } : {}) };
   }
   mkdirSync(dirname(disk.path), { recursive: true });
   rmSync(disk.path, { force: true }); // a layer left by an earlier start: never reused

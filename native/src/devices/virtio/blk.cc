@@ -58,16 +58,20 @@ Result<std::unique_ptr<VirtioBlock>> VirtioBlock::Open(const BlockOptions& optio
   }
   int base = -1;
   if (!options.base_path.empty()) {
-    // A copy-on-write disk: the base is opened read-only and must be as large as the overlay (the launcher makes
-    // the overlay at the base's size); a block device base is not supported.
+    // A copy-on-write disk: the base (a raw file, or a block device: an ephemeral volume over a Block claim) is
+    // opened read-only and must be as large as the overlay, a regular file the launcher makes at the base's size.
     struct stat bst {};
+    uint64_t base_bytes = 0;
     base = options.read_only ? -1 : open(options.base_path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (base < 0 || fstat(base, &bst) != 0 || !S_ISREG(bst.st_mode) || !S_ISREG(st.st_mode) ||
-        static_cast<uint64_t>(bst.st_size) != bytes) {
-      Error e = base < 0 && !options.read_only ? ErrnoError("open", options.base_path)
-                                               : Error{EINVAL, "virtio-blk", "base " + options.base_path +
-                                                                                 " is not a regular file of the "
-                                                                                 "overlay's size on a writable disk"};
+    bool sized = base >= 0 && fstat(base, &bst) == 0 &&
+                 (S_ISREG(bst.st_mode) ? (base_bytes = static_cast<uint64_t>(bst.st_size), true)
+                                       : S_ISBLK(bst.st_mode) && ioctl(base, BLKGETSIZE64, &base_bytes) == 0);
+    if (!sized || !S_ISREG(st.st_mode) || base_bytes != bytes) {
+      Error e = base < 0 && !options.read_only
+                    ? ErrnoError("open", options.base_path)
+                    : Error{EINVAL, "virtio-blk", "base " + options.base_path +
+                                                      " is not a regular file or block device of the overlay's size "
+                                                      "under a writable regular-file overlay"};
       if (base >= 0) close(base);
       close(fd);
       return e;

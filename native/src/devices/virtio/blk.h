@@ -60,8 +60,9 @@ inline constexpr uint32_t kBlkPciClass = 0x010000;          // mass storage, SCS
 
 struct BlockOptions {
   std::string path;          // file or block device
-  std::string base_path;     // non-empty: path is a copy-on-write overlay over this raw file (blk_overlay.h), which
-                             // is opened read-only and never written; both regular files of one size; not read-only
+  std::string base_path;     // non-empty: path is a copy-on-write overlay over this raw file or block device
+                             // (blk_overlay.h), opened read-only and never written; the overlay a regular file of
+                             // the base's size (BLKGETSIZE64 for a device); not read-only
   bool read_only = false;    // open O_RDONLY and offer RO
   std::string serial;        // GET_ID; more than 20 bytes is cut
   uint16_t queue_size = 256;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { MachineSpec } from "../machine.ts";
-import { kernelCmdline, qemuArgs } from "./qemu-args.ts";
+import { diskArgs, kernelCmdline, qemuArgs } from "./qemu-args.ts";
 
 const spec: MachineSpec = {
   vmiKey: "default/vm-cirros",
@@ -143,6 +143,25 @@ describe("diskArgs()", () => {
     expect(() =>
       qemuArgs({ ...spec, disks }, { qmpSocket: "/w/q" }, { machineType: "microvm", incoming: false }),
     ).toThrow(/pc machine type/);
+  });
+});
+
+describe("diskArgs() of a raw block device", () => {
+  it("opens a Block claim's device with the host_device protocol (libvirt's type='block' source)", () => {
+    const disk = {
+      name: "data",
+      path: "/dev/loop7",
+      block: true,
+      readOnly: false,
+      kind: "persistentVolumeClaim",
+      shared: true,
+    } as const;
+    expect(diskArgs(disk, 0)).toEqual([
+      "-drive",
+      "if=none,id=disk0,file.driver=host_device,file.filename=/dev/loop7,format=raw,cache.direct=off,aio=threads",
+      "-device",
+      "virtio-blk-pci,drive=disk0,id=ua-data,write-cache=off",
+    ]);
   });
 });
 

@@ -101,6 +101,16 @@ function optionValue(value: string): string {
   return value.replaceAll(",", ",,");
 }
 
+/**
+ * Where the drive's bytes are: a file (QEMU's file protocol), or a block device through the host_device protocol
+ * (libvirt's `type='block'` source: block-device ioctls, the device's own size).
+ */
+function fileOption(disk: MachineDisk): string {
+  return disk.block
+    ? `file.driver=host_device,file.filename=${optionValue(disk.path)}`
+    : `file=${optionValue(disk.path)}`;
+}
+
 /** The -drive and -device arguments of disk `i` (`before`: the disks ahead of it). */
 export function diskArgs(disk: MachineDisk, i: number, before: readonly MachineDisk[] = []): string[] {
   const cache = disk.cache ?? "writethrough";
@@ -130,7 +140,7 @@ export function diskArgs(disk: MachineDisk, i: number, before: readonly MachineD
     // local disks during a live migration (qemu-migration.ts), matches disks by that name on the target. A qcow2
     // overlay opens its backing image (the containerDisk) from its header, read-only.
     "-drive",
-    `if=none,id=disk${i},file=${optionValue(disk.path)},format=${disk.format ?? "raw"},cache.direct=${direct ? "on" : "off"},aio=${aio}${ro}`,
+    `if=none,id=disk${i},${fileOption(disk)},format=${disk.format ?? "raw"},cache.direct=${direct ? "on" : "off"},aio=${aio}${ro}`,
     "-device",
     device.join(","),
   ];
