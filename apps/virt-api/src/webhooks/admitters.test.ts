@@ -138,9 +138,8 @@ describe("VMI", () => {
 });
 
 describe("the KubeVirt CR's network settings", () => {
-  // `network` is kept as written in the CR (preserve-unknown-fields); its schema is not declared here.
-  const network = (settings: Record<string, unknown>): KubeVirtConfigSource => ({
-    configuration: () => Promise.resolve({ network: settings } as KubeVirtConfiguration),
+  const network = (settings: NonNullable<KubeVirtConfiguration["network"]>): KubeVirtConfigSource => ({
+    configuration: () => Promise.resolve({ network: settings }),
   });
   const vmiReq = (spec: Record<string, unknown>) =>
     req(

@@ -9,6 +9,8 @@
  *                                                               virt-launcher: QEMU TCG where KVM cannot run the guest
  *     spec.configuration.developerConfiguration.featureGates   (admission, where a gate exists)
  *     spec.configuration.migrations                            virt-controller: the cluster migration configuration
+ *     spec.configuration.network                               virt-api: the pod interface's default binding and
+ *                                                               whether bridge may bind to the pod network
  *     spec.certificateRotateStrategy.selfSigned                virt-controller: durations of the KubeVirt CA and
  *                                                               of the components' certificates (certificates/)
  * ```
@@ -16,7 +18,7 @@
  * kept as written (`x-kubernetes-preserve-unknown-fields`), so KubeVirt's own CR manifests apply unchanged.
  */
 import { KUBEVIRT_PHASES } from "../constants.ts";
-import { arr, bool, obj, str, strEnum } from "./builder.ts";
+import { arr, bool, map, obj, str, strEnum } from "./builder.ts";
 import { conditionSchema, objectMetaSchema } from "./meta.ts";
 import { migrationConfigurationSchema } from "./migration-schemas.ts";
 
@@ -35,11 +37,55 @@ export const developerConfigurationSchema = obj(
   { preserveUnknownFields: true, description: "DeveloperConfiguration holds developer options" },
 );
 
+/** InterfaceBindingPlugin: a network binding plugin the cluster declares (`migration`: its VMIs may migrate). */
+export const interfaceBindingPluginSchema = obj(
+  {
+    sidecarImage: str({
+      description: "SidecarImage references a container image that runs in the virt-launcher pod.",
+    }),
+    networkAttachmentDefinition: str({
+      description: "NetworkAttachmentDefinition references to a NetworkAttachmentDefinition CR object.",
+    }),
+    domainAttachmentType: str({
+      description:
+        'DomainAttachmentType is a standard domain network attachment method kubevirt supports ("tap", "managedTap").',
+    }),
+    downwardAPI: str({
+      description: "DownwardAPI specifies what kind of data should be exposed to the binding plugin sidecar.",
+    }),
+    migration: obj(
+      { method: str({ description: "Method defines a pre-defined migration methodology" }) },
+      { description: "Migration means the VM using the plugin can be safely migrated" },
+    ),
+  },
+  { preserveUnknownFields: true },
+);
+
+/** NetworkConfiguration: the pod interface's default binding, bridge on the pod network, binding plugins. */
+export const networkConfigurationSchema = obj(
+  {
+    defaultNetworkInterface: str({
+      description:
+        'The binding of the pod interface a VMI without interfaces gets: "bridge" (the default) or "masquerade".',
+    }),
+    permitBridgeInterfaceOnPodNetwork: bool({
+      description: "Whether an interface may bind to the pod network with bridge. Defaults to true.",
+    }),
+    permitSlirpInterface: bool({
+      description:
+        "DeprecatedPermitSlirpInterface is an alias for the deprecated PermitSlirpInterface.\nDeprecated: Removed in v1.3.",
+    }),
+    binding: map(interfaceBindingPluginSchema),
+  },
+  { description: "NetworkConfiguration holds network options" },
+);
+
 /** KubeVirtConfiguration: the cluster-wide settings the components read. */
 export const kubevirtConfigurationSchema = obj(
   {
     developerConfiguration: developerConfigurationSchema,
     migrations: migrationConfigurationSchema,
+    network: networkConfigurationSchema,
     evictionStrategy: str({
       description:
         "EvictionStrategy defines at the cluster level if the VirtualMachineInstance should be\nmigrated instead of shut-off in case of a node drain.",

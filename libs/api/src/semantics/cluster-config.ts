@@ -38,9 +38,9 @@ export interface NetworkSettings {
  * DefaultPermitBridgeInterfaceOnPodNetwork true); values of the wrong type count as unset.
  */
 export function networkSettings(config: KubeVirtConfiguration | undefined): NetworkSettings {
-  const network = (config as { network?: Record<string, unknown> } | undefined)?.network;
-  const iface = network?.defaultNetworkInterface;
-  const permit = network?.permitBridgeInterfaceOnPodNetwork;
+  const network = config?.network;
+  const iface: unknown = network?.defaultNetworkInterface;
+  const permit: unknown = network?.permitBridgeInterfaceOnPodNetwork;
   return {
     defaultNetworkInterface: typeof iface === "string" && iface !== "" ? iface : "bridge",
     permitBridgeInterfaceOnPodNetwork: typeof permit === "boolean" ? permit : true,
