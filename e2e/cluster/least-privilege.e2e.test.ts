@@ -55,6 +55,12 @@ describe("each component under its own identity, with least privilege", () => {
     ["kubevirt-controller", ["update", "validatingwebhookconfigurations/other"], "no"],
     ["kubevirt-controller", ["update", "apiservices.apiregistration.k8s.io/v1.subresources.kubevirt.io"], "yes"],
     ["kubevirt-apiserver", ["get", "secrets"], "no"],
+    // virt-api and virt-handler watch the KubeVirt CA bundle by name, and read no other ConfigMap.
+    ["kubevirt-apiserver", ["watch", "configmaps/kubevirt-ca", "-n", "kubevirt"], "yes"],
+    ["kubevirt-apiserver", ["list", "configmaps", "-n", "kubevirt"], "no"],
+    ["kubevirt-handler", ["watch", "configmaps/kubevirt-ca", "-n", "kubevirt"], "yes"],
+    ["kubevirt-handler", ["get", "configmaps/kubevirt-ca", "-n", "kubevirt"], "no"],
+    ["kubevirt-handler", ["list", "configmaps/other", "-n", "kubevirt"], "no"],
     ["scheduler", ["delete", "pods"], "no"],
     ["scheduler", ["create", "pods", "--subresource=binding"], "yes"],
     ["kube-proxy", ["watch", "endpointslices.discovery.k8s.io", "--all-namespaces"], "yes"],

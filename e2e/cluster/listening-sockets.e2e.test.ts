@@ -42,9 +42,13 @@ const dataDir = dirname(kubeconfig);
 const pki = join(dataDir, "pki");
 const read = (f: string): string => readFileSync(join(pki, f), "utf8");
 /** KubeVirt's certificates, as the components read them (virt-controller's Secrets, written as volumes). */
-const volume = (kind: "secret" | "configmap", name: string, key: string): string =>
+const volume = (kind: "secret", name: string, key: string): string =>
   readFileSync(join(dataDir, "volumes", kind, name, key), "utf8");
-const kubevirtCaBundle = (): string => volume("configmap", "kubevirt-ca", "ca-bundle");
+/** The KubeVirt CA bundle, as the components watch it: ConfigMap kubevirt/kubevirt-ca. */
+const kubevirtCaBundle = async (): Promise<string> =>
+  (await getJson<{ data: Record<string, string> }>(kubeconfig, "configmap", "kubevirt-ca", "kubevirt")).data[
+    "ca-bundle"
+  ] ?? "";
 
 interface ClusterState {
   apiPort: number;
@@ -184,7 +188,7 @@ describe("every listening socket of the cluster authenticates its peer", () => {
 
   it("virt-handler and kubelet ports: mutual TLS refuses no certificate, another CA, and another name", async () => {
     const mtls = tcp().filter((s) => ["handler", "kubelet"].includes(classify(s)));
-    const kubevirtCa = kubevirtCaBundle();
+    const kubevirtCa = await kubevirtCaBundle();
     const kubeletCa = read("kubelet-ca.crt");
     // The KubeVirt CA's certificate for virt-api's own serving name is not virt-api's client certificate.
     const wrongName = {
@@ -266,7 +270,7 @@ describe("every listening socket of the cluster authenticates its peer", () => {
     const port = state.handlerPorts[vmiNode];
     const path = `/v1/namespaces/default/virtualmachineinstances/${NAME}`;
     expect(refused(await probe(port, `${path}/pause`, "PUT", "plain"))).toBe(true);
-    expect(refused(await probe(port, `${path}/pause`, "PUT", { ca: kubevirtCaBundle() }))).toBe(true);
+    expect(refused(await probe(port, `${path}/pause`, "PUT", { ca: await kubevirtCaBundle() }))).toBe(true);
     for (const url of [`ws://127.0.0.1:${port}${path}/console`, `wss://127.0.0.1:${port}${path}/console`]) {
       const outcome = await new Promise<string>((resolve) => {
         const ws = new WebSocket(url, ["plain.kubevirt.io"], { rejectUnauthorized: false, handshakeTimeout: 5000 });

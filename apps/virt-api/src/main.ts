@@ -1,14 +1,17 @@
 #!/usr/bin/env node
 /** virt-api: composition root. Admission webhooks and subresources (start, stop, restart, migrate, pause, console) for kubevirt.io/v1. */
 import { readFileSync } from "node:fs";
-import { keyMatchesCertificate, watchFiles } from "@kvt/certs";
-import { loadKubeConfig, RestClient } from "@kvt/kube";
+import { CERTIFICATES } from "@kvt/api";
+import { fileCaBundle, type TlsMaterialWatch, watchFiles, watchTlsMaterial } from "@kvt/certs";
+import { loadKubeConfig, RestClient, watchConfigMapKey } from "@kvt/kube";
+import type { Logger } from "@kvt/observability";
 import { createLogger, createMetricsRegistry, setupTracing, startMetricsServer } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
 import {
   HANDLER_PORT,
   HANDLER_SERVER_NAME,
+  type HandlerLocator,
   HttpHandlerClient,
   PodHandlerLocator,
   TemplateHandlerLocator,
@@ -41,7 +44,9 @@ await main({
     "                                  (default: the kubevirt.io=virt-handler pod on the VMI's node, pod IP, 8186)",
     "  --metrics-port N                /metrics, /healthz, /readyz on plain HTTP (read-only, no guest data; off when unset)",
     "  --metrics-host H                ... at H (default 127.0.0.1; the release passes the pod IP)",
-    "  --handler-ca FILE               CA of virt-handler's serving certificate",
+    "  --handler-ca FILE               CA of virt-handler's serving certificate (default: ConfigMap <namespace>/",
+    "                                  kubevirt-ca, key ca-bundle, followed live as KubeVirt's virt-api does)",
+    "  --ca-configmap-name NAME        that ConfigMap's name (default kubevirt-ca)",
     "  --handler-client-cert FILE / --handler-client-key FILE   client certificate presented to virt-handler",
     "  --handler-server-name CN        CN required of virt-handler's certificate (default kubevirt.io:system:node:virt-handler)",
   ],
@@ -56,6 +61,7 @@ await main({
     "requestheader-allowed-names": { type: "string" },
     "handler-url": { type: "string" },
     "handler-ca": { type: "string" },
+    "ca-configmap-name": { type: "string" },
     "handler-client-cert": { type: "string" },
     "handler-client-key": { type: "string" },
     "handler-server-name": { type: "string" },
@@ -82,22 +88,7 @@ await main({
     const locator = values["handler-url"]
       ? new TemplateHandlerLocator(values["handler-url"])
       : new PodHandlerLocator(self, namespace, HANDLER_PORT);
-    const handler = new HttpHandlerClient(locator, {
-      ca: read(values["handler-ca"]),
-      cert: read(values["handler-client-cert"]),
-      key: read(values["handler-client-key"]),
-      serverName: values["handler-server-name"] ?? HANDLER_SERVER_NAME,
-    });
-    // A rotated kubevirt-virt-handler-certs or kubevirt-ca is picked up without a restart.
-    const handlerFiles = [values["handler-ca"], values["handler-client-cert"], values["handler-client-key"]];
-    const reloadHandlerTls = handlerFiles.every((f) => f !== undefined)
-      ? watchFiles(handlerFiles, ([ca, cert = "", key = ""]) => {
-          // A pair read half way through the Secret volume's swap waits for the next read.
-          if (!keyMatchesCertificate(cert, key)) return;
-          handler.updateTls({ ca, cert, key, serverName: values["handler-server-name"] ?? HANDLER_SERVER_NAME });
-          logger.info("reloaded the CA and client certificate for virt-handler");
-        })
-      : undefined;
+    const { handler, handlerTls } = await handlerClient(values, locator, transport, namespace, logger, signal);
     const clientCa = read(values["requestheader-client-ca"]);
     const metrics = virtApiMetrics(registry);
     const app = new VirtApiApp({
@@ -149,7 +140,7 @@ await main({
     logger.info({ port: server.port, metricsPort: ops?.port }, "virt-api serving");
     await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
     metrics.setReady(false);
-    reloadHandlerTls?.stop();
+    handlerTls?.stop();
     reloadServing.stop();
     await server.close();
     await ops?.close();
@@ -158,3 +149,56 @@ await main({
     return 0;
   },
 });
+
+/** The client for the handlers, with its TLS material followed live (see {@link watchHandlerTls}). */
+async function handlerClient(
+  values: Record<string, string | undefined>,
+  locator: HandlerLocator,
+  transport: RestClient,
+  namespace: string,
+  logger: Logger,
+  signal: AbortSignal,
+): Promise<{ handler: HttpHandlerClient; handlerTls: TlsMaterialWatch | undefined }> {
+  const serverName = values["handler-server-name"] ?? HANDLER_SERVER_NAME;
+  const handlerTls = await watchHandlerTls(values, transport, namespace, logger, signal);
+  const handler = new HttpHandlerClient(locator, { ...handlerTls?.initial, serverName });
+  // A renewed kubevirt-virt-handler-certs or a rotated CA bundle is taken without a restart.
+  handlerTls?.follow((material) => {
+    handler.updateTls({ ...material, serverName });
+    logger.info("reloaded the CA bundle and client certificate for virt-handler");
+  });
+  return { handler, handlerTls };
+}
+
+/**
+ * virt-api's client certificate for the handlers (the files of Secret kubevirt-virt-handler-certs) and the CA bundle
+ * their certificates are checked against: ConfigMap kubevirt-ca, followed through a watch as KubeVirt's virt-api
+ * does (a rotated CA is trusted at once), or --handler-ca's file. Undefined without a client certificate.
+ */
+async function watchHandlerTls(
+  values: Record<string, string | undefined>,
+  transport: RestClient,
+  namespace: string,
+  logger: Logger,
+  signal: AbortSignal,
+): Promise<TlsMaterialWatch | undefined> {
+  const [certFile, keyFile] = [values["handler-client-cert"], values["handler-client-key"]];
+  if (!certFile || !keyFile) return undefined;
+  const caFile = values["handler-ca"];
+  const ca = caFile
+    ? fileCaBundle(caFile)
+    : watchConfigMapKey({
+        transport,
+        namespace,
+        name: values["ca-configmap-name"] ?? CERTIFICATES.caConfigMap,
+        key: CERTIFICATES.caBundleKey,
+        logger,
+      });
+  return await watchTlsMaterial({
+    certFile,
+    keyFile,
+    ca,
+    signal,
+    onRefused: (err) => logger.warn({ err }, "cannot use the rotated handler TLS material yet"),
+  });
+}

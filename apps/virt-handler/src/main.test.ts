@@ -17,6 +17,6 @@ describe("virt-handler main", () => {
       timeout: 60_000,
     });
     expect(r.status).toBe(2);
-    expect(r.stderr).toContain("--tls-cert, --tls-key and --client-ca are required");
+    expect(r.stderr).toContain("--tls-cert and --tls-key are required");
   }, 60_000);
 });

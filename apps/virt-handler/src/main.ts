@@ -1,14 +1,14 @@
 #!/usr/bin/env node
+import { CERTIFICATES } from "@kvt/api";
+import { fileCaBundle, watchTlsMaterial } from "@kvt/certs";
 /**
  * virt-handler: composition root. Node agent: runs this node's VirtualMachineInstances through their launchers
  * and reports their status. One per node; launchers are found in the node's socket directory (the launcher Pod's
  * KUBEVIRT_SOCKET_DIR), and virt-api reaches this process on --port (KubeVirt's 8186).
  * Exit codes: 0 stopped by a signal, 2 bad arguments, 3 could not start.
  */
-import { readFileSync } from "node:fs";
-import { watchFiles } from "@kvt/certs";
 import { DEFAULT_DEVICE_PLUGINS_DIR } from "@kvt/device-plugin";
-import { loadKubeConfig } from "@kvt/kube";
+import { loadKubeConfig, RestClient, watchConfigMapKey } from "@kvt/kube";
 import { createLogger, createMetricsRegistry, setupTracing } from "@kvt/observability";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
@@ -20,7 +20,7 @@ await main({
   name: "virt-handler",
   version: pkg.version,
   summary: "Node agent: runs this node's VirtualMachineInstances through their launchers and reports their status.",
-  usage: "--node-name NAME --tls-cert FILE --tls-key FILE --client-ca FILE [--kubeconfig FILE] [--port 8186] [...]",
+  usage: "--node-name NAME --tls-cert FILE --tls-key FILE [--client-ca FILE] [--kubeconfig FILE] [--port 8186] [...]",
   flags: {
     "node-name": { type: "string" },
     kubeconfig: { type: "string" },
@@ -32,6 +32,7 @@ await main({
     "tls-cert": { type: "string" },
     "tls-key": { type: "string" },
     "client-ca": { type: "string" },
+    "ca-configmap-name": { type: "string" },
     "log-level": { type: "string" },
     "device-plugins-dir": { type: "string" },
     "max-devices": { type: "string" },
@@ -44,7 +45,9 @@ await main({
     "  --port N, --host H    the server virt-api calls (default 8186 on the pod IP, env POD_IP, else",
     "                        127.0.0.1; 0 = any free port)",
     "  --tls-cert/--tls-key  its serving certificate (PEM; KubeVirt's kubevirt-virt-handler-server-certs)",
-    "  --client-ca FILE      CA of the one client accepted: virt-api's certificate (kubevirt-virt-handler-certs)",
+    "  --client-ca FILE      CA of the one client accepted, virt-api's certificate (kubevirt-virt-handler-certs);",
+    "                        default: ConfigMap <POD_NAMESPACE or kubevirt>/kubevirt-ca, followed live (KubeVirt's)",
+    "  --ca-configmap-name N that ConfigMap's name (default kubevirt-ca)",
     "  --metrics-port N      serve /metrics and /healthz (read-only, no guest data) on N (default 8185; 0 = any)",
     "  --metrics-host H      ... at H (default 127.0.0.1; the release passes the pod IP for probes and Prometheus)",
     "  --device-plugins-dir DIR  the kubelet's device plugins directory: kubelet.sock is there, and the plugins for",
@@ -63,10 +66,10 @@ await main({
       return 2;
     }
     const { port, maxDevices } = numbers;
-    const [certFile, keyFile, caFile] = [values["tls-cert"], values["tls-key"], values["client-ca"]];
-    if (!certFile || !keyFile || !caFile) {
+    const [certFile, keyFile] = [values["tls-cert"], values["tls-key"]];
+    if (!certFile || !keyFile) {
       // Console and pause reach guests: there is no plain-HTTP mode to fall back to.
-      process.stderr.write("virt-handler: --tls-cert, --tls-key and --client-ca are required\n");
+      process.stderr.write("virt-handler: --tls-cert and --tls-key are required\n");
       return 2;
     }
     const logger = createLogger({
@@ -79,11 +82,26 @@ await main({
       attributes: { "k8s.node.name": nodeName },
     });
     try {
-      const tls = {
-        cert: readFileSync(certFile, "utf8"),
-        key: readFileSync(keyFile, "utf8"),
-        ca: readFileSync(caFile, "utf8"),
-      };
+      const kubeConfig = loadKubeConfig(values.kubeconfig ? { kubeconfig: values.kubeconfig } : {});
+      // Serving pair from the Secret's files; the client CA from ConfigMap kubevirt-ca, followed through a watch as
+      // KubeVirt's handler does (a rotated CA is trusted at once), or from --client-ca's file.
+      const caFile = values["client-ca"];
+      const ca = caFile
+        ? fileCaBundle(caFile)
+        : watchConfigMapKey({
+            transport: new RestClient(kubeConfig, { userAgent: `virt-handler/${pkg.version} ca-bundle` }),
+            namespace: process.env.POD_NAMESPACE ?? "kubevirt",
+            name: values["ca-configmap-name"] ?? CERTIFICATES.caConfigMap,
+            key: CERTIFICATES.caBundleKey,
+            logger,
+          });
+      const tls = await watchTlsMaterial({
+        certFile,
+        keyFile,
+        ca,
+        signal,
+        onRefused: (err) => logger.warn({ err }, "cannot use the rotated TLS material yet; keeping the current one"),
+      });
       const socketDirs = (values["socket-dir"] ?? process.env.KUBEVIRT_SOCKET_DIR ?? "/var/run/kubevirt/sockets")
         .split(",")
         .filter((d) => d.length > 0);
@@ -96,27 +114,20 @@ await main({
       logger.info({ port: metrics.port }, "serving /metrics");
       const app = await startHandlerApp({
         nodeName,
-        kubeConfig: loadKubeConfig(values.kubeconfig ? { kubeconfig: values.kubeconfig } : {}),
+        kubeConfig,
         socketDirs,
         logger,
         registry,
         port,
         host: values.host ?? process.env.POD_IP ?? "127.0.0.1",
-        tls,
+        tls: tls.initial,
         devicePluginsDir: values["device-plugins-dir"] ?? DEFAULT_DEVICE_PLUGINS_DIR,
         maxDevices,
       });
-      // A rotated Secret (kubevirt-virt-handler-server-certs, kubevirt-ca) is picked up without a restart.
-      const reload = watchFiles([certFile, keyFile, caFile], ([cert = "", key = "", ca = ""]) => {
-        try {
-          app.updateTls({ cert, key, ca });
-        } catch (error) {
-          // A half-written or mismatched pair: keep serving with the material in use until the next change.
-          logger.warn({ err: error }, "cannot load the rotated TLS material; keeping the current one");
-        }
-      });
+      // A renewed kubevirt-virt-handler-server-certs or a rotated CA bundle is taken without a restart.
+      tls.follow((material) => app.updateTls(material));
       await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
-      reload.stop();
+      tls.stop();
       logger.info("stopping; launchers keep running");
       await app.stop();
       metrics.server.close();

@@ -34,3 +34,12 @@ export {
   rotationDeadline,
   splitCertificates,
 } from "./rotation.ts";
+/** A component's certificate, key and CA bundle kept current without a restart (files and a CA bundle source). */
+export {
+  type CaBundleSource,
+  fileCaBundle,
+  type TlsMaterial,
+  type TlsMaterialOptions,
+  type TlsMaterialWatch,
+  watchTlsMaterial,
+} from "./tls-material.ts";

@@ -289,7 +289,17 @@ const handler: ComponentRules = {
         "narrow it; no list, no watch)",
     },
   ],
-  namespaced: [],
+  namespaced: [
+    {
+      apiGroups: [""],
+      resources: ["configmaps"],
+      resourceNames: [CERTIFICATES.caConfigMap],
+      verbs: [...INFORMER],
+      why:
+        "main.ts: watchConfigMapKey (libs/kube) of ConfigMap kubevirt-ca, the CA bundle virt-api's client " +
+        "certificate is checked against (a metadata.name field selector, so resourceNames suffice)",
+    },
+  ],
 };
 
 /** virt-api: impersonates the caller for subresource writes; reads with its own identity (main.ts). */
@@ -380,6 +390,15 @@ const api: ComponentRules = {
       why:
         "webhooks/pod-eviction-admitter.ts RestEvictionCluster.clusterEvictionStrategy (spec.configuration." +
         "evictionStrategy of the KubeVirt CR)",
+    },
+    {
+      apiGroups: [""],
+      resources: ["configmaps"],
+      resourceNames: [CERTIFICATES.caConfigMap],
+      verbs: [...INFORMER],
+      why:
+        "main.ts watchHandlerTls: watchConfigMapKey (libs/kube) of ConfigMap kubevirt-ca, the CA bundle " +
+        "virt-handler's certificates are checked against (a metadata.name field selector, so resourceNames suffice)",
     },
   ],
 };

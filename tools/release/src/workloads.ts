@@ -2,12 +2,14 @@
  * The Deployments (virt-api, virt-controller), the virt-handler DaemonSet, their Services, PodDisruptionBudgets and
  * the priority class, with the ports, paths and flags the apps serve and read (each app's main.ts and `--help`).
  *
- * Certificates: the pods mount KubeVirt's certificate objects by KubeVirt's names (Secrets `kubevirt-virt-api-certs`,
- * `kubevirt-virt-handler-certs`, `kubevirt-virt-handler-server-certs`, ConfigMap `kubevirt-ca`), which the
+ * Certificates: the pods mount KubeVirt's certificate Secrets by KubeVirt's names and at KubeVirt's paths
+ * (`kubevirt-virt-api-certs`, `kubevirt-virt-handler-certs`, `kubevirt-virt-handler-server-certs`), which the
  * virt-controller leader's certificate manager creates and renews before they expire (the KubeVirt CR's
- * certificateRotateStrategy; the apps reload them without a restart), and the front-proxy CA (ConfigMap
+ * certificateRotateStrategy; the apps reload them without a restart). The CA bundle they trust, ConfigMap
+ * `kubevirt-ca`, is not mounted: virt-api and virt-handler follow it through a watch, as KubeVirt's do, so a rotated
+ * CA is trusted before any certificate it signed is presented. The front-proxy CA is ConfigMap
  * `kubevirt-requestheader-ca`, a copy of kube-system/extension-apiserver-authentication's
- * `requestheader-client-ca-file`). virt-api and virt-handler wait in ContainerCreating until they exist.
+ * `requestheader-client-ca-file`. virt-api and virt-handler wait in ContainerCreating until their Secrets exist.
  *
  * Listening: every server binds the pod IP (`$(POD_IP)` from the downward API), never 0.0.0.0.
  */
@@ -136,10 +138,9 @@ function virtApi(namespace: string, version: string): KubeObject {
         // The aggregator's front proxy: trust X-Remote-* only from a client certificate this CA signed.
         "--requestheader-client-ca=/etc/virt-api/requestheader/requestheader-client-ca-file",
         "--requestheader-allowed-names=front-proxy-client",
-        // virt-handler's serving CA and the client certificate virt-handler accepts from virt-api.
-        "--handler-ca=/etc/virt-api/kubevirt-ca/ca-bundle",
-        "--handler-client-cert=/etc/virt-api/handler-client/tls.crt",
-        "--handler-client-key=/etc/virt-api/handler-client/tls.key",
+        // The client certificate virt-handler accepts from virt-api (its CA bundle: ConfigMap kubevirt-ca, watched).
+        "--handler-client-cert=/etc/virt-handler/clientcertificates/tls.crt",
+        "--handler-client-key=/etc/virt-handler/clientcertificates/tls.key",
         `--metrics-port=${PORTS.virtApiMetrics}`,
         "--metrics-host=$(POD_IP)",
       ],
@@ -166,14 +167,12 @@ function virtApi(namespace: string, version: string): KubeObject {
         TMP.mount,
         { name: "certificates", mountPath: "/etc/virt-api/certificates", readOnly: true },
         { name: "requestheader-ca", mountPath: "/etc/virt-api/requestheader", readOnly: true },
-        { name: "kubevirt-ca", mountPath: "/etc/virt-api/kubevirt-ca", readOnly: true },
-        { name: "handler-client", mountPath: "/etc/virt-api/handler-client", readOnly: true },
+        { name: "handler-client", mountPath: "/etc/virt-handler/clientcertificates", readOnly: true },
       ],
     },
     [
       { name: "certificates", secret: { secretName: "kubevirt-virt-api-certs" } },
       { name: "requestheader-ca", configMap: { name: "kubevirt-requestheader-ca" } },
-      { name: "kubevirt-ca", configMap: { name: "kubevirt-ca" } },
       { name: "handler-client", secret: { secretName: "kubevirt-virt-handler-certs" } },
     ],
   );
@@ -255,10 +254,10 @@ function virtHandler(namespace: string, version: string): KubeObject {
                 "--host=$(POD_IP)",
                 `--metrics-port=${PORTS.virtHandlerMetrics}`,
                 "--metrics-host=$(POD_IP)",
-                "--tls-cert=/etc/virt-handler/server/tls.crt",
-                "--tls-key=/etc/virt-handler/server/tls.key",
-                // Only virt-api's client certificate (signed by the KubeVirt CA) may call pause, console, ...
-                "--client-ca=/etc/virt-handler/kubevirt-ca/ca-bundle",
+                "--tls-cert=/etc/virt-handler/servercertificates/tls.crt",
+                "--tls-key=/etc/virt-handler/servercertificates/tls.key",
+                // Only virt-api's client certificate, signed by a CA of ConfigMap kubevirt-ca (watched, not mounted),
+                // may call pause, console, ...
               ],
               env: [{ name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } }, ...DOWNWARD_ENV],
               ports: [
@@ -282,8 +281,7 @@ function virtHandler(namespace: string, version: string): KubeObject {
                 TMP.mount,
                 { name: "virt-share-dir", mountPath: "/var/run/kubevirt", mountPropagation: "HostToContainer" },
                 { name: "device-plugin", mountPath: DEVICE_PLUGINS_DIR },
-                { name: "server-certs", mountPath: "/etc/virt-handler/server", readOnly: true },
-                { name: "kubevirt-ca", mountPath: "/etc/virt-handler/kubevirt-ca", readOnly: true },
+                { name: "server-certs", mountPath: "/etc/virt-handler/servercertificates", readOnly: true },
               ],
             },
           ],
@@ -292,7 +290,6 @@ function virtHandler(namespace: string, version: string): KubeObject {
             { name: "virt-share-dir", hostPath: { path: "/var/run/kubevirt", type: "DirectoryOrCreate" } },
             { name: "device-plugin", hostPath: { path: DEVICE_PLUGINS_DIR, type: "Directory" } },
             { name: "server-certs", secret: { secretName: "kubevirt-virt-handler-server-certs" } },
-            { name: "kubevirt-ca", configMap: { name: "kubevirt-ca" } },
           ],
         },
       },

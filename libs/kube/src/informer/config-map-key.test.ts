@@ -56,6 +56,8 @@ describe("watchConfigMapKey()", () => {
 
   it("tells each new value once, and undefined when the key or the object goes", async () => {
     watch = start();
+    const subscribed: string[] = [];
+    watch.subscribe((v) => subscribed.push(v));
     const first = watch.firstValue();
     await until(() => server.openWatches() === 1);
     expect(watch.current()).toBeUndefined();
@@ -69,6 +71,7 @@ describe("watchConfigMapKey()", () => {
     server.push("ADDED", cm("7", "CA3"));
     await until(() => seen.length === 4);
     expect(seen).toEqual(["CA1", "CA2\nCA1", undefined, "CA3"]);
+    expect(subscribed).toEqual(["CA1", "CA2\nCA1", "CA3"]);
     expect(watch.current()).toBe("CA3");
   });
 });

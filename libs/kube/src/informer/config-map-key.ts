@@ -19,7 +19,7 @@ export interface ConfigMapKeyOptions {
   readonly key: string;
   readonly logger: Logger;
   /** Called with each new value (not again for the same one); undefined once the object or its key is gone. */
-  readonly onChange: (value: string | undefined) => void;
+  readonly onChange?: (value: string | undefined) => void;
 }
 
 /** A running {@link watchConfigMapKey}. */
@@ -28,6 +28,8 @@ export interface ConfigMapKeyWatch {
   current(): string | undefined;
   /** Resolves with the first value the key has; waits while the ConfigMap or the key is missing. */
   firstValue(): Promise<string>;
+  /** Calls `listener` with each later value the key takes (a key or object that goes away is not reported). */
+  subscribe(listener: (value: string) => void): void;
   stop(): void;
 }
 
@@ -41,11 +43,14 @@ export function watchConfigMapKey(o: ConfigMapKeyOptions): ConfigMapKeyWatch {
   });
   let value: string | undefined;
   const waiters: ((v: string) => void)[] = [];
+  const listeners: ((v: string) => void)[] = [];
   const seen = (next: string | undefined): void => {
     if (next === value) return;
     value = next;
-    o.onChange(next);
-    if (next !== undefined) for (const w of waiters.splice(0)) w(next);
+    o.onChange?.(next);
+    if (next === undefined) return;
+    for (const w of waiters.splice(0)) w(next);
+    for (const l of listeners) l(next);
   };
   const keyValue = (cm: KubeObject & { data?: Record<string, string> }): string | undefined =>
     cm.metadata?.name === o.name ? cm.data?.[o.key] : undefined;
@@ -59,6 +64,9 @@ export function watchConfigMapKey(o: ConfigMapKeyOptions): ConfigMapKeyWatch {
     current: () => value,
     firstValue: () =>
       value !== undefined ? Promise.resolve(value) : new Promise<string>((resolve) => waiters.push(resolve)),
+    subscribe: (listener) => {
+      listeners.push(listener);
+    },
     stop: () => informer.stop(),
   };
 }

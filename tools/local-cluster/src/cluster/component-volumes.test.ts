@@ -17,7 +17,6 @@ describe("ComponentVolumes: the components' Secret and ConfigMap volumes, as a k
   let dataDir: string;
   let volumes: ComponentVolumes;
   const secrets = () => resourceClient<Obj>(transport, CORE_V1.secrets);
-  const configMaps = () => resourceClient<Obj>(transport, CORE_V1.configMaps);
   const secret = (name: string, crt: string): Obj => ({
     metadata: { name, namespace: "kubevirt" },
     type: "kubernetes.io/tls",
@@ -39,28 +38,24 @@ describe("ComponentVolumes: the components' Secret and ConfigMap volumes, as a k
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it("writes each Secret's keys (0600) and the CA bundle once they exist, then is ready", async () => {
-    for (const name of ["kubevirt-virt-api-certs", "kubevirt-virt-handler-certs", "kubevirt-virt-handler-server-certs"])
-      await secrets().create(secret(name, `cert of ${name}`));
+  it("writes each Secret's keys (0600) once they exist, and is ready when all three are", async () => {
+    await secrets().create(secret("kubevirt-virt-api-certs", "cert of kubevirt-virt-api-certs"));
+    await secrets().create(secret("kubevirt-virt-handler-certs", "cert of kubevirt-virt-handler-certs"));
     await secrets().create(secret("kubevirt-ca", "the CA's own Secret: not a volume"));
-    // Written as they come; not ready while the CA bundle is missing.
-    await eventually(() => existsSync(componentTlsFiles(dataDir).handlerServer.cert) || undefined);
+    // Written as they come; not ready while one is missing.
+    await eventually(() => existsSync(componentTlsFiles(dataDir).handlerClient.cert) || undefined);
     expect(volumes.isReady()).toBe(false);
-    await configMaps().create({
-      metadata: { name: "kubevirt-ca", namespace: "kubevirt" },
-      data: { "ca-bundle": "CA" },
-    });
+    await secrets().create(secret("kubevirt-virt-handler-server-certs", "cert of kubevirt-virt-handler-server-certs"));
     await eventually(() => volumes.isReady() || undefined);
     const files = componentTlsFiles(dataDir);
     expect(readFileSync(files.virtApi.cert, "utf8")).toBe("cert of kubevirt-virt-api-certs");
     expect(readFileSync(files.handlerClient.key, "utf8")).toBe("key of cert of kubevirt-virt-handler-certs");
     expect(readFileSync(files.handlerServer.cert, "utf8")).toBe("cert of kubevirt-virt-handler-server-certs");
-    expect(readFileSync(files.caBundle, "utf8")).toBe("CA");
     expect(statSync(files.virtApi.key).mode & 0o777).toBe(0o600);
     // The kubelet's layout: the key is a symlink through ..data.
     expect(lstatSync(files.virtApi.cert).isSymbolicLink()).toBe(true);
     expect(readlinkSync(files.virtApi.cert)).toBe(join("..data", "tls.crt"));
-    expect(() => statSync(componentVolumeDir(dataDir, "secret", "kubevirt-ca"))).toThrow();
+    expect(existsSync(componentVolumeDir(dataDir, "kubevirt-ca"))).toBe(false);
   });
 
   it("replaces the files when the object changes (a renewal)", async () => {

@@ -89,8 +89,6 @@ describe("clusterComponents()", () => {
       "/data/volumes/secret/kubevirt-virt-handler-server-certs/tls.crt",
       "--tls-key",
       "/data/volumes/secret/kubevirt-virt-handler-server-certs/tls.key",
-      "--client-ca",
-      "/data/volumes/configmap/kubevirt-ca/ca-bundle",
     ]);
     expect(handler.env.KUBEVIRT_TRACES_FILE).toBe("/tmp/traces.jsonl");
   });

@@ -37,8 +37,8 @@ export interface ClusterLayout {
   /** virt-handler's HTTP port (console, pause) per node. */
   readonly handlerPorts: Readonly<Record<string, number>>;
   /**
-   * KubeVirt's certificates as the components read them: virt-api's serving and client certificates, virt-handler's
-   * serving certificate and the CA bundle (virt-controller's Secrets, written as files by component-volumes.ts).
+   * KubeVirt's certificates as the components read them: virt-api's serving and client certificates and
+   * virt-handler's serving certificate (virt-controller's Secrets, written as files by component-volumes.ts).
    */
   readonly componentTls: ComponentTlsFiles;
   /**
@@ -151,9 +151,8 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
       layout.componentTls.virtApi.key,
       "--metrics-port",
       String(port("virt-api")),
-      // The handlers' CA and the client certificate virt-handler accepts (deploy/'s mounts, as files here).
-      "--handler-ca",
-      layout.componentTls.caBundle,
+      // The client certificate virt-handler accepts (deploy/'s mount, as files here); the CA bundle to check the
+      // handlers by is ConfigMap kubevirt-ca, which virt-api watches.
       "--handler-client-cert",
       layout.componentTls.handlerClient.cert,
       "--handler-client-key",
@@ -193,8 +192,6 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         layout.componentTls.handlerServer.cert,
         "--tls-key",
         layout.componentTls.handlerServer.key,
-        "--client-ca",
-        layout.componentTls.caBundle,
       ],
       env,
       metricsPort: port(name),

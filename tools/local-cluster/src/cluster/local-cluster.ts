@@ -13,6 +13,7 @@ import { join } from "node:path";
 import {
   API_VERSION,
   type BundledObject,
+  CERTIFICATES,
   commonInstancetypes,
   customResourceDefinitions,
   INSTANCETYPE_GROUP,
@@ -216,6 +217,7 @@ async function waitForComponents(
   state: PersistedState,
   nodes: readonly string[],
   tls: ComponentTlsFiles,
+  transport: RestTransport,
 ): Promise<void> {
   await waitFor("virt-api to accept connections", () => tcpOpen(state.virtApiPort), START_TIMEOUT_MS, 200);
   const controller = state.metricsPorts["virt-controller"];
@@ -225,10 +227,19 @@ async function waitForComponents(
     START_TIMEOUT_MS,
     200,
   );
+  // The handlers' CA bundle, as virt-api reads it: ConfigMap kubevirt-ca.
+  const caBundle = async (): Promise<string> => {
+    const cm = await resourceClient<KubeObject & { data?: Record<string, string> }>(transport, CORE_V1.configMaps).get(
+      KUBEVIRT_CR.namespace,
+      CERTIFICATES.caConfigMap,
+    );
+    return cm.data?.[CERTIFICATES.caBundleKey] ?? "";
+  };
+  const client = { certFile: tls.handlerClient.cert, keyFile: tls.handlerClient.key };
   for (const n of nodes) {
     await waitFor(
       `virt-handler on ${n} to serve`,
-      () => handlerServes(state.handlerPorts[n] ?? 0, { ca: tls.caBundle, ...tls.handlerClient }),
+      async () => handlerServes(state.handlerPorts[n] ?? 0, { caPem: await caBundle(), ...client }),
       START_TIMEOUT_MS,
       200,
     );
@@ -379,7 +390,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     for (const n of names) start(`virt-handler/${n}`);
     await waitForNodesReady(transport, names);
     options.progress("waiting for virt-api, the virt-controller leader and every virt-handler to serve");
-    await waitForComponents(state, names, componentTls);
+    await waitForComponents(state, names, componentTls, transport);
     options.progress("installing the common instancetypes and preferences (common-instancetypes v1.7.0)");
     await installCommonInstancetypes(transport);
     const scrapeConfigPath = join(dataDir, "prometheus.yml");

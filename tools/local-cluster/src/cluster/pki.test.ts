@@ -75,12 +75,13 @@ describe("local cluster PKI", () => {
     expect(flag(handler, "--host")).toBe("127.0.0.1");
     // KubeVirt's Secrets as the components read them (component-volumes.ts), not files of pki/.
     expect(flag(handler, "--tls-cert")).toBe("/data/volumes/secret/kubevirt-virt-handler-server-certs/tls.crt");
-    expect(flag(handler, "--client-ca")).toBe("/data/volumes/configmap/kubevirt-ca/ca-bundle");
+    // No CA file: the CA bundle is ConfigMap kubevirt-ca, which virt-handler and virt-api watch.
+    expect(handler).not.toContain("--client-ca");
     const api = all.find((c) => c.name === "virt-api")!.argv;
     expect(flag(api, "--host")).toBe("127.0.0.1");
     expect(flag(api, "--handler-url")).toBe("node01=https://127.0.0.1:8186");
     expect(flag(api, "--handler-client-cert")).toBe("/data/volumes/secret/kubevirt-virt-handler-certs/tls.crt");
-    expect(flag(api, "--handler-ca")).toBe("/data/volumes/configmap/kubevirt-ca/ca-bundle");
+    expect(api).not.toContain("--handler-ca");
     expect(flag(api, "--tls-cert")).toBe("/data/volumes/secret/kubevirt-virt-api-certs/tls.crt");
     const kubelet = all.find((c) => c.name === "kubelet/node01")!.argv;
     expect(flag(kubelet, "--client-ca-file")).toBe(kubeletTls.ca);

@@ -95,19 +95,19 @@ export function apiserverKubeletFlags(tls: KubeletTlsFiles): string[] {
   ];
 }
 
-/** virt-api's client certificate for the handlers and the CA bundle that signed theirs, as PEM files. */
-export interface HandlerClientFiles {
-  readonly ca: string;
-  readonly cert: string;
-  readonly key: string;
+/** virt-api's client certificate for the handlers (files) and the CA bundle that signed theirs (PEM). */
+export interface HandlerClientTls {
+  readonly caPem: string;
+  readonly certFile: string;
+  readonly keyFile: string;
 }
 
 /** The CN of virt-handler's serving certificate, which virt-api checks (KubeVirt's; its SANs name the Service). */
 const HANDLER_SERVER_CN = "kubevirt.io:system:node:virt-handler";
 
 /** Whether the handler on 127.0.0.1:`port` answers /healthz to virt-api's client certificate, as virt-api calls it. */
-export async function handlerServes(port: number, tls: HandlerClientFiles): Promise<boolean> {
-  const [ca, cert, key] = [tls.ca, tls.cert, tls.key].map((f) => readFileSync(f, "utf8"));
+export async function handlerServes(port: number, tls: HandlerClientTls): Promise<boolean> {
+  const [ca, cert, key] = [tls.caPem, readFileSync(tls.certFile, "utf8"), readFileSync(tls.keyFile, "utf8")];
   const checkServerIdentity = (_host: string, peer: PeerCertificate): Error | undefined =>
     peer.subject?.CN === HANDLER_SERVER_CN
       ? undefined
