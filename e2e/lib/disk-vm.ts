@@ -41,13 +41,13 @@ export function vmWithDisks(name: string, claim: string): Record<string, unknown
   return vm;
 }
 
-/** A PersistentVolumeClaim of 64Mi in `mode`, as JSON. */
-export function claim(name: string, mode: string): string {
+/** A PersistentVolumeClaim of 64Mi in access mode `mode` (plus `spec`, e.g. a volumeMode and class), as JSON. */
+export function claim(name: string, mode: string, spec: Record<string, unknown> = {}): string {
   return JSON.stringify({
     apiVersion: "v1",
     kind: "PersistentVolumeClaim",
     metadata: { name },
-    spec: { accessModes: [mode], resources: { requests: { storage: "64Mi" } } },
+    spec: { accessModes: [mode], resources: { requests: { storage: "64Mi" } }, ...spec },
   });
 }
 
@@ -83,5 +83,7 @@ export async function inGuest(
 
 /** Writes the marker to the DATA disk and flushes; prints WROTE=<dd's status>. */
 export const WRITE = `${findDisk("DATA", "D")}; echo ${MARKER.slice(0, 9)}$((4000+242)) | dd of=$D bs=512 count=1 conv=sync,fsync 2>/dev/null; echo WROTE=$?`;
+/** Prints READ=<the DATA disk's first line>. */
+export const READ_DATA = `${findDisk("DATA", "D")}; echo READ=$(dd if=$D bs=512 count=1 2>/dev/null | head -n 1)`;
 /** Prints READ=<the DATA disk's first line> and SCRATCH=<the emptyDisk's first bytes>END. */
 export const READ = `${findDisk("DATA", "D")}; ${findDisk("SCRATCH", "S")}; echo READ=$(dd if=$D bs=512 count=1 2>/dev/null | head -n 1); echo SCRATCH=$(dd if=$S bs=512 count=1 2>/dev/null | tr -d '\\000' | head -c 8)END`;

@@ -57,7 +57,11 @@ export interface PodView {
   metadata: { name: string; uid: string; creationTimestamp: string };
   spec: {
     nodeName?: string;
-    containers?: { name: string; resources?: { limits?: Record<string, string>; requests?: Record<string, string> } }[];
+    containers?: {
+      name: string;
+      resources?: { limits?: Record<string, string>; requests?: Record<string, string> };
+      volumeDevices?: { name: string; devicePath: string }[];
+    }[];
   };
   status?: { phase?: string };
 }

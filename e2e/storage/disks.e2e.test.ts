@@ -10,7 +10,7 @@ import { eventually } from "@kvt/testing";
 import { describe, expect, inject, it } from "vitest";
 import { kubectlOk, virtctl } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
-import { BOOT, claim, findDisk, inGuest, MARKER, READ, running, vmWithDisks, WRITE } from "../lib/disk-vm.ts";
+import { BOOT, claim, inGuest, MARKER, READ, READ_DATA, running, vmWithDisks, WRITE } from "../lib/disk-vm.ts";
 import { vmiOrUndefined } from "../lib/objects.ts";
 
 describe("disks: a claim's data survives restarts, a ReadWriteOnce claim keeps the VMI in place", () => {
@@ -108,8 +108,7 @@ describe("disks: a ReadWriteMany claim migrates with the VMI", () => {
       expect(v?.status?.nodeName).not.toBe(before.status?.nodeName);
       return v!;
     }, BOOT);
-    const read = `${findDisk("DATA", "D")}; echo READ=$(dd if=$D bs=512 count=1 2>/dev/null | head -n 1)`;
-    const session = await virtctl(kubeconfig, ["console", NAME], `${read}\r`, 20_000);
+    const session = await virtctl(kubeconfig, ["console", NAME], `${READ_DATA}\r`, 20_000);
     expect(session.stdout).toContain(`READ=${MARKER}`);
     expect(after.status?.nodeName).toBeDefined();
     await kubectlOk(kubeconfig, ["delete", "vm", NAME]);

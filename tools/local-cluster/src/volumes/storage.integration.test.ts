@@ -496,4 +496,48 @@ describe("raw block volumes on the local cluster", () => {
     },
     90_000,
   );
+
+  it.runIf(root)(
+    "detaches its loop devices when the API server stops, and attaches them again when it starts",
+    async () => {
+      const own = join(dir, "restarted");
+      const start = (): Promise<ApiServerHandle> =>
+        startApiServer({
+          dataDir: join(own, "apiserver"),
+          storageDir: join(own, "storage"),
+          logger: pino({ level: "silent" }),
+        });
+      let server = await start();
+      try {
+        const client = resourceClient<V1PersistentVolumeClaim>(
+          new RestClient(kubeConfigFromFile(server.kubeconfigPath)),
+          CORE_V1.persistentVolumeClaims,
+        );
+        // The node named by hand, as the scheduler would: the claim is provisioned without a pod.
+        await client.create({
+          ...claim("kept", { volumeMode: "Block", storageClassName: "local-block" }),
+          metadata: {
+            name: "kept",
+            namespace: "default",
+            annotations: { "volume.kubernetes.io/selected-node": "node01" },
+          },
+        });
+        const bound = await eventually("the claim to be Bound", async () => {
+          const c = await client.get("default", "kept");
+          return c.status?.phase === "Bound" ? c : undefined;
+        });
+        const link = join(own, "storage", "local-block", `${bound.spec!.volumeName!}_default_kept`);
+        expect(listLoopDevices().some((d) => d.device === readlinkSync(link) && d.file === `${link}.img`)).toBe(true);
+        await server.stop();
+        expect(listLoopDevices().some((d) => d.file === `${link}.img`)).toBe(false);
+        server = await start();
+        expect(listLoopDevices()).toContainEqual(
+          expect.objectContaining({ device: readlinkSync(link), file: `${link}.img` }),
+        );
+      } finally {
+        await server.stop();
+      }
+      expect(listLoopDevices().some((d) => d.file.startsWith(own))).toBe(false);
+    },
+  );
 });
