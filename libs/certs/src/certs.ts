@@ -10,10 +10,25 @@
  *        +--> issueCertificate(ca, {dnsNames, ipAddresses, usage: "server"})   serverAuth, SANs
  *        +--> issueCertificate(ca, {commonName: "kubevirt.io:system:client:virt-handler", usage: "client"})
  */
-// @peculiar/x509 resolves its algorithms through tsyringe, which needs the Reflect metadata polyfill loaded first.
-import "reflect-metadata";
 import { X509Certificate as NodeX509Certificate, type webcrypto } from "node:crypto";
-import * as x509 from "@peculiar/x509";
+import { createRequire } from "node:module";
+import type * as X509 from "@peculiar/x509";
+
+const requireHere = createRequire(import.meta.url);
+let x509Module: typeof X509 | undefined;
+
+/**
+ * @peculiar/x509, loaded at first use: it and its dependencies hold about 16-20 MiB of a process's memory, and most
+ * processes importing this module only reload or compare PEM files (tls-material.ts, cert-files.ts). Its algorithms
+ * resolve through tsyringe, which needs the Reflect metadata polyfill loaded first.
+ */
+function x509(): typeof X509 {
+  if (x509Module === undefined) {
+    requireHere("reflect-metadata");
+    x509Module = requireHere("@peculiar/x509") as typeof X509;
+  }
+  return x509Module;
+}
 
 /** A certificate and its private key, PEM-encoded. */
 export interface CertificateAndKey {
@@ -65,12 +80,14 @@ async function newKeyPair(): Promise<webcrypto.CryptoKeyPair> {
 }
 
 async function keyPem(key: webcrypto.CryptoKey): Promise<string> {
-  return x509.PemConverter.encode(await globalThis.crypto.subtle.exportKey("pkcs8", key), "PRIVATE KEY");
+  const lib = x509();
+  return lib.PemConverter.encode(await globalThis.crypto.subtle.exportKey("pkcs8", key), "PRIVATE KEY");
 }
 
 async function importSigningKey(pem: string): Promise<webcrypto.CryptoKey> {
+  const lib = x509();
   try {
-    const der = x509.PemConverter.decodeFirst(pem);
+    const der = lib.PemConverter.decodeFirst(pem);
     return await globalThis.crypto.subtle.importKey("pkcs8", der, EC_KEY, false, ["sign"]);
   } catch (error) {
     throw new CertificateError("Cannot read the CA key: not a PKCS#8 ECDSA P-256 PEM key", { cause: error });
@@ -95,21 +112,22 @@ export async function generateCa(
   commonName = "kubevirt-ca",
   validity: number | Validity = 3650,
 ): Promise<CertificateAndKey> {
+  const lib = x509();
   const keys = await newKeyPair();
   const { durationMs, now } =
     typeof validity === "number" ? { durationMs: validity * DAY_MS, now: undefined } : validity;
-  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+  const cert = await lib.X509CertificateGenerator.createSelfSigned({
     name: distinguishedName(commonName),
     keys,
     signingAlgorithm: SIGNING,
     ...validityWindow(durationMs, now),
     extensions: [
-      new x509.BasicConstraintsExtension(true, undefined, true),
-      new x509.KeyUsagesExtension(
-        x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign,
+      new lib.BasicConstraintsExtension(true, undefined, true),
+      new lib.KeyUsagesExtension(
+        lib.KeyUsageFlags.digitalSignature | lib.KeyUsageFlags.keyCertSign | lib.KeyUsageFlags.cRLSign,
         true,
       ),
-      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+      await lib.SubjectKeyIdentifierExtension.create(keys.publicKey),
     ],
   });
   return { certPem: cert.toString("pem"), keyPem: await keyPem(keys.privateKey) };
@@ -117,9 +135,10 @@ export async function generateCa(
 
 /** Issues a leaf certificate signed by `ca` for the names in `request`. Rejects with {@link CertificateError}. */
 export async function issueCertificate(ca: CertificateAndKey, request: CertificateRequest): Promise<CertificateAndKey> {
-  let caCert: x509.X509Certificate;
+  const lib = x509();
+  let caCert: X509.X509Certificate;
   try {
-    caCert = new x509.X509Certificate(ca.certPem);
+    caCert = new lib.X509Certificate(ca.certPem);
   } catch (error) {
     throw new CertificateError("Cannot read the CA certificate: not an X.509 PEM certificate", { cause: error });
   }
@@ -127,22 +146,22 @@ export async function issueCertificate(ca: CertificateAndKey, request: Certifica
   const keys = await newKeyPair();
   const usage = request.usage ?? "server";
   const purposes = [
-    ...(usage !== "client" ? [x509.ExtendedKeyUsage.serverAuth] : []),
-    ...(usage !== "server" ? [x509.ExtendedKeyUsage.clientAuth] : []),
+    ...(usage !== "client" ? [lib.ExtendedKeyUsage.serverAuth] : []),
+    ...(usage !== "server" ? [lib.ExtendedKeyUsage.clientAuth] : []),
   ];
   const names = [
     ...(request.dnsNames ?? []).map((value) => ({ type: "dns" as const, value })),
     ...(request.ipAddresses ?? []).map((value) => ({ type: "ip" as const, value })),
   ];
-  const extensions: x509.Extension[] = [
-    new x509.BasicConstraintsExtension(false, undefined, true),
-    new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
-    new x509.ExtendedKeyUsageExtension(purposes),
-    await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
-    await x509.AuthorityKeyIdentifierExtension.create(caCert),
+  const extensions: X509.Extension[] = [
+    new lib.BasicConstraintsExtension(false, undefined, true),
+    new lib.KeyUsagesExtension(lib.KeyUsageFlags.digitalSignature | lib.KeyUsageFlags.keyEncipherment, true),
+    new lib.ExtendedKeyUsageExtension(purposes),
+    await lib.SubjectKeyIdentifierExtension.create(keys.publicKey),
+    await lib.AuthorityKeyIdentifierExtension.create(caCert),
   ];
-  if (names.length > 0) extensions.push(new x509.SubjectAlternativeNameExtension(names));
-  const cert = await x509.X509CertificateGenerator.create({
+  if (names.length > 0) extensions.push(new lib.SubjectAlternativeNameExtension(names));
+  const cert = await lib.X509CertificateGenerator.create({
     subject: distinguishedName(request.commonName ?? request.dnsNames?.[0] ?? "kubevirt", request.organization),
     issuer: caCert.subject,
     publicKey: keys.publicKey,
@@ -166,9 +185,10 @@ export interface CertificateInfo {
 
 /** Reads subject, issuer and validity out of a PEM certificate; throws {@link CertificateError} on bad input. */
 export function certificateInfo(certPem: string): CertificateInfo {
+  const lib = x509();
   try {
-    const c = new x509.X509Certificate(certPem);
-    const eku = c.getExtension(x509.ExtendedKeyUsageExtension)?.usages ?? [];
+    const c = new lib.X509Certificate(certPem);
+    const eku = c.getExtension(lib.ExtendedKeyUsageExtension)?.usages ?? [];
     return {
       subject: c.subject,
       issuer: c.issuer,
@@ -186,9 +206,10 @@ export function certificateInfo(certPem: string): CertificateInfo {
  * extended key usage lists clientAuth. Read here rather than from `ext_key_usage`, which Deno does not fill in.
  */
 export function isClientCertificate(der: Uint8Array): boolean {
+  const lib = x509();
   try {
-    const eku = new x509.X509Certificate(der).getExtension(x509.ExtendedKeyUsageExtension);
-    return eku?.usages.includes(x509.ExtendedKeyUsage.clientAuth) ?? false;
+    const eku = new lib.X509Certificate(der).getExtension(lib.ExtendedKeyUsageExtension);
+    return eku?.usages.includes(lib.ExtendedKeyUsage.clientAuth) ?? false;
   } catch {
     // Unreadable: not a client certificate.
     return false;

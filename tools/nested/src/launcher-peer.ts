@@ -22,7 +22,7 @@ import { GuestConsole } from "./guest-console.ts";
 /** The launcher's entry point, as the process-kubelet runs it when no bundled launcher image is built. */
 export const LAUNCHER_ENTRY = new URL("../../../apps/virt-launcher/src/main.ts", import.meta.url).pathname;
 /** The process-kubelet's Node flags for launchers (container-spec.ts NODE_LAUNCHER_FLAGS). */
-const NODE_LAUNCHER_FLAGS = ["--max-semi-space-size=1", "--v8-pool-size=1"];
+const NODE_LAUNCHER_FLAGS = ["--max-semi-space-size=1", "--v8-pool-size=1", "--optimize-for-size"];
 /** Lines of the launcher's own log kept for a failure's detail. */
 const LOG_TAIL = 30;
 

@@ -1,9 +1,10 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildComponentImages, COMPONENT_ENTRIES } from "./component-images.ts";
+import { buildComponentImages, COMPONENT_ENTRIES, WORKER_ENTRIES } from "./component-images.ts";
 import { componentTlsFiles } from "./component-volumes.ts";
 import { type ClusterLayout, clusterComponents, nodeNames } from "./components.ts";
 
@@ -36,6 +37,18 @@ describe("the components' images", () => {
         loaded.filter((m) => m.includes("amaro")),
         bundle,
       ).toEqual([]);
+    }
+  });
+
+  it("bundles the API server's worker threads and points the API server at them, not at their sources", () => {
+    const code = readdirSync(join(dir, "images"))
+      .filter((f) => f.endsWith(".js") || f.endsWith(".mjs"))
+      .map((f) => readFileSync(join(dir, "images", f), "utf8"))
+      .join("\n");
+    for (const [name, rel] of Object.entries(WORKER_ENTRIES)) {
+      expect(existsSync(join(dir, "images", `${name}.mjs`)), name).toBe(true);
+      expect(code).toContain(pathToFileURL(join(dir, "images", `${name}.mjs`)).href);
+      expect(code).not.toContain(`new URL("./${rel.split("/").pop()}"`);
     }
   });
 

@@ -7,8 +7,8 @@
  * Why: a process that runs TypeScript sources keeps Node's type stripper resident (~17 MiB each) and resolves
  * hundreds of modules one by one; and the project's modules import Node built-ins through `require` in a bundle,
  * which keeps the lazily loaded parts of built-ins (undici behind `http.WebSocket`, ...) out of processes that never
- * use them (launcher-image.ts). Worker threads still load their own TypeScript entry (`new URL(..., import.meta.url)`
- * keeps pointing at the sources), and so does anything a component loads by path.
+ * use them (launcher-image.ts). The API server's worker threads are bundled too ({@link WORKER_ENTRIES}); anything
+ * else a component loads by path still comes from the sources.
  */
 import { execFile } from "node:child_process";
 import { rmSync } from "node:fs";
@@ -26,6 +26,12 @@ export const COMPONENT_ENTRIES: Readonly<Record<string, string>> = {
   "virt-api": "apps/virt-api/src/main.ts",
   "virt-controller": "apps/virt-controller/src/main.ts",
   "virt-handler": "apps/virt-handler/src/main.ts",
+};
+
+/** Worker threads' entries (relative to the project root) bundled with the components, by bundle name. */
+export const WORKER_ENTRIES: Readonly<Record<string, string>> = {
+  "apiserver-log-worker": "tools/local-cluster/src/apiserver/storage/log-worker.ts",
+  "apiserver-checkpoint-worker": "tools/local-cluster/src/apiserver/storage/checkpoint-worker.ts",
 };
 
 /**
@@ -51,6 +57,7 @@ export async function buildComponentImages(
   rmSync(outDir, { recursive: true, force: true });
   const cli = new URL("../kubelet/bundle-cli.ts", import.meta.url).pathname;
   const pairs = Object.entries(COMPONENT_ENTRIES).map(([name, rel]) => `${name}=${join(projectRoot, rel)}`);
+  for (const [name, rel] of Object.entries(WORKER_ENTRIES)) pairs.push("--worker", `${name}=${join(projectRoot, rel)}`);
   try {
     const { stdout } = await execFileAsync(execPath, [cli, "--many", outDir, ...pairs], { maxBuffer: 1 << 20 });
     const built = JSON.parse(stdout) as Record<string, string>;

@@ -47,9 +47,10 @@ describe("clusterComponents()", () => {
 
   it("runs the API server with its Node flags (a larger young generation)", () => {
     const apiserver = clusterComponents(layout).find((c) => c.name === "apiserver")!;
-    expect(apiserver.argv.slice(0, 3)).toEqual([
+    expect(apiserver.argv.slice(0, 4)).toEqual([
       "/node",
       "--max-semi-space-size=32",
+      "--v8-pool-size=1",
       "/repo/tools/local-cluster/src/apiserver/main.ts",
     ]);
   });
@@ -70,6 +71,9 @@ describe("clusterComponents()", () => {
     const handler = clusterComponents(layout).find((c) => c.name === "virt-handler/node02")!;
     expect(handler.argv).toEqual([
       "/node",
+      "--max-semi-space-size=1",
+      "--v8-pool-size=1",
+      "--optimize-for-size",
       "/repo/apps/virt-handler/src/main.ts",
       "--node-name",
       "node02",
@@ -91,6 +95,17 @@ describe("clusterComponents()", () => {
       "/data/volumes/secret/kubevirt-virt-handler-server-certs/tls.key",
     ]);
     expect(handler.env.KUBEVIRT_TRACES_FILE).toBe("/tmp/traces.jsonl");
+    expect(handler.env.MALLOC_ARENA_MAX).toBe("1");
+  });
+
+  it("gives Deno the small-process V8 flags in --v8-flags and drops Node's own", () => {
+    const deno = clusterComponents({ ...layout, execPath: "/deno", execArgs: ["run", "-A"] });
+    expect(deno.find((c) => c.name === "scheduler")!.argv.slice(0, 4)).toEqual([
+      "/deno",
+      "run",
+      "-A",
+      "--v8-flags=--max-semi-space-size=1,--optimize-for-size",
+    ]);
   });
 
   it("points each node's kubelet and virt-handler at one device plugins directory", () => {

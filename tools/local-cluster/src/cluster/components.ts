@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { APISERVER_NODE_FLAGS } from "../apiserver/node-flags.ts";
 import { componentKubeconfig, tokenAuthFile } from "./component-identities.ts";
 import type { ComponentTlsFiles } from "./component-volumes.ts";
-import { type RuntimeName, runtimeFlags, runtimeNameOf } from "./js-runtime.ts";
+import { type RuntimeName, runtimeFlags, runtimeNameOf, SMALL_PROCESS_NODE_FLAGS } from "./js-runtime.ts";
 import { apiserverKubeletFlags, type KubeletTlsFiles, kubeletServerFlags } from "./pki.ts";
 
 /** Where things are and which ports were assigned. */
@@ -86,8 +86,11 @@ export function nodeNames(count: number): string[] {
 
 /** Every component's command line for `layout`. */
 export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
-  const entry = (path: string): string[] => [layout.execPath, ...layout.execArgs, entryModule(layout, path)];
+  const flags = runtimeFlags(layout.runtime ?? runtimeNameOf(layout.execPath), SMALL_PROCESS_NODE_FLAGS);
+  const entry = (path: string): string[] => [layout.execPath, ...layout.execArgs, ...flags, entryModule(layout, path)];
   const env: Record<string, string> = {
+    // One malloc arena: these processes run few threads that allocate, and every extra arena keeps its own pages.
+    MALLOC_ARENA_MAX: "1",
     ...(layout.tracesFile ? { KUBEVIRT_TRACES_FILE: layout.tracesFile } : {}),
   };
   /** Each runs as its own identity: KubeVirt's service accounts, the scheduler's and each node's. */

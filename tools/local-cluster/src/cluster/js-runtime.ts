@@ -31,7 +31,18 @@ export const DENO_RUN_ARGS: readonly string[] = ["run", "-A"];
  * Flags that are V8's own (Node passes them through to V8; Deno takes them in `--v8-flags`). Other Node flags
  * (`--v8-pool-size`, `--enable-source-maps`, ...) have no Deno equivalent and are dropped for Deno.
  */
-const V8_FLAGS = new Set(["--max-semi-space-size", "--max-old-space-size", "--stack-size"]);
+const V8_FLAGS = new Set(["--max-semi-space-size", "--max-old-space-size", "--stack-size", "--optimize-for-size"]);
+
+/**
+ * Node flags for the cluster's processes that mostly wait (every component but the API server, which allocates per
+ * request): a 1 MiB young-generation semi-space (default 16 MiB), one V8 worker thread (default 4) and V8's
+ * optimize-for-size mode. The footprint bench with the demo VM running: FIGURE.
+ */
+export const SMALL_PROCESS_NODE_FLAGS: readonly string[] = [
+  "--max-semi-space-size=1",
+  "--v8-pool-size=1",
+  "--optimize-for-size",
+];
 
 /** Which runtime runs this process. */
 export function currentRuntimeName(): RuntimeName {

@@ -32,6 +32,7 @@
  * weight (niceForCpuRequest).
  */
 import { basename, join } from "node:path";
+import { SMALL_PROCESS_NODE_FLAGS } from "../cluster/js-runtime.ts";
 import type { V1Container, V1Pod } from "../cluster/kube-models.ts";
 
 /** A runnable container: a process, or the built-in file follower. */
@@ -119,13 +120,12 @@ export function volumeDevices(
 const LAUNCHER_COMMANDS = new Set(["virt-launcher", "virt-launcher-monitor"]);
 
 /**
- * V8 flags for launcher processes under Node (one launcher per VMI, so its private memory is per-VMI overhead):
- * a 1 MiB young-generation semi-space (default 16 MiB: the launcher's allocation rate is low, scavenges stay
- * cheap) and one V8 worker thread (default 4: GC helpers an idle launcher does not need). Together -4.5 MiB of
- * private memory per launcher (RssAnon 31.4 -> 26.8 MiB), start-up CPU unchanged. The compile-cache warm-up runs
- * with the same flags: V8 rejects a code cache made under different flags.
+ * Node flags for launcher processes (one launcher per VMI, so its private memory is per-VMI overhead): the
+ * cluster's small-process flags (js-runtime.ts). The semi-space and V8 worker thread alone took -4.5 MiB of private
+ * memory per launcher (RssAnon 31.4 -> 26.8 MiB), start-up CPU unchanged. The compile-cache warm-up runs with the
+ * same flags: V8 rejects a code cache made under different flags.
  */
-export const NODE_LAUNCHER_FLAGS: readonly string[] = ["--max-semi-space-size=1", "--v8-pool-size=1"];
+export const NODE_LAUNCHER_FLAGS: readonly string[] = SMALL_PROCESS_NODE_FLAGS;
 
 function fieldRefValue(pod: V1Pod, fieldPath: string): string | undefined {
   switch (fieldPath) {

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { registerTestGuest } from "@kvt/images";
 import { LauncherClient, launcherSocketPath } from "@kvt/launcher-rpc";
 import { hasKvm, testGuestPath } from "@kvt/vmm";
@@ -45,7 +45,11 @@ describe("the launcher image", () => {
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/^Usage: virt-launcher /m);
     // Module-relative paths point at the sources, not at the bundle's directory.
-    expect(readFileSync(entry, "utf8")).toContain(`${new URL("native/index.ts", `file://${projectRoot}`).href}`);
+    const bundled = readdirSync(dirname(entry))
+      .filter((f) => /\.m?js$/.test(f))
+      .map((f) => readFileSync(join(dirname(entry), f), "utf8"))
+      .join("\n");
+    expect(bundled).toContain(`${new URL("native/index.ts", `file://${projectRoot}`).href}`);
   });
 
   it("loads only what a native launcher needs: no undici, HTTP/2, TLS, crypto, prom-client or YAML", () => {

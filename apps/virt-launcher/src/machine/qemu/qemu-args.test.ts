@@ -23,7 +23,14 @@ describe("qemuArgs()", () => {
       { qmpSocket: "/w/qmp.sock" },
       { machineType: "pc", incoming: false },
     );
-    expect(after(args, "-accel")).toBe("tcg");
+    // A small guest (this one, 256 MiB, is at the limit) gets a 32 MiB translation cache; a larger one QEMU's.
+    expect(after(args, "-accel")).toBe("tcg,tb-size=32");
+    const large = qemuArgs(
+      { ...spec, memoryBytes: 512 << 20 },
+      { qmpSocket: "/q" },
+      { machineType: "pc", incoming: false },
+    );
+    expect(after(large, "-accel")).toBe("tcg");
     expect(args).not.toContain("kvm");
     expect(after(args, "-M")).toBe("pc");
     expect(after(args, "-m")).toBe("256M");

@@ -14,8 +14,22 @@
  * TSC and never reached init in 60 s; `pc` boots reliably, so it is the default and `microvm` only an option.
  * Graceful shutdown on `pc`: ACPI power button (the demo image's acpid powers off; measured 2.6 s) and
  * Ctrl-Alt-Del through the i8042 (the demo image's init powers off).
+ *
+ * TCG's translation cache: QEMU's default reserves up to 1 GiB and keeps what it touches. For a small guest
+ * ({@link SMALL_GUEST_MIB}) it is capped at 32 MiB: the demo VM (128 MiB) then holds 206 instead of 228 MiB of RSS
+ * with the same boot time (5.6-6.1 s to the boot marker both ways, two runs side by side). Larger guests (a
+ * distribution with systemd) translate more code, so they keep QEMU's default rather than risk cache flushes.
  */
 import type { MachineDisk, MachineSpec } from "../machine.ts";
+
+/** Guests up to this much memory (MiB) get a {@link SMALL_GUEST_TB_MIB} MiB translation cache. */
+export const SMALL_GUEST_MIB = 256;
+const SMALL_GUEST_TB_MIB = 32;
+
+/** `-accel` for a guest of `memMiB`: TCG, with a small translation cache for a small guest. */
+function tcgAccel(memMiB: number): string {
+  return memMiB <= SMALL_GUEST_MIB ? `tcg,tb-size=${SMALL_GUEST_TB_MIB}` : "tcg";
+}
 
 /** QEMU machine types this backend knows how to wire. */
 export type QemuMachineType = "pc" | "microvm";
@@ -52,7 +66,7 @@ export function qemuArgs(spec: MachineSpec, paths: QemuPaths, options: QemuArgOp
     throw new Error(`invalid firmware UUID "${spec.firmwareUuid}"`);
   const args = [
     "-accel",
-    "tcg",
+    tcgAccel(memMiB),
     "-nodefaults",
     "-no-user-config",
     "-display",
