@@ -36,7 +36,7 @@ const V8_FLAGS = new Set(["--max-semi-space-size", "--max-old-space-size", "--st
 /**
  * Node flags for the cluster's processes that mostly wait (every component but the API server, which allocates per
  * request): a 1 MiB young-generation semi-space (default 16 MiB), one V8 worker thread (default 4) and V8's
- * optimize-for-size mode. The footprint bench with the demo VM running: FIGURE.
+ * optimize-for-size mode. With MALLOC_ARENA_MAX=1, the footprint bench (demo VM running) went 1228 -> 1112 MiB of RSS.
  */
 export const SMALL_PROCESS_NODE_FLAGS: readonly string[] = [
   "--max-semi-space-size=1",
