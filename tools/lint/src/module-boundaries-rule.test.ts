@@ -44,6 +44,18 @@ describe("kvt/module-boundaries", () => {
       /can only depend on|must not depend/,
     ],
     [
+      "a control-plane app loading the native addon through a createRequire result",
+      "apps/virt-api/src/x.ts",
+      'import { createRequire } from "node:module";\nconst requireHere = createRequire(import.meta.url);\nrequireHere("@kvt/native");',
+      /can only depend on|must not depend/,
+    ],
+    [
+      "a control-plane app calling createRequire(...) directly",
+      "apps/virt-api/src/x.ts",
+      'import { createRequire } from "node:module";\ncreateRequire(import.meta.url)("@kvt/native");',
+      /can only depend on|must not depend/,
+    ],
+    [
       "a relative import into another project",
       "apps/virt-handler/src/x.ts",
       'import "../../../libs/runtime/src/index.ts";',

@@ -1,6 +1,7 @@
 /**
  * ESLint rule `kvt/module-boundaries`: an import that breaks the dependency direction between projects is a lint
- * error. Checks static imports, re-exports, dynamic `import()` and `require()`/`createRequire(...)()` calls.
+ * error. Checks static imports, re-exports, dynamic `import()`, `require()` and calls of a `createRequire(...)`
+ * result, direct or through a name it was bound to (docs/decisions/0016: why this rule and not Nx's).
  *
  * Errors:
  *  - a relative import that reaches into another project (import it by package name instead);
@@ -79,7 +80,18 @@ export const moduleBoundariesRule: Rule.RuleModule = {
         context.report({ node, messageId: "forbidden", data: { source: source.name, target: target.name, why } });
     }
 
+    /** Names bound to a `createRequire(...)` result in this file (`const requireHere = createRequire(import.meta.url)`). */
+    const requireFunctions = new Set<string>(["require"]);
+    const isCreateRequire = (node: { type: string; callee?: unknown }): boolean =>
+      node.type === "CallExpression" &&
+      (node.callee as { type: string; name?: string }).type === "Identifier" &&
+      (node.callee as { name?: string }).name === "createRequire";
+
     return {
+      VariableDeclarator: (node) => {
+        if (node.id.type === "Identifier" && node.init && isCreateRequire(node.init))
+          requireFunctions.add(node.id.name);
+      },
       ImportDeclaration: (node) => check(node, node.source.value),
       ExportNamedDeclaration: (node) => node.source && check(node, node.source.value),
       ExportAllDeclaration: (node) => check(node, node.source.value),
@@ -88,10 +100,7 @@ export const moduleBoundariesRule: Rule.RuleModule = {
         const arg = node.arguments[0];
         const callee = node.callee;
         const isRequire =
-          (callee.type === "Identifier" && callee.name === "require") ||
-          (callee.type === "CallExpression" &&
-            callee.callee.type === "Identifier" &&
-            callee.callee.name === "createRequire");
+          (callee.type === "Identifier" && requireFunctions.has(callee.name)) || isCreateRequire(callee);
         if (isRequire && arg?.type === "Literal") check(node, arg.value);
       },
     };
