@@ -296,11 +296,13 @@ export {
   volumeStatusOf,
   volumesMigrationBlocker,
 } from "./semantics/volumes.ts";
+// metav1.Status as JSON (ListMeta, Status, StatusDetails, StatusCause with the type under `reason`): the one definition.
+export type { ListMeta, Status, StatusCause, StatusDetails } from "./status.ts";
 // Result of a strict decode.
 export type { StrictDecodeResult } from "./strict-decode.ts";
 // Strict decoding (fieldValidation=Strict): unknown fields and wrongly typed values against the CRD schemas.
 export { decodeStrict, decodeStrictWith, strictDecodingMessage, typeErrors } from "./strict-decode.ts";
-// The API types (inferred from the schemas) and StatusCause.
+// The API types (inferred from the schemas) and ValidationCause.
 export type {
   Affinity,
   Condition,
@@ -317,8 +319,8 @@ export type {
   MigrationState,
   Network,
   ObjectMeta,
-  StatusCause,
   Toleration,
+  ValidationCause,
   VirtualMachine,
   VirtualMachineInstance,
   VirtualMachineInstanceMigration,
@@ -341,8 +343,8 @@ export type {
   Volume,
 } from "./types.ts";
 // A webhook denial: code, reason, message, causes.
-export type { AdmissionDenial, WireStatusCause } from "./validation/causes.ts";
-// Validation: StatusCause[] with full field paths and KubeVirt's messages; admission denials as KubeVirt builds them.
+export type { AdmissionDenial } from "./validation/causes.ts";
+// Validation: ValidationCause[] with full field paths and KubeVirt's messages; admission denials as KubeVirt builds them.
 export {
   CAUSE_TYPE,
   cause,

@@ -12,14 +12,14 @@
  */
 import { customResourceDefinitions } from "./crds/crds.ts";
 import type { JsonSchema } from "./schema/builder.ts";
-import type { StatusCause } from "./types.ts";
+import type { ValidationCause } from "./types.ts";
 
 /** The outcome of a strict decode. */
 export interface StrictDecodeResult {
   /** Paths of fields the schema does not know, in document order. */
   unknownFields: string[];
   /** One cause per unknown field ("FieldValueUnknown") and per wrongly typed value ("FieldValueTypeInvalid"). */
-  causes: StatusCause[];
+  causes: ValidationCause[];
 }
 
 // The CRD form of each schema: root metadata is left to the API server, template metadata keeps unknown fields.
@@ -105,7 +105,7 @@ export function decodeStrict(kind: string, obj: unknown): StrictDecodeResult {
  * Only the wrongly typed values of `obj` (as kind `kind`): what validation and defaulting check first, so that a
  * malformed object is refused with a cause instead of tripping over a string where a list belongs.
  */
-export function typeErrors(kind: string, obj: unknown): StatusCause[] {
+export function typeErrors(kind: string, obj: unknown): ValidationCause[] {
   if (obj === null || typeof obj !== "object" || Array.isArray(obj)) {
     return [
       {

@@ -102,8 +102,11 @@ export type MigrationPolicySpec = Infer<typeof migrationPolicySpecSchema>;
 /** MigrationPolicy. */
 export type MigrationPolicy = Infer<typeof migrationPolicySchema>;
 
-/** A Kubernetes StatusCause, as admission webhooks return them. */
-export interface StatusCause {
+/**
+ * One validation failure as KubeVirt's validators build it: a `metav1.StatusCause` with Go's field names. Not the
+ * JSON form: on the wire the type travels under `reason` (`StatusCause` in `status.ts`; `toWireCauses` converts).
+ */
+export interface ValidationCause {
   /** metav1.CauseType, e.g. "FieldValueInvalid", "FieldValueRequired". */
   type: string;
   /** Human-readable description, KubeVirt's wording. */

@@ -2,6 +2,10 @@
  * The Kubernetes object shapes the plumbing itself needs (metadata, owner references, Status, Lease, Event), as
  * plain JSON interfaces: objects travel as the API server's JSON, never through generated model classes.
  */
+import type { ListMeta } from "@kvt/api";
+
+/** `metav1.Status` and its parts, defined once in `@kvt/api` (the bottom layer) and re-exported here unchanged. */
+export type { ListMeta, Status, StatusCause, StatusDetails } from "@kvt/api";
 
 /** `metav1.OwnerReference`. */
 export interface OwnerReference {
@@ -37,53 +41,12 @@ export interface KubeObject {
   metadata?: ObjectMeta;
 }
 
-/** `metav1.ListMeta`. */
-export interface ListMeta {
-  resourceVersion?: string;
-  continue?: string;
-}
-
 /** A list response (`PodList`, `VirtualMachineList`, ...). */
 export interface KubeList<T> {
   apiVersion?: string;
   kind?: string;
   metadata?: ListMeta;
   items: T[];
-}
-
-/** `metav1.StatusCause`: one cause of a failure (field-precise for validation errors). */
-export interface StatusCause {
-  /** `metav1.CauseType` (`FieldValueInvalid`, `FieldValueRequired`, ...): Go's `Type`, on the wire under `reason`. */
-  reason?: string;
-  message?: string;
-  /** Field path, e.g. `spec.template.spec.domain.devices.disks[1].name`. */
-  field?: string;
-}
-
-/** `metav1.StatusDetails`: the object a failure is about, its causes, and when to retry. */
-export interface StatusDetails {
-  name?: string;
-  group?: string;
-  /** The resource (`virtualmachines`) or kind the failure is about. */
-  kind?: string;
-  uid?: string;
-  causes?: StatusCause[];
-  retryAfterSeconds?: number;
-}
-
-/**
- * `metav1.Status`, the body of every API error: what a server answers (the builders in `status.ts` fill every field
- * kube-apiserver sends) and what a client reads (any field may be missing there).
- */
-export interface Status {
-  apiVersion?: string;
-  kind?: "Status";
-  metadata?: ListMeta;
-  status?: "Success" | "Failure";
-  message?: string;
-  reason?: string;
-  details?: StatusDetails;
-  code?: number;
 }
 
 /** `coordination.k8s.io/v1` Lease. */

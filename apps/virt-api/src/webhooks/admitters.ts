@@ -47,9 +47,9 @@ import {
   type MigrationPolicy,
   networkSettings,
   PresetConflictError,
-  type StatusCause,
   toWireCauses,
   typeErrors,
+  type ValidationCause,
   type VirtualMachine,
   type VirtualMachineInstance,
   type VirtualMachineInstanceMigration,
@@ -94,7 +94,7 @@ function typeRefusal(kind: string, obj: unknown): AdmitResult | undefined {
 
 const isLabelValue = (v: string): boolean => v.length <= 63 && /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/.test(v);
 
-function fromCauses(causes: StatusCause[]): AdmitResult {
+function fromCauses(causes: ValidationCause[]): AdmitResult {
   return causes.length > 0 ? denied(denialFromCauses(causes)) : ALLOW;
 }
 

@@ -21,7 +21,7 @@ import {
   type PreferenceSpec,
   type ResolvedMatcher,
   resolveMatcher,
-  type StatusCause,
+  type ValidationCause,
   type VirtualMachine,
   type VirtualMachineInstancetype,
   type VirtualMachinePreference,
@@ -121,7 +121,7 @@ export async function expandForValidation(
   vm: VirtualMachine,
 ): Promise<{
   vm: VirtualMachine;
-  causes: StatusCause[];
+  causes: ValidationCause[];
   instancetype?: InstancetypeSpec;
   preference?: PreferenceSpec;
 }> {
@@ -152,10 +152,10 @@ export async function expandForValidation(
  * `dedicatedCpuPlacement`, a VM with the windows.11 preference why it gets a TPM.
  */
 export function attributeToMatchers(
-  causes: StatusCause[],
+  causes: ValidationCause[],
   submitted: VirtualMachine,
   instancetype: InstancetypeSpec | undefined,
-): StatusCause[] {
+): ValidationCause[] {
   const it = submitted.spec?.instancetype;
   const pref = submitted.spec?.preference;
   if (!it?.name && !pref?.name) return causes;
@@ -199,7 +199,7 @@ export function requirementsCause(
   instancetype: InstancetypeSpec | undefined,
   preference: PreferenceSpec | undefined,
   vm: VirtualMachine,
-): StatusCause | undefined {
+): ValidationCause | undefined {
   const spec = vm.spec?.template?.spec;
   const failure = spec ? checkPreferenceRequirements(instancetype, preference, spec) : undefined;
   if (!failure) return undefined;
@@ -212,8 +212,8 @@ export function requirementsCause(
 
 function admit(
   req: AdmissionRequest,
-  check: (o: Record<string, unknown>) => { causes: StatusCause[]; warnings: string[] },
-  deny: (causes: StatusCause[]) => AdmitResult,
+  check: (o: Record<string, unknown>) => { causes: ValidationCause[]; warnings: string[] },
+  deny: (causes: ValidationCause[]) => AdmitResult,
 ): AdmitResult {
   if (req.operation !== "CREATE" && req.operation !== "UPDATE") return ALLOW;
   const { causes, warnings } = check(req.object ?? {});
@@ -222,7 +222,7 @@ function admit(
 }
 
 /** The four instancetype.kubevirt.io webhooks by path; `deny` turns causes into a denial (admitters.ts's). */
-export function instancetypeWebhookRoutes(deny: (causes: StatusCause[]) => AdmitResult): Record<string, Admitter> {
+export function instancetypeWebhookRoutes(deny: (causes: ValidationCause[]) => AdmitResult): Record<string, Admitter> {
   const it =
     (kind: "VirtualMachineInstancetype" | "VirtualMachineClusterInstancetype"): Admitter =>
     (req) =>

@@ -13,7 +13,7 @@
  * and, for a VM using both, the spread topology divides the instancetype's vCPUs (`CheckSpreadCPUTopology`).
  */
 import { typeErrors } from "../strict-decode.ts";
-import type { StatusCause } from "../types.ts";
+import type { ValidationCause } from "../types.ts";
 import { CAUSE_TYPE, cause } from "../validation/causes.ts";
 import { PREFERRED_CPU_TOPOLOGIES, SPREAD_ACROSS } from "./instancetype-schemas.ts";
 import type {
@@ -26,7 +26,7 @@ import type {
 
 /** Admission result for an instancetype or preference: causes refuse it, warnings go back to the client. */
 export interface InstancetypeAdmission {
-  readonly causes: StatusCause[];
+  readonly causes: ValidationCause[];
   readonly warnings: string[];
 }
 
@@ -35,8 +35,8 @@ export const DEPRECATED_LAUNCH_SECURITY_WARNING =
   "launchSecurity is deprecated and will be removed in a future release. Use preference instead.";
 
 /** The spec of an instancetype (`field` is its path, `spec`). */
-export function validateInstancetypeSpec(field: string, spec: InstancetypeSpec): StatusCause[] {
-  const causes: StatusCause[] = [];
+export function validateInstancetypeSpec(field: string, spec: InstancetypeSpec): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   const percent = spec.memory?.overcommitPercent ?? 0;
   const percentField = `${field}.memory.overcommitPercent`;
   if (percent < 0 || percent > 100) {
@@ -89,7 +89,7 @@ export function spreadOptions(spec: PreferenceSpec): { ratio: number; across: st
 }
 
 /** The spec of a preference (`field` is its path, `spec`). */
-export function validatePreferenceSpec(field: string, spec: PreferenceSpec): StatusCause[] {
+export function validatePreferenceSpec(field: string, spec: PreferenceSpec): ValidationCause[] {
   const topology = spec.cpu?.preferredCPUTopology;
   if (topology !== undefined && !(PREFERRED_CPU_TOPOLOGIES as readonly string[]).includes(topology)) {
     const f = `${field}.cpu.preferredCPUTopology`;
@@ -139,7 +139,7 @@ export function validatePreference(
 export function checkSpreadCpuTopology(
   instancetype: InstancetypeSpec | undefined,
   preference: PreferenceSpec | undefined,
-): StatusCause | undefined {
+): ValidationCause | undefined {
   if (!instancetype || !preference || !isSpread(preference)) return undefined;
   const guest = instancetype.cpu.guest;
   const { ratio, across } = spreadOptions(preference);
@@ -157,11 +157,11 @@ export function checkSpreadCpuTopology(
 
 const FAILURE_POLICIES = ["Ignore", "Reject"];
 
-function matcherCauses(role: "instancetype" | "preference", m: InstancetypeMatcher | undefined): StatusCause[] {
+function matcherCauses(role: "instancetype" | "preference", m: InstancetypeMatcher | undefined): ValidationCause[] {
   if (!m) return [];
   const field = `spec.${role}`;
   const matcher = role === "instancetype" ? "InstancetypeMatcher" : "PreferenceMatcher";
-  const causes: StatusCause[] = [];
+  const causes: ValidationCause[] = [];
   if (!m.name && !m.inferFromVolume) {
     causes.push(
       cause(CAUSE_TYPE.notFound, `Either Name or InferFromVolume should be provided within the ${matcher}`, field),
@@ -189,7 +189,7 @@ function matcherUpdateCause(
   role: "instancetype" | "preference",
   now: InstancetypeMatcher | undefined,
   before: InstancetypeMatcher | undefined,
-): StatusCause[] {
+): ValidationCause[] {
   if (!now || !before || !now.revisionName) return [];
   if (now.name !== before.name && now.revisionName === before.revisionName) {
     const msg = "the Matcher Name has been updated without updating the RevisionName";
@@ -206,7 +206,7 @@ function matcherUpdateCause(
 export function validateMatchers(
   vm: { spec?: { instancetype?: InstancetypeMatcher; preference?: InstancetypeMatcher } },
   old?: { spec?: { instancetype?: InstancetypeMatcher; preference?: InstancetypeMatcher } },
-): StatusCause[] {
+): ValidationCause[] {
   if (old) {
     const update = [
       ...matcherUpdateCause("instancetype", vm.spec?.instancetype, old.spec?.instancetype),

@@ -4,7 +4,7 @@
  * user password source, from exactly one Secret, with exactly one propagation method; `noCloud` and `configDrive`
  * need the matching cloud-init volume (the keys travel in its meta-data), `qemuGuestAgent` at least one user.
  */
-import type { StatusCause, VirtualMachineInstanceSpec } from "../types.ts";
+import type { ValidationCause, VirtualMachineInstanceSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath } from "./causes.ts";
 
 type AccessCredential = NonNullable<VirtualMachineInstanceSpec["accessCredentials"]>[number];
@@ -13,10 +13,10 @@ function sshKeyCauses(
   f: FieldPath,
   cred: AccessCredential,
   has: { noCloud: boolean; configDrive: boolean },
-): StatusCause[] {
+): ValidationCause[] {
   const key = cred.sshPublicKey;
   if (!key) return [];
-  const causes: StatusCause[] = [];
+  const causes: ValidationCause[] = [];
   const method = key.propagationMethod ?? {};
   let methods = 0;
   if (method.noCloud !== undefined) {
@@ -70,10 +70,10 @@ function sshKeyCauses(
   return causes;
 }
 
-function passwordCauses(f: FieldPath, cred: AccessCredential): StatusCause[] {
+function passwordCauses(f: FieldPath, cred: AccessCredential): ValidationCause[] {
   const password = cred.userPassword;
   if (!password) return [];
-  const causes: StatusCause[] = [];
+  const causes: ValidationCause[] = [];
   if (password.source?.secret === undefined) {
     causes.push(cause(CAUSE_TYPE.invalid, `${f} must have exactly one source set`, f.child("userPassword", "source")));
   }
@@ -90,7 +90,7 @@ function passwordCauses(f: FieldPath, cred: AccessCredential): StatusCause[] {
 }
 
 /** The causes of `spec.accessCredentials` at `field` (`spec.accessCredentials`). */
-export function validateAccessCredentials(field: FieldPath, spec: VirtualMachineInstanceSpec): StatusCause[] {
+export function validateAccessCredentials(field: FieldPath, spec: VirtualMachineInstanceSpec): ValidationCause[] {
   const volumes = spec.volumes ?? [];
   const has = {
     noCloud: volumes.some((v) => v.cloudInitNoCloud !== undefined),

@@ -1,8 +1,9 @@
 /**
- * StatusCause helpers: field paths in Kubernetes' notation (`spec.domain.devices.disks[1].name`), the cause types
+ * Validation cause helpers: field paths in Kubernetes' notation (`spec.domain.devices.disks[1].name`), the cause types
  * of metav1, and the admission denial KubeVirt's webhooks build from a list of causes.
  */
-import type { StatusCause } from "../types.ts";
+import type { Status, StatusCause } from "../status.ts";
+import type { ValidationCause } from "../types.ts";
 
 /** metav1.CauseType values KubeVirt's webhooks use. */
 export const CAUSE_TYPE = {
@@ -46,7 +47,7 @@ export function path(...names: string[]): FieldPath {
 }
 
 /** Builds one cause. */
-export function cause(type: string, message: string, field: FieldPath | string): StatusCause {
+export function cause(type: string, message: string, field: FieldPath | string): ValidationCause {
   return { type, message, field: String(field) };
 }
 
@@ -59,11 +60,11 @@ export interface AdmissionDenial {
   /** The first ten cause messages joined with ", " (plus "and N more validation errors"), or the error. */
   message: string;
   /** At most ten causes, in order. */
-  causes: StatusCause[];
+  causes: ValidationCause[];
 }
 
 /** KubeVirt's `ToAdmissionResponse(causes)`: joins up to ten messages, keeps up to ten causes. */
-export function denialFromCauses(causes: StatusCause[]): AdmissionDenial {
+export function denialFromCauses(causes: ValidationCause[]): AdmissionDenial {
   const kept = causes.slice(0, 10);
   let message = kept.map((c) => c.message).join(", ");
   if (causes.length > 10) message = `${message}, and ${causes.length - 10} more validation errors`;
@@ -75,39 +76,24 @@ export function denialFromError(message: string): AdmissionDenial {
   return { code: 400, reason: "BadRequest", message, causes: [] };
 }
 
-/** A StatusCause as metav1 serialises it: the cause type travels under the JSON key `reason`. */
-export interface WireStatusCause {
-  reason: string;
-  message: string;
-  field?: string;
-}
-
 /** The wire form of causes (`type` -> `reason`; an empty field is omitted, as Go's omitempty does). */
-export function toWireCauses(causes: readonly StatusCause[]): WireStatusCause[] {
+export function toWireCauses(causes: readonly ValidationCause[]): StatusCause[] {
   return causes.map((c) =>
     c.field ? { reason: c.type, message: c.message, field: c.field } : { reason: c.type, message: c.message },
   );
 }
 
 /** A denial as a complete Kubernetes `Status` object (what an admission response's `result` or an API error carries). */
-export function denialToStatus(d: AdmissionDenial): {
-  kind: "Status";
-  apiVersion: "v1";
-  metadata: Record<string, never>;
-  status: "Failure";
-  message: string;
-  reason: string;
-  code: number;
-  details?: { causes: WireStatusCause[] };
-} {
-  const base = {
-    kind: "Status" as const,
-    apiVersion: "v1" as const,
+export function denialToStatus(d: AdmissionDenial): Status {
+  const status: Status = {
+    kind: "Status",
+    apiVersion: "v1",
     metadata: {},
-    status: "Failure" as const,
+    status: "Failure",
     message: d.message,
     reason: d.reason,
     code: d.code,
   };
-  return d.causes.length > 0 ? { ...base, details: { causes: toWireCauses(d.causes) } } : base;
+  if (d.causes.length > 0) status.details = { causes: toWireCauses(d.causes) };
+  return status;
 }

@@ -5,7 +5,7 @@
  * options need a name. The nameserver, search and option causes carry KubeVirt's bare field names.
  */
 import { isIP } from "node:net";
-import type { StatusCause, VirtualMachineInstanceSpec } from "../types.ts";
+import type { ValidationCause, VirtualMachineInstanceSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath } from "./causes.ts";
 import { dns1123SubdomainErrors } from "./dns.ts";
 
@@ -18,10 +18,10 @@ const MAX_SEARCH_LIST_CHARS = 256;
 const goList = (values: readonly string[]) => `[${values.join(" ")}]`;
 
 /** The DNS policy and configuration of a VMI spec at `field`. */
-export function validateDnsSettings(field: FieldPath, spec: VirtualMachineInstanceSpec): StatusCause[] {
+export function validateDnsSettings(field: FieldPath, spec: VirtualMachineInstanceSpec): ValidationCause[] {
   const policy = spec.dnsPolicy ?? "";
   const config = spec.dnsConfig;
-  const causes: StatusCause[] = [];
+  const causes: ValidationCause[] = [];
   if (!DNS_POLICIES.includes(policy)) {
     causes.push(
       cause(

@@ -14,7 +14,7 @@
  *   interfaces[].passt / macvtap with the discontinued Passt / Macvtap gate listed   refused (VMI create)
  */
 import { featureGateEnabled, GATE, retiredGateMessage } from "../semantics/feature-gates.ts";
-import type { DeveloperConfiguration, ObjectMeta, StatusCause, VirtualMachineInstanceSpec } from "../types.ts";
+import type { DeveloperConfiguration, ObjectMeta, ValidationCause, VirtualMachineInstanceSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath } from "./causes.ts";
 
 /** The annotation that lists hook sidecars (KubeVirt `hooks.HookSidecarListAnnotationName`). */
@@ -27,9 +27,9 @@ export function validateGatedMetadata(
   field: FieldPath,
   meta: ObjectMeta | undefined,
   dev: DeveloperConfiguration | undefined,
-): StatusCause[] {
+): ValidationCause[] {
   const annotations = meta?.annotations ?? {};
-  const causes: StatusCause[] = [];
+  const causes: ValidationCause[] = [];
   const at = field.child("annotations");
   if (annotations[IGNITION_ANNOTATION] && !featureGateEnabled(GATE.ignition, dev)) {
     const entry = at.child(IGNITION_ANNOTATION);
@@ -50,9 +50,9 @@ export function validateGatedSpec(
   field: FieldPath,
   spec: VirtualMachineInstanceSpec,
   dev: DeveloperConfiguration | undefined,
-): StatusCause[] {
+): ValidationCause[] {
   const on = (gate: string) => featureGateEnabled(gate, dev);
-  const causes: StatusCause[] = [];
+  const causes: ValidationCause[] = [];
   const devices = spec.domain.devices;
   if (devices.downwardMetrics && !on(GATE.downwardMetrics)) {
     causes.push(
@@ -120,7 +120,7 @@ export function validateGatedSpec(
 export function validateDiscontinuedGates(
   spec: VirtualMachineInstanceSpec | undefined,
   dev: DeveloperConfiguration | undefined,
-): StatusCause[] {
+): ValidationCause[] {
   const listed = dev?.featureGates ?? [];
   const interfaces = spec?.domain?.devices?.interfaces ?? [];
   const used: Record<string, boolean> = {

@@ -12,7 +12,7 @@ import { typeErrors } from "../strict-decode.ts";
 import type {
   DeveloperConfiguration,
   MigrationPolicy,
-  StatusCause,
+  ValidationCause,
   VirtualMachineInstance,
   VirtualMachineInstanceMigration,
 } from "../types.ts";
@@ -130,10 +130,10 @@ export const MAX_DOWNTIME_MS_LIMIT = 2_000_000;
  * negative, bandwidth a valid quantity, maxDowntimeMs within 1..2000000. KubeVirt only lets maxDowntimeMs change
  * behind its stall-detection/downtime-tuning gates; downtime control is ours by design, so it is always allowed here.
  */
-export function validateMigrationPolicy(policy: MigrationPolicy): StatusCause[] {
+export function validateMigrationPolicy(policy: MigrationPolicy): ValidationCause[] {
   const typeCauses = typeErrors("MigrationPolicy", policy);
   if (typeCauses.length > 0) return typeCauses;
-  const causes: StatusCause[] = [];
+  const causes: ValidationCause[] = [];
   const spec = policy.spec;
   if (!spec || typeof spec !== "object") return [cause(CAUSE_TYPE.required, "spec is a required field", "spec")];
   if (!spec.selectors) causes.push(cause(CAUSE_TYPE.required, "spec.selectors is a required field", "spec.selectors"));

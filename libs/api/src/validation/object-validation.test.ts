@@ -1,15 +1,20 @@
 import { describe, expect, it } from "vitest";
 import { vm, vmi } from "../testdata/objects.ts";
-import type { StatusCause, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration } from "../types.ts";
+import type {
+  ValidationCause,
+  VirtualMachine,
+  VirtualMachineInstance,
+  VirtualMachineInstanceMigration,
+} from "../types.ts";
 import { denialFromCauses, denialFromError, denialToStatus, toWireCauses } from "./causes.ts";
 import { admitMigrationCreate, admitMigrationUpdate, validateMigrationPolicy } from "./migration-validation.ts";
 import { validateVm } from "./vm-validation.ts";
 import { validateVmiCreate, validateVmiUpdate } from "./vmi-validation.ts";
 
-const cause = (type: string, message: string, field: string): StatusCause => ({ type, message, field });
+const cause = (type: string, message: string, field: string): ValidationCause => ({ type, message, field });
 
 describe("validateVm(): run strategy, template, name", () => {
-  it.each<[string, (v: VirtualMachine) => void, StatusCause[]]>([
+  it.each<[string, (v: VirtualMachine) => void, ValidationCause[]]>([
     [
       "running and runStrategy together",
       (v) => {
@@ -289,7 +294,7 @@ describe("VMIM admission", () => {
 
 describe("MigrationPolicy validation", () => {
   const base = { metadata: { name: "p" }, spec: { selectors: { virtualMachineInstanceSelector: { tier: "db" } } } };
-  it.each<[string, Record<string, unknown>, StatusCause[]]>([
+  it.each<[string, Record<string, unknown>, ValidationCause[]]>([
     ["valid", {}, []],
     [
       "negative completion timeout",

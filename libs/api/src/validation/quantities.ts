@@ -1,11 +1,11 @@
 /* eslint-disable @typescript-eslint/restrict-template-expressions -- FieldPath prints itself (toString) exactly as KubeVirt formats paths into its messages. */
 /** Reading quantities out of a spec for validation: a bad string becomes a cause, never an exception. */
 import { Quantity, QuantityError } from "../quantity.ts";
-import type { StatusCause } from "../types.ts";
+import type { ValidationCause } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath } from "./causes.ts";
 
 /** The parsed quantity at `raw` (undefined when absent); pushes a cause when it does not parse. */
-export function readQuantity(raw: unknown, field: FieldPath, causes: StatusCause[]): Quantity | undefined {
+export function readQuantity(raw: unknown, field: FieldPath, causes: ValidationCause[]): Quantity | undefined {
   if (raw === undefined || raw === null) return undefined;
   if (typeof raw !== "string" && typeof raw !== "number") {
     causes.push(

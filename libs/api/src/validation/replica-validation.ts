@@ -9,7 +9,7 @@ import { labelSelectorOf } from "../semantics/label-selector.ts";
 import { typeErrors } from "../strict-decode.ts";
 import type {
   ObjectMeta,
-  StatusCause,
+  ValidationCause,
   VirtualMachineInstanceReplicaSet,
   VirtualMachinePool,
   VirtualMachinePoolSpec,
@@ -22,7 +22,7 @@ function validateSelector(
   field: FieldPath,
   selector: Parameters<typeof labelSelectorOf>[0],
   templateMeta: ObjectMeta | undefined,
-): StatusCause[] {
+): ValidationCause[] {
   try {
     if (!labelSelectorOf(selector).matches(templateMeta?.labels ?? {}))
       return [cause(CAUSE_TYPE.invalid, "selector does not match labels.", field.child("selector"))];
@@ -33,7 +33,7 @@ function validateSelector(
 }
 
 /** A VMIRS on create or update. */
-export function validateVmirs(rs: VirtualMachineInstanceReplicaSet, ctx: RequestContext = {}): StatusCause[] {
+export function validateVmirs(rs: VirtualMachineInstanceReplicaSet, ctx: RequestContext = {}): ValidationCause[] {
   const typeCauses = typeErrors("VirtualMachineInstanceReplicaSet", rs);
   if (typeCauses.length > 0) return typeCauses;
   const field = path("spec");
@@ -47,7 +47,7 @@ export function validateVmirs(rs: VirtualMachineInstanceReplicaSet, ctx: Request
   ];
 }
 
-function validateMaxUnavailable(field: FieldPath, value: string | number | undefined): StatusCause[] {
+function validateMaxUnavailable(field: FieldPath, value: string | number | undefined): ValidationCause[] {
   const f = field.child("maxUnavailable");
   if (value === undefined) return [];
   if (typeof value === "number")
@@ -68,7 +68,7 @@ function validateMaxUnavailable(field: FieldPath, value: string | number | undef
   return [];
 }
 
-function validateExclusive(field: FieldPath, strategy: Record<string, unknown> | undefined): StatusCause[] {
+function validateExclusive(field: FieldPath, strategy: Record<string, unknown> | undefined): ValidationCause[] {
   const configured = ["unmanaged", "opportunistic", "proactive"].filter((k) => strategy?.[k] != null);
   if (configured.length <= 1) return [];
   return [
@@ -85,7 +85,7 @@ export function validateVmPool(
   pool: VirtualMachinePool,
   old: VirtualMachinePool | undefined,
   ctx: RequestContext = {},
-): StatusCause[] {
+): ValidationCause[] {
   const typeCauses = typeErrors("VirtualMachinePool", pool);
   if (typeCauses.length > 0) return typeCauses;
   const field = path("spec");

@@ -16,7 +16,7 @@
  * A VM whose instancetype supplies one of these (the common cx1 and m1 series) is refused the same way: the VM
  * webhook validates the template with the instancetype applied, and the message names the instancetype.
  */
-import type { StatusCause, VirtualMachineInstanceSpec } from "../types.ts";
+import type { ValidationCause, VirtualMachineInstanceSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath } from "./causes.ts";
 
 const BACKENDS = "this platform's machine backends (native VMM, QEMU TCG)";
@@ -27,7 +27,7 @@ function present(v: unknown): boolean {
 }
 
 /** One cause per requested device or CPU feature no backend provides. */
-export function validateUnsupportedHardware(field: FieldPath, spec: VirtualMachineInstanceSpec): StatusCause[] {
+export function validateUnsupportedHardware(field: FieldPath, spec: VirtualMachineInstanceSpec): ValidationCause[] {
   const devices = spec.domain.devices;
   const cpu = spec.domain.cpu;
   const tpm = devices.tpm;

@@ -4,12 +4,12 @@
  */
 import { RUN_STRATEGIES } from "../constants.ts";
 import { typeErrors } from "../strict-decode.ts";
-import type { StatusCause, VirtualMachine, VirtualMachineSpec } from "../types.ts";
+import type { ValidationCause, VirtualMachine, VirtualMachineSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath, path } from "./causes.ts";
 import { type RequestContext, validateObjectName, validateVmiMetadata, validateVmiSpec } from "./vmi-validation.ts";
 
-function validateRunStrategy(field: FieldPath, spec: VirtualMachineSpec): StatusCause[] {
-  const causes: StatusCause[] = [];
+function validateRunStrategy(field: FieldPath, spec: VirtualMachineSpec): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   const hasRunning = spec.running !== undefined && spec.running !== null;
   const hasStrategy = spec.runStrategy !== undefined && spec.runStrategy !== null;
   if (hasRunning && hasStrategy) {
@@ -32,7 +32,11 @@ function validateRunStrategy(field: FieldPath, spec: VirtualMachineSpec): Status
 }
 
 /** A VM spec at `field` (`ValidateVirtualMachineSpec`). */
-export function validateVmSpec(field: FieldPath, spec: VirtualMachineSpec, ctx: RequestContext = {}): StatusCause[] {
+export function validateVmSpec(
+  field: FieldPath,
+  spec: VirtualMachineSpec,
+  ctx: RequestContext = {},
+): ValidationCause[] {
   if (!spec.template || typeof spec.template !== "object") {
     return [cause(CAUSE_TYPE.required, "missing virtual machine template.", field.child("template"))];
   }
@@ -44,7 +48,7 @@ export function validateVmSpec(field: FieldPath, spec: VirtualMachineSpec, ctx: 
 }
 
 /** A VM on create or update (the VM webhook applies the same rules to both). */
-export function validateVm(vm: VirtualMachine, ctx: RequestContext = {}): StatusCause[] {
+export function validateVm(vm: VirtualMachine, ctx: RequestContext = {}): ValidationCause[] {
   const typeCauses = typeErrors("VirtualMachine", vm);
   if (typeCauses.length > 0) return typeCauses;
   if (!vm.spec || typeof vm.spec !== "object") return [cause(CAUSE_TYPE.required, "spec is a required field", "spec")];

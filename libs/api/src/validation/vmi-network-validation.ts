@@ -4,7 +4,7 @@
  * every network has an interface and every interface a network, exactly one binding, valid models and ports.
  */
 import { INTERFACE_MODELS } from "../constants.ts";
-import type { Interface, Network, StatusCause, VirtualMachineInstanceSpec } from "../types.ts";
+import type { Interface, Network, ValidationCause, VirtualMachineInstanceSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath } from "./causes.ts";
 import type { ClusterConfig } from "./validation-config.ts";
 
@@ -12,8 +12,8 @@ const notFound = (f: FieldPath, name: string): string => `${f} '${name}' not fou
 const IFACE_NAME_RE = /^[A-Za-z0-9-_]+$/;
 const PORT_NAME_RE = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 
-function validateNetworkSources(field: FieldPath, networks: Network[]): StatusCause[] {
-  const causes: StatusCause[] = [];
+function validateNetworkSources(field: FieldPath, networks: Network[]): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   const pods = networks.filter((n) => n.pod);
   const multusDefaults = networks.filter((n) => n.multus?.default);
   if (pods.length > 1) {
@@ -61,8 +61,8 @@ function validateBinding(
   iface: Interface,
   net: Network | undefined,
   config: ClusterConfig,
-): StatusCause[] {
-  const causes: StatusCause[] = [];
+): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   const f = field.child("domain", "devices", "interfaces").index(idx);
   const bindings = [iface.bridge, iface.masquerade, iface.sriov, iface.passt, iface.binding].filter(
     (b) => b !== undefined && b !== null,
@@ -95,8 +95,8 @@ function validateInterfaceFields(
   idx: number,
   iface: Interface,
   net: Network | undefined,
-): StatusCause[] {
-  const causes: StatusCause[] = [];
+): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   const f = field.child("domain", "devices", "interfaces").index(idx);
   if (!IFACE_NAME_RE.test(iface.name)) {
     causes.push(
@@ -151,10 +151,10 @@ function validateInterfaceFields(
  * KubeVirt's validateDHCPOptions: private options unique and within 224-254 (reported on the spec's path, as
  * KubeVirt does), NTP servers IPv4 addresses.
  */
-function validateDhcpOptions(field: FieldPath, idx: number, iface: Interface): StatusCause[] {
+function validateDhcpOptions(field: FieldPath, idx: number, iface: Interface): ValidationCause[] {
   const options = iface.dhcpOptions;
   if (!options) return [];
-  const causes: StatusCause[] = [];
+  const causes: ValidationCause[] = [];
   const privateOptions = options.privateOptions ?? [];
   if (new Set(privateOptions.map((p) => p.option)).size < privateOptions.length) {
     causes.push(cause(CAUSE_TYPE.invalid, "Found Duplicates: you have provided duplicate DHCPPrivateOptions", field));
@@ -192,7 +192,7 @@ export function validateNetworks(
   field: FieldPath,
   spec: VirtualMachineInstanceSpec,
   config: ClusterConfig,
-): StatusCause[] {
+): ValidationCause[] {
   const networks = spec.networks ?? [];
   const ifaces = spec.domain.devices.interfaces ?? [];
   const byName = new Map(networks.map((n) => [n.name, n]));

@@ -5,7 +5,7 @@
  */
 import { EVICTION_STRATEGIES } from "../constants.ts";
 import { Quantity } from "../quantity.ts";
-import type { StatusCause, VirtualMachineInstanceSpec } from "../types.ts";
+import type { ValidationCause, VirtualMachineInstanceSpec } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath } from "./causes.ts";
 import { dns1123LabelErrors, dns1123SubdomainErrors } from "./dns.ts";
 import { quantityOrZero, readQuantity } from "./quantities.ts";
@@ -22,8 +22,8 @@ const MAX_INT64 = (1n << 63n) - 1n;
 const asInt64 = (scaled: bigint): bigint => (scaled > MAX_INT64 || scaled < -MAX_INT64 - 1n ? -MAX_INT64 - 1n : scaled);
 
 /** hostname must be a DNS label, subdomain a DNS subdomain. */
-export function validateNames(field: FieldPath, spec: VirtualMachineInstanceSpec): StatusCause[] {
-  const causes: StatusCause[] = [];
+export function validateNames(field: FieldPath, spec: VirtualMachineInstanceSpec): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   if (spec.hostname) {
     const errs = dns1123LabelErrors(spec.hostname);
     if (errs.length > 0) {
@@ -54,8 +54,8 @@ export function validateMemory(
   field: FieldPath,
   spec: VirtualMachineInstanceSpec,
   config: ClusterConfig,
-): StatusCause[] {
-  const causes: StatusCause[] = [];
+): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   const res = spec.domain.resources;
   const reqF = field.child("domain", "resources", "requests", "memory");
   const limF = field.child("domain", "resources", "limits", "memory");
@@ -89,8 +89,8 @@ export function validateMemory(
 }
 
 /** CPU requests/limits: parseable, not negative, request <= limit; dedicated CPUs need integral, equal values. */
-export function validateCpu(field: FieldPath, spec: VirtualMachineInstanceSpec): StatusCause[] {
-  const causes: StatusCause[] = [];
+export function validateCpu(field: FieldPath, spec: VirtualMachineInstanceSpec): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   const res = spec.domain.resources;
   const reqF = field.child("domain", "resources", "requests", "cpu");
   const limF = field.child("domain", "resources", "limits", "cpu");
@@ -123,8 +123,8 @@ function validateDedicatedCpu(
   spec: VirtualMachineInstanceSpec,
   req: Quantity,
   lim: Quantity,
-): StatusCause[] {
-  const causes: StatusCause[] = [];
+): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   const res = spec.domain.resources;
   const memReq = quantityOrZero(res?.requests?.memory);
   const memLim = quantityOrZero(res?.limits?.memory);
@@ -175,8 +175,8 @@ export function validateStrategies(
   field: FieldPath,
   spec: VirtualMachineInstanceSpec,
   config: ClusterConfig,
-): StatusCause[] {
-  const causes: StatusCause[] = [];
+): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   const start = spec.startStrategy as string | undefined;
   if (start !== undefined) {
     const f = field.child("startStrategy");
@@ -206,7 +206,7 @@ export function validateStrategies(
 }
 
 /** Kernel boot: args need a kernel container, which needs an image and a kernel or initrd path. */
-export function validateKernelBoot(field: FieldPath, spec: VirtualMachineInstanceSpec): StatusCause[] {
+export function validateKernelBoot(field: FieldPath, spec: VirtualMachineInstanceSpec): ValidationCause[] {
   const kb = spec.domain.firmware?.kernelBoot;
   if (!kb) return [];
   const f = field.child("domain", "firmware", "kernelBoot");
@@ -222,7 +222,7 @@ export function validateKernelBoot(field: FieldPath, spec: VirtualMachineInstanc
       : [];
   }
   const cf = f.child("container");
-  const causes: StatusCause[] = [];
+  const causes: ValidationCause[] = [];
   if (!kb.container.image)
     causes.push(cause(CAUSE_TYPE.required, `${cf} must be defined with an image`, cf.child("image")));
   if (!kb.container.initrdPath && !kb.container.kernelPath) {
@@ -238,7 +238,7 @@ export function validateKernelBoot(field: FieldPath, spec: VirtualMachineInstanc
 }
 
 /** After defaulting, a VMI must have memory from requests, guest or hugepages (KubeVirt mandatory fields). */
-export function validateMandatoryMemory(field: FieldPath, spec: VirtualMachineInstanceSpec): StatusCause[] {
+export function validateMandatoryMemory(field: FieldPath, spec: VirtualMachineInstanceSpec): ValidationCause[] {
   if (quantityOrZero(spec.domain.resources?.requests?.memory).value() !== 0n) return [];
   const mem = spec.domain.memory;
   if (mem && (mem.guest !== undefined || mem.hugepages)) return [];

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { QUANTITY_ERRORS } from "../quantity.ts";
 import { vm } from "../testdata/objects.ts";
-import type { StatusCause, VirtualMachineInstanceSpec } from "../types.ts";
+import type { ValidationCause, VirtualMachineInstanceSpec } from "../types.ts";
 import { validateVm } from "./vm-validation.ts";
 
 const P = "spec.template.spec";
@@ -621,7 +621,7 @@ describe("validateVm(): each invalid template field gives exactly KubeVirt's cau
     const spec = obj.spec.template?.spec;
     if (!spec) throw new Error("fixture without template spec");
     mutate(spec);
-    const want: StatusCause[] = expected.map(([type, message, field]) => ({ type, message, field }));
+    const want: ValidationCause[] = expected.map(([type, message, field]) => ({ type, message, field }));
     expect(validateVm(obj)).toEqual(want);
   });
 

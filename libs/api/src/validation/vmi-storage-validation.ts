@@ -5,7 +5,7 @@
  * valid buses, boot orders, cloud-init data. Messages are KubeVirt's.
  */
 import { DISK_BUSES, MAX_VOLUMES } from "../constants.ts";
-import type { Disk, StatusCause, VirtualMachineInstanceSpec, Volume } from "../types.ts";
+import type { Disk, ValidationCause, VirtualMachineInstanceSpec, Volume } from "../types.ts";
 import { CAUSE_TYPE, cause, type FieldPath } from "./causes.ts";
 import { dns1123LabelErrors } from "./dns.ts";
 import { readQuantity } from "./quantities.ts";
@@ -36,8 +36,8 @@ function diskTarget(d: Disk): { type: "disk" | "cdrom" | "lun" | ""; bus: string
   return { type: "", bus: "" };
 }
 
-function validateDisk(field: FieldPath, idx: number, disks: Disk[]): StatusCause[] {
-  const causes: StatusCause[] = [];
+function validateDisk(field: FieldPath, idx: number, disks: Disk[]): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   const disk = disks[idx];
   if (!disk) return [];
   const f = field.index(idx);
@@ -103,8 +103,8 @@ function validateDisk(field: FieldPath, idx: number, disks: Disk[]): StatusCause
 }
 
 /** Disks: the per-disk rules, each disk backed by a volume, unique boot orders (disks then interfaces). */
-export function validateDisks(field: FieldPath, spec: VirtualMachineInstanceSpec): StatusCause[] {
-  const causes: StatusCause[] = [];
+export function validateDisks(field: FieldPath, spec: VirtualMachineInstanceSpec): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   const disks = spec.domain.devices.disks ?? [];
   const disksField = field.child("domain", "devices", "disks");
   for (let i = 0; i < disks.length; i++) causes.push(...validateDisk(disksField, i, disks));
@@ -162,11 +162,11 @@ function decodeBase64(s: string): Uint8Array | undefined {
   return Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
 }
 
-function validateCloudInit(f: FieldPath, volume: Volume): StatusCause[] {
+function validateCloudInit(f: FieldPath, volume: Volume): ValidationCause[] {
   const type = volume.cloudInitNoCloud ? "cloudInitNoCloud" : "cloudInitConfigDrive";
   const ci = volume.cloudInitNoCloud ?? volume.cloudInitConfigDrive;
   if (!ci) return [];
-  const causes: StatusCause[] = [];
+  const causes: ValidationCause[] = [];
   const src = f.child(type);
   const count = (kind: "user" | "network"): { n: number; len: number } => {
     const plain = kind === "user" ? ci.userData : ci.networkData;
@@ -221,8 +221,8 @@ function validateCloudInit(f: FieldPath, volume: Volume): StatusCause[] {
 }
 
 /** Volumes: at most 256, unique names used by a disk, exactly one source, sane sources. */
-export function validateVolumes(field: FieldPath, spec: VirtualMachineInstanceSpec): StatusCause[] {
-  const causes: StatusCause[] = [];
+export function validateVolumes(field: FieldPath, spec: VirtualMachineInstanceSpec): ValidationCause[] {
+  const causes: ValidationCause[] = [];
   const volumes = spec.volumes ?? [];
   const vf = field.child("volumes");
   if (volumes.length > MAX_VOLUMES) {

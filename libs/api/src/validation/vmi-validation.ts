@@ -6,7 +6,7 @@
 import { isDeepStrictEqual } from "node:util";
 import { LABEL } from "../constants.ts";
 import { typeErrors } from "../strict-decode.ts";
-import type { ObjectMeta, StatusCause, VirtualMachineInstance, VirtualMachineInstanceSpec } from "../types.ts";
+import type { ObjectMeta, ValidationCause, VirtualMachineInstance, VirtualMachineInstanceSpec } from "../types.ts";
 import { validateAccessCredentials } from "./access-credentials-validation.ts";
 import { CAUSE_TYPE, cause, type FieldPath, path } from "./causes.ts";
 import { dns1123SubdomainErrors } from "./dns.ts";
@@ -47,7 +47,7 @@ export function validateVmiSpec(
   field: FieldPath,
   spec: VirtualMachineInstanceSpec | undefined,
   config: ClusterConfig = DEFAULT_CLUSTER_CONFIG,
-): StatusCause[] {
+): ValidationCause[] {
   if (!spec?.domain || typeof spec.domain !== "object")
     return [cause(CAUSE_TYPE.required, `${field.child("domain")} is a required field`, field.child("domain"))];
   if (!spec.domain.devices || typeof spec.domain.devices !== "object") {
@@ -75,7 +75,7 @@ export function validateVmiMetadata(
   field: FieldPath,
   meta: ObjectMeta | undefined,
   ctx: RequestContext = {},
-): StatusCause[] {
+): ValidationCause[] {
   // Feature gates bind KubeVirt's own service accounts too (a VMI virt-controller creates from a VM template).
   const gated = validateGatedMetadata(field, meta, ctx.config?.developerConfiguration);
   if (ctx.isKubeVirtServiceAccount) return gated;
@@ -94,7 +94,7 @@ export function validateVmiMetadata(
 }
 
 /** `metadata.name` as the API server checks it for custom resources (a DNS-1123 subdomain). */
-export function validateObjectName(meta: ObjectMeta | undefined): StatusCause[] {
+export function validateObjectName(meta: ObjectMeta | undefined): ValidationCause[] {
   const name = meta?.name ?? "";
   if (!name && meta?.generateName) return [];
   if (!name) return [cause(CAUSE_TYPE.required, "name or generateName is required", "metadata.name")];
@@ -104,7 +104,7 @@ export function validateObjectName(meta: ObjectMeta | undefined): StatusCause[] 
 }
 
 /** A VMI on create (after defaulting): name, reserved labels, the spec, mandatory memory. */
-export function validateVmiCreate(vmi: VirtualMachineInstance, ctx: RequestContext = {}): StatusCause[] {
+export function validateVmiCreate(vmi: VirtualMachineInstance, ctx: RequestContext = {}): ValidationCause[] {
   const typeCauses = typeErrors("VirtualMachineInstance", vmi);
   if (typeCauses.length > 0) return typeCauses;
   const spec = path("spec");
@@ -122,7 +122,7 @@ export function validateVmiUpdate(
   vmi: VirtualMachineInstance,
   old: VirtualMachineInstance,
   ctx: RequestContext = {},
-): StatusCause[] {
+): ValidationCause[] {
   if (ctx.isKubeVirtServiceAccount) return [];
   if (!isDeepStrictEqual(vmi.spec, old.spec))
     return [cause(CAUSE_TYPE.notSupported, "update of VMI object is restricted", "")];
