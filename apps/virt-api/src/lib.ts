@@ -39,6 +39,8 @@ export { serviceAccountUser, type UserInfo, VIRT_API_SERVICE_ACCOUNT } from "./s
 export { virtApiMetrics } from "./server/metrics.ts";
 /** HTTPS serving. */
 export { type RunningServer, startVirtApiServer, type VirtApiServerOptions } from "./server/server.ts";
+/** The subresources.kubevirt.io group and the subresources virt-api serves (its discovery, and the user roles). */
+export { SUBRESOURCE_GROUP, SUBRESOURCE_NAMES } from "./subresources/discovery.ts";
 /** The webhooks by path. */
 export { webhookRoutes } from "./webhooks/admitters.ts";
 /** Instancetype and preference lookups through the API server (the instancetype webhooks, expand-spec). */

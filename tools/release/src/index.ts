@@ -23,7 +23,7 @@ export { COMPONENTS, type Component, imageName, type KubeObject, NAMESPACE } fro
 export { type ComponentRules, RULES, type Rule, rbacObjects } from "./rbac.ts";
 /** deploy/'s files as text. */
 export { GENERATE_COMMAND, renderDeploy } from "./render.ts";
-/** The users' roles KubeVirt ships, and the subresources they grant. */
-export { SUBRESOURCES, userRoles } from "./user-roles.ts";
+/** The users' roles KubeVirt ships. */
+export { userRoles } from "./user-roles.ts";
 /** Ports and priority class of the workloads. */
 export { PORTS, PRIORITY_CLASS } from "./workloads.ts";

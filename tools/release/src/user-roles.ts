@@ -2,30 +2,15 @@
  * The roles KubeVirt ships for users (not components): `kubevirt.io:view` and `kubevirt.io:edit`, aggregated into the
  * built-in view, edit and admin roles, `kubevirt.io:default` and `instancetype.kubevirt.io:view`.
  */
+import { SUBRESOURCE_GROUP, SUBRESOURCE_NAMES } from "@kvt/virt-api/lib";
 import { commonLabels, type KubeObject } from "./objects.ts";
 
 const KV = "kubevirt.io";
 
 /**
- * The subresources virt-api serves (apps/virt-api/src/subresources/discovery.ts SUBRESOURCE_NAMES; a test keeps the
- * two lists equal). `get` for the streaming and read-only ones, `update` (PUT) for the actions, as its discovery says.
+ * `get` for the streaming and read-only subresources, `update` (PUT) for the actions; the subresources themselves
+ * are virt-api's own list ({@link SUBRESOURCE_NAMES}), so a new one is granted as soon as virt-api serves it.
  */
-export const SUBRESOURCES: readonly string[] = [
-  "virtualmachineinstances/console",
-  "virtualmachineinstances/pause",
-  "virtualmachineinstances/unpause",
-  "virtualmachineinstances/softreboot",
-  "virtualmachineinstances/guestosinfo",
-  "virtualmachineinstances/portforward",
-  "virtualmachines/start",
-  "virtualmachines/stop",
-  "virtualmachines/restart",
-  "virtualmachines/migrate",
-  "virtualmachines/expand-spec",
-  "virtualmachines/portforward",
-  "expand-vm-spec",
-];
-
 const READ_ONLY_SUBRESOURCES = new Set([
   "virtualmachineinstances/console",
   "virtualmachineinstances/guestosinfo",
@@ -56,7 +41,7 @@ const POOL = "pool.kubevirt.io";
  */
 export function userRoles(version: string): KubeObject[] {
   const labels = commonLabels(undefined, version);
-  const sub = "subresources.kubevirt.io";
+  const sub = SUBRESOURCE_GROUP;
   return [
     {
       apiVersion: "rbac.authorization.k8s.io/v1",
@@ -100,8 +85,12 @@ export function userRoles(version: string): KubeObject[] {
           resources: [...INSTANCETYPES],
           verbs: ["get", "delete", "create", "update", "patch", "list", "watch"],
         },
-        { apiGroups: [sub], resources: SUBRESOURCES.filter((s) => READ_ONLY_SUBRESOURCES.has(s)), verbs: ["get"] },
-        { apiGroups: [sub], resources: SUBRESOURCES.filter((s) => !READ_ONLY_SUBRESOURCES.has(s)), verbs: ["update"] },
+        { apiGroups: [sub], resources: SUBRESOURCE_NAMES.filter((s) => READ_ONLY_SUBRESOURCES.has(s)), verbs: ["get"] },
+        {
+          apiGroups: [sub],
+          resources: SUBRESOURCE_NAMES.filter((s) => !READ_ONLY_SUBRESOURCES.has(s)),
+          verbs: ["update"],
+        },
       ],
     },
     {
