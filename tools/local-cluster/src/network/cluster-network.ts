@@ -42,6 +42,8 @@ export const POD_NETWORK_TOOLS: readonly HostTool[] = [
   { bin: "nsenter", pkg: "util-linux" },
   // The launchers' masquerade binding (KubeVirt's nftables NAT inside each launcher pod).
   { bin: "nft", pkg: "nftables" },
+  // The service proxy clears the flows of endpoints that stopped serving (a live-migrated VM's old pod).
+  { bin: "conntrack", pkg: "conntrack" },
   // `virtctl ssh` and `virtctl scp` wrap the local OpenSSH client, as KubeVirt's virtctl does.
   { bin: "ssh", pkg: "openssh-client" },
 ];

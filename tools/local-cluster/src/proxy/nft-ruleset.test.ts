@@ -56,6 +56,7 @@ describe("serviceRoutes", () => {
         protocol: "tcp",
         port: 80,
         backends: ["10.70.1.3:8080", "10.70.2.4:8080"],
+        serving: ["10.70.1.3", "10.70.2.4"],
       },
     ]);
   });
@@ -86,12 +87,13 @@ describe("serviceRoutes", () => {
       [slice("web", [ep("10.70.1.3", { ready: false, terminating: true })])],
     );
     expect(routes[0]?.backends).toEqual(["10.70.1.3:8080"]);
+    expect(routes[0]?.serving).toEqual(["10.70.1.3"]);
   });
 
   it("keeps a port with no endpoint (it is rejected) and skips headless Services", () => {
     const routes = serviceRoutes(NET, [svc("empty", "10.134.0.22"), svc("headless", "None")], []);
     expect(routes).toEqual([
-      { id: "default/empty/tcp/80", clusterIP: "10.134.0.22", protocol: "tcp", port: 80, backends: [] },
+      { id: "default/empty/tcp/80", clusterIP: "10.134.0.22", protocol: "tcp", port: 80, backends: [], serving: [] },
     ]);
   });
 

@@ -61,6 +61,11 @@ export interface ServicePortRoute {
   readonly port: number;
   /** `ip:port` of each endpoint traffic is spread over (none: the port is rejected). */
   readonly backends: readonly string[];
+  /**
+   * The address of every endpoint still serving this port (ready, or serving while terminating), sorted: a flow to
+   * one of them may go on; a flow to an address that left this set has no server any more (conntrack.ts).
+   */
+  readonly serving: readonly string[];
 }
 
 const PROTOCOLS: Readonly<Record<string, ServicePortRoute["protocol"]>> = { TCP: "tcp", UDP: "udp", SCTP: "sctp" };
@@ -85,6 +90,35 @@ export function inCidr(ip: string, cidr: string): boolean {
 }
 
 const validPort = (p: unknown): p is number => typeof p === "number" && Number.isInteger(p) && p > 0 && p < 65536;
+
+/** One Service port's backends (`ip:port`, with kube-proxy's terminating fallback) and serving addresses. */
+function portEndpoints(
+  net: ProxyNetwork,
+  svc: ServiceInfo,
+  port: ServiceInfo["ports"][number],
+  slices: readonly SliceInfo[],
+  problems: (message: string) => void,
+): { backends: string[]; serving: string[] } {
+  const ready: string[] = [];
+  const fallback: string[] = [];
+  const serving = new Set<string>();
+  for (const slice of slices) {
+    const target = slice.ports.find((p) => p.name === port.name && p.protocol === port.protocol);
+    if (!target || !validPort(target.port)) continue;
+    for (const ep of slice.endpoints) {
+      const address = ep.addresses[0] ?? "";
+      if (!inCidr(address, net.clusterCidr)) {
+        problems(`Service ${svc.namespace}/${svc.name}: endpoint ${address} is outside the pod network`);
+        continue;
+      }
+      const backend = `${address}:${target.port}`;
+      if (ep.ready) ready.push(backend);
+      else if (ep.serving && ep.terminating) fallback.push(backend);
+      if (ep.ready || ep.serving) serving.add(address);
+    }
+  }
+  return { backends: [...new Set(ready.length > 0 ? ready : fallback)].sort(), serving: [...serving].sort() };
+}
 
 /**
  * The routes of every Service port (pure). Backends are the ready endpoints of the Service's slices whose port of
@@ -111,25 +145,9 @@ export function serviceRoutes(
         problems(`Service ${svc.namespace}/${svc.name}: port ${String(port.port)}/${port.protocol} is not routable`);
         continue;
       }
-      const ready: string[] = [];
-      const fallback: string[] = [];
-      for (const slice of mine) {
-        const target = slice.ports.find((p) => p.name === port.name && p.protocol === port.protocol);
-        if (!target || !validPort(target.port)) continue;
-        for (const ep of slice.endpoints) {
-          const address = ep.addresses[0] ?? "";
-          if (!inCidr(address, net.clusterCidr)) {
-            problems(`Service ${svc.namespace}/${svc.name}: endpoint ${address} is outside the pod network`);
-            continue;
-          }
-          const backend = `${address}:${target.port}`;
-          if (ep.ready) ready.push(backend);
-          else if (ep.serving && ep.terminating) fallback.push(backend);
-        }
-      }
-      const backends = [...new Set(ready.length > 0 ? ready : fallback)].sort();
+      const { backends, serving } = portEndpoints(net, svc, port, mine, problems);
       const id = `${svc.namespace}/${svc.name}/${protocol}/${port.name || String(port.port)}`;
-      out.push({ id, clusterIP: svc.clusterIP, protocol, port: port.port, backends });
+      out.push({ id, clusterIP: svc.clusterIP, protocol, port: port.port, backends, serving });
     }
   }
   return out.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));

@@ -1,7 +1,7 @@
 /**
  * The service proxy without the kernel: how it reads Services and EndpointSlices, and, against a real in-memory API
- * server with a recording `nft`, that it writes the table when the objects change, not when nothing changed, and
- * tries again after nft fails.
+ * server with a recording `nft` and `conntrack`, that it writes the table when the objects change, not when nothing
+ * changed, tries again after nft fails, and clears the flows of an endpoint that left the Service.
  */
 import { kubeConfigFromFile, RestClient } from "@kvt/kube";
 import { pino } from "pino";
@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServerHandle, startApiServer } from "../apiserver/apiserver.ts";
 import { call, eventually } from "../apiserver/extensions/testdata/fixtures.ts";
 import type { V1EndpointSlice } from "../cluster/kube-models.ts";
+import type { StaleFlows } from "./conntrack.ts";
 import { ServiceProxy, serviceInfo, sliceInfo } from "./service-proxy.ts";
 
 describe("serviceInfo / sliceInfo", () => {
@@ -50,6 +51,7 @@ describe("ServiceProxy against the API server (recording nft)", () => {
   let api: ApiServerHandle;
   let proxy: ServiceProxy;
   const scripts: string[] = [];
+  const cleared: { flows: StaleFlows; afterScript: number }[] = [];
   let failNext = 1;
   const NS = "/api/v1/namespaces/default";
   const net = { table: "kvt-test01", bridge: "kvt-test01", clusterCidr: "10.77.0.0/16", serviceCidr: "10.141.0.0/16" };
@@ -65,7 +67,11 @@ describe("ServiceProxy against the API server (recording nft)", () => {
       scripts.push(script);
       return Promise.resolve();
     };
-    proxy = new ServiceProxy({ transport, network: net, log: pino({ level: "silent" }), nft });
+    const conntrack = (flows: StaleFlows): Promise<number> => {
+      cleared.push({ flows, afterScript: scripts.length });
+      return Promise.resolve(1);
+    };
+    proxy = new ServiceProxy({ transport, network: net, log: pino({ level: "silent" }), nft, conntrack });
     await proxy.start();
   });
   afterAll(async () => {
@@ -99,5 +105,29 @@ describe("ServiceProxy against the API server (recording nft)", () => {
     await call(api, "PUT", `${NS}/services/p`, { ...cur, metadata: { ...cur.metadata, labels: { x: "y" } } });
     await new Promise((r) => setTimeout(r, 300));
     expect(scripts.length).toBe(count);
+  });
+
+  it("clears the flows to an endpoint that left the Service, once the new table is in", async () => {
+    const ready = (ip: string) => ({ phase: "Running", podIP: ip, conditions: [{ type: "Ready", status: "True" }] });
+    const svc = (await call(api, "GET", `${NS}/services/p`)).body as { spec: { clusterIP: string } };
+    const ip = svc.spec.clusterIP;
+    // A second pod of the Service, as a migration's target launcher pod; then the first one ends (Succeeded).
+    const q = await call(api, "POST", `${NS}/pods`, {
+      metadata: { name: "q", labels: { app: "p" } },
+      spec: { containers: [{ name: "c", image: "x" }] },
+    });
+    expect((await call(api, "PUT", `${NS}/pods/q/status`, { ...q.body, status: ready("10.77.2.9") })).code).toBe(200);
+    await eventually("both pods routed", async () => scripts.find((s) => s.includes("dnat to 10.77.2.9:8080")), 5000);
+    expect(cleared).toEqual([]);
+    const p = (await call(api, "GET", `${NS}/pods/p`)).body;
+    const done = { ...ready("10.77.1.4"), phase: "Succeeded" };
+    expect((await call(api, "PUT", `${NS}/pods/p/status`, { ...p, status: done })).code).toBe(200);
+    const flows = await eventually("the old endpoint's flows cleared", async () => cleared[0], 5000);
+    expect(flows.flows).toEqual({ protocol: "tcp", clusterIP: ip, port: 80, endpoint: "10.77.1.4" });
+    // Issued after the table without the old endpoint was written.
+    expect(scripts[flows.afterScript - 1]).not.toContain("10.77.1.4");
+    expect(scripts[flows.afterScript - 1]).toContain("dnat to 10.77.2.9:8080");
+    await new Promise((r) => setTimeout(r, 300));
+    expect(cleared).toHaveLength(1);
   });
 });

@@ -6,6 +6,8 @@
  *   informers (services, endpointslices) --change--> sync (coalesced) --> routes --> script
  *                                                     script unchanged: nothing; else `nft -f -` (one transaction)
  *                                                     nft failed: logged, tried again in {@link RETRY_MS}
+ *                                                     table written: conntrack entries of flows to endpoints
+ *                                                     that stopped serving deleted (conntrack.ts)
  *
  * Stopping leaves the rules in place (kube-proxy's behaviour: traffic keeps flowing across a restart); the cluster
  * removes the table with its pod network.
@@ -13,8 +15,16 @@
 import { CORE_V1, Informer, type RestTransport, resourceClient } from "@kvt/kube";
 import type { Logger } from "@kvt/observability";
 import type { V1EndpointSlice, V1Service } from "../cluster/kube-models.ts";
+import { type ConntrackRunner, runConntrack, staleFlows } from "./conntrack.ts";
 import { type NftRunner, runNft } from "./nft.ts";
-import { type ProxyNetwork, renderRuleset, type ServiceInfo, type SliceInfo, serviceRoutes } from "./nft-ruleset.ts";
+import {
+  type ProxyNetwork,
+  renderRuleset,
+  type ServiceInfo,
+  type ServicePortRoute,
+  type SliceInfo,
+  serviceRoutes,
+} from "./nft-ruleset.ts";
 
 /** How long a failed `nft` run waits before the next try. */
 export const RETRY_MS = 1000;
@@ -59,15 +69,20 @@ export interface ServiceProxyOptions {
   readonly log: Logger;
   /** Default {@link runNft}; tests pass a recorder. */
   readonly nft?: NftRunner;
+  /** Default {@link runConntrack}; tests pass a recorder. */
+  readonly conntrack?: ConntrackRunner;
 }
 
 /** Keeps the table in step with the API until stopped. */
 export class ServiceProxy {
   readonly #o: ServiceProxyOptions;
   readonly #nft: NftRunner;
+  readonly #conntrack: ConntrackRunner;
   readonly #services: Informer<V1Service>;
   readonly #slices: Informer<V1EndpointSlice>;
   #applied = "";
+  /** The routes of the table in the kernel (what flows may still be DNATed to). */
+  #routes: readonly ServicePortRoute[] = [];
   /** The sync in progress, if any. */
   #current: Promise<void> | undefined;
   #again = false;
@@ -79,6 +94,7 @@ export class ServiceProxy {
   constructor(options: ServiceProxyOptions) {
     this.#o = options;
     this.#nft = options.nft ?? runNft;
+    this.#conntrack = options.conntrack ?? runConntrack;
     const { transport, log } = options;
     this.#services = new Informer<V1Service>({
       client: resourceClient<V1Service>(transport, CORE_V1.services),
@@ -133,21 +149,37 @@ export class ServiceProxy {
     const problems: string[] = [];
     const routes = serviceRoutes(network, services, slices, (m) => problems.push(m));
     const script = renderRuleset(network, routes);
-    if (script === this.#applied) return;
-    const started = performance.now();
-    try {
-      await this.#nft(script);
+    if (script !== this.#applied) {
+      const started = performance.now();
+      try {
+        await this.#nft(script);
+      } catch (err) {
+        // The kernel refused the script (or nft is gone): the old table stays whole; try again shortly.
+        log.warn({ err, table: network.table }, "cannot write the service rules; retrying");
+        clearTimeout(this.#retry);
+        this.#retry = setTimeout(() => this.kick(), RETRY_MS);
+        return;
+      }
       this.#applied = script;
       const ports = routes.length;
       const backends = routes.reduce((n, r) => n + r.backends.length, 0);
       const ms = Math.round(performance.now() - started);
       log.info({ table: network.table, ports, backends, ms, ...(problems.length ? { problems } : {}) }, "rules synced");
-    } catch (err) {
-      // The kernel refused the script (or nft is gone): the old table stays whole; try again shortly.
-      log.warn({ err, table: network.table }, "cannot write the service rules; retrying");
-      clearTimeout(this.#retry);
-      this.#retry = setTimeout(() => this.kick(), RETRY_MS);
     }
+    // Only once the new table is in: a flow's next packet must meet the new rules, not the old DNAT again.
+    const stale = staleFlows(this.#routes, routes);
+    this.#routes = routes;
+    await Promise.all(
+      stale.map(async (flows) => {
+        try {
+          const deleted = await this.#conntrack(flows);
+          log.info({ ...flows, deleted }, "flows to an endpoint that stopped serving cleared");
+        } catch (err) {
+          // Those flows stay pinned to the old endpoint until they time out, as they would without this step.
+          log.warn({ err, ...flows }, "cannot clear the conntrack entries of an endpoint that stopped serving");
+        }
+      }),
+    );
   }
 
   /** Stops watching (the rules stay). */

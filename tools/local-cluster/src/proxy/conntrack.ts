@@ -1,0 +1,80 @@
+/**
+ * Stale flows: when an endpoint stops serving a Service port, the host's conntrack entries of flows that port's
+ * ClusterIP had DNATed to it are deleted (Debian's `conntrack -D`), so the flows' next packets go through the
+ * Service's rules again and reach a serving endpoint.
+ *
+ *   Service 10.M.0.7:80 --DNAT--> source launcher 10.N.1.5:8080      (conntrack entry, reply-src 10.N.1.5)
+ *   live migration: the guest moves to 10.N.2.9, the source pod ends, its address leaves the EndpointSlice
+ *   proxy: table rewritten, then `conntrack -D -p tcp --orig-dst 10.M.0.7 --orig-port-dst 80 --reply-src 10.N.1.5`
+ *   the client's next segment (nf_conntrack_tcp_loose picks up a flow mid-stream) --DNAT--> 10.N.2.9:8080, where the
+ *   launcher's masquerade DNAT hands it to the guest, whose TCP state moved with it
+ *
+ * kube-proxy does this for UDP only (a TCP server that went away answers with a reset); here a TCP flow to a KubeVirt
+ * VM outlives its pod, so every protocol is cleared. Only addresses that left the serving set are cleared (not ones
+ * that merely stopped being ready while terminating), so a terminating pod still drains its connections.
+ */
+import { spawn } from "node:child_process";
+import type { ServicePortRoute } from "./nft-ruleset.ts";
+
+/** The flows of one Service port DNATed to one endpoint address. */
+export interface StaleFlows {
+  readonly protocol: ServicePortRoute["protocol"];
+  readonly clusterIP: string;
+  readonly port: number;
+  /** The endpoint that no longer serves: the flows' reply source. */
+  readonly endpoint: string;
+}
+
+const routeKey = (r: ServicePortRoute): string => `${r.protocol}/${r.clusterIP}/${String(r.port)}`;
+
+/**
+ * The flows to clear going from the routes `before` to the routes `after` (pure): for each Service port in both, every
+ * address serving it before and not after. A port that is gone altogether is rejected by the new table, and its
+ * flows' packets are rejected with it; a port that is new has no flows.
+ */
+export function staleFlows(before: readonly ServicePortRoute[], after: readonly ServicePortRoute[]): StaleFlows[] {
+  const next = new Map(after.map((r) => [routeKey(r), new Set(r.serving)]));
+  const out: StaleFlows[] = [];
+  for (const r of before) {
+    const still = next.get(routeKey(r));
+    if (!still) continue;
+    for (const endpoint of r.serving)
+      if (!still.has(endpoint)) out.push({ protocol: r.protocol, clusterIP: r.clusterIP, port: r.port, endpoint });
+  }
+  return out;
+}
+
+/** `conntrack` arguments deleting these flows (pure). */
+export function conntrackDeleteArgs(f: StaleFlows): string[] {
+  return [
+    "-D",
+    "-p",
+    f.protocol,
+    "--orig-dst",
+    f.clusterIP,
+    "--orig-port-dst",
+    String(f.port),
+    "--reply-src",
+    f.endpoint,
+  ];
+}
+
+/** Deletes the conntrack entries of these flows; resolves with how many were deleted, rejects with the tool's message. */
+export type ConntrackRunner = (flows: StaleFlows) => Promise<number>;
+
+/** Runs Debian's `conntrack -D` (it exits 1 when nothing matched: that is 0 deleted, not an error). */
+export const runConntrack: ConntrackRunner = (flows) =>
+  new Promise((resolve, reject) => {
+    const child = spawn("conntrack", conntrackDeleteArgs(flows), { stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString("utf8");
+    });
+    child.on("error", reject);
+    child.on("close", (code) => {
+      const deleted = /(\d+) flow entries have been deleted/.exec(stderr);
+      if (deleted && (code === 0 || code === 1)) resolve(Number(deleted[1]));
+      else
+        reject(new Error(`conntrack ${conntrackDeleteArgs(flows).join(" ")} exited ${String(code)}: ${stderr.trim()}`));
+    });
+  });
