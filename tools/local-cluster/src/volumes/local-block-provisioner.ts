@@ -12,14 +12,11 @@
 import { closeSync, ftruncateSync, mkdirSync, openSync, readlinkSync, rmSync, symlinkSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Logger } from "pino";
-import { ApiError } from "../apiserver/errors.ts";
-import { deleteObject } from "../apiserver/rest/delete.ts";
 import { type ResourceService, systemContext } from "../apiserver/rest/service.ts";
 import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "../cluster/kube-models.ts";
 import { backingFileOf, deviceBytes, LOCAL_BLOCK_PROVISIONER, localBlockVolume } from "./local-block.ts";
-import { isShared } from "./local-path.ts";
-import { isInside } from "./local-path-provisioner.ts";
 import { attach, attachedUnder, canonicalFile, detach, detachDevice } from "./loop-devices.ts";
+import { createVolume, deleteVolume, isInside, requireNode } from "./provisioner-writes.ts";
 import type { Provisioner } from "./pv-controller.ts";
 import { ANN } from "./volume-match.ts";
 
@@ -43,7 +40,7 @@ export class LocalBlockProvisioner implements Provisioner {
 
   /** Makes the file and its device, then the PV pre-bound to the claim. */
   async provision(claim: V1PersistentVolumeClaim, sc: V1StorageClass, node: V1Node | undefined): Promise<void> {
-    if (!node && !isShared(claim)) throw new Error("configuration error, no node was specified");
+    requireNode(claim, node);
     const mode = claim.spec?.volumeMode ?? "Filesystem";
     if (mode !== "Block")
       throw new Error(
@@ -62,12 +59,7 @@ export class LocalBlockProvisioner implements Provisioner {
     const device = attach(file);
     this.#link(link, device);
     this.#logger.info({ pv: pv.metadata?.name, device, file }, "attached a loop device for a Block claim");
-    const def = this.#svc.registry.lookup("", "v1", "persistentvolumes")!;
-    try {
-      await this.#svc.create(def, "v1", undefined, pv, ctx);
-    } catch (err) {
-      if (!(err instanceof ApiError && err.code === 409)) throw err;
-    }
+    await createVolume(this.#svc, pv, ctx);
   }
 
   /** Detaches the device, removes the link and the file, then the PV. */
@@ -80,19 +72,7 @@ export class LocalBlockProvisioner implements Provisioner {
     rmSync(link, { force: true });
     rmSync(file, { force: true });
     this.#logger.info({ pv: volume.metadata?.name, devices, file }, "detached and removed a Block volume");
-    const def = this.#svc.registry.lookup("", "v1", "persistentvolumes")!;
-    try {
-      await deleteObject(
-        this.#svc,
-        def,
-        undefined,
-        volume.metadata!.name!,
-        { preconditions: { uid: volume.metadata?.uid } },
-        ctx,
-      );
-    } catch (err) {
-      if (!(err instanceof ApiError && err.code === 404)) throw err;
-    }
+    await deleteVolume(this.#svc, volume, ctx);
   }
 
   /**

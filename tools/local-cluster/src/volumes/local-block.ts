@@ -14,17 +14,14 @@
  *                    ReadWriteMany/ReadOnlyMany: kubernetes.io/hostname Exists (every node is this one machine;
  *                    a local PV must carry node affinity)
  */
-import { join } from "node:path";
 import { tryParseQuantity } from "@kvt/api";
 import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "../cluster/kube-models.ts";
-import { isShared, volumeNameFor } from "./local-path.ts";
-import { ANN } from "./volume-match.ts";
+import { HOSTNAME_LABEL, hostnameOf, isShared, provisionedVolume, volumePathFor } from "./provisioned-volume.ts";
 
 /** The provisioner name. */
 export const LOCAL_BLOCK_PROVISIONER = "kubevirt-ts.io/local-block";
 /** The class's name. */
 export const LOCAL_BLOCK_CLASS = "local-block";
-const HOSTNAME_LABEL = "kubernetes.io/hostname";
 const SECTOR = 512n;
 
 /** The StorageClass for raw block volumes the local cluster creates when it starts (not the default). */
@@ -41,7 +38,7 @@ export function localBlockStorageClass(): V1StorageClass {
 
 /** The stable path of the claim's device (a link to its loop device): `<baseDir>/<pv>_<namespace>_<claim>`. */
 export function deviceLinkFor(baseDir: string, claim: V1PersistentVolumeClaim): string {
-  return join(baseDir, `${volumeNameFor(claim)}_${claim.metadata?.namespace ?? ""}_${claim.metadata?.name ?? ""}`);
+  return volumePathFor(baseDir, claim);
 }
 
 /** The sparse file behind a device link. */
@@ -62,35 +59,15 @@ export function localBlockVolume(
   baseDir: string,
   node: V1Node | undefined,
 ): V1PersistentVolume {
-  const hostname = node ? (node.metadata?.labels?.[HOSTNAME_LABEL] ?? node.metadata?.name ?? "") : "";
+  const hostname = hostnameOf(node);
   const term =
     isShared(claim) || !hostname
       ? { key: HOSTNAME_LABEL, operator: "Exists" }
       : { key: HOSTNAME_LABEL, operator: "In", values: [hostname] };
-  return {
-    apiVersion: "v1",
-    kind: "PersistentVolume",
-    metadata: {
-      name: volumeNameFor(claim),
-      annotations: { [ANN.provisionedBy]: LOCAL_BLOCK_PROVISIONER },
-      labels: {},
-    },
-    spec: {
-      capacity: { storage: claim.spec?.resources?.requests?.storage ?? "0" },
-      accessModes: claim.spec?.accessModes,
-      volumeMode: "Block",
-      persistentVolumeReclaimPolicy: sc.reclaimPolicy ?? "Delete",
-      storageClassName: sc.metadata?.name,
-      local: { path: deviceLinkFor(baseDir, claim) },
-      claimRef: {
-        apiVersion: "v1",
-        kind: "PersistentVolumeClaim",
-        namespace: claim.metadata?.namespace,
-        name: claim.metadata?.name,
-        uid: claim.metadata?.uid,
-        resourceVersion: claim.metadata?.resourceVersion,
-      },
-      nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [term] }] } },
-    },
-  };
+  return provisionedVolume(claim, sc, {
+    provisioner: LOCAL_BLOCK_PROVISIONER,
+    volumeMode: "Block",
+    source: { local: { path: deviceLinkFor(baseDir, claim) } },
+    nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [term] }] } },
+  });
 }

@@ -8,12 +8,11 @@
  * Also ensures the default StorageClass `local-path` exists when the cluster starts.
  */
 import { chmodSync, mkdirSync, rmSync } from "node:fs";
-import { relative, resolve } from "node:path";
-import { ApiError } from "../apiserver/errors.ts";
-import { deleteObject } from "../apiserver/rest/delete.ts";
+import { resolve } from "node:path";
 import { type ResourceService, systemContext } from "../apiserver/rest/service.ts";
 import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "../cluster/kube-models.ts";
-import { isShared, LOCAL_PATH_PROVISIONER, localPathStorageClass, localPathVolume } from "./local-path.ts";
+import { LOCAL_PATH_PROVISIONER, localPathStorageClass, localPathVolume } from "./local-path.ts";
+import { createVolume, deleteVolume, ensureStorageClass, isInside, requireNode } from "./provisioner-writes.ts";
 import type { Provisioner } from "./pv-controller.ts";
 
 const ctx = systemContext("system:serviceaccount:local-path-storage:local-path-provisioner-service-account");
@@ -21,24 +20,6 @@ const ctx = systemContext("system:serviceaccount:local-path-storage:local-path-p
 /** Creates the default `local-path` StorageClass unless it exists (an admin's edits to it are kept). */
 export async function ensureLocalPathStorageClass(svc: ResourceService): Promise<void> {
   await ensureStorageClass(svc, localPathStorageClass());
-}
-
-/** Creates StorageClass `sc` unless one of its name exists (an admin's edits to it are kept). */
-export async function ensureStorageClass(svc: ResourceService, sc: V1StorageClass): Promise<void> {
-  const def = svc.registry.lookup("storage.k8s.io", "v1", "storageclasses");
-  if (!def) return;
-  if (svc.store.get("storage.k8s.io/storageclasses", sc.metadata!.name!)) return;
-  try {
-    await svc.create(def, "v1", undefined, sc, systemContext());
-  } catch (err) {
-    if (!(err instanceof ApiError && err.code === 409)) throw err;
-  }
-}
-
-/** True when `path` lies strictly inside `dir`. */
-export function isInside(dir: string, path: string): boolean {
-  const rel = relative(resolve(dir), resolve(path));
-  return rel !== "" && !rel.startsWith("..") && !rel.startsWith("/");
 }
 
 /** The provisioner. */
@@ -55,7 +36,7 @@ export class LocalPathProvisioner implements Provisioner {
 
   /** Makes the directory, then the PV pre-bound to the claim. */
   async provision(claim: V1PersistentVolumeClaim, sc: V1StorageClass, node: V1Node | undefined): Promise<void> {
-    if (!node && !isShared(claim)) throw new Error("configuration error, no node was specified");
+    requireNode(claim, node);
     // The PV controller refuses Block claims first (supportsBlock is unset), with the library's message.
     if ((claim.spec?.volumeMode ?? "Filesystem") === "Block")
       throw new Error(`${LOCAL_PATH_PROVISIONER} does not support block volume provisioning`);
@@ -63,12 +44,7 @@ export class LocalPathProvisioner implements Provisioner {
     const dir = pv.spec!.hostPath!.path;
     mkdirSync(dir, { recursive: true, mode: 0o777 });
     chmodSync(dir, 0o777); // as the helper pod's `mkdir -m 0777`: whoever runs in the pod may write
-    const def = this.#svc.registry.lookup("", "v1", "persistentvolumes")!;
-    try {
-      await this.#svc.create(def, "v1", undefined, pv, ctx);
-    } catch (err) {
-      if (!(err instanceof ApiError && err.code === 409)) throw err;
-    }
+    await createVolume(this.#svc, pv, ctx);
   }
 
   /** Removes the directory and the PV. */
@@ -76,18 +52,6 @@ export class LocalPathProvisioner implements Provisioner {
     const dir = volume.spec?.hostPath?.path ?? volume.spec?.local?.path;
     if (dir && isInside(this.#baseDir, dir)) rmSync(dir, { recursive: true, force: true });
     else if (dir) throw new Error(`volume path ${dir} is not inside ${this.#baseDir}: not deleting it`);
-    const def = this.#svc.registry.lookup("", "v1", "persistentvolumes")!;
-    try {
-      await deleteObject(
-        this.#svc,
-        def,
-        undefined,
-        volume.metadata!.name!,
-        { preconditions: { uid: volume.metadata?.uid } },
-        ctx,
-      );
-    } catch (err) {
-      if (!(err instanceof ApiError && err.code === 404)) throw err;
-    }
+    await deleteVolume(this.#svc, volume, ctx);
   }
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { V1PersistentVolumeClaim } from "../cluster/kube-models.ts";
 import { localPathStorageClass, localPathVolume, volumeDirFor } from "./local-path.ts";
-import { isInside } from "./local-path-provisioner.ts";
+import { isInside } from "./provisioner-writes.ts";
 
 const claim = (modes: string[]): V1PersistentVolumeClaim => ({
   metadata: { name: "data", namespace: "vms", uid: "1234", resourceVersion: "7" },

@@ -9,7 +9,8 @@ import type { Logger } from "pino";
 import type { ResourceService } from "../apiserver/rest/service.ts";
 import { localBlockStorageClass } from "./local-block.ts";
 import { LocalBlockProvisioner } from "./local-block-provisioner.ts";
-import { ensureLocalPathStorageClass, ensureStorageClass, LocalPathProvisioner } from "./local-path-provisioner.ts";
+import { ensureLocalPathStorageClass, LocalPathProvisioner } from "./local-path-provisioner.ts";
+import { ensureStorageClass } from "./provisioner-writes.ts";
 import { PersistentVolumeController } from "./pv-controller.ts";
 
 /** The running storage controllers. */
