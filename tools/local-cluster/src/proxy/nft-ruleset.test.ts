@@ -152,6 +152,12 @@ describe("renderRuleset", () => {
     expect(script).toContain('\t\tiifname "kvt-abc123" jump services\n');
   });
 
+  it("drops, rather than resets, a mid-stream segment from the bridge that belongs to no flow", () => {
+    expect(script).toContain(
+      '\tchain filter-input {\n\t\ttype filter hook input priority filter; policy accept;\n\t\tiifname "kvt-abc123" meta l4proto tcp ct state new tcp flags & (syn | rst) == 0 drop\n\t}\n',
+    );
+  });
+
   it("refuses a table or bridge name nft would misread", () => {
     expect(() => renderRuleset({ ...NET, table: "x; flush ruleset" }, [])).toThrow(TypeError);
     expect(() => renderRuleset({ ...NET, bridge: 'br"0' }, [])).toThrow(TypeError);

@@ -10,6 +10,9 @@
  *   nat-postrouting: out through the bridge and DNATed from a ClusterIP -> masquerade to the bridge's address, so
  *   the reply comes back through the host (a pod reaching itself or a neighbour on the same bridge, a host socket)
  *   filter-forward: nothing that came in through the bridge leaves through another interface
+ *   filter-input: a TCP segment from the bridge that is neither SYN nor RST and has no flow is dropped, not answered:
+ *   it is a reply from an endpoint a flow has not been DNATed to yet (a migrated VM answering from its new pod before
+ *   the client's next segment re-picks the flow, conntrack.ts); the host's reset would kill the guest's connection
  *
  * The table is `ip <name>` (the cluster's bridge name, so two clusters on one host never share one); a script
  * replaces it whole in one transaction. Everything that reaches the script comes from API objects, so each value is
@@ -190,6 +193,10 @@ export function renderRuleset(net: ProxyNetwork, routes: readonly ServicePortRou
     "\t\ttype filter hook forward priority filter; policy accept;",
     `\t\tiifname ${br} oifname != ${br} drop`,
     `\t\tip daddr ${svc} reject`,
+    "\t}",
+    "\tchain filter-input {",
+    "\t\ttype filter hook input priority filter; policy accept;",
+    `\t\tiifname ${br} meta l4proto tcp ct state new tcp flags & (syn | rst) == 0 drop`,
     "\t}",
     "\tchain filter-output {",
     "\t\ttype filter hook output priority filter; policy accept;",
