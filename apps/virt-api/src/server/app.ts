@@ -17,16 +17,10 @@ import { CONSOLE_SUBPROTOCOL, type HandlerClient } from "../handler/handler-clie
 import type { ClusterClient } from "../kube/cluster-client.ts";
 import { apiGroup, apiGroupList, apiResourceList, versionInfo } from "../subresources/discovery.ts";
 import { expandPostedVm, expandStoredVm } from "../subresources/expand-spec.ts";
+import { fetchVmi } from "../subresources/fetch-target.ts";
 import { openPortForward } from "../subresources/port-forward.ts";
 import { migrateVm, restartVm, startVm, stopVm } from "../subresources/vm-lifecycle.ts";
-import {
-  fetchVmi,
-  guestOsInfo,
-  pauseVmi,
-  softRebootVmi,
-  unpauseVmi,
-  validateConsole,
-} from "../subresources/vmi-actions.ts";
+import { guestOsInfo, pauseVmi, softRebootVmi, unpauseVmi, validateConsole } from "../subresources/vmi-actions.ts";
 import { type Admitter, BadReviewError, parseReview, reviewResponse } from "../webhooks/admission.ts";
 import type { InstancetypeReader } from "../webhooks/instancetype-admitters.ts";
 import { callerIdentity, IdentityError, type RequestHeaderAuth, type UserInfo } from "./identity.ts";

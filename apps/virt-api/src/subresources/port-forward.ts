@@ -11,22 +11,11 @@
  * is a Status on the upgrade request, as KubeVirt's streamer answers.
  */
 import { findCondition, type VirtualMachineInstance } from "@kvt/api";
-import {
-  type ApiError,
-  badRequest,
-  conflict,
-  errorMessage,
-  type GroupResource,
-  internalError,
-  notFound,
-} from "@kvt/kube";
+import { type ApiError, badRequest, conflict, errorMessage, internalError } from "@kvt/kube";
 import type WebSocket from "ws";
 import type { HandlerClient } from "../handler/handler-client.ts";
 import type { ClusterClient } from "../kube/cluster-client.ts";
-import { fetchVmi } from "./vmi-actions.ts";
-
-const VM: GroupResource = { group: "kubevirt.io", resource: "virtualmachine" };
-const VMI: GroupResource = { group: "kubevirt.io", resource: "virtualmachineinstance" };
+import { fetchVmi, fetchVmiForVm, VMI } from "./fetch-target.ts";
 
 /** Protocols the guest's ports are forwarded with. */
 export const PORT_FORWARD_PROTOCOLS = ["tcp"] as const;
@@ -59,25 +48,6 @@ export function parsePortForwardTarget(port: string, protocol = "tcp"): { port: 
     throw badRequest(`unsupported protocol "${protocol}": expected one of tcp`);
   }
   return { port: n, protocol };
-}
-
-/** `FetchVirtualMachineInstanceForVM`: the VMI of a started VM, owned by it. */
-export async function fetchVmiForVm(
-  client: ClusterClient,
-  namespace: string,
-  name: string,
-): Promise<VirtualMachineInstance> {
-  const vm = await client.getVm(namespace, name).catch((error: unknown) => {
-    throw internalError(`unable to retrieve vm [${name}]: ${errorMessage(error)}`);
-  });
-  if (!vm) throw notFound(VM, name);
-  if (vm.status?.created !== true) throw conflict(VM, name, "VMI is not started");
-  const vmi = await fetchVmi(client, namespace, name);
-  const uid = vm.metadata?.uid;
-  if (!uid || !vmi.metadata?.ownerReferences?.some((ref) => ref.uid === uid)) {
-    throw internalError(`unable to retrieve vmi [${name}] for vm: it is not owned by the VM`);
-  }
-  return vmi;
 }
 
 /** `validateVMIForPortForward`: a paused guest's ports are not forwarded. */

@@ -24,20 +24,10 @@ import {
   type VirtualMachineInstance,
   VM_NOT_RUNNING,
 } from "@kvt/api";
-import {
-  type ApiError,
-  badRequest,
-  conflict,
-  errorMessage,
-  type GroupResource,
-  internalError,
-  notFound,
-} from "@kvt/kube";
+import { type ApiError, badRequest, conflict, errorMessage, internalError, notFound } from "@kvt/kube";
 import { type ClusterClient, isPatchTestFailure } from "../kube/cluster-client.ts";
+import { fetchVm, internalOnFailure, VM, VMI } from "./fetch-target.ts";
 import { gracePeriodPatch } from "./patches.ts";
-
-const VM: GroupResource = { group: "kubevirt.io", resource: "virtualmachine" };
-const VMI: GroupResource = { group: "kubevirt.io", resource: "virtualmachineinstance" };
 
 /** Body of `start` (StartOptions). */
 export interface StartOptions {
@@ -78,23 +68,10 @@ function isDryRun(dryRun: string[] | undefined): boolean {
   return dryRun?.[0] === "All";
 }
 
-async function fetchVm(t: VmTarget): Promise<VirtualMachine> {
-  let vm: VirtualMachine | undefined;
-  try {
-    vm = await t.client.getVm(t.namespace, t.name);
-  } catch (error) {
-    throw internalError(`unable to retrieve vm [${t.name}]: ${errorMessage(error)}`);
-  }
-  if (!vm) throw notFound(VM, t.name);
-  return vm;
-}
-
-async function fetchVmi(t: VmTarget): Promise<VirtualMachineInstance | undefined> {
-  try {
-    return await t.client.getVmi(t.namespace, t.name);
-  } catch (error) {
-    throw internalError(errorMessage(error));
-  }
+/** The VM (404 when absent) and its VMI, if any, as the caller reads them. */
+async function fetchVmAndVmi(t: VmTarget): Promise<[VirtualMachine, VirtualMachineInstance | undefined]> {
+  const vm = await fetchVm(t.client, t.namespace, t.name);
+  return [vm, await internalOnFailure(() => t.client.getVmi(t.namespace, t.name))];
 }
 
 /** Runs a patch, mapping a lost `test` race to 409 and anything else to 500 (KubeVirt's `patchErr` handling). */
@@ -155,11 +132,8 @@ async function applyPlan(
   const oldGrace = vmi?.spec.terminationGracePeriodSeconds;
   const internal = t.internal ?? t.client;
   if (plan.vmiGracePeriodSeconds !== undefined && vmi) {
-    try {
-      await internal.patchVmi(t.namespace, t.name, gracePeriodPatch(vmi, plan.vmiGracePeriodSeconds), dryRun);
-    } catch (error) {
-      throw internalError(errorMessage(error));
-    }
+    const grace = plan.vmiGracePeriodSeconds;
+    await internalOnFailure(() => internal.patchVmi(t.namespace, t.name, gracePeriodPatch(vmi, grace), dryRun));
   }
   try {
     if (plan.vmPatch) {
@@ -182,8 +156,7 @@ async function applyPlan(
 type Planner<O> = (vm: VirtualMachine, vmi: VirtualMachineInstance | undefined, opts: O) => LifecycleResult;
 
 async function runPlan<O>(t: VmTarget, planner: Planner<O>, opts: O, dryRun: string[] | undefined): Promise<void> {
-  const vm = await fetchVm(t);
-  const vmi = await fetchVmi(t);
+  const [vm, vmi] = await fetchVmAndVmi(t);
   const result = planner(vm, vmi, opts);
   if (!result.ok) throw refusal(result.error, t.name);
   await applyPlan(t, vm, vmi, result.plan, isDryRun(dryRun));
@@ -223,23 +196,15 @@ export async function migrateVm(
   options: MigrateOptions,
   annotations?: Record<string, string>,
 ): Promise<void> {
-  await fetchVm(t);
-  const vmi = await fetchVmi(t);
+  const [, vmi] = await fetchVmAndVmi(t);
   if (!vmi) throw notFound(VMI, t.name);
   if (vmi.status?.phase !== "Running") throw conflict(VM, t.name, VM_NOT_RUNNING);
-  try {
-    await t.client.createVmim(
-      t.namespace,
-      {
-        metadata: { generateName: "kubevirt-migrate-vm-", ...(annotations ? { annotations } : {}) },
-        spec: {
-          vmiName: t.name,
-          ...(options.addedNodeSelector ? { addedNodeSelector: options.addedNodeSelector } : {}),
-        },
-      },
-      isDryRun(options.dryRun),
-    );
-  } catch (error) {
-    throw internalError(errorMessage(error));
-  }
+  const migration = {
+    metadata: { generateName: "kubevirt-migrate-vm-", ...(annotations ? { annotations } : {}) },
+    spec: {
+      vmiName: t.name,
+      ...(options.addedNodeSelector ? { addedNodeSelector: options.addedNodeSelector } : {}),
+    },
+  };
+  await internalOnFailure(() => t.client.createVmim(t.namespace, migration, isDryRun(options.dryRun)));
 }

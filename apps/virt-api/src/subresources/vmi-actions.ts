@@ -5,21 +5,10 @@
  */
 
 import { findCondition, hasCondition, type VirtualMachineInstance, VM_NOT_RUNNING } from "@kvt/api";
-import {
-  type ApiError,
-  badRequest,
-  conflict,
-  errorMessage,
-  forbidden,
-  type GroupResource,
-  internalError,
-  notFound,
-} from "@kvt/kube";
+import { type ApiError, badRequest, conflict, forbidden } from "@kvt/kube";
 import type { HandlerClient } from "../handler/handler-client.ts";
 import type { ClusterClient } from "../kube/cluster-client.ts";
-
-const VM: GroupResource = { group: "kubevirt.io", resource: "virtualmachine" };
-const VMI: GroupResource = { group: "kubevirt.io", resource: "virtualmachineinstance" };
+import { fetchVmi, getVm, internalOnFailure, VM, VMI } from "./fetch-target.ts";
 
 /** What a VMI subresource call needs. */
 export interface VmiTarget {
@@ -34,30 +23,6 @@ export interface PauseOptions {
   dryRun?: string[];
 }
 
-/** `FetchVirtualMachineInstance`: 404 as `virtualmachineinstance.kubevirt.io "x" not found`. */
-export async function fetchVmi(
-  client: ClusterClient,
-  namespace: string,
-  name: string,
-): Promise<VirtualMachineInstance> {
-  let vmi: VirtualMachineInstance | undefined;
-  try {
-    vmi = await client.getVmi(namespace, name);
-  } catch (error) {
-    throw internalError(`unable to retrieve vmi [${name}]: ${errorMessage(error)}`);
-  }
-  if (!vmi) throw notFound(VMI, name);
-  return vmi;
-}
-
-async function callHandler(fn: () => Promise<unknown>): Promise<unknown> {
-  try {
-    return await fn();
-  } catch (error) {
-    throw internalError(errorMessage(error));
-  }
-}
-
 function refuse(refusal: ApiError | undefined): void {
   if (refusal) throw refusal;
 }
@@ -67,7 +32,7 @@ export async function pauseVmi(t: VmiTarget, options: PauseOptions): Promise<voi
   const vmi = await fetchVmi(t.client, t.namespace, t.name);
   refuse(validatePause(vmi));
   if (options.dryRun?.[0] === "All") return;
-  await callHandler(() => t.handler.put(vmi, "pause", options));
+  await internalOnFailure(() => t.handler.put(vmi, "pause", options));
 }
 
 /** Pause preconditions: Running, no non-GuestAgentPing liveness probe, not already paused. */
@@ -84,16 +49,14 @@ export function validatePause(vmi: VirtualMachineInstance): ApiError | undefined
 
 /** PUT `unpause`. */
 export async function unpauseVmi(t: VmiTarget, options: PauseOptions): Promise<void> {
-  const vm = await t.client.getVm(t.namespace, t.name).catch((error: unknown) => {
-    throw internalError(`unable to retrieve vm [${t.name}]: ${errorMessage(error)}`);
-  });
+  const vm = await getVm(t.client, t.namespace, t.name);
   if (vm?.status?.snapshotInProgress !== undefined) {
     throw conflict(VM, t.name, "VM snapshot is in progress");
   }
   const vmi = await fetchVmi(t.client, t.namespace, t.name);
   refuse(validateUnpause(vmi));
   if (options.dryRun?.[0] === "All") return;
-  await callHandler(() => t.handler.put(vmi, "unpause", options));
+  await internalOnFailure(() => t.handler.put(vmi, "unpause", options));
 }
 
 /** Unpause preconditions: Running and paused. */
@@ -108,7 +71,7 @@ export function validateUnpause(vmi: VirtualMachineInstance): ApiError | undefin
 export async function softRebootVmi(t: VmiTarget): Promise<void> {
   const vmi = await fetchVmi(t.client, t.namespace, t.name);
   refuse(validateSoftReboot(vmi));
-  await callHandler(() => t.handler.put(vmi, "softreboot"));
+  await internalOnFailure(() => t.handler.put(vmi, "softreboot"));
 }
 
 /** Soft-reboot preconditions: Running, not paused, and an agent or ACPI to deliver the request. */
@@ -130,7 +93,7 @@ export async function guestOsInfo(t: VmiTarget): Promise<unknown> {
   if (findCondition(vmi.status.conditions, "AgentConnected") === undefined) {
     throw conflict(VMI, t.name, "VMI does not have guest agent connected");
   }
-  return await callHandler(() => t.handler.get(vmi, "guestosinfo"));
+  return await internalOnFailure(() => t.handler.get(vmi, "guestosinfo"));
 }
 
 /** Console preconditions (`validateVMIForConsole`): a serial console exists, not Failed, Running. */
