@@ -6,6 +6,7 @@
 import { eventually } from "@kvt/testing";
 import { expect } from "vitest";
 import { virtctl } from "./cli.ts";
+import { CLUSTER_WAIT } from "./cluster-wait.ts";
 import { consoleLog } from "./console-log.ts";
 import { demoVm } from "./manifests.ts";
 import { type VmiView, vmiOrUndefined } from "./objects.ts";
@@ -79,6 +80,26 @@ export async function inGuest(
   }, BOOT);
   const session = await virtctl(kubeconfig, ["console", name], `${command}\r`, 20_000);
   return session.stdout;
+}
+
+/**
+ * Waits for VMI `name` to be LiveMigratable=False (DisksNotLiveMigratable), then checks that `virtctl migrate` is
+ * refused with KubeVirt's message naming its ReadWriteOnce claim `claimName`.
+ */
+export async function expectNotLiveMigratable(kubeconfig: string, name: string, claimName: string): Promise<void> {
+  await eventually(async () => {
+    const v = await vmiOrUndefined(kubeconfig, name);
+    expect(v?.status?.conditions?.find((c) => c.type === "LiveMigratable")).toMatchObject({
+      status: "False",
+      reason: "DisksNotLiveMigratable",
+    });
+    return true;
+  }, CLUSTER_WAIT);
+  const migrate = await virtctl(kubeconfig, ["migrate", name]);
+  expect(migrate.code).not.toBe(0);
+  expect(migrate.stderr).toContain(
+    `Cannot migrate VMI, Reason: DisksNotLiveMigratable, Message: cannot migrate VMI: PVC ${claimName} is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)`,
+  );
 }
 
 /** Writes the marker to the DATA disk and flushes; prints WROTE=<dd's status>. */

@@ -14,8 +14,18 @@ import { eventually } from "@kvt/testing";
 import { describe, expect, inject, it } from "vitest";
 import { getJson, kubectlOk, virtctl } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
-import { claim, findDisk, inGuest, MARKER, READ_DATA, running, vmWithDisks, WRITE } from "../lib/disk-vm.ts";
-import { launcherPods, vmiOrUndefined } from "../lib/objects.ts";
+import {
+  claim,
+  expectNotLiveMigratable,
+  findDisk,
+  inGuest,
+  MARKER,
+  READ_DATA,
+  running,
+  vmWithDisks,
+  WRITE,
+} from "../lib/disk-vm.ts";
+import { launcherPods } from "../lib/objects.ts";
 
 const root = process.getuid?.() === 0;
 const BLOCK = { volumeMode: "Block", storageClassName: "local-block" };
@@ -111,19 +121,7 @@ describe.runIf(root)("Block claims as disks (loop devices, root)", () => {
   });
 
   it("LiveMigratable is False for the ReadWriteOnce Block claim, and virtctl migrate is refused", async () => {
-    await eventually(async () => {
-      const v = await vmiOrUndefined(kubeconfig, NAME);
-      expect(v?.status?.conditions?.find((c) => c.type === "LiveMigratable")).toMatchObject({
-        status: "False",
-        reason: "DisksNotLiveMigratable",
-      });
-      return true;
-    }, CLUSTER_WAIT);
-    const migrate = await virtctl(kubeconfig, ["migrate", NAME]);
-    expect(migrate.code).not.toBe(0);
-    expect(migrate.stderr).toContain(
-      "Cannot migrate VMI, Reason: DisksNotLiveMigratable, Message: cannot migrate VMI: PVC e2e-block-data is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)",
-    );
+    await expectNotLiveMigratable(kubeconfig, NAME, "e2e-block-data");
   });
 
   it("virtctl restart: the marker is on the claim's device, the ephemeral disk is its claim's again", async () => {

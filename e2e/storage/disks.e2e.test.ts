@@ -10,7 +10,18 @@ import { eventually } from "@kvt/testing";
 import { describe, expect, inject, it } from "vitest";
 import { kubectlOk, virtctl } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
-import { BOOT, claim, inGuest, MARKER, READ, READ_DATA, running, vmWithDisks, WRITE } from "../lib/disk-vm.ts";
+import {
+  BOOT,
+  claim,
+  expectNotLiveMigratable,
+  inGuest,
+  MARKER,
+  READ,
+  READ_DATA,
+  running,
+  vmWithDisks,
+  WRITE,
+} from "../lib/disk-vm.ts";
 import { vmiOrUndefined } from "../lib/objects.ts";
 
 describe("disks: a claim's data survives restarts, a ReadWriteOnce claim keeps the VMI in place", () => {
@@ -40,19 +51,7 @@ describe("disks: a claim's data survives restarts, a ReadWriteOnce claim keeps t
   });
 
   it("LiveMigratable is False (DisksNotLiveMigratable) and virtctl migrate is refused with KubeVirt's message", async () => {
-    await eventually(async () => {
-      const v = await vmiOrUndefined(kubeconfig, NAME);
-      expect(v?.status?.conditions?.find((c) => c.type === "LiveMigratable")).toMatchObject({
-        status: "False",
-        reason: "DisksNotLiveMigratable",
-      });
-      return true;
-    }, CLUSTER_WAIT);
-    const migrate = await virtctl(kubeconfig, ["migrate", NAME]);
-    expect(migrate.code).not.toBe(0);
-    expect(migrate.stderr).toContain(
-      "Cannot migrate VMI, Reason: DisksNotLiveMigratable, Message: cannot migrate VMI: PVC e2e-data is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)",
-    );
+    await expectNotLiveMigratable(kubeconfig, NAME, "e2e-data");
   });
 
   it("virtctl restart: the marker is still on the claim's disk, the emptyDisk is empty again", async () => {
