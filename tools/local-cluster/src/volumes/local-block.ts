@@ -16,7 +16,7 @@
  */
 import { tryParseQuantity } from "@kvt/api";
 import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "../cluster/kube-models.ts";
-import { HOSTNAME_LABEL, hostnameOf, isShared, provisionedVolume, volumePathFor } from "./provisioned-volume.ts";
+import { hostnameAffinity, hostnameOf, isShared, provisionedVolume, volumePathFor } from "./provisioned-volume.ts";
 
 /** The provisioner name. */
 export const LOCAL_BLOCK_PROVISIONER = "kubevirt-ts.io/local-block";
@@ -59,15 +59,12 @@ export function localBlockVolume(
   baseDir: string,
   node: V1Node | undefined,
 ): V1PersistentVolume {
-  const hostname = hostnameOf(node);
-  const term =
-    isShared(claim) || !hostname
-      ? { key: HOSTNAME_LABEL, operator: "Exists" }
-      : { key: HOSTNAME_LABEL, operator: "In", values: [hostname] };
+  // A local PV must carry node affinity: a shared claim's (or one with no node) is to every node.
+  const hostname = isShared(claim) ? "" : hostnameOf(node);
   return provisionedVolume(claim, sc, {
     provisioner: LOCAL_BLOCK_PROVISIONER,
     volumeMode: "Block",
     source: { local: { path: deviceLinkFor(baseDir, claim) } },
-    nodeAffinity: { required: { nodeSelectorTerms: [{ matchExpressions: [term] }] } },
+    nodeAffinity: hostnameAffinity(hostname),
   });
 }

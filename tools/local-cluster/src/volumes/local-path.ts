@@ -9,7 +9,7 @@
  *                                       every node of this one machine sees the directory)
  */
 import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "../cluster/kube-models.ts";
-import { HOSTNAME_LABEL, hostnameOf, isShared, provisionedVolume, volumePathFor } from "./provisioned-volume.ts";
+import { hostnameAffinity, hostnameOf, isShared, provisionedVolume, volumePathFor } from "./provisioned-volume.ts";
 
 /** The provisioner name, as Rancher's. */
 export const LOCAL_PATH_PROVISIONER = "rancher.io/local-path";
@@ -46,7 +46,8 @@ export function localPathVolume(
   baseDir: string,
   node: V1Node | undefined,
 ): V1PersistentVolume {
-  const hostname = hostnameOf(node);
+  // A shared claim's directory is seen by every node: no node affinity at all.
+  const hostname = isShared(claim) ? "" : hostnameOf(node);
   return provisionedVolume(claim, sc, {
     provisioner: LOCAL_PATH_PROVISIONER,
     volumeMode: claim.spec?.volumeMode ?? "Filesystem",
@@ -54,14 +55,6 @@ export function localPathVolume(
       ...(sc.mountOptions ? { mountOptions: sc.mountOptions } : {}),
       hostPath: { path: volumeDirFor(baseDir, claim), type: "DirectoryOrCreate" },
     },
-    ...(!isShared(claim) && hostname
-      ? {
-          nodeAffinity: {
-            required: {
-              nodeSelectorTerms: [{ matchExpressions: [{ key: HOSTNAME_LABEL, operator: "In", values: [hostname] }] }],
-            },
-          },
-        }
-      : {}),
+    ...(hostname ? { nodeAffinity: hostnameAffinity(hostname) } : {}),
   });
 }

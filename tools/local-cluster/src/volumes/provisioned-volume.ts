@@ -15,7 +15,7 @@ import { ANN } from "./volume-match.ts";
 type PersistentVolumeSpec = NonNullable<V1PersistentVolume["spec"]>;
 
 /** The node label a local volume's node affinity names. */
-export const HOSTNAME_LABEL = "kubernetes.io/hostname";
+const HOSTNAME_LABEL = "kubernetes.io/hostname";
 
 /** The PV name for a claim (external-provisioner's `pvc-<claim uid>`). */
 export function volumeNameFor(claim: V1PersistentVolumeClaim): string {
@@ -36,6 +36,17 @@ export function isShared(claim: V1PersistentVolumeClaim): boolean {
 /** The `kubernetes.io/hostname` of `node` (its name when unlabelled); "" for no node. */
 export function hostnameOf(node: V1Node | undefined): string {
   return node ? (node.metadata?.labels?.[HOSTNAME_LABEL] ?? node.metadata?.name ?? "") : "";
+}
+
+/**
+ * A local volume's node affinity: to the node named `hostname` (`kubernetes.io/hostname In [hostname]`), or, for
+ * "", to every node (`Exists`: each node of the local cluster is this one machine).
+ */
+export function hostnameAffinity(hostname: string): NonNullable<PersistentVolumeSpec["nodeAffinity"]> {
+  const term = hostname
+    ? { key: HOSTNAME_LABEL, operator: "In", values: [hostname] }
+    : { key: HOSTNAME_LABEL, operator: "Exists" };
+  return { required: { nodeSelectorTerms: [{ matchExpressions: [term] }] } };
 }
 
 /** What a provisioner decides about its PV; the rest comes from the claim and the class. */
