@@ -10,12 +10,14 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { type Logger, pino } from "pino";
 import { startVolumeControllers } from "../volumes/start.ts";
+import { ownerReferencesAdmission } from "./admission/owner-references.ts";
 import { defaultStorageClassAdmission, storageProtectionAdmission } from "./admission/storage-admission.ts";
 import { AdmissionChain } from "./admission/types.ts";
+import { AuditingAuthorizer, AuthorizationAuditLog } from "./auth/authorization-audit.ts";
 import { ensureBootstrapPolicy } from "./auth/bootstrap-policy.ts";
 import { NodeAuthorizer } from "./auth/node-authorizer.ts";
 import { nodeRestrictionAdmission } from "./auth/node-restriction.ts";
-import { RbacAuthorizer } from "./auth/rbac.ts";
+import { type Authorizer, RbacAuthorizer } from "./auth/rbac.ts";
 import { readTokenFile } from "./auth/token-file.ts";
 import { startControllers } from "./controllers/index.ts";
 import type { ProxyClientCert } from "./extensions/aggregation.ts";
@@ -65,6 +67,11 @@ export interface ApiServerOptions {
   readonly tokenAuthFile?: string;
   /** The range Services' ClusterIPs come from (kube-apiserver `--service-cluster-ip-range`; default 10.96.0.0/12). */
   readonly serviceClusterIpRange?: string;
+  /**
+   * Append the authorization audit to this file (auth/authorization-audit.ts: one JSON line per distinct decision,
+   * with the RBAC rules that allowed it); default none.
+   */
+  readonly authorizationAuditLog?: string;
 }
 
 /** A running server. */
@@ -111,6 +118,26 @@ function loadToken(dataDir: string | undefined, file = "token"): string {
   return randomBytes(32).toString("hex");
 }
 
+/** The request authorizer (Node, then RBAC), recording the authorization audit to `auditFile` when given. */
+function requestAuthorizer(
+  store: Store,
+  auditFile: string | undefined,
+): { authorizer: Authorizer; auditLog?: AuthorizationAuditLog } {
+  const rbac = new RbacAuthorizer(store);
+  const decider = new NodeAuthorizer(store, rbac);
+  if (!auditFile) return { authorizer: decider };
+  const auditLog = new AuthorizationAuditLog(auditFile);
+  return { authorizer: new AuditingAuthorizer(decider, rbac, auditLog), auditLog };
+}
+
+/** The admission plugins kube-apiserver runs that the server always runs (webhooks are added later). */
+function admissionChain(store: Store, registry: ResourceRegistry, authorizer: Authorizer): AdmissionChain {
+  const admission = new AdmissionChain();
+  admission.mutating.push(defaultStorageClassAdmission(store), storageProtectionAdmission());
+  admission.validating.push(nodeRestrictionAdmission(), ownerReferencesAdmission(registry, authorizer));
+  return admission;
+}
+
 /** Starts an API server on 127.0.0.1 and writes its kubeconfig once it is ready. */
 export async function startApiServer(options: ApiServerOptions): Promise<ApiServerHandle> {
   if (!options.dataDir && !options.inMemory) throw new Error("startApiServer: give dataDir or inMemory: true");
@@ -123,9 +150,8 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     logger,
   });
   const registry = new ResourceRegistry(store, logger, options.serviceClusterIpRange);
-  const admission = new AdmissionChain();
-  admission.mutating.push(defaultStorageClassAdmission(store), storageProtectionAdmission());
-  admission.validating.push(nodeRestrictionAdmission());
+  const { authorizer, auditLog } = requestAuthorizer(store, options.authorizationAuditLog);
+  const admission = admissionChain(store, registry, authorizer);
   const service = new ResourceService(store, registry, admission, logger);
   const hub = new WatchHub(store);
   const openapi = new OpenApiV3(registry);
@@ -134,7 +160,6 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     if (nsDef && !store.get("core/namespaces", ns))
       await service.create(nsDef, "v1", undefined, { metadata: { name: ns } }, systemContext());
   await ensureBootstrapPolicy(service);
-  const authorizer = new NodeAuthorizer(store, new RbacAuthorizer(store));
   const certs = options.tls === false ? undefined : await loadOrGenerateCerts(options.dataDir);
   const controllers = startControllers(service, logger, certs?.caCert);
   const volumes = await startVolumeControllers(service, options.storageDir, logger);
@@ -225,6 +250,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
         server.closeAllConnections();
       });
       await store.close();
+      auditLog?.close();
       if (tmp) rmSync(tmp, { recursive: true, force: true });
     },
   };

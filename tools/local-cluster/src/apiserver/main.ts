@@ -12,7 +12,7 @@ await main({
   version: "0.1.0",
   summary: "an embedded Kubernetes-compatible API server (node:sqlite storage) for the local cluster",
   usage:
-    "--data-dir DIR --kubeconfig FILE [--port N] [--log-level LEVEL] [--storage-dir DIR] [--proxy-client-cert FILE --proxy-client-key FILE] [--token-auth-file FILE] [--service-cluster-ip-range CIDR]",
+    "--data-dir DIR --kubeconfig FILE [--port N] [--log-level LEVEL] [--storage-dir DIR] [--proxy-client-cert FILE --proxy-client-key FILE] [--token-auth-file FILE] [--service-cluster-ip-range CIDR] [--authorization-audit-log FILE]",
   flags: {
     "data-dir": { type: "string" },
     kubeconfig: { type: "string" },
@@ -26,6 +26,7 @@ await main({
     "kubelet-client-certificate": { type: "string" },
     "kubelet-client-key": { type: "string" },
     "kubelet-certificate-authority": { type: "string" },
+    "authorization-audit-log": { type: "string" },
   },
   details: [
     "  --data-dir DIR      where the SQLite state lives (created if missing)",
@@ -40,6 +41,8 @@ await main({
     "                      client certificate (PEM) presented to kubelets (pods/log), as kube-apiserver's",
     "  --kubelet-certificate-authority FILE  CA of the kubelets' serving certificates (unset: not verified)",
     "  --service-cluster-ip-range CIDR  the IPv4 range Services' ClusterIPs come from (default 10.96.0.0/12)",
+    "  --authorization-audit-log FILE   append each distinct authorization decision, with the RBAC rules that",
+    "                      allowed it, as a JSON line (auth/authorization-audit.ts; default: no audit)",
   ],
   async run({ values }, signal) {
     const dataDir = values["data-dir"];
@@ -101,6 +104,7 @@ await main({
       storageDir: values["storage-dir"],
       tokenAuthFile: values["token-auth-file"],
       serviceClusterIpRange: values["service-cluster-ip-range"],
+      authorizationAuditLog: values["authorization-audit-log"],
     });
     process.stdout.write(`kvt-apiserver listening on ${server.url}; kubeconfig: ${server.kubeconfigPath}\n`);
     await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));

@@ -59,6 +59,24 @@ export interface PolicyRule {
   readonly nonResourceURLs?: readonly string[];
 }
 
+/**
+ * Where a rule is written: the Role or ClusterRole that holds it and its index in that role's `rules`. A rule an
+ * aggregated ClusterRole grants is where its source ClusterRole holds it (removing it there removes it from both).
+ */
+export interface RuleRef {
+  readonly kind: "Role" | "ClusterRole";
+  /** The Role's namespace (absent for a ClusterRole). */
+  readonly namespace?: string;
+  readonly name: string;
+  readonly index: number;
+}
+
+/** A rule and where it is written. */
+interface SourcedRule {
+  readonly rule: PolicyRule;
+  readonly ref: RuleRef;
+}
+
 /** The group whose members are never checked (kube-apiserver's privileged group). */
 export const MASTERS_GROUP = "system:masters";
 
@@ -135,7 +153,9 @@ function describe(s: Subject, bindingNamespace: string): string {
 }
 
 interface ApplicableRules {
-  readonly rules: PolicyRule[];
+  readonly rules: SourcedRule[];
+  /** The role is an aggregated ClusterRole (whose granted rules are its sources' without repeats). */
+  readonly aggregated?: boolean;
   /** Why the binding's role gives nothing: it does not exist. */
   readonly missing?: string;
   /** The binding, its role and the subject that matched, as kube's allow reason names them. */
@@ -145,6 +165,16 @@ interface ApplicableRules {
 function rulesOf(obj: KubeObject | undefined): PolicyRule[] {
   const rules: unknown = obj?.rules;
   return Array.isArray(rules) ? (rules as PolicyRule[]) : [];
+}
+
+function sourced(obj: KubeObject, kind: RuleRef["kind"]): SourcedRule[] {
+  const { name = "", namespace } = obj.metadata;
+  const at = kind === "Role" ? { kind, namespace, name } : { kind, name };
+  return rulesOf(obj).map((rule, index) => ({ rule, ref: { ...at, index } }));
+}
+
+function refKey(r: RuleRef): string {
+  return `${r.kind}/${r.namespace ?? ""}/${r.name}/${r.index}`;
 }
 
 /** An RBAC authorizer over the roles and bindings in `store`. */
@@ -160,9 +190,22 @@ export class RbacAuthorizer implements Authorizer {
     const errors: string[] = [];
     for (const { rules, missing, by } of this.#applicableRules(attrs.user, attrs.namespace ?? "")) {
       if (missing) errors.push(missing);
-      else if (rules.some((r) => ruleAllows(attrs, r))) return { allowed: true, reason: `RBAC: allowed by ${by}` };
+      else if (rules.some((r) => ruleAllows(attrs, r.rule))) return { allowed: true, reason: `RBAC: allowed by ${by}` };
     }
     return { allowed: false, reason: errors.length > 0 ? `RBAC: ${errors.join(", ")}` : "" };
+  }
+
+  /**
+   * Every rule that allows `attrs`, each once, where it is written (an aggregated ClusterRole's rule where its
+   * source role holds it): RBAC allows exactly when this is not empty, and removing a rule denies `attrs` exactly
+   * when the rule is the only one here. Empty for system:masters, whom no rule is needed for.
+   */
+  allowingRules(attrs: Attributes): RuleRef[] {
+    if (attrs.user.groups.includes(MASTERS_GROUP)) return [];
+    const out = new Map<string, RuleRef>();
+    for (const { rules } of this.#applicableRules(attrs.user, attrs.namespace ?? ""))
+      for (const r of rules) if (ruleAllows(attrs, r.rule)) out.set(refKey(r.ref), r.ref);
+    return [...out.values()];
   }
 
   /** Every rule that applies to `user` in `namespace` ("" = cluster scope), as kube's `RulesFor`. */
@@ -172,7 +215,9 @@ export class RbacAuthorizer implements Authorizer {
         { verbs: ["*"], apiGroups: ["*"], resources: ["*"] },
         { verbs: ["*"], nonResourceURLs: ["*"] },
       ];
-    return [...this.#applicableRules(user, namespace)].flatMap((x) => x.rules);
+    return [...this.#applicableRules(user, namespace)].flatMap((x) =>
+      x.aggregated ? uniqueRules(x.rules) : x.rules.map((r) => r.rule),
+    );
   }
 
   *#applicableRules(user: AuthUser, namespace: string): Generator<ApplicableRules> {
@@ -193,22 +238,47 @@ export class RbacAuthorizer implements Authorizer {
     }
   }
 
-  #resolve(ref: RoleRef | undefined, namespace: string): { rules: PolicyRule[]; missing?: string } {
+  #resolve(ref: RoleRef | undefined, namespace: string): Omit<ApplicableRules, "by"> {
     const name = ref?.name ?? "";
     if (ref?.kind === "Role") {
       const role = this.#store.get(COLL.roles, `${namespace}/${name}`);
       if (!role) return { rules: [], missing: `role.${RBAC} "${name}" not found` };
-      return { rules: rulesOf(role.obj) };
+      return { rules: sourced(role.obj, "Role") };
     }
     const role = this.#store.get(COLL.clusterRoles, name);
     if (!role) return { rules: [], missing: `clusterrole.${RBAC} "${name}" not found` };
-    return { rules: this.#clusterRoleRules(role.obj) };
+    const aggregated = aggregatedSourcedRules(this.#store, role.obj);
+    return aggregated ? { rules: aggregated, aggregated: true } : { rules: sourced(role.obj, "ClusterRole") };
   }
+}
 
-  /** A ClusterRole's rules; an aggregated one's are those of every ClusterRole its selectors match. */
-  #clusterRoleRules(role: KubeObject): PolicyRule[] {
-    return aggregatedRules(this.#store, role) ?? rulesOf(role);
+/** The rules without repeats (same JSON), in order. */
+function uniqueRules(rules: readonly SourcedRule[]): PolicyRule[] {
+  const seen = new Set<string>();
+  const out: PolicyRule[] = [];
+  for (const { rule } of rules) {
+    const key = JSON.stringify(rule);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push(rule);
   }
+  return out;
+}
+
+/**
+ * An aggregated ClusterRole's rules where they are written: every rule of every other ClusterRole one of its
+ * `clusterRoleSelectors` matches, in name order; undefined for a role without `aggregationRule`.
+ */
+function aggregatedSourcedRules(store: Store, role: KubeObject): SourcedRule[] | undefined {
+  const aggregation = role.aggregationRule as { clusterRoleSelectors?: unknown[] } | undefined;
+  const selectors = aggregation?.clusterRoleSelectors;
+  if (!Array.isArray(selectors)) return undefined;
+  const parsed = selectors.map((s) => fromLabelSelectorObject(s as Parameters<typeof fromLabelSelectorObject>[0]));
+  return store
+    .list(COLL.clusterRoles)
+    .filter((e) => e.obj.metadata.name !== role.metadata.name)
+    .filter((e) => parsed.some((sel) => matchLabels(sel, e.obj.metadata.labels)))
+    .flatMap((e) => sourced(e.obj, "ClusterRole"));
 }
 
 /**
@@ -217,21 +287,6 @@ export class RbacAuthorizer implements Authorizer {
  * controller); undefined for a role without `aggregationRule`.
  */
 export function aggregatedRules(store: Store, role: KubeObject): PolicyRule[] | undefined {
-  const aggregation = role.aggregationRule as { clusterRoleSelectors?: unknown[] } | undefined;
-  const selectors = aggregation?.clusterRoleSelectors;
-  if (!Array.isArray(selectors)) return undefined;
-  const parsed = selectors.map((s) => fromLabelSelectorObject(s as Parameters<typeof fromLabelSelectorObject>[0]));
-  const out: PolicyRule[] = [];
-  const seen = new Set<string>();
-  for (const e of store.list(COLL.clusterRoles)) {
-    if (e.obj.metadata.name === role.metadata.name) continue;
-    if (!parsed.some((sel) => matchLabels(sel, e.obj.metadata.labels))) continue;
-    for (const r of rulesOf(e.obj)) {
-      const key = JSON.stringify(r);
-      if (seen.has(key)) continue;
-      seen.add(key);
-      out.push(r);
-    }
-  }
-  return out;
+  const rules = aggregatedSourcedRules(store, role);
+  return rules && uniqueRules(rules);
 }
