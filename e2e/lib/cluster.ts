@@ -24,6 +24,7 @@ export function e2eKubeconfig(): string {
 /** Starts a fresh cluster in a temporary data directory. */
 export async function startE2eCluster(
   tracesFile?: string,
+  authorizationAuditLog?: string,
 ): Promise<{ cluster: LocalCluster; cleanup: () => Promise<void> }> {
   await buildDemoLinux({ log: (line) => process.stdout.write(`[e2e images] ${line}\n`) });
   registerTestGuest(testGuestPath());
@@ -33,6 +34,7 @@ export async function startE2eCluster(
     dataDir,
     nodes: 2,
     tracesFile,
+    authorizationAuditLog,
     progress: (m) => process.stdout.write(`[e2e cluster] ${m}\n`),
   });
   return {

@@ -2,10 +2,13 @@
  * vitest globalSetup for e2e: starts one local cluster for the whole run and stops it afterwards. Tests read its
  * kubeconfig with `inject("kubeconfig")`. Every component's spans are recorded to `inject("tracesFile")`
  * (KVT_E2E_TRACES=<file>, else a temporary file); `inject("scrapeConfig")` is the cluster's Prometheus scrape config.
+ * The API server records its authorization audit to e2e/.reports/authz-audit.jsonl (KVT_E2E_AUTHZ_AUDIT=<file>),
+ * from which `npm test` proves every rule of the components' roles needed (tools/scripts/src/rbac-usage.ts).
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
 import { startE2eCluster } from "./cluster.ts";
 
@@ -23,7 +26,11 @@ declare module "vitest" {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const tracesDir = process.env.KVT_E2E_TRACES ? undefined : mkdtempSync(join(tmpdir(), "kvt-e2e-traces-"));
   const tracesFile = process.env.KVT_E2E_TRACES ?? join(tracesDir ?? "", "traces.jsonl");
-  const { cluster, cleanup } = await startE2eCluster(tracesFile);
+  const audit =
+    process.env.KVT_E2E_AUTHZ_AUDIT ?? fileURLToPath(new URL("../.reports/authz-audit.jsonl", import.meta.url));
+  mkdirSync(dirname(audit), { recursive: true });
+  rmSync(audit, { force: true }); // the API server appends; this run's decisions only
+  const { cluster, cleanup } = await startE2eCluster(tracesFile, audit);
   process.env.KVT_E2E_KUBECONFIG = cluster.kubeconfig;
   project.provide("kubeconfig", cluster.kubeconfig);
   project.provide("nodeNames", [...cluster.nodeNames]);

@@ -9,6 +9,8 @@ export type {
 } from "./apiserver/admission/types.ts";
 /** Start an embedded API server (random port with `port: 0`); its handle carries the extension points. */
 export { type ApiServerHandle, type ApiServerOptions, startApiServer } from "./apiserver/apiserver.ts";
+/** The API server's authorization audit (`--authorization-audit-log`): one JSON line per distinct decision. */
+export { type AuthorizationAuditEntry, readAuthorizationAudit } from "./apiserver/auth/authorization-audit.ts";
 /** Kubernetes Status errors (@kvt/kube's), for extension handlers. */
 export { ApiError, type Status, type StatusCause } from "./apiserver/errors.ts";
 /** Subresource and API aggregation extension points. */
@@ -23,5 +25,15 @@ export type { KubeObject, ObjectMeta } from "./apiserver/types.ts";
 export { COMPONENT_ENTRIES, runsComponent } from "./cluster/component-images.ts";
 /** The whole local cluster: bring-up under a data dir (npm start, e2e), its components and their supervisor. */
 export { type LocalCluster, type LocalClusterOptions, startLocalCluster } from "./cluster/local-cluster.ts";
+/** Proof that every rule of the KubeVirt components' roles is needed by a flow, from an e2e run's audit. */
+export {
+  componentAccounts,
+  type Flow,
+  formatRbacUsage,
+  KUBEVIRT_OWN_SECRETS,
+  rbacUsage,
+} from "./cluster/rbac-usage.ts";
+/** deploy/'s RBAC objects, as the local cluster applies them. */
+export { releaseRbacObjects } from "./cluster/release-rbac.ts";
 export { type ComponentSpec, Supervisor, type SupervisorEvent } from "./cluster/supervisor.ts";
 export { bundleEntry } from "./kubelet/launcher-image.ts";

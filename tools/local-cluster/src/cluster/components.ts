@@ -57,6 +57,8 @@ export interface ClusterLayout {
   readonly serviceCidr?: string;
   /** Bundled entry modules by source entry relative to projectRoot (component-images.ts); others run from source. */
   readonly componentEntries?: Readonly<Record<string, string>>;
+  /** The API server's authorization audit file (its --authorization-audit-log); none: no audit. */
+  readonly authorizationAuditLog?: string;
 }
 
 /** Where a component's entry point `rel` (relative to the project root) runs from: its bundle, else its source. */
@@ -228,6 +230,7 @@ function apiserverComponent(layout: ClusterLayout, env: Record<string, string>):
         ? ["--proxy-client-cert", layout.frontProxy.clientCert, "--proxy-client-key", layout.frontProxy.clientKey]
         : []),
       ...(layout.serviceCidr ? ["--service-cluster-ip-range", layout.serviceCidr] : []),
+      ...(layout.authorizationAuditLog ? ["--authorization-audit-log", layout.authorizationAuditLog] : []),
     ],
     env,
   };

@@ -102,6 +102,11 @@ export interface LocalClusterOptions {
    * TypeScript sources: less memory per process. A failed build falls back to the sources, with a progress line.
    */
   readonly bundleComponents?: boolean;
+  /**
+   * Have the API server append its authorization audit to this file (apiserver/auth/authorization-audit.ts; e2e
+   * runs read it to prove each component's RBAC rule needed, cluster/rbac-usage.ts). Default: no audit.
+   */
+  readonly authorizationAuditLog?: string;
 }
 
 /** A running local cluster. */
@@ -340,6 +345,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     nodeCpus: options.nodeCpus,
     ...(podNetwork ? { podNetworkFile: podNetworkFile(dataDir), serviceCidr: podNetwork.serviceCidr } : {}),
     componentEntries: componentEntriesBuilt,
+    authorizationAuditLog: options.authorizationAuditLog,
   };
   const components = clusterComponents(layout);
   const supervisor = new Supervisor((e: SupervisorEvent) => {
