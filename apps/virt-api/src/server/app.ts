@@ -317,7 +317,7 @@ export class VirtApiApp {
     head: Buffer,
   ): Promise<void> {
     const user = callerIdentity(req, this.#deps.requestHeaderAuth);
-    const vmi = await fetchVmi(this.#deps.clientFor(user), r.namespace, r.name);
+    const vmi = await fetchVmi({ client: this.#deps.clientFor(user), namespace: r.namespace, name: r.name });
     const refusal = validateConsole(vmi);
     if (refusal) throw refusal;
     let upstream: import("ws").WebSocket;

@@ -25,54 +25,50 @@ export async function internalOnFailure<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** The VM as the caller sees it, or undefined when there is none; a failed read is a 500. */
-export async function getVm(
-  client: ClusterClient,
-  namespace: string,
-  name: string,
-): Promise<VirtualMachine | undefined> {
+/** The object a subresource call is about, and the client that reads it as the caller. */
+export interface SubresourceTarget {
+  /** Acts as the caller: every read, and the writes the caller asked for. */
+  readonly client: ClusterClient;
+  readonly namespace: string;
+  readonly name: string;
+}
+
+/** Reads as the caller; a failed read is a 500 `unable to retrieve <what> [NAME]: <why>`. */
+async function retrieve<T>(what: "vm" | "vmi", name: string, read: () => Promise<T>): Promise<T> {
   try {
-    return await client.getVm(namespace, name);
+    return await read();
   } catch (error) {
-    throw internalError(`unable to retrieve vm [${name}]: ${errorMessage(error)}`);
+    throw internalError(`unable to retrieve ${what} [${name}]: ${errorMessage(error)}`);
   }
+}
+
+/** The VM as the caller sees it, or undefined when there is none; a failed read is a 500. */
+export function getVm(t: SubresourceTarget): Promise<VirtualMachine | undefined> {
+  return retrieve("vm", t.name, () => t.client.getVm(t.namespace, t.name));
 }
 
 /** `fetchVirtualMachine`: the VM, 404 as `virtualmachine.kubevirt.io "x" not found`. */
-export async function fetchVm(client: ClusterClient, namespace: string, name: string): Promise<VirtualMachine> {
-  const vm = await getVm(client, namespace, name);
-  if (!vm) throw notFound(VM, name);
+export async function fetchVm(t: SubresourceTarget): Promise<VirtualMachine> {
+  const vm = await getVm(t);
+  if (!vm) throw notFound(VM, t.name);
   return vm;
 }
 
-/** `FetchVirtualMachineInstance`: 404 as `virtualmachineinstance.kubevirt.io "x" not found`. */
-export async function fetchVmi(
-  client: ClusterClient,
-  namespace: string,
-  name: string,
-): Promise<VirtualMachineInstance> {
-  let vmi: VirtualMachineInstance | undefined;
-  try {
-    vmi = await client.getVmi(namespace, name);
-  } catch (error) {
-    throw internalError(`unable to retrieve vmi [${name}]: ${errorMessage(error)}`);
-  }
-  if (!vmi) throw notFound(VMI, name);
+/** `FetchVirtualMachineInstance`: the VMI, 404 as `virtualmachineinstance.kubevirt.io "x" not found`. */
+export async function fetchVmi(t: SubresourceTarget): Promise<VirtualMachineInstance> {
+  const vmi = await retrieve("vmi", t.name, () => t.client.getVmi(t.namespace, t.name));
+  if (!vmi) throw notFound(VMI, t.name);
   return vmi;
 }
 
 /** `FetchVirtualMachineInstanceForVM`: the VMI of a started VM, owned by it. */
-export async function fetchVmiForVm(
-  client: ClusterClient,
-  namespace: string,
-  name: string,
-): Promise<VirtualMachineInstance> {
-  const vm = await fetchVm(client, namespace, name);
-  if (vm.status?.created !== true) throw conflict(VM, name, "VMI is not started");
-  const vmi = await fetchVmi(client, namespace, name);
+export async function fetchVmiForVm(t: SubresourceTarget): Promise<VirtualMachineInstance> {
+  const vm = await fetchVm(t);
+  if (vm.status?.created !== true) throw conflict(VM, t.name, "VMI is not started");
+  const vmi = await fetchVmi(t);
   const uid = vm.metadata?.uid;
   if (!uid || !vmi.metadata?.ownerReferences?.some((ref) => ref.uid === uid)) {
-    throw internalError(`unable to retrieve vmi [${name}] for vm: it is not owned by the VM`);
+    throw internalError(`unable to retrieve vmi [${t.name}] for vm: it is not owned by the VM`);
   }
   return vmi;
 }

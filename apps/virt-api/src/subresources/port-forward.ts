@@ -14,19 +14,15 @@ import { findCondition, type VirtualMachineInstance } from "@kvt/api";
 import { type ApiError, badRequest, conflict, errorMessage, internalError } from "@kvt/kube";
 import type WebSocket from "ws";
 import type { HandlerClient } from "../handler/handler-client.ts";
-import type { ClusterClient } from "../kube/cluster-client.ts";
-import { fetchVmi, fetchVmiForVm, VMI } from "./fetch-target.ts";
+import { fetchVmi, fetchVmiForVm, type SubresourceTarget, VMI } from "./fetch-target.ts";
 
 /** Protocols the guest's ports are forwarded with. */
 export const PORT_FORWARD_PROTOCOLS = ["tcp"] as const;
 
 /** One port-forward request. */
-export interface PortForwardRequest {
-  readonly client: ClusterClient;
+export interface PortForwardRequest extends SubresourceTarget {
   readonly handler: HandlerClient;
   readonly resource: "vm" | "vmi";
-  readonly namespace: string;
-  readonly name: string;
   /** The path's port and protocol segments, unparsed. */
   readonly port: string;
   readonly protocol?: string;
@@ -59,10 +55,7 @@ export function validatePortForward(vmi: VirtualMachineInstance): ApiError | und
 /** Checks the request and connects to the guest's port through its virt-handler; throws ApiError with the Status. */
 export async function openPortForward(r: PortForwardRequest): Promise<PortForwardTunnel> {
   const { port, protocol } = parsePortForwardTarget(r.port, r.protocol);
-  const vmi =
-    r.resource === "vm"
-      ? await fetchVmiForVm(r.client, r.namespace, r.name)
-      : await fetchVmi(r.client, r.namespace, r.name);
+  const vmi = r.resource === "vm" ? await fetchVmiForVm(r) : await fetchVmi(r);
   const refusal = validatePortForward(vmi);
   if (refusal) throw refusal;
   // KubeVirt dials the first interface's address; without one there is nothing to reach.

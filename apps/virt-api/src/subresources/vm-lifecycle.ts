@@ -26,7 +26,7 @@ import {
 } from "@kvt/api";
 import { type ApiError, badRequest, conflict, errorMessage, internalError, notFound } from "@kvt/kube";
 import { type ClusterClient, isPatchTestFailure } from "../kube/cluster-client.ts";
-import { fetchVm, internalOnFailure, VM, VMI } from "./fetch-target.ts";
+import { fetchVm, internalOnFailure, type SubresourceTarget, VM, VMI } from "./fetch-target.ts";
 import { gracePeriodPatch } from "./patches.ts";
 
 /** Body of `start` (StartOptions). */
@@ -51,17 +51,13 @@ export interface MigrateOptions {
 }
 
 /** Who and what a VM subresource call is about. */
-export interface VmTarget {
-  /** Acts as the caller: every read and the VM writes the caller asked for. */
-  readonly client: ClusterClient;
+export interface VmTarget extends SubresourceTarget {
   /**
    * Acts as virt-api's own service account, for the one write KubeVirt's virt-api makes on its own behalf: the VMI
    * grace-period patch before a forced stop or restart (the VMI update webhook lets only KubeVirt's service accounts
    * change a VMI's spec, so as the caller it is always refused). Defaults to `client`.
    */
   readonly internal?: ClusterClient;
-  readonly namespace: string;
-  readonly name: string;
 }
 
 function isDryRun(dryRun: string[] | undefined): boolean {
@@ -70,7 +66,7 @@ function isDryRun(dryRun: string[] | undefined): boolean {
 
 /** The VM (404 when absent) and its VMI, if any, as the caller reads them. */
 async function fetchVmAndVmi(t: VmTarget): Promise<[VirtualMachine, VirtualMachineInstance | undefined]> {
-  const vm = await fetchVm(t.client, t.namespace, t.name);
+  const vm = await fetchVm(t);
   return [vm, await internalOnFailure(() => t.client.getVmi(t.namespace, t.name))];
 }
 

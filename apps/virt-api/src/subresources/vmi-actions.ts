@@ -7,15 +7,11 @@
 import { findCondition, hasCondition, type VirtualMachineInstance, VM_NOT_RUNNING } from "@kvt/api";
 import { type ApiError, badRequest, conflict, forbidden } from "@kvt/kube";
 import type { HandlerClient } from "../handler/handler-client.ts";
-import type { ClusterClient } from "../kube/cluster-client.ts";
-import { fetchVmi, getVm, internalOnFailure, VM, VMI } from "./fetch-target.ts";
+import { fetchVmi, getVm, internalOnFailure, type SubresourceTarget, VM, VMI } from "./fetch-target.ts";
 
 /** What a VMI subresource call needs. */
-export interface VmiTarget {
-  readonly client: ClusterClient;
+export interface VmiTarget extends SubresourceTarget {
   readonly handler: HandlerClient;
-  readonly namespace: string;
-  readonly name: string;
 }
 
 /** Body of `pause` / `unpause` (PauseOptions / UnpauseOptions). */
@@ -29,7 +25,7 @@ function refuse(refusal: ApiError | undefined): void {
 
 /** PUT `pause`. */
 export async function pauseVmi(t: VmiTarget, options: PauseOptions): Promise<void> {
-  const vmi = await fetchVmi(t.client, t.namespace, t.name);
+  const vmi = await fetchVmi(t);
   refuse(validatePause(vmi));
   if (options.dryRun?.[0] === "All") return;
   await internalOnFailure(() => t.handler.put(vmi, "pause", options));
@@ -49,11 +45,11 @@ export function validatePause(vmi: VirtualMachineInstance): ApiError | undefined
 
 /** PUT `unpause`. */
 export async function unpauseVmi(t: VmiTarget, options: PauseOptions): Promise<void> {
-  const vm = await getVm(t.client, t.namespace, t.name);
+  const vm = await getVm(t);
   if (vm?.status?.snapshotInProgress !== undefined) {
     throw conflict(VM, t.name, "VM snapshot is in progress");
   }
-  const vmi = await fetchVmi(t.client, t.namespace, t.name);
+  const vmi = await fetchVmi(t);
   refuse(validateUnpause(vmi));
   if (options.dryRun?.[0] === "All") return;
   await internalOnFailure(() => t.handler.put(vmi, "unpause", options));
@@ -69,7 +65,7 @@ export function validateUnpause(vmi: VirtualMachineInstance): ApiError | undefin
 
 /** PUT `softreboot`. */
 export async function softRebootVmi(t: VmiTarget): Promise<void> {
-  const vmi = await fetchVmi(t.client, t.namespace, t.name);
+  const vmi = await fetchVmi(t);
   refuse(validateSoftReboot(vmi));
   await internalOnFailure(() => t.handler.put(vmi, "softreboot"));
 }
@@ -88,7 +84,7 @@ export function validateSoftReboot(vmi: VirtualMachineInstance): ApiError | unde
 
 /** GET `guestosinfo`: the guest agent's OS information, as virt-handler reports it. */
 export async function guestOsInfo(t: VmiTarget): Promise<unknown> {
-  const vmi = await fetchVmi(t.client, t.namespace, t.name);
+  const vmi = await fetchVmi(t);
   if (vmi.status?.phase !== "Running") throw conflict(VMI, t.name, "VMI is not running");
   if (findCondition(vmi.status.conditions, "AgentConnected") === undefined) {
     throw conflict(VMI, t.name, "VMI does not have guest agent connected");
