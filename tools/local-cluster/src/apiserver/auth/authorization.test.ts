@@ -99,12 +99,17 @@ describe("virt-handler's ServiceAccount (deploy/virt-handler/rbac.yaml)", () => 
     expect((await call(api, "GET", "/api/v1/namespaces/default")).body.status).toEqual({ phase: "Active" });
   });
 
-  it("does what its role grants: a migration Secret by name, VMI patches, node status", async () => {
+  it("does what its role grants: a migration Secret by name, VMI patches, node labels; not node status", async () => {
     expectAllowed(await as("kubevirt-handler", "GET", "/api/v1/namespaces/default/secrets/kubevirt-migration-x"));
     expectAllowed(
       await as("kubevirt-handler", "PATCH", "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/v", {}),
     );
-    expectAllowed(await as("kubevirt-handler", "PATCH", "/api/v1/nodes/node01/status", {}));
+    expectAllowed(await as("kubevirt-handler", "PATCH", "/api/v1/nodes/node01", {}));
+    // Device capacity is the kubelet's (device plugins), so virt-handler no longer writes a Node's status.
+    expectForbidden(
+      await as("kubevirt-handler", "PATCH", "/api/v1/nodes/node01/status", {}),
+      `nodes "node01" is forbidden: User "${HANDLER}" cannot patch resource "nodes/status" in API group "" at the cluster scope`,
+    );
     expectForbidden(
       await as("kubevirt-handler", "DELETE", "/api/v1/nodes/node01"),
       `nodes "node01" is forbidden: User "${HANDLER}" cannot delete resource "nodes" in API group "" at the cluster scope`,
@@ -380,8 +385,10 @@ describe("access reviews (kubectl auth can-i)", () => {
     const can = (args: string[]) => k.run(["auth", "can-i", ...args, `--as=${HANDLER}`]);
     const no = await can(["list", "secrets", "--all-namespaces"]);
     expect([no.code, no.stdout.trim()]).toEqual([1, "no"]);
-    const yes = await can(["patch", "nodes", "--subresource=status"]);
+    const yes = await can(["patch", "nodes"]);
     expect([yes.code, yes.stdout.trim()]).toEqual([0, "yes"]);
+    const status = await can(["patch", "nodes", "--subresource=status"]);
+    expect([status.code, status.stdout.trim()]).toEqual([1, "no"]);
     const admin = await k.run(["auth", "can-i", "delete", "namespaces"]);
     expect(admin.stdout.trim()).toBe("yes");
   });
