@@ -3,7 +3,9 @@
  * (bridge, Debian's CNI plugins, one namespace per pod), the embedded API server with its ClusterIP allocator and
  * EndpointSlice controller, and the service proxy writing its nftables table. TCP to a ClusterIP reaches the pods
  * behind it from the host, from another pod and from a pod behind the Service itself (hairpin); a Service without
- * a ready endpoint refuses; after the pod network is removed (what the cluster's stop does) the table is gone.
+ * a ready endpoint refuses; a connection to an endpoint that stops serving is cleared from conntrack (its next
+ * segment goes to the other pod, which resets it); after the pod network is removed (what the cluster's stop does)
+ * the table is gone.
  */
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -35,6 +37,25 @@ function nameServer(sandbox: PodSandbox, name: string, port: number): Promise<()
   return new Promise((resolve, reject) => {
     child.stdout.once("data", () => resolve(() => child.kill("SIGKILL")));
     child.once("exit", (code) => reject(new Error(`server ${name} exited ${code}`)));
+  });
+}
+
+/** A TCP server in `sandbox` that keeps each connection open and answers every chunk with `name`. */
+function streamServer(sandbox: PodSandbox, name: string, port: number): Promise<() => void> {
+  const script = `require("node:net").createServer((s)=>s.on("data",()=>s.write("${name}\\n"))).listen(${port},"0.0.0.0",()=>console.log("up"))`;
+  const [cmd, ...args] = inSandbox([process.execPath, "-e", script], sandbox);
+  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    child.stdout.once("data", () => resolve(() => child.kill("SIGKILL")));
+    child.once("exit", (code) => reject(new Error(`server ${name} exited ${code}`)));
+  });
+}
+
+/** The host's conntrack entries of flows to `ip:port` (Debian's conntrack -L). */
+function flowsTo(ip: string, port: number): string {
+  return execFileSync("conntrack", ["-L", "-p", "tcp", "--orig-dst", ip, "--orig-port-dst", String(port)], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "ignore"],
   });
 }
 
@@ -99,11 +120,21 @@ describe.runIf(root)("service proxy (ClusterIP -> pods through nftables, root)",
       });
       sandboxes[name] = sandbox;
       stops.push(await nameServer(sandbox, name, 8080));
+      stops.push(await streamServer(sandbox, name, 8081));
       const pod = await call(api, "POST", `${NS}/pods`, {
         metadata: { name, labels: { app: "echo" } },
         spec: {
           nodeName: node,
-          containers: [{ name: "c", image: "x", ports: [{ name: "web", containerPort: 8080 }] }],
+          containers: [
+            {
+              name: "c",
+              image: "x",
+              ports: [
+                { name: "web", containerPort: 8080 },
+                { name: "stream", containerPort: 8081 },
+              ],
+            },
+          ],
         },
       });
       expect(pod.code).toBe(201);
@@ -166,6 +197,53 @@ describe.runIf(root)("service proxy (ClusterIP -> pods through nftables, root)",
       for (let i = 0; i < 10; i++) if (!(await fromHost(ip, 80)).startsWith("a ")) return undefined;
       return true;
     });
+  }, 60_000);
+
+  it("clears the flows of an endpoint that stops serving: their next segment meets the other pod", async () => {
+    const setReady = async (name: string, ready: boolean): Promise<void> => {
+      const pod = (await call(api, "GET", `${NS}/pods/${name}`)).body as { status: Record<string, unknown> };
+      const conditions = [{ type: "Ready", status: ready ? "True" : "False" }];
+      expect(
+        (await call(api, "PUT", `${NS}/pods/${name}/status`, { ...pod, status: { ...pod.status, conditions } })).code,
+      ).toBe(200);
+    };
+    await setReady("b", true);
+    const created = await call(api, "POST", `${NS}/services`, {
+      metadata: { name: "stream" },
+      spec: { selector: { app: "echo" }, ports: [{ port: 81, targetPort: "stream" }] },
+    });
+    const ip = (created.body.spec as { clusterIP: string }).clusterIP;
+    const replies: string[] = [];
+    let failure: NodeJS.ErrnoException | undefined;
+    const sock = await eventually("a connection through the ClusterIP", async () => {
+      const s = connect({ host: ip, port: 81 });
+      return new Promise<ReturnType<typeof connect> | undefined>((resolve) => {
+        s.once("connect", () => resolve(s));
+        s.once("error", () => resolve(undefined));
+      });
+    });
+    sock.on("data", (d: Buffer) => replies.push(...d.toString().trim().split("\n")));
+    sock.on("error", (e: NodeJS.ErrnoException) => {
+      failure = e;
+    });
+    try {
+      sock.write("1");
+      const first = await eventually("the first answer", async () => replies[0]);
+      await eventually("the flow in conntrack, DNATed to that pod", async () =>
+        flowsTo(ip, 81).includes(`src=${sandboxes[first]?.ips[0]} `) ? true : undefined,
+      );
+      // The pod that answered stops serving (its server keeps the connection): the proxy clears the flow.
+      await setReady(first, false);
+      await eventually("the flow cleared", async () =>
+        flowsTo(ip, 81).includes(`src=${sandboxes[first]?.ips[0]} `) ? undefined : true,
+      );
+      // The next segment is DNATed to the other pod, which knows no such connection and resets it.
+      sock.write("2");
+      expect(await eventually("the reset", async () => failure?.code)).toBe("ECONNRESET");
+      expect(replies).toEqual([first]);
+    } finally {
+      sock.destroy();
+    }
   }, 60_000);
 
   it("leaves no table behind once the pod network is removed", async () => {
