@@ -12,13 +12,12 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { customResourceDefinitions } from "@kvt/api";
-import { kubeConfigFromFile } from "@kvt/kube";
+import { kubeConfigFromFile, RestClient } from "@kvt/kube";
 import { pino } from "pino";
 import {
   AggregationProxy,
   generateCa,
   HttpHandlerClient,
-  HttpTransport,
   issueCertificate,
   RestClusterClient,
   startVirtApiServer,
@@ -28,6 +27,7 @@ import {
 } from "../src/lib.ts";
 
 const root = new URL("../../../", import.meta.url).pathname;
+const CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const N = Number(process.env.BENCH_N ?? 200);
 const dir = mkdtempSync(join(tmpdir(), "virt-api-bench-"));
 let apiserver: ChildProcess | undefined;
@@ -65,15 +65,15 @@ async function main(): Promise<void> {
     { stdio: "ignore" },
   );
   await until(async () => existsSync(kubeconfig) && readFileSync(kubeconfig, "utf8").includes("server:"));
-  const transport = new HttpTransport({ kubeConfig: kubeConfigFromFile(kubeconfig) });
-  for (const crd of customResourceDefinitions())
-    await transport.send({
-      method: "POST",
-      path: "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-      body: crd,
-    });
+  const transport = new RestClient(kubeConfigFromFile(kubeconfig));
+  for (const crd of customResourceDefinitions()) await transport.request({ method: "POST", path: CRDS, body: crd });
   const vms = "/apis/kubevirt.io/v1/namespaces/default/virtualmachines";
-  await until(async () => (await transport.send({ method: "GET", path: vms })).status === 200);
+  await until(() =>
+    transport.request({ method: "GET", path: vms }).then(
+      () => true,
+      () => false,
+    ),
+  );
 
   const ca = await generateCa();
   const serving = await issueCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
@@ -99,7 +99,9 @@ async function main(): Promise<void> {
     clientCertPem: proxyCert.certPem,
     clientKeyPem: proxyCert.keyPem,
   });
-  const front: Server = createServer((req, res) => void proxy.handle(req, res, { username: "bench", groups: [] }));
+  const front: Server = createServer(
+    (req, res) => void proxy.handle(req, res, { username: "bench", groups: ["system:masters"] }),
+  );
   await new Promise<void>((r) => front.listen(0, "127.0.0.1", () => r()));
   const frontPort = (front.address() as AddressInfo).port;
 
@@ -120,7 +122,7 @@ async function main(): Promise<void> {
       },
     },
   };
-  await transport.send({ method: "POST", path: vms, body: vm });
+  await transport.request({ method: "POST", path: vms, body: vm });
 
   const review = (path: string): Promise<number> =>
     new Promise((resolve, reject) => {

@@ -94,6 +94,46 @@ export function concernsNode(vmi: VirtualMachineInstance | undefined, nodeName: 
   return vmi?.status?.nodeName === nodeName || vmi?.status?.migrationState?.targetNode === nodeName;
 }
 
+/** The handler's and the VMIs' metrics, when the app has a registry; the handler's metrics, to observe launchers. */
+function registerMetrics(
+  o: HandlerAppOptions,
+  launchers: LauncherRegistry,
+  cacheSynced: () => boolean,
+): ReturnType<typeof registerHandlerMetrics> | undefined {
+  if (!o.registry) return undefined;
+  registerVmiMetrics(o.registry, { nodeName: o.nodeName, reports: () => launchers.all().map((v) => v.info) });
+  return registerHandlerMetrics(o.registry, {
+    nodeName: o.nodeName,
+    launchers: () => launchers.all(),
+    ready: () => cacheSynced() && launchers.synced,
+  });
+}
+
+/** The node's device plugins (with a device plugins directory) and its heartbeat, which reports their state. */
+function nodeAgents(
+  o: HandlerAppOptions,
+  nodes: ResourceClient<Node>,
+): { devices: DeviceController | undefined; heartbeat: NodeHeartbeat } {
+  const devices = o.devicePluginsDir
+    ? new DeviceController({
+        plugins: permanentDevicePlugins({
+          devicePluginsDir: o.devicePluginsDir,
+          logger: o.logger,
+          ...(o.maxDevices ? { maxDevices: o.maxDevices } : {}),
+        }),
+        logger: o.logger,
+      })
+    : undefined;
+  const heartbeat = new NodeHeartbeat({
+    nodeName: o.nodeName,
+    api: { patchNode: (name, patch) => nodes.mergePatch("", name, patch) },
+    logger: o.logger,
+    ...(o.heartbeatPeriodMs ? { periodMs: o.heartbeatPeriodMs } : {}),
+    ...(devices ? { devicePlugins: devices } : {}),
+  });
+  return { devices, heartbeat };
+}
+
 /** Starts everything; resolves once launchers are re-adopted and the cache is synced. */
 export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp> {
   const rest = new RestClient(o.kubeConfig, {
@@ -141,19 +181,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     launchers: () => launchers.all(),
     logger: o.logger,
   });
-  const handlerMetrics = o.registry
-    ? registerHandlerMetrics(o.registry, {
-        nodeName: o.nodeName,
-        launchers: () => launchers.all(),
-        ready: () => informer.hasSynced && launchers.synced,
-      })
-    : undefined;
-  if (o.registry) {
-    registerVmiMetrics(o.registry, {
-      nodeName: o.nodeName,
-      reports: () => launchers.all().map((v) => v.info),
-    });
-  }
+  const handlerMetrics = registerMetrics(o, launchers, () => informer.hasSynced);
   const controller = new VmiController({
     nodeName: o.nodeName,
     vmis: informer.store,
@@ -171,23 +199,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     ...(o.registry ? { registry: o.registry } : {}),
     parentOf: (key) => reconcileParent(informer.store.get(key)),
   });
-  const devices = o.devicePluginsDir
-    ? new DeviceController({
-        plugins: permanentDevicePlugins({
-          devicePluginsDir: o.devicePluginsDir,
-          logger: o.logger,
-          ...(o.maxDevices ? { maxDevices: o.maxDevices } : {}),
-        }),
-        logger: o.logger,
-      })
-    : undefined;
-  const heartbeat = new NodeHeartbeat({
-    nodeName: o.nodeName,
-    api: { patchNode: (name, patch) => nodes.mergePatch("", name, patch) },
-    logger: o.logger,
-    ...(o.heartbeatPeriodMs ? { periodMs: o.heartbeatPeriodMs } : {}),
-    ...(devices ? { devicePlugins: devices } : {}),
-  });
+  const { devices, heartbeat } = nodeAgents(o, nodes);
   const server = new HandlerServer({
     findVmi: (ns, name) => {
       const vmi = informer.store.get(objectKey(ns, name));

@@ -50,7 +50,9 @@ describe("checkDisruptionBudget()", () => {
     const s = { observedGeneration: 1, disruptionsAllowed: 0, desiredHealthy: 2, currentHealthy: 2 };
     const e = thrown(() => checkDisruptionBudget(pdb(1, s), "a", "t"));
     expect(e.code).toBe(429);
-    expect(e.status.details?.causes?.[0]?.message).toBe("The disruption budget web needs 2 healthy pods and has 2 currently");
+    expect(e.status.details?.causes?.[0]?.message).toBe(
+      "The disruption budget web needs 2 healthy pods and has 2 currently",
+    );
   });
 
   it.each([
