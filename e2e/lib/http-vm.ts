@@ -21,8 +21,15 @@ mkdir -p /www && echo "hello from $(hostname)" >/www/index.html
 httpd -p 8080 -h /www && echo kvt-http-up
 `;
 
-/** The HTTP guest VM `name`, its pod interface bound with `binding` (default masquerade). */
-export function httpGuestVm(name: string, binding: "masquerade" | "bridge" = "masquerade"): Record<string, unknown> {
+/**
+ * The HTTP guest VM `name`, its pod interface bound with `binding` (default masquerade); `extraUserData` (shell) runs
+ * after the HTTP server is up.
+ */
+export function httpGuestVm(
+  name: string,
+  binding: "masquerade" | "bridge" = "masquerade",
+  extraUserData = "",
+): Record<string, unknown> {
   return {
     apiVersion: "kubevirt.io/v1",
     kind: "VirtualMachine",
@@ -45,7 +52,7 @@ export function httpGuestVm(name: string, binding: "masquerade" | "bridge" = "ma
           terminationGracePeriodSeconds: 0,
           volumes: [
             { name: "containerdisk", containerDisk: { image: "local/demo-linux:latest" } },
-            { name: "cloudinitdisk", cloudInitNoCloud: { userData: HTTP_GUEST_USER_DATA } },
+            { name: "cloudinitdisk", cloudInitNoCloud: { userData: HTTP_GUEST_USER_DATA + extraUserData } },
           ],
         },
       },

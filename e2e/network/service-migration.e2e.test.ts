@@ -1,0 +1,252 @@
+/**
+ * A TCP connection through a Service survives `virtctl migrate` (when the cluster runs as root and has its pod
+ * network): the demo VM (QEMU here, masquerade binding) runs a line echo server (busybox nc) on 7000; the host opens
+ * one connection to the Service's ClusterIP and keeps a paced stream of numbered lines going while the VM migrates.
+ * The source launcher pod ends, its address leaves the EndpointSlice, the service proxy clears the host's conntrack
+ * entries DNATed to it, and the stream's next segment is DNATed to the target pod, whose masquerade NAT hands it to
+ * the guest, which kept its TCP state and its 10.0.2.2. Every line comes back, in order, on the same socket; the
+ * guest sees the same peer address and port before and after; the longest gap between replies is the outage.
+ */
+import { connect, type Socket } from "node:net";
+import { eventually } from "@kvt/testing";
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { getJson, kubectl, kubectlOk, virtctl } from "../lib/cli.ts";
+import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
+import { consoleLog } from "../lib/console-log.ts";
+import { httpGuestVm } from "../lib/http-vm.ts";
+import { vmiOrUndefined } from "../lib/objects.ts";
+
+const NAME = "e2e-svc-migrate";
+const SERVICE = `${NAME}-echo`;
+const root = process.getuid?.() === 0;
+const BOOT = { ...CLUSTER_WAIT, timeoutMs: 240_000, intervalMs: 1000 };
+/** One numbered line every PACE_MS while the VM migrates. */
+const PACE_MS = 20;
+
+/**
+ * A line echo server on 7000 (busybox nc forks the script per connection): `addr` answers the guest's eth0 address,
+ * `peer` the connection as the guest sees it (local and foreign address), anything else comes back as is.
+ */
+const ECHO_USER_DATA = `cat >/tmp/echo.sh <<'EOS'
+#!/bin/sh
+while read -r line; do
+  case "$line" in
+    addr) echo "addr $(ip -4 -o addr show dev eth0 | tr -s ' ' | cut -d' ' -f4)" ;;
+    peer) echo "peer $(netstat -tn | grep ':7000 ' | grep ESTABLISHED | tr -s ' ' | cut -d' ' -f4,5 | sed 's/::ffff://g')" ;;
+    *) echo "$line" ;;
+  esac
+done
+EOS
+chmod +x /tmp/echo.sh
+setsid nc -ll -p 7000 -e /tmp/echo.sh </dev/null >/dev/null 2>&1 &
+echo kvt-echo-up
+`;
+
+/** A line-oriented client on one socket: each reply line with the time it arrived. */
+class LineClient {
+  readonly lines: { text: string; at: number }[] = [];
+  #buf = "";
+  #closed: string | undefined;
+  readonly socket: Socket;
+  constructor(socket: Socket) {
+    this.socket = socket;
+    socket.setEncoding("utf8");
+    socket.on("data", (d: string) => {
+      this.#buf += d;
+      for (let i = this.#buf.indexOf("\n"); i >= 0; i = this.#buf.indexOf("\n")) {
+        this.lines.push({ text: this.#buf.slice(0, i), at: performance.now() });
+        this.#buf = this.#buf.slice(i + 1);
+      }
+    });
+    socket.on("error", (err) => {
+      this.#closed = `error: ${err.message}`;
+    });
+    socket.on("close", () => {
+      this.#closed ??= "closed";
+    });
+  }
+
+  /** Throws when the connection has ended (reset, closed). */
+  alive(): void {
+    if (this.#closed) throw new Error(`the connection ended: ${this.#closed}`);
+  }
+
+  /** Sends `line` and waits for the first reply starting with `prefix`. */
+  async ask(line: string, prefix: string, timeoutMs = 20_000): Promise<string> {
+    const from = this.lines.length;
+    this.socket.write(`${line}\n`);
+    return eventually(
+      async () => {
+        this.alive();
+        const got = this.lines.slice(from).find((l) => l.text.startsWith(prefix));
+        expect(got, `a reply to ${line}`).toBeDefined();
+        return got!.text;
+      },
+      { timeoutMs, intervalMs: 50 },
+    );
+  }
+}
+
+/** Opens a connection to `host:port`, rejecting on error. */
+function open(host: string, port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host, port, timeout: 5000 });
+    s.once("connect", () => {
+      s.setTimeout(0);
+      s.setNoDelay(true);
+      resolve(s);
+    });
+    s.once("timeout", () => {
+      s.destroy();
+      reject(new Error(`connect ${host}:${port} timed out`));
+    });
+    s.once("error", reject);
+  });
+}
+
+interface PodNet {
+  metadata: { uid: string; creationTimestamp: string };
+  status?: { phase?: string; podIP?: string };
+}
+
+/** The launcher pods of a VMI with their addresses, oldest first. */
+async function launcherPods(kubeconfig: string, vmiUid: string): Promise<PodNet[]> {
+  const args = ["get", "pods", "-l", `kubevirt.io/created-by=${vmiUid}`, "-o", "json"];
+  const list = JSON.parse(await kubectlOk(kubeconfig, args)) as { items: PodNet[] };
+  return list.items.sort((a, b) => a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp));
+}
+
+interface Slice {
+  endpoints?: { addresses: string[]; conditions?: { ready?: boolean } }[];
+}
+
+describe.runIf(root)("a TCP connection through a Service survives a live migration", () => {
+  const kubeconfig = inject("kubeconfig");
+  let client: LineClient | undefined;
+  afterAll(async () => {
+    client?.socket.destroy();
+    await kubectl(kubeconfig, ["delete", "svc", SERVICE, "--ignore-not-found", "--wait=false"]);
+    await kubectl(kubeconfig, ["delete", "vm", NAME, "--ignore-not-found", "--wait=false"]);
+  });
+
+  it("keeps the connection, the guest's address and the peer it sees across `virtctl migrate`", async () => {
+    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(httpGuestVm(NAME, "masquerade", ECHO_USER_DATA)));
+    const vmi = await eventually(async () => {
+      const v = await vmiOrUndefined(kubeconfig, NAME);
+      expect(v?.status?.phase).toBe("Running");
+      return v!;
+    }, BOOT);
+    const expose = ["expose", "vmi", NAME, "--name", SERVICE, "--port", "17000", "--target-port", "7000"];
+    const exposed = await virtctl(kubeconfig, expose);
+    expect(exposed.code, exposed.stderr).toBe(0);
+    const clusterIP = (await getJson<{ spec: { clusterIP: string } }>(kubeconfig, "svc", SERVICE)).spec.clusterIP;
+    const sliceAddresses = async (): Promise<string[]> => {
+      const args = ["get", "endpointslices", "-l", `kubernetes.io/service-name=${SERVICE}`, "-o", "json"];
+      const list = JSON.parse(await kubectlOk(kubeconfig, args)) as { items: Slice[] };
+      return list.items.flatMap((s) => (s.endpoints ?? []).flatMap((e) => e.addresses)).sort();
+    };
+    const [source] = await launcherPods(kubeconfig, vmi.metadata.uid);
+    const sourceIP = source?.status?.podIP;
+    expect(sourceIP).toBeDefined();
+    await eventually(async () => {
+      expect(await sliceAddresses()).toEqual([sourceIP]);
+      const log = await consoleLog(kubeconfig, vmi.metadata.uid);
+      expect(log).toContain("kvt-echo-up");
+      return true;
+    }, BOOT);
+
+    // One connection from the host to the ClusterIP (the echo server may take a moment after its marker).
+    client = await eventually(
+      async () => {
+        const c = new LineClient(await open(clusterIP, 17000));
+        try {
+          await c.ask("hello", "hello", 3000);
+        } catch (err) {
+          c.socket.destroy();
+          throw err;
+        }
+        return c;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 60_000, intervalMs: 1000 },
+    );
+    const c = client;
+    const addrBefore = await c.ask("addr", "addr ");
+    expect(addrBefore).toBe("addr 10.0.2.2/24");
+    const peerBefore = await c.ask("peer", "peer ");
+    // The guest sees the host's side as the bridge address and the socket's own port (the proxy masquerades to the
+    // bridge address and keeps the port).
+    expect(peerBefore).toBe(`peer 10.0.2.2:7000 ${c.socket.localAddress}:${c.socket.localPort}`);
+
+    // A paced stream of numbered lines across the migration.
+    let sent = 0;
+    const pacer = setInterval(() => {
+      c.socket.write(`seq ${++sent}\n`);
+    }, PACE_MS);
+    try {
+      await eventually(async () => {
+        expect(c.lines.filter((l) => l.text.startsWith("seq ")).length).toBeGreaterThan(10);
+        return true;
+      }, CLUSTER_WAIT);
+      const started = performance.now();
+      const migrate = await virtctl(kubeconfig, ["migrate", NAME]);
+      expect(migrate.code, migrate.stderr).toBe(0);
+      await eventually(
+        async () => {
+          c.alive();
+          const v = await vmiOrUndefined(kubeconfig, NAME);
+          expect(v?.status?.migrationState?.failed).toBeFalsy();
+          expect(v?.status?.migrationState?.completed).toBe(true);
+          return true;
+        },
+        { ...BOOT, intervalMs: 250, what: "the migration to complete" },
+      );
+      const completed = performance.now();
+      const targetIP = await eventually(
+        async () => {
+          const pods = await launcherPods(kubeconfig, vmi.metadata.uid);
+          const target = pods.find((p) => p.metadata.uid !== source?.metadata.uid && p.status?.phase === "Running");
+          expect(target?.status?.podIP).toBeDefined();
+          expect(await sliceAddresses()).toEqual([target?.status?.podIP]);
+          return target!.status!.podIP!;
+        },
+        { ...CLUSTER_WAIT, what: "the EndpointSlice to list the target pod alone" },
+      );
+      expect(targetIP).not.toBe(sourceIP);
+      // Lines sent after the migration completed come back on the same socket.
+      const mark = sent;
+      await eventually(
+        async () => {
+          c.alive();
+          const last = c.lines.filter((l) => l.text.startsWith("seq ")).at(-1);
+          expect(Number(last?.text.slice(4))).toBeGreaterThan(mark + 5);
+          return true;
+        },
+        { ...CLUSTER_WAIT, what: "replies on the same connection after the migration" },
+      );
+      clearInterval(pacer);
+      const replies = c.lines.filter((l) => l.text.startsWith("seq "));
+      // Every line came back once, in order (TCP's stream went on; nothing was restarted).
+      const last = Number(replies.at(-1)?.text.slice(4));
+      expect(replies.map((l) => l.text)).toEqual(Array.from({ length: last }, (_, i) => `seq ${i + 1}`));
+      let outageMs = 0;
+      for (let i = 1; i < replies.length; i++) {
+        if ((replies[i]?.at ?? 0) < started) continue;
+        outageMs = Math.max(outageMs, (replies[i]?.at ?? 0) - (replies[i - 1]?.at ?? 0));
+      }
+      const figures = {
+        outageMs: Math.round(outageMs),
+        paceMs: PACE_MS,
+        migrateToCompletedMs: Math.round(completed - started),
+        lines: replies.length,
+        sourceIP,
+        targetIP,
+      };
+      console.log(`[service migration figures] ${JSON.stringify(figures)}`);
+      // The guest kept its address, and sees the same connection (peer address and port) as before.
+      expect(await c.ask("addr", "addr ")).toBe(addrBefore);
+      expect(await c.ask("peer", "peer ")).toBe(peerBefore);
+    } finally {
+      clearInterval(pacer);
+    }
+  }, 300_000);
+});
