@@ -1,5 +1,5 @@
 /**
- * `node tools/scripts/src/rbac-usage.ts [--audit FILE] [--report FILE]`: after a whole e2e run, proves that every
+ * `node tools/scripts/src/rbac-usage.ts [--audit FILE] [--report FILE] [--problems FILE]`: after a whole e2e run, proves that every
  * rule of each KubeVirt component's roles in deploy/ was needed by a flow of the run, and that no component read a
  * Secret it does not own (tools/local-cluster's cluster/rbac-usage.ts over the API server's authorization audit,
  * which the e2e cluster records to e2e/.reports/authz-audit.jsonl). `npm test` runs it after the e2e suite.
@@ -7,7 +7,7 @@
  * Prints each rule with the request that only it allowed and the e2e file that made it; an UNUSED rule with what
  * to do. Exit 0: every rule needed and no foreign Secret read; 1: not so, or the run left no audit or report.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import {
   componentAccounts,
@@ -22,12 +22,13 @@ import { parseScriptArgs } from "./script-args.ts";
 
 const root = new URL("../../../", import.meta.url).pathname;
 const { values } = parseScriptArgs(
-  "usage: node tools/scripts/src/rbac-usage.ts [--audit FILE] [--report FILE]\n\n" +
+  "usage: node tools/scripts/src/rbac-usage.ts [--audit FILE] [--report FILE] [--problems FILE]\n\n" +
     "Checks a whole e2e run's authorization audit: every rule of the KubeVirt components' roles (deploy/) needed\n" +
     "by a flow, no Secret read outside a component's own.\n" +
     "  --audit FILE   the API server's authorization audit (default e2e/.reports/authz-audit.jsonl)\n" +
-    "  --report FILE  the e2e run's vitest JSON report, for the files' times (default e2e/.reports/vitest.json)",
-  { options: { audit: { type: "string" }, report: { type: "string" } } },
+    "  --report FILE  the e2e run's vitest JSON report, for the files' times (default e2e/.reports/vitest.json)\n" +
+    "  --problems FILE  also write each problem (an unused rule, a foreign Secret read) there, one per line",
+  { options: { audit: { type: "string" }, report: { type: "string" }, problems: { type: "string" } } },
 );
 const auditFile = values.audit ?? join(root, "e2e/.reports/authz-audit.jsonl");
 const reportFile = values.report ?? join(root, "e2e/.reports/vitest.json");
@@ -48,12 +49,16 @@ function flowsOf(file: string): { flows: Flow[]; failedFiles: number } {
   };
 }
 
-for (const f of [auditFile, reportFile]) {
-  if (!existsSync(f)) {
-    process.stderr.write(`rbac-usage: ${f} is missing: run the whole e2e suite first (cd e2e && npx vitest run)\n`);
-    process.exit(1);
-  }
+/** Says `problems` (unless printed already) and writes them to --problems, then exits 1. */
+function fail(problems: readonly string[], printed = false): never {
+  if (!printed) for (const p of problems) process.stderr.write(`rbac-usage: ${p}\n`);
+  if (values.problems) writeFileSync(values.problems, `${problems.join("\n")}\n`);
+  process.exit(1);
 }
+
+if (values.problems) rmSync(values.problems, { force: true });
+for (const f of [auditFile, reportFile])
+  if (!existsSync(f)) fail([`${f} is missing: run the whole e2e suite first (cd e2e && npx vitest run)`]);
 try {
   const objects = releaseRbacObjects(root);
   const { flows, failedFiles } = flowsOf(reportFile);
@@ -63,8 +68,11 @@ try {
   process.stdout.write(text);
   if (failedFiles > 0)
     process.stdout.write(`note: ${failedFiles} e2e files failed; a rule only their flows need shows as unused\n`);
-  process.exit(ok ? 0 : 1);
+  if (!ok)
+    fail(
+      text.split("\n").filter((l) => /^(UNUSED|SECRET) /.test(l)),
+      true,
+    );
 } catch (error) {
-  process.stderr.write(`rbac-usage: ${(error as Error).message}\n`);
-  process.exit(1);
+  fail([(error as Error).message]);
 }

@@ -187,6 +187,13 @@ describe("which rules a component's requests need (a real API server's audit)", 
       'ClusterRole robot-extra rule 1: verbs get on "" nodes',
     ]);
     expect(report.rules).toHaveLength(8);
+    // Finer than rules: rule 1 allows get and list of configmaps, and both were asked for; rule 3's wildcard is no pair.
+    const grants = (name: string, index: number) =>
+      report.rules.find((r) => r.ref.name === name && r.ref.index === index)?.unusedGrants;
+    expect(grants("robot", 1)).toEqual([]);
+    expect(grants("robot", 3)).toEqual([]);
+    expect(grants("robot", 4)).toEqual(["create secrets"]);
+    expect(grants("robot", 2)).toEqual([]);
     expect(report.denied.map((d) => d.entry.resource)).toEqual(["secrets"]);
     expect(formatRbacUsage(report, () => "deploy/robot.yaml").ok).toBe(false);
   });

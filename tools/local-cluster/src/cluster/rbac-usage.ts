@@ -57,7 +57,11 @@ export interface OwnSecrets {
 /** The report of {@link rbacUsage}. */
 export interface RbacUsageReport {
   /** Every rule, with the first request that only it allowed (absent: unused). */
-  readonly rules: readonly (ComponentRule & { readonly neededBy?: FlowRequest })[];
+  readonly rules: readonly (ComponentRule & {
+    readonly neededBy?: FlowRequest;
+    /** `verb resource` pairs of the rule no request it allowed asked for (finer than the rule: a hint). */
+    readonly unusedGrants: readonly string[];
+  })[];
   /** Allowed Secret reads by a component outside its own Secrets (or by list/watch). */
   readonly foreignSecretReads: readonly (FlowRequest & { readonly component: string })[];
   /** Requests of a component's own code that RBAC denied (a flow missing a rule, or code asking for too much). */
@@ -204,7 +208,7 @@ export function rbacUsage(
 ): RbacUsageReport {
   const ordered = [...entries].sort((a, b) => a.time.localeCompare(b.time));
   const at = (entry: AuthorizationAuditEntry): FlowRequest => ({ entry, flow: flowAt(flows, Date.parse(entry.time)) });
-  const rules: (ComponentRule & { neededBy?: FlowRequest })[] = [];
+  const rules: (ComponentRule & { neededBy?: FlowRequest; unusedGrants: string[] })[] = [];
   const foreignSecretReads: (FlowRequest & { component: string })[] = [];
   const denied: (FlowRequest & { component: string })[] = [];
   for (const account of accounts) {
@@ -217,7 +221,8 @@ export function rbacUsage(
     }
     for (const r of componentRules(objects, account)) {
       const e = sole.get(refKey(r.ref));
-      rules.push(e ? { ...r, neededBy: at(e) } : r);
+      const unusedGrants = unusedGrantsOf(r, mine);
+      rules.push(e ? { ...r, neededBy: at(e), unusedGrants } : { ...r, unusedGrants });
     }
     const own = ownSecrets[account.component] ?? [];
     for (const e of mine) {
@@ -228,6 +233,24 @@ export function rbacUsage(
     }
   }
   return { rules, foreignSecretReads, denied };
+}
+
+/** The `verb resource` pairs of `r` (wildcards left out) that no entry allowed by it asked for. */
+function unusedGrantsOf(r: ComponentRule, entries: readonly AuthorizationAuditEntry[]): string[] {
+  const key = refKey(r.ref);
+  const used = new Set<string>();
+  for (const e of entries) {
+    if (!e.allowed || !e.rules.some((x) => refKey(x) === key)) continue;
+    used.add(`${e.verb} ${e.path ?? (e.subresource ? `${e.resource}/${e.subresource}` : e.resource)}`);
+  }
+  const targets = r.rule.nonResourceURLs?.length ? r.rule.nonResourceURLs : (r.rule.resources ?? []);
+  const out: string[] = [];
+  for (const verb of r.rule.verbs)
+    for (const t of targets) {
+      if (verb === "*" || t.includes("*")) continue;
+      if (!used.has(`${verb} ${t}`)) out.push(`${verb} ${t}`);
+    }
+  return out;
 }
 
 /** A rule as one line: `ClusterRole kubevirt-handler rule 2: get,update secrets [kubevirt-ca]`. */
@@ -265,6 +288,7 @@ export function formatRbacUsage(
     if (!r.neededBy) continue;
     lines.push(`needed  ${r.component}: ${describeRule(r)}`);
     lines.push(`          only rule allowing ${describeRequest(r.neededBy.entry)}; flow: ${r.neededBy.flow}`);
+    if (r.unusedGrants.length > 0) lines.push(`          never asked for: ${r.unusedGrants.join("; ")}`);
   }
   for (const r of unused) {
     lines.push(`UNUSED  ${r.component}: ${describeRule(r)} (${ruleFile(r)})`);
