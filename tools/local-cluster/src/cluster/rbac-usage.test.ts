@@ -78,6 +78,15 @@ const OBJECTS: KubeObject[] = [
   binding("RoleBinding", "robot", "Role"),
   // Not bound to the component: not its rule.
   role("ClusterRole", "unrelated", [{ apiGroups: [""], resources: ["pods"], verbs: ["delete"] }]),
+  // Bound to every authenticated user (a users' role): not the component's rule either.
+  role("ClusterRole", "everyone", [{ apiGroups: [""], resources: ["namespaces"], verbs: ["get"] }]),
+  {
+    apiVersion: RBAC,
+    kind: "ClusterRoleBinding",
+    metadata: { name: "everyone" },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "everyone" },
+    subjects: [{ kind: "Group", name: "system:authenticated" }],
+  },
 ];
 
 const PATHS = {

@@ -145,7 +145,10 @@ function sourcedRules(objects: readonly KubeObject[], role: KubeObject): { ref: 
     .flatMap(own);
 }
 
-/** Every rule the bindings among `objects` grant `account`, each once, where written. */
+/**
+ * Every rule the bindings among `objects` that name `account` itself grant it, each once, where written. Bindings to
+ * a group (`system:authenticated` for the users' roles) grant every user, not the component: not its rules.
+ */
 export function componentRules(objects: readonly KubeObject[], account: ComponentAccount): ComponentRule[] {
   const user = serviceAccountUser(account);
   const out = new Map<string, ComponentRule>();
@@ -153,7 +156,7 @@ export function componentRules(objects: readonly KubeObject[], account: Componen
     if (b.apiVersion !== RBAC_V1 || (b.kind !== "ClusterRoleBinding" && b.kind !== "RoleBinding")) continue;
     const ns = b.kind === "RoleBinding" ? (b.metadata?.namespace ?? "") : "";
     const subjects = (Array.isArray(b.subjects) ? b.subjects : []) as Parameters<typeof subjectMatches>[0][];
-    if (!subjects.some((s) => subjectMatches(s, user, ns))) continue;
+    if (!subjects.some((s) => s.kind !== "Group" && subjectMatches(s, user, ns))) continue;
     const roleRef = (b.roleRef ?? {}) as { kind?: string; name?: string };
     const role = objects.find(
       (o) =>

@@ -21,7 +21,9 @@ export function authorizeRequest(
 ): UserInfo {
   const userAgent = req.headers["user-agent"];
   const source = "request";
-  const user = impersonatedUser(authenticated, req.headers, recordingAuthorizer(authorizer, { source, userAgent }));
+  // Each header line its own value (an extra's values may hold commas), as Go's http.Header keeps them.
+  const impersonation = recordingAuthorizer(authorizer, { source, userAgent });
+  const user = impersonatedUser(authenticated, req.headersDistinct, impersonation);
   // impersonatedUser returns `authenticated` itself when the request impersonates nobody.
   const impersonatedBy = user === authenticated ? undefined : authenticated.username;
   const method = req.method ?? "GET";

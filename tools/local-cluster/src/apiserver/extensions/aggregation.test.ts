@@ -48,6 +48,7 @@ function backendHandler(req: IncomingMessage, res: import("node:http").ServerRes
       cn,
       user: req.headers["x-remote-user"],
       groups: req.headersDistinct["x-remote-group"],
+      ...Object.fromEntries(Object.entries(req.headersDistinct).filter(([h]) => h.startsWith("x-remote-extra-"))),
       authorization: req.headers.authorization ?? null,
     }),
   );
@@ -142,6 +143,43 @@ describe("API aggregation from stored APIServices", () => {
       authorization: null,
     });
     expect((await call(api, "GET", `/apis/${GROUP}/v9/anything`)).code).toBe(404);
+  });
+
+  it("forwards the caller's extras as X-Remote-Extra-*: a TokenRequest token's credential-id, impersonated ones", async () => {
+    expect(
+      (await call(api, "POST", "/api/v1/namespaces/default/serviceaccounts", { metadata: { name: "bot" } })).code,
+    ).toBe(201);
+    const rbac = "/apis/rbac.authorization.k8s.io/v1";
+    await call(api, "POST", `${rbac}/clusterroles`, {
+      metadata: { name: "poker" },
+      rules: [{ apiGroups: [GROUP], resources: ["things/poke"], verbs: ["update"] }],
+    });
+    await call(api, "POST", `${rbac}/clusterrolebindings`, {
+      metadata: { name: "bot-pokes" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "poker" },
+      subjects: [{ kind: "ServiceAccount", name: "bot", namespace: "default" }],
+    });
+    const tr = await call(api, "POST", "/api/v1/namespaces/default/serviceaccounts/bot/token", { spec: {} });
+    const token = (tr.body.status as { token: string }).token;
+    const poke = `/apis/${GROUP}/v1/namespaces/default/things/t1/poke`;
+    const asBot = await call(api, "PUT", poke, {}, "application/json", { authorization: `Bearer ${token}` });
+    expect(asBot.body).toMatchObject({
+      user: "system:serviceaccount:default:bot",
+      "x-remote-extra-authentication.kubernetes.io%2fcredential-id": [expect.stringMatching(/^JTI=[0-9a-f-]{36}$/)],
+    });
+    const asAlice = await call(api, "PUT", poke, {}, "application/json", {
+      "impersonate-user": "alice",
+      "impersonate-extra-scopes": ["view", "edit"],
+    });
+    expect(asAlice.code).toBe(403); // alice may not poke; the admin as alice is alice
+    const asBotAgain = await call(api, "PUT", poke, {}, "application/json", {
+      "impersonate-user": "system:serviceaccount:default:bot",
+      "impersonate-extra-scopes": ["view", "edit"],
+    });
+    expect(asBotAgain.body).toMatchObject({
+      user: "system:serviceaccount:default:bot",
+      "x-remote-extra-scopes": ["view", "edit"],
+    });
   });
 
   it("lists the group in discovery, legacy and aggregated, so kubectl api-resources shows it", async () => {

@@ -8,7 +8,8 @@
  * Who may impersonate: whom the authorizer allows the verb `impersonate` on each thing asked for, in kube's order:
  * the user (`users` NAME, or `serviceaccounts` NAME in its namespace for `system:serviceaccount:NS:NAME`), each
  * group (`groups`), each extra value (`authentication.k8s.io` `userextras/KEY`) and the uid (`uids`); the first
- * refusal is kube-apiserver's 403 naming it. An impersonated ServiceAccount without groups gets its fixed groups.
+ * refusal is kube-apiserver's 403 naming it. An impersonated ServiceAccount without groups gets its fixed groups;
+ * the impersonated user carries the extras asked for (aggregated servers see them as X-Remote-Extra-*).
  */
 import type { IncomingHttpHeaders } from "node:http";
 import type { Attributes, Authorizer } from "../auth/rbac.ts";
@@ -71,5 +72,8 @@ export function impersonatedUser(user: UserInfo, headers: IncomingHttpHeaders, a
       ? ["system:serviceaccounts", `system:serviceaccounts:${serviceAccountNamespace}`]
       : asked;
   if (username !== "system:anonymous" && !all.includes("system:authenticated")) all.push("system:authenticated");
-  return { username, groups: all };
+  const extra: Record<string, string[]> = {};
+  for (const h of Object.keys(headers).filter((k) => k.startsWith("impersonate-extra-")))
+    extra[decodeURIComponent(h.slice("impersonate-extra-".length))] = values(headers, h);
+  return Object.keys(extra).length > 0 ? { username, groups: all, extra } : { username, groups: all };
 }

@@ -53,6 +53,8 @@ export const VERSION_INFO = {
 export interface UserInfo {
   readonly username: string;
   readonly groups: readonly string[];
+  /** Extra attributes (authentication.k8s.io UserInfo.extra), forwarded to aggregated servers as X-Remote-Extra-*. */
+  readonly extra?: Readonly<Record<string, readonly string[]>>;
 }
 
 /** An aggregated API group-version served by someone else (e.g. subresources.kubevirt.io via virt-api). */

@@ -4,11 +4,12 @@
  *
  * The local API server authenticates bearer tokens through one table (token -> user); a TokenRequest adds an entry
  * for `system:serviceaccount:<namespace>:<name>` (groups system:serviceaccounts, system:serviceaccounts:<namespace>,
- * system:authenticated) and removes it at expiry. Unlike kube-apiserver's, the token is an opaque random string, not
+ * system:authenticated; extra `authentication.kubernetes.io/credential-id: JTI=<id>`, as kube-apiserver gives a
+ * TokenRequest token since 1.30) and removes it at expiry. Unlike kube-apiserver's, the token is an opaque random string, not
  * a signed JWT, and it lives in memory only: a restart of the API server invalidates it, and deleting the account
  * does not. expirationSeconds defaults to 3600 and must be at least 600 (kube-apiserver's message).
  */
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { statusError } from "../errors.ts";
 import { isObject, nowTime } from "../types.ts";
 import { sendJson } from "./io.ts";
@@ -43,6 +44,7 @@ export function tokenRequest(tokens: Map<string, UserInfo>): SubresourceHandler 
       tokens.set(token, {
         username: `system:serviceaccount:${ns}:${name}`,
         groups: ["system:serviceaccounts", `system:serviceaccounts:${ns}`, "system:authenticated"],
+        extra: { "authentication.kubernetes.io/credential-id": [`JTI=${randomUUID()}`] },
       });
       setTimeout(() => tokens.delete(token), seconds * 1000).unref();
     }
