@@ -15,7 +15,7 @@ import {
   EVENT_PING_INTERVAL_MS,
   type LauncherEvent,
   type MigrateRequest,
-  type MigrationTargetAddress,
+  type MigrationTarget,
   PATHS,
   POLLED_PATHS,
   PORT_FORWARD_PROTOCOL,
@@ -89,8 +89,8 @@ export class LauncherClient {
   }
 
   /** Target side: listen for the source; returns where it should connect and the one-time secret. */
-  prepareTarget(body: PrepareTargetRequest, options?: CallOptions): Promise<MigrationTargetAddress> {
-    return this.#call<MigrationTargetAddress>("POST", PATHS.prepareTarget, body, options);
+  prepareTarget(body: PrepareTargetRequest, options?: CallOptions): Promise<MigrationTarget> {
+    return this.#call<MigrationTarget>("POST", PATHS.prepareTarget, body, options);
   }
 
   /** Source side: start migrating; progress and the result arrive on the event stream. */

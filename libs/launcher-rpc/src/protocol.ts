@@ -39,6 +39,8 @@
  * ```
  */
 
+import type { MigrationOutcome, MigrationProgress, MigrationTarget } from "@kvt/migration/types";
+
 /** The protocol version, also the path prefix. */
 export const PROTOCOL_VERSION = "v1";
 
@@ -91,29 +93,11 @@ export type DomainState = "NoDomain" | "IncomingMigration" | "Running" | "Paused
 /** Which side of a migration a launcher plays. */
 export type MigrationRole = "source" | "target";
 
-/** Progress of a live migration (source side), in KubeVirt's migration metric terms. */
-export interface MigrationProgress {
-  readonly iteration: number;
-  readonly processedBytes: number;
-  readonly remainingBytes: number;
-  readonly dirtyRateBytesPerSec: number;
-  readonly transferRateBytesPerSec: number;
-  readonly expectedDowntimeMs: number;
-  /** Auto-converge throttle applied to the vCPUs, 0..1. */
-  readonly throttle: number;
-}
+/** Progress samples travel as the engine reports them. */
+export type { MigrationProgress };
 
-/** How a migration ended. */
-export interface MigrationResult {
-  readonly ok: boolean;
-  /** Why it failed, e.g. `canceled`, `target connection lost`, `completion timeout`. */
-  readonly failureReason?: string;
-  /** Guest paused on the source until running on the target. */
-  readonly downtimeMs?: number;
-  readonly totalSeconds: number;
-  readonly bytesSent: number;
-  readonly iterations: number;
-}
+/** How a migration ended: the engine's outcome, as every backend reports it. */
+export type MigrationResult = MigrationOutcome;
 
 /** What a launcher knows about the migration it takes part in. */
 export interface MigrationInfo {
@@ -204,16 +188,14 @@ export interface PrepareTargetRequest {
   readonly disableTLS?: boolean;
 }
 
-/** Where the source should send the guest: the answer to prepare-target. */
-export interface MigrationTargetAddress {
-  readonly host: string;
-  readonly port: number;
-  /** One-time secret both sides prove knowledge of (HMAC challenge) before any guest memory moves. */
-  readonly secret: string;
-}
+/** Where the source should send the guest (the answer to prepare-target): the engine's MigrationTarget. */
+export type { MigrationTarget };
 
-/** Migration knobs, normalised from `migrationState.migrationConfiguration` by the handler. */
-export interface MigrationOptions {
+/**
+ * Migration knobs in KubeVirt's units, normalised from `migrationState.migrationConfiguration` by the handler; the
+ * launcher resolves them into the engine's MigrationOptions once, when the request arrives.
+ */
+export interface MigrateRequestOptions {
   /** Bytes per second; 0 = unlimited (KubeVirt bandwidthPerMigration). */
   readonly bandwidthBytesPerSec: number;
   /** Switch-over downtime budget (KubeVirt default 900 here as there). */
@@ -232,8 +214,8 @@ export interface MigrationOptions {
 /** `/v1/migration/start`: live-migrate to a prepared target. Answers 202; the outcome arrives as an event. */
 export interface MigrateRequest {
   readonly migrationUid: string;
-  readonly target: MigrationTargetAddress;
-  readonly options: MigrationOptions;
+  readonly target: MigrationTarget;
+  readonly options: MigrateRequestOptions;
 }
 
 /** `/v1/migration/cancel`. */

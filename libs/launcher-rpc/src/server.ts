@@ -29,7 +29,7 @@ import {
   EVENT_PING_INTERVAL_MS,
   type LauncherEventBody,
   type MigrateRequest,
-  type MigrationTargetAddress,
+  type MigrationTarget,
   PATHS,
   POLLED_PATHS,
   PORT_FORWARD_PROTOCOL,
@@ -50,7 +50,7 @@ export interface LauncherService {
   softReboot(signal: AbortSignal): Promise<void>;
   shutdown(request: ShutdownRequest, signal: AbortSignal): Promise<void>;
   kill(signal: AbortSignal): Promise<void>;
-  prepareTarget(request: PrepareTargetRequest, signal: AbortSignal): Promise<MigrationTargetAddress>;
+  prepareTarget(request: PrepareTargetRequest, signal: AbortSignal): Promise<MigrationTarget>;
   /** Starts the migration and returns once it is under way; the result is published as an event. */
   migrate(request: MigrateRequest, signal: AbortSignal): Promise<void>;
   cancelMigration(request: CancelMigrationRequest, signal: AbortSignal): Promise<void>;

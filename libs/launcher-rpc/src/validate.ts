@@ -7,8 +7,8 @@ import type {
   CancelMigrationRequest,
   JsonObject,
   MigrateRequest,
-  MigrationOptions,
-  MigrationTargetAddress,
+  MigrateRequestOptions,
+  MigrationTarget,
   PrepareTargetRequest,
   ShutdownRequest,
   SyncRequest,
@@ -77,7 +77,7 @@ export function parsePrepareTarget(body: unknown): PrepareTargetRequest {
   return { migrationUid, ...(vmi ? { vmi } : {}), ...disableTLS };
 }
 
-function parseTarget(value: unknown): MigrationTargetAddress {
+function parseTarget(value: unknown): MigrationTarget {
   const o = object(value, "migrate request.target");
   return {
     host: str(o, "host", "target"),
@@ -86,7 +86,7 @@ function parseTarget(value: unknown): MigrationTargetAddress {
   };
 }
 
-function parseOptions(value: unknown): MigrationOptions {
+function parseOptions(value: unknown): MigrateRequestOptions {
   const o = object(value, "migrate request.options");
   const w = "options";
   return {

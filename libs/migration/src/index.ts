@@ -15,14 +15,10 @@ export {
   THROTTLE_MAX,
 } from "./policy.ts";
 /** The source side: run a migration, cancel it, observe progress, read downtime and totals. */
-export {
-  type MigrationDestination,
-  type MigrationProgress,
-  type MigrationResult,
-  OutgoingMigration,
-  type OutgoingOptions,
-} from "./source.ts";
+export { type MigrationResult, OutgoingMigration, type OutgoingOptions } from "./source.ts";
 /** The target side: listen with a one-time secret and wait for the guest. */
 export { type IncomingMigration, type IncomingOptions, prepareIncoming } from "./target.ts";
+/** The engine's own types (also `@kvt/migration/types`, which loads nothing): target, options, progress, outcome. */
+export type { MigrationOptions, MigrationOutcome, MigrationProgress, MigrationTarget } from "./types.ts";
 /** The wire format's frame codec (diagnostics; the native stream is the implementation). */
 export { type DecodedFrame, decodeFrames, WIRE_COMMANDS } from "./wire.ts";

@@ -14,19 +14,10 @@
  *                      running, raise the vCPU throttle: 20% first, then +10% per round, at most 99% (QEMU's steps)
  */
 
-/** The knobs of one migration (VMI status.migrationState.migrationConfiguration, resolved). */
-export interface ConvergenceOptions {
-  /** Link cap in bytes/s; 0 = unlimited. */
-  readonly bandwidthBytesPerSec: number;
-  /** Switch over once the pending pages fit in this much downtime. */
-  readonly maxDowntimeMs: number;
-  readonly allowAutoConverge: boolean;
-  /** Whole-migration limit in seconds; 0 = none. KubeVirt's formula (completionTimeoutPerGiB x the data size) has one
-   *  owner, `acceptableCompletionTimeSeconds` in @kvt/api: callers resolve it there and pass the seconds here. */
-  readonly completionTimeoutSec: number;
-  /** Fail when the remaining bytes reach no new low for this long; 0 = none. */
-  readonly progressTimeoutSec: number;
-}
+import type { MigrationOptions } from "./types.ts";
+
+/** The knobs the policy reads: the engine's MigrationOptions (types.ts). */
+export type ConvergenceOptions = MigrationOptions;
 
 /** One observation after a dirty-log collection. */
 export interface RoundSample {

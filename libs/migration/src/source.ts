@@ -8,20 +8,10 @@
  * Progress is reported after every collection; the result carries the measured downtime and totals.
  */
 
-import type { MigrationProgress, MigrationResult as ProtocolMigrationResult } from "@kvt/launcher-rpc";
 import { type MigrationDowntimePhases, MigrationSourceStream, type Vm } from "@kvt/vmm";
 import type { Logger } from "pino";
-import { type ConvergenceOptions, ConvergencePolicy } from "./policy.ts";
-
-/** Where to send the guest (what the target's prepareIncoming returned). */
-export interface MigrationDestination {
-  readonly host: string;
-  readonly port: number;
-  readonly secret: string;
-}
-
-/** Progress samples are the launcher protocol's (they travel to virt-handler unchanged). */
-export type { MigrationProgress };
+import { ConvergencePolicy } from "./policy.ts";
+import type { MigrationOptions, MigrationOutcome, MigrationProgress, MigrationTarget } from "./types.ts";
 
 /**
  * How a migration ended (source side): the launcher protocol's result (failureReason e.g. "canceled", "completion
@@ -29,7 +19,7 @@ export type { MigrationProgress };
  * on the target; bytesSent = wire bytes, frame headers included; iterations = the bulk pass, every dirty round and the
  * final round) plus the engine's detail.
  */
-export interface MigrationResult extends ProtocolMigrationResult {
+export interface MigrationResult extends MigrationOutcome {
   /** Where that downtime went (pause, final dirty log, final pages, state save, target resume). */
   readonly downtimePhases?: MigrationDowntimePhases;
   /** Whether the policy reached the downtime budget (false when it gave up). */
@@ -44,15 +34,13 @@ export interface MigrationResult extends ProtocolMigrationResult {
 }
 
 /** Options of one outgoing migration. */
-export interface OutgoingOptions extends ConvergenceOptions {
+export interface OutgoingOptions extends MigrationOptions {
   /** Bound on each blocking network step (ms). Default 10 s. */
   readonly ioTimeoutMs?: number;
   /** Stop the source guest once the target confirmed (default true). */
   readonly release?: boolean;
   /** Add a full-memory SHA-256 at switch-over (slow; tests). */
   readonly digest?: boolean;
-  /** Encrypt the stream (default true; false only with KubeVirt's migrations.disableTLS, and at both ends). */
-  readonly encrypt?: boolean;
   readonly onProgress?: (p: MigrationProgress) => void;
   /** Awaited after the policy decided to switch over, before the guest pauses (orchestration and tests). */
   readonly beforeSwitchOver?: () => Promise<void>;
@@ -62,13 +50,13 @@ export interface OutgoingOptions extends ConvergenceOptions {
 /** One outgoing migration. Create, then `run()` once; `cancel()` at any time. */
 export class OutgoingMigration {
   readonly #vm: Vm;
-  readonly #dest: MigrationDestination;
+  readonly #dest: MigrationTarget;
   readonly #o: OutgoingOptions;
   #stream?: MigrationSourceStream;
   #cancelReason?: string;
   #timer?: ReturnType<typeof setTimeout>;
 
-  constructor(vm: Vm, destination: MigrationDestination, options: OutgoingOptions) {
+  constructor(vm: Vm, destination: MigrationTarget, options: OutgoingOptions) {
     this.#vm = vm;
     this.#dest = destination;
     this.#o = options;

@@ -7,7 +7,7 @@
  */
 import { type MigrationTargetStats, MigrationTargetStream, type Vm } from "@kvt/vmm";
 import type { Logger } from "pino";
-import type { MigrationDestination } from "./source.ts";
+import type { MigrationTarget } from "./types.ts";
 
 /** Options of prepareIncoming. */
 export interface IncomingOptions {
@@ -28,7 +28,7 @@ export interface IncomingOptions {
 /** A listening target. */
 export interface IncomingMigration {
   /** What the source needs: address and the per-migration secret. */
-  readonly destination: MigrationDestination;
+  readonly destination: MigrationTarget;
   /** Resolves once the guest runs here; rejects (Vm untouched, not started) on any failure. */
   readonly done: Promise<MigrationTargetStats>;
   /** Stops waiting; `done` rejects. */

@@ -11,7 +11,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import type { MigrationDestination } from "@kvt/migration";
+import type { MigrationTarget } from "@kvt/migration";
 import type { ShutdownEvent } from "@kvt/vmm";
 import type { DemoOptions } from "./demo-guest.ts";
 import { GuestConsole } from "./guest-console.ts";
@@ -34,7 +34,7 @@ const TARGET_SCRIPT = new URL("./migration-target.ts", import.meta.url).pathname
 
 /** A target VMM process with its guest's console. */
 export interface TargetPeer {
-  readonly destination: MigrationDestination;
+  readonly destination: MigrationTarget;
   readonly console: GuestConsole;
   /** Resolves with the target's stats once the guest runs there; rejects when the incoming migration failed. */
   readonly running: Promise<Record<string, unknown>>;
@@ -53,15 +53,15 @@ function settleOn(
   console: GuestConsole,
   errors: string[],
 ): {
-  listening: Promise<MigrationDestination>;
+  listening: Promise<MigrationTarget>;
   running: Promise<Record<string, unknown>>;
   shutdown: Promise<ShutdownEvent>;
 } {
-  let onListening: (d: MigrationDestination) => void = () => {};
+  let onListening: (d: MigrationTarget) => void = () => {};
   let onRunning: (s: Record<string, unknown>) => void = () => {};
   let onFailed: (e: Error) => void = () => {};
   let onShutdown: (e: ShutdownEvent) => void = () => {};
-  const listening = new Promise<MigrationDestination>((resolve, reject) => {
+  const listening = new Promise<MigrationTarget>((resolve, reject) => {
     onListening = resolve;
     child.on("exit", (code) => reject(new Error(`the target process exited (${code}) before listening`)));
   });

@@ -27,7 +27,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type VirtualMachineInstance, VMI_DISKS_DIR } from "@kvt/api";
 import { DEMO_BOOT_MARKER } from "@kvt/images";
-import type { LauncherClient, LauncherEvent, MigrationOptions, MigrationResult } from "@kvt/launcher-rpc";
+import type { LauncherClient, LauncherEvent, MigrateRequestOptions, MigrationResult } from "@kvt/launcher-rpc";
 import { check, converse, typeLine, within } from "./check-runner.ts";
 import { CLOUD_INIT_LINE } from "./demo-guest.ts";
 import { attachConsole, type LauncherConsole, type LauncherPeer, startLauncher } from "./launcher-peer.ts";
@@ -39,7 +39,7 @@ import { seedVmi, userDataOf } from "./seed-vmi.ts";
 const LAUNCHER_START_MS = 240_000;
 
 /** What virt-handler sends when the cluster sets no migration configuration (KubeVirt's defaults). */
-const KUBEVIRT_MIGRATION_DEFAULTS: MigrationOptions = {
+const KUBEVIRT_MIGRATION_DEFAULTS: MigrateRequestOptions = {
   bandwidthBytesPerSec: 0,
   maxDowntimeMs: 900,
   allowAutoConverge: false,

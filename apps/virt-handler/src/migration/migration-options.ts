@@ -1,9 +1,9 @@
-/** `migrationState.migrationConfiguration` (KubeVirt units) -> launcher-rpc MigrationOptions (bytes, seconds). */
+/** `migrationState.migrationConfiguration` (KubeVirt units) -> launcher-rpc MigrateRequestOptions (bytes, seconds). */
 import { type MigrationConfiguration, tryParseQuantity } from "@kvt/api";
-import type { MigrationOptions } from "@kvt/launcher-rpc";
+import type { MigrateRequestOptions } from "@kvt/launcher-rpc";
 
 /** KubeVirt's defaults (virt-config.go): unlimited bandwidth, 150 s/GiB, 150 s progress, 900 ms downtime. */
-export const MIGRATION_DEFAULTS: MigrationOptions = {
+export const MIGRATION_DEFAULTS: MigrateRequestOptions = {
   bandwidthBytesPerSec: 0,
   maxDowntimeMs: 900,
   allowAutoConverge: false,
@@ -13,7 +13,7 @@ export const MIGRATION_DEFAULTS: MigrationOptions = {
 };
 
 /** The options a source launcher migrates with; unset or unparsable knobs fall back to the defaults. */
-export function migrationOptionsOf(cfg: MigrationConfiguration | undefined): MigrationOptions {
+export function migrationOptionsOf(cfg: MigrationConfiguration | undefined): MigrateRequestOptions {
   const bandwidth = tryParseQuantity(cfg?.bandwidthPerMigration)?.toNumber();
   const maxDowntime = cfg?.maxDowntimeMs;
   return {

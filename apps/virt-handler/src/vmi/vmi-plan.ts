@@ -14,7 +14,7 @@
  *     migration failed/aborted, launcher waiting   -> kill the target launcher
  */
 import { DEFAULT_GRACE_PERIOD_SECONDS, type VirtualMachineInstance } from "@kvt/api";
-import type { DomainInfo, MigrationOptions } from "@kvt/launcher-rpc";
+import type { DomainInfo, MigrateRequestOptions } from "@kvt/launcher-rpc";
 import { migrationOptionsOf } from "../migration/migration-options.ts";
 import { publishedTarget } from "../migration/migration-status.ts";
 import { type LauncherFacts, ownsVmi } from "./vmi-status.ts";
@@ -28,7 +28,7 @@ export type HandlerAction =
       readonly on: "source";
       readonly migrationUid: string;
       readonly target: { host: string; port: number };
-      readonly options: MigrationOptions;
+      readonly options: MigrateRequestOptions;
     }
   | { readonly kind: "cancel-migration"; readonly on: "source"; readonly migrationUid: string }
   | { readonly kind: "prepare-target"; readonly on: "target"; readonly migrationUid: string }

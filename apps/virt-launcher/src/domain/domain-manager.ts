@@ -25,7 +25,7 @@ import {
   type LauncherService,
   type MigrateRequest,
   type MigrationInfo,
-  type MigrationTargetAddress,
+  type MigrationTarget,
   type PrepareTargetRequest,
   type ShutdownRequest,
   type SyncRequest,
@@ -91,7 +91,7 @@ export class DomainManager implements LauncherService {
   #startedAt: string | undefined;
   #migration: MigrationInfo | undefined;
   /** The prepared incoming migration and its answer (listener and one-time secret), for a repeated prepare. */
-  #prepared: { readonly migrationUid: string; readonly target: MigrationTargetAddress } | undefined;
+  #prepared: { readonly migrationUid: string; readonly target: MigrationTarget } | undefined;
   /** Spans of the incoming migration (target side), until the guest runs here. */
   #incomingTrace: TargetMigrationTrace | undefined;
   #memoryBytes = 0;
@@ -192,7 +192,7 @@ export class DomainManager implements LauncherService {
     if (!FINAL.has(this.#state)) this.#transition("Crashed", "crashed", "Killed");
   }
 
-  async prepareTarget(request: PrepareTargetRequest): Promise<MigrationTargetAddress> {
+  async prepareTarget(request: PrepareTargetRequest): Promise<MigrationTarget> {
     if (this.#state !== "NoDomain" && this.#state !== "IncomingMigration") {
       throw new LauncherRpcError("Conflict", `cannot receive a migration with a ${this.#state} domain`);
     }

@@ -14,7 +14,7 @@
  */
 
 /** Where the guest's boot artifacts come from (a resolved containerDisk / kernelBoot). */
-import type { MigrationProgress, MigrationResult } from "@kvt/launcher-rpc";
+import type { MigrationOptions, MigrationOutcome, MigrationProgress, MigrationTarget } from "@kvt/migration/types";
 import type { PodNetworkPlan } from "../network/pod-network.ts";
 export interface BootSource {
   /** Absolute path of the kernel (bzImage or a PVH ELF such as the test guest). */
@@ -143,27 +143,8 @@ export interface MachineEvents {
   "migration-progress": (progress: MigrationProgress) => void;
 }
 
-/** Where a migration source sends the guest: what the target's prepareIncoming() returned. */
-export interface MigrationTarget {
-  readonly host: string;
-  readonly port: number;
-  /** One-time secret both sides prove knowledge of before any guest memory moves (HMAC challenge). */
-  readonly secret: string;
-}
-
-/** Knobs from VMI status.migrationState.migrationConfiguration. */
-export interface MigrationOptions {
-  /** Bytes per second; 0 = unlimited. */
-  readonly bandwidthBytesPerSec: number;
-  /** Downtime budget for switch-over. */
-  readonly maxDowntimeMs: number;
-  readonly allowAutoConverge: boolean;
-  /** KubeVirt's completionTimeoutPerGiB (s) times the guest memory, and progressTimeout (s). */
-  readonly completionTimeoutSec: number;
-  readonly progressTimeoutSec: number;
-  /** Encrypt the stream (default true; false under KubeVirt's migrations.disableTLS, at both ends). */
-  readonly encrypt?: boolean;
-}
+/** The engine's target address and options (libs/migration types.ts) are what every backend takes. */
+export type { MigrationOptions, MigrationTarget };
 
 /** How a target listens. */
 export interface IncomingOptions {
@@ -171,8 +152,9 @@ export interface IncomingOptions {
   readonly encrypt?: boolean;
 }
 
-/** Progress samples and results travel to virt-handler as they are: the launcher protocol's shapes. */
-export type { MigrationProgress, MigrationResult };
+/** Progress samples and outcomes travel to virt-handler as the engine reports them. */
+export type { MigrationProgress };
+export type MigrationResult = MigrationOutcome;
 
 /**
  * A request this backend cannot honour for this guest (e.g. soft reboot without ACPI or a guest agent); the launcher

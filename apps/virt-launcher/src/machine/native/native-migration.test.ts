@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { LauncherClient, type LauncherEvent, type MigrationOptions } from "@kvt/launcher-rpc";
+import { LauncherClient, type LauncherEvent, type MigrateRequestOptions } from "@kvt/launcher-rpc";
 import { createLogger } from "@kvt/observability";
 import { FakeVmm, hasKvm, testGuestPath } from "@kvt/vmm";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -17,7 +17,7 @@ import { incomingVmOptions } from "./native-migration.ts";
 
 const fixture = new URL("./native-launcher.fixture.ts", import.meta.url).pathname;
 const MiB = 2 ** 20;
-const options: MigrationOptions = {
+const options: MigrateRequestOptions = {
   bandwidthBytesPerSec: 0,
   maxDowntimeMs: 50,
   allowAutoConverge: true,
@@ -67,7 +67,7 @@ describe("NativeMachine migration (fake VMM)", () => {
   });
 });
 
-function toMachine(o: MigrationOptions) {
+function toMachine(o: MigrateRequestOptions) {
   return {
     bandwidthBytesPerSec: o.bandwidthBytesPerSec,
     maxDowntimeMs: o.maxDowntimeMs,

@@ -110,11 +110,7 @@ export class NativeMigration {
     const source = migratable(vm, "migrate");
     if (this.#outgoing) throw new MachineUnsupportedError("a migration is already in progress");
     const outgoing = new OutgoingMigration(source, target, {
-      bandwidthBytesPerSec: options.bandwidthBytesPerSec,
-      maxDowntimeMs: options.maxDowntimeMs,
-      allowAutoConverge: options.allowAutoConverge,
-      completionTimeoutSec: options.completionTimeoutSec,
-      progressTimeoutSec: options.progressTimeoutSec,
+      ...options,
       ioTimeoutMs: OUTGOING_IO_TIMEOUT_MS,
       encrypt: options.encrypt ?? true,
       release: false, // the machine releases the Vm, so its state says "migrated" rather than a guest exit
