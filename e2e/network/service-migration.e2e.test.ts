@@ -47,6 +47,8 @@ class LineClient {
   readonly lines: { text: string; at: number }[] = [];
   #buf = "";
   #closed: string | undefined;
+  /** When the connection ended (performance.now()), if it has. */
+  endedAt: number | undefined;
   readonly socket: Socket;
   constructor(socket: Socket) {
     this.socket = socket;
@@ -60,15 +62,20 @@ class LineClient {
     });
     socket.on("error", (err) => {
       this.#closed = `error: ${err.message}`;
+      this.endedAt ??= performance.now();
     });
     socket.on("close", () => {
       this.#closed ??= "closed";
+      this.endedAt ??= performance.now();
     });
   }
 
-  /** Throws when the connection has ended (reset, closed). */
-  alive(): void {
-    if (this.#closed) throw new Error(`the connection ended: ${this.#closed}`);
+  /** Throws when the connection has ended (reset, closed), saying when and after which reply. */
+  alive(since = 0): void {
+    if (!this.#closed) return;
+    const last = this.lines.at(-1)?.text;
+    const at = Math.round((this.endedAt ?? 0) - since);
+    throw new Error(`the connection ended ${at} ms in (last reply "${String(last)}"): ${this.#closed}`);
   }
 
   /** Sends `line` and waits for the first reply starting with `prefix`. */
@@ -190,16 +197,18 @@ describe.runIf(root)("a TCP connection through a Service survives a live migrati
       const started = performance.now();
       const migrate = await virtctl(kubeconfig, ["migrate", NAME]);
       expect(migrate.code, migrate.stderr).toBe(0);
-      await eventually(
+      // A connection that ended fails the test at once (eventually would retry until its timeout).
+      const ended = await eventually(
         async () => {
-          c.alive();
+          if (c.endedAt !== undefined) return true;
           const v = await vmiOrUndefined(kubeconfig, NAME);
           expect(v?.status?.migrationState?.failed).toBeFalsy();
           expect(v?.status?.migrationState?.completed).toBe(true);
-          return true;
+          return false;
         },
         { ...BOOT, intervalMs: 250, what: "the migration to complete" },
       );
+      if (ended) c.alive(started);
       const completed = performance.now();
       const targetIP = await eventually(
         async () => {
@@ -216,13 +225,14 @@ describe.runIf(root)("a TCP connection through a Service survives a live migrati
       const mark = sent;
       await eventually(
         async () => {
-          c.alive();
+          if (c.endedAt !== undefined) return true;
           const last = c.lines.filter((l) => l.text.startsWith("seq ")).at(-1);
           expect(Number(last?.text.slice(4))).toBeGreaterThan(mark + 5);
           return true;
         },
         { ...CLUSTER_WAIT, what: "replies on the same connection after the migration" },
       );
+      c.alive(started);
       clearInterval(pacer);
       const replies = c.lines.filter((l) => l.text.startsWith("seq "));
       // Every line came back once, in order (TCP's stream went on; nothing was restarted).
