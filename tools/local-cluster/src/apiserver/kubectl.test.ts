@@ -311,6 +311,23 @@ lastTimestamp: "${new Date().toISOString().slice(0, 19)}Z"
     expect((await k.run(["create", "serviceaccount", "sa1", "-n", "typed"])).stdout.trim()).toBe(
       "serviceaccount/sa1 created",
     );
+    expect(
+      (await k.run(["create", "rolebinding", "rb1", "-n", "typed", "--clusterrole=view", "--serviceaccount=typed:sa1"]))
+        .stdout,
+    ).toBe("rolebinding.rbac.authorization.k8s.io/rb1 created\n");
+    expect(
+      (await k.run(["get", "rolebinding", "rb1", "-n", "typed", "-o", "jsonpath={.roleRef.name} {.subjects[0].name}"]))
+        .stdout,
+    ).toBe("view sa1");
+    expect(
+      (await k.run(["create", "clusterrolebinding", "crb1", "--clusterrole=view", "--group=devs"])).stdout.trim(),
+    ).toBe("clusterrolebinding.rbac.authorization.k8s.io/crb1 created");
+    const token = await k.run(["create", "token", "sa1", "-n", "typed", "--duration=20m"]);
+    expect(token.stdout.trim()).toMatch(/^[A-Za-z0-9_-]{20,}$/);
+    // The duration arrives (protobuf field 4): under 10 minutes is refused.
+    expect((await k.run(["create", "token", "sa1", "-n", "typed", "--duration=5m"])).stderr).toContain(
+      "may not specify a duration less than 10 minutes",
+    );
     expect((await k.run(["get", "configmap", "cm1", "-n", "typed", "-o", "jsonpath={.data.a}"])).stdout).toBe("b");
     expect((await k.run(["get", "secret", "s1", "-n", "typed", "-o", "jsonpath={.data.pw}"])).stdout).toBe(
       Buffer.from("x").toString("base64"),

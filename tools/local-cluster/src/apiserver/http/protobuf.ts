@@ -1,6 +1,7 @@
 /**
  * Decoding of Kubernetes protobuf request bodies for the built-in kinds kubectl's typed commands send
- * (`kubectl create namespace|configmap|secret|serviceaccount`, `kubectl auth can-i`): client-go posts those as
+ * (`kubectl create namespace|configmap|secret|serviceaccount|rolebinding|clusterrolebinding|token`,
+ * `kubectl auth can-i`): client-go posts those as
  * `application/vnd.kubernetes.protobuf` and has no JSON fallback. Responses stay JSON (every client accepts it).
  *
  *   body = "k8s\0" + runtime.Unknown{1: typeMeta{1: apiVersion, 2: kind}, 2: raw (the object), 3, 4}
@@ -60,6 +61,15 @@ const RESOURCE_ATTRS: Schema = {
   7: ["name", "string"],
 };
 const NON_RESOURCE_ATTRS: Schema = { 1: ["path", "string"], 2: ["verb", "string"] };
+const BINDING: Schema = {
+  1: ["metadata", OBJECT_META],
+  2: [
+    "subjects",
+    { 1: ["kind", "string"], 2: ["apiGroup", "string"], 3: ["name", "string"], 4: ["namespace", "string"] },
+    true,
+  ],
+  3: ["roleRef", { 1: ["apiGroup", "string"], 2: ["kind", "string"], 3: ["name", "string"] }],
+};
 
 /** Schemas by `apiVersion/kind`. */
 const KINDS: Readonly<Record<string, Schema>> = {
@@ -90,6 +100,22 @@ const KINDS: Readonly<Record<string, Schema>> = {
   "authorization.k8s.io/v1/SelfSubjectAccessReview": {
     1: ["metadata", OBJECT_META],
     2: ["spec", { 1: ["resourceAttributes", RESOURCE_ATTRS], 2: ["nonResourceAttributes", NON_RESOURCE_ATTRS] }],
+  },
+  "rbac.authorization.k8s.io/v1/RoleBinding": BINDING,
+  "rbac.authorization.k8s.io/v1/ClusterRoleBinding": BINDING,
+  "authentication.k8s.io/v1/TokenRequest": {
+    1: ["metadata", OBJECT_META],
+    2: [
+      "spec",
+      {
+        1: ["audiences", "string", true],
+        3: [
+          "boundObjectRef",
+          { 1: ["kind", "string"], 2: ["apiVersion", "string"], 3: ["name", "string"], 4: ["uid", "string"] },
+        ],
+        4: ["expirationSeconds", "int"],
+      },
+    ],
   },
   "authorization.k8s.io/v1/SelfSubjectRulesReview": {
     1: ["metadata", OBJECT_META],
