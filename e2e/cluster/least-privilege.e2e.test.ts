@@ -2,12 +2,15 @@
  * Least privilege on the running local cluster: each component's own kubeconfig (the one its process runs with)
  * may do what its role grants (deploy/'s for KubeVirt's components, the bootstrap roles for the scheduler, the
  * service proxy and the kubelets) and nothing else, as kube-apiserver answers it; the admin kubeconfig stays kubectl's alone, and the
- * API server's database is its user's alone. Before RBAC, every one of these tokens could do anything.
+ * API server's database is its user's alone. Before RBAC, every one of these tokens could do anything. A namespace
+ * viewer's ServiceAccount token reaches a VM's expand-spec through virt-api, which acts as that caller, extras and
+ * all (virt-api's impersonation rules), and may not stop it.
  */
 import { readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, inject, it } from "vitest";
 import { kubectl } from "../lib/cli.ts";
+import { testGuestVm } from "../lib/manifests.ts";
 
 const kubeconfig = inject("kubeconfig");
 const dir = dirname(kubeconfig);
@@ -82,6 +85,54 @@ describe("each component under its own identity, with least privilege", () => {
     expect(sa.stderr.trim()).toBe(
       'Error from server (Forbidden): secrets is forbidden: User "system:serviceaccount:default:default" cannot list resource "secrets" in API group "" in the namespace "default"',
     );
+  });
+
+  it("a viewer's ServiceAccount reads a VM's expand-spec through virt-api as itself, and may not stop the VM", async () => {
+    const ns = "kvt-least-privilege";
+    const ok = async (args: string[], input?: string): Promise<string> => {
+      const r = await kubectl(kubeconfig, args, input);
+      expect(r.code, `kubectl ${args.join(" ")}: ${r.stderr}`).toBe(0);
+      return r.stdout;
+    };
+    const viewer = [
+      { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } },
+      { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "viewer", namespace: ns } },
+      {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "RoleBinding",
+        metadata: { name: "viewer", namespace: ns },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "view" },
+        subjects: [{ kind: "ServiceAccount", name: "viewer", namespace: ns }],
+      },
+    ];
+    await ok(["create", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: viewer }));
+    const small = {
+      apiVersion: "instancetype.kubevirt.io/v1beta1",
+      kind: "VirtualMachineInstancetype",
+      metadata: { name: "lp-small", namespace: ns },
+      spec: { cpu: { guest: 1 }, memory: { guest: "64Mi" } },
+    };
+    const vm = testGuestVm("lp-vm", { runStrategy: "Halted" }) as {
+      metadata: Record<string, unknown>;
+      spec: { instancetype?: unknown; template: { spec: { domain: { resources?: unknown } } } };
+    };
+    vm.metadata.namespace = ns;
+    vm.spec.instancetype = { kind: "VirtualMachineInstancetype", name: "lp-small" };
+    delete vm.spec.template.spec.domain.resources;
+    await ok(["create", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: [small, vm] }));
+    // A TokenRequest token: its user carries the credential-id extra, which virt-api impersonates too.
+    const token = (await ok(["create", "token", "viewer", "-n", ns])).trim();
+    const path = `/apis/subresources.kubevirt.io/v1/namespaces/${ns}/virtualmachines/lp-vm`;
+    const expanded = JSON.parse(await ok(["--token", token, "get", "--raw", `${path}/expand-spec`])) as {
+      spec: { template: { spec: { domain: { memory?: { guest?: string } } } } };
+    };
+    expect(expanded.spec.template.spec.domain.memory?.guest).toBe("64Mi");
+    const stop = await kubectl(kubeconfig, ["--token", token, "replace", "--raw", `${path}/stop`, "-f", "-"], "{}");
+    expect(stop.code).toBe(1);
+    expect(stop.stderr).toContain(
+      `User "system:serviceaccount:${ns}:viewer" cannot update resource "virtualmachines/stop" in API group "subresources.kubevirt.io"`,
+    );
+    await ok(["delete", "namespace", ns, "--wait=false"]);
   });
 
   it("keeps the API server's data directory and database to its own user", () => {

@@ -31,6 +31,7 @@ export {
   type Flow,
   formatRbacUsage,
   KUBEVIRT_OWN_SECRETS,
+  LOCAL_CLUSTER_EXEMPTIONS,
   rbacUsage,
 } from "./cluster/rbac-usage.ts";
 /** deploy/'s RBAC objects, as the local cluster applies them. */

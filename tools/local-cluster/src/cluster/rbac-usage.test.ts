@@ -326,6 +326,37 @@ describe("rbacUsage() on hand-made entries", () => {
     ]);
   });
 
+  it("exempts a rule by its content, and calls an exemption stale once a flow needs the rule or it names none", () => {
+    const exempt = {
+      component: "robot",
+      role: "ClusterRole robot-extra",
+      resources: ["nodes"],
+      verbs: ["get"],
+      why: "only real nodes",
+    };
+    const ghost = { ...exempt, resources: ["ghosts"] };
+    const services = { kind: "ClusterRole" as const, name: "robot-extra", index: 0 };
+    const entries = [entry("2026-11-26T10:01:10Z", { verb: "list", resource: "services", rules: [services] })];
+    const report = rbacUsage(OBJECTS, [account], entries, flows, {}, [exempt, ghost]);
+    expect(report.rules.find((r) => r.exempt)?.ref).toEqual({ kind: "ClusterRole", name: "robot-extra", index: 1 });
+    expect(report.staleExemptions).toEqual([ghost]);
+    const text = formatRbacUsage(report, () => "").text;
+    expect(text).toContain('exempt  robot: ClusterRole robot-extra rule 1: verbs get on "" nodes: only real nodes');
+    expect(text).toContain(
+      "STALE   exemption of robot ClusterRole robot-extra: a flow needs the rule, or no such rule",
+    );
+    const nodes = { kind: "ClusterRole" as const, name: "robot-extra", index: 1 };
+    const used = rbacUsage(
+      OBJECTS,
+      [account],
+      [entry("2026-11-26T10:01:20Z", { resource: "nodes", rules: [nodes] })],
+      flows,
+      {},
+      [exempt],
+    );
+    expect(formatRbacUsage(used, () => "").text).toContain("STALE   exemption of robot ClusterRole robot-extra");
+  });
+
   it("refuses a binding whose role is not in the set", () => {
     const broken = OBJECTS.filter((o) => !(o.kind === "Role" && o.metadata.name === "robot"));
     expect(() => componentRules(broken, account)).toThrow("RoleBinding robot: its Role robot is not in the set");

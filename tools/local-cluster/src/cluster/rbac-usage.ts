@@ -54,6 +54,55 @@ export interface OwnSecrets {
   readonly names: readonly string[] | RegExp;
 }
 
+/**
+ * A rule the local cluster cannot need, and why: it serves a path only a real cluster takes. Named by content
+ * (component, role, resources, verbs), not index, so an edit of the role cannot move it onto another rule.
+ */
+export interface LocalExemption {
+  readonly component: string;
+  readonly role: string;
+  readonly resources: readonly string[];
+  readonly verbs: readonly string[];
+  readonly why: string;
+}
+
+/**
+ * The KubeVirt rules no local-cluster flow can need. virt-api finds a node's virt-handler by listing the
+ * virt-handler pods (handler/handler-client.ts PodHandlerLocator); the local cluster runs the handlers as processes
+ * on 127.0.0.1, one port each, not as pods, and gives virt-api `--handler-url` instead. The real-Kubernetes lane
+ * (deploy/ on kube-apiserver) takes that path.
+ */
+export const LOCAL_CLUSTER_EXEMPTIONS: readonly LocalExemption[] = [
+  {
+    component: "virt-api",
+    role: "Role kubevirt/kubevirt-apiserver",
+    resources: ["pods"],
+    verbs: ["list"],
+    why:
+      "PodHandlerLocator lists the virt-handler pods on a real cluster; the local cluster runs the handlers as " +
+      "processes and gives virt-api --handler-url",
+  },
+];
+
+function roleName(r: ComponentRule): string {
+  return r.ref.kind === "Role" ? `Role ${r.ref.namespace}/${r.ref.name}` : `ClusterRole ${r.ref.name}`;
+}
+
+function sameList(a: readonly string[] | undefined, b: readonly string[]): boolean {
+  return (a ?? []).length === b.length && b.every((x) => a?.includes(x));
+}
+
+/** The exemption for `r` among `exemptions`, if any. */
+function exemptionOf(r: ComponentRule, exemptions: readonly LocalExemption[]): LocalExemption | undefined {
+  return exemptions.find(
+    (x) =>
+      x.component === r.component &&
+      x.role === roleName(r) &&
+      sameList(r.rule.resources, x.resources) &&
+      sameList(r.rule.verbs, x.verbs),
+  );
+}
+
 /** The report of {@link rbacUsage}. */
 export interface RbacUsageReport {
   /** Every rule, with the first request that only it allowed (absent: unused). */
@@ -61,7 +110,11 @@ export interface RbacUsageReport {
     readonly neededBy?: FlowRequest;
     /** `verb resource` pairs of the rule no request it allowed asked for (finer than the rule: a hint). */
     readonly unusedGrants: readonly string[];
+    /** Why the local cluster cannot need this rule (LOCAL_CLUSTER_EXEMPTIONS). */
+    readonly exempt?: string;
   })[];
+  /** Exemptions that name no rule of the components (stale: remove them). */
+  readonly staleExemptions: readonly LocalExemption[];
   /** Allowed Secret reads by a component outside its own Secrets (or by list/watch). */
   readonly foreignSecretReads: readonly (FlowRequest & { readonly component: string })[];
   /** Requests of a component's own code that RBAC denied (a flow missing a rule, or code asking for too much). */
@@ -198,6 +251,19 @@ function ownsSecret(own: readonly OwnSecrets[], e: AuthorizationAuditEntry): boo
 
 const SECRET_READS = new Set(["get", "list", "watch"]);
 
+/** By rule (refKey), the first allowed request of `username` that only that rule allowed. */
+function firstSoleRequests(
+  entries: readonly AuthorizationAuditEntry[],
+  username: string,
+): Map<string, AuthorizationAuditEntry> {
+  const sole = new Map<string, AuthorizationAuditEntry>();
+  for (const e of entries) {
+    const only = e.user === username && e.allowed && e.rules.length === 1 ? e.rules[0] : undefined;
+    if (only && !sole.has(refKey(only))) sole.set(refKey(only), e);
+  }
+  return sole;
+}
+
 /**
  * The usage of every rule the bindings among `objects` grant each component in `accounts`, from the audit
  * `entries` of a run whose e2e files ran as `flows`; `ownSecrets` says which Secrets each component may read.
@@ -208,24 +274,22 @@ export function rbacUsage(
   entries: readonly AuthorizationAuditEntry[],
   flows: readonly Flow[],
   ownSecrets: Readonly<Record<string, readonly OwnSecrets[]>>,
+  exemptions: readonly LocalExemption[] = [],
 ): RbacUsageReport {
   const ordered = [...entries].sort((a, b) => a.time.localeCompare(b.time));
   const at = (entry: AuthorizationAuditEntry): FlowRequest => ({ entry, flow: flowAt(flows, Date.parse(entry.time)) });
-  const rules: (ComponentRule & { neededBy?: FlowRequest; unusedGrants: string[] })[] = [];
+  const rules: (ComponentRule & { neededBy?: FlowRequest; unusedGrants: string[]; exempt?: string })[] = [];
   const foreignSecretReads: (FlowRequest & { component: string })[] = [];
   const denied: (FlowRequest & { component: string })[] = [];
   for (const account of accounts) {
     const { username } = serviceAccountUser(account);
     const mine = ordered.filter((e) => byComponentCode(e, username));
-    const sole = new Map<string, AuthorizationAuditEntry>();
-    for (const e of mine) {
-      const only = e.user === username && e.allowed && e.rules.length === 1 ? e.rules[0] : undefined;
-      if (only && !sole.has(refKey(only))) sole.set(refKey(only), e);
-    }
+    const sole = firstSoleRequests(mine, username);
     for (const r of componentRules(objects, account)) {
       const e = sole.get(refKey(r.ref));
       const unusedGrants = unusedGrantsOf(r, mine);
-      rules.push(e ? { ...r, neededBy: at(e), unusedGrants } : { ...r, unusedGrants });
+      const exempt = exemptionOf(r, exemptions)?.why;
+      rules.push({ ...r, ...(e ? { neededBy: at(e) } : {}), unusedGrants, ...(exempt ? { exempt } : {}) });
     }
     const own = ownSecrets[account.component] ?? [];
     for (const e of mine) {
@@ -235,7 +299,8 @@ export function rbacUsage(
         foreignSecretReads.push({ ...at(e), component: account.component });
     }
   }
-  return { rules, foreignSecretReads, denied };
+  const staleExemptions = exemptions.filter((x) => !rules.some((r) => exemptionOf(r, [x])));
+  return { rules, foreignSecretReads, denied, staleExemptions };
 }
 
 /** The `verb resource` pairs of `r` (wildcards left out) that no entry allowed by it asked for. */
@@ -258,7 +323,7 @@ function unusedGrantsOf(r: ComponentRule, entries: readonly AuthorizationAuditEn
 
 /** A rule as one line: `ClusterRole kubevirt-handler rule 2: get,update secrets [kubevirt-ca]`. */
 export function describeRule(r: ComponentRule): string {
-  const where = r.ref.kind === "Role" ? `Role ${r.ref.namespace}/${r.ref.name}` : `ClusterRole ${r.ref.name}`;
+  const where = roleName(r);
   const what = r.rule.nonResourceURLs?.length
     ? `nonResourceURLs ${r.rule.nonResourceURLs.join(",")}`
     : `${(r.rule.apiGroups ?? []).map((g) => g || '""').join(",")} ${(r.rule.resources ?? []).join(",")}`;
@@ -286,8 +351,12 @@ export function formatRbacUsage(
   text: string;
 } {
   const lines: string[] = [];
-  const unused = report.rules.filter((r) => !r.neededBy);
+  const unused = report.rules.filter((r) => !r.neededBy && !r.exempt);
+  // An exemption a flow proves after all is stale too: the rule then needs no excuse.
+  const stale = [...report.staleExemptions.map((x) => `${x.component} ${x.role}`)];
   for (const r of report.rules) {
+    if (r.exempt && r.neededBy) stale.push(`${r.component} ${roleName(r)}`);
+    if (r.exempt && !r.neededBy) lines.push(`exempt  ${r.component}: ${describeRule(r)}: ${r.exempt}`);
     if (!r.neededBy) continue;
     lines.push(`needed  ${r.component}: ${describeRule(r)}`);
     lines.push(`          only rule allowing ${describeRequest(r.neededBy.entry)}; flow: ${r.neededBy.flow}`);
@@ -304,10 +373,14 @@ export function formatRbacUsage(
     lines.push(`SECRET  ${s.component} read a Secret it does not own: ${describeRequest(s.entry)}; flow: ${s.flow}`);
   for (const d of report.denied)
     lines.push(`denied  ${d.component}: ${describeRequest(d.entry)}; flow: ${d.flow} (${d.entry.reason ?? "no rule"})`);
-  const ok = unused.length === 0 && report.foreignSecretReads.length === 0;
+  for (const x of stale)
+    lines.push(
+      `STALE   exemption of ${x}: a flow needs the rule, or no such rule; remove it from LOCAL_CLUSTER_EXEMPTIONS`,
+    );
+  const ok = unused.length === 0 && report.foreignSecretReads.length === 0 && stale.length === 0;
   lines.push(
-    `${report.rules.length - unused.length}/${report.rules.length} component rules needed by a flow, ` +
-      `${unused.length} unused; ${report.foreignSecretReads.length} foreign Secret reads; ` +
+    `${report.rules.filter((r) => r.neededBy).length}/${report.rules.length} component rules needed by a flow, ` +
+      `${report.rules.filter((r) => r.exempt && !r.neededBy).length} exempt, ${unused.length} unused; ${report.foreignSecretReads.length} foreign Secret reads; ` +
       `${report.denied.length} denied requests of component code`,
   );
   return { ok, text: `${lines.join("\n")}\n` };
