@@ -206,6 +206,24 @@ describe("which rules a component's requests need (a real API server's audit)", 
     expect(report.denied.map((d) => d.entry.resource)).toEqual(["secrets"]);
     expect(formatRbacUsage(report, () => "deploy/robot.yaml").ok).toBe(false);
   });
+
+  it("removing a rule a request needed alone denies that request (where an aggregated role's source holds it too)", async () => {
+    const without = async (name: string, index: number) => {
+      const path = `/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`;
+      const role = (await call(api, "GET", path)).body as { rules: unknown[] };
+      role.rules.splice(index, 1);
+      expect((await call(api, "PUT", path, role)).code).toBe(200);
+    };
+    expect((await asRobot("GET", "/api/v1/namespaces/ops/pods/p/status")).code).not.toBe(403);
+    await without("robot", 2);
+    expect((await asRobot("GET", "/api/v1/namespaces/ops/pods/p/status")).code).toBe(403);
+    expect((await asRobot("GET", "/api/v1/services")).code).toBe(200);
+    await without("robot-extra", 0);
+    expect((await asRobot("GET", "/api/v1/services")).code).toBe(403);
+    // Rule 0 (cfg-a by name) was never needed alone: without it the request still passes, by rule 1.
+    await without("robot", 0);
+    expect((await asRobot("GET", "/api/v1/namespaces/ops/configmaps/cfg-a")).code).not.toBe(403);
+  });
 });
 
 describe("rbacUsage() on hand-made entries", () => {
