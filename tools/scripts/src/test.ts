@@ -1,12 +1,13 @@
 /**
- * `npm test`: builds what the tests need, then runs every project's tests (Nx), the typecheck, the lint (Biome and
- * type-aware ESLint with the module-boundary rule), and the Deno lane (libs' tests under Deno, every app's --help
+ * `npm test`: builds what the tests need, then runs every project's tests (Nx), the check that every RBAC rule of
+ * the KubeVirt components is needed by an e2e flow (rbac-usage.ts, over the e2e run's authorization audit), the
+ * typecheck, the lint (Biome and type-aware ESLint with the module-boundary rule), and the Deno lane (libs' tests under Deno, every app's --help
  * under Deno), and our VMM's real-KVM checks in the nested lane (tools/nested) when this host's KVM cannot run Linux.
  * Prints `N passed, N failed, N skipped` last and writes it to .reports/test-summary.txt.
  *
  * Flags: --skip-deno, --skip-lint, --skip-nested (for quick local loops; CI runs everything).
  */
-import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseScriptArgs } from "./script-args.ts";
 import { addTally, formatTally, run, type Tally } from "./steps.ts";
@@ -43,12 +44,25 @@ function addNamed(t: NamedTally): void {
   failedNames.push(...t.failedNames);
 }
 
-async function check(name: string, cmd: string, cmdArgs: string[], options: { cwd?: string } = {}): Promise<void> {
+/** Runs a check; on failure the lines of `options.details` (a file the check writes) follow its name. */
+async function check(
+  name: string,
+  cmd: string,
+  cmdArgs: string[],
+  options: { cwd?: string; details?: string } = {},
+): Promise<void> {
   process.stdout.write(`\n=== ${name} ===\n`);
   const code = await run(cmd, cmdArgs, { cwd: options.cwd ?? root, env });
   const ok = code === 0;
   process.stdout.write(`=== ${name}: ${ok ? "ok" : `FAILED (exit ${code})`} ===\n`);
-  addNamed({ passed: ok ? 1 : 0, failed: ok ? 0 : 1, skipped: 0, failedNames: ok ? [] : [`${name}: exit ${code}`] });
+  const details = options.details && existsSync(options.details) ? readFileSync(options.details, "utf8").trim() : "";
+  const why = details ? `\n      ${details.split("\n").join("\n      ")}` : "";
+  addNamed({
+    passed: ok ? 1 : 0,
+    failed: ok ? 0 : 1,
+    skipped: 0,
+    failedNames: ok ? [] : [`${name}: exit ${code}${why}`],
+  });
 }
 
 const vitestProjects = projectDirs().filter((d) => existsSync(join(d, "vitest.config.ts")));
@@ -58,6 +72,15 @@ for (const dir of vitestProjects) rmSync(join(dir, ".reports"), { recursive: tru
 process.stdout.write("\n=== tests (nx run-many -t test) ===\n");
 await run(bin("nx"), ["run-many", "-t", "test", "--outputStyle=stream", "--skip-nx-cache"], { cwd: root, env });
 for (const dir of vitestProjects) addNamed(readVitestReport(join(dir, ".reports/vitest.json")));
+// The e2e run's authorization audit: every rule of the KubeVirt components' roles needed by a flow, no Secret read
+// outside a component's own (rbac-usage.ts names each unused rule and what to do).
+const rbacProblems = join(root, "e2e/.reports/rbac-usage-problems.txt");
+await check(
+  "e2e: every component RBAC rule needed by a flow",
+  process.execPath,
+  [join(root, "tools/scripts/src/rbac-usage.ts"), "--problems", rbacProblems],
+  { details: rbacProblems },
+);
 
 // 2. Our VMM on a real KVM (tools/nested lane.ts): inside the nested lane's L1 when this host's KVM cannot run Linux
 // (none, or PVM), else on this host. Runs alone, after the other tests: L1 is pure TCG and needs the CPU.
