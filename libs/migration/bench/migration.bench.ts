@@ -12,7 +12,8 @@
  */
 import { benchLane, hasKvm, testGuestPath, Vm } from "@kvt/vmm";
 import { Peer } from "../src/live-peers.test-util.ts";
-import type { MigrationProgress, MigrationResult } from "../src/source.ts";
+import type { MigrationResult } from "../src/source.ts";
+import type { MigrationProgress } from "../src/types.ts";
 import { loopbackTcpBytesPerSec, memcpyBytesPerSec } from "./limits.ts";
 
 const MiB = 2 ** 20;
