@@ -6,7 +6,6 @@
 
 /** The pure convergence policy (timeouts arrive resolved: @kvt/api's acceptableCompletionTimeSeconds). */
 export {
-  type ConvergenceOptions,
   ConvergencePolicy,
   type Decision,
   type RoundSample,

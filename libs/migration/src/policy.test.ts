@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { type ConvergenceOptions, ConvergencePolicy, THROTTLE_INITIAL } from "./policy.ts";
+import { ConvergencePolicy, THROTTLE_INITIAL } from "./policy.ts";
+import type { MigrationOptions } from "./types.ts";
 
 const MiB = 2 ** 20;
-const base: ConvergenceOptions = {
+const base: MigrationOptions = {
   bandwidthBytesPerSec: 0,
   maxDowntimeMs: 50,
   allowAutoConverge: false,

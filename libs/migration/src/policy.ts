@@ -16,9 +16,6 @@
 
 import type { MigrationOptions } from "./types.ts";
 
-/** The knobs the policy reads: the engine's MigrationOptions (types.ts). */
-export type ConvergenceOptions = MigrationOptions;
-
 /** One observation after a dirty-log collection. */
 export interface RoundSample {
   /** Milliseconds since the migration started. */
@@ -46,7 +43,7 @@ export const THROTTLE_MAX = 99;
 
 /** Tracks bandwidth, dirty rate and progress across rounds, and decides. */
 export class ConvergencePolicy {
-  readonly #o: ConvergenceOptions;
+  readonly #o: MigrationOptions;
   #bandwidth = 0;
   #dirtyRate = 0;
   #throttle = 0;
@@ -55,7 +52,7 @@ export class ConvergencePolicy {
   #lowestRemaining = Number.POSITIVE_INFINITY;
   #lowestAtMs = 0;
 
-  constructor(options: ConvergenceOptions) {
+  constructor(options: MigrationOptions) {
     if (!(options.maxDowntimeMs > 0)) throw new RangeError(`maxDowntimeMs must be > 0, got ${options.maxDowntimeMs}`);
     if (options.bandwidthBytesPerSec < 0) throw new RangeError("bandwidthBytesPerSec must be >= 0");
     this.#o = options;
