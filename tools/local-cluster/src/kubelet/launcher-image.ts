@@ -133,6 +133,7 @@ export async function bundleEntries(
       {
         name: "kvt-module-urls",
         transform(code: string, id: string) {
+          if (!code.includes("import.meta.url")) return null; // most modules: skip both regex passes
           const replaced = workerUrls(code, id).replace(META_URL, JSON.stringify(pathToFileURL(id).href));
           return replaced === code ? null : { code: replaced };
         },
