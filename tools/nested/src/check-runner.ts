@@ -31,6 +31,8 @@ export function report(r: CheckResult): void {
 /** Runs `fn` as the check `name` (its string result is the detail, a throw fails it); true when it passed. */
 export async function check(name: string, fn: () => Promise<string | undefined>): Promise<boolean> {
   const t0 = performance.now();
+  // Not a result line: when the lane is stopped, the last lines it prints say which check never ended.
+  process.stdout.write(`check-start ${name}\n`);
   try {
     const detail = await fn();
     report({ name, ok: true, ms: Math.round(performance.now() - t0), ...(detail ? { detail } : {}) });

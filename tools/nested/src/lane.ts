@@ -132,8 +132,14 @@ export async function runLane(options: LaneOptions): Promise<LaneRun> {
   });
   const checks = parseChecks(result.lines);
   let unfinished: string | undefined;
-  if (result.timedOut) unfinished = `L1 was stopped after ${Math.round(result.wallMs / 1000)} s (timeout)`;
-  else if (!jobFinished(result.lines)) {
+  if (result.timedOut) {
+    const last = result.lines
+      .filter((l) => l.startsWith("check-start "))
+      .at(-1)
+      ?.slice(12);
+    unfinished = `L1 was stopped after ${Math.round(result.wallMs / 1000)} s (timeout)${last ? ` in ${last}` : ""}`;
+    log(`nested: last L1 lines:\n${result.lines.slice(-60).join("\n")}`);
+  } else if (!jobFinished(result.lines)) {
     const why = result.lines.filter((l) => /KVT_L1_FAIL|KVT_L1_JOB_EXIT|Error|error:/.test(l)).slice(-5);
     unfinished = `the job in L1 did not finish${why.length ? `: ${why.join(" | ")}` : ""}`;
     log(`nested: last L1 lines:\n${result.lines.slice(-30).join("\n")}`);

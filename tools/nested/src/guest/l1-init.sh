@@ -10,7 +10,9 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 exec 0</dev/console 1>/dev/console 2>&1
-dmesg -n 1
+# Errors and worse reach the console (OOM kills, hung tasks, RCU stalls, lockups): the lane prints them when a job
+# does not finish.
+dmesg -n 4
 arg() { tr ' ' '\n' </proc/cmdline | sed -n "s/^$1=//p" | tail -n 1; }
 job=$(arg kvt.job)
 project=$(arg kvt.project)
@@ -35,6 +37,15 @@ if [ ! -f "/host$project/package.json" ]; then
 fi
 [ -f "/host$project/package.json" ] || fail "the project $project has no package.json inside L1"
 [ -c /dev/kvm ] || fail "no /dev/kvm after loading kvm-amd"
+# Every 30 s: load, free memory and the busiest processes, so a job that stops answering leaves a trace of L1's
+# state (the lane prints the last console lines when it stops L1).
+(
+  while sleep 30; do
+    echo "l1-monitor: up $(cut -d' ' -f1 /proc/uptime)s load $(cut -d' ' -f1-3 /proc/loadavg)" \
+      "$(grep -e MemAvailable -e Shmem: /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
+    top -b -n 1 | sed -n '5,9p' | sed 's/^/l1-monitor: /'
+  done
+) &
 echo "KVT_L1_READY uptime $(cut -d' ' -f1 /proc/uptime)s npt=$(cat /sys/module/kvm_amd/parameters/npt 2>/dev/null)"
 chroot /host /usr/bin/env -i HOME=/tmp PATH="$project/node_modules/.bin:/usr/sbin:/usr/bin:/sbin:/bin" \
   KVT_NESTED_L1=1 TMPDIR=/tmp /bin/sh -c "cd '$project' && exec node '$job' $args"
