@@ -92,10 +92,17 @@ export async function testGuestSuiteChecks(files: readonly string[] = []): Promi
       },
     })};\n`,
   );
+  process.stdout.write("check-start suite\n"); // as check() does: the lane names it if L1 is stopped here
   const t0 = performance.now();
   const vitest = `${root}/node_modules/vitest/vitest.mjs`;
   const code = await new Promise<number | null>((resolve) => {
-    const child = spawn(process.execPath, [vitest, "run", "--config", CONFIG], { cwd: root, stdio: "inherit" });
+    // Piped, not the console itself: on a TTY vitest redraws its summary every second, and each byte through L1's
+    // emulated UART costs the TCG host time; through a pipe it prints each file once.
+    const child = spawn(process.execPath, [vitest, "run", "--config", CONFIG], {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    for (const s of [child.stdout, child.stderr]) s.on("data", (chunk: Buffer) => process.stdout.write(chunk));
     child.on("exit", resolve);
     child.on("error", () => resolve(null));
   });
