@@ -52,9 +52,10 @@ async function check(
   options: { cwd?: string; details?: string } = {},
 ): Promise<void> {
   process.stdout.write(`\n=== ${name} ===\n`);
+  const t0 = Date.now();
   const code = await run(cmd, cmdArgs, { cwd: options.cwd ?? root, env });
   const ok = code === 0;
-  process.stdout.write(`=== ${name}: ${ok ? "ok" : `FAILED (exit ${code})`} ===\n`);
+  process.stdout.write(`=== ${name}: ${ok ? "ok" : `FAILED (exit ${code})`} (${seconds(t0)}) ===\n`);
   const details = options.details && existsSync(options.details) ? readFileSync(options.details, "utf8").trim() : "";
   const why = details ? `\n      ${details.split("\n").join("\n      ")}` : "";
   addNamed({
@@ -65,12 +66,19 @@ async function check(
   });
 }
 
+/** Seconds since `t0`, for the stage lines (where CI's time goes). */
+function seconds(t0: number): string {
+  return `${Math.round((Date.now() - t0) / 1000)} s`;
+}
+
 const vitestProjects = projectDirs().filter((d) => existsSync(join(d, "vitest.config.ts")));
 for (const dir of vitestProjects) rmSync(join(dir, ".reports"), { recursive: true, force: true });
 
 // 1. Build + unit/integration tests of every project (Nx resolves build dependencies, e.g. the native addon).
 process.stdout.write("\n=== tests (nx run-many -t test) ===\n");
+const testsFrom = Date.now();
 await run(bin("nx"), ["run-many", "-t", "test", "--outputStyle=stream", "--skip-nx-cache"], { cwd: root, env });
+process.stdout.write(`=== tests (nx run-many -t test): done (${seconds(testsFrom)}) ===\n`);
 for (const dir of vitestProjects) addNamed(readVitestReport(join(dir, ".reports/vitest.json")));
 // The e2e run's authorization audit: every rule of the KubeVirt components' roles needed by a flow, no Secret read
 // outside a component's own (rbac-usage.ts names each unused rule and what to do).
@@ -88,7 +96,9 @@ if (!args.has("--skip-nested")) {
   const report = join(root, ".reports/nested.json");
   rmSync(report, { force: true });
   process.stdout.write("\n=== our VMM on real KVM (the nested lane, or this host when its KVM runs Linux) ===\n");
+  const laneFrom = Date.now();
   await run(process.execPath, [join(root, "tools/nested/src/cli.ts"), "--report", report], { cwd: root, env });
+  process.stdout.write(`=== the nested lane: done (${seconds(laneFrom)}) ===\n`);
   addNamed(readLaneReport(report));
 }
 
@@ -104,7 +114,9 @@ if (!args.has("--skip-deno")) {
   const denoProjects = vitestProjects.filter((d) => d.includes("/libs/") || d.endsWith("/native"));
   for (const dir of denoProjects) {
     process.stdout.write(`\n=== deno: tests of ${dir.slice(root.length)} ===\n`);
+    const denoFrom = Date.now();
     await run(bin("deno"), ["run", "-A", join(root, "node_modules/vitest/vitest.mjs"), "run"], { cwd: dir, env });
+    process.stdout.write(`=== deno: tests of ${dir.slice(root.length)}: done (${seconds(denoFrom)}) ===\n`);
     addNamed(prefixed("deno: ", readVitestReport(join(dir, ".reports/vitest-deno.json"))));
   }
   for (const app of readdirSync(join(root, "apps"))) {
