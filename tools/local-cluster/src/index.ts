@@ -23,8 +23,12 @@ export type { KubeObject, ObjectMeta } from "./apiserver/types.ts";
 /** Bundle an app's entry point as the launcher image does (rolldown; each module keeps its source file's URL). */
 /** The components' bundles the cluster runs, and how to recognise a component's process by its command line. */
 export { COMPONENT_ENTRIES, runsComponent } from "./cluster/component-images.ts";
+/** A free loopback port (bind to 0, read it, close). */
+export { freePort } from "./cluster/free-port.ts";
 /** The whole local cluster: bring-up under a data dir (npm start, e2e), its components and their supervisor. */
 export { type LocalCluster, type LocalClusterOptions, startLocalCluster } from "./cluster/local-cluster.ts";
+/** The cluster's CAs and leaves under a pki directory (made once, remade when due or from another CA). */
+export { ensureCa, ensureLeaf } from "./cluster/pki.ts";
 /** Proof that every rule of the KubeVirt components' roles is needed by a flow, from an e2e run's audit. */
 export {
   componentAccounts,
@@ -37,4 +41,6 @@ export {
 /** deploy/'s RBAC objects, as the local cluster applies them. */
 export { releaseRbacObjects } from "./cluster/release-rbac.ts";
 export { type ComponentSpec, Supervisor, type SupervisorEvent } from "./cluster/supervisor.ts";
+/** Polling with a deadline, for start-up checks. */
+export { waitFor } from "./cluster/wait.ts";
 export { bundleEntry } from "./kubelet/launcher-image.ts";

@@ -1,0 +1,126 @@
+/**
+ * The real control plane's certificates and keys, made once under `<cluster-dir>/pki` by the platform's one
+ * certificate module (through local-cluster's ensureCa/ensureLeaf: remade when missing, due, or from another CA),
+ * with kubeadm's names and identities:
+ *
+ *   ca -------------+--> apiserver                      serving: localhost, 127.0.0.1, kubernetes.default.svc..., 10.96.0.1
+ *                   +--> apiserver-kubelet-client       O=system:masters (kubelet API)
+ *                   +--> admin                          CN=kubernetes-admin, O=system:masters (the printed kubeconfig)
+ *                   +--> controller-manager             CN=system:kube-controller-manager
+ *                   +--> scheduler                      CN=system:kube-scheduler
+ *                   +--> controller-manager-server,     the two components' serving certificates (localhost,
+ *                        scheduler-server               127.0.0.1), so `status` verifies whom it probes
+ *   front-proxy-ca -+--> front-proxy-client             aggregation (--proxy-client-cert-file)
+ *   etcd-ca --------+--> etcd-server                    etcd's serving and peer certificate
+ *                   +--> apiserver-etcd-client          the API server's etcd identity
+ *                   +--> etcd-healthcheck-client        `status`'s probe of etcd /health
+ *   sa.key / sa.pub                                     service-account token signing (ECDSA P-256, ES256)
+ *
+ * The controller manager signs CSRs with `ca` (--cluster-signing-*), as kubeadm configures it.
+ */
+import { generateKeyPairSync } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { CertificateFiles } from "@kvt/certs";
+import { ensureCa, ensureLeaf } from "@kvt/local-cluster";
+
+/** The service network's first address: the `kubernetes` Service's ClusterIP, in the API server's certificate. */
+export const KUBERNETES_SERVICE_IP = "10.96.0.1";
+
+/** Every file the control plane's flags name. */
+export interface ControlPlanePki {
+  readonly dir: string;
+  readonly ca: CertificateFiles;
+  readonly apiserver: CertificateFiles;
+  readonly apiserverKubeletClient: CertificateFiles;
+  readonly admin: CertificateFiles;
+  readonly controllerManager: CertificateFiles;
+  readonly scheduler: CertificateFiles;
+  readonly controllerManagerServer: CertificateFiles;
+  readonly schedulerServer: CertificateFiles;
+  readonly frontProxyCa: CertificateFiles;
+  readonly frontProxyClient: CertificateFiles;
+  readonly etcdCa: CertificateFiles;
+  readonly etcdServer: CertificateFiles;
+  readonly apiserverEtcdClient: CertificateFiles;
+  readonly etcdHealthcheckClient: CertificateFiles;
+  /** Service-account signing key (PKCS#8) and its public key (SPKI). */
+  readonly serviceAccountKey: string;
+  readonly serviceAccountPub: string;
+}
+
+const LOOPBACK = { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] };
+const API_NAMES = [
+  "localhost",
+  "kubernetes",
+  "kubernetes.default",
+  "kubernetes.default.svc",
+  "kubernetes.default.svc.cluster.local",
+];
+
+/** The pki file layout of `dir` (pure: what ensureControlPlanePki makes). */
+export function controlPlanePkiFiles(dir: string): ControlPlanePki {
+  const f = (name: string): CertificateFiles => ({ cert: join(dir, `${name}.crt`), key: join(dir, `${name}.key`) });
+  return {
+    dir,
+    ca: f("ca"),
+    apiserver: f("apiserver"),
+    apiserverKubeletClient: f("apiserver-kubelet-client"),
+    admin: f("admin"),
+    controllerManager: f("controller-manager"),
+    scheduler: f("scheduler"),
+    controllerManagerServer: f("controller-manager-server"),
+    schedulerServer: f("scheduler-server"),
+    frontProxyCa: f("front-proxy-ca"),
+    frontProxyClient: f("front-proxy-client"),
+    etcdCa: f("etcd-ca"),
+    etcdServer: f("etcd-server"),
+    apiserverEtcdClient: f("apiserver-etcd-client"),
+    etcdHealthcheckClient: f("etcd-healthcheck-client"),
+    serviceAccountKey: join(dir, "sa.key"),
+    serviceAccountPub: join(dir, "sa.pub"),
+  };
+}
+
+/** Makes (or keeps) every certificate and key of the control plane in `dir`. */
+export async function ensureControlPlanePki(dir: string): Promise<ControlPlanePki> {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const ca = await ensureCa(dir, "ca");
+  await ensureLeaf(dir, "apiserver", ca, {
+    commonName: "kube-apiserver",
+    dnsNames: API_NAMES,
+    ipAddresses: ["127.0.0.1", KUBERNETES_SERVICE_IP],
+  });
+  const client = (commonName: string, organization?: string) => ({
+    commonName,
+    organization,
+    usage: "client" as const,
+  });
+  await ensureLeaf(dir, "apiserver-kubelet-client", ca, client("kube-apiserver-kubelet-client", "system:masters"));
+  await ensureLeaf(dir, "admin", ca, client("kubernetes-admin", "system:masters"));
+  await ensureLeaf(dir, "controller-manager", ca, client("system:kube-controller-manager"));
+  await ensureLeaf(dir, "scheduler", ca, client("system:kube-scheduler"));
+  await ensureLeaf(dir, "controller-manager-server", ca, { commonName: "kube-controller-manager", ...LOOPBACK });
+  await ensureLeaf(dir, "scheduler-server", ca, { commonName: "kube-scheduler", ...LOOPBACK });
+
+  const frontProxyCa = await ensureCa(dir, "front-proxy-ca");
+  await ensureLeaf(dir, "front-proxy-client", frontProxyCa, client("front-proxy-client"));
+
+  const etcdCa = await ensureCa(dir, "etcd-ca");
+  await ensureLeaf(dir, "etcd-server", etcdCa, { commonName: "etcd", ...LOOPBACK, usage: "both" });
+  await ensureLeaf(dir, "apiserver-etcd-client", etcdCa, client("kube-apiserver-etcd-client"));
+  await ensureLeaf(dir, "etcd-healthcheck-client", etcdCa, client("kube-etcd-healthcheck-client"));
+
+  const files = controlPlanePkiFiles(dir);
+  if (!existsSync(files.serviceAccountKey) || !existsSync(files.serviceAccountPub)) {
+    const { privateKey, publicKey } = generateKeyPairSync("ec", {
+      namedCurve: "P-256",
+      privateKeyEncoding: { type: "pkcs8", format: "pem" },
+      publicKeyEncoding: { type: "spki", format: "pem" },
+    });
+    writeFileSync(files.serviceAccountKey, privateKey, { mode: 0o600 });
+    writeFileSync(files.serviceAccountPub, publicKey, { mode: 0o644 });
+  }
+  chmodSync(files.serviceAccountKey, 0o600);
+  return files;
+}

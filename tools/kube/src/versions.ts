@@ -1,0 +1,43 @@
+/**
+ * The pinned versions of what `npm run kube -- build` compiles, and the binaries each build makes. Changing a
+ * version here is the one way to rebuild: the stamp (stamp.ts) records these, and a build whose stamp differs
+ * starts over.
+ *
+ * - Kubernetes v1.37.2: the newest release the Go module proxy serves here; its go.mod asks for go 1.26.0.
+ * - etcd v3.7.3: kubeadm of 1.37 pins etcd 3.7.0 (`DefaultEtcdVersion`) and supports >= 3.5.24; Debian 12's
+ *   etcd-server is 3.4, below that minimum, so etcd is built too.
+ */
+
+/** The Kubernetes release (module k8s.io/kubernetes; its staging modules are the matching v0.X.Y tags). */
+export const KUBERNETES_VERSION = "v1.37.2";
+
+/** The etcd release (modules go.etcd.io/etcd/server/v3 and go.etcd.io/etcd/etcdctl/v3). */
+export const ETCD_VERSION = "v3.7.3";
+
+/** One binary: its file name and the Go package whose `main` it is. */
+export interface BinarySpec {
+  readonly name: string;
+  readonly pkg: string;
+}
+
+/** What the Kubernetes module builds (kubectl too, so the tests and users get a client of the same minor). */
+export const KUBERNETES_BINARIES: readonly BinarySpec[] = [
+  { name: "kube-apiserver", pkg: "k8s.io/kubernetes/cmd/kube-apiserver" },
+  { name: "kube-controller-manager", pkg: "k8s.io/kubernetes/cmd/kube-controller-manager" },
+  { name: "kube-scheduler", pkg: "k8s.io/kubernetes/cmd/kube-scheduler" },
+  { name: "kubelet", pkg: "k8s.io/kubernetes/cmd/kubelet" },
+  { name: "kubectl", pkg: "k8s.io/kubernetes/cmd/kubectl" },
+];
+
+/** What the etcd modules build. */
+export const ETCD_BINARIES: readonly BinarySpec[] = [
+  { name: "etcd", pkg: "go.etcd.io/etcd/server/v3" },
+  { name: "etcdctl", pkg: "go.etcd.io/etcd/etcdctl/v3" },
+];
+
+/** The staging modules' version for a Kubernetes release: v1.37.2 -> v0.37.2 (how Kubernetes tags them). */
+export function stagingVersion(kubernetesVersion: string): string {
+  const m = /^v1\.(\d+)\.(\d+)$/.exec(kubernetesVersion);
+  if (!m) throw new Error(`not a Kubernetes release version: ${JSON.stringify(kubernetesVersion)} (want v1.X.Y)`);
+  return `v0.${m[1]}.${m[2]}`;
+}
