@@ -45,4 +45,11 @@ export {
   type PortForwardEndpoint,
 } from "./server.ts";
 /** Where launchers put their sockets, so a handler finds them (and re-finds them after a restart). */
-export { isLauncherSocketName, launcherSocketPath } from "./socket-path.ts";
+export {
+  isLauncherSocketName,
+  isPodUid,
+  LAUNCHER_SOCKET_NAME,
+  launcherSocketPath,
+  podSocketDir,
+  podSocketPath,
+} from "./socket-path.ts";

@@ -19,6 +19,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   type ConsoleEndpoint,
   type DomainInfo,
+  isPodUid,
   LauncherClient,
   type LauncherEvent,
   LauncherRpcError,
@@ -28,6 +29,7 @@ import {
   type MigrateRequest,
   type PortForwardEndpoint,
   type PrepareTargetRequest,
+  podSocketPath,
   TIMEOUT_HEADER,
 } from "./index.ts";
 
@@ -445,5 +447,18 @@ describe("launcherSocketPath", () => {
   it("refuses keys that are not plain names", () => {
     expect(() => launcherSocketPath("/run", "../etc")).toThrow(RangeError);
     expect(launcherSocketPath("/run", "abc-1")).toBe("/run/launcher-abc-1.sock");
+  });
+});
+
+describe("podSocketPath", () => {
+  it("is the pod's sockets emptyDir under the kubelet's pods directory, as KubeVirt's SocketFilePathOnHost", () => {
+    expect(podSocketPath("/pods", "6f0c2a1e-8d3b-4c55-9e0a-0123456789ab")).toBe(
+      "/pods/6f0c2a1e-8d3b-4c55-9e0a-0123456789ab/volumes/kubernetes.io~empty-dir/sockets/launcher-sock",
+    );
+  });
+
+  it("refuses a uid that would leave the pods directory", () => {
+    for (const uid of ["..", "../x", "a/b", ""]) expect(() => podSocketPath("/pods", uid)).toThrow(RangeError);
+    expect([isPodUid("abc-1"), isPodUid(".."), isPodUid(".tmp")]).toEqual([true, false, false]);
   });
 });

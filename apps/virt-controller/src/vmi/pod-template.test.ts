@@ -3,6 +3,50 @@ import { newVmi, withMemory } from "@kvt/testing";
 import { describe, expect, it } from "vitest";
 import { accessCredentialSecrets, renderLauncherPod } from "./pod-template.ts";
 
+/** The compute container's own mounts, first, in KubeVirt's order. */
+const LAUNCHER_DIRS = ["private", "ephemeral-disks", "sockets"];
+
+describe("launcher pod directories (KubeVirt's VolumeRenderer)", () => {
+  const vmi = newVmi("vm-dirs", withMemory("64Mi"), (v) => {
+    v.metadata!.uid = "0b7c6a5e-1111-4222-8333-944445555666";
+  });
+  const pod = renderLauncherPod(vmi);
+  const [compute, consoleLog] = pod.spec!.containers;
+
+  it("declares the private, sockets and ephemeral-disks emptyDirs with KubeVirt's names", () => {
+    expect(pod.spec?.volumes).toEqual([
+      { name: "private", emptyDir: {} },
+      { name: "sockets", emptyDir: {} },
+      { name: "ephemeral-disks", emptyDir: {} },
+    ]);
+  });
+
+  it("mounts them in the compute container at KubeVirt's paths, the sockets where virt-handler looks", () => {
+    expect(compute.volumeMounts).toEqual([
+      { name: "private", mountPath: "/var/run/kubevirt-private" },
+      { name: "ephemeral-disks", mountPath: "/var/run/kubevirt-ephemeral-disks" },
+      { name: "sockets", mountPath: "/var/run/kubevirt/sockets" },
+    ]);
+  });
+
+  it("gives guest-console-log the private volume read-only, where the launcher writes the console log", () => {
+    expect(consoleLog.volumeMounts).toEqual([
+      { name: "private", mountPath: "/var/run/kubevirt-private", readOnly: true },
+    ]);
+    expect(consoleLog.command).toEqual([
+      "/usr/bin/virt-tail",
+      "--logfile",
+      "/var/run/kubevirt-private/0b7c6a5e-1111-4222-8333-944445555666/virt-serial0-log",
+    ]);
+  });
+
+  it("injects nothing a special kubelet would have to provide: no hostPath, no socket or pod dir env", () => {
+    expect(pod.spec?.volumes?.some((v) => v.hostPath)).toBe(false);
+    const env = (compute.env ?? []).map((e) => e.name);
+    expect(env.filter((n) => n.startsWith("KUBEVIRT_") && n !== "KUBEVIRT_USE_EMULATION")).toEqual([]);
+  });
+});
+
 describe("launcher pod access credentials (KubeVirt's withAccessCredentials)", () => {
   const vmi = newVmi("vm-keys", withMemory("64Mi"), (v) => {
     v.spec.accessCredentials = [
@@ -67,7 +111,7 @@ describe("launcher pod storage of claims (KubeVirt's rendervolumes.go addPVCToLa
       { name: "data", devicePath: "/dev/data" },
       { name: "golden", devicePath: "/dev/golden" },
     ]);
-    expect(compute.volumeMounts?.filter((m) => m.mountPath.startsWith("/var/run/kubevirt-private"))).toEqual([
+    expect(compute.volumeMounts?.filter((m) => m.mountPath.startsWith("/var/run/kubevirt-private/"))).toEqual([
       { name: "rootfs", mountPath: "/var/run/kubevirt-private/vmi-disks/rootfs" },
     ]);
     // The pod volumes are the claims either way; a readOnly source and an ephemeral volume's claim stay read-only.
@@ -87,12 +131,12 @@ describe("launcher pod storage of claims (KubeVirt's rendervolumes.go addPVCToLa
     } as unknown as typeof vmi;
     const compute = renderLauncherPod(withStatus).spec!.containers[0];
     expect(compute.volumeDevices).toEqual([{ name: "data", devicePath: "/dev/data" }]);
-    expect(compute.volumeMounts?.map((m) => m.name)).toEqual(["ephemeral-disks", "rootfs", "golden"]);
+    expect(compute.volumeMounts?.map((m) => m.name)).toEqual([...LAUNCHER_DIRS, "rootfs", "golden"]);
   });
 
   it("renders no volumeDevices without Block claims", () => {
     const compute = renderLauncherPod(vmi).spec!.containers[0];
     expect(compute.volumeDevices).toBeUndefined();
-    expect(compute.volumeMounts?.map((m) => m.name)).toEqual(["ephemeral-disks", "rootfs", "data", "golden"]);
+    expect(compute.volumeMounts?.map((m) => m.name)).toEqual([...LAUNCHER_DIRS, "rootfs", "data", "golden"]);
   });
 });

@@ -20,8 +20,15 @@
  * volume's claim, read only) and each hostDisk's directory is a pod volume of the same name mounted at
  * `<VMI_DISKS_DIR>/<name>`, except a claim whose volumeMode is Block (KubeVirt's IsPVCBlockFromStore, read from the
  * claim as {@link PodTemplateOptions.claims} finds it): that one is a volumeDevice at `/dev/<name>` instead (the raw
- * device; the launcher uses it as the disk). The `ephemeral-disks` emptyDir at EPHEMERAL_DISKS_DIR holds emptyDisk
- * images and containerDisk overlays.
+ * device; the launcher uses it as the disk).
+ *
+ * The launcher's own directories are emptyDirs, as KubeVirt's VolumeRenderer declares them (names and paths
+ * KubeVirt's; only those our launcher uses): `private` at VIRT_PRIVATE_DIR (/var/run/kubevirt-private: the launcher's
+ * scratch and the console log `<vmi uid>/virt-serial0-log`, also mounted read-only into `guest-console-log`),
+ * `sockets` at VIRT_SOCKETS_DIR (/var/run/kubevirt/sockets: the launcher's `launcher-sock`, which virt-handler
+ * reaches through the kubelet's pods directory) and `ephemeral-disks` at EPHEMERAL_DISKS_DIR (emptyDisk images and
+ * containerDisk overlays). KubeVirt's `public`, `libvirt-runtime`, `virt-bin-share-dir` and `container-disks` are
+ * left out: nothing here runs libvirt or container-disk init containers.
  *
  * Config volumes (KubeVirt's rendervolumes.go withVMIConfigVolumes): each configMap, secret and downwardAPI volume of
  * the VMI is a pod volume of the same kind and name (configMap and secret keep `optional`; downwardAPI's `fields`
@@ -47,12 +54,16 @@ import {
   KVM_DEVICE_RESOURCE,
   LABEL,
   type PersistentVolumeClaimInfo,
+  PRIVATE_VOLUME,
   parseQuantity,
   Quantity,
   SECRET_SOURCE_DIR,
   SERVICE_ACCOUNT_SOURCE_DIR,
+  SOCKETS_VOLUME,
   TUN_DEVICE_RESOURCE,
   VHOST_NET_DEVICE_RESOURCE,
+  VIRT_PRIVATE_DIR,
+  VIRT_SOCKETS_DIR,
   type VirtualMachineInstance,
   VMI_DISKS_DIR,
   type Volume,
@@ -229,16 +240,37 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
 }
 
 /**
- * KubeVirt's `guest-console-log` container: `virt-tail` follows the console log the launcher writes
- * (`/var/run/kubevirt-private/<vmi uid>/virt-serial0-log`), so `kubectl logs <pod> -c guest-console-log` shows the
- * guest's serial console. Tiny resources, as KubeVirt sets them.
+ * KubeVirt's `guest-console-log` container: `virt-tail` follows the console log the launcher writes in the `private`
+ * volume it mounts read-only (`/var/run/kubevirt-private/<vmi uid>/virt-serial0-log`), so `kubectl logs <pod> -c
+ * guest-console-log` shows the guest's serial console. Tiny resources, as KubeVirt sets them.
  */
 export function guestConsoleLogContainer(uid: string): NonNullable<Pod["spec"]>["containers"][number] {
   return {
     name: CONSOLE_LOG_CONTAINER,
     image: LAUNCHER_IMAGE,
-    command: [VIRT_TAIL_COMMAND, "--logfile", `/var/run/kubevirt-private/${uid}/virt-serial0-log`],
+    command: [VIRT_TAIL_COMMAND, "--logfile", consoleLogPath(uid)],
     resources: { requests: { cpu: "5m", memory: "35M" }, limits: { cpu: "15m", memory: "60M" } },
+    volumeMounts: [{ name: PRIVATE_VOLUME, mountPath: VIRT_PRIVATE_DIR, readOnly: true }],
+  };
+}
+
+/** The guest's serial console log inside the pod (KubeVirt's `<VirtPrivateDir>/<vmi uid>/virt-serial0-log`). */
+export function consoleLogPath(uid: string): string {
+  return `${VIRT_PRIVATE_DIR}/${uid}/virt-serial0-log`;
+}
+
+/** The emptyDirs of the launcher itself and where the compute container mounts them, in KubeVirt's order. */
+function launcherDirs(): {
+  volumes: PodVolume[];
+  mounts: NonNullable<Container["volumeMounts"]>;
+} {
+  return {
+    volumes: [PRIVATE_VOLUME, SOCKETS_VOLUME, EPHEMERAL_DISKS_VOLUME].map((name) => ({ name, emptyDir: {} })),
+    mounts: [
+      { name: PRIVATE_VOLUME, mountPath: VIRT_PRIVATE_DIR },
+      { name: EPHEMERAL_DISKS_VOLUME, mountPath: EPHEMERAL_DISKS_DIR },
+      { name: SOCKETS_VOLUME, mountPath: VIRT_SOCKETS_DIR },
+    ],
   };
 }
 
@@ -251,10 +283,7 @@ export function launcherStorage(
   mounts: NonNullable<Container["volumeMounts"]>;
   devices: NonNullable<Container["volumeDevices"]>;
 } {
-  const volumes: PodVolume[] = [{ name: EPHEMERAL_DISKS_VOLUME, emptyDir: {} }];
-  const mounts: NonNullable<Container["volumeMounts"]> = [
-    { name: EPHEMERAL_DISKS_VOLUME, mountPath: EPHEMERAL_DISKS_DIR },
-  ];
+  const { volumes, mounts } = launcherDirs();
   const devices: NonNullable<Container["volumeDevices"]> = [];
   const statusInfo = new Map(volumeStatuses(vmi.status).map((s) => [s.name, s.persistentVolumeClaimInfo]));
   const onDisk = new Set((vmi.spec.domain.devices.disks ?? []).map((d) => d.name));

@@ -239,13 +239,17 @@ describe("launcher pod storage", () => {
     });
     const pod = renderLauncherPod(vmi);
     expect(pod.spec?.volumes).toEqual([
+      { name: "private", emptyDir: {} },
+      { name: "sockets", emptyDir: {} },
       { name: "ephemeral-disks", emptyDir: {} },
       { name: "data", persistentVolumeClaim: { claimName: "pvc1" } },
       { name: "eph", persistentVolumeClaim: { claimName: "base", readOnly: true } },
       { name: "host", hostPath: { path: "/data/vm", type: "DirectoryOrCreate" } },
     ]);
     expect(pod.spec?.containers[0]?.volumeMounts).toEqual([
+      { name: "private", mountPath: "/var/run/kubevirt-private" },
       { name: "ephemeral-disks", mountPath: "/var/run/kubevirt-ephemeral-disks" },
+      { name: "sockets", mountPath: "/var/run/kubevirt/sockets" },
       { name: "data", mountPath: "/var/run/kubevirt-private/vmi-disks/data" },
       { name: "eph", mountPath: "/var/run/kubevirt-private/vmi-disks/eph", readOnly: true },
       { name: "host", mountPath: "/var/run/kubevirt-private/vmi-disks/host" },
@@ -267,13 +271,13 @@ describe("launcher pod config volumes", () => {
 
   it("renders configMap, secret and downwardAPI pod volumes, mounted read-only where KubeVirt mounts them", () => {
     const pod = renderLauncherPod(vmi);
-    expect(pod.spec?.volumes?.slice(1, 5)).toEqual([
+    expect(pod.spec?.volumes?.slice(3, 7)).toEqual([
       { name: "cm", configMap: { name: "app-config", optional: true } },
       { name: "sec", secret: { secretName: "app-secret" } },
       { name: "unused", secret: { secretName: "other" } },
       { name: "dapi", downwardAPI: { items: [{ path: "labels", fieldRef: { fieldPath: "metadata.labels" } }] } },
     ]);
-    expect(pod.spec?.containers[0]?.volumeMounts?.slice(1)).toEqual([
+    expect(pod.spec?.containers[0]?.volumeMounts?.slice(3)).toEqual([
       { name: "cm", mountPath: "/var/run/kubevirt-private/config-map/cm", readOnly: true },
       { name: "sec", mountPath: "/var/run/kubevirt-private/secret/sec", readOnly: true },
       { name: "dapi", mountPath: "/var/run/kubevirt-private/downwardapi/dapi", readOnly: true },

@@ -20,6 +20,14 @@ export const VMI_DISKS_DIR = "/var/run/kubevirt-private/vmi-disks";
 export const EPHEMERAL_DISKS_DIR = "/var/run/kubevirt-ephemeral-disks";
 /** The pod volume name of {@link EPHEMERAL_DISKS_DIR}. */
 export const EPHEMERAL_DISKS_VOLUME = "ephemeral-disks";
+/** The compute container's private directory (KubeVirt's VirtPrivateDir): the console log, the launcher's scratch. */
+export const VIRT_PRIVATE_DIR = "/var/run/kubevirt-private";
+/** The pod volume (an emptyDir) mounted at {@link VIRT_PRIVATE_DIR} (KubeVirt's `private`). */
+export const PRIVATE_VOLUME = "private";
+/** Where the launcher listens (`launcher-sock`), virt-handler reaching it through the kubelet's pods directory. */
+export const VIRT_SOCKETS_DIR = "/var/run/kubevirt/sockets";
+/** The pod volume (an emptyDir) mounted at {@link VIRT_SOCKETS_DIR} (KubeVirt's `sockets`). */
+export const SOCKETS_VOLUME = "sockets";
 /** Where a configMap volume's files are mounted in the compute container (KubeVirt's ConfigMapSourceDir/<volume>). */
 export const CONFIG_MAP_SOURCE_DIR = "/var/run/kubevirt-private/config-map";
 /** Where a secret volume's files are mounted (KubeVirt's SecretSourceDir/<volume>). */
