@@ -6,7 +6,8 @@
  *   LauncherRegistry (this node's socket dirs) -> re-queues a VMI when its launcher reports
  *   DeviceController: kubelet device plugins devices.kubevirt.io/kvm, tun, vhost-net (gRPC, the kubelet's dir)
  *   NodeHeartbeat (kubevirt.io/heartbeat, kubevirt.io/schedulable while the device plugins are registered)
- *   HandlerServer (pause/unpause/softreboot/console for virt-api)
+ *   HandlerServer (pause/unpause/softreboot/console for virt-api; migration secrets for the other handlers)
+ *   HandlerMigrationSecrets (held in memory as a migration's target; fetched from the target's handler as its source)
  *
  * Stopping leaves every launcher and guest running: a restarted handler re-adopts them from the socket dirs.
  */
@@ -33,7 +34,7 @@ import { LauncherRegistry } from "./launchers/launcher-registry.ts";
 import { OrphanReaper } from "./launchers/orphans.ts";
 import { registerHandlerMetrics } from "./metrics/handler-metrics.ts";
 import { registerVmiMetrics } from "./metrics/vmi-metrics.ts";
-import { ApiMigrationSecrets, SECRETS, type Secret } from "./migration/migration-secrets.ts";
+import { HandlerMigrationSecrets } from "./migration/migration-secrets.ts";
 import { NodeHeartbeat } from "./node/heartbeat.ts";
 import { reconcileParent } from "./tracing/migration-trace.ts";
 import { VmiController, type VmiStatusWriter } from "./vmi/vmi-controller.ts";
@@ -47,10 +48,16 @@ export interface HandlerAppOptions {
   readonly socketDirs: readonly string[];
   readonly logger: Logger;
   readonly registry?: Registry;
-  /** Port of the server for virt-api (KubeVirt 8186; 0 = any) and its address. */
+  /**
+   * Port of the server for virt-api and the other handlers (KubeVirt 8186; 0 = any) and its address, which the
+   * handler publishes to the source handler of a migration to this node (so not a wildcard address).
+   */
   readonly port: number;
   readonly host: string;
-  /** Mutual TLS of the server for virt-api (required: console and pause never go over plain HTTP). */
+  /**
+   * Mutual TLS of the server for virt-api and the other handlers (required: console and pause never go over plain
+   * HTTP). Its pair is also this handler's client certificate towards the other handlers (migration secrets).
+   */
   readonly tls: HandlerServerTls;
   readonly heartbeatPeriodMs?: number;
   readonly workers?: number;
@@ -182,12 +189,16 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     logger: o.logger,
   });
   const handlerMetrics = registerMetrics(o, launchers, () => informer.hasSynced);
+  let tls: HandlerServerTls = o.tls;
+  let syncAddress: string | undefined; // set once the server listens
+  const secrets = new HandlerMigrationSecrets({ nodeName: o.nodeName, tls: () => tls });
   const controller = new VmiController({
     nodeName: o.nodeName,
     vmis: informer.store,
     writer: vmiWriter(vmis),
     launchers,
-    secrets: new ApiMigrationSecrets(resourceClient<Secret>(rest, SECRETS)),
+    secrets,
+    syncAddress: () => syncAddress,
   });
   const runner = new Runner({
     controller: "vmi",
@@ -208,6 +219,8 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     launcherFor: (uid) => launchers.forVmi(uid).find(holdsGuest) ?? launchers.forVmi(uid).find((v) => !v.gone),
     logger: o.logger,
     tls: o.tls,
+    migrationSecret: (ns, name, migrationUid, callerNode) =>
+      secrets.answer(informer.store.get(objectKey(ns, name)), migrationUid, callerNode),
   });
   await launchers.start(); // re-adopt running launchers before deciding anything about their VMIs
   informer.start();
@@ -225,10 +238,14 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     );
     return -1;
   });
+  if (port >= 0) syncAddress = hostPort(o.host, port);
   o.logger.info({ node: o.nodeName, port, launchers: launchers.all().length }, "virt-handler ready");
   return {
     port,
-    updateTls: (tls) => server.updateTls(tls),
+    updateTls: (material) => {
+      server.updateTls(material);
+      tls = { ...tls, ...material };
+    },
     async stop() {
       if (port >= 0) await server.close();
       await heartbeat.stop();
@@ -239,4 +256,9 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
       await running;
     },
   };
+}
+
+/** `host:port`, an IPv6 host in brackets. */
+function hostPort(host: string, port: number): string {
+  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
 }

@@ -3,7 +3,8 @@
  * test plays virt-controller (it writes migrationState) and, while the source handler is down, the source handler's
  * one command (it sends `migrate` to the source launcher itself). The guest is the test guest under QEMU TCG.
  *
- *   source handler stopped -> target handler prepares and publishes -> target handler stopped -> migrate -> the
+ *   source handler stopped -> target handler prepares, the test fetches the secret from it -> target handler
+ *   stopped -> migrate -> the
  *   source launcher exits (Migrated) -> source handler restarted: it finds no launcher and must keep the VMI as it
  *   is (before: Failed, LauncherExited) -> target handler restarted: it takes the VMI over (nodeName, completed).
  */
@@ -22,7 +23,7 @@ import { testGuestPath } from "@kvt/vmm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type HandlerApp, startHandlerApp } from "./handler-app.ts";
 import { migrationOptionsOf } from "./migration/migration-options.ts";
-import { ApiMigrationSecrets, SECRETS, type Secret } from "./migration/migration-secrets.ts";
+import { HandlerMigrationSecrets, VIRT_HANDLER_NAME } from "./migration/migration-secrets.ts";
 
 const logger = createLogger({ component: "test", level: (process.env.TEST_LOG_LEVEL ?? "silent") as "silent" });
 const launcherMain = new URL("../../virt-launcher/src/main.ts", import.meta.url).pathname;
@@ -107,7 +108,11 @@ describe.skipIf(!hasQemu())("a migration completed while both handlers were down
     transport = new RestClient(kubeConfigFor(server.url, server.token));
     await installKubeVirtCrds(transport);
     const ca = await generateCa("kubevirt-ca");
-    const serving = await issueCertificate(ca, { ipAddresses: ["127.0.0.1"] });
+    const serving = await issueCertificate(ca, {
+      commonName: VIRT_HANDLER_NAME,
+      ipAddresses: ["127.0.0.1"],
+      usage: "both",
+    });
     tls = { cert: serving.certPem, key: serving.keyPem, ca: ca.certPem };
     for (const node of ["node01", "node02"]) {
       await resourceClient<Node>(transport, CORE_V1.nodes).create({
@@ -175,14 +180,15 @@ describe.skipIf(!hasQemu())("a migration completed while both handlers were down
       },
       { timeoutMs: 120_000 },
     );
+    // What the source handler would do: fetch the secret from the target's handler (mutual TLS, as node01).
+    const secret = await new HandlerMigrationSecrets({ nodeName: "node01", tls: () => tls }).read(
+      published,
+      "mr-mig-1",
+    );
     await stopHandler("node02");
 
     const ms = published.status!.migrationState!;
     const port = Number(Object.keys(ms.targetDirectMigrationNodePorts ?? {})[0]);
-    const secret = await new ApiMigrationSecrets(resourceClient<Secret>(transport, SECRETS)).read(
-      published,
-      "mr-mig-1",
-    );
     const socket = readdirSync(join(dir, "node01")).find(isLauncherSocketName)!;
     const client = new LauncherClient(join(dir, "node01", socket), { timeoutMs: 10_000 });
     await client.migrate({

@@ -17,6 +17,7 @@ import { eventually, installKubeVirtCrds } from "@kvt/testing";
 import { testGuestPath } from "@kvt/vmm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type HandlerApp, startHandlerApp } from "./handler-app.ts";
+import { VIRT_HANDLER_NAME } from "./migration/migration-secrets.ts";
 
 const logger = createLogger({ component: "test", level: (process.env.TEST_LOG_LEVEL ?? "silent") as "silent" });
 const launcherMain = new URL("../../virt-launcher/src/main.ts", import.meta.url).pathname;
@@ -79,7 +80,12 @@ describe.skipIf(!hasQemu())("live migration between two handlers", () => {
     transport = new RestClient(kubeConfigFor(server.url, server.token));
     await installKubeVirtCrds(transport);
     const ca = await generateCa("kubevirt-ca");
-    const serving = await issueCertificate(ca, { ipAddresses: ["127.0.0.1"] });
+    // Also each handler's client certificate towards the other (the migration secret), as virt-controller issues it.
+    const serving = await issueCertificate(ca, {
+      commonName: VIRT_HANDLER_NAME,
+      ipAddresses: ["127.0.0.1"],
+      usage: "both",
+    });
     for (const node of ["node01", "node02"]) {
       await resourceClient<Node>(transport, CORE_V1.nodes).create({
         apiVersion: "v1",
@@ -160,6 +166,8 @@ describe.skipIf(!hasQemu())("live migration between two handlers", () => {
     const ms = moved.status!.migrationState!;
     expect(ms).toMatchObject({ completed: true, targetNodeAddress: "127.0.0.1", mode: "PreCopy" });
     expect(ms.failed).toBeUndefined();
+    // Where the source's handler fetched the secret: the target handler's own server (no Secret in the API server).
+    expect(ms.targetState?.syncAddress).toBe(`127.0.0.1:${handlers[1]?.port}`);
     expect(Object.keys(ms.targetDirectMigrationNodePorts ?? {})).toHaveLength(1);
     expect(moved.status?.phase).toBe("Running");
     expect(moved.status?.activePods).toEqual({ "bbbbbbbb-0000-4000-8000-000000000002": "node02" });

@@ -263,7 +263,11 @@ const controller: ComponentRules = {
   ],
 };
 
-/** virt-handler: one VMI informer, status patches, node heartbeat, per-migration secrets (handler-app.ts). */
+/**
+ * virt-handler: one VMI informer, status patches, node heartbeat (handler-app.ts). No Secret: its certificates come
+ * as volumes, and a migration's secret goes from the target's handler to the source's over their mutual TLS
+ * (migration/migration-secrets.ts), never through the API server.
+ */
 const handler: ComponentRules = {
   serviceAccount: "kubevirt-handler",
   cluster: [
@@ -279,15 +283,6 @@ const handler: ComponentRules = {
       verbs: ["patch"],
       why: "node/heartbeat.ts via handler-app.ts: patchNode = nodes.mergePatch (heartbeat, schedulable labels)",
     },
-    {
-      apiGroups: [""],
-      resources: ["secrets"],
-      verbs: ["create", "get", "update"],
-      why:
-        "migration/migration-secrets.ts: secrets.create, get, and update (when it exists already) of " +
-        "kubevirt-migration-<uid> in the VMI's namespace (names vary per migration, so resourceNames cannot " +
-        "narrow it; no list, no watch)",
-    },
   ],
   namespaced: [
     {
@@ -296,8 +291,8 @@ const handler: ComponentRules = {
       resourceNames: [CERTIFICATES.caConfigMap],
       verbs: [...INFORMER],
       why:
-        "main.ts: watchConfigMapKey (libs/kube) of ConfigMap kubevirt-ca, the CA bundle virt-api's client " +
-        "certificate is checked against (a metadata.name field selector, so resourceNames suffice)",
+        "main.ts: watchConfigMapKey (libs/kube) of ConfigMap kubevirt-ca, the CA bundle virt-api's and the other " +
+        "handlers' certificates are checked against (a metadata.name field selector, so resourceNames suffice)",
     },
   ],
 };

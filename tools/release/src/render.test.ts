@@ -125,7 +125,7 @@ describe("RBAC", () => {
     }
   });
 
-  it("Secrets: virt-handler's migration Secrets, virt-controller's certificate Secrets by name; nobody lists them", () => {
+  it("Secrets: virt-controller's certificate Secrets by name, and no other component any; nobody lists them", () => {
     const secretRules = COMPONENTS.flatMap((c) =>
       [
         ...RULES[c].cluster.map((r) => ({ ...r, scope: "cluster" })),
@@ -147,7 +147,6 @@ describe("RBAC", () => {
           "kubevirt-virt-handler-certs",
         ],
       },
-      { c: "virt-handler", scope: "cluster", verbs: ["create", "get", "update"], names: undefined },
     ]);
   });
 
@@ -174,7 +173,7 @@ describe("RBAC", () => {
 
   it("writes each rule's reason as a comment above it in deploy/", () => {
     const text = renderDeploy().get("virt-handler/rbac.yaml") ?? "";
-    expect(text).toContain("  # migration/migration-secrets.ts: secrets.create, get, and update");
+    expect(text).toContain("  # node/heartbeat.ts via handler-app.ts: patchNode = nodes.mergePatch");
   });
 });
 

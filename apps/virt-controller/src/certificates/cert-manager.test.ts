@@ -164,6 +164,11 @@ describe("CertificateManager on a fresh install", () => {
     expect(new X509Certificate(h.pem(CERTIFICATES.handlerServer)).subject).toBe(
       "CN=kubevirt.io:system:node:virt-handler",
     );
+    // Also the handlers' client certificate towards each other (the migration secret).
+    expect(certificateInfo(h.pem(CERTIFICATES.handlerServer)).extendedKeyUsage).toEqual([
+      "1.3.6.1.5.5.7.3.1",
+      "1.3.6.1.5.5.7.3.2",
+    ]);
     expect(new X509Certificate(h.pem(CERTIFICATES.handlerClient)).subject).toBe(
       "CN=kubevirt.io:system:client:virt-handler",
     );
@@ -310,6 +315,20 @@ describe("CertificateManager and damaged objects", () => {
     await h.run();
     expect(h.bundle()).toEqual([`${h.pem(CERTIFICATES.caSecret).trim()}\n`]);
     expect(caBundles(h.api)).toEqual(Array(7).fill(b64(h.bundle().join(""))));
+  });
+
+  it("reissues a handler certificate made for server use only (before it was also the handlers' client)", async () => {
+    const h = harness();
+    await h.run();
+    const serverOnly = h.secret(CERTIFICATES.virtApi); // the same CA, serverAuth only
+    h.api.seed(CORE_V1.secrets, { ...h.secret(CERTIFICATES.handlerServer), data: serverOnly.data });
+    await h.run();
+    expect(certificateInfo(h.pem(CERTIFICATES.handlerServer)).extendedKeyUsage).toContain("1.3.6.1.5.5.7.3.2");
+    expect(h.recorder.events.filter((e) => e.includes("UsageChanged"))).toEqual([
+      expect.stringContaining(
+        `Secret ${CERTIFICATES.handlerServer}, valid until 2026-12-02T00:00:00.000Z (UsageChanged: issued without extended key usage 1.3.6.1.5.5.7.3.2)`,
+      ),
+    ]);
   });
 
   it("puts back a deleted component Secret signed by the same CA", async () => {

@@ -107,6 +107,8 @@ interface SecretJob {
   readonly renewBeforeMs: number;
   readonly ca?: CertificateAndKey;
   readonly caRenewBeforeMs?: number;
+  /** A leaf's purposes: one issued without one of them is replaced. */
+  readonly usage?: "server" | "client" | "both";
   readonly issue: () => Promise<CertificateAndKey>;
 }
 
@@ -186,6 +188,7 @@ export class CertificateManager implements Reconciler {
         renewBeforeMs: s.certRenewBeforeMs,
         ca,
         caRenewBeforeMs: s.caRenewBeforeMs,
+        usage: spec.request.usage ?? "server",
         issue: () => issueCertificate(ca, { ...spec.request, validityMs: s.certDurationMs, now }),
       },
       now,
@@ -204,6 +207,7 @@ export class CertificateManager implements Reconciler {
       caPem: job.ca?.certPem,
       renewBeforeMs: job.renewBeforeMs,
       caRenewBeforeMs: job.caRenewBeforeMs,
+      ...(job.usage ? { usage: job.usage } : {}),
       now,
     });
     if (!decision.renew) return { pair: decision.pair, deadline: decision.deadline };

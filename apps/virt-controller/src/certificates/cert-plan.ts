@@ -6,6 +6,7 @@
  *     │ ──tls.crt/tls.key absent, not PEM, or the key is not the certificate's ──> issue (Invalid), with a Warning
  *     │ ──kubevirt.io/duration != the configured duration ──> issue (DurationChanged)
  *     │ ──a leaf the current CA did not sign ────────> issue (CaRotated)
+ *     │ ──a leaf without an extended key usage its use needs ──> issue (UsageChanged)
  *     │ ──now >= rotation deadline (libs/certs rotationDeadline) ──> issue (Expiring)
  *     └─────────────────────────────────────────────> keep until the deadline
  *
@@ -14,8 +15,12 @@
  * | Secret                             | subject CN                                | SANs (DNS)                          | use    |
  * | ---------------------------------- | ----------------------------------------- | ----------------------------------- | ------ |
  * | kubevirt-virt-api-certs            | virt-api.<ns>.pod.cluster.local           | virt-api[.<ns>[.svc[.cluster.local]]] | server |
- * | kubevirt-virt-handler-server-certs | kubevirt.io:system:node:virt-handler      | virt-handler[.<ns>[.svc[...]]]      | server |
+ * | kubevirt-virt-handler-server-certs | kubevirt.io:system:node:virt-handler      | virt-handler[.<ns>[.svc[...]]]      | both   |
  * | kubevirt-virt-handler-certs        | kubevirt.io:system:client:virt-handler    | none                                | client |
+ *
+ * virt-handler's serving certificate is also its client certificate towards the other handlers (the migration
+ * secret, apps/virt-handler migration/migration-secrets.ts), hence `both`: virt-api's client certificate (the
+ * last row) is thus never accepted where only a handler may ask, nor a handler's on virt-api's endpoints.
  */
 import { X509Certificate } from "node:crypto";
 import { CERTIFICATES } from "@kvt/api";
@@ -46,7 +51,7 @@ export const TLS_CERT_KEY = "tls.crt";
 export const TLS_KEY_KEY = "tls.key";
 
 /** Why a certificate is (re)issued; the Normal event's and the log's reason. */
-export type RenewReason = "Missing" | "Invalid" | "DurationChanged" | "CaRotated" | "Expiring";
+export type RenewReason = "Missing" | "Invalid" | "DurationChanged" | "CaRotated" | "UsageChanged" | "Expiring";
 
 /** What to do with one certificate Secret. */
 export type CertDecision =
@@ -104,7 +109,19 @@ export interface DecideInput {
   readonly caPem?: string;
   readonly renewBeforeMs: number;
   readonly caRenewBeforeMs?: number;
+  /** A leaf's use: the extended key usages it must carry (serverAuth, clientAuth, or both). */
+  readonly usage?: "server" | "client" | "both";
   readonly now: Date;
+}
+
+const SERVER_AUTH = "1.3.6.1.5.5.7.3.1";
+const CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
+
+/** The purposes `usage` needs that `certPem` lacks (OIDs), e.g. a serving certificate issued before it was both. */
+function missingUsages(certPem: string, usage: "server" | "client" | "both"): string[] {
+  const has = certificateInfo(certPem).extendedKeyUsage;
+  const needs = [...(usage !== "client" ? [SERVER_AUTH] : []), ...(usage !== "server" ? [CLIENT_AUTH] : [])];
+  return needs.filter((oid) => !has.includes(oid));
 }
 
 /** Keep the stored certificate until its deadline, or issue a new one (and why). */
@@ -121,6 +138,10 @@ export function decide(input: DecideInput): CertDecision {
   }
   if (input.caPem !== undefined && !isIssuedBy(s.pair.certPem, input.caPem)) {
     return { renew: true, reason: "CaRotated", detail: "not signed by the current KubeVirt CA" };
+  }
+  const missing = input.usage ? missingUsages(s.pair.certPem, input.usage) : [];
+  if (missing.length > 0) {
+    return { renew: true, reason: "UsageChanged", detail: `issued without extended key usage ${missing.join(", ")}` };
   }
   const deadline = rotationDeadline({
     certPem: s.pair.certPem,
@@ -163,7 +184,7 @@ export function leafSpecs(namespace: string): LeafSpec[] {
       request: {
         commonName: "kubevirt.io:system:node:virt-handler",
         dnsNames: serviceNames("virt-handler", namespace),
-        usage: "server",
+        usage: "both",
       },
     },
     {

@@ -18,6 +18,13 @@
  *       carry the connection's bytes both ways, with backpressure; either side ending closes both
  *   GET /healthz                                                       -> 200 ok (same mutual TLS)
  *
+ * One endpoint is for the other handlers, and only for them (their certificate, CN
+ * `kubevirt.io:system:node:virt-handler`; virt-api's is refused there, as theirs is on every endpoint above):
+ *
+ *   GET /v1/namespaces/{ns}/virtualmachineinstances/{name}/migrations/{migrationUid}/secret
+ *       -> 200 {"secret": "..."} | Status (403, 404, 409): the secret of a migration this node is the target of,
+ *       for the handler of its source node (migration/migration-secrets.ts)
+ *
  * Every error is a Kubernetes `Status` (kind Status, code, reason, message).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -32,6 +39,7 @@ import { LauncherRpcError } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
 import { createWebSocketStream, type WebSocket, WebSocketServer } from "ws";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
+import { SOURCE_NODE_HEADER, VIRT_HANDLER_NAME } from "../migration/migration-secrets.ts";
 
 /** The console WebSocket subprotocol virt-api speaks. */
 export const CONSOLE_SUBPROTOCOL = "plain.kubevirt.io";
@@ -44,7 +52,7 @@ export interface HandlerServerTls {
   readonly key: string;
   /** CA bundle (PEM) that signed the accepted client certificates. */
   readonly ca: string;
-  /** Client certificate CNs accepted; default [{@link VIRT_API_CLIENT_NAME}]. */
+  /** Client certificate CNs accepted on virt-api's endpoints; default [{@link VIRT_API_CLIENT_NAME}]. */
   readonly allowedNames?: readonly string[];
 }
 
@@ -55,9 +63,15 @@ export interface HandlerServerDeps {
   readonly logger: Logger;
   /** Mutual TLS material: there is no plain-HTTP mode. */
   readonly tls: HandlerServerTls;
+  /**
+   * The secret of migration `migrationUid` of VMI `namespace/name` for the handler of node `callerNode`; throws the
+   * Status to answer (migration/migration-secrets.ts `HandlerMigrationSecrets.answer`). Absent: no such endpoint.
+   */
+  readonly migrationSecret?: (namespace: string, name: string, migrationUid: string, callerNode: string) => string;
 }
 
 const ROUTE = /^\/v1\/namespaces\/([^/]+)\/virtualmachineinstances\/([^/]+)\/([a-z]+)$/;
+const SECRET_ROUTE = /^\/v1\/namespaces\/([^/]+)\/virtualmachineinstances\/([^/]+)\/migrations\/([^/]+)\/secret$/;
 const PORT_FORWARD_ROUTE =
   /^\/v1\/namespaces\/([^/]+)\/virtualmachineinstances\/([^/]+)\/portforward\/([^/]*)(?:\/([^/]*))?$/;
 
@@ -65,6 +79,8 @@ const PORT_FORWARD_ROUTE =
 export class HandlerServer {
   readonly #d: HandlerServerDeps;
   readonly #server: Server;
+  /** The CNs of virt-api's client certificate. */
+  readonly #virtApiNames: ReadonlySet<string>;
   readonly #ws = new WebSocketServer({
     noServer: true,
     handleProtocols: (p) => (p.has(CONSOLE_SUBPROTOCOL) ? CONSOLE_SUBPROTOCOL : false),
@@ -76,12 +92,13 @@ export class HandlerServer {
       this.#handle(req, res).catch((error: unknown) => sendStatus(res, toApiError(error)));
     };
     const { cert, key, ca } = deps.tls;
-    const allowed = new Set(deps.tls.allowedNames ?? [VIRT_API_CLIENT_NAME]);
+    this.#virtApiNames = new Set(deps.tls.allowedNames ?? [VIRT_API_CLIENT_NAME]);
     this.#server = createHttpsServer({ cert, key, ca, requestCert: true, rejectUnauthorized: true }, handler);
-    // The CA also signs other components' certificates: only virt-api's name may talk to the handler.
+    // The CA also signs other components' certificates: only virt-api's and the handlers' names may talk to the
+    // handler (and each only on its own endpoints, see #handle).
     this.#server.prependListener("secureConnection", (socket: TLSSocket) => {
       const cn = socket.getPeerCertificate().subject?.CN;
-      if (typeof cn === "string" && allowed.has(cn)) return;
+      if (typeof cn === "string" && (this.#virtApiNames.has(cn) || cn === VIRT_HANDLER_NAME)) return;
       deps.logger.warn({ remote: socket.remoteAddress, cn }, "refused a client certificate not issued to virt-api");
       socket.destroy();
     });
@@ -135,6 +152,9 @@ export class HandlerServer {
       res.writeHead(200, { "content-type": "text/plain" }).end("ok");
       return;
     }
+    const secret = SECRET_ROUTE.exec(path);
+    if (secret) return this.#migrationSecret(secret, req, res);
+    this.#requireVirtApi(req);
     if (PORT_FORWARD_ROUTE.test(path)) throw statusError(400, "BadRequest", "portforward needs a WebSocket upgrade");
     const m = ROUTE.exec(path);
     if (!m) throw statusError(404, "NotFound", `no such path: ${path}`);
@@ -153,7 +173,32 @@ export class HandlerServer {
     res.writeHead(200, { "content-type": "application/json" }).end("{}");
   }
 
+  /** Only for another handler: the secret of a migration this node is the target of. */
+  #migrationSecret(m: RegExpExecArray, req: IncomingMessage, res: ServerResponse): void {
+    req.resume();
+    const cn = peerName(req);
+    if (cn !== VIRT_HANDLER_NAME) {
+      throw statusError(403, "Forbidden", `only virt-handler's certificate may fetch a migration secret, not "${cn}"`);
+    }
+    if (req.method !== "GET") throw statusError(405, "MethodNotAllowed", "a migration secret takes GET");
+    if (!this.#d.migrationSecret) throw statusError(404, "NotFound", "this handler holds no migration secrets");
+    const [, ns = "", name = "", uid = ""] = m;
+    const caller = req.headers[SOURCE_NODE_HEADER];
+    const node = typeof caller === "string" ? caller : "";
+    const secret = this.#d.migrationSecret(decodeSegment(ns), decodeSegment(name), decodeSegment(uid), node);
+    this.#d.logger.info({ namespace: ns, name, migrationUid: uid, sourceNode: node }, "migration secret handed over");
+    res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store" });
+    res.end(JSON.stringify({ secret }));
+  }
+
+  /** virt-api's endpoints refuse every other client name (the handlers' included). */
+  #requireVirtApi(req: IncomingMessage): void {
+    const cn = peerName(req);
+    if (!this.#virtApiNames.has(cn)) throw statusError(403, "Forbidden", `"${cn}" may not use virt-api's endpoints`);
+  }
+
   async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    this.#requireVirtApi(req);
     const path = (req.url ?? "/").split("?")[0] ?? "/";
     const forward = PORT_FORWARD_ROUTE.exec(path);
     if (forward) return this.#portForward(forward, req, socket, head);
@@ -238,6 +283,12 @@ function spliceWebSocket(ws: WebSocket, stream: Duplex, onClosed: () => void): v
   };
   pipeline(stream, wsStream, done);
   pipeline(wsStream, stream, done);
+}
+
+/** The CN of the peer's client certificate (the connection was refused without one). */
+function peerName(req: IncomingMessage): string {
+  const cn = (req.socket as TLSSocket).getPeerCertificate?.().subject?.CN;
+  return typeof cn === "string" ? cn : "";
 }
 
 /** A path segment, percent-decoded; a malformed escape names no VMI (404), never a 500. */

@@ -6,7 +6,8 @@
  * ```
  *  target handler (targetNode == me)           source handler (nodeName == me)
  *  launcher prepared ----> targetNodeAddress,
- *                          targetDirectMigrationNodePorts
+ *                          targetDirectMigrationNodePorts,
+ *                          targetState.syncAddress (this handler's server: the source fetches the secret there)
  *                                               migrate called ---> startTimestamp, mode PreCopy
  *                                               abortRequested ---> abortStatus Aborting (cancel sent)
  *                                               result ok -------> completed, endTimestamp, nodeName := targetNode,
@@ -24,6 +25,16 @@
  */
 import type { MigrationState, VirtualMachineInstance, VirtualMachineInstanceStatus } from "@kvt/api";
 import type { DomainInfo } from "@kvt/launcher-rpc";
+
+/**
+ * Sets `targetState.syncAddress` of an open migration whose target launcher listens (`listener`) to `syncAddress`: it
+ * follows this handler, so one restarted on another pod IP publishes its new address.
+ */
+function withSyncAddress(next: MigrationState, listener: unknown, syncAddress: string | undefined): void {
+  if (!listener || !syncAddress || next.completed || next.failed) return;
+  if (next.targetState?.syncAddress === syncAddress) return;
+  next.targetState = { ...next.targetState, syncAddress };
+}
 
 /** True when `info` is this migration's launcher in `role`. */
 export function isMigrationLauncher(
@@ -87,11 +98,14 @@ export function sourceMigrationStatus(
   return { ...status, migrationState: next };
 }
 
-/** Target half: publish where the source connects, then that the domain runs here. */
+/**
+ * Target half: publish where the source connects (the launcher's listener, and `targetState.syncAddress`, where the
+ * source's handler fetches the migration secret from this handler: `ctx.syncAddress`), then that the domain runs here.
+ */
 export function targetMigrationStatus(
   status: VirtualMachineInstanceStatus,
   info: DomainInfo | undefined,
-  ctx: { nodeName: string; now: string },
+  ctx: { nodeName: string; now: string; syncAddress?: string },
 ): VirtualMachineInstanceStatus {
   const ms = status.migrationState;
   if (!ms || ms.targetNode !== ctx.nodeName || !info?.migration || !isMigrationLauncher(info, ms, "target")) {
@@ -103,6 +117,7 @@ export function targetMigrationStatus(
     next.targetNodeAddress = address.host;
     next.targetDirectMigrationNodePorts = { [String(address.port)]: 0 };
   }
+  withSyncAddress(next, address, ctx.syncAddress);
   let activePods = status.activePods;
   const arrived = (info.state === "Running" || info.state === "Paused") && info.migration.phase === "Succeeded";
   if (arrived && !ms.targetNodeDomainDetected) {

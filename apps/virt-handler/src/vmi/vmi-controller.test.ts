@@ -1,11 +1,12 @@
 import type { ObjectKey, VirtualMachineInstance } from "@kvt/api";
-import { ApiError, type JsonPatchOp, type ReconcileContext } from "@kvt/kube";
+import type { JsonPatchOp, ReconcileContext } from "@kvt/kube";
 import { type DomainInfo, LauncherRpcError } from "@kvt/launcher-rpc";
 import { createLogger } from "@kvt/observability";
 import { trace } from "@opentelemetry/api";
 import { describe, expect, it } from "vitest";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
-import { statusPatch, VmiController } from "./vmi-controller.ts";
+import { MigrationSecretError, type MigrationSecrets } from "../migration/migration-secrets.ts";
+import { SECRET_DEADLINE_MS, statusPatch, VmiController } from "./vmi-controller.ts";
 
 const baseCtx = {
   logger: createLogger({ component: "test", level: "silent" }),
@@ -13,6 +14,22 @@ const baseCtx = {
 };
 const ctx = baseCtx as unknown as ReconcileContext;
 const NOW = "2026-11-22T05:00:00Z";
+
+/** In-memory secrets: `publish` records, `read` answers with `read()`. */
+function fakeSecrets(read: () => Promise<string> = async () => "s"): MigrationSecrets & { published: string[] } {
+  const held = new Map<string, string>();
+  const published: string[] = [];
+  return {
+    published,
+    publish: (_vmi, uid, secret) => {
+      held.set(uid, secret);
+      published.push(`${uid}:${secret}`);
+    },
+    holds: (uid) => held.has(uid),
+    release: (uid) => void held.delete(uid),
+    read,
+  };
+}
 
 function deepFreeze<T>(o: T): T {
   if (o && typeof o === "object") {
@@ -59,7 +76,7 @@ function setup(sync: () => Promise<DomainInfo>) {
       patchLabels: async (_ns, _n, l) => labels.push(l),
     },
     launchers: { synced: true, forVmi: (uid) => (uid === "u1" ? [view] : []) },
-    secrets: { publish: async () => {}, read: async () => "s" },
+    secrets: fakeSecrets(),
     now: () => NOW,
   });
   return { controller, calls, patches, info, labels };
@@ -133,7 +150,7 @@ describe("VmiController.reconcile: at most one domain per VMI", () => {
       vmis: { get: () => running },
       writer: { patchStatus: async () => undefined },
       launchers: { synced: true, forVmi: () => views },
-      secrets: { publish: async () => {}, read: async () => "s" },
+      secrets: fakeSecrets(),
       now: () => NOW,
     });
 
@@ -178,7 +195,7 @@ describe("VmiController.reconcile: a source handler restarted mid-migration find
       vmis: { get: () => migrating },
       writer: { patchStatus: async (_ns, _n, ops) => patches.push([...ops]) },
       launchers: { synced: true, forVmi: () => [] },
-      secrets: { publish: async () => {}, read: async () => "s" },
+      secrets: fakeSecrets(),
       now: () => NOW,
       clockMs: () => clock,
     });
@@ -200,7 +217,7 @@ describe("VmiController.reconcile: a source handler restarted mid-migration find
   });
 });
 
-describe("VmiController.reconcile: a target handler restarted before it published the migration secret", () => {
+describe("VmiController.reconcile: a target handler restarted before it held the migration secret", () => {
   const migrating: VirtualMachineInstance = deepFreeze({
     metadata: { name: "vm1", namespace: "default", uid: "u1" },
     spec: { domain: { devices: {} } },
@@ -220,93 +237,153 @@ describe("VmiController.reconcile: a target handler restarted before it publishe
   };
 
   function target(prepare: () => Promise<{ host: string; port: number; secret: string }>) {
-    const published: string[] = [];
+    const secrets = fakeSecrets();
+    const prepares: string[] = [];
+    const patches: JsonPatchOp[][] = [];
     const view = {
       socketPath: "/s2",
       gone: false,
       info: prepared,
-      client: { prepareTarget: prepare, info: async () => prepared },
+      client: {
+        prepareTarget: () => {
+          prepares.push("prepare");
+          return prepare();
+        },
+        info: async () => prepared,
+      },
     } as unknown as LauncherView;
     const controller = new VmiController({
       nodeName: "node02",
       vmis: { get: () => migrating },
-      writer: { patchStatus: async () => undefined },
+      writer: { patchStatus: async (_ns, _n, ops) => void patches.push([...ops]) },
       launchers: { synced: true, forVmi: () => [view] },
-      secrets: { publish: async (_v, uid, secret) => void published.push(`${uid}:${secret}`), read: async () => "s" },
+      secrets,
+      syncAddress: () => "10.0.0.2:8186",
       now: () => NOW,
     });
     const ctx = { ...baseCtx, span: trace.getTracer("test").startSpan("reconcile") } as unknown as ReconcileContext;
-    return { published, run: () => controller.reconcile("default/vm1" as ObjectKey, ctx) };
+    return { secrets, prepares, patches, run: () => controller.reconcile("default/vm1" as ObjectKey, ctx) };
   }
 
-  it("asks the launcher again and publishes the secret it repeats, once", async () => {
+  it("asks the launcher again and holds the secret it repeats, once; publishes its own address", async () => {
     const t = target(async () => ({ host: "127.0.0.1", port: 4, secret: "same" }));
     await t.run();
     await t.run();
-    expect(t.published).toEqual(["m1:same"]); // the old behaviour published nothing: the source could never connect
+    expect(t.secrets.published).toEqual(["m1:same"]); // the old behaviour published nothing: the source could never connect
+    const state = t.patches.flat().find((o) => o.path === "/status/migrationState" && o.op === "replace");
+    expect(state).toMatchObject({ value: { targetState: { syncAddress: "10.0.0.2:8186" } } });
   });
 
-  it("a launcher that refuses to repeat does not stop the reconcile", async () => {
+  it("a launcher that refuses to repeat does not stop the reconcile, and is not asked again", async () => {
     const t = target(async () => {
       throw new LauncherRpcError("Conflict", "the machine is incoming");
     });
     await expect(t.run()).resolves.toBeDefined();
-    expect(t.published).toEqual([]);
+    await t.run();
+    expect(t.secrets.published).toEqual([]);
+    expect(t.prepares).toEqual(["prepare"]);
   });
 });
 
-describe("VmiController.reconcile: a source waiting for the target's migration secret", () => {
-  it("looks again in a second instead of failing into a backoff that grows to minutes", async () => {
-    const source: VirtualMachineInstance = deepFreeze({
-      metadata: { name: "vm1", namespace: "default", uid: "u1" },
-      spec: { domain: { devices: {} } },
-      status: {
-        phase: "Running",
-        nodeName: "node01",
-        migrationState: {
-          migrationUid: "m1",
-          sourceNode: "node01",
-          targetNode: "node02",
-          targetNodeAddress: "127.0.0.1",
-          targetDirectMigrationNodePorts: { "40001": 0 },
-        },
+describe("VmiController.reconcile: a source getting the migration secret from the target's handler", () => {
+  const source: VirtualMachineInstance = deepFreeze({
+    metadata: { name: "vm1", namespace: "default", uid: "u1" },
+    spec: { domain: { devices: {} } },
+    status: {
+      phase: "Running",
+      nodeName: "node01",
+      migrationState: {
+        migrationUid: "m1",
+        sourceNode: "node01",
+        targetNode: "node02",
+        targetNodeAddress: "127.0.0.1",
+        targetDirectMigrationNodePorts: { "40001": 0 },
+        targetState: { syncAddress: "127.0.0.1:8186" },
       },
-    });
-    const running: DomainInfo = {
-      protocolVersion: "v1",
-      vmi: { namespace: "default", name: "vm1", uid: "u1" },
-      pod: { uid: "p1" },
-      pid: 1,
-      state: "Running",
-    };
+    },
+  });
+  const running: DomainInfo = {
+    protocolVersion: "v1",
+    vmi: { namespace: "default", name: "vm1", uid: "u1" },
+    pod: { uid: "p1" },
+    pid: 1,
+    state: "Running",
+  };
+
+  function sourceSide(read: () => Promise<string>) {
     const migrated: string[] = [];
+    const patches: JsonPatchOp[][] = [];
     const view = {
       socketPath: "/s",
       gone: false,
       info: running,
-      client: { migrate: async () => void migrated.push("migrate"), info: async () => running },
+      client: {
+        migrate: async (r: { target: { secret: string } }) => void migrated.push(r.target.secret),
+        info: async () => running,
+      },
     } as unknown as LauncherView;
-    const store: { secret?: string } = {};
+    const clock = { ms: 0 };
     const controller = new VmiController({
       nodeName: "node01",
       vmis: { get: () => source },
-      writer: { patchStatus: async () => undefined },
+      writer: { patchStatus: async (_ns, _n, ops) => void patches.push([...ops]) },
       launchers: { synced: true, forVmi: () => [view] },
-      secrets: {
-        publish: async () => {},
-        read: async () => {
-          if (store.secret === undefined) throw new ApiError('secrets "kubevirt-migration-m1" not found', 404);
-          return store.secret;
-        },
-      },
+      secrets: fakeSecrets(read),
       now: () => NOW,
+      clockMs: () => clock.ms,
     });
     const ctx = { ...baseCtx, span: trace.getTracer("test").startSpan("reconcile") } as unknown as ReconcileContext;
-    await expect(controller.reconcile("default/vm1" as ObjectKey, ctx)).resolves.toEqual({ requeueAfterMs: 1000 });
-    expect(migrated).toEqual([]);
-    store.secret = "s";
-    await controller.reconcile("default/vm1" as ObjectKey, ctx);
-    expect(migrated).toEqual(["migrate"]);
+    const failure = (): unknown =>
+      (patches.flat().find((o) => o.path === "/status/migrationState" && o.op === "replace") as { value?: unknown })
+        ?.value;
+    return { migrated, clock, failure, run: () => controller.reconcile("default/vm1" as ObjectKey, ctx) };
+  }
+
+  it("looks again in a second while the target is not ready, then migrates with its secret", async () => {
+    const target: { secret?: string } = {};
+    const s = sourceSide(async () => {
+      if (target.secret === undefined) {
+        throw new MigrationSecretError("answered 409: not prepared yet", { permanent: false });
+      }
+      return target.secret;
+    });
+    await expect(s.run()).resolves.toEqual({ requeueAfterMs: 1000 });
+    expect(s.migrated).toEqual([]);
+    target.secret = "s3cret";
+    await s.run();
+    expect(s.migrated).toEqual(["s3cret"]);
+    expect(s.failure()).toBeUndefined();
+  });
+
+  it("fails the migration, saying why, when the target's handler refuses", async () => {
+    const s = sourceSide(async () => {
+      throw new MigrationSecretError("answered 403: not the open migration", { permanent: true });
+    });
+    await expect(s.run()).resolves.toEqual({});
+    expect(s.migrated).toEqual([]);
+    expect(s.failure()).toMatchObject({
+      failed: true,
+      failureReason: "Failed to get the migration secret from the target: answered 403: not the open migration",
+    });
+  });
+
+  it("fails the migration once the target's handler stayed unreachable for the deadline, never waits forever", async () => {
+    const s = sourceSide(async () => {
+      throw new MigrationSecretError("cannot reach the target's virt-handler at 127.0.0.1:8186: ECONNREFUSED", {
+        permanent: false,
+      });
+    });
+    expect(await s.run()).toEqual({ requeueAfterMs: 1000 });
+    s.clock.ms = SECRET_DEADLINE_MS - 1;
+    expect(await s.run()).toEqual({ requeueAfterMs: 1000 });
+    expect(s.failure()).toBeUndefined();
+    s.clock.ms = SECRET_DEADLINE_MS;
+    await s.run();
+    expect(s.failure()).toMatchObject({
+      failed: true,
+      failureReason: expect.stringContaining("127.0.0.1:8186: ECONNREFUSED (for 60 s)"),
+    });
+    expect(s.migrated).toEqual([]);
   });
 });
 

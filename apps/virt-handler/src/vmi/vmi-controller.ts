@@ -7,7 +7,6 @@
 import { LABEL, type ObjectKey, type VirtualMachineInstance } from "@kvt/api";
 import {
   done,
-  isNotFound,
   type JsonPatchOp,
   patchField,
   pointer,
@@ -18,7 +17,7 @@ import {
 import { type JsonObject, LauncherRpcError } from "@kvt/launcher-rpc";
 import { chooseLauncher } from "../launchers/domain-choice.ts";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
-import type { MigrationSecrets } from "../migration/migration-secrets.ts";
+import { MigrationSecretError, type MigrationSecrets } from "../migration/migration-secrets.ts";
 import { sourceMigrationStatus, targetMigrationStatus } from "../migration/migration-status.ts";
 import { failLostMigration, type SourceLauncherLoss, sourceLauncherLoss } from "../migration/source-recovery.ts";
 import { commandSpan, tagReconcile } from "../tracing/handler-spans.ts";
@@ -27,6 +26,11 @@ import { computeVmiStatus, type LauncherFacts, ownsVmi } from "./vmi-status.ts";
 
 /** How often a source waiting for the target's migration secret looks again (KubeVirt: 1 s for the target's ports). */
 const SECRET_POLL_MS = 1000;
+/**
+ * How long a source keeps asking an unreachable or not-yet-ready target handler for the migration secret before the
+ * migration fails (a restarting target handler is back well within it).
+ */
+export const SECRET_DEADLINE_MS = 60_000;
 
 /** Reads VMIs from the informer cache. */
 export interface VmiCache {
@@ -53,6 +57,11 @@ export interface VmiControllerDeps {
   readonly writer: VmiStatusWriter;
   readonly launchers: Launchers;
   readonly secrets: MigrationSecrets;
+  /**
+   * Where the source handler reaches this handler's server for a migration secret (`host:port`), published as the
+   * target's migrationState.targetState.syncAddress; undefined while it does not serve.
+   */
+  readonly syncAddress?: () => string | undefined;
   /** RFC 3339 now, second resolution; injectable for tests. */
   readonly now?: () => string;
   /** Milliseconds clock for how long a launcher has been missing; injectable for tests. */
@@ -64,8 +73,12 @@ export class VmiController {
   readonly #d: VmiControllerDeps;
   /** VMI uid -> why its launcher refused the spec (terminal for that VMI). */
   readonly #syncFailures = new Map<string, string>();
-  /** Open migrations whose secret this process published as their target (dropped once they end). */
-  readonly #published = new Set<string>();
+  /** Target side: migrations whose prepared launcher would not repeat its answer (not asked again). */
+  readonly #prepareRefused = new Set<string>();
+  /** Source side: migration uid -> when this handler first failed to get its secret (ms clock). */
+  readonly #secretWaitSince = new Map<string, number>();
+  /** Source side: migration uid -> why it failed for want of its secret (written into migrationState). */
+  readonly #secretFailures = new Map<string, string>();
   /** VMI uid -> when this handler first saw its launcher missing during a migration (ms clock). */
   readonly #missingSince = new Map<string, number>();
 
@@ -87,8 +100,8 @@ export class VmiController {
     for (const d of duplicates) await this.#killDuplicate(d, ctx);
     tagReconcile(ctx.span, vmi, live?.info, node);
     const ms = vmi.status?.migrationState;
-    if (ms?.migrationUid && (ms.completed || ms.failed)) this.#published.delete(ms.migrationUid);
-    const secretPublished = !!ms?.migrationUid && this.#published.has(ms.migrationUid);
+    if (ms?.migrationUid && (ms.completed || ms.failed)) this.#forgetMigration(ms.migrationUid);
+    const secretPublished = this.#preparedHere(ms?.migrationUid);
     let waitMs: number | undefined;
     for (const action of planVmi(vmi, this.#facts(uid, view), live?.info, node, { secretPublished })) {
       const wait = await commandSpan(action.kind, vmi, () => this.#apply(action, vmi, view, ctx));
@@ -106,6 +119,19 @@ export class VmiController {
     if (waitMs !== undefined) return requeueAfter(waitMs);
     // No launcher yet for a VMI we own: the registry will tell us when one appears; poll as a safety net.
     return owner && !view ? requeueAfter(2000) : done();
+  }
+
+  /** Target side: this process holds the migration's secret, or its launcher would not repeat it. */
+  #preparedHere(migrationUid: string | undefined): boolean {
+    if (!migrationUid) return false;
+    return this.#d.secrets.holds(migrationUid) || this.#prepareRefused.has(migrationUid);
+  }
+
+  #forgetMigration(migrationUid: string): void {
+    this.#d.secrets.release(migrationUid);
+    this.#prepareRefused.delete(migrationUid);
+    this.#secretWaitSince.delete(migrationUid);
+    this.#secretFailures.delete(migrationUid);
   }
 
   /** The source's verdict when its launcher is missing mid-migration (it remembers since when it is missing). */
@@ -181,29 +207,19 @@ export class VmiController {
             // stop the rest of this reconcile (the status of the migration) forever.
             if (!again || !(error instanceof LauncherRpcError) || error.code !== "Conflict") throw error;
             ctx.logger.warn({ reason: error.message }, "the prepared target did not repeat its answer");
-            this.#published.add(action.migrationUid);
+            // Without its answer this process holds no secret: the source's request is refused (409) and the
+            // migration fails after SECRET_DEADLINE_MS, rather than the plan asking the launcher in a loop.
+            this.#prepareRefused.add(action.migrationUid);
             return undefined;
           });
         if (!target) return;
-        await this.#d.secrets.publish(vmi, action.migrationUid, target.secret);
-        this.#published.add(action.migrationUid);
+        this.#d.secrets.publish(vmi, action.migrationUid, target.secret);
         view.info = await client.info();
         return;
       }
       case "migrate": {
-        const secret = await this.#d.secrets.read(vmi, action.migrationUid).catch((error: unknown) => {
-          if (isNotFound(error)) return undefined;
-          throw error;
-        });
-        if (secret === undefined) {
-          // Published by the target's handler (one that restarted publishes it again): it comes without a VMI
-          // event, so look again shortly rather than after a failure backoff that may have grown to minutes.
-          ctx.logger.info(
-            { migrationUid: action.migrationUid },
-            "waiting for the target to publish the migration secret",
-          );
-          return SECRET_POLL_MS;
-        }
+        const secret = await this.#migrationSecret(vmi, action.migrationUid, ctx);
+        if (typeof secret === "number" || secret === undefined) return secret;
         await client.migrate({
           migrationUid: action.migrationUid,
           target: { ...action.target, secret },
@@ -212,6 +228,38 @@ export class VmiController {
         view.info = await client.info();
         return;
       }
+    }
+  }
+
+  /**
+   * Source side: the secret from the target's handler; a delay (ms) to look again when it is not there yet (the
+   * target's handler answers without a VMI event, so a short poll rather than a failure backoff that grows to
+   * minutes); undefined once the migration failed for want of it (refused, or not given within SECRET_DEADLINE_MS).
+   */
+  async #migrationSecret(
+    vmi: VirtualMachineInstance,
+    migrationUid: string,
+    ctx: ReconcileContext,
+  ): Promise<string | number | undefined> {
+    if (this.#secretFailures.has(migrationUid)) return undefined; // its failure is still being written
+    try {
+      const secret = await this.#d.secrets.read(vmi, migrationUid);
+      this.#secretWaitSince.delete(migrationUid);
+      return secret;
+    } catch (error) {
+      if (!(error instanceof MigrationSecretError)) throw error;
+      const nowMs = (this.#d.clockMs ?? Date.now)();
+      const since = this.#secretWaitSince.get(migrationUid) ?? nowMs;
+      this.#secretWaitSince.set(migrationUid, since);
+      if (error.permanent || nowMs - since >= SECRET_DEADLINE_MS) {
+        const why = error.permanent ? "" : ` (for ${Math.round((nowMs - since) / 1000)} s)`;
+        const reason = `Failed to get the migration secret from the target: ${error.message}${why}`;
+        ctx.logger.warn({ migrationUid, reason }, "the migration failed");
+        this.#secretFailures.set(migrationUid, reason);
+        return undefined;
+      }
+      ctx.logger.info({ migrationUid, reason: error.message }, "waiting for the target's migration secret");
+      return SECRET_POLL_MS;
     }
   }
 
@@ -228,11 +276,18 @@ export class VmiController {
       ctx.logger.warn({ reason: loss.failureReason }, "source launcher lost mid-migration; the migration failed");
       status = failLostMigration(status, loss.failureReason, now);
     }
+    const secretFailure = this.#secretFailures.get(vmi.status?.migrationState?.migrationUid ?? "");
+    if (secretFailure && ownsVmi(vmi, node)) status = failLostMigration(status, secretFailure, now);
     // The source half comes from a source launcher on the owning node; the target half from a target launcher
     // here (also after nodeName moved to this node, so targetNodeDomainDetected is never skipped).
     if (ownsVmi(vmi, node) && facts.info?.migration?.role !== "target")
       status = sourceMigrationStatus(status, facts.info, now);
-    status = targetMigrationStatus(status, facts.info, { nodeName: node, now });
+    const syncAddress = this.#d.syncAddress?.();
+    status = targetMigrationStatus(status, facts.info, {
+      nodeName: node,
+      now,
+      ...(syncAddress ? { syncAddress } : {}),
+    });
     const ops = statusPatch(vmi.status, status);
     const [ns, name] = [vmi.metadata!.namespace ?? "default", vmi.metadata!.name!];
     if (ops.length > 0) {

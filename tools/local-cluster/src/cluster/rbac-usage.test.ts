@@ -310,17 +310,12 @@ describe("rbacUsage() on hand-made entries", () => {
         { component: "virt-controller", namespace: "kubevirt", serviceAccount: "kubevirt-controller" },
       ],
       [
+        // The migration secret goes handler to handler now: virt-handler reads no Secret at all.
         entry("2026-11-26T10:01:00Z", {
           user: "system:serviceaccount:kubevirt:kubevirt-handler",
           resource: "secrets",
           namespace: "default",
           name: "kubevirt-migration-0b6f7a4e-6c1d-4a53-9d0e-2f7b1c9a8e11",
-        }),
-        entry("2026-11-26T10:01:00Z", {
-          user: "system:serviceaccount:kubevirt:kubevirt-handler",
-          resource: "secrets",
-          namespace: "default",
-          name: "kubevirt-migration-x",
         }),
         entry("2026-11-26T10:01:00Z", {
           user: "system:serviceaccount:kubevirt:kubevirt-controller",
@@ -339,7 +334,7 @@ describe("rbacUsage() on hand-made entries", () => {
       KUBEVIRT_OWN_SECRETS,
     );
     expect(report.foreignSecretReads.map((s) => `${s.component} ${s.entry.namespace}/${s.entry.name}`)).toEqual([
-      "virt-handler default/kubevirt-migration-x",
+      "virt-handler default/kubevirt-migration-0b6f7a4e-6c1d-4a53-9d0e-2f7b1c9a8e11",
       "virt-controller default/kubevirt-ca",
     ]);
   });

@@ -50,8 +50,8 @@ export interface FlowRequest {
 /** What a component may read of Secrets: by name, in a namespace (any when absent). */
 export interface OwnSecrets {
   readonly namespace?: string;
-  /** Exact names, or a pattern for names made per object (virt-handler's `kubevirt-migration-<uid>`). */
-  readonly names: readonly string[] | RegExp;
+  /** Exact names. */
+  readonly names: readonly string[];
 }
 
 /**
@@ -123,8 +123,8 @@ export interface RbacUsageReport {
 
 /**
  * The Secrets each KubeVirt component reads, by name: virt-controller its certificate Secrets in the install
- * namespace (certificates/cert-manager.ts), virt-handler the per-migration secrets the handlers publish in the VMI's
- * namespace (migration/migration-secrets.ts: `kubevirt-migration-<migration uid>`), virt-api none.
+ * namespace (certificates/cert-manager.ts); virt-api and virt-handler none (their certificates come as volumes, and
+ * a migration's secret goes handler to handler over mutual TLS: virt-handler migration/migration-secrets.ts).
  */
 export const KUBEVIRT_OWN_SECRETS: Readonly<Record<string, readonly OwnSecrets[]>> = {
   "virt-controller": [
@@ -133,7 +133,7 @@ export const KUBEVIRT_OWN_SECRETS: Readonly<Record<string, readonly OwnSecrets[]
       names: [CERTIFICATES.caSecret, CERTIFICATES.virtApi, CERTIFICATES.handlerServer, CERTIFICATES.handlerClient],
     },
   ],
-  "virt-handler": [{ names: /^kubevirt-migration-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/ }],
+  "virt-handler": [],
   "virt-api": [],
 };
 
@@ -242,11 +242,7 @@ function byComponentCode(e: AuthorizationAuditEntry, username: string): boolean 
 function ownsSecret(own: readonly OwnSecrets[], e: AuthorizationAuditEntry): boolean {
   if (e.verb !== "get" || !e.name) return false;
   const name = e.name;
-  return own.some(
-    (o) =>
-      (o.namespace === undefined || o.namespace === e.namespace) &&
-      (o.names instanceof RegExp ? o.names.test(name) : o.names.includes(name)),
-  );
+  return own.some((o) => (o.namespace === undefined || o.namespace === e.namespace) && o.names.includes(name));
 }
 
 const SECRET_READS = new Set(["get", "list", "watch"]);

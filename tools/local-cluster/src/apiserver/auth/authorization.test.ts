@@ -99,8 +99,11 @@ describe("virt-handler's ServiceAccount (deploy/virt-handler/rbac.yaml)", () => 
     expect((await call(api, "GET", "/api/v1/namespaces/default")).body.status).toEqual({ phase: "Active" });
   });
 
-  it("does what its role grants: a migration Secret by name, VMI patches, node labels; not node status", async () => {
-    expectAllowed(await as("kubevirt-handler", "GET", "/api/v1/namespaces/default/secrets/kubevirt-migration-x"));
+  it("does what its role grants: VMI patches, node labels; no Secret, not node status", async () => {
+    expectForbidden(
+      await as("kubevirt-handler", "GET", "/api/v1/namespaces/default/secrets/kubevirt-migration-x"),
+      `secrets "kubevirt-migration-x" is forbidden: User "${HANDLER}" cannot get resource "secrets" in API group "" in the namespace "default"`,
+    );
     expectAllowed(
       await as("kubevirt-handler", "PATCH", "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/v", {}),
     );
