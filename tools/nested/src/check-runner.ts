@@ -23,6 +23,11 @@ export interface CheckResult {
   readonly tests?: SuiteTests;
 }
 
+/** The line a full run prints before each group of checks (guest-checks.ts), followed by the group's name. */
+export const GROUP_START = "group-start ";
+/** The line check() prints before a check runs, followed by its name. */
+export const CHECK_START = "check-start ";
+
 /** Prints a check's result line. */
 export function report(r: CheckResult): void {
   process.stdout.write(`KVT_NESTED_CHECK ${JSON.stringify(r)}\n`);
@@ -32,7 +37,7 @@ export function report(r: CheckResult): void {
 export async function check(name: string, fn: () => Promise<string | undefined>): Promise<boolean> {
   const t0 = performance.now();
   // Not a result line: when the lane is stopped, the last lines it prints say which check never ended.
-  process.stdout.write(`check-start ${name}\n`);
+  process.stdout.write(`${CHECK_START}${name}\n`);
   try {
     const detail = await fn();
     report({ name, ok: true, ms: Math.round(performance.now() - t0), ...(detail ? { detail } : {}) });

@@ -27,13 +27,14 @@
  *
  *   then:   the test-guest suites of libs/vmm and libs/migration under vitest (guest-suite.ts), one check per file
  *
- * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | vm-cirros | disk | net | debian | suite | host]
+ * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | vm-cirros | disk | net | debian | suite |
+ *   host | resume GROUP]
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { DEMO_BOOT_MARKER, DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir } from "@kvt/images";
 import { hasKvm } from "@kvt/vmm";
-import { type ConsolePeer, check, converse, report, within } from "./check-runner.ts";
+import { type ConsolePeer, check, converse, GROUP_START, report, within } from "./check-runner.ts";
 import { debianChecks } from "./debian-checks.ts";
 import { bootDemo, CLOUD_INIT_LINE, type DemoGuest } from "./demo-guest.ts";
 import { diskChecks } from "./disk-checks.ts";
@@ -56,22 +57,40 @@ async function main(): Promise<void> {
   // `net` only the virtio-net checks (net-checks.ts);
   // `suite` only the test-guest suites (guest-suite.ts).
   // `host`: everything but the suites (on a host whose KVM runs Linux, `npm test` ran those files already).
+  // `resume GROUP`: the full run from that group of FULL_RUN on.
   const only = process.argv[2];
   const all = only === undefined || only === "host";
-  if (all) await bootChecks();
   if (only === "migration") await liveMigrationChecks(BOOT_TIMEOUT_MS, Number(process.argv[3] ?? 1));
-  if (all) {
-    await liveMigrationChecks(BOOT_TIMEOUT_MS, 1);
-    await liveMigrationChecks(BOOT_TIMEOUT_MS, 2); // the APs' LAPIC and MP state move too
+  if (all || only === "resume") {
+    // `resume GROUP`: the full run from GROUP on (the lane re-runs a group that stalled in a fresh L1).
+    const from = only === "resume" ? FULL_RUN.findIndex((g) => g.name === process.argv[3]) : 0;
+    if (from < 0) throw new Error(`resume: no group ${process.argv[3]} (${FULL_RUN.map((g) => g.name).join(", ")})`);
+    for (const group of FULL_RUN.slice(from)) {
+      if (only === "host" && group.name === "suite") continue;
+      process.stdout.write(`${GROUP_START}${group.name}\n`); // the lane knows where to resume
+      await group.run();
+    }
+    return;
   }
-  if (all || only === "vm-cirros") await vmCirrosChecks(BOOT_TIMEOUT_MS);
-  if (all || only === "disk") await diskChecks(BOOT_TIMEOUT_MS);
-  if (all || only === "net") await netChecks(BOOT_TIMEOUT_MS);
+  if (only === "vm-cirros") await vmCirrosChecks(BOOT_TIMEOUT_MS);
+  if (only === "disk") await diskChecks(BOOT_TIMEOUT_MS);
+  if (only === "net") await netChecks(BOOT_TIMEOUT_MS);
   // `debian`: a real distribution from its disk (systemd and cloud-init take minutes under TCG: not in the full run).
   if (only === "debian") await debianChecks(DEBIAN_BOOT_TIMEOUT_MS);
   // `suite [FILE...]`: only the suites (those files of L1_SUITES when named).
-  if (only === undefined || only === "suite") await testGuestSuiteChecks(process.argv.slice(3));
+  if (only === "suite") await testGuestSuiteChecks(process.argv.slice(3));
 }
+
+/** The full run's groups, in order (`host` skips the suites: on such a host `npm test` ran those files already). */
+const FULL_RUN: readonly { readonly name: string; readonly run: () => Promise<void> }[] = [
+  { name: "boot", run: bootChecks },
+  { name: "migration", run: () => liveMigrationChecks(BOOT_TIMEOUT_MS, 1) },
+  { name: "migration-2vcpu", run: () => liveMigrationChecks(BOOT_TIMEOUT_MS, 2) }, // the APs' LAPIC and MP state move
+  { name: "vm-cirros", run: () => vmCirrosChecks(BOOT_TIMEOUT_MS) },
+  { name: "disk", run: () => diskChecks(BOOT_TIMEOUT_MS) },
+  { name: "net", run: () => netChecks(BOOT_TIMEOUT_MS) },
+  { name: "suite", run: () => testGuestSuiteChecks() },
+];
 
 async function bootChecks(): Promise<void> {
   const userData = `#!/bin/sh\necho "${CLOUD_INIT_LINE}"\n`;

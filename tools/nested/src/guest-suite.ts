@@ -9,7 +9,7 @@
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { report, type SuiteTests } from "./check-runner.ts";
+import { CHECK_START, report, type SuiteTests } from "./check-runner.ts";
 
 /**
  * The real-KVM test files run in L1, relative to the project root: the same files `npm test` runs on the host (where
@@ -92,7 +92,7 @@ export async function testGuestSuiteChecks(files: readonly string[] = []): Promi
       },
     })};\n`,
   );
-  process.stdout.write("check-start suite\n"); // as check() does: the lane names it if L1 is stopped here
+  process.stdout.write(`${CHECK_START}suite\n`); // as check() does: the lane names it if L1 is stopped here
   const t0 = performance.now();
   const vitest = `${root}/node_modules/vitest/vitest.mjs`;
   const code = await new Promise<number | null>((resolve) => {

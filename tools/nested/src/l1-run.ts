@@ -24,6 +24,8 @@ export interface L1Job {
   readonly timeoutMs?: number;
   /** Every console line of L1, with the milliseconds since QEMU started. */
   readonly onLine?: (line: string, atMs: number) => void;
+  /** Stops L1 early (the result says `stopped`). */
+  readonly signal?: AbortSignal;
 }
 
 /** How the L1 run ended. */
@@ -32,6 +34,8 @@ export interface L1Result {
   readonly wallMs: number;
   readonly exitCode: number | null;
   readonly timedOut: boolean;
+  /** Stopped through `signal`. */
+  readonly stopped: boolean;
 }
 
 /** Boots L1 with `job` and waits for it to power off. */
@@ -71,14 +75,19 @@ export function runInL1(image: L1Image, job: L1Job): Promise<L1Result> {
   };
   collect(child.stdout);
   collect(child.stderr);
+  const stop = (): void => void child.kill("SIGKILL");
+  job.signal?.addEventListener("abort", stop, { once: true });
   return new Promise((resolve, reject) => {
     child.on("error", (err) => {
       clearTimeout(timer);
+      job.signal?.removeEventListener("abort", stop);
       reject(new Error(`cannot start qemu-system-x86_64 (apt-get install qemu-system-x86): ${err.message}`));
     });
     child.on("exit", (code) => {
       clearTimeout(timer);
-      resolve({ lines, wallMs: Date.now() - started, exitCode: code, timedOut });
+      job.signal?.removeEventListener("abort", stop);
+      const stopped = job.signal?.aborted === true && !timedOut;
+      resolve({ lines, wallMs: Date.now() - started, exitCode: code, timedOut, stopped });
     });
   });
 }

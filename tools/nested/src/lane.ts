@@ -15,9 +15,18 @@ import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { buildDebianCloud, buildDemoLinux } from "@kvt/images";
 import { kvmRunsLinux } from "@kvt/vmm";
-import { buildL1Image, projectRoot } from "./l1-image.ts";
-import { runInL1 } from "./l1-run.ts";
-import { jobFinished, type LaneTally, laneTally, type NestedCheck, parseChecks } from "./results.ts";
+import { CHECK_START, GROUP_START } from "./check-runner.ts";
+import { buildL1Image, type L1Image, projectRoot } from "./l1-image.ts";
+import { type L1Result, runInL1 } from "./l1-run.ts";
+import {
+  jobFinished,
+  type LaneTally,
+  laneTally,
+  lastNamed,
+  linesBefore,
+  type NestedCheck,
+  parseChecks,
+} from "./results.ts";
 
 /** Where the checks ran. */
 export type LaneKind = "host" | "nested";
@@ -122,27 +131,74 @@ export async function runLane(options: LaneOptions): Promise<LaneRun> {
   const t0 = Date.now();
   const image = await buildL1Image(log);
   log(`nested: L1 kernel ${image.kernelVersion}, initramfs ${image.initrdPath} (ready in ${Date.now() - t0} ms)`);
-  const result = await runInL1(image, {
-    job: JOB,
-    ...(options.only?.length ? { args: options.only } : {}),
-    timeoutMs: options.timeoutMs ?? 20 * 60_000,
-    onLine: (line, atMs) => {
-      if (options.verbose || /^KVT_/.test(line)) log(`[L1 +${(atMs / 1000).toFixed(1)}s] ${line}`);
-    },
-  });
-  const checks = parseChecks(result.lines);
+  const budget = options.timeoutMs ?? 20 * 60_000;
+  let result = await runJob(image, options.only ?? [], budget, options);
+  let lines = result.lines;
+  let wallMs = result.wallMs;
+  let stall: string | undefined;
+  const group = lastNamed(lines, GROUP_START);
+  if (result.stopped && group) {
+    // Stuck, not failing: every check bounds its own waits, so a job that prints nothing for STALL_MS is wedged
+    // (the lane once lost 20 minutes to one). The lines say where; the groups from there run again in a fresh L1.
+    stall = `L1 stalled in ${lastNamed(lines, CHECK_START) ?? group} (no output for ${STALL_MS / 1000} s)`;
+    log(`nested: ${stall}; L1's last lines:\n${lines.slice(-60).join("\n")}`);
+    log(`nested: running the checks from group ${group} on again in a fresh L1`);
+    const again = await runJob(image, ["resume", group], Math.max(budget - wallMs, 8 * 60_000), options);
+    lines = [...linesBefore(lines, `${GROUP_START}${group}`), ...again.lines];
+    wallMs += again.wallMs;
+    result = again;
+  }
+  const checks = parseChecks(lines);
   let unfinished: string | undefined;
-  if (result.timedOut) {
-    const last = result.lines
-      .filter((l) => l.startsWith("check-start "))
-      .at(-1)
-      ?.slice(12);
-    unfinished = `L1 was stopped after ${Math.round(result.wallMs / 1000)} s (timeout)${last ? ` in ${last}` : ""}`;
+  if (result.timedOut || result.stopped) {
+    const how = result.timedOut ? "(timeout)" : `(no output for ${STALL_MS / 1000} s)`;
+    const last = lastNamed(result.lines, CHECK_START);
+    unfinished = `L1 was stopped after ${Math.round(result.wallMs / 1000)} s ${how}${last ? ` in ${last}` : ""}`;
     log(`nested: last L1 lines:\n${result.lines.slice(-60).join("\n")}`);
   } else if (!jobFinished(result.lines)) {
     const why = result.lines.filter((l) => /KVT_L1_FAIL|KVT_L1_JOB_EXIT|Error|error:/.test(l)).slice(-5);
     unfinished = `the job in L1 did not finish${why.length ? `: ${why.join(" | ")}` : ""}`;
     log(`nested: last L1 lines:\n${result.lines.slice(-30).join("\n")}`);
   }
-  return { lane, checks, tally: laneTally(checks, unfinished), wallMs: result.wallMs };
+  let tally = laneTally(checks, unfinished);
+  if (stall && !unfinished) {
+    // Shown in the summary's skipped list, so a stall that a second L1 got past is never silent.
+    const skippedNames = [...tally.skippedNames, `lane: ${stall}; the checks from there ran again in a fresh L1`];
+    tally = { ...tally, skipped: skippedNames.length, skippedNames };
+  }
+  return { lane, checks, tally, wallMs };
+}
+
+/**
+ * No line from the job for this long (the L1 monitor's lines aside) means it is stuck: longer than any wait of a
+ * check (boots 240 s) or any test file of the suites.
+ */
+const STALL_MS = 6 * 60_000;
+
+/** Runs the job in L1 with `args`, stopping it after `timeoutMs` or when it stalls (STALL_MS without output). */
+async function runJob(
+  image: L1Image,
+  args: readonly string[],
+  timeoutMs: number,
+  options: LaneOptions,
+): Promise<L1Result> {
+  const stalled = new AbortController();
+  let lastOutput = Date.now();
+  const watch = setInterval(() => {
+    if (Date.now() - lastOutput > STALL_MS) stalled.abort();
+  }, 5_000);
+  try {
+    return await runInL1(image, {
+      job: JOB,
+      ...(args.length ? { args } : {}),
+      timeoutMs,
+      signal: stalled.signal,
+      onLine: (line, atMs) => {
+        if (!line.startsWith("l1-monitor:")) lastOutput = Date.now();
+        if (options.verbose || /^KVT_/.test(line)) options.log(`[L1 +${(atMs / 1000).toFixed(1)}s] ${line}`);
+      },
+    });
+  } finally {
+    clearInterval(watch);
+  }
 }

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { MAX_CONSOLE_LINE } from "./check-runner.ts";
+import { CHECK_START, GROUP_START, MAX_CONSOLE_LINE } from "./check-runner.ts";
 import { GuestConsole } from "./guest-console.ts";
 import { L1_SUITES, suiteChecks } from "./guest-suite.ts";
 import { moduleLoadOrder } from "./l1-image.ts";
@@ -14,7 +14,7 @@ import {
   judgeCounter,
   parseClockProbe,
 } from "./migration-verdict.ts";
-import { jobFinished, laneTally, parseBenchSamples, parseChecks } from "./results.ts";
+import { jobFinished, laneTally, lastNamed, linesBefore, parseBenchSamples, parseChecks } from "./results.ts";
 import { DEMO_CONTAINER_DISK, SEED_VM_MANIFEST, seedVmi, userDataOf } from "./seed-vmi.ts";
 
 const ko = (deps: string): Uint8Array => Buffer.from(`\0license=GPL\0depends=${deps}\0name=x\0`);
@@ -170,6 +170,25 @@ describe("nested lane (pure parts)", () => {
     expect(laneTally([])).toMatchObject({ passed: 0, failed: 1, failedNames: ["lane: the job reported no check"] });
     expect(jobFinished(["x", "KVT_NESTED_DONE"])).toBe(true);
     expect(jobFinished(["KVT_NESTED_CHECK {}"])).toBe(false);
+  });
+
+  it("finds where a stalled job was and keeps the lines of the groups before it for the re-run", () => {
+    const lines = [
+      `${GROUP_START}boot`,
+      `${CHECK_START}boot-to-marker`,
+      'KVT_NESTED_CHECK {"name":"boot-to-marker","ok":true,"ms":1}',
+      `${GROUP_START}net`,
+      `${CHECK_START}net-setup`,
+      'KVT_NESTED_CHECK {"name":"net-setup","ok":true,"ms":1}',
+      `${CHECK_START}net-migration-link-kept`,
+      "l1-monitor: up 900s load 1.00 1.00 1.00",
+    ];
+    expect(lastNamed(lines, GROUP_START)).toBe("net");
+    expect(lastNamed(lines, CHECK_START)).toBe("net-migration-link-kept");
+    expect(lastNamed(["x"], CHECK_START)).toBeUndefined();
+    const kept = linesBefore(lines, `${GROUP_START}net`);
+    expect(parseChecks(kept).map((c) => c.name)).toEqual(["boot-to-marker"]);
+    expect(linesBefore(["a", "b"], "c")).toEqual(["a", "b"]);
   });
 
   it("runs every test file that gates on KVM in L1 (the same files npm test runs on the host)", () => {

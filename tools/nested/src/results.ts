@@ -33,6 +33,21 @@ export function laneTally(checks: readonly NestedCheck[], unfinished?: string): 
   return { passed, failed: failedNames.length, skipped: skippedNames.length, failedNames, skippedNames };
 }
 
+/** The name after the last line that starts with `prefix` (e.g. the check or group running when L1 stopped). */
+export function lastNamed(lines: readonly string[], prefix: string): string | undefined {
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const line = lines[i] ?? "";
+    if (line.startsWith(prefix)) return line.slice(prefix.length).trim();
+  }
+  return undefined;
+}
+
+/** The lines before the last one equal to `marker` (all of them when there is none). */
+export function linesBefore(lines: readonly string[], marker: string): string[] {
+  const at = lines.lastIndexOf(marker);
+  return at < 0 ? [...lines] : lines.slice(0, at);
+}
+
 /** True when the job printed its end line (`KVT_NESTED_DONE`): every check it meant to run has reported. */
 export function jobFinished(lines: readonly string[]): boolean {
   return lines.some((l) => l.includes("KVT_NESTED_DONE"));
