@@ -86,13 +86,8 @@ describe("kill -9 of a process-kubelet", () => {
       { ...CLUSTER_WAIT, timeoutMs: 45_000, what: "the VMI, its launcher and its guest to end" },
     );
     const podDir = join(dataDir, "nodes", node, "pods", pod.metadata.uid);
-    const socket = join(
-      dataDir,
-      "nodes",
-      node,
-      "sockets",
-      `launcher-${pod.metadata.uid.replaceAll("-", "").slice(0, 16)}.sock`,
-    );
+    // The launcher's socket is in its pod's sockets emptyDir, so it goes with the pod's directory.
+    const socket = join(podDir, "volumes", "kubernetes.io~empty-dir", "sockets", "launcher-sock");
     await eventually(
       () => {
         expect(existsSync(podDir), podDir).toBe(false);

@@ -11,7 +11,7 @@
  *                       has another data directory)
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { runsComponent } from "@kvt/local-cluster";
@@ -59,13 +59,17 @@ export function handlerPid(kubeconfig: string, node: string): number | undefined
 }
 
 /**
- * The guest's serial console as the launcher writes it: `<dataDir>/nodes/<node>/pods/<podUid>/virt-serial0-log`
- * (the data directory is the kubeconfig's). "" until it exists. The file `kubectl logs -c guest-console-log`
- * follows, read directly: it works whether or not the launcher pod has that container.
+ * The guest's serial console as the launcher writes it: `<vmi uid>/virt-serial0-log` in the launcher pod's `private`
+ * emptyDir, `<dataDir>/nodes/<node>/pods/<podUid>/volumes/kubernetes.io~empty-dir/private` (the data directory is the
+ * kubeconfig's). "" until it exists. The file `kubectl logs -c guest-console-log` follows, read directly: it works
+ * whether or not the launcher pod has that container.
  */
 export function consoleFile(kubeconfig: string, node: string, podUid: string): string {
+  const pod = join(dirname(kubeconfig), "nodes", node, "pods", podUid);
+  const dir = join(pod, "volumes", "kubernetes.io~empty-dir", "private");
   try {
-    return readFileSync(join(dirname(kubeconfig), "nodes", node, "pods", podUid, "virt-serial0-log"), "utf8");
+    const vmi = readdirSync(dir).find((name) => existsSync(join(dir, name, "virt-serial0-log")));
+    return vmi ? readFileSync(join(dir, vmi, "virt-serial0-log"), "utf8") : "";
   } catch {
     return "";
   }

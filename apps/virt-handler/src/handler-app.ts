@@ -45,7 +45,10 @@ type Vmi = VirtualMachineInstance & KubeObject;
 export interface HandlerAppOptions {
   readonly nodeName: string;
   readonly kubeConfig: KubeAccess;
-  readonly socketDirs: readonly string[];
+  /** The kubelet's pods directory, where launcher pods' sockets are (launchers/launcher-registry.ts). */
+  readonly podsDir?: string;
+  /** Directories of launchers run by hand. */
+  readonly socketDirs?: readonly string[];
   readonly logger: Logger;
   readonly registry?: Registry;
   /**
@@ -171,7 +174,8 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     },
   });
   const launchers = new LauncherRegistry({
-    socketDirs: o.socketDirs,
+    ...(o.podsDir ? { podsDir: o.podsDir } : {}),
+    ...(o.socketDirs ? { socketDirs: o.socketDirs } : {}),
     logger: o.logger.child({ component: "launcher-registry" }),
     onChange: (uid) => {
       handlerMetrics?.observe(uid);

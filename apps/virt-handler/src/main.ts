@@ -3,8 +3,9 @@ import { CERTIFICATES } from "@kvt/api";
 import { fileCaBundle, watchTlsMaterial } from "@kvt/certs";
 /**
  * virt-handler: composition root. Node agent: runs this node's VirtualMachineInstances through their launchers
- * and reports their status. One per node; launchers are found in the node's socket directory (the launcher Pod's
- * KUBEVIRT_SOCKET_DIR), and virt-api reaches this process on --port (KubeVirt's 8186).
+ * and reports their status. One per node; launchers are found through the kubelet's pods directory (each launcher
+ * pod's `sockets` emptyDir, as KubeVirt's handler finds them), and virt-api reaches this process on --port
+ * (KubeVirt's 8186).
  * Exit codes: 0 stopped by a signal, 2 bad arguments, 3 could not start.
  */
 import { DEFAULT_DEVICE_PLUGINS_DIR } from "@kvt/device-plugin";
@@ -16,6 +17,13 @@ import { DEFAULT_MAX_DEVICES } from "./device-manager/device-controller.ts";
 import { startHandlerApp } from "./handler-app.ts";
 import { startMetricsServer } from "./http/metrics-server.ts";
 
+/**
+ * Where the kubelet's pods directory is mounted (KubeVirt's cmd-client podsBaseDir and the DaemonSet's
+ * `kubelet-pods-shortened` mount of /var/lib/kubelet/pods): /var/lib/kubelet/pods itself would make launcher socket
+ * paths 112 bytes long, over the 107 a unix socket path may have.
+ */
+const DEFAULT_KUBELET_PODS_DIR = "/pods";
+
 await main({
   name: "virt-handler",
   version: pkg.version,
@@ -24,6 +32,7 @@ await main({
   flags: {
     "node-name": { type: "string" },
     kubeconfig: { type: "string" },
+    "kubelet-pods-dir": { type: "string" },
     "socket-dir": { type: "string" },
     port: { type: "string" },
     "metrics-port": { type: "string" },
@@ -40,8 +49,11 @@ await main({
   details: [
     "  --node-name NAME      this node (env NODE_NAME)",
     "  --kubeconfig FILE     the cluster (else KUBECONFIG, ~/.kube/config, or in-cluster)",
-    "  --socket-dir DIRS     where this node's launchers listen, comma-separated",
-    "                        (env KUBEVIRT_SOCKET_DIR; default /var/run/kubevirt/sockets)",
+    "  --kubelet-pods-dir DIR  the kubelet's pods directory as mounted here (default /pods: KubeVirt mounts the",
+    "                        host's /var/lib/kubelet/pods there, a short path, as a unix socket path ends at 107",
+    "                        bytes); each launcher listens at <DIR>/<pod uid>/volumes/kubernetes.io~empty-dir/",
+    "                        sockets/launcher-sock",
+    "  --socket-dir DIRS     directories of launchers run by hand (launcher-<key>.sock), comma-separated",
     "  --port N, --host H    the server virt-api and the other handlers call (default 8186 on the pod IP, env",
     "                        POD_IP, else 127.0.0.1; 0 = any free port); H:N is published to a migration's",
     "                        source handler, which fetches the migration secret there",
@@ -105,9 +117,8 @@ await main({
         signal,
         onRefused: (err) => logger.warn({ err }, "cannot use the rotated TLS material yet; keeping the current one"),
       });
-      const socketDirs = (values["socket-dir"] ?? process.env.KUBEVIRT_SOCKET_DIR ?? "/var/run/kubevirt/sockets")
-        .split(",")
-        .filter((d) => d.length > 0);
+      const socketDirs = (values["socket-dir"] ?? "").split(",").filter((d) => d.length > 0);
+      const podsDir = values["kubelet-pods-dir"] ?? DEFAULT_KUBELET_PODS_DIR;
       const registry = createMetricsRegistry();
       const metrics = await startMetricsServer(
         registry,
@@ -118,6 +129,7 @@ await main({
       const app = await startHandlerApp({
         nodeName,
         kubeConfig,
+        podsDir,
         socketDirs,
         logger,
         registry,

@@ -7,38 +7,40 @@
  *   command: virt-launcher --namespace NS --name NAME --uid UID [--kubeconfig FILE] | --vmi FILE
  *   env:     POD_NAME, POD_UID (downward API metadata.name / metadata.uid), NODE_NAME, POD_IP (status.podIP:
  *            where an incoming migration listens; default 127.0.0.1),
- *            KUBEVIRT_SOCKET_DIR (node-wide directory virt-handler lists; else <KUBEVIRT_POD_DIR>),
- *            KUBEVIRT_POD_DIR (the pod's private directory: console log virt-serial0-log, scratch),
  *            KVT_IMAGE_STORE (the local image store containerDisk images resolve through),
  *            KUBEVIRT_USE_EMULATION (never | whenNeeded | always: KubeVirt's useEmulation),
  *            KVT_VOLUME_MOUNTS (the local process-kubelet's JSON [{mountPath, hostPath, readOnly}]: where the pod's
  *            volumes are on this host; absent on a real node, where the mount paths are real)
- *   socket:  <socket dir>/launcher-<first 16 hex digits of POD_UID, else of the VMI uid>.sock (short: unix socket
- *            paths end at 107 bytes; the handler learns who is behind a socket from /v1/info, not its name)
+ *   volumes: the pod's `sockets` emptyDir at /var/run/kubevirt/sockets (virt-handler reaches it through the
+ *            kubelet's pods directory) and `private` at /var/run/kubevirt-private (scratch; the console log
+ *            <vmi uid>/virt-serial0-log that guest-console-log follows), as virt-controller renders the pod
+ *   socket:  /var/run/kubevirt/sockets/launcher-sock (KubeVirt's name). Run by hand (no such mount):
+ *            <--socket-dir or KUBEVIRT_SOCKET_DIR>/launcher-<16 hex digits of POD_UID, else of the VMI uid>.sock, so
+ *            launchers can share a directory; scratch and console log in --pod-dir or KUBEVIRT_POD_DIR (else a
+ *            temporary directory). Unix socket paths end at 107 bytes; the handler learns who is behind a socket
+ *            from /v1/info, not its name
  * Fencing: before anything else that could start a guest, the launcher takes the exclusive lock of its VMI's uid
  * on this node (fencing/vmi-lock.ts) and holds it for its whole life; a second launcher for the same VMI exits 4.
  * Exit codes: 0 the guest shut down or migrated away (or SIGTERM before it started), 1 it crashed or was
  * killed, 2 bad arguments, 3 could not serve (socket, VMI lookup), 4 another launcher on this node holds the VMI.
  */
-import { mkdirSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { launcherSocketPath } from "@kvt/launcher-rpc";
+import { chmodSync, mkdirSync } from "node:fs";
+import { dirname } from "node:path";
 import { createLogger } from "@kvt/observability/logger";
 import { startTracing } from "@kvt/observability/tracing";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
 import { acquireVmiLock, type VmiLock, VmiLockedError } from "./fencing/vmi-lock.ts";
 import { startLauncherApp } from "./launcher-app.ts";
+import { type LauncherDirs, launcherDirs } from "./launcher-dirs.ts";
 import { parseUseEmulation } from "./machine/backend-choice.ts";
 import { machineFactory } from "./machine/create-machine.ts";
 import { MIGRATION_PORTS } from "./network/masquerade-plan.ts";
-import { parseVolumeMounts } from "./vmi/disks.ts";
+import { parseVolumeMounts, type VolumeMount } from "./vmi/disks.ts";
 import { imageStoreResolver } from "./vmi/image-store.ts";
 import { buildMachineSpec } from "./vmi/machine-spec.ts";
 import { loadVmi, UsageError } from "./vmi-source.ts";
 
-const DEFAULT_SOCKET_DIR = "/var/run/kubevirt/sockets";
 const DEFAULT_GRACE_SECONDS = 30;
 /** The local image store's default root, as tools/images defines it: `<project>/.data/images`. */
 const DEFAULT_IMAGE_STORE = new URL("../../../.data/images", import.meta.url).pathname;
@@ -64,8 +66,10 @@ await main({
   details: [
     "  --vmi FILE            the VMI (JSON or YAML); or name it with --namespace/--name and read it with --kubeconfig,",
     "                        or give --uid and let virt-handler's first sync carry it",
-    "  --socket-dir DIR      where to listen (env KUBEVIRT_SOCKET_DIR; default the pod dir, else /var/run/kubevirt/sockets)",
-    "  --pod-dir DIR         the pod's private directory (env KUBEVIRT_POD_DIR): console log and scratch",
+    "  --socket-dir DIR      where to listen when no volume is mounted at /var/run/kubevirt/sockets (a launcher run by",
+    "                        hand; env KUBEVIRT_SOCKET_DIR; default the pod dir)",
+    "  --pod-dir DIR         the private directory (console log, scratch) when no volume is mounted at",
+    "                        /var/run/kubevirt-private (env KUBEVIRT_POD_DIR; default a temporary directory)",
     "  --image-store DIR     the local image store (env KVT_IMAGE_STORE)",
     "  --console-log FILE    the guest console log (default <pod dir>/virt-serial0-log)",
     "  --use-emulation MODE  never | whenNeeded | always (env KUBEVIRT_USE_EMULATION; default whenNeeded)",
@@ -103,21 +107,12 @@ await main({
       } catch (error) {
         throw new UsageError((error as Error).message);
       }
-      const podDir = values["pod-dir"] ?? env.KUBEVIRT_POD_DIR;
-      const socketDir = values["socket-dir"] ?? env.KUBEVIRT_SOCKET_DIR ?? podDir ?? DEFAULT_SOCKET_DIR;
-      const workDir = podDir ?? join(tmpdir(), `virt-launcher-${source.identity.uid}`);
-      // Owner-only when the launcher creates them (the node agent creates the shared socket directory the same way).
-      mkdirSync(socketDir, { recursive: true, mode: 0o700 });
-      lock = acquireVmiLock(socketDir, source.identity.uid);
-      mkdirSync(workDir, { recursive: true, mode: 0o700 });
-      const storeRoot = values["image-store"] ?? env.KVT_IMAGE_STORE ?? DEFAULT_IMAGE_STORE;
-      let mounts: ReturnType<typeof parseVolumeMounts>;
-      try {
-        mounts = parseVolumeMounts(env.KVT_VOLUME_MOUNTS);
-      } catch (error) {
-        throw new UsageError((error as Error).message);
-      }
       const podUid = env.POD_UID;
+      const { mounts, dirs } = podDirs(values, source.identity.uid, podUid);
+      // The fencing lock beside the socket: the pod's sockets volume, or the directory launchers run by hand share.
+      lock = acquireVmiLock(dirs.socketDir, source.identity.uid);
+      const { workDir } = dirs;
+      const storeRoot = values["image-store"] ?? env.KVT_IMAGE_STORE ?? DEFAULT_IMAGE_STORE;
       const log = logger.child({
         namespace: source.identity.namespace,
         name: source.identity.name,
@@ -130,8 +125,8 @@ await main({
           ...(podUid ? { podUid } : {}),
         },
         ...(source.vmi ? { vmi: source.vmi } : {}),
-        socketPath: launcherSocketPath(socketDir, socketKey(podUid ?? source.identity.uid)),
-        consoleLogPath: values["console-log"] ?? (podDir ? join(podDir, "virt-serial0-log") : undefined),
+        socketPath: dirs.socketPath,
+        consoleLogPath: values["console-log"] ?? dirs.consoleLog,
         toSpec: (vmi, role) =>
           buildMachineSpec(vmi, { resolveImage: imageStoreResolver(storeRoot), workDir, mounts }, role),
         createMachine: machineFactory({
@@ -187,10 +182,40 @@ await main({
   },
 });
 
-/** A short socket key from a UID: 16 hex digits (64 bits) keep names unique per node and paths short. */
-function socketKey(uid: string): string {
-  const hex = uid.replaceAll("-", "").toLowerCase();
-  return /^[0-9a-f]{16,}$/.test(hex) ? hex.slice(0, 16) : uid;
+/**
+ * The pod's mounts (KVT_VOLUME_MOUNTS) and the launcher's directories (launcher-dirs.ts), made (owner-only where the
+ * launcher creates them). Throws a UsageError for a malformed KVT_VOLUME_MOUNTS.
+ */
+function podDirs(
+  values: { "socket-dir"?: string | undefined; "pod-dir"?: string | undefined },
+  vmiUid: string,
+  podUid: string | undefined,
+): { mounts: VolumeMount[]; dirs: LauncherDirs } {
+  const env = process.env;
+  let mounts: VolumeMount[];
+  try {
+    mounts = parseVolumeMounts(env.KVT_VOLUME_MOUNTS);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const dirs = launcherDirs(mounts, env.KVT_VOLUME_MOUNTS !== undefined, {
+    socketDir: values["socket-dir"] ?? env.KUBEVIRT_SOCKET_DIR,
+    podDir: values["pod-dir"] ?? env.KUBEVIRT_POD_DIR,
+    vmiUid,
+    podUid,
+  });
+  for (const dir of [dirs.socketDir, dirs.workDir]) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // A pod's emptyDir comes 0777 (kubelet's mode): the sockets in it (ours, QEMU's) are for this user only. Where
+    // the launcher does not own the directory (a real node's root-owned emptyDir), its container isolates it.
+    try {
+      chmodSync(dir, 0o700);
+    } catch {
+      // not ours to change
+    }
+  }
+  if (dirs.consoleLog) mkdirSync(dirname(dirs.consoleLog), { recursive: true, mode: 0o755 });
+  return { mounts, dirs };
 }
 
 /** The launcher could not start serving. */

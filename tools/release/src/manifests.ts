@@ -83,8 +83,9 @@ function workloadManifests(component: Component, namespace: string, version: str
         {
           path: [...pod, "volumes", 1],
           comment:
-            "hostPath /var/run/kubevirt: the launchers' per-VMI sockets (--socket-dir /var/run/kubevirt/sockets), " +
-            "shared with the launcher pods on this node; mounted HostToContainer so new sockets appear. No " +
+            "hostPath /var/lib/kubelet/pods, read-only at /pods: each launcher's socket is in its pod's sockets " +
+            "emptyDir there (<pod uid>/volumes/kubernetes.io~empty-dir/sockets/launcher-sock; --kubelet-pods-dir " +
+            "/pods, short as KubeVirt's kubelet-pods-shortened: a unix socket path ends at 107 bytes). No " +
             "hostNetwork and no hostPID: virt-api calls the pod IP, launchers are reached through their sockets.",
         },
         {

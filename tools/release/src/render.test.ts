@@ -24,6 +24,7 @@ interface Container {
   livenessProbe?: { httpGet: { port: number; path: string } };
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   securityContext?: Record<string, unknown>;
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
 }
 interface PodSpec {
   serviceAccountName: string;
@@ -233,16 +234,22 @@ describe("workloads", () => {
     expect(pod.hostNetwork).toBeUndefined();
     expect(pod.hostPID).toBeUndefined();
     expect(pod.volumes?.flatMap((v) => (v.hostPath ? [v.hostPath.path] : []))).toEqual([
-      "/var/run/kubevirt",
+      "/var/lib/kubelet/pods",
       "/var/lib/kubelet/device-plugins",
     ]);
+    expect(pod.containers[0]?.volumeMounts).toContainEqual({
+      name: "kubelet-pods-shortened",
+      mountPath: "/pods",
+      readOnly: true,
+    });
+    expect((pod.containers[0] as Container & { args: string[] }).args).toContain("--kubelet-pods-dir=/pods");
     expect(pod.containers[0]?.securityContext?.privileged).toBe(true);
     expect((pod.containers[0] as Container & { args: string[] }).args).toContain(
       "--device-plugins-dir=/var/lib/kubelet/device-plugins",
     );
     const text = renderDeploy().get("virt-handler/workload.yaml") ?? "";
     expect(text).toContain("# privileged: the device plugins (devices.kubevirt.io/kvm, tun, vhost-net)");
-    expect(text).toContain("# hostPath /var/run/kubevirt: the launchers' per-VMI sockets");
+    expect(text).toContain("# hostPath /var/lib/kubelet/pods, read-only at /pods: each launcher's socket");
     expect(text).toContain("# hostPath /var/lib/kubelet/device-plugins: the kubelet's kubelet.sock");
   });
 

@@ -214,9 +214,12 @@ function virtController(namespace: string, version: string): KubeObject {
  *   and open the last two so the kernel loads their modules; only a privileged container sees the host's device
  *   nodes. It also connects to launcher sockets owned by the launchers' users. (KubeVirt's virt-handler is
  *   privileged for the same reasons.)
- * - runAsUser 0: the socket files under /var/run/kubevirt/sockets belong to the launchers; root may connect to all.
- * - hostPath /var/run/kubevirt (DirectoryOrCreate): the launchers' per-VMI sockets (main.ts --socket-dir
- *   /var/run/kubevirt/sockets); HostToContainer propagation so sockets created after the handler started appear.
+ * - runAsUser 0: the launchers' socket files belong to the launchers; root may connect to all.
+ * - hostPath /var/lib/kubelet/pods (Directory) at /pods, read-only: each launcher listens in its pod's `sockets`
+ *   emptyDir, <pods>/<pod uid>/volumes/kubernetes.io~empty-dir/sockets/launcher-sock, where the handler finds it
+ *   (main.ts --kubelet-pods-dir /pods). /pods, not the host's path, as KubeVirt's `kubelet-pods-shortened`: a unix
+ *   socket path ends at 107 bytes and the host's path makes it 112. Read-only: connecting to a socket writes
+ *   nothing. KubeVirt's handler also mounts /var/run/kubevirt; nothing of ours is there.
  * - hostPath /var/lib/kubelet/device-plugins (Directory): the kubelet's kubelet.sock, where the device plugins
  *   register, and their own sockets, which the kubelet dials (main.ts --device-plugins-dir). Only that directory,
  *   not KubeVirt's whole /var/lib/kubelet.
@@ -225,6 +228,8 @@ function virtController(namespace: string, version: string): KubeObject {
  */
 /** The kubelet's device plugins directory on every node. */
 const DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins";
+/** Where virt-handler mounts the kubelet's pods directory (KubeVirt's short `/pods`). */
+const KUBELET_PODS_MOUNT = "/pods";
 
 function virtHandler(namespace: string, version: string): KubeObject {
   const labels = commonLabels("virt-handler", version);
@@ -248,7 +253,7 @@ function virtHandler(namespace: string, version: string): KubeObject {
               imagePullPolicy: "IfNotPresent",
               args: [
                 "--node-name=$(NODE_NAME)",
-                "--socket-dir=/var/run/kubevirt/sockets",
+                `--kubelet-pods-dir=${KUBELET_PODS_MOUNT}`,
                 `--device-plugins-dir=${DEVICE_PLUGINS_DIR}`,
                 `--port=${PORTS.virtHandler}`,
                 "--host=$(POD_IP)",
@@ -279,7 +284,7 @@ function virtHandler(namespace: string, version: string): KubeObject {
               securityContext: { privileged: true, runAsUser: 0, readOnlyRootFilesystem: true },
               volumeMounts: [
                 TMP.mount,
-                { name: "virt-share-dir", mountPath: "/var/run/kubevirt", mountPropagation: "HostToContainer" },
+                { name: "kubelet-pods-shortened", mountPath: KUBELET_PODS_MOUNT, readOnly: true },
                 { name: "device-plugin", mountPath: DEVICE_PLUGINS_DIR },
                 { name: "server-certs", mountPath: "/etc/virt-handler/servercertificates", readOnly: true },
               ],
@@ -287,7 +292,7 @@ function virtHandler(namespace: string, version: string): KubeObject {
           ],
           volumes: [
             TMP.volume,
-            { name: "virt-share-dir", hostPath: { path: "/var/run/kubevirt", type: "DirectoryOrCreate" } },
+            { name: "kubelet-pods-shortened", hostPath: { path: "/var/lib/kubelet/pods", type: "Directory" } },
             { name: "device-plugin", hostPath: { path: DEVICE_PLUGINS_DIR, type: "Directory" } },
             { name: "server-certs", secret: { secretName: "kubevirt-virt-handler-server-certs" } },
           ],

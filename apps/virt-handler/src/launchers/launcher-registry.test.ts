@@ -1,12 +1,19 @@
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type DomainInfo, LauncherServer, type LauncherService, launcherSocketPath } from "@kvt/launcher-rpc";
+import {
+  type DomainInfo,
+  LauncherServer,
+  type LauncherService,
+  launcherSocketPath,
+  podSocketDir,
+  podSocketPath,
+} from "@kvt/launcher-rpc";
 import { createLogger } from "@kvt/observability";
 import { afterEach, describe, expect, it } from "vitest";
-import { LauncherRegistry } from "./launcher-registry.ts";
+import { LauncherRegistry, podLauncherSockets } from "./launcher-registry.ts";
 
 const logger = createLogger({ component: "test", level: "silent" });
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -14,8 +21,17 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-/** A launcher that only answers /v1/info (and the event stream the registry follows). */
-async function fakeLauncher(dir: string, uid: string, delayFirstInfoMs = 0, slowAnswers = 1): Promise<LauncherServer> {
+/**
+ * A launcher that only answers /v1/info (and the event stream the registry follows), listening in `dir` as a
+ * launcher run by hand does, or at `socketPath`.
+ */
+async function fakeLauncher(
+  dir: string,
+  uid: string,
+  delayFirstInfoMs = 0,
+  slowAnswers = 1,
+  socketPath = launcherSocketPath(dir, uid.padEnd(16, "0")),
+): Promise<LauncherServer> {
   const info: DomainInfo = {
     protocolVersion: "v1",
     vmi: { namespace: "default", name: uid, uid },
@@ -36,7 +52,7 @@ async function fakeLauncher(dir: string, uid: string, delayFirstInfoMs = 0, slow
     get: (target, key) =>
       key in target ? target[key as "info"] : () => Promise.reject(new Error(`${String(key)}: not in this fake`)),
   }) as LauncherService;
-  const server = new LauncherServer({ socketPath: launcherSocketPath(dir, uid.padEnd(16, "0")), service, logger });
+  const server = new LauncherServer({ socketPath, service, logger });
   await server.listen();
   cleanups.push(() => server.close());
   return server;
@@ -164,5 +180,42 @@ describe("LauncherRegistry", () => {
     mkdirSync(dir);
     await fakeLauncher(dir, "cccc3333");
     await expect.poll(() => registry.forVmi("cccc3333").length, { timeout: 3000, interval: 10 }).toBe(1);
+  });
+
+  it("finds launchers through the kubelet's pods directory, in each launcher pod's sockets emptyDir", async () => {
+    const pods = mkdtempSync(join(tmpdir(), "kvt-reg-"));
+    cleanups.push(() => rmSync(pods, { recursive: true, force: true }));
+    // A launcher pod already listening, and a pod that is no launcher (no sockets volume).
+    mkdirSync(podSocketDir(pods, "pod-a"), { recursive: true });
+    await fakeLauncher(pods, "vmi-a", 0, 0, podSocketPath(pods, "pod-a"));
+    mkdirSync(join(pods, "pod-web", "volumes"), { recursive: true });
+    const registry = new LauncherRegistry({ podsDir: pods, logger, onChange: () => {}, scanIntervalMs: 600_000 });
+    await registry.start();
+    cleanups.push(() => registry.stop());
+    expect(registry.forVmi("vmi-a").map((v) => v.socketPath)).toEqual([podSocketPath(pods, "pod-a")]);
+
+    // A pod that appears later: its sockets directory first (the kubelet's volumes), then its launcher's socket.
+    mkdirSync(podSocketDir(pods, "pod-b"), { recursive: true });
+    await expect.poll(() => podLauncherSockets(pods).socketDirs.length).toBe(2);
+    await new Promise((r) => setTimeout(r, 100)); // the scan the new pod directory triggered
+    await fakeLauncher(pods, "vmi-b", 0, 0, podSocketPath(pods, "pod-b"));
+    await expect.poll(() => registry.forVmi("vmi-b").length, { timeout: 3000, interval: 10 }).toBe(1);
+  });
+});
+
+describe("podLauncherSockets()", () => {
+  it("lists each pod's sockets emptyDir and the launcher-sock in it, as KubeVirt's SocketFilePathOnHost", () => {
+    const pods = mkdtempSync(join(tmpdir(), "kvt-reg-"));
+    cleanups.push(() => rmSync(pods, { recursive: true, force: true }));
+    expect(podLauncherSockets(join(pods, "absent"))).toEqual({ socketDirs: [], sockets: [] });
+    mkdirSync(podSocketDir(pods, "uid-1"), { recursive: true });
+    writeFileSync(podSocketPath(pods, "uid-1"), ""); // the name is what is looked for; /v1/info proves the rest
+    mkdirSync(podSocketDir(pods, "uid-2"), { recursive: true }); // a launcher not listening yet
+    mkdirSync(join(pods, "uid-3"));
+    mkdirSync(join(pods, ".hidden", "volumes", "kubernetes.io~empty-dir", "sockets"), { recursive: true });
+    expect(podLauncherSockets(pods)).toEqual({
+      socketDirs: [podSocketDir(pods, "uid-1"), podSocketDir(pods, "uid-2")],
+      sockets: [join(pods, "uid-1/volumes/kubernetes.io~empty-dir/sockets/launcher-sock")],
+    });
   });
 });

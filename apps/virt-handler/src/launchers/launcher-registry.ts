@@ -1,6 +1,11 @@
 /**
- * Every launcher on this node, found by listing the node's socket directories (so a restarted handler re-adopts
- * running launchers without touching their guests: it only reads `/v1/info` and follows `/v1/events`).
+ * Every launcher on this node, found as KubeVirt's virt-handler finds them: through the kubelet's pods directory,
+ * each launcher pod's `sockets` emptyDir holding its `launcher-sock` (launcher-rpc podSocketPath:
+ * `<pods dir>/<pod uid>/volumes/kubernetes.io~empty-dir/sockets/launcher-sock`), plus any directories of launchers
+ * run by hand (`launcher-<key>.sock`). A restarted handler re-adopts running launchers without touching their
+ * guests: it only reads `/v1/info` and follows `/v1/events`. Every pod directory is looked at (not only the VMIs'
+ * activePods, as KubeVirt's FindSocketOnHost does), so a launcher whose VMI status does not name its pod yet (a
+ * migration target) or no longer does is found too; `/v1/info` says whose it is.
  *
  * ```
  *  scan (a socket created in a watched dir; every scanIntervalMs as a safety net)
@@ -15,17 +20,23 @@
  * `synced` (the first scan is done: "no launcher for this VMI" is then a fact the VMI may fail on) waits until every
  * socket found has answered or refused: a launcher slow to answer on a loaded node is not a dead one. Only a socket
  * that answers nothing for `adoptDeadlineMs` is given up on.
- * The directories are watched (inotify), so a launcher that starts listening is adopted at once rather than at the
- * next periodic scan (on average half an interval later: the largest wait of a VMI's start on an idle node).
+ * The directories are watched (inotify: the pods directory and each pod's sockets directory), so a launcher that
+ * starts listening is adopted at once rather than at the next periodic scan (on average half an interval later: the
+ * largest wait of a VMI's start on an idle node). A pod's sockets directory exists before its launcher starts (the
+ * kubelet sets volumes up first), so the scan that a new pod directory triggers, or the next periodic one, watches
+ * it in time.
  */
-import { type FSWatcher, readdirSync, readFileSync, watch } from "node:fs";
+import { existsSync, type FSWatcher, readdirSync, readFileSync, watch } from "node:fs";
 import { join } from "node:path";
 import {
   type DomainInfo,
   isLauncherSocketName,
+  isPodUid,
+  LAUNCHER_SOCKET_NAME,
   LauncherClient,
   type LauncherEvent,
   LauncherRpcError,
+  podSocketDir,
 } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
 
@@ -47,7 +58,10 @@ export interface LauncherView {
 
 /** Options for {@link LauncherRegistry}. */
 export interface LauncherRegistryOptions {
-  readonly socketDirs: readonly string[];
+  /** The kubelet's pods directory (KubeVirt mounts /var/lib/kubelet/pods at /pods): launcher pods' sockets. */
+  readonly podsDir?: string;
+  /** Directories of launchers run by hand (`launcher-<key>.sock`), if any. */
+  readonly socketDirs?: readonly string[];
   readonly logger: Logger;
   /** Called with the VMI uid whenever a launcher of that VMI changed (new, event, gone). */
   readonly onChange: (vmiUid: string) => void;
@@ -72,6 +86,8 @@ export class LauncherRegistry {
   /** The scan in progress (watch events during it ask for one more after it). */
   #scanning: Promise<void> | undefined;
   #rescan = false;
+  /** The launcher pods' sockets directories the last scan found. */
+  #podSocketDirs: readonly string[] = [];
 
   constructor(options: LauncherRegistryOptions) {
     this.#o = options;
@@ -112,14 +128,25 @@ export class LauncherRegistry {
     this.#abort.abort();
   }
 
-  /** Watches every socket directory that exists and is not watched yet. */
+  /**
+   * Watches every directory that exists and is not watched yet (the pods directory, each pod's sockets directory
+   * the last scan found, the hand-run socket directories), and stops watching pods' directories that went away.
+   */
   #watchDirs(): void {
     if (this.#abort.signal.aborted) return;
-    for (const dir of this.#o.socketDirs) {
+    const podsDir = this.#o.podsDir;
+    const wanted = new Set([...(podsDir ? [podsDir] : []), ...(this.#o.socketDirs ?? []), ...this.#podSocketDirs]);
+    for (const [dir, watcher] of this.#watchers) {
+      if (wanted.has(dir) || !podsDir || !dir.startsWith(`${podsDir}/`)) continue;
+      watcher.close(); // its pod is gone
+      this.#watchers.delete(dir);
+    }
+    for (const dir of wanted) {
       if (this.#watchers.has(dir)) continue;
       try {
         const watcher = watch(dir, (_event, name) => {
-          if (name && isLauncherSocketName(String(name))) this.#scanSoon();
+          // A new pod directory (its sockets directory follows), or a launcher socket.
+          if (dir === podsDir || (name && isSocketName(String(name)))) this.#scanSoon();
         });
         watcher.on("error", () => {
           // The directory went away: forget the watcher; the periodic scan sets a new one up when it is back.
@@ -168,7 +195,7 @@ export class LauncherRegistry {
    */
   async scan(): Promise<string[]> {
     const found: string[] = [];
-    for (const dir of this.#o.socketDirs) {
+    for (const dir of this.#o.socketDirs ?? []) {
       let names: string[];
       try {
         names = readdirSync(dir);
@@ -176,6 +203,12 @@ export class LauncherRegistry {
         continue; // the directory appears with the first launcher
       }
       for (const name of names) if (isLauncherSocketName(name)) found.push(join(dir, name));
+    }
+    if (this.#o.podsDir) {
+      const pods = podLauncherSockets(this.#o.podsDir);
+      this.#podSocketDirs = pods.socketDirs;
+      this.#watchDirs();
+      found.push(...pods.sockets);
     }
     // New sockets, and sockets of launchers that went away and came back (a restarted container of the same pod).
     const fresh = found.filter((p) => (this.#views.get(p)?.gone ?? true) && !this.#probing.has(p));
@@ -249,6 +282,36 @@ export class LauncherRegistry {
       (error: unknown) => ended(error ?? new Error("event stream failed")),
     );
   }
+}
+
+/** True for a launcher socket's file name: KubeVirt's `launcher-sock`, or a hand-run launcher's. */
+function isSocketName(name: string): boolean {
+  return name === LAUNCHER_SOCKET_NAME || isLauncherSocketName(name);
+}
+
+/**
+ * The launcher pods under the kubelet's pods directory: each pod's `sockets` emptyDir (KubeVirt's
+ * SocketDirectoryOnHost) that exists, and the `launcher-sock` files in them. A pods directory that is not there
+ * yet has none.
+ */
+export function podLauncherSockets(podsDir: string): { socketDirs: string[]; sockets: string[] } {
+  let uids: string[];
+  try {
+    uids = readdirSync(podsDir);
+  } catch {
+    return { socketDirs: [], sockets: [] };
+  }
+  const socketDirs: string[] = [];
+  const sockets: string[] = [];
+  for (const uid of uids) {
+    if (!isPodUid(uid)) continue;
+    const dir = podSocketDir(podsDir, uid);
+    if (!existsSync(dir)) continue; // not a launcher pod, or its volumes are not set up yet
+    socketDirs.push(dir);
+    const socket = join(dir, LAUNCHER_SOCKET_NAME);
+    if (existsSync(socket)) sockets.push(socket);
+  }
+  return { socketDirs, sockets };
 }
 
 /** How soon a broken event stream of a live launcher is followed again. */

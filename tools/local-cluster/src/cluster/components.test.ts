@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { podsLinkPath } from "../kubelet/pods-link.ts";
 import { componentTlsFiles } from "./component-volumes.ts";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 
@@ -79,8 +80,8 @@ describe("clusterComponents()", () => {
       "node02",
       "--kubeconfig",
       "/data/kubeconfig-kubevirt-handler",
-      "--socket-dir",
-      "/data/nodes/node02/sockets",
+      "--kubelet-pods-dir",
+      podsLinkPath("/data/nodes/node02"),
       "--device-plugins-dir",
       "/data/nodes/node02/device-plugins",
       "--port",

@@ -14,6 +14,7 @@
  */
 import { join } from "node:path";
 import { APISERVER_NODE_FLAGS } from "../apiserver/node-flags.ts";
+import { podsLinkPath } from "../kubelet/pods-link.ts";
 import { componentKubeconfig, tokenAuthFile } from "./component-identities.ts";
 import type { ComponentTlsFiles } from "./component-volumes.ts";
 import { type RuntimeName, runtimeFlags, runtimeNameOf, SMALL_PROCESS_NODE_FLAGS } from "./js-runtime.ts";
@@ -181,8 +182,9 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         "--node-name",
         node,
         ...accountKc("kubevirt-handler"),
-        "--socket-dir",
-        join(layout.dataDir, "nodes", node, "sockets"),
+        // Its node's kubelet pods directory, through the kubelet's short link (as KubeVirt's /pods mount).
+        "--kubelet-pods-dir",
+        podsLinkPath(join(layout.dataDir, "nodes", node)),
         // Its device plugins register with this node's kubelet, as with /var/lib/kubelet/device-plugins.
         "--device-plugins-dir",
         devicePluginsDir(layout, node),

@@ -9,7 +9,7 @@ import {
   volumeMounts,
 } from "./container-spec.ts";
 
-const layout = { projectRoot: "/repo", execPath: "/usr/bin/node", execArgs: [], socketDir: "/data/sockets" };
+const layout = { projectRoot: "/repo", execPath: "/usr/bin/node", execArgs: [] };
 const pod: V1Pod = {
   metadata: { name: "virt-launcher-vm-x", namespace: "ns1", uid: "u1" },
   spec: { nodeName: "node01", containers: [] },
@@ -38,25 +38,48 @@ describe("planContainer()", () => {
       env: {
         A: "1",
         POD: "virt-launcher-vm-x",
-        KUBEVIRT_POD_DIR: "/data/pods/u1",
         NODE_NAME: "node01",
         POD_UID: "u1",
-        KUBEVIRT_SOCKET_DIR: "/data/sockets",
       },
     });
   });
 
-  it("maps virt-tail to following the named file inside the pod directory", () => {
+  it("injects no socket or pod directory: the launcher finds them among its mounts", () => {
+    const plan = planContainer(pod, { name: "compute", command: ["virt-launcher"] }, "/data/pods/u1", layout);
+    const env = plan.kind === "process" ? plan.env : {};
+    expect(Object.keys(env).filter((k) => k.startsWith("KUBEVIRT_"))).toEqual([]);
+  });
+
+  it("maps virt-tail to following the named file inside the emptyDir the container mounts there", () => {
+    const withPrivate: V1Pod = { ...pod, spec: { ...pod.spec!, volumes: [{ name: "private", emptyDir: {} }] } };
     const plan = planContainer(
-      pod,
+      withPrivate,
       {
         name: "guest-console-log",
-        command: ["/usr/bin/virt-tail", "--logfile", "/var/run/kubevirt-private/u1/virt-serial0-log"],
+        command: ["/usr/bin/virt-tail", "--logfile", "/var/run/kubevirt-private/vmi-1/virt-serial0-log"],
+        volumeMounts: [{ name: "private", mountPath: "/var/run/kubevirt-private", readOnly: true }],
       },
       "/data/pods/u1",
       layout,
     );
-    expect(plan).toEqual({ kind: "tail", name: "guest-console-log", file: "/data/pods/u1/virt-serial0-log" });
+    expect(plan).toEqual({
+      kind: "tail",
+      name: "guest-console-log",
+      file: "/data/pods/u1/volumes/kubernetes.io~empty-dir/private/vmi-1/virt-serial0-log",
+    });
+  });
+
+  it("looks for a virt-tail file outside every emptyDir mount in the pod directory, never above it", () => {
+    const tail = (logfile: string, mounts = [{ name: "private", mountPath: "/var/run/kubevirt-private" }]) =>
+      planContainer(
+        { ...pod, spec: { ...pod.spec!, volumes: [{ name: "private", emptyDir: {} }] } },
+        { name: "log", command: ["virt-tail", "--logfile", logfile], volumeMounts: mounts },
+        "/data/pods/u1",
+        layout,
+      );
+    expect(tail("/var/log/serial0.log")).toMatchObject({ file: "/data/pods/u1/serial0.log" });
+    expect(tail("/var/run/kubevirt-private/../../etc/shadow")).toMatchObject({ file: "/data/pods/u1/shadow" });
+    expect(tail("/var/run/kubevirt-private/x", [])).toMatchObject({ file: "/data/pods/u1/x" });
   });
 
   it("refuses other images with ErrImagePull and says what it can run", () => {

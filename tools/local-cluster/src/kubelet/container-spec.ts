@@ -5,14 +5,14 @@
  *   ------------------------------------   -------------------------------------------------------------
  *   virt-launcher, virt-launcher-monitor   node [flags] <the node's launcher image, else apps/virt-launcher/src/main.ts>
  *                                            <command[1..]> <args>
- *   virt-tail --logfile F                  built-in: follows <podDir>/<basename F> into the container log
+ *   virt-tail --logfile F                  built-in: follows F, resolved through the container's emptyDir mounts
+ *                                            (KubeVirt's guest-console-log mounts `private`), into the container log
  *   anything else                          not runnable: Waiting/ErrImagePull with a message saying why
  *
  * Each container gets the env it declares (literal values and the downward-API fieldRefs the launcher pod uses),
- * plus KUBEVIRT_POD_DIR (a private directory per pod, the stand-in for the pod's volumes), KUBEVIRT_SOCKET_DIR (the
- * node-wide directory shared with virt-handler, the stand-in for the hostPath /var/run/kubevirt/sockets), NODE_NAME,
- * POD_NAME, POD_NAMESPACE and POD_UID; launcher processes also get NODE_COMPILE_CACHE (the node's shared compile
- * cache) when the layout names one.
+ * plus NODE_NAME, POD_NAME, POD_NAMESPACE and POD_UID; launcher processes also get NODE_COMPILE_CACHE (the node's
+ * shared compile cache) when the layout names one. Nothing else is injected: whatever a launcher needs besides (its
+ * socket and private directories) is a volume its pod declares, as virt-controller renders it.
  *
  * Volumes (the contract with virt-launcher; processes are not containerized, so nothing is mounted): every process
  * gets KVT_VOLUME_MOUNTS, a JSON array with one entry per volumeMount of its container whose volume the kubelet
@@ -31,9 +31,10 @@
  * A container without mounts or devices gets `[]`. A process runs at the niceness that stands in for its CPU request's cgroup
  * weight (niceForCpuRequest).
  */
-import { basename, join } from "node:path";
+import { basename, join, normalize } from "node:path";
 import { SMALL_PROCESS_NODE_FLAGS } from "../cluster/js-runtime.ts";
 import type { V1Container, V1Pod } from "../cluster/kube-models.ts";
+import { emptyDirPath } from "./pod-volumes.ts";
 
 /** A runnable container: a process, or the built-in file follower. */
 export type ContainerPlan =
@@ -56,8 +57,6 @@ export interface RuntimeLayout {
   readonly execPath: string;
   /** Extra runtime arguments before the entry point (e.g. `run -A` for Deno). */
   readonly execArgs: readonly string[];
-  /** The node-wide launcher socket directory shared with this node's virt-handler. */
-  readonly socketDir?: string;
   /**
    * Node's on-disk compile cache for the TypeScript entry points (NODE_COMPILE_CACHE), shared by the node's
    * launchers: the stand-in for an image's pre-built code. Every launcher otherwise parses and compiles its whole
@@ -155,21 +154,14 @@ function fieldRefValue(pod: V1Pod, fieldPath: string): string | undefined {
 }
 
 /** The environment a container process sees (its declared env, resolved; no host env leaks except PATH/HOME). */
-export function containerEnv(
-  pod: V1Pod,
-  container: V1Container,
-  podDir: string,
-  socketDir?: string,
-): Record<string, string> {
+export function containerEnv(pod: V1Pod, container: V1Container): Record<string, string> {
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? "/usr/bin:/bin",
     HOME: process.env.HOME ?? "/root",
-    KUBEVIRT_POD_DIR: podDir,
     NODE_NAME: pod.spec?.nodeName ?? "",
     POD_NAME: pod.metadata?.name ?? "",
     POD_NAMESPACE: pod.metadata?.namespace ?? "",
     POD_UID: pod.metadata?.uid ?? "",
-    ...(socketDir ? { KUBEVIRT_SOCKET_DIR: socketDir } : {}),
     ...nodeTracingEnv(),
   };
   for (const e of container.env ?? []) {
@@ -226,6 +218,25 @@ function flagValue(args: readonly string[], flag: string): string | undefined {
   return undefined;
 }
 
+/**
+ * The host path of `file` inside `container` through its deepest mount of one of the pod's emptyDir volumes (their
+ * place is fixed: pod-volumes.ts emptyDirPath), so it resolves before the volumes are set up (a kubelet adopting a
+ * running pod); a file outside every emptyDir mount is looked for in the pod directory by its base name.
+ */
+function emptyDirFile(pod: V1Pod, container: V1Container, podDir: string, file: string): string {
+  const emptyDirs = new Set((pod.spec?.volumes ?? []).filter((v) => v.emptyDir).map((v) => v.name));
+  let best: { name: string; mountPath: string } | undefined;
+  for (const m of container.volumeMounts ?? []) {
+    const mountPath = m.mountPath.replace(/\/$/, "");
+    if (!emptyDirs.has(m.name) || !file.startsWith(`${mountPath}/`)) continue;
+    if (!best || mountPath.length > best.mountPath.length) best = { name: m.name, mountPath };
+  }
+  if (!best) return join(podDir, basename(file));
+  const rest = normalize(file.slice(best.mountPath.length + 1));
+  if (rest.startsWith("..")) return join(podDir, basename(file));
+  return join(emptyDirPath(podDir, best.name), rest);
+}
+
 /** Decides how to run `container` of `pod` on this machine, given the pod's volumes as set up. */
 export function planContainer(
   pod: V1Pod,
@@ -243,7 +254,7 @@ export function planContainer(
       name: container.name,
       argv: [layout.execPath, ...layout.execArgs, entry, ...command.slice(1)],
       env: {
-        ...containerEnv(pod, container, podDir, layout.socketDir),
+        ...containerEnv(pod, container),
         ...(layout.compileCacheDir ? { NODE_COMPILE_CACHE: layout.compileCacheDir } : {}),
         [VOLUME_MOUNTS_ENV]: JSON.stringify([
           ...volumeMounts(container, volumes),
@@ -255,7 +266,7 @@ export function planContainer(
   }
   if (program === "virt-tail") {
     const logfile = flagValue(command, "--logfile") ?? "serial0.log";
-    return { kind: "tail", name: container.name, file: join(podDir, basename(logfile)) };
+    return { kind: "tail", name: container.name, file: emptyDirFile(pod, container, podDir, logfile) };
   }
   const what = program ? `command "${program}"` : "no command";
   return {

@@ -1,7 +1,7 @@
 /**
  * A process-kubelet killed with SIGKILL and started again adopts the containers it started (never a second copy),
  * learns how those that ended meanwhile ended, and ends those whose pod went away meanwhile, removing the pod's
- * directory and launcher socket. The first kubelet runs in its own process (testdata/run-node.ts) so it can be
+ * directory with its emptyDir volumes (the launcher's socket is in one, at kubelet's emptyDir path). The first kubelet runs in its own process (testdata/run-node.ts) so it can be
  * killed for real; the second runs in this process. The containers are testdata/stand-in-launcher.ts.
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -16,7 +16,7 @@ import { eventually } from "../apiserver/extensions/testdata/fixtures.ts";
 import { currentRuntimeName, jsRuntime } from "../cluster/js-runtime.ts";
 import type { V1Pod } from "../cluster/kube-models.ts";
 import { type NodeAgent, startNodeAgent } from "./node-agent.ts";
-import { socketKeyOf } from "./node-reaper.ts";
+import { podsLinkPath } from "./pods-link.ts";
 
 const STAND_IN = new URL("./testdata/stand-in-launcher.ts", import.meta.url).pathname;
 const RUN_NODE = new URL("./testdata/run-node.ts", import.meta.url).pathname;
@@ -94,7 +94,6 @@ async function startSecondKubelet(): Promise<void> {
       execPath: runtime.execPath,
       execArgs: runtime.execArgs,
       launcherEntry: STAND_IN,
-      socketDir: join(dataDir, "sockets"),
     },
     log: pino({ level: "silent" }),
   });
@@ -105,9 +104,21 @@ const podOf = (name: string): V1Pod => ({
   spec: {
     nodeName: NODE,
     terminationGracePeriodSeconds: 5,
-    containers: [{ name: "compute", image: "kubevirt/virt-launcher", command: ["/usr/bin/virt-launcher-monitor"] }],
+    volumes: [{ name: "sockets", emptyDir: {} }],
+    containers: [
+      {
+        name: "compute",
+        image: "kubevirt/virt-launcher",
+        command: ["/usr/bin/virt-launcher-monitor"],
+        volumeMounts: [{ name: "sockets", mountPath: "/var/run/kubevirt/sockets" }],
+      },
+    ],
   },
 });
+
+/** Pod `uid`'s launcher socket: in its `sockets` emptyDir, in the kubelet's layout under its pods directory. */
+const socketOf = (uid: string): string =>
+  join(dataDir, "pods", uid, "volumes", "kubernetes.io~empty-dir", "sockets", "launcher-sock");
 
 async function runningPod(name: string): Promise<V1Pod> {
   await pods.create(podOf(name));
@@ -116,9 +127,7 @@ async function runningPod(name: string): Promise<V1Pod> {
     return p.status?.phase === "Running" ? p : undefined;
   });
   const uid = pod.metadata!.uid!;
-  await eventually("its launcher to listen", async () =>
-    existsSync(join(dataDir, "sockets", `launcher-${socketKeyOf(uid)}.sock`)) ? true : undefined,
-  );
+  await eventually("its launcher to listen", async () => (existsSync(socketOf(uid)) ? true : undefined));
   return pod;
 }
 
@@ -148,6 +157,16 @@ describe("a process-kubelet restarted after SIGKILL", () => {
     const uid = pod.metadata!.uid!;
     const [pid] = launchers(uid);
     expect(launchers(uid)).toHaveLength(1);
+    // The launcher was told its emptyDir through the pods directory's short link (unix socket paths are short).
+    const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+    const mounts = environ.find((e) => e.startsWith("KVT_VOLUME_MOUNTS="))?.slice("KVT_VOLUME_MOUNTS=".length);
+    expect(JSON.parse(mounts ?? "[]")).toEqual([
+      {
+        mountPath: "/var/run/kubevirt/sockets",
+        hostPath: join(podsLinkPath(dataDir), uid, "volumes", "kubernetes.io~empty-dir", "sockets"),
+        readOnly: false,
+      },
+    ]);
 
     await killFirstKubelet();
     await startSecondKubelet();
@@ -164,7 +183,7 @@ describe("a process-kubelet restarted after SIGKILL", () => {
       const left = await pods.list("default");
       if (left.items.some((x) => x.metadata?.name === "adopt")) return undefined;
       if (existsSync(join(dataDir, "pods", uid))) return undefined;
-      return existsSync(join(dataDir, "sockets", `launcher-${socketKeyOf(uid)}.sock`)) ? undefined : true;
+      return existsSync(socketOf(uid)) ? undefined : true;
     });
   }, 60_000);
 
@@ -220,10 +239,7 @@ describe("a process-kubelet restarted after SIGKILL", () => {
       launchers(uid).length === 0 && !existsSync(`/proc/${guest}/stat`) ? true : undefined,
     );
     await eventually("its directory and socket to be removed", async () =>
-      existsSync(join(dataDir, "pods", uid)) ||
-      existsSync(join(dataDir, "sockets", `launcher-${socketKeyOf(uid)}.sock`))
-        ? undefined
-        : true,
+      existsSync(join(dataDir, "pods", uid)) || existsSync(socketOf(uid)) ? undefined : true,
     );
   }, 60_000);
 });

@@ -12,7 +12,12 @@
  *   kubelet stopping (node shutdown)      -> stop every container with its pod's grace period
  *   kubelet starting                      -> adopt the containers an earlier kubelet started (their records under
  *                                            the pod directory; never a second copy), end those whose pod is gone
- *                                            and remove their directories, sockets and locks (node-reaper.ts)
+ *                                            and remove their directories (node-reaper.ts)
+ *
+ * A pod's directory is `<dataDir>/pods/<uid>`, the real kubelet's layout under its root dir: its emptyDir volumes
+ * (the launcher's `sockets` and `private`) are `volumes/kubernetes.io~empty-dir/<name>` there, so they go with the
+ * directory when the pod is deleted. Containers are told them through the pods directory's short link
+ * (pods-link.ts), which the node's virt-handler is given as its kubelet pods directory.
  */
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -43,12 +48,10 @@ import { type ContainerPlan, planContainer, type ResolvedVolume, type RuntimeLay
 import { withDevices } from "./device-plugins/container-devices.ts";
 import type { AdmissionRefusal, DeviceManager } from "./device-plugins/device-manager.ts";
 import { CONTAINER_LOG_MAX_BYTES, rotateLog } from "./log-rotation.ts";
-import { endContainers, recordedPods, removeStaleSockets } from "./node-reaper.ts";
+import { endContainers, recordedPods } from "./node-reaper.ts";
 import { type ContainerRunState, podStatus } from "./pod-status.ts";
 import { failedMountMessage, setUpPodVolumes, type VolumeLookups } from "./pod-volumes.ts";
-
-/** How often sockets and locks left by pods that are gone are looked for. */
-const SOCKET_SWEEP_MS = 10_000;
+import { makePodsLink, removePodsLink } from "./pods-link.ts";
 
 /** How often container logs are checked against their size cap. */
 const LOG_ROTATION_MS = 2000;
@@ -103,7 +106,8 @@ export class Kubelet {
   #informer: Informer<V1Pod> | undefined;
   /** Until the first pod list is processed: the containers an earlier kubelet started, by pod uid. */
   #recorded: Map<string, Map<string, ContainerRecord>> | undefined;
-  #sweep: ReturnType<typeof setInterval> | undefined;
+  /** The short link of `<dataDir>/pods` (pods-link.ts), made at start. */
+  #podsLink: string | undefined;
   #logRotation: ReturnType<typeof setInterval> | undefined;
   #stopped = false;
 
@@ -120,9 +124,14 @@ export class Kubelet {
     });
   }
 
-  /** The directory of a pod's files (container logs, the launcher's sockets and console log). */
+  /** The directory of a pod's files (container logs, container records, its volumes). */
   podDir(uid: string): string {
     return join(this.#o.dataDir, "pods", uid);
+  }
+
+  /** The pod's directory as containers are told it: through the short link of the pods directory once made. */
+  #linkedPodDir(uid: string): string {
+    return this.#podsLink ? join(this.#podsLink, uid) : this.podDir(uid);
   }
 
   /** The log file of `container` in the pod `namespace/name`, if this kubelet runs it. */
@@ -148,6 +157,8 @@ export class Kubelet {
       onDelete: (pod) => this.#gone(pod),
     });
     this.#informer = informer;
+    mkdirSync(join(this.#o.dataDir, "pods"), { recursive: true });
+    this.#podsLink = makePodsLink(this.#o.dataDir);
     this.#recorded = recordedPods(join(this.#o.dataDir, "pods"));
     informer.start();
     await informer.waitForSync();
@@ -156,8 +167,6 @@ export class Kubelet {
     this.#recorded = undefined;
     for (const [uid, records] of leftover) if (!this.#pods.has(uid)) void this.#endOrphan(uid, records);
     this.#o.devices?.retain(new Set(this.#pods.keys()));
-    this.#sweep = setInterval(() => this.#sweepSockets(), SOCKET_SWEEP_MS);
-    this.#sweep.unref();
     this.#logRotation = setInterval(() => this.#rotateLogs(), LOG_ROTATION_MS);
     this.#logRotation.unref();
   }
@@ -174,39 +183,15 @@ export class Kubelet {
     await endContainers(records.values());
     const exists = this.#informer?.store.list().some((p) => p.metadata?.uid === uid) ?? true;
     if (!exists && !this.#pods.has(uid)) rmSync(this.podDir(uid), { recursive: true, force: true });
-    this.#sweepSockets(0);
-  }
-
-  /**
-   * Removes launcher sockets and fencing locks that belong to no pod of this node: right away once a pod is gone
-   * (`minAgeMs` 0), else only files older than 10 s (written by a process this kubelet did not start).
-   */
-  #sweepSockets(minAgeMs = 10_000): void {
-    const socketDir = this.#o.layout.socketDir;
-    if (!socketDir) return;
-    const pods = [...this.#pods.values()];
-    const vmis = pods.flatMap((p) => p.pod.metadata?.labels?.["kubevirt.io/created-by"] ?? []);
-    try {
-      const removed = removeStaleSockets(
-        socketDir,
-        pods.map((p) => p.uid),
-        vmis,
-        minAgeMs,
-      );
-      if (removed.length > 0) this.#o.log.info({ removed }, "removed sockets of pods that are gone");
-    } catch (err) {
-      // A sweep that fails leaves files for the next one; nothing depends on it.
-      this.#o.log.debug({ err }, "socket sweep failed");
-    }
   }
 
   /** Node shutdown: stops every container (each pod's grace period) and the watch. */
   async stop(): Promise<void> {
     this.#stopped = true;
-    clearInterval(this.#sweep);
     clearInterval(this.#logRotation);
     this.#informer?.stop();
     await Promise.all([...this.#pods.values()].map((p) => this.#stopContainers(p, graceOf(p.pod))));
+    if (this.#podsLink) removePodsLink(this.#o.dataDir);
   }
 
   #sync(pod: V1Pod): void {
@@ -275,7 +260,7 @@ export class Kubelet {
       if (running.stopping || this.#pods.get(running.uid) !== running) return;
       let setUp: Awaited<ReturnType<typeof setUpPodVolumes>>;
       try {
-        setUp = await setUpPodVolumes(running.pod, running.dir, this.#lookups);
+        setUp = await setUpPodVolumes(running.pod, running.dir, this.#lookups, this.#linkedPodDir(running.uid));
       } catch (err) {
         // An API or filesystem error is another reason the volumes are not ready: report it and retry.
         setUp = { failed: [{ volume: "", message: (err as Error).message }] };
@@ -482,7 +467,6 @@ export class Kubelet {
       if (uid && pod.spec?.nodeName === this.#o.nodeName && !this.#recorded?.has(uid) && existsSync(dir)) {
         void endContainers(readRecords(dir).values()).then(() => {
           if (!this.#pods.has(uid)) rmSync(dir, { recursive: true, force: true });
-          this.#sweepSockets(0);
         });
       }
       return;
@@ -491,7 +475,6 @@ export class Kubelet {
     this.#o.devices?.release(uid!);
     void this.#stopContainers(running, 0).then(() => {
       rmSync(running.dir, { recursive: true, force: true });
-      this.#sweepSockets(0);
       void this.#detachNetwork(running);
     });
   }

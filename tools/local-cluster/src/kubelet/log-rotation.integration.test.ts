@@ -37,7 +37,6 @@ beforeAll(async () => {
       execPath: runtime.execPath,
       execArgs: runtime.execArgs,
       launcherEntry: CHATTY,
-      socketDir: join(dir, "sockets"),
     },
     log: pino({ level: "silent" }),
     containerLogMaxBytes: CAP,

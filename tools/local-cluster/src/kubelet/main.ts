@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /** process-kubelet: one simulated node of the local cluster (see kubelet.ts). */
-import { chmodSync, mkdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { kubeConfigFromFile, RestClient } from "@kvt/kube";
 import { createLogger } from "@kvt/observability";
@@ -63,9 +63,6 @@ await main({
       key: readFileSync(keyFile, "utf8"),
       clientCa: readFileSync(caFile, "utf8"),
     };
-    // The launchers' sockets control guests: the directory is the node user's only (as their 0600 sockets).
-    mkdirSync(join(dataDir, "sockets"), { recursive: true, mode: 0o700 });
-    chmodSync(join(dataDir, "sockets"), 0o700);
     const transport = new RestClient(kubeConfigFromFile(kubeconfig), { userAgent: `process-kubelet/${nodeName}` });
     const log = createLogger({ component: "process-kubelet" }).child({ node: nodeName });
     // Launchers run on the runtime this kubelet runs on (`npm start -- --runtime deno` reaches them this way).
@@ -75,7 +72,6 @@ await main({
       projectRoot,
       execPath: runtime.execPath,
       execArgs: [...runtime.execArgs, ...runtimeFlags(runtime.name, NODE_LAUNCHER_FLAGS)],
-      socketDir: join(dataDir, "sockets"),
       ...(deno ? {} : { compileCacheDir: join(dataDir, "compile-cache") }),
     };
     // The launcher image (a bundle of its sources: half the start-up CPU of each launcher), built in the background

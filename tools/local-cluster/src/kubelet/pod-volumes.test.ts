@@ -1,8 +1,10 @@
 import {
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
+  realpathSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -78,6 +80,19 @@ describe("setUpPodVolumes()", () => {
     const r = await setUpPodVolumes(pod([{ name: "data", emptyDir: {} }]), dir, lookups());
     expect(r).toEqual({ ready: new Map([["data", { hostPath: emptyDirPath(dir, "data"), readOnly: false }]]) });
     expect(existsSync(emptyDirPath(dir, "data"))).toBe(true);
+  });
+
+  it("lays emptyDirs out as kubelet does and tells containers their path through the pod directory's link", async () => {
+    const real = join(dir, "pods", "uid-1");
+    mkdirSync(real, { recursive: true });
+    symlinkSync(join(dir, "pods"), join(dir, "short"));
+    const linked = join(dir, "short", "uid-1");
+    const r = await setUpPodVolumes(pod([{ name: "sockets", emptyDir: {} }]), real, lookups(), linked);
+    const told = join(linked, "volumes", "kubernetes.io~empty-dir", "sockets");
+    expect(r).toEqual({ ready: new Map([["sockets", { hostPath: told, readOnly: false }]]) });
+    expect(realpathSync(told)).toBe(
+      join(realpathSync(dir), "pods", "uid-1", "volumes/kubernetes.io~empty-dir/sockets"),
+    );
   });
 
   it("makes a configMap volume's directory, read-only; a missing ConfigMap fails the pod's volumes", async () => {

@@ -6,7 +6,9 @@
  *   persistentVolumeClaim      the bound PV's spec.hostPath.path (or spec.local.path)     claim Bound, PV bound to it,
  *                                                                                         path there (PV hostPath type
  *                                                                                         honoured: DirectoryOrCreate)
- *   emptyDir                   <podDir>/volumes/kubernetes.io~empty-dir/<name>            made; removed with the pod dir
+ *   emptyDir                   <podDir>/volumes/kubernetes.io~empty-dir/<name> (kubelet's made; removed with the pod dir
+ *                              layout: <root>/pods/<uid>/...), told to containers through
+ *                              the pods directory's short link (pods-link.ts)
  *   hostPath                   spec.hostPath.path                                         type: DirectoryOrCreate and
  *                                                                                         FileOrCreate create, the
  *                                                                                         others are checked
@@ -197,13 +199,22 @@ function makeSubPaths(pod: V1Pod, ready: ReadonlyMap<string, ResolvedVolume>): v
   }
 }
 
-/** Sets up every volume of `pod` whose containers live in `podDir`. */
-export async function setUpPodVolumes(pod: V1Pod, podDir: string, lookups: VolumeLookups): Promise<VolumeSetUp> {
+/**
+ * Sets up every volume of `pod` whose containers live in `podDir`. `linkedPodDir` is the same directory as the
+ * containers are told it (through the pods directory's short link, pods-link.ts; default `podDir`): emptyDirs hold
+ * unix sockets, whose paths must stay short.
+ */
+export async function setUpPodVolumes(
+  pod: V1Pod,
+  podDir: string,
+  lookups: VolumeLookups,
+  linkedPodDir: string = podDir,
+): Promise<VolumeSetUp> {
   const ready = new Map<string, ResolvedVolume>();
   const failed: { volume: string; message: string }[] = [];
   for (const v of pod.spec?.volumes ?? []) {
     if (v.emptyDir) {
-      const dir = emptyDirPath(podDir, v.name);
+      const dir = emptyDirPath(linkedPodDir, v.name);
       mkdirSync(dir, { recursive: true, mode: 0o777 });
       ready.set(v.name, { hostPath: dir, readOnly: false });
     } else if (v.hostPath) {

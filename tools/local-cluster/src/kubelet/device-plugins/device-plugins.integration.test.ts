@@ -87,7 +87,6 @@ beforeAll(async () => {
       execPath: runtime.execPath,
       execArgs: runtime.execArgs,
       launcherEntry: STAND_IN,
-      socketDir: join(dataDir, "sockets"),
     },
     log,
   });

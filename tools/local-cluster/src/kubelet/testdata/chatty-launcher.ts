@@ -1,14 +1,13 @@
 /**
  * A stand-in container program for the log rotation test: prints 2 MiB to stdout (its container log), and writes
- * 4,000 numbered console lines to `<pod dir>/virt-serial0-log`, renaming that file to `.0` every 1,000 lines as
+ * 4,000 numbered console lines to `<pod dir>/virt-serial0-log` (its working directory), renaming that file to `.0` every 1,000 lines as
  * virt-launcher's console log rotates (the guest-console-log container follows it); then prints "done" and idles
  * until SIGTERM.
  */
 import { appendFileSync, renameSync } from "node:fs";
 import { join } from "node:path";
 
-const podDir = process.env.KUBEVIRT_POD_DIR ?? "";
-const consoleLog = join(podDir, "virt-serial0-log");
+const consoleLog = join(process.cwd(), "virt-serial0-log");
 const chunk = `${"x".repeat(1023)}\n`.repeat(64); // 64 KiB
 let sent = 0;
 let line = 0;

@@ -19,7 +19,6 @@ await startNodeAgent({
     execPath: runtime.execPath,
     execArgs: runtime.execArgs,
     launcherEntry,
-    socketDir: `${dataDir}/sockets`,
   },
   log: pino({ level: "silent" }),
 });
