@@ -77,6 +77,8 @@ export function decodeFrames(bytes: Uint8Array): DecodedFrame[] {
     if (!(flags & 1) && command === WIRE_COMMANDS.Memory) {
       const n = payload.length >= 4 ? new DataView(payload.buffer, payload.byteOffset).getUint32(0, true) : 0;
       checked = payload.subarray(0, 8 + 16 * n);
+    } else if (!(flags & 1) && command === WIRE_COMMANDS.Disk) {
+      checked = payload.subarray(0, 24); // protocol 5, encrypted streams: the extent only (AES-GCM covers the data)
     }
     out.push({ command: name, flags, length, crcOk: crc32c(checked, crc32c(header)) === crc, payload });
     at += 16 + length;

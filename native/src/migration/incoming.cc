@@ -69,7 +69,15 @@ Status IncomingMigration::ReadFrame(FrameHeader* h, std::vector<uint8_t>* payloa
   r = ReadBytes(ch_, payload->data(), payload->size());
   if (!r.ok()) return r;
   stats_.bytes += h->length;
-  if (Crc32c(HeaderCrc(*h), payload->data(), payload->size()) != h->crc) {
+  size_t checked = payload->size();
+  if (!(h->flags & kFlagPayloadChecked)) {  // ValidateHeader lets only Disk frames come here unchecked
+    if (sealed_ == nullptr || !sealed_->sealed() || stats_.version < kSealedDiskProtocolVersion) {
+      return ProtocolError("Disk frame without its data check in an unencrypted or version < 5 stream");
+    }
+    if (payload->size() < kDiskExtentBytes) return ProtocolError("Disk frame truncated");
+    checked = kDiskExtentBytes;  // the extent; the record layer authenticated the data
+  }
+  if (Crc32c(HeaderCrc(*h), payload->data(), checked) != h->crc) {
     return ProtocolError(std::string("CRC mismatch in ") + CommandName(h->command) + " frame");
   }
   if (static_cast<Command>(h->command) == Command::kAbandon) {

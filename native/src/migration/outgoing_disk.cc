@@ -1,5 +1,6 @@
 // OutgoingMigration's disk frames (protocol >= 4, stream.h): Disk {disk, offset, length} + data and DiskZero.
-// Both always carry kFlagPayloadChecked: the caller hands a buffer it read from the disk, stable while it is sent.
+// In a plaintext stream both carry kFlagPayloadChecked (the caller hands a buffer it read from the disk, stable while
+// it is sent); in an encrypted one a Disk frame's CRC covers its extent only: the records' AES-GCM tags cover the data.
 #include <sys/uio.h>
 
 #include <cerrno>
@@ -12,8 +13,12 @@ namespace kvmts::migration {
 Status OutgoingMigration::SendDiskData(uint32_t disk, uint64_t offset, const uint8_t* data, uint64_t len) {
   if (len == 0 || len > kMaxDiskFrameBytes) return Error{EINVAL, "migration", "disk frame length"};
   auto prefix = EncodeDiskExtent(DiskExtent{disk, offset, len});
-  FrameHeader h{static_cast<uint16_t>(Command::kDisk), kFlagPayloadChecked, 0, 0, kDiskExtentBytes + len};
-  h.crc = Crc32c(Crc32c(HeaderCrc(h), prefix.data(), prefix.size()), data, len);
+  const bool check_data =
+      sealed_ == nullptr || !sealed_->sealed() || stats_.version < kSealedDiskProtocolVersion;
+  FrameHeader h{static_cast<uint16_t>(Command::kDisk), static_cast<uint8_t>(check_data ? kFlagPayloadChecked : 0), 0, 0,
+                kDiskExtentBytes + len};
+  h.crc = Crc32c(HeaderCrc(h), prefix.data(), prefix.size());
+  if (check_data) h.crc = Crc32c(h.crc, data, len);
   uint8_t raw[kHeaderSize];
   EncodeHeader(h, raw);
   iovec iov[3] = {{raw, kHeaderSize}, {prefix.data(), prefix.size()}, {const_cast<uint8_t*>(data), len}};

@@ -242,7 +242,8 @@ Result<RoundStats> SourceSession::SendPending(uint64_t bytes_per_sec) {
   SendOptions o;
   o.bytes_per_sec = bytes_per_sec;
   o.cancel = &cancel_;
-  o.check_data = machine_->state() == vmm::MachineState::kPaused;
+  // Page data is stable once paused: checked then, unless the records' AES-GCM tags already cover it (stream.h).
+  o.check_data = machine_->state() == vmm::MachineState::kPaused && !sealed_.sealed();
   return SendRangesTimed(table.ranges(), o, false);
 }
 

@@ -46,14 +46,20 @@
 // All frames but Memory must set kFlagPayloadChecked. A Memory frame sent while the guest runs checks only its range
 // table: its pages may legitimately change while the kernel copies them (they are dirty again and sent in a later
 // round), so a data CRC would be a race, not an integrity check. Memory frames sent while the guest is paused (the
-// final round) check their data too. TCP's own checksum covers the bytes on the wire either way.
+// final round) check their data too. TCP's own checksum covers the bytes on the wire either way. In an encrypted
+// stream (sealed_channel.h) every record's AES-GCM tag already authenticates every byte, so there a Disk frame checks
+// only its extent prefix (like a Memory frame's range table) and the final round does not check page data: a second
+// check would cost a CRC pass per byte on each side (in the nested lane's emulated CPU as much as the copy itself).
+// A Disk frame without the data check in a plaintext stream, or in a version < 5 stream, is a protocol error.
 //
-// Versions: the current version (4) and the older ones down to 2 are accepted; 2 has no Populate command (the
-// target then faults its memory in as the data arrives), 3 has no disk frames. Hello carries each side's range; the
-// target picks the highest common version and names it in Challenge. A source with copied disks needs version 4:
-// against an older target it stops after the handshake with "the target cannot receive copied disks" (Abandon);
-// without copied disks it speaks 3 with an old peer as before. Disk and DiskZero frames are always fully checked
-// (the source reads the disk into a buffer first, so the CRC covers stable bytes).
+// Versions: the current version (5) and the older ones down to 2 are accepted; 2 has no Populate command (the
+// target then faults its memory in as the data arrives), 3 has no disk frames, 4 checks every Disk frame's data.
+// Hello carries each side's range; the target picks the highest common version and names it in Challenge. A source
+// with copied disks needs version 4: against an older target it stops after the handshake with "the target cannot
+// receive copied disks" (Abandon);
+// without copied disks it speaks 3 with an old peer as before. Disk and DiskZero frames are fully checked (the source
+// reads the disk into a buffer first, so the CRC covers stable bytes), except Disk frames of an encrypted version 5
+// stream (above).
 #pragma once
 
 #include <cstddef>
@@ -67,8 +73,9 @@
 
 namespace kvmts::migration {
 
-inline constexpr uint16_t kProtocolVersion = 4;
+inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr uint16_t kDiskProtocolVersion = 4;  // the first version with copied disks
+inline constexpr uint16_t kSealedDiskProtocolVersion = 5;  // encrypted: Disk frames check their extent only
 inline constexpr uint16_t kMinProtocolVersion = 2;
 inline constexpr size_t kHeaderSize = 16;
 inline constexpr size_t kNonceSize = 32;

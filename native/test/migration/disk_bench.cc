@@ -1,9 +1,10 @@
 // disk_bench: the copied-disk data path alone, without KVM: a source thread sends a disk file of --mib MiB (random
-// data, --hole-every N: every Nth MiB left a hole) with DiskSource::SendAll (the bulk pass) over a socketpair to an
-// IncomingMigration writing a fresh sparse file of the same size, then fdatasync at Complete. Prints wall time and
-// MiB/s of disk data. Files in $TMPDIR (default /tmp): put them on the file system the launcher uses.
+// data, --hole-every N: every Nth MiB left a hole; --encrypt 1: sealed records, the launchers' default) with
+// DiskSource::SendAll (the bulk pass) over a socketpair to an IncomingMigration writing a fresh sparse file of the
+// same size, then fdatasync at Complete. Prints wall time and MiB/s of disk data. Files in $TMPDIR (default /tmp):
+// put them on the file system the launcher uses.
 //
-//   build/migration-test/disk_bench [--mib 256] [--hole-every 0]
+//   build/migration-test/disk_bench [--mib 256] [--hole-every 0] [--encrypt 0]
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "migration/disk_source.h"
 #include "migration/incoming.h"
 #include "migration/outgoing.h"
+#include "migration/sealed_channel.h"
 
 using namespace kvmts;
 using namespace kvmts::migration;
@@ -40,10 +42,11 @@ std::string TempPath(const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  uint64_t mib = 256, hole_every = 0;
+  uint64_t mib = 256, hole_every = 0, encrypt = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--mib") == 0) mib = std::strtoull(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "--hole-every") == 0) hole_every = std::strtoull(argv[i + 1], nullptr, 10);
+    if (std::strcmp(argv[i], "--encrypt") == 0) encrypt = std::strtoull(argv[i + 1], nullptr, 10);
   }
   const uint64_t kMiB = uint64_t{1} << 20, bytes = mib * kMiB;
   std::string src_path = TempPath("src"), dst_path = TempPath("dst");
@@ -69,10 +72,12 @@ int main(int argc, char** argv) {
   int sv[2];
   socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
   FdChannel a(sv[0]), b(sv[1]);
+  SealedChannel sa(a), sb(b);
   Status t = OkStatus();
   IncomingStats in_stats;
   std::thread target([&] {
-    IncomingMigration in(b, dst_layout, "bench", true, SystemRandom);
+    IncomingMigration in(sb, dst_layout, "bench", true, SystemRandom);
+    if (encrypt != 0) in.EncryptWith(&sb);
     in.SetDisks({{0, dst, bytes}});
     t = in.ReceiveUntilComplete();
     if (t.ok()) t = in.ConfirmResumed();
@@ -80,7 +85,8 @@ int main(int argc, char** argv) {
   });
   auto disk = DiskSource::Open(0, src_path);
   if (!disk.ok()) return 1;
-  OutgoingMigration out(a, src_layout, "bench", SystemRandom);
+  OutgoingMigration out(sa, src_layout, "bench", SystemRandom);
+  if (encrypt != 0) out.EncryptWith(&sa);
   out.SetDisks({{0, bytes}});
   double t0 = Now();
   Status s = out.Handshake();
@@ -98,9 +104,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   double data_mib = double(in_stats.disk_bytes) / double(kMiB);
-  std::printf("{\"diskMiB\":%llu,\"dataMiB\":%.1f,\"zeroMiB\":%.1f,\"sendSeconds\":%.3f,\"withSyncSeconds\":%.3f,"
-              "\"dataMiBps\":%.0f}\n",
-              static_cast<unsigned long long>(mib), data_mib, double(in_stats.disk_zero_bytes) / double(kMiB),
-              sent - t0, done - t0, data_mib / (done - t0));
+  std::printf("{\"encrypt\":%s,\"diskMiB\":%llu,\"dataMiB\":%.1f,\"zeroMiB\":%.1f,\"sendSeconds\":%.3f,"
+              "\"withSyncSeconds\":%.3f,\"dataMiBps\":%.0f}\n",
+              encrypt != 0 ? "true" : "false", static_cast<unsigned long long>(mib), data_mib,
+              double(in_stats.disk_zero_bytes) / double(kMiB), sent - t0, done - t0, data_mib / (done - t0));
   return 0;
 }

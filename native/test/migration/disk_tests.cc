@@ -13,9 +13,11 @@
 #include <cstring>
 #include <thread>
 
+#include "migration/crc32c.h"
 #include "migration/disk_source.h"
 #include "migration/incoming.h"
 #include "migration/outgoing.h"
+#include "migration/sealed_channel.h"
 #include "test_util.h"
 
 using namespace kvmts;
@@ -89,15 +91,18 @@ TEST(disk_start_carries_the_disk_table_and_refuses_malformed_ones) {
   CHECK(!DecodeStart(many.data(), many.size()).ok());
 }
 
-TEST(disk_frame_headers_are_bounded_and_always_checked) {
+TEST(disk_frame_headers_are_bounded_and_only_disk_data_may_go_unchecked) {
   FrameHeader h{static_cast<uint16_t>(Command::kDisk), kFlagPayloadChecked, 0, 0, kDiskExtentBytes + kMaxDiskFrameBytes};
   CHECK(ValidateHeader(h).ok());
   h.length++;
   CHECK(!ValidateHeader(h).ok());
   h.length = kDiskExtentBytes + 512;
   h.flags = 0;
-  CHECK(!ValidateHeader(h).ok());  // unlike Memory, a Disk frame's data is always covered by its CRC
+  CHECK(ValidateHeader(h).ok());  // as Memory: the receiver allows it only in an encrypted version 5 stream
   FrameHeader z{static_cast<uint16_t>(Command::kDiskZero), kFlagPayloadChecked, 0, 0, kDiskExtentBytes + 1};
+  CHECK(!ValidateHeader(z).ok());
+  z.length = kDiskExtentBytes;
+  z.flags = 0;
   CHECK(!ValidateHeader(z).ok());
   CHECK_EQ(std::string(CommandName(15)), std::string("DiskZero"));
 }
@@ -142,16 +147,19 @@ struct DiskRun {
 template <typename F>
 DiskRun MigrateDisks(std::vector<std::pair<uint32_t, TempFile*>> src, std::vector<TargetDisk> dst, F between,
                      std::vector<std::vector<uint64_t>> dirty = {}, uint16_t max_version = kProtocolVersion,
-                     std::vector<std::shared_ptr<const devices::virtio::OverlayMap>> src_overlays = {}) {
+                     std::vector<std::shared_ptr<const devices::virtio::OverlayMap>> src_overlays = {},
+                     bool encrypt = false) {
   std::vector<uint8_t> src_ram(8 * 4096), dst_ram(8 * 4096);
   RamLayout src_layout({{0, src_ram.size(), src_ram.data(), false}});
   RamLayout dst_layout({{0, dst_ram.size(), dst_ram.data(), false}});
   int sv[2];
   socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
   FdChannel a(sv[0]), b(sv[1]);
+  SealedChannel sa(a), sb(b);
   DiskRun run;
   std::thread target([&] {
-    IncomingMigration in(b, dst_layout, "k", true, SystemRandom);
+    IncomingMigration in(sb, dst_layout, "k", true, SystemRandom);
+    if (encrypt) in.EncryptWith(&sb);
     in.SetDisks(dst);
     run.target = in.ReceiveUntilComplete();
     if (run.target.ok()) run.target = in.ConfirmResumed();
@@ -167,7 +175,8 @@ DiskRun MigrateDisks(std::vector<std::pair<uint32_t, TempFile*>> src, std::vecto
     specs.push_back({index, d.value().size_bytes(), overlay ? kDiskFlagOverlay : 0u});
     disks.push_back(std::move(d.value()));
   }
-  OutgoingMigration out(a, src_layout, "k", SystemRandom, max_version);
+  OutgoingMigration out(sa, src_layout, "k", SystemRandom, max_version);
+  if (encrypt) out.EncryptWith(&sa);
   out.SetDisks(specs);
   Status s = out.Handshake();
   if (s.ok()) s = out.SendRanges({{0, src_ram.size()}}, SendOptions{});
@@ -208,7 +217,7 @@ TEST(disk_a_copied_disk_arrives_whole_holes_as_zero_ranges_and_a_dirty_round_upd
   CHECK(run.source.ok());
   CHECK(run.target.ok());
   CHECK(src.All() == dst.All());
-  CHECK_EQ(run.in.version, uint16_t(4));
+  CHECK_EQ(run.in.version, uint16_t(5));
   CHECK_EQ(run.out.disk_bytes, run.in.disk_bytes);
   CHECK(run.in.disk_bytes >= 3 * kMiB + 4096 + 64 * 1024);
   CHECK(run.in.disk_bytes < 5 * kMiB);  // holes and the zero MiB travelled as markers
@@ -285,6 +294,56 @@ TEST(disk_a_source_with_copied_disks_refuses_a_version_3_peer_and_one_without_sp
   CHECK(run.source.ok());
   CHECK(run.target.ok());
   CHECK_EQ(run.in.version, uint16_t(3));
+}
+
+TEST(disk_an_encrypted_stream_carries_disk_data_checked_by_its_records_in_version_5_and_by_crc_in_4) {
+  for (uint16_t version : {kProtocolVersion, uint16_t(4)}) {
+    TempFile src(4 * kMiB), dst(4 * kMiB);
+    src.Fill(0, 2 * kMiB + 4096, 5);
+    auto run = MigrateDisks(
+        {{0, &src}}, {{0, dst.fd, 4 * kMiB}}, [&](OutgoingMigration&) { src.Fill(64 * 1024, 4096, 9); },
+        {{uint64_t{1} << 1}}, version, {}, true);
+    CHECK(run.source.ok());
+    CHECK(run.target.ok());
+    CHECK_EQ(run.in.version, version);
+    CHECK(src.All() == dst.All());
+    CHECK_EQ(run.in.disk_bytes, run.out.disk_bytes);
+  }
+}
+
+TEST(disk_a_disk_frame_without_its_data_check_fails_a_plaintext_stream) {
+  TempFile src(kMiB), dst(kMiB);
+  std::vector<uint8_t> data(4096, 3);
+  auto run = MigrateDisks({{0, &src}}, {{0, dst.fd, kMiB}}, [&](OutgoingMigration&) {});
+  CHECK(run.target.ok());  // the control: the same run with checked frames
+  // A hand-made frame in a plaintext stream: header and extent checked, the data not.
+  TempFile src2(kMiB), dst2(kMiB);
+  std::vector<uint8_t> src_ram(8 * 4096), dst_ram(8 * 4096);
+  RamLayout src_layout({{0, src_ram.size(), src_ram.data(), false}});
+  RamLayout dst_layout({{0, dst_ram.size(), dst_ram.data(), false}});
+  int sv[2];
+  socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+  FdChannel a(sv[0]), b(sv[1]);
+  Status t = OkStatus();
+  std::thread target([&] {
+    IncomingMigration in(b, dst_layout, "k", true, SystemRandom);
+    in.SetDisks({{0, dst2.fd, kMiB}});
+    t = in.ReceiveUntilComplete();
+    b.Shutdown();
+  });
+  OutgoingMigration out(a, src_layout, "k", SystemRandom);
+  out.SetDisks({{0, kMiB}});
+  CHECK(out.Handshake().ok());
+  auto prefix = EncodeDiskExtent(DiskExtent{0, 0, data.size()});
+  FrameHeader h{static_cast<uint16_t>(Command::kDisk), 0, 0, 0, kDiskExtentBytes + data.size()};
+  h.crc = Crc32c(HeaderCrc(h), prefix.data(), prefix.size());
+  uint8_t raw[kHeaderSize];
+  EncodeHeader(h, raw);
+  iovec iov[3] = {{raw, kHeaderSize}, {prefix.data(), prefix.size()}, {data.data(), data.size()}};
+  (void)WriteAll(a, iov, 3);
+  target.join();
+  CHECK(!t.ok());
+  CHECK(Has(t.error(), "Disk frame without its data check in an unencrypted or version < 5 stream"));
 }
 
 TEST(disk_frames_for_an_unknown_disk_or_past_the_end_fail_the_target) {
