@@ -13,7 +13,7 @@ import { parseArgs } from "node:util";
 import { buildKube, DEFAULT_DATA_DIR } from "./build.ts";
 import { down, status, supervise, up } from "./cluster.ts";
 
-const USAGE = `usage: npm run kube -- build|up|status|down [--data-dir DIR] [--force]
+const USAGE = `usage: npm run kube -- build|up|status|down [--data-dir DIR] [--cluster-dir DIR] [--force]
 
   build    compile the pinned Kubernetes and etcd binaries (cached; --force rebuilds)
   up       build if needed, start etcd, kube-apiserver, controller-manager, scheduler; print the kubeconfig export
@@ -25,11 +25,13 @@ const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
     "data-dir": { type: "string" },
+    "cluster-dir": { type: "string" },
     force: { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
   },
 });
 const dataDir = values["data-dir"] ?? DEFAULT_DATA_DIR;
+const where = { dataDir, clusterDir: values["cluster-dir"] };
 const log = (line: string): void => void process.stderr.write(`[kube] ${line}\n`);
 const command = positionals[0];
 
@@ -40,15 +42,15 @@ try {
     await buildKube({ dataDir, force: values.force, log });
   } else if (command === "up") {
     await buildKube({ dataDir, log });
-    const kubeconfig = await up({ dataDir, log });
+    const kubeconfig = await up({ ...where, log });
     process.stdout.write(`export KUBECONFIG=${kubeconfig}\n`);
   } else if (command === "supervise") {
-    await supervise(dataDir);
+    await supervise(where);
   } else if (command === "down") {
-    const stopped = await down(dataDir, log);
+    const stopped = await down(where, log);
     log(stopped ? "stopped" : "nothing was running");
   } else if (command === "status") {
-    const health = await status(dataDir);
+    const health = await status(where);
     if (health.length === 0) {
       process.stdout.write("not running (npm run kube -- up)\n");
       process.exitCode = 1;

@@ -41,17 +41,26 @@ export interface ClusterState {
   readonly pids: Partial<Record<ComponentName, number>>;
 }
 
-/** The cluster directory of a data directory. */
-export const clusterDir = (dataDir: string = DEFAULT_DATA_DIR): string => join(dataDir, "cluster");
+/** Where the binaries and the cluster live: the data dir (binaries) and the cluster dir (default <data-dir>/cluster). */
+export interface ClusterLocation {
+  readonly dataDir?: string;
+  readonly clusterDir?: string;
+}
+
+/** The data directory and cluster directory of `where`, defaults filled in. */
+export function resolveLocation(where: ClusterLocation = {}): { dataDir: string; dir: string } {
+  const dataDir = where.dataDir ?? DEFAULT_DATA_DIR;
+  return { dataDir, dir: where.clusterDir ?? join(dataDir, "cluster") };
+}
 
 /** A cluster command failed in a way the user can act on. */
 export class KubeClusterError extends Error {
   override readonly name = "KubeClusterError";
 }
 
-/** The layout of `dir`, from its ports file (made by `up`). */
-export function readLayout(dataDir: string): ControlPlaneLayout {
-  const dir = clusterDir(dataDir);
+/** The layout of a cluster, from its ports file (made by `up`). */
+export function readLayout(where: ClusterLocation = {}): ControlPlaneLayout {
+  const { dataDir, dir } = resolveLocation(where);
   const ports = JSON.parse(readFileSync(clusterPaths(dir).ports, "utf8")) as ControlPlanePorts;
   return { dir, binDir: binDir(dataDir), pki: controlPlanePkiFiles(join(dir, "pki")), ports };
 }
@@ -67,8 +76,8 @@ export function componentArgs(layout: ControlPlaneLayout): Record<ComponentName,
 }
 
 /** The running cluster's state, or undefined when no supervisor of it is alive. */
-export function readState(dataDir: string): ClusterState | undefined {
-  const file = clusterPaths(clusterDir(dataDir)).state;
+export function readState(where: ClusterLocation = {}): ClusterState | undefined {
+  const file = clusterPaths(resolveLocation(where).dir).state;
   if (!existsSync(file)) return undefined;
   try {
     const state = JSON.parse(readFileSync(file, "utf8")) as ClusterState;
@@ -78,8 +87,7 @@ export function readState(dataDir: string): ClusterState | undefined {
   }
 }
 
-export interface UpOptions {
-  readonly dataDir?: string;
+export interface UpOptions extends ClusterLocation {
   /** How long to wait for /readyz (default 180 s: a cold start on a loaded 2-core host). */
   readonly timeoutMs?: number;
   readonly log?: (line: string) => void;
@@ -87,18 +95,17 @@ export interface UpOptions {
 
 /** Starts the control plane unless it runs; resolves with the admin kubeconfig's path once /readyz answers ok. */
 export async function up(options: UpOptions = {}): Promise<string> {
-  const dataDir = options.dataDir ?? DEFAULT_DATA_DIR;
+  const { dataDir, dir } = resolveLocation(options);
   const log = options.log ?? ((line: string) => void process.stdout.write(`[kube] ${line}\n`));
   if (!binariesReady(dataDir)) {
     throw new KubeClusterError(
       `the Kubernetes binaries are not built in ${binDir(dataDir)}. Next: npm run kube -- build (about 30-60 min cold)`,
     );
   }
-  const dir = clusterDir(dataDir);
   const paths = clusterPaths(dir);
-  if (readState(dataDir)) {
+  if (readState(options)) {
     log("already up");
-    await waitReady(readLayout(dataDir), options.timeoutMs ?? 180_000);
+    await waitReady(readLayout(options), options.timeoutMs ?? 180_000);
     return paths.adminKubeconfig;
   }
   mkdirSync(paths.logs, { recursive: true });
@@ -114,14 +121,14 @@ export async function up(options: UpOptions = {}): Promise<string> {
     };
     writeFileSync(paths.ports, `${JSON.stringify(ports, null, 2)}\n`);
   }
-  const layout = readLayout(dataDir);
+  const layout = readLayout(options);
   for (const [file, text] of Object.entries(controlPlaneKubeconfigs(layout))) {
     writeFileSync(file, text, { mode: 0o600 });
   }
 
   const out = openSync(paths.daemonLog, "a");
   const cli = new URL("./cli.ts", import.meta.url).pathname;
-  const daemon = spawn(process.execPath, [cli, "supervise", "--data-dir", dataDir], {
+  const daemon = spawn(process.execPath, [cli, "supervise", "--data-dir", dataDir, "--cluster-dir", dir], {
     detached: true,
     stdio: ["ignore", out, out],
   });
@@ -150,9 +157,9 @@ async function waitReady(layout: ControlPlaneLayout, timeoutMs: number): Promise
 }
 
 /** Runs the supervisor in this process until SIGTERM/SIGINT (the detached child `up` starts). */
-export async function supervise(dataDir: string): Promise<void> {
+export async function supervise(where: ClusterLocation): Promise<void> {
   const logger = createLogger({ component: "kube-supervisor" });
-  const layout = readLayout(dataDir);
+  const layout = readLayout(where);
   const paths = clusterPaths(layout.dir);
   const pids: Partial<Record<ComponentName, number>> = {};
   const writeState = (): void => {
@@ -184,8 +191,8 @@ export async function supervise(dataDir: string): Promise<void> {
 }
 
 /** Stops the supervisor and every component; true when something was running. */
-export async function down(dataDir: string = DEFAULT_DATA_DIR, log = (_line: string): void => {}): Promise<boolean> {
-  const file = clusterPaths(clusterDir(dataDir)).state;
+export async function down(where: ClusterLocation = {}, log = (_line: string): void => {}): Promise<boolean> {
+  const file = clusterPaths(resolveLocation(where).dir).state;
   if (!existsSync(file)) return false;
   const state = JSON.parse(readFileSync(file, "utf8")) as ClusterState;
   const pids = Object.values(state.pids).filter((p): p is number => typeof p === "number");
@@ -217,10 +224,10 @@ export interface ComponentHealth {
 }
 
 /** Every component's pid and health; empty when nothing runs. */
-export async function status(dataDir: string = DEFAULT_DATA_DIR): Promise<ComponentHealth[]> {
-  const state = readState(dataDir);
+export async function status(where: ClusterLocation = {}): Promise<ComponentHealth[]> {
+  const state = readState(where);
   if (!state) return [];
-  const layout = readLayout(dataDir);
+  const layout = readLayout(where);
   const result: ComponentHealth[] = [];
   for (const name of COMPONENTS) {
     const pid = state.pids[name];
