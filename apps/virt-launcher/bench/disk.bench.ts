@@ -13,7 +13,10 @@
  * Headline figures are queue depth 32 (QD1 under "qd1"); randRead4kQd1LatencyUs is fio's mean completion latency.
  * MBps = 10^6 bytes/s. Flags: --runtime S (per job, default 5), --data-mib N (default 512), --migration-mib N
  * (default 1024; 0 skips it): the live migration of the demo guest with an N MiB non-shared disk full of data, ours
- * (copied in our stream) against QEMU's block migration (disk-migration.ts); null where KVM cannot run Linux.
+ * (copied in our stream, plaintext and encrypted) against QEMU's block migration, plaintext and over TLS
+ * (disk-migration.ts; like with like: totalSeconds is ours in plaintext against qemuTotalSeconds, goalMet; ours
+ * encrypted against QEMU over TLS, encryptedGoalMet); null where KVM cannot run Linux. --migration-only skips the fio jobs (ours, qemu and host are then null): e.g.
+ * `npm run bench -- disk --migration-only --migration-mib 256` for a quick look at the migration alone.
  * Last line: {"area":"disk","lane":..,"ours":{..},"qemu":{..},"host":{..},"migrationWithDisk":null,...}
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
@@ -32,6 +35,7 @@ const { values } = parseArgs({
     runtime: { type: "string", default: "5" },
     "data-mib": { type: "string", default: "512" },
     "migration-mib": { type: "string", default: "1024" },
+    "migration-only": { type: "boolean", default: false },
     host: { type: "boolean", default: false },
     nested: { type: "boolean", default: false },
   },
@@ -39,6 +43,7 @@ const { values } = parseArgs({
 const RUNTIME_S = Math.max(1, Number(values.runtime) || 5);
 const DATA_BYTES = Math.max(64, Number(values["data-mib"]) || 512) * 2 ** 20;
 const MIGRATION_BYTES = Math.max(0, Number(values["migration-mib"] ?? 1024)) * 2 ** 20;
+const FIO = !values["migration-only"];
 const root = new URL("../../../", import.meta.url).pathname;
 const IMAGE = "local/debian-cloud:latest";
 const GUEST_MEMORY = 1024 * 2 ** 20;
@@ -344,15 +349,20 @@ function row(label: string, f: Figures | undefined): string {
 }
 
 try {
-  makeData(data);
-  const s = Buffer.alloc(64 * 1024, "\n");
-  s.write(guestScript());
-  writeFileSync(script, s);
-  const o = await ours();
-  const q = await qemu();
-  const h = host();
+  let o: Map<string, FioResult> | undefined;
+  let q: Map<string, FioResult> | undefined;
+  let h: ReturnType<typeof host>;
+  if (FIO) {
+    makeData(data);
+    const s = Buffer.alloc(64 * 1024, "\n");
+    s.write(guestScript());
+    writeFileSync(script, s);
+    o = await ours();
+    q = await qemu();
+    h = host();
+  }
   const oursF = o ? figures(o) : undefined;
-  const qemuF = figures(q);
+  const qemuF = q ? figures(q) : undefined;
   const hostF = h ? figures(h.results) : undefined;
   rmSync(data, { force: true }); // room in L1's tmpfs for the migration's disks
   let migration: DiskMigrationFigures | { error: string } | null = null;
@@ -365,10 +375,15 @@ try {
     }
   }
   if (migration && !("error" in migration)) {
+    const m = migration;
+    const verdict = (met: boolean | null): string => (met === null ? "unknown" : met ? "met" : "not met");
     process.stdout.write(
-      `migration with a ${MIGRATION_BYTES / 2 ** 20} MiB non-shared disk: ours ${migration.totalSeconds} s ` +
-        `(downtime ${migration.downtimeMs} ms), QEMU block migration ${migration.qemuTotalSeconds} s ` +
-        `(downtime ${migration.qemuDowntimeMs} ms)\n`,
+      `migration with a ${MIGRATION_BYTES / 2 ** 20} MiB non-shared disk (total s, downtime ms):\n` +
+        `  plaintext: ours ${m.totalSeconds} s / ${m.downtimeMs} ms, QEMU block migration ${m.qemuTotalSeconds} s / ` +
+        `${m.qemuDowntimeMs} ms${m.qemuError ? ` (failed: ${m.qemuError})` : ""}: goal ${verdict(m.goalMet)}\n` +
+        `  encrypted: ours ${m.encryptedTotalSeconds} s / ${m.encryptedDowntimeMs} ms, QEMU over TLS ` +
+        `${m.qemuTlsTotalSeconds} s / ${m.qemuTlsDowntimeMs} ms${m.qemuTlsError ? ` (failed: ${m.qemuTlsError})` : ""}: ` +
+        `${verdict(m.encryptedGoalMet)}\n  ours' phases: ${JSON.stringify(m.phases)}\n`,
     );
   } else {
     const why = migration
@@ -384,15 +399,16 @@ try {
   );
   const ratio = (a: number | undefined, b: number): number | null =>
     a === undefined || b === 0 ? null : Math.round((a / b) * 100) / 100;
-  const vsQemu = oursF
-    ? {
-        seqRead: ratio(oursF.seqReadMBps, qemuF.seqReadMBps),
-        seqWrite: ratio(oursF.seqWriteMBps, qemuF.seqWriteMBps),
-        randRead4k: ratio(oursF.randRead4kIops, qemuF.randRead4kIops),
-        randWrite4k: ratio(oursF.randWrite4kIops, qemuF.randWrite4kIops),
-        qd1LatencyQemuOverOurs: ratio(qemuF.randRead4kQd1LatencyUs, oursF.randRead4kQd1LatencyUs),
-      }
-    : null;
+  const vsQemu =
+    oursF && qemuF
+      ? {
+          seqRead: ratio(oursF.seqReadMBps, qemuF.seqReadMBps),
+          seqWrite: ratio(oursF.seqWriteMBps, qemuF.seqWriteMBps),
+          randRead4k: ratio(oursF.randRead4kIops, qemuF.randRead4kIops),
+          randWrite4k: ratio(oursF.randWrite4kIops, qemuF.randWrite4kIops),
+          qd1LatencyQemuOverOurs: ratio(qemuF.randRead4kQd1LatencyUs, oursF.randRead4kQd1LatencyUs),
+        }
+      : null;
   const vsHost =
     oursF && hostF
       ? {
@@ -405,7 +421,7 @@ try {
       area: "disk",
       lane,
       ours: oursF ?? null,
-      qemu: qemuF,
+      qemu: qemuF ?? null,
       host: hostF ?? null,
       hostDirectIo: h?.direct ?? null,
       qemuAccel: kvm ? "kvm" : "tcg",
