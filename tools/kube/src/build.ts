@@ -5,7 +5,7 @@
  *   go mod download k8s.io/kubernetes@v1.37.2  (read its go.mod: go line, godebug, staging modules)
  *     -> <data-dir>/src/kubernetes/{go.mod,tools.go}  (replace k8s.io/<staging> => v0.37.2)
  *     -> go mod tidy -> go build -o bin/ each binary  (progress line per binary; output in build.log)
- *   the same for etcd (its own module: etcd and Kubernetes pin different gRPC/otel versions)
+ *   the same for etcd and for containerd (modules of their own: each pins its own gRPC/otel versions)
  *     -> stamp.json (versions, go version, seconds, sizes)
  *
  * Every go command runs under `nice -n 19` so a build yields to tests running beside it. The module and build
@@ -18,12 +18,22 @@ import {
   compareGoVersions,
   kubernetesLdflags,
   parseUpstreamGoMod,
+  renderContainerdGoMod,
   renderEtcdGoMod,
   renderKubernetesGoMod,
   renderToolsGo,
 } from "./go-module.ts";
 import { type BuildInputs, type BuildStamp, parseStamp, staleReason } from "./stamp.ts";
-import { type BinarySpec, ETCD_BINARIES, ETCD_VERSION, KUBERNETES_BINARIES, KUBERNETES_VERSION } from "./versions.ts";
+import {
+  type BinarySpec,
+  CONTAINERD_BINARIES,
+  CONTAINERD_TAGS,
+  CONTAINERD_VERSION,
+  ETCD_BINARIES,
+  ETCD_VERSION,
+  KUBERNETES_BINARIES,
+  KUBERNETES_VERSION,
+} from "./versions.ts";
 
 /** The repository's default data directory for this tool (git-ignored). */
 export const DEFAULT_DATA_DIR = new URL("../../../.data/kube", import.meta.url).pathname;
@@ -34,7 +44,9 @@ export function binDir(dataDir: string, kubernetesVersion = KUBERNETES_VERSION):
 }
 
 /** Every binary the build makes, by file name. */
-export const ALL_BINARIES: readonly string[] = [...KUBERNETES_BINARIES, ...ETCD_BINARIES].map((b) => b.name);
+export const ALL_BINARIES: readonly string[] = [...KUBERNETES_BINARIES, ...ETCD_BINARIES, ...CONTAINERD_BINARIES].map(
+  (b) => b.name,
+);
 
 /** A build step failed; the message says what failed, where the log is and what to do next. */
 export class KubeBuildError extends Error {
@@ -66,6 +78,7 @@ export function readStamp(dataDir: string): BuildStamp | undefined {
 export function binariesReady(dataDir: string): boolean {
   const stamp = readStamp(dataDir);
   if (!stamp || stamp.kubernetes !== KUBERNETES_VERSION || stamp.etcd !== ETCD_VERSION) return false;
+  if (stamp.containerd !== CONTAINERD_VERSION) return false;
   return ALL_BINARIES.every((b) => existsSync(join(binDir(dataDir), b)));
 }
 
@@ -79,11 +92,19 @@ export async function buildKube(options: BuildOptions = {}): Promise<BuildResult
   const go = new GoRunner(buildLog);
 
   const goVersion = (await go.output(["env", "GOVERSION"], dataDir)).trim();
-  const want: BuildInputs = { kubernetes: KUBERNETES_VERSION, etcd: ETCD_VERSION, go: goVersion };
+  const want: BuildInputs = {
+    kubernetes: KUBERNETES_VERSION,
+    etcd: ETCD_VERSION,
+    containerd: CONTAINERD_VERSION,
+    go: goVersion,
+  };
   const current = readStamp(dataDir);
   const reason = options.force ? "--force" : staleReason(current, want, ALL_BINARIES, (b) => existsSync(join(bin, b)));
   if (current && !reason) {
-    log(`binaries current in ${bin} (kubernetes ${current.kubernetes}, etcd ${current.etcd}, ${current.go})`);
+    log(
+      `binaries current in ${bin} (kubernetes ${current.kubernetes}, etcd ${current.etcd}, ` +
+        `containerd ${current.containerd}, ${current.go})`,
+    );
     return { binDir: bin, stamp: current, skipped: true };
   }
   log(`building into ${bin}: ${reason}; go output goes to ${buildLog}`);
@@ -103,7 +124,7 @@ export async function buildKube(options: BuildOptions = {}): Promise<BuildResult
   writeModule(kubeSrc, renderKubernetesGoMod(KUBERNETES_VERSION, upstream), KUBERNETES_BINARIES);
   log(`kubernetes: ${upstream.stagingModules.length} staging modules replaced; go mod tidy (downloads dependencies)`);
   await go.run(["mod", "tidy"], kubeSrc, "go mod tidy (kubernetes)");
-  await buildBinaries(go, kubeSrc, bin, KUBERNETES_BINARIES, kubernetesLdflags(KUBERNETES_VERSION), log);
+  await buildBinaries(go, kubeSrc, bin, KUBERNETES_BINARIES, ["-ldflags", kubernetesLdflags(KUBERNETES_VERSION)], log);
   seconds.kubernetes = elapsed(started);
 
   started = Date.now();
@@ -113,8 +134,20 @@ export async function buildKube(options: BuildOptions = {}): Promise<BuildResult
   const etcdSrc = join(srcRoot, "etcd");
   writeModule(etcdSrc, renderEtcdGoMod(ETCD_VERSION, etcdUpstream.go), ETCD_BINARIES);
   await go.run(["mod", "tidy"], etcdSrc, "go mod tidy (etcd)");
-  await buildBinaries(go, etcdSrc, bin, ETCD_BINARIES, "-s -w", log);
+  await buildBinaries(go, etcdSrc, bin, ETCD_BINARIES, ["-ldflags", "-s -w"], log);
   seconds.etcd = elapsed(started);
+
+  started = Date.now();
+  log(`containerd ${CONTAINERD_VERSION}: downloading the module`);
+  const ctrUpstream = parseUpstreamGoMod(
+    await go.moduleGoMod(`github.com/containerd/containerd/v2@${CONTAINERD_VERSION}`, srcRoot),
+  );
+  checkGo(goVersion, ctrUpstream.go, `github.com/containerd/containerd/v2 ${CONTAINERD_VERSION}`);
+  const ctrSrc = join(srcRoot, "containerd");
+  writeModule(ctrSrc, renderContainerdGoMod(CONTAINERD_VERSION, ctrUpstream.go), CONTAINERD_BINARIES);
+  await go.run(["mod", "tidy"], ctrSrc, "go mod tidy (containerd)");
+  await buildBinaries(go, ctrSrc, bin, CONTAINERD_BINARIES, ["-tags", CONTAINERD_TAGS, "-ldflags", "-s -w"], log);
+  seconds.containerd = elapsed(started);
 
   const sizes: Record<string, number> = {};
   for (const b of ALL_BINARIES) sizes[b] = statSync(join(bin, b)).size;
@@ -123,9 +156,9 @@ export async function buildKube(options: BuildOptions = {}): Promise<BuildResult
   writeFileSync(tmp, `${JSON.stringify(stamp, null, 2)}\n`);
   renameSync(tmp, join(bin, "stamp.json"));
   const total = Object.values(sizes).reduce((a, b) => a + b, 0);
-  log(
-    `built in ${seconds.kubernetes + seconds.etcd} s (kubernetes ${seconds.kubernetes} s, etcd ${seconds.etcd} s), ${mib(total)} MiB`,
-  );
+  const steps = Object.entries(seconds).map(([k, v]) => `${k} ${v} s`);
+  const sum = Object.values(seconds).reduce((a, b) => a + b, 0);
+  log(`built in ${sum} s (${steps.join(", ")}), ${mib(total)} MiB`);
   return { binDir: bin, stamp, skipped: false };
 }
 
@@ -140,14 +173,14 @@ async function buildBinaries(
   src: string,
   bin: string,
   binaries: readonly BinarySpec[],
-  ldflags: string,
+  flags: readonly string[],
   log: (line: string) => void,
 ): Promise<void> {
   for (const [i, b] of binaries.entries()) {
     const started = Date.now();
     log(`building ${b.name} (${i + 1}/${binaries.length}) from ${b.pkg}`);
     const out = join(bin, b.name);
-    await go.run(["build", "-trimpath", "-ldflags", ldflags, "-o", `${out}.tmp`, b.pkg], src, `go build ${b.pkg}`);
+    await go.run(["build", "-trimpath", ...flags, "-o", `${out}.tmp`, b.pkg], src, `go build ${b.pkg}`);
     renameSync(`${out}.tmp`, out);
     log(`built ${b.name}: ${mib(statSync(out).size)} MiB in ${elapsed(started)} s`);
   }

@@ -3,6 +3,7 @@ import {
   compareGoVersions,
   kubernetesLdflags,
   parseUpstreamGoMod,
+  renderContainerdGoMod,
   renderEtcdGoMod,
   renderKubernetesGoMod,
   renderToolsGo,
@@ -73,11 +74,17 @@ describe("renderKubernetesGoMod", () => {
   });
 });
 
-describe("renderEtcdGoMod and renderToolsGo", () => {
+describe("renderEtcdGoMod, renderContainerdGoMod and renderToolsGo", () => {
   it("pins both etcd modules at one version", () => {
     const text = renderEtcdGoMod("v3.7.3", "1.26.0");
     expect(text).toContain("\tgo.etcd.io/etcd/server/v3 v3.7.3\n");
     expect(text).toContain("\tgo.etcd.io/etcd/etcdctl/v3 v3.7.3\n");
+  });
+
+  it("pins containerd's v2 module", () => {
+    const text = renderContainerdGoMod("v2.4.2", "1.26.6");
+    expect(text).toContain("\ngo 1.26.6\n");
+    expect(text).toContain("\nrequire github.com/containerd/containerd/v2 v2.4.2\n");
   });
 
   it("imports every binary's main package behind the tools tag", () => {

@@ -8,13 +8,14 @@
 export interface BuildInputs {
   readonly kubernetes: string;
   readonly etcd: string;
+  readonly containerd: string;
   /** `go version`'s version, e.g. `go1.26.8`. */
   readonly go: string;
 }
 
 /** The stamp written after a successful build. */
 export interface BuildStamp extends BuildInputs {
-  /** Wall-clock seconds per step (`kubernetes`, `etcd`), downloads included. */
+  /** Wall-clock seconds per step (`kubernetes`, `etcd`, `containerd`), downloads included. */
   readonly seconds: Readonly<Record<string, number>>;
   /** Size in bytes of each binary, by file name. */
   readonly sizes: Readonly<Record<string, number>>;
@@ -30,7 +31,7 @@ export function staleReason(
   exists: (name: string) => boolean,
 ): string | undefined {
   if (!stamp) return "no build yet";
-  for (const key of ["kubernetes", "etcd", "go"] as const) {
+  for (const key of ["kubernetes", "etcd", "containerd", "go"] as const) {
     if (stamp[key] !== want[key]) return `${key} changed: ${stamp[key]} -> ${want[key]}`;
   }
   const missing = binaries.filter((b) => !exists(b));
@@ -48,7 +49,7 @@ export function parseStamp(text: string): BuildStamp | undefined {
   }
   if (typeof value !== "object" || value === null) return undefined;
   const v = value as Record<string, unknown>;
-  const strings = ["kubernetes", "etcd", "go", "builtAt"].every((k) => typeof v[k] === "string");
+  const strings = ["kubernetes", "etcd", "containerd", "go", "builtAt"].every((k) => typeof v[k] === "string");
   const records = ["seconds", "sizes"].every((k) => typeof v[k] === "object" && v[k] !== null);
   return strings && records ? (v as unknown as BuildStamp) : undefined;
 }

@@ -6,6 +6,8 @@
  * - Kubernetes v1.37.2: the newest release the Go module proxy serves here; its go.mod asks for go 1.26.0.
  * - etcd v3.7.3: kubeadm of 1.37 pins etcd 3.7.0 (`DefaultEtcdVersion`) and supports >= 3.5.24; Debian 12's
  *   etcd-server is 3.4, below that minimum, so etcd is built too.
+ * - containerd v2.4.2: the kubelet's container runtime (CRI), with Debian's runc and CNI plugins; its go.mod asks
+ *   for go 1.26.6. Built without the btrfs (cgo, needs libbtrfs headers), devmapper and zfs snapshotters.
  */
 
 /** The Kubernetes release (module k8s.io/kubernetes; its staging modules are the matching v0.X.Y tags). */
@@ -13,6 +15,12 @@ export const KUBERNETES_VERSION = "v1.37.2";
 
 /** The etcd release (modules go.etcd.io/etcd/server/v3 and go.etcd.io/etcd/etcdctl/v3). */
 export const ETCD_VERSION = "v3.7.3";
+
+/** The containerd release (module github.com/containerd/containerd/v2). */
+export const CONTAINERD_VERSION = "v2.4.2";
+
+/** The build tags containerd is compiled with: only the overlayfs and native snapshotters are needed here. */
+export const CONTAINERD_TAGS = "no_btrfs,no_devmapper,no_zfs";
 
 /** One binary: its file name and the Go package whose `main` it is. */
 export interface BinarySpec {
@@ -33,6 +41,13 @@ export const KUBERNETES_BINARIES: readonly BinarySpec[] = [
 export const ETCD_BINARIES: readonly BinarySpec[] = [
   { name: "etcd", pkg: "go.etcd.io/etcd/server/v3" },
   { name: "etcdctl", pkg: "go.etcd.io/etcd/etcdctl/v3" },
+];
+
+/** What the containerd module builds: the daemon, the runc shim it starts per pod, and ctr (image import). */
+export const CONTAINERD_BINARIES: readonly BinarySpec[] = [
+  { name: "containerd", pkg: "github.com/containerd/containerd/v2/cmd/containerd" },
+  { name: "containerd-shim-runc-v2", pkg: "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2" },
+  { name: "ctr", pkg: "github.com/containerd/containerd/v2/cmd/ctr" },
 ];
 
 /** The staging modules' version for a Kubernetes release: v1.37.2 -> v0.37.2 (how Kubernetes tags them). */
