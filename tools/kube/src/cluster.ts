@@ -112,13 +112,11 @@ export async function up(options: UpOptions = {}): Promise<string> {
   log(`certificates in ${join(dir, "pki")}`);
   await ensureControlPlanePki(join(dir, "pki"));
   if (!existsSync(paths.ports)) {
-    const ports: ControlPlanePorts = {
-      etcdClient: await freePort(),
-      etcdPeer: await freePort(),
-      apiserver: await freePort(),
-      controllerManager: await freePort(),
-      scheduler: await freePort(),
-    };
+    // Five distinct ports: freePort closes each before the next, so the kernel could hand one out twice.
+    const picked = new Set<number>();
+    while (picked.size < 5) picked.add(await freePort());
+    const [etcdClient, etcdPeer, apiserver, controllerManager, scheduler] = [...picked];
+    const ports: ControlPlanePorts = { etcdClient, etcdPeer, apiserver, controllerManager, scheduler };
     writeFileSync(paths.ports, `${JSON.stringify(ports, null, 2)}\n`);
   }
   const layout = readLayout(options);
@@ -143,7 +141,9 @@ export async function up(options: UpOptions = {}): Promise<string> {
       `the supervisor exited (code ${first}) before kube-apiserver was ready; see ${paths.daemonLog} and ${paths.logs}/*.log`,
     );
   }
-  log(`kube-apiserver ready at https://127.0.0.1:${layout.ports.apiserver}`);
+  log(
+    `kube-apiserver ready at https://127.0.0.1:${layout.ports.apiserver}; kubectl of the same release: ${layout.binDir}/kubectl`,
+  );
   return paths.adminKubeconfig;
 }
 
