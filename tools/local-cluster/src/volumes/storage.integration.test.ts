@@ -26,6 +26,7 @@ import { currentRuntimeName, jsRuntime } from "../cluster/js-runtime.ts";
 import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1StorageClass } from "../cluster/kube-models.ts";
 import { VOLUME_MOUNTS_ENV } from "../kubelet/container-spec.ts";
 import { type NodeAgent, startNodeAgent } from "../kubelet/node-agent.ts";
+import { podsLinkPath } from "../kubelet/pods-link.ts";
 import { Scheduler } from "../scheduler/scheduler.ts";
 import { LocalBlockProvisioner } from "./local-block-provisioner.ts";
 import { listLoopDevices } from "./loop-devices.ts";
@@ -189,7 +190,9 @@ describe("local-path storage on the local cluster", () => {
     const agent = nodes.find((n) => n.nodeName === node)!;
     const plan = agent.kubelet.containerPlan("default", "writer", "compute");
     const mounts = JSON.parse(plan?.kind === "process" ? (plan.env[VOLUME_MOUNTS_ENV] ?? "") : "") as unknown;
-    const scratch = join(agent.kubelet.podDir(running.metadata!.uid!), "volumes", "kubernetes.io~empty-dir", "scratch");
+    // Containers are told their emptyDirs through the short link of the node's pods directory (pods-link.ts).
+    const uid = running.metadata!.uid!;
+    const scratch = join(podsLinkPath(join(dir, "nodes", node)), uid, "volumes", "kubernetes.io~empty-dir", "scratch");
     expect(mounts).toEqual([
       { mountPath: "/data", hostPath: volumeDir, readOnly: false },
       { mountPath: "/scratch", hostPath: scratch, readOnly: false },
