@@ -5,7 +5,7 @@
  * Last line: {"area":"emulation","bootMarkerMs":..,"migrationTotalSeconds":..,"downtimeMs":..,"counterContinued":..}
  */
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -13,6 +13,7 @@ import { createLogger } from "@kvt/observability";
 import type { MachineSpec } from "../src/machine/machine.ts";
 import { QemuMachine } from "../src/machine/qemu/qemu-machine.ts";
 import { imageStoreResolver } from "../src/vmi/image-store.ts";
+import { buildNoCloudDisk } from "../src/volumes/cloud-init-disks.ts";
 
 const { values } = parseArgs({ options: { boots: { type: "string", default: "3" } } });
 const boots = Math.max(1, Number(values.boots) || 3);
@@ -28,12 +29,16 @@ execFileSync(process.execPath, [join(root, "tools/images/src/cli.ts")], { stdio:
 const dir = mkdtempSync(join(tmpdir(), "kvt-emu-bench-"));
 // The launcher's own resolver over the store tools/images writes (KVT_IMAGE_STORE, else <project>/.data/images).
 const boot = imageStoreResolver(process.env.KVT_IMAGE_STORE ?? join(root, ".data/images"))("local/demo-linux:latest");
+// The user data reaches the guest as vm-cirros's does: a cloudInitNoCloud disk (an ISO labelled cidata).
+const seed = join(dir, "cloudinitdisk.iso");
+const identity = { name: "vm-cirros", namespace: "default", firmwareUuid: "5d307ca9-b3ef-428c-8861-06e72d69f223" };
+writeFileSync(seed, buildNoCloudDisk({ userData: USER_DATA }, identity, { timestamp: new Date(0) }));
 const spec = (name: string): MachineSpec => ({
   vmiKey: "default/vm-cirros",
   memoryBytes: 256 * 1024 * 1024,
   vcpus: 1,
   boot,
-  cloudInit: { userData: USER_DATA },
+  disks: [{ name: "cloudinitdisk", path: seed, readOnly: true, kind: "cloudInitNoCloud" }],
   workDir: join(dir, name),
 });
 
