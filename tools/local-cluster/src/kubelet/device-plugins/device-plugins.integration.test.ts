@@ -43,8 +43,11 @@ const podOf = (name: string, kvm: number, nodeName?: string): V1Pod => ({
         image: "kubevirt/virt-launcher",
         command: ["/usr/bin/virt-launcher-monitor"],
         resources: { requests: { cpu: "10m", [KVM]: String(kvm) }, limits: { [KVM]: String(kvm) } },
+        // The stand-in listens in its sockets emptyDir, as a launcher does; without it, it exits and frees its devices.
+        volumeMounts: [{ name: "sockets", mountPath: "/var/run/kubevirt/sockets" }],
       },
     ],
+    volumes: [{ name: "sockets", emptyDir: {} }],
   },
 });
 
