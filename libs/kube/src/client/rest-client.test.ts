@@ -190,7 +190,8 @@ describe("RestClient timeouts", () => {
       res.writeHead(200, { "content-type": "application/json" });
       res.end("{}");
     });
-    const client = new RestClient(kubeConfigFor(url), { requestTimeoutMs: 100 });
+    // Not shorter: the second request opens a new connection, which on a loaded CI machine (Deno) took > 100 ms.
+    const client = new RestClient(kubeConfigFor(url), { requestTimeoutMs: 500 });
     const error = await client.request({ method: "GET", path: "/api/v1/x" }).catch((e: unknown) => e);
     expect(error).toMatchObject({ name: "TimeoutError", code: "ETIMEDOUT" });
     expect(await client.request({ method: "GET", path: "/api/v1/x" })).toEqual({});
@@ -201,9 +202,9 @@ describe("RestClient timeouts", () => {
       res.writeHead(200, { "content-type": "application/json" });
       res.end("{}");
     });
-    const client = new RestClient(kubeConfigFor(url), { requestTimeoutMs: 100 });
+    const client = new RestClient(kubeConfigFor(url), { requestTimeoutMs: 500 });
     expect(await client.request({ method: "GET", path: "/api/v1/x" })).toEqual({});
-    await new Promise((r) => setTimeout(r, 250));
+    await new Promise((r) => setTimeout(r, 800));
     expect(await client.request({ method: "GET", path: "/api/v1/x" })).toEqual({});
   });
 });
