@@ -14,7 +14,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { runsComponent } from "@kvt/local-cluster";
+import { processAlive, runsComponent } from "@kvt/local-cluster";
 
 interface ProcessInfo {
   readonly pid: number;
@@ -83,14 +83,7 @@ export function guestProgress(consoleText: string): number {
 }
 
 /** True while process `pid` exists (and is not a zombie). */
-export function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
+export const alive = processAlive;
 
 /** One observed state of a VMI. */
 export interface VmiObservation {

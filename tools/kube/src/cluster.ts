@@ -14,7 +14,7 @@ import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { dirname, join } from "node:path";
-import { freePort, Supervisor, waitFor } from "@kvt/local-cluster";
+import { freePort, processAlive, Supervisor, waitFor } from "@kvt/local-cluster";
 import { createLogger } from "@kvt/observability";
 import { binariesReady, binDir, DEFAULT_DATA_DIR } from "./build.ts";
 import {
@@ -81,7 +81,7 @@ export function readState(where: ClusterLocation = {}): ClusterState | undefined
   if (!existsSync(file)) return undefined;
   try {
     const state = JSON.parse(readFileSync(file, "utf8")) as ClusterState;
-    return alive(state.supervisorPid) ? state : undefined;
+    return processAlive(state.supervisorPid) ? state : undefined;
   } catch {
     return undefined;
   }
@@ -196,20 +196,24 @@ export async function down(where: ClusterLocation = {}, log = (_line: string): v
   if (!existsSync(file)) return false;
   const state = JSON.parse(readFileSync(file, "utf8")) as ClusterState;
   const pids = Object.values(state.pids).filter((p): p is number => typeof p === "number");
-  if (alive(state.supervisorPid)) {
+  if (processAlive(state.supervisorPid)) {
     log(`stopping supervisor pid ${state.supervisorPid}`);
     process.kill(state.supervisorPid, "SIGTERM");
-    await waitFor("the supervisor to stop", () => !alive(state.supervisorPid), 30_000, 100).catch(() => {
+    await waitFor("the supervisor to stop", () => !processAlive(state.supervisorPid), 30_000, 100).catch(() => {
       process.kill(state.supervisorPid, "SIGKILL");
     });
   }
   for (const pid of pids) {
-    if (alive(pid) && ourBinary(pid, state.binDir)) {
+    if (processAlive(pid) && ourBinary(pid, state.binDir)) {
       log(`killing leftover component pid ${pid}`);
       process.kill(pid, "SIGKILL");
     }
   }
-  await waitFor("every component to exit", () => pids.every((p) => !alive(p) || !ourBinary(p, state.binDir)), 15_000);
+  await waitFor(
+    "every component to exit",
+    () => pids.every((p) => !processAlive(p) || !ourBinary(p, state.binDir)),
+    15_000,
+  );
   rmSync(file, { force: true });
   return true;
 }
@@ -278,15 +282,6 @@ async function probe(
     req.on("error", (error) => resolve({ url, ok: false, detail: error.message }));
     req.end();
   });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Whether `pid` runs a binary from `dir` (guards against a recycled pid). */

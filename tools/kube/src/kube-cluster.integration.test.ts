@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { processAlive } from "@kvt/local-cluster";
 import { afterAll, describe, expect, it } from "vitest";
 import { binariesReady, binDir, DEFAULT_DATA_DIR } from "./build.ts";
 import { type ClusterState, down, readState, status, up } from "./cluster.ts";
@@ -26,15 +27,6 @@ async function kubectl(kubeconfig: string, ...args: string[]): Promise<{ stdout:
   } catch (error) {
     const e = error as { stdout?: string; code?: number };
     return { stdout: String(e.stdout ?? "").trim(), code: typeof e.code === "number" ? e.code : -1 };
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }
 
@@ -84,7 +76,7 @@ describe.skipIf(!built)(`kube-apiserver, etcd, controller-manager and scheduler$
     const pids = [state.supervisorPid, ...Object.values(state.pids)] as number[];
     expect(pids).toHaveLength(5);
     expect(await down(where)).toBe(true);
-    expect(pids.filter(alive)).toEqual([]);
+    expect(pids.filter((pid) => processAlive(pid))).toEqual([]);
     expect(existsSync(clusterPaths(clusterDir).state)).toBe(false);
     expect(readFileSync(join(clusterPaths(clusterDir).logs, "kube-apiserver.log"), "utf8")).not.toBe("");
   }, 240_000);

@@ -29,6 +29,8 @@ export { freePort } from "./cluster/free-port.ts";
 export { type LocalCluster, type LocalClusterOptions, startLocalCluster } from "./cluster/local-cluster.ts";
 /** The cluster's CAs and leaves under a pki directory (made once, remade when due or from another CA). */
 export { ensureCa, ensureLeaf } from "./cluster/pki.ts";
+/** Whether a process exists (and is not a zombie). */
+export { processAlive } from "./cluster/process-alive.ts";
 /** Proof that every rule of the KubeVirt components' roles is needed by a flow, from an e2e run's audit. */
 export {
   componentAccounts,

@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { processAlive } from "../cluster/process-alive.ts";
 import { ContainerProcess } from "./container-process.ts";
 import { readRecords } from "./container-records.ts";
 
@@ -9,15 +10,6 @@ let dir = "";
 afterEach(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function until(pred: () => boolean, ms = 10_000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -50,7 +42,7 @@ describe("ContainerProcess", () => {
     expect(c.state).toMatchObject({ state: "terminated", exitCode: 3, reason: "Error" });
     const grandchild = Number(/child (\d+)/.exec(readFileSync(c.logPath, "utf8"))?.[1]);
     expect(grandchild).toBeGreaterThan(0);
-    await until(() => !alive(grandchild));
+    await until(() => !processAlive(grandchild));
   });
 
   it("stop() sends SIGTERM and the container ends", async () => {
