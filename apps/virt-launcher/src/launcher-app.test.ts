@@ -175,4 +175,14 @@ describe("virt-launcher over launcher-rpc", () => {
     expect(machine.calls.filter((c) => c === "prepareIncoming")).toHaveLength(1);
     await expect(client.prepareTarget({ migrationUid: "m5", vmi: vmi })).rejects.toMatchObject({ code: "Conflict" });
   });
+
+  it("a prepare repeated while the first is under way (its handler restarted) shares it: one machine", async () => {
+    machine.incomingDelayMs = 300; // the second request arrives while the first still sets up its listener
+    const [a, b] = await Promise.all([
+      client.prepareTarget({ migrationUid: "m6", vmi: vmi }),
+      client.prepareTarget({ migrationUid: "m6", vmi: vmi }),
+    ]);
+    expect(b).toEqual(a);
+    expect(machine.calls.filter((c) => c === "prepareIncoming")).toHaveLength(1);
+  });
 });

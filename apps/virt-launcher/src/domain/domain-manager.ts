@@ -92,6 +92,8 @@ export class DomainManager implements LauncherService {
   #migration: MigrationInfo | undefined;
   /** The prepared incoming migration and its answer (listener and one-time secret), for a repeated prepare. */
   #prepared: { readonly migrationUid: string; readonly target: MigrationTarget } | undefined;
+  /** The prepare in flight (or done), so a repeated request for the same migration shares it. */
+  #preparing: { readonly migrationUid: string; readonly target: Promise<MigrationTarget> } | undefined;
   /** Spans of the incoming migration (target side), until the guest runs here. */
   #incomingTrace: TargetMigrationTrace | undefined;
   #memoryBytes = 0;
@@ -192,7 +194,22 @@ export class DomainManager implements LauncherService {
     if (!FINAL.has(this.#state)) this.#transition("Crashed", "crashed", "Killed");
   }
 
-  async prepareTarget(request: PrepareTargetRequest): Promise<MigrationTarget> {
+  prepareTarget(request: PrepareTargetRequest): Promise<MigrationTarget> {
+    // A handler that restarted while its prepare was under way asks again: that same preparation answers both. (A
+    // second one would build another machine beside the first; the handler waited 30 s for it.)
+    if (this.#preparing?.migrationUid === request.migrationUid) return this.#preparing.target;
+    const target = this.#prepareTarget(request);
+    this.#preparing = { migrationUid: request.migrationUid, target };
+    target.catch(() => {
+      if (this.#preparing?.target === target) this.#preparing = undefined; // a later request may try again
+    });
+    return target;
+  }
+
+  async #prepareTarget(request: PrepareTargetRequest): Promise<MigrationTarget> {
+    if (this.#preparing && !this.#prepared) {
+      throw new LauncherRpcError("Conflict", `already preparing migration ${this.#preparing.migrationUid}`);
+    }
     if (this.#state !== "NoDomain" && this.#state !== "IncomingMigration") {
       throw new LauncherRpcError("Conflict", `cannot receive a migration with a ${this.#state} domain`);
     }

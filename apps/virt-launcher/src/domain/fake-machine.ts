@@ -63,8 +63,12 @@ export class FakeMachine implements Machine {
   async stats(): Promise<MachineStats> {
     return { state: this.state, vcpuSeconds: [1.5], memoryBytes: 64 << 20 };
   }
+  /** How long prepareIncoming takes (a real one sets up its listener). */
+  incomingDelayMs = 0;
+
   async prepareIncoming(): Promise<MigrationTarget> {
     this.calls.push("prepareIncoming");
+    if (this.incomingDelayMs > 0) await new Promise((r) => setTimeout(r, this.incomingDelayMs));
     return { host: "127.0.0.1", port: 45_000, secret: "one-time" };
   }
   migrateTo(_target: MigrationTarget, options: MigrationOptions): Promise<MigrationResult> {
