@@ -83,6 +83,7 @@ export { Runner, type RunnerOptions } from "./reconcile/runner.ts";
 /** Status on both sides of the wire: apimachinery's failure answers, and the Status of a client's non-2xx answer. */
 export {
   alreadyExists,
+  answerMessage,
   answerStatus,
   badRequest,
   conflict,
@@ -95,6 +96,7 @@ export {
   methodNotSupported,
   notFound,
   OPTIMISTIC_LOCK_ERROR,
+  parseJson,
   qualifiedResource,
   statusError,
   unauthorized,

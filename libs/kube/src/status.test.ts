@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ApiError, errorMessage } from "./errors.ts";
-import { answerStatus, conflict, internalError, invalid, notFound, statusError } from "./status.ts";
+import { answerMessage, answerStatus, conflict, internalError, invalid, notFound, statusError } from "./status.ts";
 
 const VM = { group: "kubevirt.io", resource: "virtualmachine" };
 
@@ -71,5 +71,15 @@ describe("answerStatus and errorMessage", () => {
     expect(errorMessage(new ApiError(`GET /api/v1/pods/p: ${status.message}`, 404, status))).toBe('pods "p" not found');
     expect(errorMessage(new Error("plain"))).toBe("plain");
     expect(errorMessage("text")).toBe("text");
+  });
+});
+
+describe("answerMessage", () => {
+  it("is a Status answer's message, else the text (cut to max when given)", () => {
+    expect(answerMessage('{"kind":"Status","message":"not prepared yet"}')).toBe("not prepared yet");
+    expect(answerMessage("<html>bad gateway</html>")).toBe("<html>bad gateway</html>");
+    expect(answerMessage('{"message":42}')).toBe('{"message":42}');
+    expect(answerMessage("null")).toBe("null");
+    expect(answerMessage("x".repeat(300), 200)).toBe("x".repeat(200));
   });
 });

@@ -35,6 +35,13 @@ export function parseJson(text: string): unknown {
   }
 }
 
+/** The `message` of a Status answer `text`, else the text itself (its first `max` characters when given). */
+export function answerMessage(text: string, max?: number): string {
+  const body = parseJson(text);
+  const message = typeof body === "object" && body !== null ? (body as { message?: unknown }).message : undefined;
+  return typeof message === "string" ? message : text.slice(0, max);
+}
+
 /** True when `v` is a `Status` object. */
 export function isStatus(v: unknown): v is Status {
   return typeof v === "object" && v !== null && (v as { kind?: unknown }).kind === "Status";

@@ -23,6 +23,7 @@ import type { RequestOptions } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { PeerCertificate } from "node:tls";
 import type { VirtualMachineInstance } from "@kvt/api";
+import { answerMessage } from "@kvt/kube";
 import WebSocket, { type ClientOptions } from "ws";
 import type { ClusterClient } from "../kube/cluster-client.ts";
 
@@ -176,13 +177,7 @@ export class HttpHandlerClient implements HandlerClient {
           const text = Buffer.concat(chunks).toString("utf8");
           const code = res.statusCode ?? 0;
           if (code >= 200 && code < 300) return resolve(text);
-          let message = text;
-          try {
-            message = (JSON.parse(text) as { message?: string }).message ?? text;
-          } catch {
-            // not JSON: keep the text
-          }
-          reject(new Error(message || `virt-handler answered HTTP ${code}`));
+          reject(new Error(answerMessage(text) || `virt-handler answered HTTP ${code}`));
         });
         res.on("error", reject);
       });
@@ -240,21 +235,11 @@ export class HttpHandlerClient implements HandlerClient {
         res.on("data", (c: Buffer) => chunks.push(c));
         res.on("error", () => reject(new Error(refused(res.statusCode ?? 0, ""))));
         res.on("end", () => {
-          reject(new Error(refused(res.statusCode ?? 0, statusMessage(Buffer.concat(chunks).toString("utf8")))));
+          reject(new Error(refused(res.statusCode ?? 0, answerMessage(Buffer.concat(chunks).toString("utf8")))));
           ws.terminate();
         });
       });
       ws.once("error", reject);
     });
-  }
-}
-
-/** The `message` of a Status body, else the text itself. */
-function statusMessage(text: string): string {
-  try {
-    const message = (JSON.parse(text) as { message?: unknown }).message;
-    return typeof message === "string" ? message : text;
-  } catch {
-    return text;
   }
 }

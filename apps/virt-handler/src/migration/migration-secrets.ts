@@ -29,7 +29,7 @@ import type { IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { PeerCertificate } from "node:tls";
 import type { VirtualMachineInstance } from "@kvt/api";
-import { statusError } from "@kvt/kube";
+import { answerMessage, parseJson, statusError } from "@kvt/kube";
 
 /** The CN of virt-handler's certificate (KubeVirt's `kubevirt-virt-handler-server-certs`), server and client. */
 export const VIRT_HANDLER_NAME = "kubevirt.io:system:node:virt-handler";
@@ -145,7 +145,7 @@ export class HandlerMigrationSecrets implements MigrationSecrets {
       if (secret) return secret;
       throw new MigrationSecretError(`the target's virt-handler at ${address} sent no secret`, { permanent: true });
     }
-    const message = `the target's virt-handler at ${address} answered ${status}: ${statusMessage(body)}`;
+    const message = `the target's virt-handler at ${address} answered ${status}: ${answerMessage(body, 200)}`;
     // 403: it refused this caller or this migration; 400 and 405: we do not speak its protocol. Others may pass
     // (404: its cache has not seen the migration yet; 409: it restarted and prepares the target again; 5xx).
     throw new MigrationSecretError(message, { permanent: status === 400 || status === 403 || status === 405 });
@@ -200,20 +200,7 @@ function unreachable(url: URL, error: Error, timeoutMs?: number): MigrationSecre
 }
 
 function parseSecret(body: string): string | undefined {
-  try {
-    const secret = (JSON.parse(body) as { secret?: unknown }).secret;
-    return typeof secret === "string" && secret.length > 0 ? secret : undefined;
-  } catch {
-    return undefined; // not JSON: no secret
-  }
-}
-
-function statusMessage(body: string): string {
-  try {
-    const message = (JSON.parse(body) as { message?: unknown }).message;
-    if (typeof message === "string") return message;
-  } catch {
-    // not a Status: show the start of the body
-  }
-  return body.slice(0, 200);
+  const parsed = parseJson(body); // not JSON: no secret
+  const secret = typeof parsed === "object" && parsed !== null ? (parsed as { secret?: unknown }).secret : undefined;
+  return typeof secret === "string" && secret.length > 0 ? secret : undefined;
 }
