@@ -36,6 +36,8 @@ const CONFIG = "/tmp/kvt-l1-vitest.config.mjs";
 interface VitestJson {
   testResults: {
     name: string;
+    startTime?: number;
+    endTime?: number;
     assertionResults: { fullName: string; status: string; duration?: number | null }[];
   }[];
 }
@@ -55,8 +57,10 @@ export function suiteChecks(
     const failed = named("failed");
     const skipped = named("skipped", "pending", "todo");
     const passed = named("passed").length;
+    // The file's own time, so the lane's log says where the suites' minutes go (the run's total follows).
+    const own = file.startTime && file.endTime ? `${Math.round((file.endTime - file.startTime) / 1000)} s of ` : "";
     const detail =
-      `${passed} passed, ${failed.length} failed, ${skipped.length} skipped (vitest ${Math.round(ms / 1000)} s)` +
+      `${passed} passed, ${failed.length} failed, ${skipped.length} skipped (${own}vitest ${Math.round(ms / 1000)} s)` +
       (failed.length ? `: ${failed.join("; ")}` : "");
     const name = `suite ${file.name.replace(`${root}/`, "")}`;
     const tests: SuiteTests = {

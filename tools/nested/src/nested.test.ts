@@ -110,6 +110,8 @@ describe("nested lane (pure parts)", () => {
       testResults: [
         {
           name: "/p/libs/vmm/src/vm.test.ts",
+          startTime: 1_000,
+          endTime: 13_400,
           assertionResults: [
             { fullName: "a", status: "passed" },
             { fullName: "b", status: "skipped" },
@@ -130,7 +132,7 @@ describe("nested lane (pure parts)", () => {
       {
         name: "suite libs/vmm/src/vm.test.ts",
         ok: true,
-        detail: "1 passed, 0 failed, 1 skipped (vitest 61 s)",
+        detail: "1 passed, 0 failed, 1 skipped (12 s of vitest 61 s)",
         tests: { passed: 1, failed: 0, skipped: 1, failedNames: [], skippedNames: ["b"] },
       },
       {
