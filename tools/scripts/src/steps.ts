@@ -10,19 +10,32 @@ export interface Tally {
   skipped: number;
 }
 
-/** Runs `cmd args` in `cwd` with inherited stdio; resolves to the exit code (signals count as failure). */
+/**
+ * Runs `cmd args` in `cwd`; resolves to the exit code (signals count as failure). Its output goes to this
+ * process's stdio, or, with `output`, into that array (stdout and stderr interleaved as they came), for a step that
+ * runs beside another and prints its output in one piece when it ends.
+ */
 export function run(
   cmd: string,
   args: readonly string[],
-  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; output?: Buffer[] } = {},
 ): Promise<number> {
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: "inherit", cwd: options.cwd, env: { ...process.env, ...options.env } });
+    const { output } = options;
+    const child = spawn(cmd, args, {
+      stdio: output ? ["ignore", "pipe", "pipe"] : "inherit",
+      cwd: options.cwd,
+      env: { ...process.env, ...options.env },
+    });
+    if (output) for (const s of [child.stdout, child.stderr]) s?.on("data", (chunk: Buffer) => output.push(chunk));
     child.on("error", (err) => {
-      process.stderr.write(`cannot run ${cmd}: ${err.message}\n`);
+      const line = `cannot run ${cmd}: ${err.message}\n`;
+      if (output) output.push(Buffer.from(line));
+      else process.stderr.write(line);
       resolve(127);
     });
-    child.on("exit", (code, signal) => resolve(code ?? (signal ? 128 : 1)));
+    // "close", not "exit": the piped output is complete only once both streams have ended.
+    child.on("close", (code, signal) => resolve(code ?? (signal ? 128 : 1)));
   });
 }
 

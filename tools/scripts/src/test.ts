@@ -44,18 +44,35 @@ function addNamed(t: NamedTally): void {
   failedNames.push(...t.failedNames);
 }
 
+/**
+ * Runs a step between `=== name ===` lines and resolves to its exit code. With `beside`, it runs while the nested
+ * lane prints: its output is held and printed in one piece when it ends, so the two never interleave.
+ */
+async function step(
+  name: string,
+  cmd: string,
+  cmdArgs: string[],
+  options: { cwd?: string; beside?: boolean; ok?: (code: number) => string } = {},
+): Promise<number> {
+  const output: Buffer[] | undefined = options.beside ? [] : undefined;
+  if (!output) process.stdout.write(`\n=== ${name} ===\n`);
+  const t0 = Date.now();
+  const code = await run(cmd, cmdArgs, { cwd: options.cwd ?? root, env, output });
+  const verdict = options.ok ? options.ok(code) : code === 0 ? "ok" : `FAILED (exit ${code})`;
+  const tail = `=== ${name}: ${verdict} (${seconds(t0)}) ===\n`;
+  process.stdout.write(output ? `\n=== ${name} ===\n${Buffer.concat(output).toString()}${tail}` : tail);
+  return code;
+}
+
 /** Runs a check; on failure the lines of `options.details` (a file the check writes) follow its name. */
 async function check(
   name: string,
   cmd: string,
   cmdArgs: string[],
-  options: { cwd?: string; details?: string } = {},
+  options: { cwd?: string; details?: string; beside?: boolean } = {},
 ): Promise<void> {
-  process.stdout.write(`\n=== ${name} ===\n`);
-  const t0 = Date.now();
-  const code = await run(cmd, cmdArgs, { cwd: options.cwd ?? root, env });
+  const code = await step(name, cmd, cmdArgs, options);
   const ok = code === 0;
-  process.stdout.write(`=== ${name}: ${ok ? "ok" : `FAILED (exit ${code})`} (${seconds(t0)}) ===\n`);
   const details = options.details && existsSync(options.details) ? readFileSync(options.details, "utf8").trim() : "";
   const why = details ? `\n      ${details.split("\n").join("\n      ")}` : "";
   addNamed({
@@ -99,8 +116,10 @@ await check(
 );
 
 // 2. Our VMM on a real KVM (tools/nested lane.ts): inside the nested lane's L1 when this host's KVM cannot run Linux
-// (none, or PVM), else on this host. Runs alone, after the other tests: L1 is pure TCG and needs the CPU.
-if (!args.has("--skip-nested")) {
+// (none, or PVM), else on this host. After the other tests: L1 is pure TCG. Its one vCPU keeps one core busy, so the
+// typecheck, the lint and the Deno lane (3 to 4 minutes of one core) run beside it, their output held until each
+// ends, rather than after it.
+async function nestedLane(): Promise<void> {
   const report = join(root, ".reports/nested.json");
   rmSync(report, { force: true });
   process.stdout.write("\n=== our VMM on real KVM (the nested lane, or this host when its KVM runs Linux) ===\n");
@@ -110,27 +129,32 @@ if (!args.has("--skip-nested")) {
   addNamed(readLaneReport(report));
 }
 
-// 3. Typecheck and lint.
-await check("typecheck (tsc -b)", bin("tsc"), ["-b"]);
-if (!args.has("--skip-lint")) {
-  await check("lint: biome", bin("biome"), ["check", "."]);
-  await check("lint: eslint (type-aware, module boundaries)", bin("eslint"), ["."]);
-}
-
-// 4. Deno lane: the libs' and native's tests under Deno, and every app's --help under Deno.
-if (!args.has("--skip-deno")) {
+// 3. Typecheck and lint; 4. the Deno lane: the libs' and native's tests under Deno, and every app's --help under Deno.
+async function besideTheLane(): Promise<void> {
+  const beside = !args.has("--skip-nested");
+  await check("typecheck (tsc -b)", bin("tsc"), ["-b"], { beside });
+  if (!args.has("--skip-lint")) {
+    await check("lint: biome", bin("biome"), ["check", "."], { beside });
+    await check("lint: eslint (type-aware, module boundaries)", bin("eslint"), ["."], { beside });
+  }
+  if (args.has("--skip-deno")) return;
   const denoProjects = vitestProjects.filter((d) => d.includes("/libs/") || d.endsWith("/native"));
   for (const dir of denoProjects) {
-    process.stdout.write(`\n=== deno: tests of ${dir.slice(root.length)} ===\n`);
-    const denoFrom = Date.now();
-    await run(bin("deno"), ["run", "-A", join(root, "node_modules/vitest/vitest.mjs"), "run"], { cwd: dir, env });
-    process.stdout.write(`=== deno: tests of ${dir.slice(root.length)}: done (${seconds(denoFrom)}) ===\n`);
+    const vitest = join(root, "node_modules/vitest/vitest.mjs");
+    await step(`deno: tests of ${dir.slice(root.length)}`, bin("deno"), ["run", "-A", vitest, "run"], {
+      cwd: dir,
+      beside,
+      ok: () => "done",
+    });
     addNamed(prefixed("deno: ", readVitestReport(join(dir, ".reports/vitest-deno.json"))));
   }
   for (const app of readdirSync(join(root, "apps"))) {
-    await check(`deno: ${app} --help`, bin("deno"), ["run", "-A", join(root, "apps", app, "src/main.ts"), "--help"]);
+    const main = join(root, "apps", app, "src/main.ts");
+    await check(`deno: ${app} --help`, bin("deno"), ["run", "-A", main, "--help"], { beside });
   }
 }
+
+await Promise.all([args.has("--skip-nested") ? undefined : nestedLane(), besideTheLane()]);
 
 function prefixed(prefix: string, t: NamedTally): NamedTally {
   return { ...t, failedNames: t.failedNames.map((n) => prefix + n) };
