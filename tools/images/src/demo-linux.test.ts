@@ -5,6 +5,7 @@ import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { listCpio } from "./cpio.ts";
 import { buildDemoLinux, DEMO_BOOT_MARKER, DEMO_LINUX_IMAGE } from "./demo-linux.ts";
+import { NET_TOOL_PACKAGES } from "./net-tools.ts";
 import { SSH_SERVER_PACKAGES } from "./ssh-server.ts";
 import { imageDir, readManifest } from "./store.ts";
 import { registerTestGuest, TEST_GUEST_IMAGE } from "./test-guest.ts";
@@ -18,6 +19,7 @@ describe("buildDemoLinux()", () => {
       expect.stringMatching(/^linux-image-\d.*-amd64$/),
       "busybox-static",
       ...SSH_SERVER_PACKAGES,
+      ...NET_TOOL_PACKAGES,
     ]);
     const vmlinuz = readFileSync(join(first.dir, "vmlinuz"));
     expect(vmlinuz.toString("latin1", 0x202, 0x206)).toBe("HdrS"); // a bzImage (Linux boot protocol header)
@@ -45,7 +47,9 @@ describe("buildDemoLinux()", () => {
       "usr/sbin/dropbear",
       "usr/bin/dropbearkey",
       "usr/lib/sftp-server",
+      "usr/bin/iperf3",
       "lib/x86_64-linux-gnu/libc.so.6",
+      "lib/x86_64-linux-gnu/libiperf.so.0",
     ])
       expect((byPath.get(p)?.mode ?? 0) & 0o111, p).not.toBe(0);
     const loader = byPath.get("lib64/ld-linux-x86-64.so.2");
@@ -58,6 +62,8 @@ describe("buildDemoLinux()", () => {
         expect(execFileSync("chroot", [root, "/usr/sbin/dropbear", "-V"], { stdio: "pipe" }).toString()).toBe("");
         const key = execFileSync("chroot", [root, "/usr/bin/dropbearkey", "-t", "ed25519", "-f", "/k"]).toString();
         expect(key).toMatch(/^ssh-ed25519 AAAA/m);
+        // iperf3 for the network bench, with its libraries (libiperf, libssl, libcrypto, libsctp).
+        expect(execFileSync("chroot", [root, "/usr/bin/iperf3", "--version"]).toString()).toMatch(/^iperf 3\./);
       } finally {
         rmSync(root, { recursive: true, force: true });
       }

@@ -4,10 +4,12 @@
  * it needs to read a NoCloud `cidata` seed (virtio-blk, iso9660, vfat; from the same kernel package), prints the boot
  * marker, and hands over to busybox init: user data once, a shell on ttyS0, power-off on Ctrl-Alt-Del, and an SSH
  * server (dropbear, ssh-server.ts) whose authorized keys come from the seed (cloud-config `ssh_authorized_keys`, or
- * the meta-data `public-keys` KubeVirt writes for accessCredentials).
+ * the meta-data `public-keys` KubeVirt writes for accessCredentials). iperf3 (net-tools.ts) is there for the network
+ * bench.
  *
  *   apt-cache (versions) -> digest == stored? -> skip
- *                        -> apt-get download -> dpkg -x -> pick modules (+deps), SSH server (+libs) -> cpio -> store
+ *                        -> apt-get download -> dpkg -x -> pick modules (+deps), SSH server and iperf3 (+libs)
+ *                        -> cpio -> store
  */
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -17,7 +19,9 @@ import { promisify } from "node:util";
 import { type CpioEntry, writeCpio } from "./cpio.ts";
 import { downloadPackage, extractPackage, requireTools, resolveMetaPackage, resolvePackage } from "./debian.ts";
 import { parseBuiltin, resolveModules } from "./kmod.ts";
-import { SSH_SERVER_PACKAGES, type SshServerFiles, sshServerFiles } from "./ssh-server.ts";
+import { NET_TOOL_PACKAGES, NET_TOOL_PROGRAMS } from "./net-tools.ts";
+import { type ProgramFiles, programFiles } from "./program-files.ts";
+import { SSH_SERVER_PACKAGES, SSH_SERVER_PROGRAMS } from "./ssh-server.ts";
 import { defaultStoreRoot, type ImageManifest, imageDir, isCurrent, readManifest, writeImage } from "./store.ts";
 import { tryExtractVmlinux } from "./vmlinux.ts";
 
@@ -54,7 +58,7 @@ export const DEMO_MODULES = [
   "evdev",
 ];
 /** Bump when the build changes in a way the package versions and guest files do not capture. */
-const BUILDER_REVISION = "4";
+const BUILDER_REVISION = "5";
 
 /** Options for {@link buildDemoLinux}. */
 export interface BuildOptions {
@@ -120,7 +124,7 @@ function initramfsEntries(input: {
   kernelVersion: string;
   modules: ReadonlyMap<string, Uint8Array>;
   files: ReadonlyMap<string, Uint8Array>;
-  ssh: SshServerFiles;
+  programs: ProgramFiles;
 }): CpioEntry[] {
   const entries: CpioEntry[] = [];
   const dirs = new Set<string>();
@@ -172,12 +176,13 @@ function initramfsEntries(input: {
     const exec = path === "init" || path.startsWith("sbin/") || path.startsWith("etc/acpi/");
     entries.push({ kind: "file", path, data, mode: exec ? 0o755 : 0o644 });
   }
-  // The SSH server: programs and their shared libraries (all executable, as Debian installs ld.so), the loader link.
-  for (const [path, data] of input.ssh.files) {
+  // The SSH server and iperf3: programs and their shared libraries (all executable, as Debian installs ld.so), the
+  // loader link.
+  for (const [path, data] of input.programs.files) {
     for (const p of parentsOf(path)) addDir(p);
     entries.push({ kind: "file", path, data, mode: 0o755 });
   }
-  for (const [path, target] of input.ssh.symlinks) {
+  for (const [path, target] of input.programs.symlinks) {
     for (const p of parentsOf(path)) addDir(p);
     entries.push({ kind: "symlink", path, target });
   }
@@ -200,13 +205,16 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
   const busyboxPkg = await resolvePackage("busybox-static");
   const sshPkgs = [];
   for (const name of SSH_SERVER_PACKAGES) sshPkgs.push(await resolvePackage(name));
+  const netPkgs = [];
+  for (const name of NET_TOOL_PACKAGES) netPkgs.push(await resolvePackage(name));
+  const programPkgs = [...sshPkgs, ...netPkgs];
   const kernelVersion = kernelPkg.name.slice("linux-image-".length);
   const files = guestFiles();
   const digest = digestOf([
     BUILDER_REVISION,
     `${kernelPkg.name}=${kernelPkg.version}`,
     `${busyboxPkg.name}=${busyboxPkg.version}`,
-    ...sshPkgs.map((p) => `${p.name}=${p.version}`),
+    ...programPkgs.map((p) => `${p.name}=${p.version}`),
     DEMO_CMDLINE,
     DEMO_MODULES.join(","),
     ...[...files].flat(),
@@ -223,17 +231,17 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
   log(`downloading ${kernelPkg.name} ${kernelPkg.version} and ${busyboxPkg.name} ${busyboxPkg.version}`);
   const kernelDeb = await downloadPackage(kernelPkg, debs);
   const busyboxDeb = await downloadPackage(busyboxPkg, debs);
-  log(`downloading the SSH server: ${sshPkgs.map((p) => `${p.name} ${p.version}`).join(", ")}`);
-  const sshDebs: string[] = [];
-  for (const p of sshPkgs) sshDebs.push(await downloadPackage(p, debs));
+  log(`downloading the SSH server and iperf3: ${programPkgs.map((p) => `${p.name} ${p.version}`).join(", ")}`);
+  const programDebs: string[] = [];
+  for (const p of programPkgs) programDebs.push(await downloadPackage(p, debs));
   const work = join(storeRoot, ".cache", `work-${process.pid}`);
   try {
     log("unpacking");
     await extractPackage(kernelDeb, join(work, "kernel"));
     await extractPackage(busyboxDeb, join(work, "busybox"));
-    const sshRoots = sshPkgs.map((p) => join(work, "ssh", p.name));
-    for (const [i, root] of sshRoots.entries()) await extractPackage(sshDebs[i] ?? "", root);
-    const ssh = sshServerFiles(sshRoots);
+    const programRoots = programPkgs.map((p) => join(work, "programs", p.name));
+    for (const [i, root] of programRoots.entries()) await extractPackage(programDebs[i] ?? "", root);
+    const programs = programFiles(programRoots, [...SSH_SERVER_PROGRAMS, ...NET_TOOL_PROGRAMS]);
     const modulesDir = join(work, "kernel", "lib", "modules", kernelVersion);
     const builtinFile = join(modulesDir, "modules.builtin");
     const builtin = parseBuiltin(existsSync(builtinFile) ? readFileSync(builtinFile, "utf8") : "");
@@ -246,7 +254,7 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
       kernelVersion,
       modules: new Map(mods.map((m) => [m.relPath, readFileSync(join(modulesDir, m.relPath))])),
       files,
-      ssh,
+      programs,
     });
     const initrd = writeCpio(entries);
     const vmlinuz = join(work, "vmlinuz");
@@ -264,7 +272,7 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
       bootMarker: DEMO_BOOT_MARKER,
       minMemoryBytes: DEMO_MIN_MEMORY_BYTES,
       inputsDigest: digest,
-      sources: [kernelPkg, busyboxPkg, ...sshPkgs],
+      sources: [kernelPkg, busyboxPkg, ...programPkgs],
       builtAt: new Date().toISOString(),
     };
     const dir = writeImage(
