@@ -229,10 +229,10 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
   await launchers.start(); // re-adopt running launchers before deciding anything about their VMIs
   informer.start();
   await informer.waitForSync();
-  const running = runner.run();
-  reaper.reap(); // launchers re-adopted at start whose VMI went away while this handler was down
-  devices?.start();
-  await heartbeat.start();
+  // Serve before the first reconcile: a migration target's status publishes this server's address (syncAddress)
+  // with its prepared launcher, and no event re-queues the VMI when the server comes up later. A handler restarted
+  // during a migration to its node used to prepare the target while the heartbeat waited for the device plugins,
+  // write the status without the address, and leave the source waiting for the informer's 30 s resync.
   // The server for virt-api is not what keeps guests alive: if its port is taken (two handlers on one host without
   // --port), say so loudly and keep reconciling rather than crash-loop the node agent.
   const port = await server.listen(o.port, o.host).catch((error: unknown) => {
@@ -243,6 +243,10 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     return -1;
   });
   if (port >= 0) syncAddress = hostPort(o.host, port);
+  const running = runner.run();
+  reaper.reap(); // launchers re-adopted at start whose VMI went away while this handler was down
+  devices?.start();
+  await heartbeat.start();
   o.logger.info({ node: o.nodeName, port, launchers: launchers.all().length }, "virt-handler ready");
   return {
     port,
