@@ -1,22 +1,26 @@
 /**
- * `npm run kube -- up|down|status`: the real control plane as processes on loopback.
+ * `npm run kube -- up|down|status`: the real control plane, a registry and N nodes as processes on this machine.
  *
- *   up:     certificates, ports, kubeconfigs (foreground, so errors show) -> spawn `cli.ts supervise` detached
- *           -> wait for etcd /health and kube-apiserver /readyz -> print `export KUBECONFIG=<admin.kubeconfig>`
- *   supervise: local-cluster's Supervisor runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler
- *           (restart with backoff, each logging to logs/<name>.log, each dying with it through setpriv's
- *           parent-death signal); state.json names its pid and theirs; SIGTERM stops them all.
- *   down:   SIGTERM to the supervisor, wait; any recorded component still alive (a supervisor killed with SIGKILL
- *           on a host without setpriv) is killed by pid, after checking its command line is our binary.
- *   status: each component's pid and its health endpoint, verified against our CAs.
+ *   up:     network (bridge, node namespaces; node-network.ts) -> certificates, ports, kubeconfigs, node files
+ *           (foreground, so errors show) -> spawn `cli.ts supervise` detached -> kube-apiserver /readyz
+ *           -> node images pushed to the registry -> nodes registered, given their CNI network and routes, Ready
+ *           -> print `export KUBECONFIG=<admin.kubeconfig>`
+ *   supervise: local-cluster's Supervisor runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+ *           the registry and each node's containerd and kubelet (restart with backoff, each logging to
+ *           logs/<name>.log, each dying with it through setpriv's parent-death signal); state.json names its pid
+ *           and theirs; SIGTERM stops them all, last started first.
+ *   down:   SIGTERM to the supervisor, wait; any recorded component still alive is killed by pid after checking
+ *           its command line; then the nodes' pods, shims, mounts, cgroups and the network go (nodes.ts).
+ *   status: each component's pid, RSS and health (verified against our CAs), and each node as the API reports it.
  */
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { request } from "node:https";
 import { dirname, join } from "node:path";
+import { ensureHostTools } from "@kvt/images";
 import { freePort, processAlive, Supervisor, waitFor } from "@kvt/local-cluster";
 import { createLogger } from "@kvt/observability";
 import { binariesReady, binDir, DEFAULT_DATA_DIR } from "./build.ts";
+import { type ComponentHealth, type NodeStatus, probeComponent, probeNodes } from "./cluster-health.ts";
 import {
   apiserverArgs,
   type ControlPlaneLayout,
@@ -27,18 +31,42 @@ import {
   etcdArgs,
   schedulerArgs,
 } from "./control-plane.ts";
-import { controlPlanePkiFiles, ensureControlPlanePki } from "./control-plane-pki.ts";
+import { controlPlanePkiFiles, ensureControlPlanePki, ensureNodeCertificates } from "./control-plane-pki.ts";
+import { containerdArgs, containerdEnv, kubeletArgs } from "./node-config.ts";
+import { buildNodeImages, pushNodeImages } from "./node-images.ts";
+import {
+  type ClusterNetwork,
+  checkClusterNetwork,
+  createClusterNetwork,
+  planClusterNetwork,
+  prefixesInUse,
+} from "./node-network.ts";
+import {
+  type JoinedNode,
+  joinNodes,
+  nodeFacts,
+  nodeLayouts,
+  prepareNode,
+  readNetworkFile,
+  releaseNodes,
+} from "./nodes.ts";
+import { REGISTRY_TOOLS, registryAddress, registryArgs, registryConfig, registryPaths } from "./registry.ts";
 
-/** The components, in start order. */
-export const COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
-export type ComponentName = (typeof COMPONENTS)[number];
+export type { ComponentHealth, NodeStatus } from "./cluster-health.ts";
+
+/** The control plane's components, in start order; the registry and the nodes' components follow. */
+export const CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
+
+/** The default number of nodes of `up`. */
+export const DEFAULT_NODES = 2;
 
 /** What `state.json` records while the supervisor runs. */
 export interface ClusterState {
   readonly supervisorPid: number;
   readonly ports: ControlPlanePorts;
   readonly binDir: string;
-  readonly pids: Partial<Record<ComponentName, number>>;
+  /** Each running component's pid, by name (`etcd`, ..., `registry`, `containerd/node01`, `kubelet/node01`). */
+  readonly pids: Readonly<Record<string, number>>;
 }
 
 /** Where the binaries and the cluster live: the data dir (binaries) and the cluster dir (default <data-dir>/cluster). */
@@ -58,21 +86,39 @@ export class KubeClusterError extends Error {
   override readonly name = "KubeClusterError";
 }
 
-/** The layout of a cluster, from its ports file (made by `up`). */
+/** The cluster's network, from network.json (made by `up`). */
+export function readNetwork(where: ClusterLocation = {}): ClusterNetwork | undefined {
+  const { dir } = resolveLocation(where);
+  return readNetworkFile(dir, (value) => checkClusterNetwork(value, dir));
+}
+
+/** The layout of a cluster, from its ports and network files (made by `up`). */
 export function readLayout(where: ClusterLocation = {}): ControlPlaneLayout {
   const { dataDir, dir } = resolveLocation(where);
   const ports = JSON.parse(readFileSync(clusterPaths(dir).ports, "utf8")) as ControlPlanePorts;
-  return { dir, binDir: binDir(dataDir), pki: controlPlanePkiFiles(join(dir, "pki")), ports };
+  const net = readNetwork(where);
+  if (!net) throw new KubeClusterError(`${clusterPaths(dir).network} is missing: run npm run kube -- up`);
+  const pki = controlPlanePkiFiles(join(dir, "pki"));
+  return { dir, binDir: binDir(dataDir), pki, ports, hostIp: net.hostIp, clusterCidr: net.clusterCidr };
 }
 
-/** The argv of each component. */
-export function componentArgs(layout: ControlPlaneLayout): Record<ComponentName, string[]> {
-  return {
-    etcd: etcdArgs(layout),
-    "kube-apiserver": apiserverArgs(layout),
-    "kube-controller-manager": controllerManagerArgs(layout),
-    "kube-scheduler": schedulerArgs(layout),
-  };
+/** Every component the supervisor runs, in start order: name, argv, environment. */
+export function componentSpecs(
+  layout: ControlPlaneLayout,
+  net: ClusterNetwork,
+): { name: string; argv: string[]; env?: Record<string, string> }[] {
+  const specs: { name: string; argv: string[]; env?: Record<string, string> }[] = [
+    { name: "etcd", argv: etcdArgs(layout) },
+    { name: "kube-apiserver", argv: apiserverArgs(layout) },
+    { name: "kube-controller-manager", argv: controllerManagerArgs(layout) },
+    { name: "kube-scheduler", argv: schedulerArgs(layout) },
+    { name: "registry", argv: registryArgs(layout) },
+  ];
+  for (const node of nodeLayouts(layout.dir, net)) {
+    specs.push({ name: `containerd/${node.name}`, argv: containerdArgs(node, layout), env: containerdEnv(layout) });
+    specs.push({ name: `kubelet/${node.name}`, argv: kubeletArgs(node, layout) });
+  }
+  return specs;
 }
 
 /** The running cluster's state, or undefined when no supervisor of it is alive. */
@@ -88,40 +134,64 @@ export function readState(where: ClusterLocation = {}): ClusterState | undefined
 }
 
 export interface UpOptions extends ClusterLocation {
-  /** How long to wait for /readyz (default 180 s: a cold start on a loaded 2-core host). */
+  /** How many nodes (default {@link DEFAULT_NODES}; 0: the control plane alone). */
+  readonly nodes?: number;
+  /** How long to wait for /readyz and for the nodes (each; default 180 s: a loaded 2-core host). */
   readonly timeoutMs?: number;
   readonly log?: (line: string) => void;
 }
 
-/** Starts the control plane unless it runs; resolves with the admin kubeconfig's path once /readyz answers ok. */
-export async function up(options: UpOptions = {}): Promise<string> {
+/** What `up` brought up. */
+export interface UpResult {
+  readonly kubeconfig: string;
+  /** `HOST:PORT` of the registry the nodes pull from. */
+  readonly registry: string;
+  /** The pause and busybox images' references in that registry. */
+  readonly images: { readonly pause: string; readonly busybox: string };
+  readonly nodes: readonly JoinedNode[];
+  /** Milliseconds from the call until kube-apiserver was ready, and until every node was Ready. */
+  readonly apiserverReadyMs: number;
+  readonly nodesReadyMs: number;
+}
+
+/** Starts the cluster unless it runs; resolves once kube-apiserver is ready and every node is Ready. */
+export async function up(options: UpOptions = {}): Promise<UpResult> {
+  const started = Date.now();
   const { dataDir, dir } = resolveLocation(options);
   const log = options.log ?? ((line: string) => void process.stdout.write(`[kube] ${line}\n`));
+  const timeoutMs = options.timeoutMs ?? 180_000;
   if (!binariesReady(dataDir)) {
     throw new KubeClusterError(
       `the Kubernetes binaries are not built in ${binDir(dataDir)}. Next: npm run kube -- build (about 30-60 min cold)`,
     );
   }
   const paths = clusterPaths(dir);
-  if (readState(options)) {
-    log("already up");
-    await waitReady(readLayout(options), options.timeoutMs ?? 180_000);
-    return paths.adminKubeconfig;
-  }
+  if (readState(options)) throw new KubeClusterError(`already up in ${dir}; npm run kube -- status, or down first`);
   mkdirSync(paths.logs, { recursive: true });
+
+  // A crashed run's network and nodes go first; then a fresh plan (the host's routes may have changed).
+  const old = readNetwork(options);
+  if (old) await releaseNodes(dir, old);
+  const net = planClusterNetwork(dir, options.nodes ?? DEFAULT_NODES, await prefixesInUse(`kvtk-`));
+  writeFileSync(paths.network, `${JSON.stringify(net, null, 2)}\n`);
+  log(`network: bridge ${net.bridge} ${net.hostIp}, ${net.nodes.length} node namespaces, pods from ${net.clusterCidr}`);
+  await createClusterNetwork(net, log);
+  await ensureHostTools(REGISTRY_TOOLS, log);
+
   log(`certificates in ${join(dir, "pki")}`);
-  await ensureControlPlanePki(join(dir, "pki"));
-  if (!existsSync(paths.ports)) {
-    // Five distinct ports: freePort closes each before the next, so the kernel could hand one out twice.
-    const picked = new Set<number>();
-    while (picked.size < 5) picked.add(await freePort());
-    const [etcdClient, etcdPeer, apiserver, controllerManager, scheduler] = [...picked];
-    const ports: ControlPlanePorts = { etcdClient, etcdPeer, apiserver, controllerManager, scheduler };
-    writeFileSync(paths.ports, `${JSON.stringify(ports, null, 2)}\n`);
-  }
+  await ensureControlPlanePki(join(dir, "pki"), net.hostIp);
+  const certs = await ensureNodeCertificates(join(dir, "pki"), net.nodes);
+  await ensurePorts(paths.ports);
   const layout = readLayout(options);
-  for (const [file, text] of Object.entries(controlPlaneKubeconfigs(layout))) {
+  for (const [file, text] of Object.entries(controlPlaneKubeconfigs(layout)))
     writeFileSync(file, text, { mode: 0o600 });
+  const registry = registryAddress(layout);
+  mkdirSync(registryPaths(dir).storage, { recursive: true });
+  writeFileSync(registryPaths(dir).config, registryConfig(layout));
+
+  const images = await buildNodeImages(dataDir, log);
+  for (const node of nodeLayouts(dir, net)) {
+    prepareNode(node, nodeFacts(layout, certs, node.name, `${registry}/${images.pause.reference}`));
   }
 
   const out = openSync(paths.daemonLog, "a");
@@ -134,34 +204,87 @@ export async function up(options: UpOptions = {}): Promise<string> {
   daemon.unref();
   log(`supervisor pid ${daemon.pid}; logs in ${paths.logs}`);
   const exited = new Promise<number | null>((resolve) => daemon.once("exit", (code) => resolve(code)));
-  const ready = waitReady(layout, options.timeoutMs ?? 180_000);
+  const ready = waitReady(layout, timeoutMs);
   const first = await Promise.race([ready.then(() => "ready" as const), exited]);
   if (first !== "ready") {
     throw new KubeClusterError(
       `the supervisor exited (code ${first}) before kube-apiserver was ready; see ${paths.daemonLog} and ${paths.logs}/*.log`,
     );
   }
+  const apiserverReadyMs = Date.now() - started;
   log(
-    `kube-apiserver ready at https://127.0.0.1:${layout.ports.apiserver}; kubectl of the same release: ${layout.binDir}/kubectl`,
+    `kube-apiserver ready at https://${net.hostIp}:${layout.ports.apiserver} after ${(apiserverReadyMs / 1000).toFixed(1)} s`,
   );
-  return paths.adminKubeconfig;
+
+  await waitFor(
+    `the registry at ${registry}`,
+    () =>
+      fetch(`http://${registry}/v2/`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    30_000,
+    200,
+  );
+  await pushNodeImages(images, registry, join(dataDir, "node-images"), log);
+
+  const nodes = await joinNodes(paths.adminKubeconfig, net, nodeLayouts(dir, net), timeoutMs, log).catch(
+    (error: unknown) => {
+      const message = `${(error as Error).message}; see ${paths.logs}/kubelet-*.log and containerd-*.log`;
+      throw new KubeClusterError(message, { cause: error });
+    },
+  );
+  const nodesReadyMs = Date.now() - started;
+  log(`kubectl of the same release: ${layout.binDir}/kubectl; registry ${registry}`);
+  return {
+    kubeconfig: paths.adminKubeconfig,
+    registry,
+    images: { pause: `${registry}/${images.pause.reference}`, busybox: `${registry}/${images.busybox.reference}` },
+    nodes,
+    apiserverReadyMs,
+    nodesReadyMs,
+  };
+}
+
+/** Picks the cluster's ports once (six distinct free ports) and keeps them; a file of an older layout is redone. */
+async function ensurePorts(file: string): Promise<void> {
+  if (existsSync(file) && typeof (JSON.parse(readFileSync(file, "utf8")) as ControlPlanePorts).registry === "number") {
+    return;
+  }
+  // freePort closes each port before the next is picked, so the kernel could hand one out twice: keep them distinct.
+  const picked = new Set<number>();
+  while (picked.size < 6) picked.add(await freePort());
+  const [etcdClient, etcdPeer, apiserver, controllerManager, scheduler, registry] = [...picked];
+  const ports: ControlPlanePorts = { etcdClient, etcdPeer, apiserver, controllerManager, scheduler, registry };
+  writeFileSync(file, `${JSON.stringify(ports, null, 2)}\n`);
 }
 
 async function waitReady(layout: ControlPlaneLayout, timeoutMs: number): Promise<void> {
   const logs = clusterPaths(layout.dir).logs;
   try {
-    await waitFor("kube-apiserver /readyz", async () => (await probe(layout, "kube-apiserver")).ok, timeoutMs, 500);
+    await waitFor(
+      "kube-apiserver /readyz",
+      async () => (await probeComponent(layout, "kube-apiserver")).ok,
+      timeoutMs,
+      500,
+    );
   } catch (error) {
     throw new KubeClusterError(`${(error as Error).message}; see ${logs}/kube-apiserver.log and ${logs}/etcd.log`);
   }
+}
+
+/** The log file of component `name` (`kubelet/node01` -> logs/kubelet-node01.log). */
+export function componentLog(dir: string, name: string): string {
+  return join(clusterPaths(dir).logs, `${name.replaceAll("/", "-")}.log`);
 }
 
 /** Runs the supervisor in this process until SIGTERM/SIGINT (the detached child `up` starts). */
 export async function supervise(where: ClusterLocation): Promise<void> {
   const logger = createLogger({ component: "kube-supervisor" });
   const layout = readLayout(where);
+  const net = readNetwork(where) as ClusterNetwork;
   const paths = clusterPaths(layout.dir);
-  const pids: Partial<Record<ComponentName, number>> = {};
+  const pids: Record<string, number> = {};
   const writeState = (): void => {
     const state: ClusterState = { supervisorPid: process.pid, ports: layout.ports, binDir: layout.binDir, pids };
     const tmp = `${paths.state}.${process.pid}`;
@@ -169,17 +292,15 @@ export async function supervise(where: ClusterLocation): Promise<void> {
     renameSync(tmp, paths.state);
   };
   const supervisor = new Supervisor((event) => {
-    if (event.type === "started") pids[event.name as ComponentName] = event.pid;
-    else delete pids[event.name as ComponentName];
+    if (event.type === "started") pids[event.name] = event.pid;
+    else delete pids[event.name];
     logger.info(event, `component ${event.type}`);
     writeState();
   });
   if (!supervisor.parentDeathSignal) logger.warn("setpriv is missing: components outlive a killed supervisor");
   writeState();
-  const args = componentArgs(layout);
-  for (const name of COMPONENTS) {
-    const [cmd, ...rest] = args[name];
-    supervisor.start({ name, argv: [cmd, ...rest], logFile: join(paths.logs, `${name}.log`) });
+  for (const spec of componentSpecs(layout, net)) {
+    supervisor.start({ ...spec, logFile: componentLog(layout.dir, spec.name) });
   }
   await new Promise<void>((resolve) => {
     for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => resolve());
@@ -190,105 +311,64 @@ export async function supervise(where: ClusterLocation): Promise<void> {
   logger.info("stopped");
 }
 
-/** Stops the supervisor and every component; true when something was running. */
+/** Stops the supervisor and every component, then removes the nodes and the network; true when something was there. */
 export async function down(where: ClusterLocation = {}, log = (_line: string): void => {}): Promise<boolean> {
-  const file = clusterPaths(resolveLocation(where).dir).state;
-  if (!existsSync(file)) return false;
-  const state = JSON.parse(readFileSync(file, "utf8")) as ClusterState;
-  const pids = Object.values(state.pids).filter((p): p is number => typeof p === "number");
-  if (processAlive(state.supervisorPid)) {
-    log(`stopping supervisor pid ${state.supervisorPid}`);
-    process.kill(state.supervisorPid, "SIGTERM");
-    await waitFor("the supervisor to stop", () => !processAlive(state.supervisorPid), 30_000, 100).catch(() => {
-      process.kill(state.supervisorPid, "SIGKILL");
-    });
-  }
-  for (const pid of pids) {
-    if (processAlive(pid) && ourBinary(pid, state.binDir)) {
-      log(`killing leftover component pid ${pid}`);
-      process.kill(pid, "SIGKILL");
+  const { dir } = resolveLocation(where);
+  const file = clusterPaths(dir).state;
+  const net = readNetwork(where);
+  if (!existsSync(file) && !net) return false;
+  if (existsSync(file)) {
+    const state = JSON.parse(readFileSync(file, "utf8")) as ClusterState;
+    const pids = Object.values(state.pids);
+    if (processAlive(state.supervisorPid)) {
+      log(`stopping supervisor pid ${state.supervisorPid}`);
+      process.kill(state.supervisorPid, "SIGTERM");
+      await waitFor("the supervisor to stop", () => !processAlive(state.supervisorPid), 60_000, 100).catch(() => {
+        process.kill(state.supervisorPid, "SIGKILL");
+      });
     }
+    for (const pid of pids) {
+      if (processAlive(pid) && ourProcess(pid, state.binDir)) {
+        log(`killing leftover component pid ${pid}`);
+        process.kill(pid, "SIGKILL");
+      }
+    }
+    await waitFor(
+      "every component to exit",
+      () => pids.every((p) => !processAlive(p) || !ourProcess(p, state.binDir)),
+      15_000,
+    );
+    rmSync(file, { force: true });
   }
-  await waitFor(
-    "every component to exit",
-    () => pids.every((p) => !processAlive(p) || !ourBinary(p, state.binDir)),
-    15_000,
-  );
-  rmSync(file, { force: true });
+  if (net) {
+    log(`removing ${net.nodes.length} nodes and the network ${net.bridge}`);
+    await releaseNodes(dir, net);
+    rmSync(clusterPaths(dir).network, { force: true });
+  }
   return true;
 }
 
-/** One component's health. */
-export interface ComponentHealth {
-  readonly name: ComponentName;
-  readonly pid?: number;
-  readonly url: string;
-  readonly ok: boolean;
-  readonly detail: string;
-}
-
-/** Every component's pid and health; empty when nothing runs. */
-export async function status(where: ClusterLocation = {}): Promise<ComponentHealth[]> {
+/** Every component's pid, RSS and health, and each node as the API reports it; empty when nothing runs. */
+export async function status(
+  where: ClusterLocation = {},
+): Promise<{ components: ComponentHealth[]; nodes: NodeStatus[] }> {
   const state = readState(where);
-  if (!state) return [];
+  if (!state) return { components: [], nodes: [] };
   const layout = readLayout(where);
-  const result: ComponentHealth[] = [];
-  for (const name of COMPONENTS) {
-    const pid = state.pids[name];
-    const health = await probe(layout, name);
-    result.push({ name, pid, ...health });
+  const net = readNetwork(where) as ClusterNetwork;
+  const components: ComponentHealth[] = [];
+  for (const spec of componentSpecs(layout, net)) {
+    components.push(await probeComponent(layout, spec.name, state.pids[spec.name], net));
   }
-  return result;
+  const nodes = await probeNodes(clusterPaths(layout.dir).adminKubeconfig).catch(() => []);
+  return { components, nodes };
 }
 
-/** The health endpoint of each component: path, port, CA and client certificate. */
-export function healthEndpoint(layout: ControlPlaneLayout, name: ComponentName) {
-  const { pki, ports } = layout;
-  switch (name) {
-    case "etcd":
-      return { port: ports.etcdClient, path: "/health", ca: pki.etcdCa.cert, client: pki.etcdHealthcheckClient };
-    case "kube-apiserver":
-      return { port: ports.apiserver, path: "/readyz", ca: pki.ca.cert, client: pki.admin };
-    case "kube-controller-manager":
-      return { port: ports.controllerManager, path: "/healthz", ca: pki.ca.cert, client: pki.admin };
-    case "kube-scheduler":
-      return { port: ports.scheduler, path: "/healthz", ca: pki.ca.cert, client: pki.admin };
-  }
-}
-
-async function probe(
-  layout: ControlPlaneLayout,
-  name: ComponentName,
-): Promise<{ url: string; ok: boolean; detail: string }> {
-  const e = healthEndpoint(layout, name);
-  const url = `https://127.0.0.1:${e.port}${e.path}`;
-  const [ca, cert, key] = [e.ca, e.client.cert, e.client.key].map((f) => readFileSync(f, "utf8"));
-  return await new Promise((resolve) => {
-    const req = request({ host: "127.0.0.1", port: e.port, path: e.path, ca, cert, key, timeout: 3000 }, (res) => {
-      let body = "";
-      res.setEncoding("utf8").on("data", (c: string) => {
-        body += c;
-      });
-      res.on("end", () => {
-        const healthy = name === "etcd" ? /"health":\s*"true"/.test(body) : body.trim() === "ok";
-        resolve({
-          url,
-          ok: res.statusCode === 200 && healthy,
-          detail: `${res.statusCode} ${body.trim().slice(0, 200)}`,
-        });
-      });
-    });
-    req.on("timeout", () => req.destroy(new Error("timed out")));
-    req.on("error", (error) => resolve({ url, ok: false, detail: error.message }));
-    req.end();
-  });
-}
-
-/** Whether `pid` runs a binary from `dir` (guards against a recycled pid). */
-function ourBinary(pid: number, dir: string): boolean {
+/** Whether `pid` runs one of our binaries or the registry (guards against a recycled pid). */
+function ourProcess(pid: number, dir: string): boolean {
   try {
-    const argv0 = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
-    return argv0.some((a) => a.startsWith(`${dir}/`) || dirname(a) === dir);
+    const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    return argv.some((a) => a.startsWith(`${dir}/`) || dirname(a) === dir || a.endsWith("docker-registry"));
   } catch {
     return false;
   }

@@ -3,13 +3,16 @@
  * certificate module (through local-cluster's ensureCa/ensureLeaf: remade when missing, due, or from another CA),
  * with kubeadm's names and identities:
  *
- *   ca -------------+--> apiserver                      serving: localhost, 127.0.0.1, kubernetes.default.svc..., 10.96.0.1
+ *   ca -------------+--> apiserver                      serving: localhost, 127.0.0.1, the bridge address, kubernetes..., 10.96.0.1
  *                   +--> apiserver-kubelet-client       O=system:masters (kubelet API)
  *                   +--> admin                          CN=kubernetes-admin, O=system:masters (the printed kubeconfig)
  *                   +--> controller-manager             CN=system:kube-controller-manager
  *                   +--> scheduler                      CN=system:kube-scheduler
  *                   +--> controller-manager-server,     the two components' serving certificates (localhost,
  *                        scheduler-server               127.0.0.1), so `status` verifies whom it probes
+ *                   +--> kubelet-<node>-client          CN=system:node:<node>, O=system:nodes (Node authorizer)
+ *                   +--> kubelet-<node>-server          the kubelet's serving certificate (the node's address);
+ *                                                       the API server verifies it (--kubelet-certificate-authority)
  *   front-proxy-ca -+--> front-proxy-client             aggregation (--proxy-client-cert-file)
  *   etcd-ca --------+--> etcd-server                    etcd's serving and peer certificate
  *                   +--> apiserver-etcd-client          the API server's etcd identity
@@ -18,8 +21,8 @@
  *
  * The controller manager signs CSRs with `ca` (--cluster-signing-*), as kubeadm configures it.
  */
-import { generateKeyPairSync } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { generateKeyPairSync, X509Certificate } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { CertificateFiles } from "@kvt/certs";
 import { ensureCa, ensureLeaf } from "@kvt/local-cluster";
@@ -82,14 +85,27 @@ export function controlPlanePkiFiles(dir: string): ControlPlanePki {
   };
 }
 
-/** Makes (or keeps) every certificate and key of the control plane in `dir`. */
-export async function ensureControlPlanePki(dir: string): Promise<ControlPlanePki> {
+/** Removes `<dir>/<name>.crt` (and its key) when it does not name `ip`, so that ensureLeaf makes it again. */
+function dropIfLacksIp(dir: string, name: string, ip: string): void {
+  const cert = join(dir, `${name}.crt`);
+  if (existsSync(cert) && !new X509Certificate(readFileSync(cert)).checkIP(ip)) {
+    rmSync(cert, { force: true });
+    rmSync(join(dir, `${name}.key`), { force: true });
+  }
+}
+
+/**
+ * Makes (or keeps) every certificate and key of the control plane in `dir`. `hostIp` is the bridge address the
+ * API server also serves on (the nodes reach it there); a certificate made for another address is made again.
+ */
+export async function ensureControlPlanePki(dir: string, hostIp: string): Promise<ControlPlanePki> {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const ca = await ensureCa(dir, "ca");
+  dropIfLacksIp(dir, "apiserver", hostIp);
   await ensureLeaf(dir, "apiserver", ca, {
     commonName: "kube-apiserver",
     dnsNames: API_NAMES,
-    ipAddresses: ["127.0.0.1", KUBERNETES_SERVICE_IP],
+    ipAddresses: ["127.0.0.1", hostIp, KUBERNETES_SERVICE_IP],
   });
   const client = (commonName: string, organization?: string) => ({
     commonName,
@@ -123,4 +139,35 @@ export async function ensureControlPlanePki(dir: string): Promise<ControlPlanePk
   }
   chmodSync(files.serviceAccountKey, 0o600);
   return files;
+}
+
+/** A node's two certificates. */
+export interface NodeCertificates {
+  /** The kubelet's client identity: CN=system:node:<node>, O=system:nodes. */
+  readonly client: CertificateFiles;
+  /** The kubelet's serving certificate, for the node's name and address. */
+  readonly serving: CertificateFiles;
+}
+
+/** The file layout of a node's certificates in `dir` (pure). */
+export function nodeCertificateFiles(dir: string, node: string): NodeCertificates {
+  const f = (name: string): CertificateFiles => ({ cert: join(dir, `${name}.crt`), key: join(dir, `${name}.key`) });
+  return { client: f(`kubelet-${node}-client`), serving: f(`kubelet-${node}-server`) };
+}
+
+/** Makes (or keeps) each node's client and serving certificate from the cluster CA (after ensureControlPlanePki). */
+export async function ensureNodeCertificates(
+  dir: string,
+  nodes: readonly { readonly name: string; readonly ip: string }[],
+): Promise<Record<string, NodeCertificates>> {
+  const ca = await ensureCa(dir, "ca");
+  const result: Record<string, NodeCertificates> = {};
+  for (const { name, ip } of nodes) {
+    const commonName = `system:node:${name}`;
+    await ensureLeaf(dir, `kubelet-${name}-client`, ca, { commonName, organization: "system:nodes", usage: "client" });
+    dropIfLacksIp(dir, `kubelet-${name}-server`, ip);
+    await ensureLeaf(dir, `kubelet-${name}-server`, ca, { commonName, dnsNames: [name], ipAddresses: [ip] });
+    result[name] = nodeCertificateFiles(dir, name);
+  }
+  return result;
 }

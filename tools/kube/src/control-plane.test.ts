@@ -12,14 +12,28 @@ import {
   etcdArgs,
   schedulerArgs,
 } from "./control-plane.ts";
-import { controlPlanePkiFiles, ensureControlPlanePki, KUBERNETES_SERVICE_IP } from "./control-plane-pki.ts";
+import {
+  controlPlanePkiFiles,
+  ensureControlPlanePki,
+  ensureNodeCertificates,
+  KUBERNETES_SERVICE_IP,
+} from "./control-plane-pki.ts";
 
-const ports = { etcdClient: 2379, etcdPeer: 2380, apiserver: 6443, controllerManager: 10257, scheduler: 10259 };
+const ports = {
+  etcdClient: 2379,
+  etcdPeer: 2380,
+  apiserver: 6443,
+  controllerManager: 10257,
+  scheduler: 10259,
+  registry: 5000,
+};
 const layout: ControlPlaneLayout = {
   dir: "/d/cluster",
   binDir: "/d/bin/v1.37.2",
   pki: controlPlanePkiFiles("/d/cluster/pki"),
   ports,
+  hostIp: "10.200.255.1",
+  clusterCidr: "10.200.0.0/17",
 };
 
 /** The value of `--name=value` in `args`. */
@@ -42,7 +56,11 @@ describe("component command lines", () => {
     const args = apiserverArgs(layout);
     expect(args[0]).toBe("/d/bin/v1.37.2/kube-apiserver");
     expect(flag(args, "secure-port")).toBe("6443");
-    expect(flag(args, "bind-address")).toBe("127.0.0.1");
+    // On the bridge, where the nodes reach it; advertised there too, so the `kubernetes` Service has an endpoint.
+    expect(flag(args, "bind-address")).toBe("10.200.255.1");
+    expect(flag(args, "advertise-address")).toBe("10.200.255.1");
+    expect(flag(args, "endpoint-reconciler-type")).toBeUndefined();
+    expect(flag(args, "kubelet-certificate-authority")).toBe("/d/cluster/pki/ca.crt");
     expect(flag(args, "authorization-mode")).toBe("Node,RBAC");
     expect(flag(args, "enable-admission-plugins")).toBe("NodeRestriction");
     expect(flag(args, "etcd-servers")).toBe("https://127.0.0.1:2379");
@@ -65,6 +83,8 @@ describe("component command lines", () => {
     expect(flag(args, "service-account-private-key-file")).toBe("/d/cluster/pki/sa.key");
     expect(flag(args, "use-service-account-credentials")).toBe("true");
     expect(flag(args, "allocate-node-cidrs")).toBe("true");
+    expect(flag(args, "cluster-cidr")).toBe("10.200.0.0/17");
+    expect(flag(args, "node-cidr-mask-size")).toBe("24");
     expect(flag(args, "secure-port")).toBe("10257");
   });
 
@@ -86,7 +106,7 @@ describe("controlPlaneKubeconfigs", () => {
     ]);
     const admin = parse(configs["/d/cluster/admin.kubeconfig"]);
     expect(admin.clusters[0].cluster).toEqual({
-      server: "https://127.0.0.1:6443",
+      server: "https://10.200.255.1:6443",
       "certificate-authority": "/d/cluster/pki/ca.crt",
     });
     expect(admin.users[0].user).toEqual({
@@ -102,12 +122,13 @@ describe("ensureControlPlanePki", () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it("issues kubeadm's identities from the right CAs, once", async () => {
-    const pki = await ensureControlPlanePki(dir);
+    const pki = await ensureControlPlanePki(dir, "10.200.255.1");
     const cert = (f: { cert: string }) => new X509Certificate(readFileSync(f.cert));
     const ca = cert(pki.ca);
     const apiserver = cert(pki.apiserver);
     expect(apiserver.verify(ca.publicKey)).toBe(true);
     expect(apiserver.checkIP("127.0.0.1")).toBe("127.0.0.1");
+    expect(apiserver.checkIP("10.200.255.1")).toBe("10.200.255.1");
     expect(apiserver.checkIP(KUBERNETES_SERVICE_IP)).toBe(KUBERNETES_SERVICE_IP);
     expect(apiserver.checkHost("kubernetes.default.svc.cluster.local")).toBeTruthy();
     expect(cert(pki.admin).subject).toContain("O=system:masters");
@@ -120,8 +141,31 @@ describe("ensureControlPlanePki", () => {
 
     const before = readFileSync(pki.apiserver.cert, "utf8");
     const saBefore = readFileSync(pki.serviceAccountKey, "utf8");
-    await ensureControlPlanePki(dir);
+    await ensureControlPlanePki(dir, "10.200.255.1");
     expect(readFileSync(pki.apiserver.cert, "utf8")).toBe(before);
     expect(readFileSync(pki.serviceAccountKey, "utf8")).toBe(saBefore);
+  });
+
+  it("issues the API server's certificate again when the bridge address changed", async () => {
+    const pki = await ensureControlPlanePki(dir, "10.201.255.1");
+    const apiserver = new X509Certificate(readFileSync(pki.apiserver.cert));
+    expect(apiserver.checkIP("10.201.255.1")).toBe("10.201.255.1");
+    expect(apiserver.checkIP("10.200.255.1")).toBeUndefined();
+  });
+
+  it("issues each node a system:nodes client certificate and a serving certificate for its address", async () => {
+    const certs = await ensureNodeCertificates(dir, [
+      { name: "node01", ip: "10.201.255.11" },
+      { name: "node02", ip: "10.201.255.12" },
+    ]);
+    const ca = new X509Certificate(readFileSync(join(dir, "ca.crt")));
+    const client = new X509Certificate(readFileSync(certs.node02.client.cert));
+    expect(client.subject).toContain("CN=system:node:node02");
+    expect(client.subject).toContain("O=system:nodes");
+    expect(client.verify(ca.publicKey)).toBe(true);
+    const serving = new X509Certificate(readFileSync(certs.node02.serving.cert));
+    expect(serving.checkIP("10.201.255.12")).toBe("10.201.255.12");
+    expect(serving.checkIP("10.201.255.11")).toBeUndefined();
+    expect(serving.verify(ca.publicKey)).toBe(true);
   });
 });

@@ -5,6 +5,9 @@
  *   etcd (TLS, client-cert auth) <-- kube-apiserver (TLS; Node,RBAC; NodeRestriction + the default admission
  *        plugins; service-account keys; aggregation with front-proxy certificates) <-- controller-manager, scheduler
  *        (client-certificate kubeconfigs; delegated authn/authz; serving on their own secure ports)
+ *
+ * etcd, the controller manager and the scheduler listen on 127.0.0.1; kube-apiserver on the cluster bridge's
+ * address (node-network.ts), which the host and the nodes' network namespaces both reach.
  */
 import { join } from "node:path";
 import { stringify } from "yaml";
@@ -17,6 +20,8 @@ export interface ControlPlanePorts {
   readonly apiserver: number;
   readonly controllerManager: number;
   readonly scheduler: number;
+  /** The local registry (docker-registry), on the bridge address. */
+  readonly registry: number;
 }
 
 /** Where one cluster's files are. */
@@ -27,11 +32,14 @@ export interface ControlPlaneLayout {
   readonly binDir: string;
   readonly pki: ControlPlanePki;
   readonly ports: ControlPlanePorts;
+  /** The cluster bridge's address: kube-apiserver's bind and advertise address. */
+  readonly hostIp: string;
+  /** The nodes' pod CIDRs are allocated from this (--cluster-cidr). */
+  readonly clusterCidr: string;
 }
 
-/** The service network (kubeadm's default) and the pod network the controller manager allocates node CIDRs from. */
+/** The service network (kubeadm's default). */
 export const SERVICE_CIDR = "10.96.0.0/12";
-export const CLUSTER_CIDR = "10.244.0.0/16";
 
 /** The paths derived from a cluster directory. */
 export const clusterPaths = (dir: string) => ({
@@ -42,11 +50,14 @@ export const clusterPaths = (dir: string) => ({
   schedulerKubeconfig: join(dir, "scheduler.kubeconfig"),
   state: join(dir, "state.json"),
   ports: join(dir, "ports.json"),
+  network: join(dir, "network.json"),
+  nodes: join(dir, "nodes"),
   daemonLog: join(dir, "logs", "supervisor.log"),
 });
 
 /** The API server's URL. */
-export const apiserverUrl = (ports: ControlPlanePorts): string => `https://127.0.0.1:${ports.apiserver}`;
+export const apiserverUrl = (layout: Pick<ControlPlaneLayout, "hostIp" | "ports">): string =>
+  `https://${layout.hostIp}:${layout.ports.apiserver}`;
 
 /** etcd: one member on loopback, TLS with client-certificate auth on the client and peer ports. */
 export function etcdArgs(layout: ControlPlaneLayout): string[] {
@@ -89,12 +100,9 @@ export function apiserverArgs(layout: ControlPlaneLayout): string[] {
   const { pki, ports } = layout;
   return [
     join(layout.binDir, "kube-apiserver"),
-    "--advertise-address=127.0.0.1",
-    "--bind-address=127.0.0.1",
+    `--advertise-address=${layout.hostIp}`,
+    `--bind-address=${layout.hostIp}`,
     `--secure-port=${ports.apiserver}`,
-    // The `kubernetes` Service's endpoints would be 127.0.0.1, which Endpoints validation refuses (loopback): no
-    // reconciler until nodes run in network namespaces with a routable address for the API server.
-    "--endpoint-reconciler-type=none",
     `--etcd-servers=https://127.0.0.1:${ports.etcdClient}`,
     `--etcd-cafile=${pki.etcdCa.cert}`,
     `--etcd-certfile=${pki.apiserverEtcdClient.cert}`,
@@ -112,6 +120,7 @@ export function apiserverArgs(layout: ControlPlaneLayout): string[] {
     `--service-account-signing-key-file=${pki.serviceAccountKey}`,
     `--kubelet-client-certificate=${pki.apiserverKubeletClient.cert}`,
     `--kubelet-client-key=${pki.apiserverKubeletClient.key}`,
+    `--kubelet-certificate-authority=${pki.ca.cert}`,
     "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
     `--proxy-client-cert-file=${pki.frontProxyClient.cert}`,
     `--proxy-client-key-file=${pki.frontProxyClient.key}`,
@@ -149,7 +158,8 @@ export function controllerManagerArgs(layout: ControlPlaneLayout): string[] {
     "--controllers=*,bootstrapsigner,tokencleaner",
     "--cluster-name=kvt-kube",
     "--allocate-node-cidrs=true",
-    `--cluster-cidr=${CLUSTER_CIDR}`,
+    `--cluster-cidr=${layout.clusterCidr}`,
+    "--node-cidr-mask-size=24",
     `--service-cluster-ip-range=${SERVICE_CIDR}`,
     "--leader-elect=false",
   ];
@@ -197,7 +207,7 @@ export function renderCertKubeconfig(
 export function controlPlaneKubeconfigs(layout: ControlPlaneLayout): Record<string, string> {
   const { pki } = layout;
   const paths = clusterPaths(layout.dir);
-  const server = apiserverUrl(layout.ports);
+  const server = apiserverUrl(layout);
   return {
     [paths.adminKubeconfig]: renderCertKubeconfig(server, pki.ca.cert, pki.admin, "kubernetes-admin"),
     [paths.controllerManagerKubeconfig]: renderCertKubeconfig(

@@ -46,3 +46,24 @@ export { type ComponentSpec, Supervisor, type SupervisorEvent } from "./cluster/
 /** Polling with a deadline, for start-up checks. */
 export { waitFor } from "./cluster/wait.ts";
 export { bundleEntry } from "./kubelet/launcher-image.ts";
+/**
+ * Host network plumbing shared with tools/kube's nodes (CIDR overlap, named namespaces, links, the Debian tools), and
+ * the pod network itself (bridge, pods' namespaces by the CNI plugins) with the Service rules, for the network bench.
+ */
+export {
+  cidrsOverlap,
+  createPodNetwork,
+  DEBIAN_CNI_BIN_DIR,
+  linkExists,
+  namespacesWithPrefix,
+  POD_NETWORK_TOOLS,
+  type PodNetworkConfig,
+  proxyNetworkOf,
+  removePodNetwork,
+} from "./network/cluster-network.ts";
+/** One node's pods in the pod network (a namespace each, wired by the CNI plugins). */
+export { PodNetwork, type PodSandbox } from "./network/pod-network.ts";
+/** The service proxy's pure rules and its nft and conntrack runners. */
+export { runConntrack, staleFlows } from "./proxy/conntrack.ts";
+export { runNft } from "./proxy/nft.ts";
+export { type ProxyNetwork, renderRuleset, type ServicePortRoute, serviceRoutes } from "./proxy/nft-ruleset.ts";

@@ -10,10 +10,12 @@ export {
 } from "./build-images.ts";
 /** Debian programs the build, push and tests need, installed with apt-get when root. */
 export { BUILD_TOOLS, ensureHostTools, HostToolError, PUSH_TOOLS, TEST_TOOLS } from "./host-tools.ts";
+/** A layer's file tree, staged before umoci packs it (reproducible: fixed times, digest of the tree). */
+export { LayerDir } from "./layer-dir.ts";
 /** A throwaway docker-registry on 127.0.0.1 (tests). */
 export { freePort, type LocalRegistry, startLocalRegistry } from "./local-registry.ts";
 /** The OCI layout (umoci). */
-export { OciLayout } from "./oci-layout.ts";
+export { type ImageConfig, OciLayout } from "./oci-layout.ts";
 /** Unpack an image into a runtime bundle and run it under crun or runc (tests). */
 export { pickRuntime, prepareBundle, type RuntimeChoice, runContainer, unpackImage } from "./oci-runtime.ts";
 /** Push to a registry and pull back (skopeo). */

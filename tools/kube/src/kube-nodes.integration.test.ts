@@ -1,0 +1,188 @@
+/**
+ * Real nodes end to end: `up` with two nodes (a kubelet and containerd each, in network namespaces of their own),
+ * a pod on each node from the cluster's registry (our pause image as the sandbox and as a container, busybox
+ * serving HTTP), pod-to-pod traffic between the two nodes' pod CIDRs, the API server reaching the kubelets (logs,
+ * exec), then `down` leaving no namespace, link, route, nft table, mount, cgroup or process behind.
+ * Needs the binaries of `npm run kube -- build` (tens of minutes cold, so CI does not build them yet) and root:
+ * without them the suite is skipped and says so.
+ */
+import { execFile } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { cidrsOverlap, processAlive } from "@kvt/local-cluster";
+import { afterAll, describe, expect, it } from "vitest";
+import { binariesReady, binDir, DEFAULT_DATA_DIR } from "./build.ts";
+import { type ClusterState, down, readNetwork, readState, type UpResult, up } from "./cluster.ts";
+import { clusterTag } from "./node-network.ts";
+
+const run = promisify(execFile);
+const built = binariesReady(DEFAULT_DATA_DIR);
+const root = process.getuid?.() === 0;
+const skipNote = !built
+  ? " (skipped: binaries not built; run `npm run kube -- build` first)"
+  : root
+    ? ""
+    : " (skipped: needs root for network namespaces, cgroups and mounts)";
+
+/** kubectl from the build with the admin kubeconfig; resolves with stdout, rejects with stderr on failure. */
+function kubectl(kubeconfig: string, ...args: string[]): Promise<string> {
+  return kubectlWithInput(kubeconfig, "", ...args);
+}
+
+function kubectlWithInput(kubeconfig: string, input: string, ...args: string[]): Promise<string> {
+  const bin = join(binDir(DEFAULT_DATA_DIR), "kubectl");
+  return new Promise((resolve, reject) => {
+    const child = execFile(bin, ["--kubeconfig", kubeconfig, ...args], { timeout: 150_000 }, (error, stdout, stderr) =>
+      error
+        ? reject(new Error(`kubectl ${args.join(" ")}: ${stderr.trim() || error.message}`))
+        : resolve(stdout.trim()),
+    );
+    child.stdin?.end(input);
+  });
+}
+
+/** A pod pinned (through the scheduler) to `node`: busybox's httpd answering its own name, and a pause container. */
+function webPod(name: string, node: string, images: UpResult["images"]): string {
+  return JSON.stringify({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace: "default" },
+    spec: {
+      nodeSelector: { "kubernetes.io/hostname": node },
+      terminationGracePeriodSeconds: 1,
+      containers: [
+        {
+          name: "web",
+          image: images.busybox,
+          command: [
+            "sh",
+            "-c",
+            "mkdir -p /www && hostname > /www/index.html && echo serving && exec httpd -f -p 8080 -h /www",
+          ],
+        },
+        { name: "pause", image: images.pause },
+      ],
+    },
+  });
+}
+
+/** Whatever of the cluster with tag `tag` and directory `dir` is still on the host (empty lists when clean). */
+async function leftovers(tag: string, dir: string): Promise<Record<string, string[]>> {
+  const names = (await run("ip", ["netns", "list"])).stdout.split("\n").map((l) => l.split(" ")[0]);
+  const links = JSON.parse((await run("ip", ["-j", "link", "show"])).stdout) as { ifname: string }[];
+  const routes = JSON.parse((await run("ip", ["-j", "route", "show"])).stdout) as { dev?: string; dst: string }[];
+  const tables = (await run("nft", ["list", "tables"])).stdout.split("\n");
+  const mounts = readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .map((l) => l.split(" ")[4] ?? "");
+  const cgroups = readdirSync("/sys/fs/cgroup").flatMap((h) =>
+    existsSync(join("/sys/fs/cgroup", h, `kvtk-${tag}-node01`)) ? [h] : [],
+  );
+  const processes = readdirSync("/proc").filter((p) => {
+    if (!/^\d+$/.test(p)) return false;
+    try {
+      const cmdline = readFileSync(`/proc/${p}/cmdline`, "utf8");
+      return cmdline.includes(dir) || cmdline.includes(`/run/kvtk-${tag}`);
+    } catch {
+      return false; // exited meanwhile
+    }
+  });
+  return {
+    namespaces: names.filter((n) => n?.includes(tag)),
+    links: links.map((l) => l.ifname).filter((n) => n.includes(tag)),
+    routes: routes.filter((r) => r.dev?.includes(tag)).map((r) => r.dst),
+    nftTables: tables.filter((t) => t.includes(tag)),
+    mounts: mounts.filter((m) => m.startsWith(dir) || m.startsWith(`/run/kvtk-${tag}`)),
+    cgroups,
+    processes,
+    runDir: existsSync(`/run/kvtk-${tag}`) ? [`/run/kvtk-${tag}`] : [],
+  };
+}
+
+describe.skipIf(!built || !root)(`two real nodes: kubelet + containerd in network namespaces${skipNote}`, () => {
+  const clusterDir = mkdtempSync(join(tmpdir(), "kvt-kube-nodes-"));
+  const where = { dataDir: DEFAULT_DATA_DIR, clusterDir };
+  const tag = clusterTag(clusterDir);
+  afterAll(async () => {
+    await down(where);
+    rmSync(clusterDir, { recursive: true, force: true });
+  });
+
+  it("runs a pod on each node that reaches the other node's pod, and goes down leaving nothing", async () => {
+    const result = await up({ ...where, nodes: 2, log: () => undefined });
+    const { kubeconfig, images } = result;
+    expect(result.nodes.map((n) => n.name)).toEqual(["node01", "node02"]);
+    const [cidr1, cidr2] = result.nodes.map((n) => n.podCidr);
+    expect(cidrsOverlap(cidr1, cidr2)).toBe(false);
+
+    const nodes = JSON.parse(await kubectl(kubeconfig, "get", "nodes", "-o", "json")) as {
+      items: { metadata: { name: string }; status: { conditions: { type: string; status: string }[] } }[];
+    };
+    expect(
+      nodes.items.map((n) => [n.metadata.name, n.status.conditions.find((c) => c.type === "Ready")?.status]),
+    ).toEqual([
+      ["node01", "True"],
+      ["node02", "True"],
+    ]);
+
+    for (const node of ["node01", "node02"]) {
+      await kubectlWithInput(kubeconfig, webPod(`web-${node}`, node, images), "create", "-f", "-");
+    }
+    await kubectl(kubeconfig, "wait", "--for=condition=Ready", "pod/web-node01", "pod/web-node02", "--timeout=120s");
+    const pods = JSON.parse(await kubectl(kubeconfig, "get", "pods", "-o", "json")) as {
+      items: { metadata: { name: string }; spec: { nodeName: string }; status: { podIP: string } }[];
+    };
+    const ipOf = (name: string): string => pods.items.find((p) => p.metadata.name === name)?.status.podIP ?? "";
+    expect(pods.items.map((p) => [p.metadata.name, p.spec.nodeName])).toEqual([
+      ["web-node01", "node01"],
+      ["web-node02", "node02"],
+    ]);
+    expect(cidrsOverlap(`${ipOf("web-node01")}/32`, cidr1)).toBe(true);
+    expect(cidrsOverlap(`${ipOf("web-node02")}/32`, cidr2)).toBe(true);
+
+    // Across nodes, both ways (exec goes API server -> kubelet -> containerd's stream server).
+    const fetchFrom = (pod: string, ip: string): Promise<string> =>
+      kubectl(kubeconfig, "exec", pod, "-c", "web", "--", "timeout", "10", "wget", "-qO-", `http://${ip}:8080/`);
+    expect(await fetchFrom("web-node01", ipOf("web-node02"))).toBe("web-node02");
+    expect(await fetchFrom("web-node02", ipOf("web-node01"))).toBe("web-node01");
+    // Nothing off this machine: a pod has no route out of its node.
+    await expect(
+      kubectl(kubeconfig, "exec", "web-node01", "-c", "web", "--", "timeout", "5", "wget", "-qO-", "http://192.0.2.1/"),
+    ).rejects.toThrow(/exit code 1/);
+    expect(await kubectl(kubeconfig, "logs", "web-node02", "-c", "web")).toBe("serving");
+
+    // Each node's sandboxes run the registry's pause image (nobody else could have provided it), as does the pause
+    // container: containerd's own list of its containers says so.
+    for (const node of ["node01", "node02"]) {
+      const socket = `/run/kvtk-${tag}/${node}/containerd.sock`;
+      const ctr = join(binDir(DEFAULT_DATA_DIR), "ctr");
+      const { stdout } = await run(ctr, ["--address", socket, "--namespace", "k8s.io", "containers", "list"]);
+      const byImage = stdout
+        .split("\n")
+        .slice(1)
+        .filter(Boolean)
+        .map((l) => l.split(/\s+/)[1]);
+      expect(byImage.filter((i) => i === images.pause)).toHaveLength(2); // the sandbox and the pause container
+      expect(byImage.filter((i) => i === images.busybox)).toHaveLength(1);
+    }
+
+    const state = readState(where) as ClusterState;
+    const pids = [state.supervisorPid, ...Object.values(state.pids)];
+    expect(pids).toHaveLength(10);
+    expect(readNetwork(where)?.nodes).toHaveLength(2);
+    expect(await down(where)).toBe(true);
+    expect(pids.filter((pid) => processAlive(pid))).toEqual([]);
+    expect(await leftovers(tag, clusterDir)).toEqual({
+      namespaces: [],
+      links: [],
+      routes: [],
+      nftTables: [],
+      mounts: [],
+      cgroups: [],
+      processes: [],
+      runDir: [],
+    });
+  }, 400_000);
+});

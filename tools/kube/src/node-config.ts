@@ -1,0 +1,265 @@
+/**
+ * One node's files and command lines (pure: layout in, text and argv out). A node is a kubelet and a containerd,
+ * both started inside the node's network namespace (`nsenter --net`) but in the host's mount namespace, so the
+ * kubelet's volume mounts are what containerd's containers see:
+ *
+ *   <cluster-dir>/nodes/<node>/                       /run/kvtk-<tag>/<node>/
+ *     kubelet/            --root-dir                    containerd/    containerd's state (rootfs mounts, shm,
+ *     kubelet-config.yaml KubeletConfiguration                         pod netns under netns/)
+ *     kubelet.kubeconfig  system:node:<node> cert       containerd.sock, containerd.sock.ttrpc
+ *     containerd/         containerd's root (images)    runc/          runc's state (--root)
+ *     containerd.toml     its config (version 4)        s/             the shims' sockets
+ *     certs.d/<registry>/hosts.toml   the local registry, plain HTTP
+ *     cni/10-<net>.conflist  bridge cni0 + host-local on the node's podCIDR (written once the node has one)
+ *     cni-ipam/ pod-logs/ volume-plugins/ opt/
+ *
+ * This host runs cgroup v1: the kubelet needs `failCgroupV1: false` and the cgroupfs driver, and its cgroupRoot
+ * must exist beforehand (node-host.ts). The sandbox image is the local registry's pause (node-images.ts).
+ */
+import { join } from "node:path";
+import { DEBIAN_CNI_BIN_DIR } from "@kvt/local-cluster";
+import { stringify } from "yaml";
+
+/** Where one node lives, and who it is. */
+export interface NodeLayout {
+  readonly name: string;
+  /** The node's address on the cluster bridge (--node-ip, the kubelet's serving address). */
+  readonly ip: string;
+  /** Its network namespace's name (/run/netns/<netns>). */
+  readonly netns: string;
+  /** `<cluster-dir>/nodes/<name>`. */
+  readonly dir: string;
+  /** `/run/kvtk-<tag>/<name>` (short: unix socket paths stop at 107 bytes). */
+  readonly runDir: string;
+  /** The kubelet's cgroupRoot, e.g. `/kvtk-1a2b3c-node01`. */
+  readonly cgroupRoot: string;
+  /** The CNI network's name (`kvtk-<tag>`): libcni caches results as `<name>-<container>-<if>`. */
+  readonly cniNetwork: string;
+}
+
+/** The cluster-wide facts a node's files name. */
+export interface NodeClusterFacts {
+  readonly binDir: string;
+  /** The API server's URL as the nodes reach it (the bridge address). */
+  readonly apiserverUrl: string;
+  /** The cluster CA (the API server's serving CA, and the kubelet's client CA). */
+  readonly caFile: string;
+  /** `HOST:PORT` of the local registry. */
+  readonly registry: string;
+  /** The sandbox image, with the registry (`<registry>/kvt/pause:<tag>`). */
+  readonly sandboxImage: string;
+  /** The node's client certificate (CN=system:node:<name>, O=system:nodes) and serving certificate. */
+  readonly clientCert: { readonly cert: string; readonly key: string };
+  readonly servingCert: { readonly cert: string; readonly key: string };
+}
+
+/** Every path of a node. */
+export function nodePaths(node: Pick<NodeLayout, "dir" | "runDir">) {
+  return {
+    kubeletRoot: join(node.dir, "kubelet"),
+    kubeletConfig: join(node.dir, "kubelet-config.yaml"),
+    kubeconfig: join(node.dir, "kubelet.kubeconfig"),
+    containerdRoot: join(node.dir, "containerd"),
+    containerdConfig: join(node.dir, "containerd.toml"),
+    registryHosts: join(node.dir, "certs.d"),
+    cniConfDir: join(node.dir, "cni"),
+    ipamDir: join(node.dir, "cni-ipam"),
+    podLogs: join(node.dir, "pod-logs"),
+    volumePlugins: join(node.dir, "volume-plugins"),
+    opt: join(node.dir, "opt"),
+    containerdState: join(node.runDir, "containerd"),
+    containerdSocket: join(node.runDir, "containerd.sock"),
+    runcRoot: join(node.runDir, "runc"),
+    shimSockets: join(node.runDir, "s"),
+  };
+}
+
+/** A TOML basic string (JSON's escapes are TOML's for these paths and names). */
+const q = (s: string): string => JSON.stringify(s);
+
+/** containerd's config (version 4), everything per node: no path is shared with another node or the host. */
+export function containerdConfig(node: NodeLayout, facts: Pick<NodeClusterFacts, "sandboxImage">): string {
+  const p = nodePaths(node);
+  const cri = "plugins.'io.containerd.cri.v1";
+  return [
+    "version = 4",
+    `root = ${q(p.containerdRoot)}`,
+    `state = ${q(p.containerdState)}`,
+    "imports = []",
+    "",
+    "[plugins.'io.containerd.server.v1.grpc']",
+    `  address = ${q(p.containerdSocket)}`,
+    "[plugins.'io.containerd.server.v1.ttrpc']",
+    `  address = ${q(`${p.containerdSocket}.ttrpc`)}`,
+    "",
+    `[${cri}.images']`,
+    "  snapshotter = 'overlayfs'",
+    `[${cri}.images'.pinned_images]`,
+    `  sandbox = ${q(facts.sandboxImage)}`,
+    `[${cri}.images'.registry]`,
+    `  config_path = ${q(p.registryHosts)}`,
+    "",
+    `[${cri}.runtime']`,
+    // The kubelet asks for oom_score_adj -998 for sandboxes; lowering a score needs CAP_SYS_RESOURCE, which this
+    // host's bounding set lacks: without this every sandbox fails in runc ("can't get final child's PID").
+    "  restrict_oom_score_adj = true",
+    "  netns_mounts_under_state_dir = true",
+    `[${cri}.runtime'.containerd]`,
+    "  default_runtime_name = 'runc'",
+    `[${cri}.runtime'.containerd.runtimes.runc]`,
+    "  runtime_type = 'io.containerd.runc.v2'",
+    `[${cri}.runtime'.containerd.runtimes.runc.options]`,
+    "  BinaryName = '/usr/sbin/runc'",
+    `  Root = ${q(p.runcRoot)}`,
+    "  SystemdCgroup = false",
+    `[${cri}.runtime'.cni]`,
+    `  bin_dirs = [${q(DEBIAN_CNI_BIN_DIR)}]`,
+    `  conf_dir = ${q(p.cniConfDir)}`,
+    "  max_conf_num = 1",
+    "",
+    "[plugins.'io.containerd.grpc.v1.cri']",
+    "  stream_server_address = '127.0.0.1'",
+    "  stream_server_port = '0'",
+    "[plugins.'io.containerd.shim.v1.manager']",
+    `  socket_dir = ${q(p.shimSockets)}`,
+    "[plugins.'io.containerd.internal.v1.opt']",
+    `  path = ${q(p.opt)}`,
+    "[plugins.'io.containerd.transfer.v1.local']",
+    `  config_path = ${q(p.registryHosts)}`,
+    // NRI's socket is host-wide (/var/run/nri/nri.sock); no node needs it.
+    "[plugins.'io.containerd.nri.v1.nri']",
+    "  disable = true",
+    "",
+  ].join("\n");
+}
+
+/** The registry's hosts.toml: plain HTTP to the local registry, pull and resolve only. */
+export function registryHostsToml(registry: string): string {
+  return [
+    `server = ${q(`http://${registry}`)}`,
+    "",
+    `[host.${q(`http://${registry}`)}]`,
+    "  capabilities = ['pull', 'resolve']",
+    "",
+  ].join("\n");
+}
+
+/** Where the registry's hosts.toml goes (containerd looks for `<config_path>/<host:port>/hosts.toml`). */
+export function registryHostsFile(node: Pick<NodeLayout, "dir" | "runDir">, registry: string): string {
+  return join(nodePaths(node).registryHosts, registry, "hosts.toml");
+}
+
+/** The KubeletConfiguration of a node. */
+export function kubeletConfig(node: NodeLayout, facts: NodeClusterFacts): string {
+  const p = nodePaths(node);
+  return stringify({
+    apiVersion: "kubelet.config.k8s.io/v1beta1",
+    kind: "KubeletConfiguration",
+    // cgroup v1 on this host: a current kubelet refuses it unless told not to.
+    failCgroupV1: false,
+    cgroupDriver: "cgroupfs",
+    cgroupRoot: node.cgroupRoot,
+    cgroupsPerQOS: true,
+    enforceNodeAllocatable: ["pods"],
+    failSwapOn: false,
+    containerRuntimeEndpoint: `unix://${p.containerdSocket}`,
+    address: node.ip,
+    port: 10250,
+    readOnlyPort: 0,
+    healthzBindAddress: "127.0.0.1",
+    healthzPort: 10248,
+    tlsCertFile: facts.servingCert.cert,
+    tlsPrivateKeyFile: facts.servingCert.key,
+    authentication: {
+      anonymous: { enabled: false },
+      webhook: { enabled: true },
+      x509: { clientCAFile: facts.caFile },
+    },
+    authorization: { mode: "Webhook" },
+    clusterDomain: "cluster.local",
+    podLogsDir: p.podLogs,
+    volumePluginDir: p.volumePlugins,
+    resolvConf: "/etc/resolv.conf",
+    // Several kubelets share this machine's disk and memory: evict only when nearly nothing is left.
+    evictionHard: {
+      "memory.available": "100Mi",
+      "nodefs.available": "2%",
+      "nodefs.inodesFree": "2%",
+      "imagefs.available": "2%",
+    },
+    imageGCHighThresholdPercent: 99,
+    imageGCLowThresholdPercent: 98,
+    serializeImagePulls: false,
+    maxPods: 110,
+    registerNode: true,
+    // The host lacks CAP_SYS_RESOURCE: the kubelet cannot lower its own OOM score either.
+    oomScoreAdj: 0,
+    logging: { format: "text" },
+  });
+}
+
+/** The kubelet's argv, run inside the node's network namespace. */
+export function kubeletArgs(node: NodeLayout, facts: Pick<NodeClusterFacts, "binDir">): string[] {
+  const p = nodePaths(node);
+  return [
+    ...inNetns(node),
+    join(facts.binDir, "kubelet"),
+    `--config=${p.kubeletConfig}`,
+    `--kubeconfig=${p.kubeconfig}`,
+    `--root-dir=${p.kubeletRoot}`,
+    `--hostname-override=${node.name}`,
+    `--node-ip=${node.ip}`,
+    "--v=1",
+  ];
+}
+
+/** containerd's argv, run inside the node's network namespace. */
+export function containerdArgs(node: NodeLayout, facts: Pick<NodeClusterFacts, "binDir">): string[] {
+  return [...inNetns(node), join(facts.binDir, "containerd"), "--config", nodePaths(node).containerdConfig];
+}
+
+/** containerd's environment: its shim and Debian's runc on the PATH. */
+export function containerdEnv(facts: Pick<NodeClusterFacts, "binDir">): Record<string, string> {
+  return { PATH: `${facts.binDir}:/usr/sbin:/usr/bin:/sbin:/bin` };
+}
+
+/** `nsenter --net=/run/netns/<netns> --`: exec in the node's network namespace (same pid, no fork). */
+function inNetns(node: Pick<NodeLayout, "netns">): string[] {
+  return ["nsenter", `--net=/run/netns/${node.netns}`, "--"];
+}
+
+/**
+ * The node's CNI network: the bridge plugin's `cni0` in the node's namespace as the pods' gateway (its forwarding
+ * was switched on by node-network.ts, so isGateway touches nothing on the host), host-local addresses from the
+ * node's podCIDR, a default route to the gateway; the node's routes take packets to other nodes' pods.
+ */
+export function cniConfList(node: NodeLayout, podCidr: string): string {
+  return `${JSON.stringify(
+    {
+      cniVersion: "1.0.0",
+      name: node.cniNetwork,
+      plugins: [
+        {
+          type: "bridge",
+          bridge: "cni0",
+          isGateway: true,
+          ipMasq: false,
+          hairpinMode: true,
+          ipam: {
+            type: "host-local",
+            dataDir: nodePaths(node).ipamDir,
+            ranges: [[{ subnet: podCidr }]],
+            routes: [{ dst: "0.0.0.0/0" }],
+          },
+        },
+      ],
+    },
+    null,
+    2,
+  )}\n`;
+}
+
+/** The conflist's file (containerd loads the first one of its conf_dir). */
+export function cniConfListFile(node: Pick<NodeLayout, "dir" | "runDir" | "cniNetwork">): string {
+  return join(nodePaths(node).cniConfDir, `10-${node.cniNetwork}.conflist`);
+}

@@ -1,0 +1,166 @@
+/**
+ * The nodes of `npm run kube -- up`: their files before the supervisor starts them, and what `up` does once their
+ * kubelets run, until every node is Ready:
+ *
+ *   prepareNodes:   directories, cgroups, certificates' kubeconfig, containerd.toml, hosts.toml, kubelet config
+ *   (supervisor)    containerd/<node>, kubelet/<node> inside the node's network namespace
+ *   joinNodes:      each Node registered with spec.podCIDR (the controller manager's)  -> its CNI conflist written
+ *                   (containerd picks it up and reports the network ready) -> pod CIDR routes on the host and in
+ *                   every other node -> every node Ready
+ *   releaseNodes:   (down) node-host.ts for each node, then the network
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { CORE_V1, kubeConfigFromFile, RestClient, resourceClient } from "@kvt/kube";
+import { waitFor } from "@kvt/local-cluster";
+import type { NodeObject } from "./cluster-health.ts";
+import { type ControlPlaneLayout, clusterPaths, renderCertKubeconfig } from "./control-plane.ts";
+import type { NodeCertificates } from "./control-plane-pki.ts";
+import {
+  cniConfList,
+  cniConfListFile,
+  containerdConfig,
+  kubeletConfig,
+  type NodeClusterFacts,
+  type NodeLayout,
+  nodePaths,
+  registryHostsFile,
+  registryHostsToml,
+} from "./node-config.ts";
+import { createNodeCgroups, nodeCgroupRoot, nodeRunDir, releaseNode, removeClusterRunDir } from "./node-host.ts";
+import { type ClusterNetwork, removeClusterNetwork, routePodCidrs } from "./node-network.ts";
+
+/** The layout of each node of `net` in the cluster directory `dir`. */
+export function nodeLayouts(dir: string, net: ClusterNetwork): NodeLayout[] {
+  return net.nodes.map((n) => ({
+    name: n.name,
+    ip: n.ip,
+    netns: n.netns,
+    dir: join(clusterPaths(dir).nodes, n.name),
+    runDir: nodeRunDir(net, n),
+    cgroupRoot: nodeCgroupRoot(net, n),
+    cniNetwork: net.bridge,
+  }));
+}
+
+/** The facts every node's files name, for node `name`. */
+export function nodeFacts(
+  layout: ControlPlaneLayout,
+  certs: Readonly<Record<string, NodeCertificates>>,
+  name: string,
+  sandboxImage: string,
+): NodeClusterFacts {
+  const c = certs[name];
+  if (!c) throw new Error(`no certificates for node ${name}`);
+  return {
+    binDir: layout.binDir,
+    apiserverUrl: `https://${layout.hostIp}:${layout.ports.apiserver}`,
+    caFile: layout.pki.ca.cert,
+    registry: `${layout.hostIp}:${layout.ports.registry}`,
+    sandboxImage,
+    clientCert: c.client,
+    servingCert: c.serving,
+  };
+}
+
+/** Writes every node's directories, cgroups and configuration (a node's old state is removed first). */
+export function prepareNode(node: NodeLayout, facts: NodeClusterFacts): void {
+  rmSync(node.dir, { recursive: true, force: true });
+  rmSync(node.runDir, { recursive: true, force: true });
+  const p = nodePaths(node);
+  for (const d of [p.kubeletRoot, p.containerdRoot, p.cniConfDir, p.ipamDir, p.podLogs, p.volumePlugins, p.opt]) {
+    mkdirSync(d, { recursive: true });
+  }
+  for (const d of [p.containerdState, p.runcRoot, p.shimSockets]) mkdirSync(d, { recursive: true, mode: 0o711 });
+  createNodeCgroups(node.cgroupRoot);
+  writeFileSync(
+    p.kubeconfig,
+    renderCertKubeconfig(facts.apiserverUrl, facts.caFile, facts.clientCert, `system:node:${node.name}`),
+    { mode: 0o600 },
+  );
+  writeFileSync(p.containerdConfig, containerdConfig(node, facts));
+  const hosts = registryHostsFile(node, facts.registry);
+  mkdirSync(join(hosts, ".."), { recursive: true });
+  writeFileSync(hosts, registryHostsToml(facts.registry));
+  writeFileSync(p.kubeletConfig, kubeletConfig(node, facts));
+}
+
+/** What `joinNodes` saw of each node. */
+export interface JoinedNode {
+  readonly name: string;
+  readonly podCidr: string;
+  /** Milliseconds from the call until the node was Ready. */
+  readonly readyAfterMs: number;
+}
+
+const isReady = (node: NodeObject | undefined): boolean =>
+  node?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
+
+/**
+ * Waits for every node to register and get its podCIDR, gives each its CNI network and the routes to the others'
+ * pods, then waits until all are Ready. Resolves with each node's podCIDR and time to Ready.
+ */
+export async function joinNodes(
+  kubeconfig: string,
+  net: ClusterNetwork,
+  nodes: readonly NodeLayout[],
+  timeoutMs: number,
+  log: (line: string) => void,
+): Promise<JoinedNode[]> {
+  const started = Date.now();
+  const client = resourceClient<NodeObject>(
+    new RestClient(kubeConfigFromFile(kubeconfig), { userAgent: "kube-up" }),
+    CORE_V1.nodes,
+  );
+  const podCidrs: Record<string, string> = {};
+  const readyAt: Record<string, number> = {};
+  const pending = new Set(nodes.map((n) => n.name));
+  await waitFor(
+    `nodes ${nodes.map((n) => n.name).join(", ")} to be Ready`,
+    async () => {
+      const listed = new Map((await client.list()).items.map((n) => [n.metadata?.name ?? "", n]));
+      let routed = false;
+      for (const node of nodes) {
+        const cidr = listed.get(node.name)?.spec?.podCIDR;
+        if (cidr && podCidrs[node.name] !== cidr) {
+          podCidrs[node.name] = cidr;
+          writeFileSync(cniConfListFile(node), cniConfList(node, cidr));
+          log(`${node.name} registered, podCIDR ${cidr}`);
+          routed = true;
+        }
+        if (pending.has(node.name) && isReady(listed.get(node.name))) {
+          pending.delete(node.name);
+          readyAt[node.name] = Date.now() - started;
+          log(`${node.name} Ready after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+        }
+      }
+      if (routed) await routePodCidrs(net, podCidrs);
+      return pending.size === 0;
+    },
+    timeoutMs,
+    500,
+  );
+  return nodes.map((n) => ({ name: n.name, podCidr: podCidrs[n.name] ?? "", readyAfterMs: readyAt[n.name] ?? 0 }));
+}
+
+/** Reads `<cluster-dir>/network.json`, or undefined when there is none. */
+export function readNetworkFile(dir: string, check: (value: unknown) => ClusterNetwork): ClusterNetwork | undefined {
+  const file = clusterPaths(dir).network;
+  if (!existsSync(file)) return undefined;
+  return check(JSON.parse(readFileSync(file, "utf8")));
+}
+
+/**
+ * Removes everything the nodes of `net` and the network left on the host (node-host.ts, node-network.ts), and the
+ * nodes' directories. The kubelets and containerds must have been stopped. Idempotent.
+ */
+export async function releaseNodes(dir: string, net: ClusterNetwork): Promise<void> {
+  const layouts = nodeLayouts(dir, net);
+  for (const [i, node] of net.nodes.entries()) {
+    const nodeDir = layouts[i]?.dir ?? join(clusterPaths(dir).nodes, node.name);
+    await releaseNode(net, node, nodeDir);
+    rmSync(nodeDir, { recursive: true, force: true });
+  }
+  await removeClusterNetwork(net);
+  removeClusterRunDir(net);
+}
