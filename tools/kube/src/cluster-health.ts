@@ -6,7 +6,7 @@
  *   kube-apiserver           https://<bridge>:<apiserver>/readyz      ca, admin
  *   kube-controller-manager  https://127.0.0.1:<cm>/healthz           ca, admin
  *   kube-scheduler           https://127.0.0.1:<scheduler>/healthz    ca, admin
- *   registry                 http://<bridge>:<registry>/v2/
+ *   registry                 https://<bridge>:<registry>/v2/          ca, registry-client
  *   kubelet/<node>           https://<node ip>:10250/healthz          ca, admin (the kubelet's webhook authz)
  *   containerd/<node>        its process and its socket
  */
@@ -18,7 +18,7 @@ import type { ControlPlaneLayout } from "./control-plane.ts";
 import { nodePaths } from "./node-config.ts";
 import type { ClusterNetwork } from "./node-network.ts";
 import { nodeLayouts } from "./nodes.ts";
-import { registryAddress } from "./registry.ts";
+import { registryClientCert } from "./registry.ts";
 
 /** One component's health. */
 export interface ComponentHealth {
@@ -69,7 +69,7 @@ interface HttpsEndpoint {
   readonly client: { readonly cert: string; readonly key: string };
 }
 
-/** The HTTPS health endpoint of a component, or undefined for the registry and containerd. */
+/** The HTTPS health endpoint of a component, or undefined for containerd. */
 export function healthEndpoint(
   layout: ControlPlaneLayout,
   name: string,
@@ -91,6 +91,10 @@ export function healthEndpoint(
   if (name === "kube-controller-manager")
     return { host: local, port: ports.controllerManager, path: "/healthz", ...admin };
   if (name === "kube-scheduler") return { host: local, port: ports.scheduler, path: "/healthz", ...admin };
+  if (name === "registry") {
+    const client = registryClientCert(pki.dir);
+    return { host: layout.hostIp, port: ports.registry, path: "/v2/", ca: pki.ca.cert, client };
+  }
   const node = name.startsWith("kubelet/")
     ? net?.nodes.find((n) => n.name === name.slice("kubelet/".length))
     : undefined;
@@ -105,14 +109,6 @@ export async function probeComponent(
   net?: ClusterNetwork,
 ): Promise<ComponentHealth> {
   const rss = rssBytes(pid);
-  if (name === "registry") {
-    const url = `http://${registryAddress(layout)}/v2/`;
-    const answer = await fetch(url, { signal: AbortSignal.timeout(3000) }).then(
-      (r) => ({ ok: r.ok, detail: String(r.status) }),
-      (e: Error) => ({ ok: false, detail: e.message }),
-    );
-    return { name, pid, rssBytes: rss, url, ...answer };
-  }
   if (name.startsWith("containerd/")) {
     const node = net ? nodeLayouts(layout.dir, net).find((n) => `containerd/${n.name}` === name) : undefined;
     const socket = node ? nodePaths(node).containerdSocket : "";
@@ -130,7 +126,7 @@ export async function probeComponent(
         body += c;
       });
       res.on("end", () => {
-        const healthy = name === "etcd" ? /"health":\s*"true"/.test(body) : body.trim() === "ok";
+        const healthy = name === "etcd" ? /"health":\s*"true"/.test(body) : name === "registry" || body.trim() === "ok";
         resolve({ ok: res.statusCode === 200 && healthy, detail: `${res.statusCode} ${body.trim().slice(0, 200)}` });
       });
     });

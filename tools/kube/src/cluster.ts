@@ -31,7 +31,12 @@ import {
   etcdArgs,
   schedulerArgs,
 } from "./control-plane.ts";
-import { controlPlanePkiFiles, ensureControlPlanePki, ensureNodeCertificates } from "./control-plane-pki.ts";
+import {
+  controlPlanePkiFiles,
+  ensureControlPlanePki,
+  ensureNodeCertificates,
+  ensureRegistryCertificates,
+} from "./control-plane-pki.ts";
 import { containerdArgs, containerdEnv, kubeletArgs } from "./node-config.ts";
 import { buildNodeImages, pushNodeImages } from "./node-images.ts";
 import {
@@ -146,6 +151,8 @@ export interface UpResult {
   readonly kubeconfig: string;
   /** `HOST:PORT` of the registry the nodes pull from. */
   readonly registry: string;
+  /** The registry's CA and a client certificate, as `skopeo --dest-cert-dir` reads them. */
+  readonly registryCertDir: string;
   /** The pause and busybox images' references in that registry. */
   readonly images: { readonly pause: string; readonly busybox: string };
   readonly nodes: readonly JoinedNode[];
@@ -181,6 +188,7 @@ export async function up(options: UpOptions = {}): Promise<UpResult> {
   log(`certificates in ${join(dir, "pki")}`);
   await ensureControlPlanePki(join(dir, "pki"), net.hostIp);
   const certs = await ensureNodeCertificates(join(dir, "pki"), net.nodes);
+  const registryTls = await ensureRegistryCertificates(join(dir, "pki"), net.hostIp);
   await ensurePorts(paths.ports);
   const layout = readLayout(options);
   for (const [file, text] of Object.entries(controlPlaneKubeconfigs(layout)))
@@ -216,17 +224,8 @@ export async function up(options: UpOptions = {}): Promise<UpResult> {
     `kube-apiserver ready at https://${net.hostIp}:${layout.ports.apiserver} after ${(apiserverReadyMs / 1000).toFixed(1)} s`,
   );
 
-  await waitFor(
-    `the registry at ${registry}`,
-    () =>
-      fetch(`http://${registry}/v2/`).then(
-        (r) => r.ok,
-        () => false,
-      ),
-    30_000,
-    200,
-  );
-  await pushNodeImages(images, registry, join(dataDir, "node-images"), log);
+  await waitFor(`the registry at ${registry}`, async () => (await probeComponent(layout, "registry")).ok, 30_000, 200);
+  await pushNodeImages(images, registry, registryTls.clientDir, join(dataDir, "node-images"), log);
 
   const nodes = await joinNodes(paths.adminKubeconfig, net, nodeLayouts(dir, net), timeoutMs, log).catch(
     (error: unknown) => {
@@ -235,10 +234,12 @@ export async function up(options: UpOptions = {}): Promise<UpResult> {
     },
   );
   const nodesReadyMs = Date.now() - started;
-  log(`kubectl of the same release: ${layout.binDir}/kubectl; registry ${registry}`);
+  log(`kubectl of the same release: ${layout.binDir}/kubectl`);
+  log(`push the release: npm run images -- push --registry ${registry} --cert-dir ${registryTls.clientDir}`);
   return {
     kubeconfig: paths.adminKubeconfig,
     registry,
+    registryCertDir: registryTls.clientDir,
     images: { pause: `${registry}/${images.pause.reference}`, busybox: `${registry}/${images.busybox.reference}` },
     nodes,
     apiserverReadyMs,

@@ -13,6 +13,9 @@
  *                   +--> kubelet-<node>-client          CN=system:node:<node>, O=system:nodes (Node authorizer)
  *                   +--> kubelet-<node>-server          the kubelet's serving certificate (the node's address);
  *                                                       the API server verifies it (--kubelet-certificate-authority)
+ *                   +--> registry-server                the registry's serving certificate (the bridge address)
+ *                   +--> registry-client                what pushes (skopeo) and pulls (the nodes' containerd) present;
+ *                                                       the registry accepts only clients of this CA
  *   front-proxy-ca -+--> front-proxy-client             aggregation (--proxy-client-cert-file)
  *   etcd-ca --------+--> etcd-server                    etcd's serving and peer certificate
  *                   +--> apiserver-etcd-client          the API server's etcd identity
@@ -22,7 +25,7 @@
  * The controller manager signs CSRs with `ca` (--cluster-signing-*), as kubeadm configures it.
  */
 import { generateKeyPairSync, X509Certificate } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { CertificateFiles } from "@kvt/certs";
 import { ensureCa, ensureLeaf } from "@kvt/local-cluster";
@@ -170,4 +173,27 @@ export async function ensureNodeCertificates(
     result[name] = nodeCertificateFiles(dir, name);
   }
   return result;
+}
+
+/** The registry's certificates, and the client's in the directory layout skopeo's --dest-cert-dir reads. */
+export interface RegistryCertificates {
+  readonly server: CertificateFiles;
+  readonly client: CertificateFiles;
+  /** `ca.crt`, `client.cert`, `client.key`: the CA to trust and the client certificate to present. */
+  readonly clientDir: string;
+}
+
+/** Makes (or keeps) the registry's serving certificate for `hostIp` and its client certificate. */
+export async function ensureRegistryCertificates(dir: string, hostIp: string): Promise<RegistryCertificates> {
+  const ca = await ensureCa(dir, "ca");
+  dropIfLacksIp(dir, "registry-server", hostIp);
+  const server = await ensureLeaf(dir, "registry-server", ca, { commonName: "kvt-registry", ipAddresses: [hostIp] });
+  const client = await ensureLeaf(dir, "registry-client", ca, { commonName: "kvt-registry-client", usage: "client" });
+  const clientDir = join(dir, "registry-client.d");
+  mkdirSync(clientDir, { recursive: true, mode: 0o700 });
+  copyFileSync(join(dir, "ca.crt"), join(clientDir, "ca.crt"));
+  copyFileSync(client.cert, join(clientDir, "client.cert"));
+  copyFileSync(client.key, join(clientDir, "client.key"));
+  chmodSync(join(clientDir, "client.key"), 0o600);
+  return { server, client, clientDir };
 }

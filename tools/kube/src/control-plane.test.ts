@@ -16,6 +16,7 @@ import {
   controlPlanePkiFiles,
   ensureControlPlanePki,
   ensureNodeCertificates,
+  ensureRegistryCertificates,
   KUBERNETES_SERVICE_IP,
 } from "./control-plane-pki.ts";
 
@@ -167,5 +168,15 @@ describe("ensureControlPlanePki", () => {
     expect(serving.checkIP("10.201.255.12")).toBe("10.201.255.12");
     expect(serving.checkIP("10.201.255.11")).toBeUndefined();
     expect(serving.verify(ca.publicKey)).toBe(true);
+  });
+
+  it("gives the registry a serving certificate for the bridge and a client certificate in skopeo's layout", async () => {
+    const tls = await ensureRegistryCertificates(dir, "10.201.255.1");
+    const server = new X509Certificate(readFileSync(tls.server.cert));
+    expect(server.checkIP("10.201.255.1")).toBe("10.201.255.1");
+    const client = new X509Certificate(readFileSync(join(tls.clientDir, "client.cert")));
+    expect(client.verify(new X509Certificate(readFileSync(join(tls.clientDir, "ca.crt"))).publicKey)).toBe(true);
+    expect(readFileSync(join(tls.clientDir, "client.key"), "utf8")).toBe(readFileSync(tls.client.key, "utf8"));
+    expect(statSync(join(tls.clientDir, "client.key")).mode & 0o777).toBe(0o600);
   });
 });

@@ -5,7 +5,8 @@
  * suite is skipped and says so. kube-nodes.integration.test.ts adds the nodes.
  */
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { randomUUID } from "node:crypto";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -37,7 +38,8 @@ async function kubectl(kubeconfig: string, ...args: string[]): Promise<{ stdout:
 }
 
 describe.skipIf(!built || !root)(`kube-apiserver, etcd, controller-manager and scheduler${skipNote}`, () => {
-  const clusterDir = mkdtempSync(join(tmpdir(), "kvt-kube-"));
+  // A fresh directory that `up` makes (nothing is made when the suite is skipped).
+  const clusterDir = join(tmpdir(), `kvt-kube-${randomUUID().slice(0, 8)}`);
   const where = { dataDir: DEFAULT_DATA_DIR, clusterDir };
   afterAll(async () => {
     await down(where);

@@ -7,7 +7,8 @@
  * without them the suite is skipped and says so.
  */
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { randomUUID } from "node:crypto";
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -102,7 +103,8 @@ async function leftovers(tag: string, dir: string): Promise<Record<string, strin
 }
 
 describe.skipIf(!built || !root)(`two real nodes: kubelet + containerd in network namespaces${skipNote}`, () => {
-  const clusterDir = mkdtempSync(join(tmpdir(), "kvt-kube-nodes-"));
+  // A fresh directory that `up` makes (nothing is made when the suite is skipped).
+  const clusterDir = join(tmpdir(), `kvt-kube-nodes-${randomUUID().slice(0, 8)}`);
   const where = { dataDir: DEFAULT_DATA_DIR, clusterDir };
   const tag = clusterTag(clusterDir);
   afterAll(async () => {

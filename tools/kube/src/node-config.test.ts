@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { controlPlanePkiFiles } from "./control-plane-pki.ts";
 import {
   cniConfList,
   cniConfListFile,
@@ -9,8 +10,7 @@ import {
   kubeletConfig,
   type NodeClusterFacts,
   type NodeLayout,
-  registryHostsFile,
-  registryHostsToml,
+  registryHostsFiles,
 } from "./node-config.ts";
 import { registryConfig } from "./registry.ts";
 
@@ -29,6 +29,7 @@ const facts: NodeClusterFacts = {
   caFile: "/d/cluster/pki/ca.crt",
   registry: "10.200.255.1:5000",
   sandboxImage: "10.200.255.1:5000/kubevirt-ts/pause:1.0",
+  registryClient: { cert: "/p/r.crt", key: "/p/r.key" },
   clientCert: { cert: "/p/c.crt", key: "/p/c.key" },
   servingCert: { cert: "/p/s.crt", key: "/p/s.key" },
 };
@@ -84,19 +85,33 @@ describe("containerdConfig", () => {
 });
 
 describe("registry access", () => {
-  it("pulls from the local registry over plain HTTP, at containerd's hosts.toml path for HOST:PORT", () => {
-    expect(registryHostsFile(node, "10.200.255.1:5000")).toBe(
-      "/d/cluster/nodes/node01/certs.d/10.200.255.1:5000/hosts.toml",
-    );
-    expect(registryHostsToml("10.200.255.1:5000")).toBe(
-      "server = \"http://10.200.255.1:5000\"\n\n[host.\"http://10.200.255.1:5000\"]\n  capabilities = ['pull', 'resolve']\n",
-    );
+  it("pulls from the local registry over TLS with a client certificate, and docker.io's images through it too", () => {
+    const files = registryHostsFiles(node, facts);
+    const host = [
+      '[host."https://10.200.255.1:5000"]',
+      "  capabilities = ['pull', 'resolve']",
+      '  ca = "/d/cluster/pki/ca.crt"',
+      '  client = [["/p/r.crt", "/p/r.key"]]',
+      "",
+    ].join("\n");
+    expect(files).toEqual({
+      "/d/cluster/nodes/node01/certs.d/10.200.255.1:5000/hosts.toml": `server = "https://10.200.255.1:5000"\n\n${host}`,
+      "/d/cluster/nodes/node01/certs.d/docker.io/hosts.toml": `server = "https://registry-1.docker.io"\n\n${host}`,
+    });
   });
 
-  it("runs the registry on the bridge address with storage in the cluster directory", () => {
+  it("runs the registry on the bridge address over TLS, for clients of the cluster CA only", () => {
     const ports = { etcdClient: 1, etcdPeer: 2, apiserver: 3, controllerManager: 4, scheduler: 5, registry: 5000 };
-    const config = parse(registryConfig({ dir: "/d/cluster", hostIp: "10.200.255.1", ports }));
-    expect(config.http.addr).toBe("10.200.255.1:5000");
+    const pki = controlPlanePkiFiles("/d/cluster/pki");
+    const config = parse(registryConfig({ dir: "/d/cluster", hostIp: "10.200.255.1", ports, pki }));
+    expect(config.http).toEqual({
+      addr: "10.200.255.1:5000",
+      tls: {
+        certificate: "/d/cluster/pki/registry-server.crt",
+        key: "/d/cluster/pki/registry-server.key",
+        clientcas: ["/d/cluster/pki/ca.crt"],
+      },
+    });
     expect(config.storage.filesystem.rootdirectory).toBe("/d/cluster/registry/storage");
   });
 });

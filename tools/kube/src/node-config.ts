@@ -9,7 +9,9 @@
  *     kubelet.kubeconfig  system:node:<node> cert       containerd.sock, containerd.sock.ttrpc
  *     containerd/         containerd's root (images)    runc/          runc's state (--root)
  *     containerd.toml     its config (version 4)        s/             the shims' sockets
- *     certs.d/<registry>/hosts.toml   the local registry, plain HTTP
+ *     certs.d/<registry>/hosts.toml   the local registry (TLS, the cluster CA, a client certificate)
+ *     certs.d/docker.io/hosts.toml    docker.io through the local registry, so deploy/'s `kubevirt-ts/...` images
+ *                                     resolve there unchanged
  *     cni/10-<net>.conflist  bridge cni0 + host-local on the node's podCIDR (written once the node has one)
  *     cni-ipam/ pod-logs/ volume-plugins/ opt/
  *
@@ -48,6 +50,8 @@ export interface NodeClusterFacts {
   readonly registry: string;
   /** The sandbox image, with the registry (`<registry>/kvt/pause:<tag>`). */
   readonly sandboxImage: string;
+  /** The registry's client certificate (the registry asks every client for one of the cluster CA). */
+  readonly registryClient: { readonly cert: string; readonly key: string };
   /** The node's client certificate (CN=system:node:<name>, O=system:nodes) and serving certificate. */
   readonly clientCert: { readonly cert: string; readonly key: string };
   readonly servingCert: { readonly cert: string; readonly key: string };
@@ -133,20 +137,38 @@ export function containerdConfig(node: NodeLayout, facts: Pick<NodeClusterFacts,
   ].join("\n");
 }
 
-/** The registry's hosts.toml: plain HTTP to the local registry, pull and resolve only. */
-export function registryHostsToml(registry: string): string {
+/** The upstream docker.io's images are looked up first in the local registry (deploy/'s images name no registry). */
+export const DOCKER_HUB = { host: "docker.io", server: "https://registry-1.docker.io" } as const;
+
+/**
+ * A hosts.toml for pulls from `server` that go to the local registry first (pull and resolve only), over TLS
+ * verified against the cluster CA, with the registry's client certificate.
+ */
+export function registryHostsToml(
+  server: string,
+  facts: Pick<NodeClusterFacts, "registry" | "caFile" | "registryClient">,
+): string {
   return [
-    `server = ${q(`http://${registry}`)}`,
+    `server = ${q(server)}`,
     "",
-    `[host.${q(`http://${registry}`)}]`,
+    `[host.${q(`https://${facts.registry}`)}]`,
     "  capabilities = ['pull', 'resolve']",
+    `  ca = ${q(facts.caFile)}`,
+    `  client = [[${q(facts.registryClient.cert)}, ${q(facts.registryClient.key)}]]`,
     "",
   ].join("\n");
 }
 
-/** Where the registry's hosts.toml goes (containerd looks for `<config_path>/<host:port>/hosts.toml`). */
-export function registryHostsFile(node: Pick<NodeLayout, "dir" | "runDir">, registry: string): string {
-  return join(nodePaths(node).registryHosts, registry, "hosts.toml");
+/** Each hosts.toml of a node (containerd looks for `<config_path>/<host[:port]>/hosts.toml`): path -> text. */
+export function registryHostsFiles(
+  node: Pick<NodeLayout, "dir" | "runDir">,
+  facts: Pick<NodeClusterFacts, "registry" | "caFile" | "registryClient">,
+): Record<string, string> {
+  const dir = nodePaths(node).registryHosts;
+  return {
+    [join(dir, facts.registry, "hosts.toml")]: registryHostsToml(`https://${facts.registry}`, facts),
+    [join(dir, DOCKER_HUB.host, "hosts.toml")]: registryHostsToml(DOCKER_HUB.server, facts),
+  };
 }
 
 /** The KubeletConfiguration of a node. */

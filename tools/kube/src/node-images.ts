@@ -120,12 +120,17 @@ export async function buildNodeImages(dataDir: string, log: (line: string) => vo
   return { layout, pause, busybox: bb };
 }
 
-/** Pushes the node images to `registry` (`HOST:PORT`, plain HTTP); returns the references pushed. */
+/**
+ * Pushes the node images to `registry` (`HOST:PORT`) over TLS, with the CA and client certificate in `certDir`
+ * (skopeo's --dest-cert-dir layout); returns the references pushed.
+ */
 export async function pushNodeImages(
   images: NodeImages,
   registry: string,
+  certDir: string,
   workDir: string,
   log: (line: string) => void,
 ): Promise<string[]> {
-  return await pushImages(images.layout, [images.pause, images.busybox], { registry, insecure: true, workDir, log });
+  const options = { registry, insecure: false, certDir, workDir, log };
+  return await pushImages(images.layout, [images.pause, images.busybox], options);
 }

@@ -10,7 +10,7 @@
  *   releaseNodes:   (down) node-host.ts for each node, then the network
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { CORE_V1, kubeConfigFromFile, RestClient, resourceClient } from "@kvt/kube";
 import { waitFor } from "@kvt/local-cluster";
 import type { NodeObject } from "./cluster-health.ts";
@@ -24,11 +24,11 @@ import {
   type NodeClusterFacts,
   type NodeLayout,
   nodePaths,
-  registryHostsFile,
-  registryHostsToml,
+  registryHostsFiles,
 } from "./node-config.ts";
 import { createNodeCgroups, nodeCgroupRoot, nodeRunDir, releaseNode, removeClusterRunDir } from "./node-host.ts";
 import { type ClusterNetwork, removeClusterNetwork, routePodCidrs } from "./node-network.ts";
+import { registryClientCert } from "./registry.ts";
 
 /** The layout of each node of `net` in the cluster directory `dir`. */
 export function nodeLayouts(dir: string, net: ClusterNetwork): NodeLayout[] {
@@ -58,6 +58,7 @@ export function nodeFacts(
     caFile: layout.pki.ca.cert,
     registry: `${layout.hostIp}:${layout.ports.registry}`,
     sandboxImage,
+    registryClient: registryClientCert(layout.pki.dir),
     clientCert: c.client,
     servingCert: c.serving,
   };
@@ -79,9 +80,10 @@ export function prepareNode(node: NodeLayout, facts: NodeClusterFacts): void {
     { mode: 0o600 },
   );
   writeFileSync(p.containerdConfig, containerdConfig(node, facts));
-  const hosts = registryHostsFile(node, facts.registry);
-  mkdirSync(join(hosts, ".."), { recursive: true });
-  writeFileSync(hosts, registryHostsToml(facts.registry));
+  for (const [file, text] of Object.entries(registryHostsFiles(node, facts))) {
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, text);
+  }
   writeFileSync(p.kubeletConfig, kubeletConfig(node, facts));
 }
 

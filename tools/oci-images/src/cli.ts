@@ -22,6 +22,7 @@ commands:
 options:
   --registry HOST:PORT          registry to push to (push)
   --insecure                    plain HTTP / no TLS verification for any registry (push)
+  --cert-dir DIR                the registry's CA (*.crt) and a client certificate (*.cert, *.key) (push)
   --refresh-debian              unpack the Debian packages again (new security fixes)
   --work-dir DIR                working folder (default .data/oci-images, or $KVT_OCI_IMAGES_DIR)
   -h, --help                    this text`;
@@ -31,6 +32,7 @@ const { values, positionals } = parseArgs({
   options: {
     registry: { type: "string" },
     insecure: { type: "boolean" },
+    "cert-dir": { type: "string" },
     "refresh-debian": { type: "boolean", default: false },
     "work-dir": { type: "string" },
     help: { type: "boolean", short: "h", default: false },
@@ -58,6 +60,7 @@ try {
     const pushed = await pushImages(layout, images, {
       registry: values.registry,
       insecure: values.insecure,
+      certDir: values["cert-dir"],
       workDir,
       log,
     });

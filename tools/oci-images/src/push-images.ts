@@ -14,6 +14,11 @@ export interface PushOptions {
   readonly registry: string;
   /** Talk plain HTTP and accept any certificate (a local registry); default true for 127.0.0.1/localhost. */
   readonly insecure?: boolean;
+  /**
+   * A directory with the registry's CA (`*.crt`) and a client certificate (`*.cert` + `*.key`), as skopeo's
+   * `--dest-cert-dir`/`--src-cert-dir` take it: for a registry that asks for client certificates.
+   */
+  readonly certDir?: string;
   /** Folder for skopeo's signature policy file. */
   readonly workDir: string;
   readonly log?: (line: string) => void;
@@ -44,13 +49,14 @@ export async function pushImages(
   const log = options.log ?? ((): void => {});
   await ensureHostTools(PUSH_TOOLS, log);
   const policy = policyFile(options.workDir);
-  const tls = `--dest-tls-verify=${!(options.insecure ?? isLocal(options.registry))}`;
+  const tls = [`--dest-tls-verify=${!(options.insecure ?? isLocal(options.registry))}`];
+  if (options.certDir) tls.push("--dest-cert-dir", options.certDir);
   const pushed: string[] = [];
   for (const image of images) {
     const dest = `${options.registry}/${image.reference}`;
     log(`pushing ${image.tag} -> ${dest}`);
     const onLine = (line: string): void => log(`  ${line}`);
-    await run("skopeo", ["--policy", policy, "copy", tls, `oci:${layout.ref(image.tag)}`, `docker://${dest}`], {
+    await run("skopeo", ["--policy", policy, "copy", ...tls, `oci:${layout.ref(image.tag)}`, `docker://${dest}`], {
       onLine,
     });
     pushed.push(dest);
@@ -66,6 +72,7 @@ export async function pullImage(
   options: Omit<PushOptions, "registry">,
 ): Promise<void> {
   const policy = policyFile(options.workDir);
-  const tls = `--src-tls-verify=${!(options.insecure ?? isLocal(source))}`;
-  await run("skopeo", ["--policy", policy, "copy", tls, `docker://${source}`, `oci:${layoutDir}:${tag}`]);
+  const tls = [`--src-tls-verify=${!(options.insecure ?? isLocal(source))}`];
+  if (options.certDir) tls.push("--src-cert-dir", options.certDir);
+  await run("skopeo", ["--policy", policy, "copy", ...tls, `docker://${source}`, `oci:${layoutDir}:${tag}`]);
 }
