@@ -199,7 +199,7 @@ export async function up(options: UpOptions = {}): Promise<UpResult> {
 
   const images = await buildNodeImages(dataDir, log);
   for (const node of nodeLayouts(dir, net)) {
-    prepareNode(node, nodeFacts(layout, certs, node.name, `${registry}/${images.pause.reference}`));
+    await prepareNode(node, nodeFacts(layout, certs, node.name, `${registry}/${images.pause.reference}`));
   }
 
   const out = openSync(paths.daemonLog, "a");

@@ -62,9 +62,12 @@ function webPod(name: string, node: string, images: UpResult["images"]): string 
             "-c",
             "mkdir -p /www && hostname > /www/index.html && echo serving && exec httpd -f -p 8080 -h /www",
           ],
+          volumeMounts: [{ name: "kubelet-pods", mountPath: "/pods", readOnly: true }],
         },
         { name: "pause", image: images.pause },
       ],
+      // What virt-handler mounts: the node's kubelet pods directory, which each node has on its own.
+      volumes: [{ name: "kubelet-pods", hostPath: { path: "/var/lib/kubelet/pods", type: "Directory" } }],
     },
   });
 }
@@ -134,7 +137,7 @@ describe.skipIf(!built || !root)(`two real nodes: kubelet + containerd in networ
     }
     await kubectl(kubeconfig, "wait", "--for=condition=Ready", "pod/web-node01", "pod/web-node02", "--timeout=120s");
     const pods = JSON.parse(await kubectl(kubeconfig, "get", "pods", "-o", "json")) as {
-      items: { metadata: { name: string }; spec: { nodeName: string }; status: { podIP: string } }[];
+      items: { metadata: { name: string; uid: string }; spec: { nodeName: string }; status: { podIP: string } }[];
     };
     const ipOf = (name: string): string => pods.items.find((p) => p.metadata.name === name)?.status.podIP ?? "";
     expect(pods.items.map((p) => [p.metadata.name, p.spec.nodeName])).toEqual([
@@ -154,6 +157,13 @@ describe.skipIf(!built || !root)(`two real nodes: kubelet + containerd in networ
       kubectl(kubeconfig, "exec", "web-node01", "-c", "web", "--", "timeout", "5", "wget", "-qO-", "http://192.0.2.1/"),
     ).rejects.toThrow(/exit code 1/);
     expect(await kubectl(kubeconfig, "logs", "web-node02", "-c", "web")).toBe("serving");
+
+    // Each node's /var/lib/kubelet is its own (a mount namespace per node): a pod sees its node's pods only.
+    const uid = (name: string): string => pods.items.find((p) => p.metadata.name === name)?.metadata.uid ?? "";
+    const podsSeenBy = async (pod: string): Promise<string[]> =>
+      (await kubectl(kubeconfig, "exec", pod, "-c", "web", "--", "ls", "/pods")).split(/\s+/);
+    expect(await podsSeenBy("web-node01")).toEqual([uid("web-node01")]);
+    expect(await podsSeenBy("web-node02")).toEqual([uid("web-node02")]);
 
     // Each node's sandboxes run the registry's pause image (nobody else could have provided it), as does the pause
     // container: containerd's own list of its containers says so.

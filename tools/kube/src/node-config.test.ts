@@ -139,15 +139,23 @@ describe("kubelet", () => {
     });
   });
 
-  it("starts the kubelet and containerd inside the node's network namespace", () => {
+  it("starts the kubelet and containerd inside the node's network and mount namespaces", () => {
     const kubelet = kubeletArgs(node, facts);
-    expect(kubelet.slice(0, 4)).toEqual(["nsenter", "--net=/run/netns/kvtk-abc123-1", "--", "/d/bin/kubelet"]);
+    expect(kubelet.slice(0, 5)).toEqual([
+      "nsenter",
+      "--net=/run/netns/kvtk-abc123-1",
+      "--mount=/run/kvtk-abc123/node01/mnt",
+      "--",
+      "/d/bin/kubelet",
+    ]);
     expect(kubelet).toContain("--node-ip=10.200.255.11");
     expect(kubelet).toContain("--hostname-override=node01");
-    expect(kubelet).toContain("--root-dir=/d/cluster/nodes/node01/kubelet");
+    // The default root dir, which manifests' hostPaths name; the node's own directory is bound there.
+    expect(kubelet).toContain("--root-dir=/var/lib/kubelet");
     expect(containerdArgs(node, facts)).toEqual([
       "nsenter",
       "--net=/run/netns/kvtk-abc123-1",
+      "--mount=/run/kvtk-abc123/node01/mnt",
       "--",
       "/d/bin/containerd",
       "--config",

@@ -1,11 +1,14 @@
 /**
  * One node's files and command lines (pure: layout in, text and argv out). A node is a kubelet and a containerd,
- * both started inside the node's network namespace (`nsenter --net`) but in the host's mount namespace, so the
- * kubelet's volume mounts are what containerd's containers see:
+ * both started inside the node's network namespace and the node's mount namespace (`nsenter --net --mount`), so
+ * the kubelet's volume mounts are what containerd's containers see, and no other node or the host sees them. In
+ * that mount namespace the node's kubelet directory is bound at /var/lib/kubelet, the kubelet's default root dir,
+ * which hostPath volumes such as virt-handler's /var/lib/kubelet/pods and device-plugins name:
  *
  *   <cluster-dir>/nodes/<node>/                       /run/kvtk-<tag>/<node>/
- *     kubelet/            --root-dir                    containerd/    containerd's state (rootfs mounts, shm,
- *     kubelet-config.yaml KubeletConfiguration                         pod netns under netns/)
+ *     kubelet/            at /var/lib/kubelet           mnt            the mount namespace (nsfs bind)
+ *     kubelet-config.yaml KubeletConfiguration          containerd/    containerd's state (rootfs mounts, shm,
+ *                                                                      pod netns under netns/)
  *     kubelet.kubeconfig  system:node:<node> cert       containerd.sock, containerd.sock.ttrpc
  *     containerd/         containerd's root (images)    runc/          runc's state (--root)
  *     containerd.toml     its config (version 4)        s/             the shims' sockets
@@ -60,7 +63,9 @@ export interface NodeClusterFacts {
 /** Every path of a node. */
 export function nodePaths(node: Pick<NodeLayout, "dir" | "runDir">) {
   return {
+    /** What is bound at {@link KUBELET_ROOT} in the node's mount namespace. */
     kubeletRoot: join(node.dir, "kubelet"),
+    mountNamespace: join(node.runDir, "mnt"),
     kubeletConfig: join(node.dir, "kubelet-config.yaml"),
     kubeconfig: join(node.dir, "kubelet.kubeconfig"),
     containerdRoot: join(node.dir, "containerd"),
@@ -77,6 +82,9 @@ export function nodePaths(node: Pick<NodeLayout, "dir" | "runDir">) {
     shimSockets: join(node.runDir, "s"),
   };
 }
+
+/** The kubelet's root dir inside a node's mount namespace (its default, which manifests' hostPaths name). */
+export const KUBELET_ROOT = "/var/lib/kubelet";
 
 /** A TOML basic string (JSON's escapes are TOML's for these paths and names). */
 const q = (s: string): string => JSON.stringify(s);
@@ -220,7 +228,7 @@ export function kubeletConfig(node: NodeLayout, facts: NodeClusterFacts): string
   });
 }
 
-/** The kubelet's argv, run inside the node's network namespace. */
+/** The kubelet's argv, run inside the node's namespaces. */
 export function kubeletArgs(node: NodeLayout, facts: Pick<NodeClusterFacts, "binDir">): string[] {
   const p = nodePaths(node);
   return [
@@ -228,14 +236,14 @@ export function kubeletArgs(node: NodeLayout, facts: Pick<NodeClusterFacts, "bin
     join(facts.binDir, "kubelet"),
     `--config=${p.kubeletConfig}`,
     `--kubeconfig=${p.kubeconfig}`,
-    `--root-dir=${p.kubeletRoot}`,
+    `--root-dir=${KUBELET_ROOT}`,
     `--hostname-override=${node.name}`,
     `--node-ip=${node.ip}`,
     "--v=1",
   ];
 }
 
-/** containerd's argv, run inside the node's network namespace. */
+/** containerd's argv, run inside the node's namespaces. */
 export function containerdArgs(node: NodeLayout, facts: Pick<NodeClusterFacts, "binDir">): string[] {
   return [...inNetns(node), join(facts.binDir, "containerd"), "--config", nodePaths(node).containerdConfig];
 }
@@ -245,9 +253,9 @@ export function containerdEnv(facts: Pick<NodeClusterFacts, "binDir">): Record<s
   return { PATH: `${facts.binDir}:/usr/sbin:/usr/bin:/sbin:/bin` };
 }
 
-/** `nsenter --net=/run/netns/<netns> --`: exec in the node's network namespace (same pid, no fork). */
-function inNetns(node: Pick<NodeLayout, "netns">): string[] {
-  return ["nsenter", `--net=/run/netns/${node.netns}`, "--"];
+/** `nsenter --net=... --mount=... --`: exec in the node's network and mount namespaces (same pid, no fork). */
+function inNetns(node: Pick<NodeLayout, "netns" | "dir" | "runDir">): string[] {
+  return ["nsenter", `--net=/run/netns/${node.netns}`, `--mount=${nodePaths(node).mountNamespace}`, "--"];
 }
 
 /**

@@ -4,8 +4,11 @@
  *   cgroups   /sys/fs/cgroup/<controller>/kvtk-<tag>-<node>/...   the kubelet's cgroupRoot (kubepods, pods, containers);
  *             made in every v1 hierarchy by `up` (a cgroup v1 kubelet does not make its root), cpuset's cpus and
  *             mems copied from the parent (a new cpuset cgroup starts empty and takes no task)
- *   mounts    under <cluster-dir>/nodes/<node> (the kubelet's rshared root-dir bind, its tmpfs volumes) and under
- *             /run/kvtk-<tag>/<node> (containerd's rootfs overlays, sandbox shm, pod network namespaces)
+ *   mounts    the node's mount namespace, bound at /run/kvtk-<tag>/<node>/mnt: made by `up` from the host's
+ *             (private: nothing propagates either way), with <cluster-dir>/nodes/<node>/kubelet bound at
+ *             /var/lib/kubelet in it. Every mount of the kubelet and containerd (volumes, rootfs overlays, shm,
+ *             pod network namespaces) is made in it, and goes with it once its processes are gone and the bind is
+ *             unmounted. /var/lib/kubelet is made on the host as an empty mount point when missing.
  *   processes the pods' (in the cgroups) and the runc shims' (in the node's network namespace, like containerd and
  *             the kubelet)
  *   files     the kubelet's links in /var/log/containers into the node's pod logs, and libcni's cached results
@@ -24,14 +27,17 @@ import {
   rmdirSync,
   rmSync,
   statSync,
+  writeFileSync,
 } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { waitFor } from "@kvt/local-cluster";
-import type { ClusterNetwork, NodeNetwork } from "./node-network.ts";
+import { type ClusterNetwork, NAME_PREFIX, type NodeNetwork } from "./node-network.ts";
 
 const exec = promisify(execFile);
 
+/** Where the node's kubelet directory is bound inside its mount namespace (node-config.ts's KUBELET_ROOT). */
+const KUBELET_MOUNT_POINT = "/var/lib/kubelet";
 /** Where the cgroup hierarchies are mounted. */
 const CGROUP_MOUNT_ROOT = "/sys/fs/cgroup";
 /** The kubelet's links to container logs (not configurable in the kubelet). */
@@ -96,6 +102,18 @@ export function createNodeCgroups(cgroupRoot: string): void {
       for (const f of ["cpuset.cpus", "cpuset.mems"]) copyFileSync(join(hierarchy, f), join(dir, f));
     }
   }
+}
+
+/**
+ * Makes the node's mount namespace, bound at `nsFile` (a private copy of the host's), with `kubeletDir` bound at
+ * /var/lib/kubelet inside it.
+ */
+export async function createNodeMountNamespace(nsFile: string, kubeletDir: string): Promise<void> {
+  mkdirSync(KUBELET_MOUNT_POINT, { recursive: true });
+  mkdirSync(dirname(nsFile), { recursive: true });
+  writeFileSync(nsFile, "");
+  await exec("unshare", [`--mount=${nsFile}`, "--propagation", "private", "true"]);
+  await exec("nsenter", [`--mount=${nsFile}`, "--", "mount", "--bind", kubeletDir, KUBELET_MOUNT_POINT]);
 }
 
 /** The pids in `dir`'s cgroup and every cgroup below it. */
@@ -223,8 +241,15 @@ function removeLinksInto(dir: string, target: string): void {
   }
 }
 
-/** Removes /run/kvtk-<tag> once every node's directory in it is gone. */
+/**
+ * Removes /run/kvtk-<tag> once every node's directory in it is gone, and the host's empty /var/lib/kubelet mount
+ * point once no cluster's nodes are left on this machine (no /run/kvtk-* directory).
+ */
 export function removeClusterRunDir(net: Pick<ClusterNetwork, "bridge">): void {
   const dir = join("/run", net.bridge);
   if (existsSync(dir) && readdirSync(dir).length === 0) rmdirSync(dir);
+  const clustersLeft = readdirSync("/run").some((d) => d.startsWith(NAME_PREFIX));
+  if (!clustersLeft && existsSync(KUBELET_MOUNT_POINT) && readdirSync(KUBELET_MOUNT_POINT).length === 0) {
+    rmdirSync(KUBELET_MOUNT_POINT);
+  }
 }

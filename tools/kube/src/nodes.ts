@@ -26,7 +26,14 @@ import {
   nodePaths,
   registryHostsFiles,
 } from "./node-config.ts";
-import { createNodeCgroups, nodeCgroupRoot, nodeRunDir, releaseNode, removeClusterRunDir } from "./node-host.ts";
+import {
+  createNodeCgroups,
+  createNodeMountNamespace,
+  nodeCgroupRoot,
+  nodeRunDir,
+  releaseNode,
+  removeClusterRunDir,
+} from "./node-host.ts";
 import { type ClusterNetwork, removeClusterNetwork, routePodCidrs } from "./node-network.ts";
 import { registryClientCert } from "./registry.ts";
 
@@ -64,8 +71,8 @@ export function nodeFacts(
   };
 }
 
-/** Writes every node's directories, cgroups and configuration (a node's old state is removed first). */
-export function prepareNode(node: NodeLayout, facts: NodeClusterFacts): void {
+/** Makes a node's directories, cgroups, mount namespace and configuration (its old state is removed first). */
+export async function prepareNode(node: NodeLayout, facts: NodeClusterFacts): Promise<void> {
   rmSync(node.dir, { recursive: true, force: true });
   rmSync(node.runDir, { recursive: true, force: true });
   const p = nodePaths(node);
@@ -74,6 +81,7 @@ export function prepareNode(node: NodeLayout, facts: NodeClusterFacts): void {
   }
   for (const d of [p.containerdState, p.runcRoot, p.shimSockets]) mkdirSync(d, { recursive: true, mode: 0o711 });
   createNodeCgroups(node.cgroupRoot);
+  await createNodeMountNamespace(p.mountNamespace, p.kubeletRoot);
   writeFileSync(
     p.kubeconfig,
     renderCertKubeconfig(facts.apiserverUrl, facts.caFile, facts.clientCert, `system:node:${node.name}`),
