@@ -1,12 +1,12 @@
 /**
- * `npm run kube -- build`: compiles the pinned Kubernetes and etcd binaries from the Go module proxy into
- * `<data-dir>/bin/<kubernetes-version>/`, and skips when its stamp says they are current.
+ * `npm run kube -- build`: compiles the pinned Kubernetes, etcd, containerd and kwok binaries from the Go module
+ * proxy into `<data-dir>/bin/<kubernetes-version>/`, each step skipped when the stamp says its binaries are current.
  *
  *   go mod download k8s.io/kubernetes@v1.37.2  (read its go.mod: go line, godebug, staging modules)
  *     -> <data-dir>/src/kubernetes/{go.mod,tools.go}  (replace k8s.io/<staging> => v0.37.2)
  *     -> go mod tidy -> go build -o bin/ each binary  (progress line per binary; output in build.log)
- *   the same for etcd and for containerd (modules of their own: each pins its own gRPC/otel versions)
- *     -> stamp.json (versions, go version, seconds, sizes)
+ *   the same for etcd, containerd and kwok (modules of their own: each pins its own gRPC/otel/k8s.io versions)
+ *     -> stamp.json (versions, go version, seconds, sizes; a step not rebuilt keeps its version and seconds)
  *
  * Every go command runs under `nice -n 19` so a build yields to tests running beside it. The module and build
  * caches are Go's own (GOMODCACHE, GOCACHE), so a rebuild after a version bump reuses what did not change.
@@ -21,9 +21,19 @@ import {
   renderContainerdGoMod,
   renderEtcdGoMod,
   renderKubernetesGoMod,
+  renderKwokGoMod,
   renderToolsGo,
 } from "./go-module.ts";
-import { type BuildInputs, type BuildStamp, parseStamp, staleReason } from "./stamp.ts";
+import { KWOK_STAGE_FILES, KWOK_STAGES_FILE, renderKwokStages } from "./kwok.ts";
+import {
+  BUILD_STEPS,
+  type BuildInputs,
+  type BuildStamp,
+  type BuildStep,
+  mergeStamp,
+  parseStamp,
+  staleSteps,
+} from "./stamp.ts";
 import {
   type BinarySpec,
   CONTAINERD_BINARIES,
@@ -33,6 +43,8 @@ import {
   ETCD_VERSION,
   KUBERNETES_BINARIES,
   KUBERNETES_VERSION,
+  KWOK_BINARIES,
+  KWOK_VERSION,
 } from "./versions.ts";
 
 /** The repository's default data directory for this tool (git-ignored). */
@@ -43,10 +55,24 @@ export function binDir(dataDir: string, kubernetesVersion = KUBERNETES_VERSION):
   return join(dataDir, "bin", kubernetesVersion);
 }
 
+/** Each build step's pinned version. */
+export const PINNED: Readonly<Record<BuildStep, string>> = {
+  kubernetes: KUBERNETES_VERSION,
+  etcd: ETCD_VERSION,
+  containerd: CONTAINERD_VERSION,
+  kwok: KWOK_VERSION,
+};
+
+/** Each build step's binaries. */
+export const STEP_BINARIES: Readonly<Record<BuildStep, readonly BinarySpec[]>> = {
+  kubernetes: KUBERNETES_BINARIES,
+  etcd: ETCD_BINARIES,
+  containerd: CONTAINERD_BINARIES,
+  kwok: KWOK_BINARIES,
+};
+
 /** Every binary the build makes, by file name. */
-export const ALL_BINARIES: readonly string[] = [...KUBERNETES_BINARIES, ...ETCD_BINARIES, ...CONTAINERD_BINARIES].map(
-  (b) => b.name,
-);
+export const ALL_BINARIES: readonly string[] = BUILD_STEPS.flatMap((s) => STEP_BINARIES[s].map((b) => b.name));
 
 /** A build step failed; the message says what failed, where the log is and what to do next. */
 export class KubeBuildError extends Error {
@@ -77,12 +103,11 @@ export function readStamp(dataDir: string): BuildStamp | undefined {
 /** Whether the pinned binaries are built (stamp present with the pinned versions and every binary there). */
 export function binariesReady(dataDir: string): boolean {
   const stamp = readStamp(dataDir);
-  if (!stamp || stamp.kubernetes !== KUBERNETES_VERSION || stamp.etcd !== ETCD_VERSION) return false;
-  if (stamp.containerd !== CONTAINERD_VERSION) return false;
-  return ALL_BINARIES.every((b) => existsSync(join(binDir(dataDir), b)));
+  if (!stamp || BUILD_STEPS.some((step) => stamp[step] !== PINNED[step])) return false;
+  return [...ALL_BINARIES, KWOK_STAGES_FILE].every((b) => existsSync(join(binDir(dataDir), b)));
 }
 
-/** Builds the pinned binaries unless the stamp says they are current. */
+/** Builds the steps whose pinned version, Go or binaries the stamp does not match (all with `force`). */
 export async function buildKube(options: BuildOptions = {}): Promise<BuildResult> {
   const dataDir = options.dataDir ?? DEFAULT_DATA_DIR;
   const log = options.log ?? ((line: string) => void process.stdout.write(`[kube] ${line}\n`));
@@ -92,66 +117,36 @@ export async function buildKube(options: BuildOptions = {}): Promise<BuildResult
   const go = new GoRunner(buildLog);
 
   const goVersion = (await go.output(["env", "GOVERSION"], dataDir)).trim();
-  const want: BuildInputs = {
-    kubernetes: KUBERNETES_VERSION,
-    etcd: ETCD_VERSION,
-    containerd: CONTAINERD_VERSION,
-    go: goVersion,
-  };
+  const want: BuildInputs = { ...PINNED, go: goVersion };
   const current = readStamp(dataDir);
-  const reason = options.force ? "--force" : staleReason(current, want, ALL_BINARIES, (b) => existsSync(join(bin, b)));
-  if (current && !reason) {
-    log(
-      `binaries current in ${bin} (kubernetes ${current.kubernetes}, etcd ${current.etcd}, ` +
-        `containerd ${current.containerd}, ${current.go})`,
-    );
+  const names = Object.fromEntries(BUILD_STEPS.map((s) => [s, STEP_BINARIES[s].map((b) => b.name)])) as Record<
+    BuildStep,
+    string[]
+  >;
+  names.kwok.push(KWOK_STAGES_FILE);
+  const stale = options.force
+    ? Object.fromEntries(BUILD_STEPS.map((s) => [s, "--force"]))
+    : staleSteps(current, want, names, (b) => existsSync(join(bin, b)));
+  const todo = BUILD_STEPS.filter((s) => stale[s] !== undefined);
+  if (current && todo.length === 0) {
+    log(`binaries current in ${bin} (${BUILD_STEPS.map((s) => `${s} ${current[s]}`).join(", ")}, ${current.go})`);
     return { binDir: bin, stamp: current, skipped: true };
   }
-  log(`building into ${bin}: ${reason}; go output goes to ${buildLog}`);
+  log(`building into ${bin}: ${todo.map((s) => `${s} (${stale[s]})`).join(", ")}; go output goes to ${buildLog}`);
   writeFileSync(buildLog, "");
 
-  const seconds: Record<string, number> = {};
+  const seconds: Partial<Record<BuildStep, number>> = {};
   const srcRoot = join(dataDir, "src");
   mkdirSync(srcRoot, { recursive: true });
-
-  // Kubernetes: its go.mod says which Go it needs and which staging modules to replace.
-  let started = Date.now();
-  log(`kubernetes ${KUBERNETES_VERSION}: downloading the module`);
-  const upstreamText = await go.moduleGoMod(`k8s.io/kubernetes@${KUBERNETES_VERSION}`, srcRoot);
-  const upstream = parseUpstreamGoMod(upstreamText);
-  checkGo(goVersion, upstream.go, `k8s.io/kubernetes ${KUBERNETES_VERSION}`);
-  const kubeSrc = join(srcRoot, "kubernetes");
-  writeModule(kubeSrc, renderKubernetesGoMod(KUBERNETES_VERSION, upstream), KUBERNETES_BINARIES);
-  log(`kubernetes: ${upstream.stagingModules.length} staging modules replaced; go mod tidy (downloads dependencies)`);
-  await go.run(["mod", "tidy"], kubeSrc, "go mod tidy (kubernetes)");
-  await buildBinaries(go, kubeSrc, bin, KUBERNETES_BINARIES, ["-ldflags", kubernetesLdflags(KUBERNETES_VERSION)], log);
-  seconds.kubernetes = elapsed(started);
-
-  started = Date.now();
-  log(`etcd ${ETCD_VERSION}: downloading the modules`);
-  const etcdUpstream = parseUpstreamGoMod(await go.moduleGoMod(`go.etcd.io/etcd/server/v3@${ETCD_VERSION}`, srcRoot));
-  checkGo(goVersion, etcdUpstream.go, `go.etcd.io/etcd/server/v3 ${ETCD_VERSION}`);
-  const etcdSrc = join(srcRoot, "etcd");
-  writeModule(etcdSrc, renderEtcdGoMod(ETCD_VERSION, etcdUpstream.go), ETCD_BINARIES);
-  await go.run(["mod", "tidy"], etcdSrc, "go mod tidy (etcd)");
-  await buildBinaries(go, etcdSrc, bin, ETCD_BINARIES, ["-ldflags", "-s -w"], log);
-  seconds.etcd = elapsed(started);
-
-  started = Date.now();
-  log(`containerd ${CONTAINERD_VERSION}: downloading the module`);
-  const ctrUpstream = parseUpstreamGoMod(
-    await go.moduleGoMod(`github.com/containerd/containerd/v2@${CONTAINERD_VERSION}`, srcRoot),
-  );
-  checkGo(goVersion, ctrUpstream.go, `github.com/containerd/containerd/v2 ${CONTAINERD_VERSION}`);
-  const ctrSrc = join(srcRoot, "containerd");
-  writeModule(ctrSrc, renderContainerdGoMod(CONTAINERD_VERSION, ctrUpstream.go), CONTAINERD_BINARIES);
-  await go.run(["mod", "tidy"], ctrSrc, "go mod tidy (containerd)");
-  await buildBinaries(go, ctrSrc, bin, CONTAINERD_BINARIES, ["-tags", CONTAINERD_TAGS, "-ldflags", "-s -w"], log);
-  seconds.containerd = elapsed(started);
+  for (const step of todo) {
+    const started = Date.now();
+    await STEPS[step]({ go, goVersion, srcRoot, bin, log });
+    seconds[step] = elapsed(started);
+  }
 
   const sizes: Record<string, number> = {};
   for (const b of ALL_BINARIES) sizes[b] = statSync(join(bin, b)).size;
-  const stamp: BuildStamp = { ...want, seconds, sizes, builtAt: new Date().toISOString() };
+  const stamp = mergeStamp(current, want, seconds, sizes, new Date().toISOString());
   const tmp = join(bin, `stamp.json.${process.pid}`);
   writeFileSync(tmp, `${JSON.stringify(stamp, null, 2)}\n`);
   renameSync(tmp, join(bin, "stamp.json"));
@@ -161,6 +156,62 @@ export async function buildKube(options: BuildOptions = {}): Promise<BuildResult
   log(`built in ${sum} s (${steps.join(", ")}), ${mib(total)} MiB`);
   return { binDir: bin, stamp, skipped: false };
 }
+
+interface StepContext {
+  readonly go: GoRunner;
+  readonly goVersion: string;
+  readonly srcRoot: string;
+  readonly bin: string;
+  readonly log: (line: string) => void;
+}
+
+/** How each step builds: download the module, check its Go, write our main module, tidy, build its binaries. */
+const STEPS: Readonly<Record<BuildStep, (c: StepContext) => Promise<void>>> = {
+  // Kubernetes: its go.mod says which Go it needs and which staging modules to replace.
+  async kubernetes({ go, goVersion, srcRoot, bin, log }) {
+    log(`kubernetes ${KUBERNETES_VERSION}: downloading the module`);
+    const upstream = parseUpstreamGoMod(await go.moduleGoMod(`k8s.io/kubernetes@${KUBERNETES_VERSION}`, srcRoot));
+    checkGo(goVersion, upstream.go, `k8s.io/kubernetes ${KUBERNETES_VERSION}`);
+    const src = join(srcRoot, "kubernetes");
+    writeModule(src, renderKubernetesGoMod(KUBERNETES_VERSION, upstream), KUBERNETES_BINARIES);
+    log(`kubernetes: ${upstream.stagingModules.length} staging modules replaced; go mod tidy (downloads dependencies)`);
+    await go.run(["mod", "tidy"], src, "go mod tidy (kubernetes)");
+    await buildBinaries(go, src, bin, KUBERNETES_BINARIES, ["-ldflags", kubernetesLdflags(KUBERNETES_VERSION)], log);
+  },
+  async etcd({ go, goVersion, srcRoot, bin, log }) {
+    log(`etcd ${ETCD_VERSION}: downloading the modules`);
+    const upstream = parseUpstreamGoMod(await go.moduleGoMod(`go.etcd.io/etcd/server/v3@${ETCD_VERSION}`, srcRoot));
+    checkGo(goVersion, upstream.go, `go.etcd.io/etcd/server/v3 ${ETCD_VERSION}`);
+    const src = join(srcRoot, "etcd");
+    writeModule(src, renderEtcdGoMod(ETCD_VERSION, upstream.go), ETCD_BINARIES);
+    await go.run(["mod", "tidy"], src, "go mod tidy (etcd)");
+    await buildBinaries(go, src, bin, ETCD_BINARIES, ["-ldflags", "-s -w"], log);
+  },
+  async containerd({ go, goVersion, srcRoot, bin, log }) {
+    log(`containerd ${CONTAINERD_VERSION}: downloading the module`);
+    const module = `github.com/containerd/containerd/v2@${CONTAINERD_VERSION}`;
+    const upstream = parseUpstreamGoMod(await go.moduleGoMod(module, srcRoot));
+    checkGo(goVersion, upstream.go, `github.com/containerd/containerd/v2 ${CONTAINERD_VERSION}`);
+    const src = join(srcRoot, "containerd");
+    writeModule(src, renderContainerdGoMod(CONTAINERD_VERSION, upstream.go), CONTAINERD_BINARIES);
+    await go.run(["mod", "tidy"], src, "go mod tidy (containerd)");
+    await buildBinaries(go, src, bin, CONTAINERD_BINARIES, ["-tags", CONTAINERD_TAGS, "-ldflags", "-s -w"], log);
+  },
+  // kwok: the controller, and its Stage files from the same module (kwok.ts) beside it.
+  async kwok({ go, goVersion, srcRoot, bin, log }) {
+    log(`kwok ${KWOK_VERSION}: downloading the module`);
+    const module = await go.module(`sigs.k8s.io/kwok@${KWOK_VERSION}`, srcRoot);
+    const upstream = parseUpstreamGoMod(module.goMod);
+    checkGo(goVersion, upstream.go, `sigs.k8s.io/kwok ${KWOK_VERSION}`);
+    const src = join(srcRoot, "kwok");
+    writeModule(src, renderKwokGoMod(KWOK_VERSION, upstream.go), KWOK_BINARIES);
+    await go.run(["mod", "tidy"], src, "go mod tidy (kwok)");
+    await buildBinaries(go, src, bin, KWOK_BINARIES, ["-ldflags", "-s -w"], log);
+    const stages = KWOK_STAGE_FILES.map((path) => ({ path, text: readFileSync(join(module.dir, path), "utf8") }));
+    writeFileSync(join(bin, KWOK_STAGES_FILE), renderKwokStages(stages));
+    log(`kwok: ${stages.length} Stages in ${KWOK_STAGES_FILE}`);
+  },
+};
 
 function writeModule(dir: string, goMod: string, binaries: readonly BinarySpec[]): void {
   mkdirSync(dir, { recursive: true });
@@ -207,15 +258,20 @@ class GoRunner {
 
   /** The go.mod text of `moduleAtVersion`, downloading the module into the module cache. */
   async moduleGoMod(moduleAtVersion: string, cwd: string): Promise<string> {
+    return (await this.module(moduleAtVersion, cwd)).goMod;
+  }
+
+  /** The go.mod text and the extracted directory of `moduleAtVersion`, downloading it into the module cache. */
+  async module(moduleAtVersion: string, cwd: string): Promise<{ goMod: string; dir: string }> {
     const json = await this.output(["mod", "download", "-json", moduleAtVersion], cwd);
-    const info = JSON.parse(json) as { GoMod?: string; Error?: string };
-    if (info.Error || !info.GoMod) {
+    const info = JSON.parse(json) as { GoMod?: string; Dir?: string; Error?: string };
+    if (info.Error || !info.GoMod || !info.Dir) {
       throw new KubeBuildError(
         `go mod download ${moduleAtVersion} failed: ${info.Error ?? "no go.mod"}. ` +
           `Next: check \`go env GOPROXY\` reaches the Go module proxy, then run \`npm run kube -- build\` again.`,
       );
     }
-    return readFileSync(info.GoMod, "utf8");
+    return { goMod: readFileSync(info.GoMod, "utf8"), dir: info.Dir };
   }
 
   /** Runs `go args` in `cwd` and returns its stdout. */

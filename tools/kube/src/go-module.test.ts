@@ -6,6 +6,7 @@ import {
   renderContainerdGoMod,
   renderEtcdGoMod,
   renderKubernetesGoMod,
+  renderKwokGoMod,
   renderToolsGo,
 } from "./go-module.ts";
 import { KUBERNETES_BINARIES, stagingVersion } from "./versions.ts";
@@ -74,7 +75,7 @@ describe("renderKubernetesGoMod", () => {
   });
 });
 
-describe("renderEtcdGoMod, renderContainerdGoMod and renderToolsGo", () => {
+describe("renderEtcdGoMod, renderContainerdGoMod, renderKwokGoMod and renderToolsGo", () => {
   it("pins both etcd modules at one version", () => {
     const text = renderEtcdGoMod("v3.7.3", "1.26.0");
     expect(text).toContain("\tgo.etcd.io/etcd/server/v3 v3.7.3\n");
@@ -85,6 +86,13 @@ describe("renderEtcdGoMod, renderContainerdGoMod and renderToolsGo", () => {
     const text = renderContainerdGoMod("v2.4.2", "1.26.6");
     expect(text).toContain("\ngo 1.26.6\n");
     expect(text).toContain("\nrequire github.com/containerd/containerd/v2 v2.4.2\n");
+  });
+
+  it("pins kwok in a module of its own", () => {
+    const text = renderKwokGoMod("v0.8.0", "1.26.0");
+    expect(text).toContain("\nmodule kvt.local/kwok-build\n");
+    expect(text).toContain("\ngo 1.26.0\n");
+    expect(text).toContain("\nrequire sigs.k8s.io/kwok v0.8.0\n");
   });
 
   it("imports every binary's main package behind the tools tag", () => {

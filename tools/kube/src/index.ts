@@ -15,5 +15,23 @@ export {
   type UpResult,
   up,
 } from "./cluster.ts";
+/** kwok's simulated nodes (the scale bench): its command line, the Nodes it manages, a running controller. */
+export {
+  createFakeNodes,
+  DEFAULT_FAKE_NODE,
+  type FakeNodeCapacity,
+  fakeNode,
+  fakeNodeNames,
+  type KwokOptions,
+  type KwokProcess,
+  kwokArgs,
+  startKwok,
+} from "./kwok.ts";
 /** The pinned versions and the binaries built from them. */
-export { CONTAINERD_VERSION, ETCD_VERSION, KUBERNETES_BINARIES, KUBERNETES_VERSION } from "./versions.ts";
+export {
+  CONTAINERD_VERSION,
+  ETCD_VERSION,
+  KUBERNETES_BINARIES,
+  KUBERNETES_VERSION,
+  KWOK_VERSION,
+} from "./versions.ts";

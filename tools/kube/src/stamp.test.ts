@@ -1,27 +1,65 @@
 import { describe, expect, it } from "vitest";
-import { type BuildStamp, parseStamp, staleReason } from "./stamp.ts";
+import { type BuildStamp, mergeStamp, parseStamp, staleSteps } from "./stamp.ts";
 
-const WANT = { kubernetes: "v1.37.2", etcd: "v3.7.3", containerd: "v2.4.2", go: "go1.26.8" };
-const STAMP: BuildStamp = { ...WANT, seconds: { kubernetes: 1800, etcd: 200 }, sizes: { etcd: 1 }, builtAt: "x" };
-const BINARIES = ["kube-apiserver", "etcd"];
+const WANT = { kubernetes: "v1.37.2", etcd: "v3.7.3", containerd: "v2.4.2", kwok: "v0.8.0", go: "go1.26.8" };
+const STAMP: BuildStamp = {
+  ...WANT,
+  seconds: { kubernetes: 1800, etcd: 200, containerd: 240, kwok: 90 },
+  sizes: { etcd: 1 },
+  builtAt: "x",
+};
+const BINARIES = { kubernetes: ["kube-apiserver"], etcd: ["etcd"], containerd: ["containerd"], kwok: ["kwok"] };
 
-describe("staleReason", () => {
-  it("is undefined when versions, go and every binary match", () => {
-    expect(staleReason(STAMP, WANT, BINARIES, () => true)).toBeUndefined();
+describe("staleSteps", () => {
+  it("is empty when versions, go and every binary match", () => {
+    expect(staleSteps(STAMP, WANT, BINARIES, () => true)).toEqual({});
   });
 
-  it("names the first thing that changed", () => {
-    expect(staleReason(undefined, WANT, BINARIES, () => true)).toBe("no build yet");
-    expect(staleReason({ ...STAMP, kubernetes: "v1.36.3" }, WANT, BINARIES, () => true)).toBe(
-      "kubernetes changed: v1.36.3 -> v1.37.2",
+  it("names only the steps whose version changed", () => {
+    expect(staleSteps({ ...STAMP, kubernetes: "v1.36.3" }, WANT, BINARIES, () => true)).toEqual({
+      kubernetes: "kubernetes changed: v1.36.3 -> v1.37.2",
+    });
+    expect(staleSteps({ ...STAMP, etcd: "v3.6.16" }, WANT, BINARIES, () => true)).toEqual({
+      etcd: "etcd changed: v3.6.16 -> v3.7.3",
+    });
+    expect(staleSteps({ ...STAMP, kwok: "v0.7.0" }, WANT, BINARIES, () => true)).toEqual({
+      kwok: "kwok changed: v0.7.0 -> v0.8.0",
+    });
+  });
+
+  it("builds a step the stamp predates, and only that one", () => {
+    const { kwok: _, ...older } = STAMP;
+    expect(staleSteps(older, WANT, BINARIES, () => true)).toEqual({ kwok: "kwok v0.8.0 not built yet" });
+  });
+
+  it("rebuilds every step without a stamp or with another Go", () => {
+    const all = (reason: string) => ({ kubernetes: reason, etcd: reason, containerd: reason, kwok: reason });
+    expect(staleSteps(undefined, WANT, BINARIES, () => true)).toEqual(all("no build yet"));
+    expect(staleSteps({ ...STAMP, go: "go1.26.7" }, WANT, BINARIES, () => true)).toEqual(
+      all("go changed: go1.26.7 -> go1.26.8"),
     );
-    expect(staleReason({ ...STAMP, etcd: "v3.6.16" }, WANT, BINARIES, () => true)).toMatch(/^etcd changed/);
-    expect(staleReason({ ...STAMP, containerd: "v2.3.7" }, WANT, BINARIES, () => true)).toMatch(/^containerd changed/);
-    expect(staleReason({ ...STAMP, go: "go1.26.7" }, WANT, BINARIES, () => true)).toMatch(/^go changed/);
   });
 
-  it("rebuilds when a binary is gone", () => {
-    expect(staleReason(STAMP, WANT, BINARIES, (b) => b !== "etcd")).toBe("missing binaries: etcd");
+  it("rebuilds the step whose binary is gone", () => {
+    expect(staleSteps(STAMP, WANT, BINARIES, (b) => b !== "etcd")).toEqual({ etcd: "missing binaries: etcd" });
+  });
+});
+
+describe("mergeStamp", () => {
+  it("keeps the steps not rebuilt, with their versions and seconds", () => {
+    const { kwok: _, ...older } = STAMP;
+    const merged = mergeStamp(older, WANT, { kwok: 95 }, { kwok: 7, etcd: 1 }, "y");
+    expect(merged).toEqual({
+      ...WANT,
+      seconds: { ...STAMP.seconds, kwok: 95 },
+      sizes: { kwok: 7, etcd: 1 },
+      builtAt: "y",
+    });
+  });
+
+  it("drops what another Go built", () => {
+    const merged = mergeStamp({ ...STAMP, go: "go1.25.0" }, WANT, { kwok: 95 }, {}, "y");
+    expect(merged).toEqual({ kwok: "v0.8.0", go: "go1.26.8", seconds: { kwok: 95 }, sizes: {}, builtAt: "y" });
   });
 });
 
@@ -30,10 +68,13 @@ describe("parseStamp", () => {
     expect(parseStamp(JSON.stringify(STAMP))).toEqual(STAMP);
   });
 
+  it("reads a stamp from before a step existed (that step is then unbuilt)", () => {
+    const { kwok: _, ...older } = STAMP;
+    expect(parseStamp(JSON.stringify(older))).toEqual(older);
+  });
+
   it("treats a half-written or foreign file as no stamp", () => {
-    // A stamp from before containerd was built: rebuild.
-    const { containerd: _, ...older } = STAMP;
-    expect(parseStamp(JSON.stringify(older))).toBeUndefined();
+    expect(parseStamp(JSON.stringify({ ...STAMP, kwok: 1 }))).toBeUndefined();
     expect(parseStamp('{"kubernetes":"v1.37.2"')).toBeUndefined();
     expect(parseStamp('{"kubernetes":"v1.37.2"}')).toBeUndefined();
     expect(parseStamp("null")).toBeUndefined();

@@ -8,6 +8,9 @@
  *   etcd-server is 3.4, below that minimum, so etcd is built too.
  * - containerd v2.4.2: the kubelet's container runtime (CRI), with Debian's runc and CNI plugins; its go.mod asks
  *   for go 1.26.6. Built without the btrfs (cgo, needs libbtrfs headers), devmapper and zfs snapshotters.
+ * - kwok v0.8.0: the newest release the Go module proxy serves here (`go list -m -versions sigs.k8s.io/kwok`);
+ *   only its controller (cmd/kwok), which simulates nodes and their pods for the scale bench. Its go.mod asks for
+ *   go 1.26.0 and pins k8s.io/* v0.36.1, so it gets a module of its own.
  */
 
 /** The Kubernetes release (module k8s.io/kubernetes; its staging modules are the matching v0.X.Y tags). */
@@ -18,6 +21,9 @@ export const ETCD_VERSION = "v3.7.3";
 
 /** The containerd release (module github.com/containerd/containerd/v2). */
 export const CONTAINERD_VERSION = "v2.4.2";
+
+/** The kwok release (module sigs.k8s.io/kwok). */
+export const KWOK_VERSION = "v0.8.0";
 
 /** The build tags containerd is compiled with: only the overlayfs and native snapshotters are needed here. */
 export const CONTAINERD_TAGS = "no_btrfs,no_devmapper,no_zfs";
@@ -49,6 +55,9 @@ export const CONTAINERD_BINARIES: readonly BinarySpec[] = [
   { name: "containerd-shim-runc-v2", pkg: "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2" },
   { name: "ctr", pkg: "github.com/containerd/containerd/v2/cmd/ctr" },
 ];
+
+/** What the kwok module builds: the controller that fakes nodes and pods (not kwokctl, which runs clusters). */
+export const KWOK_BINARIES: readonly BinarySpec[] = [{ name: "kwok", pkg: "sigs.k8s.io/kwok/cmd/kwok" }];
 
 /** The staging modules' version for a Kubernetes release: v1.37.2 -> v0.37.2 (how Kubernetes tags them). */
 export function stagingVersion(kubernetesVersion: string): string {
