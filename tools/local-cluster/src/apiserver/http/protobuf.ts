@@ -1,7 +1,8 @@
 /**
  * Decoding of Kubernetes protobuf request bodies for the built-in kinds kubectl's typed commands send
  * (`kubectl create namespace|configmap|secret|serviceaccount|rolebinding|clusterrolebinding|token`,
- * `kubectl auth can-i`): client-go posts those as
+ * `kubectl auth can-i`) and client-go programs write (Leases: kwok's node heartbeats, leader election): client-go
+ * posts those as
  * `application/vnd.kubernetes.protobuf` and has no JSON fallback. Responses stay JSON (every client accepts it).
  *
  *   body = "k8s\0" + runtime.Unknown{1: typeMeta{1: apiVersion, 2: kind}, 2: raw (the object), 3, 4}
@@ -11,7 +12,7 @@
  */
 import { type ApiError, statusError } from "../errors.ts";
 
-type FieldType = "string" | "bytes" | "bool" | "int" | "time" | "smap" | "bmap" | Schema;
+type FieldType = "string" | "bytes" | "bool" | "int" | "time" | "microtime" | "smap" | "bmap" | Schema;
 type Field = readonly [name: string, type: FieldType, repeated?: boolean];
 interface Schema {
   readonly [field: number]: Field;
@@ -117,6 +118,22 @@ const KINDS: Readonly<Record<string, Schema>> = {
       },
     ],
   },
+  // Node heartbeats and leader election (client-go's resourcelock, kwok's node leases): coordination.k8s.io/v1.
+  "coordination.k8s.io/v1/Lease": {
+    1: ["metadata", OBJECT_META],
+    2: [
+      "spec",
+      {
+        1: ["holderIdentity", "string"],
+        2: ["leaseDurationSeconds", "int"],
+        3: ["acquireTime", "microtime"],
+        4: ["renewTime", "microtime"],
+        5: ["leaseTransitions", "int"],
+        6: ["strategy", "string"],
+        7: ["preferredHolder", "string"],
+      },
+    ],
+  },
   "authorization.k8s.io/v1/SelfSubjectRulesReview": {
     1: ["metadata", OBJECT_META],
     2: ["spec", { 1: ["namespace", "string"] }],
@@ -161,6 +178,12 @@ function toTime(v: Record<string, unknown>): string {
   return `${new Date(Number(v.seconds ?? 0) * 1000).toISOString().slice(0, 19)}Z`;
 }
 
+/** A metav1.MicroTime as its JSON form: RFC 3339 with six fractional digits (`2006-01-02T15:04:05.000000Z`). */
+function toMicroTime(v: Record<string, unknown>): string {
+  const micros = String(Math.floor(Number(v.nanos ?? 0) / 1000)).padStart(6, "0");
+  return `${new Date(Number(v.seconds ?? 0) * 1000).toISOString().slice(0, 19)}.${micros}Z`;
+}
+
 function decodeMessage(buf: Buffer, schema: Schema): Record<string, unknown> {
   const r = new Reader(buf);
   const out: Record<string, unknown> = {};
@@ -180,6 +203,7 @@ function decodeMessage(buf: Buffer, schema: Schema): Record<string, unknown> {
     } else if (type === "string") value = r.bytes().toString("utf8");
     else if (type === "bytes") value = r.bytes().toString("base64");
     else if (type === "time") value = toTime(decodeMessage(r.bytes(), TIME));
+    else if (type === "microtime") value = toMicroTime(decodeMessage(r.bytes(), TIME));
     else if (type === "smap" || type === "bmap") {
       const entry = decodeMessage(r.bytes(), {
         1: ["key", "string"],
