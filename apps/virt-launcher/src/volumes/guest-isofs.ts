@@ -130,6 +130,10 @@ for f in /img/*.iso; do
   fi
 done
 echo "GUEST-DONE"
+# poweroff -f does not wait for the UART: what is still in the tty's transmit buffer would be lost (a CI run saw an
+# entry cut short by the kernel's "reboot: Power down"). Wait until the transmitted byte count stops moving.
+prev=""
+while :; do cur=$(grep '^0:' /proc/tty/driver/serial); [ "$cur" = "$prev" ] && break; prev=$cur; sleep 0.2; done
 poweroff -f
 `;
 
