@@ -52,4 +52,8 @@ chroot /host /usr/bin/env -i HOME=/tmp PATH="$project/node_modules/.bin:/usr/sbi
 code=$?
 [ "$code" = 0 ] || echo "KVT_L1_FAIL the job '$job' exited with code $code"
 echo "KVT_L1_JOB_EXIT $code"
+# poweroff -f does not wait for the UART: let its transmit buffer drain (the count stops moving) so the last lines
+# (the job's exit above) reach the lane.
+prev=""
+while :; do cur=$(grep '^0:' /proc/tty/driver/serial); [ "$cur" = "$prev" ] && break; prev=$cur; sleep 0.2; done
 poweroff -f
