@@ -8,6 +8,7 @@
  *   kube-scheduler           https://127.0.0.1:<scheduler>/healthz    ca, admin
  *   registry                 https://<bridge>:<registry>/v2/          ca, registry-client
  *   kubelet/<node>           https://<node ip>:10250/healthz          ca, admin (the kubelet's webhook authz)
+ *   kube-proxy/<node>        http://<node ip>:10256/healthz           (plain HTTP, as kube-proxy serves it)
  *   containerd/<node>        its process and its socket
  */
 import { existsSync, readFileSync } from "node:fs";
@@ -15,7 +16,7 @@ import { request } from "node:https";
 import { CORE_V1, kubeConfigFromFile, type Node, RestClient, resourceClient } from "@kvt/kube";
 import { processAlive } from "@kvt/local-cluster";
 import type { ControlPlaneLayout } from "./control-plane.ts";
-import { nodePaths } from "./node-config.ts";
+import { KUBE_PROXY_HEALTHZ_PORT, nodePaths } from "./node-config.ts";
 import type { ClusterNetwork } from "./node-network.ts";
 import { nodeLayouts } from "./nodes.ts";
 import { registryClientCert } from "./registry.ts";
@@ -109,6 +110,15 @@ export async function probeComponent(
   net?: ClusterNetwork,
 ): Promise<ComponentHealth> {
   const rss = rssBytes(pid);
+  if (name.startsWith("kube-proxy/")) {
+    const node = net?.nodes.find((n) => `kube-proxy/${n.name}` === name);
+    const url = `http://${node?.ip}:${KUBE_PROXY_HEALTHZ_PORT}/healthz`;
+    const answer = await fetch(url, { signal: AbortSignal.timeout(3000) }).then(
+      (r) => ({ ok: r.ok, detail: String(r.status) }),
+      (e: Error) => ({ ok: false, detail: e.message }),
+    );
+    return { name, pid, rssBytes: rss, url, ...answer };
+  }
   if (name.startsWith("containerd/")) {
     const node = net ? nodeLayouts(layout.dir, net).find((n) => `containerd/${n.name}` === name) : undefined;
     const socket = node ? nodePaths(node).containerdSocket : "";

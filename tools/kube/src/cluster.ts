@@ -6,7 +6,7 @@
  *           -> node images pushed to the registry -> nodes registered, given their CNI network and routes, Ready
  *           -> print `export KUBECONFIG=<admin.kubeconfig>`
  *   supervise: local-cluster's Supervisor runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
- *           the registry and each node's containerd and kubelet (restart with backoff, each logging to
+ *           the registry and each node's containerd, kubelet and kube-proxy (restart with backoff, each logging to
  *           logs/<name>.log, each dying with it through setpriv's parent-death signal); state.json names its pid
  *           and theirs; SIGTERM stops them all, last started first.
  *   down:   SIGTERM to the supervisor, wait; any recorded component still alive is killed by pid after checking
@@ -37,7 +37,7 @@ import {
   ensureNodeCertificates,
   ensureRegistryCertificates,
 } from "./control-plane-pki.ts";
-import { containerdArgs, containerdEnv, kubeletArgs } from "./node-config.ts";
+import { containerdArgs, containerdEnv, kubeletArgs, kubeProxyArgs } from "./node-config.ts";
 import { buildNodeImages, pushNodeImages } from "./node-images.ts";
 import {
   type ClusterNetwork,
@@ -70,7 +70,7 @@ export interface ClusterState {
   readonly supervisorPid: number;
   readonly ports: ControlPlanePorts;
   readonly binDir: string;
-  /** Each running component's pid, by name (`etcd`, ..., `registry`, `containerd/node01`, `kubelet/node01`). */
+  /** Each running component's pid, by name (`etcd`, ..., `registry`, `containerd/node01`, `kubelet/node01`, ...). */
   readonly pids: Readonly<Record<string, number>>;
 }
 
@@ -122,6 +122,7 @@ export function componentSpecs(
   for (const node of nodeLayouts(layout.dir, net)) {
     specs.push({ name: `containerd/${node.name}`, argv: containerdArgs(node, layout), env: containerdEnv(layout) });
     specs.push({ name: `kubelet/${node.name}`, argv: kubeletArgs(node, layout) });
+    specs.push({ name: `kube-proxy/${node.name}`, argv: kubeProxyArgs(node, layout), env: containerdEnv(layout) });
   }
   return specs;
 }

@@ -11,6 +11,7 @@
  *                   +--> controller-manager-server,     the two components' serving certificates (localhost,
  *                        scheduler-server               127.0.0.1), so `status` verifies whom it probes
  *                   +--> kubelet-<node>-client          CN=system:node:<node>, O=system:nodes (Node authorizer)
+ *                   +--> kube-proxy                     CN=system:kube-proxy (bound to system:node-proxier)
  *                   +--> kubelet-<node>-server          the kubelet's serving certificate (the node's address);
  *                                                       the API server verifies it (--kubelet-certificate-authority)
  *                   +--> registry-server                the registry's serving certificate (the bridge address)
@@ -50,6 +51,8 @@ export interface ControlPlanePki {
   readonly etcdServer: CertificateFiles;
   readonly apiserverEtcdClient: CertificateFiles;
   readonly etcdHealthcheckClient: CertificateFiles;
+  /** Every node's kube-proxy (kubeadm gives them one service account; here one client certificate). */
+  readonly kubeProxy: CertificateFiles;
   /** Service-account signing key (PKCS#8) and its public key (SPKI). */
   readonly serviceAccountKey: string;
   readonly serviceAccountPub: string;
@@ -83,6 +86,7 @@ export function controlPlanePkiFiles(dir: string): ControlPlanePki {
     etcdServer: f("etcd-server"),
     apiserverEtcdClient: f("apiserver-etcd-client"),
     etcdHealthcheckClient: f("etcd-healthcheck-client"),
+    kubeProxy: f("kube-proxy"),
     serviceAccountKey: join(dir, "sa.key"),
     serviceAccountPub: join(dir, "sa.pub"),
   };
@@ -119,6 +123,7 @@ export async function ensureControlPlanePki(dir: string, hostIp: string): Promis
   await ensureLeaf(dir, "admin", ca, client("kubernetes-admin", "system:masters"));
   await ensureLeaf(dir, "controller-manager", ca, client("system:kube-controller-manager"));
   await ensureLeaf(dir, "scheduler", ca, client("system:kube-scheduler"));
+  await ensureLeaf(dir, "kube-proxy", ca, client("system:kube-proxy"));
   await ensureLeaf(dir, "controller-manager-server", ca, { commonName: "kube-controller-manager", ...LOOPBACK });
   await ensureLeaf(dir, "scheduler-server", ca, { commonName: "kube-scheduler", ...LOOPBACK });
 

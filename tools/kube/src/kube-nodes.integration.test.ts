@@ -49,7 +49,7 @@ function webPod(name: string, node: string, images: UpResult["images"]): string 
   return JSON.stringify({
     apiVersion: "v1",
     kind: "Pod",
-    metadata: { name, namespace: "default" },
+    metadata: { name, namespace: "default", labels: { app: name } },
     spec: {
       nodeSelector: { "kubernetes.io/hostname": node },
       terminationGracePeriodSeconds: 1,
@@ -148,10 +148,10 @@ describe.skipIf(!built || !root)(`two real nodes: kubelet + containerd in networ
     expect(cidrsOverlap(`${ipOf("web-node02")}/32`, cidr2)).toBe(true);
 
     // Across nodes, both ways (exec goes API server -> kubelet -> containerd's stream server).
-    const fetchFrom = (pod: string, ip: string): Promise<string> =>
-      kubectl(kubeconfig, "exec", pod, "-c", "web", "--", "timeout", "10", "wget", "-qO-", `http://${ip}:8080/`);
-    expect(await fetchFrom("web-node01", ipOf("web-node02"))).toBe("web-node02");
-    expect(await fetchFrom("web-node02", ipOf("web-node01"))).toBe("web-node01");
+    const fetchFrom = (pod: string, address: string): Promise<string> =>
+      kubectl(kubeconfig, "exec", pod, "-c", "web", "--", "timeout", "10", "wget", "-qO-", `http://${address}/`);
+    expect(await fetchFrom("web-node01", `${ipOf("web-node02")}:8080`)).toBe("web-node02");
+    expect(await fetchFrom("web-node02", `${ipOf("web-node01")}:8080`)).toBe("web-node01");
     // Nothing off this machine: a pod has no route out of its node.
     await expect(
       kubectl(kubeconfig, "exec", "web-node01", "-c", "web", "--", "timeout", "5", "wget", "-qO-", "http://192.0.2.1/"),
@@ -164,6 +164,21 @@ describe.skipIf(!built || !root)(`two real nodes: kubelet + containerd in networ
       (await kubectl(kubeconfig, "exec", pod, "-c", "web", "--", "ls", "/pods")).split(/\s+/);
     expect(await podsSeenBy("web-node01")).toEqual([uid("web-node01")]);
     expect(await podsSeenBy("web-node02")).toEqual([uid("web-node02")]);
+
+    // Services through each node's kube-proxy (nftables): a ClusterIP to the other node's pod, and the
+    // `kubernetes` Service to the API server on the bridge.
+    const service = { apiVersion: "v1", kind: "Service", metadata: { name: "web", namespace: "default" } };
+    const spec = { selector: { app: "web-node02" }, ports: [{ port: 80, targetPort: 8080 }] };
+    await kubectlWithInput(kubeconfig, JSON.stringify({ ...service, spec }), "create", "-f", "-");
+    const clusterIp = await kubectl(kubeconfig, "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}");
+    await expect
+      .poll(() => fetchFrom("web-node01", `${clusterIp}:80`).catch((e: Error) => e.message), { timeout: 30_000 })
+      .toBe("web-node02");
+    const apiserver = await kubectl(
+      kubeconfig,
+      ...["exec", "web-node02", "-c", "web", "--", "sh", "-c", "timeout 5 nc 10.96.0.1 443 </dev/null; echo $?"],
+    );
+    expect(apiserver).toBe("0");
 
     // Each node's sandboxes run the registry's pause image (nobody else could have provided it), as does the pause
     // container: containerd's own list of its containers says so.
@@ -182,7 +197,7 @@ describe.skipIf(!built || !root)(`two real nodes: kubelet + containerd in networ
 
     const state = readState(where) as ClusterState;
     const pids = [state.supervisorPid, ...Object.values(state.pids)];
-    expect(pids).toHaveLength(10);
+    expect(pids).toHaveLength(12); // the supervisor, 4 control plane, the registry, 3 per node
     expect(readNetwork(where)?.nodes).toHaveLength(2);
     expect(await down(where)).toBe(true);
     expect(pids.filter((pid) => processAlive(pid))).toEqual([]);

@@ -8,6 +8,8 @@ import {
   containerdConfig,
   kubeletArgs,
   kubeletConfig,
+  kubeProxyArgs,
+  kubeProxyConfig,
   type NodeClusterFacts,
   type NodeLayout,
   registryHostsFiles,
@@ -30,6 +32,8 @@ const facts: NodeClusterFacts = {
   registry: "10.200.255.1:5000",
   sandboxImage: "10.200.255.1:5000/kubevirt-ts/pause:1.0",
   registryClient: { cert: "/p/r.crt", key: "/p/r.key" },
+  kubeProxyCert: { cert: "/p/kp.crt", key: "/p/kp.key" },
+  clusterCidr: "10.200.0.0/17",
   clientCert: { cert: "/p/c.crt", key: "/p/c.key" },
   servingCert: { cert: "/p/s.crt", key: "/p/s.key" },
 };
@@ -160,6 +164,31 @@ describe("kubelet", () => {
       "/d/bin/containerd",
       "--config",
       "/d/cluster/nodes/node01/containerd.toml",
+    ]);
+  });
+});
+
+describe("kube-proxy", () => {
+  it("programs the node's Service rules with nftables, leaving host-wide conntrack settings alone", () => {
+    expect(parse(kubeProxyConfig(node, facts))).toEqual({
+      apiVersion: "kubeproxy.config.k8s.io/v1alpha1",
+      kind: "KubeProxyConfiguration",
+      mode: "nftables",
+      clientConnection: { kubeconfig: "/d/cluster/nodes/node01/kube-proxy.kubeconfig" },
+      hostnameOverride: "node01",
+      bindAddress: "10.200.255.11",
+      healthzBindAddress: "10.200.255.11:10256",
+      metricsBindAddress: "127.0.0.1:10249",
+      clusterCIDR: "10.200.0.0/17",
+      nodePortAddresses: ["10.200.255.11/32"],
+      oomScoreAdj: 0,
+      conntrack: { maxPerCore: 0, min: 0, tcpEstablishedTimeout: "0s", tcpCloseWaitTimeout: "0s" },
+      logging: { format: "text" },
+    });
+    expect(kubeProxyArgs(node, facts).slice(3)).toEqual([
+      "--",
+      "/d/bin/kube-proxy",
+      "--config=/d/cluster/nodes/node01/kube-proxy.yaml",
     ]);
   });
 });

@@ -8,6 +8,7 @@
  *   <cluster-dir>/nodes/<node>/                       /run/kvtk-<tag>/<node>/
  *     kubelet/            at /var/lib/kubelet           mnt            the mount namespace (nsfs bind)
  *     kubelet-config.yaml KubeletConfiguration          containerd/    containerd's state (rootfs mounts, shm,
+ *     kube-proxy.yaml, kube-proxy.kubeconfig  kube-proxy (nftables mode: the node's Service rules)
  *                                                                      pod netns under netns/)
  *     kubelet.kubeconfig  system:node:<node> cert       containerd.sock, containerd.sock.ttrpc
  *     containerd/         containerd's root (images)    runc/          runc's state (--root)
@@ -55,6 +56,10 @@ export interface NodeClusterFacts {
   readonly sandboxImage: string;
   /** The registry's client certificate (the registry asks every client for one of the cluster CA). */
   readonly registryClient: { readonly cert: string; readonly key: string };
+  /** kube-proxy's client certificate (CN=system:kube-proxy). */
+  readonly kubeProxyCert: { readonly cert: string; readonly key: string };
+  /** The cluster's pod CIDRs (kube-proxy tells local traffic by them). */
+  readonly clusterCidr: string;
   /** The node's client certificate (CN=system:node:<name>, O=system:nodes) and serving certificate. */
   readonly clientCert: { readonly cert: string; readonly key: string };
   readonly servingCert: { readonly cert: string; readonly key: string };
@@ -68,6 +73,8 @@ export function nodePaths(node: Pick<NodeLayout, "dir" | "runDir">) {
     mountNamespace: join(node.runDir, "mnt"),
     kubeletConfig: join(node.dir, "kubelet-config.yaml"),
     kubeconfig: join(node.dir, "kubelet.kubeconfig"),
+    kubeProxyConfig: join(node.dir, "kube-proxy.yaml"),
+    kubeProxyKubeconfig: join(node.dir, "kube-proxy.kubeconfig"),
     containerdRoot: join(node.dir, "containerd"),
     containerdConfig: join(node.dir, "containerd.toml"),
     registryHosts: join(node.dir, "certs.d"),
@@ -248,9 +255,40 @@ export function containerdArgs(node: NodeLayout, facts: Pick<NodeClusterFacts, "
   return [...inNetns(node), join(facts.binDir, "containerd"), "--config", nodePaths(node).containerdConfig];
 }
 
-/** containerd's environment: its shim and Debian's runc on the PATH. */
+/** containerd's and kube-proxy's environment: the shim, Debian's runc and nft on the PATH. */
 export function containerdEnv(facts: Pick<NodeClusterFacts, "binDir">): Record<string, string> {
   return { PATH: `${facts.binDir}:/usr/sbin:/usr/bin:/sbin:/bin` };
+}
+
+/** kube-proxy's health port, on the node's address (plain HTTP, as on every cluster: load balancers probe it). */
+export const KUBE_PROXY_HEALTHZ_PORT = 10256;
+
+/**
+ * The node's KubeProxyConfiguration: nftables mode in the node's network namespace, where the pods' packets are
+ * routed (cni0 is their gateway). It leaves the conntrack table size alone (nf_conntrack_max is host-wide and not
+ * writable from a node's namespace) and its own OOM score (no CAP_SYS_RESOURCE here).
+ */
+export function kubeProxyConfig(node: NodeLayout, facts: Pick<NodeClusterFacts, "clusterCidr">): string {
+  return stringify({
+    apiVersion: "kubeproxy.config.k8s.io/v1alpha1",
+    kind: "KubeProxyConfiguration",
+    mode: "nftables",
+    clientConnection: { kubeconfig: nodePaths(node).kubeProxyKubeconfig },
+    hostnameOverride: node.name,
+    bindAddress: node.ip,
+    healthzBindAddress: `${node.ip}:${KUBE_PROXY_HEALTHZ_PORT}`,
+    metricsBindAddress: "127.0.0.1:10249",
+    clusterCIDR: facts.clusterCidr,
+    nodePortAddresses: [`${node.ip}/32`],
+    oomScoreAdj: 0,
+    conntrack: { maxPerCore: 0, min: 0, tcpEstablishedTimeout: "0s", tcpCloseWaitTimeout: "0s" },
+    logging: { format: "text" },
+  });
+}
+
+/** kube-proxy's argv, run inside the node's namespaces. */
+export function kubeProxyArgs(node: NodeLayout, facts: Pick<NodeClusterFacts, "binDir">): string[] {
+  return [...inNetns(node), join(facts.binDir, "kube-proxy"), `--config=${nodePaths(node).kubeProxyConfig}`];
 }
 
 /** `nsenter --net=... --mount=... --`: exec in the node's network and mount namespaces (same pid, no fork). */

@@ -21,6 +21,7 @@ import {
   cniConfListFile,
   containerdConfig,
   kubeletConfig,
+  kubeProxyConfig,
   type NodeClusterFacts,
   type NodeLayout,
   nodePaths,
@@ -66,6 +67,8 @@ export function nodeFacts(
     registry: `${layout.hostIp}:${layout.ports.registry}`,
     sandboxImage,
     registryClient: registryClientCert(layout.pki.dir),
+    kubeProxyCert: layout.pki.kubeProxy,
+    clusterCidr: layout.clusterCidr,
     clientCert: c.client,
     servingCert: c.serving,
   };
@@ -93,6 +96,12 @@ export async function prepareNode(node: NodeLayout, facts: NodeClusterFacts): Pr
     writeFileSync(file, text);
   }
   writeFileSync(p.kubeletConfig, kubeletConfig(node, facts));
+  writeFileSync(
+    p.kubeProxyKubeconfig,
+    renderCertKubeconfig(facts.apiserverUrl, facts.caFile, facts.kubeProxyCert, "system:kube-proxy"),
+    { mode: 0o600 },
+  );
+  writeFileSync(p.kubeProxyConfig, kubeProxyConfig(node, facts));
 }
 
 /** What `joinNodes` saw of each node. */

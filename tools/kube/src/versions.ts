@@ -40,6 +40,7 @@ export const KUBERNETES_BINARIES: readonly BinarySpec[] = [
   { name: "kube-controller-manager", pkg: "k8s.io/kubernetes/cmd/kube-controller-manager" },
   { name: "kube-scheduler", pkg: "k8s.io/kubernetes/cmd/kube-scheduler" },
   { name: "kubelet", pkg: "k8s.io/kubernetes/cmd/kubelet" },
+  { name: "kube-proxy", pkg: "k8s.io/kubernetes/cmd/kube-proxy" },
   { name: "kubectl", pkg: "k8s.io/kubernetes/cmd/kubectl" },
 ];
 
