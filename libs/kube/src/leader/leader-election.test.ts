@@ -2,7 +2,7 @@ import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { ApiError } from "../errors.ts";
 import type { Lease } from "../types.ts";
-import { LeaderElector } from "./leader-election.ts";
+import { LeaderElector, microTime } from "./leader-election.ts";
 
 /** An in-memory lease endpoint with resourceVersion conflicts, as the API server does. */
 function leaseApi(): {
@@ -44,6 +44,13 @@ const until = async (cond: () => boolean): Promise<void> => {
   }
 };
 
+describe("microTime", () => {
+  it("has six fractional digits", () => {
+    expect(microTime(new Date(Date.UTC(2026, 10, 26, 16, 21, 13, 485)))).toBe("2026-11-26T16:21:13.485000Z");
+    expect(microTime(new Date(Date.UTC(2026, 0, 2, 3, 4, 5, 0)))).toBe("2026-01-02T03:04:05.000000Z");
+  });
+});
+
 describe("LeaderElector", () => {
   it("one of two candidates leads; the standby takes over when the leader releases", async () => {
     const leases = leaseApi();
@@ -75,6 +82,9 @@ describe("LeaderElector", () => {
     await until(() => b.isLeader);
     expect(leading).toEqual(["a", "b"]);
     expect(leases.current()?.spec?.leaseTransitions).toBe(1);
+    // MicroTimes as kube-apiserver parses them (RFC3339Micro), not toISOString()'s milliseconds.
+    expect(leases.current()?.spec?.renewTime).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/);
+    expect(leases.current()?.spec?.acquireTime).toMatch(/\.\d{6}Z$/);
     stopB.abort();
     await runB;
   });

@@ -15,6 +15,14 @@ import type { ResourceClient } from "../client/resource-client.ts";
 import { isConflict, isNotFound } from "../errors.ts";
 import type { Lease } from "../types.ts";
 
+/**
+ * A metav1.MicroTime: RFC 3339 with exactly six fractional digits, the only form kube-apiserver parses for a
+ * Lease's acquireTime and renewTime (`toISOString()`'s three digits are a 400 there).
+ */
+export function microTime(date: Date = new Date()): string {
+  return date.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+}
+
 /** Options for {@link LeaderElector}. */
 export interface LeaderElectorOptions {
   readonly leases: Pick<ResourceClient<Lease>, "get" | "create" | "update">;
@@ -109,7 +117,7 @@ export class LeaderElector {
 
   async #tryAcquireOrRenew(): Promise<boolean> {
     const { leases, namespace, name, identity } = this.#o;
-    const now = new Date().toISOString();
+    const now = microTime();
     const spec = {
       holderIdentity: identity,
       leaseDurationSeconds: Math.ceil(this.#durationMs / 1000),
@@ -176,7 +184,7 @@ export class LeaderElector {
     try {
       await this.#o.leases.update({
         ...lease,
-        spec: { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: new Date().toISOString() },
+        spec: { ...lease.spec, holderIdentity: "", leaseDurationSeconds: 1, renewTime: microTime() },
       });
     } catch (error) {
       // Best effort: if the release fails, the lease simply expires after leaseDuration.

@@ -14,6 +14,7 @@ let api: ApiServerHandle;
 const CMS = "/api/v1/namespaces/default/configmaps";
 const SECRETS = "/api/v1/namespaces/default/secrets";
 const WIDGETS = "/apis/example.com/v1/namespaces/default/widgets";
+const LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
 const MiB = 1024 * 1024;
 
 interface Raw {
@@ -440,6 +441,27 @@ describe("JSON types the Go decoder refuses (found by the API fuzz lane: each wa
       { metadata: { name: "c" }, data: { a: [] } },
       cannot("ConfigMap", "array into Go struct field ConfigMap.data of type string"),
     ],
+    // MicroTimes are RFC3339Micro (found by the scale bench: kube-apiserver refused virt-controller's Lease).
+    [
+      LEASES,
+      { metadata: { name: "l" }, spec: { holderIdentity: "a", renewTime: "2026-11-26T16:21:13.485Z" } },
+      'Lease in version "v1" cannot be handled as a Lease: parsing time "2026-11-26T16:21:13.485Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse ".485Z" as ".000000"',
+    ],
+    [
+      LEASES,
+      { metadata: { name: "l" }, spec: { acquireTime: "2026-11-26T16:21:13Z" } },
+      'Lease in version "v1" cannot be handled as a Lease: parsing time "2026-11-26T16:21:13Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "Z" as ".000000"',
+    ],
+    [
+      LEASES,
+      { metadata: { name: "l" }, spec: { renewTime: "2026-11-26T16:21:13.123456789Z" } },
+      'Lease in version "v1" cannot be handled as a Lease: parsing time "2026-11-26T16:21:13.123456789Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "789Z" as "Z07:00"',
+    ],
+    [
+      "/apis/events.k8s.io/v1/namespaces/default/events",
+      { metadata: { name: "e" }, eventTime: "2026-11-26 16:21:13.123456Z" },
+      'Event in version "v1" cannot be handled as a Event: parsing time "2026-11-26 16:21:13.123456Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse " 16:21:13.123456Z" as "T"',
+    ],
     [
       WIDGETS,
       { metadata: { name: "w", ownerReferences: [1] } },
@@ -449,6 +471,11 @@ describe("JSON types the Go decoder refuses (found by the API fuzz lane: each wa
     const r = await raw("POST", path, JSON.stringify(body), json);
     expect(r.code).toBe(400);
     expect(r.status).toMatchObject({ reason: "BadRequest", message });
+  });
+  it("stores a Lease whose MicroTimes have six fractional digits, with or without an offset", async () => {
+    const spec = { renewTime: "2026-11-26T16:21:13.485000Z", acquireTime: "2026-11-26T16:21:13.123456+01:00" };
+    const r = await raw("POST", LEASES, JSON.stringify({ metadata: { name: "micro" }, spec }), json);
+    expect(r.code).toBe(201);
   });
   it("a merge patch that makes a pod's spec a string is 400 too", async () => {
     expect(
