@@ -6,7 +6,8 @@ export default defineConfig({
     passWithNoTests: true,
     // Generous default: the 2-core CI machine runs several suites at once.
     testTimeout: 30_000,
-    include: ["src/**/*.test.ts"],
+    // bench/: the pure figures of the controller and scale benches (the benches themselves run with npm run bench).
+    include: ["src/**/*.test.ts", "bench/**/*.test.ts"],
     reporters: ["default", ["json", { outputFile: report }]],
   },
 });
