@@ -32,14 +32,15 @@ export interface ComponentHealth {
   readonly detail: string;
 }
 
-/** The parts of a core/v1 Node that `up` and `status` read beyond @kvt/kube's Node. */
-export type NodeObject = Node & {
-  spec?: Node["spec"] & { podCIDR?: string };
-  status?: Node["status"] & {
+/** The parts of a core/v1 Node that `up` and `status` read (more than @kvt/kube's Node carries). */
+export interface NodeObject extends Omit<Node, "spec" | "status"> {
+  spec?: NonNullable<Node["spec"]> & { podCIDR?: string };
+  status?: {
+    conditions?: { type: string; status: string; lastHeartbeatTime?: string }[];
+    addresses?: { type: string; address: string }[];
     nodeInfo?: { kubeletVersion?: string; containerRuntimeVersion?: string };
-    images?: { names?: string[] }[];
   };
-};
+}
 
 /** One node as the API server reports it. */
 export interface NodeStatus {

@@ -203,6 +203,7 @@ export async function up(options: UpOptions = {}): Promise<UpResult> {
     await prepareNode(node, nodeFacts(layout, certs, node.name, `${registry}/${images.pause.reference}`));
   }
 
+  const kubeletsStart = Date.now();
   const out = openSync(paths.daemonLog, "a");
   const cli = new URL("./cli.ts", import.meta.url).pathname;
   const daemon = spawn(process.execPath, [cli, "supervise", "--data-dir", dataDir, "--cluster-dir", dir], {
@@ -228,7 +229,8 @@ export async function up(options: UpOptions = {}): Promise<UpResult> {
   await waitFor(`the registry at ${registry}`, async () => (await probeComponent(layout, "registry")).ok, 30_000, 200);
   await pushNodeImages(images, registry, registryTls.clientDir, join(dataDir, "node-images"), log);
 
-  const nodes = await joinNodes(paths.adminKubeconfig, net, nodeLayouts(dir, net), timeoutMs, log).catch(
+  const timing = { since: kubeletsStart, timeoutMs };
+  const nodes = await joinNodes(paths.adminKubeconfig, net, nodeLayouts(dir, net), timing, log).catch(
     (error: unknown) => {
       const message = `${(error as Error).message}; see ${paths.logs}/kubelet-*.log and containerd-*.log`;
       throw new KubeClusterError(message, { cause: error });

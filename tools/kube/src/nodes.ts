@@ -108,25 +108,34 @@ export async function prepareNode(node: NodeLayout, facts: NodeClusterFacts): Pr
 export interface JoinedNode {
   readonly name: string;
   readonly podCidr: string;
-  /** Milliseconds from the call until the node was Ready. */
+  /** Milliseconds from its kubelet's start until the node was Ready. */
   readonly readyAfterMs: number;
 }
 
-const isReady = (node: NodeObject | undefined): boolean =>
-  node?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
+/**
+ * Whether `node` reports Ready from a heartbeat at or after `sinceMs`. A Node kept in etcd from an earlier run still
+ * says Ready until the node lifecycle controller's grace period ends; only a fresh heartbeat is this run's kubelet.
+ */
+export function readySince(node: NodeObject | undefined, sinceMs: number): boolean {
+  const ready = node?.status?.conditions?.find((c) => c.type === "Ready");
+  // Heartbeats have whole seconds: compare with the second `sinceMs` falls in.
+  const heartbeat = Date.parse(ready?.lastHeartbeatTime ?? "");
+  return ready?.status === "True" && heartbeat >= Math.floor(sinceMs / 1000) * 1000;
+}
 
 /**
  * Waits for every node to register and get its podCIDR, gives each its CNI network and the routes to the others'
- * pods, then waits until all are Ready. Resolves with each node's podCIDR and time to Ready.
+ * pods, then waits until all are Ready with a heartbeat from `since` on (when their kubelets started). Resolves with
+ * each node's podCIDR and time to Ready.
  */
 export async function joinNodes(
   kubeconfig: string,
   net: ClusterNetwork,
   nodes: readonly NodeLayout[],
-  timeoutMs: number,
+  timing: { readonly since: number; readonly timeoutMs: number },
   log: (line: string) => void,
 ): Promise<JoinedNode[]> {
-  const started = Date.now();
+  const { since, timeoutMs } = timing;
   const client = resourceClient<NodeObject>(
     new RestClient(kubeConfigFromFile(kubeconfig), { userAgent: "kube-up" }),
     CORE_V1.nodes,
@@ -147,10 +156,10 @@ export async function joinNodes(
           log(`${node.name} registered, podCIDR ${cidr}`);
           routed = true;
         }
-        if (pending.has(node.name) && isReady(listed.get(node.name))) {
+        if (pending.has(node.name) && readySince(listed.get(node.name), since)) {
           pending.delete(node.name);
-          readyAt[node.name] = Date.now() - started;
-          log(`${node.name} Ready after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+          readyAt[node.name] = Date.now() - since;
+          log(`${node.name} Ready ${(readyAt[node.name] / 1000).toFixed(1)} s after its kubelet started`);
         }
       }
       if (routed) await routePodCidrs(net, podCidrs);
