@@ -17,7 +17,7 @@ import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { ensureHostTools } from "@kvt/images";
-import { freePort, processAlive, Supervisor, waitFor } from "@kvt/local-cluster";
+import { freePort, prefixesInUse, processAlive, Supervisor, waitFor } from "@kvt/local-cluster";
 import { createLogger } from "@kvt/observability";
 import { binariesReady, binDir, DEFAULT_DATA_DIR } from "./build.ts";
 import { type ComponentHealth, type NodeStatus, probeComponent, probeNodes } from "./cluster-health.ts";
@@ -42,9 +42,10 @@ import { buildNodeImages, pushNodeImages } from "./node-images.ts";
 import {
   type ClusterNetwork,
   checkClusterNetwork,
+  clusterTag,
   createClusterNetwork,
+  NAME_PREFIX,
   planClusterNetwork,
-  prefixesInUse,
 } from "./node-network.ts";
 import {
   type JoinedNode,
@@ -180,7 +181,11 @@ export async function up(options: UpOptions = {}): Promise<UpResult> {
   // A crashed run's network and nodes go first; then a fresh plan (the host's routes may have changed).
   const old = readNetwork(options);
   if (old) await releaseNodes(dir, old);
-  const net = planClusterNetwork(dir, options.nodes ?? DEFAULT_NODES, await prefixesInUse(`kvtk-`));
+  const net = planClusterNetwork(
+    dir,
+    options.nodes ?? DEFAULT_NODES,
+    await prefixesInUse(`${NAME_PREFIX}${clusterTag(dir)}`),
+  );
   writeFileSync(paths.network, `${JSON.stringify(net, null, 2)}\n`);
   log(`network: bridge ${net.bridge} ${net.hostIp}, ${net.nodes.length} node namespaces, pods from ${net.clusterCidr}`);
   await createClusterNetwork(net, log);

@@ -21,7 +21,7 @@ import { createHash } from "node:crypto";
 import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { ensureHostTools } from "@kvt/images";
-import { cidrsOverlap, linkExists, namespacesWithPrefix, POD_NETWORK_TOOLS } from "@kvt/local-cluster";
+import { cidrsOverlap, linkExists, namespacesWithPrefix, POD_NETWORK_TOOLS, runNft } from "@kvt/local-cluster";
 
 const exec = promisify(execFile);
 
@@ -118,15 +118,6 @@ export function checkClusterNetwork(value: unknown, clusterDir: string): Cluster
   return n;
 }
 
-/** The IPv4 prefixes routed on the host now (every table), except `ownBridge`'s. */
-export async function prefixesInUse(ownBridge: string): Promise<string[]> {
-  const { stdout } = await exec("ip", ["-j", "-4", "route", "show", "table", "all"]);
-  const routes = JSON.parse(stdout) as { dst?: string; dev?: string }[];
-  return routes
-    .filter((r) => r.dev !== ownBridge && r.dst && r.dst !== "default" && /^\d/.test(r.dst))
-    .map((r) => (r.dst?.includes("/") ? r.dst : `${r.dst}/32`));
-}
-
 /** The nft table that keeps the bridge's traffic on the bridge (pure). */
 export function forwardGuardRuleset(bridge: string): string {
   return [
@@ -139,15 +130,6 @@ export function forwardGuardRuleset(bridge: string): string {
     "}",
     "",
   ].join("\n");
-}
-
-async function nft(script: string): Promise<void> {
-  await new Promise<void>((done, fail) => {
-    const child = execFile("nft", ["-f", "-"], (error, _stdout, stderr) =>
-      error ? fail(new Error(`nft -f - failed: ${stderr.trim() || error.message}`)) : done(),
-    );
-    child.stdin?.end(script);
-  });
 }
 
 const ip = (...args: string[]): Promise<unknown> => exec("ip", args);
@@ -164,7 +146,7 @@ export async function createClusterNetwork(net: ClusterNetwork, log: (line: stri
   await ip("link", "add", "name", net.bridge, "type", "bridge");
   await ip("addr", "add", `${net.hostIp}/${prefix}`, "dev", net.bridge);
   await ip("link", "set", net.bridge, "up");
-  await nft(forwardGuardRuleset(net.bridge));
+  await runNft(forwardGuardRuleset(net.bridge));
   for (const node of net.nodes) {
     await ip("netns", "add", node.netns);
     await ip("link", "add", node.hostVeth, "type", "veth", "peer", "name", "eth0", "netns", node.netns);
@@ -203,7 +185,7 @@ export async function removeClusterNetwork(net: Pick<ClusterNetwork, "bridge">):
   for (const ns of await namespacesWithPrefix(`${net.bridge}-`)) {
     await ip("netns", "delete", ns).catch(() => undefined); // gone meanwhile
   }
-  await nft(`delete table inet ${net.bridge}\n`).catch(() => undefined); // never made, or removed already
+  await runNft(`delete table inet ${net.bridge}\n`).catch(() => undefined); // never made, or removed already
   if (await linkExists(net.bridge)) {
     const { stdout } = (await exec("ip", ["-j", "link", "show", "master", net.bridge])) as { stdout: string };
     for (const port of JSON.parse(stdout || "[]") as { ifname: string }[]) {

@@ -58,6 +58,7 @@ export {
   namespacesWithPrefix,
   POD_NETWORK_TOOLS,
   type PodNetworkConfig,
+  prefixesInUse,
   proxyNetworkOf,
   removePodNetwork,
 } from "./network/cluster-network.ts";

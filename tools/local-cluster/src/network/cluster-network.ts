@@ -123,7 +123,7 @@ export function planPodNetwork(
 }
 
 /** The IPv4 prefixes the host uses now (routes of every table), except `ownBridge`'s. */
-async function prefixesInUse(ownBridge: string): Promise<string[]> {
+export async function prefixesInUse(ownBridge: string): Promise<string[]> {
   const { stdout } = await exec("ip", ["-j", "-4", "route", "show", "table", "all"]);
   const routes = JSON.parse(stdout) as { dst?: string; dev?: string }[];
   return routes
