@@ -130,7 +130,13 @@ const SPECS: Spec[] = [
     ],
     strategy: podStrategy,
   }),
-  C("nodes", "Node", false, { shortNames: ["no"], subresources: ["status"], fields: ["spec.unschedulable"] }),
+  // A Node keeps the status it is created with (a kubelet, or kwok's nodes, register with their capacity).
+  C("nodes", "Node", false, {
+    shortNames: ["no"],
+    subresources: ["status"],
+    fields: ["spec.unschedulable"],
+    strategy: { statusOnCreate: true },
+  }),
   C("services", "Service", true, { shortNames: ["svc"], categories: ["all"], subresources: ["status"] }),
   C("endpoints", "Endpoints", true, { shortNames: ["ep"], topLevel: ["subsets"] }),
   // Kept by the EndpointSlice controller (controllers/endpointslice.ts) for Services with a selector.

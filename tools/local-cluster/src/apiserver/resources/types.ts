@@ -20,6 +20,11 @@ export interface PrinterColumn {
 
 /** Per-resource hooks, like a generic registry strategy. */
 export interface Strategy {
+  /**
+   * Keep the status a create sends although the kind has a status subresource (kube's node strategy: a kubelet
+   * registers its Node with capacity, allocatable and addresses). Other kinds drop it, as their PrepareForCreate does.
+   */
+  readonly statusOnCreate?: boolean;
   /** Called on create after metadata defaults; may set status etc. */
   prepareCreate?(obj: KubeObject): void;
   /** Called on update with the old object. */

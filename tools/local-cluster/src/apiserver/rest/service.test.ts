@@ -130,6 +130,31 @@ describe("generic registry semantics", () => {
     expect(m.obj.metadata.generation).toBe(2);
   });
 
+  it("keeps the status a Node is created with, as kube's node strategy does (pods drop theirs)", async () => {
+    const nodes = api.service.registry.lookup("", "v1", "nodes") as ResourceDef;
+    const capacity = { cpu: "64", memory: "256Gi", pods: "250", "devices.kubevirt.io/kvm": "1k" };
+    const node = await api.service.create(
+      nodes,
+      "v1",
+      undefined,
+      { metadata: { name: "registered" }, status: { capacity, allocatable: capacity } },
+      ctx(),
+    );
+    expect(node.obj.status).toMatchObject({ capacity, allocatable: capacity });
+    const pod = await api.service.create(
+      pods,
+      "v1",
+      "default",
+      {
+        metadata: { name: "status-on-create" },
+        spec: { containers: [{ name: "c", image: "i" }] },
+        status: { phase: "Running", podIP: "10.0.0.9" },
+      },
+      ctx(),
+    );
+    expect((pod.obj.status as { phase?: string; podIP?: string }).podIP).toBeUndefined();
+  });
+
   it("rejects unknown fields in Strict mode and warns in Warn mode", async () => {
     expect(
       await code(api.service.create(widgets, "v1", "default", { metadata: { name: "x1" }, spec: { bogus: 1 } }, ctx())),

@@ -281,7 +281,7 @@ export class ResourceService {
     delete m.selfLink;
     if (def.generation) m.generation = 1;
     else delete m.generation;
-    if (def.subresources.includes("status")) delete obj.status;
+    if (def.subresources.includes("status") && !def.strategy.statusOnCreate) delete obj.status;
     if (applied) obj.metadata.managedFields = applied;
     else this.#track(def, version, "", zeroObject(def, obj), obj, ctx);
     def.strategy.prepareCreate?.(obj);
