@@ -6,7 +6,8 @@ export default defineConfig({
     passWithNoTests: true,
     // Generous default: the 2-core CI machine runs several suites at once.
     testTimeout: 30_000,
-    include: ["src/**/*.test.ts"],
+    // The benches' pure parts (figures, parsing) are unit-tested beside them; the benches themselves are not tests.
+    include: ["src/**/*.test.ts", "bench/**/*.test.ts"],
     reporters: ["default", ["json", { outputFile: report }]],
   },
 });

@@ -9,13 +9,34 @@
  * A bench that printed no JSON line (it crashed, or L1 did) fails with the reason and L1's last lines.
  */
 import { relative } from "node:path";
+import { ensureHostTools, type HostTool } from "@kvt/images";
 import { kvmRunsLinux } from "@kvt/vmm";
 import { buildL1Image, projectRoot } from "./l1-image.ts";
 import { runInL1 } from "./l1-run.ts";
 import { prepareLane } from "./lane.ts";
 
 /** Bench areas that measure our VMM on KVM (their scripts add `"lane"` to their JSON). */
-export const KVM_BENCH_AREAS: ReadonlySet<string> = new Set(["migration", "vmm-start", "disk"]);
+export const KVM_BENCH_AREAS: ReadonlySet<string> = new Set(["migration", "vmm-start", "disk", "network"]);
+
+/**
+ * Debian programs an area runs inside L1, installed here first (L1 sees this host's `/` read-only and cannot
+ * install anything). network: its host-side iperf3 and busybox (the ping-pong's echo server for the veth limit),
+ * and what the local cluster's pod network needs (tools/local-cluster POD_NETWORK_TOOLS, which the bench checks
+ * again in L1 without being able to install: keep the two in step).
+ */
+export const L1_BENCH_HOST_TOOLS: Readonly<Record<string, readonly HostTool[]>> = {
+  network: [
+    { bin: "iperf3", pkg: "iperf3" },
+    { bin: "busybox", pkg: "busybox" },
+    { bin: "/usr/lib/cni/bridge", pkg: "containernetworking-plugins" },
+    { bin: "iptables", pkg: "iptables" },
+    { bin: "ip", pkg: "iproute2" },
+    { bin: "nsenter", pkg: "util-linux" },
+    { bin: "nft", pkg: "nftables" },
+    { bin: "conntrack", pkg: "conntrack" },
+    { bin: "ssh", pkg: "openssh-client" },
+  ],
+};
 
 /** The flag that sends any bench area into L1 (e.g. `npm run bench -- density --nested`: the cluster in L1). */
 export const NESTED_FLAG = "--nested";
@@ -62,6 +83,7 @@ export async function runBenchInL1(
       ? `bench ${area}: running it in the nested lane (L1, nested SVM KVM), as --nested asks`
       : `bench ${area}: this host's KVM cannot run Linux guests; running it in the nested lane (L1, nested SVM KVM)`,
   );
+  await ensureHostTools(L1_BENCH_HOST_TOOLS[area] ?? [], log);
   await prepareLane(log, true);
   const image = await buildL1Image(log);
   const result = await runInL1(image, {

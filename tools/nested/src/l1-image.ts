@@ -23,7 +23,11 @@ export const projectRoot: string = new URL("../../../", import.meta.url).pathnam
 /** Where the lane caches packages and the L1 initramfs. */
 export const nestedDataDir: string = join(projectRoot, ".data", "nested");
 
-/** Modules the L1 init loads (dependencies first are added), with their options; tun and bridge for the net group. */
+/**
+ * Modules the L1 init loads (dependencies first are added), with their options: tun and bridge for the net group;
+ * veth and nftables' NAT, conntrack and reject for the network bench's pod network, masquerade binding and Service
+ * rules (L1 has no modprobe the kernel could call to load them on demand).
+ */
 const L1_MODULES: readonly [string, string][] = [
   ["virtio_pci", ""],
   ["9pnet_virtio", ""],
@@ -31,6 +35,16 @@ const L1_MODULES: readonly [string, string][] = [
   ["kvm-amd", "npt=1 nested=1"],
   ["tun", ""],
   ["bridge", ""],
+  ["veth", ""],
+  // libcrc32c (nf_nat's) asks the crypto API for crc32c when it loads: a soft dependency modinfo's depends omits.
+  ["crc32c_generic", ""],
+  ["nft_chain_nat", ""],
+  ["nft_nat", ""],
+  ["nft_masq", ""],
+  ["nft_ct", ""],
+  ["nft_reject_ipv4", ""],
+  ["nft_numgen", ""],
+  ["nf_conntrack_netlink", ""],
 ];
 
 /** Bump when the initramfs layout changes in a way l1-init.sh does not show. */

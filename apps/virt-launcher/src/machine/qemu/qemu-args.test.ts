@@ -45,6 +45,16 @@ describe("qemuArgs()", () => {
     expect(args).toContain("-S");
   });
 
+  it("runs the guest on KVM with the host's CPU model when asked (benches), TCG otherwise", () => {
+    const kvm = qemuArgs(spec, { qmpSocket: "/q" }, { machineType: "pc", incoming: false, accel: "kvm" });
+    expect(after(kvm, "-accel")).toBe("kvm");
+    expect(after(kvm, "-cpu")).toBe("host");
+    expect(kvm.filter((a) => a === "-accel")).toHaveLength(1);
+    const tcg = qemuArgs(spec, { qmpSocket: "/q" }, { machineType: "pc", incoming: false, accel: "tcg" });
+    expect(after(tcg, "-accel")).toBe("tcg,tb-size=32");
+    expect(tcg).not.toContain("-cpu");
+  });
+
   it("starts a migration target with -incoming defer instead of -S", () => {
     const args = qemuArgs(spec, { qmpSocket: "/q" }, { machineType: "microvm", incoming: true });
     expect(after(args, "-incoming")).toBe("defer");

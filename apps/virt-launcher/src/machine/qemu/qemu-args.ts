@@ -1,5 +1,6 @@
 /**
- * The qemu-system-x86_64 command line for a MachineSpec (pure). Software emulation only (`-accel tcg`), direct
+ * The qemu-system-x86_64 command line for a MachineSpec (pure). Software emulation (`-accel tcg`; the launcher's
+ * only use), or KVM with the host's CPU model for the benches that compare our VMM with QEMU on the same KVM; direct
  * kernel boot, serial console on stdio, QMP on a unix socket, the VMI's disks (cloud-init's ISO among them) as
  * virtio-blk-pci devices in spec order, so the guest names them as it does on the native VMM.
  *
@@ -31,6 +32,11 @@ function tcgAccel(memMiB: number): string {
   return memMiB <= SMALL_GUEST_MIB ? `tcg,tb-size=${SMALL_GUEST_TB_MIB}` : "tcg";
 }
 
+/** `-accel` (and `-cpu host` on KVM) for a guest of `memMiB`. */
+function accelArgs(accel: QemuAccel | undefined, memMiB: number): string[] {
+  return accel === "kvm" ? ["-accel", "kvm", "-cpu", "host"] : ["-accel", tcgAccel(memMiB)];
+}
+
 /** QEMU machine types this backend knows how to wire. */
 export type QemuMachineType = "pc" | "microvm";
 
@@ -45,7 +51,12 @@ export interface QemuArgOptions {
   readonly machineType: QemuMachineType;
   /** Start as a migration target (`-incoming defer`); the guest runs once the incoming stream completes. */
   readonly incoming: boolean;
+  /** Default `tcg` (software emulation); `kvm` runs the guest on this host's KVM with `-cpu host` (benches). */
+  readonly accel?: QemuAccel;
 }
+
+/** How QEMU runs the guest's code. */
+export type QemuAccel = "tcg" | "kvm";
 
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
@@ -65,8 +76,7 @@ export function qemuArgs(spec: MachineSpec, paths: QemuPaths, options: QemuArgOp
   if (spec.firmwareUuid !== undefined && !UUID.test(spec.firmwareUuid))
     throw new Error(`invalid firmware UUID "${spec.firmwareUuid}"`);
   const args = [
-    "-accel",
-    tcgAccel(memMiB),
+    ...accelArgs(options.accel, memMiB),
     "-nodefaults",
     "-no-user-config",
     "-display",

@@ -31,7 +31,7 @@ import { ConsoleScrollback } from "./console-buffer.ts";
 import { ensureHostTools } from "./host-tools.ts";
 import { IncomingRelay, newMigrationSecret } from "./migration-relay.ts";
 import { residentBytes, threadCpuSeconds } from "./proc-stats.ts";
-import { type QemuMachineType, qemuArgs } from "./qemu-args.ts";
+import { type QemuAccel, type QemuMachineType, qemuArgs } from "./qemu-args.ts";
 import { migrateOut } from "./qemu-migration.ts";
 import { QmpClient } from "./qmp.ts";
 
@@ -48,6 +48,8 @@ export interface QemuMachineOptions {
   readonly migrationPort?: number;
   /** Console scrollback size in bytes; default 256 KiB. */
   readonly scrollbackBytes?: number;
+  /** Default `tcg`; `kvm` only where the host's KVM runs the guest (the benches comparing QEMU with our VMM). */
+  readonly accel?: QemuAccel;
 }
 
 type Intent = { readonly state: "stopped" | "crashed"; readonly reason: string };
@@ -244,9 +246,10 @@ export class QemuMachine implements Machine {
     if (Buffer.byteLength(qmpSocket) > 100)
       throw new Error(`work directory path too long for a unix socket: ${workDir}`);
     rmSync(qmpSocket, { force: true });
-    const args = qemuArgs(this.#spec, { qmpSocket }, { machineType: this.#opts.machineType ?? "pc", incoming });
+    const accel = this.#opts.accel ?? "tcg";
+    const args = qemuArgs(this.#spec, { qmpSocket }, { machineType: this.#opts.machineType ?? "pc", incoming, accel });
     const binary = this.#opts.qemuBinary ?? "qemu-system-x86_64";
-    this.#log.info({ binary, args }, "starting QEMU (TCG)");
+    this.#log.info({ binary, args }, `starting QEMU (${accel.toUpperCase()})`);
     const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe"] });
     this.#child = child;
     child.stdout.on("data", (chunk: Buffer) => {

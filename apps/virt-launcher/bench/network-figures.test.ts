@@ -1,0 +1,153 @@
+import { describe, expect, it } from "vitest";
+import {
+  featureNames,
+  figuresTable,
+  gbps,
+  Iperf3Error,
+  judgeGoals,
+  longestGap,
+  parseIperf3,
+  rttStats,
+  sideFigures,
+} from "./network-figures.ts";
+
+/** The parts of an iperf3 3.12 `-J` client report the bench reads (a real report carries much more). */
+const REPORT = JSON.stringify({
+  start: { version: "iperf 3.12", test_start: { protocol: "TCP", duration: 5 } },
+  intervals: [],
+  end: {
+    sum_sent: {
+      start: 0,
+      end: 5.000124,
+      seconds: 5.000124,
+      bytes: 81264640,
+      bits_per_second: 130021815.1,
+      retransmits: 7,
+    },
+    sum_received: { start: 0, end: 5.0402, seconds: 5.0402, bytes: 80871424, bits_per_second: 128362443.9 },
+  },
+});
+
+describe("parseIperf3()", () => {
+  it("reads what the receiver counted, the sender's retransmits and the duration", () => {
+    expect(parseIperf3(REPORT)).toEqual({ bitsPerSecond: 128362443.9, retransmits: 7, seconds: 5.0402 });
+  });
+
+  it("leaves retransmits out when iperf3 has none to report", () => {
+    const r = JSON.parse(REPORT) as { end: { sum_sent: { retransmits?: number } } };
+    delete r.end.sum_sent.retransmits;
+    expect(parseIperf3(JSON.stringify(r))).not.toHaveProperty("retransmits");
+  });
+
+  it.each([
+    [
+      "an error report",
+      JSON.stringify({ start: {}, end: {}, error: "unable to connect to server: Connection refused" }),
+      /iperf3: unable to connect/,
+    ],
+    ["output that is not JSON", "iperf3: error - unable to connect", /not JSON/],
+    [
+      "a report without the received sum",
+      JSON.stringify({ end: { sum_sent: { bits_per_second: 1 } } }),
+      /sum_received/,
+    ],
+    ["a negative rate", JSON.stringify({ end: { sum_received: { bits_per_second: -1 } } }), /sum_received/],
+  ])("refuses %s with Iperf3Error", (_what, text, message) => {
+    expect(() => parseIperf3(text)).toThrow(Iperf3Error);
+    expect(() => parseIperf3(text)).toThrow(message);
+  });
+});
+
+describe("gbps()", () => {
+  it("gives Gbit/s with four decimals", () => {
+    expect(gbps(128362443.9)).toBe(0.1284);
+    expect(gbps(9.41e9)).toBe(9.41);
+    expect(gbps(0)).toBe(0);
+  });
+});
+
+describe("rttStats()", () => {
+  it("gives the median (odd and even counts), mean and 99th percentile", () => {
+    expect(rttStats([300, 100, 200])).toEqual({ count: 3, medianUs: 200, meanUs: 200, p99Us: 300 });
+    const even = rttStats([10, 40, 20, 30]);
+    expect(even.medianUs).toBe(25);
+    expect(even.meanUs).toBe(25);
+    const many = rttStats(Array.from({ length: 1000 }, (_, i) => i + 1));
+    expect(many.p99Us).toBe(991);
+  });
+
+  it("refuses an empty run", () => {
+    expect(() => rttStats([])).toThrow(RangeError);
+  });
+});
+
+describe("longestGap()", () => {
+  it("finds the longest silence between replies inside the window and where it began", () => {
+    const replies = [0, 20, 40, 60, 260, 280, 300, 900];
+    expect(longestGap(replies, 0, 400)).toEqual({ ms: 200, startMs: 60 });
+    // The window leaves the later silence (300 -> 900) out.
+    expect(longestGap(replies, 50, 310).ms).toBe(200);
+    expect(longestGap([], 0, 10)).toEqual({ ms: 0, startMs: 0 });
+  });
+});
+
+describe("judgeGoals() and the table", () => {
+  const run = (tx: number, rx: number, rtt: number) => ({
+    tx: { bitsPerSecond: tx * 1e9, seconds: 5 },
+    rx: { bitsPerSecond: rx * 1e9, seconds: 5, retransmits: 2 },
+    rtt: { count: 100, medianUs: rtt, meanUs: rtt + 1, p99Us: rtt * 2 },
+  });
+
+  it("judges throughput against QEMU and half the limit, the round trip, and the outage against both bounds", () => {
+    const ours = sideFigures(run(1, 2, 100));
+    const qemu = sideFigures(run(0.9, 2, 120));
+    const limit = sideFigures(run(2, 4, 50));
+    expect(judgeGoals(ours, qemu, limit, 80, 90)).toEqual({
+      throughputVsQemu: true,
+      throughputVsLimit: true,
+      rttVsQemu: true,
+      migrationOutage: true,
+    });
+    expect(judgeGoals(ours, sideFigures(run(0.9, 2.1, 90)), sideFigures(run(2.1, 4, 50)), 120, 200)).toEqual({
+      throughputVsQemu: false,
+      throughputVsLimit: false,
+      rttVsQemu: false,
+      migrationOutage: false, // within QEMU's, but over 100 ms
+    });
+    expect(judgeGoals(ours, null, null, null, 5)).toEqual({
+      throughputVsQemu: null,
+      throughputVsLimit: null,
+      rttVsQemu: null,
+      migrationOutage: null,
+    });
+  });
+
+  it("prints one row per side, unmeasured ones marked", () => {
+    const table = figuresTable([
+      ["ours", run(0.0123, 0.1284, 512.5)],
+      ["qemu", null],
+    ]);
+    const [head, ours, qemu] = table.split("\n");
+    expect(head).toMatch(/^side +guest->host Gbps +host->guest Gbps +rtt median us/);
+    expect(ours).toMatch(/^ours +0\.0123 +0\.1284 +512\.5 +513\.5 +1025 +-\/2$/);
+    expect(qemu).toBe("qemu     (not measured)");
+  });
+});
+
+describe("featureNames()", () => {
+  it("names the bits sysfs shows set, bit 0 first, unknown ones by number", () => {
+    const bits = "1000010000011000100000000000110010000000000000000000000000000000";
+    expect(featureNames(bits)).toEqual([
+      "CSUM",
+      "MAC",
+      "HOST_TSO4",
+      "HOST_TSO6",
+      "STATUS",
+      "INDIRECT_DESC",
+      "EVENT_IDX",
+      "VERSION_1",
+    ]);
+    expect(featureNames("0000001")).toEqual(["bit6"]);
+    expect(featureNames("")).toEqual([]);
+  });
+});

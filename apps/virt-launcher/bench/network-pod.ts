@@ -1,0 +1,96 @@
+/**
+ * One launcher pod of `npm run bench -- network`, run inside the pod's network namespace (the bench starts it with
+ * `nsenter --net=<the pod's netns>`, as the process-kubelet starts a launcher container): it wires KubeVirt's
+ * masquerade binding with the launcher's own code (network/pod-network.ts: k6t-eth0, tap0, the nftables NAT, the
+ * DHCP server) and runs the guest on the launcher's machine backend, our VMM (NativeMachine) or QEMU (QemuMachine,
+ * -accel kvm: the same KVM as ours), as a source (boots) or a migration target (listens on the pod IP, KubeVirt's
+ * migration port 49152, which the binding never forwards to the guest).
+ *
+ *   stdout, one JSON object a line:  {"kind":"wired","tap":..,"mac":..}
+ *                                    {"kind":"running"}              the guest runs (booted, or arrived)
+ *                                    {"kind":"listening","target":{host,port,secret}}
+ *                                    {"kind":"console","base64":..}  guest console output
+ *                                    {"kind":"migrated","result":{ok,downtimeMs,totalSeconds,...}}
+ *                                    {"kind":"state","state":..,"reason":..}
+ *                                    {"kind":"error","message":..}   the pod cannot go on (it exits 1)
+ *   stdin, one JSON object a line:   {"migrate":{host,port,secret}}  live-migrate there (source)
+ *                                    {"stop":true}                   kill the guest and exit (also on stdin's end)
+ *
+ * Usage: nsenter --net=/run/netns/NS node network-pod.ts '<NetworkPodConfig JSON>'
+ */
+import { createInterface } from "node:readline";
+import { createLogger } from "@kvt/observability";
+import { nativeVmm } from "@kvt/vmm";
+import type { Machine, MachineSpec, MigrationOptions, MigrationTarget } from "../src/machine/machine.ts";
+import { NativeMachine } from "../src/machine/native/native-machine.ts";
+import { QemuMachine } from "../src/machine/qemu/qemu-machine.ts";
+import { type MasqueradePlan, MIGRATION_PORTS } from "../src/network/masquerade-plan.ts";
+import { wirePodNetwork } from "../src/network/pod-network.ts";
+
+/** What one pod runs. */
+export interface NetworkPodConfig {
+  readonly backend: "native" | "qemu";
+  readonly role: "source" | "target";
+  /** The pod's IP: a target listens there. */
+  readonly podIp: string;
+  /** The guest (its disks written already; nics and podNetwork are added here). */
+  readonly spec: MachineSpec;
+  readonly plan: MasqueradePlan;
+}
+
+/** The migration settings of both backends' moves (KubeVirt's defaults where they apply; no bandwidth cap). */
+export const BENCH_MIGRATION_OPTIONS: MigrationOptions = {
+  bandwidthBytesPerSec: 0,
+  maxDowntimeMs: 300,
+  allowAutoConverge: true,
+  completionTimeoutSec: 600,
+  progressTimeoutSec: 300,
+};
+
+const say = (m: object): void => void process.stdout.write(`${JSON.stringify(m)}\n`);
+
+async function main(): Promise<void> {
+  const config = JSON.parse(process.argv[2] ?? "{}") as NetworkPodConfig;
+  const logger = createLogger({ component: "network-bench-pod", level: "warn" });
+  const wired = await wirePodNetwork(config.plan, logger);
+  say({ kind: "wired", tap: wired.tap, mac: wired.mac });
+  const spec: MachineSpec = {
+    ...config.spec,
+    podNetwork: config.plan,
+    nics: [{ tap: wired.tap, mac: wired.mac, model: "virtio" }],
+  };
+  const [port] = MIGRATION_PORTS;
+  const machine: Machine =
+    config.backend === "native"
+      ? new NativeMachine(spec, nativeVmm, logger, config.podIp, port)
+      : new QemuMachine(spec, { logger, accel: "kvm", migrationHost: config.podIp, migrationPort: port });
+  machine.on("console", (chunk) => say({ kind: "console", base64: Buffer.from(chunk).toString("base64") }));
+  machine.on("state", (state, reason) => {
+    say({ kind: "state", state, reason });
+    if (state === "running") say({ kind: "running" });
+  });
+  const stop = async (): Promise<void> => {
+    await machine.kill().catch(() => undefined); // already stopped (migrated away, or never started)
+    await wired.close();
+    process.exit(0);
+  };
+  const commands = createInterface({ input: process.stdin });
+  commands.on("line", (line) => {
+    const c = JSON.parse(line) as { migrate?: MigrationTarget; stop?: boolean };
+    if (c.stop) void stop();
+    if (c.migrate) {
+      machine.migrateTo(c.migrate, BENCH_MIGRATION_OPTIONS).then(
+        (result) => say({ kind: "migrated", result }),
+        (err: unknown) => say({ kind: "migrated", result: { ok: false, failureReason: (err as Error).message } }),
+      );
+    }
+  });
+  commands.on("close", () => void stop()); // the bench went away: nobody measures this guest any more
+  if (config.role === "source") await machine.start();
+  else say({ kind: "listening", target: await machine.prepareIncoming() });
+}
+
+main().catch((err: unknown) => {
+  say({ kind: "error", message: (err as Error).stack ?? String(err) });
+  process.exit(1);
+});

@@ -1,0 +1,389 @@
+/**
+ * `npm run bench -- network`: the guest's network through KubeVirt's masquerade binding, on our VMM and on QEMU
+ * (-accel kvm, the same binding), side by side in one run (inside the nested lane's L1 where this host's KVM cannot
+ * run Linux), against two network namespaces joined by a veth pair as the limit; then the TCP outage a client of the
+ * guest's Service sees while the guest live-migrates to another pod, on each VMM. Root only (namespaces, nftables).
+ *
+ *   host (L1)                           pod A (node-a)                                  guest (demo image)
+ *   kvt-<tag> bridge 10.N.0.1/16  ─veth─ eth0 10.N.1.x ── nft NAT ── k6t-eth0 10.0.2.1 ── tap0 ── eth0 10.0.2.2 (DHCP)
+ *     iperf3 -c / -c -R  ─────────────────────────────────────────────────────────────────> iperf3 -s
+ *     ping-pong (network-pingpong.ts) ────────────────────────────────────────────────────> nc -ll -e cat :7000
+ *     Service 10.N+64.0.10:17000 ─(the local cluster's service rules)─> pod A :7000, after the move pod B :7000
+ *   limit: netns kvtnb-<tag>-a 192.0.2.1/30 ─veth─ netns kvtnb-<tag>-b 192.0.2.2/30 (iperf3 -s, busybox nc -e cat)
+ *
+ * Everything is the project's own code: the pod network, the pods' namespaces (the real CNI plugins) and the Service
+ * rules with their conntrack clean-up are the local cluster's (tools/local-cluster network/ and proxy/), the binding
+ * and the machines are the launcher's (network-pod.ts runs them in each pod). tx = guest -> host, rx = host -> guest;
+ * rttUs = the median round trip of a 64-byte TCP ping-pong (not ICMP). The outage is the longest silence of a
+ * connection to the Service carrying a numbered line every 20 ms, from a second before the migration to 50 replies
+ * after it; the Service's endpoint moves to the target pod (nft table rewritten, the old pod's flows cleared) the
+ * moment the source reports the migration done. Everything made (namespaces, bridge, nft tables, processes) is
+ * removed at the end, on failure and on SIGINT/SIGTERM.
+ *
+ * Last line: {"area":"network","lane":..,"ours":{"txGbps":..,"rxGbps":..,"rttUs":..},"qemu":{..},"limit":{..},
+ *             "migrationOutageMs":..,"qemuMigrationOutageMs":..,...}
+ */
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import type { VirtualMachineInstance } from "@kvt/api";
+import {
+  createPodNetwork,
+  PodNetwork,
+  type PodNetworkConfig,
+  type ProxyNetwork,
+  proxyNetworkOf,
+  removePodNetwork,
+  renderRuleset,
+  runConntrack,
+  runNft,
+  type ServicePortRoute,
+  serviceRoutes,
+  staleFlows,
+} from "@kvt/local-cluster";
+import { benchLane, kvmRunsLinux } from "@kvt/vmm";
+import type { MachineSpec, MigrationResult } from "../src/machine/machine.ts";
+import { planMasquerade } from "../src/network/masquerade-plan.ts";
+import { imageStoreResolver } from "../src/vmi/image-store.ts";
+import { buildNoCloudDisk } from "../src/volumes/cloud-init-disks.ts";
+import {
+  featureNames,
+  figuresTable,
+  judgeGoals,
+  longestGap,
+  type SideFigures,
+  type SideRun,
+  sideFigures,
+} from "./network-figures.ts";
+import {
+  ECHO_PORT,
+  Leftovers,
+  limit,
+  type MeasureOptions,
+  measure,
+  PROBE_MS,
+  startProber,
+  until,
+} from "./network-measure.ts";
+import type { NetworkPodConfig } from "./network-pod.ts";
+import { PodPeer } from "./network-pod-peer.ts";
+
+const USAGE = `usage: npm run bench -- network [--seconds N] [--rtt-seconds N] [--only SIDES] [--no-migration]
+
+Measures, through KubeVirt's masquerade binding (the launcher's wiring in a real pod network), guest -> host and
+host -> guest TCP throughput (iperf3) and the round trip of a TCP ping-pong, on our VMM and on QEMU (-accel kvm), and
+the same between two network namespaces (veth) as the limit; then, on each VMM, the longest silence of a TCP
+connection through a Service while the guest live-migrates. Runs inside the nested lane's L1 where this host's KVM
+cannot run Linux (--host keeps it here). Root only.
+  --seconds N       iperf3 run length per direction (default 5)
+  --rtt-seconds N   ping-pong length (default 3; after 20 warm-up round trips)
+  --only SIDES      comma-separated subset of ours,qemu,limit (default all three)
+  --no-migration    skip the live migrations (the outages are then null)
+  -h, --help        this text`;
+
+const { values } = parseArgs({
+  options: {
+    seconds: { type: "string", default: "5" },
+    "rtt-seconds": { type: "string", default: "3" },
+    only: { type: "string", default: "ours,qemu,limit" },
+    "no-migration": { type: "boolean", default: false },
+    host: { type: "boolean", default: false },
+    nested: { type: "boolean", default: false },
+    help: { type: "boolean", short: "h", default: false },
+  },
+});
+if (values.help) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+const SIDES = new Set(values.only.split(",").map((s) => s.trim()));
+for (const s of SIDES) {
+  if (!["ours", "qemu", "limit"].includes(s)) {
+    process.stderr.write(`--only: unknown side "${s}" (ours, qemu, limit)\n${USAGE}\n`);
+    process.exit(2);
+  }
+}
+const say = (line: string): void => void process.stdout.write(`network: ${line}\n`);
+const OPTIONS: MeasureOptions = {
+  seconds: Math.max(1, Math.round(Number(values.seconds) || 5)),
+  rttSeconds: Math.max(1, Number(values["rtt-seconds"]) || 3),
+  say,
+};
+const MIGRATE = !values["no-migration"];
+const root = new URL("../../../", import.meta.url).pathname;
+const lane = benchLane();
+const GUEST_MEMORY = 256 * 2 ** 20;
+const BOOT_TIMEOUT_MS = 600_000;
+const SERVICE_PORT = 17000;
+const RTT_METHOD = "TCP ping-pong, 64-byte lines, against busybox nc -ll -e cat (median round trip)";
+
+/**
+ * The guest's user data: a DHCP lease on eth0 (busybox udhcpc), iperf3's server, a line echo server on ECHO_PORT,
+ * then one line with its address and the virtio-net features the driver negotiated (/sys .../features, bit 0 first).
+ */
+const USER_DATA = `#!/bin/sh
+cat >/tmp/lease.sh <<'EOS'
+#!/bin/sh
+[ "$1" = bound ] || exit 0
+ip addr add "$ip/$mask" dev "$interface"
+[ -n "$router" ] && ip route add default via "$router"
+EOS
+chmod +x /tmp/lease.sh
+ip link set lo up
+ip link set eth0 up
+udhcpc -i eth0 -s /tmp/lease.sh -q -n -t 30 -T 1 >/dev/null 2>&1
+iperf3 -s -D
+setsid nc -ll -p ${ECHO_PORT} -e cat </dev/null >/dev/null 2>&1 &
+for i in $(seq 100); do netstat -ltn | grep -q ':5201 ' && netstat -ltn | grep -q ':${ECHO_PORT} ' && break; usleep 100000; done
+echo "KVT_NET_READY $(ip -4 -o addr show dev eth0 | tr -s ' ' | cut -d' ' -f4) features=$(cat /sys/class/net/eth0/device/features)"
+`;
+
+/** Everything this run made that must go, whatever happens: children, namespaces, the pod network, pods. */
+const left = new Leftovers();
+const made = { dir: "", network: undefined as PodNetworkConfig | undefined, pods: new Set<PodPeer>() };
+
+async function cleanup(): Promise<void> {
+  for (const p of made.pods) p.kill();
+  left.removeAll();
+  // The pod network's removal also kills what is left in its namespaces (a pod's QEMU child).
+  if (made.network) await removePodNetwork(made.network).catch((e: unknown) => say(`cleanup: ${String(e)}`));
+  made.network = undefined;
+  if (made.dir) rmSync(made.dir, { recursive: true, force: true });
+}
+
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    say(`${signal}: removing the namespaces, bridge, nft tables and processes`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+/** A VMI with the pod network on KubeVirt's masquerade binding (what planMasquerade reads). */
+function benchVmi(name: string): VirtualMachineInstance {
+  return {
+    apiVersion: "kubevirt.io/v1",
+    kind: "VirtualMachineInstance",
+    metadata: { name, namespace: "bench", uid: randomUUID() },
+    spec: {
+      domain: { devices: { interfaces: [{ name: "default", masquerade: {} }] } },
+      networks: [{ name: "default", pod: {} }],
+    },
+  };
+}
+
+/** A launcher pod: its namespace on `node` (the CNI plugins), and the pod process in it. */
+async function startPod(
+  net: PodNetworkConfig,
+  node: string,
+  name: string,
+  config: Omit<NetworkPodConfig, "podIp">,
+): Promise<{ pod: PodPeer; ip: string }> {
+  const sandbox = await new PodNetwork(net, node).attach({ uid: randomUUID(), namespace: "bench", name });
+  const ip = sandbox.ips[0];
+  if (!ip) throw new Error(`pod ${name} got no IPv4 address`);
+  const pod = PodPeer.start(name, sandbox.netnsPath, { ...config, podIp: ip });
+  made.pods.add(pod);
+  await pod.next("wired", 300_000);
+  return { pod, ip };
+}
+
+/** What a side's live migration showed (ms unless named otherwise). */
+interface MoveFigures {
+  readonly outageMs: number;
+  /** The VMM's: the guest paused on the source until it ran on the target. */
+  readonly downtimeMs: number | null;
+  readonly totalSeconds: number;
+  /** From the source's report to the Service pointing at the target (nft table, then conntrack -D). */
+  readonly endpointSwitchMs: number;
+  /** Where the silence fell: from its start to the source's report, and to the Service's switch. */
+  readonly silenceToReportMs: number;
+  readonly silenceToSwitchMs: number;
+  readonly replies: number;
+}
+
+/** The Service's routes with its one endpoint at `podIp` (the local cluster's service rules, pure). */
+function routesTo(net: ProxyNetwork, clusterIP: string, podIp: string): ServicePortRoute[] {
+  const ports = [{ name: "echo", port: SERVICE_PORT, protocol: "TCP" }];
+  const endpoints = [{ addresses: [podIp], ready: true, serving: true, terminating: false }];
+  return serviceRoutes(
+    net,
+    [{ namespace: "bench", name: "net-echo", clusterIP, ports }],
+    [{ namespace: "bench", serviceName: "net-echo", ports: [{ ...ports[0], port: ECHO_PORT }], endpoints }],
+  );
+}
+
+/**
+ * Points the Service at `podIp` as the local cluster's proxy does when the EndpointSlice changes: the table first,
+ * then the flows the old endpoint served are cleared, so a connection's next segment is DNATed to the new one.
+ */
+async function pointService(net: ProxyNetwork, routes: ServicePortRoute[], before?: ServicePortRoute[]): Promise<void> {
+  await runNft(renderRuleset(net, routes));
+  for (const flows of before ? staleFlows(before, routes) : []) await runConntrack(flows);
+}
+
+/** Moves the guest of `source` to a new pod on node-b while a client of its Service talks to it. */
+async function migrate(
+  net: PodNetworkConfig,
+  label: string,
+  source: { pod: PodPeer; ip: string },
+  config: Omit<NetworkPodConfig, "podIp" | "role">,
+): Promise<MoveFigures> {
+  const proxy = proxyNetworkOf(net);
+  if (!proxy) throw new Error("the pod network has no Service range");
+  const clusterIP = proxy.serviceCidr.replace(/\.0\/16$/, ".10");
+  const before = routesTo(proxy, clusterIP, source.ip);
+  await pointService(proxy, before);
+  const probe = await startProber(left, clusterIP, SERVICE_PORT);
+  try {
+    await until(
+      () => probe.replies.length >= 10 || probe.failure() !== undefined,
+      "replies through the Service",
+      60_000,
+    );
+    const name = `virt-launcher-net-${label}-b`;
+    const target = await startPod(net, "node-b", name, { ...config, role: "target" });
+    const where = (await target.pod.next("listening", 300_000)).target;
+    if (!where) throw new Error("the target pod reported no address");
+    say(`${label}: migrating to ${name} (${target.ip}) while a client of ${clusterIP}:${SERVICE_PORT} talks`);
+    const from = performance.now();
+    const result: MigrationResult = await source.pod.migrate(where, 900_000);
+    const reported = performance.now();
+    if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
+    // The source pod ends and leaves the EndpointSlice: the Service now names the target pod.
+    await pointService(proxy, routesTo(proxy, clusterIP, target.ip), before);
+    const switched = performance.now();
+    await target.pod.next("running", 120_000);
+    const seen = probe.replies.length;
+    await until(() => probe.replies.length >= seen + 50 || probe.failure() !== undefined, "50 replies after", 60_000);
+    const failure = probe.failure();
+    if (failure) throw new Error(`the connection through the Service broke: ${failure}`);
+    const gap = longestGap(probe.replies, from - 1000, performance.now());
+    await target.pod.stop();
+    return {
+      outageMs: Math.round(gap.ms),
+      downtimeMs: result.downtimeMs === undefined ? null : Math.round(result.downtimeMs * 10) / 10,
+      totalSeconds: Math.round(result.totalSeconds * 100) / 100,
+      endpointSwitchMs: Math.round(switched - reported),
+      silenceToReportMs: Math.round(reported - gap.startMs),
+      silenceToSwitchMs: Math.round(switched - gap.startMs),
+      replies: probe.replies.length,
+    };
+  } finally {
+    probe.stop();
+  }
+}
+
+/** One VMM's figures. */
+interface SideResult {
+  readonly run: SideRun;
+  readonly move: MoveFigures | null;
+  /** The virtio-net features the guest's driver negotiated (sysfs bits). */
+  readonly features: string;
+}
+
+/** One VMM's side: boot behind the binding, measure, then (unless --no-migration) the move. */
+async function side(net: PodNetworkConfig, backend: NetworkPodConfig["backend"]): Promise<SideResult> {
+  const label = backend === "native" ? "ours" : "qemu";
+  const vmi = benchVmi(`net-${label}`);
+  const plan = planMasquerade(vmi);
+  if (!plan) throw new Error("the bench VMI has no masquerade plan");
+  const iso = join(made.dir, `${label}-cloudinit.iso`);
+  const identity = { name: vmi.metadata?.name ?? "", namespace: "bench", firmwareUuid: randomUUID() };
+  writeFileSync(iso, buildNoCloudDisk({ userData: USER_DATA }, identity, { timestamp: new Date(0) }));
+  const boot = imageStoreResolver(process.env.KVT_IMAGE_STORE ?? join(root, ".data/images"))("local/demo-linux:latest");
+  const spec = (role: string): MachineSpec => ({
+    vmiKey: `bench/${vmi.metadata?.name}`,
+    memoryBytes: GUEST_MEMORY,
+    vcpus: 1,
+    boot,
+    disks: [{ name: "cloudinitdisk", path: iso, readOnly: true, kind: "cloudInitNoCloud", shared: true }],
+    workDir: join(made.dir, `${label}-${role}`),
+  });
+  const t0 = performance.now();
+  say(`${label}: starting a launcher pod on node-a (${backend === "native" ? "our VMM" : "QEMU -accel kvm"})`);
+  const name = `virt-launcher-net-${label}-a`;
+  const source = await startPod(net, "node-a", name, { backend, role: "source", spec: spec("a"), plan });
+  await source.pod.next("running", 300_000);
+  const ready = await source.pod.waitConsole(/KVT_NET_READY (\S+) features=([01]*)/, BOOT_TIMEOUT_MS);
+  const upS = ((performance.now() - t0) / 1000).toFixed(1);
+  say(`${label}: guest up as ${ready[1]} behind pod IP ${source.ip} after ${upS} s`);
+  const run = await measure(left, OPTIONS, label, source.ip);
+  const move = MIGRATE ? await migrate(net, label, source, { backend, spec: spec("b"), plan }) : null;
+  if (move) say(`${label}: migration outage ${move.outageMs} ms (downtime ${move.downtimeMs} ms)`);
+  await source.pod.stop();
+  return { run, move, features: ready[2] ?? "" };
+}
+
+/** One side's line figures and outage, or nulls. */
+function summary(r: SideResult | null): { figures: SideFigures | null; outageMs: number | null; features: string } {
+  if (!r) return { figures: null, outageMs: null, features: "-" };
+  return {
+    figures: sideFigures(r.run),
+    outageMs: r.move?.outageMs ?? null,
+    features: featureNames(r.features).join(" ") || "-",
+  };
+}
+
+/** Prints the table and, last, the JSON line. */
+function report(ours: SideResult | null, qemu: SideResult | null, lim: SideRun | null, skipped: string[]): void {
+  const [o, q] = [summary(ours), summary(qemu)];
+  const l = lim ? sideFigures(lim) : null;
+  const moves = { ours: ours?.move ?? null, qemu: qemu?.move ?? null };
+  const table = figuresTable([
+    ["ours", ours?.run ?? null],
+    ["qemu", qemu?.run ?? null],
+    ["limit", lim],
+  ]);
+  process.stdout.write(
+    `\nnetwork bench (${lane} lane; guest 1 vCPU ${GUEST_MEMORY / 2 ** 20} MiB, masquerade binding; iperf3 ` +
+      `${OPTIONS.seconds} s a direction; Gbps = 10^9 bit/s)\n${table}\n` +
+      `virtio-net features the guest negotiated: ours ${o.features}; qemu ${q.features}\n` +
+      `migration outage through a Service (longest silence, a line every ${PROBE_MS} ms): ours ${o.outageMs} ms ` +
+      `${JSON.stringify(moves.ours)}, qemu ${q.outageMs} ms ${JSON.stringify(moves.qemu)}\n`,
+  );
+  process.stdout.write(
+    `${JSON.stringify({
+      area: "network",
+      lane,
+      ours: o.figures,
+      qemu: q.figures,
+      limit: l,
+      migrationOutageMs: o.outageMs,
+      qemuMigrationOutageMs: q.outageMs,
+      seconds: OPTIONS.seconds,
+      rtt: RTT_METHOD,
+      migration: moves,
+      goals: judgeGoals(o.figures, q.figures, l, o.outageMs, q.outageMs),
+      ...(skipped.length ? { skipped: skipped.join("; ") } : {}),
+    })}\n`,
+  );
+}
+
+async function main(): Promise<void> {
+  if (process.getuid?.() !== 0) throw new Error("the network bench needs root (network namespaces, nftables)");
+  made.dir = mkdtempSync(join(tmpdir(), "kvt-net-bench-"));
+  const lim = SIDES.has("limit") ? await limit(left, OPTIONS) : null;
+  const vmms = (["ours", "qemu"] as const).filter((s) => SIDES.has(s));
+  const skipped: string[] = [];
+  const results: Record<string, SideResult> = {};
+  if (vmms.length > 0 && !kvmRunsLinux()) {
+    skipped.push("this host's KVM cannot run Linux guests (run the bench without --host)");
+  } else if (vmms.length > 0) {
+    say("creating the pod network (the local cluster's: bridge, CNI, Service rules)");
+    made.network = await createPodNetwork(join(made.dir, "cluster"), ["node-a", "node-b"], say);
+    for (const s of vmms) results[s] = await side(made.network, s === "ours" ? "native" : "qemu");
+  }
+  report(results.ours ?? null, results.qemu ?? null, lim, skipped);
+}
+
+try {
+  await main();
+} catch (err) {
+  say(`failed: ${(err as Error).stack ?? String(err)}`);
+  await cleanup();
+  process.stdout.write(`${JSON.stringify({ area: "network", lane, error: (err as Error).message })}\n`);
+  process.exit(1);
+}
+await cleanup();
