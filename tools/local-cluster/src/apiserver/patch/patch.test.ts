@@ -84,8 +84,60 @@ describe("strategic merge patch", () => {
           { type: "Initialized", status: "True" },
         ],
       },
-      metadata: { finalizers: ["f1", "f2"] },
+      // apimachinery puts the patch's new finalizer before the server's (see the order tests below).
+      metadata: { finalizers: ["f2", "f1"] },
     });
+  });
+  // Expected values from k8s.io/apimachinery v0.37.2 strategicpatch.StrategicMergePatch on a corev1.Pod.
+  const c = (type: string, status: string) => ({ type, status });
+  it.each([
+    [
+      "kwok's pod-ready patch onto a scheduled pod",
+      { status: { conditions: [c("PodScheduled", "True")] } },
+      { status: { conditions: [c("Initialized", "True"), c("Ready", "True"), c("ContainersReady", "True")] } },
+      {
+        status: {
+          conditions: [
+            c("Initialized", "True"),
+            c("Ready", "True"),
+            c("ContainersReady", "True"),
+            c("PodScheduled", "True"),
+          ],
+        },
+      },
+    ],
+    [
+      "a new entry and an updated one, interleaved with the server's by their old positions",
+      { status: { conditions: [c("A", "1"), c("B", "1"), c("C", "1")] } },
+      { status: { conditions: [c("D", "2"), c("B", "2")] } },
+      { status: { conditions: [c("D", "2"), c("A", "1"), c("B", "2"), c("C", "1")] } },
+    ],
+    [
+      "existing entries patched in reverse order",
+      { status: { conditions: [c("A", "1"), c("B", "1"), c("C", "1")] } },
+      { status: { conditions: [c("C", "2"), c("A", "2")] } },
+      { status: { conditions: [c("B", "1"), c("C", "2"), c("A", "2")] } },
+    ],
+    [
+      "$setElementOrder alone reorders",
+      { status: { conditions: [c("A", "1"), c("B", "1"), c("C", "1")] } },
+      { status: { "$setElementOrder/conditions": [{ type: "C" }, { type: "B" }, { type: "A" }] } },
+      { status: { conditions: [c("C", "1"), c("B", "1"), c("A", "1")] } },
+    ],
+    [
+      "finalizers (a set): the patch's first",
+      { metadata: { finalizers: ["a", "b", "c"] } },
+      { metadata: { finalizers: ["d", "b"] } },
+      { metadata: { finalizers: ["d", "a", "b", "c"] } },
+    ],
+    [
+      "$setElementOrder on finalizers",
+      { metadata: { finalizers: ["a", "b", "c"] } },
+      { metadata: { "$setElementOrder/finalizers": ["c", "a", "b"] } },
+      { metadata: { finalizers: ["c", "a", "b"] } },
+    ],
+  ])("orders merged lists as apimachinery does: %s", (_, target, patch, want) => {
+    expect(strategicMerge(target, patch)).toEqual(want);
   });
   it("replaces with $patch: replace", () => {
     expect(strategicMerge({ a: { b: 1, c: 2 } }, { a: { $patch: "replace", d: 3 } })).toEqual({ a: { d: 3 } });
