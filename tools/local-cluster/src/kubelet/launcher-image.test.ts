@@ -2,11 +2,12 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { registerTestGuest } from "@kvt/images";
 import { LauncherClient, launcherSocketPath } from "@kvt/launcher-rpc";
 import { hasKvm, testGuestPath } from "@kvt/vmm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildLauncherImage, builtinShim } from "./launcher-image.ts";
+import { buildLauncherImage, builtinShim, bundleEntry, bundleLazyRequires } from "./launcher-image.ts";
 
 const projectRoot = new URL("../../../../", import.meta.url).pathname;
 let dir: string;
@@ -37,6 +38,46 @@ describe("builtinShim", () => {
     expect(shim).not.toMatch(/export const WebSocket\b/);
     expect(builtinShim("fs")).not.toMatch(/export const promises\b/);
   });
+});
+
+describe("bundleLazyRequires", () => {
+  it("turns a createRequire'd call of a package into require, leaving built-ins, relative and computed names", () => {
+    const code = [
+      "const requireHere = createRequire(import.meta.url);",
+      "requireHere(\"reflect-metadata\"); requireHere('@peculiar/x509');",
+      'requireHere("node:crypto"); requireHere("fs"); requireHere("./x.cjs"); requireHere(name); other.requireHere("a");',
+    ].join("\n");
+    expect(bundleLazyRequires(code).split("\n").slice(1)).toEqual([
+      "require(\"reflect-metadata\"); require('@peculiar/x509');",
+      'requireHere("node:crypto"); requireHere("fs"); requireHere("./x.cjs"); requireHere(name); other.requireHere("a");',
+    ]);
+    expect(bundleLazyRequires('x("a")')).toBe('x("a")');
+  });
+
+  it("a bundle of @kvt/certs makes a certificate where no node_modules is (the release images)", async () => {
+    const src = join(dir, "certs-entry.ts");
+    writeFileSync(
+      src,
+      [
+        `import { generateCa, issueCertificate } from ${JSON.stringify(join(projectRoot, "libs/certs/src/index.ts"))};`,
+        'const ca = await generateCa("bundle-test-ca");',
+        'const leaf = await issueCertificate(ca, { commonName: "bundle-test", usage: "client" });',
+        'console.log(leaf.certPem.split("\\n")[0]);',
+      ].join("\n"),
+    );
+    const out = mkdtempSync(join(tmpdir(), "kvt-certs-bundle-")); // under /tmp: no node_modules above it
+    try {
+      const bundled = await bundleEntry(src, out, "certs.mjs");
+      // Move the modules' URLs off this checkout, as the images do: nothing may resolve from its node_modules.
+      const checkoutUrl = pathToFileURL(projectRoot).href;
+      writeFileSync(bundled, readFileSync(bundled, "utf8").replaceAll(checkoutUrl, "file:///opt/kvt-nowhere/"));
+      const run = spawnSync(process.execPath, [bundled], { cwd: out, encoding: "utf8" });
+      expect(run.stderr).toBe("");
+      expect(run.stdout.trim()).toBe("-----BEGIN CERTIFICATE-----");
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
 
 describe("the launcher image", () => {

@@ -29,6 +29,29 @@ const META_URL = /(?<![\w$."'`])import\.meta\.url(?![\w$])/g;
 const requireHere = createRequire(import.meta.url);
 const execFileAsync = promisify(execFile);
 
+/** `const requireHere = createRequire(import.meta.url);`: a module that loads packages lazily, by name. */
+const CREATE_REQUIRE = /\bconst\s+([A-Za-z_$][\w$]*)\s*=\s*createRequire\(\s*import\.meta\.url\s*\)/g;
+
+/**
+ * Rewrites a project module's lazy `requireHere("package")` calls (`requireHere` made by `createRequire`) into plain
+ * `require("package")`, which the bundler follows: the package then travels in the bundle, still evaluated only at
+ * the call (a CommonJS wrapper), and an image without node_modules finds it. Built-ins and calls with a computed
+ * name are left as they are. Returns `code` itself when nothing matched.
+ */
+export function bundleLazyRequires(code: string): string {
+  if (!code.includes("createRequire")) return code;
+  let out = code;
+  for (const [, name] of code.matchAll(CREATE_REQUIRE)) {
+    const call = new RegExp(`(?<![\\w$.])${name.replace(/\$/g, "\\$")}\\(\\s*(["'])([^"'\\s]+)\\1\\s*\\)`, "g");
+    out = out.replace(call, (whole, quote: string, id: string) =>
+      id.startsWith("node:") || builtinModules.includes(id) || id.startsWith(".")
+        ? whole
+        : `require(${quote}${id}${quote})`,
+    );
+  }
+  return out;
+}
+
 /** Whether `id`, imported by `importer`, is a built-in of Node imported by one of the project's modules. */
 function isProjectBuiltinImport(id: string, importer: string | undefined): boolean {
   if (!importer || importer.includes("/node_modules/") || importer.startsWith("\0")) return false;
@@ -128,6 +151,14 @@ export async function bundleEntries(
         },
         load(id: string) {
           return id.startsWith(BUILTIN_PREFIX) ? builtinShim(id.slice(BUILTIN_PREFIX.length)) : null;
+        },
+      },
+      {
+        name: "kvt-lazy-requires",
+        transform(code: string, id: string) {
+          if (id.includes("/node_modules/") || id.startsWith("\0")) return null;
+          const replaced = bundleLazyRequires(code);
+          return replaced === code ? null : { code: replaced };
         },
       },
       {
