@@ -1,8 +1,9 @@
 // libFuzzer target: the split-queue chain walker, the virtio-blk request parser and the virtio-net frame code
-// (transmit iovecs, receive copies) fed an arbitrary guest (rings, descriptors, indirect tables, headers). Every pop
-// either yields a chain whose buffers all lie in RAM, no longer than the queue, readable before writable, or a
-// QueueError; every chain is parsed both as a blk request and as a net packet on either queue; nothing may crash,
-// hang or touch memory outside the 16 KiB guest (ASan/UBSan).
+// (transmit iovecs, receive copies, one packet spread over every chain popped as MRG_RXBUF does) fed an arbitrary
+// guest (rings, descriptors, indirect tables, headers). Every pop either yields a chain whose buffers all lie in RAM,
+// no longer than the queue, readable before writable, or a QueueError; a chain given back (Unpop) pops again the
+// same; every chain is parsed both as a blk request and as a net packet on either queue; nothing may crash, hang or
+// touch memory outside the 16 KiB guest (ASan/UBSan).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,6 +44,23 @@ void NetChecks(FlatGuestMemory& mem, const DescriptorChain& chain, size_t rx_len
   }
 }
 
+// The popped chains as one MRG_RXBUF packet of rx_len bytes: only the chains it needs, none past its room.
+void MergeableChecks(FlatGuestMemory& mem, const std::vector<DescriptorChain>& chains, size_t rx_len) {
+  std::vector<uint8_t> packet(rx_len);
+  for (size_t i = 0; i < rx_len; ++i) packet[i] = static_cast<uint8_t>(i * 7);
+  std::vector<uint32_t> used;
+  bool truncated = false;
+  if (WriteRxPacketMergeable(mem, chains, packet.data(), packet.size(), &used, &truncated) != NetChainError::kNone)
+    return;
+  if (used.empty() || used.size() > chains.size()) __builtin_trap();
+  uint64_t sum = 0;
+  for (size_t i = 0; i < used.size(); ++i) {
+    if (used[i] > chains[i].writable_bytes) __builtin_trap();
+    sum += used[i];
+  }
+  if (sum > rx_len || truncated != (sum < rx_len)) __builtin_trap();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -60,11 +78,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   q.state().next_used = q.state().next_avail;
   q.set_event_idx((data[1] & 1) != 0);
   if (q.Validate(mem) != QueueError::kNone) __builtin_trap();  // the fixed layout is always valid
+  std::vector<DescriptorChain> popped;
   // At most two rounds of the ring: Pop must stop by itself (empty or error) well before.
   for (int round = 0; round < 2 * 256 + 1; ++round) {
     DescriptorChain chain;
     QueueError err = QueueError::kNone;
     if (!q.Pop(mem, &chain, &err)) break;
+    if ((data[1] & 2) != 0) {
+      // Given back, the chain pops again the same (a device short of receive buffers does this).
+      q.Unpop(1);
+      DescriptorChain again;
+      if (!q.Pop(mem, &again, &err) || again.head != chain.head || again.buffers.size() != chain.buffers.size())
+        __builtin_trap();
+    }
     if (chain.head >= q.state().size || chain.buffers.size() > q.state().size) __builtin_trap();
     bool seen_writable = false;
     for (const DescBuffer& b : chain.buffers) {
@@ -82,10 +108,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)ReadBlkSegments(mem, req, 32, &segments);
     }
     NetChecks(mem, chain, kNetHdrBytes + (data[1] >> 1) * 23u);
+    if (popped.size() < 64) popped.push_back(chain);
     if (q.AddUsed(mem, chain.head, static_cast<uint32_t>(chain.writable_bytes)) != QueueError::kNone) __builtin_trap();
     (void)q.NeedsNotification(mem);
     if (round == 2 * 256) __builtin_trap();  // more chains than avail.idx can announce
   }
+  if (!popped.empty()) MergeableChecks(mem, popped, kNetHdrBytes + (data[1] >> 1) * 97u);
   (void)q.EnableNotification(mem);
+  (void)q.EnableNotificationAfter(mem, q.state().next_avail);
   return 0;
 }

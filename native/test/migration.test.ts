@@ -42,11 +42,6 @@ describe("migration stream (C++)", () => {
     }
   });
 
-  it("seals the committed shared vector byte for byte (libs/migration seal.test.ts checks node:crypto against it)", () => {
-    const vector = readFileSync(join(root, "test/migration/sealed-vector.txt"), "utf8");
-    expect(run(unitBin, ["--sealed-vector"])).toBe(vector);
-  });
-
   it("emits the committed golden frames byte for byte", () => {
     const golden = readFileSync(join(root, "test/migration/golden-frames.txt"), "utf8");
     expect(run(unitBin, ["--golden"])).toBe(golden);

@@ -100,6 +100,48 @@ TEST(virtio_net_rx_copies_the_packet_marks_it_dirty_and_cuts_what_does_not_fit) 
                       &truncated) == NetChainError::kRxReadable);
 }
 
+TEST(virtio_net_rx_mergeable_spreads_a_packet_over_chains_and_counts_them_in_num_buffers) {
+  FlatGuestMemory mem(1 << 16);
+  std::vector<uint8_t> pkt = Frame(kNetHdrBytes + 200, 11);
+  pkt[kNetHdrNumBuffersOffset] = pkt[kNetHdrNumBuffersOffset + 1] = 0;  // le16 num_buffers: the device sets it
+  // The header spans the first chain's two buffers; the third chain is needed for 12 bytes; the fourth is not.
+  std::vector<DescriptorChain> chains = {
+      Chain({{0x1000, 4, true}, {0x1100, 96, true}}),
+      Chain({{0x2000, 50, true}, {0x3000, 50, true}}),
+      Chain({{0x4000, 300, true}}),
+      Chain({{0x5000, 100, true}}),
+  };
+  std::vector<uint32_t> used;
+  bool truncated = true;
+  CHECK(WriteRxPacketMergeable(mem, chains, pkt.data(), pkt.size(), &used, &truncated) == NetChainError::kNone);
+  CHECK(used == (std::vector<uint32_t>{100, 100, 12}));
+  CHECK(!truncated);
+  CHECK_EQ(mem.bytes()[0x1100 + 6], 3);  // num_buffers (header byte 10) = the chains used
+  CHECK_EQ(mem.bytes()[0x1100 + 7], 0);
+  std::vector<uint8_t> want = pkt;
+  want[kNetHdrNumBuffersOffset] = 3;
+  std::vector<uint8_t> got;
+  for (auto [gpa, len] : std::vector<std::pair<uint64_t, size_t>>{
+           {0x1000, 4}, {0x1100, 96}, {0x2000, 50}, {0x3000, 50}, {0x4000, 12}})
+    got.insert(got.end(), mem.bytes().data() + gpa, mem.bytes().data() + gpa + len);
+  CHECK(got == want);
+  CHECK_EQ(mem.bytes()[0x4000 + 12], 0);
+  CHECK_EQ(mem.bytes()[0x5000], 0);  // the unneeded chain is left alone
+  // Too little room in all of them: every chain filled, num_buffers = 4, cut.
+  std::vector<uint8_t> big = Frame(1000, 2);
+  CHECK(WriteRxPacketMergeable(mem, chains, big.data(), big.size(), &used, &truncated) == NetChainError::kNone);
+  CHECK(used == (std::vector<uint32_t>{100, 100, 300, 100}));
+  CHECK(truncated);
+  CHECK_EQ(mem.bytes()[0x1100 + 6], 4);
+  // Refused: a readable buffer, a chain shorter than the header, no chain at all.
+  std::vector<DescriptorChain> readable = {Chain({{0x1000, 12, false}, {0x2000, 100, true}})};
+  CHECK(WriteRxPacketMergeable(mem, readable, pkt.data(), pkt.size(), &used, &truncated) ==
+        NetChainError::kRxReadable);
+  std::vector<DescriptorChain> shortc = {Chain({{0x1000, 100, true}}), Chain({{0x2000, 11, true}})};
+  CHECK(WriteRxPacketMergeable(mem, shortc, pkt.data(), pkt.size(), &used, &truncated) == NetChainError::kRxShort);
+  CHECK(WriteRxPacketMergeable(mem, {}, pkt.data(), pkt.size(), &used, &truncated) == NetChainError::kRxShort);
+}
+
 TEST(virtio_net_config_space_and_option_checks) {
   int sv[2];
   CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0);
@@ -142,6 +184,12 @@ TEST(virtio_net_config_space_and_option_checks) {
     CHECK(vnet.value()->AcceptFeatures(kFeatureVersion1 | kNetFeatureCsum | kNetFeatureHostTso4));
     CHECK(!vnet.value()->AcceptFeatures(kFeatureVersion1 | kNetFeatureHostTso4));
     CHECK(vnet.value()->AcceptFeatures(kFeatureVersion1 | kNetFeatureMac));
+    // ... and the offloads towards the guest, with mergeable receive buffers; GUEST_TSO without GUEST_CSUM is refused.
+    CHECK((vf & kNetFeatureGuestCsum) && (vf & kNetFeatureGuestTso4) && (vf & kNetFeatureGuestTso6));
+    CHECK(vf & kNetFeatureMrgRxbuf);
+    CHECK(vnet.value()->AcceptFeatures(kFeatureVersion1 | kNetFeatureGuestCsum | kNetFeatureGuestTso4 |
+                                       kNetFeatureGuestTso6 | kNetFeatureMrgRxbuf));
+    CHECK(!vnet.value()->AcceptFeatures(kFeatureVersion1 | kNetFeatureGuestTso6 | kNetFeatureMrgRxbuf));
   }
   CHECK_EQ(net.queue_count(), 2);
   CHECK_EQ(net.device_type(), kDeviceTypeNet);
@@ -277,7 +325,7 @@ struct Live {
     W(kCommonQueueDevice, r.used(), 8);
     W(kCommonQueueEnable, 1, 2);
   }
-  void Bringup() {
+  void Bringup(uint64_t extra_features = 0) {
     uint16_t cmd = kPciCommandMemory | kPciCommandBusMaster;
     t->ConfigWrite(kPciCommandOffset, reinterpret_cast<uint8_t*>(&cmd), 2);
     uint16_t cap = 0;
@@ -296,7 +344,7 @@ struct Live {
       W(kMsixTableOffset + 16 * v + 12, 0, 4);
     }
     W(kCommonDeviceStatus, kStatusAcknowledge | kStatusDriver, 1);
-    uint64_t f = kFeatureVersion1 | kFeatureEventIdx | kNetFeatureMac | kNetFeatureStatus;
+    uint64_t f = kFeatureVersion1 | kFeatureEventIdx | kNetFeatureMac | kNetFeatureStatus | extra_features;
     W(kCommonDriverFeatureSelect, 0, 4);
     W(kCommonDriverFeature, f & 0xffffffff, 4);
     W(kCommonDriverFeatureSelect, 1, 4);
@@ -524,4 +572,60 @@ TEST(virtio_net_backend_garbage_is_skipped_or_cut_and_never_breaks_the_device) {
   CHECK(v.WaitFor([&] { return v.tx.UsedIdx() == 1; }));
   CHECK(v.WaitFor([&] { return net.value()->stats().tx_errors == 1; }));
   v.t.reset();
+}
+
+TEST(virtio_net_mergeable_receive_spans_buffers_and_waits_until_enough_are_posted) {
+  // A vnet-header backend and a driver that took the receive offloads: a 5000-byte TCP frame from the host (GSO
+  // header as a tap gives it) needs three 2 KiB buffers.
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+  NetOptions o;
+  o.fd = sv[0];
+  o.vnet_hdr = true;
+  std::memcpy(o.mac, kMac, 6);
+  auto net = VirtioNet::Open(o);
+  CHECK(net.ok());
+  if (!net.ok()) return;
+  Live v;
+  v.t = std::make_unique<VirtioPciTransport>(net.value().get(), &v.mem, &v.msi, kBar);
+  v.Bringup(kNetFeatureCsum | kNetFeatureGuestCsum | kNetFeatureGuestTso4 | kNetFeatureMrgRxbuf);
+  CHECK_EQ(v.t->status() & kStatusDriverOk, kStatusDriverOk);
+  std::vector<uint8_t> frame = Frame(kNetHdrBytes + 5000, 21);
+  const uint8_t hdr[kNetHdrBytes] = {1, 1, 66, 0, 0xa8, 0x05, 34, 0, 16, 0, 0, 0};  // NEEDS_CSUM, TCPV4, gso 1448
+  std::memcpy(frame.data(), hdr, kNetHdrBytes);
+  v.PostRx(0);
+  CHECK(send(sv[1], frame.data(), frame.size(), 0) == static_cast<ssize_t>(frame.size()));
+  // One buffer is not enough: the device gives it back and asks to be kicked when more than 1 are posted.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_EQ(v.rx.UsedIdx(), 0);
+  uint16_t avail_event = 0;
+  std::memcpy(&avail_event, v.mem.bytes().data() + v.rx.used() + 4 + 8 * kQ, 2);
+  CHECK_EQ(avail_event, 1);
+  v.PostRx(1, false);
+  v.PostRx(2);
+  CHECK(v.WaitFor([&] { return v.rx.UsedIdx() == 3 && v.msi.count(kRxVector) >= 1; }));
+  CHECK_EQ(v.rx.UsedLen(0), 2048u);
+  CHECK_EQ(v.rx.UsedLen(1), 2048u);
+  CHECK_EQ(v.rx.UsedLen(2), 5012u - 4096u);
+  const uint8_t* got = v.mem.bytes().data() + Live::RxBuf(0);
+  CHECK(std::memcmp(got, hdr, kNetHdrNumBuffersOffset) == 0);  // the tap's offload header, unchanged
+  CHECK_EQ(got[kNetHdrNumBuffersOffset], 3);
+  CHECK(std::memcmp(got + kNetHdrBytes, frame.data() + kNetHdrBytes, 2048 - kNetHdrBytes) == 0);
+  CHECK(std::memcmp(v.mem.bytes().data() + Live::RxBuf(1), frame.data() + 2048, 2048) == 0);
+  CHECK(std::memcmp(v.mem.bytes().data() + Live::RxBuf(2), frame.data() + 4096, 5012 - 4096) == 0);
+  // A small frame takes one buffer, num_buffers 1.
+  std::vector<uint8_t> small = Frame(kNetHdrBytes + 60, 5);
+  std::memset(small.data(), 0, kNetHdrBytes);
+  v.PostRx(3);
+  CHECK(send(sv[1], small.data(), small.size(), 0) == static_cast<ssize_t>(small.size()));
+  CHECK(v.WaitFor([&] { return v.rx.UsedIdx() == 4; }));
+  CHECK_EQ(v.rx.UsedLen(3), kNetHdrBytes + 60);
+  CHECK_EQ(v.mem.bytes()[Live::RxBuf(3) + kNetHdrNumBuffersOffset], 1);
+  NetStats s = net.value()->stats();
+  CHECK_EQ(s.rx_frames, 2u);
+  CHECK_EQ(s.rx_bytes, 5000u + 60u);
+  CHECK_EQ(s.rx_truncated, 0u);
+  CHECK_EQ(s.broken, 0u);
+  v.t.reset();
+  close(sv[1]);
 }

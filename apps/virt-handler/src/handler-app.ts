@@ -24,6 +24,7 @@ import {
   RestClient,
   Runner,
   resourceClient,
+  statusError,
   WorkQueue,
 } from "@kvt/kube";
 import type { Logger, Registry } from "@kvt/observability";
@@ -34,7 +35,7 @@ import { LauncherRegistry } from "./launchers/launcher-registry.ts";
 import { OrphanReaper } from "./launchers/orphans.ts";
 import { registerHandlerMetrics } from "./metrics/handler-metrics.ts";
 import { registerVmiMetrics } from "./metrics/vmi-metrics.ts";
-import { HandlerMigrationSecrets } from "./migration/migration-secrets.ts";
+import { HandlerMigrationSecrets, type PinSourceCertificate } from "./migration/migration-secrets.ts";
 import { NodeHeartbeat } from "./node/heartbeat.ts";
 import { reconcileParent } from "./tracing/migration-trace.ts";
 import { VmiController, type VmiStatusWriter } from "./vmi/vmi-controller.ts";
@@ -144,6 +145,15 @@ function nodeAgents(
   return { devices, heartbeat };
 }
 
+/** Pins a source launcher's certificate in the target launcher of that VMI on this node (before the answer leaves). */
+function pinIn(launchers: LauncherRegistry): PinSourceCertificate {
+  return async (vmiUid, migrationUid, certificate) => {
+    const view = launchers.forVmi(vmiUid).find((v) => !v.gone && v.info.migration?.role === "target");
+    if (!view) throw statusError(409, "Conflict", `no target launcher of migration ${migrationUid} on this node yet`);
+    await view.client.sourceCertificate({ migrationUid, certificate });
+  };
+}
+
 /** Starts everything; resolves once launchers are re-adopted and the cache is synced. */
 export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp> {
   const rest = new RestClient(o.kubeConfig, {
@@ -223,8 +233,14 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     launcherFor: (uid) => launchers.forVmi(uid).find(holdsGuest) ?? launchers.forVmi(uid).find((v) => !v.gone),
     logger: o.logger,
     tls: o.tls,
-    migrationSecret: (ns, name, migrationUid, callerNode) =>
-      secrets.answer(informer.store.get(objectKey(ns, name)), migrationUid, callerNode),
+    migrationSecret: (ns, name, migrationUid, callerNode, sourceCertificate) =>
+      secrets.answer(
+        informer.store.get(objectKey(ns, name)),
+        migrationUid,
+        callerNode,
+        sourceCertificate,
+        pinIn(launchers),
+      ),
   });
   await launchers.start(); // re-adopt running launchers before deciding anything about their VMIs
   informer.start();

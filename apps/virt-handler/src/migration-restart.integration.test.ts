@@ -24,6 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type HandlerApp, startHandlerApp } from "./handler-app.ts";
 import { migrationOptionsOf } from "./migration/migration-options.ts";
 import { HandlerMigrationSecrets, VIRT_HANDLER_NAME } from "./migration/migration-secrets.ts";
+import { mintLauncherTls } from "./vmi/vmi-controller.ts";
 
 const logger = createLogger({ component: "test", level: (process.env.TEST_LOG_LEVEL ?? "silent") as "silent" });
 const launcherMain = new URL("../../virt-launcher/src/main.ts", import.meta.url).pathname;
@@ -180,10 +181,13 @@ describe.skipIf(!hasQemu())("a migration completed while both handlers were down
       },
       { timeoutMs: 120_000 },
     );
-    // What the source handler would do: fetch the secret from the target's handler (mutual TLS, as node01).
-    const secret = await new HandlerMigrationSecrets({ nodeName: "node01", tls: () => tls }).read(
+    // What the source handler would do: mint its launcher's identity, send the certificate to the target's handler
+    // (mutual TLS, as node01) and get the secret and the target launcher's certificate.
+    const sourceTls = await mintLauncherTls("kubevirt-migration-mr-mig-1-source");
+    const handoff = await new HandlerMigrationSecrets({ nodeName: "node01", tls: () => tls }).exchange(
       published,
       "mr-mig-1",
+      sourceTls.certificate,
     );
     await stopHandler("node02");
 
@@ -193,8 +197,9 @@ describe.skipIf(!hasQemu())("a migration completed while both handlers were down
     const client = new LauncherClient(join(dir, "node01", socket), { timeoutMs: 10_000 });
     await client.migrate({
       migrationUid: "mr-mig-1",
-      target: { host: ms.targetNodeAddress!, port, secret },
+      target: { host: ms.targetNodeAddress!, port, ...handoff },
       options: migrationOptionsOf(undefined),
+      tls: sourceTls,
     });
     const exit = source.exitCode ?? (await new Promise<number | null>((r) => source.once("exit", (c) => r(c))));
     expect(exit).toBe(0); // Migrated: the guest runs on node02 now

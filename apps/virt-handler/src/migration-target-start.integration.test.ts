@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { VirtualMachineInstance } from "@kvt/api";
-import { generateCa, issueCertificate } from "@kvt/certs";
+import { generateCa, issueCertificate, mintMigrationCertificate } from "@kvt/certs";
 import { serveRegistration, type UnixGrpcServer } from "@kvt/device-plugin";
 import { CORE_V1, KUBEVIRT_V1, type KubeObject, kubeConfigFor, type Node, RestClient, resourceClient } from "@kvt/kube";
 import {
@@ -43,9 +43,11 @@ async function targetLauncher(
   socketPath: string,
   vmi: { namespace: string; name: string; uid: string },
   target: MigrationTarget,
-): Promise<{ server: LauncherServer; prepares: () => number }> {
+): Promise<{ server: LauncherServer; prepares: () => number; certificate: () => string; pinned: string[] }> {
   let info: DomainInfo = { protocolVersion: "v1", vmi, pod: {}, pid: process.pid, state: "NoDomain" };
   let prepares = 0;
+  let certificate = "";
+  const pinned: string[] = [];
   const sink: { server?: LauncherServer } = {};
   const answers: Partial<LauncherService> = {
     info: () => info,
@@ -63,7 +65,11 @@ async function targetLauncher(
         },
       };
       sink.server?.publish({ type: "domain", transition: "incoming-ready", info });
-      return target;
+      certificate = request.tls?.certificate ?? ""; // a real launcher answers its identity's certificate
+      return { ...target, certificate };
+    },
+    sourceCertificate: async (request) => {
+      pinned.push(request.certificate);
     },
   };
   const service = new Proxy(answers, {
@@ -73,7 +79,7 @@ async function targetLauncher(
   const server = new LauncherServer({ socketPath, service, logger });
   sink.server = server;
   await server.listen();
-  return { server, prepares: () => prepares };
+  return { server, prepares: () => prepares, certificate: () => certificate, pinned };
 }
 
 describe("a virt-handler started while a migration to its node is open", () => {
@@ -182,8 +188,17 @@ describe("a virt-handler started while a migration to its node is open", () => {
     const ms = published.status!.migrationState!;
     expect(ms.targetState?.syncAddress).toBe(`127.0.0.1:${handler.port}`);
     expect(ms.targetNodeAddress).toBe(target.host);
-    // What the source handler does next: fetch the secret from the target's handler (mutual TLS, as node01).
-    const secret = await new HandlerMigrationSecrets({ nodeName: "node01", tls: () => tls }).read(published, MIGRATION);
-    expect(secret).toBe(target.secret);
+    // What the source handler does next: send its launcher's certificate to the target's handler (mutual TLS, as
+    // node01) and get the secret and the target launcher's certificate, minted by the target handler for it.
+    const sourceCertificate = (await mintMigrationCertificate("kubevirt-migration-source")).certPem;
+    const handoff = await new HandlerMigrationSecrets({ nodeName: "node01", tls: () => tls }).exchange(
+      published,
+      MIGRATION,
+      sourceCertificate,
+    );
+    expect(handoff.secret).toBe(target.secret);
+    expect(handoff.certificate).toMatch(/^-----BEGIN CERTIFICATE-----/);
+    expect(handoff.certificate).toBe(fake.certificate());
+    expect(fake.pinned).toEqual([sourceCertificate]); // pinned in the target launcher before the answer
   }, 30_000);
 });

@@ -3,7 +3,7 @@
  * with one local disk full of data, moved between two processes on loopback:
  *   ours: boot.disks migrate "copy" (the disk travels in our migration stream with dirty-block tracking) into a
  *         target process (disk-migration-target.ts) whose disk file starts empty; run twice: in plaintext (as the
- *         QEMU side below) and encrypted (our default: AES-GCM records, docs/decisions/0013);
+ *         QEMU side below) and over TLS (our default: TLS 1.3, pinned per-migration certificates, docs/decisions/0013);
  *   QEMU: -accel kvm, the same disk as virtio-blk (cache writeback), QMP `migrate` with the `block` capability
  *         (QEMU's block migration: the disk in the migration stream) into `-incoming tcp:` with an empty disk; run
  *         twice: plaintext TCP, and TLS (tls-creds-x509 from @kvt/certs, both ends verified).
@@ -19,10 +19,11 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { generateCa, issueCertificate } from "@kvt/certs";
-import { OutgoingMigration } from "@kvt/migration";
+import { type MigrationTarget, OutgoingMigration } from "@kvt/migration";
 import { createLogger } from "@kvt/observability";
 import { Vm, type VmOptions } from "@kvt/vmm";
 import type { BootSource } from "../src/machine/machine.ts";
+import { migrationTlsPair } from "../src/machine/migration-tls.test-util.ts";
 import { diskArgs } from "../src/machine/qemu/qemu-args.ts";
 import { QmpClient } from "../src/machine/qemu/qmp.ts";
 
@@ -144,7 +145,9 @@ async function ours(boot: BootSource, dir: string, bytes: number, encrypt: boole
   const dst = join(dir, "mig-dst.img");
   fill(src, bytes);
   sparse(dst, bytes);
-  const target = spawn(process.execPath, [TARGET, JSON.stringify(vmOptions(boot, dst)), encrypt ? "sealed" : "plain"], {
+  const pair = encrypt ? await migrationTlsPair() : undefined; // as the two handlers mint them
+  const targetTls = pair ? { tls: pair.target, sourceCertificate: pair.source.certificate } : { tls: false };
+  const target = spawn(process.execPath, [TARGET, JSON.stringify(vmOptions(boot, dst)), JSON.stringify(targetTls)], {
     stdio: ["pipe", "pipe", "inherit"],
   });
   const said: Record<string, unknown>[] = [];
@@ -158,15 +161,11 @@ async function ours(boot: BootSource, dir: string, bytes: number, encrypt: boole
     vm.start();
     await until(() => MARKER.test(text), "the demo guest's boot marker (ours)", 300_000);
     await until(() => said.some((m) => m.kind === "listening"), "the target process", 240_000);
-    const destination = said.find((m) => m.kind === "listening")?.destination as {
-      host: string;
-      port: number;
-      secret: string;
-    };
+    const destination = said.find((m) => m.kind === "listening")?.destination as MigrationTarget;
     const t0 = performance.now();
     let bulkSeconds = 0;
     const result = await new OutgoingMigration(vm, destination, {
-      encrypt,
+      tls: pair?.source ?? false,
       onProgress: (p) => {
         if (p.iteration === 1) bulkSeconds = (performance.now() - t0) / 1000;
       },

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { createLogger } from "@kvt/observability";
 import type { MachineSpec } from "../src/machine/machine.ts";
+import { migrationTlsPair } from "../src/machine/migration-tls.test-util.ts";
 import { QemuMachine } from "../src/machine/qemu/qemu-machine.ts";
 import { imageStoreResolver } from "../src/vmi/image-store.ts";
 import { buildNoCloudDisk } from "../src/volumes/cloud-init-disks.ts";
@@ -82,13 +83,16 @@ try {
   const target = new QemuMachine(spec("target"), { logger });
   machines.push(target);
   const tc = consoleText(target);
-  const where = await target.prepareIncoming();
+  const tls = await migrationTlsPair(); // as the two handlers mint them
+  const where = await target.prepareIncoming({ tls: tls.target });
+  target.trustMigrationSource(tls.source.certificate);
   const result = await source.m.migrateTo(where, {
     bandwidthBytesPerSec: 0,
     maxDowntimeMs: 300,
     allowAutoConverge: false,
     completionTimeoutSec: 300,
     progressTimeoutSec: 60,
+    tls: tls.source,
   });
   if (!result.ok) throw new Error(`migration failed: ${result.failureReason}`);
   const before = Math.max(...[...source.text().matchAll(/count=(\d+)/g)].map((m) => Number(m[1])));

@@ -12,7 +12,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import type { MigrationResult, MigrationTarget } from "../src/machine/machine.ts";
+import type { MigrationResult, MigrationTarget, MigrationTlsIdentity } from "../src/machine/machine.ts";
 import type { NetworkPodConfig } from "./network-pod.ts";
 
 const POD_SCRIPT = new URL("./network-pod.ts", import.meta.url).pathname;
@@ -98,10 +98,10 @@ export class PodPeer {
     }
   }
 
-  /** Asks the source to live-migrate to `target`; resolves with the outcome. */
-  async migrate(target: MigrationTarget, timeoutMs: number): Promise<MigrationResult> {
+  /** Asks the source to live-migrate to `target` (over TLS with `tls`, its identity); resolves with the outcome. */
+  async migrate(target: MigrationTarget, timeoutMs: number, tls?: MigrationTlsIdentity): Promise<MigrationResult> {
     this.#seen.delete("migrated");
-    this.#send({ migrate: target });
+    this.#send({ migrate: target, ...(tls ? { tls } : {}) });
     const m = await this.next("migrated", timeoutMs);
     return m.result ?? { ok: false, failureReason: "no result", totalSeconds: 0, bytesSent: 0, iterations: 0 };
   }

@@ -13,7 +13,8 @@
  *                                    {"kind":"migrated","result":{ok,downtimeMs,totalSeconds,...}}
  *                                    {"kind":"state","state":..,"reason":..}
  *                                    {"kind":"error","message":..}   the pod cannot go on (it exits 1)
- *   stdin, one JSON object a line:   {"migrate":{host,port,secret}}  live-migrate there (source)
+ *   stdin, one JSON object a line:   {"migrate":{host,port,secret,certificate},"tls":{certificate,key}}
+ *                                                                    live-migrate there over TLS (source)
  *                                    {"stop":true}                   kill the guest and exit (also on stdin's end)
  *
  * Usage: nsenter --net=/run/netns/NS node network-pod.ts '<NetworkPodConfig JSON>'
@@ -21,7 +22,13 @@
 import { createInterface } from "node:readline";
 import { createLogger } from "@kvt/observability";
 import { nativeVmm } from "@kvt/vmm";
-import type { Machine, MachineSpec, MigrationOptions, MigrationTarget } from "../src/machine/machine.ts";
+import type {
+  Machine,
+  MachineSpec,
+  MigrationOptions,
+  MigrationTarget,
+  MigrationTlsIdentity,
+} from "../src/machine/machine.ts";
 import { NativeMachine } from "../src/machine/native/native-machine.ts";
 import { QemuMachine } from "../src/machine/qemu/qemu-machine.ts";
 import { type MasqueradePlan, MIGRATION_PORTS } from "../src/network/masquerade-plan.ts";
@@ -36,10 +43,12 @@ export interface NetworkPodConfig {
   /** The guest (its disks written already; nics and podNetwork are added here). */
   readonly spec: MachineSpec;
   readonly plan: MasqueradePlan;
+  /** A target's TLS identity and the source's certificate it accepts (the handlers' part, done by the bench). */
+  readonly migrationTls?: { readonly identity: MigrationTlsIdentity; readonly sourceCertificate: string };
 }
 
 /** The migration settings of both backends' moves (KubeVirt's defaults where they apply; no bandwidth cap). */
-export const BENCH_MIGRATION_OPTIONS: MigrationOptions = {
+export const BENCH_MIGRATION_OPTIONS: Omit<MigrationOptions, "tls"> = {
   bandwidthBytesPerSec: 0,
   maxDowntimeMs: 300,
   allowAutoConverge: true,
@@ -76,10 +85,10 @@ async function main(): Promise<void> {
   };
   const commands = createInterface({ input: process.stdin });
   commands.on("line", (line) => {
-    const c = JSON.parse(line) as { migrate?: MigrationTarget; stop?: boolean };
+    const c = JSON.parse(line) as { migrate?: MigrationTarget; tls?: MigrationTlsIdentity; stop?: boolean };
     if (c.stop) void stop();
     if (c.migrate) {
-      machine.migrateTo(c.migrate, BENCH_MIGRATION_OPTIONS).then(
+      machine.migrateTo(c.migrate, { ...BENCH_MIGRATION_OPTIONS, tls: c.tls ?? false }).then(
         (result) => say({ kind: "migrated", result }),
         (err: unknown) => say({ kind: "migrated", result: { ok: false, failureReason: (err as Error).message } }),
       );
@@ -87,7 +96,11 @@ async function main(): Promise<void> {
   });
   commands.on("close", () => void stop()); // the bench went away: nobody measures this guest any more
   if (config.role === "source") await machine.start();
-  else say({ kind: "listening", target: await machine.prepareIncoming() });
+  else {
+    const target = await machine.prepareIncoming({ tls: config.migrationTls?.identity ?? false });
+    if (config.migrationTls) machine.trustMigrationSource(config.migrationTls.sourceCertificate);
+    say({ kind: "listening", target });
+  }
 }
 
 main().catch((err: unknown) => {

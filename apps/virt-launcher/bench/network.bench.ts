@@ -45,6 +45,7 @@ import {
 } from "@kvt/local-cluster";
 import { benchLane, kvmRunsLinux } from "@kvt/vmm";
 import type { MachineSpec, MigrationResult } from "../src/machine/machine.ts";
+import { migrationTlsPair } from "../src/machine/migration-tls.test-util.ts";
 import { planMasquerade } from "../src/network/masquerade-plan.ts";
 import { imageStoreResolver } from "../src/vmi/image-store.ts";
 import { buildNoCloudDisk } from "../src/volumes/cloud-init-disks.ts";
@@ -243,12 +244,14 @@ async function migrate(
       60_000,
     );
     const name = `virt-launcher-net-${label}-b`;
-    const target = await startPod(net, "node-b", name, { ...config, role: "target" });
+    const tls = await migrationTlsPair(); // the handlers' part: both launchers' certificates, exchanged
+    const migrationTls = { identity: tls.target, sourceCertificate: tls.source.certificate };
+    const target = await startPod(net, "node-b", name, { ...config, role: "target", migrationTls });
     const where = (await target.pod.next("listening", 300_000)).target;
     if (!where) throw new Error("the target pod reported no address");
     say(`${label}: migrating to ${name} (${target.ip}) while a client of ${clusterIP}:${SERVICE_PORT} talks`);
     const from = performance.now();
-    const result: MigrationResult = await source.pod.migrate(where, 900_000);
+    const result: MigrationResult = await source.pod.migrate(where, 900_000, tls.source);
     const reported = performance.now();
     if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
     // The source pod ends and leaves the EndpointSlice: the Service now names the target pod.

@@ -4,12 +4,18 @@ import { join } from "node:path";
 import type { VirtualMachineInstance } from "@kvt/api";
 import { LauncherClient, type LauncherEvent, launcherSocketPath } from "@kvt/launcher-rpc";
 import { createLogger } from "@kvt/observability";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { FakeMachine } from "./domain/fake-machine.ts";
 import { type LauncherApp, startLauncherApp } from "./launcher-app.ts";
-import type { MachineSpec } from "./machine/machine.ts";
+import type { MachineSpec, MigrationTlsIdentity } from "./machine/machine.ts";
+import { migrationTlsPair } from "./machine/migration-tls.test-util.ts";
 
 const logger = createLogger({ component: "test", level: "silent" });
+/** The per-migration identities the handlers would mint. */
+let TLS: { source: MigrationTlsIdentity; target: MigrationTlsIdentity };
+beforeAll(async () => {
+  TLS = await migrationTlsPair();
+});
 const vmi = {
   metadata: { name: "vm1", namespace: "default", uid: "vmi-uid-1" },
   spec: { domain: { devices: {} } },
@@ -114,14 +120,15 @@ describe("virt-launcher over launcher-rpc", () => {
       completionTimeoutPerGiB: 150,
       progressTimeoutSeconds: 150,
     };
-    await client.migrate({ migrationUid: "m1", target: { host: "127.0.0.1", port: 1, secret: "s" }, options });
+    const target = { host: "127.0.0.1", port: 1, secret: "s", certificate: TLS.target.certificate };
+    await client.migrate({ migrationUid: "m1", target, options, tls: TLS.source });
     expect(machine.lastMigrationOptions).toEqual({
       bandwidthBytesPerSec: 0,
       maxDowntimeMs: 300,
       allowAutoConverge: true,
       completionTimeoutSec: 450, // KubeVirt: 150 s x ceil(2 GiB / 1 GB) = 150 s x 3
       progressTimeoutSec: 150,
-      encrypt: true, // KubeVirt's migrations.disableTLS is off
+      tls: TLS.source, // KubeVirt's migrations.disableTLS is off: this launcher's identity from its handler
     });
     const progress = {
       iteration: 1,
@@ -151,7 +158,9 @@ describe("virt-launcher over launcher-rpc", () => {
       completionTimeoutPerGiB: 150,
       progressTimeoutSeconds: 150,
     };
-    await client.migrate({ migrationUid: "m2", target: { host: "127.0.0.1", port: 1, secret: "s" }, options });
+    const plain = { ...options, disableTLS: true }; // KubeVirt's migrations.disableTLS: no certificates
+    await client.migrate({ migrationUid: "m2", target: { host: "127.0.0.1", port: 1, secret: "s" }, options: plain });
+    expect(machine.lastMigrationOptions?.tls).toBe(false);
     await client.cancelMigration({ migrationUid: "m2" });
     await expect.poll(async () => (await client.info()).migration?.phase).toBe("Failed");
     const info = await client.info();
@@ -159,9 +168,23 @@ describe("virt-launcher over launcher-rpc", () => {
     expect(info.migration?.result?.failureReason).toBe("canceled");
   });
 
-  it("prepares as a migration target and runs once the incoming migration completes", async () => {
-    const target = await client.prepareTarget({ migrationUid: "m3", vmi: vmi });
-    expect(target).toEqual({ host: "127.0.0.1", port: 45_000, secret: "one-time" });
+  it("prepares as a migration target with its TLS identity, pins the source's certificate, runs once the incoming migration completes", async () => {
+    await expect(
+      client.sourceCertificate({ migrationUid: "m3", certificate: TLS.source.certificate }),
+    ).rejects.toMatchObject({ code: "NotFound" }); // nothing prepared yet
+    const target = await client.prepareTarget({ migrationUid: "m3", vmi: vmi, tls: TLS.target });
+    expect(target).toEqual({
+      host: "127.0.0.1",
+      port: 45_000,
+      secret: "one-time",
+      certificate: TLS.target.certificate,
+    });
+    expect(machine.lastIncoming).toEqual({ tls: TLS.target });
+    await client.sourceCertificate({ migrationUid: "m3", certificate: TLS.source.certificate });
+    expect(machine.trustedSources).toEqual([TLS.source.certificate]);
+    await expect(
+      client.sourceCertificate({ migrationUid: "other", certificate: TLS.source.certificate }),
+    ).rejects.toMatchObject({ code: "NotFound" });
     expect((await client.info()).state).toBe("IncomingMigration");
     machine.setState("running");
     await expect.poll(async () => (await client.info()).state).toBe("Running");
@@ -170,17 +193,22 @@ describe("virt-launcher over launcher-rpc", () => {
   });
 
   it("a repeated prepare (its handler restarted before publishing the secret) gets the same answer", async () => {
-    const first = await client.prepareTarget({ migrationUid: "m4", vmi: vmi });
-    await expect(client.prepareTarget({ migrationUid: "m4", vmi: vmi })).resolves.toEqual(first);
+    const first = await client.prepareTarget({ migrationUid: "m4", vmi: vmi, tls: TLS.target });
+    // The restarted handler minted another identity: the launcher keeps (and answers) the first.
+    const again = await client.prepareTarget({ migrationUid: "m4", vmi: vmi, tls: TLS.source });
+    expect(again).toEqual(first);
+    expect(again.certificate).toBe(TLS.target.certificate);
     expect(machine.calls.filter((c) => c === "prepareIncoming")).toHaveLength(1);
-    await expect(client.prepareTarget({ migrationUid: "m5", vmi: vmi })).rejects.toMatchObject({ code: "Conflict" });
+    await expect(client.prepareTarget({ migrationUid: "m5", vmi: vmi, tls: TLS.target })).rejects.toMatchObject({
+      code: "Conflict",
+    });
   });
 
   it("a prepare repeated while the first is under way (its handler restarted) shares it: one machine", async () => {
     machine.incomingDelayMs = 300; // the second request arrives while the first still sets up its listener
     const [a, b] = await Promise.all([
-      client.prepareTarget({ migrationUid: "m6", vmi: vmi }),
-      client.prepareTarget({ migrationUid: "m6", vmi: vmi }),
+      client.prepareTarget({ migrationUid: "m6", vmi: vmi, tls: TLS.target }),
+      client.prepareTarget({ migrationUid: "m6", vmi: vmi, tls: TLS.target }),
     ]);
     expect(b).toEqual(a);
     expect(machine.calls.filter((c) => c === "prepareIncoming")).toHaveLength(1);

@@ -9,8 +9,11 @@ import {
   isClientCertificate,
   isIssuedBy,
   issueCertificate,
+  MIGRATION_CERTIFICATE_VALIDITY_MS,
+  mintMigrationCertificate,
   needsRenewal,
 } from "./certs.ts";
+import { keyMatchesCertificate } from "./rotation.ts";
 
 async function get(port: number, opts: { ca: string; cert?: string; key?: string }): Promise<number> {
   return await new Promise((resolve, reject) => {
@@ -82,6 +85,22 @@ describe("certificates", () => {
     } finally {
       server.close();
     }
+  });
+
+  it("mintMigrationCertificate() makes a fresh self-signed pair for both TLS roles, valid an hour from a minute ago", async () => {
+    const now = new Date("2026-11-26T12:00:00Z");
+    const a = await mintMigrationCertificate("kubevirt-migration-m1-source", MIGRATION_CERTIFICATE_VALIDITY_MS, now);
+    const b = await mintMigrationCertificate("kubevirt-migration-m1-source", MIGRATION_CERTIFICATE_VALIDITY_MS, now);
+    const cert = new X509Certificate(a.certPem);
+    expect(cert.subject).toBe("CN=kubevirt-migration-m1-source");
+    expect(cert.issuer).toBe(cert.subject);
+    expect(cert.verify(cert.publicKey)).toBe(true); // self-signed
+    expect(cert.ca).toBe(false);
+    expect(new Date(cert.validFrom).getTime()).toBe(now.getTime() - 60_000);
+    expect(new Date(cert.validTo).getTime()).toBe(now.getTime() + 3_600_000);
+    expect(certificateInfo(a.certPem).extendedKeyUsage).toEqual(["1.3.6.1.5.5.7.3.1", "1.3.6.1.5.5.7.3.2"]);
+    expect(keyMatchesCertificate(a.certPem, a.keyPem)).toBe(true);
+    expect(b.keyPem).not.toBe(a.keyPem); // a fresh key every time
   });
 
   it("refuses a CA that is not PEM with a CertificateError", async () => {

@@ -173,6 +173,37 @@ export async function issueCertificate(ca: CertificateAndKey, request: Certifica
   return { certPem: cert.toString("pem"), keyPem: await keyPem(keys.privateKey) };
 }
 
+/** How long a per-migration certificate is valid (from a minute ago): the handshake that checks it follows within
+ *  seconds of the handlers' exchange; an hour leaves room for a slow target pod, not for reuse. */
+export const MIGRATION_CERTIFICATE_VALIDITY_MS = 3_600_000;
+
+/**
+ * A per-migration identity for one launcher (docs/decisions/0013): a fresh ECDSA P-256 key and a short-lived
+ * self-signed certificate for both TLS roles. No CA: the peer accepts exactly this certificate (pinning), which the
+ * two virt-handlers exchange over their mutual TLS. `commonName` names the migration and the side, for logs.
+ */
+export async function mintMigrationCertificate(
+  commonName: string,
+  validityMs = MIGRATION_CERTIFICATE_VALIDITY_MS,
+  now?: Date,
+): Promise<CertificateAndKey> {
+  const lib = x509();
+  const keys = await newKeyPair();
+  const cert = await lib.X509CertificateGenerator.createSelfSigned({
+    name: distinguishedName(commonName),
+    keys,
+    signingAlgorithm: SIGNING,
+    ...validityWindow(validityMs, now),
+    extensions: [
+      new lib.BasicConstraintsExtension(false, undefined, true),
+      new lib.KeyUsagesExtension(lib.KeyUsageFlags.digitalSignature, true),
+      new lib.ExtendedKeyUsageExtension([lib.ExtendedKeyUsage.serverAuth, lib.ExtendedKeyUsage.clientAuth]),
+      await lib.SubjectKeyIdentifierExtension.create(keys.publicKey),
+    ],
+  });
+  return { certPem: cert.toString("pem"), keyPem: await keyPem(keys.privateKey) };
+}
+
 /** What a verifier reads from a certificate. */
 export interface CertificateInfo {
   readonly subject: string;

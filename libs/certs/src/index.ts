@@ -21,6 +21,8 @@ export {
   isClientCertificate,
   isIssuedBy,
   issueCertificate,
+  MIGRATION_CERTIFICATE_VALIDITY_MS,
+  mintMigrationCertificate,
   needsRenewal,
   type Validity,
 } from "./certs.ts";

@@ -22,6 +22,7 @@ import {
   type PortForwardProtocol,
   type PrepareTargetRequest,
   type ShutdownRequest,
+  type SourceCertificateRequest,
   type SyncRequest,
   TIMEOUT_HEADER,
 } from "./protocol.ts";
@@ -88,9 +89,15 @@ export class LauncherClient {
     await this.#call("POST", PATHS.kill, {}, options);
   }
 
-  /** Target side: listen for the source; returns where it should connect and the one-time secret. */
+  /** Target side: listen for the source; returns where it should connect, the one-time secret and (TLS) the
+   *  target's certificate. */
   prepareTarget(body: PrepareTargetRequest, options?: CallOptions): Promise<MigrationTarget> {
     return this.#call<MigrationTarget>("POST", PATHS.prepareTarget, body, options);
+  }
+
+  /** Target side: the source launcher's certificate, the only one the target's TLS handshake will accept. */
+  async sourceCertificate(body: SourceCertificateRequest, options?: CallOptions): Promise<void> {
+    await this.#call("POST", PATHS.sourceCertificate, body, options);
   }
 
   /** Source side: start migrating; progress and the result arrive on the event stream. */

@@ -27,13 +27,19 @@ import {
   type LauncherService,
   launcherSocketPath,
   type MigrateRequest,
+  type MigrationTarget,
   type PortForwardEndpoint,
   type PrepareTargetRequest,
   podSocketPath,
+  type SourceCertificateRequest,
   TIMEOUT_HEADER,
 } from "./index.ts";
 
 const logger = createLogger({ component: "test", level: "silent" });
+/** PEM envelopes: the protocol checks the blocks, OpenSSL in the launcher parses them (tls_tests.cc). */
+const pem = (label: string, body: string): string => `-----BEGIN ${label}-----\n${body}\n-----END ${label}-----\n`;
+const TARGET_TLS = { certificate: pem("CERTIFICATE", "dGFyZ2V0"), key: pem("PRIVATE KEY", "a2V5LXQ=") };
+const SOURCE_TLS = { certificate: pem("CERTIFICATE", "c291cmNl"), key: pem("PRIVATE KEY", "a2V5LXM=") };
 
 class FakeService implements LauncherService {
   state: DomainInfo["state"] = "NoDomain";
@@ -75,9 +81,18 @@ class FakeService implements LauncherService {
     throw new Error("boom");
   }
   lastPrepare?: PrepareTargetRequest;
-  async prepareTarget(request: PrepareTargetRequest): Promise<{ host: string; port: number; secret: string }> {
+  async prepareTarget(request: PrepareTargetRequest): Promise<MigrationTarget> {
     this.lastPrepare = request;
-    return { host: "127.0.0.1", port: 40000, secret: "s3cret" };
+    return {
+      host: "127.0.0.1",
+      port: 40000,
+      secret: "s3cret",
+      ...(request.tls ? { certificate: request.tls.certificate } : {}),
+    };
+  }
+  lastSourceCertificate?: SourceCertificateRequest;
+  async sourceCertificate(request: SourceCertificateRequest): Promise<void> {
+    this.lastSourceCertificate = request;
   }
   async migrate(request: MigrateRequest): Promise<void> {
     this.lastMigrate = request;
@@ -178,8 +193,8 @@ describe("launcher-rpc over a unix socket", () => {
   it("shutdown carries the grace period; migrate is accepted with its options", async () => {
     await client.shutdown({ gracePeriodSeconds: 7 });
     expect(service.calls).toContain("shutdown 7");
-    const target = await client.prepareTarget({ migrationUid: "m1" });
-    expect(target).toEqual({ host: "127.0.0.1", port: 40000, secret: "s3cret" });
+    const target = await client.prepareTarget({ migrationUid: "m1", tls: TARGET_TLS });
+    expect(target).toEqual({ host: "127.0.0.1", port: 40000, secret: "s3cret", certificate: TARGET_TLS.certificate });
     const options = {
       bandwidthBytesPerSec: 0,
       maxDowntimeMs: 900,
@@ -188,10 +203,50 @@ describe("launcher-rpc over a unix socket", () => {
       completionTimeoutPerGiB: 150,
       progressTimeoutSeconds: 150,
     };
-    await client.migrate({ migrationUid: "m1", target, options });
-    expect(service.lastMigrate).toEqual({ migrationUid: "m1", target, options });
-    await client.migrate({ migrationUid: "m1", target, options: { ...options, disableTLS: true } });
+    await client.migrate({ migrationUid: "m1", target, options, tls: SOURCE_TLS });
+    expect(service.lastMigrate).toEqual({ migrationUid: "m1", target, options, tls: SOURCE_TLS });
+    const { certificate: _c, ...plainTarget } = target;
+    await client.migrate({ migrationUid: "m1", target: plainTarget, options: { ...options, disableTLS: true } });
     expect(service.lastMigrate?.options.disableTLS).toBe(true);
+    expect(service.lastMigrate?.tls).toBeUndefined();
+    await client.sourceCertificate({ migrationUid: "m1", certificate: SOURCE_TLS.certificate });
+    expect(service.lastSourceCertificate).toEqual({ migrationUid: "m1", certificate: SOURCE_TLS.certificate });
+  });
+
+  it("requires each side's TLS material unless migrations.disableTLS is set, and PEM where PEM belongs", async () => {
+    const options = {
+      bandwidthBytesPerSec: 0,
+      maxDowntimeMs: 900,
+      allowAutoConverge: false,
+      allowPostCopy: false,
+      completionTimeoutPerGiB: 150,
+      progressTimeoutSeconds: 150,
+    };
+    const target = { host: "127.0.0.1", port: 40000, secret: "s3cret", certificate: TARGET_TLS.certificate };
+    const { certificate: _c, ...plainTarget } = target;
+    const refusals: [Promise<unknown>, RegExp][] = [
+      [
+        client.prepareTarget({ migrationUid: "m1" }),
+        /prepare-target request.tls is required unless KubeVirt's migrations.disableTLS/,
+      ],
+      [client.migrate({ migrationUid: "m1", target, options }), /migrate request.tls is required unless/],
+      [
+        client.migrate({ migrationUid: "m1", target: plainTarget, options, tls: SOURCE_TLS }),
+        /migrate request.target.certificate is required/,
+      ],
+      [
+        client.prepareTarget({ migrationUid: "m1", tls: { ...TARGET_TLS, key: TARGET_TLS.certificate } }),
+        /tls.key must be a PEM private key/,
+      ],
+      [
+        client.sourceCertificate({ migrationUid: "m1", certificate: "MIIB..." }),
+        /certificate must be a PEM certificate/,
+      ],
+    ];
+    for (const [call, why] of refusals)
+      await expect(call).rejects.toMatchObject({ code: "BadRequest", message: expect.stringMatching(why) });
+    expect(service.lastMigrate).toBeUndefined();
+    expect(service.lastSourceCertificate).toBeUndefined();
   });
 
   it("prepare-target reads KubeVirt's migrations.disableTLS from the VMI's migrationState", async () => {
@@ -201,9 +256,10 @@ describe("launcher-rpc over a unix socket", () => {
     });
     await client.prepareTarget({ migrationUid: "m1", vmi: vmi(true) });
     expect(service.lastPrepare?.disableTLS).toBe(true);
-    await client.prepareTarget({ migrationUid: "m1", vmi: vmi(false) });
+    await client.prepareTarget({ migrationUid: "m1", vmi: vmi(false), tls: TARGET_TLS });
     expect(service.lastPrepare?.disableTLS).toBeUndefined();
-    await client.prepareTarget({ migrationUid: "m1" });
+    expect(service.lastPrepare?.tls).toEqual(TARGET_TLS);
+    await client.prepareTarget({ migrationUid: "m1", tls: TARGET_TLS });
     expect(service.lastPrepare?.disableTLS).toBeUndefined();
     await client.prepareTarget({ migrationUid: "m1", disableTLS: true }); // said outright
     expect(service.lastPrepare?.disableTLS).toBe(true);

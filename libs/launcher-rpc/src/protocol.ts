@@ -8,10 +8,14 @@
  *        |  POST /v1/sync   {vmi?}        -> DomainInfo (boots)    |     x-kvt-timeout-ms: <ms left>
  *        |  POST /v1/pause | /v1/unpause | /v1/softreboot | /v1/kill     (its deadline; 504 when passed)
  *        |  POST /v1/shutdown {gracePeriodSeconds}  (ACPI, then kill)    traceparent: <W3C trace context>
- *        |  POST /v1/migration/prepare-target {migrationUid}       |
- *        |                                -> {host, port, secret}  |   target side: listens for the source
- *        |  POST /v1/migration/start {migrationUid, target, options}
+ *        |  POST /v1/migration/prepare-target {migrationUid, tls}  |   target side: listens for the source
+ *        |                  -> {host, port, secret, certificate}   |   (tls: its per-migration certificate+key)
+ *        |  POST /v1/migration/source-certificate {migrationUid, certificate}
+ *        |                                -> 200                   |   target side: the one source certificate
+ *        |                                                         |   its TLS handshake accepts (pinned)
+ *        |  POST /v1/migration/start {migrationUid, target, options, tls}
  *        |                                -> 202 (result: event)   |   source side: migrates in background
+ *        |                                                         |   (target.certificate pinned; tls its own)
  *        |  POST /v1/migration/cancel {migrationUid}               |
  *        |  GET  /v1/stats                -> DomainStats           |
  *        |  GET  /v1/events  (NDJSON, chunked, long-lived)  <======|   events: a "domain" snapshot first,
@@ -39,7 +43,7 @@
  * ```
  */
 
-import type { MigrationOutcome, MigrationProgress, MigrationTarget } from "@kvt/migration/types";
+import type { MigrationOutcome, MigrationProgress, MigrationTarget, MigrationTlsIdentity } from "@kvt/migration/types";
 
 /** The protocol version, also the path prefix. */
 export const PROTOCOL_VERSION = "v1";
@@ -54,6 +58,7 @@ export const PATHS = {
   shutdown: "/v1/shutdown",
   kill: "/v1/kill",
   prepareTarget: "/v1/migration/prepare-target",
+  sourceCertificate: "/v1/migration/source-certificate",
   migrate: "/v1/migration/start",
   cancelMigration: "/v1/migration/cancel",
   stats: "/v1/stats",
@@ -186,10 +191,23 @@ export interface PrepareTargetRequest {
   /** Listen for an unencrypted stream (KubeVirt's migrations.disableTLS): sent as is, or read from the VMI's
    *  status.migrationState.migrationConfiguration when the request is parsed. */
   readonly disableTLS?: boolean;
+  /** This launcher's TLS identity for the migration (virt-handler mints it); required unless disableTLS. A
+   *  repeated prepare keeps the first one and answers its certificate again. */
+  readonly tls?: MigrationTlsIdentity;
+}
+
+/**
+ * `/v1/migration/source-certificate`: the source launcher's certificate (PEM), which its handler sent this
+ * launcher's handler in their exchange: the only one the target's TLS handshake accepts. Replaces an earlier one
+ * until the source connects (then 409).
+ */
+export interface SourceCertificateRequest {
+  readonly migrationUid: string;
+  readonly certificate: string;
 }
 
 /** Where the source should send the guest (the answer to prepare-target): the engine's MigrationTarget. */
-export type { MigrationTarget };
+export type { MigrationTarget, MigrationTlsIdentity };
 
 /**
  * Migration knobs in KubeVirt's units, normalised from `migrationState.migrationConfiguration` by the handler; the
@@ -214,8 +232,11 @@ export interface MigrateRequestOptions {
 /** `/v1/migration/start`: live-migrate to a prepared target. Answers 202; the outcome arrives as an event. */
 export interface MigrateRequest {
   readonly migrationUid: string;
+  /** With TLS, `target.certificate` is the target launcher's certificate: the only one the source accepts. */
   readonly target: MigrationTarget;
   readonly options: MigrateRequestOptions;
+  /** This launcher's TLS identity for the migration (virt-handler mints it); required unless options.disableTLS. */
+  readonly tls?: MigrationTlsIdentity;
 }
 
 /** `/v1/migration/cancel`. */

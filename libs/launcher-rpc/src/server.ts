@@ -36,10 +36,18 @@ import {
   type PortForwardProtocol,
   type PrepareTargetRequest,
   type ShutdownRequest,
+  type SourceCertificateRequest,
   type SyncRequest,
   TIMEOUT_HEADER,
 } from "./protocol.ts";
-import { parseCancelMigration, parseMigrate, parsePrepareTarget, parseShutdown, parseSync } from "./validate.ts";
+import {
+  parseCancelMigration,
+  parseMigrate,
+  parsePrepareTarget,
+  parseShutdown,
+  parseSourceCertificate,
+  parseSync,
+} from "./validate.ts";
 
 /** What a launcher implements; the server validates input and calls these. Throw {@link LauncherRpcError} to pick the status. */
 export interface LauncherService {
@@ -51,6 +59,8 @@ export interface LauncherService {
   shutdown(request: ShutdownRequest, signal: AbortSignal): Promise<void>;
   kill(signal: AbortSignal): Promise<void>;
   prepareTarget(request: PrepareTargetRequest, signal: AbortSignal): Promise<MigrationTarget>;
+  /** Target side: pins the source's certificate for the prepared migration's TLS handshake. */
+  sourceCertificate(request: SourceCertificateRequest, signal: AbortSignal): Promise<void>;
   /** Starts the migration and returns once it is under way; the result is published as an event. */
   migrate(request: MigrateRequest, signal: AbortSignal): Promise<void>;
   cancelMigration(request: CancelMigrationRequest, signal: AbortSignal): Promise<void>;
@@ -120,6 +130,10 @@ export class LauncherServer {
       [PATHS.shutdown, { method: "POST", run: (b, sig) => done(s.shutdown(parseShutdown(b), sig)) }],
       [PATHS.kill, { method: "POST", run: (_b, sig) => done(s.kill(sig)) }],
       [PATHS.prepareTarget, { method: "POST", run: (b, sig) => s.prepareTarget(parsePrepareTarget(b), sig) }],
+      [
+        PATHS.sourceCertificate,
+        { method: "POST", run: (b, sig) => done(s.sourceCertificate(parseSourceCertificate(b), sig)) },
+      ],
       [PATHS.migrate, { method: "POST", run: (b, sig) => done(s.migrate(parseMigrate(b), sig)) }],
       [
         PATHS.cancelMigration,

@@ -9,8 +9,10 @@ import type {
   MigrateRequest,
   MigrateRequestOptions,
   MigrationTarget,
+  MigrationTlsIdentity,
   PrepareTargetRequest,
   ShutdownRequest,
+  SourceCertificateRequest,
   SyncRequest,
 } from "./protocol.ts";
 
@@ -49,6 +51,28 @@ function bool(o: JsonObject, key: string, what: string): boolean {
   return v;
 }
 
+/** A PEM block of `label` (`CERTIFICATE`, `PRIVATE KEY`): what OpenSSL then parses in full. */
+function pem(o: JsonObject, key: string, what: string, label: string): string {
+  const v = o[key];
+  const begin = `-----BEGIN ${label}-----`;
+  if (
+    typeof v !== "string" ||
+    v.length > 16_384 ||
+    !v.trimStart().startsWith(begin) ||
+    !v.includes(`-----END ${label}-----`)
+  )
+    throw bad(`${what}.${key} must be a PEM ${label.toLowerCase()} (${begin} ...)`);
+  return v;
+}
+
+function identity(value: unknown, what: string): MigrationTlsIdentity {
+  const o = object(value, what);
+  return { certificate: pem(o, "certificate", what, "CERTIFICATE"), key: pem(o, "key", what, "PRIVATE KEY") };
+}
+
+/** Why TLS material is required: the stream runs over TLS unless KubeVirt's migrations.disableTLS is set. */
+const TLS_REQUIRED = "is required unless KubeVirt's migrations.disableTLS is set (the migration runs over TLS)";
+
 function optionalVmi(o: JsonObject, what: string): JsonObject | undefined {
   if (o.vmi === undefined) return undefined;
   return object(o.vmi, `${what}.vmi`);
@@ -73,8 +97,18 @@ export function parsePrepareTarget(body: unknown): PrepareTargetRequest {
   const vmi = optionalVmi(o, "prepare-target request");
   const migrationUid = str(o, "migrationUid", "prepare-target request");
   const explicit = o.disableTLS === undefined ? false : bool(o, "disableTLS", "prepare-target request");
-  const disableTLS = explicit || disableTLSOf(vmi) ? { disableTLS: true } : {};
-  return { migrationUid, ...(vmi ? { vmi } : {}), ...disableTLS };
+  if (explicit || disableTLSOf(vmi)) return { migrationUid, ...(vmi ? { vmi } : {}), disableTLS: true };
+  if (o.tls === undefined) throw bad(`prepare-target request.tls ${TLS_REQUIRED}`);
+  return { migrationUid, ...(vmi ? { vmi } : {}), tls: identity(o.tls, "prepare-target request.tls") };
+}
+
+/** Parses a `/v1/migration/source-certificate` body. */
+export function parseSourceCertificate(body: unknown): SourceCertificateRequest {
+  const o = object(body, "source-certificate request");
+  return {
+    migrationUid: str(o, "migrationUid", "source-certificate request"),
+    certificate: pem(o, "certificate", "source-certificate request", "CERTIFICATE"),
+  };
 }
 
 function parseTarget(value: unknown): MigrationTarget {
@@ -83,6 +117,7 @@ function parseTarget(value: unknown): MigrationTarget {
     host: str(o, "host", "target"),
     port: num(o, "port", "target", 1, 65_535),
     secret: str(o, "secret", "target"),
+    ...(o.certificate === undefined ? {} : { certificate: pem(o, "certificate", "target", "CERTIFICATE") }),
   };
 }
 
@@ -112,11 +147,13 @@ function disableTLSOf(vmi: JsonObject | undefined): boolean {
 /** Parses a `/v1/migration/start` body. */
 export function parseMigrate(body: unknown): MigrateRequest {
   const o = object(body, "migrate request");
-  return {
-    migrationUid: str(o, "migrationUid", "migrate request"),
-    target: parseTarget(o.target),
-    options: parseOptions(o.options),
-  };
+  const target = parseTarget(o.target);
+  const options = parseOptions(o.options);
+  const base = { migrationUid: str(o, "migrationUid", "migrate request"), target, options };
+  if (options.disableTLS === true) return base;
+  if (o.tls === undefined) throw bad(`migrate request.tls ${TLS_REQUIRED}`);
+  if (target.certificate === undefined) throw bad(`migrate request.target.certificate ${TLS_REQUIRED}`);
+  return { ...base, tls: identity(o.tls, "migrate request.tls") };
 }
 
 /** Parses a `/v1/migration/cancel` body. */

@@ -1,8 +1,11 @@
 /**
- * `npm run bench -- migration [--with-qemu]`: live migration of the test guest between two processes on loopback,
- * per case: total time, downtime, throughput, bytes sent, iterations, convergence and whether the guest's console
- * output equals an unmigrated run of the same workload. The stream is encrypted; full-1g (and any case named with
- * --cases) runs a second time in plaintext, beside it ("plain"; summary fullEncryptedVsPlain*). Also the machine's limits (memcpy, loopback TCP) and the
+ * `npm run bench -- migration [--with-qemu] [--pairs N]`: live migration of the test guest between two processes on
+ * loopback, per case: total time, downtime, throughput, bytes sent, iterations, convergence and whether the guest's
+ * console output equals an unmigrated run of the same workload. The stream runs over TLS (per-migration
+ * certificates, as the handlers mint them; docs/decisions/0013); full-1g (and any case named with --cases) also runs
+ * in plaintext (KubeVirt's migrations.disableTLS) beside it, TLS and plain alternating N times (--pairs, default 1):
+ * the row's "plain", and summary.fullTlsVsPlainThroughput (the median ratio; every pair's in ...Ratios) against the
+ * goal of 0.8 (tlsGoalMet). Also the machine's limits (memcpy, loopback TCP) and the
  * time from Vm.create to the guest's first instruction (its first serial byte). Prints a table, then one JSON line:
  *   {"area":"migration","lane":"host"|"nested","limits":{..},"createToFirstInstructionMs":..,"summary":{..},
  *    "cases":[{name,memoryBytes,..,"qemu"?:{..}}]}
@@ -11,7 +14,7 @@
  * the JSON then says "lane":"nested" and lists the cases left out for L1's memory.
  */
 import { benchLane, hasKvm, testGuestPath, Vm } from "@kvt/vmm";
-import { Peer } from "../src/live-peers.test-util.ts";
+import { Peer, prepareTarget } from "../src/live-peers.test-util.ts";
 import type { MigrationResult } from "../src/source.ts";
 import type { MigrationProgress } from "../src/types.ts";
 import { loopbackTcpBytesPerSec, memcpyBytesPerSec } from "./limits.ts";
@@ -93,14 +96,13 @@ async function baseline(c: Case): Promise<string> {
   }
 }
 
-async function runCase(c: Case, expected: string, encrypt = true): Promise<Record<string, unknown>> {
+async function runCase(c: Case, expected: string, tls = true): Promise<Record<string, unknown>> {
   const [source, target] = [await Peer.spawn(), await Peer.spawn()];
   try {
     source.send({ op: "boot", memoryBytes: c.memoryBytes, cmdline: c.cmdline });
     await source.waitForLines(c.warmLines, 120_000);
-    target.send({ op: "prepare", memoryBytes: c.memoryBytes, encrypt });
-    const dest = (await target.waitFor("listening")).destination as { host: string; port: number; secret: string };
-    source.send({ op: "migrate", destination: dest, options: { ...OPTIONS, encrypt } });
+    const prepared = await prepareTarget(target, c.memoryBytes, { tls });
+    source.send({ op: "migrate", destination: prepared.destination, options: { ...OPTIONS, tls: prepared.sourceTls } });
     const result = (await source.waitFor("migrated", () => true, 180_000)).result as MigrationResult;
     const stats = result.ok ? ((await target.waitFor("incoming-done")).stats as Record<string, number>) : undefined;
     if (result.ok) await target.waitFor("shutdown", () => true, 180_000);
@@ -128,6 +130,7 @@ async function runCase(c: Case, expected: string, encrypt = true): Promise<Recor
       iterations: result.iterations,
       converged: result.converged && result.ok,
       guestVerified: verified,
+      ...(result.tls ? { tls: { cipher: result.tls.cipher, records: result.tls.records } } : {}),
       ...(result.ok ? {} : { failureReason: result.failureReason }),
       targetHugePageBytes: stats?.hugePageBytes ?? 0,
       targetPrefaultedBytes: stats?.prefaultedBytes ?? 0,
@@ -151,11 +154,10 @@ function goalsSummary(rows: readonly Record<string, unknown>[], loopback: number
   const full = by("full-1g");
   const plain = full?.plain as Record<string, unknown> | undefined;
   if (full && plain) {
-    out.fullEncryptedVsPlainThroughput = round(
-      num(full, "throughputBytesPerSec") / num(plain, "throughputBytesPerSec"),
-      3,
-    );
-    out.fullEncryptedVsPlainDowntime = round(num(full, "downtimeMs") / num(plain, "downtimeMs"), 3);
+    const ratios = (full.tlsVsPlainRatios as number[] | undefined) ?? [];
+    out.fullTlsVsPlainThroughput = median(ratios);
+    out.tlsGoalMet = median(ratios) >= TLS_GOAL;
+    out.fullTlsVsPlainDowntime = round(num(full, "downtimeMs") / num(plain, "downtimeMs"), 3);
   }
   if (full) {
     out.fullThroughputVsLoopback = round(num(full, "throughputBytesPerSec") / loopback, 3);
@@ -173,6 +175,16 @@ function goalsSummary(rows: readonly Record<string, unknown>[], loopback: number
     out.maxDirtyDowntimeMs = num(max, "downtimeMs");
   }
   return Object.fromEntries(Object.entries(out).filter(([, v]) => typeof v === "boolean" || Number.isFinite(v)));
+}
+
+/** TLS throughput against plaintext's, measured side by side (issue 19). */
+const TLS_GOAL = 0.8;
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  const mid = Math.floor(sorted.length / 2);
+  return round(sorted.length % 2 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2, 3);
 }
 
 function round(v: number, digits: number): number {
@@ -216,6 +228,8 @@ if (!hasKvm()) {
 /** Where this runs: inside the nested lane's L1 or on the host. */
 const lane = benchLane();
 const withQemu = process.argv.includes("--with-qemu");
+const pairsArg = process.argv.includes("--pairs") ? Number(process.argv[process.argv.indexOf("--pairs") + 1]) : 1;
+const pairs = Number.isInteger(pairsArg) && pairsArg > 0 ? pairsArg : 1;
 // `--cases a:b` (the nested lane passes no commas into L1) or MIGRATION_BENCH_CASES=a,b.
 const casesArg = process.argv[process.argv.indexOf("--cases") + 1];
 const only =
@@ -240,16 +254,23 @@ if (selected.length === 0) {
 }
 for (const c of selected) {
   const expected = await baseline(c);
-  const row = await runCase(c, expected);
-  // The stream is encrypted (sealed_channel.h); the same case once in plaintext, side by side, prices that.
+  let row = await runCase(c, expected);
+  // The stream runs over TLS; the same case in plaintext (migrations.disableTLS), side by side, prices that: TLS and
+  // plain alternate, `pairs` times, each pair's throughput ratio kept (the host is shared: pairs tell noise apart).
   if (c.name === "full-1g" || only?.includes(c.name)) {
-    const p = await runCase(c, expected, false);
-    row.plain = {
-      totalSeconds: p.totalSeconds,
-      downtimeMs: p.downtimeMs,
-      throughputBytesPerSec: p.throughputBytesPerSec,
-      guestVerified: p.guestVerified,
-    };
+    const ratios: number[] = [];
+    for (let i = 0; i < pairs; i++) {
+      if (i > 0) row = await runCase(c, expected);
+      const p = await runCase(c, expected, false);
+      ratios.push(round(Number(row.throughputBytesPerSec) / Number(p.throughputBytesPerSec), 3));
+      row.plain = {
+        totalSeconds: p.totalSeconds,
+        downtimeMs: p.downtimeMs,
+        throughputBytesPerSec: p.throughputBytesPerSec,
+        guestVerified: p.guestVerified,
+      };
+    }
+    row.tlsVsPlainRatios = ratios;
   }
   if (withQemu) row.qemu = await (await import("./qemu.ts")).qemuCase({ ...c, expectedOutput: expected });
   cases.push(row);
@@ -258,9 +279,10 @@ console.log(
   `limits: memcpy ${(limits.memcpyBytesPerSec / GiB).toFixed(2)} GiB/s, loopback TCP ${(limits.loopbackTcpBytesPerSec / GiB).toFixed(2)} GiB/s; Vm.create -> first instruction ${createMs} ms`,
 );
 console.table(
-  cases.map(({ qemu, downtimePhases, plain, ...r }) => ({
+  cases.map(({ qemu, downtimePhases, plain, tls, tlsVsPlainRatios, ...r }) => ({
     ...r,
-    ...(plain ? { plain: JSON.stringify(plain) } : {}),
+    ...(tls ? { tls: JSON.stringify(tls) } : {}),
+    ...(plain ? { plain: JSON.stringify(plain), tlsVsPlainRatios: JSON.stringify(tlsVsPlainRatios) } : {}),
     ...(downtimePhases ? { downtimePhases: JSON.stringify(downtimePhases) } : {}),
     ...(qemu ? { qemu: JSON.stringify(qemu) } : {}),
   })),

@@ -18,6 +18,12 @@ export { type MigrationResult, OutgoingMigration, type OutgoingOptions } from ".
 /** The target side: listen with a one-time secret and wait for the guest. */
 export { type IncomingMigration, type IncomingOptions, prepareIncoming } from "./target.ts";
 /** The engine's own types (also `@kvt/migration/types`, which loads nothing): target, options, progress, outcome. */
-export type { MigrationOptions, MigrationOutcome, MigrationProgress, MigrationTarget } from "./types.ts";
+export type {
+  MigrationOptions,
+  MigrationOutcome,
+  MigrationProgress,
+  MigrationTarget,
+  MigrationTlsIdentity,
+} from "./types.ts";
 /** The wire format's frame codec (diagnostics; the native stream is the implementation). */
 export { type DecodedFrame, decodeFrames, WIRE_COMMANDS } from "./wire.ts";

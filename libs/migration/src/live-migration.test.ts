@@ -4,8 +4,9 @@
  */
 import { existsSync } from "node:fs";
 import { createServer, type Server, type Socket, connect as tcpConnect } from "node:net";
+import { mintMigrationCertificate } from "@kvt/certs";
 import { afterEach, describe, expect, it } from "vitest";
-import { Peer, type PeerEvent } from "./live-peers.test-util.ts";
+import { Peer, type PeerEvent, type PreparedTarget, prepareTarget } from "./live-peers.test-util.ts";
 import type { MigrationResult } from "./source.ts";
 
 const hasKvm = existsSync("/dev/kvm");
@@ -14,12 +15,12 @@ if (!hasKvm) console.warn("\n*** /dev/kvm is missing: the live migration tests a
 const MiB = 2 ** 20;
 const MEM = 64 * MiB;
 /**
- * The stream's encryption in the workload tests: on, except inside the nested lane's L1 (KVT_NESTED_L1), where TCG
+ * TLS in the workload tests: on (as in production), except inside the nested lane's L1 (KVT_NESTED_L1), where TCG
  * runs AES-GCM at about 75 MB/s, 70x slower than this host's CPU (`openssl speed` in L1 against here), and the
- * workloads, timed for real CPUs, end before a move completes. The encryption tests below set it explicitly and
- * run in both lanes.
+ * workloads, timed for real CPUs, end before a move completes. The TLS tests below set it explicitly and run in
+ * both lanes.
  */
-const ENCRYPT = process.env.KVT_NESTED_L1 === undefined;
+const TLS = process.env.KVT_NESTED_L1 === undefined;
 
 const options = {
   bandwidthBytesPerSec: 0,
@@ -27,9 +28,7 @@ const options = {
   allowAutoConverge: true,
   completionTimeoutSec: 60,
   progressTimeoutSec: 30,
-  encrypt: ENCRYPT,
 };
-type Destination = { host: string; port: number; secret: string };
 
 const peers: Peer[] = [];
 async function peer(): Promise<Peer> {
@@ -61,16 +60,25 @@ function baseline(cmdline: string): Promise<string> {
   return b;
 }
 
-async function listen(target: Peer, digest = false, encrypt = ENCRYPT): Promise<Destination> {
-  target.forget("listening");
-  target.send({ op: "prepare", memoryBytes: MEM, digest, encrypt });
-  return (await target.waitFor("listening")).destination as Destination;
+/** Prepares `target` (its certificate minted, the source's pinned there: the handlers' part). */
+function listen(target: Peer, digest = false, tls = TLS): Promise<PreparedTarget> {
+  return prepareTarget(target, MEM, { tls, digest });
 }
 
-async function migrate(source: Peer, destination: Destination, extra: object = {}): Promise<MigrationResult> {
+/** Starts the migration to `to` (the source's TLS identity from the preparation) without waiting for it. */
+function start(source: Peer, to: PreparedTarget, extra: object = {}): void {
   source.forget("migrated");
-  source.send({ op: "migrate", destination, options: { ...options, ...extra } });
+  source.send({ op: "migrate", destination: to.destination, options: { ...options, tls: to.sourceTls, ...extra } });
+}
+
+async function migrate(source: Peer, to: PreparedTarget, extra: object = {}): Promise<MigrationResult> {
+  start(source, to, extra);
   return (await source.waitFor("migrated")).result as MigrationResult;
+}
+
+/** `to` with the destination's port replaced (a proxy in between). */
+function via(to: PreparedTarget, port: number): PreparedTarget {
+  return { ...to, destination: { ...to.destination, port } };
 }
 
 const WORKLOAD = "ws=8 pattern=random rate=40 seed=7 every=128 lines=120";
@@ -142,8 +150,7 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
     source.send({ op: "boot", memoryBytes: MEM, cmdline });
     await source.waitForLines(8);
     const dest = await listen(target);
-    source.forget("migrated");
-    source.send({ op: "migrate", destination: dest, options: { ...options, bandwidthBytesPerSec: 8 * MiB } });
+    start(source, dest, { bandwidthBytesPerSec: 8 * MiB });
     await new Promise((r) => setTimeout(r, 400)); // the capped bulk pass of ~32 MiB takes ~4 s
     target.signal("SIGKILL");
     const result = (await source.waitFor("migrated")).result as MigrationResult;
@@ -159,8 +166,7 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
     source.send({ op: "boot", memoryBytes: MEM, cmdline: WORKLOAD });
     await source.waitForLines(10);
     const dest = await listen(target);
-    source.forget("migrated");
-    source.send({ op: "migrate", destination: dest, options: { ...options, holdSwitchOver: true } });
+    start(source, dest, { holdSwitchOver: true });
     await source.waitFor("switching");
     target.signal("SIGSTOP"); // the source pauses, sends the last pages and state, then waits for Resumed
     source.send({ op: "go" });
@@ -185,9 +191,7 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
       source.send({ op: "boot", memoryBytes: MEM, cmdline });
       await source.waitForLines(8);
       const dest = await listen(target);
-      source.forget("migrated");
-      const capped = { ...options, bandwidthBytesPerSec: 8 * MiB, ...extra };
-      source.send({ op: "migrate", destination: dest, options: capped });
+      start(source, dest, { bandwidthBytesPerSec: 8 * MiB, ...extra });
       await new Promise((r) => setTimeout(r, 200));
       if (cmd) source.send(cmd);
       const result = (await source.waitFor("migrated")).result as MigrationResult;
@@ -201,21 +205,24 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
   );
 
   it.each([true, false])(
-    "carries guest memory over the wire only encrypted, unless told not to (encrypt: %s)",
-    async (encrypt) => {
+    "carries guest memory over the wire only encrypted, unless told not to (tls: %s)",
+    async (tls) => {
       // A string of the test guest's .rodata: in guest memory (sent in the bulk pass), never printed.
       const marker = Buffer.from("kvt-guest error: the working set does not fit in RAM");
       const [source, target] = [await peer(), await peer()];
       // A guest that outlives even an encrypted move in L1 (a line every 100 ms for a minute; the peers stop it).
       source.send({ op: "boot", memoryBytes: MEM, cmdline: "ws=8 pattern=idle tick=100 lines=600" });
       await source.waitForLines(3);
-      const dest = await listen(target, false, encrypt);
-      const proxy = await corruptingProxy(dest.port, -1);
+      const dest = await listen(target, false, tls);
+      const proxy = await corruptingProxy(dest.destination.port, -1);
       try {
-        const result = await migrate(source, { ...dest, port: proxy.port }, { encrypt });
+        const result = await migrate(source, via(dest, proxy.port));
         expect(result.ok).toBe(true);
         expect(proxy.wire().length).toBeGreaterThan(result.bytesSent - 1);
-        expect(proxy.wire().includes(marker)).toBe(!encrypt); // the plain run is the control: the marker is there
+        expect(proxy.wire().includes(marker)).toBe(!tls); // the plain run is the control: the marker is there
+        // A real TLS 1.3 handshake opened the stream: a ClientHello record first (type 22, version 3.1).
+        expect([...proxy.wire().subarray(0, 3)]).toEqual(tls ? [0x16, 0x03, 0x01] : [0x01, 0x00, 0x01]);
+        expect(result.tls?.cipher).toBe(tls ? "TLS_AES_128_GCM_SHA256" : undefined);
       } finally {
         await proxy.close();
       }
@@ -228,33 +235,34 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
     source.send({ op: "boot", memoryBytes: MEM, cmdline: WORKLOAD });
     await source.waitForLines(3);
     const dest = await listen(target);
-    const result = await migrate(source, { ...dest, secret: `${dest.secret.slice(0, -4)}beef` });
+    const secret = `${dest.destination.secret.slice(0, -4)}beef`;
+    const result = await migrate(source, { ...dest, destination: { ...dest.destination, secret } });
     expect(result.ok).toBe(false);
     expect(result.failureReason).toMatch(/authentication failed/);
-    expect(result.bytesSent).toBeLessThan(200);
+    expect(result.bytesSent).toBeLessThan(200); // stream bytes: Hello and Auth, no memory
     const failed: PeerEvent = await target.waitFor("incoming-failed");
     expect(String(failed.error)).toMatch(/authentication failed|EACCES/);
     await source.waitForLines(6); // still running here
   }, 60_000);
 
   it.each([
-    // Encrypted (the default): Hello (64 B) and Auth (48 B) are plain, everything after is sealed records; byte 156
-    // lies inside the first one, whose authentication fails.
-    { encrypt: true, why: /failed authentication/ },
-    // Plain (KubeVirt's migrations.disableTLS): Hello, Auth, Start (40 B), then the first Memory frame: byte 156 is
-    // its CRC.
-    { encrypt: false, why: /CRC mismatch/ },
+    // TLS (the default): the handshake's client flight (ClientHello, then certificate, CertificateVerify, Finished)
+    // is about 1 KiB; byte 8000 lies in the records of the first Memory frame, whose authentication fails.
+    { tls: true, offset: 8000, why: /failed authentication/ },
+    // Plain (KubeVirt's migrations.disableTLS): Hello (64 B), Auth (48 B), Start (40 B), then the first Memory
+    // frame: byte 156 is its CRC.
+    { tls: false, offset: 156, why: /CRC mismatch/ },
   ])(
-    "aborts cleanly on a flipped byte in transit (encrypt: $encrypt), the source guest runs on",
-    async ({ encrypt, why }) => {
+    "aborts cleanly on a flipped byte in transit (tls: $tls), the source guest runs on",
+    async ({ tls, offset, why }) => {
       const expected = baseline(WORKLOAD);
       const [source, target] = [await peer(), await peer()];
       source.send({ op: "boot", memoryBytes: MEM, cmdline: WORKLOAD });
       await source.waitForLines(10);
-      const dest = await listen(target, false, encrypt);
-      const proxy = await corruptingProxy(dest.port, 156);
+      const dest = await listen(target, false, tls);
+      const proxy = await corruptingProxy(dest.destination.port, offset);
       try {
-        const result = await migrate(source, { ...dest, port: proxy.port }, { encrypt });
+        const result = await migrate(source, via(dest, proxy.port));
         expect(result.ok).toBe(false);
         expect(result.failureReason).toMatch(/target abandoned|ECONNRESET|EPIPE/);
         const failed = await target.waitFor("incoming-failed");
@@ -267,6 +275,59 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
     },
     120_000,
   );
+
+  it.each([
+    ["the target presents another certificate than the one pinned at the source", "target"],
+    ["the source presents another certificate than the one pinned at the target", "source"],
+  ])(
+    "refuses the migration when %s: clear error, no memory moves, the guest runs on",
+    async (_what, side) => {
+      const [source, target] = [await peer(), await peer()];
+      source.send({ op: "boot", memoryBytes: MEM, cmdline: WORKLOAD });
+      await source.waitForLines(3);
+      const dest = await listen(target, false, true);
+      // A certificate nobody exchanged: what a third party listening or connecting in between would have.
+      const stranger = await mintMigrationCertificate("kubevirt.io:migration:stranger");
+      const forged =
+        side === "target"
+          ? { ...dest, destination: { ...dest.destination, certificate: stranger.certPem } } // source pins another
+          : { ...dest, sourceTls: { certificate: stranger.certPem, key: stranger.keyPem } }; // source shows another
+      const result = await migrate(source, forged);
+      expect(result.ok).toBe(false);
+      expect(result.failureReason).toMatch(
+        side === "target"
+          ? /the target presented a certificate for \/CN=kubevirt.io:migration:test:target, not the one its virt-handler gave/
+          : /the peer refused this side's certificate \(TLS alert (bad_certificate|certificate_unknown)/,
+      );
+      expect(result.bytesSent).toBeLessThan(200);
+      const failed = await target.waitFor("incoming-failed");
+      expect(String(failed.error)).toMatch(
+        side === "target"
+          ? /the source refused this side's certificate or handshake/
+          : /the source presented a certificate for \/CN=kubevirt.io:migration:stranger, not the one/,
+      );
+      const before = source.output.length;
+      await source.waitForLines(source.output.split("\n").length + 2); // still running here
+      expect(source.output.length).toBeGreaterThan(before);
+    },
+    60_000,
+  );
+
+  it("refuses a plain source at a TLS target with a message naming migrations.disableTLS", async () => {
+    const [source, target] = [await peer(), await peer()];
+    source.send({ op: "boot", memoryBytes: MEM, cmdline: WORKLOAD });
+    await source.waitForLines(3);
+    const dest = await listen(target, false, true);
+    // The source's side of the setting differs: it connects without TLS (and without the target's certificate).
+    const { certificate: _pinned, ...withoutCertificate } = dest.destination;
+    const result = await migrate(source, { destination: withoutCertificate, sourceTls: false });
+    expect(result.ok).toBe(false);
+    expect(result.failureReason).toMatch(
+      /target abandoned: target: the source sent an unencrypted migration stream and this target expects TLS: KubeVirt's migrations.disableTLS must be the same at both ends/,
+    );
+    await target.waitFor("incoming-failed");
+    await source.waitForLines(6);
+  }, 60_000);
 });
 
 /** A TCP proxy to 127.0.0.1:port that XORs one byte of the client->server stream at `offset` (-1: none) and

@@ -3,7 +3,9 @@
  * waits on its events. Used by live-migration.test.ts (and the bench).
  */
 import { type ChildProcess, fork } from "node:child_process";
+import { mintMigrationCertificate } from "@kvt/certs";
 import type { PeerCommand } from "./test-peer.ts";
+import type { MigrationTarget, MigrationTlsIdentity } from "./types.ts";
 
 /** An event from a peer. */
 export type PeerEvent = { ev: string } & Record<string, unknown>;
@@ -113,4 +115,37 @@ export class Peer {
     await this.waitFor("exit");
     clearTimeout(timer);
   }
+}
+
+/** A prepared target: where the source connects, and the source's TLS identity (false: a plain stream). */
+export interface PreparedTarget {
+  readonly destination: MigrationTarget;
+  readonly sourceTls: MigrationTlsIdentity | false;
+}
+
+/**
+ * What the two virt-handlers do around a migration, for tests and the bench: mint both launchers' per-migration
+ * certificates (@kvt/certs, as the handlers do), prepare `target` with its identity, then pin the source's
+ * certificate there (the handlers' exchange). `tls: false` prepares a plain stream (migrations.disableTLS).
+ */
+export async function prepareTarget(
+  target: Peer,
+  memoryBytes: number,
+  { tls = true, digest = false }: { tls?: boolean; digest?: boolean } = {},
+): Promise<PreparedTarget> {
+  target.forget("listening");
+  target.forget("trusted");
+  if (!tls) {
+    target.send({ op: "prepare", memoryBytes, digest, tls: false });
+    return { destination: (await target.waitFor("listening")).destination as MigrationTarget, sourceTls: false };
+  }
+  const [source, mine] = await Promise.all([
+    mintMigrationCertificate("kubevirt.io:migration:test:source"),
+    mintMigrationCertificate("kubevirt.io:migration:test:target"),
+  ]);
+  target.send({ op: "prepare", memoryBytes, digest, tls: { certificate: mine.certPem, key: mine.keyPem } });
+  const destination = (await target.waitFor("listening")).destination as MigrationTarget;
+  target.send({ op: "trust", certificate: source.certPem });
+  await target.waitFor("trusted");
+  return { destination, sourceTls: { certificate: source.certPem, key: source.keyPem } };
 }

@@ -1,9 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { ConvergencePolicy, THROTTLE_INITIAL } from "./policy.ts";
-import type { MigrationOptions } from "./types.ts";
+import { ConvergencePolicy, type PolicyOptions, THROTTLE_INITIAL } from "./policy.ts";
 
 const MiB = 2 ** 20;
-const base: MigrationOptions = {
+const base: PolicyOptions = {
   bandwidthBytesPerSec: 0,
   maxDowntimeMs: 50,
   allowAutoConverge: false,

@@ -16,6 +16,9 @@
 
 import type { MigrationOptions } from "./types.ts";
 
+/** The knobs the policy reads (all of MigrationOptions but the stream's TLS). */
+export type PolicyOptions = Omit<MigrationOptions, "tls">;
+
 /** One observation after a dirty-log collection. */
 export interface RoundSample {
   /** Milliseconds since the migration started. */
@@ -43,7 +46,7 @@ export const THROTTLE_MAX = 99;
 
 /** Tracks bandwidth, dirty rate and progress across rounds, and decides. */
 export class ConvergencePolicy {
-  readonly #o: MigrationOptions;
+  readonly #o: PolicyOptions;
   #bandwidth = 0;
   #dirtyRate = 0;
   #throttle = 0;
@@ -52,7 +55,7 @@ export class ConvergencePolicy {
   #lowestRemaining = Number.POSITIVE_INFINITY;
   #lowestAtMs = 0;
 
-  constructor(options: MigrationOptions) {
+  constructor(options: PolicyOptions) {
     if (!(options.maxDowntimeMs > 0)) throw new RangeError(`maxDowntimeMs must be > 0, got ${options.maxDowntimeMs}`);
     if (options.bandwidthBytesPerSec < 0) throw new RangeError("bandwidthBytesPerSec must be >= 0");
     this.#o = options;

@@ -8,10 +8,16 @@
  * Progress is reported after every collection; the result carries the measured downtime and totals.
  */
 
-import { type MigrationDowntimePhases, MigrationSourceStream, type Vm } from "@kvt/vmm";
+import { type MigrationDowntimePhases, MigrationSourceStream, type MigrationTlsInfo, type Vm } from "@kvt/vmm";
 import type { Logger } from "pino";
 import { ConvergencePolicy } from "./policy.ts";
-import type { MigrationOptions, MigrationOutcome, MigrationProgress, MigrationTarget } from "./types.ts";
+import type {
+  MigrationOptions,
+  MigrationOutcome,
+  MigrationProgress,
+  MigrationTarget,
+  MigrationTlsIdentity,
+} from "./types.ts";
 
 /**
  * How a migration ended (source side): the launcher protocol's result (failureReason e.g. "canceled", "completion
@@ -31,6 +37,8 @@ export interface MigrationResult extends MigrationOutcome {
   readonly diskBytes: number;
   /** SHA-256 of all guest RAM at switch-over, when `digest` was asked for (tests). */
   readonly memoryDigest?: string;
+  /** What the TLS handshake settled (cipher, who carried the records); absent for a plain stream. */
+  readonly tls?: MigrationTlsInfo;
 }
 
 /** Options of one outgoing migration. */
@@ -45,6 +53,25 @@ export interface OutgoingOptions extends MigrationOptions {
   /** Awaited after the policy decided to switch over, before the guest pauses (orchestration and tests). */
   readonly beforeSwitchOver?: () => Promise<void>;
   readonly logger?: Logger;
+}
+
+/** The source's TLS from its identity and the target's certificate; both or neither (migrations.disableTLS). */
+function pinned(
+  tls: MigrationTlsIdentity | false,
+  dest: MigrationTarget,
+): { certificate: string; key: string; peerCertificate: string } | false {
+  if (tls === false) {
+    if (dest.certificate)
+      throw new Error(
+        "the target listens for TLS and this source has migrations.disableTLS set: KubeVirt's migrations.disableTLS must be the same at both ends",
+      );
+    return false;
+  }
+  if (!dest.certificate)
+    throw new Error(
+      "the target gave no certificate: it expects an unencrypted stream (migrations.disableTLS) and this source TLS; KubeVirt's migrations.disableTLS must be the same at both ends",
+    );
+  return { ...tls, peerCertificate: dest.certificate };
 }
 
 /** One outgoing migration. Create, then `run()` once; `cancel()` at any time. */
@@ -95,14 +122,17 @@ export class OutgoingMigration {
         dataPages: totals?.dataPages ?? 0,
         zeroPages: totals?.zeroPages ?? 0,
         diskBytes: totals?.diskBytes ?? 0,
+        ...(totals?.tls ? { tls: totals.tls } : {}),
         ...extra,
       };
     };
     try {
       this.#stream = await MigrationSourceStream.connect(this.#vm, {
-        ...this.#dest,
+        host: this.#dest.host,
+        port: this.#dest.port,
+        secret: this.#dest.secret,
         ioTimeoutMs: this.#o.ioTimeoutMs,
-        encrypt: this.#o.encrypt,
+        tls: pinned(this.#o.tls, this.#dest),
       });
       if (this.#cancelReason) this.#stream.cancel();
       const bulk = await this.#stream.bulk(cap);

@@ -3,7 +3,8 @@
  * and obeys messages from its parent over the fork IPC channel.
  *
  *   parent -> peer: {op:"boot", memoryBytes, cmdline}        create + start the test guest
- *                   {op:"prepare", memoryBytes}               create an empty Vm and listen -> {ev:"listening"}
+ *                   {op:"prepare", memoryBytes, tls}          create an empty Vm and listen -> {ev:"listening"}
+ *                   {op:"trust", certificate}                 pin the source's certificate (the handlers' exchange)
  *                   {op:"migrate", destination, options}      send the Vm away -> {ev:"migrated", result}
  *                   {op:"cancel"}                             cancel the outgoing migration in flight
  *                   {op:"exit"}                               stop everything and exit
@@ -12,15 +13,17 @@
  */
 import { testGuestPath, Vm } from "@kvt/vmm";
 import { OutgoingMigration, type OutgoingOptions } from "./source.ts";
-import { prepareIncoming } from "./target.ts";
+import { type IncomingMigration, prepareIncoming } from "./target.ts";
+import type { MigrationTarget, MigrationTlsIdentity } from "./types.ts";
 
 /** Messages a peer accepts. */
 export type PeerCommand =
   | { op: "boot"; memoryBytes: number; cmdline: string }
-  | { op: "prepare"; memoryBytes: number; digest?: boolean; encrypt?: boolean }
+  | { op: "prepare"; memoryBytes: number; digest?: boolean; tls: MigrationTlsIdentity | false }
+  | { op: "trust"; certificate: string }
   | {
       op: "migrate";
-      destination: { host: string; port: number; secret: string };
+      destination: MigrationTarget;
       options: OutgoingOptions & { holdSwitchOver?: boolean };
     }
   | { op: "go" }
@@ -30,6 +33,7 @@ export type PeerCommand =
 let vm: Vm | undefined;
 let go: (() => void) | undefined;
 let current: OutgoingMigration | undefined;
+let incoming: IncomingMigration | undefined;
 
 function send(msg: object): void {
   process.send?.(msg);
@@ -63,15 +67,20 @@ async function handle(cmd: PeerCommand): Promise<void> {
       const target = Vm.create({ memoryBytes: cmd.memoryBytes, vcpus: 1 });
       vm = target;
       attach(target);
-      const incoming = prepareIncoming(target, { digest: cmd.digest ?? false, encrypt: cmd.encrypt ?? true });
-      send({ ev: "listening", destination: incoming.destination });
+      const prepared = prepareIncoming(target, { digest: cmd.digest ?? false, tls: cmd.tls });
+      incoming = prepared;
+      send({ ev: "listening", destination: prepared.destination });
       try {
-        send({ ev: "incoming-done", stats: await incoming.done });
+        send({ ev: "incoming-done", stats: await prepared.done });
       } catch (e) {
         send({ ev: "incoming-failed", error: e instanceof Error ? e.message : String(e) });
       }
       return;
     }
+    case "trust":
+      incoming?.trustPeer(cmd.certificate);
+      send({ ev: "trusted" });
+      return;
     case "migrate": {
       if (!vm) throw new Error("no vm to migrate");
       const hold = cmd.options.holdSwitchOver ?? false;

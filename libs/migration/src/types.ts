@@ -12,6 +12,18 @@ export interface MigrationTarget {
   readonly port: number;
   /** One-time secret both sides prove knowledge of (HMAC challenge) before any guest memory moves. */
   readonly secret: string;
+  /** The target's certificate (PEM) when it listens for TLS: the only one the source's handshake accepts (pinned).
+   *  Absent: the target expects a plain stream (KubeVirt's migrations.disableTLS). */
+  readonly certificate?: string;
+}
+
+/**
+ * One side's TLS identity for one migration: a certificate and private key (PEM) its virt-handler minted for it
+ * (@kvt/certs mintMigrationCertificate). The peer accepts exactly this certificate, given to it by its own handler.
+ */
+export interface MigrationTlsIdentity {
+  readonly certificate: string;
+  readonly key: string;
 }
 
 /** The knobs of one migration, resolved from the VMI's `migrationState.migrationConfiguration`. */
@@ -26,8 +38,9 @@ export interface MigrationOptions {
   readonly completionTimeoutSec: number;
   /** Fail when the remaining bytes reach no new low for this long; 0 = none. */
   readonly progressTimeoutSec: number;
-  /** Encrypt the stream (default true; false under KubeVirt's migrations.disableTLS, at both ends). */
-  readonly encrypt?: boolean;
+  /** The source's TLS identity: the stream runs over TLS 1.3, the target's certificate pinned; `false` only under
+   *  KubeVirt's migrations.disableTLS (at both ends): a plain stream. */
+  readonly tls: MigrationTlsIdentity | false;
 }
 
 /** Progress of a live migration (source side), in KubeVirt's migration metric terms. */

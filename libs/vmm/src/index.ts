@@ -49,6 +49,9 @@ export {
   type MigrationSwitchStats,
   type MigrationTargetStats,
   MigrationTargetStream,
+  type MigrationTlsIdentity,
+  type MigrationTlsInfo,
+  type MigrationTlsPinned,
 } from "./migration-stream.ts";
 /** The test guest binary (a PVH ELF QEMU boots too) and the KVM API version. */
 export { testGuestPath } from "./native.ts";

@@ -71,6 +71,29 @@ export interface MigrationStreamTotals {
   /** Copied-disk bytes sent with data, and as zero-range markers. */
   readonly diskBytes: number;
   readonly diskZeroBytes: number;
+  /** What the TLS handshake settled; absent for a plain stream. */
+  readonly tls?: MigrationTlsInfo;
+}
+
+/** A TLS stream's parameters, as the source's handshake settled them. */
+export interface MigrationTlsInfo {
+  /** "TLS_AES_128_GCM_SHA256". */
+  readonly cipher: string;
+  /** Who carries the records: the kernel (kTLS took the keys), our user-space record layer, or OpenSSL. */
+  readonly records: "kernel" | "user-space" | "openssl";
+  readonly kernelSend: boolean;
+  readonly kernelRecv: boolean;
+}
+
+/** One side's TLS identity for a migration: its certificate and private key (PEM), minted by its virt-handler. */
+export interface MigrationTlsIdentity {
+  readonly certificate: string;
+  readonly key: string;
+}
+
+/** The source's TLS: its identity, and the target's certificate, the only one its handshake accepts (pinned). */
+export interface MigrationTlsPinned extends MigrationTlsIdentity {
+  readonly peerCertificate: string;
 }
 
 /** What the target received. */
@@ -106,9 +129,12 @@ export interface MigrationConnectOptions {
   readonly secret: string;
   /** Bound on each blocking send/receive; a hung peer fails the step instead of hanging it. Default 10 s. */
   readonly ioTimeoutMs?: number;
-  /** Encrypt everything after the handshake (AES-128-GCM records, sealed_channel.h). Default true; the target must
-   *  agree, or the stream fails at its first frame. */
-  readonly encrypt?: boolean;
+  /**
+   * The stream runs over TLS 1.3 with these certificates (native/src/migration/tls.h), or plain with `false`
+   * (KubeVirt's migrations.disableTLS); the target must agree, or the connection is refused with a message naming
+   * the setting.
+   */
+  readonly tls: MigrationTlsPinned | false;
 }
 
 type Handle = { readonly __migrationHandle: unique symbol };
@@ -120,7 +146,7 @@ interface MigrationBinding {
     port: number,
     secret: string,
     ioTimeoutMs: number,
-    encrypt: boolean,
+    tls: MigrationTlsPinned | false,
   ): Promise<Handle>;
   migrationSourceBulk(h: Handle, bytesPerSec: number): Promise<MigrationRoundStats>;
   migrationSourceCollect(h: Handle): Promise<MigrationCollectStats>;
@@ -136,8 +162,9 @@ interface MigrationBinding {
     secret: string,
     ioTimeoutMs: number,
     digest: boolean,
-    encrypt: boolean,
+    tls: MigrationTlsIdentity | false,
   ): Promise<MigrationTargetStats>;
+  migrationTargetTrustPeer(h: Handle, certificatePem: string): void;
   migrationTargetCancel(h: Handle): void;
 }
 
@@ -184,7 +211,7 @@ export class MigrationSourceStream {
       options.port,
       options.secret,
       options.ioTimeoutMs ?? 10_000,
-      options.encrypt ?? true,
+      options.tls,
     );
     return new MigrationSourceStream(await withSite(p, new Error()));
   }
@@ -254,14 +281,30 @@ export class MigrationTargetStream {
   }
 
   /**
-   * Accepts one source, receives the guest, restores and starts it, confirms. Rejects without starting it.
-   * `digest` adds a SHA-256 of all RAM taken before the vCPUs start (slow: tests only). `encrypt` as the source's
-   * (MigrationConnectOptions.encrypt).
+   * Accepts one source, receives the guest, restores and starts it, confirms. Rejects without starting it. `tls`:
+   * this side's identity, the source then must present the certificate given to trustPeer() before it connected;
+   * `false` for a plain stream (as the source's MigrationConnectOptions.tls). `digest` adds a SHA-256 of all RAM
+   * taken before the vCPUs start (slow: tests only).
    */
-  accept(secret: string, ioTimeoutMs = 10_000, digest = false, encrypt = true): Promise<MigrationTargetStats> {
+  accept(
+    secret: string,
+    tls: MigrationTlsIdentity | false,
+    ioTimeoutMs = 10_000,
+    digest = false,
+  ): Promise<MigrationTargetStats> {
     checkSecret(secret);
-    const p = migrationBinding().migrationTargetAccept(this.#h, secret, ioTimeoutMs, digest, encrypt);
+    const p = migrationBinding().migrationTargetAccept(this.#h, secret, ioTimeoutMs, digest, tls);
     return withSite(p, new Error());
+  }
+
+  /** The source's certificate (PEM): the only one the TLS handshake accepts. Throws on a certificate OpenSSL cannot
+   *  read, or once a source connected. */
+  trustPeer(certificatePem: string): void {
+    try {
+      migrationBinding().migrationTargetTrustPeer(this.#h, certificatePem);
+    } catch (e) {
+      withCallSite(e, new Error());
+    }
   }
 
   /** Fails a pending accept. */

@@ -71,7 +71,7 @@ Status IncomingMigration::ReadFrame(FrameHeader* h, std::vector<uint8_t>* payloa
   stats_.bytes += h->length;
   size_t checked = payload->size();
   if (!(h->flags & kFlagPayloadChecked)) {  // ValidateHeader lets only Disk frames come here unchecked
-    if (sealed_ == nullptr || !sealed_->sealed() || stats_.version < kSealedDiskProtocolVersion) {
+    if (!encrypted_ || stats_.version < kEncryptedDiskProtocolVersion) {
       return ProtocolError("Disk frame without its data check in an unencrypted or version < 5 stream");
     }
     if (payload->size() < kDiskExtentBytes) return ProtocolError("Disk frame truncated");
@@ -123,11 +123,6 @@ Status IncomingMigration::Handshake() {
   frame = EncodeFrame(Command::kAuthOk, nullptr, 0);
   r = WriteBytes(ch_, frame.data(), frame.size());
   if (!r.ok()) return r;
-  if (sealed_ != nullptr) {
-    SessionKeys keys = DeriveSessionKeys(secret_, hello.value().nonce, ch.nonce);
-    r = sealed_->Seal(keys.target_to_source, keys.source_to_target);
-    if (!r.ok()) return r;
-  }
   stats_.version = version;
   phase_ = Phase::kAwaitStart;
   r = ReadFrame(&h, &p);

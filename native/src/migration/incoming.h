@@ -19,7 +19,6 @@
 #include "migration/prefault.h"
 #include "migration/ram_layout.h"
 #include "migration/residency.h"
-#include "migration/sealed_channel.h"
 #include "migration/stream.h"
 
 namespace kvmts::migration {
@@ -68,8 +67,9 @@ class IncomingMigration {
    *  sizes (EINVAL "disk 1: ..." otherwise); Disk/DiskZero frames are written to them (incoming_disk.cc) and they
    *  are fdatasynced at each Sync and at Complete. */
   void SetDisks(std::vector<TargetDisk> disks) { disks_ = std::move(disks); }
-  /** Decrypts everything after the handshake (set before it): `sealed` must be the channel this stream reads. */
-  void EncryptWith(SealedChannel* sealed) { sealed_ = sealed; }
+  /** The channel authenticates every byte itself (TLS records, tls.h): a version 5 Disk frame may then check its
+   *  extent only (stream.h). Without it such a frame is a protocol error (KubeVirt's migrations.disableTLS). */
+  void SetEncrypted(bool encrypted) { encrypted_ = encrypted; }
 
   /** Handshake, Start, then pages and state until Complete. On error: Abandon to the source, phase kFailed. */
   Status ReceiveUntilComplete();
@@ -102,7 +102,7 @@ class IncomingMigration {
   Channel& ch_;
   RamLayout ram_;
   std::string secret_;
-  SealedChannel* sealed_ = nullptr;
+  bool encrypted_ = false;
   bool fresh_;
   RandomFn random_;
   Phase phase_ = Phase::kAwaitHello;

@@ -65,7 +65,7 @@ Status OutgoingMigration::Handshake() {
   random_(hello.nonce, kNonceSize);
   auto p = EncodeHello(hello);
   auto r = SendFrame(Command::kHello, p.data(), p.size());
-  if (!r.ok()) return r;
+  if (!r.ok()) return WithPeerReason(r);  // a target that refused us (a TLS alert, an Abandon) may have said why
   std::vector<uint8_t> reply;
   r = ReadReply(Command::kChallenge, &reply);
   if (!r.ok()) return r;
@@ -88,11 +88,6 @@ Status OutgoingMigration::Handshake() {
   if (!r.ok()) return r;
   r = ReadReply(Command::kAuthOk, &reply);
   if (!r.ok()) return r;
-  if (sealed_ != nullptr) {
-    SessionKeys keys = DeriveSessionKeys(secret_, hello.nonce, ch.value().nonce);
-    r = sealed_->Seal(keys.source_to_target, keys.target_to_source);
-    if (!r.ok()) return r;
-  }
   stats_.version = version;
   p = EncodeStart(Start{version, 0, ram_.total(), static_cast<uint32_t>(kPage), disks_});
   r = SendFrame(Command::kStart, p.data(), p.size());

@@ -17,7 +17,6 @@
 #include "migration/incoming.h"
 #include "migration/ram_layout.h"
 #include "migration/residency.h"
-#include "migration/sealed_channel.h"
 #include "migration/stream.h"
 
 namespace kvmts::migration {
@@ -52,9 +51,9 @@ class OutgoingMigration {
   /** The copied disks Start announces (set before Handshake). Nonempty: the target must speak version >= 4, or the
    *  handshake stops with EPROTONOSUPPORT "the target cannot receive copied disks" (Abandon sent). */
   void SetDisks(std::vector<DiskSpec> disks) { disks_ = std::move(disks); }
-  /** Encrypts everything after the handshake (set before Handshake): `sealed` must be the channel this stream
-   *  writes to. Without it the stream stays plain (tests over memory; KubeVirt's migrations.disableTLS). */
-  void EncryptWith(SealedChannel* sealed) { sealed_ = sealed; }
+  /** The channel authenticates every byte itself (TLS records, tls.h): Disk frames and the final round's pages then
+   *  skip their data CRC (stream.h). Without it the stream is plain (KubeVirt's migrations.disableTLS). */
+  void SetEncrypted(bool encrypted) { encrypted_ = encrypted; }
   /** Hello, Challenge (verifies the target), Auth, AuthOk, Start (then, with copied disks, a Sync round trip: the
    *  target's refusal of Start, e.g. a disk size mismatch, fails the handshake with the target's reason). */
   Status Handshake();
@@ -92,7 +91,7 @@ class OutgoingMigration {
   Channel& ch_;
   RamLayout ram_;
   std::string secret_;
-  SealedChannel* sealed_ = nullptr;
+  bool encrypted_ = false;
   RandomFn random_;
   uint16_t max_version_;
   std::vector<DiskSpec> disks_;

@@ -14,7 +14,7 @@ Status OutgoingMigration::SendDiskData(uint32_t disk, uint64_t offset, const uin
   if (len == 0 || len > kMaxDiskFrameBytes) return Error{EINVAL, "migration", "disk frame length"};
   auto prefix = EncodeDiskExtent(DiskExtent{disk, offset, len});
   const bool check_data =
-      sealed_ == nullptr || !sealed_->sealed() || stats_.version < kSealedDiskProtocolVersion;
+      !encrypted_ || stats_.version < kEncryptedDiskProtocolVersion;
   FrameHeader h{static_cast<uint16_t>(Command::kDisk), static_cast<uint8_t>(check_data ? kFlagPayloadChecked : 0), 0, 0,
                 kDiskExtentBytes + len};
   h.crc = Crc32c(HeaderCrc(h), prefix.data(), prefix.size());

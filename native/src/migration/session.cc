@@ -99,11 +99,10 @@ uint64_t HugePageBytes(const RamLayout& ram) {
   return total;
 }
 
-SourceSession::SourceSession(vmm::Machine* machine, std::unique_ptr<FdChannel> ch, RamLayout ram,
-                             const std::string& secret, bool encrypt)
-    : machine_(machine), ch_(std::move(ch)), sealed_(*ch_), ram_(std::move(ram)) {
-  out_ = std::make_unique<OutgoingMigration>(sealed_, ram_, secret, SystemRandom);
-  if (encrypt) out_->EncryptWith(&sealed_);
+SourceSession::SourceSession(vmm::Machine* machine, std::unique_ptr<TlsChannel> ch, RamLayout ram,
+                             const std::string& secret)
+    : machine_(machine), ch_(std::move(ch)), ram_(std::move(ram)) {
+  out_ = std::make_unique<OutgoingMigration>(*ch_, ram_, secret, SystemRandom);
   for (const RamRegion& r : ram_.regions()) {
     pending_.emplace_back(r.size / memory::kPageSize);
     region_base_.push_back(r.gpa);
@@ -114,9 +113,10 @@ SourceSession::~SourceSession() { Close(); }
 
 Result<std::unique_ptr<SourceSession>> SourceSession::Connect(vmm::Machine* machine, const std::string& host,
                                                               uint16_t port, const std::string& secret,
-                                                              uint32_t io_timeout_ms, bool encrypt) {
-  if (encrypt) {
-    auto c = RecordCryptoAvailable();  // before connecting: the target then sees no half-made attempt
+                                                              uint32_t io_timeout_ms,
+                                                              const std::optional<PinnedTls>& tls) {
+  if (tls) {
+    auto c = TlsAvailable();  // before connecting: the target then sees no half-made attempt
     if (!c.ok()) return c.error();
   }
   auto res = Resolve(host, port, false);
@@ -135,7 +135,13 @@ Result<std::unique_ptr<SourceSession>> SourceSession::Connect(vmm::Machine* mach
   }
   freeaddrinfo(res.value());
   if (fd < 0) return Error{err, "connect", host + ":" + std::to_string(port)};
-  std::unique_ptr<SourceSession> s(new SourceSession(machine, std::make_unique<FdChannel>(fd), LayoutOf(machine), secret, encrypt));
+  auto ch = std::make_unique<TlsChannel>(fd);
+  if (tls) {
+    auto h = ch->Handshake(false, tls->me, tls->peer_certificate_pem);
+    if (!h.ok()) return h.error();
+  }
+  std::unique_ptr<SourceSession> s(new SourceSession(machine, std::move(ch), LayoutOf(machine), secret));
+  s->out_->SetEncrypted(tls.has_value());
   std::vector<DiskSpec> specs;
   for (const vmm::CopiedDisk& d : machine->CopiedDisks()) {
     auto disk = DiskSource::Open(d.index, d.path, d.overlay);
@@ -243,7 +249,7 @@ Result<RoundStats> SourceSession::SendPending(uint64_t bytes_per_sec) {
   o.bytes_per_sec = bytes_per_sec;
   o.cancel = &cancel_;
   // Page data is stable once paused: checked then, unless the records' AES-GCM tags already cover it (stream.h).
-  o.check_data = machine_->state() == vmm::MachineState::kPaused && !sealed_.sealed();
+  o.check_data = machine_->state() == vmm::MachineState::kPaused && !ch_->active();
   return SendRangesTimed(table.ranges(), o, false);
 }
 
@@ -342,10 +348,19 @@ void TargetSession::Cancel() {
   if (conn_fd_ >= 0) shutdown(conn_fd_, SHUT_RDWR);
 }
 
+Status TargetSession::TrustPeer(const std::string& pem) {
+  auto ok = CheckCertificatePem(pem);
+  if (!ok.ok()) return ok;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (connected_) return Error{EBUSY, "migration", "a source is already connected"};
+  peer_pem_ = pem;
+  return OkStatus();
+}
+
 Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io_timeout_ms, bool digest,
-                                          bool encrypt) {
-  if (encrypt) {
-    auto c = RecordCryptoAvailable();
+                                          const std::optional<TlsIdentity>& tls) {
+  if (tls) {
+    auto c = TlsAvailable();
     if (!c.ok()) return c.error();
   }
   pollfd p{listen_fd_, POLLIN, 0};
@@ -355,9 +370,12 @@ Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io
   int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return Error{cancel_.load() ? ECANCELED : errno, "accept", "migration listener"};
   SetTimeouts(fd, io_timeout_ms);
+  std::string peer_pem;
   {
     std::lock_guard<std::mutex> lock(mu_);
     conn_fd_ = fd;
+    connected_ = true;
+    peer_pem = peer_pem_;
   }
   struct Forget {  // clears conn_fd_ before ch closes the fd, on every path
     TargetSession* self;
@@ -366,12 +384,26 @@ Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io
       self->conn_fd_ = -1;
     }
   };
-  FdChannel ch(fd);
+  TlsChannel ch(fd);
   Forget forget{this};
-  SealedChannel sealed(ch);
+  auto refused = [&](Error e) -> Error {
+    if (cancel_.load()) return Error{ECANCELED, "migration", "canceled"};
+    LingerAfterRefusal(fd);  // the source reads our alert or Abandon before the connection closes
+    return e;
+  };
+  auto mode = CheckStreamMode(fd, tls.has_value());
+  if (!mode.ok()) return refused(mode.error());
+  if (tls) {
+    if (peer_pem.empty()) {
+      return Error{EACCES, "migration TLS handshake",
+                   "a source connected before its certificate was given to this target (virt-handler's exchange)"};
+    }
+    auto h = ch.Handshake(true, *tls, peer_pem);
+    if (!h.ok()) return refused(h.error());
+  }
   RamLayout ram = LayoutOf(machine_);
-  IncomingMigration in(sealed, ram, secret, false, SystemRandom);
-  if (encrypt) in.EncryptWith(&sealed);
+  IncomingMigration in(ch, ram, secret, false, SystemRandom);
+  in.SetEncrypted(tls.has_value());
   in.EnablePrefault(PrefaultOptions{});
   // The copied disks: this machine's own files (the launcher made them, sized as the source's), written here.
   struct DiskFds {

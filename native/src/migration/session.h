@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "migration/channel.h"
 #include "migration/disk_source.h"
 #include "migration/outgoing.h"
+#include "migration/tls.h"
 #include "vmm/machine.h"
 
 namespace kvmts::migration {
@@ -61,12 +63,12 @@ struct SwitchStats {
 
 class SourceSession {
  public:
-  /** Connects to host:port, authenticates, sends Start and starts the dirty log. `io_timeout_ms` bounds every
-   *  blocking send/receive (a hung peer is an error, not a hang). `encrypt`: everything after the handshake is
-   *  sealed (sealed_channel.h); the target must agree. */
+  /** Connects to host:port, runs the TLS handshake (unless `tls` is empty: KubeVirt's migrations.disableTLS, and
+   *  the target must agree), authenticates, sends Start and starts the dirty log. `io_timeout_ms` bounds every
+   *  blocking send/receive (a hung peer is an error, not a hang). */
   static Result<std::unique_ptr<SourceSession>> Connect(vmm::Machine* machine, const std::string& host, uint16_t port,
                                                         const std::string& secret, uint32_t io_timeout_ms,
-                                                        bool encrypt = true);
+                                                        const std::optional<PinnedTls>& tls);
   ~SourceSession();
   Result<RoundStats> SendBulk(uint64_t bytes_per_sec);
   Result<CollectStats> Collect();
@@ -77,10 +79,11 @@ class SourceSession {
   /** Stops the dirty log (if the migration failed) and closes the connection. */
   void Close();
   const OutgoingStats& totals() const { return out_->stats(); }
+  /** What the TLS handshake settled (empty cipher: a plain stream). */
+  const TlsInfo& tls() const { return ch_->info(); }
 
  private:
-  SourceSession(vmm::Machine* machine, std::unique_ptr<FdChannel> ch, RamLayout ram, const std::string& secret,
-                bool encrypt);
+  SourceSession(vmm::Machine* machine, std::unique_ptr<TlsChannel> ch, RamLayout ram, const std::string& secret);
   Status Check() const;
   // Sends memory ranges, then every copied disk whole (`bulk`) or its pending blocks.
   Result<RoundStats> SendRangesTimed(const std::vector<PageRange>& ranges, const SendOptions& o, bool bulk);
@@ -89,8 +92,7 @@ class SourceSession {
   Result<RoundStats> Timed(F send);
 
   vmm::Machine* machine_;
-  std::unique_ptr<FdChannel> ch_;
-  SealedChannel sealed_;  // over *ch_: plain until the handshake seals it (when encrypting)
+  std::unique_ptr<TlsChannel> ch_;  // plain unless the TLS handshake ran
   RamLayout ram_;
   std::unique_ptr<OutgoingMigration> out_;
   std::vector<memory::DirtyBitmap> pending_;
@@ -117,10 +119,15 @@ class TargetSession {
   static Result<std::unique_ptr<TargetSession>> Listen(vmm::Machine* machine, const std::string& host, uint16_t port);
   ~TargetSession();
   uint16_t port() const { return port_; }
-  /** Waits for one source, receives the guest, restores it and starts it, then confirms. The machine is started
-   *  only when everything arrived intact; otherwise it is left untouched in kCreated. */
-  Result<TargetStats> Accept(const std::string& secret, uint32_t io_timeout_ms, bool digest = false,
-                             bool encrypt = true);
+  /** Waits for one source, runs the TLS handshake as `tls` (empty: a plain stream, KubeVirt's
+   *  migrations.disableTLS; the source must agree), receives the guest, restores it and starts it, then confirms. The
+   *  machine is started only when everything arrived intact; otherwise it is left untouched in kCreated. With TLS,
+   *  the source must present the certificate given to TrustPeer() before it connected. */
+  Result<TargetStats> Accept(const std::string& secret, uint32_t io_timeout_ms, bool digest,
+                             const std::optional<TlsIdentity>& tls);
+  /** The source's certificate (PEM), the only one the TLS handshake accepts; may come after Accept started, and
+   *  replaces an earlier one until a source connects. Any thread. */
+  Status TrustPeer(const std::string& pem);
   /** Fails a pending or running Accept. Any thread. */
   void Cancel();
 
@@ -132,6 +139,8 @@ class TargetSession {
   std::atomic<bool> cancel_{false};
   std::mutex mu_;
   int conn_fd_ = -1;
+  std::string peer_pem_;  // guarded by mu_
+  bool connected_ = false;  // guarded by mu_: a source connected, the pinned certificate is in use
 };
 
 /** Guest RAM of a machine as the stream sees it. */

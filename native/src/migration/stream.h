@@ -1,5 +1,8 @@
 // The migration wire format: framed messages over one TCP connection (Cloud Hypervisor's vm-migration protocol,
-// plus authentication, zero-page markers and a per-frame CRC). Pure encoding/decoding; no I/O here.
+// plus authentication, zero-page markers and a per-frame CRC). Pure encoding/decoding; no I/O here. By default the
+// frames travel inside TLS 1.3 (tls.h: a handshake with pinned per-migration certificates before the Hello below);
+// under KubeVirt's migrations.disableTLS they go plain, from the Hello on. A target refuses a source in the other
+// mode by its first bytes, with a plaintext Abandon naming the setting (CheckStreamMode).
 //
 //  source (running guest)                                 target (empty guest, listening)
 //    |  Hello    {magic "KVTMIGR\0", minVer, maxVer, nonceS[32]}  |
@@ -47,7 +50,7 @@
 // table: its pages may legitimately change while the kernel copies them (they are dirty again and sent in a later
 // round), so a data CRC would be a race, not an integrity check. Memory frames sent while the guest is paused (the
 // final round) check their data too. TCP's own checksum covers the bytes on the wire either way. In an encrypted
-// stream (sealed_channel.h) every record's AES-GCM tag already authenticates every byte, so there a Disk frame checks
+// stream (TLS, tls.h) every record's AES-GCM tag already authenticates every byte, so there a Disk frame checks
 // only its extent prefix (like a Memory frame's range table) and the final round does not check page data: a second
 // check would cost a CRC pass per byte on each side (in the nested lane's emulated CPU as much as the copy itself).
 // A Disk frame without the data check in a plaintext stream, or in a version < 5 stream, is a protocol error.
@@ -75,7 +78,7 @@ namespace kvmts::migration {
 
 inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr uint16_t kDiskProtocolVersion = 4;  // the first version with copied disks
-inline constexpr uint16_t kSealedDiskProtocolVersion = 5;  // encrypted: Disk frames check their extent only
+inline constexpr uint16_t kEncryptedDiskProtocolVersion = 5;  // encrypted: Disk frames check their extent only
 inline constexpr uint16_t kMinProtocolVersion = 2;
 inline constexpr size_t kHeaderSize = 16;
 inline constexpr size_t kNonceSize = 32;

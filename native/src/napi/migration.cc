@@ -1,12 +1,16 @@
 // The migration bindings: source and target sessions (migration/session.h) as JS handles, every network or bulk
 // step on a libuv worker thread (Napi::AsyncWorker) returning a Promise. libs/vmm/src/migration-*.ts types them.
 //
-//   migrationSourceConnect(vm, host, port, secret, ioTimeoutMs, encrypt = true) -> Promise<source>
+//   migrationSourceConnect(vm, host, port, secret, ioTimeoutMs, tls) -> Promise<source>
+//       tls: {certificate, key, peerCertificate} (PEM: this side's pair, the target's pinned certificate), or false
+//       for a plain stream (KubeVirt's migrations.disableTLS)
 //   migrationSourceBulk(source, bytesPerSec) / migrationSourceSendPending(source, bytesPerSec) -> Promise<Round>
 //   migrationSourceCollect(source) -> Promise<Collect>   migrationSourceSwitchOver(source, bps, digest) -> Promise<Switch>
 //   migrationSourceCancel(source) / migrationSourceClose(source) / migrationSourceTotals(source)   (synchronous)
 //   migrationTargetListen(vm, host, port) -> target          migrationTargetPort(target) -> number
-//   migrationTargetAccept(target, secret, ioTimeoutMs, digest, encrypt = true) -> Promise<TargetStats>   migrationTargetCancel(target)
+//   migrationTargetAccept(target, secret, ioTimeoutMs, digest, tls) -> Promise<TargetStats>   migrationTargetCancel(target)
+//       tls: {certificate, key} (PEM), or false for a plain stream
+//   migrationTargetTrustPeer(target, certificatePem)   the source's certificate, the only one the handshake accepts
 #include <napi.h>
 
 #include <functional>
@@ -100,6 +104,38 @@ bool Args(const Napi::CallbackInfo& info, size_t n) {
   return true;
 }
 
+// A string property of a TLS argument; sets *ok to false (a TypeError is pending) when it is missing.
+std::string PemField(Napi::Env env, Napi::Object o, const char* name, bool* ok) {
+  Napi::Value v = o.Get(name);
+  if (*ok && (!v.IsString() || v.As<Napi::String>().Utf8Value().empty())) {
+    Napi::TypeError::New(env, std::string("tls.") + name + ": a PEM string").ThrowAsJavaScriptException();
+    *ok = false;
+  }
+  return v.IsString() ? v.As<Napi::String>().Utf8Value() : std::string();
+}
+
+// The TLS argument: an object with the PEM fields, or false for a plain stream (migrations.disableTLS); anything
+// else is a TypeError (the stream is TLS by default: a caller must say which). *ok false: an exception is pending.
+std::optional<migration::PinnedTls> TlsArg(const Napi::CallbackInfo& info, size_t i, bool with_peer, bool* ok) {
+  *ok = true;
+  Napi::Env env = info.Env();
+  Napi::Value v = info.Length() > i ? info[i] : env.Undefined();
+  if (v.IsBoolean() && !v.As<Napi::Boolean>().Value()) return std::nullopt;
+  if (!v.IsObject()) {
+    Napi::TypeError::New(env, "tls: the migration's certificates, or false (migrations.disableTLS)")
+        .ThrowAsJavaScriptException();
+    *ok = false;
+    return std::nullopt;
+  }
+  Napi::Object o = v.As<Napi::Object>();
+  migration::PinnedTls t;
+  t.me.certificate_pem = PemField(env, o, "certificate", ok);
+  t.me.key_pem = PemField(env, o, "key", ok);
+  if (with_peer) t.peer_certificate_pem = PemField(env, o, "peerCertificate", ok);
+  if (!*ok) return std::nullopt;
+  return t;
+}
+
 Napi::Value JS_SourceConnect(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!Args(info, 5)) return env.Undefined();
@@ -109,12 +145,14 @@ Napi::Value JS_SourceConnect(const Napi::CallbackInfo& info) {
   std::string host = info[1].ToString(), secret = info[3].ToString();
   uint16_t port = static_cast<uint16_t>(info[2].ToNumber().Uint32Value());
   uint32_t timeout = info[4].ToNumber().Uint32Value();
-  bool encrypt = info.Length() <= 5 || info[5].IsUndefined() || info[5].ToBoolean().Value();
+  bool ok = true;
+  auto tls = TlsArg(info, 5, true, &ok);
+  if (!ok) return env.Undefined();
   auto out = std::make_shared<std::shared_ptr<SourceSession>>();
   return Queue<bool>(
       env, vm,
       [=]() -> Result<bool> {
-        auto s = SourceSession::Connect(machine, host, port, secret, timeout, encrypt);
+        auto s = SourceSession::Connect(machine, host, port, secret, timeout, tls);
         if (!s.ok()) return s.error();
         *out = std::shared_ptr<SourceSession>(std::move(s.value()));
         return true;
@@ -209,6 +247,15 @@ Napi::Value JS_SourceTotals(const Napi::CallbackInfo& info) {
   o.Set("zeroPages", double(t.zero_pages));
   o.Set("diskBytes", double(t.disk_bytes));
   o.Set("diskZeroBytes", double(t.disk_zero_bytes));
+  const migration::TlsInfo& tls = h->session->tls();
+  if (!tls.cipher.empty()) {
+    Napi::Object t = Napi::Object::New(env);
+    t.Set("cipher", tls.cipher);
+    t.Set("records", tls.user_space ? "user-space" : (tls.kernel_send && tls.kernel_recv) ? "kernel" : "openssl");
+    t.Set("kernelSend", tls.kernel_send);
+    t.Set("kernelRecv", tls.kernel_recv);
+    o.Set("tls", t);
+  }
   return o;
 }
 
@@ -240,9 +287,13 @@ Napi::Value JS_TargetAccept(const Napi::CallbackInfo& info) {
   std::string secret = info[1].ToString();
   uint32_t timeout = info[2].ToNumber().Uint32Value();
   bool digest = info.Length() > 3 && info[3].ToBoolean().Value();
-  bool encrypt = info.Length() <= 4 || info[4].IsUndefined() || info[4].ToBoolean().Value();
+  bool ok = true;
+  auto pinned = TlsArg(info, 4, false, &ok);
+  if (!ok) return env.Undefined();
+  std::optional<migration::TlsIdentity> tls;
+  if (pinned) tls = pinned->me;
   return Queue<migration::TargetStats>(
-      env, h->vm.Value(), [=]() { return s->Accept(secret, timeout, digest, encrypt); },
+      env, h->vm.Value(), [=]() { return s->Accept(secret, timeout, digest, tls); },
       [](Napi::Env e, migration::TargetStats& t) -> Napi::Value {
         Napi::Object o = Napi::Object::New(e);
         o.Set("version", t.stream.version);
@@ -261,6 +312,20 @@ Napi::Value JS_TargetAccept(const Napi::CallbackInfo& info) {
         if (!t.memory_digest.empty()) o.Set("memoryDigest", t.memory_digest);
         return o;
       });
+}
+
+Napi::Value JS_TargetTrustPeer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!Args(info, 2)) return env.Undefined();
+  auto* h = HolderOf<TargetSession>(env, info[0]);
+  if (h == nullptr) return env.Undefined();
+  if (!info[1].IsString()) {
+    Napi::TypeError::New(env, "the peer's certificate: a PEM string").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  auto r = h->session->TrustPeer(info[1].As<Napi::String>().Utf8Value());
+  if (!r.ok()) MakeVmmError(env, r.error()).ThrowAsJavaScriptException();
+  return env.Undefined();
 }
 
 Napi::Value JS_TargetCancel(const Napi::CallbackInfo& info) {
@@ -283,6 +348,7 @@ void RegisterMigrationBindings(Napi::Env env, Napi::Object exports) {
   exports.Set("migrationTargetListen", Napi::Function::New(env, JS_TargetListen, "migrationTargetListen"));
   exports.Set("migrationTargetPort", Napi::Function::New(env, JS_TargetPort, "migrationTargetPort"));
   exports.Set("migrationTargetAccept", Napi::Function::New(env, JS_TargetAccept, "migrationTargetAccept"));
+  exports.Set("migrationTargetTrustPeer", Napi::Function::New(env, JS_TargetTrustPeer, "migrationTargetTrustPeer"));
   exports.Set("migrationTargetCancel", Napi::Function::New(env, JS_TargetCancel, "migrationTargetCancel"));
 }
 

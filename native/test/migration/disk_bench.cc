@@ -1,5 +1,5 @@
 // disk_bench: the copied-disk data path alone, without KVM: a source thread sends a disk file of --mib MiB (random
-// data, --hole-every N: every Nth MiB left a hole; --encrypt 1: sealed records, the launchers' default) with
+// data, --hole-every N: every Nth MiB left a hole; --encrypt 1: TLS records, the launchers' default) with
 // DiskSource::SendAll (the bulk pass) over a socketpair to an IncomingMigration writing a fresh sparse file of the
 // same size, then fdatasync at Complete. Prints wall time and MiB/s of disk data. Files in $TMPDIR (default /tmp):
 // put them on the file system the launcher uses.
@@ -21,7 +21,7 @@
 #include "migration/disk_source.h"
 #include "migration/incoming.h"
 #include "migration/outgoing.h"
-#include "migration/sealed_channel.h"
+#include "migration/tls_records.h"
 
 using namespace kvmts;
 using namespace kvmts::migration;
@@ -72,12 +72,16 @@ int main(int argc, char** argv) {
   int sv[2];
   socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
   FdChannel a(sv[0]), b(sv[1]);
-  SealedChannel sa(a), sb(b);
+  // --encrypt 1: TLS records under fixed keys (tls_records.h): the record layer's cost, without a handshake.
+  TlsRecordChannel sa(a), sb(b);
+  TrafficKeys k1, k2;
+  k2.key[0] = 1;
+  if (encrypt != 0 && (!sa.Start(k1, k2).ok() || !sb.Start(k2, k1).ok())) return 1;
   Status t = OkStatus();
   IncomingStats in_stats;
   std::thread target([&] {
     IncomingMigration in(sb, dst_layout, "bench", true, SystemRandom);
-    if (encrypt != 0) in.EncryptWith(&sb);
+    in.SetEncrypted(encrypt != 0);
     in.SetDisks({{0, dst, bytes}});
     t = in.ReceiveUntilComplete();
     if (t.ok()) t = in.ConfirmResumed();
@@ -86,7 +90,7 @@ int main(int argc, char** argv) {
   auto disk = DiskSource::Open(0, src_path);
   if (!disk.ok()) return 1;
   OutgoingMigration out(sa, src_layout, "bench", SystemRandom);
-  if (encrypt != 0) out.EncryptWith(&sa);
+  out.SetEncrypted(encrypt != 0);
   out.SetDisks({{0, bytes}});
   double t0 = Now();
   Status s = out.Handshake();

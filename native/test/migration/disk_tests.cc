@@ -17,7 +17,7 @@
 #include "migration/disk_source.h"
 #include "migration/incoming.h"
 #include "migration/outgoing.h"
-#include "migration/sealed_channel.h"
+#include "migration/tls_records.h"
 #include "test_util.h"
 
 using namespace kvmts;
@@ -155,11 +155,15 @@ DiskRun MigrateDisks(std::vector<std::pair<uint32_t, TempFile*>> src, std::vecto
   int sv[2];
   socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
   FdChannel a(sv[0]), b(sv[1]);
-  SealedChannel sa(a), sb(b);
+  // Encrypted: TLS records under fixed keys (tls_records.h; the handshake that makes real ones is tls_tests.cc's).
+  TlsRecordChannel sa(a), sb(b);
+  TrafficKeys k1, k2;
+  k2.key[0] = 1;
+  if (encrypt) CHECK(sa.Start(k1, k2).ok() && sb.Start(k2, k1).ok());
   DiskRun run;
   std::thread target([&] {
     IncomingMigration in(sb, dst_layout, "k", true, SystemRandom);
-    if (encrypt) in.EncryptWith(&sb);
+    in.SetEncrypted(encrypt);
     in.SetDisks(dst);
     run.target = in.ReceiveUntilComplete();
     if (run.target.ok()) run.target = in.ConfirmResumed();
@@ -176,7 +180,7 @@ DiskRun MigrateDisks(std::vector<std::pair<uint32_t, TempFile*>> src, std::vecto
     disks.push_back(std::move(d.value()));
   }
   OutgoingMigration out(sa, src_layout, "k", SystemRandom, max_version);
-  if (encrypt) out.EncryptWith(&sa);
+  out.SetEncrypted(encrypt);
   out.SetDisks(specs);
   Status s = out.Handshake();
   if (s.ok()) s = out.SendRanges({{0, src_ram.size()}}, SendOptions{});

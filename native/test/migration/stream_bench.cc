@@ -5,7 +5,11 @@
 //
 //   build/migration-test/stream_bench [--mib 1024] [--frame-mib 4] [--zero-every N] [--prefault] [--no-huge]
 //                                     [--no-hint] [--dense N] [--calibrate N] [--sparse N] [--reps N] [--sleep S]
+//                                     [--tls none|user|openssl]
+// --tls: the stream over TLS (tls.h) with test certificates, records in user space (the default without kTLS) or
+// OpenSSL's SSL_write/SSL_read (what kTLS would take over); none (default): plain.
 #include <arpa/inet.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/mman.h>
@@ -23,6 +27,8 @@
 
 #include "migration/incoming.h"
 #include "migration/outgoing.h"
+#include "migration/tls.h"
+#include "test_certs.h"
 
 using namespace kvmts;
 using namespace kvmts::migration;
@@ -41,7 +47,18 @@ struct Options {
   uint32_t sparse = 0;     // only this many random pages of every 2 MiB chunk are non-zero (0 = all)
   int reps = 3;
   unsigned sleep_s = 0;    // before each rep: long enough and freed memory is reported to the host (cold again)
+  std::string tls = "none";  // none | user | openssl
+  mtest::CertAndKey source_cert, target_cert;
 };
+
+// The TLS handshake of --tls (source: client), or nothing for a plain stream.
+Status MaybeTls(TlsChannel& ch, bool server, const Options& o) {
+  if (o.tls == "none") return OkStatus();
+  const mtest::CertAndKey& me = server ? o.target_cert : o.source_cert;
+  const mtest::CertAndKey& peer = server ? o.source_cert : o.target_cert;
+  return ch.Handshake(server, {me.cert_pem, me.key_pem}, peer.cert_pem,
+                      o.tls == "openssl" ? TlsRecords::kOpenSsl : TlsRecords::kUserSpace);
+}
 
 double Now() {
   timespec ts;
@@ -80,8 +97,11 @@ int Target(int listen_fd, const Options& o, int report_fd) {
   double u0, s0, u1, s1;
   CpuSeconds(RUSAGE_SELF, &u0, &s0);
   double t0 = Now();
-  FdChannel ch(fd);
+  TlsChannel ch(fd);
+  Status h = MaybeTls(ch, true, o);
+  if (!h.ok()) return 5;
   IncomingMigration in(ch, RamLayout({{0, bytes, mem, false, o.huge}}), "secret", true, Secret);
+  in.SetEncrypted(ch.active());
   PrefaultOptions po;
   po.enabled = o.hint;
   po.dense_pages = o.dense;
@@ -115,12 +135,14 @@ int Source(uint16_t port, const Options& o, uint8_t* mem) {
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return 3;
-  FdChannel ch(fd);
+  TlsChannel ch(fd);
   OutgoingMigration out(ch, RamLayout({{0, bytes, mem, false}}), "secret", Secret);
   double u0, s0, u1, s1;
   CpuSeconds(RUSAGE_SELF, &u0, &s0);
   double t0 = Now();
-  Status r = out.Handshake();
+  Status r = MaybeTls(ch, false, o);
+  out.SetEncrypted(ch.active());
+  if (r.ok()) r = out.Handshake();
   SendOptions so;
   so.probe_residency = true;
   so.max_frame_bytes = o.frame_mib << 20;
@@ -158,10 +180,16 @@ int main(int argc, char** argv) {
     else if (a == "--calibrate") o.calibrate = static_cast<uint32_t>(next());
     else if (a == "--sparse") o.sparse = static_cast<uint32_t>(next());
     else if (a == "--sleep") o.sleep_s = static_cast<unsigned>(next());
+    else if (a == "--tls" && i + 1 < argc) o.tls = argv[++i];
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
+  }
+  if (o.tls != "none") {
+    signal(SIGPIPE, SIG_IGN);
+    o.source_cert = mtest::MakeCert("kubevirt.io:migration:source");
+    o.target_cert = mtest::MakeCert("kubevirt.io:migration:target");
   }
   uint64_t bytes = o.mib << 20;
   uint8_t* mem = Map(bytes, true);

@@ -14,7 +14,6 @@
 using namespace kvmts::migration;
 using mtest::Hex;
 
-std::string SealedVectorText();  // sealed_tests.cc
 
 namespace {
 
@@ -185,10 +184,6 @@ TEST(messages_decode_rejects_malformed_payloads) {
 
 int Cli(int argc, char** argv) {
   std::string mode = argv[1];
-  if (mode == "--sealed-vector") {
-    std::printf("%s", SealedVectorText().c_str());
-    return 0;
-  }
   if (mode == "--golden") {
     for (auto& [name, bytes] : GoldenFrames()) std::printf("%s %s\n", name.c_str(), Hex(bytes.data(), bytes.size()).c_str());
     return 0;
@@ -208,7 +203,7 @@ int Cli(int argc, char** argv) {
     std::printf("%08x\n", Crc32c(0, m.data(), m.size()));
     return 0;
   }
-  std::fprintf(stderr, "usage: migration_tests [--golden | --sealed-vector | --hmac K M | --sha256 M | --crc32c M]\n");
+  std::fprintf(stderr, "usage: migration_tests [--golden | --hmac K M | --sha256 M | --crc32c M]\n");
   return 2;
 }
 

@@ -44,7 +44,7 @@ import {
   WRITER_SCRIPT,
   writerRecord,
 } from "./disk-writer.ts";
-import { LANE_MIGRATION_OPTIONS, spawnTarget, type TargetPeer } from "./migration-peer.ts";
+import { laneMigrationOptions, spawnTarget, type TargetPeer } from "./migration-peer.ts";
 
 /** The read-write disk: 64 MiB = 131072 sectors of 512 bytes. */
 export const DISK_BYTES = 64 * 2 ** 20;
@@ -204,7 +204,7 @@ async function diskMigrationChecks(bootTimeoutMs: number): Promise<void> {
     const source = g;
     const dest = target;
     const moved = await check("disk-migration-live", async () => {
-      const migration = new OutgoingMigration(source.vm, dest.destination, LANE_MIGRATION_OPTIONS);
+      const migration = new OutgoingMigration(source.vm, dest.destination, laneMigrationOptions(dest));
       const result = await migration.run();
       if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
       await within(dest.running, 60_000, "the guest running on the target");

@@ -38,7 +38,7 @@ import {
   WRITER_SCRIPT,
   writerRecord,
 } from "./disk-writer.ts";
-import { LANE_MIGRATION_OPTIONS, spawnTarget, type TargetPeer } from "./migration-peer.ts";
+import { laneMigrationOptions, spawnTarget, type TargetPeer } from "./migration-peer.ts";
 
 /** The copied disk: 128 MiB, mostly holes. */
 export const COPY_DISK_BYTES = 128 * 2 ** 20;
@@ -126,7 +126,7 @@ export async function diskCopyMigrationChecks(bootTimeoutMs: number, overlay = f
     const source = g;
     const dest = target;
     const moved = await check(`${name}-migration-live`, async () => {
-      const migration = new OutgoingMigration(source.vm, dest.destination, LANE_MIGRATION_OPTIONS);
+      const migration = new OutgoingMigration(source.vm, dest.destination, laneMigrationOptions(dest));
       const result = await migration.run();
       if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
       await within(dest.running, 60_000, "the guest running on the target");

@@ -16,7 +16,7 @@ import { DEMO_BOOT_MARKER } from "@kvt/images";
 import { OutgoingMigration } from "@kvt/migration";
 import { type ConsolePeer, check, converse, typeLine, within } from "./check-runner.ts";
 import { bootDemo } from "./demo-guest.ts";
-import { LANE_MIGRATION_OPTIONS, spawnTarget, type TargetPeer } from "./migration-peer.ts";
+import { laneMigrationOptions, spawnTarget, type TargetPeer } from "./migration-peer.ts";
 import {
   CLOCK_ANSWER,
   CLOCK_PROBE,
@@ -62,7 +62,7 @@ async function migrate(
 ): Promise<{ detail: string; migrated: Migrated }> {
   const target = await spawnTarget({ vcpus });
   try {
-    const migration = new OutgoingMigration(source.vm, target.destination, LANE_MIGRATION_OPTIONS);
+    const migration = new OutgoingMigration(source.vm, target.destination, laneMigrationOptions(target));
     const result = await migration.run();
     if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
     const stats = await within(target.running, 60_000, "the guest running on the target");

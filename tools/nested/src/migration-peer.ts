@@ -2,7 +2,8 @@
  * The source side's handle on the target VMM process (migration-target.ts): spawns it, waits until it listens, and
  * turns its JSON lines into a console, a "running" promise and a shutdown promise.
  *
- *   spawnTarget() --node migration-target.ts--> {"kind":"listening"} --> TargetPeer.destination
+ *   spawnTarget(): mints both sides' per-migration certificates (as the handlers do), then
+ *                 --node migration-target.ts '<options>' '<tls>'--> {"kind":"listening"} --> TargetPeer.destination
  *                                                {"kind":"serial"}    --> TargetPeer.console.feed
  *                                                {"kind":"running"}   --> TargetPeer.running resolves
  *                                                {"kind":"failed"}    --> TargetPeer.running rejects
@@ -11,7 +12,8 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import type { MigrationTarget } from "@kvt/migration";
+import { mintMigrationCertificate } from "@kvt/certs";
+import type { MigrationTarget, MigrationTlsIdentity } from "@kvt/migration";
 import type { ShutdownEvent } from "@kvt/vmm";
 import type { DemoOptions } from "./demo-guest.ts";
 import { GuestConsole } from "./guest-console.ts";
@@ -32,9 +34,18 @@ export const LANE_MIGRATION_OPTIONS = {
 
 const TARGET_SCRIPT = new URL("./migration-target.ts", import.meta.url).pathname;
 
+/** The source's options for a move to `target`: the lane's, over TLS with the identity pinned there. */
+export function laneMigrationOptions(target: TargetPeer): typeof LANE_MIGRATION_OPTIONS & {
+  tls: MigrationTlsIdentity;
+} {
+  return { ...LANE_MIGRATION_OPTIONS, tls: target.sourceTls };
+}
+
 /** A target VMM process with its guest's console. */
 export interface TargetPeer {
   readonly destination: MigrationTarget;
+  /** The source's TLS identity for this target (its certificate is pinned there): the source's options' `tls`. */
+  readonly sourceTls: MigrationTlsIdentity;
   readonly console: GuestConsole;
   /** Resolves with the target's stats once the guest runs there; rejects when the incoming migration failed. */
   readonly running: Promise<Record<string, unknown>>;
@@ -95,7 +106,12 @@ function settleOn(
 
 /** Starts a target VMM process for a demo guest made with `options` and waits until it listens. */
 export async function spawnTarget(options: DemoOptions = {}): Promise<TargetPeer> {
-  const child = spawn(process.execPath, [TARGET_SCRIPT, JSON.stringify(options)], {
+  const [source, target] = await Promise.all([
+    mintMigrationCertificate("kubevirt-migration-lane-source"),
+    mintMigrationCertificate("kubevirt-migration-lane-target"),
+  ]);
+  const tls = { tls: { certificate: target.certPem, key: target.keyPem }, sourceCertificate: source.certPem };
+  const child = spawn(process.execPath, [TARGET_SCRIPT, JSON.stringify(options), JSON.stringify(tls)], {
     stdio: ["pipe", "pipe", "inherit"],
   });
   const console = new GuestConsole();
@@ -107,6 +123,7 @@ export async function spawnTarget(options: DemoOptions = {}): Promise<TargetPeer
   };
   return {
     destination,
+    sourceTls: { certificate: source.certPem, key: source.keyPem },
     console,
     running,
     shutdown,

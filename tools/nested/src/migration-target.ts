@@ -1,8 +1,9 @@
 /**
  * The target VMM process of the nested lane's live migration (a second Node process inside L1, spawned by
  * migration-peer.ts). It creates the demo guest's machine from the same options as the source (as the launcher
- * does: not started; memory and vCPU state arrive from the source), listens on loopback with a one-time secret
- * (@kvt/migration prepareIncoming) and runs the guest once it has arrived.
+ * does: not started; memory and vCPU state arrive from the source), listens on loopback with a one-time secret and
+ * its TLS identity, the source's certificate pinned (@kvt/migration prepareIncoming), and runs the guest once it has
+ * arrived.
  *
  *   stdout, one JSON object a line:  {"kind":"listening","destination":{host,port,secret}}
  *                                    {"kind":"running","stats":{...}}      the guest runs here now
@@ -13,16 +14,17 @@
  *   stdin, one JSON object a line:   {"serial":"text"}  console input      {"ctrlAltDel":true}  on the keyboard
  *                                    {"stop":true}  stop the VM and exit
  *
- * Usage (inside L1): node tools/nested/src/migration-target.ts '<DemoOptions JSON>'
+ * Usage (inside L1): node tools/nested/src/migration-target.ts '<DemoOptions JSON>' '<TLS JSON>'
+ *   TLS JSON: {"tls": {certificate, key}, "sourceCertificate": PEM}, or {"tls": false} (a plain stream)
  */
 import { createInterface } from "node:readline";
-import { prepareIncoming } from "@kvt/migration";
+import { type MigrationTarget, type MigrationTlsIdentity, prepareIncoming } from "@kvt/migration";
 import { Vm } from "@kvt/vmm";
 import { type DemoOptions, demoVmOptions } from "./demo-guest.ts";
 
 /** One line of the target's report. */
 export type TargetMessage =
-  | { readonly kind: "listening"; readonly destination: { host: string; port: number; secret: string } }
+  | { readonly kind: "listening"; readonly destination: MigrationTarget }
   | { readonly kind: "running"; readonly stats: Record<string, unknown> }
   | { readonly kind: "failed"; readonly reason: string }
   | { readonly kind: "serial"; readonly base64: string }
@@ -38,7 +40,12 @@ function main(): void {
   const vm = Vm.create(demoVmOptions(options));
   vm.on("serial-output", (chunk) => send({ kind: "serial", base64: Buffer.from(chunk).toString("base64") }));
   vm.on("shutdown", (e) => send({ kind: "shutdown", reason: e.reason, code: e.code }));
-  const incoming = prepareIncoming(vm, { host: "127.0.0.1", ioTimeoutMs: 240_000 });
+  const { tls, sourceCertificate } = JSON.parse(process.argv[3] ?? '{"tls":false}') as {
+    tls: MigrationTlsIdentity | false;
+    sourceCertificate?: string;
+  };
+  const incoming = prepareIncoming(vm, { host: "127.0.0.1", ioTimeoutMs: 240_000, tls });
+  if (sourceCertificate) incoming.trustPeer(sourceCertificate);
   send({ kind: "listening", destination: incoming.destination });
   incoming.done.then(
     (stats) => send({ kind: "running", stats: { ...stats } }),

@@ -29,7 +29,7 @@ import type { DeviceErrorEvent } from "@kvt/vmm";
 import { type ConsolePeer, check, converse, typeLine, within } from "./check-runner.ts";
 import { bootDemo, type DemoGuest } from "./demo-guest.ts";
 import { nestedDataDir } from "./l1-image.ts";
-import { LANE_MIGRATION_OPTIONS, spawnTarget, type TargetPeer } from "./migration-peer.ts";
+import { laneMigrationOptions, spawnTarget, type TargetPeer } from "./migration-peer.ts";
 
 const run = promisify(execFile);
 
@@ -339,7 +339,7 @@ export async function netChecks(bootTimeoutMs: number): Promise<void> {
         await new Promise((r) => setTimeout(r, 20));
       }
       if (s.streamed() === 0) throw new Error("the guest's paced download did not start");
-      const migration = new OutgoingMigration(guest.vm, target.destination, LANE_MIGRATION_OPTIONS);
+      const migration = new OutgoingMigration(guest.vm, target.destination, laneMigrationOptions(target));
       const from = performance.now();
       const streamFrom = s.streamed();
       const result = await migration.run();

@@ -21,9 +21,11 @@
  * One endpoint is for the other handlers, and only for them (their certificate, CN
  * `kubevirt.io:system:node:virt-handler`; virt-api's is refused there, as theirs is on every endpoint above):
  *
- *   GET /v1/namespaces/{ns}/virtualmachineinstances/{name}/migrations/{migrationUid}/secret
- *       -> 200 {"secret": "..."} | Status (403, 404, 409): the secret of a migration this node is the target of,
- *       for the handler of its source node (migration/migration-secrets.ts)
+ *   POST /v1/namespaces/{ns}/virtualmachineinstances/{name}/migrations/{migrationUid}/secret
+ *       {"certificate": the source launcher's (PEM), absent under migrations.disableTLS}
+ *       -> 200 {"secret", "certificate"} | Status (400, 403, 404, 409, 413): the secret of a migration this node is
+ *       the target of and its launcher's certificate, for the handler of its source node, once the source's
+ *       certificate is pinned in the target launcher (migration/migration-secrets.ts)
  *
  * Every error is a Kubernetes `Status` (kind Status, code, reason, message).
  */
@@ -34,12 +36,12 @@ import { type Duplex, pipeline } from "node:stream";
 import type { TLSSocket } from "node:tls";
 import type { VirtualMachineInstance } from "@kvt/api";
 import { CertificateError, keyMatchesCertificate } from "@kvt/certs";
-import { ApiError, statusError } from "@kvt/kube";
+import { ApiError, parseJson, statusError } from "@kvt/kube";
 import { LauncherRpcError } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
 import { createWebSocketStream, type WebSocket, WebSocketServer } from "ws";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
-import { SOURCE_NODE_HEADER, VIRT_HANDLER_NAME } from "../migration/migration-secrets.ts";
+import { type MigrationHandoff, SOURCE_NODE_HEADER, VIRT_HANDLER_NAME } from "../migration/migration-secrets.ts";
 
 /** The console WebSocket subprotocol virt-api speaks. */
 export const CONSOLE_SUBPROTOCOL = "plain.kubevirt.io";
@@ -64,11 +66,21 @@ export interface HandlerServerDeps {
   /** Mutual TLS material: there is no plain-HTTP mode. */
   readonly tls: HandlerServerTls;
   /**
-   * The secret of migration `migrationUid` of VMI `namespace/name` for the handler of node `callerNode`; throws the
-   * Status to answer (migration/migration-secrets.ts `HandlerMigrationSecrets.answer`). Absent: no such endpoint.
+   * The secret and target certificate of migration `migrationUid` of VMI `namespace/name` for the handler of node
+   * `callerNode`, whose launcher presents `sourceCertificate`; rejects with the Status to answer
+   * (migration/migration-secrets.ts `HandlerMigrationSecrets.answer`). Absent: no such endpoint.
    */
-  readonly migrationSecret?: (namespace: string, name: string, migrationUid: string, callerNode: string) => string;
+  readonly migrationSecret?: (
+    namespace: string,
+    name: string,
+    migrationUid: string,
+    callerNode: string,
+    sourceCertificate: string | undefined,
+  ) => Promise<MigrationHandoff>;
 }
+
+/** Largest body of a migration-secret request: a certificate is about 1 KiB. */
+const MAX_SECRET_REQUEST_BYTES = 16 * 1024;
 
 const ROUTE = /^\/v1\/namespaces\/([^/]+)\/virtualmachineinstances\/([^/]+)\/([a-z]+)$/;
 const SECRET_ROUTE = /^\/v1\/namespaces\/([^/]+)\/virtualmachineinstances\/([^/]+)\/migrations\/([^/]+)\/secret$/;
@@ -173,22 +185,38 @@ export class HandlerServer {
     res.writeHead(200, { "content-type": "application/json" }).end("{}");
   }
 
-  /** Only for another handler: the secret of a migration this node is the target of. */
-  #migrationSecret(m: RegExpExecArray, req: IncomingMessage, res: ServerResponse): void {
-    req.resume();
+  /** Only for another handler: the secret of a migration this node is the target of, for its launcher's certificate. */
+  async #migrationSecret(m: RegExpExecArray, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const cn = peerName(req);
     if (cn !== VIRT_HANDLER_NAME) {
+      req.resume();
       throw statusError(403, "Forbidden", `only virt-handler's certificate may fetch a migration secret, not "${cn}"`);
     }
-    if (req.method !== "GET") throw statusError(405, "MethodNotAllowed", "a migration secret takes GET");
-    if (!this.#d.migrationSecret) throw statusError(404, "NotFound", "this handler holds no migration secrets");
+    if (req.method !== "POST") {
+      req.resume();
+      throw statusError(405, "MethodNotAllowed", "a migration secret takes POST (with the source's certificate)");
+    }
+    if (!this.#d.migrationSecret) {
+      req.resume();
+      throw statusError(404, "NotFound", "this handler holds no migration secrets");
+    }
+    const sourceCertificate = certificateOf(await readSmallBody(req, MAX_SECRET_REQUEST_BYTES));
     const [, ns = "", name = "", uid = ""] = m;
     const caller = req.headers[SOURCE_NODE_HEADER];
     const node = typeof caller === "string" ? caller : "";
-    const secret = this.#d.migrationSecret(decodeSegment(ns), decodeSegment(name), decodeSegment(uid), node);
-    this.#d.logger.info({ namespace: ns, name, migrationUid: uid, sourceNode: node }, "migration secret handed over");
+    const handoff = await this.#d.migrationSecret(
+      decodeSegment(ns),
+      decodeSegment(name),
+      decodeSegment(uid),
+      node,
+      sourceCertificate,
+    );
+    this.#d.logger.info(
+      { namespace: ns, name, migrationUid: uid, sourceNode: node, tls: handoff.certificate !== undefined },
+      "migration secret handed over",
+    );
     res.writeHead(200, { "content-type": "application/json", "cache-control": "no-store" });
-    res.end(JSON.stringify({ secret }));
+    res.end(JSON.stringify(handoff));
   }
 
   /** virt-api's endpoints refuse every other client name (the handlers' included). */
@@ -306,4 +334,40 @@ function sendStatus(res: ServerResponse, e: ApiError): void {
     return;
   }
   res.writeHead(e.code, { "content-type": "application/json" }).end(JSON.stringify(e.status));
+}
+
+/** Reads a request body of at most `limit` bytes (413 over it: reading stops, the answer closes the connection). */
+function readSmallBody(req: IncomingMessage, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size <= limit) {
+        chunks.push(chunk);
+        return;
+      }
+      req.off("data", onData);
+      req.pause();
+      reject(statusError(413, "RequestEntityTooLarge", `Request entity too large: limit is ${limit}`));
+    };
+    req.on("data", onData);
+    req.once("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.once("error", reject);
+  });
+}
+
+/** The `certificate` of a migration-secret request body (`{}` or empty: none, migrations.disableTLS). */
+function certificateOf(body: string): string | undefined {
+  if (body.trim() === "") return undefined;
+  const parsed = parseJson(body);
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw statusError(400, "BadRequest", "the request body must be a JSON object");
+  }
+  const certificate = (parsed as { certificate?: unknown }).certificate;
+  if (certificate === undefined) return undefined;
+  if (typeof certificate !== "string" || certificate.length === 0) {
+    throw statusError(400, "BadRequest", "certificate must be a PEM string");
+  }
+  return certificate;
 }

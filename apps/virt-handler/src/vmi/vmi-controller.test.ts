@@ -5,7 +5,7 @@ import { createLogger } from "@kvt/observability";
 import { trace } from "@opentelemetry/api";
 import { describe, expect, it } from "vitest";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
-import { MigrationSecretError, type MigrationSecrets } from "../migration/migration-secrets.ts";
+import { type MigrationHandoff, MigrationSecretError, type MigrationSecrets } from "../migration/migration-secrets.ts";
 import { SECRET_DEADLINE_MS, statusPatch, VmiController } from "./vmi-controller.ts";
 
 const baseCtx = {
@@ -15,21 +15,31 @@ const baseCtx = {
 const ctx = baseCtx as unknown as ReconcileContext;
 const NOW = "2026-11-22T05:00:00Z";
 
-/** In-memory secrets: `publish` records, `read` answers with `read()`. */
-function fakeSecrets(read: () => Promise<string> = async () => "s"): MigrationSecrets & { published: string[] } {
-  const held = new Map<string, string>();
+/** In-memory secrets: `publish` records, `exchange` answers with `exchange()` (and records what it was sent). */
+function fakeSecrets(
+  exchange: () => Promise<MigrationHandoff> = async () => ({ secret: "s" }),
+): MigrationSecrets & { published: string[]; sent: (string | undefined)[] } {
+  const held = new Map<string, MigrationHandoff>();
   const published: string[] = [];
+  const sent: (string | undefined)[] = [];
   return {
     published,
-    publish: (_vmi, uid, secret) => {
-      held.set(uid, secret);
-      published.push(`${uid}:${secret}`);
+    sent,
+    publish: (_vmi, uid, handoff) => {
+      held.set(uid, handoff);
+      published.push(`${uid}:${handoff.secret}:${handoff.certificate ?? "-"}`);
     },
     holds: (uid) => held.has(uid),
     release: (uid) => void held.delete(uid),
-    read,
+    exchange: (_vmi, _uid, certificate) => {
+      sent.push(certificate);
+      return exchange();
+    },
   };
 }
+
+/** Minted identities are named after their common name (the real ones are tested in @kvt/certs and the handshake). */
+const mintTls = async (cn: string) => ({ certificate: `cert:${cn}`, key: `key:${cn}` });
 
 function deepFreeze<T>(o: T): T {
   if (o && typeof o === "object") {
@@ -236,7 +246,9 @@ describe("VmiController.reconcile: a target handler restarted before it held the
     migration: { migrationUid: "m1", role: "target", phase: "Ready", targetAddress: { host: "127.0.0.1", port: 4 } },
   };
 
-  function target(prepare: () => Promise<{ host: string; port: number; secret: string }>) {
+  function target(
+    prepare: (r: { tls?: { certificate: string } }) => Promise<{ host: string; port: number; secret: string }>,
+  ) {
     const secrets = fakeSecrets();
     const prepares: string[] = [];
     const patches: JsonPatchOp[][] = [];
@@ -245,9 +257,9 @@ describe("VmiController.reconcile: a target handler restarted before it held the
       gone: false,
       info: prepared,
       client: {
-        prepareTarget: () => {
-          prepares.push("prepare");
-          return prepare();
+        prepareTarget: (r: { tls?: { certificate: string } }) => {
+          prepares.push(`prepare ${r.tls?.certificate ?? "plain"}`);
+          return prepare(r);
         },
         info: async () => prepared,
       },
@@ -260,16 +272,19 @@ describe("VmiController.reconcile: a target handler restarted before it held the
       secrets,
       syncAddress: () => "10.0.0.2:8186",
       now: () => NOW,
+      mintTls,
     });
     const ctx = { ...baseCtx, span: trace.getTracer("test").startSpan("reconcile") } as unknown as ReconcileContext;
     return { secrets, prepares, patches, run: () => controller.reconcile("default/vm1" as ObjectKey, ctx) };
   }
 
-  it("asks the launcher again and holds the secret it repeats, once; publishes its own address", async () => {
-    const t = target(async () => ({ host: "127.0.0.1", port: 4, secret: "same" }));
+  it("asks the launcher again and holds the secret and certificate it repeats, once; publishes its own address", async () => {
+    // The launcher answers the identity of its first prepare, whatever this (restarted) handler minted now.
+    const t = target(async () => ({ host: "127.0.0.1", port: 4, secret: "same", certificate: "first-cert" }));
     await t.run();
     await t.run();
-    expect(t.secrets.published).toEqual(["m1:same"]); // the old behaviour published nothing: the source could never connect
+    expect(t.prepares).toEqual(["prepare cert:kubevirt-migration-m1-target"]);
+    expect(t.secrets.published).toEqual(["m1:same:first-cert"]); // the old behaviour published nothing: the source could never connect
     const state = t.patches.flat().find((o) => o.path === "/status/migrationState" && o.op === "replace");
     expect(state).toMatchObject({ value: { targetState: { syncAddress: "10.0.0.2:8186" } } });
   });
@@ -281,7 +296,7 @@ describe("VmiController.reconcile: a target handler restarted before it held the
     await expect(t.run()).resolves.toBeDefined();
     await t.run();
     expect(t.secrets.published).toEqual([]);
-    expect(t.prepares).toEqual(["prepare"]);
+    expect(t.prepares).toEqual(["prepare cert:kubevirt-migration-m1-target"]);
   });
 });
 
@@ -310,7 +325,7 @@ describe("VmiController.reconcile: a source getting the migration secret from th
     state: "Running",
   };
 
-  function sourceSide(read: () => Promise<string>) {
+  function sourceSide(exchange: () => Promise<MigrationHandoff>, vmi = source) {
     const migrated: string[] = [];
     const patches: JsonPatchOp[][] = [];
     const view = {
@@ -318,41 +333,61 @@ describe("VmiController.reconcile: a source getting the migration secret from th
       gone: false,
       info: running,
       client: {
-        migrate: async (r: { target: { secret: string } }) => void migrated.push(r.target.secret),
+        migrate: async (r: { target: { secret: string; certificate?: string }; tls?: { certificate: string } }) =>
+          void migrated.push(`${r.target.secret} ${r.target.certificate ?? "-"} ${r.tls?.certificate ?? "-"}`),
         info: async () => running,
       },
     } as unknown as LauncherView;
     const clock = { ms: 0 };
+    const secrets = fakeSecrets(exchange);
     const controller = new VmiController({
       nodeName: "node01",
-      vmis: { get: () => source },
+      vmis: { get: () => vmi },
       writer: { patchStatus: async (_ns, _n, ops) => void patches.push([...ops]) },
       launchers: { synced: true, forVmi: () => [view] },
-      secrets: fakeSecrets(read),
+      secrets,
       now: () => NOW,
       clockMs: () => clock.ms,
+      mintTls,
     });
     const ctx = { ...baseCtx, span: trace.getTracer("test").startSpan("reconcile") } as unknown as ReconcileContext;
     const failure = (): unknown =>
       (patches.flat().find((o) => o.path === "/status/migrationState" && o.op === "replace") as { value?: unknown })
         ?.value;
-    return { migrated, clock, failure, run: () => controller.reconcile("default/vm1" as ObjectKey, ctx) };
+    return { migrated, clock, failure, secrets, run: () => controller.reconcile("default/vm1" as ObjectKey, ctx) };
   }
 
-  it("looks again in a second while the target is not ready, then migrates with its secret", async () => {
-    const target: { secret?: string } = {};
+  it("looks again in a second while the target is not ready, then migrates with its secret and both certificates", async () => {
+    const target: { handoff?: MigrationHandoff } = {};
     const s = sourceSide(async () => {
-      if (target.secret === undefined) {
+      if (target.handoff === undefined) {
         throw new MigrationSecretError("answered 409: not prepared yet", { permanent: false });
       }
-      return target.secret;
+      return target.handoff;
     });
     await expect(s.run()).resolves.toEqual({ requeueAfterMs: 1000 });
     expect(s.migrated).toEqual([]);
-    target.secret = "s3cret";
+    target.handoff = { secret: "s3cret", certificate: "target-cert" };
     await s.run();
-    expect(s.migrated).toEqual(["s3cret"]);
+    // The launcher pins the target's certificate and presents the identity this handler minted, once per migration:
+    // the same certificate went with every exchange.
+    expect(s.migrated).toEqual(["s3cret target-cert cert:kubevirt-migration-m1-source"]);
+    expect(s.secrets.sent).toEqual(["cert:kubevirt-migration-m1-source", "cert:kubevirt-migration-m1-source"]);
     expect(s.failure()).toBeUndefined();
+  });
+
+  it("under migrations.disableTLS mints no certificate and migrates with the secret alone", async () => {
+    const plain = deepFreeze({
+      ...source,
+      status: {
+        ...source.status,
+        migrationState: { ...source.status?.migrationState, migrationConfiguration: { disableTLS: true } },
+      },
+    });
+    const s = sourceSide(async () => ({ secret: "s3cret" }), plain);
+    await s.run();
+    expect(s.secrets.sent).toEqual([undefined]);
+    expect(s.migrated).toEqual(["s3cret - -"]);
   });
 
   it("fails the migration, saying why, when the target's handler refuses", async () => {

@@ -5,6 +5,7 @@
  * (virt-controller) never lose each other's updates. The retry policy belongs to the runner.
  */
 import { LABEL, type ObjectKey, type VirtualMachineInstance } from "@kvt/api";
+import { mintMigrationCertificate } from "@kvt/certs";
 import {
   done,
   type JsonPatchOp,
@@ -14,10 +15,10 @@ import {
   type Result,
   requeueAfter,
 } from "@kvt/kube";
-import { type JsonObject, LauncherRpcError } from "@kvt/launcher-rpc";
+import { type JsonObject, LauncherRpcError, type MigrationTlsIdentity } from "@kvt/launcher-rpc";
 import { chooseLauncher } from "../launchers/domain-choice.ts";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
-import { MigrationSecretError, type MigrationSecrets } from "../migration/migration-secrets.ts";
+import { type MigrationHandoff, MigrationSecretError, type MigrationSecrets } from "../migration/migration-secrets.ts";
 import { sourceMigrationStatus, targetMigrationStatus } from "../migration/migration-status.ts";
 import { failLostMigration, type SourceLauncherLoss, sourceLauncherLoss } from "../migration/source-recovery.ts";
 import { commandSpan, tagReconcile } from "../tracing/handler-spans.ts";
@@ -66,6 +67,24 @@ export interface VmiControllerDeps {
   readonly now?: () => string;
   /** Milliseconds clock for how long a launcher has been missing; injectable for tests. */
   readonly clockMs?: () => number;
+  /** Mints a launcher's per-migration TLS identity; default @kvt/certs mintMigrationCertificate. */
+  readonly mintTls?: (commonName: string) => Promise<MigrationTlsIdentity>;
+}
+
+/** A fresh key pair and short-lived self-signed certificate for one launcher of one migration (ADR 0013). */
+export async function mintLauncherTls(commonName: string): Promise<MigrationTlsIdentity> {
+  const { certPem, keyPem } = await mintMigrationCertificate(commonName);
+  return { certificate: certPem, key: keyPem };
+}
+
+/** The common name of a launcher's certificate for a migration: which migration, which side (64 chars at most). */
+function migrationCommonName(migrationUid: string, side: "source" | "target"): string {
+  return `kubevirt-migration-${migrationUid.slice(0, 36)}-${side}`;
+}
+
+/** KubeVirt's migrations.disableTLS as the VMI's migrationState carries it. */
+function tlsDisabled(vmi: VirtualMachineInstance): boolean {
+  return vmi.status?.migrationState?.migrationConfiguration?.disableTLS === true;
 }
 
 /** Reconciles one VMI key. */
@@ -81,6 +100,8 @@ export class VmiController {
   readonly #secretFailures = new Map<string, string>();
   /** VMI uid -> when this handler first saw its launcher missing during a migration (ms clock). */
   readonly #missingSince = new Map<string, number>();
+  /** Source side: migration uid -> its launcher's TLS identity, minted once and sent with every exchange. */
+  readonly #sourceTls = new Map<string, Promise<MigrationTlsIdentity>>();
 
   constructor(deps: VmiControllerDeps) {
     this.#d = deps;
@@ -132,6 +153,22 @@ export class VmiController {
     this.#prepareRefused.delete(migrationUid);
     this.#secretWaitSince.delete(migrationUid);
     this.#secretFailures.delete(migrationUid);
+    this.#sourceTls.delete(migrationUid);
+  }
+
+  #mint(migrationUid: string, side: "source" | "target"): Promise<MigrationTlsIdentity> {
+    return (this.#d.mintTls ?? mintLauncherTls)(migrationCommonName(migrationUid, side));
+  }
+
+  /** Source side: the launcher's identity of this migration, the same on every retry of the exchange. */
+  #sourceIdentity(migrationUid: string): Promise<MigrationTlsIdentity> {
+    let tls = this.#sourceTls.get(migrationUid);
+    if (!tls) {
+      tls = this.#mint(migrationUid, "source");
+      tls.catch(() => this.#sourceTls.delete(migrationUid)); // a later reconcile mints again
+      this.#sourceTls.set(migrationUid, tls);
+    }
+    return tls;
   }
 
   /** The source's verdict when its launcher is missing mid-migration (it remembers since when it is missing). */
@@ -200,8 +237,10 @@ export class VmiController {
         return;
       case "prepare-target": {
         const again = view.info.state !== "NoDomain";
+        // A fresh identity for the target launcher (a repeated prepare keeps, and answers, its first one).
+        const tls = tlsDisabled(vmi) ? {} : { tls: await this.#mint(action.migrationUid, "target") };
         const target = await client
-          .prepareTarget({ migrationUid: action.migrationUid, vmi: vmi }, { timeoutMs: 30_000 })
+          .prepareTarget({ migrationUid: action.migrationUid, vmi: vmi, ...tls }, { timeoutMs: 30_000 })
           .catch((error: unknown) => {
             // Asking a prepared target again is a recovery step: a launcher that will not answer it twice must not
             // stop the rest of this reconcile (the status of the migration) forever.
@@ -213,17 +252,21 @@ export class VmiController {
             return undefined;
           });
         if (!target) return;
-        this.#d.secrets.publish(vmi, action.migrationUid, target.secret);
+        const certificate = target.certificate === undefined ? {} : { certificate: target.certificate };
+        this.#d.secrets.publish(vmi, action.migrationUid, { secret: target.secret, ...certificate });
         view.info = await client.info();
         return;
       }
       case "migrate": {
-        const secret = await this.#migrationSecret(vmi, action.migrationUid, ctx);
-        if (typeof secret === "number" || secret === undefined) return secret;
+        const tls = action.options.disableTLS === true ? undefined : await this.#sourceIdentity(action.migrationUid);
+        const handoff = await this.#migrationSecret(vmi, action.migrationUid, tls?.certificate, ctx);
+        if (typeof handoff === "number" || handoff === undefined) return handoff;
+        const certificate = handoff.certificate === undefined ? {} : { certificate: handoff.certificate };
         await client.migrate({
           migrationUid: action.migrationUid,
-          target: { ...action.target, secret },
+          target: { ...action.target, secret: handoff.secret, ...certificate },
           options: action.options,
+          ...(tls ? { tls } : {}),
         });
         view.info = await client.info();
         return;
@@ -232,20 +275,22 @@ export class VmiController {
   }
 
   /**
-   * Source side: the secret from the target's handler; a delay (ms) to look again when it is not there yet (the
-   * target's handler answers without a VMI event, so a short poll rather than a failure backoff that grows to
-   * minutes); undefined once the migration failed for want of it (refused, or not given within SECRET_DEADLINE_MS).
+   * Source side: the secret and the target launcher's certificate from the target's handler, for this launcher's
+   * `certificate`; a delay (ms) to look again when it is not there yet (the target's handler answers without a VMI
+   * event, so a short poll rather than a failure backoff that grows to minutes); undefined once the migration failed
+   * for want of it (refused, or not given within SECRET_DEADLINE_MS).
    */
   async #migrationSecret(
     vmi: VirtualMachineInstance,
     migrationUid: string,
+    certificate: string | undefined,
     ctx: ReconcileContext,
-  ): Promise<string | number | undefined> {
+  ): Promise<MigrationHandoff | number | undefined> {
     if (this.#secretFailures.has(migrationUid)) return undefined; // its failure is still being written
     try {
-      const secret = await this.#d.secrets.read(vmi, migrationUid);
+      const handoff = await this.#d.secrets.exchange(vmi, migrationUid, certificate);
       this.#secretWaitSince.delete(migrationUid);
-      return secret;
+      return handoff;
     } catch (error) {
       if (!(error instanceof MigrationSecretError)) throw error;
       const nowMs = (this.#d.clockMs ?? Date.now)();

@@ -28,6 +28,7 @@ import {
   type MigrationTarget,
   type PrepareTargetRequest,
   type ShutdownRequest,
+  type SourceCertificateRequest,
   type SyncRequest,
 } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
@@ -222,7 +223,11 @@ export class DomainManager implements LauncherService {
     this.#migration = { migrationUid: request.migrationUid, role: "target", phase: "Preparing" };
     this.#incomingTrace = new TargetMigrationTrace(request.migrationUid);
     this.#state = "IncomingMigration";
-    const target = await asConflict(built.machine.prepareIncoming({ encrypt: request.disableTLS !== true }));
+    const tls = request.disableTLS === true ? false : request.tls;
+    if (tls === undefined) {
+      throw new LauncherRpcError("BadRequest", "prepare-target needs this launcher's TLS identity unless disableTLS");
+    }
+    const target = await asConflict(built.machine.prepareIncoming({ tls }));
     this.#prepared = { migrationUid: request.migrationUid, target };
     this.#migration = {
       ...this.#migration,
@@ -241,8 +246,8 @@ export class DomainManager implements LauncherService {
       throw new LauncherRpcError("Conflict", `migration ${this.#migration.migrationUid} is already running`);
     }
     const uid = request.migrationUid;
-    this.#migration = { migrationUid: uid, role: "source", phase: "Running", startTime: new Date().toISOString() };
     const options = toMachineOptions(request, this.#vmi ?? NO_VMI, this.#memoryBytes);
+    this.#migration = { migrationUid: uid, role: "source", phase: "Running", startTime: new Date().toISOString() };
     const spans = new SourceMigrationTrace(uid, request.target.host);
     const onProgress = (progress: MigrationInfo["progress"] & object): void => {
       spans.progress(progress);
@@ -271,6 +276,28 @@ export class DomainManager implements LauncherService {
         else this.#publishDomain("snapshot");
       })
       .catch((error: unknown) => this.#deps.logger.error({ err: error }, "migration bookkeeping failed"));
+  }
+
+  /** Target side: pins the source's certificate (from the handlers' exchange) for the prepared migration. */
+  async sourceCertificate(request: SourceCertificateRequest): Promise<void> {
+    const prepared = this.#prepared;
+    if (!prepared || prepared.migrationUid !== request.migrationUid || this.#state !== "IncomingMigration") {
+      throw new LauncherRpcError("NotFound", `no prepared incoming migration ${request.migrationUid} here`);
+    }
+    if (!prepared.target.certificate) {
+      throw new LauncherRpcError(
+        "Conflict",
+        `migration ${request.migrationUid} is prepared without TLS (KubeVirt's migrations.disableTLS)`,
+      );
+    }
+    try {
+      this.#built!.machine.trustMigrationSource(request.certificate);
+    } catch (error) {
+      // A certificate OpenSSL cannot read is the caller's fault; a source already connected is a conflict.
+      const code = /not a PEM certificate/.test(String((error as Error).message)) ? "BadRequest" : "Conflict";
+      throw new LauncherRpcError(code, (error as Error).message, { cause: error });
+    }
+    this.#deps.logger.info({ migrationUid: request.migrationUid }, "the source's certificate is pinned");
   }
 
   async cancelMigration(request: { migrationUid: string }): Promise<void> {
@@ -400,8 +427,15 @@ function toMachineOptions(request: MigrateRequest, vmi: VirtualMachineInstance, 
       acceptableCompletionTimeSeconds(vmi, perGiB) ||
       acceptableCompletionTimeSeconds(NO_VMI, perGiB, BigInt(memoryBytes)),
     progressTimeoutSec: o.progressTimeoutSeconds,
-    encrypt: o.disableTLS !== true,
+    tls: o.disableTLS === true ? false : sourceTls(request),
   };
+}
+
+/** The source's TLS identity of a TLS migration (parseMigrate requires it unless disableTLS). */
+function sourceTls(request: MigrateRequest): NonNullable<MigrateRequest["tls"]> {
+  if (!request.tls)
+    throw new LauncherRpcError("BadRequest", "migrate needs this launcher's TLS identity unless disableTLS");
+  return request.tls;
 }
 
 /** Machine state change -> domain transition (pure); undefined when it changes nothing. */

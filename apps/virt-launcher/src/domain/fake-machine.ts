@@ -3,16 +3,18 @@
  * lifecycle, echoes console input, and lets a test finish a migration when it chooses. Only tests import it.
  */
 import { EventEmitter } from "node:events";
-import type {
-  Machine,
-  MachineEvents,
-  MachineState,
-  MachineStats,
-  MigrationOptions,
-  MigrationProgress,
-  MigrationResult,
-  MigrationTarget,
-  StartOptions,
+import {
+  type IncomingOptions,
+  type Machine,
+  type MachineEvents,
+  type MachineState,
+  type MachineStats,
+  MachineUnsupportedError,
+  type MigrationOptions,
+  type MigrationProgress,
+  type MigrationResult,
+  type MigrationTarget,
+  type StartOptions,
 } from "../machine/machine.ts";
 
 /** A scripted Machine. */
@@ -66,10 +68,20 @@ export class FakeMachine implements Machine {
   /** How long prepareIncoming takes (a real one sets up its listener). */
   incomingDelayMs = 0;
 
-  async prepareIncoming(): Promise<MigrationTarget> {
+  /** The options of the last prepareIncoming, and the source certificates pinned since. */
+  lastIncoming?: IncomingOptions;
+  trustedSources: string[] = [];
+
+  async prepareIncoming(options: IncomingOptions): Promise<MigrationTarget> {
     this.calls.push("prepareIncoming");
+    this.lastIncoming = options;
     if (this.incomingDelayMs > 0) await new Promise((r) => setTimeout(r, this.incomingDelayMs));
-    return { host: "127.0.0.1", port: 45_000, secret: "one-time" };
+    const certificate = options.tls ? { certificate: options.tls.certificate } : {};
+    return { host: "127.0.0.1", port: 45_000, secret: "one-time", ...certificate };
+  }
+  trustMigrationSource(certificate: string): void {
+    if (!this.calls.includes("prepareIncoming")) throw new MachineUnsupportedError("no incoming migration is prepared");
+    this.trustedSources.push(certificate);
   }
   migrateTo(_target: MigrationTarget, options: MigrationOptions): Promise<MigrationResult> {
     this.lastMigrationOptions = options;

@@ -14,7 +14,13 @@
  */
 
 /** Where the guest's boot artifacts come from (a resolved containerDisk / kernelBoot). */
-import type { MigrationOptions, MigrationOutcome, MigrationProgress, MigrationTarget } from "@kvt/migration/types";
+import type {
+  MigrationOptions,
+  MigrationOutcome,
+  MigrationProgress,
+  MigrationTarget,
+  MigrationTlsIdentity,
+} from "@kvt/migration/types";
 import type { PodNetworkPlan } from "../network/pod-network.ts";
 export interface BootSource {
   /** Absolute path of the kernel (bzImage or a PVH ELF such as the test guest). */
@@ -144,12 +150,13 @@ export interface MachineEvents {
 }
 
 /** The engine's target address and options (libs/migration types.ts) are what every backend takes. */
-export type { MigrationOptions, MigrationTarget };
+export type { MigrationOptions, MigrationTarget, MigrationTlsIdentity };
 
 /** How a target listens. */
 export interface IncomingOptions {
-  /** Expect an encrypted stream (default true; false under KubeVirt's migrations.disableTLS). */
-  readonly encrypt?: boolean;
+  /** This launcher's TLS identity (its handler minted it): the stream arrives over TLS, the source's certificate
+   *  pinned through trustMigrationSource(); `false` only under KubeVirt's migrations.disableTLS (a plain stream). */
+  readonly tls: MigrationTlsIdentity | false;
 }
 
 /** Progress samples and outcomes travel to virt-handler as the engine reports them. */
@@ -194,8 +201,12 @@ export interface Machine {
   /** The last console output kept for late clients (bounded). */
   consoleScrollback(): Uint8Array;
   stats(): Promise<MachineStats>;
-  /** Target side: listen for an incoming migration; resolves with where the source should connect. */
-  prepareIncoming(options?: IncomingOptions): Promise<MigrationTarget>;
+  /** Target side: listen for an incoming migration; resolves with where the source should connect (and, with TLS,
+   *  this side's certificate). */
+  prepareIncoming(options: IncomingOptions): Promise<MigrationTarget>;
+  /** Target side: the source's certificate (PEM), the only one the TLS handshake accepts; again to replace it
+   *  until the source connects. Throws when nothing is prepared, or the certificate is unreadable. */
+  trustMigrationSource(certificate: string): void;
   /** Source side: live-migrate to `target`. Resolves with the outcome; on failure the guest runs on here. */
   migrateTo(target: MigrationTarget, options: MigrationOptions): Promise<MigrationResult>;
   /** Source side: abort an in-flight migration (the result then has failureReason "canceled"). */

@@ -43,8 +43,8 @@ Result<int> OpenTap(const std::string& name, std::string* ifname) {
     close(fd);
     return e;
   }
-  // No offloads offered to the guest, so none on the tap: the kernel checksums and segments what it sends us.
-  // A kernel without TUNSETOFFLOAD already sends plain frames, so its failure changes nothing.
+  // No offloads until a driver takes them (Activate): the kernel checksums and segments what it sends us. A kernel
+  // without TUNSETOFFLOAD always sends plain frames, which every driver accepts, so its failure changes nothing.
   (void)ioctl(fd, TUNSETOFFLOAD, 0);
   *ifname = std::string(ifr.ifr_name, strnlen(ifr.ifr_name, IFNAMSIZ));
   return fd;
@@ -106,12 +106,30 @@ VirtioNet::~VirtioNet() {
 
 uint64_t VirtioNet::device_features() const {
   uint64_t f = kFeatureVersion1 | kFeatureIndirectDesc | kFeatureEventIdx | kNetFeatureMac | kNetFeatureStatus;
-  // Offloads need the header to reach the backend: only a vnet-header fd can carry NEEDS_CSUM and gso_type.
-  return options_.vnet_hdr ? f | kNetFeatureCsum | kNetFeatureHostTso4 | kNetFeatureHostTso6 : f;
+  // Offloads need the header to reach the backend and come back from it: only a vnet-header fd carries NEEDS_CSUM
+  // and gso_type either way.
+  uint64_t offloads = kNetFeatureCsum | kNetFeatureHostTso4 | kNetFeatureHostTso6 | kNetFeatureGuestCsum |
+                      kNetFeatureGuestTso4 | kNetFeatureGuestTso6 | kNetFeatureMrgRxbuf;
+  return options_.vnet_hdr ? f | offloads : f;
 }
 
 bool VirtioNet::AcceptFeatures(uint64_t acked) {
-  return (acked & (kNetFeatureHostTso4 | kNetFeatureHostTso6)) == 0 || (acked & kNetFeatureCsum) != 0;
+  bool host_tso = (acked & (kNetFeatureHostTso4 | kNetFeatureHostTso6)) != 0;
+  bool guest_tso = (acked & (kNetFeatureGuestTso4 | kNetFeatureGuestTso6)) != 0;
+  return (!host_tso || (acked & kNetFeatureCsum) != 0) && (!guest_tso || (acked & kNetFeatureGuestCsum) != 0);
+}
+
+void VirtioNet::SetBackendOffloads(uint64_t acked) {
+  if (!options_.vnet_hdr) return;
+  unsigned flags = 0;
+  if (acked & kNetFeatureGuestCsum) {
+    flags |= TUN_F_CSUM;
+    if (acked & kNetFeatureGuestTso4) flags |= TUN_F_TSO4;
+    if (acked & kNetFeatureGuestTso6) flags |= TUN_F_TSO6;
+  }
+  // Not a tap (a test's socket pair: ENOTTY), or a kernel that refuses: the backend keeps sending plain frames,
+  // which a driver with offloads accepts just the same.
+  (void)ioctl(fd_, TUNSETOFFLOAD, flags);
 }
 
 void VirtioNet::ReadConfig(uint64_t offset, uint8_t* data, size_t len) const {

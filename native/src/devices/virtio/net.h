@@ -1,9 +1,13 @@
 // VirtioNet: a virtio-net device (type 1) over a TAP device, for the shared virtio-pci transport.
 //
-//   features   VERSION_1, INDIRECT_DESC, EVENT_IDX, MAC, STATUS; with a vnet-header backend (a tap) also CSUM,
-//              HOST_TSO4 and HOST_TSO6: the guest sends partially checksummed 64 KiB TCP segments and the host kernel
-//              finishes them (the header passes to the tap unchanged). Nothing is offloaded towards the guest (no
-//              GUEST_*: the tap hands over plain MTU-sized frames, so receive buffers need no MRG_RXBUF).
+//   features   VERSION_1, INDIRECT_DESC, EVENT_IDX, MAC, STATUS; with a vnet-header backend (a tap) also the
+//              offloads both ways: CSUM, HOST_TSO4 and HOST_TSO6 (the guest sends partially checksummed 64 KiB TCP
+//              segments and the host kernel finishes them; the header passes to the tap unchanged), and GUEST_CSUM,
+//              GUEST_TSO4, GUEST_TSO6 with MRG_RXBUF (Activate sets the tap's TUNSETOFFLOAD to what the driver took:
+//              the kernel then hands over unchecksummed and up to 64 KiB TCP frames, header included, which the
+//              device spreads over as many of the driver's receive buffers as they need). The guest's network
+//              stack then handles one frame per 64 KiB instead of one per MTU (measured in the nested lane: see
+//              docs/benchmarks/network.md).
 //   config     (virtio spec 5.1.4)  0 mac[6]  6 status (u16, LINK_UP 1)  8 max_virtqueue_pairs (u16, 1)
 //   queues     0 receive, 1 transmit (one pair; no control queue)
 //   backend    a tap opened by name (/dev/net/tun, TUNSETIFF IFF_TAP | IFF_NO_PI | IFF_VNET_HDR, TUNSETVNETHDRSZ 12;
@@ -14,9 +18,10 @@
 //   one worker thread per device, never the vCPU threads:
 //     poll(ctl eventfd, rx kick, tx kick, backend POLLIN while a frame can be taken)
 //     tx kick      -> pop every transmit chain -> writev(hdr? + frame) to the backend -> used (len 0) -> interrupt
-//     backend      -> read one frame into the bounce buffer -> pop a receive chain -> copy -> used -> interrupt;
-//                     no receive buffer: the frame waits in the bounce buffer and the backend is not polled until
-//                     the driver kicks the receive queue (the kernel queues or drops meanwhile, as on a NIC)
+//     backend      -> read one frame into the bounce buffer -> pop a receive chain (MRG_RXBUF: as many as the
+//                     frame needs) -> copy -> used -> interrupt; too few receive buffers: the frame waits in the
+//                     bounce buffer (chains taken are given back) and the backend is not polled until the driver
+//                     kicks the receive queue (the kernel queues or drops meanwhile, as on a NIC)
 //   Quiesce(): the worker finishes the batch in hand and parks; a frame waiting in the bounce buffer is kept and
 //              travels in SaveState, so a live migration delivers it on the target.
 //   RestoreState(): the first time the worker runs afterwards it sends one RARP frame from the guest's MAC into the
@@ -42,8 +47,10 @@
 namespace kvmts::devices::virtio {
 
 // virtio-net feature bits (virtio spec 5.1.3).
-inline constexpr uint64_t kNetFeatureCsum = 1ull << 0, kNetFeatureMac = 1ull << 5, kNetFeatureHostTso4 = 1ull << 11,
-                          kNetFeatureHostTso6 = 1ull << 12, kNetFeatureStatus = 1ull << 16;
+inline constexpr uint64_t kNetFeatureCsum = 1ull << 0, kNetFeatureGuestCsum = 1ull << 1, kNetFeatureMac = 1ull << 5,
+                          kNetFeatureGuestTso4 = 1ull << 7, kNetFeatureGuestTso6 = 1ull << 8,
+                          kNetFeatureHostTso4 = 1ull << 11, kNetFeatureHostTso6 = 1ull << 12,
+                          kNetFeatureMrgRxbuf = 1ull << 15, kNetFeatureStatus = 1ull << 16;
 inline constexpr uint16_t kNetStatusLinkUp = 1;
 inline constexpr uint64_t kNetCfgMac = 0, kNetCfgStatus = 6, kNetCfgMaxPairs = 8, kNetConfigBytes = 10;
 inline constexpr uint16_t kNetRxQueue = 0, kNetTxQueue = 1;
@@ -85,7 +92,7 @@ class VirtioNet : public VirtioDevice {
   uint16_t queue_max_size() const override { return options_.queue_size; }
   void ReadConfig(uint64_t offset, uint8_t* data, size_t len) const override;
   void WriteConfig(uint64_t offset, const uint8_t* data, size_t len) override;  // nothing writable (no CTRL_MAC)
-  // Refuses HOST_TSO4/6 without CSUM (virtio spec 5.1.3.1).
+  // Refuses HOST_TSO4/6 without CSUM and GUEST_TSO4/6 without GUEST_CSUM (virtio spec 5.1.3.1).
   bool AcceptFeatures(uint64_t acked) override;
   Status Activate(const ActivateContext& ctx) override;
   void QueueNotify(uint16_t q) override;
@@ -109,6 +116,14 @@ class VirtioNet : public VirtioDevice {
   bool ProcessTx();
   // Moves frames from the backend into receive chains until either runs dry (false) or a pause/stop (true).
   bool ProcessRx();
+  // MRG_RXBUF: pops receive chains into rx_chains_ until they hold `need` bytes (or a whole ring of them does not).
+  // kWait: too few are posted (every chain taken is given back); kBroken: *why says how the driver broke the ring.
+  enum class RxTake { kReady, kWait, kBroken };
+  RxTake TakeRxChains(SplitQueue& queue, GuestAccess& mem, size_t need, const char** why);
+  // Places pending_ into the receive queue: 1 (placed), 0 (no room yet), -1 (broken: *why set).
+  int PlaceFrame(SplitQueue& queue, GuestAccess& mem, const char** why);
+  // The tap's offloads (TUNSETOFFLOAD) for the driver's features: what it may be handed unchecksummed or unsegmented.
+  void SetBackendOffloads(uint64_t acked);
   // Reads one frame from the backend into pending_ (with its virtio header); false when none is waiting.
   bool ReadFrame();
   void Broken(const char* why);
@@ -129,6 +144,10 @@ class VirtioNet : public VirtioDevice {
   bool rx_starved_ = false;    // no receive chain: do not poll the backend until the driver kicks queue 0
   bool backend_dead_ = false;  // the backend hung up or failed: not polled any more (transmit drops)
   bool announce_ = false;      // set by RestoreState: send the RARP announcement before serving the queues
+  bool mrg_rxbuf_ = false;     // the driver took MRG_RXBUF: a frame may span receive chains
+  std::vector<DescriptorChain> rx_chains_;  // the worker's: chains taken for the frame being placed
+  std::vector<uint32_t> rx_used_;
+  uint16_t rx_posted_ = 0;  // avail.idx when the receive buffers last ran short for a frame (MRG_RXBUF)
 
   ActivateContext ctx_;
   std::thread worker_;

@@ -73,4 +73,48 @@ NetChainError WriteRxPacket(GuestAccess& mem, const DescriptorChain& chain, cons
   return NetChainError::kNone;
 }
 
+NetChainError WriteRxPacketMergeable(GuestAccess& mem, const std::vector<DescriptorChain>& chains,
+                                     const uint8_t* packet, size_t len, std::vector<uint32_t>* used,
+                                     bool* truncated) {
+  used->clear();
+  *truncated = false;
+  // How many chains the packet needs (each checked as the spec asks of a mergeable buffer).
+  size_t needed = 0;
+  uint64_t room = 0;
+  for (const DescriptorChain& chain : chains) {
+    if (room >= len) break;
+    for (const DescBuffer& b : chain.buffers) {
+      if (!b.device_writable) return NetChainError::kRxReadable;
+    }
+    if (chain.writable_bytes < kNetHdrBytes) return NetChainError::kRxShort;
+    room += chain.writable_bytes;
+    needed++;
+  }
+  if (needed == 0) return NetChainError::kRxShort;
+  // The header as the first chain gets it: num_buffers (le16) = the chains this packet fills.
+  uint8_t hdr[kNetHdrBytes];
+  std::memcpy(hdr, packet, kNetHdrBytes);
+  hdr[kNetHdrNumBuffersOffset] = static_cast<uint8_t>(needed);
+  hdr[kNetHdrNumBuffersOffset + 1] = static_cast<uint8_t>(needed >> 8);
+  size_t at = 0;
+  for (size_t c = 0; c < needed; ++c) {
+    uint32_t wrote = 0;
+    for (const DescBuffer& b : chains[c].buffers) {
+      if (at == len) break;
+      size_t n = std::min<size_t>(b.len, len - at);
+      if (n == 0) continue;
+      // The header's bytes come from hdr (num_buffers set), the rest from the packet.
+      size_t from_hdr = at < kNetHdrBytes ? std::min<size_t>(n, kNetHdrBytes - at) : 0;
+      if (from_hdr > 0 && !WriteGuest(mem, b.gpa, hdr + at, from_hdr)) return NetChainError::kAddress;
+      if (n > from_hdr && !WriteGuest(mem, b.gpa + from_hdr, packet + at + from_hdr, n - from_hdr))
+        return NetChainError::kAddress;
+      at += n;
+      wrote += static_cast<uint32_t>(n);  // n <= len <= kNetMaxPacketBytes
+    }
+    used->push_back(wrote);
+  }
+  *truncated = at < len;
+  return NetChainError::kNone;
+}
+
 }  // namespace kvmts::devices::virtio

@@ -10,9 +10,13 @@
 //                        span buffers (ANY_LAYOUT). A writable buffer, a short or an oversized chain breaks the
 //                        protocol (the device goes NEEDS_RESET).
 //   receive (queue 0)    chain = device-writable buffers only, >= 12 bytes. The packet is copied in chain order and
-//                        cut at the chain's end (counted: Linux posts 1518 + 12 bytes without GUEST_TSO, so only
-//                        a host frame above the MTU is cut). num_buffers is set to 1 (no MRG_RXBUF). Every byte
-//                        written is marked dirty (live migration resends those pages).
+//                        cut at the chain's end (counted: Linux posts 1518 + 12 bytes without GUEST_TSO, 64 KiB
+//                        chains with it, so only a host frame above what the driver asked for is cut); num_buffers
+//                        is 1. Every byte written is marked dirty (live migration resends those pages).
+//   receive, MRG_RXBUF   one packet across several chains (each >= 12 bytes, writable only), in the order they were
+//                        popped: the header (num_buffers = chains used) and the data continue from chain to chain,
+//                        each chain's used length its own share; Linux posts 1.5-4 KiB buffers, so a 64 KiB GSO frame
+//                        takes about 16-40 of them.
 #pragma once
 
 #include <sys/uio.h>
@@ -57,5 +61,13 @@ void SkipIovecBytes(std::vector<iovec>* iov, size_t n);
 // dirty, and gives the used length. *truncated: the chain was too short for the whole packet.
 NetChainError WriteRxPacket(GuestAccess& mem, const DescriptorChain& chain, const uint8_t* packet, size_t len,
                             uint32_t* used, bool* truncated);
+
+// MRG_RXBUF: copies `len` bytes of `packet` (header included, len >= kNetHdrBytes) across `chains` in order, with
+// num_buffers set to the number of chains it needed, marks what it wrote dirty, and gives each used chain's length
+// in *used (its size is the chains used: the first ones; any after them were not needed). *truncated: all of
+// `chains` together were too short. A readable buffer, or a chain shorter than the header, is an error.
+NetChainError WriteRxPacketMergeable(GuestAccess& mem, const std::vector<DescriptorChain>& chains,
+                                     const uint8_t* packet, size_t len, std::vector<uint32_t>* used,
+                                     bool* truncated);
 
 }  // namespace kvmts::devices::virtio

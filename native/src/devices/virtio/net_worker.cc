@@ -45,6 +45,8 @@ Status VirtioNet::Activate(const ActivateContext& ctx) {
     return Error{EINVAL, "virtio-net", "activate"};
   }
   ctx_ = ctx;
+  mrg_rxbuf_ = (ctx.acked_features & kNetFeatureMrgRxbuf) != 0;
+  SetBackendOffloads(ctx.acked_features);
   busy_ = false;
   again_ = true;  // look at both queues once: a restored device has no kick for what was queued before
   stop_ = false;
@@ -75,6 +77,8 @@ void VirtioNet::QueueNotify(uint16_t q) {
 }
 
 void VirtioNet::Reset() {
+  // The next driver may take no offloads: plain frames from here on (a frame already read keeps its header).
+  if (ctx_.mem != nullptr) SetBackendOffloads(0);
   if (!worker_.joinable()) {
     ctx_ = ActivateContext{};  // inline mode (or never activated): nothing runs
     return;
@@ -235,6 +239,70 @@ bool VirtioNet::ReadFrame() {
   return false;
 }
 
+VirtioNet::RxTake VirtioNet::TakeRxChains(SplitQueue& queue, GuestAccess& mem, size_t need, const char** why) {
+  rx_chains_.clear();
+  uint64_t room = 0;
+  while (room < need && rx_chains_.size() < queue.state().size) {
+    DescriptorChain chain;
+    QueueError err = QueueError::kNone;
+    if (!queue.Pop(mem, &chain, &err)) {
+      if (err != QueueError::kNone) {
+        *why = QueueErrorName(err);
+        return RxTake::kBroken;
+      }
+      // Too few buffers for this frame yet: give them back and wait for the driver to post more than these.
+      rx_posted_ = queue.state().next_avail;  // = avail.idx as Pop just read it
+      queue.Unpop(static_cast<uint16_t>(rx_chains_.size()));
+      rx_chains_.clear();
+      return RxTake::kWait;
+    }
+    room += chain.writable_bytes;
+    rx_chains_.push_back(std::move(chain));
+  }
+  return RxTake::kReady;  // enough room, or a whole ring that is not: the frame is cut (counted)
+}
+
+int VirtioNet::PlaceFrame(SplitQueue& queue, GuestAccess& mem, const char** why) {
+  bool truncated = false;
+  rx_used_.clear();
+  if (mrg_rxbuf_) {
+    RxTake take = TakeRxChains(queue, mem, pending_len_, why);
+    if (take != RxTake::kReady) return take == RxTake::kWait ? 0 : -1;
+    if (NetChainError e = WriteRxPacketMergeable(mem, rx_chains_, pending_.data(), pending_len_, &rx_used_, &truncated);
+        e != NetChainError::kNone) {
+      *why = NetChainErrorName(e);
+      return -1;
+    }
+    queue.Unpop(static_cast<uint16_t>(rx_chains_.size() - rx_used_.size()));  // taken, then not needed
+  } else {
+    DescriptorChain chain;
+    QueueError err = QueueError::kNone;
+    if (!queue.Pop(mem, &chain, &err)) {
+      *why = err != QueueError::kNone ? QueueErrorName(err) : nullptr;
+      return err != QueueError::kNone ? -1 : 0;
+    }
+    uint32_t used = 0;
+    if (NetChainError e = WriteRxPacket(mem, chain, pending_.data(), pending_len_, &used, &truncated);
+        e != NetChainError::kNone) {
+      *why = NetChainErrorName(e);
+      return -1;
+    }
+    rx_chains_.assign(1, std::move(chain));
+    rx_used_.assign(1, used);
+  }
+  for (size_t i = 0; i < rx_used_.size(); ++i) {
+    if (QueueError e = queue.AddUsed(mem, rx_chains_[i].head, rx_used_[i]); e != QueueError::kNone) {
+      *why = QueueErrorName(e);
+      return -1;
+    }
+  }
+  counters_.rx_frames++;
+  counters_.rx_bytes += pending_len_ - kNetHdrBytes;
+  if (truncated) counters_.rx_truncated++;
+  pending_len_ = 0;
+  return 1;
+}
+
 bool VirtioNet::ProcessRx() {
   SplitQueue& queue = *ctx_.queues[kNetRxQueue];
   GuestAccess& mem = *ctx_.mem;
@@ -251,32 +319,15 @@ bool VirtioNet::ProcessRx() {
       break;
     }
     if (pending_len_ == 0 && !ReadFrame()) break;
-    DescriptorChain chain;
-    QueueError err = QueueError::kNone;
-    if (!queue.Pop(mem, &chain, &err)) {
-      if (err != QueueError::kNone) {
-        why = QueueErrorName(err);
-        break;
-      }
-      if (queue.EnableNotification(mem)) continue;  // buffers arrived while re-arming
+    int placed = PlaceFrame(queue, mem, &why);
+    if (placed < 0) break;
+    if (placed == 0) {
+      // Re-arm kicks for more buffers (MRG_RXBUF: past those posted, which are too few); some arrived meanwhile:
+      // try again.
+      if (mrg_rxbuf_ ? queue.EnableNotificationAfter(mem, rx_posted_) : queue.EnableNotification(mem)) continue;
       rx_starved_ = true;
       break;
     }
-    uint32_t used = 0;
-    bool truncated = false;
-    if (NetChainError e = WriteRxPacket(mem, chain, pending_.data(), pending_len_, &used, &truncated);
-        e != NetChainError::kNone) {
-      why = NetChainErrorName(e);
-      break;
-    }
-    if (QueueError e = queue.AddUsed(mem, chain.head, used); e != QueueError::kNone) {
-      why = QueueErrorName(e);
-      break;
-    }
-    counters_.rx_frames++;
-    counters_.rx_bytes += pending_len_ - kNetHdrBytes;
-    if (truncated) counters_.rx_truncated++;
-    pending_len_ = 0;
     added++;
   }
   if (added > 0 && queue.NeedsNotification(mem)) ctx_.irq->SignalQueue(kNetRxQueue);

@@ -227,4 +227,17 @@ bool SplitQueue::EnableNotification(GuestAccess& mem) {
   return LoadAcquire16(r.avail + 2) != state_.next_avail;
 }
 
+bool SplitQueue::EnableNotificationAfter(GuestAccess& mem, uint16_t posted) {
+  Rings r;
+  if (MapRings(mem, state_, max_size_, &r) != QueueError::kNone) return false;
+  if (event_idx_) {
+    uint8_t* avail_event = r.used + 4 + kUsedElementBytes * state_.size;
+    // SAFETY: as in EnableNotification: the last u16 of the checked used ring, stored atomically, fenced below.
+    __atomic_store_n(reinterpret_cast<uint16_t*>(avail_event), posted, __ATOMIC_RELAXED);
+    mem.MarkDirty(state_.used_gpa + 4 + kUsedElementBytes * state_.size, 2);
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return LoadAcquire16(r.avail + 2) != posted;
+}
+
 }  // namespace kvmts::devices::virtio

@@ -18,6 +18,9 @@
 //            old is used.idx at the previous decision; otherwise notify unless avail.flags has NO_INTERRUPT.
 //   EnableNotification(): EVENT_IDX: avail_event = next_avail; full fence; true when more buffers arrived (the
 //            caller processes them, so a kick that raced the update is never lost).
+//   Unpop(n) + EnableNotificationAfter(posted): a device that needs more buffers for one packet than are posted
+//            (virtio-net's MRG_RXBUF) gives back the chains it took and asks for a kick when avail.idx moves past
+//            `posted`; true when it already has.
 //
 // Threading: one thread at a time (the device's worker while the device is active, the transport otherwise).
 #pragma once
@@ -110,6 +113,12 @@ class SplitQueue {
   bool NeedsNotification(const GuestAccess& mem);
   // Re-arms kicks (EVENT_IDX: avail_event = next_avail); true when buffers are already waiting.
   bool EnableNotification(GuestAccess& mem);
+  // Gives back the last `n` chains Pop returned (they stay posted, to be popped again): only before AddUsed of any
+  // of them, and n at most what was popped since.
+  void Unpop(uint16_t n) { state_.next_avail = static_cast<uint16_t>(state_.next_avail - n); }
+  // Re-arms kicks for buffers posted after avail.idx `posted` (EVENT_IDX: avail_event = posted); true when avail.idx
+  // has already moved past it (the caller tries again, so a kick that raced the update is never lost).
+  bool EnableNotificationAfter(GuestAccess& mem, uint16_t posted);
 
  private:
   QueueError WalkChain(const GuestAccess& mem, uint16_t head, DescriptorChain* out) const;

@@ -192,7 +192,7 @@ export class NativeMachine implements Machine {
     };
   }
 
-  async prepareIncoming(incoming: IncomingOptions = {}): Promise<MigrationTarget> {
+  async prepareIncoming(incoming: IncomingOptions): Promise<MigrationTarget> {
     if (this.#state !== "created" || this.#vm) throw new MachineUnsupportedError(`the machine is ${this.#state}`);
     const options = nativeBootOptions(this.#spec);
     const vm = this.#attach(this.#vmm.create(incomingVmOptions(options)));
@@ -225,6 +225,10 @@ export class NativeMachine implements Machine {
       vm.stop();
     }
     return result;
+  }
+
+  trustMigrationSource(certificate: string): void {
+    this.#migration.trustSource(certificate);
   }
 
   async cancelMigration(): Promise<void> {

@@ -1,7 +1,9 @@
 /**
  * Live migration of native-VMM guests through launcher-rpc: two launcher processes (native-launcher.fixture.ts), the
  * source synced with the deterministic test guest, the target prepared; the console logs of both together must equal
- * an unmigrated run line for line. Cancel and a wrong secret leave the guest running on the source.
+ * an unmigrated run line for line. The stream runs over TLS with per-migration certificates (minted here as the
+ * handlers mint them, the source's pinned at the target as their exchange does). Cancel, a wrong secret and a source
+ * certificate the target was not given leave the guest running on the source.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -12,6 +14,7 @@ import { createLogger } from "@kvt/observability";
 import { FakeVmm, hasKvm, testGuestPath } from "@kvt/vmm";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Machine } from "../machine.ts";
+import { migrationTlsPair } from "../migration-tls.test-util.ts";
 import { NativeMachine } from "./native-machine.ts";
 import { incomingVmOptions } from "./native-migration.ts";
 
@@ -31,7 +34,7 @@ const WORKLOAD = "ws=8 pattern=random rate=40 seed=7 every=128 lines=120";
  * in L1 against here), and WORKLOAD ends before an encrypted move completes: the move goes plain there (KubeVirt's
  * migrations.disableTLS at both ends). Everywhere else it is encrypted, as in production.
  */
-const PLAIN_IN_L1 = process.env.KVT_NESTED_L1 === undefined ? {} : { disableTLS: true };
+const PLAIN_IN_L1: { disableTLS?: true } = process.env.KVT_NESTED_L1 === undefined ? {} : { disableTLS: true };
 const SLOW = "ws=32 pattern=fill rate=0 seed=2 every=2048 tick=50 lines=50";
 
 describe("NativeMachine migration (fake VMM)", () => {
@@ -48,7 +51,7 @@ describe("NativeMachine migration (fake VMM)", () => {
     const vmm = new FakeVmm();
     const m: Machine = new NativeMachine(spec, vmm, logger);
     expect(m.notMigratableReason).toBeUndefined();
-    await expect(m.prepareIncoming()).rejects.toThrow(/no migration stream/);
+    await expect(m.prepareIncoming({ tls: false })).rejects.toThrow(/no migration stream/);
     expect(m.state).toBe("created");
     expect(vmm.vms[0]?.state).toBe("stopped");
     await m.start();
@@ -74,6 +77,7 @@ function toMachine(o: MigrateRequestOptions) {
     allowAutoConverge: o.allowAutoConverge,
     completionTimeoutSec: o.completionTimeoutPerGiB,
     progressTimeoutSec: o.progressTimeoutSeconds,
+    tls: false as const,
   };
 }
 
@@ -161,10 +165,19 @@ describe.skipIf(!hasKvm())("native live migration between two launcher processes
     await source.client.sync();
     await expect.poll(() => lines(source.console()), { timeout: 60_000 }).toBeGreaterThanOrEqual(20);
     expect((await source.client.info()).notMigratableReason).toBeUndefined();
-    const address = await target.client.prepareTarget({ migrationUid: "m1", ...PLAIN_IN_L1 });
+    const tls = await migrationTlsPair();
+    const address = await target.client.prepareTarget({ migrationUid: "m1", tls: tls.target, ...PLAIN_IN_L1 });
     expect(address.secret).toMatch(/^[0-9a-f]{64}$/);
+    expect(address.certificate).toBe(PLAIN_IN_L1.disableTLS ? undefined : tls.target.certificate);
     expect((await target.client.info()).state).toBe("IncomingMigration");
-    await source.client.migrate({ migrationUid: "m1", target: address, options: { ...options, ...PLAIN_IN_L1 } });
+    if (!PLAIN_IN_L1.disableTLS)
+      await target.client.sourceCertificate({ migrationUid: "m1", certificate: tls.source.certificate });
+    await source.client.migrate({
+      migrationUid: "m1",
+      target: address,
+      options: { ...options, ...PLAIN_IN_L1 },
+      tls: tls.source,
+    });
     await expect.poll(() => resultOf(source, "m1"), { timeout: 60_000 }).toBeTruthy();
     const { result } = resultOf(source, "m1");
     expect(result).toMatchObject({ ok: true });
@@ -179,22 +192,34 @@ describe.skipIf(!hasKvm())("native live migration between two launcher processes
   }, 180_000);
 
   it.each([
-    ["a cancel", "m2", true],
-    ["a wrong secret", "m3", false],
-  ])(
+    ["a cancel", "m2", "cancel", /^canceled$/],
+    ["a wrong secret", "m3", "secret", /authentication failed/],
+    [
+      "a source certificate the target was not given",
+      "m4",
+      "certificate",
+      /the peer refused this side's certificate \(TLS alert (bad_certificate|certificate_unknown)/,
+    ],
+  ] as const)(
     "%s fails the migration and the guest runs on in the source launcher",
-    async (_what, uid, cancel) => {
+    async (_what, uid, how, why) => {
+      const cancel = how === "cancel";
       const expected = baseline(SLOW);
       const source = await launcher(SLOW);
       const target = await launcher(SLOW);
       await source.client.sync();
       await expect.poll(() => lines(source.console()), { timeout: 60_000 }).toBeGreaterThanOrEqual(8);
-      const address = await target.client.prepareTarget({ migrationUid: uid });
-      const to = cancel ? address : { ...address, secret: `${address.secret.slice(0, -4)}beef` };
+      const tls = await migrationTlsPair();
+      const address = await target.client.prepareTarget({ migrationUid: uid, tls: tls.target });
+      await target.client.sourceCertificate({ migrationUid: uid, certificate: tls.source.certificate });
+      const to = how === "secret" ? { ...address, secret: `${address.secret.slice(0, -4)}beef` } : address;
+      // "certificate": the source presents one its handler never sent the target's (a stranger's).
+      const mine = how === "certificate" ? (await migrationTlsPair()).source : tls.source;
       await source.client.migrate({
         migrationUid: uid,
         target: to,
         options: { ...options, bandwidthBytesPerSec: 8 * MiB },
+        tls: mine,
       });
       if (cancel) {
         await new Promise((r) => setTimeout(r, 300));
@@ -203,7 +228,7 @@ describe.skipIf(!hasKvm())("native live migration between two launcher processes
       await expect.poll(() => resultOf(source, uid), { timeout: 60_000 }).toBeTruthy();
       const { result } = resultOf(source, uid);
       expect(result.ok).toBe(false);
-      expect(result.failureReason).toMatch(cancel ? /^canceled$/ : /authentication failed/);
+      expect(result.failureReason).toMatch(why);
       const info = await source.client.info();
       expect(info).toMatchObject({ state: "Running", migration: { migrationUid: uid, phase: "Failed" } });
       expect(await target.exited).toBe(1); // the target's guest never ran: its launcher fails

@@ -2,10 +2,12 @@
  * Live migration of a native-VMM guest (the {@link Machine} migration calls of NativeMachine), over @kvt/migration:
  *
  *   target launcher                                   source launcher
- *   prepareIncoming(): Vm.create (same spec,          migrateTo(target, options):
+ *   prepareIncoming({tls}): Vm.create (same spec,     migrateTo(target, options):
  *     not started) -> listen, one-time secret           OutgoingMigration (bulk, dirty rounds under the policy:
- *     -> {host, port, secret} to the handler            bandwidth cap, max downtime, auto-converge, completion
- *   ... the source connects, authenticates (HMAC),      and progress timeouts) -> "migration-progress" events
+ *     -> {host, port, secret, certificate} to the       bandwidth cap, max downtime, auto-converge, completion
+ *     handler; trustSource(the source's certificate)    and progress timeouts) -> "migration-progress" events
+ *   ... the source connects: TLS 1.3 (both
+ *   certificates pinned), then authenticates (HMAC),
  *   memory + state arrive, the vCPUs start here         switch-over: pause, last pages + state, wait for the
  *     -> onRunning (the machine is "running")             target's confirmation -> only then the source Vm stops
  *   any failure -> onFailed (the Vm is discarded)      any failure or cancelMigration(): the guest runs on here
@@ -74,7 +76,7 @@ export class NativeMigration {
       host: this.#host,
       port: this.#port,
       ioTimeoutMs: INCOMING_TIMEOUT_MS,
-      encrypt: options.encrypt ?? true,
+      tls: options.tls,
       logger: this.#log,
     });
     this.#incoming = incoming;
@@ -90,6 +92,13 @@ export class NativeMigration {
     );
     this.#log.info({ host: incoming.destination.host, port: incoming.destination.port }, "waiting for the source");
     return incoming.destination;
+  }
+
+  /** Target side: pins the source's certificate for the prepared incoming migration. */
+  trustSource(certificate: string): void {
+    if (!this.#incoming) throw new MachineUnsupportedError("no incoming migration is prepared");
+    this.#incoming.trustPeer(certificate);
+    this.#log.info("the source's certificate is pinned for the incoming migration");
   }
 
   /** Target side: stops waiting (the listener's callbacks then report a failure). */
@@ -112,13 +121,13 @@ export class NativeMigration {
     const outgoing = new OutgoingMigration(source, target, {
       ...options,
       ioTimeoutMs: OUTGOING_IO_TIMEOUT_MS,
-      encrypt: options.encrypt ?? true,
       release: false, // the machine releases the Vm, so its state says "migrated" rather than a guest exit
       onProgress,
       logger: this.#log,
     });
     this.#outgoing = outgoing;
-    this.#log.info({ host: target.host, port: target.port, ...options }, "migration started");
+    const { tls, ...knobs } = options;
+    this.#log.info({ host: target.host, port: target.port, tls: tls !== false, ...knobs }, "migration started");
     try {
       const r = await outgoing.run();
       return {

@@ -13,6 +13,7 @@ import { imageStoreResolver } from "../../vmi/image-store.ts";
 import { buildNoCloudDisk } from "../../volumes/cloud-init-disks.ts";
 import { makeWriteLayers } from "../../volumes/container-disk-layer.ts";
 import type { MachineDisk, MachineSpec } from "../machine.ts";
+import { migrationTlsPair } from "../migration-tls.test-util.ts";
 import { QemuMachine } from "./qemu-machine.ts";
 
 const root = new URL("../../../../../", import.meta.url).pathname;
@@ -109,7 +110,9 @@ describe("QemuMachine migrates local disks (real QEMU, TCG, demo image)", { time
         ),
       );
       expect((await src.waitFor(/W=(\d+)\r?\n/, from))[1]).toBe("0");
-      const where = await target.prepareIncoming();
+      const tls = await migrationTlsPair();
+      const where = await target.prepareIncoming({ tls: tls.target });
+      target.trustMigrationSource(tls.source.certificate);
       // Typed into the target's console before the move completes: held until the guest runs there (QEMU's serial
       // state from the source would otherwise overwrite it), then answered by the shell that moved.
       target.writeConsole(Buffer.from("echo early-$((40+2))\n"));
@@ -119,6 +122,7 @@ describe("QemuMachine migrates local disks (real QEMU, TCG, demo image)", { time
         allowAutoConverge: false,
         completionTimeoutSec: 120,
         progressTimeoutSec: 60,
+        tls: tls.source,
       });
       expect(result.failureReason).toBeUndefined();
       expect(result).toMatchObject({ ok: true });

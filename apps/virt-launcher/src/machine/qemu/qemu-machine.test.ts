@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { imageStoreResolver } from "../../vmi/image-store.ts";
 import { buildNoCloudDisk } from "../../volumes/cloud-init-disks.ts";
 import type { MachineSpec, MigrationOptions, MigrationTarget } from "../machine.ts";
+import { migrationTlsPair } from "../migration-tls.test-util.ts";
 import { QemuMachine } from "./qemu-machine.ts";
 
 const USER_DATA = Buffer.from(
@@ -18,13 +19,23 @@ const USER_DATA = Buffer.from(
 const MARKER = "KVT_DEMO_LINUX_BOOTED";
 const root = new URL("../../../../../", import.meta.url).pathname;
 const logger = createLogger({ component: "virt-launcher-test", level: "silent" });
-const migration: MigrationOptions = {
+/** The knobs; each migration adds its source's TLS identity (the relay's hop runs over TLS, as in production). */
+const knobs = {
   bandwidthBytesPerSec: 0,
   maxDowntimeMs: 300,
   allowAutoConverge: false,
   completionTimeoutSec: 120,
   progressTimeoutSec: 60,
 };
+
+/** A target prepared over TLS with fresh certificates (the source's pinned there: the handlers' exchange), and the
+ *  source's options for it. */
+async function preparedTls(t: QemuMachine): Promise<{ where: MigrationTarget; migration: MigrationOptions }> {
+  const tls = await migrationTlsPair();
+  const where = await t.prepareIncoming({ tls: tls.target });
+  t.trustMigrationSource(tls.source.certificate);
+  return { where, migration: { ...knobs, tls: tls.source } };
+}
 
 /** Collects a machine's console as text and waits for patterns in it. */
 class ConsoleWatch {
@@ -122,7 +133,7 @@ describe("QemuMachine (real QEMU, TCG, demo image)", { timeout: 240_000 }, () =>
     await sourceConsole.waitFor(/count=5\b/, 60_000);
     const t1 = new QemuMachine(spec("t1"), { logger });
     machines.push(t1);
-    const where = await t1.prepareIncoming();
+    const { where, migration } = await preparedTls(t1);
 
     const refused = await source.migrateTo({ ...where, secret: "0".repeat(64) }, migration);
     expect(refused.ok).toBe(false);
@@ -141,7 +152,7 @@ describe("QemuMachine (real QEMU, TCG, demo image)", { timeout: 240_000 }, () =>
 
     const t2 = new QemuMachine(spec("t2"), { logger });
     machines.push(t2);
-    const where2 = await t2.prepareIncoming();
+    const { where: where2 } = await preparedTls(t2);
     const started = new Promise<void>((r) => source.on("migration-progress", () => r()));
     const broken = source.migrateTo(where2, slow);
     await started;
@@ -156,7 +167,10 @@ describe("QemuMachine (real QEMU, TCG, demo image)", { timeout: 240_000 }, () =>
 
   it("live-migrates to a target launcher in another process with the counter continuing, then stops gracefully there", async () => {
     const fixture = new URL("./migration-target.fixture.ts", import.meta.url).pathname;
-    const child = spawn(process.execPath, [fixture, JSON.stringify(spec("t3"))], {
+    const tls = await migrationTlsPair();
+    const migration = { ...knobs, tls: tls.source };
+    const targetTls = JSON.stringify({ tls: tls.target, sourceCertificate: tls.source.certificate });
+    const child = spawn(process.execPath, [fixture, JSON.stringify(spec("t3")), targetTls], {
       stdio: ["pipe", "pipe", "inherit"],
     });
     children.push(child);

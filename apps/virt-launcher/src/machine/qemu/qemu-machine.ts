@@ -169,7 +169,7 @@ export class QemuMachine implements Machine {
     return { ...base, vcpuSeconds, residentBytes: residentBytes(pid) };
   }
 
-  async prepareIncoming(incoming: IncomingOptions = {}): Promise<MigrationTarget> {
+  async prepareIncoming(incoming: IncomingOptions): Promise<MigrationTarget> {
     this.#expectState("prepareIncoming", ["created"]);
     await this.#launch(true);
     const qmp = this.#qmpOrThrow();
@@ -181,10 +181,16 @@ export class QemuMachine implements Machine {
     const host = this.#opts.migrationHost ?? "127.0.0.1";
     this.#relay = await IncomingRelay.listen(host, secret, sock, this.#log, {
       port: this.#opts.migrationPort,
-      encrypt: incoming.encrypt ?? true,
+      tls: incoming.tls,
     });
     this.#log.info({ host, port: this.#relay.port }, "waiting for the incoming migration");
-    return { host, port: this.#relay.port, secret };
+    const certificate = incoming.tls ? { certificate: incoming.tls.certificate } : {};
+    return { host, port: this.#relay.port, secret, ...certificate };
+  }
+
+  trustMigrationSource(certificate: string): void {
+    if (!this.#relay) throw new Error("no incoming migration is prepared");
+    this.#relay.trustSource(certificate);
   }
 
   async migrateTo(target: MigrationTarget, options: MigrationOptions): Promise<MigrationResult> {

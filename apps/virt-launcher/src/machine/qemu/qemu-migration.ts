@@ -13,7 +13,7 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "@kvt/observability";
 import type { MigrationOptions, MigrationProgress, MigrationResult, MigrationTarget } from "../machine.ts";
-import { connectOutgoing, listenForQemu } from "./migration-relay.ts";
+import { connectOutgoing, listenForQemu, type RelayTls } from "./migration-relay.ts";
 import type { QmpClient } from "./qmp.ts";
 
 /** What `query-migrate` returns (the fields we use). */
@@ -76,6 +76,17 @@ function failed(start: number, reason: string, info?: MigrateInfo): MigrationRes
   };
 }
 
+/** The relay's TLS: this side's identity and the target's certificate, or false (migrations.disableTLS). */
+function relayTls(target: MigrationTarget, options: MigrationOptions): RelayTls | false {
+  if (options.tls === false) {
+    if (target.certificate) throw new Error("the target listens for TLS and this source has migrations.disableTLS set");
+    return false;
+  }
+  if (!target.certificate)
+    throw new Error("the target gave no certificate: it expects an unencrypted stream (migrations.disableTLS)");
+  return { ...options.tls, peerCertificate: target.certificate };
+}
+
 /** Runs one outgoing migration to `target`. Never throws for migration failures: they are in the result. */
 export async function migrateOut(
   ctx: MigrationContext,
@@ -85,7 +96,7 @@ export async function migrateOut(
   const start = Date.now();
   let peer: Awaited<ReturnType<typeof connectOutgoing>>;
   try {
-    peer = await connectOutgoing(target.host, target.port, target.secret, options.encrypt);
+    peer = await connectOutgoing(target.host, target.port, target.secret, relayTls(target, options));
   } catch (err) {
     return failed(start, `migration target refused or unreachable: ${(err as Error).message}`);
   }
