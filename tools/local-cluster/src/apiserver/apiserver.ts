@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { type Logger, pino } from "pino";
 import { startVolumeControllers } from "../volumes/start.ts";
+import { defaultTolerationSecondsAdmission } from "./admission/default-toleration-seconds.ts";
 import { ownerReferencesAdmission } from "./admission/owner-references.ts";
 import { defaultStorageClassAdmission, storageProtectionAdmission } from "./admission/storage-admission.ts";
 import { AdmissionChain } from "./admission/types.ts";
@@ -133,7 +134,11 @@ function requestAuthorizer(
 /** The admission plugins kube-apiserver runs that the server always runs (webhooks are added later). */
 function admissionChain(store: Store, registry: ResourceRegistry, authorizer: Authorizer): AdmissionChain {
   const admission = new AdmissionChain();
-  admission.mutating.push(defaultStorageClassAdmission(store), storageProtectionAdmission());
+  admission.mutating.push(
+    defaultStorageClassAdmission(store),
+    storageProtectionAdmission(),
+    defaultTolerationSecondsAdmission(),
+  );
   admission.validating.push(nodeRestrictionAdmission(), ownerReferencesAdmission(registry, authorizer));
   return admission;
 }

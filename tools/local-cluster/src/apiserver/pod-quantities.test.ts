@@ -54,11 +54,15 @@ describe("pod quantities", () => {
     const p = pod({ [kind]: { [name]: value } });
     const r = await call(api, "POST", PODS, p);
     expect(r.code).toBe(422);
-    const field = `spec.containers[0].resources.${kind}[${name}]`;
+    // A limit without its request is also the request (kube's SetDefaults_Pod), so both are refused, as there.
+    const fields = (kind === "limits" ? ["limits", "requests"] : [kind]).map(
+      (k) => `spec.containers[0].resources.${k}[${name}]`,
+    );
+    const causes = fields.map((f) => `${f}: Invalid value: "${value}": must be greater than or equal to 0`);
     expect(r.body).toMatchObject({
       reason: "Invalid",
-      message: `Pod "${p.metadata.name}" is invalid: ${field}: Invalid value: "${value}": must be greater than or equal to 0`,
-      details: { causes: [{ reason: "FieldValueInvalid", field }] },
+      message: `Pod "${p.metadata.name}" is invalid: ${causes.length > 1 ? `[${causes.join(", ")}]` : causes[0]}`,
+      details: { causes: fields.map((field) => ({ reason: "FieldValueInvalid", field })) },
     });
     expect((await call(api, "GET", `${PODS}/${p.metadata.name}`)).code).toBe(404);
   });

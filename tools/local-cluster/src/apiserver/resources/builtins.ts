@@ -10,6 +10,7 @@ import { storageClassName } from "../table/storage-printers.ts";
 import type { KubeObject } from "../types.ts";
 import { crdStrategy } from "./crd.ts";
 import { configMapStrategy, secretStrategy } from "./data-size.ts";
+import { defaultPod, podQosClass } from "./pod-defaults.ts";
 import { decodePodQuantities, validatePodQuantities } from "./pod-resources.ts";
 import type { JSONSchemaProps } from "./schema.ts";
 import { persistentVolumeClaimStrategy, persistentVolumeStrategy, storageClassStrategy } from "./storage.ts";
@@ -54,16 +55,13 @@ const podStrategy: Strategy = {
   },
   prepareCreate: (o: KubeObject) => {
     decodePodQuantities(o);
-    o.status = { phase: "Pending", qosClass: "BestEffort" };
-    const spec = o.spec as Record<string, unknown> | undefined;
-    if (spec) {
-      spec.restartPolicy ??= "Always";
-      spec.terminationGracePeriodSeconds ??= 30;
-      spec.dnsPolicy ??= "ClusterFirst";
-      spec.schedulerName ??= "default-scheduler";
-    }
+    defaultPod(o);
+    o.status = { phase: "Pending", qosClass: podQosClass(o) };
   },
-  prepareUpdate: (o: KubeObject) => decodePodQuantities(o),
+  prepareUpdate: (o: KubeObject) => {
+    decodePodQuantities(o);
+    defaultPod(o);
+  },
   validate: (o: KubeObject) => validatePodQuantities(o),
 };
 
