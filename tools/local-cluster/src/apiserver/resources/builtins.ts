@@ -65,6 +65,20 @@ const podStrategy: Strategy = {
   validate: (o: KubeObject) => validatePodQuantities(o),
 };
 
+/**
+ * A core/v1 Event as kube-apiserver serializes it: Go writes its zero-valued non-pointer fields, so an Event stored
+ * without them reads back with `eventTime`, `firstTimestamp` and `lastTimestamp` null, `source` `{}` and
+ * `reportingComponent`/`reportingInstance` "" (found by the scale bench comparing virt-controller's events).
+ */
+function eventZeroValues(o: KubeObject): void {
+  const e = o as Record<string, unknown>;
+  for (const f of ["eventTime", "firstTimestamp", "lastTimestamp"]) if (e[f] === undefined || e[f] === "") e[f] = null;
+  e.source ??= {};
+  e.reportingComponent ??= "";
+  e.reportingInstance ??= "";
+}
+const coreEventStrategy: Strategy = { prepareCreate: eventZeroValues, prepareUpdate: eventZeroValues };
+
 const namespaceStrategy: Strategy = {
   prepareCreate: (o: KubeObject) => {
     o.spec = { finalizers: ["kubernetes"] };
@@ -158,6 +172,7 @@ const SPECS: Spec[] = [
   }),
   C("events", "Event", true, {
     shortNames: ["ev"],
+    strategy: coreEventStrategy,
     fields: [
       "involvedObject.kind",
       "involvedObject.namespace",

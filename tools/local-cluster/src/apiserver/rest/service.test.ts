@@ -155,6 +155,29 @@ describe("generic registry semantics", () => {
     expect((pod.obj.status as { phase?: string; podIP?: string }).podIP).toBeUndefined();
   });
 
+  it("stores a core Event with the zero values kube-apiserver serializes", async () => {
+    const events = api.service.registry.lookup("", "v1", "events") as ResourceDef;
+    const e = await api.service.create(
+      events,
+      "v1",
+      "default",
+      { metadata: { name: "e1" }, involvedObject: { kind: "Pod", name: "x", namespace: "default" } },
+      ctx(),
+    );
+    const { metadata: _, ...rest } = e.obj;
+    expect(rest).toEqual({
+      apiVersion: "v1",
+      kind: "Event",
+      involvedObject: { kind: "Pod", name: "x", namespace: "default" },
+      eventTime: null,
+      firstTimestamp: null,
+      lastTimestamp: null,
+      source: {},
+      reportingComponent: "",
+      reportingInstance: "",
+    });
+  });
+
   it("rejects unknown fields in Strict mode and warns in Warn mode", async () => {
     expect(
       await code(api.service.create(widgets, "v1", "default", { metadata: { name: "x1" }, spec: { bogus: 1 } }, ctx())),
