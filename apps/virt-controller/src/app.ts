@@ -59,6 +59,7 @@ import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import { BUNDLE_TARGET_TYPES, CertificateManager } from "./certificates/cert-manager.ts";
 import { EvacuationController } from "./evacuation/evacuation-controller.ts";
+import { APPS_V1, KubeVirtStatusController } from "./kubevirt/kubevirt-status.ts";
 import type { ControllerMetrics } from "./metrics/controller-metrics.ts";
 import { MigrationController, migrationVmiIndex } from "./migration/migration-controller.ts";
 import { NodeController } from "./node/node-controller.ts";
@@ -352,6 +353,7 @@ export class VirtControllerApp {
     revisions.addHandlers(poolH.revision);
     vmis.addHandlers(poolH.vmi);
     this.#certificates(transport, kubevirts, recorder("certificate-manager"));
+    this.#kubevirtStatus(transport, kubevirts);
 
     for (const i of this.#informers) i.start();
     await Promise.all(this.#required.map((i) => i.waitForSync()));
@@ -399,6 +401,30 @@ export class VirtControllerApp {
       if (queue.shuttingDown) return;
       queue.add(key);
       this.#run("certificates", "Secret", queue, manager, 1);
+    });
+  }
+
+  /**
+   * The KubeVirt CR's status (phase, Available/Progressing/Degraded/Created), from the component workloads deploy/
+   * installs: virt-operator's report, which `kubectl wait --for=condition=Available` reads. Woken by CR changes;
+   * the controller polls the workloads itself.
+   */
+  #kubevirtStatus(transport: RestTransport, kubevirts: Informer<KubeVirt>): void {
+    const namespace = this.#o.namespace ?? KUBEVIRT_CR.namespace;
+    const controller = new KubeVirtStatusController({
+      namespace,
+      kubevirt: () => activeKubeVirt(kubevirts.store.list()),
+      kubevirts: resourceClient(transport, KUBEVIRT_V1.kubevirts),
+      deployments: resourceClient(transport, APPS_V1.deployments),
+      daemonSets: resourceClient(transport, APPS_V1.daemonSets),
+    });
+    const queue = this.#queue("virt-controller-kubevirt-status");
+    const key = objectKey(namespace, KUBEVIRT_CR.name);
+    kubevirts.addHandlers({ onAdd: () => queue.add(key), onUpdate: () => queue.add(key) });
+    void kubevirts.waitForSync().then(() => {
+      if (queue.shuttingDown) return;
+      queue.add(key);
+      this.#run("kubevirt-status", "KubeVirt", queue, controller, 1);
     });
   }
 

@@ -260,6 +260,26 @@ const controller: ComponentRules = {
       verbs: ["get", "update"],
       why: "libs/kube leader-election.ts: leases.get and leases.update (renew, release) of Lease virt-controller",
     },
+    {
+      apiGroups: ["apps"],
+      resources: ["deployments"],
+      resourceNames: ["virt-api", "virt-controller"],
+      verbs: ["get"],
+      why: "kubevirt/kubevirt-status.ts: deployments.get of the components' Deployments (the CR's Available condition)",
+    },
+    {
+      apiGroups: ["apps"],
+      resources: ["daemonsets"],
+      resourceNames: ["virt-handler"],
+      verbs: ["get"],
+      why: "kubevirt/kubevirt-status.ts: daemonSets.get of DaemonSet virt-handler (the CR's Available condition)",
+    },
+    {
+      apiGroups: [KV],
+      resources: ["kubevirts/status"],
+      verbs: ["update"],
+      why: "kubevirt/kubevirt-status.ts: kubevirts.updateStatus (phase; Available, Progressing, Degraded, Created)",
+    },
   ],
 };
 
