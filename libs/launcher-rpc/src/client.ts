@@ -124,9 +124,9 @@ export class LauncherClient {
     return new Promise<void>((resolve, reject) => {
       const req = request({ socketPath: this.socketPath, path: PATHS.events, method: "GET", agent: false });
       let idle: ReturnType<typeof setTimeout> | undefined;
-      const arm = (): void => {
+      const arm = (why = "event stream silent for too long"): void => {
         clearTimeout(idle);
-        idle = setTimeout(() => fail(unavailable("event stream silent for too long")), EVENT_PING_INTERVAL_MS * 3);
+        idle = setTimeout(() => fail(unavailable(why)), EVENT_PING_INTERVAL_MS * 3);
       };
       const onAbort = (): void => finish();
       const finish = (): void => {
@@ -143,6 +143,9 @@ export class LauncherClient {
       };
       if (signal?.aborted) return finish();
       signal?.addEventListener("abort", onAbort, { once: true });
+      // A launcher that accepts the connection but never answers (its event loop blocked) is as silent as one that
+      // stops pinging: the same deadline, so the handler's reconnect loop never waits on it forever.
+      arm("event stream: no answer from the launcher");
       req.on("error", (error) => fail(toUnavailable(error)));
       req.on("response", (res) => {
         if (res.statusCode !== 200) return fail(unavailable(`event stream answered ${res.statusCode}`));

@@ -15,10 +15,11 @@ import {
 } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   type ConsoleEndpoint,
   type DomainInfo,
+  EVENT_PING_INTERVAL_MS,
   isPodUid,
   LauncherClient,
   type LauncherEvent,
@@ -318,6 +319,29 @@ describe("launcher-rpc over a unix socket", () => {
     expect(events.map((e) => e.type)).toEqual(["domain", "domain", "migration-result"]);
     expect(events.map((e) => e.seq)).toEqual([1, 2, 3]);
     expect(events[1]).toMatchObject({ transition: "started", info: { state: "Running" } });
+  });
+
+  it("an event stream the launcher accepts but never answers fails as Unavailable after three ping intervals", async () => {
+    // A launcher whose event loop is blocked: the kernel accepts the connection, nothing answers.
+    const mute = join(dir, "launcher-mute.sock");
+    const held: Socket[] = [];
+    const silent = createServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(mute, resolve));
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const done = new LauncherClient(mute).watchEvents(() => {});
+      const outcome = done.then(
+        () => "resolved",
+        (error: unknown) => error,
+      );
+      await expect.poll(() => held.length, { interval: 5 }).toBe(1);
+      vi.advanceTimersByTime(EVENT_PING_INTERVAL_MS * 3 + 1);
+      expect(await outcome).toMatchObject({ code: "Unavailable", message: expect.stringMatching(/no answer/) });
+    } finally {
+      vi.useRealTimers();
+      for (const socket of held) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 
   it("the event stream ends when the launcher closes", async () => {
