@@ -80,7 +80,14 @@ async function main(): Promise<void> {
     ...densityRows(f),
     ["load average (1 min, at the end)", String(loadAverage)],
   ]);
-  const { metrics: _, failedRequests: __, secondsToCreate: ___, ...figures } = f;
+  const {
+    metrics: _,
+    failedRequests: __,
+    secondsToCreate: ___,
+    podsRunningAtEnd: _r,
+    vmisScheduledAtEnd: _s,
+    ...figures
+  } = f;
   process.stdout.write(`${JSON.stringify({ area: "controller", ...figures, loadAverage })}\n`);
 }
 

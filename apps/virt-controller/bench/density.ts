@@ -39,7 +39,7 @@ export interface DensityOptions {
   readonly namespace?: string;
   /** Other processes whose CPU seconds to report, by name (their pid, or undefined when unknown). */
   readonly others?: Readonly<Record<string, number | undefined>>;
-  /** Give up waiting for the Pods after this long (default 60 ms per VM, at least 300 s). */
+  /** Give up waiting for the Pods after this long (default 120 ms per VM, at least 300 s). */
   readonly timeoutMs?: number;
 }
 
@@ -59,6 +59,9 @@ export interface DensityFigures {
   readonly cpuSecondsToAllPods: Record<string, number>;
   readonly controllerCpuSecondsTotal: number;
   readonly controllerCpuMsPerVm: number;
+  /** Launcher pods Running, and VMIs in phase Scheduled, when the run ended (kwok and a scheduler make them so). */
+  readonly podsRunningAtEnd: number;
+  readonly vmisScheduledAtEnd: number;
   /** The controller's metrics at the end (for KVT_BENCH_DEBUG). */
   readonly metrics: string;
 }
@@ -163,7 +166,7 @@ async function createVms(transport: RestClient, n: number, namespace: string): P
 /** Starts virt-controller, creates the VMs, measures, stops the controller. */
 export async function runDensity(o: DensityOptions): Promise<DensityFigures> {
   const n = o.vms;
-  const timeoutMs = o.timeoutMs ?? Math.max(300_000, n * 60);
+  const timeoutMs = o.timeoutMs ?? Math.max(300_000, n * 120);
   const transport = new RestClient(loadKubeConfig({ kubeconfig: o.kubeconfig }));
   const logger = pino({ level: "silent" });
   const controller = await startController(o);
@@ -239,6 +242,8 @@ export async function runDensity(o: DensityOptions): Promise<DensityFigures> {
       ),
       controllerCpuSecondsTotal,
       controllerCpuMsPerVm: round2((controllerCpuSecondsTotal * 1000) / n),
+      podsRunningAtEnd: podInformer.store.list().filter((p) => p.status?.phase === "Running").length,
+      vmisScheduledAtEnd: vmiInformer.store.list().filter((v) => v.status?.phase === "Scheduled").length,
       metrics,
     };
   } finally {
@@ -262,6 +267,7 @@ export function densityRows(f: DensityFigures): [string, string][] {
     ]),
     ["controller CPU s until settled", String(f.controllerCpuSecondsTotal)],
     ["controller CPU ms per VM", String(f.controllerCpuMsPerVm)],
+    ["launcher pods Running / VMIs Scheduled at the end", `${f.podsRunningAtEnd} / ${f.vmisScheduledAtEnd}`],
     ...Object.entries(f.requestsPerVmi).map(([k, v]): [string, string] => [
       `requests per VMI: ${k}`,
       `${v} (${f.requestsPerVmiAtAllPods[k] ?? 0} when all pods existed)`,

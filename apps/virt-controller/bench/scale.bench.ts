@@ -251,6 +251,8 @@ async function main(): Promise<void> {
         requestsPerVmiAtAllPods: f.requestsPerVmiAtAllPods,
         cpuSecondsToAllPods: f.cpuSecondsToAllPods,
         failedRequests: f.failedRequests,
+        podsRunningAtEnd: f.podsRunningAtEnd,
+        vmisScheduledAtEnd: f.vmisScheduledAtEnd,
         loadAverage,
       }),
     );
