@@ -3,9 +3,11 @@ import {
   featureNames,
   figuresTable,
   gbps,
+  guestFrames,
   Iperf3Error,
   judgeGoals,
   longestGap,
+  NETDEV_LINE,
   parseIperf3,
   rttStats,
   sideFigures,
@@ -149,5 +151,20 @@ describe("featureNames()", () => {
     ]);
     expect(featureNames("0000001")).toEqual(["bit6"]);
     expect(featureNames("")).toEqual([]);
+  });
+});
+
+describe("guestFrames()", () => {
+  it("averages the guest's eth0 counters from its /proc/net/dev line, ignoring the typed command's echo", () => {
+    const console =
+      "# echo KVT_NETDEV $(grep eth0: /proc/net/dev)\r\n" +
+      "KVT_NETDEV eth0: 163840000 2500 0 0 0 0 0 0 3300000 50000 0 0 0 0 0 0\r\n";
+    const m = console.match(NETDEV_LINE);
+    expect(m).not.toBeNull();
+    expect(guestFrames(m!)).toEqual({ rxAvgBytes: 65536, txAvgBytes: 66 });
+    expect(guestFrames("KVT_NETDEV eth0: 0 0 0 0 0 0 0 0 0 0 0".match(NETDEV_LINE)!)).toEqual({
+      rxAvgBytes: 0,
+      txAvgBytes: 0,
+    });
   });
 });

@@ -6,6 +6,8 @@
  *   ping-pong round trips (us)  --rttStats----->   count, median, mean, p99
  *   echo reply times (ms)       --longestGap--->   the longest silence a client saw across the move
  *   /sys/class/net/eth0/device/features --featureNames--> the virtio-net features the guest's driver took
+ *   the guest's /proc/net/dev eth0 line --guestFrames--> the average frame its driver handled each way (64 KiB
+ *                                                       ones with segmentation offloads, MTU-sized ones without)
  */
 
 /** What one iperf3 run measured. */
@@ -184,4 +186,14 @@ const NET_FEATURES: Readonly<Record<number, string>> = {
 /** The names of the bits set in a virtio `features` string as sysfs shows it (one 0/1 character a bit, bit 0 first). */
 export function featureNames(bits: string): string[] {
   return [...bits].flatMap((b, i) => (b === "1" ? [NET_FEATURES[i] ?? `bit${i}`] : []));
+}
+
+/** The line the bench has the guest print: `KVT_NETDEV` and its /proc/net/dev line for eth0. */
+export const NETDEV_LINE = /KVT_NETDEV\s+eth0:\s*(\d+)\s+(\d+)(?:\s+\d+){6}\s+(\d+)\s+(\d+)/;
+
+/** The average bytes per frame the guest's driver received and sent, from a NETDEV_LINE match. */
+export function guestFrames(m: RegExpMatchArray): { rxAvgBytes: number; txAvgBytes: number } {
+  const [rxBytes, rxPackets, txBytes, txPackets] = m.slice(1, 5).map(Number);
+  const avg = (bytes = 0, packets = 0): number => (packets > 0 ? Math.round(bytes / packets) : 0);
+  return { rxAvgBytes: avg(rxBytes, rxPackets), txAvgBytes: avg(txBytes, txPackets) };
 }

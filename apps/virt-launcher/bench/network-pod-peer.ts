@@ -106,6 +106,11 @@ export class PodPeer {
     return m.result ?? { ok: false, failureReason: "no result", totalSeconds: 0, bytesSent: 0, iterations: 0 };
   }
 
+  /** Types `text` on the guest's serial console (keep a line within the UART's 64-byte FIFO). */
+  type(text: string): void {
+    this.#send({ console: text });
+  }
+
   /** Stops the guest and the process (SIGKILL after 15 s); waits for its exit. */
   async stop(): Promise<void> {
     if (this.#child.exitCode !== null || this.#child.signalCode !== null) return;

@@ -15,6 +15,7 @@
  *                                    {"kind":"error","message":..}   the pod cannot go on (it exits 1)
  *   stdin, one JSON object a line:   {"migrate":{host,port,secret,certificate},"tls":{certificate,key}}
  *                                                                    live-migrate there over TLS (source)
+ *                                    {"console":"text"}              typed on the guest's serial console
  *                                    {"stop":true}                   kill the guest and exit (also on stdin's end)
  *
  * Usage: nsenter --net=/run/netns/NS node network-pod.ts '<NetworkPodConfig JSON>'
@@ -85,8 +86,14 @@ async function main(): Promise<void> {
   };
   const commands = createInterface({ input: process.stdin });
   commands.on("line", (line) => {
-    const c = JSON.parse(line) as { migrate?: MigrationTarget; tls?: MigrationTlsIdentity; stop?: boolean };
+    const c = JSON.parse(line) as {
+      migrate?: MigrationTarget;
+      tls?: MigrationTlsIdentity;
+      console?: string;
+      stop?: boolean;
+    };
     if (c.stop) void stop();
+    if (c.console !== undefined) machine.writeConsole(Buffer.from(c.console));
     if (c.migrate) {
       machine.migrateTo(c.migrate, { ...BENCH_MIGRATION_OPTIONS, tls: c.tls ?? false }).then(
         (result) => say({ kind: "migrated", result }),

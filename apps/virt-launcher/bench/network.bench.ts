@@ -52,8 +52,10 @@ import { buildNoCloudDisk } from "../src/volumes/cloud-init-disks.ts";
 import {
   featureNames,
   figuresTable,
+  guestFrames,
   judgeGoals,
   longestGap,
+  NETDEV_LINE,
   type SideFigures,
   type SideRun,
   sideFigures,
@@ -284,6 +286,8 @@ interface SideResult {
   readonly move: MoveFigures | null;
   /** The virtio-net features the guest's driver negotiated (sysfs bits). */
   readonly features: string;
+  /** The average frame the guest's driver handled each way over the run (its /proc/net/dev). */
+  readonly frames: { rxAvgBytes: number; txAvgBytes: number };
 }
 
 /** One VMM's side: boot behind the binding, measure, then (unless --no-migration) the move. */
@@ -313,10 +317,13 @@ async function side(net: PodNetworkConfig, backend: NetworkPodConfig["backend"])
   const upS = ((performance.now() - t0) / 1000).toFixed(1);
   say(`${label}: guest up as ${ready[1]} behind pod IP ${source.ip} after ${upS} s`);
   const run = await measure(left, OPTIONS, label, source.ip);
+  source.pod.type("echo KVT_NETDEV $(grep eth0: /proc/net/dev)\n");
+  const frames = guestFrames(await source.pod.waitConsole(NETDEV_LINE, 120_000));
+  say(`${label}: the guest's average frame: ${frames.rxAvgBytes} B received, ${frames.txAvgBytes} B sent`);
   const move = MIGRATE ? await migrate(net, label, source, { backend, spec: spec("b"), plan }) : null;
   if (move) say(`${label}: migration outage ${move.outageMs} ms (downtime ${move.downtimeMs} ms)`);
   await source.pod.stop();
-  return { run, move, features: ready[2] ?? "" };
+  return { run, move, features: ready[2] ?? "", frames };
 }
 
 /** One side's line figures and outage, or nulls. */
@@ -343,6 +350,8 @@ function report(ours: SideResult | null, qemu: SideResult | null, lim: SideRun |
     `\nnetwork bench (${lane} lane; guest 1 vCPU ${GUEST_MEMORY / 2 ** 20} MiB, masquerade binding; iperf3 ` +
       `${OPTIONS.seconds} s a direction; Gbps = 10^9 bit/s)\n${table}\n` +
       `virtio-net features the guest negotiated: ours ${o.features}; qemu ${q.features}\n` +
+      `the guest's average frame (received/sent, bytes): ours ${JSON.stringify(ours?.frames ?? null)}, qemu ` +
+      `${JSON.stringify(qemu?.frames ?? null)}\n` +
       `migration outage through a Service (longest silence, a line every ${PROBE_MS} ms): ours ${o.outageMs} ms ` +
       `${JSON.stringify(moves.ours)}, qemu ${q.outageMs} ms ${JSON.stringify(moves.qemu)}\n`,
   );
@@ -358,6 +367,7 @@ function report(ours: SideResult | null, qemu: SideResult | null, lim: SideRun |
       seconds: OPTIONS.seconds,
       rtt: RTT_METHOD,
       migration: moves,
+      guestFrames: { ours: ours?.frames ?? null, qemu: qemu?.frames ?? null },
       goals: judgeGoals(o.figures, q.figures, l, o.outageMs, q.outageMs),
       ...(skipped.length ? { skipped: skipped.join("; ") } : {}),
     })}\n`,
