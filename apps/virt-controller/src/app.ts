@@ -105,6 +105,8 @@ export interface VirtControllerAppOptions {
   readonly host?: string;
   /** The install namespace: the certificate Secrets and the kubevirt-ca ConfigMap live there; default kubevirt. */
   readonly namespace?: string;
+  /** The launcher pods' image (`--launcher-image`); default the pod template's `kubevirt/virt-launcher`. */
+  readonly launcherImage?: string;
 }
 
 /** All informers and controllers of one virt-controller replica. */
@@ -229,6 +231,7 @@ export class VirtControllerApp {
       podClient: c.pods,
       clusterConfig,
       claim,
+      ...(this.#o.launcherImage ? { launcherImage: this.#o.launcherImage } : {}),
       recorder: recorder("virtualmachineinstance-controller"),
       expectations: new Expectations(),
     });
@@ -254,6 +257,7 @@ export class VirtControllerApp {
       podClient: c.pods,
       clusterConfig,
       claim,
+      ...(this.#o.launcherImage ? { launcherImage: this.#o.launcherImage } : {}),
       recorder: recorder("migration-controller"),
       expectations: new Expectations(),
     });
@@ -352,8 +356,7 @@ export class VirtControllerApp {
     vms.addHandlers(poolH.vm);
     revisions.addHandlers(poolH.revision);
     vmis.addHandlers(poolH.vmi);
-    this.#certificates(transport, kubevirts, recorder("certificate-manager"));
-    this.#kubevirtStatus(transport, kubevirts);
+    this.#operatorDuties(transport, kubevirts, recorder("certificate-manager"));
 
     for (const i of this.#informers) i.start();
     await Promise.all(this.#required.map((i) => i.waitForSync()));
@@ -374,6 +377,12 @@ export class VirtControllerApp {
     this.#run("evacuation", "VirtualMachineInstance", evacQ, evacuation, 3);
     this.#run("replicaset", "VirtualMachineInstanceReplicaSet", rsQ, replicaSet, 3);
     this.#run("pool", "VirtualMachinePool", poolQ, pool, 3);
+  }
+
+  /** What virt-operator does on a KubeVirt install and we have no operator for: certificates, the CR's status. */
+  #operatorDuties(transport: RestTransport, kubevirts: Informer<KubeVirt>, recorder: EventRecorder): void {
+    this.#certificates(transport, kubevirts, recorder);
+    this.#kubevirtStatus(transport, kubevirts);
   }
 
   /**

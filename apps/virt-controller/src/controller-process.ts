@@ -27,6 +27,8 @@ export interface ControllerProcessOptions {
   readonly metricsHost?: string;
   /** The install namespace: the Lease, the certificate Secrets and the kubevirt-ca ConfigMap. */
   readonly namespace: string;
+  /** The launcher pods' image (default the pod template's `kubevirt/virt-launcher`). */
+  readonly launcherImage?: string;
   readonly logLevel: string;
   readonly version: string;
 }
@@ -57,6 +59,7 @@ export async function runController(o: ControllerProcessOptions, signal: AbortSi
     tracer: trace.getTracer("virt-controller"),
     host: identity,
     namespace: o.namespace,
+    ...(o.launcherImage ? { launcherImage: o.launcherImage } : {}),
   });
   await ensureNamespace(transport, namespace);
   let exitCode = 0;

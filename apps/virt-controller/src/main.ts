@@ -12,12 +12,13 @@ await main({
   name: "virt-controller",
   version: pkg.version,
   summary: "Cluster controllers for VirtualMachines, VirtualMachineInstances and migrations (leader-elected).",
-  usage: "[--kubeconfig FILE] [--metrics-port N] [--namespace NS] [--log-level LEVEL]",
+  usage: "[--kubeconfig FILE] [--metrics-port N] [--namespace NS] [--launcher-image IMAGE] [--log-level LEVEL]",
   flags: {
     kubeconfig: { type: "string" },
     "metrics-port": { type: "string" },
     "metrics-host": { type: "string" },
     namespace: { type: "string" },
+    "launcher-image": { type: "string" },
     "log-level": { type: "string" },
   },
   details: [
@@ -25,6 +26,8 @@ await main({
     "  --metrics-port N    serve /metrics, /healthz and /leader on 127.0.0.1:N (default 8182; 0 = any)",
     "  --metrics-host H    ... at H instead (the release: the pod IP). Plain HTTP on purpose: read-only, no guest data",
     "  --namespace NS      namespace of the leader-election Lease (default $POD_NAMESPACE or kubevirt)",
+    "  --launcher-image I  the image of the launcher pods' containers (default kubevirt/virt-launcher, which the",
+    "                      local cluster's process-kubelet runs from the checkout; the release passes its own)",
   ],
   async run({ values }, signal) {
     const metricsPort = Number(values["metrics-port"] ?? 8182);
@@ -39,6 +42,7 @@ await main({
         metricsPort,
         ...(values["metrics-host"] ? { metricsHost: values["metrics-host"] } : {}),
         namespace: values.namespace ?? process.env.POD_NAMESPACE ?? "kubevirt",
+        ...(values["launcher-image"] ? { launcherImage: values["launcher-image"] } : {}),
         logLevel: values["log-level"] ?? "info",
         version: pkg.version,
       },

@@ -187,7 +187,14 @@ function virtController(namespace: string, version: string): KubeObject {
     version,
     {
       // POD_NAME makes the Lease holder identity `<pod>_<pid>` (controller-process.ts).
-      args: [`--metrics-port=${port}`, "--metrics-host=$(POD_IP)", "--namespace=$(POD_NAMESPACE)"],
+      // --launcher-image: the launcher pods it renders run the release's launcher (an overlay that moves the images
+      // to another registry changes this argument too, as virt-operator passes KubeVirt's registry on).
+      args: [
+        `--metrics-port=${port}`,
+        "--metrics-host=$(POD_IP)",
+        "--namespace=$(POD_NAMESPACE)",
+        `--launcher-image=${imageName("virt-launcher")}:${version}`,
+      ],
       env: DOWNWARD_ENV,
       ports: [{ name: "metrics", containerPort: port, protocol: "TCP" }],
       // /readyz, not KubeVirt's /leader: with a /leader readiness only the leader is ready, so the PDB

@@ -78,6 +78,8 @@ export interface MigrationControllerDeps {
    * its `developerConfiguration.useEmulation` shapes the target pod); default none.
    */
   readonly clusterConfig?: () => KubeVirtConfiguration | undefined;
+  /** The launcher pods' image; default the pod template's. */
+  readonly launcherImage?: string;
   /** The claim `namespace/name` (its volumeMode shapes the target pod as the source's); default: the VMI's status. */
   readonly claim?: (namespace: string, name: string) => PersistentVolumeClaimInfo | undefined;
   readonly now?: () => number;
@@ -242,6 +244,7 @@ export class MigrationController implements Reconciler {
     const claim = this.#d.claim;
     const pod = renderTargetPod(vmi, m, {
       allowEmulation: emulationAllowed(this.#d.clusterConfig?.()),
+      ...(this.#d.launcherImage ? { launcherImage: this.#d.launcherImage } : {}),
       ...(claim ? { claims: (name: string) => claim(ns, name) } : {}),
     });
     const traceparent = traceparentOf(trace.setSpan(context.active(), span));

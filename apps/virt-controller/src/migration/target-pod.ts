@@ -14,7 +14,7 @@ import { type PodTemplateOptions, renderLauncherPod } from "../vmi/pod-template.
 export function renderTargetPod(
   vmi: VirtualMachineInstance,
   migration: VirtualMachineInstanceMigration,
-  cluster: Pick<PodTemplateOptions, "allowEmulation" | "claims"> = {},
+  cluster: Pick<PodTemplateOptions, "allowEmulation" | "claims" | "launcherImage"> = {},
 ): Pod {
   const antiAffinity = {
     requiredDuringSchedulingIgnoredDuringExecution: [

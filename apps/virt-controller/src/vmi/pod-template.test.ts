@@ -47,6 +47,23 @@ describe("launcher pod directories (KubeVirt's VolumeRenderer)", () => {
   });
 });
 
+describe("the launcher image", () => {
+  const vmi = newVmi("vm-image", withMemory("64Mi"));
+  it("is kubevirt/virt-launcher by default (the local cluster's process-kubelet runs it from the checkout)", () => {
+    expect(renderLauncherPod(vmi).spec!.containers.map((c) => c.image)).toEqual([
+      "kubevirt/virt-launcher",
+      "kubevirt/virt-launcher",
+    ]);
+  });
+  it("is --launcher-image's for both containers when given (the release's image)", () => {
+    const pod = renderLauncherPod(vmi, { launcherImage: "kubevirt-ts/virt-launcher:0.1.0" });
+    expect(pod.spec!.containers.map((c) => [c.name, c.image])).toEqual([
+      ["compute", "kubevirt-ts/virt-launcher:0.1.0"],
+      ["guest-console-log", "kubevirt-ts/virt-launcher:0.1.0"],
+    ]);
+  });
+});
+
 describe("launcher pod access credentials (KubeVirt's withAccessCredentials)", () => {
   const vmi = newVmi("vm-keys", withMemory("64Mi"), (v) => {
     v.spec.accessCredentials = [

@@ -120,11 +120,18 @@ export interface PodTemplateOptions {
    * QEMU where KVM cannot run the guest. Default false (KubeVirt's).
    */
   readonly allowEmulation?: boolean;
+  /** The image of the launcher's containers (virt-controller's `--launcher-image`); default {@link LAUNCHER_IMAGE}. */
+  readonly launcherImage?: string;
   /**
    * The claims of the VMI's namespace by name, as the controller's cache has them (volumeMode decides between a
    * mount and a device). Absent, or a claim not found: the claim's volumeStatus entry, else Filesystem.
    */
   readonly claims?: (name: string) => PersistentVolumeClaimInfo | undefined;
+}
+
+/** The launcher containers' image: `--launcher-image`'s, else {@link LAUNCHER_IMAGE}. */
+function launcherImageOf(options: PodTemplateOptions): string {
+  return options.launcherImage ?? LAUNCHER_IMAGE;
 }
 
 /** The launcher's KUBEVIRT_USE_EMULATION for the cluster setting (apps/virt-launcher backend-choice.ts). */
@@ -205,7 +212,7 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
       containers: [
         {
           name: "compute",
-          image: LAUNCHER_IMAGE,
+          image: launcherImageOf(options),
           command: [LAUNCHER_COMMAND, "--namespace", namespace, "--name", name, "--uid", uid],
           env: [
             { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
@@ -216,7 +223,7 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
           resources: { requests, limits },
           ...containerStorage(storage),
         },
-        guestConsoleLogContainer(uid),
+        guestConsoleLogContainer(uid, launcherImageOf(options)),
       ],
       volumes: storage.volumes,
       nodeSelector: { ...spec.nodeSelector, ...options.nodeSelector, [LABEL.schedulable]: "true" },
@@ -244,10 +251,13 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
  * volume it mounts read-only (`/var/run/kubevirt-private/<vmi uid>/virt-serial0-log`), so `kubectl logs <pod> -c
  * guest-console-log` shows the guest's serial console. Tiny resources, as KubeVirt sets them.
  */
-export function guestConsoleLogContainer(uid: string): NonNullable<Pod["spec"]>["containers"][number] {
+export function guestConsoleLogContainer(
+  uid: string,
+  image: string = LAUNCHER_IMAGE,
+): NonNullable<Pod["spec"]>["containers"][number] {
   return {
     name: CONSOLE_LOG_CONTAINER,
-    image: LAUNCHER_IMAGE,
+    image,
     command: [VIRT_TAIL_COMMAND, "--logfile", consoleLogPath(uid)],
     resources: { requests: { cpu: "5m", memory: "35M" }, limits: { cpu: "15m", memory: "60M" } },
     volumeMounts: [{ name: PRIVATE_VOLUME, mountPath: VIRT_PRIVATE_DIR, readOnly: true }],

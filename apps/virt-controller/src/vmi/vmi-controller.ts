@@ -55,6 +55,8 @@ export interface VmiControllerDeps {
   readonly expectations: Expectations;
   /** The KubeVirt CR's `spec.configuration` now (`useEmulation` shapes the launcher pod); default none. */
   readonly clusterConfig?: () => KubeVirtConfiguration | undefined;
+  /** The launcher pods' image; default the pod template's. */
+  readonly launcherImage?: string;
   /**
    * The claim `namespace/name` as volumeStatus shows it, undefined while it does not exist. Without it (tests that
    * use no claims) every claim counts as existing and volumeStatus carries no claim info.
@@ -195,6 +197,7 @@ export class VmiController implements Reconciler {
       const claim = this.#d.claim;
       pod = renderLauncherPod(vmi, {
         allowEmulation: emulationAllowed(this.#d.clusterConfig?.()),
+        ...(this.#d.launcherImage ? { launcherImage: this.#d.launcherImage } : {}),
         ...(claim ? { claims: (name: string) => claim(ns, name) } : {}),
       });
     } catch (error) {
