@@ -1,5 +1,7 @@
 /** Process lifecycle for the apps. */
 
+/** Copies what another process appends to a file into a descriptor, across the file's rotation (virt-tail). */
+export { followFile } from "./follow-file.ts";
 /** The declaration an app's main.ts makes, and how it is run. */
 export {
   type FlagSpec,

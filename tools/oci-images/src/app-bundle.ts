@@ -40,10 +40,18 @@ export const MODULE_ASSETS: Readonly<Record<string, readonly string[]>> = {
   "libs/device-plugin/src/api.ts": ["libs/device-plugin/proto/api.proto"],
 };
 
-/** Bundles `apps/<app>/src/main.ts` of the checkout at `projectRoot` into `outDir`, with paths for the image. */
-export async function bundleApp(projectRoot: string, app: string, outDir: string): Promise<AppBundle> {
+/**
+ * Bundles `apps/<app>/src/<entry>.ts` (default main.ts) of the checkout at `projectRoot` into `outDir`, with paths for
+ * the image; the entry module is `<name>.mjs` (default `<app>.mjs`) under `${APP_ROOT}/bundle/<name>/`.
+ */
+export async function bundleApp(
+  projectRoot: string,
+  app: string,
+  outDir: string,
+  entry: { readonly source: string; readonly name: string } = { source: "main", name: app },
+): Promise<AppBundle> {
   rmSync(outDir, { recursive: true, force: true });
-  await bundleEntry(join(projectRoot, "apps", app, "src/main.ts"), outDir, `${app}.mjs`);
+  await bundleEntry(join(projectRoot, "apps", app, `src/${entry.source}.ts`), outDir, `${entry.name}.mjs`);
   const fromUrl = pathToFileURL(projectRoot.endsWith("/") ? projectRoot : `${projectRoot}/`).href;
   const toUrl = `file://${APP_ROOT}/`;
   let usesAddon = false;
@@ -61,7 +69,7 @@ export async function bundleApp(projectRoot: string, app: string, outDir: string
   writeFileSync(join(outDir, "package.json"), `${JSON.stringify({ type: "module" })}\n`);
   return {
     dir: outDir,
-    entry: `${APP_ROOT}/bundle/${app}/${app}.mjs`,
+    entry: `${APP_ROOT}/bundle/${entry.name}/${entry.name}.mjs`,
     usesAddon,
     assets: [...assets].map((f) => ({ from: join(projectRoot, f), to: `${APP_ROOT}/${f}` })),
   };

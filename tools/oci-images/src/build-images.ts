@@ -12,13 +12,20 @@
 import { join } from "node:path";
 import { buildDemoLinux, DEMO_LINUX_IMAGE } from "@kvt/images";
 import { addonPath } from "@kvt/native";
-import { bundleApp } from "./app-bundle.ts";
+import { type AppBundle, bundleApp } from "./app-bundle.ts";
 import { debianRoot } from "./debian-root.ts";
 import { BUILD_TOOLS, ensureHostTools } from "./host-tools.ts";
 import { LayerDir } from "./layer-dir.ts";
-import { NODE_PATH, stageApp, stageBase, stageContainerDisk, stageQemu } from "./layers.ts";
+import { NODE_PATH, stageApp, stageBase, stageCommand, stageContainerDisk, stageQemu } from "./layers.ts";
 import { type ImageConfig, OciLayout } from "./oci-layout.ts";
-import { type ComponentImage, IMAGES, keyOf, PROJECT_ROOT, projectVersion } from "./release-images.ts";
+import {
+  type ComponentImage,
+  IMAGES,
+  type ImageCommand,
+  keyOf,
+  PROJECT_ROOT,
+  projectVersion,
+} from "./release-images.ts";
 
 /** Options of {@link buildImages}. */
 export interface BuildImagesOptions {
@@ -85,6 +92,11 @@ async function layerStage(
   return { tag, key, bytes: total, skipped: false };
 }
 
+/** The bundle of a command's own entry point (`apps/<app>/src/<source>.ts`). */
+async function commandBundle(app: string, command: ImageCommand, work: string): Promise<AppBundle> {
+  return await bundleApp(PROJECT_ROOT, app, join(work, "bundles", command.name), command);
+}
+
 function appConfig(image: ComponentImage, entry: string): ImageConfig {
   return {
     entrypoint: [NODE_PATH, entry],
@@ -136,6 +148,11 @@ export async function buildImages(options: BuildImagesOptions = {}): Promise<Bui
     const bundle = await bundleApp(PROJECT_ROOT, image.tag, join(work, "bundles", image.tag));
     const appDir = new LayerDir(join(work, "stage", image.tag));
     await stageApp(appDir, image.tag, bundle, addonPath);
+    for (const command of image.commands) {
+      const own = command.source === "main" ? bundle : await commandBundle(image.tag, command, work);
+      stageCommand(appDir, command.path, own.entry);
+      if (own !== bundle) await stageApp(appDir, command.name, own, addonPath);
+    }
     const parent = image.qemu ? qemu : base;
     done(await layerStage(layout, parent, image.tag, appDir, appConfig(image, bundle.entry)), image.reference);
   }

@@ -102,6 +102,20 @@ export async function stageApp(layer: LayerDir, app: string, bundle: AppBundle, 
   await run("strip", ["-o", layer.host(path), addon]);
 }
 
+/**
+ * An executable at `path` (mode 0755) that runs the bundled ES module `entry` with its own arguments: how an image
+ * answers a command a pod names instead of its entrypoint (`/usr/bin/virt-launcher-monitor --namespace ...`). The
+ * file is a script for Node ({@link NODE_PATH}); `process.argv.slice(2)` is the command's arguments.
+ */
+export function stageCommand(layer: LayerDir, path: string, entry: string): void {
+  layer.mkdir(dirname(path));
+  layer.write(
+    path,
+    `#!${NODE_PATH}\n// ${basename(path)}: runs ${entry} with this command's arguments.\nimport(${JSON.stringify(entry)});\n`,
+    0o755,
+  );
+}
+
 /** The files of a stored containerDisk image (tools/images' store). */
 export interface ContainerDiskFiles {
   readonly kernel?: string;

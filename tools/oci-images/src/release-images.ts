@@ -15,6 +15,12 @@ export interface ComponentImage {
   readonly user: string;
   /** Whether the image carries QEMU (the launcher's software-emulation backend). */
   readonly qemu: boolean;
+  /**
+   * Commands the pods that run this image name (not its entrypoint): an executable at `path` that runs the app's
+   * `apps/<tag>/src/<source>.ts`, bundled as `<name>`. virt-controller renders the launcher pod's containers with
+   * KubeVirt's commands, /usr/bin/virt-launcher-monitor and /usr/bin/virt-tail.
+   */
+  readonly commands: readonly ImageCommand[];
   readonly description: string;
 }
 
@@ -27,9 +33,28 @@ export function projectVersion(): string {
 /** The repository the component images are pushed under. */
 export const REPOSITORY_PREFIX = "kubevirt-ts";
 
-function component(tag: string, user: string, qemu: boolean, description: string): ComponentImage {
-  return { tag, reference: `${REPOSITORY_PREFIX}/${tag}:${projectVersion()}`, user, qemu, description };
+/** An executable of an image that runs one of the app's entry points. */
+export interface ImageCommand {
+  readonly path: string;
+  readonly source: string;
+  readonly name: string;
 }
+
+function component(
+  tag: string,
+  user: string,
+  qemu: boolean,
+  description: string,
+  commands: readonly ImageCommand[] = [],
+): ComponentImage {
+  return { tag, reference: `${REPOSITORY_PREFIX}/${tag}:${projectVersion()}`, user, qemu, description, commands };
+}
+
+/** The launcher pod's commands (apps/virt-controller pod-template.ts LAUNCHER_COMMAND, VIRT_TAIL_COMMAND). */
+const LAUNCHER_COMMANDS: readonly ImageCommand[] = [
+  { path: "/usr/bin/virt-launcher-monitor", source: "main", name: "virt-launcher" },
+  { path: "/usr/bin/virt-tail", source: "virt-tail", name: "virt-tail" },
+];
 
 /**
  * The component images. Users as KubeVirt runs them: virt-api and virt-controller as an unprivileged user,
@@ -40,7 +65,13 @@ export const IMAGES: readonly ComponentImage[] = [
   component("virt-api", "1001", false, "KubeVirt-compatible admission webhooks and subresources"),
   component("virt-controller", "1001", false, "KubeVirt-compatible cluster controllers"),
   component("virt-handler", "0", false, "KubeVirt-compatible node agent"),
-  component("virt-launcher", "107", true, "KubeVirt-compatible per-VMI launcher: native VMM, QEMU TCG fallback"),
+  component(
+    "virt-launcher",
+    "107",
+    true,
+    "KubeVirt-compatible per-VMI launcher: native VMM, QEMU TCG fallback",
+    LAUNCHER_COMMANDS,
+  ),
 ];
 
 /** A cache key over `parts`. */

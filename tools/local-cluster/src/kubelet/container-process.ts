@@ -13,6 +13,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, openSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { followFile } from "@kvt/runtime";
 import {
   type ContainerRecord,
   exitFileOf,
@@ -23,7 +24,6 @@ import {
   writeRecord,
 } from "./container-records.ts";
 import type { ContainerPlan } from "./container-spec.ts";
-import { followFile } from "./log-rotation.ts";
 import type { ContainerRunState } from "./pod-status.ts";
 
 /** One running container. */

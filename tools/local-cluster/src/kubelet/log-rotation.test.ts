@@ -1,20 +1,9 @@
 import { spawn } from "node:child_process";
-import {
-  appendFileSync,
-  closeSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { eventually } from "@kvt/testing";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { CONTAINER_LOG_MAX_BYTES, followFile, rotateLog } from "./log-rotation.ts";
+import { CONTAINER_LOG_MAX_BYTES, rotateLog } from "./log-rotation.ts";
 
 let dir: string;
 beforeEach(() => {
@@ -71,40 +60,5 @@ describe("rotateLog (copytruncate at the kubelet's containerLogMaxSize)", () => 
     expect(readFileSync(log, "utf8")).not.toContain("\0"); // no hole: writes land at the new end
     expect(statSync(`${log}.1`).size).toBeGreaterThan(16 * 1024);
     expect(maxSeen).toBeLessThan(300 * 1024); // 300 kB were written in all
-  });
-});
-
-describe("followFile", () => {
-  it("copies appended bytes, then follows a rotation by rename without losing the old file's tail", async () => {
-    const src = join(dir, "virt-serial0-log");
-    const dst = join(dir, "guest-console-log.log");
-    const stop = followFile(src, openSync(dst, "a"));
-    appendFileSync(src, "one\n");
-    await eventually(() => (readFileSync(dst, "utf8") === "one\n" ? true : undefined));
-    appendFileSync(src, "two\n");
-    renameSync(src, `${src}.0`); // the launcher rotates right after writing "two"
-    appendFileSync(src, "three\n");
-    await eventually(() => (readFileSync(dst, "utf8") === "one\ntwo\nthree\n" ? true : undefined));
-    stop();
-  });
-
-  it("starts over when the file is truncated in place", async () => {
-    const src = join(dir, "s.log");
-    const dst = join(dir, "d.log");
-    writeFileSync(src, "aaaa\n");
-    const stop = followFile(src, openSync(dst, "a"));
-    await eventually(() => (readFileSync(dst, "utf8") === "aaaa\n" ? true : undefined));
-    writeFileSync(src, "b\n"); // truncated, then a shorter line
-    await eventually(() => (readFileSync(dst, "utf8") === "aaaa\nb\n" ? true : undefined));
-    stop();
-  });
-
-  it("never throws when its destination is full", async () => {
-    const src = join(dir, "s.log");
-    writeFileSync(src, "to nowhere\n");
-    const stop = followFile(src, openSync("/dev/full", "w"));
-    appendFileSync(src, "more\n");
-    await new Promise((r) => setTimeout(r, 300));
-    expect(() => stop()).not.toThrow();
   });
 });

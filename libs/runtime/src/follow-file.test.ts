@@ -1,0 +1,47 @@
+import { appendFileSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { eventually } from "@kvt/testing";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { followFile } from "./follow-file.ts";
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "kvt-follow-"));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("followFile", () => {
+  it("copies appended bytes, then follows a rotation by rename without losing the old file's tail", async () => {
+    const src = join(dir, "virt-serial0-log");
+    const dst = join(dir, "guest-console-log.log");
+    const stop = followFile(src, openSync(dst, "a"));
+    appendFileSync(src, "one\n");
+    await eventually(() => (readFileSync(dst, "utf8") === "one\n" ? true : undefined));
+    appendFileSync(src, "two\n");
+    renameSync(src, `${src}.0`); // the launcher rotates right after writing "two"
+    appendFileSync(src, "three\n");
+    await eventually(() => (readFileSync(dst, "utf8") === "one\ntwo\nthree\n" ? true : undefined));
+    stop();
+  });
+
+  it("starts over when the file is truncated in place", async () => {
+    const src = join(dir, "s.log");
+    const dst = join(dir, "d.log");
+    writeFileSync(src, "aaaa\n");
+    const stop = followFile(src, openSync(dst, "a"));
+    await eventually(() => (readFileSync(dst, "utf8") === "aaaa\n" ? true : undefined));
+    writeFileSync(src, "b\n"); // truncated, then a shorter line
+    await eventually(() => (readFileSync(dst, "utf8") === "aaaa\nb\n" ? true : undefined));
+    stop();
+  });
+
+  it("never throws when its destination is full", async () => {
+    const src = join(dir, "s.log");
+    writeFileSync(src, "to nowhere\n");
+    const stop = followFile(src, openSync("/dev/full", "w"));
+    appendFileSync(src, "more\n");
+    await new Promise((r) => setTimeout(r, 300));
+    expect(() => stop()).not.toThrow();
+  });
+});
