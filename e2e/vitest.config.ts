@@ -1,11 +1,17 @@
 import { defineConfig } from "vitest/config";
+import { clusterKindFromEnv, LOCAL_CLUSTER_ONLY } from "./lib/cluster-kind.ts";
+
+// KVT_E2E_CLUSTER=kube: the files that need the local cluster's internals stay out, each with its reason.
+const kind = clusterKindFromEnv();
+const localOnly = kind === "local" ? [] : Object.keys(LOCAL_CLUSTER_ONLY);
+for (const file of localOnly) process.stdout.write(`[e2e] skipped on ${kind}: ${file}: ${LOCAL_CLUSTER_ONLY[file]}\n`);
 
 const report = `.reports/vitest${"Deno" in globalThis ? "-deno" : ""}.json`;
 export default defineConfig({
   test: {
     passWithNoTests: true,
     include: ["**/*.e2e.test.ts"],
-    exclude: ["node_modules/**"],
+    exclude: ["node_modules/**", ...localOnly],
     globalSetup: ["lib/global-setup.ts"],
     // One cluster serves every file; files run one after the other so they never fight over it.
     fileParallelism: false,
