@@ -2,7 +2,8 @@
  * One density run, shared by the controller and scale benches: against an API server that already serves KubeVirt's
  * CRDs, start virt-controller as its own process, create N VirtualMachines (runStrategy Always) at once, and measure
  *
- *   t0 = first create ──> all VMIs exist ──> all launcher Pods exist ──> settled (no new requests for 2 s, ≤ 60 s)
+ *   t0 = first create ──> all VMIs exist ──> all launcher Pods exist [──> all VMIs Scheduled, with untilScheduled]
+ *      ──> settled (no new requests for 2 s; at most 30 ms per VM more, at least 60 s)
  *
  * - seconds to all VMIs and to all launcher Pods (this bench's informers see them);
  * - the controller's API requests per VMI by verb and resource (`kubevirt_rest_client_requests_total`) at the end
@@ -39,7 +40,12 @@ export interface DensityOptions {
   readonly namespace?: string;
   /** Other processes whose CPU seconds to report, by name (their pid, or undefined when unknown). */
   readonly others?: Readonly<Record<string, number | undefined>>;
-  /** Give up waiting for the Pods after this long (default 120 ms per VM, at least 300 s). */
+  /**
+   * Also wait, after all Pods exist, until every VMI is Scheduled (a scheduler binds the Pods and kwok runs them),
+   * so the request counts cover each VMI's whole way through the controller.
+   */
+  readonly untilScheduled?: boolean;
+  /** Give up waiting for the Pods (and for Scheduled) after this long (default 120 ms per VM, at least 300 s). */
   readonly timeoutMs?: number;
 }
 
@@ -49,6 +55,8 @@ export interface DensityFigures {
   readonly secondsToCreate: number;
   readonly secondsToAllVmis: number;
   readonly secondsToAllPods: number;
+  /** Seconds until every VMI was Scheduled (with `untilScheduled`; null when it did not happen in time). */
+  readonly secondsToAllScheduled: number | null;
   readonly requestsPerVmi: Record<string, number>;
   readonly requestsPerVmiAtAllPods: Record<string, number>;
   /** Failed requests (4xx/5xx) over the run, by `VERB resource code`. */
@@ -132,10 +140,11 @@ async function stopController(c: Controller): Promise<void> {
   await c.exited;
 }
 
-/** The controller's metrics once it settled: no new requests for 2 s (lease renewals aside), at most 60 s. */
-async function settled(scrape: () => Promise<string>): Promise<string> {
+/** The controller's metrics once it settled: no new requests for 2 s (lease renewals aside), at most `capMs`. */
+async function settled(scrape: () => Promise<string>, capMs: number): Promise<string> {
+  const until = performance.now() + capMs;
   let metrics = await scrape();
-  for (let i = 0; i < 30; i++) {
+  while (performance.now() < until) {
     await new Promise((r) => setTimeout(r, 2000));
     const later = await scrape();
     const quiet = totalRequests(later) - totalRequests(metrics) <= 2;
@@ -223,7 +232,15 @@ export async function runDensity(o: DensityOptions): Promise<DensityFigures> {
       },
       timeoutMs,
     );
-    const metrics = await settled(() => controller.scrape());
+    const scheduled = (): number => vmiInformer.store.list().filter((v) => v.status?.phase === "Scheduled").length;
+    let allScheduledAt = 0;
+    if (o.untilScheduled) {
+      const until = t0 + timeoutMs;
+      while (scheduled() < n && performance.now() < until) await new Promise((r) => setTimeout(r, 250));
+      if (scheduled() >= n) allScheduledAt = performance.now();
+    }
+    // A backlog (VM status, events) can outlast the pods by minutes on a loaded API server: 30 ms per VM, >= 60 s.
+    const metrics = await settled(() => controller.scrape(), Math.max(60_000, n * 30));
     const cpuAtEnd = cpu();
     // Until settled: includes the reconciles that follow the last pod (status writes, the pods' own updates).
     const controllerCpuSecondsTotal = round2(cpuAtEnd.controller - cpuAtStart.controller);
@@ -232,6 +249,7 @@ export async function runDensity(o: DensityOptions): Promise<DensityFigures> {
       secondsToCreate: round2((createdAt - t0) / 1000),
       secondsToAllVmis: round2((allVmisAt - t0) / 1000),
       secondsToAllPods: round2((allPodsAt - t0) / 1000),
+      secondsToAllScheduled: allScheduledAt ? round2((allScheduledAt - t0) / 1000) : null,
       requestsPerVmi: requestsPerVmi(metrics, n),
       requestsPerVmiAtAllPods: requestsPerVmi(await metricsAtAllPods, n),
       failedRequests: failedRequests(metrics),
@@ -243,7 +261,7 @@ export async function runDensity(o: DensityOptions): Promise<DensityFigures> {
       controllerCpuSecondsTotal,
       controllerCpuMsPerVm: round2((controllerCpuSecondsTotal * 1000) / n),
       podsRunningAtEnd: podInformer.store.list().filter((p) => p.status?.phase === "Running").length,
-      vmisScheduledAtEnd: vmiInformer.store.list().filter((v) => v.status?.phase === "Scheduled").length,
+      vmisScheduledAtEnd: scheduled(),
       metrics,
     };
   } finally {
@@ -259,6 +277,9 @@ export function densityRows(f: DensityFigures): [string, string][] {
     ["VMs created (seconds)", String(f.secondsToCreate)],
     ["all VMIs exist (seconds)", String(f.secondsToAllVmis)],
     ["all launcher pods exist (seconds)", String(f.secondsToAllPods)],
+    ...(f.secondsToAllScheduled === null
+      ? []
+      : [["all VMIs Scheduled (seconds)", String(f.secondsToAllScheduled)] as [string, string]]),
     ["controller RSS before the creates (MiB)", (f.rssAtStartBytes / 2 ** 20).toFixed(1)],
     ["controller peak RSS (MiB)", (f.peakRssBytes / 2 ** 20).toFixed(1)],
     ...Object.entries(f.cpuSecondsToAllPods).map(([name, s]): [string, string] => [

@@ -211,6 +211,7 @@ async function runOn(server: ScaleServer): Promise<DensityFigures> {
       controllerKubeconfig,
       vms: args.vms,
       others: { ...s.others, kwok },
+      untilScheduled: true,
     });
   } finally {
     // What this server's run started, down to (not including) its directory; the directory goes once it is done.
@@ -248,6 +249,7 @@ async function main(): Promise<void> {
         controllerCpuSeconds: f.controllerCpuSecondsTotal,
         controllerPeakRssBytes: f.peakRssBytes,
         secondsToAllVmis: f.secondsToAllVmis,
+        secondsToAllScheduled: f.secondsToAllScheduled,
         requestsPerVmiAtAllPods: f.requestsPerVmiAtAllPods,
         cpuSecondsToAllPods: f.cpuSecondsToAllPods,
         failedRequests: f.failedRequests,
