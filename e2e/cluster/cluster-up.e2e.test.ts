@@ -17,7 +17,7 @@ describe("the local cluster", () => {
     expect(out.split("\n")[0]).toMatch(/^NAME\s+STATUS\s+ROLES\s+AGE\s+VERSION/);
   });
 
-  it("advertises virt-handler's device plugins through each kubelet (1000 each, usable where the host has the node)", async () => {
+  it("advertises virt-handler's device plugins through each kubelet (1000 each, stored as 1k as kube-apiserver stores it; usable where the host has the node)", async () => {
     type Nodes = {
       items: { metadata: { labels: Record<string, string> }; status: Record<string, Record<string, string>> }[];
     };
@@ -25,13 +25,13 @@ describe("the local cluster", () => {
     const nodes = await eventually(async () => {
       const list = await getJson<Nodes>(kubeconfig, "nodes");
       for (const n of list.items)
-        for (const d of Object.keys(devices)) expect(n.status.capacity?.[`devices.kubevirt.io/${d}`]).toBe("1000");
+        for (const d of Object.keys(devices)) expect(n.status.capacity?.[`devices.kubevirt.io/${d}`]).toBe("1k");
       return list;
     }, CLUSTER_WAIT);
     for (const n of nodes.items) {
       expect(n.metadata.labels["kubevirt.io/schedulable"]).toBe("true");
       for (const [d, path] of Object.entries(devices))
-        expect(n.status.allocatable?.[`devices.kubevirt.io/${d}`], d).toBe(existsSync(path) ? "1000" : "0");
+        expect(n.status.allocatable?.[`devices.kubevirt.io/${d}`], d).toBe(existsSync(path) ? "1k" : "0");
     }
   });
 

@@ -18,6 +18,8 @@ export function clusterKindFromEnv(env: NodeJS.ProcessEnv = process.env): Cluste
 
 /** e2e files (relative to e2e/) that run on the local cluster only, and what of it they need. */
 export const LOCAL_CLUSTER_ONLY: Readonly<Record<string, string>> = {
+  "cluster/least-privilege.e2e.test.ts":
+    "reads each component's own kubeconfig from the local cluster's data directory (kubeconfig-<component>)",
   "cluster/listening-sockets.e2e.test.ts": "reads every component process's sockets on this host (local-cluster pids)",
   "emulation/no-kvm-host.e2e.test.ts": "starts a second local cluster with /dev/kvm hidden",
   "runtime/deno-cluster.e2e.test.ts": "starts a second local cluster on Deno",

@@ -147,3 +147,43 @@ describe("pod quantities", () => {
     );
   });
 });
+
+describe("node quantities", () => {
+  const NODES = "/api/v1/nodes";
+  const node = (name: string, capacity: Record<string, unknown>) => ({
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: { name },
+    status: { capacity, allocatable: capacity },
+  });
+
+  it("a kubelet's capacity and allocatable are stored canonical, on create and through the status subresource", async () => {
+    // Found on kube-apiserver: a kubelet's devices.kubevirt.io/kvm of 1000 reads back as "1k" there.
+    const r = await call(api, "POST", NODES, node("nq1", { "devices.kubevirt.io/kvm": "1000", memory: "1024Mi" }));
+    expect(r.code).toBe(201);
+    expect((r.body.status as { capacity: unknown }).capacity).toEqual({
+      "devices.kubevirt.io/kvm": "1k",
+      memory: "1Gi",
+    });
+    const patched = await call(
+      api,
+      "PATCH",
+      `${NODES}/nq1/status`,
+      { status: { allocatable: { "devices.kubevirt.io/tun": "2000", cpu: "0.5" } } },
+      "application/merge-patch+json",
+    );
+    expect(patched.code).toBe(200);
+    expect((patched.body.status as { allocatable: unknown }).allocatable).toMatchObject({
+      "devices.kubevirt.io/tun": "2k",
+      cpu: "500m",
+    });
+  });
+
+  it("a capacity that is not a quantity is kube-apiserver's 400", async () => {
+    const r = await call(api, "POST", NODES, node("nq2", { memory: "lots" }));
+    expect(r.code).toBe(400);
+    expect(r.body.message).toBe(
+      "Node in version \"v1\" cannot be handled as a Node: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+    );
+  });
+});

@@ -11,7 +11,7 @@ import type { KubeObject } from "../types.ts";
 import { crdStrategy } from "./crd.ts";
 import { configMapStrategy, secretStrategy } from "./data-size.ts";
 import { defaultPod, podQosClass } from "./pod-defaults.ts";
-import { decodePodQuantities, validatePodQuantities } from "./pod-resources.ts";
+import { decodeNodeQuantities, decodePodQuantities, validatePodQuantities } from "./pod-resources.ts";
 import type { JSONSchemaProps } from "./schema.ts";
 import { persistentVolumeClaimStrategy, persistentVolumeStrategy, storageClassStrategy } from "./storage.ts";
 import type { ResourceDef, Strategy } from "./types.ts";
@@ -147,7 +147,7 @@ const SPECS: Spec[] = [
     shortNames: ["no"],
     subresources: ["status"],
     fields: ["spec.unschedulable"],
-    strategy: { statusOnCreate: true },
+    strategy: { statusOnCreate: true, decode: decodeNodeQuantities },
   }),
   C("services", "Service", true, { shortNames: ["svc"], categories: ["all"], subresources: ["status"] }),
   C("endpoints", "Endpoints", true, { shortNames: ["ep"], topLevel: ["subsets"] }),

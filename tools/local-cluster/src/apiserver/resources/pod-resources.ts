@@ -95,6 +95,30 @@ export function decodePodQuantities(pod: KubeObject): void {
   }
 }
 
+/**
+ * A Node's `status.capacity` and `status.allocatable` in their canonical form, as kube-apiserver stores what a
+ * kubelet reports (`devices.kubevirt.io/kvm: "1000"` reads back as "1k"); a value that is not a quantity is the 400
+ * `Node in version "v1" cannot be handled as a Node: <apimachinery's message>`.
+ */
+export function decodeNodeQuantities(node: KubeObject): void {
+  const status = isObject(node.status) ? node.status : undefined;
+  for (const key of ["capacity", "allocatable"] as const) {
+    const map = status && isObject(status[key]) ? status[key] : undefined;
+    if (!map) continue;
+    for (const [name, raw] of Object.entries(map)) {
+      if (raw === null) continue;
+      try {
+        map[name] = Quantity.parse(
+          typeof raw === "number" || typeof raw === "string" ? raw : JSON.stringify(raw),
+        ).toString();
+      } catch (err) {
+        if (!(err instanceof QuantityError)) throw err;
+        throw badRequest(`Node in version "v1" cannot be handled as a Node: ${err.message}`);
+      }
+    }
+  }
+}
+
 const invalid = (field: string, value: string, detail: string): StatusCause => ({
   reason: "FieldValueInvalid",
   field,

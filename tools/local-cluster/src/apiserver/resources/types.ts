@@ -25,6 +25,11 @@ export interface Strategy {
    * registers its Node with capacity, allocatable and addresses). Other kinds drop it, as their PrepareForCreate does.
    */
   readonly statusOnCreate?: boolean;
+  /**
+   * What kube-apiserver's decoding does to every write of the kind, its status subresource's included (a
+   * `resource.Quantity` is stored in its canonical form). Throws the 400 of a value that does not decode.
+   */
+  decode?(obj: KubeObject): void;
   /** Called on create after metadata defaults; may set status etc. */
   prepareCreate?(obj: KubeObject): void;
   /** Called on update with the old object. */

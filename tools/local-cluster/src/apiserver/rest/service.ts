@@ -284,6 +284,7 @@ export class ResourceService {
     if (def.subresources.includes("status") && !def.strategy.statusOnCreate) delete obj.status;
     if (applied) obj.metadata.managedFields = applied;
     else this.#track(def, version, "", zeroObject(def, obj), obj, ctx);
+    def.strategy.decode?.(obj);
     def.strategy.prepareCreate?.(obj);
     obj = await this.#validateAll(def, version, "", "CREATE", obj, null, ctx, schemaCauses);
     const coll = collOf(def);
@@ -384,6 +385,7 @@ export class ResourceService {
     }
     if (applied) obj.metadata.managedFields = applied;
     else this.#track(def, version, sub, old, obj, ctx);
+    def.strategy.decode?.(obj);
     if (sub !== "status") def.strategy.prepareUpdate?.(obj, old);
     obj = await this.#validateAll(def, version, sub, "UPDATE", obj, old, ctx, schemaCauses);
     if (def.generation && m.generation !== undefined && !jsonEqual(specPart(obj, hasStatus), specPart(old, hasStatus)))
