@@ -96,6 +96,21 @@ describe.skipIf(!isRoot)("release OCI images", () => {
     120_000,
   );
 
+  it.each(IMAGES.flatMap((i) => i.commands.map((c) => [i.tag, c.path, c.name] as const)))(
+    "runs %s's %s, the command its pods name, with --help",
+    async (tag, path, name) => {
+      const bundle = join(tmp, `bundle-${tag}-${name}`);
+      await unpackImage(layout.ref(tag), bundle);
+      prepareBundle(bundle, { args: [path, "--help"] });
+      const result = await runContainer(runtime.runtime, bundle, `kvt-${name}-${process.pid}`);
+      expect(result.stderr).toBe("");
+      expect(result.stdout).toMatch(new RegExp(`^${name} \\d+\\.\\d+\\.\\d+: .*\\nUsage: ${name} `));
+      expect(result.code).toBe(0);
+      rmSync(bundle, { recursive: true, force: true });
+    },
+    120_000,
+  );
+
   it("lays out local/demo-linux as a kernelBoot containerDisk owned by qemu (107)", async () => {
     const bundle = join(tmp, "bundle-demo");
     await unpackImage(layout.ref("demo-linux"), bundle);
