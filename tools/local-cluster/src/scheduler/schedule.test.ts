@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { V1Node, V1Pod } from "../cluster/kube-models.ts";
+import { indexByNode } from "./predicates.ts";
 import { schedulePod } from "./schedule.ts";
 
 // A test-only parser for the plain quantities used below ("2", "500m", "4Gi", "1k").
@@ -45,6 +46,30 @@ function pod(
 }
 
 describe("schedulePod()", () => {
+  it("decides the same with the per-node index a scheduling pass builds", () => {
+    // node01 is full of memory (4 x 1Gi), node02 has one pod, node03 none: the next pod goes to node03, then node02.
+    const nodes = [node("node01"), node("node02"), node("node03")];
+    const bound = [
+      ...["a", "b", "c", "d"].map((n) => pod(n, {}, {}, "node01")),
+      pod("e", {}, {}, "node02"),
+      pod("f", {}, {}, undefined),
+    ];
+    const plain = { nodes, boundPods: bound };
+    const indexed = { ...plain, podsByNode: indexByNode(bound) };
+    expect(
+      indexByNode(bound)
+        .get("node01")
+        ?.map((p) => p.metadata?.name),
+    ).toEqual(["a", "b", "c", "d"]);
+    expect(indexByNode(bound).has("")).toBe(false);
+    for (const snapshot of [plain, indexed]) {
+      expect(schedulePod(pod("x"), snapshot, parse)).toEqual({ nodeName: "node03" });
+      expect(schedulePod(pod("x"), { ...snapshot, nodes: nodes.slice(0, 1) }, parse)).toEqual({
+        unschedulable: "0/1 nodes are available: 1 Insufficient memory.",
+      });
+    }
+  });
+
   it("picks the node with fewer pods, then by name", () => {
     const nodes = [node("node02"), node("node01")];
     expect(schedulePod(pod("a"), { nodes, boundPods: [] }, parse)).toEqual({ nodeName: "node01" });

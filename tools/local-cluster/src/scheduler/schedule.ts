@@ -4,7 +4,7 @@
  * kube-scheduler's: `0/2 nodes are available: 1 Insufficient devices.kubevirt.io/kvm, 1 node(s) didn't match ...`.
  */
 import type { V1PersistentVolumeClaim, V1Pod } from "../cluster/kube-models.ts";
-import { type ClusterSnapshot, filterNode, type QuantityParser } from "./predicates.ts";
+import { type ClusterSnapshot, filterNode, podsOnNode, type QuantityParser } from "./predicates.ts";
 import { checkVolumes, type PodClaims, preFilterVolumes } from "./volume-binding.ts";
 
 /**
@@ -33,7 +33,7 @@ export function schedulePod(pod: V1Pod, snapshot: ClusterSnapshot, parse: Quanti
     const name = node.metadata?.name ?? "";
     if (reason)
       for (const r of typeof reason === "string" ? [reason] : reason) reasons.set(r, (reasons.get(r) ?? 0) + 1);
-    else fits.push({ name, pods: snapshot.boundPods.filter((p) => p.spec?.nodeName === name).length });
+    else fits.push({ name, pods: podsOnNode(snapshot, name).length });
   }
   if (fits.length > 0) {
     fits.sort((a, b) => a.pods - b.pods || a.name.localeCompare(b.name));

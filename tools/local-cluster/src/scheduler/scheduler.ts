@@ -22,7 +22,7 @@ import type {
   V1StorageClass,
 } from "../cluster/kube-models.ts";
 import { ANN, volumeAllowsNode } from "../volumes/volume-match.ts";
-import type { QuantityParser } from "./predicates.ts";
+import { indexByNode, type QuantityParser } from "./predicates.ts";
 import { schedulePod } from "./schedule.ts";
 
 /** The name pods use to ask for this scheduler (and pods with no schedulerName). */
@@ -148,6 +148,15 @@ export class Scheduler {
     const nodes = this.#nodes.store.list();
     for (const p of pods) if (p.spec?.nodeName) this.#assumed.delete(p.metadata?.uid ?? "");
     const bound = [...pods.filter(holdsResources), ...this.#assumed.values()];
+    const podsByNode = indexByNode(bound);
+    const assume = (pod: V1Pod, nodeName: string): void => {
+      const assumed = { ...pod, spec: { ...pod.spec!, nodeName } };
+      this.#assumed.set(pod.metadata!.uid!, assumed);
+      bound.push(assumed);
+      const onNode = podsByNode.get(nodeName);
+      if (onNode) onNode.push(assumed);
+      else podsByNode.set(nodeName, [assumed]);
+    };
     const pending = pods.filter((p) => isPending(p) && !this.#assumed.has(p.metadata?.uid ?? ""));
     pending.sort((a, b) => String(a.metadata?.creationTimestamp).localeCompare(String(b.metadata?.creationTimestamp)));
     const storage = this.#storage;
@@ -159,20 +168,14 @@ export class Scheduler {
         }
       : undefined;
     for (const pod of pending) {
-      const result = schedulePod(pod, { nodes, boundPods: bound, volumes }, this.#o.parseQuantity);
+      const result = schedulePod(pod, { nodes, boundPods: bound, podsByNode, volumes }, this.#o.parseQuantity);
       if ("nodeName" in result && result.delayedClaims) {
         // PreBind runs apart from the pass (as kube-scheduler's binding cycle): the pod is assumed on its node
         // meanwhile, so it holds its resources and is not scheduled twice.
-        const assumed = { ...pod, spec: { ...pod.spec!, nodeName: result.nodeName } };
-        this.#assumed.set(pod.metadata!.uid!, assumed);
-        bound.push(assumed);
+        assume(pod, result.nodeName);
         void this.#bindWithVolumes(pod, result.nodeName, result.delayedClaims);
       } else if ("nodeName" in result) {
-        if (await this.#bind(pod, result.nodeName)) {
-          const assumed = { ...pod, spec: { ...pod.spec!, nodeName: result.nodeName } };
-          this.#assumed.set(pod.metadata!.uid!, assumed);
-          bound.push(assumed);
-        }
+        if (await this.#bind(pod, result.nodeName)) assume(pod, result.nodeName);
       } else {
         await this.#markUnschedulable(pod, result.unschedulable);
       }
