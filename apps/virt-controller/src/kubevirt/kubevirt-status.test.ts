@@ -103,6 +103,13 @@ describe("KubeVirtStatusController", () => {
     };
   }
 
+  it("leaves the status alone, polling slowly, while none of the workloads exists (components run as processes)", async () => {
+    const h = harness();
+    expect(await h.run()).toBe(30_000);
+    expect(h.kv()?.status).toBeUndefined();
+    expect(h.api.writes()).toEqual([]);
+  });
+
   it("writes Deploying while a workload is missing, then Available once all are, and nothing when unchanged", async () => {
     const h = harness();
     h.api.seed(APPS_V1.deployments, deployment("virt-api", 2, 2));

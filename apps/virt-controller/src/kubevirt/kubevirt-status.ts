@@ -9,6 +9,7 @@
  *        v
  *   planKubeVirtStatus (pure) ──> status differs from the CR's? ──> updateStatus(KubeVirt)
  * ```
+ * When none of the three exists (the local cluster runs the components as processes) the status is left alone.
  * A workload is ready when it exists and every replica it wants is available (a Deployment's `availableReplicas`
  * reaches `spec.replicas`; a DaemonSet's `numberAvailable` reaches `desiredNumberScheduled`, at least one). Reasons
  * and messages are virt-operator's (AllComponentsReady / "All components are ready.", DeploymentInProgress).
@@ -166,6 +167,9 @@ export class KubeVirtStatusController implements Reconciler {
     const kv = this.#d.kubevirt();
     if (!kv) return requeueAfter(RESYNC_MS);
     const workloads = await this.#observe();
+    // None of the three exists: the components do not run as this namespace's workloads (the local cluster runs
+    // them as processes and reports its own readiness), so there is nothing to report from, and no 5 s poll.
+    if (workloads.every((w) => w.desired === undefined)) return requeueAfter(RESYNC_MS);
     const plan = planKubeVirtStatus(workloads, kv.status?.conditions ?? [], this.#d.now?.() ?? new Date());
     if (!statusMatches(kv, plan)) {
       const updated = structuredClone(kv) as KubeVirt & { status?: Record<string, unknown> };
