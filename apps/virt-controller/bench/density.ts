@@ -119,7 +119,15 @@ async function startController(o: DensityOptions): Promise<Controller> {
     ],
     { cwd: o.root, stdio: ["ignore", "ignore", "inherit"] },
   );
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // A bench that exits early (SIGINT, an error) takes the controller with it.
+  const killOnExit = (): void => void child.kill("SIGTERM");
+  process.once("exit", killOnExit);
+  const exited = new Promise<void>((resolve) =>
+    child.once("exit", () => {
+      process.off("exit", killOnExit);
+      resolve();
+    }),
+  );
   const url = `http://127.0.0.1:${metricsPort}`;
   const leading = (): Promise<boolean> =>
     fetch(`${url}/leader`).then(
