@@ -9,8 +9,9 @@
  *   `echo hi`, product_uuid, disk marker ---> hi, firmware.uuid, marker on the shared disk (serial SHARED)
  *   local disk marker ----------------------> marker on the emptyDisk (serial LOCAL), a file on node-a only
  *   counter --------------------------------> count 0 1 2 ...
- *   prepare-target {migrationUid, vmi} ------------------------------------------->  listens: {host, port, secret}
- *   migrate {target, options (KubeVirt defaults)} -> OutgoingMigration ------------>  restore, vCPUs run
+ *   prepare-target {migrationUid, vmi, tls} -------------------------------------->  listens: {host, port, secret,
+ *   source-certificate {the source's} -------------------------------------------->   certificate}, pins the source's
+ *   migrate {target, options (KubeVirt defaults), tls} -> TLS 1.3, each pinned ---->  restore, vCPUs run
  *   events: migration-result ok <------------ Migrated, exits 0        console: count N+1 ...  `echo hi`: hi
  *                                                                      both disk markers read back (the local
  *                                                                      one came in the migration stream)
@@ -26,8 +27,15 @@ import { mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type VirtualMachineInstance, VMI_DISKS_DIR } from "@kvt/api";
+import { mintMigrationCertificate } from "@kvt/certs";
 import { DEMO_BOOT_MARKER } from "@kvt/images";
-import type { LauncherClient, LauncherEvent, MigrateRequestOptions, MigrationResult } from "@kvt/launcher-rpc";
+import type {
+  LauncherClient,
+  LauncherEvent,
+  MigrateRequestOptions,
+  MigrationResult,
+  MigrationTlsIdentity,
+} from "@kvt/launcher-rpc";
 import { check, converse, typeLine, within } from "./check-runner.ts";
 import { CLOUD_INIT_LINE } from "./demo-guest.ts";
 import { attachConsole, type LauncherConsole, type LauncherPeer, startLauncher } from "./launcher-peer.ts";
@@ -119,6 +127,31 @@ class EventLog {
 }
 
 /** Runs the vm-cirros checks; `bootTimeoutMs` bounds the boot to the marker. */
+/** The per-migration TLS identities the two handlers would mint for their launchers (each launcher pins the other's). */
+async function migrationIdentities(): Promise<MigrationTlsIdentity[]> {
+  return Promise.all(
+    ["source", "target"].map(async (side) => {
+      const minted = await mintMigrationCertificate(`kubevirt.io:migration:nested:${side}`);
+      return { certificate: minted.certPem, key: minted.keyPem };
+    }),
+  );
+}
+
+/** Finds the disk with `disk.serial` (its script sets shell variable `disk.v`), writes a marker with `write`; the device. */
+async function writeDiskMarker(
+  c: LauncherConsole,
+  disk: { find: string; v: string; serial: string },
+  write: string,
+): Promise<string> {
+  typeLine(c, disk.find);
+  const found = await converse(c, `echo ${disk.v}=$${disk.v} E`, new RegExp(`^${disk.v}=.* E$`), 30_000);
+  if (!new RegExp(`^${disk.v}=/dev/vd[a-z]+ E$`).test(found.line))
+    throw new Error(`no disk with serial ${disk.serial}: ${found.line}`);
+  const wrote = await converse(c, write, /^W=.* E$/, 30_000);
+  if (wrote.line !== "W=0 E") throw new Error(`dd answered ${wrote.line}`);
+  return found.line.slice(2, -2);
+}
+
 export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
   const vmi = withSharedDisk(seedVmi({ namespace: "default", uid: randomUUID() }));
   const who = { namespace: "default", name: vmi.metadata?.name ?? "", uid: vmi.metadata?.uid ?? "" };
@@ -187,22 +220,16 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
       return `/sys/class/dmi/id/product_uuid = spec.domain.firmware.uuid ${want}`;
     });
     await check("vm-cirros-disk-write", async () => {
-      typeLine(src.console, FIND_SHARED);
-      const disk = await converse(src.console, "echo D=$D E", /^D=.* E$/, 30_000);
-      if (!/^D=\/dev\/vd[a-z]+ E$/.test(disk.line))
-        throw new Error(`no disk with serial ${SHARED_SERIAL}: ${disk.line}`);
-      const wrote = await converse(src.console, WRITE_MARKER, /^W=.* E$/, 30_000);
-      if (wrote.line !== "W=0 E") throw new Error(`dd answered ${wrote.line}`);
-      return `marker written to ${disk.line.slice(2, -2)} (serial ${SHARED_SERIAL}) and flushed`;
+      const dev = await writeDiskMarker(
+        src.console,
+        { find: FIND_SHARED, v: "D", serial: SHARED_SERIAL },
+        WRITE_MARKER,
+      );
+      return `marker written to ${dev} (serial ${SHARED_SERIAL}) and flushed`;
     });
     await check("vm-cirros-local-disk-write", async () => {
-      typeLine(src.console, FIND_LOCAL);
-      const disk = await converse(src.console, "echo L=$L E", /^L=.* E$/, 30_000);
-      if (!/^L=\/dev\/vd[a-z]+ E$/.test(disk.line))
-        throw new Error(`no disk with serial ${LOCAL_SERIAL}: ${disk.line}`);
-      const wrote = await converse(src.console, WRITE_LOCAL, /^W=.* E$/, 30_000);
-      if (wrote.line !== "W=0 E") throw new Error(`dd answered ${wrote.line}`);
-      return `marker written to the emptyDisk ${disk.line.slice(2, -2)} (serial ${LOCAL_SERIAL}), local to node-a`;
+      const dev = await writeDiskMarker(src.console, { find: FIND_LOCAL, v: "L", serial: LOCAL_SERIAL }, WRITE_LOCAL);
+      return `marker written to the emptyDisk ${dev} (serial ${LOCAL_SERIAL}), local to node-a`;
     });
     const counting = await check("vm-cirros-counter-started", async () => {
       typeLine(src.console, COUNTER_LOOP);
@@ -222,11 +249,14 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
       const events = new EventLog(peer.client);
       logs.push(events);
       const migrationUid = randomUUID();
-      const address = await peer.client.prepareTarget({ migrationUid, vmi }, { timeoutMs: 120_000 });
+      const [sourceTls, targetTls] = await migrationIdentities();
+      const address = await peer.client.prepareTarget({ migrationUid, vmi, tls: targetTls }, { timeoutMs: 120_000 });
+      await peer.client.sourceCertificate({ migrationUid, certificate: sourceTls.certificate });
       const console = await attachConsole(peer.client);
       consoles.push(console);
       target = { peer, console, events };
-      await src.peer.client.migrate({ migrationUid, target: address, options: KUBEVIRT_MIGRATION_DEFAULTS });
+      const options = KUBEVIRT_MIGRATION_DEFAULTS;
+      await src.peer.client.migrate({ migrationUid, target: address, options, tls: sourceTls });
       const ended = await src.events.next(
         (e) => e.type === "migration-result" && e.migrationUid === migrationUid,
         300_000,
