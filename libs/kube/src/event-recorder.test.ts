@@ -67,4 +67,37 @@ describe("EventRecorder", () => {
     rec.event({ metadata: { name: "x" } }, "Warning", "FailedCreate", "m");
     await expect(rec.flush()).resolves.toBeUndefined();
   });
+
+  it("names events of two recorders about objects of one name apart (a VM and its VMI)", async () => {
+    const names = new Set<string>();
+    const recorder = () =>
+      new EventRecorder({
+        component: "c",
+        logger: pino({ level: "silent" }),
+        events: {
+          create: async (e) => {
+            names.add(e.metadata?.name ?? "");
+            return e;
+          },
+          mergePatch: async () => ({}) as CoreEvent,
+        },
+      });
+    const [vms, vmis] = [recorder(), recorder()];
+    for (let i = 0; i < 50; i++) {
+      vms.event(
+        { kind: "VirtualMachine", metadata: { name: "vm1", namespace: "d", uid: "a" } },
+        "Normal",
+        "R",
+        `m${i}`,
+      );
+      vmis.event(
+        { kind: "VirtualMachineInstance", metadata: { name: "vm1", namespace: "d", uid: "b" } },
+        "Normal",
+        "R",
+        `m${i}`,
+      );
+    }
+    await Promise.all([vms.flush(), vmis.flush()]);
+    expect(names.size).toBe(100);
+  });
 });

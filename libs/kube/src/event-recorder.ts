@@ -35,13 +35,19 @@ const AGGREGATE_MS = 10 * 60_000;
 const MAX_TRACKED = 4096;
 
 /** Writes Events through the API. */
+/**
+ * One counter for every recorder of the process: a VM and its VMI share a name, and their controllers' recorders
+ * writing an event each in the same millisecond made the same Event name (409 AlreadyExists, the second event lost;
+ * the scale bench counted 142 at 10,000 VMs).
+ */
+let eventNameSeq = 0;
+
 export class EventRecorder implements EventSink {
   readonly #o: EventRecorderOptions;
   readonly #recent = new Map<string, { name: string; namespace: string; count: number; at: number }>();
   readonly #queue: (() => Promise<void>)[] = [];
   readonly #idle: (() => void)[] = [];
   #active = 0;
-  #seq = 0;
 
   constructor(options: EventRecorderOptions) {
     this.#o = options;
@@ -89,7 +95,7 @@ export class EventRecorder implements EventSink {
         await this.#o.events.mergePatch(seen.namespace, seen.name, { count: seen.count, lastTimestamp: now });
         return;
       }
-      const name = `${meta.name ?? "unknown"}.${(Date.now() * 1000 + (this.#seq++ % 1000)).toString(16)}`;
+      const name = `${meta.name ?? "unknown"}.${(Date.now() * 1000 + (eventNameSeq++ % 1000)).toString(16)}`;
       const ev: CoreEvent = {
         metadata: { name, namespace },
         involvedObject: {
