@@ -74,6 +74,7 @@ import type { NetworkPodConfig } from "./network-pod.ts";
 import { PodPeer } from "./network-pod-peer.ts";
 
 const USAGE = `usage: npm run bench -- network [--seconds N] [--rtt-seconds N] [--only SIDES] [--no-migration]
+                                [--plain-migration]
 
 Measures, through KubeVirt's masquerade binding (the launcher's wiring in a real pod network), guest -> host and
 host -> guest TCP throughput (iperf3) and the round trip of a TCP ping-pong, on our VMM and on QEMU (-accel kvm), and
@@ -84,6 +85,7 @@ cannot run Linux (--host keeps it here). Root only.
   --rtt-seconds N   ping-pong length (default 3; after 20 warm-up round trips)
   --only SIDES      comma-separated subset of ours,qemu,limit (default all three)
   --no-migration    skip the live migrations (the outages are then null)
+  --plain-migration move the guests over a plain stream (KubeVirt's migrations.disableTLS) instead of TLS
   -h, --help        this text`;
 
 const { values } = parseArgs({
@@ -92,6 +94,7 @@ const { values } = parseArgs({
     "rtt-seconds": { type: "string", default: "3" },
     only: { type: "string", default: "ours,qemu,limit" },
     "no-migration": { type: "boolean", default: false },
+    "plain-migration": { type: "boolean", default: false },
     host: { type: "boolean", default: false },
     nested: { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
@@ -115,6 +118,7 @@ const OPTIONS: MeasureOptions = {
   say,
 };
 const MIGRATE = !values["no-migration"];
+const PLAIN_MIGRATION = values["plain-migration"];
 const root = new URL("../../../", import.meta.url).pathname;
 const lane = benchLane();
 const GUEST_MEMORY = 256 * 2 ** 20;
@@ -246,14 +250,19 @@ async function migrate(
       60_000,
     );
     const name = `virt-launcher-net-${label}-b`;
-    const tls = await migrationTlsPair(); // the handlers' part: both launchers' certificates, exchanged
-    const migrationTls = { identity: tls.target, sourceCertificate: tls.source.certificate };
-    const target = await startPod(net, "node-b", name, { ...config, role: "target", migrationTls });
+    // The handlers' part: both launchers' certificates, exchanged (none with --plain-migration: disableTLS).
+    const tls = PLAIN_MIGRATION ? undefined : await migrationTlsPair();
+    const migrationTls = tls && { identity: tls.target, sourceCertificate: tls.source.certificate };
+    const target = await startPod(net, "node-b", name, {
+      ...config,
+      role: "target",
+      ...(migrationTls ? { migrationTls } : {}),
+    });
     const where = (await target.pod.next("listening", 300_000)).target;
     if (!where) throw new Error("the target pod reported no address");
     say(`${label}: migrating to ${name} (${target.ip}) while a client of ${clusterIP}:${SERVICE_PORT} talks`);
     const from = performance.now();
-    const result: MigrationResult = await source.pod.migrate(where, 900_000, tls.source);
+    const result: MigrationResult = await source.pod.migrate(where, 900_000, tls?.source);
     const reported = performance.now();
     if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
     // The source pod ends and leaves the EndpointSlice: the Service now names the target pod.
@@ -366,7 +375,7 @@ function report(ours: SideResult | null, qemu: SideResult | null, lim: SideRun |
       qemuMigrationOutageMs: q.outageMs,
       seconds: OPTIONS.seconds,
       rtt: RTT_METHOD,
-      migration: moves,
+      migration: { ...moves, tls: !PLAIN_MIGRATION },
       guestFrames: { ours: ours?.frames ?? null, qemu: qemu?.frames ?? null },
       goals: judgeGoals(o.figures, q.figures, l, o.outageMs, q.outageMs),
       ...(skipped.length ? { skipped: skipped.join("; ") } : {}),

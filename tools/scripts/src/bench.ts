@@ -59,10 +59,13 @@ if (selected.length === 0) {
 let failed = 0;
 for (const name of selected) {
   process.stdout.write(`\n### bench: ${name}\n`);
-  // Benches of our VMM on KVM go into the nested lane's L1 where this host's KVM cannot run Linux (tools/nested).
-  const code = benchNeedsL1(name, rest)
-    ? await runBenchInL1(name, areas.get(name)!, rest, (l) => void process.stdout.write(`${l}\n`))
-    : await run(process.execPath, [areas.get(name)!, ...rest.filter((a) => a !== HOST_FLAG)], { cwd: root });
+  // Benches of our VMM on KVM go into the nested lane's L1 where this host's KVM cannot run Linux (tools/nested);
+  // an area's --help is answered here.
+  const help = rest.includes("--help") || rest.includes("-h");
+  const code =
+    !help && benchNeedsL1(name, rest)
+      ? await runBenchInL1(name, areas.get(name)!, rest, (l) => void process.stdout.write(`${l}\n`))
+      : await run(process.execPath, [areas.get(name)!, ...rest.filter((a) => a !== HOST_FLAG)], { cwd: root });
   if (code !== 0) failed++;
 }
 process.exit(failed ? 1 : 0);
