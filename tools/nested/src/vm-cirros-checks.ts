@@ -70,8 +70,10 @@ const READ_MARKER = "echo R=$(dd if=$D count=1 2>/dev/null|head -n1) E";
 const LOCAL_DISK = "scratch";
 const LOCAL_SERIAL = "LOCAL";
 const FIND_LOCAL = `L=/dev/$(grep -l ${LOCAL_SERIAL} /sys/block/vd*/serial|cut -d/ -f4)`;
-const WRITE_LOCAL = "echo kl$((40+2))|dd of=$L conv=sync,fsync;echo W=$? E";
-const READ_LOCAL = "echo R=$(dd if=$L count=1 2>/dev/null|head -n1) E";
+// Answers named apart from the shared disk's (WL=, RL=): converse() types a command again when the guest is slow
+// to answer, and the extra answer of the shared disk's command must not pass for the local disk's (it once did).
+const WRITE_LOCAL = "echo kl$((40+2))|dd of=$L conv=sync,fsync;echo WL=$? E";
+const READ_LOCAL = "echo RL=$(dd if=$L count=1 2>/dev/null|head -n1) E";
 
 /**
  * `vmi` with a 16 MiB shared hostDisk (DiskOrCreate, serial SHARED) and a 16 MiB emptyDisk (serial LOCAL, copied
@@ -137,18 +139,25 @@ async function migrationIdentities(): Promise<MigrationTlsIdentity[]> {
   );
 }
 
-/** Finds the disk with `disk.serial` (its script sets shell variable `disk.v`), writes a marker with `write`; the device. */
-async function writeDiskMarker(
-  c: LauncherConsole,
-  disk: { find: string; v: string; serial: string },
-  write: string,
-): Promise<string> {
+/** A disk the checks find by serial (`find` sets shell variable `v`) and write a marker to (`write` answers `answer=`). */
+interface DiskIo {
+  readonly find: string;
+  readonly v: string;
+  readonly serial: string;
+  readonly write: string;
+  readonly answer: string;
+}
+const SHARED_DISK_IO: DiskIo = { find: FIND_SHARED, v: "D", serial: SHARED_SERIAL, write: WRITE_MARKER, answer: "W" };
+const LOCAL_DISK_IO: DiskIo = { find: FIND_LOCAL, v: "L", serial: LOCAL_SERIAL, write: WRITE_LOCAL, answer: "WL" };
+
+/** Finds `disk` in the guest and writes its marker; the device it found. */
+async function writeDiskMarker(c: LauncherConsole, disk: DiskIo): Promise<string> {
   typeLine(c, disk.find);
   const found = await converse(c, `echo ${disk.v}=$${disk.v} E`, new RegExp(`^${disk.v}=.* E$`), 30_000);
   if (!new RegExp(`^${disk.v}=/dev/vd[a-z]+ E$`).test(found.line))
     throw new Error(`no disk with serial ${disk.serial}: ${found.line}`);
-  const wrote = await converse(c, write, /^W=.* E$/, 30_000);
-  if (wrote.line !== "W=0 E") throw new Error(`dd answered ${wrote.line}`);
+  const wrote = await converse(c, disk.write, new RegExp(`^${disk.answer}=.* E$`), 30_000);
+  if (wrote.line !== `${disk.answer}=0 E`) throw new Error(`dd answered ${wrote.line}`);
   return found.line.slice(2, -2);
 }
 
@@ -220,15 +229,11 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
       return `/sys/class/dmi/id/product_uuid = spec.domain.firmware.uuid ${want}`;
     });
     await check("vm-cirros-disk-write", async () => {
-      const dev = await writeDiskMarker(
-        src.console,
-        { find: FIND_SHARED, v: "D", serial: SHARED_SERIAL },
-        WRITE_MARKER,
-      );
+      const dev = await writeDiskMarker(src.console, SHARED_DISK_IO);
       return `marker written to ${dev} (serial ${SHARED_SERIAL}) and flushed`;
     });
     await check("vm-cirros-local-disk-write", async () => {
-      const dev = await writeDiskMarker(src.console, { find: FIND_LOCAL, v: "L", serial: LOCAL_SERIAL }, WRITE_LOCAL);
+      const dev = await writeDiskMarker(src.console, LOCAL_DISK_IO);
       return `marker written to the emptyDisk ${dev} (serial ${LOCAL_SERIAL}), local to node-a`;
     });
     const counting = await check("vm-cirros-counter-started", async () => {
@@ -302,8 +307,8 @@ export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
     });
     await check("vm-cirros-target-local-disk-read", async () => {
       // node-b's emptyDisk file started empty: the marker can only have come in the migration stream.
-      const got = await converse(dst.console, READ_LOCAL, /^R=.* E$/, 30_000);
-      if (got.line !== "R=kl42 E") throw new Error(`the guest read ${got.line} from its local disk, wrote kl42`);
+      const got = await converse(dst.console, READ_LOCAL, /^RL=.* E$/, 30_000);
+      if (got.line !== "RL=kl42 E") throw new Error(`the guest read ${got.line} from its local disk, wrote kl42`);
       return `the emptyDisk's marker moved with the guest: ${got.line}`;
     });
     await check("vm-cirros-target-poweroff", async () => {
