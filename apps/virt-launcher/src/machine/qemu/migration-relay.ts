@@ -67,6 +67,11 @@ function der(pem: string): Buffer {
   return new X509Certificate(pem).raw;
 }
 
+/** Whether a peer's certificate (DER; a Uint8Array on Deno, a Buffer on Node) is the pinned one, byte for byte. */
+function samePinned(raw: Uint8Array | undefined, pinned: Buffer): boolean {
+  return raw !== undefined && Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).equals(pinned);
+}
+
 /** Reads exactly `n` bytes from `socket` (paused-mode reads), keeping any surplus for the next read. */
 class ExactReader {
   #buffered = Buffer.alloc(0);
@@ -332,15 +337,15 @@ export class IncomingRelay {
     const secured = await withDeadline(
       new Promise<TLSSocket>((resolve, reject) => {
         server.once("secureConnection", resolve);
+        // A source that goes away mid-handshake is a tlsClientError too (Deno's wrap closes the raw socket when it
+        // takes it over, so its "close" says nothing); one that stalls, the deadline's.
         server.once("tlsClientError", (err: Error) => reject(new MigrationAuthError(describeSourceRefusal(err))));
-        socket.once("close", () => reject(new MigrationAuthError("the source closed the TLS handshake")));
         server.emit("connection", socket);
       }),
       HANDSHAKE_TIMEOUT_MS,
       "TLS handshake",
     );
-    const raw = secured.getPeerCertificate().raw;
-    if (!raw?.equals(der(pinned))) {
+    if (!samePinned(secured.getPeerCertificate().raw, der(pinned))) {
       secured.destroy();
       throw new MigrationAuthError("the source presented another certificate than the one its virt-handler gave");
     }
@@ -423,7 +428,7 @@ function secureConnect(host: string, port: number, tls: RelayTls): Promise<TLSSo
       ...TLS_VERSION,
       // No names: the certificate is pinned, byte for byte.
       checkServerIdentity: (_host, cert) =>
-        cert.raw.equals(pinned)
+        samePinned(cert.raw, pinned)
           ? undefined
           : new Error("the target presented another certificate than the one its virt-handler gave"),
     });

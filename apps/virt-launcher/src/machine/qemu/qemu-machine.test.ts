@@ -152,9 +152,9 @@ describe("QemuMachine (real QEMU, TCG, demo image)", { timeout: 240_000 }, () =>
 
     const t2 = new QemuMachine(spec("t2"), { logger });
     machines.push(t2);
-    const { where: where2 } = await preparedTls(t2);
+    const { where: where2, migration: toT2 } = await preparedTls(t2); // t2 pinned another source certificate
     const started = new Promise<void>((r) => source.on("migration-progress", () => r()));
-    const broken = source.migrateTo(where2, slow);
+    const broken = source.migrateTo(where2, { ...toT2, bandwidthBytesPerSec: 1 << 20 });
     await started;
     await t2.kill();
     const r2 = await broken;
