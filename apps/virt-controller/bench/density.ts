@@ -11,6 +11,8 @@
  * - the controller's RSS when the creates start and its peak RSS (VmHWM);
  * - CPU seconds (user + system, /proc) of the controller, of each process in `others` (API server, etcd, scheduler,
  *   kwok, ...) and of this bench client, from the first create until all Pods existed; the controller's until settled.
+ * `KVT_BENCH_CONTROLLER_NODE_ARGS` passes Node flags to the controller, `KVT_BENCH_CONTROLLER_LOG_LEVEL=debug` shows
+ * its logs (every failed write of a reconcile, for one).
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -115,9 +117,10 @@ async function startController(o: DensityOptions): Promise<Controller> {
       ...(process.env.KVT_BENCH_CONTROLLER_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
       "apps/virt-controller/src/main.ts",
       ...["--kubeconfig", o.controllerKubeconfig ?? o.kubeconfig, "--metrics-port", String(metricsPort)],
-      ...["--log-level", "warn"],
+      ...["--log-level", process.env.KVT_BENCH_CONTROLLER_LOG_LEVEL ?? "warn"],
     ],
-    { cwd: o.root, stdio: ["ignore", "ignore", "inherit"] },
+    // Its logs (pino, stdout) only when a level is asked for: KVT_BENCH_CONTROLLER_LOG_LEVEL=debug.
+    { cwd: o.root, stdio: ["ignore", process.env.KVT_BENCH_CONTROLLER_LOG_LEVEL ? "inherit" : "ignore", "inherit"] },
   );
   // A bench that exits early (SIGINT, an error) takes the controller with it.
   const killOnExit = (): void => void child.kill("SIGTERM");
