@@ -24,10 +24,12 @@
  * (controllerCpuSeconds: virt-controller's user + system CPU from the first create until it settled).
  *
  * Figures (tools/kube/README.md "Scale" has them all, and the differences between the servers this bench found):
- * 10,000 VMs on 100 nodes on this shared 2-core machine (load average 10-25, CI beside it), all launcher pods after
- * 77.8 s on the embedded server and 685.6 s on kube-apiserver, which alone spent 318.8 CPU s (32 ms per VM) before
- * the last pod; virt-controller 20.8 / 38.9 CPU s and 582 / 549 MiB peak RSS. The 60 s goal needs several free cores
- * for kube-apiserver and etcd; virt-controller's requests per VMI are within KubeVirt's density budget on both.
+ * 10,000 VMs on 100 nodes on this shared 2-core machine (load average 7-12, CI beside it): all launcher pods after
+ * 60.0 s on the embedded server and 389.7 s on kube-apiserver, which alone spent 292 CPU s (29 ms per VM) before the
+ * last pod; every VMI Scheduled after 196.9 s and 457.4 s; virt-controller 35.2 / 44.5 CPU s until quiet and
+ * 734 / 642 MiB peak RSS; per VMI 1 VMI and 1 pod create, 2.96 / 2.77 VMI updates, 2.27 / 2 VM status patches and
+ * 2 events (KubeVirt's budget: VMI patches <= 2, updates <= 10 per pod). The 60 s goal needs several free cores for
+ * kube-apiserver and etcd.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
