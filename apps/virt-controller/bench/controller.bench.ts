@@ -86,6 +86,7 @@ async function main(): Promise<void> {
     secondsToCreate: ___,
     podsRunningAtEnd: _r,
     vmisScheduledAtEnd: _s,
+    secondsToAllScheduled: _t,
     ...figures
   } = f;
   process.stdout.write(`${JSON.stringify({ area: "controller", ...figures, loadAverage })}\n`);
