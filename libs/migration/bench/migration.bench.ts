@@ -103,7 +103,8 @@ async function runCase(c: Case, expected: string, tls = true): Promise<Record<st
     await source.waitForLines(c.warmLines, 120_000);
     const prepared = await prepareTarget(target, c.memoryBytes, { tls });
     source.send({ op: "migrate", destination: prepared.destination, options: { ...OPTIONS, tls: prepared.sourceTls } });
-    const result = (await source.waitFor("migrated", () => true, 180_000)).result as MigrationResult;
+    const migrated = await source.waitFor("migrated", () => true, 180_000);
+    const result = migrated.result as MigrationResult;
     const stats = result.ok ? ((await target.waitFor("incoming-done")).stats as Record<string, number>) : undefined;
     if (result.ok) await target.waitFor("shutdown", () => true, 180_000);
     else await source.waitFor("shutdown", () => true, 180_000);
@@ -135,6 +136,9 @@ async function runCase(c: Case, expected: string, tls = true): Promise<Record<st
       targetHugePageBytes: stats?.hugePageBytes ?? 0,
       targetPrefaultedBytes: stats?.prefaultedBytes ?? 0,
       targetSmallPageBytes: stats?.smallPageBytes ?? 0,
+      // CPU time of each process (all threads) over the move: what TLS costs each side, less noisy than the clock.
+      sourceCpuSeconds: round(Number(migrated.cpuSeconds ?? Number.NaN), 3),
+      targetCpuSeconds: round(Number(stats?.cpuSeconds ?? Number.NaN), 3),
     };
   } finally {
     await Promise.all([source.close(), target.close()]);
@@ -268,6 +272,8 @@ for (const c of selected) {
         downtimeMs: p.downtimeMs,
         throughputBytesPerSec: p.throughputBytesPerSec,
         guestVerified: p.guestVerified,
+        sourceCpuSeconds: p.sourceCpuSeconds,
+        targetCpuSeconds: p.targetCpuSeconds,
       };
     }
     row.tlsVsPlainRatios = ratios;

@@ -9,6 +9,8 @@
  *                   {op:"cancel"}                             cancel the outgoing migration in flight
  *                   {op:"exit"}                               stop everything and exit
  *   peer -> parent: {ev:"serial", data} raw console bytes, {ev:"shutdown"}, {ev:"incoming-done"|"incoming-failed"},
+ *                   {ev:"migrated", result, cpuSeconds} (incoming-done's stats carry cpuSeconds too: this process's
+ *                   CPU time, every thread, from prepare/migrate to the end),
  *                   {ev:"switching"} before a switch-over when asked (options.holdSwitchOver), answered by {op:"go"}
  */
 import { testGuestPath, Vm } from "@kvt/vmm";
@@ -37,6 +39,12 @@ let incoming: IncomingMigration | undefined;
 
 function send(msg: object): void {
   process.send?.(msg);
+}
+
+/** CPU seconds (user + system, every thread of this process) since `start`. */
+function cpuSecondsSince(start: NodeJS.CpuUsage): number {
+  const d = process.cpuUsage(start);
+  return (d.user + d.system) / 1e6;
 }
 
 function attach(v: Vm): void {
@@ -70,8 +78,10 @@ async function handle(cmd: PeerCommand): Promise<void> {
       const prepared = prepareIncoming(target, { digest: cmd.digest ?? false, tls: cmd.tls });
       incoming = prepared;
       send({ ev: "listening", destination: prepared.destination });
+      const cpu = process.cpuUsage();
       try {
-        send({ ev: "incoming-done", stats: await prepared.done });
+        const stats = await prepared.done;
+        send({ ev: "incoming-done", stats: { ...stats, cpuSeconds: cpuSecondsSince(cpu) } });
       } catch (e) {
         send({ ev: "incoming-failed", error: e instanceof Error ? e.message : String(e) });
       }
@@ -96,10 +106,11 @@ async function handle(cmd: PeerCommand): Promise<void> {
           : undefined,
       });
       current = m;
+      const cpu = process.cpuUsage();
       const result = await m.run();
       current = undefined;
       if (result.ok) vm = undefined;
-      send({ ev: "migrated", result });
+      send({ ev: "migrated", result, cpuSeconds: cpuSecondsSince(cpu) });
       return;
     }
     case "cancel":

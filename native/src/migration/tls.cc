@@ -311,6 +311,9 @@ Status TlsChannel::Fail(Handshaking& h, bool server, int rc) {
 Result<size_t> TlsChannel::Writev(const iovec* iov, int n) {
   if (!active_) return fd_.Writev(iov, n);
   if (!openssl_records_) return records_.Writev(iov, n);
+  // kTLS sends: what is written to the socket goes out as application data records, encrypted by the kernel, so
+  // the whole iov (guest memory) goes in one sendmsg, as OpenSSL's own SSL_write would write it there piece by piece.
+  if (info_.kernel_send) return fd_.Writev(iov, n);
   const ossl::Library& l = ossl::Get();
   size_t total = 0;
   for (int i = 0; i < n; i++) {

@@ -87,6 +87,9 @@ class TlsChannel : public Channel {
                    TlsRecords records = TlsRecords::kAuto);
   bool active() const { return active_; }
   const TlsInfo& info() const { return info_; }
+  /** User-space records: whether large reads are pipelined on a worker thread (tls_records.h; default on with more
+   *  than one CPU). */
+  void SetPipelined(bool on) { records_.SetPipelined(on); }
 
   Result<size_t> Writev(const iovec* iov, int n) override;
   Result<size_t> Readv(const iovec* iov, int n) override;

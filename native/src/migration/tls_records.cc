@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 #include "migration/openssl.h"
 #include "migration/sha256.h"
@@ -15,11 +19,16 @@ constexpr uint8_t kAlert = 0x15;
 constexpr uint8_t kHandshake = 0x16;
 constexpr uint8_t kApplicationData = 0x17;
 constexpr size_t kMaxRecordBody = kMaxRecordPlaintext + 256;  // RFC 8446 §5.2: 2^14 + 256
-constexpr size_t kRecordsPerWrite = 16;
-constexpr size_t kReadBuffer = 16 * (kRecordHeader + kMaxRecordBody);
+constexpr size_t kRecordsPerWrite = 64;
+constexpr size_t kReadBuffer = 64 * (kRecordHeader + kMaxRecordBody);
 // A record at least this long is opened straight into the caller's buffer when it fits there (page data); shorter
 // ones (frame headers, replies, alerts) are opened in place and copied.
 constexpr size_t kDirectMin = 1024;
+// Pipelined reads: a read of at least this much (a frame's page data) receives into kSlots slots of 16 records each
+// while the Opener decrypts; a slot is received into again once its records are opened.
+constexpr size_t kPipelineMin = 256 * 1024;
+constexpr size_t kSlots = 4;
+constexpr size_t kSlotBytes = 64 * (kRecordHeader + kMaxRecordBody);
 
 void PutHeader(uint8_t* h, size_t body_len) {
   h[0] = kApplicationData;
@@ -119,6 +128,120 @@ class Aead {
   void* ctx_ = nullptr;
 };
 
+/**
+ * The worker of pipelined reads: opens received records (in a slot) straight into their destinations, in the order
+ * they were pushed (their sequence numbers), with the direction's one Aead, which nothing else uses meanwhile. The
+ * first failure is kept; later records are then skipped.
+ */
+class TlsRecordChannel::Opener {
+ public:
+  struct Job {
+    size_t slot;
+    const uint8_t* record;  // header, then body
+    uint64_t seq;
+    size_t content;
+    std::vector<iovec> dst;  // `content` bytes in all
+  };
+
+  explicit Opener(Aead& aead) : aead_(aead), thread_([this] { Run(); }) {}
+  ~Opener() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    work_.notify_one();
+    thread_.join();
+  }
+  Opener(const Opener&) = delete;
+  Opener& operator=(const Opener&) = delete;
+
+  void Push(Job job) {
+    bool wake;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_[job.slot]++;
+      pending_++;
+      queue_.push_back(std::move(job));
+      wake = idle_;  // a busy worker takes what is queued when it comes back: no wake-up per record
+    }
+    if (wake) work_.notify_one();
+  }
+  /** Waits until every record of `slot` is opened (the slot may be received into again). */
+  void WaitSlot(size_t slot) {
+    std::unique_lock<std::mutex> lock(mu_);
+    waiters_++;
+    done_.wait(lock, [&] { return busy_[slot] == 0; });
+    waiters_--;
+  }
+  /** Waits until every record pushed is opened; the first failure, if any (then cleared). */
+  Status Drain() {
+    std::unique_lock<std::mutex> lock(mu_);
+    waiters_++;
+    done_.wait(lock, [&] { return pending_ == 0; });
+    waiters_--;
+    Status e = error_;
+    error_ = OkStatus();
+    return e;
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      idle_ = true;
+      work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      idle_ = false;
+      if (queue_.empty()) return;  // stop_
+      std::deque<Job> batch;  // everything queued, opened without the lock
+      batch.swap(queue_);
+      bool skip = !error_.ok();
+      lock.unlock();
+      Status first = OkStatus();
+      std::array<int, kSlots> opened{};
+      for (const Job& job : batch) {
+        if (!skip && first.ok()) first = Open(job);
+        opened[job.slot]++;
+      }
+      lock.lock();
+      if (!first.ok() && error_.ok()) error_ = first;
+      for (size_t k = 0; k < kSlots; k++) busy_[k] -= opened[k];
+      pending_ -= batch.size();
+      if (waiters_ > 0) done_.notify_all();
+    }
+  }
+
+  Status Open(const Job& job) {
+    const uint8_t* body = job.record + kRecordHeader;
+    bool ok = aead_.Begin(job.seq, job.record);
+    size_t at = 0;
+    for (const iovec& d : job.dst) {
+      if (!ok) break;
+      ok = aead_.Update(static_cast<uint8_t*>(d.iov_base), body + at, d.iov_len);
+      at += d.iov_len;
+    }
+    uint8_t type = 0;
+    if (!ok || !aead_.Update(&type, body + job.content, 1) || !aead_.Open(body + job.content + 1)) {
+      return Error{EBADMSG, "migration stream", "a TLS record failed authentication (tampered, cut or reordered)"};
+    }
+    if (type != kApplicationData) {
+      return Error{EPROTO, "migration stream", "a TLS record of content type " + std::to_string(type) + " mid-frame"};
+    }
+    return OkStatus();
+  }
+
+  Aead& aead_;
+  std::mutex mu_;
+  std::condition_variable work_, done_;
+  std::deque<Job> queue_;
+  std::array<int, kSlots> busy_{};
+  size_t pending_ = 0;
+  int waiters_ = 0;    // threads in WaitSlot or Drain
+  bool idle_ = false;  // the worker waits for work
+  bool stop_ = false;
+  Status error_ = OkStatus();
+  std::thread thread_;
+};
+
 std::vector<uint8_t> HkdfExpandLabel(const uint8_t* secret, size_t secret_len, const std::string& label,
                                      size_t out_len) {
   std::string full = "tls13 " + label;
@@ -141,7 +264,7 @@ TrafficKeys TrafficKeysFrom(const uint8_t* traffic_secret, size_t len) {
 }
 
 TlsRecordChannel::TlsRecordChannel(Channel& inner) : inner_(inner) {}
-TlsRecordChannel::~TlsRecordChannel() = default;
+TlsRecordChannel::~TlsRecordChannel() { opener_.reset(); }  // before recv_, which it uses
 
 Status TlsRecordChannel::Start(const TrafficKeys& send, const TrafficKeys& recv) {
   auto ok = ossl::Available();
@@ -289,6 +412,79 @@ Status TlsRecordChannel::OpenInto(const iovec* iov, int n, int* i, size_t* off, 
   return OkStatus();
 }
 
+Result<size_t> TlsRecordChannel::ReadPipelined(const iovec* iov, int n, int* i, size_t* off) {
+  if (!opener_) {
+    slots_.assign(kSlots, std::vector<uint8_t>(kSlotBytes));
+    opener_ = std::make_unique<Opener>(*recv_);
+  }
+  // Raw bytes already buffered start slot 0 (at most a buffer's worth, which a slot holds).
+  size_t cur = 0, pos = 0, fill = in_end_ - in_start_;
+  std::memcpy(slots_[0].data(), in_.data() + in_start_, fill);
+  in_start_ = in_end_ = 0;
+  size_t total = 0;
+  Status failed = OkStatus();
+  for (bool more = true; more;) {
+    // Whole records in the slot go to the Opener, each with its destination: the next `content` bytes of iov.
+    while (fill - pos >= kRecordHeader) {
+      const uint8_t* h = slots_[cur].data() + pos;
+      size_t body_len = BodyLength(h);
+      if (h[0] != kApplicationData || h[1] != 3 || h[2] != 3 || body_len < 1 + kTag || body_len > kMaxRecordBody) {
+        failed = Error{EBADMSG, "migration stream", "not a TLS 1.3 record (does the peer speak TLS?)"};
+        break;
+      }
+      if (fill - pos < kRecordHeader + body_len) break;
+      size_t content = body_len - kTag - 1, space = 0;
+      for (int j = *i; j < n && space < content; j++) space += iov[j].iov_len - (j == *i ? *off : 0);
+      if (content < kDirectMin || space < content) {
+        more = false;  // the rest goes the sequential way
+        break;
+      }
+      Opener::Job job{cur, h, recv_seq_++, content, {}};
+      for (size_t at = 0; at < content;) {
+        size_t take = std::min(content - at, iov[*i].iov_len - *off);
+        job.dst.push_back({static_cast<uint8_t*>(iov[*i].iov_base) + *off, take});
+        at += take;
+        *off += take;
+        if (*off == iov[*i].iov_len) {
+          (*i)++;
+          *off = 0;
+        }
+      }
+      opener_->Push(std::move(job));
+      pos += kRecordHeader + body_len;
+      total += content;
+    }
+    if (!failed.ok() || !more || *i == n) break;
+    // More bytes: into this slot while a whole record still fits behind them, else into the next one (once its
+    // records are opened), the partial record at the end of this one moved there first.
+    if (kSlotBytes - fill < kRecordHeader + kMaxRecordBody) {
+      size_t next = (cur + 1) % kSlots;
+      opener_->WaitSlot(next);
+      std::memmove(slots_[next].data(), slots_[cur].data() + pos, fill - pos);
+      fill -= pos;
+      pos = 0;
+      cur = next;
+    }
+    iovec v{slots_[cur].data() + fill, kSlotBytes - fill};
+    auto r = inner_.Readv(&v, 1);
+    if (!r.ok()) {
+      failed = r.error();
+    } else if (r.value() == 0) {
+      more = false;  // end of stream: what is left is the sequential way's to judge
+    } else {
+      fill += r.value();
+    }
+    if (!failed.ok()) break;
+  }
+  Status opened = opener_->Drain();
+  // Bytes received but not given to the Opener (the start of a record that did not fit) go back to in_.
+  std::memcpy(in_.data(), slots_[cur].data() + pos, fill - pos);
+  in_end_ = fill - pos;
+  if (!failed.ok()) return failed.error();
+  if (!opened.ok()) return opened.error();
+  return total;
+}
+
 Result<size_t> TlsRecordChannel::Readv(const iovec* iov, int n) {
   if (!started()) return inner_.Readv(iov, n);
   size_t total = 0;
@@ -309,6 +505,16 @@ Result<size_t> TlsRecordChannel::Readv(const iovec* iov, int n) {
       continue;
     }
     if (eof_) break;
+    if (pipeline_) {
+      size_t space = 0;
+      for (int j = i; j < n && space < kPipelineMin; j++) space += iov[j].iov_len - (j == i ? off : 0);
+      if (space >= kPipelineMin) {
+        auto r = ReadPipelined(iov, n, &i, &off);
+        if (!r.ok()) return r.error();
+        total += r.value();
+        if (i == n) break;
+      }
+    }
     auto b = Buffer(total == 0);  // block for a record only while nothing was served yet
     if (!b.ok()) return b.error();
     if (!b.value()) break;

@@ -5,9 +5,10 @@
 //
 //   build/migration-test/stream_bench [--mib 1024] [--frame-mib 4] [--zero-every N] [--prefault] [--no-huge]
 //                                     [--no-hint] [--dense N] [--calibrate N] [--sparse N] [--reps N] [--sleep S]
-//                                     [--tls none|user|openssl]
+//                                     [--tls none|user|openssl] [--no-pipeline]
 // --tls: the stream over TLS (tls.h) with test certificates, records in user space (the default without kTLS) or
-// OpenSSL's SSL_write/SSL_read (what kTLS would take over); none (default): plain.
+// OpenSSL's SSL_write/SSL_read (what kTLS would take over); none (default): plain. --no-pipeline: the target opens
+// user-space records on its receiving thread (default: a worker thread opens large reads' records).
 #include <arpa/inet.h>
 #include <signal.h>
 #include <netinet/in.h>
@@ -48,6 +49,7 @@ struct Options {
   int reps = 3;
   unsigned sleep_s = 0;    // before each rep: long enough and freed memory is reported to the host (cold again)
   std::string tls = "none";  // none | user | openssl
+  bool pipeline = true;
   mtest::CertAndKey source_cert, target_cert;
 };
 
@@ -56,6 +58,7 @@ Status MaybeTls(TlsChannel& ch, bool server, const Options& o) {
   if (o.tls == "none") return OkStatus();
   const mtest::CertAndKey& me = server ? o.target_cert : o.source_cert;
   const mtest::CertAndKey& peer = server ? o.source_cert : o.target_cert;
+  ch.SetPipelined(o.pipeline);
   return ch.Handshake(server, {me.cert_pem, me.key_pem}, peer.cert_pem,
                       o.tls == "openssl" ? TlsRecords::kOpenSsl : TlsRecords::kUserSpace);
 }
@@ -181,6 +184,7 @@ int main(int argc, char** argv) {
     else if (a == "--sparse") o.sparse = static_cast<uint32_t>(next());
     else if (a == "--sleep") o.sleep_s = static_cast<unsigned>(next());
     else if (a == "--tls" && i + 1 < argc) o.tls = argv[++i];
+    else if (a == "--no-pipeline") o.pipeline = false;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;

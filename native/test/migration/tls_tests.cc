@@ -50,6 +50,7 @@ Result<std::string> OpenFromMemory(const std::vector<uint8_t>& wire, const Traff
   MemoryChannel mem(wire.data(), wire.size(), max_read);
   TlsRecordChannel ch(mem);
   CHECK(ch.Start(Keys(99), k).ok());
+  ch.SetPipelined(true);  // reads of 256 KiB and more: a worker thread opens the records
   std::string out;
   std::vector<char> buf(piece);
   for (;;) {
@@ -152,7 +153,7 @@ TEST(hkdf_expand_label_gives_rfc_8448s_handshake_traffic_keys) {
 TEST(tls_records_round_trip_in_odd_pieces_and_hide_the_plaintext) {
   TrafficKeys k = Keys(1);
   std::mt19937 rng(7);
-  std::string data(300000, '\0');
+  std::string data(3000000, '\0');
   for (char& c : data) c = static_cast<char>(rng() % 8 == 0 ? 'A' : rng());
   std::vector<std::string> chunks;
   for (size_t at = 0; at < data.size();) {
@@ -165,9 +166,10 @@ TEST(tls_records_round_trip_in_odd_pieces_and_hide_the_plaintext) {
   for (const std::string& c : chunks) records += (c.size() + kMaxRecordPlaintext - 1) / kMaxRecordPlaintext;
   CHECK_EQ(wire.size(), data.size() + records * kRecordOverhead);
   CHECK(std::search(wire.begin(), wire.end(), data.begin() + 1000, data.begin() + 1032) == wire.end());
-  // Read in pieces smaller than a record (opened in place), and in pieces that hold records whole (opened straight
-  // into the reader's buffer), the wire arriving in 777-byte pieces or all at once.
-  for (size_t piece : {size_t{1000}, size_t{100000}}) {
+  // Read in pieces smaller than a record (opened in place), in pieces that hold records whole (opened straight into
+  // the reader's buffer), and in pieces large enough to pipeline (a worker opens them), the wire arriving in
+  // 777-byte pieces or all at once.
+  for (size_t piece : {size_t{1000}, size_t{100000}, size_t{1} << 20}) {
     for (size_t max_read : {size_t{777}, size_t{0}}) {
       auto plain = OpenFromMemory(wire, k, max_read, piece);
       CHECK(plain.ok());
@@ -178,12 +180,14 @@ TEST(tls_records_round_trip_in_odd_pieces_and_hide_the_plaintext) {
 
 TEST(tls_records_refuse_tampered_reordered_cut_foreign_and_plain_input) {
   TrafficKeys k = Keys(1);
-  std::string big(40000, 'x');  // three records
+  std::string big(600000, 'x');  // 37 records
   auto wire = SealToMemory({big}, k);
-  for (size_t piece : {size_t{1000}, size_t{100000}}) {
-    auto flipped = wire;
-    flipped[100] ^= 1;
-    CHECK_EQ(OpenFromMemory(flipped, k, 0, piece).error().err, EBADMSG);
+  for (size_t piece : {size_t{1000}, size_t{100000}, size_t{1} << 20}) {
+    for (size_t at : {size_t{100}, size_t{400000}}) {  // in the first record; in the middle (pipelined)
+      auto flipped = wire;
+      flipped[at] ^= 1;
+      CHECK_EQ(OpenFromMemory(flipped, k, 0, piece).error().err, EBADMSG);
+    }
     auto swapped = wire;  // the first two (full, equal-length) records change places
     size_t rec = kMaxRecordPlaintext + kRecordOverhead;
     std::swap_ranges(swapped.begin(), swapped.begin() + rec, swapped.begin() + rec);
