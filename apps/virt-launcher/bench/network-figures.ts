@@ -77,17 +77,8 @@ export function rttStats(samplesUs: readonly number[]): RttStats {
   return { count: sorted.length, medianUs: r(median), meanUs: r(mean), p99Us: r(at(0.99)) };
 }
 
-/** The longest time between consecutive replies (ms) inside [fromMs, toMs], and when it began. */
-export function longestGap(replies: readonly number[], fromMs: number, toMs: number): { ms: number; startMs: number } {
-  const inside = replies.filter((t) => t >= fromMs && t <= toMs);
-  let gap = { ms: 0, startMs: fromMs };
-  for (let i = 1; i < inside.length; i++) {
-    const a = inside[i - 1] ?? 0;
-    const b = inside[i] ?? 0;
-    if (b - a > gap.ms) gap = { ms: b - a, startMs: a };
-  }
-  return gap;
-}
+/** The longest silence between replies: one home, in @kvt/migration (the nested lane's checks report it too). */
+export { longestGap } from "@kvt/migration";
 
 /** One side's figures as the JSON line reports them (tx: from the guest to the host; rx: into the guest). */
 export interface SideFigures {

@@ -4,6 +4,8 @@
  * the target's listener. The bytes move in native code through @kvt/vmm's migration streams.
  */
 
+/** The outage a client saw across a move: the longest silence between its probe's replies. */
+export { longestGap } from "./outage.ts";
 /** The pure convergence policy (timeouts arrive resolved: @kvt/api's acceptableCompletionTimeSeconds). */
 export {
   ConvergencePolicy,

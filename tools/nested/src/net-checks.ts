@@ -24,7 +24,7 @@ import { connect, createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { DEMO_BOOT_MARKER } from "@kvt/images";
-import { OutgoingMigration } from "@kvt/migration";
+import { longestGap, OutgoingMigration } from "@kvt/migration";
 import type { DeviceErrorEvent } from "@kvt/vmm";
 import { type ConsolePeer, check, converse, typeLine, within } from "./check-runner.ts";
 import { bootDemo, type DemoGuest } from "./demo-guest.ts";
@@ -243,18 +243,6 @@ async function startEchoProber(): Promise<EchoProber> {
       sock.destroy();
     },
   };
-}
-
-/** The longest time between two replies received in [fromMs, toMs] (performance.now() times) and when it began. */
-function longestGap(replies: readonly number[], fromMs: number, toMs: number): { ms: number; startMs: number } {
-  const inside = replies.filter((t) => t >= fromMs && t <= toMs);
-  let gap = { ms: 0, startMs: fromMs };
-  for (let i = 1; i < inside.length; i++) {
-    const a = inside[i - 1] ?? 0;
-    const b = inside[i] ?? 0;
-    if (b - a > gap.ms) gap = { ms: b - a, startMs: a };
-  }
-  return gap;
 }
 
 const consolePeer = (g: DemoGuest): ConsolePeer => ({ console: g.console, writeSerial: (t) => g.vm.writeSerial(t) });
