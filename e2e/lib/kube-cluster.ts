@@ -63,8 +63,10 @@ async function timed<T>(what: string, step: () => Promise<T>): Promise<T> {
 /** The KubeVirt CR of deploy/kubevirt-cr with `developerConfiguration.useEmulation` on (no usable KVM on the nodes). */
 export function emulatedKubeVirtCr(yamlText: string): Record<string, unknown> {
   const cr = parse(yamlText) as { spec?: { configuration?: { developerConfiguration?: Record<string, unknown> } } };
-  const spec = (cr.spec ??= {});
-  const configuration = (spec.configuration ??= {});
+  cr.spec = cr.spec ?? {};
+  const spec = cr.spec;
+  spec.configuration = spec.configuration ?? {};
+  const configuration = spec.configuration;
   configuration.developerConfiguration = { ...configuration.developerConfiguration, useEmulation: true };
   return cr;
 }
