@@ -70,7 +70,8 @@ export interface LocalExemption {
  * The KubeVirt rules no local-cluster flow can need. virt-api finds a node's virt-handler by listing the
  * virt-handler pods (handler/handler-client.ts PodHandlerLocator); the local cluster runs the handlers as processes
  * on 127.0.0.1, one port each, not as pods, and gives virt-api `--handler-url` instead. The real-Kubernetes lane
- * (deploy/ on kube-apiserver) takes that path.
+ * (deploy/ on kube-apiserver) takes that path. Likewise virt-controller writes the KubeVirt CR's status only from
+ * the component workloads, which the local cluster does not have.
  */
 export const LOCAL_CLUSTER_EXEMPTIONS: readonly LocalExemption[] = [
   {
@@ -81,6 +82,16 @@ export const LOCAL_CLUSTER_EXEMPTIONS: readonly LocalExemption[] = [
     why:
       "PodHandlerLocator lists the virt-handler pods on a real cluster; the local cluster runs the handlers as " +
       "processes and gives virt-api --handler-url",
+  },
+  {
+    component: "virt-controller",
+    role: "Role kubevirt/kubevirt-controller",
+    resources: ["kubevirts/status"],
+    verbs: ["update"],
+    why:
+      "KubeVirtStatusController writes the KubeVirt CR's status from the virt-api and virt-controller Deployments " +
+      "and the virt-handler DaemonSet on a real cluster; the local cluster runs the components as processes, so " +
+      "there is no workload to report from and the status is left alone",
   },
 ];
 
