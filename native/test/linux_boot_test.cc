@@ -214,6 +214,14 @@ TEST(LinuxEntryRegistersFollowTheProtocol) {
   cpuid[0].function = 1;
   AdjustCpuidForLinux(&cpuid);
   CHECK((cpuid[0].ecx & (1u << 31)) != 0);
+  CHECK((cpuid[0].ecx & (1u << 24)) == 0);  // no TSC deadline timer unless the LAPIC emulates one
+  std::vector<kvm_cpuid_entry2> with_deadline(2);
+  with_deadline[0].function = 7;
+  with_deadline[1].function = 1;
+  AdjustCpuidForLinux(&with_deadline, true);
+  CHECK((with_deadline[1].ecx & (1u << 24)) != 0);
+  CHECK((with_deadline[1].ecx & (1u << 31)) != 0);
+  CHECK_EQ(with_deadline[0].ecx, 0u);  // other leaves untouched
   auto msrs = LinuxBootMsrs();
   CHECK_EQ(msrs.size(), 2u);
   CHECK_EQ(msrs[1].index, 0x2ffu);

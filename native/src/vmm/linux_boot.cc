@@ -147,9 +147,11 @@ void LinuxInitialRegs(kvm_regs* regs, uint64_t entry) {
   regs->rflags = 0x2;
 }
 
-void AdjustCpuidForLinux(std::vector<kvm_cpuid_entry2>* entries) {
+void AdjustCpuidForLinux(std::vector<kvm_cpuid_entry2>* entries, bool tsc_deadline) {
   for (auto& e : *entries) {
-    if (e.function == 1) e.ecx |= 1u << 31;  // X86_FEATURE_HYPERVISOR
+    if (e.function != 1) continue;
+    e.ecx |= 1u << 31;                   // X86_FEATURE_HYPERVISOR
+    if (tsc_deadline) e.ecx |= 1u << 24;  // X86_FEATURE_TSC_DEADLINE_TIMER
   }
 }
 

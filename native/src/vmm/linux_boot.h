@@ -122,9 +122,14 @@ Result<std::string> CheckCmdline(const BzImage& image, const std::string& cmdlin
 // vCPU 0's general registers at the 64-bit entry `entry` (a bzImage's: load address + 0x200; a vmlinux's: e_entry).
 void LinuxInitialRegs(kvm_regs* regs, uint64_t entry = kKernelLoadAddr + 0x200);
 
-// CPUID adjustments for a Linux guest: sets the hypervisor bit (leaf 1 ECX bit 31) so the kernel looks for the KVM
-// leaves (kvmclock, PV EOI, ...). Applied on top of KVM_GET_SUPPORTED_CPUID.
-void AdjustCpuidForLinux(std::vector<kvm_cpuid_entry2>* entries);
+// CPUID adjustments for a Linux guest, on top of KVM_GET_SUPPORTED_CPUID: the hypervisor bit (leaf 1 ECX bit 31),
+// so the kernel looks for the KVM leaves (kvmclock, PV EOI, ...), and, with `tsc_deadline` (the in-kernel LAPIC
+// emulates it: KVM_CAP_TSC_DEADLINE_TIMER, which KVM does not list itself, as QEMU and Firecracker know), the TSC
+// deadline timer (leaf 1 ECX bit 24). Without it Linux calibrates the LAPIC timer against the PIT; under nested
+// virtualization that calibration fails ("APIC timer disabled due to verification failure") and the PIT becomes
+// the clock event device: every idle entry then reprograms it through port I/O, an exit to the host each time
+// (measured in the nested lane: 7 of them per network round trip; docs/benchmarks/network.md).
+void AdjustCpuidForLinux(std::vector<kvm_cpuid_entry2>* entries, bool tsc_deadline = false);
 
 // MSRs set before the first KVM_RUN (Firecracker `create_boot_msr_entries`): fast strings in IA32_MISC_ENABLE and
 // MTRRs enabled with write-back as the default type, so the kernel does not run on uncached memory.

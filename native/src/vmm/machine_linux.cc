@@ -158,7 +158,8 @@ Status Machine::LoadLinux(const uint8_t* kernel, size_t kernel_len, const uint8_
   if (auto st = WriteBootTables(*m.mem); !st.ok()) return st;
 
   std::vector<kvm_cpuid_entry2> base = m.cpuid;
-  AdjustCpuidForLinux(&base);
+  // The in-kernel LAPIC (CreateLinuxIrqchip) emulates the TSC deadline timer where KVM says so.
+  AdjustCpuidForLinux(&base, m.vm.CheckExtension(KVM_CAP_TSC_DEADLINE_TIMER) > 0);
   for (auto& vp : m.vcpus) {
     std::vector<kvm_cpuid_entry2> entries = base;
     uint32_t id = vp->id();
