@@ -2,13 +2,17 @@
 // checks, then the whole path through the transport and the worker thread with a SOCK_SEQPACKET pair as the
 // backend (guest -> peer, peer -> guest, MSI, dirty pages), a broken chain, quiesce, and save/restore carrying a
 // frame that was waiting for a receive buffer. A tap is opened when this process may (CAP_NET_ADMIN).
+#include <dirent.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -388,12 +392,36 @@ struct Live {
   }
 };
 
+// How many of this process's threads run SCHED_BATCH (the policy, field 41 of /proc/self/task/<tid>/stat, is 3).
+size_t BatchThreads() {
+  size_t n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));  // from field 3 (state) on
+    std::string field;
+    for (int i = 3; i <= 41 && fields >> field; ++i) {
+      if (i == 41 && field == "3") n++;
+    }
+  }
+  closedir(d);
+  return n;
+}
+
 }  // namespace
 
 TEST(virtio_net_moves_frames_both_ways_on_its_worker_thread) {
+  size_t batch_before = BatchThreads();
   Live v;
   v.Bringup();
   CHECK_EQ(v.t->status() & kStatusDriverOk, kStatusDriverOk);
+  // The worker runs SCHED_BATCH (its wake-ups do not preempt a running vCPU thread).
+  CHECK(v.WaitFor([&] { return BatchThreads() == batch_before + 1; }));
   // guest -> backend: the peer gets the frame without the virtio header.
   std::vector<uint8_t> out = Frame(60, 1);
   v.Send(0, out);
@@ -430,6 +458,7 @@ TEST(virtio_net_moves_frames_both_ways_on_its_worker_thread) {
   CHECK_EQ(s.rx_bytes, 98u + 64 + 65 + 66 + 67);
   v.W(kCommonDeviceStatus, 0, 1);  // reset joins the worker
   CHECK_EQ(v.t->status(), 0);
+  CHECK_EQ(BatchThreads(), batch_before);
 }
 
 TEST(virtio_net_broken_transmit_chain_sets_needs_reset_and_reports_it) {

@@ -15,7 +15,12 @@
 //              or any packet fd handed over (one read or write = one frame; tests use a SOCK_SEQPACKET pair);
 //              vnet_hdr says whether the fd carries the 12-byte virtio header before each frame
 //
-//   one worker thread per device, never the vCPU threads:
+//   one worker thread per device, never the vCPU threads, scheduled SCHED_BATCH: its wake-ups (a kick, a frame)
+//   do not preempt a vCPU thread running on the same CPU, so the guest queues frames until it waits (HLT) or its
+//   slice ends, and the worker then takes them in one turn, with one interrupt. With the default policy, every kick
+//   preempted the guest at once on a busy CPU: one 64 KiB frame per kick and per interrupt (measured in the nested
+//   lane's single-CPU L1: 5 frames a kick with it, guest -> host 0.29 -> 0.9-1.5 Gbit/s, the round trip unchanged;
+//   docs/benchmarks/network.md). A CPU left idle runs the worker at once either way.
 //     poll(ctl eventfd, rx kick, tx kick, backend POLLIN while a frame can be taken)
 //     tx kick      -> pop every transmit chain -> writev(hdr? + frame) to the backend -> used (len 0) -> interrupt
 //     backend      -> read one frame into the bounce buffer -> pop a receive chain (MRG_RXBUF: as many as the
