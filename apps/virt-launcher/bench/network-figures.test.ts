@@ -6,6 +6,7 @@ import {
   guestFrames,
   Iperf3Error,
   judgeGoals,
+  medianRun,
   NETDEV_LINE,
   parseIperf3,
   rttStats,
@@ -155,5 +156,22 @@ describe("guestFrames()", () => {
       rxAvgBytes: 0,
       txAvgBytes: 0,
     });
+  });
+});
+
+describe("medianRun()", () => {
+  const run = (tx: number, rx: number, rtt: number, retransmits?: number) => ({
+    tx: { bitsPerSecond: tx, seconds: 5, ...(retransmits === undefined ? {} : { retransmits }) },
+    rx: { bitsPerSecond: rx, seconds: 5 },
+    rtt: { count: 100, medianUs: rtt, meanUs: rtt + 10, p99Us: rtt * 3 },
+  });
+
+  it("takes each figure's median over the rounds, sums retransmits and round trips", () => {
+    const m = medianRun([run(3e8, 1e8, 900, 2), run(1e8, 9e8, 300, 1), run(2e8, 5e8, 2000, 0)]);
+    expect(m.tx).toEqual({ bitsPerSecond: 2e8, seconds: 5, retransmits: 3 });
+    expect(m.rx).toEqual({ bitsPerSecond: 5e8, seconds: 5 });
+    expect(m.rtt).toEqual({ count: 300, medianUs: 900, meanUs: 910, p99Us: 2700 });
+    expect(medianRun([run(1, 2, 10), run(3, 4, 20)]).tx.bitsPerSecond).toBe(2);
+    expect(() => medianRun([])).toThrow(RangeError);
   });
 });

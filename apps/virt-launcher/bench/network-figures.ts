@@ -4,6 +4,7 @@
  *
  *   iperf3 -J (client side)     --parseIperf3-->   bits/s the receiver counted (end.sum_received), retransmits
  *   ping-pong round trips (us)  --rttStats----->   count, median, mean, p99
+ *   one side's runs, alternated with the others' --medianRun--> the median of each figure
  *   echo reply times (ms)       --longestGap--->   the longest silence a client saw across the move
  *   /sys/class/net/eth0/device/features --featureNames--> the virtio-net features the guest's driver took
  *   the guest's /proc/net/dev eth0 line --guestFrames--> the average frame its driver handled each way (64 KiB
@@ -92,6 +93,36 @@ export interface SideRun {
   readonly tx: Iperf3Result;
   readonly rx: Iperf3Result;
   readonly rtt: RttStats;
+}
+
+/** The median of each figure over a side's runs (the rounds alternate the sides, so each median meets the same load). */
+export function medianRun(runs: readonly SideRun[]): SideRun {
+  if (runs.length === 0) throw new RangeError("no runs to take the median of");
+  const median = (xs: readonly number[]): number => {
+    const s = [...xs].sort((a, b) => a - b);
+    const m = s.length >> 1;
+    return s.length % 2 ? (s[m] ?? 0) : ((s[m - 1] ?? 0) + (s[m] ?? 0)) / 2;
+  };
+  const sum = (xs: readonly (number | undefined)[]): number | undefined =>
+    xs.every((x) => x === undefined) ? undefined : xs.reduce<number>((a, x) => a + (x ?? 0), 0);
+  const iperf = (pick: (r: SideRun) => Iperf3Result): Iperf3Result => {
+    const retransmits = sum(runs.map((r) => pick(r).retransmits));
+    return {
+      bitsPerSecond: median(runs.map((r) => pick(r).bitsPerSecond)),
+      seconds: median(runs.map((r) => pick(r).seconds)),
+      ...(retransmits === undefined ? {} : { retransmits }),
+    };
+  };
+  return {
+    tx: iperf((r) => r.tx),
+    rx: iperf((r) => r.rx),
+    rtt: {
+      count: runs.reduce((a, r) => a + r.rtt.count, 0),
+      medianUs: median(runs.map((r) => r.rtt.medianUs)),
+      meanUs: median(runs.map((r) => r.rtt.meanUs)),
+      p99Us: median(runs.map((r) => r.rtt.p99Us)),
+    },
+  };
 }
 
 /** The JSON line's figures of one side. */

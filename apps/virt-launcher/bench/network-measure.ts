@@ -4,8 +4,8 @@
  *
  *   measure(server[, netns])  ping-pong (network-pingpong.ts), iperf3 -c (host -> server), iperf3 -c -R (server ->
  *                             host), each from `netns` (nsenter) or from this namespace
- *   limit()                   two namespaces joined by a veth pair, iperf3 -s and busybox `nc -ll -e cat` in the
- *                             second, measure() from the first; both namespaces removed after
+ *   startLimit()              two namespaces joined by a veth pair, iperf3 -s and busybox `nc -ll -e cat` in the
+ *                             second (measure() runs from the first); stop() removes both
  *   startProber(host, port)   one TCP connection, a numbered line every PROBE_MS, each echo's arrival time
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
@@ -127,8 +127,16 @@ export async function measure(
   return { tx, rx, rtt };
 }
 
-/** The limit: two namespaces joined by a veth pair, the guest's servers in the second. */
-export async function limit(left: Leftovers, o: MeasureOptions): Promise<SideRun> {
+/** The limit's two namespaces, ready to measure: the server's address and the client's namespace. */
+export interface VethLimit {
+  readonly server: string;
+  readonly clientNetns: string;
+  /** Ends the servers and deletes both namespaces (once; later calls do nothing). */
+  stop(): void;
+}
+
+/** The limit: two namespaces joined by a veth pair, the guest's servers (iperf3, the echo) in the second. */
+export async function startLimit(left: Leftovers): Promise<VethLimit> {
   const tag = randomBytes(3).toString("hex");
   const [a, b] = [`kvtnb-${tag}-a`, `kvtnb-${tag}-b`];
   for (const ns of [a, b]) {
@@ -150,14 +158,19 @@ export async function limit(left: Leftovers, o: MeasureOptions): Promise<SideRun
     left.children.add(child);
     return child;
   });
-  try {
-    await new Promise((r) => setTimeout(r, 1000)); // both servers listening (nothing to poll for in another netns)
-    return await measure(left, o, "limit (veth)", "192.0.2.2", a);
-  } finally {
-    for (const s of servers) s.kill("SIGKILL");
-    left.namespaces = left.namespaces.filter((n) => n !== a && n !== b);
-    for (const ns of [a, b]) execFileSync("ip", ["netns", "delete", ns]);
-  }
+  await new Promise((r) => setTimeout(r, 1000)); // both servers listening (nothing to poll for in another netns)
+  let stopped = false;
+  return {
+    server: "192.0.2.2",
+    clientNetns: a,
+    stop: () => {
+      if (stopped) return;
+      stopped = true;
+      for (const s of servers) s.kill("SIGKILL");
+      left.namespaces = left.namespaces.filter((n) => n !== a && n !== b);
+      for (const ns of [a, b]) execFileSync("ip", ["netns", "delete", ns]);
+    },
+  };
 }
 
 /** A connection with a numbered line every PROBE_MS; each echoed line's arrival time (performance.now()). */

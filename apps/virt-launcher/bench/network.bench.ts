@@ -46,7 +46,7 @@ import {
 import { benchLane, kvmRunsLinux } from "@kvt/vmm";
 import type { MachineSpec, MigrationResult } from "../src/machine/machine.ts";
 import { migrationTlsPair } from "../src/machine/migration-tls.test-util.ts";
-import { planMasquerade } from "../src/network/masquerade-plan.ts";
+import { type MasqueradePlan, planMasquerade } from "../src/network/masquerade-plan.ts";
 import { imageStoreResolver } from "../src/vmi/image-store.ts";
 import { buildNoCloudDisk } from "../src/volumes/cloud-init-disks.ts";
 import {
@@ -55,6 +55,7 @@ import {
   guestFrames,
   judgeGoals,
   longestGap,
+  medianRun,
   NETDEV_LINE,
   type SideFigures,
   type SideRun,
@@ -63,18 +64,19 @@ import {
 import {
   ECHO_PORT,
   Leftovers,
-  limit,
   type MeasureOptions,
   measure,
   PROBE_MS,
+  startLimit,
   startProber,
   until,
+  type VethLimit,
 } from "./network-measure.ts";
 import type { NetworkPodConfig } from "./network-pod.ts";
 import { PodPeer } from "./network-pod-peer.ts";
 
-const USAGE = `usage: npm run bench -- network [--seconds N] [--rtt-seconds N] [--only SIDES] [--no-migration]
-                                [--plain-migration]
+const USAGE = `usage: npm run bench -- network [--seconds N] [--rtt-seconds N] [--rounds N] [--only SIDE]...
+                                [--no-migration] [--plain-migration]
 
 Measures, through KubeVirt's masquerade binding (the launcher's wiring in a real pod network), guest -> host and
 host -> guest TCP throughput (iperf3) and the round trip of a TCP ping-pong, on our VMM and on QEMU (-accel kvm), and
@@ -83,7 +85,8 @@ connection through a Service while the guest live-migrates. Runs inside the nest
 cannot run Linux (--host keeps it here). Root only.
   --seconds N       iperf3 run length per direction (default 5)
   --rtt-seconds N   ping-pong length (default 3; after 20 warm-up round trips)
-  --only SIDES      comma-separated subset of ours,qemu,limit (default all three)
+  --rounds N        measure every side N times, alternating them, and report the medians (default 3)
+  --only SIDE       ours, qemu or limit; repeat it for more than one (default all three; L1 takes no commas)
   --no-migration    skip the live migrations (the outages are then null)
   --plain-migration move the guests over a plain stream (KubeVirt's migrations.disableTLS) instead of TLS
   -h, --help        this text`;
@@ -92,9 +95,10 @@ const { values } = parseArgs({
   options: {
     seconds: { type: "string", default: "5" },
     "rtt-seconds": { type: "string", default: "3" },
-    only: { type: "string", default: "ours,qemu,limit" },
+    only: { type: "string", multiple: true, default: ["ours", "qemu", "limit"] },
     "no-migration": { type: "boolean", default: false },
     "plain-migration": { type: "boolean", default: false },
+    rounds: { type: "string", default: "3" },
     host: { type: "boolean", default: false },
     nested: { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
@@ -104,7 +108,7 @@ if (values.help) {
   process.stdout.write(`${USAGE}\n`);
   process.exit(0);
 }
-const SIDES = new Set(values.only.split(",").map((s) => s.trim()));
+const SIDES = new Set(values.only.flatMap((o) => o.split(",")).map((s) => s.trim()));
 for (const s of SIDES) {
   if (!["ours", "qemu", "limit"].includes(s)) {
     process.stderr.write(`--only: unknown side "${s}" (ours, qemu, limit)\n${USAGE}\n`);
@@ -119,6 +123,7 @@ const OPTIONS: MeasureOptions = {
 };
 const MIGRATE = !values["no-migration"];
 const PLAIN_MIGRATION = values["plain-migration"];
+const ROUNDS = Math.max(1, Math.round(Number(values.rounds) || 3));
 const root = new URL("../../../", import.meta.url).pathname;
 const lane = benchLane();
 const GUEST_MEMORY = 256 * 2 ** 20;
@@ -289,19 +294,32 @@ async function migrate(
   }
 }
 
-/** One VMM's figures. */
-interface SideResult {
-  readonly run: SideRun;
-  readonly move: MoveFigures | null;
+/** One VMM's guest, booted behind the binding in its source pod. */
+interface BootedSide {
+  readonly label: "ours" | "qemu";
+  readonly backend: NetworkPodConfig["backend"];
+  readonly source: { pod: PodPeer; ip: string };
+  readonly plan: MasqueradePlan;
+  /** The machine spec of a pod of this side (`role` names its work directory). */
+  spec(role: string): MachineSpec;
   /** The virtio-net features the guest's driver negotiated (sysfs bits). */
   readonly features: string;
-  /** The average frame the guest's driver handled each way over the run (its /proc/net/dev). */
+}
+
+/** One VMM's figures. */
+interface SideResult {
+  /** Each figure's median over the rounds. */
+  readonly run: SideRun;
+  readonly rounds: readonly SideRun[];
+  readonly move: MoveFigures | null;
+  readonly features: string;
+  /** The average frame the guest's driver handled each way over all rounds (its /proc/net/dev). */
   readonly frames: { rxAvgBytes: number; txAvgBytes: number };
 }
 
-/** One VMM's side: boot behind the binding, measure, then (unless --no-migration) the move. */
-async function side(net: PodNetworkConfig, backend: NetworkPodConfig["backend"]): Promise<SideResult> {
-  const label = backend === "native" ? "ours" : "qemu";
+/** Boots one VMM's guest in a launcher pod on node-a and waits until its servers listen. */
+async function bootSide(net: PodNetworkConfig, label: "ours" | "qemu"): Promise<BootedSide> {
+  const backend = label === "ours" ? "native" : "qemu";
   const vmi = benchVmi(`net-${label}`);
   const plan = planMasquerade(vmi);
   if (!plan) throw new Error("the bench VMI has no masquerade plan");
@@ -325,14 +343,33 @@ async function side(net: PodNetworkConfig, backend: NetworkPodConfig["backend"])
   const ready = await source.pod.waitConsole(/KVT_NET_READY (\S+) features=([01]*)/, BOOT_TIMEOUT_MS);
   const upS = ((performance.now() - t0) / 1000).toFixed(1);
   say(`${label}: guest up as ${ready[1]} behind pod IP ${source.ip} after ${upS} s`);
-  const run = await measure(left, OPTIONS, label, source.ip);
-  source.pod.type("echo KVT_NETDEV $(grep eth0: /proc/net/dev)\n");
-  const frames = guestFrames(await source.pod.waitConsole(NETDEV_LINE, 120_000));
-  say(`${label}: the guest's average frame: ${frames.rxAvgBytes} B received, ${frames.txAvgBytes} B sent`);
-  const move = MIGRATE ? await migrate(net, label, source, { backend, spec: spec("b"), plan }) : null;
-  if (move) say(`${label}: migration outage ${move.outageMs} ms (downtime ${move.downtimeMs} ms)`);
-  await source.pod.stop();
-  return { run, move, features: ready[2] ?? "", frames };
+  return { label, backend, source, plan, spec, features: ready[2] ?? "" };
+}
+
+/** The guest's average frame each way so far (it prints its eth0 counters on the console). */
+async function framesOf(side: BootedSide): Promise<SideResult["frames"]> {
+  side.source.pod.type("echo KVT_NETDEV $(grep eth0: /proc/net/dev)\n");
+  const frames = guestFrames(await side.source.pod.waitConsole(NETDEV_LINE, 120_000));
+  say(`${side.label}: the guest's average frame: ${frames.rxAvgBytes} B received, ${frames.txAvgBytes} B sent`);
+  return frames;
+}
+
+/**
+ * ROUNDS rounds over every side (the order reversed every other round), so that each side's median meets the same
+ * load: L1 is one emulated CPU on a shared host, and a side measured alone in a busy minute reads several times
+ * slower than in a quiet one.
+ */
+async function rounds(
+  targets: readonly { name: string; server: string; netns?: string }[],
+): Promise<Map<string, SideRun[]>> {
+  const runs = new Map(targets.map((t) => [t.name, [] as SideRun[]]));
+  for (let r = 1; r <= ROUNDS; r++) {
+    const order = r % 2 ? targets : [...targets].reverse();
+    for (const t of order) {
+      runs.get(t.name)?.push(await measure(left, OPTIONS, `${t.name} (round ${r}/${ROUNDS})`, t.server, t.netns));
+    }
+  }
+  return runs;
 }
 
 /** One side's line figures and outage, or nulls. */
@@ -345,25 +382,36 @@ function summary(r: SideResult | null): { figures: SideFigures | null; outageMs:
   };
 }
 
-/** Prints the table and, last, the JSON line. */
-function report(ours: SideResult | null, qemu: SideResult | null, lim: SideRun | null, skipped: string[]): void {
+/** The table's text: the figures, each round's, the features, frames and outages. */
+function reportText(ours: SideResult | null, qemu: SideResult | null, limRun: SideRun | null, lim: SideRun[] | null) {
   const [o, q] = [summary(ours), summary(qemu)];
-  const l = lim ? sideFigures(lim) : null;
-  const moves = { ours: ours?.move ?? null, qemu: qemu?.move ?? null };
+  const perRound = (runs: readonly SideRun[] | null | undefined): SideFigures[] | null =>
+    runs?.map(sideFigures) ?? null;
   const table = figuresTable([
     ["ours", ours?.run ?? null],
     ["qemu", qemu?.run ?? null],
-    ["limit", lim],
+    ["limit", limRun],
   ]);
-  process.stdout.write(
+  const rounds = { ours: perRound(ours?.rounds), qemu: perRound(qemu?.rounds), limit: perRound(lim) };
+  return (
     `\nnetwork bench (${lane} lane; guest 1 vCPU ${GUEST_MEMORY / 2 ** 20} MiB, masquerade binding; iperf3 ` +
-      `${OPTIONS.seconds} s a direction; Gbps = 10^9 bit/s)\n${table}\n` +
-      `virtio-net features the guest negotiated: ours ${o.features}; qemu ${q.features}\n` +
-      `the guest's average frame (received/sent, bytes): ours ${JSON.stringify(ours?.frames ?? null)}, qemu ` +
-      `${JSON.stringify(qemu?.frames ?? null)}\n` +
-      `migration outage through a Service (longest silence, a line every ${PROBE_MS} ms): ours ${o.outageMs} ms ` +
-      `${JSON.stringify(moves.ours)}, qemu ${q.outageMs} ms ${JSON.stringify(moves.qemu)}\n`,
+    `${OPTIONS.seconds} s a direction; medians of ${ROUNDS} alternated rounds; Gbps = 10^9 bit/s)\n${table}\n` +
+    `per round: ${JSON.stringify(rounds)}\n` +
+    `virtio-net features the guest negotiated: ours ${o.features}; qemu ${q.features}\n` +
+    `the guest's average frame (received/sent, bytes): ours ${JSON.stringify(ours?.frames ?? null)}, qemu ` +
+    `${JSON.stringify(qemu?.frames ?? null)}\n` +
+    `migration outage through a Service (longest silence, a line every ${PROBE_MS} ms): ours ${o.outageMs} ms ` +
+    `${JSON.stringify(ours?.move ?? null)}, qemu ${q.outageMs} ms ${JSON.stringify(qemu?.move ?? null)}\n`
   );
+}
+
+/** Prints the table and, last, the JSON line. */
+function report(ours: SideResult | null, qemu: SideResult | null, lim: SideRun[] | null, skipped: string[]): void {
+  const [o, q] = [summary(ours), summary(qemu)];
+  const limRun = lim ? medianRun(lim) : null;
+  const l = limRun ? sideFigures(limRun) : null;
+  const moves = { ours: ours?.move ?? null, qemu: qemu?.move ?? null };
+  process.stdout.write(reportText(ours, qemu, limRun, lim));
   process.stdout.write(
     `${JSON.stringify({
       area: "network",
@@ -374,6 +422,7 @@ function report(ours: SideResult | null, qemu: SideResult | null, lim: SideRun |
       migrationOutageMs: o.outageMs,
       qemuMigrationOutageMs: q.outageMs,
       seconds: OPTIONS.seconds,
+      rounds: ROUNDS,
       rtt: RTT_METHOD,
       migration: { ...moves, tls: !PLAIN_MIGRATION },
       guestFrames: { ours: ours?.frames ?? null, qemu: qemu?.frames ?? null },
@@ -383,21 +432,51 @@ function report(ours: SideResult | null, qemu: SideResult | null, lim: SideRun |
   );
 }
 
+/** The limit as a measuring target: its server, measured from its first namespace. */
+function limitTarget(limit: VethLimit): { name: string; server: string; netns: string } {
+  return { name: "limit", server: limit.server, netns: limit.clientNetns };
+}
+
+/** Boots the selected VMMs' guests, measures every side in rounds, then moves each guest. */
+async function measureVmms(labels: readonly ("ours" | "qemu")[], limit: VethLimit | undefined) {
+  const results: Partial<Record<"ours" | "qemu", SideResult>> = {};
+  say("creating the pod network (the local cluster's: bridge, CNI, Service rules)");
+  const net = await createPodNetwork(join(made.dir, "cluster"), ["node-a", "node-b"], say);
+  made.network = net;
+  const booted: BootedSide[] = [];
+  for (const label of labels) booted.push(await bootSide(net, label));
+  const runs = await rounds([
+    ...booted.map((b) => ({ name: b.label, server: b.source.ip })),
+    ...(limit ? [limitTarget(limit)] : []),
+  ]);
+  limit?.stop();
+  for (const b of booted) {
+    const frames = await framesOf(b);
+    const config = { backend: b.backend, spec: b.spec("b"), plan: b.plan };
+    const move = MIGRATE ? await migrate(net, b.label, b.source, config) : null;
+    if (move) say(`${b.label}: migration outage ${move.outageMs} ms (downtime ${move.downtimeMs} ms)`);
+    await b.source.pod.stop();
+    const mine = runs.get(b.label) ?? [];
+    results[b.label] = { run: medianRun(mine), rounds: mine, move, features: b.features, frames };
+  }
+  return { results, limitRuns: limit ? (runs.get("limit") ?? null) : null };
+}
+
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error("the network bench needs root (network namespaces, nftables)");
   made.dir = mkdtempSync(join(tmpdir(), "kvt-net-bench-"));
-  const lim = SIDES.has("limit") ? await limit(left, OPTIONS) : null;
+  const limit = SIDES.has("limit") ? await startLimit(left) : undefined;
   const vmms = (["ours", "qemu"] as const).filter((s) => SIDES.has(s));
   const skipped: string[] = [];
-  const results: Record<string, SideResult> = {};
   if (vmms.length > 0 && !kvmRunsLinux()) {
     skipped.push("this host's KVM cannot run Linux guests (run the bench without --host)");
-  } else if (vmms.length > 0) {
-    say("creating the pod network (the local cluster's: bridge, CNI, Service rules)");
-    made.network = await createPodNetwork(join(made.dir, "cluster"), ["node-a", "node-b"], say);
-    for (const s of vmms) results[s] = await side(made.network, s === "ours" ? "native" : "qemu");
   }
-  report(results.ours ?? null, results.qemu ?? null, lim, skipped);
+  let results: Partial<Record<"ours" | "qemu", SideResult>> = {};
+  let limitRuns: SideRun[] | null = null;
+  if (vmms.length > 0 && skipped.length === 0) ({ results, limitRuns } = await measureVmms(vmms, limit));
+  else if (limit) limitRuns = (await rounds([limitTarget(limit)])).get("limit") ?? null;
+  limit?.stop();
+  report(results.ours ?? null, results.qemu ?? null, limitRuns, skipped);
 }
 
 try {
