@@ -41,7 +41,8 @@ Result<void*> ReadPem(const ossl::Library& l, const std::string& pem, bool key, 
   l.BIO_free(bio);
   if (out == nullptr) {
     ossl::TakeErrors();
-    return Error{EINVAL, "migration TLS", std::string(what) + (key ? " is not a PEM private key" : " is not a PEM certificate")};
+    const char* expected = key ? " is not a PEM private key" : " is not a PEM certificate";
+    return Error{EINVAL, "migration TLS", std::string(what) + expected};
   }
   return out;
 }
