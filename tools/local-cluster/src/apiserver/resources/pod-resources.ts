@@ -77,21 +77,20 @@ export function decodePodQuantities(pod: KubeObject): void {
   if (!isObject(pod.spec)) return;
   checkContainerTypes(pod.spec);
   for (const { map } of quantityMaps(pod.spec)) {
-    for (const [name, raw] of Object.entries(map)) {
-      if (raw === null) {
-        map[name] = "0";
-        continue;
-      }
-      try {
-        map[name] = Quantity.parse(
-          typeof raw === "number" || typeof raw === "string" ? raw : JSON.stringify(raw),
-        ).toString();
-      } catch (err) {
-        // A non-string non-number goes through the same parser in Go (its raw JSON text) and fails the same way.
-        if (!(err instanceof QuantityError)) throw err;
-        throw badRequest(`Pod in version "v1" cannot be handled as a Pod: ${err.message}`);
-      }
-    }
+    for (const [name, raw] of Object.entries(map)) map[name] = raw === null ? "0" : canonicalQuantity(raw, "Pod");
+  }
+}
+
+/**
+ * `raw` in its canonical form, or the 400 `<kind> in version "v1" cannot be handled as a <kind>: <message>`. A
+ * non-string non-number goes through the same parser in Go (its raw JSON text) and fails the same way.
+ */
+function canonicalQuantity(raw: unknown, kind: "Pod" | "Node"): string {
+  try {
+    return Quantity.parse(typeof raw === "number" || typeof raw === "string" ? raw : JSON.stringify(raw)).toString();
+  } catch (err) {
+    if (!(err instanceof QuantityError)) throw err;
+    throw badRequest(`${kind} in version "v1" cannot be handled as a ${kind}: ${err.message}`);
   }
 }
 
@@ -105,17 +104,7 @@ export function decodeNodeQuantities(node: KubeObject): void {
   for (const key of ["capacity", "allocatable"] as const) {
     const map = status && isObject(status[key]) ? status[key] : undefined;
     if (!map) continue;
-    for (const [name, raw] of Object.entries(map)) {
-      if (raw === null) continue;
-      try {
-        map[name] = Quantity.parse(
-          typeof raw === "number" || typeof raw === "string" ? raw : JSON.stringify(raw),
-        ).toString();
-      } catch (err) {
-        if (!(err instanceof QuantityError)) throw err;
-        throw badRequest(`Node in version "v1" cannot be handled as a Node: ${err.message}`);
-      }
-    }
+    for (const [name, raw] of Object.entries(map)) if (raw !== null) map[name] = canonicalQuantity(raw, "Node");
   }
 }
 
