@@ -10,6 +10,7 @@
  */
 import { relative } from "node:path";
 import { ensureHostTools, type HostTool } from "@kvt/images";
+import { POD_NETWORK_TOOLS } from "@kvt/local-cluster";
 import { kvmRunsLinux } from "@kvt/vmm";
 import { buildL1Image, projectRoot } from "./l1-image.ts";
 import { runInL1 } from "./l1-run.ts";
@@ -21,21 +22,10 @@ export const KVM_BENCH_AREAS: ReadonlySet<string> = new Set(["migration", "vmm-s
 /**
  * Debian programs an area runs inside L1, installed here first (L1 sees this host's `/` read-only and cannot
  * install anything). network: its host-side iperf3 and busybox (the ping-pong's echo server for the veth limit),
- * and what the local cluster's pod network needs (tools/local-cluster POD_NETWORK_TOOLS, which the bench checks
- * again in L1 without being able to install: keep the two in step).
+ * and what the local cluster's pod network needs (which the bench checks again in L1 without being able to install).
  */
 export const L1_BENCH_HOST_TOOLS: Readonly<Record<string, readonly HostTool[]>> = {
-  network: [
-    { bin: "iperf3", pkg: "iperf3" },
-    { bin: "busybox", pkg: "busybox" },
-    { bin: "/usr/lib/cni/bridge", pkg: "containernetworking-plugins" },
-    { bin: "iptables", pkg: "iptables" },
-    { bin: "ip", pkg: "iproute2" },
-    { bin: "nsenter", pkg: "util-linux" },
-    { bin: "nft", pkg: "nftables" },
-    { bin: "conntrack", pkg: "conntrack" },
-    { bin: "ssh", pkg: "openssh-client" },
-  ],
+  network: [{ bin: "iperf3", pkg: "iperf3" }, { bin: "busybox", pkg: "busybox" }, ...POD_NETWORK_TOOLS],
 };
 
 /** The flag that sends any bench area into L1 (e.g. `npm run bench -- density --nested`: the cluster in L1). */
