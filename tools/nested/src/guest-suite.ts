@@ -38,9 +38,17 @@ interface VitestJson {
     name: string;
     startTime?: number;
     endTime?: number;
-    assertionResults: { fullName: string; status: string; duration?: number | null }[];
+    assertionResults: {
+      fullName: string;
+      status: string;
+      duration?: number | null;
+      failureMessages?: readonly string[] | null;
+    }[];
   }[];
 }
+
+/** How much of a failed test's first message line a check's detail carries. */
+const FAILURE_MESSAGE_CHARS = 240;
 
 /**
  * One check per suite file from vitest's JSON report: passed when no test failed and at least one ran. Each carries
@@ -59,9 +67,19 @@ export function suiteChecks(
     const passed = named("passed").length;
     // The file's own time, so the lane's log says where the suites' minutes go (the run's total follows).
     const own = file.startTime && file.endTime ? `${Math.round((file.endTime - file.startTime) / 1000)} s of ` : "";
+    // Each failure with the first line of its message: L1's vitest output does not reach the lane's log.
+    const why = file.assertionResults
+      .filter((a) => a.status === "failed")
+      .map((a) => {
+        const lines = a.failureMessages?.[0]?.split("\n") ?? [];
+        // The message and the test file's line it came from (the first stack frame in a .test.ts).
+        const at = lines.find((l) => /\.test\.ts:\d+/.test(l))?.trim();
+        const first = [lines[0], at].filter(Boolean).join(" ").slice(0, FAILURE_MESSAGE_CHARS);
+        return first ? `${a.fullName} (${first})` : a.fullName;
+      });
     const detail =
       `${passed} passed, ${failed.length} failed, ${skipped.length} skipped (${own}vitest ${Math.round(ms / 1000)} s)` +
-      (failed.length ? `: ${failed.join("; ")}` : "");
+      (why.length ? `: ${why.join("; ")}` : "");
     const name = `suite ${file.name.replace(`${root}/`, "")}`;
     const tests: SuiteTests = {
       passed,

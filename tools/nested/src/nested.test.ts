@@ -121,7 +121,11 @@ describe("nested lane (pure parts)", () => {
           name: "/p/libs/migration/src/live-migration.test.ts",
           assertionResults: [
             { fullName: "moves", status: "passed" },
-            { fullName: "ping-pong", status: "failed" },
+            {
+              fullName: "ping-pong",
+              status: "failed",
+              failureMessages: ["AssertionError: expected 1 to be 2\n    at x.test.ts:3:1"],
+            },
           ],
         },
         { name: "/p/x.test.ts", assertionResults: [{ fullName: "c", status: "skipped" }] },
@@ -138,7 +142,8 @@ describe("nested lane (pure parts)", () => {
       {
         name: "suite libs/migration/src/live-migration.test.ts",
         ok: false,
-        detail: "1 passed, 1 failed, 0 skipped (vitest 61 s): ping-pong",
+        detail:
+          "1 passed, 1 failed, 0 skipped (vitest 61 s): ping-pong (AssertionError: expected 1 to be 2 at x.test.ts:3:1)",
         tests: { passed: 1, failed: 1, skipped: 0, failedNames: ["ping-pong"], skippedNames: [] },
       },
       {
