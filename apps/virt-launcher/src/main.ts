@@ -38,6 +38,7 @@ import { machineFactory } from "./machine/create-machine.ts";
 import { MIGRATION_PORTS } from "./network/masquerade-plan.ts";
 import { parseVolumeMounts, type VolumeMount } from "./vmi/disks.ts";
 import { imageStoreResolver } from "./vmi/image-store.ts";
+import { podImageResolver } from "./vmi/image-volumes.ts";
 import { buildMachineSpec } from "./vmi/machine-spec.ts";
 import { loadVmi, UsageError } from "./vmi-source.ts";
 
@@ -128,7 +129,11 @@ await main({
         socketPath: dirs.socketPath,
         consoleLogPath: values["console-log"] ?? dirs.consoleLog,
         toSpec: (vmi, role) =>
-          buildMachineSpec(vmi, { resolveImage: imageStoreResolver(storeRoot), workDir, mounts }, role),
+          buildMachineSpec(
+            vmi,
+            { resolveImage: podImageResolver(vmi, mounts, imageStoreResolver(storeRoot)), workDir, mounts },
+            role,
+          ),
         createMachine: machineFactory({
           logger: log,
           useEmulation,

@@ -53,6 +53,8 @@ export interface PodVolume {
   secret?: { secretName: string; items?: KeyToPath[]; optional?: boolean; defaultMode?: number };
   downwardAPI?: { items?: DownwardApiVolumeFile[]; defaultMode?: number };
   projected?: { sources: VolumeProjection[]; defaultMode?: number };
+  /** An OCI image's files, read only (the kubelet's ImageVolume, GA in Kubernetes 1.36). */
+  image?: { reference: string; pullPolicy?: "Always" | "IfNotPresent" | "Never" };
 }
 
 /** A pod condition. */
@@ -90,6 +92,7 @@ export interface Pod extends KubeObject {
     priorityClassName?: string;
     serviceAccountName?: string;
     automountServiceAccountToken?: boolean;
+    imagePullSecrets?: { name: string }[];
     terminationGracePeriodSeconds?: number;
     restartPolicy?: string;
     hostname?: string;

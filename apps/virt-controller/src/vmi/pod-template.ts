@@ -30,6 +30,13 @@
  * containerDisk overlays). KubeVirt's `public`, `libvirt-runtime`, `virt-bin-share-dir` and `container-disks` are
  * left out: nothing here runs libvirt or container-disk init containers.
  *
+ * containerDisks (KubeVirt's ImageVolume feature; docs/decisions/0018-containerdisk-image-volumes.md): each
+ * containerDisk volume is a pod image volume (`image: {reference, pullPolicy}`) of the same name, and
+ * `firmware.kernelBoot.container`'s image one named KERNEL_BOOT_VOLUME, each mounted read-only at
+ * IMAGE_VOLUMES_DIR `/<name>`: the kubelet pulls the image and mounts its files, the launcher reads the image's
+ * `image.json`, kernel, initrd and `/disk/` from there (the process-kubelet maps the mount to its image store). Their
+ * `imagePullSecret`s become the pod's imagePullSecrets.
+ *
  * Config volumes (KubeVirt's rendervolumes.go withVMIConfigVolumes): each configMap, secret and downwardAPI volume of
  * the VMI is a pod volume of the same kind and name (configMap and secret keep `optional`; downwardAPI's `fields`
  * become its `items`), mounted read-only at CONFIG_MAP_SOURCE_DIR, SECRET_SOURCE_DIR or DOWNWARD_API_SOURCE_DIR
@@ -49,7 +56,9 @@ import {
   DOWNWARD_API_SOURCE_DIR,
   EPHEMERAL_DISKS_DIR,
   EPHEMERAL_DISKS_VOLUME,
+  imageVolumePath,
   isPvcBlock,
+  KERNEL_BOOT_VOLUME,
   KIND,
   KVM_DEVICE_RESOURCE,
   LABEL,
@@ -242,6 +251,7 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
   if (spec.subdomain) podSpec.subdomain = spec.subdomain;
   const account = spec.volumes?.find((v) => v.serviceAccount)?.serviceAccount?.serviceAccountName;
   if (account) podSpec.serviceAccountName = account;
+  Object.assign(podSpec, imagePullSecrets(vmi));
   podSpec.automountServiceAccountToken = false;
   return pod;
 }
@@ -298,6 +308,12 @@ export function launcherStorage(
   const statusInfo = new Map(volumeStatuses(vmi.status).map((s) => [s.name, s.persistentVolumeClaimInfo]));
   const onDisk = new Set((vmi.spec.domain.devices.disks ?? []).map((d) => d.name));
   for (const v of vmi.spec.volumes ?? []) {
+    if (v.containerDisk) {
+      const { image, imagePullPolicy } = v.containerDisk;
+      volumes.push({ name: v.name, image: imageVolumeSource(image, imagePullPolicy) });
+      mounts.push({ name: v.name, mountPath: imageVolumePath(v.name), readOnly: true });
+      continue;
+    }
     const config = configVolume(v);
     if (config) {
       volumes.push(config.volume);
@@ -329,12 +345,50 @@ export function launcherStorage(
     }
     mounts.push({ name: v.name, mountPath: `${VMI_DISKS_DIR}/${v.name}`, ...(readOnly ? { readOnly } : {}) });
   }
+  const kernelBoot = vmi.spec.domain.firmware?.kernelBoot?.container;
+  if (kernelBoot?.image) {
+    volumes.push({ name: KERNEL_BOOT_VOLUME, image: imageVolumeSource(kernelBoot.image, kernelBoot.imagePullPolicy) });
+    mounts.push({ name: KERNEL_BOOT_VOLUME, mountPath: imageVolumePath(KERNEL_BOOT_VOLUME), readOnly: true });
+  }
   for (const secretName of accessCredentialSecrets(vmi)) {
     const name = `${secretName}-access-cred`;
     volumes.push({ name, secret: { secretName } });
     mounts.push({ name, mountPath: `${SECRET_SOURCE_DIR}/${name}`, readOnly: true });
   }
   return { volumes, mounts, devices };
+}
+
+/**
+ * A containerDisk's image volume source: the VMI's pull policy, else Kubernetes' default for an image (Always for
+ * `:latest` or no tag, IfNotPresent otherwise), which the API server would set anyway.
+ */
+function imageVolumeSource(reference: string, pullPolicy: string | undefined): NonNullable<PodVolume["image"]> {
+  const policy =
+    pullPolicy === "Always" || pullPolicy === "IfNotPresent" || pullPolicy === "Never"
+      ? pullPolicy
+      : imageTagOf(reference) === "latest"
+        ? "Always"
+        : "IfNotPresent";
+  return { reference, pullPolicy: policy };
+}
+
+/** The tag of an image reference (`latest` when it names none; a digest reference has none). */
+function imageTagOf(reference: string): string | undefined {
+  if (reference.includes("@")) return undefined;
+  const lastPart = reference.slice(reference.lastIndexOf("/") + 1);
+  const colon = lastPart.indexOf(":");
+  return colon < 0 ? "latest" : lastPart.slice(colon + 1);
+}
+
+/**
+ * The pod's imagePullSecrets (absent when none): those of the VMI's containerDisks and kernelBoot container, each
+ * once, in order.
+ */
+function imagePullSecrets(vmi: VirtualMachineInstance): { imagePullSecrets?: { name: string }[] } {
+  const names = (vmi.spec.volumes ?? []).map((v) => v.containerDisk?.imagePullSecret);
+  names.push(vmi.spec.domain.firmware?.kernelBoot?.container?.imagePullSecret);
+  const unique = [...new Set(names.filter((n): n is string => typeof n === "string" && n !== ""))];
+  return unique.length > 0 ? { imagePullSecrets: unique.map((name) => ({ name })) } : {};
 }
 
 /** The compute container's volumeMounts, and its volumeDevices when there are any. */

@@ -242,6 +242,7 @@ describe("launcher pod storage", () => {
       { name: "private", emptyDir: {} },
       { name: "sockets", emptyDir: {} },
       { name: "ephemeral-disks", emptyDir: {} },
+      { name: "root", image: { reference: "local/demo", pullPolicy: "Always" } },
       { name: "data", persistentVolumeClaim: { claimName: "pvc1" } },
       { name: "eph", persistentVolumeClaim: { claimName: "base", readOnly: true } },
       { name: "host", hostPath: { path: "/data/vm", type: "DirectoryOrCreate" } },
@@ -250,10 +251,52 @@ describe("launcher pod storage", () => {
       { name: "private", mountPath: "/var/run/kubevirt-private" },
       { name: "ephemeral-disks", mountPath: "/var/run/kubevirt-ephemeral-disks" },
       { name: "sockets", mountPath: "/var/run/kubevirt/sockets" },
+      { name: "root", mountPath: "/var/run/kubevirt/image-volumes/root", readOnly: true },
       { name: "data", mountPath: "/var/run/kubevirt-private/vmi-disks/data" },
       { name: "eph", mountPath: "/var/run/kubevirt-private/vmi-disks/eph", readOnly: true },
       { name: "host", mountPath: "/var/run/kubevirt-private/vmi-disks/host" },
     ]);
+  });
+});
+
+describe("launcher pod image volumes", () => {
+  it("renders each containerDisk and the kernelBoot container as a read-only image volume with its pull policy", () => {
+    const vmi = newVmi("vm-img", withMemory("64Mi"), (v) => {
+      v.spec.domain.firmware = {
+        kernelBoot: { container: { image: "registry.example/kernels:6.1", imagePullSecret: "kernels-pull" } },
+      };
+      v.spec.volumes = [
+        { name: "root", containerDisk: { image: "local/test-guest:latest", imagePullSecret: "disks-pull" } },
+        { name: "second", containerDisk: { image: "registry.example/disks@sha256:abc", imagePullPolicy: "Never" } },
+        { name: "third", containerDisk: { image: "registry.example:5000/disks", imagePullSecret: "disks-pull" } },
+      ];
+    });
+    const pod = renderLauncherPod(vmi);
+    expect(pod.spec?.volumes?.slice(3)).toEqual([
+      { name: "root", image: { reference: "local/test-guest:latest", pullPolicy: "Always" } },
+      { name: "second", image: { reference: "registry.example/disks@sha256:abc", pullPolicy: "Never" } },
+      { name: "third", image: { reference: "registry.example:5000/disks", pullPolicy: "Always" } },
+      { name: "kernel-boot-volume", image: { reference: "registry.example/kernels:6.1", pullPolicy: "IfNotPresent" } },
+    ]);
+    expect(pod.spec?.containers[0]?.volumeMounts?.slice(3)).toEqual([
+      { name: "root", mountPath: "/var/run/kubevirt/image-volumes/root", readOnly: true },
+      { name: "second", mountPath: "/var/run/kubevirt/image-volumes/second", readOnly: true },
+      { name: "third", mountPath: "/var/run/kubevirt/image-volumes/third", readOnly: true },
+      { name: "kernel-boot-volume", mountPath: "/var/run/kubevirt/image-volumes/kernel-boot-volume", readOnly: true },
+    ]);
+    expect(pod.spec?.imagePullSecrets).toEqual([{ name: "disks-pull" }, { name: "kernels-pull" }]);
+  });
+
+  it("sets no imagePullSecrets when no image names one", () => {
+    const vmi = newVmi("vm-img2", withMemory("64Mi"), (v) => {
+      v.spec.volumes = [{ name: "root", containerDisk: { image: "local/demo-linux:v1" } }];
+    });
+    const pod = renderLauncherPod(vmi);
+    expect(pod.spec?.volumes?.[3]).toEqual({
+      name: "root",
+      image: { reference: "local/demo-linux:v1", pullPolicy: "IfNotPresent" },
+    });
+    expect(pod.spec && "imagePullSecrets" in pod.spec).toBe(false);
   });
 });
 

@@ -9,6 +9,10 @@
  *
  * A reference without a tag means `latest`. The store root is the launcher's `--image-store` flag, else
  * `KVT_IMAGE_STORE`.
+ *
+ * A containerDisk's OCI image (tools/oci-images) carries the same manifest at its root, `/image.json`, with paths
+ * relative to the image root (`boot/vmlinuz`, `disk/<file>`): {@link readImageDir} reads either form from the
+ * directory the image's files are in (a store entry, or the image volume the kubelet mounted: image-volumes.ts).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -42,8 +46,10 @@ export class ImageNotFoundError extends Error {
 const REF =
   /^([a-z0-9]+(?:[._-][a-z0-9]+)*(?:\/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)(?::([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?$/;
 
+/** A file name or a relative path inside the image: no leading `/`, no `.` or `..` segment. */
 function plainFile(value: unknown): value is string {
-  return typeof value === "string" && value.length > 0 && !value.includes("/") && value !== ".." && value !== ".";
+  if (typeof value !== "string" || value.length === 0 || value.startsWith("/")) return false;
+  return value.split("/").every((part) => part !== "" && part !== "." && part !== "..");
 }
 
 /** A resolver over the store at `root`. */
@@ -53,40 +59,55 @@ export function imageStoreResolver(root: string): ImageResolver {
     if (!m?.[1])
       throw new ImageNotFoundError(`invalid image reference "${ref}" (expected e.g. local/demo-linux:latest)`);
     const dir = join(root, ...m[1].split("/"), m[2] ?? "latest");
-    const manifestPath = join(dir, "image.json");
-    if (!existsSync(manifestPath))
+    if (!existsSync(join(dir, "image.json")))
       throw new ImageNotFoundError(`image "${ref}" is not in the local image store ${root}`);
-    let manifest: Record<string, unknown>;
-    try {
-      manifest = JSON.parse(readFileSync(manifestPath, "utf8")) as Record<string, unknown>;
-    } catch (error) {
-      throw new ImageNotFoundError(`image "${ref}": unreadable image.json`, { cause: error });
-    }
-    if (manifest.schemaVersion !== 1 || !plainFile(manifest.kernel)) {
-      throw new ImageNotFoundError(`image "${ref}": image.json is not a version 1 manifest with a kernel`);
-    }
-    const initrd = plainFile(manifest.initrd) ? join(dir, manifest.initrd) : undefined;
-    // The uncompressed kernel is only offered when its file is there: without it the bzImage boots everywhere.
-    const vmlinux =
-      plainFile(manifest.uncompressedKernel) && existsSync(join(dir, manifest.uncompressedKernel))
-        ? join(dir, manifest.uncompressedKernel)
-        : undefined;
-    const disk = plainFile(manifest.disk) ? join(dir, manifest.disk) : undefined;
-    if (disk && !existsSync(disk))
-      throw new ImageNotFoundError(`image "${ref}": its disk ${String(manifest.disk)} is missing`);
-    return {
-      ref,
-      dir,
-      ...(disk ? { diskPath: disk } : {}),
-      kernelPath: join(dir, manifest.kernel),
-      ...(vmlinux ? { uncompressedKernelPath: vmlinux } : {}),
-      ...(initrd ? { initrdPath: initrd } : {}),
-      cmdline: typeof manifest.cmdline === "string" ? manifest.cmdline : "",
-      pvmSafe: manifest.pvmSafe === true,
-      ...(typeof manifest.minMemoryBytes === "number" && manifest.minMemoryBytes > 0
-        ? { minMemoryBytes: manifest.minMemoryBytes }
-        : {}),
-    };
+    return readImageDir(dir, ref);
+  };
+}
+
+/**
+ * The image `ref` whose files are in `dir` (its `image.json` and the files it names). Throws
+ * {@link ImageNotFoundError} when the manifest is missing, unreadable or not version 1 with a kernel, or names a
+ * disk that is not there.
+ */
+export function readImageDir(dir: string, ref: string): StoredImage {
+  const manifestPath = join(dir, "image.json");
+  let manifest: Record<string, unknown>;
+  try {
+    manifest = JSON.parse(readFileSync(manifestPath, "utf8")) as Record<string, unknown>;
+  } catch (error) {
+    const missing = (error as NodeJS.ErrnoException).code === "ENOENT";
+    throw new ImageNotFoundError(
+      missing
+        ? `image "${ref}" has no image.json in ${dir} (a kubevirt-ts containerDisk carries one at its root)`
+        : `image "${ref}": unreadable image.json`,
+      { cause: error },
+    );
+  }
+  if (manifest.schemaVersion !== 1 || !plainFile(manifest.kernel)) {
+    throw new ImageNotFoundError(`image "${ref}": image.json is not a version 1 manifest with a kernel`);
+  }
+  const initrd = plainFile(manifest.initrd) ? join(dir, manifest.initrd) : undefined;
+  // The uncompressed kernel is only offered when its file is there: without it the bzImage boots everywhere.
+  const vmlinux =
+    plainFile(manifest.uncompressedKernel) && existsSync(join(dir, manifest.uncompressedKernel))
+      ? join(dir, manifest.uncompressedKernel)
+      : undefined;
+  const disk = plainFile(manifest.disk) ? join(dir, manifest.disk) : undefined;
+  if (disk && !existsSync(disk))
+    throw new ImageNotFoundError(`image "${ref}": its disk ${String(manifest.disk)} is missing`);
+  return {
+    ref,
+    dir,
+    ...(disk ? { diskPath: disk } : {}),
+    kernelPath: join(dir, manifest.kernel),
+    ...(vmlinux ? { uncompressedKernelPath: vmlinux } : {}),
+    ...(initrd ? { initrdPath: initrd } : {}),
+    cmdline: typeof manifest.cmdline === "string" ? manifest.cmdline : "",
+    pvmSafe: manifest.pvmSafe === true,
+    ...(typeof manifest.minMemoryBytes === "number" && manifest.minMemoryBytes > 0
+      ? { minMemoryBytes: manifest.minMemoryBytes }
+      : {}),
   };
 }
 

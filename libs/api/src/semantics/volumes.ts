@@ -8,6 +8,8 @@
  *     (volumeMode Block)     the raw device at /dev/<volume> (volumeDevices)          the same
  *   hostDisk                 /var/run/kubevirt-private/vmi-disks/<volume>/<basename>  only with `shared: true`
  *   emptyDisk, containerDisk /var/run/kubevirt-ephemeral-disks/...                    copied to the target
+ *   containerDisk's image    an image volume at /var/run/kubevirt/image-volumes/<volume> (read only; the write layer
+ *     (and kernelBoot's)     is in ephemeral-disks), kernelBoot's at .../kernel-boot-volume
  *   cloud-init, config ISOs  made by the launcher                                     made again on the target
  *   configMap, secret,       the kubelet's files at the *_SOURCE_DIR paths below;      made again on the target
  *   downwardAPI, svc account the launcher makes their ISOs from them
@@ -16,6 +18,17 @@ import type { Disk, VirtualMachineInstance, Volume } from "../types.ts";
 
 /** Where PVC and hostDisk volumes are mounted in the launcher's compute container (KubeVirt's hostdisk dir). */
 export const VMI_DISKS_DIR = "/var/run/kubevirt-private/vmi-disks";
+/**
+ * Where the compute container mounts each containerDisk's image (a pod image volume, `volumes[].image`, the kubelet's
+ * ImageVolume; docs/decisions/0018-containerdisk-image-volumes.md): `<IMAGE_VOLUMES_DIR>/<volume>`.
+ */
+export const IMAGE_VOLUMES_DIR = "/var/run/kubevirt/image-volumes";
+/** The pod volume name of `firmware.kernelBoot.container`'s image (KubeVirt's KernelBootVolumeName). */
+export const KERNEL_BOOT_VOLUME = "kernel-boot-volume";
+/** Where the compute container finds the image of VMI volume `volume` (or of {@link KERNEL_BOOT_VOLUME}). */
+export function imageVolumePath(volume: string): string {
+  return `${IMAGE_VOLUMES_DIR}/${volume}`;
+}
 /** The pod-lifetime scratch volume for emptyDisk images and containerDisk overlays (KubeVirt's ephemeral-disks). */
 export const EPHEMERAL_DISKS_DIR = "/var/run/kubevirt-ephemeral-disks";
 /** The pod volume name of {@link EPHEMERAL_DISKS_DIR}. */

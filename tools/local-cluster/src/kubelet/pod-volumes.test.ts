@@ -51,6 +51,47 @@ const pv = (path: string): V1PersistentVolume => ({
 });
 const pvcVolume: V1Volume = { name: "data", persistentVolumeClaim: { claimName: "data", readOnly: true } };
 
+describe("setUpPodVolumes() image volumes", () => {
+  const imagePod = (reference: string): V1Pod => ({
+    metadata: { name: "p", namespace: "ns", uid: "u" },
+    spec: {
+      containers: [{ name: "c", volumeMounts: [{ name: "disk", mountPath: "/img", readOnly: true, subPath: "boot" }] }],
+      volumes: [{ name: "disk", image: { reference, pullPolicy: "Always" } }],
+    },
+  });
+
+  it("maps an image volume to the image's directory in the local store, read-only, making no subPath", async () => {
+    const store = join(dir, "store");
+    const image = join(store, "local", "test-guest", "latest");
+    mkdirSync(image, { recursive: true });
+    writeFileSync(join(image, "image.json"), '{"schemaVersion":1,"kernel":"test-guest.elf"}');
+    const r = await setUpPodVolumes(imagePod("local/test-guest:latest"), dir, { ...lookups(), imageStore: store });
+    expect(r).toEqual({ ready: new Map([["disk", { hostPath: image, readOnly: true }]]) });
+    expect(existsSync(join(image, "boot"))).toBe(false);
+  });
+
+  it("keeps the pod waiting, in the kubelet's words, for an image the store lacks or a bad reference", async () => {
+    const store = join(dir, "store");
+    expect(await setUpPodVolumes(imagePod("local/absent:v1"), dir, { ...lookups(), imageStore: store })).toEqual({
+      failed: [
+        {
+          volume: "disk",
+          message: `Failed to pull image "local/absent:v1": image is not in the local image store ${store}`,
+        },
+      ],
+    });
+    const bad = await setUpPodVolumes(imagePod("../../etc"), dir, { ...lookups(), imageStore: store });
+    expect(bad).toEqual({
+      failed: [
+        {
+          volume: "disk",
+          message: expect.stringMatching(/^Failed to pull image "..\/..\/etc": invalid image reference/),
+        },
+      ],
+    });
+  });
+});
+
 describe("setUpPodVolumes()", () => {
   it("waits for a claim that is missing or not bound, in the kubelet's words", async () => {
     expect(await setUpPodVolumes(pod([pvcVolume]), dir, lookups())).toEqual({

@@ -15,6 +15,8 @@
  *   configMap, secret,         <podDir>/volumes/kubernetes.io~<plugin>/<name>, one file   the object exists (or the
  *   downwardAPI, projected     per key or item (config-volumes.ts), read-only             source is optional); removed
  *                                                                                         with the pod dir
+ *   image (ImageVolume)        the image's directory in the local image store             the image is stored
+ *                              (tools/images: <store>/<repository>/<tag>), read-only      (its image.json is there)
  *   anything else              not provided (left out of KVT_VOLUME_MOUNTS)
  *
  * A claim bound to a volumeMode Block PV is a raw block device: its PV's local.path (or hostPath) must be one (a
@@ -27,6 +29,7 @@
  */
 import { closeSync, existsSync, mkdirSync, openSync, realpathSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { defaultStoreRoot, imageDir } from "@kvt/images";
 import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from "../cluster/kube-models.ts";
 import { type ConfigLookups, isConfigVolume, setUpConfigVolume } from "./config-volumes.ts";
 import type { ResolvedVolume } from "./container-spec.ts";
@@ -35,6 +38,8 @@ import type { ResolvedVolume } from "./container-spec.ts";
 export interface VolumeLookups extends ConfigLookups {
   claim(namespace: string, name: string): Promise<V1PersistentVolumeClaim | undefined>;
   volume(name: string): Promise<V1PersistentVolume | undefined>;
+  /** The local image store image volumes come from (default tools/images' defaultStoreRoot()). */
+  readonly imageStore?: string;
 }
 
 /** The outcome: every volume ready, or the volumes that are not, each with the reason. */
@@ -187,7 +192,8 @@ function volumeSource(
  * of a configMap, secret, downwardAPI or projected volume names one of its files and is left alone.
  */
 function makeSubPaths(pod: V1Pod, ready: ReadonlyMap<string, ResolvedVolume>): void {
-  const config = new Set((pod.spec?.volumes ?? []).filter(isConfigVolume).map((v) => v.name));
+  // Config volumes' subPaths name their files; an image volume is read only (its subPath must be in the image).
+  const config = new Set((pod.spec?.volumes ?? []).filter((v) => isConfigVolume(v) || v.image).map((v) => v.name));
   for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
     for (const m of c.volumeMounts ?? []) {
       const v = ready.get(m.name);
@@ -230,6 +236,10 @@ export async function setUpPodVolumes(
           readOnly: v.persistentVolumeClaim.readOnly === true,
           ...(r.block ? { block: true } : {}),
         });
+    } else if (v.image) {
+      const r = storedImageVolume(v.image.reference, lookups.imageStore ?? defaultStoreRoot());
+      if ("message" in r) failed.push({ volume: v.name, message: r.message });
+      else ready.set(v.name, { hostPath: r.path, readOnly: true });
     } else if (isConfigVolume(v)) {
       const r = await setUpConfigVolume(pod, podDir, v, lookups);
       if ("message" in r) failed.push({ volume: v.name, message: r.message });
@@ -239,6 +249,25 @@ export async function setUpPodVolumes(
   if (failed.length > 0) return { failed };
   makeSubPaths(pod, ready);
   return { ready };
+}
+
+/**
+ * An image volume's files: the image's directory in the local image store (the process-kubelet's stand-in for the
+ * runtime's pull and mount), or why it cannot be mounted, in the kubelet's words for a failed image volume pull.
+ */
+function storedImageVolume(reference: string | undefined, store: string): { path: string } | { message: string } {
+  const failed = (why: string): { message: string } => ({
+    message: `Failed to pull image "${reference ?? ""}": ${why}`,
+  });
+  if (!reference) return failed("the image volume names no reference");
+  let dir: string;
+  try {
+    dir = imageDir(store, reference);
+  } catch (error) {
+    return failed((error as Error).message);
+  }
+  if (!existsSync(join(dir, "image.json"))) return failed(`image is not in the local image store ${store}`);
+  return { path: dir };
 }
 
 /** The FailedMount event message for volumes that are not ready (kubelet's wording). */
