@@ -97,6 +97,21 @@ TEST(crc32c_check_value_and_hardware_path_equal_the_table) {
   CHECK_EQ(Crc32c(Crc32c(0, buf.data(), 100), buf.data() + 100, 900), Crc32c(0, buf.data(), 1000));
 }
 
+TEST(crc32c_slicing_by_8_equals_the_table_and_crc32c_names_its_choice) {
+  CHECK_EQ(Crc32cSlice8(0, "123456789", 9), 0xE3069283u);
+  std::mt19937 rng(11);
+  std::vector<uint8_t> buf(70000);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  for (size_t off : {0, 1, 5, 7}) {
+    for (size_t len : {0, 1, 7, 8, 9, 16, 63, 4096, 65537}) {
+      CHECK_EQ(Crc32cSlice8(0x1234u, buf.data() + off, len), Crc32cPortable(0x1234u, buf.data() + off, len));
+    }
+  }
+  CHECK_EQ(Crc32cSlice8(Crc32cSlice8(0, buf.data(), 13), buf.data() + 13, 987), Crc32c(0, buf.data(), 1000));
+  std::string chosen = Crc32cImplementation();
+  CHECK(chosen == "sse4.2" || chosen == "slice-by-8");
+}
+
 TEST(range_table_bitmap_runs_merging_and_the_word_tail) {
   uint64_t bm[3] = {0b1011, ~uint64_t{0}, 0x8000000000000001ull};
   RangeTable t;
