@@ -11,11 +11,12 @@
  *   ...tests...
  *   npm run kube -- down --cluster-dir <dir>                  (KVT_E2E_KEEP=1 leaves it running)
  * ```
- * KVT_E2E_KUBE_DIR picks the cluster directory (default .data/kube/e2e). Each step's time goes to stdout, prefixed
+ * KVT_E2E_KUBE_DIR picks the cluster directory (default .data/kube/e2e; a cluster running there is stopped and the
+ * directory removed first, so every run starts empty). Each step's time goes to stdout, prefixed
  * `[e2e kube]`.
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
@@ -120,6 +121,10 @@ export async function startKubeE2eCluster(): Promise<KubeE2eCluster> {
     await timed("npm run kube -- down", () => npmRun(["kube", "--", "down", ...where], 120_000));
   };
   try {
+    // A fresh cluster: a kept directory's etcd would bring back the last run's objects, and its nodes would pull the
+    // last run's release images for the release's pods before this run's push lands (same tags).
+    await npmRun(["kube", "--", "down", ...where], 120_000);
+    rmSync(clusterDir, { recursive: true, force: true });
     const up = await timed("npm run kube -- up (2 nodes)", () => npmRun(["kube", "--", "up", ...where], 3_600_000));
     const kubeconfig = /export KUBECONFIG=(\S+)/.exec(up.stdout)?.[1];
     const registry = /registry (\S+);/.exec(up.stderr)?.[1];

@@ -6,11 +6,21 @@
  *   cache/debian-<key>/       the unpacked Debian packages (debian-root.ts)
  *   stage/<layer>/            each layer's tree, rebuilt every run (cheap), digested to decide what to rebuild
  *   bundles/<app>/            each app's bundle
- *   layout/                   the OCI layout: one tag per image (virt-api, ..., demo-linux) and per stage
+ *   layout/                   the OCI layout: one tag per image (virt-api, ..., demo-linux, test-guest) and per stage
  * ```
  */
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { buildDemoLinux, DEMO_LINUX_IMAGE } from "@kvt/images";
+import {
+  buildDemoLinux,
+  DEMO_LINUX_IMAGE,
+  defaultStoreRoot,
+  type ImageManifest,
+  imageDir,
+  readManifest,
+  registerTestGuest,
+  TEST_GUEST_IMAGE,
+} from "@kvt/images";
 import { addonPath } from "@kvt/native";
 import { type AppBundle, bundleApp } from "./app-bundle.ts";
 import { debianRoot } from "./debian-root.ts";
@@ -92,6 +102,37 @@ async function layerStage(
   return { tag, key, bytes: total, skipped: false };
 }
 
+/** A containerDisk image (tools/images' store entry `dir`, manifest `m`) as layout tag `tag`: one layer, no parent. */
+async function containerDiskStage(
+  layout: OciLayout,
+  work: string,
+  tag: string,
+  dir: string,
+  m: ImageManifest,
+): Promise<Stage & { skipped: boolean }> {
+  const layer = new LayerDir(join(work, "stage", tag));
+  stageContainerDisk(layer, dir, m);
+  const config: ImageConfig = {
+    labels: {
+      "org.opencontainers.image.title": m.image,
+      "io.kubevirt-ts.kernel-cmdline": m.cmdline,
+      "io.kubevirt-ts.sources": m.sources.map((s) => `${s.name}=${s.version}`).join(","),
+    },
+  };
+  return await layerStage(layout, undefined, tag, layer, config);
+}
+
+/**
+ * The test guest's store entry: registered from native/'s build when it has made the ELF (the same step tools/images'
+ * CLI takes), else the store's copy; undefined when neither exists.
+ */
+function testGuest(): { dir: string; manifest: ImageManifest } | undefined {
+  const elf = join(PROJECT_ROOT, "native/build/guest/kvt-test-guest.elf");
+  if (existsSync(elf)) return registerTestGuest(elf);
+  const manifest = readManifest(defaultStoreRoot(), TEST_GUEST_IMAGE);
+  return manifest ? { dir: imageDir(defaultStoreRoot(), TEST_GUEST_IMAGE), manifest } : undefined;
+}
+
 /** The bundle of a command's own entry point (`apps/<app>/src/<source>.ts`). */
 async function commandBundle(app: string, command: ImageCommand, work: string): Promise<AppBundle> {
   return await bundleApp(PROJECT_ROOT, app, join(work, "bundles", command.name), command);
@@ -111,7 +152,7 @@ function appConfig(image: ComponentImage, entry: string): ImageConfig {
   };
 }
 
-/** Builds every image of {@link IMAGES} (and local/demo-linux) into the layout; see the module comment. */
+/** Builds every image of {@link IMAGES} (and the containerDisks local/demo-linux, local/test-guest) into the layout; see the module comment. */
 export async function buildImages(options: BuildImagesOptions = {}): Promise<BuildImagesResult> {
   const log = options.log ?? ((): void => {});
   const work = options.workDir ?? defaultWorkDir();
@@ -159,18 +200,10 @@ export async function buildImages(options: BuildImagesOptions = {}): Promise<Bui
 
   log(`building ${DEMO_LINUX_IMAGE} (tools/images)`);
   const demo = await buildDemoLinux({ log: (line) => log(`  ${line}`) });
-  const file = (name?: string): string | undefined => (name ? join(demo.dir, name) : undefined);
-  const demoDir = new LayerDir(join(work, "stage/demo-linux"));
-  const m = demo.manifest;
-  stageContainerDisk(demoDir, { kernel: file(m.kernel), initrd: file(m.initrd), disk: file(m.disk) });
-  const demoConfig: ImageConfig = {
-    labels: {
-      "org.opencontainers.image.title": DEMO_LINUX_IMAGE,
-      "io.kubevirt-ts.kernel-cmdline": m.cmdline,
-      "io.kubevirt-ts.sources": m.sources.map((s) => `${s.name}=${s.version}`).join(","),
-    },
-  };
-  done(await layerStage(layout, undefined, "demo-linux", demoDir, demoConfig), DEMO_LINUX_IMAGE);
+  done(await containerDiskStage(layout, work, "demo-linux", demo.dir, demo.manifest), DEMO_LINUX_IMAGE);
+  const guest = testGuest();
+  if (guest) done(await containerDiskStage(layout, work, "test-guest", guest.dir, guest.manifest), TEST_GUEST_IMAGE);
+  else log(`${TEST_GUEST_IMAGE}: not built (no native/build/guest/kvt-test-guest.elf and none in the store); skipped`);
   await layout.gc();
   return { layout, images };
 }

@@ -2,7 +2,8 @@
  * What goes into each layer. Layers, bottom up:
  *
  * ```
- * demo-linux:      [containerDisk: /boot/vmlinuz, /boot/initrd.img, /disk/* when the image has a disk; 107:107]
+ * demo-linux,      [containerDisk: /image.json, /boot/vmlinuz, /boot/initrd.img, /disk/* when the image has a disk;
+ * test-guest        107:107]
  * virt-launcher:   [app: bundle + addon] -> [qemu: TCG only] -> [base]
  * virt-api, virt-controller, virt-handler:  [app: bundle (+ addon when it loads it)] -> [base]
  * base:            glibc's loader and the libraries Node and the addon link to, Node 24 (stripped), /etc/passwd
@@ -11,6 +12,7 @@
  */
 import { existsSync, readdirSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import type { ImageManifest } from "@kvt/images";
 import { APP_ROOT, type AppBundle } from "./app-bundle.ts";
 import { elfClosure, resolveInRoot } from "./debian-root.ts";
 import { run } from "./host-tools.ts";
@@ -116,21 +118,30 @@ export function stageCommand(layer: LayerDir, path: string, entry: string): void
   );
 }
 
-/** The files of a stored containerDisk image (tools/images' store). */
-export interface ContainerDiskFiles {
-  readonly kernel?: string;
-  readonly initrd?: string;
-  readonly disk?: string;
-}
-
 /**
- * Stages a containerDisk layer as KubeVirt lays them out: the disk under `/disk/`, the kernel and initrd for
- * `kernelBoot` under `/boot/` (the VMI names them in `kernelBoot.container.kernelPath`/`initrdPath`), all owned by
- * KubeVirt's qemu user 107 (KubeVirt's `ADD --chown=107:107`).
+ * Stages a stored containerDisk image (tools/images' store entry in `dir`, its manifest `m`) as KubeVirt lays them
+ * out: the disk under `/disk/`, the kernel and initrd for `kernelBoot` under `/boot/` (the VMI names them in
+ * `kernelBoot.container.kernelPath`/`initrdPath`), all owned by KubeVirt's qemu user 107 (KubeVirt's
+ * `ADD --chown=107:107`); and the store's manifest at `/image.json` with paths relative to the image root, which the
+ * launcher reads from the image volume it is given (docs/decisions/0018-containerdisk-image-volumes.md). The
+ * uncompressed kernel stays out (it only speeds the native VMM's boot; the bzImage boots on every backend).
  */
-export function stageContainerDisk(layer: LayerDir, files: ContainerDiskFiles): void {
-  if (files.kernel) layer.copy(files.kernel, "/boot/vmlinuz", 0o444);
-  if (files.initrd) layer.copy(files.initrd, "/boot/initrd.img", 0o444);
-  if (files.disk) layer.copy(files.disk, `/disk/${basename(files.disk)}`, 0o440);
-  for (const dir of ["/boot", "/disk"]) if (existsSync(layer.host(dir))) layer.chown(dir, 107, 107);
+export function stageContainerDisk(layer: LayerDir, dir: string, m: ImageManifest): void {
+  const manifest: Record<string, unknown> = { schemaVersion: 1, image: m.image, kernel: "boot/vmlinuz" };
+  layer.copy(join(dir, m.kernel), "/boot/vmlinuz", 0o444);
+  if (m.initrd) {
+    layer.copy(join(dir, m.initrd), "/boot/initrd.img", 0o444);
+    manifest.initrd = "boot/initrd.img";
+  }
+  if (m.disk) {
+    layer.copy(join(dir, m.disk), `/disk/${basename(m.disk)}`, 0o440);
+    manifest.disk = `disk/${basename(m.disk)}`;
+  }
+  manifest.cmdline = m.cmdline;
+  manifest.pvmSafe = m.pvmSafe;
+  for (const key of ["bootMarker", "minMemoryBytes", "sources"] as const)
+    if (m[key] !== undefined) manifest[key] = m[key];
+  layer.write("/image.json", `${JSON.stringify(manifest, null, 2)}\n`, 0o444);
+  layer.chown("/image.json", 107, 107);
+  for (const d of ["/boot", "/disk"]) if (existsSync(layer.host(d))) layer.chown(d, 107, 107);
 }

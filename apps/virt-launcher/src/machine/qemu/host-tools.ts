@@ -4,6 +4,8 @@
  * the one command to run.
  */
 import { execFile } from "node:child_process";
+import { accessSync, constants, statSync } from "node:fs";
+import { join } from "node:path";
 import { promisify } from "node:util";
 
 const run = promisify(execFile);
@@ -27,13 +29,26 @@ export interface HostTool {
 /** What the QEMU backend needs on the host. */
 export const QEMU_TOOLS: readonly HostTool[] = [{ bin: "qemu-system-x86_64", pkg: "qemu-system-x86" }];
 
-async function has(bin: string): Promise<boolean> {
-  try {
-    await run("sh", ["-c", 'command -v "$1"', "sh", bin]);
-    return true;
-  } catch {
-    return false;
+/**
+ * Whether `bin` is an executable file in a directory of `PATH`, looked up in process: the launcher image has no
+ * shell to ask (`command -v`).
+ */
+export function onPath(bin: string, path: string = process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"): boolean {
+  for (const dir of path.split(":")) {
+    if (dir === "") continue;
+    try {
+      const file = join(dir, bin);
+      accessSync(file, constants.X_OK);
+      if (statSync(file).isFile()) return true;
+    } catch {
+      // not in this directory
+    }
   }
+  return false;
+}
+
+function has(bin: string): Promise<boolean> {
+  return Promise.resolve(onPath(bin));
 }
 
 /** Installs or reports missing tools; `root` says whether apt-get may be run (default: are we uid 0). */
