@@ -12,7 +12,8 @@
  *   npm run kube -- down --cluster-dir <dir>                  (KVT_E2E_KEEP=1 leaves it running)
  * ```
  * KVT_E2E_KUBE_DIR picks the cluster directory (default .data/kube/e2e; a cluster running there is stopped and the
- * directory removed first, so every run starts empty). Each step's time goes to stdout, prefixed
+ * directory removed first, so every run starts empty; KVT_E2E_KUBE_REUSE=1 instead runs the tests on the cluster a
+ * KVT_E2E_KEEP=1 run left there, as it is). Each step's time goes to stdout, prefixed
  * `[e2e kube]`.
  */
 import { spawn } from "node:child_process";
@@ -120,6 +121,13 @@ export async function startKubeE2eCluster(): Promise<KubeE2eCluster> {
     if (process.env.KVT_E2E_KEEP) return log(`kept running: npm run kube -- down --cluster-dir ${clusterDir}`);
     await timed("npm run kube -- down", () => npmRun(["kube", "--", "down", ...where], 120_000));
   };
+  if (process.env.KVT_E2E_KUBE_REUSE) {
+    // A cluster a kept run left (KVT_E2E_KEEP=1) with the release installed: only the tests run, nothing is torn down.
+    const kubeconfig = join(clusterDir, "admin.kubeconfig");
+    const nodes = await kubectlOk(kubeconfig, ["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"]);
+    log(`reusing the running cluster in ${clusterDir} (KVT_E2E_KUBE_REUSE)`);
+    return { kubeconfig, nodeNames: nodes.trim().split(/\s+/), stop: async () => undefined };
+  }
   try {
     // A fresh cluster: a kept directory's etcd would bring back the last run's objects, and its nodes would pull the
     // last run's release images for the release's pods before this run's push lands (same tags).

@@ -51,7 +51,8 @@ export function nodeImageReferences(busyboxVersion: string): { pause: string; bu
   return { pause: `${REPOSITORY}/pause:${PAUSE_VERSION}`, busybox: `${REPOSITORY}/busybox:${upstream}` };
 }
 
-async function tagImage(
+/** Tags `layer` (one layer, no parent) with `config` in `layout` as `tag`, unless current; pushed as `reference`. */
+export async function tagImage(
   layout: OciLayout,
   tag: string,
   reference: string,

@@ -12,6 +12,8 @@ export {
 export { BUILD_TOOLS, ensureHostTools, HostToolError, PUSH_TOOLS, TEST_TOOLS } from "./host-tools.ts";
 /** A layer's file tree, staged before umoci packs it (reproducible: fixed times, digest of the tree). */
 export { LayerDir } from "./layer-dir.ts";
+/** A containerDisk image's layer from a tools/images store entry: /boot, /disk, /image.json (107:107). */
+export { stageContainerDisk } from "./layers.ts";
 /** A throwaway docker-registry on 127.0.0.1 (tests). */
 export { freePort, type LocalRegistry, startLocalRegistry } from "./local-registry.ts";
 /** The OCI layout (umoci). */
