@@ -35,6 +35,8 @@ export interface MigrationResult extends MigrationOutcome {
   /** Bytes of copied disks (`migrate: "copy"`) sent with data (part of bytesSent; pending disk blocks count in the
    *  convergence policy's remaining bytes like dirty pages). */
   readonly diskBytes: number;
+  /** Bytes of copied disks sent as zero-range markers. */
+  readonly diskZeroBytes: number;
   /** SHA-256 of all guest RAM at switch-over, when `digest` was asked for (tests). */
   readonly memoryDigest?: string;
   /** What the TLS handshake settled (cipher, who carried the records); absent for a plain stream. */
@@ -122,6 +124,7 @@ export class OutgoingMigration {
         dataPages: totals?.dataPages ?? 0,
         zeroPages: totals?.zeroPages ?? 0,
         diskBytes: totals?.diskBytes ?? 0,
+        diskZeroBytes: totals?.diskZeroBytes ?? 0,
         ...(totals?.tls ? { tls: totals.tls } : {}),
         ...extra,
       };

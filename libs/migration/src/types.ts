@@ -65,4 +65,10 @@ export interface MigrationOutcome {
   readonly totalSeconds: number;
   readonly bytesSent: number;
   readonly iterations: number;
+  /** Our VMM: bytes of copied disks (`migrate: "copy"`: emptyDisk, containerDisk overlays, RWO claims) sent with
+   *  data, part of bytesSent. Disks on shared storage (RWX claims, shared hostDisks) are opened by the target and
+   *  never sent: they count in neither figure. */
+  readonly diskBytes?: number;
+  /** Our VMM: bytes of copied disks sent as zero-range markers (holes, zero blocks). */
+  readonly diskZeroBytes?: number;
 }

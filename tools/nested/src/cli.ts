@@ -3,7 +3,7 @@
  * L1 (QEMU TCG with nested SVM KVM, built from Debian packages) when this host's KVM cannot run Linux, else on this
  * host. Prints each result and its timing, then `N passed, N failed, N skipped`; exit 1 on any failure.
  *
- * Flags: --only migration|vm-cirros|disk|net|debian|suite|host  [--vcpus N]  [--file SUITE]... (with --only suite: those files of
+ * Flags: --only migration|vm-cirros|disk|block|net|debian|suite|host  [--vcpus N]  [--file SUITE]... (with --only suite: those files of
  * guest-suite.ts L1_SUITES)  --lane auto|nested|host  --report FILE (the tally as
  * JSON, read by `npm test`)  --verbose (every console line).
  */
@@ -12,7 +12,7 @@ import { dirname } from "node:path";
 import { parseArgs } from "node:util";
 import { runLane } from "./lane.ts";
 
-const USAGE = `usage: npm run test:nested -- [--only migration|vm-cirros|disk|net|debian|suite|host] [--vcpus N] [--file SUITE]...
+const USAGE = `usage: npm run test:nested -- [--only migration|vm-cirros|disk|block|net|debian|suite|host] [--vcpus N] [--file SUITE]...
                             [--lane auto|nested|host] [--report FILE] [--verbose]`;
 
 let values: {

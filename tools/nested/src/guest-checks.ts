@@ -17,6 +17,10 @@
  *           finds after power-off, a read-only disk refusing writes; then a live migration while the guest writes to a
  *           disk both VMM processes open, every acknowledged write found in the file (disk-checks.ts)
  *
+ *   block:  a Block claim's device (a loop device in L1, ReadWriteMany) as a disk of the seed's VM through two
+ *           virt-launchers: the guest's writes land on the device, the live migration sends none of it, the target
+ *           reads the source's write back; L1 checks the device, then detaches it (block-claim-checks.ts)
+ *
  *   net:    the demo image with a virtio-net NIC on a tap in L1 (bridge kvtbr0): eth0's MAC and carrier, ping both
  *           ways, 8 MiB each way over TCP; then a live migration to a VMM on a second tap of the bridge, and the
  *           same traffic on the target (net-checks.ts)
@@ -27,13 +31,14 @@
  *
  *   then:   the test-guest suites of libs/vmm and libs/migration under vitest (guest-suite.ts), one check per file
  *
- * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | vm-cirros | disk | net | debian | suite |
+ * Run by hand inside L1: node tools/nested/src/guest-checks.ts [migration [vcpus] | vm-cirros | disk | block | net | debian | suite |
  *   host | resume GROUP]
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { DEMO_BOOT_MARKER, DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir } from "@kvt/images";
 import { hasKvm } from "@kvt/vmm";
+import { blockClaimChecks } from "./block-claim-checks.ts";
 import { type ConsolePeer, check, converse, GROUP_START, report, within } from "./check-runner.ts";
 import { debianChecks } from "./debian-checks.ts";
 import { bootDemo, CLOUD_INIT_LINE, type DemoGuest } from "./demo-guest.ts";
@@ -54,7 +59,7 @@ async function main(): Promise<void> {
   if (!existsSync(join(imageDir(defaultStoreRoot(), DEMO_LINUX_IMAGE), "vmlinuz"))) throw new Error("no demo image");
   // `migration [vcpus]` as the job's arguments runs only the live-migration checks (boot 4), with that many vCPUs;
   // `vm-cirros` only the seed's VM through virt-launcher; `disk` only the virtio-blk checks (disk-checks.ts);
-  // `net` only the virtio-net checks (net-checks.ts);
+  // `block` only the Block claim checks (block-claim-checks.ts); `net` only the virtio-net checks (net-checks.ts);
   // `suite` only the test-guest suites (guest-suite.ts).
   // `host`: everything but the suites (on a host whose KVM runs Linux, `npm test` ran those files already).
   // `resume GROUP`: the full run from that group of FULL_RUN on.
@@ -74,6 +79,7 @@ async function main(): Promise<void> {
   }
   if (only === "vm-cirros") await vmCirrosChecks(BOOT_TIMEOUT_MS);
   if (only === "disk") await diskChecks(BOOT_TIMEOUT_MS);
+  if (only === "block") await blockClaimChecks(BOOT_TIMEOUT_MS);
   if (only === "net") await netChecks(BOOT_TIMEOUT_MS);
   // `debian`: a real distribution from its disk (systemd and cloud-init take minutes under TCG: not in the full run).
   if (only === "debian") await debianChecks(DEBIAN_BOOT_TIMEOUT_MS);
@@ -88,6 +94,7 @@ const FULL_RUN: readonly { readonly name: string; readonly run: () => Promise<vo
   { name: "migration-2vcpu", run: () => liveMigrationChecks(BOOT_TIMEOUT_MS, 2) }, // the APs' LAPIC and MP state move
   { name: "vm-cirros", run: () => vmCirrosChecks(BOOT_TIMEOUT_MS) },
   { name: "disk", run: () => diskChecks(BOOT_TIMEOUT_MS) },
+  { name: "block", run: () => blockClaimChecks(BOOT_TIMEOUT_MS) },
   { name: "net", run: () => netChecks(BOOT_TIMEOUT_MS) },
   { name: "suite", run: () => testGuestSuiteChecks() },
 ];

@@ -24,7 +24,8 @@ export const projectRoot: string = new URL("../../../", import.meta.url).pathnam
 export const nestedDataDir: string = join(projectRoot, ".data", "nested");
 
 /**
- * Modules the L1 init loads (dependencies first are added), with their options: tun and bridge for the net group;
+ * Modules the L1 init loads (dependencies first are added), with their options: tun and bridge for the net group,
+ * loop for the block group;
  * veth and nftables' NAT, conntrack and reject for the network bench's pod network, masquerade binding and Service
  * rules (L1 has no modprobe the kernel could call to load them on demand).
  */
@@ -35,6 +36,8 @@ const L1_MODULES: readonly [string, string][] = [
   ["kvm-amd", "npt=1 nested=1"],
   ["tun", ""],
   ["bridge", ""],
+  // loop for the block group's Block claim (a loop device over a file in L1's /tmp).
+  ["loop", ""],
   ["veth", ""],
   // libcrc32c (nf_nat's) asks the crypto API for crc32c when it loads: a soft dependency modinfo's depends omits.
   ["crc32c_generic", ""],

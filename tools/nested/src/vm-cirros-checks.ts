@@ -44,10 +44,10 @@ import { COUNTER_LOOP, judgeCounter } from "./migration-verdict.ts";
 import { seedVmi, userDataOf } from "./seed-vmi.ts";
 
 /** A launcher's Node start under TCG (L1) takes tens of seconds; its socket appears only after that. */
-const LAUNCHER_START_MS = 240_000;
+export const LAUNCHER_START_MS = 240_000;
 
 /** What virt-handler sends when the cluster sets no migration configuration (KubeVirt's defaults). */
-const KUBEVIRT_MIGRATION_DEFAULTS: MigrateRequestOptions = {
+export const KUBEVIRT_MIGRATION_DEFAULTS: MigrateRequestOptions = {
   bandwidthBytesPerSec: 0,
   maxDowntimeMs: 900,
   allowAutoConverge: false,
@@ -99,7 +99,7 @@ function withSharedDisk(vmi: VirtualMachineInstance): VirtualMachineInstance {
 }
 
 /** Collects a launcher's event stream and waits for an event, as virt-handler's watch does. */
-class EventLog {
+export class EventLog {
   readonly events: LauncherEvent[] = [];
   readonly #abort = new AbortController();
   #waiters: { match: (e: LauncherEvent) => boolean; done: (e: LauncherEvent) => void }[] = [];
@@ -128,9 +128,8 @@ class EventLog {
   }
 }
 
-/** Runs the vm-cirros checks; `bootTimeoutMs` bounds the boot to the marker. */
 /** The per-migration TLS identities the two handlers would mint for their launchers (each launcher pins the other's). */
-async function migrationIdentities(): Promise<MigrationTlsIdentity[]> {
+export async function migrationIdentities(): Promise<MigrationTlsIdentity[]> {
   return Promise.all(
     ["source", "target"].map(async (side) => {
       const minted = await mintMigrationCertificate(`kubevirt.io:migration:nested:${side}`);
@@ -161,6 +160,7 @@ async function writeDiskMarker(c: LauncherConsole, disk: DiskIo): Promise<string
   return found.line.slice(2, -2);
 }
 
+/** Runs the vm-cirros checks; `bootTimeoutMs` bounds the boot to the marker. */
 export async function vmCirrosChecks(bootTimeoutMs: number): Promise<void> {
   const vmi = withSharedDisk(seedVmi({ namespace: "default", uid: randomUUID() }));
   const who = { namespace: "default", name: vmi.metadata?.name ?? "", uid: vmi.metadata?.uid ?? "" };

@@ -137,6 +137,10 @@ export class NativeMigration {
         totalSeconds: r.totalSeconds,
         bytesSent: r.bytesSent,
         iterations: r.iterations,
+        // What of the guest's disks travelled in the stream: only local writable disks; a shared one (RWX claim)
+        // is opened by the target and sends nothing (the nested lane's block-claim checks assert on it).
+        diskBytes: r.diskBytes,
+        diskZeroBytes: r.diskZeroBytes,
       };
     } finally {
       this.#outgoing = undefined;
