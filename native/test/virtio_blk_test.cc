@@ -17,9 +17,11 @@
 #include "check.h"
 #include "devices/virtio/blk.h"
 #include "devices/virtio/virtio_pci.h"
+#include "sched_policy.h"
 #include "virtio_test_ring.h"
 
 using namespace kvmts::devices::virtio;
+using kvt_test::BatchThreads;
 using kvt_test::TestRing;
 
 namespace {
@@ -401,6 +403,26 @@ TEST(virtio_blk_serves_a_queue_on_its_worker_thread) {
   for (auto [gpa, len] : v.mem.dirty()) dirty = dirty || (gpa == kBuf + 4096 && len == 4096);
   CHECK(dirty);
   CHECK_EQ(v.blk->stats().requests, 3u);
+}
+
+TEST(virtio_blk_worker_keeps_the_default_policy_and_serves_a_kick_in_one_turn) {
+  size_t batch_before = BatchThreads();
+  Live v;
+  v.Bringup();
+  // Not SCHED_BATCH (blk.h: a kick must preempt a halt-polling vCPU thread, for QD1 latency).
+  v.SubmitRead(4, 0);
+  CHECK(v.WaitFor([&] { return v.ring.UsedIdx() == 1 && v.msi.count() == 1; }));
+  CHECK_EQ(BatchThreads(), batch_before);
+  // Four requests behind one kick: one turn of the worker, one interrupt (the driver asked after the first).
+  for (uint16_t slot = 0; slot < 4; ++slot) v.SubmitReadNoKick(slot, 8u * slot);
+  v.W(kNotifyOffset, 0, 2);
+  CHECK(v.WaitFor([&] { return v.ring.UsedIdx() == 5 && v.msi.count() == 2; }));
+  CHECK_EQ(v.mem.bytes()[kBuf + 3 * 4096 + 7], Pattern(24 * 512 + 7));
+  BlockStats s = v.blk->stats();
+  CHECK_EQ(s.requests, 5u);
+  CHECK_EQ(s.batches, 2u);
+  CHECK_EQ(s.interrupts, 2u);
+  v.W(kCommonDeviceStatus, 0, 1);  // reset joins the worker
 }
 
 TEST(virtio_blk_broken_chain_sets_needs_reset_and_recovers_after_reset) {

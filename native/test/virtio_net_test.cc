@@ -2,17 +2,13 @@
 // checks, then the whole path through the transport and the worker thread with a SOCK_SEQPACKET pair as the
 // backend (guest -> peer, peer -> guest, MSI, dirty pages), a broken chain, quiesce, and save/restore carrying a
 // frame that was waiting for a receive buffer. A tap is opened when this process may (CAP_NET_ADMIN).
-#include <dirent.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,8 +16,10 @@
 #include "check.h"
 #include "devices/virtio/net.h"
 #include "devices/virtio/virtio_pci.h"
+#include "sched_policy.h"
 
 using namespace kvmts::devices::virtio;
+using kvt_test::BatchThreads;
 
 namespace {
 
@@ -391,27 +389,6 @@ struct Live {
     return buf;
   }
 };
-
-// How many of this process's threads run SCHED_BATCH (the policy, field 41 of /proc/self/task/<tid>/stat, is 3).
-size_t BatchThreads() {
-  size_t n = 0;
-  DIR* d = opendir("/proc/self/task");
-  if (d == nullptr) return 0;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream fields(stat.substr(close + 2));  // from field 3 (state) on
-    std::string field;
-    for (int i = 3; i <= 41 && fields >> field; ++i) {
-      if (i == 41 && field == "3") n++;
-    }
-  }
-  closedir(d);
-  return n;
-}
 
 }  // namespace
 

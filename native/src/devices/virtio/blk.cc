@@ -280,6 +280,8 @@ BlockStats VirtioBlock::stats() const {
   s.flushes = counters_.flushes;
   s.discards = counters_.discards;
   s.write_zeroes = counters_.write_zeroes;
+  s.batches = counters_.batches;
+  s.interrupts = counters_.interrupts;
   s.io_errors = counters_.io_errors;
   s.unsupported = counters_.unsupported;
   s.broken = counters_.broken;

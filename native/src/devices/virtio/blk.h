@@ -7,7 +7,9 @@
 //     34 num_queues (u16, 1)
 //     36 max_discard_sectors  40 max_discard_seg  44 discard_sector_alignment
 //     48 max_write_zeroes_sectors (256 MiB)  52 max_write_zeroes_seg (1)  56 write_zeroes_may_unmap (u8)
-//   one queue; I/O on one worker thread per device, never on a vCPU thread:
+//   one queue; I/O on one worker thread per device, never on a vCPU thread, under the default scheduling policy (not
+//   SCHED_BATCH as virtio-net's: a kick must preempt a vCPU thread that halt-polls in KVM after the guest went idle,
+//   or a QD1 request waits out the poll; measured in the nested lane, 23 -> 570-2650 us, docs/benchmarks/disk.md):
 //
 //   vCPU: notify -> QueueNotify(q): +1 on the queue's     worker: poll -> pop chains -> parse -> pread/pwrite/
 //         kick eventfd (returns at once); or KVM signals          fdatasync/fallocate -> status -> used ring ->
@@ -72,6 +74,8 @@ struct BlockOptions {
 // Counters (snapshot, any thread).
 struct BlockStats {
   uint64_t requests = 0, read_bytes = 0, write_bytes = 0, flushes = 0, discards = 0, write_zeroes = 0;
+  uint64_t batches = 0;       // turns of the worker that completed at least one request
+  uint64_t interrupts = 0;    // queue interrupts raised (the driver asked for them)
   uint64_t io_errors = 0;     // answered IOERR
   uint64_t unsupported = 0;   // answered UNSUPP
   uint64_t broken = 0;        // chains that broke the protocol (device then NEEDS_RESET)
@@ -149,7 +153,7 @@ class VirtioBlock : public VirtioDevice {
 
   struct Counters {
     std::atomic<uint64_t> requests{0}, read_bytes{0}, write_bytes{0}, flushes{0}, discards{0}, write_zeroes{0},
-        io_errors{0}, unsupported{0}, broken{0};
+        batches{0}, interrupts{0}, io_errors{0}, unsupported{0}, broken{0};
   } counters_;
 };
 

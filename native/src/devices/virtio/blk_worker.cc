@@ -144,7 +144,11 @@ bool VirtioBlock::ProcessQueue(uint16_t q) {
       added++;
     }
     if (broken_why == nullptr && err != QueueError::kNone) broken_why = QueueErrorName(err);
-    if (added > 0 && queue.NeedsNotification(mem)) ctx_.irq->SignalQueue(q);
+    if (added > 0) counters_.batches++;
+    if (added > 0 && queue.NeedsNotification(mem)) {
+      counters_.interrupts++;
+      ctx_.irq->SignalQueue(q);
+    }
     if (broken_why != nullptr) {
       broken_ = true;
       counters_.broken++;
