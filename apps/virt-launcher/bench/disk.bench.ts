@@ -11,7 +11,8 @@
  *   jobs: 1 MiB sequential read and write, 4 KiB random read and write, each at queue depth 1 and 32
  *
  * Headline figures are queue depth 32 (QD1 under "qd1"); randRead4kQd1LatencyUs is fio's mean completion latency.
- * MBps = 10^6 bytes/s. Flags: --runtime S (per job, default 5), --data-mib N (default 512), --migration-mib N
+ * MBps = 10^6 bytes/s. Flags: --runtime S (per job, default 5), --rounds N (default 2: each side's guest runs N
+ * times, the order alternating, and each figure is the median), --data-mib N (default 512), --migration-mib N
  * (default 1024; 0 skips it): the live migration of the demo guest with an N MiB non-shared disk full of data, ours
  * (copied in our stream, plaintext and encrypted) against QEMU's block migration, plaintext and over TLS
  * (disk-migration.ts; like with like: totalSeconds is ours in plaintext against qemuTotalSeconds, goalMet; ours
@@ -36,11 +37,13 @@ const { values } = parseArgs({
     "data-mib": { type: "string", default: "512" },
     "migration-mib": { type: "string", default: "1024" },
     "migration-only": { type: "boolean", default: false },
+    rounds: { type: "string", default: "2" },
     host: { type: "boolean", default: false },
     nested: { type: "boolean", default: false },
   },
 });
 const RUNTIME_S = Math.max(1, Number(values.runtime) || 5);
+const ROUNDS = Math.max(1, Math.floor(Number(values.rounds) || 2));
 const DATA_BYTES = Math.max(64, Number(values["data-mib"]) || 512) * 2 ** 20;
 const MIGRATION_BYTES = Math.max(0, Number(values["migration-mib"] ?? 1024)) * 2 ** 20;
 const FIO = !values["migration-only"];
@@ -110,9 +113,17 @@ function guestScript(): string {
     "mount -t proc proc /proc 2>/dev/null",
     "mount -t sysfs sysfs /sys 2>/dev/null",
     "mount -t tmpfs tmpfs /tmp",
+    // What the guest's block layer made of each side's virtio-blk (the limits it advertised), and per job the
+    // requests that reached the device and the interrupts its queue raised (how well each side batches).
+    "q=/sys/block/vdb/queue; d=$(basename $(readlink /sys/block/vdb/device))",
+    `echo KVT_QUEUE ${QUEUE_FILES.map((f) => `${f}=$(cat $q/${f})`).join(" ")} hw_queues=$(ls /sys/block/vdb/mq | wc -l)`,
+    `irq() { awk -v d="$d-" 'index($0, d) { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i } END { print s + 0 }' /proc/interrupts; }`,
+    "ios() { awk '{ print $1 + $5 }' /sys/block/vdb/stat; }",
     "echo KVT_FIO_READY",
     ...JOBS.flatMap((job) => [
+      "i0=$(irq); n0=$(ios)",
       `fio ${fioArgs(job, "/dev/vdb", true).join(" ")} --output=/tmp/${job.name}.json >/dev/null 2>&1`,
+      `echo KVT_DEV ${job.name} $(( $(ios) - n0 )) $(( $(irq) - i0 ))`,
       `python3 -c "${py}" ${job.name}`,
     ]),
     "echo KVT_FIO_DONE",
@@ -120,6 +131,27 @@ function guestScript(): string {
     "sleep 60",
   ];
   return `${lines.join("\n")}\n`;
+}
+
+/** The guest's view of the measured disk (/sys/block/vdb/queue/<file>), printed as KVT_QUEUE. */
+const QUEUE_FILES = ["max_sectors_kb", "max_hw_sectors_kb", "max_segments", "max_segment_size", "nr_requests"];
+
+/** A side's device figures: the guest's queue limits, and per job requests and interrupts (KVT_QUEUE, KVT_DEV). */
+interface DeviceView {
+  readonly queue: Record<string, number>;
+  readonly jobs: Record<string, { requests: number; interrupts: number }>;
+}
+
+function parseDevice(text: string): DeviceView {
+  const queue: Record<string, number> = {};
+  for (const m of (/KVT_QUEUE ([^\r\n]*)/.exec(text)?.[1] ?? "").matchAll(/(\w+)=(\d+)/g)) {
+    queue[m[1] ?? ""] = Number(m[2]);
+  }
+  const jobs: DeviceView["jobs"] = {};
+  for (const m of text.matchAll(/KVT_DEV (\S+) (\d+) (\d+)/g)) {
+    jobs[m[1] ?? ""] = { requests: Number(m[2]), interrupts: Number(m[3]) };
+  }
+  return { queue, jobs };
 }
 
 /** Parses the KVT_FIO lines of a console. */
@@ -156,6 +188,30 @@ function figures(r: Map<string, FioResult>): Figures {
       seqWriteMBps: mb(get("seqwrite-qd1").writeBps),
       randRead4kIops: n(get("randread-qd1").readIops),
       randWrite4kIops: n(get("randwrite-qd1").writeIops),
+    },
+  };
+}
+
+/** Each figure's median over the rounds (the mean of the middle two for an even count); undefined for none. */
+function medianFigures(all: readonly Figures[]): Figures | undefined {
+  if (all.length === 0) return undefined;
+  const med = (pick: (f: Figures) => number): number => {
+    const v = all.map(pick).sort((a, b) => a - b);
+    const m = Math.floor(v.length / 2);
+    const x = v.length % 2 ? (v[m] ?? 0) : ((v[m - 1] ?? 0) + (v[m] ?? 0)) / 2;
+    return Math.round(x * 100) / 100;
+  };
+  return {
+    seqReadMBps: med((f) => f.seqReadMBps),
+    seqWriteMBps: med((f) => f.seqWriteMBps),
+    randRead4kIops: Math.round(med((f) => f.randRead4kIops)),
+    randWrite4kIops: Math.round(med((f) => f.randWrite4kIops)),
+    randRead4kQd1LatencyUs: med((f) => f.randRead4kQd1LatencyUs),
+    qd1: {
+      seqReadMBps: med((f) => f.qd1.seqReadMBps),
+      seqWriteMBps: med((f) => f.qd1.seqWriteMBps),
+      randRead4kIops: Math.round(med((f) => f.qd1.randRead4kIops)),
+      randWrite4kIops: Math.round(med((f) => f.qd1.randWrite4kIops)),
     },
   };
 }
@@ -202,8 +258,14 @@ const script = join(dir, "script.img");
 const lane = benchLane();
 const kvm = kvmRunsLinux();
 
+/** One side's guest run: its fio results and its device view. */
+interface GuestRun {
+  readonly fio: Map<string, FioResult>;
+  readonly device: DeviceView;
+}
+
 /** fio in the guest on our VMM; undefined (with the reason printed) where KVM cannot run Linux. */
-async function ours(): Promise<Map<string, FioResult> | undefined> {
+async function ours(): Promise<GuestRun | undefined> {
   if (!kvm) {
     process.stdout.write("ours: skipped: this host's KVM cannot run Linux (run the bench without --host)\n");
     return undefined;
@@ -249,7 +311,7 @@ async function ours(): Promise<Map<string, FioResult> | undefined> {
       JOBS.length * (RUNTIME_S + 60) * 1000,
       () => stopped,
     );
-    return parseFio(text);
+    return { fio: parseFio(text), device: parseDevice(text) };
   } finally {
     vm.stop();
     rmSync(overlay, { force: true });
@@ -257,7 +319,7 @@ async function ours(): Promise<Map<string, FioResult> | undefined> {
 }
 
 /** fio in the guest on QEMU, -accel kvm where KVM runs Linux (else TCG, said so). */
-async function qemu(): Promise<Map<string, FioResult>> {
+async function qemu(): Promise<GuestRun> {
   const overlay = join(dir, "qemu-root.qcow2");
   writeQcow2Overlay(overlay, image, "raw", imageBytes);
   const disks = [
@@ -300,7 +362,7 @@ async function qemu(): Promise<Map<string, FioResult>> {
       JOBS.length * (RUNTIME_S + 60) * 1000,
       () => exited,
     );
-    return parseFio(text);
+    return { fio: parseFio(text), device: parseDevice(text) };
   } finally {
     if (!exited) child.kill("SIGKILL");
     rmSync(overlay, { force: true });
@@ -348,21 +410,55 @@ function row(label: string, f: Figures | undefined): string {
   );
 }
 
+/** The guest's queue limits and requests per interrupt, per job, of both sides (empty when neither ran). */
+function deviceRows(o: DeviceView | undefined, q: DeviceView | undefined): string {
+  if (!o && !q) return "";
+  const limits = (v: DeviceView | undefined): string =>
+    v
+      ? Object.entries(v.queue)
+          .map(([k, n]) => `${k}=${n}`)
+          .join(" ")
+      : "(not measured)";
+  const per = (v: DeviceView | undefined, job: string): string => {
+    const j = v?.jobs[job];
+    return j ? `${j.requests}/${j.interrupts}` : "-";
+  };
+  return (
+    `guest queue limits (vdb): ours ${limits(o)}\n                          qemu ${limits(q)}\n` +
+    `requests/interrupts per job: ${JOBS.map((j) => `${j.name} ours ${per(o, j.name)} qemu ${per(q, j.name)}`).join("; ")}\n`
+  );
+}
+
 try {
-  let o: Map<string, FioResult> | undefined;
-  let q: Map<string, FioResult> | undefined;
+  const oursRuns: GuestRun[] = [];
+  const qemuRuns: GuestRun[] = [];
   let h: ReturnType<typeof host>;
   if (FIO) {
     makeData(data);
     const s = Buffer.alloc(64 * 1024, "\n");
     s.write(guestScript());
     writeFileSync(script, s);
-    o = await ours();
-    q = await qemu();
+    // Rounds in alternating order (ours first, then QEMU first, ...): the machine is shared, and a side measured
+    // alone reads whatever else ran at that moment. Each figure is the median of its rounds.
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const side of r % 2 === 0 ? ["ours", "qemu"] : ["qemu", "ours"]) {
+        process.stdout.write(`round ${r + 1}/${ROUNDS}: ${side}\n`);
+        const run = side === "qemu" ? await qemu() : await ours();
+        if (run) (side === "qemu" ? qemuRuns : oursRuns).push(run);
+      }
+    }
     h = host();
   }
-  const oursF = o ? figures(o) : undefined;
-  const qemuF = q ? figures(q) : undefined;
+  const o = oursRuns[0];
+  const q = qemuRuns[0];
+  for (const [side, runs] of [
+    ["ours", oursRuns],
+    ["qemu", qemuRuns],
+  ] as const) {
+    runs.forEach((run, i) => void process.stdout.write(`${row(`${side}${i + 1}`, figures(run.fio))}\n`));
+  }
+  const oursF = medianFigures(oursRuns.map((run) => figures(run.fio)));
+  const qemuF = medianFigures(qemuRuns.map((run) => figures(run.fio)));
   const hostF = h ? figures(h.results) : undefined;
   rmSync(data, { force: true }); // room in L1's tmpfs for the migration's disks
   let migration: DiskMigrationFigures | { error: string } | null = null;
@@ -393,9 +489,10 @@ try {
   }
   process.stdout.write(
     `\ndisk bench (${lane} lane, guest ${VCPUS} vCPU ${GUEST_MEMORY / 2 ** 20} MiB, data ${DATA_BYTES / 2 ** 20} MiB, ` +
-      `${RUNTIME_S} s per job; QD32 unless marked)\n` +
+      `${RUNTIME_S} s per job, medians of ${ROUNDS} alternated rounds; QD32 unless marked)\n` +
       `side    seqRd MB/s seqWr MB/s  rndRd IOPS rndWr IOPS  QD1 rd us\n` +
-      `${row("ours", oursF)}\n${row("qemu", qemuF)}\n${row("host", hostF)}\n`,
+      `${row("ours", oursF)}\n${row("qemu", qemuF)}\n${row("host", hostF)}\n` +
+      deviceRows(o?.device, q?.device),
   );
   const ratio = (a: number | undefined, b: number): number | null =>
     a === undefined || b === 0 ? null : Math.round((a / b) * 100) / 100;
@@ -425,9 +522,11 @@ try {
       host: hostF ?? null,
       hostDirectIo: h?.direct ?? null,
       qemuAccel: kvm ? "kvm" : "tcg",
+      rounds: ROUNDS,
       oursVsQemu: vsQemu,
       oursVsHost: vsHost,
       migrationWithDisk: migration,
+      devices: o || q ? { ours: o?.device ?? null, qemu: q?.device ?? null } : null,
     })}\n`,
   );
 } finally {
