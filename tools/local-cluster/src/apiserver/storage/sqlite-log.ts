@@ -64,6 +64,9 @@ export class SqliteLog {
   constructor(path: string) {
     this.#db = new DatabaseSync(path);
     if (path !== ":memory:") {
+      // Another connection to the file (the log and checkpoint workers, a store closing as the next one opens) may
+      // hold its lock for a moment: wait for it rather than fail with "database is locked".
+      this.#db.exec("PRAGMA busy_timeout=10000");
       this.#db.exec("PRAGMA journal_mode=WAL");
       this.#db.exec("PRAGMA synchronous=FULL");
     }
