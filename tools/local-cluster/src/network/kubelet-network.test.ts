@@ -14,7 +14,10 @@ const pod = (extra: Partial<V1Pod["spec"]> = {}): V1Pod => ({
         name: "compute",
         image: "virt-launcher",
         command: ["/usr/bin/virt-launcher"],
-        env: [{ name: "MY_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }],
+        env: [
+          { name: "MY_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+          { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+        ],
         ports: [{ containerPort: 22, hostPort: 2222 }, { containerPort: 80 }],
       },
     ],
@@ -30,6 +33,8 @@ describe("KubeletNetwork (no sandbox wired: pure parts)", () => {
     const plan = network.plan(p, p.spec!.containers[0], (q, c) => planContainer(q, c, "/pods/u1", layout));
     expect(plan.kind === "process" && plan.argv[0]).toBe("/bin/node");
     expect(plan.kind === "process" && plan.env.MY_IP).toBe("127.0.0.1");
+    // POD_IP tells the launcher it runs in its pod's network namespace: not so without a sandbox.
+    expect(plan.kind === "process" && "POD_IP" in plan.env).toBe(false);
     expect(network.podIPs("u1")).toBeUndefined();
   });
 

@@ -42,11 +42,18 @@ export class KubeletNetwork {
   /**
    * The plan of `container` inside the pod's sandbox: `make` sees the pod with its addresses in status (so
    * `status.podIP` fieldRefs resolve to them), and a process runs under nsenter in the pod's namespace with
-   * POD_IP set. Unchanged for a pod without a sandbox.
+   * POD_IP set. A pod without a sandbox runs on the node's network as planned, without POD_IP even where the pod
+   * declares it (virt-controller's launcher pod does, from status.podIP): the launcher takes POD_IP to mean that it
+   * runs in its pod's own network namespace (virt-launcher main.ts), which such a process does not.
    */
   plan(pod: V1Pod, container: V1Container, make: (pod: V1Pod, container: V1Container) => ContainerPlan): ContainerPlan {
     const sandbox = this.#sandboxes.get(pod.metadata?.uid ?? "");
-    if (!sandbox) return make(pod, container);
+    if (!sandbox) {
+      const plan = make(pod, container);
+      if (plan.kind !== "process" || !("POD_IP" in plan.env)) return plan;
+      const { POD_IP: _, ...env } = plan.env;
+      return { ...plan, env };
+    }
     const withIps: V1Pod = {
       ...pod,
       status: { ...pod.status, podIP: sandbox.ips[0], podIPs: sandbox.ips.map((ip) => ({ ip })) },
