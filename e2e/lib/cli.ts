@@ -23,7 +23,7 @@ function run(
   kubeconfig: string,
   input?: string,
   timeoutMs = 60_000,
-  cwd?: string,
+  { cwd, until }: { cwd?: string; until?: RegExp } = {},
 ): Promise<CommandResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, {
@@ -33,7 +33,11 @@ function run(
     });
     let stdout = "";
     let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString();
+      // A session that never ends by itself (a console) ends once its answer arrived.
+      if (until?.test(stdout)) child.kill("SIGKILL");
+    });
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
     child.on("error", reject);
@@ -60,7 +64,7 @@ export function kubectl(
 
 /** `kubectl <args>` run in directory `cwd` (for a user's `kubectl create -f vm.yaml`). */
 export function kubectlIn(cwd: string, kubeconfig: string, args: readonly string[]): Promise<CommandResult> {
-  return run("kubectl", args, kubeconfig, undefined, 60_000, cwd);
+  return run("kubectl", args, kubeconfig, undefined, 60_000, { cwd });
 }
 
 /** `virtctl <args>` (this repository's, on the project's Node) against the cluster in `kubeconfig`. */
@@ -69,8 +73,11 @@ export function virtctl(
   args: readonly string[],
   input?: string,
   timeoutMs?: number,
+  until?: RegExp,
 ): Promise<CommandResult> {
-  return run(process.execPath, [join(root, "apps/virtctl/src/main.ts"), ...args], kubeconfig, input, timeoutMs);
+  return run(process.execPath, [join(root, "apps/virtctl/src/main.ts"), ...args], kubeconfig, input, timeoutMs, {
+    until,
+  });
 }
 
 /** Like {@link kubectl}, but throws with kubectl's stderr unless it exits 0. */

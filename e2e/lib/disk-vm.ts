@@ -66,19 +66,23 @@ export async function running(kubeconfig: string, name: string, notUid?: string)
   }, BOOT);
 }
 
-/** Waits for the guest's shell (the cloud-init line), then runs `command` on the console; returns what it printed. */
+/**
+ * Waits for the guest's shell (the cloud-init line), then runs `command` on the console; returns what it printed. The
+ * session lasts 20 s, or ends as soon as the output matches `until`.
+ */
 export async function inGuest(
   kubeconfig: string,
   name: string,
   uid: string,
   command: string,
   pod?: string,
+  until?: RegExp,
 ): Promise<string> {
   await eventually(async () => {
     expect(await consoleLog(kubeconfig, uid, pod)).toContain("printed from cloud-init userdata");
     return true;
   }, BOOT);
-  const session = await virtctl(kubeconfig, ["console", name], `${command}\r`, 20_000);
+  const session = await virtctl(kubeconfig, ["console", name], `${command}\r`, 20_000, until);
   return session.stdout;
 }
 
