@@ -6,7 +6,8 @@
  *   npm run kube -- up --nodes 2 --cluster-dir <dir>         -> kubeconfig, the registry's address
  *   npm run images -- push --registry <r> --cert-dir <pki>    the five release images (built when stale)
  *   kubectl create namespace kubevirt; configmap kubevirt-requestheader-ca   (deploy/README.md's one manual step)
- *   kubectl apply -k deploy/; wait for the KubeVirt CRD; apply the KubeVirt CR (useEmulation: nodes lack KVM)
+ *   kubectl apply -k deploy/; wait for the KubeVirt CRD; apply the KubeVirt CR (useEmulation: nodes lack KVM;
+ *     masquerade by default, as the local cluster's CR)
  *   kubectl wait kubevirt/kubevirt --for=condition=Available
  *   ...tests...
  *   npm run kube -- down --cluster-dir <dir>                  (KVT_E2E_KEEP=1 leaves it running)
@@ -62,14 +63,21 @@ async function timed<T>(what: string, step: () => Promise<T>): Promise<T> {
   return result;
 }
 
-/** The KubeVirt CR of deploy/kubevirt-cr with `developerConfiguration.useEmulation` on (no usable KVM on the nodes). */
+/**
+ * The KubeVirt CR of deploy/kubevirt-cr configured as the local cluster configures its own (local-cluster.ts):
+ * `developerConfiguration.useEmulation` on (no usable KVM on the nodes) and `network.defaultNetworkInterface:
+ * masquerade` (KubeVirt's default is bridge, which does not live-migrate; the e2e files migrate VMs that name no
+ * interface).
+ */
 export function emulatedKubeVirtCr(yamlText: string): Record<string, unknown> {
-  const cr = parse(yamlText) as { spec?: { configuration?: { developerConfiguration?: Record<string, unknown> } } };
+  type Configuration = { developerConfiguration?: Record<string, unknown>; network?: Record<string, unknown> };
+  const cr = parse(yamlText) as { spec?: { configuration?: Configuration } };
   cr.spec = cr.spec ?? {};
   const spec = cr.spec;
   spec.configuration = spec.configuration ?? {};
   const configuration = spec.configuration;
   configuration.developerConfiguration = { ...configuration.developerConfiguration, useEmulation: true };
+  configuration.network = { ...configuration.network, defaultNetworkInterface: "masquerade" };
   return cr;
 }
 
