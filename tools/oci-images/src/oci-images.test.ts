@@ -7,6 +7,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { defaultStoreRoot, readManifest, TEST_GUEST_IMAGE } from "@kvt/images";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type BuiltImage, buildImages } from "./build-images.ts";
 import { ensureHostTools, TEST_TOOLS } from "./host-tools.ts";
@@ -14,10 +15,18 @@ import { type LocalRegistry, startLocalRegistry } from "./local-registry.ts";
 import type { OciLayout } from "./oci-layout.ts";
 import { pickRuntime, prepareBundle, type RuntimeChoice, runContainer, unpackImage } from "./oci-runtime.ts";
 import { pullImage, pushImages } from "./push-images.ts";
-import { IMAGES } from "./release-images.ts";
+import { IMAGES, PROJECT_ROOT } from "./release-images.ts";
 import { formatSizes, KUBEVIRT_LAUNCHER_REFERENCE_BYTES } from "./size-report.ts";
 
 const isRoot = process.getuid?.() === 0;
+
+/** Whether the build had a test guest to pack (native/'s ELF, or the store's copy), as buildImages() decides. */
+function hasTestGuest(): boolean {
+  return (
+    existsSync(join(PROJECT_ROOT, "native/build/guest/kvt-test-guest.elf")) ||
+    readManifest(defaultStoreRoot(), TEST_GUEST_IMAGE) !== undefined
+  );
+}
 const log = (line: string): void => void process.stdout.write(`[oci-images test] ${line}\n`);
 
 let tmp = "";
@@ -61,7 +70,8 @@ describe.skipIf(!isRoot)("release OCI images", () => {
   });
 
   it("builds every image, the launcher well under KubeVirt's virt-launcher", () => {
-    expect(images.map((i) => i.tag).sort()).toEqual([...IMAGES.map((i) => i.tag), "demo-linux"].sort());
+    const disks = hasTestGuest() ? ["demo-linux", "test-guest"] : ["demo-linux"];
+    expect(images.map((i) => i.tag).sort()).toEqual([...IMAGES.map((i) => i.tag), ...disks].sort());
     for (const i of images) expect(i.compressedBytes).toBeGreaterThan(0);
     expect(image("virt-launcher").uncompressedBytes).toBeLessThan(KUBEVIRT_LAUNCHER_REFERENCE_BYTES / 2);
     // The components share one base layer: the bottom layer of each is the same blob.
@@ -117,6 +127,29 @@ describe.skipIf(!isRoot)("release OCI images", () => {
     for (const file of ["boot/vmlinuz", "boot/initrd.img"]) {
       const st = statSync(join(bundle, "rootfs", file));
       expect([st.uid, st.gid, st.size > 1_000_000]).toEqual([107, 107, true]);
+    }
+  });
+
+  it("carries each containerDisk's manifest at /image.json, paths relative to the image root", async () => {
+    for (const tag of hasTestGuest() ? ["demo-linux", "test-guest"] : ["demo-linux"]) {
+      const bundle = join(tmp, `bundle-${tag}`);
+      if (!existsSync(bundle)) await unpackImage(layout.ref(tag), bundle);
+      const rootfs = join(bundle, "rootfs");
+      const manifest = JSON.parse(readFileSync(join(rootfs, "image.json"), "utf8")) as Record<string, unknown>;
+      const stored = readManifest(defaultStoreRoot(), `local/${tag}:latest`);
+      expect(manifest).toMatchObject({
+        schemaVersion: 1,
+        image: `local/${tag}:latest`,
+        kernel: "boot/vmlinuz",
+        cmdline: stored?.cmdline,
+        pvmSafe: stored?.pvmSafe,
+      });
+      for (const key of ["kernel", "initrd", "disk"]) {
+        const file = manifest[key];
+        if (typeof file !== "string") continue;
+        const st = statSync(join(rootfs, file));
+        expect([file, st.uid, st.gid, st.size > 0]).toEqual([file, 107, 107, true]);
+      }
     }
   });
 
