@@ -21,6 +21,10 @@ export const LOCAL_CLUSTER_ONLY: Readonly<Record<string, string>> = {
   "cluster/least-privilege.e2e.test.ts":
     "reads each component's own kubeconfig from the local cluster's data directory (kubeconfig-<component>)",
   "cluster/listening-sockets.e2e.test.ts": "reads every component process's sockets on this host (local-cluster pids)",
+  "cluster/certificate-rotation.e2e.test.ts":
+    "reads virt-api's and the handlers' ports from the local cluster's cluster.json and serves them on the host",
+  "network/service.e2e.test.ts":
+    "reads the local cluster's pod network plan (network/pod-network.json) and enters pod namespaces",
   "emulation/no-kvm-host.e2e.test.ts": "starts a second local cluster with /dev/kvm hidden",
   "runtime/deno-cluster.e2e.test.ts": "starts a second local cluster on Deno",
   "storage/cluster-restart.e2e.test.ts": "stops and restarts a local cluster of its own",
