@@ -80,6 +80,22 @@ export function virtctl(
   });
 }
 
+/**
+ * Runs `command` on VMI `name`'s console, then a line that prints `END-OF-COMMAND-<n>` for a number new to this call:
+ * the session ends as soon as that line is printed, else after `ms`. The typed line's echo shows `$((<n - 1>+1))`, and
+ * the console's replay of earlier sessions holds other numbers, so neither matches.
+ */
+export async function inConsole(
+  kubeconfig: string,
+  name: string,
+  command: string,
+  ms = 20_000,
+): Promise<CommandResult> {
+  const n = 1_000_000 + Math.floor(Math.random() * 8_000_000);
+  const done = `; echo END-OF-COMMAND-$((${n - 1}+1))`;
+  return virtctl(kubeconfig, ["console", name], `${command}${done}\r`, ms, new RegExp(`END-OF-COMMAND-${n}\\b`));
+}
+
 /** Like {@link kubectl}, but throws with kubectl's stderr unless it exits 0. */
 export async function kubectlOk(kubeconfig: string, args: readonly string[], input?: string): Promise<string> {
   const r = await kubectl(kubeconfig, args, input);

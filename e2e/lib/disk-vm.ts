@@ -5,7 +5,7 @@
  */
 import { eventually } from "@kvt/testing";
 import { expect } from "vitest";
-import { virtctl } from "./cli.ts";
+import { inConsole, virtctl } from "./cli.ts";
 import { CLUSTER_WAIT } from "./cluster-wait.ts";
 import { consoleLog } from "./console-log.ts";
 import { demoVm } from "./manifests.ts";
@@ -68,7 +68,7 @@ export async function running(kubeconfig: string, name: string, notUid?: string)
 
 /**
  * Waits for the guest's shell (the cloud-init line), then runs `command` on the console; returns what it printed. The
- * session lasts 20 s, or ends as soon as the output matches `until`.
+ * session ends when the command is done ({@link inConsole}) or the output matches `until`, after 20 s at the most.
  */
 export async function inGuest(
   kubeconfig: string,
@@ -82,7 +82,9 @@ export async function inGuest(
     expect(await consoleLog(kubeconfig, uid, pod)).toContain("printed from cloud-init userdata");
     return true;
   }, BOOT);
-  const session = await virtctl(kubeconfig, ["console", name], `${command}\r`, 20_000, until);
+  const session = until
+    ? await virtctl(kubeconfig, ["console", name], `${command}\r`, 20_000, until)
+    : await inConsole(kubeconfig, name, command);
   return session.stdout;
 }
 

@@ -70,7 +70,7 @@ export function describeSeedVmFlow(title: string, kubeconfigOf: () => string, ex
         expect(await consoleLog(kubeconfig, vmiUid)).toContain("printed from cloud-init userdata");
         return true;
       }, BOOT);
-      const session = await virtctl(kubeconfig, ["console", NAME], "echo hi-$((40+2))\r", 20_000);
+      const session = await virtctl(kubeconfig, ["console", NAME], "echo hi-$((40+2))\r", 20_000, /hi-42/);
       expect(session.stdout).toContain("hi-42");
     });
 

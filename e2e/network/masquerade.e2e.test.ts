@@ -6,7 +6,7 @@
  */
 import { eventually } from "@kvt/testing";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { kubectl, kubectlOk, virtctl } from "../lib/cli.ts";
+import { inConsole, kubectl, kubectlOk, virtctl } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { consoleLog } from "../lib/console-log.ts";
 import { httpGuestVm } from "../lib/http-vm.ts";
@@ -90,7 +90,7 @@ describe.runIf(root)("masquerade binding (DHCP in the launcher, nftables NAT to 
       return true;
     }, CLUSTER_WAIT);
     // The guest did not ask again: the address it had is the one it still has.
-    const session = await virtctl(kubeconfig, ["console", NAME], "ip -4 -o addr show eth0\r", 15_000);
+    const session = await inConsole(kubeconfig, NAME, "ip -4 -o addr show eth0", 15_000);
     expect(session.stdout).toMatch(/eth0\s+inet 10\.0\.2\.2\/24/);
   });
 });

@@ -9,9 +9,9 @@
 
 import { eventually } from "@kvt/testing";
 import { describe, expect, inject, it } from "vitest";
-import { kubectlOk, virtctl } from "../lib/cli.ts";
+import { kubectlOk } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
-import { consoleLog } from "../lib/console-log.ts";
+import { inGuest } from "../lib/disk-vm.ts";
 import { demoVm } from "../lib/manifests.ts";
 import { launcherPods, type VmiView, vmiOrUndefined } from "../lib/objects.ts";
 
@@ -54,16 +54,6 @@ async function running(kubeconfig: string, name: string): Promise<VmiView> {
     expect(v?.status?.phase).toBe("Running");
     return v!;
   }, BOOT);
-}
-
-/** Waits for the guest's shell (the cloud-init line), then runs `command` on the console; returns what it printed. */
-async function inGuest(kubeconfig: string, name: string, uid: string, command: string): Promise<string> {
-  await eventually(async () => {
-    expect(await consoleLog(kubeconfig, uid)).toContain("printed from cloud-init userdata");
-    return true;
-  }, BOOT);
-  const session = await virtctl(kubeconfig, ["console", name], `${command}\r`, 20_000);
-  return session.stdout;
 }
 
 describe("config disks: ConfigMap, Secret, downward API and service account as ISO disks in the guest", () => {

@@ -8,7 +8,7 @@
 
 import { eventually } from "@kvt/testing";
 import { describe, expect, inject, it } from "vitest";
-import { kubectlOk, virtctl } from "../lib/cli.ts";
+import { inConsole, kubectlOk, virtctl } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import {
   BOOT,
@@ -107,7 +107,7 @@ describe("disks: a ReadWriteMany claim migrates with the VMI", () => {
       expect(v?.status?.nodeName).not.toBe(before.status?.nodeName);
       return v!;
     }, BOOT);
-    const session = await virtctl(kubeconfig, ["console", NAME], `${READ_DATA}\r`, 20_000);
+    const session = await inConsole(kubeconfig, NAME, READ_DATA);
     expect(session.stdout).toContain(`READ=${MARKER}`);
     expect(after.status?.nodeName).toBeDefined();
     await kubectlOk(kubeconfig, ["delete", "vm", NAME]);
