@@ -130,7 +130,8 @@ async function download(peer: ConsolePeer): Promise<number | undefined> {
 
 /**
  * The paced download that runs through the move: its size, chunk and pace (1.25 MiB/s, about 13 s). The move in L1
- * takes 3-7 s (TCG, an encrypted stream); the download must outlast it or it proves nothing.
+ * takes 3-7 s (TCG, an encrypted stream), 17 s on a loaded host; the download must outlast it or it proves nothing,
+ * so its last chunk waits until the move has returned (Servers.releaseStream).
  */
 const STREAM_BYTES = 16 * 2 ** 20;
 const STREAM_CHUNK = 64 * 1024;
@@ -145,6 +146,8 @@ interface Servers {
   streamed(): number;
   /** The paced download's MD5 (random bytes, new each run). */
   readonly streamMd5: string;
+  /** Lets the paced download send its last chunk (held until then). */
+  releaseStream(): void;
 }
 
 /**
@@ -155,6 +158,7 @@ async function startServers(): Promise<Servers> {
   const body = Buffer.alloc(TRANSFER_BYTES, 0x5a);
   const random = randomBytes(STREAM_BYTES);
   let streamed = 0;
+  let released = false;
   const http = createHttpServer((req, res) => {
     const paced = req.url === "/r";
     const size = paced ? STREAM_BYTES : body.length;
@@ -162,6 +166,7 @@ async function startServers(): Promise<Servers> {
     if (!paced) return void res.end(body);
     let at = 0;
     const timer = setInterval(() => {
+      if (!released && at + STREAM_CHUNK >= STREAM_BYTES) return; // the last chunk waits for the move
       const chunk = random.subarray(at, at + STREAM_CHUNK);
       at += chunk.length;
       streamed = at;
@@ -190,6 +195,9 @@ async function startServers(): Promise<Servers> {
     received: () => received,
     streamed: () => streamed,
     streamMd5: createHash("md5").update(random).digest("hex"),
+    releaseStream: () => {
+      released = true;
+    },
   };
 }
 
@@ -328,10 +336,10 @@ export async function netChecks(bootTimeoutMs: number): Promise<void> {
       }
       if (s.streamed() === 0) throw new Error("the guest's paced download did not start");
       const migration = new OutgoingMigration(guest.vm, target.destination, laneMigrationOptions(target));
-      const from = performance.now();
-      const streamFrom = s.streamed();
+      const [from, streamFrom] = [performance.now(), s.streamed()];
       const result = await migration.run();
       streamedAt = { from: streamFrom, to: s.streamed() };
+      s.releaseStream();
       const returned = performance.now();
       if (!result.ok) throw new Error(`the migration failed: ${result.failureReason}`);
       await within(target.running, 60_000, "the guest running on the target");
