@@ -11,7 +11,6 @@
  * Needs the binaries of `npm run kube -- build` and root, as kube-nodes.integration.test.ts: without them the suite
  * is skipped and says so (CI does not build the Kubernetes binaries yet).
  */
-import { execFile } from "node:child_process";
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -19,37 +18,22 @@ import { join } from "node:path";
 import type { ImageManifest } from "@kvt/images";
 import { LayerDir, OciLayout, pushImages, stageContainerDisk } from "@kvt/oci-images";
 import { afterAll, describe, expect, it } from "vitest";
-import { binariesReady, binDir, DEFAULT_DATA_DIR } from "./build.ts";
+import { DEFAULT_DATA_DIR } from "./build.ts";
 import { down, up } from "./cluster.ts";
+import { BUILT, kubectlWithInput, ROOT, skipNote } from "./integration.test-util.ts";
 import { tagImage } from "./node-images.ts";
 
-const built = binariesReady(DEFAULT_DATA_DIR);
-const root = process.getuid?.() === 0;
-const skipNote = !built
-  ? " (skipped: binaries not built; run `npm run kube -- build` first)"
-  : root
-    ? ""
-    : " (skipped: needs root for network namespaces, cgroups and mounts)";
+const why = skipNote("network namespaces, cgroups and mounts");
 
 /** Where the launcher's compute container finds containerDisk volume `containerdisk` (@kvt/api imageVolumePath). */
 const MOUNT = "/var/run/kubevirt/image-volumes/containerdisk";
 const REFERENCE = "local/kvt-probe-disk:1";
 
-function kubectl(kubeconfig: string, input: string, ...args: string[]): Promise<string> {
-  const bin = join(binDir(DEFAULT_DATA_DIR), "kubectl");
-  return new Promise((resolve, reject) => {
-    const child = execFile(bin, ["--kubeconfig", kubeconfig, ...args], { timeout: 150_000 }, (error, stdout, stderr) =>
-      error
-        ? reject(new Error(`kubectl ${args.join(" ")}: ${stderr.trim() || error.message}`))
-        : resolve(stdout.trim()),
-    );
-    child.stdin?.end(input);
-  });
-}
+const kubectl = kubectlWithInput;
 
 const sha256 = (data: Buffer): string => createHash("sha256").update(data).digest("hex");
 
-describe.skipIf(!built || !root)(`a containerDisk image volume on a real node${skipNote}`, () => {
+describe.skipIf(!BUILT || !ROOT)(`a containerDisk image volume on a real node${why}`, () => {
   const work = join(tmpdir(), `kvt-kube-containerdisk-${randomUUID().slice(0, 8)}`);
   const clusterDir = join(work, "cluster");
   const where = { dataDir: DEFAULT_DATA_DIR, clusterDir };

@@ -14,34 +14,18 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { cidrsOverlap, processAlive } from "@kvt/local-cluster";
 import { afterAll, describe, expect, it } from "vitest";
-import { binariesReady, binDir, DEFAULT_DATA_DIR } from "./build.ts";
+import { binDir, DEFAULT_DATA_DIR } from "./build.ts";
 import { type ClusterState, down, readNetwork, readState, type UpResult, up } from "./cluster.ts";
+import { BUILT, kubectlWithInput, ROOT, skipNote } from "./integration.test-util.ts";
 import { clusterTag } from "./node-network.ts";
 
+const why = skipNote("network namespaces, cgroups and mounts");
+
 const run = promisify(execFile);
-const built = binariesReady(DEFAULT_DATA_DIR);
-const root = process.getuid?.() === 0;
-const skipNote = !built
-  ? " (skipped: binaries not built; run `npm run kube -- build` first)"
-  : root
-    ? ""
-    : " (skipped: needs root for network namespaces, cgroups and mounts)";
 
 /** kubectl from the build with the admin kubeconfig; resolves with stdout, rejects with stderr on failure. */
 function kubectl(kubeconfig: string, ...args: string[]): Promise<string> {
   return kubectlWithInput(kubeconfig, "", ...args);
-}
-
-function kubectlWithInput(kubeconfig: string, input: string, ...args: string[]): Promise<string> {
-  const bin = join(binDir(DEFAULT_DATA_DIR), "kubectl");
-  return new Promise((resolve, reject) => {
-    const child = execFile(bin, ["--kubeconfig", kubeconfig, ...args], { timeout: 150_000 }, (error, stdout, stderr) =>
-      error
-        ? reject(new Error(`kubectl ${args.join(" ")}: ${stderr.trim() || error.message}`))
-        : resolve(stdout.trim()),
-    );
-    child.stdin?.end(input);
-  });
 }
 
 /** A pod pinned (through the scheduler) to `node`: busybox's httpd answering its own name, and a pause container. */
@@ -105,7 +89,7 @@ async function leftovers(tag: string, dir: string): Promise<Record<string, strin
   };
 }
 
-describe.skipIf(!built || !root)(`two real nodes: kubelet + containerd in network namespaces${skipNote}`, () => {
+describe.skipIf(!BUILT || !ROOT)(`two real nodes: kubelet + containerd in network namespaces${why}`, () => {
   // A fresh directory that `up` makes (nothing is made when the suite is skipped).
   const clusterDir = join(tmpdir(), `kvt-kube-nodes-${randomUUID().slice(0, 8)}`);
   const where = { dataDir: DEFAULT_DATA_DIR, clusterDir };
