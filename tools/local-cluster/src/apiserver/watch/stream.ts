@@ -89,11 +89,14 @@ export function serveWatch(res: ServerResponse, hub: WatchHub, w: WatchRequest):
   const write = (line: string | Buffer): void => {
     if (closed) return;
     if (!corked) {
-      // Events committed in this turn of the event loop (possibly by several commits answered at once) go out in
-      // one TLS record / syscall.
+      // The events of one commit (the store publishes a batch's events together) go out in one TLS record /
+      // syscall, and ahead of the writes' responses: the store resolves its writers after publishing, so this
+      // microtask runs before their answers. kube-apiserver's watch event beat a status patch's response in 142 of
+      // 300 patches (the scale bench), this server's never did (a setImmediate here), so a controller reacting to
+      // another object right after its own write found its cache stale far more often; now it is about half.
       corked = true;
       res.cork();
-      setImmediate(() => {
+      queueMicrotask(() => {
         if (!corked) return;
         corked = false;
         res.uncork();
