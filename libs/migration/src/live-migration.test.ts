@@ -5,8 +5,15 @@
 import { existsSync } from "node:fs";
 import { createServer, type Server, type Socket, connect as tcpConnect } from "node:net";
 import { mintMigrationCertificate } from "@kvt/certs";
-import { afterEach, describe, expect, it } from "vitest";
-import { Peer, type PeerEvent, type PreparedTarget, prepareTarget } from "./live-peers.test-util.ts";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import {
+  type MigrationIdentities,
+  mintMigrationIdentities,
+  Peer,
+  type PeerEvent,
+  type PreparedTarget,
+  prepareTarget,
+} from "./live-peers.test-util.ts";
 import type { MigrationResult } from "./source.ts";
 
 const hasKvm = existsSync("/dev/kvm");
@@ -60,9 +67,20 @@ function baseline(cmdline: string): Promise<string> {
   return b;
 }
 
-/** Prepares `target` (its certificate minted, the source's pinned there: the handlers' part). */
+/**
+ * The identities the handlers would mint, and a stranger's certificate nobody exchanged, minted before any guest runs:
+ * under L1's TCG minting mid-case took long enough for the guest to finish its lines (a refusal case timed out).
+ */
+let identities: MigrationIdentities;
+let stranger: { certPem: string; keyPem: string };
+beforeAll(async () => {
+  identities = await mintMigrationIdentities();
+  stranger = await mintMigrationCertificate("kubevirt.io:migration:stranger");
+}, 120_000);
+
+/** Prepares `target` (its certificate given, the source's pinned there: the handlers' part). */
 function listen(target: Peer, digest = false, tls = TLS): Promise<PreparedTarget> {
-  return prepareTarget(target, MEM, { tls, digest });
+  return prepareTarget(target, MEM, { tls, digest, identities });
 }
 
 /** Starts the migration to `to` (the source's TLS identity from the preparation) without waiting for it. */
@@ -287,7 +305,6 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
       await source.waitForLines(3);
       const dest = await listen(target, false, true);
       // A certificate nobody exchanged: what a third party listening or connecting in between would have.
-      const stranger = await mintMigrationCertificate("kubevirt.io:migration:stranger");
       const forged =
         side === "target"
           ? { ...dest, destination: { ...dest.destination, certificate: stranger.certPem } } // source pins another

@@ -125,13 +125,18 @@ export interface PreparedTarget {
 
 /**
  * What the two virt-handlers do around a migration, for tests and the bench: mint both launchers' per-migration
- * certificates (@kvt/certs, as the handlers do), prepare `target` with its identity, then pin the source's
- * certificate there (the handlers' exchange). `tls: false` prepares a plain stream (migrations.disableTLS).
+ * certificates (@kvt/certs, as the handlers do; or take `identities` minted ahead), prepare `target` with its
+ * identity, then pin the source's certificate there (the handlers' exchange). `tls: false` prepares a plain stream
+ * (migrations.disableTLS).
  */
 export async function prepareTarget(
   target: Peer,
   memoryBytes: number,
-  { tls = true, digest = false }: { tls?: boolean; digest?: boolean } = {},
+  {
+    tls = true,
+    digest = false,
+    identities,
+  }: { tls?: boolean; digest?: boolean; identities?: MigrationIdentities } = {},
 ): Promise<PreparedTarget> {
   target.forget("listening");
   target.forget("trusted");
@@ -139,13 +144,28 @@ export async function prepareTarget(
     target.send({ op: "prepare", memoryBytes, digest, tls: false });
     return { destination: (await target.waitFor("listening")).destination as MigrationTarget, sourceTls: false };
   }
-  const [source, mine] = await Promise.all([
-    mintMigrationCertificate("kubevirt.io:migration:test:source"),
-    mintMigrationCertificate("kubevirt.io:migration:test:target"),
-  ]);
+  const { source, target: mine } = identities ?? (await mintMigrationIdentities());
   target.send({ op: "prepare", memoryBytes, digest, tls: { certificate: mine.certPem, key: mine.keyPem } });
   const destination = (await target.waitFor("listening")).destination as MigrationTarget;
   target.send({ op: "trust", certificate: source.certPem });
   await target.waitFor("trusted");
   return { destination, sourceTls: { certificate: source.certPem, key: source.keyPem } };
+}
+
+/** A source's and a target's certificate and key, as their two handlers mint them for one migration. */
+export interface MigrationIdentities {
+  readonly source: { readonly certPem: string; readonly keyPem: string };
+  readonly target: { readonly certPem: string; readonly keyPem: string };
+}
+
+/**
+ * Mints both identities. Under the nested lane's TCG this takes seconds: a test mints them before its guest runs
+ * (e.g. in beforeAll), or the guest may finish its lines while they are made.
+ */
+export async function mintMigrationIdentities(): Promise<MigrationIdentities> {
+  const [source, target] = await Promise.all([
+    mintMigrationCertificate("kubevirt.io:migration:test:source"),
+    mintMigrationCertificate("kubevirt.io:migration:test:target"),
+  ]);
+  return { source, target };
 }
