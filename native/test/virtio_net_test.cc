@@ -435,7 +435,8 @@ TEST(virtio_net_moves_frames_both_ways_on_its_worker_thread) {
   CHECK_EQ(s.rx_bytes, 98u + 64 + 65 + 66 + 67);
   v.W(kCommonDeviceStatus, 0, 1);  // reset joins the worker
   CHECK_EQ(v.t->status(), 0);
-  CHECK_EQ(BatchThreads(), batch_before);
+  // Polled: a joined thread's task may stay listed a moment (seen in the nested lane's L1, flags not yet exiting).
+  CHECK(v.WaitFor([&] { return BatchThreads() == batch_before; }));
 }
 
 TEST(virtio_net_broken_transmit_chain_sets_needs_reset_and_reports_it) {
