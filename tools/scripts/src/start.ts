@@ -5,7 +5,8 @@
  * and runs until Ctrl-C / SIGTERM / SIGHUP, which stops everything cleanly. State (the API server's data) persists
  * under the data directory, so the next `npm start` finds the VMs defined before.
  *
- * Nothing outlives it: SIGINT, SIGTERM and SIGHUP stop the cluster (a second one exits at once); so does the death of
+ * Nothing outlives it: SIGINT, SIGTERM and SIGHUP stop the cluster (a second one, a second or more later, exits at
+ * once: npm forwards its copy of a Ctrl-C, which must not cut the clean stop short); so does the death of
  * the process that started it (npm killed, the terminal gone), noticed by watching the parent pid. If this process
  * itself is killed with SIGKILL, the components get SIGTERM from the kernel (the supervisor's parent-death signal).
  * One `npm start` per data directory: `<data-dir>/start.lock` holds the pid of the one running, and a second one
@@ -136,13 +137,20 @@ const stopWanted = new Promise<string>((resolveStop) => {
   stopRequested = resolveStop;
 });
 let stopping = false;
-const requestStop = (why: string): void => {
+let stoppingSince = 0;
+/**
+ * A stop request. Once stopping, a signal a second or more later exits at once; one sooner is the same Ctrl-C (the
+ * terminal signals npm and this process, and npm forwards its copy), and the parent's exit is not a request to hurry.
+ */
+const requestStop = (why: string, signal = true): void => {
   if (stopping) {
+    if (!signal || Date.now() - stoppingSince < 1000) return;
     progress(`${why} again: exiting now`);
     unlock();
     process.exit(130);
   }
   stopping = true;
+  stoppingSince = Date.now();
   if (!running.cluster) {
     progress(`${why} during start-up: exiting (started components stop with this process)`);
     unlock();
@@ -155,7 +163,7 @@ const parentPid = process.ppid;
 const parentWatch = setInterval(() => {
   if (process.ppid === parentPid) return;
   clearInterval(parentWatch);
-  requestStop(`the parent process (pid ${parentPid}) is gone`);
+  requestStop(`the parent process (pid ${parentPid}) is gone`, false);
 }, 1000);
 parentWatch.unref();
 
