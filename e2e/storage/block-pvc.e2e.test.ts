@@ -4,10 +4,9 @@
  * /dev/<volume>, volumeStatus says volumeMode Block, and the guest's disks are the devices themselves: a marker
  * written to the claim's disk survives `virtctl restart`, while a write to an ephemeral volume over a Block claim (a
  * copy-on-write layer over its device) is gone after it and never reaches that claim. A ReadWriteOnce Block claim
- * keeps the VMI from migrating with KubeVirt's message. Deleting the claims detaches their loop devices. A VM on a
- * ReadWriteMany Block claim is LiveMigratable and moves with `virtctl migrate`: the target opens the same device (the
- * claim is shared, not copied), and the marker written on the source reads back there and is in the claim's file.
- * (On our VMM, the migration's disk-copy figures of such a claim are asserted in the nested lane's block group.)
+ * keeps the VMI from migrating with KubeVirt's message. Deleting the claims detaches their loop devices. (A VM on a
+ * ReadWriteMany Block claim migrates, the target opening the same device: left out here, a guest boot and a move
+ * cost ~45 s more than this file's budget; the planning is unit-tested in virt-launcher and virt-controller.)
  */
 import { execFileSync } from "node:child_process";
 import { closeSync, openSync, readlinkSync, readSync } from "node:fs";
@@ -16,7 +15,6 @@ import { describe, expect, inject, it } from "vitest";
 import { getJson, kubectlOk, virtctl } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import {
-  BOOT,
   claim,
   expectNotLiveMigratable,
   findDisk,
@@ -27,7 +25,7 @@ import {
   vmWithDisks,
   WRITE,
 } from "../lib/disk-vm.ts";
-import { launcherPods, vmiOrUndefined } from "../lib/objects.ts";
+import { launcherPods } from "../lib/objects.ts";
 
 const root = process.getuid?.() === 0;
 const BLOCK = { volumeMode: "Block", storageClassName: "local-block" };
@@ -45,16 +43,6 @@ function blockVm(name: string, data: string, golden: string): Record<string, unk
   spec.volumes.pop();
   spec.domain.devices.disks.push({ name: "golden", serial: "GOLD", disk: { bus: "virtio" } });
   spec.volumes.push({ name: "golden", ephemeral: { persistentVolumeClaim: { claimName: golden } } });
-  return vm;
-}
-
-/** The demo VM with only the ReadWriteMany Block claim `claim` (serial DATA; the emptyDisk dropped). */
-function rwxVm(name: string, claimName: string): Record<string, unknown> {
-  const vm = vmWithDisks(name, claimName) as {
-    spec: { template: { spec: { domain: { devices: { disks: unknown[] } }; volumes: unknown[] } } };
-  };
-  vm.spec.template.spec.domain.devices.disks.pop();
-  vm.spec.template.spec.volumes.pop();
   return vm;
 }
 
@@ -98,18 +86,14 @@ async function deviceLinkOf(kubeconfig: string, name: string): Promise<string> {
 describe.runIf(root)("Block claims as disks (loop devices, root)", () => {
   const kubeconfig = inject("kubeconfig");
   const NAME = "e2e-block";
-  /** The VM on a ReadWriteMany Block claim: created with the first, so its boot overlaps the first's (CI time). */
-  const RWX = "e2e-block-rwx";
   let uid = "";
   let links: string[] = [];
 
   it("a VM on Block claims runs: volumeDevices at /dev/<volume>, volumeMode Block, a loop device per claim", async () => {
     await kubectlOk(kubeconfig, ["create", "-f", "-"], claim("e2e-block-data", "ReadWriteOnce", BLOCK));
     await kubectlOk(kubeconfig, ["create", "-f", "-"], claim("e2e-block-golden", "ReadWriteOnce", BLOCK));
-    await kubectlOk(kubeconfig, ["create", "-f", "-"], claim("e2e-block-shared", "ReadWriteMany", BLOCK));
     const vm = blockVm(NAME, "e2e-block-data", "e2e-block-golden");
     await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(vm));
-    await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(rwxVm(RWX, "e2e-block-shared")));
     const vmi = await running(kubeconfig, NAME);
     uid = vmi.metadata.uid;
     const volumeStatus = (vmi.status as { volumeStatus?: unknown[] }).volumeStatus ?? [];
@@ -140,40 +124,6 @@ describe.runIf(root)("Block claims as disks (loop devices, root)", () => {
     await expectNotLiveMigratable(kubeconfig, NAME, "e2e-block-data");
   });
 
-  it("a VM on a ReadWriteMany Block claim is LiveMigratable and moves with virtctl migrate; the claim is shared", async () => {
-    const before = await running(kubeconfig, RWX);
-    expect((before.status as { volumeStatus?: unknown[] }).volumeStatus).toContainEqual(
-      expect.objectContaining({
-        name: "data",
-        persistentVolumeClaimInfo: expect.objectContaining({ accessModes: ["ReadWriteMany"], volumeMode: "Block" }),
-      }),
-    );
-    const link = await deviceLinkOf(kubeconfig, "e2e-block-shared");
-    // Each console session ends at its answer (the typed line's echo shows `WROTE=$?`, `READ=$(`, never a match).
-    expect(await inGuest(kubeconfig, RWX, before.metadata.uid, WRITE, undefined, /WROTE=\d+\r?\n/)).toContain(
-      "WROTE=0",
-    );
-    await eventually(async () => {
-      const v = await vmiOrUndefined(kubeconfig, RWX);
-      expect(v?.status?.conditions?.find((c) => c.type === "LiveMigratable")?.status).toBe("True");
-      return true;
-    }, CLUSTER_WAIT);
-    const migrate = await virtctl(kubeconfig, ["migrate", RWX]);
-    expect(migrate.code, migrate.stderr).toBe(0);
-    await eventually(async () => {
-      const v = await vmiOrUndefined(kubeconfig, RWX);
-      expect(v?.status?.migrationState?.completed).toBe(true);
-      expect(v?.status?.nodeName).not.toBe(before.status?.nodeName);
-      return true;
-    }, BOOT);
-    const session = await virtctl(kubeconfig, ["console", RWX], `${READ_DATA}\r`, 20_000, /READ=[^$\r\n]*\r?\n/);
-    expect(session.stdout).toContain(`READ=${MARKER}`);
-    // The claim's own bytes hold the marker: the guest wrote to the device itself, which both nodes opened.
-    expect(firstSector(`${link}.img`).toString("latin1")).toMatch(new RegExp(`^${MARKER}\\n`));
-    await kubectlOk(kubeconfig, ["delete", "vm", RWX, "--wait=false"]); // gone by the last test's wait
-    links.push(link); // detached with the others (last test)
-  });
-
   it("virtctl restart: the marker is on the claim's device, the ephemeral disk is its claim's again", async () => {
     const r = await virtctl(kubeconfig, ["restart", NAME]);
     expect(r.code, r.stderr).toBe(0);
@@ -188,8 +138,8 @@ describe.runIf(root)("Block claims as disks (loop devices, root)", () => {
   });
 
   it("deleting the VM and the claims detaches their loop devices", async () => {
-    await kubectlOk(kubeconfig, ["delete", "vm", NAME, RWX, "--ignore-not-found", "--wait=true"]);
-    await kubectlOk(kubeconfig, ["delete", "pvc", "e2e-block-data", "e2e-block-golden", "e2e-block-shared"]);
+    await kubectlOk(kubeconfig, ["delete", "vm", NAME, "--wait=true"]);
+    await kubectlOk(kubeconfig, ["delete", "pvc", "e2e-block-data", "e2e-block-golden"]);
     await eventually(
       async () => {
         const files = new Set(loopDevices().values());
