@@ -17,6 +17,7 @@ export {
   type ErrorBody,
   EVENT_PING_INTERVAL_MS,
   type JsonObject,
+  KUBEVIRT_MIGRATION_DEFAULTS,
   type LauncherErrorCode,
   type LauncherEvent,
   type LauncherEventBody,

@@ -21,6 +21,7 @@ import {
   type DomainInfo,
   EVENT_PING_INTERVAL_MS,
   isPodUid,
+  KUBEVIRT_MIGRATION_DEFAULTS,
   LauncherClient,
   type LauncherEvent,
   LauncherRpcError,
@@ -165,15 +166,6 @@ function rawPost(
   });
 }
 
-/** Migration options as virt-handler sends them (KubeVirt's defaults but a 900 ms downtime, no auto-converge). */
-const MIGRATE_OPTIONS = {
-  bandwidthBytesPerSec: 0,
-  maxDowntimeMs: 900,
-  allowAutoConverge: false,
-  allowPostCopy: false,
-  completionTimeoutPerGiB: 150,
-  progressTimeoutSeconds: 150,
-};
 describe("launcher-rpc over a unix socket", () => {
   it("the socket is its owner's only (0600): it controls a guest", () => {
     const st = statSync(client.socketPath);
@@ -205,7 +197,7 @@ describe("launcher-rpc over a unix socket", () => {
     expect(service.calls).toContain("shutdown 7");
     const target = await client.prepareTarget({ migrationUid: "m1", tls: TARGET_TLS });
     expect(target).toEqual({ host: "127.0.0.1", port: 40000, secret: "s3cret", certificate: TARGET_TLS.certificate });
-    const options = MIGRATE_OPTIONS;
+    const options = KUBEVIRT_MIGRATION_DEFAULTS;
     await client.migrate({ migrationUid: "m1", target, options, tls: SOURCE_TLS });
     expect(service.lastMigrate).toEqual({ migrationUid: "m1", target, options, tls: SOURCE_TLS });
     const { certificate: _c, ...plainTarget } = target;
@@ -217,7 +209,7 @@ describe("launcher-rpc over a unix socket", () => {
   });
 
   it("requires each side's TLS material unless migrations.disableTLS is set, and PEM where PEM belongs", async () => {
-    const options = MIGRATE_OPTIONS;
+    const options = KUBEVIRT_MIGRATION_DEFAULTS;
     const target = { host: "127.0.0.1", port: 40000, secret: "s3cret", certificate: TARGET_TLS.certificate };
     const { certificate: _c, ...plainTarget } = target;
     const refusals: [Promise<unknown>, RegExp][] = [

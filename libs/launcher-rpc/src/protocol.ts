@@ -229,6 +229,16 @@ export interface MigrateRequestOptions {
   readonly disableTLS?: boolean;
 }
 
+/** KubeVirt's defaults (virt-config.go): unlimited bandwidth, 900 ms downtime, 150 s per GiB, 150 s progress. */
+export const KUBEVIRT_MIGRATION_DEFAULTS: MigrateRequestOptions = {
+  bandwidthBytesPerSec: 0,
+  maxDowntimeMs: 900,
+  allowAutoConverge: false,
+  allowPostCopy: false,
+  completionTimeoutPerGiB: 150,
+  progressTimeoutSeconds: 150,
+};
+
 /** `/v1/migration/start`: live-migrate to a prepared target. Answers 202; the outcome arrives as an event. */
 export interface MigrateRequest {
   readonly migrationUid: string;

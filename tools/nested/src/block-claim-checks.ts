@@ -32,11 +32,11 @@ import {
   volumesMigrationBlocker,
 } from "@kvt/api";
 import { DEMO_BOOT_MARKER } from "@kvt/images";
-import type { MigrationResult } from "@kvt/launcher-rpc";
+import { KUBEVIRT_MIGRATION_DEFAULTS, type MigrationResult } from "@kvt/launcher-rpc";
 import { check, converse, typeLine, within } from "./check-runner.ts";
 import { attachConsole, type LauncherConsole, type LauncherPeer, startLauncher } from "./launcher-peer.ts";
 import { seedVmi } from "./seed-vmi.ts";
-import { EventLog, KUBEVIRT_MIGRATION_DEFAULTS, LAUNCHER_START_MS, migrationIdentities } from "./vm-cirros-checks.ts";
+import { EventLog, LAUNCHER_START_MS, migrationIdentities } from "./vm-cirros-checks.ts";
 
 const run = promisify(execFile);
 const MIB = 1024 * 1024;

@@ -29,12 +29,12 @@ import { join } from "node:path";
 import { type VirtualMachineInstance, VMI_DISKS_DIR } from "@kvt/api";
 import { mintMigrationCertificate } from "@kvt/certs";
 import { DEMO_BOOT_MARKER } from "@kvt/images";
-import type {
-  LauncherClient,
-  LauncherEvent,
-  MigrateRequestOptions,
-  MigrationResult,
-  MigrationTlsIdentity,
+import {
+  KUBEVIRT_MIGRATION_DEFAULTS,
+  type LauncherClient,
+  type LauncherEvent,
+  type MigrationResult,
+  type MigrationTlsIdentity,
 } from "@kvt/launcher-rpc";
 import { check, converse, typeLine, within } from "./check-runner.ts";
 import { CLOUD_INIT_LINE } from "./demo-guest.ts";
@@ -45,16 +45,6 @@ import { seedVmi, userDataOf } from "./seed-vmi.ts";
 
 /** A launcher's Node start under TCG (L1) takes tens of seconds; its socket appears only after that. */
 export const LAUNCHER_START_MS = 240_000;
-
-/** What virt-handler sends when the cluster sets no migration configuration (KubeVirt's defaults). */
-export const KUBEVIRT_MIGRATION_DEFAULTS: MigrateRequestOptions = {
-  bandwidthBytesPerSec: 0,
-  maxDowntimeMs: 900,
-  allowAutoConverge: false,
-  allowPostCopy: false,
-  completionTimeoutPerGiB: 150,
-  progressTimeoutSeconds: 150,
-};
 
 /** The shared hostDisk's volume name and serial, and what the guest writes to it. */
 const SHARED_DISK = "shared";

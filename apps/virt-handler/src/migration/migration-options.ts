@@ -1,16 +1,9 @@
 /** `migrationState.migrationConfiguration` (KubeVirt units) -> launcher-rpc MigrateRequestOptions (bytes, seconds). */
 import { type MigrationConfiguration, tryParseQuantity } from "@kvt/api";
-import type { MigrateRequestOptions } from "@kvt/launcher-rpc";
+import { KUBEVIRT_MIGRATION_DEFAULTS, type MigrateRequestOptions } from "@kvt/launcher-rpc";
 
-/** KubeVirt's defaults (virt-config.go): unlimited bandwidth, 150 s/GiB, 150 s progress, 900 ms downtime. */
-export const MIGRATION_DEFAULTS: MigrateRequestOptions = {
-  bandwidthBytesPerSec: 0,
-  maxDowntimeMs: 900,
-  allowAutoConverge: false,
-  allowPostCopy: false,
-  completionTimeoutPerGiB: 150,
-  progressTimeoutSeconds: 150,
-};
+/** KubeVirt's defaults (virt-config.go). */
+export const MIGRATION_DEFAULTS: MigrateRequestOptions = KUBEVIRT_MIGRATION_DEFAULTS;
 
 /** The options a source launcher migrates with; unset or unparsable knobs fall back to the defaults. */
 export function migrationOptionsOf(cfg: MigrationConfiguration | undefined): MigrateRequestOptions {
