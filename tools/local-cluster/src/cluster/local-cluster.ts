@@ -223,6 +223,7 @@ async function waitForComponents(
   nodes: readonly string[],
   tls: ComponentTlsFiles,
   transport: RestTransport,
+  logDir: string,
 ): Promise<void> {
   await waitFor("virt-api to accept connections", () => tcpOpen(state.virtApiPort), START_TIMEOUT_MS, 200);
   const controller = state.metricsPorts["virt-controller"];
@@ -247,8 +248,20 @@ async function waitForComponents(
       async () => handlerServes(state.handlerPorts[n] ?? 0, { caPem: await caBundle(), ...client }),
       START_TIMEOUT_MS,
       200,
-    );
+    ).catch((error: unknown) => {
+      // The cluster's data dir goes with a failed start: the handler's last lines say what it was doing.
+      throw new Error(`${(error as Error).message}\n${logTail(join(logDir, `virt-handler-${n}.log`), 20)}`, {
+        cause: error,
+      });
+    });
   }
+}
+
+/** The last `lines` lines of a component's log, headed by its path, or a line saying it has none. */
+function logTail(path: string, lines: number): string {
+  if (!existsSync(path)) return `(no log at ${path})`;
+  const tail = readFileSync(path, "utf8").trimEnd().split("\n").slice(-lines);
+  return `last ${tail.length} lines of ${path}:\n${tail.join("\n")}`;
 }
 
 /** Cluster access from the kubeconfig the API server writes, once the server answers through it. */
@@ -396,7 +409,7 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     for (const n of names) start(`virt-handler/${n}`);
     await waitForNodesReady(transport, names);
     options.progress("waiting for virt-api, the virt-controller leader and every virt-handler to serve");
-    await waitForComponents(state, names, componentTls, transport);
+    await waitForComponents(state, names, componentTls, transport, join(dataDir, "logs"));
     options.progress("installing the common instancetypes and preferences (common-instancetypes v1.7.0)");
     await installCommonInstancetypes(transport);
     const scrapeConfigPath = join(dataDir, "prometheus.yml");

@@ -105,7 +105,10 @@ export interface HandlerClientTls {
 /** The CN of virt-handler's serving certificate, which virt-api checks (KubeVirt's; its SANs name the Service). */
 const HANDLER_SERVER_CN = "kubevirt.io:system:node:virt-handler";
 
-/** Whether the handler on 127.0.0.1:`port` answers /healthz to virt-api's client certificate, as virt-api calls it. */
+/**
+ * Resolves true when the handler on 127.0.0.1:`port` answers /healthz to virt-api's client certificate, as virt-api
+ * calls it; rejects with the reason otherwise (refused, TLS, a status, no answer).
+ */
 export async function handlerServes(port: number, tls: HandlerClientTls): Promise<boolean> {
   const [ca, cert, key] = [tls.caPem, readFileSync(tls.certFile, "utf8"), readFileSync(tls.keyFile, "utf8")];
   const checkServerIdentity = (_host: string, peer: PeerCertificate): Error | undefined =>
@@ -113,13 +116,15 @@ export async function handlerServes(port: number, tls: HandlerClientTls): Promis
       ? undefined
       : new Error(`virt-handler's certificate is for ${String(peer.subject?.CN)}`);
   const options = { host: "127.0.0.1", port, path: "/healthz", ca, cert, key, timeout: 2000, checkServerIdentity };
-  return await new Promise<boolean>((resolve) => {
+  // Rejects with the reason (refused, TLS, status), so a wait that times out says why the handler did not serve.
+  return await new Promise<boolean>((resolve, reject) => {
     const req = httpsRequest(options, (res) => {
       res.resume();
-      resolve(res.statusCode === 200);
+      if (res.statusCode === 200) resolve(true);
+      else reject(new Error(`virt-handler's /healthz on port ${port} answered ${res.statusCode}`));
     });
-    req.on("timeout", () => req.destroy());
-    req.on("error", () => resolve(false));
+    req.on("timeout", () => req.destroy(new Error(`virt-handler's /healthz on port ${port} did not answer in 2 s`)));
+    req.on("error", (e) => reject(new Error(`virt-handler on port ${port}: ${e.message}`)));
     req.end();
   });
 }
