@@ -4,7 +4,9 @@
  * runs, and the VM is pinned to a ControllerRevision recorded in status.instancetypeRef. A VM that also sets memory
  * is refused with KubeVirt's conflict message; a VM whose instancetype does not exist is accepted and reports
  * Failure/FailedFindInstancetype; an instancetype with overcommitPercent above 100 is refused. The local cluster
- * serves the common-instancetypes bundle (the u1, o1, cx1, m1, d1, n1 and rt1 series, the OS preferences), and a VM of
+ * serves the common-instancetypes bundle (the u1, o1, cx1, m1, d1, n1 and rt1 series, the OS preferences), deployed
+ * and kept by virt-controller as virt-operator does (an edit undone, removed while the KubeVirt CR's
+ * commonInstancetypesDeployment.enabled is false), and a VM of
  * u1.nano + cirros gets them, while a VM of cx1.medium is refused for the dedicated CPUs and hugepages no backend
  * provides.
  * `virtctl create vm --instancetype --preference --volume-containerdisk` prints a VM that kubectl creates and runs
@@ -136,7 +138,7 @@ describe("instancetype.kubevirt.io (kubectl)", () => {
     expect(vm.spec.template.spec.domain.memory).toMatchObject({ guest: "256Mi" });
   });
 
-  it("the local cluster installs the u1 and o1 series and the OS preferences (common-instancetypes)", async () => {
+  it("virt-controller deploys the u1 and o1 series and the OS preferences (common-instancetypes)", async () => {
     const sizes = await kubectlOk(kubeconfig, ["get", "vmcf", "-o", "name"]);
     for (const size of ["nano", "micro", "small", "medium", "2xmedium", "large", "xlarge", "8xlarge"]) {
       expect(sizes).toContain(`virtualmachineclusterinstancetype.instancetype.kubevirt.io/u1.${size}`);
@@ -159,6 +161,35 @@ describe("instancetype.kubevirt.io (kubectl)", () => {
         "virtualmachineclusterpreference.instancetype.kubevirt.io/windows.11",
       ]),
     );
+  });
+
+  it("keeps them as virt-operator does: an edit is undone; commonInstancetypesDeployment.enabled false removes them", async () => {
+    const managed = ["-l", "app.kubernetes.io/managed-by=virt-operator", "-o", "name"];
+    const count = async (kind: string): Promise<number> =>
+      (await kubectlOk(kubeconfig, ["get", kind, ...managed])).trim().split("\n").filter(Boolean).length;
+    await kubectlOk(kubeconfig, ["patch", "vmcf", "u1.nano", "--type", "merge", "-p", '{"spec":{"cpu":{"guest":3}}}']);
+    await eventually(async () => {
+      expect(await kubectlOk(kubeconfig, ["get", "vmcf", "u1.nano", "-o", "jsonpath={.spec.cpu.guest}"])).toBe("1");
+      return true;
+    }, CLUSTER_WAIT);
+    const setEnabled = (enabled: boolean): Promise<string> =>
+      kubectlOk(kubeconfig, [
+        ...["patch", "kubevirt", "kubevirt", "-n", "kubevirt", "--type", "merge", "-p"],
+        JSON.stringify({ spec: { configuration: { commonInstancetypesDeployment: { enabled } } } }),
+      ]);
+    try {
+      await setEnabled(false);
+      await eventually(async () => {
+        expect([await count("vmcf"), await count("vmcp")]).toEqual([0, 0]);
+        return true;
+      }, CLUSTER_WAIT);
+    } finally {
+      await setEnabled(true);
+    }
+    await eventually(async () => {
+      expect([await count("vmcf"), await count("vmcp")]).toEqual([65, 54]);
+      return true;
+    }, CLUSTER_WAIT);
   });
 
   it("installs the cx1 and m1 series too; a VM of cx1.medium is refused naming what the platform cannot give", async () => {

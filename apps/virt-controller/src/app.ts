@@ -9,14 +9,20 @@
  *       └──handlers──> queues ──runners──> controllers ──────────────────────────┘
  * ```
  * The certificate manager (certificates/) runs beside them on the leader: virt-operator's duty of keeping the
- * KubeVirt CA, the components' certificate Secrets and the webhooks' CA bundles, which we have no operator for.
+ * KubeVirt CA, the components' certificate Secrets and the webhooks' CA bundles, which we have no operator for; so do
+ * the KubeVirt CR's status and the common-instancetypes deployment (kubevirt/).
  */
 import {
   ANNOTATION,
   activeKubeVirt,
+  type BundledObject,
   CERTIFICATES,
   claimInfo,
   claimOfVolume,
+  commonInstancetypes,
+  INSTANCETYPE_GROUP,
+  INSTANCETYPE_KINDS,
+  INSTANCETYPE_VERSION,
   KUBEVIRT_CR,
   type KubeVirt,
   type KubeVirtConfiguration,
@@ -48,6 +54,7 @@ import {
   type Pod,
   type Reconciler,
   type ResourceClient,
+  type ResourceType,
   type RestTransport,
   Runner,
   resourceClient,
@@ -59,6 +66,7 @@ import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import { BUNDLE_TARGET_TYPES, CertificateManager } from "./certificates/cert-manager.ts";
 import { EvacuationController } from "./evacuation/evacuation-controller.ts";
+import { type ClusterObjectView, CommonInstancetypesController } from "./kubevirt/common-instancetypes.ts";
 import { APPS_V1, KubeVirtStatusController } from "./kubevirt/kubevirt-status.ts";
 import type { ControllerMetrics } from "./metrics/controller-metrics.ts";
 import { MigrationController, migrationVmiIndex } from "./migration/migration-controller.ts";
@@ -379,10 +387,54 @@ export class VirtControllerApp {
     this.#run("pool", "VirtualMachinePool", poolQ, pool, 3);
   }
 
-  /** What virt-operator does on a KubeVirt install and we have no operator for: certificates, the CR's status. */
+  /**
+   * What virt-operator does on a KubeVirt install and we have no operator for: certificates, the CR's status, the
+   * common-instancetypes deployment.
+   */
   #operatorDuties(transport: RestTransport, kubevirts: Informer<KubeVirt>, recorder: EventRecorder): void {
     this.#certificates(transport, kubevirts, recorder);
     this.#kubevirtStatus(transport, kubevirts);
+    this.#commonInstancetypes(transport, kubevirts);
+  }
+
+  /**
+   * The common-instancetypes bundle, kept deployed while the KubeVirt CR asks for it (kubevirt/common-instancetypes.ts).
+   * Woken by CR changes and by any change to a cluster instancetype or preference (an edit or a delete is undone).
+   * Its informers are not required: the other controllers do not wait for them.
+   */
+  #commonInstancetypes(transport: RestTransport, kubevirts: Informer<KubeVirt>): void {
+    const type = (kind: BundledObject["kind"]): ResourceType => ({
+      group: INSTANCETYPE_GROUP,
+      version: INSTANCETYPE_VERSION,
+      plural: INSTANCETYPE_KINDS[kind].plural,
+      kind,
+      namespaced: false,
+    });
+    const kinds = ["VirtualMachineClusterInstancetype", "VirtualMachineClusterPreference"] as const;
+    const clients = new Map(kinds.map((k) => [k, resourceClient<ClusterObjectView>(transport, type(k))] as const));
+    const logger = this.#o.logger;
+    const informers = new Map(
+      kinds.map((k) => [
+        k,
+        this.#informer(new Informer<ClusterObjectView>({ client: clients.get(k)!, logger }), false),
+      ]),
+    );
+    const controller = new CommonInstancetypesController({
+      kubevirt: () => activeKubeVirt(kubevirts.store.list()),
+      bundle: commonInstancetypes,
+      stored: (kind) => informers.get(kind)!.store.list(),
+      client: (kind) => clients.get(kind)!,
+    });
+    const queue = this.#queue("virt-controller-common-instancetypes");
+    const key = objectKey(this.#o.namespace ?? KUBEVIRT_CR.namespace, KUBEVIRT_CR.name);
+    const wake = { onAdd: () => queue.add(key), onUpdate: () => queue.add(key), onDelete: () => queue.add(key) };
+    kubevirts.addHandlers(wake);
+    for (const i of informers.values()) i.addHandlers(wake);
+    void Promise.all([kubevirts, ...informers.values()].map((i) => i.waitForSync())).then(() => {
+      if (queue.shuttingDown) return;
+      queue.add(key);
+      this.#run("common-instancetypes", "VirtualMachineClusterInstancetype", queue, controller, 1);
+    });
   }
 
   /**

@@ -7,7 +7,6 @@ export const DEPLOY_DIR: string = fileURLToPath(new URL("../../../deploy", impor
 /** Every release object and the files of deploy/ they go to. */
 export {
   allObjects,
-  commonInstancetypeFiles,
   coreFiles,
   customResourceFiles,
   type Manifest,

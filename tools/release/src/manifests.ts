@@ -7,11 +7,10 @@
  *                                  APIServices, dashboards (`kubectl apply -k deploy/`)
  * deploy/monitoring/               prometheus-operator kinds: ServiceMonitor, PrometheusRule (`kubectl apply -k`)
  * deploy/kubevirt-cr/              the KubeVirt custom resource (after the CRDs are established)
- * deploy/common-instancetypes/     KubeVirt's common instancetypes and preferences (once virt-api serves)
  * deploy/release/*.yaml            each set rendered as a single file
  * ```
  */
-import { COMMON_INSTANCETYPES_VERSION, commonInstancetypes, customResourceDefinitions } from "@kvt/api";
+import { customResourceDefinitions } from "@kvt/api";
 import { virtApiManifests } from "@kvt/virt-api/lib";
 import pkg from "../../../package.json" with { type: "json" };
 import { dashboardConfigMaps, prometheusRule, serviceMonitor } from "./monitoring.ts";
@@ -225,33 +224,9 @@ export function customResourceFiles(namespace = NAMESPACE, version = VERSION): M
   ];
 }
 
-/**
- * KubeVirt's common-instancetypes bundle, which KubeVirt's virt-operator deploys by default
- * (`kubectl apply -k deploy/common-instancetypes/`): cluster-scoped, applied once the instancetype CRDs are
- * established and virt-api, whose webhooks validate each object, serves.
- */
-export function commonInstancetypeFiles(version = VERSION): ManifestFile[] {
-  return [
-    {
-      path: "common-instancetypes/common-instancetypes.yaml",
-      comment:
-        `From @kvt/api commonInstancetypes(): common-instancetypes ${COMMON_INSTANCETYPES_VERSION}, the ` +
-        "VirtualMachineClusterInstancetypes (u1, o1, cx1, m1, d1, n1, rt1) and VirtualMachineClusterPreferences " +
-        "KubeVirt installs. The cx1, m1, d1, n1 and rt1 series need dedicated CPUs or hugepages, which this " +
-        "platform's machine backends do not provide: a VM using one is refused at admission with the reason.",
-      manifests: commonInstancetypes().map((o) => ({
-        object: {
-          ...o,
-          metadata: { ...o.metadata, labels: { ...commonLabels(undefined, version), ...o.metadata.labels } },
-        },
-      })),
-    },
-  ];
-}
-
 /** Every object of the release, core first. */
 export function allObjects(): KubeObject[] {
-  return [...coreFiles(), ...monitoringFiles(), ...customResourceFiles(), ...commonInstancetypeFiles()].flatMap((f) =>
+  return [...coreFiles(), ...monitoringFiles(), ...customResourceFiles()].flatMap((f) =>
     f.manifests.map((m) => m.object),
   );
 }

@@ -99,6 +99,14 @@ const controller: ComponentRules = {
       why: "vm/instancetype-sync.ts: clientFor(kind).get (the instancetype or preference a VM references)",
     },
     {
+      apiGroups: ["instancetype.kubevirt.io"],
+      resources: ["virtualmachineclusterinstancetypes", "virtualmachineclusterpreferences"],
+      verbs: [...INFORMER, "create", "update", "delete"],
+      why:
+        "kubevirt/common-instancetypes.ts: informers, and create/update/delete of the common-instancetypes bundle " +
+        "(virt-operator's commonInstancetypesDeployment: restore an edited one, remove them when disabled)",
+    },
+    {
       apiGroups: ["apps"],
       resources: ["controllerrevisions"],
       verbs: ["get", "create", ...INFORMER, "delete"],

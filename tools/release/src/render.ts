@@ -2,9 +2,10 @@
  * Renders deploy/ (pure: returns path relative to deploy/ -> content): one YAML file per {@link ManifestFile} with
  * its comments, the three kustomization.yaml files, and the rendered release files under release/.
  */
+
+import { COMMON_INSTANCETYPES_VERSION } from "@kvt/api";
 import { Document, isCollection, isMap, isScalar, type Node, stringify } from "yaml";
 import {
-  commonInstancetypeFiles,
   coreFiles,
   customResourceFiles,
   type Manifest,
@@ -121,25 +122,6 @@ export function renderDeploy(): Map<string, string> {
     ),
   );
   out.set("release/kubevirt-cr.yaml", releaseFile(cr, `kubevirt-ts ${VERSION}: the KubeVirt custom resource.`));
-  const bundle = commonInstancetypeFiles();
-  for (const f of bundle) out.set(f.path, renderFile(f));
-  out.set(
-    "common-instancetypes/kustomization.yaml",
-    kustomization(
-      bundle.map((f) => f.path.replace(/^common-instancetypes\//, "")),
-      {},
-      "KubeVirt's common instancetypes and preferences (cluster-scoped, so no namespace): " +
-        "`kubectl apply -k deploy/common-instancetypes/` once virt-api serves " +
-        "(`kubectl -n kubevirt rollout status deployment/virt-api`).",
-    ),
-  );
-  out.set(
-    "release/common-instancetypes.yaml",
-    releaseFile(
-      bundle,
-      `kubevirt-ts ${VERSION}: the common instancetypes and preferences of deploy/common-instancetypes/.`,
-    ),
-  );
   out.set("README.md", readme());
   out.set(
     "release/kubevirt-ts.yaml",
@@ -171,7 +153,6 @@ const FILE_TABLE: readonly (readonly [string, string])[] = [
   ["`dashboards.yaml`", 'Grafana dashboards as ConfigMaps (`grafana_dashboard: "1"`)'],
   ["`monitoring/`", "ServiceMonitor and PrometheusRule (prometheus-operator)"],
   ["`kubevirt-cr/`", "the KubeVirt custom resource (the configuration object)"],
-  ["`common-instancetypes/`", "KubeVirt's common instancetypes and preferences (u1, o1, cx1, m1, ...; fedora, ...)"],
   ["`release/`", "the same sets, each rendered as one file"],
 ];
 
@@ -196,11 +177,14 @@ kubectl apply -k deploy/                                   # or: kubectl apply -
 kubectl wait --for=condition=Established crd/kubevirts.kubevirt.io
 kubectl apply -k deploy/kubevirt-cr/                       # or: deploy/release/kubevirt-cr.yaml
 kubectl -n kubevirt rollout status deployment/virt-api
-kubectl apply -k deploy/common-instancetypes/              # or: deploy/release/common-instancetypes.yaml
 kubectl apply -k deploy/monitoring/                        # where prometheus-operator runs
 \`\`\`
 
 ${table(FILE_TABLE)}
+
+KubeVirt's common instancetypes and preferences (common-instancetypes ${COMMON_INSTANCETYPES_VERSION}: u1, o1, cx1, m1, ...;
+fedora, ...) are deployed by the virt-controller leader, as virt-operator deploys them, once virt-api serves; the
+KubeVirt CR's \`spec.configuration.commonInstancetypesDeployment.enabled: false\` removes them.
 
 Images are \`kubevirt-ts/<component>:${VERSION}\`; change registry or tag in an overlay's \`images:\`
 (\`kustomize edit set image kubevirt-ts/virt-api=REGISTRY/virt-api:TAG\`).

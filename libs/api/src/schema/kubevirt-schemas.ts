@@ -11,6 +11,7 @@
  *     spec.configuration.migrations                            virt-controller: the cluster migration configuration
  *     spec.configuration.network                               virt-api: the pod interface's default binding and
  *                                                               whether bridge may bind to the pod network
+ *     spec.configuration.commonInstancetypesDeployment.enabled virt-controller: deploy common-instancetypes (default)
  *     spec.certificateRotateStrategy.selfSigned                virt-controller: durations of the KubeVirt CA and
  *                                                               of the components' certificates (certificates/)
  * ```
@@ -90,6 +91,16 @@ export const kubevirtConfigurationSchema = obj(
       description:
         "EvictionStrategy defines at the cluster level if the VirtualMachineInstance should be\nmigrated instead of shut-off in case of a node drain.",
     }),
+    commonInstancetypesDeployment: obj(
+      {
+        enabled: bool({
+          description: "Enabled controls the deployment of common-instancetypes resources, defaults to True.",
+        }),
+      },
+      {
+        description: "CommonInstancetypesDeployment controls the deployment of common-instancetypes resources",
+      },
+    ),
     vmRolloutStrategy: strEnum(["Stage", "LiveUpdate"] as const, {
       description: "How VM template changes reach a running VMI: LiveUpdate (the default) or Stage (on restart).",
     }),

@@ -12,7 +12,6 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import {
   API_VERSION,
-  type BundledObject,
   CERTIFICATES,
   commonInstancetypes,
   customResourceDefinitions,
@@ -174,23 +173,33 @@ async function installCrds(transport: RestTransport): Promise<void> {
 }
 
 /**
- * Installs the common-instancetypes bundle as virt-operator does, once virt-api serves (its webhooks validate every
- * create, also on a restart where the objects exist already and are left as they are).
+ * Waits until the virt-controller leader has deployed the common-instancetypes bundle (as virt-operator does, once
+ * virt-api's webhooks serve): a cluster is handed over with u1.medium and friends in place.
  */
-async function installCommonInstancetypes(transport: RestTransport): Promise<void> {
-  const create = async (obj: BundledObject): Promise<void> => {
-    const type = {
-      group: INSTANCETYPE_GROUP,
-      version: INSTANCETYPE_VERSION,
-      plural: INSTANCETYPE_KINDS[obj.kind].plural,
-      kind: obj.kind,
-      namespaced: false,
-    };
-    await createOrReplace(resourceClient<KubeObject>(transport, type), obj as KubeObject, { replace: false });
-  };
-  // Eight at a time: each create is a webhook round trip, and the bundle has 119 objects.
-  const objects = commonInstancetypes();
-  for (let i = 0; i < objects.length; i += 8) await Promise.all(objects.slice(i, i + 8).map(create));
+async function waitForCommonInstancetypes(transport: RestTransport): Promise<void> {
+  const bundle = commonInstancetypes();
+  const kinds = [...new Set(bundle.map((o) => o.kind))];
+  await waitFor(
+    `virt-controller to deploy the ${bundle.length} common instancetypes and preferences`,
+    async () => {
+      for (const kind of kinds) {
+        const type = {
+          group: INSTANCETYPE_GROUP,
+          version: INSTANCETYPE_VERSION,
+          plural: INSTANCETYPE_KINDS[kind].plural,
+          kind,
+          namespaced: false,
+        };
+        const names = new Set(
+          (await resourceClient<KubeObject>(transport, type).list()).items.map((o) => o.metadata?.name),
+        );
+        if (bundle.some((o) => o.kind === kind && !names.has(o.metadata.name))) return false;
+      }
+      return true;
+    },
+    START_TIMEOUT_MS,
+    250,
+  );
 }
 
 /** How long each start-up stage may take: generous, as a loaded shared machine starts Node processes slowly. */
@@ -410,8 +419,8 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     await waitForNodesReady(transport, names);
     options.progress("waiting for virt-api, the virt-controller leader and every virt-handler to serve");
     await waitForComponents(state, names, componentTls, transport, join(dataDir, "logs"));
-    options.progress("installing the common instancetypes and preferences (common-instancetypes v1.7.0)");
-    await installCommonInstancetypes(transport);
+    options.progress("waiting for virt-controller to deploy the common instancetypes and preferences");
+    await waitForCommonInstancetypes(transport);
     const scrapeConfigPath = join(dataDir, "prometheus.yml");
     writeFileSync(scrapeConfigPath, prometheusScrapeConfig(components));
     return {
