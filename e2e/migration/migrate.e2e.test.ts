@@ -6,7 +6,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { eventually } from "@kvt/testing";
 import { describe, expect, inject, it } from "vitest";
-import { getJson, kubectlOk } from "../lib/cli.ts";
+import { getJson, kubectl, kubectlOk } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { consoleLog, progressLines } from "../lib/console-log.ts";
 import { testGuestVm } from "../lib/manifests.ts";
@@ -42,9 +42,14 @@ async function guestConsole(kubeconfig: string, vmiUid: string, pod: PodView): P
   }
 }
 
-/** The source launcher's own account of the migration (its "migration ended" log line). */
-function migrationEnded(kubeconfig: string, pod: PodView): Record<string, unknown> | undefined {
-  for (const line of podFile(kubeconfig, pod, "compute.log").split("\n")) {
+/**
+ * The source launcher's own account of the migration (its "migration ended" log line), from `kubectl logs <pod> -c
+ * compute`: on a real node the pod's files are not on this host (the pod has completed by then; its log stays).
+ */
+async function migrationEnded(kubeconfig: string, pod: PodView): Promise<Record<string, unknown> | undefined> {
+  const logs = await kubectl(kubeconfig, ["logs", pod.metadata.name, "-c", "compute"]);
+  if (logs.code !== 0) throw new Error(`kubectl logs ${pod.metadata.name} -c compute: ${logs.stderr.trim()}`);
+  for (const line of logs.stdout.split("\n")) {
     if (!line.includes('"migration ended"')) continue;
     return JSON.parse(line) as Record<string, unknown>;
   }
@@ -112,7 +117,7 @@ describe("live migration (VirtualMachineInstanceMigration)", () => {
     const targetPod = (await launcherPods(kubeconfig, vmi.metadata.uid)).find(
       (p) => p.spec.nodeName === moved?.status?.nodeName,
     )!;
-    const ended = migrationEnded(kubeconfig, sourcePod);
+    const ended = await migrationEnded(kubeconfig, sourcePod);
     expect(ended).toMatchObject({ ok: true });
     const phases = (
       await getJson<{ status?: { phaseTransitionTimestamps?: unknown } }>(kubeconfig, "vmim", `${NAME}-mig`)

@@ -6,7 +6,8 @@
  * Contract with the launcher Pod (virt-controller renders it; the process-kubelet runs it):
  *   command: virt-launcher --namespace NS --name NAME --uid UID [--kubeconfig FILE] | --vmi FILE
  *   env:     POD_NAME, POD_UID (downward API metadata.name / metadata.uid), NODE_NAME, POD_IP (status.podIP:
- *            where an incoming migration listens; default 127.0.0.1),
+ *            where an incoming migration listens, default 127.0.0.1; with CAP_NET_ADMIN the launcher also wires
+ *            the pod-network binding: network/launcher-network.ts),
  *            KVT_IMAGE_STORE (the local image store containerDisk images resolve through),
  *            KUBEVIRT_USE_EMULATION (never | whenNeeded | always: KubeVirt's useEmulation),
  *            KVT_VOLUME_MOUNTS (the local process-kubelet's JSON [{mountPath, hostPath, readOnly}]: where the pod's
@@ -35,7 +36,7 @@ import { startLauncherApp } from "./launcher-app.ts";
 import { type LauncherDirs, launcherDirs } from "./launcher-dirs.ts";
 import { parseUseEmulation } from "./machine/backend-choice.ts";
 import { machineFactory } from "./machine/create-machine.ts";
-import { MIGRATION_PORTS } from "./network/masquerade-plan.ts";
+import { launcherNetwork, processHoldsNetAdmin } from "./network/launcher-network.ts";
 import { parseVolumeMounts, type VolumeMount } from "./vmi/disks.ts";
 import { imageStoreResolver } from "./vmi/image-store.ts";
 import { podImageResolver } from "./vmi/image-volumes.ts";
@@ -119,6 +120,12 @@ await main({
         name: source.identity.name,
         uid: source.identity.uid,
       });
+      const network = launcherNetwork(env.POD_IP, env.POD_IP ? processHoldsNetAdmin() : false);
+      if (network.podIp && !network.inPodNetwork)
+        log.info(
+          { podIp: network.podIp },
+          "no CAP_NET_ADMIN in the pod: the pod network is left to the node (migrations listen on the pod IP)",
+        );
       const app = await startLauncherApp({
         identity: {
           ...source.identity,
@@ -138,10 +145,9 @@ await main({
           logger: log,
           useEmulation,
           // In its pod's own network: the target listens on the pod IP at KubeVirt's migration port (the
-          // masquerade binding never forwards it to the guest), and the VMI's binding is wired here.
-          ...(env.POD_IP
-            ? { migrationHost: env.POD_IP, migrationPort: MIGRATION_PORTS[0], inPodNetwork: true, podIp: env.POD_IP }
-            : {}),
+          // masquerade binding never forwards it to the guest); the binding is wired here only by a launcher
+          // holding CAP_NET_ADMIN (the process-kubelet's), see launcher-network.ts.
+          ...network,
         }),
         logger: log,
       }).catch((error: unknown) => {

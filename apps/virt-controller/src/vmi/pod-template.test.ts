@@ -45,6 +45,15 @@ describe("launcher pod directories (KubeVirt's VolumeRenderer)", () => {
     const env = (compute.env ?? []).map((e) => e.name);
     expect(env.filter((n) => n.startsWith("KUBEVIRT_") && n !== "KUBEVIRT_USE_EMULATION")).toEqual([]);
   });
+
+  it("gives the compute container its pod IP through the downward API (where an incoming migration listens)", () => {
+    // A real kubelet resolves status.podIP to the pod's sandbox address; the process-kubelet does the same for a
+    // sandboxed pod and drops POD_IP for one without a sandbox (kubelet-network.test.ts).
+    expect(compute.env?.find((e) => e.name === "POD_IP")).toEqual({
+      name: "POD_IP",
+      valueFrom: { fieldRef: { fieldPath: "status.podIP" } },
+    });
+  });
 });
 
 describe("the launcher image", () => {

@@ -3,10 +3,12 @@
  *
  * Contract with the process-kubelet (tools/local-cluster) and apps/virt-launcher: the container image is
  * `kubevirt/virt-launcher`; the command `virt-launcher-monitor --namespace NS --name NAME --uid UID` is mapped by the
- * local process-kubelet to `apps/virt-launcher/src/main.ts` with those flags; the env carries POD_NAME, POD_UID and
- * NODE_NAME through the downward API. The launcher reads its VMI from virt-handler's first sync (by uid). POD_IP
- * (the launcher's "I run in my pod's network namespace") is not rendered: the process-kubelet sets it for sandboxed
- * pods, and on a real node the launcher cannot wire the pod network itself yet (tools/kube README, item 11).
+ * local process-kubelet to `apps/virt-launcher/src/main.ts` with those flags; the env carries POD_NAME, POD_UID,
+ * NODE_NAME and POD_IP (status.podIP: the launcher runs in its pod's network namespace, and an incoming migration
+ * listens there) through the downward API. The launcher reads its VMI from virt-handler's first sync (by uid). The
+ * process-kubelet drops POD_IP for a pod it gave no sandbox; a launcher without CAP_NET_ADMIN (a real node's) takes
+ * POD_IP for its migration address only and leaves the pod network's wiring alone (virt-launcher
+ * network/launcher-network.ts).
  *
  * Resources: memory request = guest memory + launcher overhead ({@link launcherOverheadBytes}); CPU from the VMI's
  * requests (default 100m, as KubeVirt's cluster cpuRequest); the devices of virt-handler's device plugins as
@@ -229,6 +231,8 @@ export function renderLauncherPod(vmi: VirtualMachineInstance, options: PodTempl
             { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
             { name: "POD_UID", valueFrom: { fieldRef: { fieldPath: "metadata.uid" } } },
             { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+            // Where an incoming migration listens (the launcher's contract, main.ts); the process-kubelet sets it too.
+            { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
             { name: "KUBEVIRT_USE_EMULATION", value: launcherUseEmulation(allowEmulation) },
           ],
           resources: { requests, limits },
