@@ -15,14 +15,11 @@
 import {
   ANNOTATION,
   activeKubeVirt,
-  type BundledObject,
   CERTIFICATES,
   claimInfo,
   claimOfVolume,
   commonInstancetypes,
-  INSTANCETYPE_GROUP,
-  INSTANCETYPE_KINDS,
-  INSTANCETYPE_VERSION,
+  instancetypeResourceType,
   KUBEVIRT_CR,
   type KubeVirt,
   type KubeVirtConfiguration,
@@ -54,7 +51,6 @@ import {
   type Pod,
   type Reconciler,
   type ResourceClient,
-  type ResourceType,
   type RestTransport,
   Runner,
   resourceClient,
@@ -403,15 +399,10 @@ export class VirtControllerApp {
    * Its informers are not required: the other controllers do not wait for them.
    */
   #commonInstancetypes(transport: RestTransport, kubevirts: Informer<KubeVirt>): void {
-    const type = (kind: BundledObject["kind"]): ResourceType => ({
-      group: INSTANCETYPE_GROUP,
-      version: INSTANCETYPE_VERSION,
-      plural: INSTANCETYPE_KINDS[kind].plural,
-      kind,
-      namespaced: false,
-    });
     const kinds = ["VirtualMachineClusterInstancetype", "VirtualMachineClusterPreference"] as const;
-    const clients = new Map(kinds.map((k) => [k, resourceClient<ClusterObjectView>(transport, type(k))] as const));
+    const clients = new Map(
+      kinds.map((k) => [k, resourceClient<ClusterObjectView>(transport, instancetypeResourceType(k))] as const),
+    );
     const logger = this.#o.logger;
     const informers = new Map(
       kinds.map((k) => [

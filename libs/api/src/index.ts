@@ -103,6 +103,7 @@ export {
   INSTANCETYPE_SYNC_REASON,
   INSTANCETYPE_VERSION,
   type InstancetypeKindName,
+  instancetypeResourceType,
 } from "./instancetype/instancetype-constants.ts";
 // A preference's requirements (vCPUs, memory, architecture) checked against the expanded VM.
 export { checkPreferenceRequirements, type RequirementFailure } from "./instancetype/instancetype-requirements.ts";

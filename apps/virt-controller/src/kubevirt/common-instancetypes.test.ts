@@ -1,13 +1,5 @@
-import {
-  type BundledObject,
-  commonInstancetypes,
-  INSTANCETYPE_GROUP,
-  INSTANCETYPE_KINDS,
-  INSTANCETYPE_VERSION,
-  type KubeVirt,
-  objectKey,
-} from "@kvt/api";
-import type { KubeObject, ResourceType } from "@kvt/kube";
+import { type BundledObject, commonInstancetypes, instancetypeResourceType, type KubeVirt, objectKey } from "@kvt/api";
+import type { KubeObject } from "@kvt/kube";
 import { FakeApi, reconcileWithGuard } from "@kvt/testing";
 import { describe, expect, it } from "vitest";
 import {
@@ -25,13 +17,12 @@ const PREF: Kind = "VirtualMachineClusterPreference";
 const bundle = commonInstancetypes();
 const nano = bundle.find((o) => o.metadata.name === "u1.nano")!;
 
-const kv = (enabled?: boolean): KubeVirt =>
-  ({
-    apiVersion: "kubevirt.io/v1",
-    kind: "KubeVirt",
-    metadata: { name: "kubevirt", namespace: "kubevirt" },
-    spec: { configuration: enabled === undefined ? {} : { commonInstancetypesDeployment: { enabled } } },
-  }) as KubeVirt;
+const kv = (enabled?: boolean): KubeVirt => ({
+  apiVersion: "kubevirt.io/v1",
+  kind: "KubeVirt",
+  metadata: { name: "kubevirt", namespace: "kubevirt" },
+  spec: { configuration: enabled === undefined ? {} : { commonInstancetypesDeployment: { enabled } } },
+});
 
 /** The stored objects: every bundled object as deployed, with `edit` applied to a copy of u1.nano. */
 function storedWith(edit?: (o: ClusterObjectView & { spec: { cpu: { guest: number } } }) => void) {
@@ -123,13 +114,7 @@ describe("planCommonInstancetypes", () => {
 });
 
 describe("CommonInstancetypesController", () => {
-  const type = (kind: Kind): ResourceType => ({
-    group: INSTANCETYPE_GROUP,
-    version: INSTANCETYPE_VERSION,
-    plural: INSTANCETYPE_KINDS[kind].plural,
-    kind,
-    namespaced: false,
-  });
+  const type = instancetypeResourceType;
 
   function harness(cr: KubeVirt | undefined) {
     const api = new FakeApi();

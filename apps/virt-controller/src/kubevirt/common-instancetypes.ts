@@ -51,7 +51,7 @@ export interface CommonInstancetypesPlan {
 
 /** Whether `kv` asks for the bundle: on unless `commonInstancetypesDeployment.enabled` is false (KubeVirt's default). */
 export function deploymentEnabled(kv: KubeVirt | undefined): boolean {
-  const cfg = kv?.spec.configuration as { commonInstancetypesDeployment?: { enabled?: boolean } } | undefined;
+  const cfg = kv?.spec.configuration;
   return cfg?.commonInstancetypesDeployment?.enabled !== false;
 }
 

@@ -14,12 +14,11 @@ import {
   type ControllerRevision,
   controllerRevisionFor,
   INSTANCETYPE_ANNOTATION,
-  INSTANCETYPE_GROUP,
   INSTANCETYPE_SYNC_REASON,
-  INSTANCETYPE_VERSION,
   type InstancetypeObject,
   type InstancetypeSpec,
   type InstancetypeStatusRef,
+  instancetypeResourceType,
   keyOf,
   type PreferenceSpec,
   type ResolvedMatcher,
@@ -48,13 +47,7 @@ export const CONTROLLER_REVISIONS: ResourceType = {
 
 /** The ResourceType of the kind a matcher resolved to. */
 export function instancetypeResource(m: ResolvedMatcher): ResourceType {
-  return {
-    group: INSTANCETYPE_GROUP,
-    version: INSTANCETYPE_VERSION,
-    plural: m.plural,
-    kind: m.kind,
-    namespaced: m.namespaced,
-  };
+  return instancetypeResourceType(m.kind);
 }
 
 /** What the step needs: a client per resource type (get, create) and the VM status patch. */

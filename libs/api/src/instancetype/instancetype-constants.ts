@@ -41,6 +41,20 @@ export const INSTANCETYPE_KINDS = {
 /** One of the four kind names. */
 export type InstancetypeKindName = keyof typeof INSTANCETYPE_KINDS;
 
+/** The REST resource of kind `kind` (group, served version, plural, scope), as a client addresses it. */
+export function instancetypeResourceType<K extends InstancetypeKindName>(
+  kind: K,
+): {
+  readonly group: string;
+  readonly version: string;
+  readonly plural: (typeof INSTANCETYPE_KINDS)[K]["plural"];
+  readonly kind: K;
+  readonly namespaced: boolean;
+} {
+  const k = INSTANCETYPE_KINDS[kind];
+  return { group: INSTANCETYPE_GROUP, version: INSTANCETYPE_VERSION, plural: k.plural, kind, namespaced: k.namespaced };
+}
+
 /** Annotations virt-controller sets on a VMI expanded from an instancetype or preference (name of the object). */
 export const INSTANCETYPE_ANNOTATION = {
   instancetype: "kubevirt.io/instancetype-name",

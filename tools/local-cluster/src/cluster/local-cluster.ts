@@ -15,9 +15,7 @@ import {
   CERTIFICATES,
   commonInstancetypes,
   customResourceDefinitions,
-  INSTANCETYPE_GROUP,
-  INSTANCETYPE_KINDS,
-  INSTANCETYPE_VERSION,
+  instancetypeResourceType,
   KIND,
   KUBEVIRT_CR,
 } from "@kvt/api";
@@ -183,15 +181,10 @@ async function waitForCommonInstancetypes(transport: RestTransport): Promise<voi
     `virt-controller to deploy the ${bundle.length} common instancetypes and preferences`,
     async () => {
       for (const kind of kinds) {
-        const type = {
-          group: INSTANCETYPE_GROUP,
-          version: INSTANCETYPE_VERSION,
-          plural: INSTANCETYPE_KINDS[kind].plural,
-          kind,
-          namespaced: false,
-        };
         const names = new Set(
-          (await resourceClient<KubeObject>(transport, type).list()).items.map((o) => o.metadata?.name),
+          (await resourceClient<KubeObject>(transport, instancetypeResourceType(kind)).list()).items.map(
+            (o) => o.metadata?.name,
+          ),
         );
         if (bundle.some((o) => o.kind === kind && !names.has(o.metadata.name))) return false;
       }
