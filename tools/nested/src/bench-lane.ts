@@ -37,6 +37,35 @@ export const NESTED_FLAG = "--nested";
  */
 export const HOST_FLAG = "--host";
 
+/**
+ * `--l1-cpus N`: L1 gets N vCPUs (default 1), each a TCG thread of this host, so a guest's vCPU and its VMM's I/O
+ * worker can run at once as they would on a host with cores to spare. The JSON says which (`l1Cpus`).
+ */
+export const L1_CPUS_FLAG = "--l1-cpus";
+
+/** The `--l1-cpus` value of `args` (1 when absent); throws for anything but 1 to 4. */
+export function l1CpusOf(args: readonly string[]): number {
+  const i = args.indexOf(L1_CPUS_FLAG);
+  if (i < 0) return 1;
+  const n = Number(args[i + 1]);
+  if (!Number.isInteger(n) || n < 1 || n > 4) throw new Error(`${L1_CPUS_FLAG} ${args[i + 1]}: expected 1 to 4`);
+  return n;
+}
+
+/** `args` without `--nested` and `--l1-cpus N` (what the bench inside L1 gets). */
+export function argsForL1(args: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === NESTED_FLAG) continue;
+    if (args[i] === L1_CPUS_FLAG) {
+      i++;
+      continue;
+    }
+    out.push(args[i] ?? "");
+  }
+  return out;
+}
+
 /** True when `area` (with its `args`) must run inside L1 on this host. */
 export function benchNeedsL1(area: string, args: readonly string[] = []): boolean {
   if (process.env.KVT_NESTED_L1 || args.includes(HOST_FLAG)) return false;
@@ -76,9 +105,11 @@ export async function runBenchInL1(
   await ensureHostTools(L1_BENCH_HOST_TOOLS[area] ?? [], log);
   await prepareLane(log, true);
   const image = await buildL1Image(log);
+  const cpus = l1CpusOf(args);
   const result = await runInL1(image, {
     job: relative(projectRoot, file),
-    args: args.filter((a) => a !== NESTED_FLAG),
+    args: argsForL1(args),
+    cpus,
     // Two 1 GiB guests side by side (source and target), then QEMU's pair; L1's RAM is allocated as it is touched.
     memoryMiB: 6144,
     timeoutMs: 45 * 60_000,
@@ -90,6 +121,6 @@ export async function runBenchInL1(
     log(result.lines.slice(-20).join("\n"));
     return 1;
   }
-  log(JSON.stringify({ ...json, lane: "nested" }));
+  log(JSON.stringify({ ...json, lane: "nested", l1Cpus: cpus }));
   return json.skipped || json.error ? 1 : 0;
 }

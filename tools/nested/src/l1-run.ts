@@ -20,6 +20,8 @@ export interface L1Job {
   readonly args?: readonly string[];
   /** L1 RAM in MiB (default 3072: node, the VMM guest and QEMU side by side). */
   readonly memoryMiB?: number;
+  /** L1's vCPUs (default 1), each a TCG thread of this host: a bench may give a VMM's I/O thread a CPU of its own. */
+  readonly cpus?: number;
   /** Kill L1 after this long (default 12 minutes). */
   readonly timeoutMs?: number;
   /** Every console line of L1, with the milliseconds since QEMU started. */
@@ -50,7 +52,7 @@ export function runInL1(image: L1Image, job: L1Job): Promise<L1Result> {
     ...(job.args?.length ? [`kvt.args=${job.args.join(",")}`] : []),
   ].join(" ");
   const args = [
-    ...["-accel", "tcg", "-cpu", "EPYC,+svm", "-smp", "1", "-m", String(job.memoryMiB ?? 3072)],
+    ...["-accel", "tcg", "-cpu", "EPYC,+svm", "-smp", String(job.cpus ?? 1), "-m", String(job.memoryMiB ?? 3072)],
     ...["-nodefaults", "-no-user-config", "-nographic", "-display", "none", "-serial", "stdio", "-no-reboot"],
     ...["-kernel", image.kernelPath, "-initrd", image.initrdPath, "-append", append],
     ...["-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"],

@@ -36,7 +36,7 @@ const USAGE = `usage: npm run bench [-- [AREA [AREA-FLAGS...]]]
 Runs the benchmark of every area, or of AREA (a bench/AREA.bench.ts in any project); flags after AREA go to it,
 e.g. npm run bench -- migration --with-qemu. The benches of our VMM on KVM (migration, vmm-start) run inside the
 nested lane's L1 where this host's KVM cannot run Linux; after the area, --host keeps them here (a PVM host runs
-their test guest), --nested sends any area into L1 (e.g. density --nested).
+their test guest), --nested sends any area into L1 (e.g. density --nested), --l1-cpus N gives L1 N vCPUs (default 1).
   -h, --help   print this usage and the areas`;
 
 const argv = process.argv.slice(2);
