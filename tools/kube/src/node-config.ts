@@ -23,6 +23,7 @@
  * must exist beforehand (node-host.ts). The sandbox image is the local registry's pause (node-images.ts).
  */
 import { join } from "node:path";
+import type { HostTool } from "@kvt/images";
 import { DEBIAN_CNI_BIN_DIR } from "@kvt/local-cluster";
 import { stringify } from "yaml";
 
@@ -93,6 +94,12 @@ export function nodePaths(node: Pick<NodeLayout, "dir" | "runDir">) {
 /** The kubelet's root dir inside a node's mount namespace (its default, which manifests' hostPaths name). */
 export const KUBELET_ROOT = "/var/lib/kubelet";
 
+/** Debian's runc, the OCI runtime containerd's runc shim runs on every node. */
+export const RUNC = "/usr/sbin/runc";
+
+/** What the nodes' containerd runs besides our binaries: Debian's runc (installed by `up` when missing). */
+export const NODE_RUNTIME_TOOLS: readonly HostTool[] = [{ bin: RUNC, pkg: "runc" }];
+
 /** A TOML basic string (JSON's escapes are TOML's for these paths and names). */
 const q = (s: string): string => JSON.stringify(s);
 
@@ -128,7 +135,7 @@ export function containerdConfig(node: NodeLayout, facts: Pick<NodeClusterFacts,
     `[${cri}.runtime'.containerd.runtimes.runc]`,
     "  runtime_type = 'io.containerd.runc.v2'",
     `[${cri}.runtime'.containerd.runtimes.runc.options]`,
-    "  BinaryName = '/usr/sbin/runc'",
+    `  BinaryName = '${RUNC}'`,
     `  Root = ${q(p.runcRoot)}`,
     "  SystemdCgroup = false",
     `[${cri}.runtime'.cni]`,

@@ -22,6 +22,7 @@ import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { ensureHostTools } from "@kvt/images";
 import { cidrsOverlap, linkExists, namespacesWithPrefix, POD_NETWORK_TOOLS, runNft } from "@kvt/local-cluster";
+import { NODE_RUNTIME_TOOLS } from "./node-config.ts";
 
 const exec = promisify(execFile);
 
@@ -140,7 +141,8 @@ const inNode = (node: NodeNetwork, ...args: string[]): Promise<unknown> => exec(
  * address, the nft guard, and each node's namespace with `lo` and `eth0` up and forwarding on inside it.
  */
 export async function createClusterNetwork(net: ClusterNetwork, log: (line: string) => void): Promise<void> {
-  await ensureHostTools(POD_NETWORK_TOOLS, log);
+  // The nodes' tools, before their namespaces exist: the CNI plugins, iproute2, nftables, and runc for containerd.
+  await ensureHostTools([...POD_NETWORK_TOOLS, ...NODE_RUNTIME_TOOLS], log);
   await removeClusterNetwork(net);
   const prefix = net.nodeSubnet.split("/")[1];
   await ip("link", "add", "name", net.bridge, "type", "bridge");
