@@ -127,7 +127,7 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
     };
     expect(incoming.memoryDigest).toMatch(/^[0-9a-f]{64}$/);
     expect(incoming.memoryDigest).toBe(result.memoryDigest);
-    expect(incoming.version).toBe(5); // protocol 5: encrypted Disk frames check their extent only (else as 3 and 4)
+    expect(incoming.version).toBe(6); // protocol 6: Disk frames check their extent only (plaintext: + DiskDigest)
     // The bulk pass announced its data pages (Populate hints): at least the pages of the bulk's data.
     expect(incoming.hintedBytes).toBeGreaterThan(0);
     expect(incoming.hintedBytes).toBeLessThanOrEqual(incoming.dataPages * 4096);

@@ -27,6 +27,7 @@ describe("wire format (TypeScript decoder vs the C++ golden frames)", () => {
     ["populate", "Populate", 40],
     ["diskZero", "DiskZero", 24],
     ["disk", "Disk", 28],
+    ["diskDigest", "DiskDigest", 16],
     ["abandon", "Abandon", 20],
   ])("decodes the golden %s frame with a valid CRC", (name, command, length) => {
     const [f] = decodeFrames(frame(name));

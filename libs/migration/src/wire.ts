@@ -26,6 +26,9 @@ export const WIRE_COMMANDS = {
   Disk: 14,
   /** A copied disk's range that reads as zeros: {u32 disk, u32 reserved, u64 offset, u64 length} (protocol 4). */
   DiskZero: 15,
+  /** Before Complete in a plaintext stream with copied disks: {u64 digest, u64 data bytes}, XXH64 chained over
+   *  every Disk/DiskZero frame's extent and data (protocol 6). */
+  DiskDigest: 16,
 } as const;
 
 const NAMES = Object.fromEntries(Object.entries(WIRE_COMMANDS).map(([k, v]) => [v, k])) as Record<number, string>;
@@ -78,7 +81,8 @@ export function decodeFrames(bytes: Uint8Array): DecodedFrame[] {
       const n = payload.length >= 4 ? new DataView(payload.buffer, payload.byteOffset).getUint32(0, true) : 0;
       checked = payload.subarray(0, 8 + 16 * n);
     } else if (!(flags & 1) && command === WIRE_COMMANDS.Disk) {
-      checked = payload.subarray(0, 24); // protocol 5, encrypted streams: the extent only (AES-GCM covers the data)
+      // protocol 5 encrypted, 6 also plaintext: the extent only (AES-GCM or the DiskDigest covers the data)
+      checked = payload.subarray(0, 24);
     }
     out.push({ command: name, flags, length, crcOk: crc32c(checked, crc32c(header)) === crc, payload });
     at += 16 + length;

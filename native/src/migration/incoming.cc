@@ -71,11 +71,13 @@ Status IncomingMigration::ReadFrame(FrameHeader* h, std::vector<uint8_t>* payloa
   stats_.bytes += h->length;
   size_t checked = payload->size();
   if (!(h->flags & kFlagPayloadChecked)) {  // ValidateHeader lets only Disk frames come here unchecked
-    if (!encrypted_ || stats_.version < kEncryptedDiskProtocolVersion) {
-      return ProtocolError("Disk frame without its data check in an unencrypted or version < 5 stream");
+    if (stats_.version < kEncryptedDiskProtocolVersion ||
+        (!encrypted_ && stats_.version < kDiskDigestProtocolVersion)) {
+      return ProtocolError(
+          "Disk frame without its data check in a version < 5 stream or an unencrypted version < 6 one");
     }
     if (payload->size() < kDiskExtentBytes) return ProtocolError("Disk frame truncated");
-    checked = kDiskExtentBytes;  // the extent; the record layer authenticated the data
+    checked = kDiskExtentBytes;  // the extent; the record layer authenticated the data, or DiskDigest will
   }
   if (Crc32c(HeaderCrc(*h), payload->data(), checked) != h->crc) {
     return ProtocolError(std::string("CRC mismatch in ") + CommandName(h->command) + " frame");
@@ -97,7 +99,7 @@ Status IncomingMigration::Handshake() {
   }
   auto hello = DecodeHello(p.data(), p.size());
   if (!hello.ok()) return hello.error();
-  uint16_t version = hello.value().max_version < kProtocolVersion ? hello.value().max_version : kProtocolVersion;
+  uint16_t version = std::min(hello.value().max_version, max_version_);
   if (version < kMinProtocolVersion || version < hello.value().min_version) {
     return ProtocolError("no common protocol version");
   }
@@ -278,6 +280,9 @@ Status IncomingMigration::ReceiveUntilComplete() {
       case Command::kDiskZero:
         r = OnDiskZero(p);
         break;
+      case Command::kDiskDigest:
+        r = OnDiskDigest(p);
+        break;
       case Command::kSync: {
         if (stats_.version < 2) {
           r = ProtocolError("Sync frame in a version 1 stream");
@@ -297,6 +302,10 @@ Status IncomingMigration::ReceiveUntilComplete() {
       case Command::kComplete:
         FinishPrefault();
         if (!have_state) return Fail(ProtocolError("Complete before State"));
+        if (DigestDisks() && !disk_specs_.empty() && !disk_digest_checked_) {
+          return Fail(ProtocolError("Complete without the copied disks' digest (DiskDigest) in a plaintext version " +
+                                    std::to_string(stats_.version) + " stream"));
+        }
         r = SyncDisks();
         if (!r.ok()) return Fail(r.error());
         phase_ = Phase::kReceived;

@@ -20,6 +20,7 @@
 #include "migration/ram_layout.h"
 #include "migration/residency.h"
 #include "migration/stream.h"
+#include "migration/xxh64.h"
 
 namespace kvmts::migration {
 
@@ -68,8 +69,11 @@ class IncomingMigration {
    *  are fdatasynced at each Sync and at Complete. */
   void SetDisks(std::vector<TargetDisk> disks) { disks_ = std::move(disks); }
   /** The channel authenticates every byte itself (TLS records, tls.h): a version 5 Disk frame may then check its
-   *  extent only (stream.h). Without it such a frame is a protocol error (KubeVirt's migrations.disableTLS). */
+   *  extent only (stream.h). Without it (KubeVirt's migrations.disableTLS) such a frame is a protocol error below
+   *  version 6; from 6 the disk frames' running digest must then arrive (DiskDigest) and match before Complete. */
   void SetEncrypted(bool encrypted) { encrypted_ = encrypted; }
+  /** The highest protocol version this side offers (default kProtocolVersion; an older build's, in tests). */
+  void SetMaxVersion(uint16_t version) { max_version_ = version; }
 
   /** Handshake, Start, then pages and state until Complete. On error: Abandon to the source, phase kFailed. */
   Status ReceiveUntilComplete();
@@ -92,6 +96,8 @@ class IncomingMigration {
   Status CheckDisks(const Start& start) const;
   Status OnDisk(const std::vector<uint8_t>& payload);
   Status OnDiskZero(const std::vector<uint8_t>& payload);
+  Status OnDiskDigest(const std::vector<uint8_t>& payload);
+  bool DigestDisks() const;  // plaintext version >= 6: disk frames go into disk_digest_, checked before Complete
   Status SyncDisks();
   const TargetDisk* DiskOf(uint32_t index) const;
   void FinishPrefault();
@@ -114,6 +120,9 @@ class IncomingMigration {
   std::vector<uint8_t> state_;
   std::vector<TargetDisk> disks_;
   std::vector<DiskSpec> disk_specs_;  // what Start named (checked against disks_)
+  uint16_t max_version_ = kProtocolVersion;
+  ChainDigest disk_digest_;
+  bool disk_digest_checked_ = false;  // a DiskDigest arrived and matched; no disk frame may follow it
   IncomingStats stats_;
   std::unique_ptr<Prefaulter> prefault_;  // null unless enabled
   bool hints_pending_ = false;            // Populate hints arrived, the helper not started yet

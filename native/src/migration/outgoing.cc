@@ -272,6 +272,11 @@ Status OutgoingMigration::SendState(const uint8_t* data, size_t len) {
 }
 
 Status OutgoingMigration::Complete() {
+  if (DigestDisks() && !disks_.empty()) {
+    auto p = EncodeDiskDigest(DiskDigest{disk_digest_.value(), stats_.disk_bytes});
+    auto r = SendFrame(Command::kDiskDigest, p.data(), p.size());
+    if (!r.ok()) return WithPeerReason(r);
+  }
   auto r = SendFrame(Command::kComplete, nullptr, 0);
   if (!r.ok()) return r;
   std::vector<uint8_t> reply;

@@ -18,6 +18,7 @@
 #include "migration/ram_layout.h"
 #include "migration/residency.h"
 #include "migration/stream.h"
+#include "migration/xxh64.h"
 
 namespace kvmts::migration {
 
@@ -52,13 +53,15 @@ class OutgoingMigration {
    *  handshake stops with EPROTONOSUPPORT "the target cannot receive copied disks" (Abandon sent). */
   void SetDisks(std::vector<DiskSpec> disks) { disks_ = std::move(disks); }
   /** The channel authenticates every byte itself (TLS records, tls.h): Disk frames and the final round's pages then
-   *  skip their data CRC (stream.h). Without it the stream is plain (KubeVirt's migrations.disableTLS). */
+   *  skip their data CRC (stream.h). Without it the stream is plain (KubeVirt's migrations.disableTLS): from version 6
+   *  its Disk frames skip the data CRC too, and Complete() sends the DiskDigest of every disk frame first. */
   void SetEncrypted(bool encrypted) { encrypted_ = encrypted; }
   /** Hello, Challenge (verifies the target), Auth, AuthOk, Start (then, with copied disks, a Sync round trip: the
    *  target's refusal of Start, e.g. a disk size mismatch, fails the handshake with the target's reason). */
   Status Handshake();
-  /** Sends `len` bytes of copied disk `disk` at `offset` (a Disk frame, CRC over all of it; len <= 4 MiB).
-   *  outgoing_disk.cc. */
+  /** Sends `len` bytes of copied disk `disk` at `offset` (a Disk frame; len <= 4 MiB): the CRC covers the data too
+   *  below version 5 (encrypted) or 6 (plaintext); a plaintext version 6 stream adds extent and data to the running
+   *  digest instead. outgoing_disk.cc. */
   Status SendDiskData(uint32_t disk, uint64_t offset, const uint8_t* data, uint64_t len);
   /** Sends a DiskZero marker: [offset, offset + len) of copied disk `disk` reads as zeros. */
   Status SendDiskZero(uint32_t disk, uint64_t offset, uint64_t len);
@@ -70,7 +73,8 @@ class OutgoingMigration {
   Status Sync();
   /** Sends the machine state blob. */
   Status SendState(const uint8_t* data, size_t len);
-  /** Sends Complete and waits for Resumed. An Abandon from the target, or EOF, is an error. */
+  /** Sends the DiskDigest (plaintext version 6 with copied disks), then Complete, and waits for Resumed. An Abandon
+   *  from the target (a digest mismatch among others), or EOF, is an error. */
   Status Complete();
   /** `e` or, when `e` is a write that failed because the target closed (EPIPE, ECONNRESET), the reason of the
    *  Abandon the target sent before closing, if one is waiting to be read ("target abandoned: ..."). */
@@ -81,6 +85,8 @@ class OutgoingMigration {
 
  private:
   Status SendFrame(Command c, const void* payload, size_t len);
+  bool CheckDiskData() const;  // Disk frames' CRC covers their data
+  bool DigestDisks() const;    // disk frames go into disk_digest_, sent before Complete
   Status ReadReply(Command expected, std::vector<uint8_t>* payload);
   Status SendBatch(const std::vector<PageRange>& data, bool checked);
   Status SendZeros(const std::vector<PageRange>& zeros);
@@ -97,6 +103,7 @@ class OutgoingMigration {
   std::vector<DiskSpec> disks_;
   ResidencyProbe probe_;
   OutgoingStats stats_;
+  ChainDigest disk_digest_;
   uint64_t paced_bytes_ = 0;
   uint64_t pace_start_ns_ = 0;
 };

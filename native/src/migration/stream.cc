@@ -51,6 +51,8 @@ uint64_t MaxPayload(uint16_t command) {
       return kDiskExtentBytes + kMaxDiskFrameBytes;
     case Command::kDiskZero:
       return kDiskExtentBytes;
+    case Command::kDiskDigest:
+      return kDiskDigestBytes;
     case Command::kAbandon:
       return 4 + kMaxReasonBytes;
     case Command::kAuthOk:
@@ -69,7 +71,7 @@ Error ProtocolError(const std::string& detail) { return Error{EPROTO, "migration
 const char* CommandName(uint16_t command) {
   static const char* const kNames[] = {"unknown", "Hello",    "Challenge", "Auth",     "AuthOk",  "Start",
                                        "Memory",  "Zero",     "State",     "Complete", "Resumed", "Abandon", "Sync",
-                                       "Populate", "Disk",     "DiskZero"};
+                                       "Populate", "Disk",     "DiskZero",  "DiskDigest"};
   return command < sizeof(kNames) / sizeof(kNames[0]) ? kNames[command] : "unknown";
 }
 
@@ -100,7 +102,7 @@ uint32_t HeaderCrc(const FrameHeader& h) {
 }
 
 Status ValidateHeader(const FrameHeader& h) {
-  if (h.command < static_cast<uint16_t>(Command::kHello) || h.command > static_cast<uint16_t>(Command::kDiskZero)) {
+  if (h.command < static_cast<uint16_t>(Command::kHello) || h.command > static_cast<uint16_t>(Command::kDiskDigest)) {
     return ProtocolError("unknown command " + std::to_string(h.command));
   }
   if (h.reserved != 0 || (h.flags & ~kFlagPayloadChecked) != 0) {
@@ -109,7 +111,7 @@ Status ValidateHeader(const FrameHeader& h) {
   if (h.length > MaxPayload(h.command)) {
     return ProtocolError(std::string(CommandName(h.command)) + " frame too long: " + std::to_string(h.length));
   }
-  // Memory frames, and Disk frames of an encrypted stream (the receiver checks which), may check less than all.
+  // Memory frames, and Disk frames of an encrypted or version 6 stream (the receiver checks which), may check less.
   Command c = static_cast<Command>(h.command);
   if (c != Command::kMemory && c != Command::kDisk && !(h.flags & kFlagPayloadChecked)) {
     return ProtocolError(std::string(CommandName(h.command)) + " frame without payload check");
@@ -226,6 +228,18 @@ Result<DiskExtent> DecodeDiskExtent(const uint8_t* p, const std::vector<DiskSpec
                          std::to_string(spec->size_bytes) + " bytes)");
   }
   return e;
+}
+
+std::vector<uint8_t> EncodeDiskDigest(const DiskDigest& m) {
+  std::vector<uint8_t> p(kDiskDigestBytes, 0);
+  Put64(&p[0], m.digest);
+  Put64(&p[8], m.bytes);
+  return p;
+}
+
+Result<DiskDigest> DecodeDiskDigest(const uint8_t* p, size_t len) {
+  if (len != kDiskDigestBytes) return ProtocolError("DiskDigest: bad length");
+  return DiskDigest{Get64(p), Get64(p + 8)};
 }
 
 std::vector<uint8_t> EncodeAbandon(const Abandon& m) {

@@ -1,7 +1,8 @@
 // Copied disks in the migration stream (protocol 4) without KVM: the Disk/DiskZero extent codec and Start's disk
 // table (malformed ones refused), then whole streams over a socketpair between two temp files: the bulk pass (holes
 // as DiskZero, data as Disk), a dirty round, size and index mismatches refused in Start, a version 3 peer, and
-// malformed frames (unknown disk, past the end) refused by the target.
+// malformed frames (unknown disk, past the end) refused by the target. Protocol 6 (plaintext: the disk frames'
+// digest before Complete): a byte flipped in flight fails the target, a version 5 peer still gets CRC-checked frames.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -221,7 +222,7 @@ TEST(disk_a_copied_disk_arrives_whole_holes_as_zero_ranges_and_a_dirty_round_upd
   CHECK(run.source.ok());
   CHECK(run.target.ok());
   CHECK(src.All() == dst.All());
-  CHECK_EQ(run.in.version, uint16_t(5));
+  CHECK_EQ(run.in.version, kProtocolVersion);
   CHECK_EQ(run.out.disk_bytes, run.in.disk_bytes);
   CHECK(run.in.disk_bytes >= 3 * kMiB + 4096 + 64 * 1024);
   CHECK(run.in.disk_bytes < 5 * kMiB);  // holes and the zero MiB travelled as markers
@@ -300,8 +301,8 @@ TEST(disk_a_source_with_copied_disks_refuses_a_version_3_peer_and_one_without_sp
   CHECK_EQ(run.in.version, uint16_t(3));
 }
 
-TEST(disk_an_encrypted_stream_carries_disk_data_checked_by_its_records_in_version_5_and_by_crc_in_4) {
-  for (uint16_t version : {kProtocolVersion, uint16_t(4)}) {
+TEST(disk_an_encrypted_stream_carries_disk_data_checked_by_its_records_from_version_5_and_by_crc_in_4) {
+  for (uint16_t version : {kProtocolVersion, uint16_t(5), uint16_t(4)}) {
     TempFile src(4 * kMiB), dst(4 * kMiB);
     src.Fill(0, 2 * kMiB + 4096, 5);
     auto run = MigrateDisks(
@@ -315,7 +316,7 @@ TEST(disk_an_encrypted_stream_carries_disk_data_checked_by_its_records_in_versio
   }
 }
 
-TEST(disk_a_disk_frame_without_its_data_check_fails_a_plaintext_stream) {
+TEST(disk_a_disk_frame_without_its_data_check_fails_a_plaintext_version_5_stream) {
   TempFile src(kMiB), dst(kMiB);
   std::vector<uint8_t> data(4096, 3);
   auto run = MigrateDisks({{0, &src}}, {{0, dst.fd, kMiB}}, [&](OutgoingMigration&) {});
@@ -335,7 +336,7 @@ TEST(disk_a_disk_frame_without_its_data_check_fails_a_plaintext_stream) {
     t = in.ReceiveUntilComplete();
     b.Shutdown();
   });
-  OutgoingMigration out(a, src_layout, "k", SystemRandom);
+  OutgoingMigration out(a, src_layout, "k", SystemRandom, 5);  // from 6 a plaintext stream has DiskDigest instead
   out.SetDisks({{0, kMiB}});
   CHECK(out.Handshake().ok());
   auto prefix = EncodeDiskExtent(DiskExtent{0, 0, data.size()});
@@ -345,9 +346,10 @@ TEST(disk_a_disk_frame_without_its_data_check_fails_a_plaintext_stream) {
   EncodeHeader(h, raw);
   iovec iov[3] = {{raw, kHeaderSize}, {prefix.data(), prefix.size()}, {data.data(), data.size()}};
   (void)WriteAll(a, iov, 3);
+  a.Shutdown();  // a target that took the frame would otherwise wait for the next one
   target.join();
   CHECK(!t.ok());
-  CHECK(Has(t.error(), "Disk frame without its data check in an unencrypted or version < 5 stream"));
+  CHECK(Has(t.error(), "Disk frame without its data check in a version < 5 stream or an unencrypted version < 6 one"));
 }
 
 TEST(disk_frames_for_an_unknown_disk_or_past_the_end_fail_the_target) {
@@ -363,4 +365,150 @@ TEST(disk_frames_for_an_unknown_disk_or_past_the_end_fail_the_target) {
   });
   CHECK(!past.target.ok());
   CHECK(Has(past.target.error(), "outside disk 0"));
+}
+
+// Protocol 6, plaintext: Disk frames check their extent only and a DiskDigest of every disk frame comes before
+// Complete. A channel that records what the source writes and flips one byte at a chosen stream offset stands in
+// for corruption that TCP's checksum let through.
+namespace {
+
+class CorruptingChannel : public Channel {
+ public:
+  explicit CorruptingChannel(Channel& inner) : inner_(inner) {}
+  Result<size_t> Writev(const iovec* iov, int n) override {
+    std::vector<uint8_t> buf;
+    for (int i = 0; i < n; i++) {
+      const auto* p = static_cast<const uint8_t*>(iov[i].iov_base);
+      buf.insert(buf.end(), p, p + iov[i].iov_len);
+    }
+    if (flip_at >= written && flip_at < written + buf.size()) buf[flip_at - written] ^= 0x20;
+    auto r = WriteBytes(inner_, buf.data(), buf.size());  // all of it: the offsets above stay exact
+    if (!r.ok()) return r.error();
+    log.insert(log.end(), buf.begin(), buf.end());
+    written += buf.size();
+    return buf.size();
+  }
+  Result<size_t> Readv(const iovec* iov, int n) override { return inner_.Readv(iov, n); }
+  void Shutdown() override { inner_.Shutdown(); }
+  uint64_t flip_at = UINT64_MAX;  // stream offset of the byte to flip
+  uint64_t written = 0;
+  std::vector<uint8_t> log;  // every byte written, as sent (flipped)
+
+ private:
+  Channel& inner_;
+};
+
+struct DigestRun {
+  Status source = OkStatus();
+  Status target = OkStatus();
+  IncomingStats in;
+  uint8_t first_disk_flags = 0xff;  // the header flags of the first disk frame on the wire
+};
+
+enum class Tamper { kNone, kFlipDataByte, kCompleteWithoutDigest };
+
+// One plaintext migration of `src` (data from offset 0, so the first disk frame is a 1 MiB Disk frame) into `dst`,
+// the target offering at most `target_max`; `tamper` flips a byte in that frame's data in flight, or replaces the
+// source's DiskDigest + Complete by a bare Complete.
+DigestRun MigratePlain(TempFile& src, TempFile& dst, uint16_t target_max, Tamper tamper) {
+  std::vector<uint8_t> src_ram(8 * 4096), dst_ram(8 * 4096);
+  RamLayout src_layout({{0, src_ram.size(), src_ram.data(), false}});
+  RamLayout dst_layout({{0, dst_ram.size(), dst_ram.data(), false}});
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  FdChannel a(sv[0]), b(sv[1]);
+  CorruptingChannel ca(a);
+  DigestRun run;
+  uint64_t size = static_cast<uint64_t>(lseek(src.fd, 0, SEEK_END));
+  std::thread target([&] {
+    IncomingMigration in(b, dst_layout, "k", true, SystemRandom);
+    in.SetMaxVersion(target_max);
+    in.SetDisks({{0, dst.fd, size}});
+    run.target = in.ReceiveUntilComplete();
+    if (run.target.ok()) run.target = in.ConfirmResumed();
+    run.in = in.stats();
+    b.Shutdown();
+  });
+  auto disk = DiskSource::Open(0, src.path);
+  CHECK(disk.ok());
+  OutgoingMigration out(ca, src_layout, "k", SystemRandom);
+  out.SetDisks({{0, size}});
+  Status s = out.Handshake();
+  if (s.ok()) s = out.SendRanges({{0, src_ram.size()}}, SendOptions{});
+  uint64_t disk_frame_at = ca.written;
+  if (tamper == Tamper::kFlipDataByte) ca.flip_at = disk_frame_at + kHeaderSize + kDiskExtentBytes + 777;
+  if (s.ok()) s = disk.value().SendAll(out, 0, nullptr);
+  if (ca.log.size() > disk_frame_at + 2) run.first_disk_flags = ca.log[disk_frame_at + 2];
+  if (s.ok()) s = out.Sync();
+  if (s.ok()) s = out.SendState(reinterpret_cast<const uint8_t*>("s"), 1);
+  if (s.ok() && tamper == Tamper::kCompleteWithoutDigest) {
+    auto complete = EncodeFrame(Command::kComplete, nullptr, 0);
+    s = WriteBytes(ca, complete.data(), complete.size());
+    std::vector<uint8_t> rest(64);
+    if (s.ok()) (void)ReadBytes(ca, rest.data(), rest.size());  // the target's Abandon, then EOF
+  } else if (s.ok()) {
+    s = out.Complete();
+  }
+  if (!s.ok()) a.Shutdown();
+  target.join();
+  run.source = s;
+  return run;
+}
+
+}  // namespace
+
+TEST(disk_plaintext_version_6_checks_disk_data_by_one_digest_and_a_flipped_data_byte_fails_the_target) {
+  TempFile src(4 * kMiB), dst(4 * kMiB);
+  src.Fill(0, 3 * kMiB + 4096, 11);
+  auto run = MigratePlain(src, dst, kProtocolVersion, Tamper::kNone);
+  CHECK(run.source.ok());
+  CHECK(run.target.ok());
+  CHECK_EQ(run.in.version, uint16_t(6));
+  CHECK_EQ(run.first_disk_flags, uint8_t(0));  // the frame's CRC covers the extent only
+  CHECK(src.All() == dst.All());
+
+  TempFile dst2(4 * kMiB);
+  auto bad = MigratePlain(src, dst2, kProtocolVersion, Tamper::kFlipDataByte);
+  CHECK(!bad.target.ok());  // the frame's CRC passed (extent only): the digest before Complete caught it
+  if (!bad.target.ok()) {
+    CHECK_EQ(bad.target.error().err, EBADMSG);
+    CHECK(Has(bad.target.error(), "copied disk data corrupted in transit"));
+    CHECK(Has(bad.target.error(), "over 3149824 bytes, this side received"));
+  }
+  CHECK(!bad.source.ok());  // Complete got the target's Abandon, not Resumed: the source's guest runs on
+  if (!bad.source.ok()) CHECK(Has(bad.source.error(), "target abandoned: target: migration: copied disk data corrupted"));
+  CHECK_EQ(bad.in.disk_bytes, 3 * kMiB + 4096);  // everything arrived; only the digest told the byte apart
+}
+
+TEST(disk_a_version_5_target_gets_crc_checked_disk_frames_and_catches_the_flipped_byte_there) {
+  TempFile src(2 * kMiB), dst(2 * kMiB), dst2(2 * kMiB);
+  src.Fill(0, 2 * kMiB, 21);
+  auto run = MigratePlain(src, dst, 5, Tamper::kNone);
+  CHECK(run.source.ok());
+  CHECK(run.target.ok());
+  CHECK_EQ(run.in.version, uint16_t(5));
+  CHECK_EQ(run.first_disk_flags, kFlagPayloadChecked);
+  CHECK(src.All() == dst.All());
+  auto bad = MigratePlain(src, dst2, 5, Tamper::kFlipDataByte);
+  CHECK(!bad.target.ok());
+  if (!bad.target.ok()) CHECK(Has(bad.target.error(), "CRC mismatch in Disk frame"));
+  CHECK(!bad.source.ok());
+}
+
+TEST(disk_a_version_5_source_is_served_version_5_by_a_version_6_target) {
+  TempFile src(kMiB), dst(kMiB);
+  src.Fill(0, kMiB, 31);
+  auto run = MigrateDisks({{0, &src}}, {{0, dst.fd, kMiB}}, [](OutgoingMigration&) {}, {}, 5);
+  CHECK(run.source.ok());
+  CHECK(run.target.ok());
+  CHECK_EQ(run.in.version, uint16_t(5));
+  CHECK(src.All() == dst.All());
+}
+
+TEST(disk_a_plaintext_version_6_complete_without_the_disk_digest_fails_the_target) {
+  TempFile src(kMiB), dst(kMiB);
+  src.Fill(0, kMiB, 41);
+  auto run = MigratePlain(src, dst, kProtocolVersion, Tamper::kCompleteWithoutDigest);
+  CHECK(!run.target.ok());
+  if (!run.target.ok()) CHECK(Has(run.target.error(), "Complete without the copied disks' digest (DiskDigest)"));
 }

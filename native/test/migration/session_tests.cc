@@ -94,7 +94,7 @@ TEST(session_pages_zero_markers_state_and_resumed_cross_the_stream) {
   CHECK_EQ(o.out.data_pages, uint64_t(5));
   CHECK_EQ(o.out.zero_pages, uint64_t(123));
   CHECK_EQ(o.in.data_pages, uint64_t(5));
-  CHECK_EQ(o.in.version, uint16_t(5));
+  CHECK_EQ(o.in.version, kProtocolVersion);
   CHECK_EQ(o.in.hinted_bytes, 5 * kPage);
 }
 
@@ -239,7 +239,7 @@ TEST(session_populate_hints_name_the_data_pages_and_sparse_chunks_get_small_page
   CHECK(out.Complete().ok());
   target.join();
   CHECK(t.ok());
-  CHECK_EQ(in_stats.version, uint16_t(5));
+  CHECK_EQ(in_stats.version, kProtocolVersion);
   CHECK_EQ(in_stats.hinted_bytes, (512 + 3 + 1) * kPage);
   CHECK_EQ(in_stats.small_page_bytes, (3 + 1) * kPage);
   CHECK(in_stats.prefaulted_bytes <= (uint64_t{2} << 20) + 4 * kPage);

@@ -9,6 +9,7 @@
 #include "migration/range_table.h"
 #include "migration/sha256.h"
 #include "migration/stream.h"
+#include "migration/xxh64.h"
 #include "test_util.h"
 
 using namespace kvmts::migration;
@@ -45,13 +46,15 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> GoldenFrames() {
   p = EncodeDiskExtent({1, 512, 4});
   p.insert(p.end(), {0xde, 0xad, 0xbe, 0xef});
   out.push_back({"disk", EncodeFrame(Command::kDisk, p.data(), p.size())});
+  p = EncodeDiskDigest({0x0123456789abcdefULL, 0x100000});
+  out.push_back({"diskDigest", EncodeFrame(Command::kDiskDigest, p.data(), p.size())});
   p = EncodeAbandon({1, "source: canceled"});
   out.push_back({"abandon", EncodeFrame(Command::kAbandon, p.data(), p.size())});
   return out;
 }
 
 const char* const kGoldenHello =
-    "01000100f9751c2830000000000000004b56544d494752000200050000000000000102030405060708090a0b0c0d0e0f1011121314151617"
+    "0100010099958cec30000000000000004b56544d494752000200060000000000000102030405060708090a0b0c0d0e0f1011121314151617"
     "18191a1b1c1d1e1f";
 const char* const kGoldenStart = "0500010024d6d3631800000000000000020000000000000000000040000000000010000000000000";
 
@@ -110,6 +113,46 @@ TEST(crc32c_slicing_by_8_equals_the_table_and_crc32c_names_its_choice) {
   CHECK_EQ(Crc32cSlice8(Crc32cSlice8(0, buf.data(), 13), buf.data() + 13, 987), Crc32c(0, buf.data(), 1000));
   std::string chosen = Crc32cImplementation();
   CHECK(chosen == "sse4.2" || chosen == "slice-by-8");
+}
+
+// Xxh64 against libxxhash 0.8.1's XXH64 (Debian's libxxhash-dev, XXH_INLINE_ALL) over bytes i*131 + (i>>8), every
+// path: the short tails (1, 4 and 8 bytes), the 32-byte stripes, and both together; seed 0 and seed PRIME64_1.
+TEST(xxh64_equals_libxxhash_and_the_chain_depends_on_order_and_boundaries) {
+  struct Vector {
+    size_t len;
+    uint64_t seed0, seed_p1;
+  };
+  const Vector vectors[] = {
+      {0, 0xef46db3751d8e999ULL, 0x6ec6d05f61c7e7a7ULL},          {1, 0xe934a84adb052768ULL, 0x60508b0ced72c717ULL},
+      {3, 0xa83378d1eb86ec62ULL, 0xd098216c3d6d0538ULL},          {4, 0x9882e57ed36c4cfcULL, 0x02986cfa17db2048ULL},
+      {7, 0xf0aef407b44730f8ULL, 0xd1a4e582e9b3ad75ULL},          {8, 0xa5bc8d8944331fe7ULL, 0xae69fbf9e101116bULL},
+      {31, 0x1add2d10328c4897ULL, 0xa683abd2e152bf77ULL},         {32, 0x333288d992cf3b16ULL, 0x3eec333288c48a00ULL},
+      {33, 0x379b60150f2cfc7fULL, 0xd3770a4ed3653abcULL},         {63, 0x230f593878fe3703ULL, 0x1920852fbf72c4a0ULL},
+      {64, 0x60a3644ca073e2cbULL, 0x313dfb981ccef3dcULL},         {100, 0xacd07a6400e07defULL, 0x14a670bece4181d4ULL},
+      {1000, 0xa2f5fad80629422eULL, 0x7c18bb71eb318edbULL},       {4096, 0xbfa412bdf2de8356ULL, 0xd39ac834f7765081ULL},
+      {1048576, 0xdb9d70ec2be21cf3ULL, 0x7a79a3a2e61d2d85ULL},
+  };
+  std::vector<uint8_t> b(1 << 20);
+  for (size_t i = 0; i < b.size(); i++) b[i] = static_cast<uint8_t>(i * 131 + (i >> 8));
+  for (const Vector& v : vectors) {
+    CHECK_EQ(Xxh64(b.data(), v.len, 0), v.seed0);
+    CHECK_EQ(Xxh64(b.data(), v.len, 0x9E3779B185EBCA87ULL), v.seed_p1);
+  }
+  const char* text = "kubevirt-ts migration disk digest";
+  CHECK_EQ(Xxh64(text, std::strlen(text), 0), 0xedfc0ad9df17169dULL);
+  ChainDigest ab, ba, whole;
+  ab.Add(b.data(), 100);
+  ab.Add(b.data() + 100, 100);
+  ba.Add(b.data() + 100, 100);
+  ba.Add(b.data(), 100);
+  whole.Add(b.data(), 200);
+  CHECK(ab.value() != ba.value());
+  CHECK(ab.value() != whole.value());
+  ChainDigest flipped;
+  b[150] ^= 1;
+  flipped.Add(b.data(), 100);
+  flipped.Add(b.data() + 100, 100);
+  CHECK(flipped.value() != ab.value());
 }
 
 TEST(range_table_bitmap_runs_merging_and_the_word_tail) {
@@ -193,6 +236,14 @@ TEST(messages_decode_rejects_malformed_payloads) {
   CHECK(!DecodeRanges(table.data() + 8, 1, 0x10000, 4096).ok());  // overflow
   uint8_t zero_count[8] = {0};
   CHECK(!DecodeRangeCount(zero_count).ok());
+  auto dd = EncodeDiskDigest({0xfeedfacecafef00dULL, 12345});
+  CHECK_EQ(DecodeDiskDigest(dd.data(), dd.size()).value().digest, 0xfeedfacecafef00dULL);
+  CHECK_EQ(DecodeDiskDigest(dd.data(), dd.size()).value().bytes, uint64_t(12345));
+  CHECK(!DecodeDiskDigest(dd.data(), 15).ok());
+  CHECK(!ValidateHeader(FrameHeader{16, 0, 0, 0, 16}).ok());  // DiskDigest unchecked
+  CHECK(!ValidateHeader(FrameHeader{16, 1, 0, 0, 17}).ok());  // too long
+  CHECK(ValidateHeader(FrameHeader{16, 1, 0, 0, 16}).ok());
+  CHECK(!ValidateHeader(FrameHeader{17, 1, 0, 0, 0}).ok());   // past the last command
   auto ab = EncodeAbandon({7, std::string("bad\x01") + "x"});
   CHECK_EQ(DecodeAbandon(ab.data(), ab.size()).value().reason, std::string("bad?x"));
 }

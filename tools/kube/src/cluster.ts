@@ -17,8 +17,9 @@ import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { ensureHostTools } from "@kvt/images";
-import { freePort, prefixesInUse, processAlive, Supervisor, waitFor } from "@kvt/local-cluster";
+import { prefixesInUse, processAlive, Supervisor, waitFor } from "@kvt/local-cluster";
 import { createLogger } from "@kvt/observability";
+import { freePort } from "@kvt/runtime";
 import { binariesReady, binDir, DEFAULT_DATA_DIR } from "./build.ts";
 import { type ComponentHealth, type NodeStatus, probeComponent, probeNodes } from "./cluster-health.ts";
 import {
