@@ -5,9 +5,9 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort } from "@kvt/runtime";
 import { eventually } from "@kvt/testing";
 import { CLUSTER_WAIT } from "./cluster-wait.ts";
 
@@ -33,15 +33,6 @@ export function prometheusBinary(): string | undefined {
   if (process.getuid?.() !== 0) return undefined;
   execFileSync("apt-get", ["install", "-y", "--no-install-recommends", "prometheus"], { stdio: "ignore" });
   return existsSync("/usr/bin/prometheus") ? "/usr/bin/prometheus" : undefined;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === "string") throw new Error("cannot pick a free port");
-  return address.port;
 }
 
 /** Starts Prometheus on 127.0.0.1 scraping what `scrapeConfigPath` lists; resolves once it is ready. */

@@ -16,9 +16,9 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import type { VirtualMachine, VirtualMachineInstance } from "@kvt/api";
 import { CORE_V1, Informer, KUBEVIRT_V1, loadKubeConfig, type Pod, RestClient, resourceClient } from "@kvt/kube";
+import { freePort } from "@kvt/runtime";
 import { pino } from "pino";
 import {
   cpuSecondsFromStat,
@@ -74,17 +74,6 @@ export interface DensityFigures {
   readonly vmisScheduledAtEnd: number;
   /** The controller's metrics at the end (for KVT_BENCH_DEBUG). */
   readonly metrics: string;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 const cpuSecondsOf = (pid: number | undefined): number =>

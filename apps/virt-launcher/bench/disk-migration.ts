@@ -15,12 +15,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { closeSync, ftruncateSync, mkdirSync, openSync, readSync, rmSync, writeFileSync, writeSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { generateCa, issueCertificate } from "@kvt/certs";
 import { type MigrationTarget, OutgoingMigration } from "@kvt/migration";
 import { createLogger } from "@kvt/observability";
+import { freePort } from "@kvt/runtime";
 import { Vm, type VmOptions } from "@kvt/vmm";
 import type { BootSource } from "../src/machine/machine.ts";
 import { migrationTlsPair } from "../src/machine/migration-tls.test-util.ts";
@@ -116,14 +116,6 @@ async function until(cond: () => boolean, what: string, timeoutMs: number): Prom
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((r) => server.close(r));
-  return port;
 }
 
 function vmOptions(boot: BootSource, disk: string): VmOptions {

@@ -5,9 +5,10 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { connect, createServer } from "node:net";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort } from "@kvt/runtime";
 import { testGuestPath } from "@kvt/vmm";
 
 /** The subset of a bench case QEMU needs. */
@@ -84,14 +85,6 @@ class Qmp {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const a = s.address();
-  await new Promise<void>((r) => s.close(() => r()));
-  return typeof a === "object" && a ? a.port : 0;
 }
 
 function launch(dir: string, name: string, c: QemuCaseInput, incomingPort?: number): ChildProcess {

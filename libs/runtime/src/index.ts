@@ -2,6 +2,8 @@
 
 /** Copies what another process appends to a file into a descriptor, across the file's rotation (virt-tail). */
 export { followFile } from "./follow-file.ts";
+/** A TCP port on 127.0.0.1 for a server started a little later, outside the kernel's ephemeral range. */
+export { ephemeralPortRange, freePort } from "./free-port.ts";
 /** The declaration an app's main.ts makes, and how it is run. */
 export {
   type FlagSpec,

@@ -23,8 +23,6 @@ export type { KubeObject, ObjectMeta } from "./apiserver/types.ts";
 /** Bundle an app's entry point as the launcher image does (rolldown; each module keeps its source file's URL). */
 /** The components' bundles the cluster runs, and how to recognise a component's process by its command line. */
 export { COMPONENT_ENTRIES, runsComponent } from "./cluster/component-images.ts";
-/** A free loopback port (bind to 0, read it, close). */
-export { freePort } from "./cluster/free-port.ts";
 /** The whole local cluster: bring-up under a data dir (npm start, e2e), its components and their supervisor. */
 export { type LocalCluster, type LocalClusterOptions, startLocalCluster } from "./cluster/local-cluster.ts";
 /** The cluster's CAs and leaves under a pki directory (made once, remade when due or from another CA). */

@@ -15,7 +15,7 @@ export { LayerDir } from "./layer-dir.ts";
 /** A containerDisk image's layer from a tools/images store entry: /boot, /disk, /image.json (107:107). */
 export { stageContainerDisk } from "./layers.ts";
 /** A throwaway docker-registry on 127.0.0.1 (tests). */
-export { freePort, type LocalRegistry, startLocalRegistry } from "./local-registry.ts";
+export { type LocalRegistry, startLocalRegistry } from "./local-registry.ts";
 /** The OCI layout (umoci). */
 export { type ImageConfig, OciLayout } from "./oci-layout.ts";
 /** Unpack an image into a runtime bundle and run it under crun or runc (tests). */

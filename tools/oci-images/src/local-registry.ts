@@ -4,9 +4,9 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { freePort } from "@kvt/runtime";
 
 /** A running registry. */
 export interface LocalRegistry {
@@ -14,20 +14,6 @@ export interface LocalRegistry {
   readonly address: string;
   /** Stops the registry and waits for it to exit. */
   stop(): Promise<void>;
-}
-
-/** A TCP port nobody listens on right now (the registry binds it a moment later). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
-  });
 }
 
 function exited(child: ChildProcess): Promise<void> {

@@ -30,6 +30,7 @@ import {
   type RestTransport,
   resourceClient,
 } from "@kvt/kube";
+import { freePort } from "@kvt/runtime";
 import { pino } from "pino";
 import {
   createPodNetwork,
@@ -47,7 +48,6 @@ import { buildComponentImages } from "./component-images.ts";
 import { type ComponentTlsFiles, ComponentVolumes, componentTlsFiles } from "./component-volumes.ts";
 import { type ClusterLayout, clusterComponents, nodeNames, prometheusScrapeConfig } from "./components.ts";
 import { createOrReplace, createOrReplaceAll } from "./create-or-replace.ts";
-import { freePort } from "./free-port.ts";
 import { currentRuntimeName, jsRuntime, type RuntimeName, runtimeNameOf } from "./js-runtime.ts";
 import { ensureKubeletCerts, handlerServes } from "./pki.ts";
 import { applyReleaseRbac } from "./release-rbac.ts";
