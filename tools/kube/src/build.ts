@@ -1,11 +1,13 @@
 /**
- * `npm run kube -- build`: compiles the pinned Kubernetes, etcd, containerd and kwok binaries from the Go module
+ * `npm run kube -- build`: compiles the pinned Kubernetes, etcd, containerd, kwok and local-path-provisioner
+ * binaries from the Go module
  * proxy into `<data-dir>/bin/<kubernetes-version>/`, each step skipped when the stamp says its binaries are current.
  *
  *   go mod download k8s.io/kubernetes@v1.37.2  (read its go.mod: go line, godebug, staging modules)
  *     -> <data-dir>/src/kubernetes/{go.mod,tools.go}  (replace k8s.io/<staging> => v0.37.2)
  *     -> go mod tidy -> go build -o bin/ each binary  (progress line per binary; output in build.log)
- *   the same for etcd, containerd and kwok (modules of their own: each pins its own gRPC/otel/k8s.io versions)
+ *   the same for etcd, containerd, kwok and local-path-provisioner (modules of their own: each pins its own
+ *   gRPC/otel/k8s.io versions; local-path-provisioner without cgo, for an image holding only the binary)
  *     -> stamp.json (versions, go version, seconds, sizes; a step not rebuilt keeps its version and seconds)
  *
  * Every go command runs under `nice -n 19` so a build yields to tests running beside it. The module and build
@@ -22,6 +24,7 @@ import {
   renderEtcdGoMod,
   renderKubernetesGoMod,
   renderKwokGoMod,
+  renderLocalPathGoMod,
   renderToolsGo,
 } from "./go-module.ts";
 import { KWOK_STAGE_FILES, KWOK_STAGES_FILE, renderKwokStages } from "./kwok.ts";
@@ -45,6 +48,8 @@ import {
   KUBERNETES_VERSION,
   KWOK_BINARIES,
   KWOK_VERSION,
+  LOCAL_PATH_BINARIES,
+  LOCAL_PATH_VERSION,
 } from "./versions.ts";
 
 /** The repository's default data directory for this tool (git-ignored). */
@@ -61,6 +66,7 @@ export const PINNED: Readonly<Record<BuildStep, string>> = {
   etcd: ETCD_VERSION,
   containerd: CONTAINERD_VERSION,
   kwok: KWOK_VERSION,
+  "local-path": LOCAL_PATH_VERSION,
 };
 
 /** Each build step's binaries. */
@@ -69,6 +75,7 @@ export const STEP_BINARIES: Readonly<Record<BuildStep, readonly BinarySpec[]>> =
   etcd: ETCD_BINARIES,
   containerd: CONTAINERD_BINARIES,
   kwok: KWOK_BINARIES,
+  "local-path": LOCAL_PATH_BINARIES,
 };
 
 /** Every binary the build makes, by file name. */
@@ -176,7 +183,8 @@ const STEPS: Readonly<Record<BuildStep, (c: StepContext) => Promise<void>>> = {
     writeModule(src, renderKubernetesGoMod(KUBERNETES_VERSION, upstream), KUBERNETES_BINARIES);
     log(`kubernetes: ${upstream.stagingModules.length} staging modules replaced; go mod tidy (downloads dependencies)`);
     await go.run(["mod", "tidy"], src, "go mod tidy (kubernetes)");
-    await buildBinaries(go, src, bin, KUBERNETES_BINARIES, ["-ldflags", kubernetesLdflags(KUBERNETES_VERSION)], log);
+    const flags = ["-ldflags", kubernetesLdflags(KUBERNETES_VERSION)];
+    await buildBinaries(go, src, bin, KUBERNETES_BINARIES, { flags }, log);
   },
   async etcd({ go, goVersion, srcRoot, bin, log }) {
     log(`etcd ${ETCD_VERSION}: downloading the modules`);
@@ -185,7 +193,7 @@ const STEPS: Readonly<Record<BuildStep, (c: StepContext) => Promise<void>>> = {
     const src = join(srcRoot, "etcd");
     writeModule(src, renderEtcdGoMod(ETCD_VERSION, upstream.go), ETCD_BINARIES);
     await go.run(["mod", "tidy"], src, "go mod tidy (etcd)");
-    await buildBinaries(go, src, bin, ETCD_BINARIES, ["-ldflags", "-s -w"], log);
+    await buildBinaries(go, src, bin, ETCD_BINARIES, { flags: ["-ldflags", "-s -w"] }, log);
   },
   async containerd({ go, goVersion, srcRoot, bin, log }) {
     log(`containerd ${CONTAINERD_VERSION}: downloading the module`);
@@ -195,7 +203,8 @@ const STEPS: Readonly<Record<BuildStep, (c: StepContext) => Promise<void>>> = {
     const src = join(srcRoot, "containerd");
     writeModule(src, renderContainerdGoMod(CONTAINERD_VERSION, upstream.go), CONTAINERD_BINARIES);
     await go.run(["mod", "tidy"], src, "go mod tidy (containerd)");
-    await buildBinaries(go, src, bin, CONTAINERD_BINARIES, ["-tags", CONTAINERD_TAGS, "-ldflags", "-s -w"], log);
+    const flags = ["-tags", CONTAINERD_TAGS, "-ldflags", "-s -w"];
+    await buildBinaries(go, src, bin, CONTAINERD_BINARIES, { flags }, log);
   },
   // kwok: the controller, and its Stage files from the same module (kwok.ts) beside it.
   async kwok({ go, goVersion, srcRoot, bin, log }) {
@@ -206,10 +215,23 @@ const STEPS: Readonly<Record<BuildStep, (c: StepContext) => Promise<void>>> = {
     const src = join(srcRoot, "kwok");
     writeModule(src, renderKwokGoMod(KWOK_VERSION, upstream.go), KWOK_BINARIES);
     await go.run(["mod", "tidy"], src, "go mod tidy (kwok)");
-    await buildBinaries(go, src, bin, KWOK_BINARIES, ["-ldflags", "-s -w"], log);
+    await buildBinaries(go, src, bin, KWOK_BINARIES, { flags: ["-ldflags", "-s -w"] }, log);
     const stages = KWOK_STAGE_FILES.map((path) => ({ path, text: readFileSync(join(module.dir, path), "utf8") }));
     writeFileSync(join(bin, KWOK_STAGES_FILE), renderKwokStages(stages));
     log(`kwok: ${stages.length} Stages in ${KWOK_STAGES_FILE}`);
+  },
+  // local-path-provisioner: static (no cgo), as its image is the binary alone (local-path.ts).
+  async "local-path"({ go, goVersion, srcRoot, bin, log }) {
+    log(`local-path-provisioner ${LOCAL_PATH_VERSION}: downloading the module`);
+    const module = `github.com/rancher/local-path-provisioner@${LOCAL_PATH_VERSION}`;
+    const upstream = parseUpstreamGoMod(await go.moduleGoMod(module, srcRoot));
+    checkGo(goVersion, upstream.go, `github.com/rancher/local-path-provisioner ${LOCAL_PATH_VERSION}`);
+    const src = join(srcRoot, "local-path");
+    writeModule(src, renderLocalPathGoMod(LOCAL_PATH_VERSION, upstream.go), LOCAL_PATH_BINARIES);
+    await go.run(["mod", "tidy"], src, "go mod tidy (local-path-provisioner)");
+    const ldflags = `-s -w -X main.VERSION=${LOCAL_PATH_VERSION}`;
+    const how = { flags: ["-ldflags", ldflags], env: { CGO_ENABLED: "0" } };
+    await buildBinaries(go, src, bin, LOCAL_PATH_BINARIES, how, log);
   },
 };
 
@@ -224,14 +246,15 @@ async function buildBinaries(
   src: string,
   bin: string,
   binaries: readonly BinarySpec[],
-  flags: readonly string[],
+  how: { readonly flags: readonly string[]; readonly env?: Readonly<Record<string, string>> },
   log: (line: string) => void,
 ): Promise<void> {
+  const { flags, env = {} } = how;
   for (const [i, b] of binaries.entries()) {
     const started = Date.now();
     log(`building ${b.name} (${i + 1}/${binaries.length}) from ${b.pkg}`);
     const out = join(bin, b.name);
-    await go.run(["build", "-trimpath", ...flags, "-o", `${out}.tmp`, b.pkg], src, `go build ${b.pkg}`);
+    await go.run(["build", "-trimpath", ...flags, "-o", `${out}.tmp`, b.pkg], src, `go build ${b.pkg}`, env);
     renameSync(`${out}.tmp`, out);
     log(`built ${b.name}: ${mib(statSync(out).size)} MiB in ${elapsed(started)} s`);
   }
@@ -283,15 +306,22 @@ class GoRunner {
     return stdout;
   }
 
-  /** Runs `go args` in `cwd`, its output into the build log. */
-  async run(args: readonly string[], cwd: string, what: string): Promise<void> {
-    await this.#spawn(args, cwd, what);
+  /** Runs `go args` in `cwd` (with `extraEnv` added to the environment), its output into the build log. */
+  async run(args: readonly string[], cwd: string, what: string, extraEnv: Readonly<Record<string, string>> = {}) {
+    await this.#spawn(args, cwd, what, undefined, extraEnv);
   }
 
-  #spawn(args: readonly string[], cwd: string, what: string, onStdout?: (chunk: string) => void): Promise<void> {
+  #spawn(
+    args: readonly string[],
+    cwd: string,
+    what: string,
+    onStdout?: (chunk: string) => void,
+    extraEnv: Readonly<Record<string, string>> = {},
+  ): Promise<void> {
     const fd = openSync(this.#log, "a");
-    writeFileSync(fd, `\n$ (cd ${cwd} && go ${args.join(" ")})\n`);
-    const env = { ...process.env, GOFLAGS: `${process.env.GOFLAGS ?? ""} -mod=mod`.trim() };
+    const envText = Object.entries(extraEnv).map(([k, v]) => `${k}=${v} `);
+    writeFileSync(fd, `\n$ (cd ${cwd} && ${envText.join("")}go ${args.join(" ")})\n`);
+    const env = { ...process.env, ...extraEnv, GOFLAGS: `${process.env.GOFLAGS ?? ""} -mod=mod`.trim() };
     const child = spawn("nice", ["-n", "19", "go", ...args], {
       cwd,
       env,

@@ -4,6 +4,7 @@
  *   up:     network (bridge, node namespaces; node-network.ts) -> certificates, ports, kubeconfigs, node files
  *           (foreground, so errors show) -> spawn `cli.ts supervise` detached -> kube-apiserver /readyz
  *           -> node images pushed to the registry -> nodes registered, given their CNI network and routes, Ready
+ *           -> the storage provisioner (local-path.ts) installed and rolled out
  *           -> print `export KUBECONFIG=<admin.kubeconfig>`
  *   supervise: local-cluster's Supervisor runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
  *           the registry and each node's containerd, kubelet and kube-proxy (restart with backoff, each logging to
@@ -38,6 +39,7 @@ import {
   ensureNodeCertificates,
   ensureRegistryCertificates,
 } from "./control-plane-pki.ts";
+import { installLocalPath, LOCAL_PATH_STORAGE_CLASS, type LocalPathOptions, storageDir } from "./local-path.ts";
 import { containerdArgs, containerdEnv, kubeletArgs, kubeProxyArgs } from "./node-config.ts";
 import { buildNodeImages, pushNodeImages } from "./node-images.ts";
 import {
@@ -156,12 +158,14 @@ export interface UpResult {
   readonly registry: string;
   /** The registry's CA and a client certificate, as `skopeo --dest-cert-dir` reads them. */
   readonly registryCertDir: string;
-  /** The pause and busybox images' references in that registry. */
-  readonly images: { readonly pause: string; readonly busybox: string };
+  /** The pause, busybox and local-path-provisioner images' references in that registry. */
+  readonly images: { readonly pause: string; readonly busybox: string; readonly localPath: string };
   readonly nodes: readonly JoinedNode[];
   /** Milliseconds from the call until kube-apiserver was ready, and until every node was Ready. */
   readonly apiserverReadyMs: number;
   readonly nodesReadyMs: number;
+  /** Milliseconds the storage provisioner took from apply to rolled out (0 without nodes: not installed). */
+  readonly storageReadyMs: number;
 }
 
 /** Starts the cluster unless it runs; resolves once kube-apiserver is ready and every node is Ready. */
@@ -243,17 +247,44 @@ export async function up(options: UpOptions = {}): Promise<UpResult> {
     },
   );
   const nodesReadyMs = Date.now() - started;
+  const image = (built: { reference: string }): string => `${registry}/${built.reference}`;
+  const storage = { image: image(images.localPath), helperImage: image(images.busybox), sharedPath: storageDir(dir) };
+  const storageReadyMs = nodes.length > 0 ? await installStorage(layout, storage, timeoutMs, log) : 0;
   log(`kubectl of the same release: ${layout.binDir}/kubectl`);
   log(`push the release: npm run images -- push --registry ${registry} --cert-dir ${registryTls.clientDir}`);
   return {
     kubeconfig: paths.adminKubeconfig,
     registry,
     registryCertDir: registryTls.clientDir,
-    images: { pause: `${registry}/${images.pause.reference}`, busybox: `${registry}/${images.busybox.reference}` },
+    images: { pause: image(images.pause), busybox: image(images.busybox), localPath: image(images.localPath) },
     nodes,
     apiserverReadyMs,
     nodesReadyMs,
+    storageReadyMs,
   };
+}
+
+/** Installs local-path-provisioner (local-path.ts) and waits for it; returns how long that took. */
+async function installStorage(
+  layout: ControlPlaneLayout,
+  options: LocalPathOptions,
+  timeoutMs: number,
+  log: (line: string) => void,
+): Promise<number> {
+  const started = Date.now();
+  const kubeconfig = clusterPaths(layout.dir).adminKubeconfig;
+  await installLocalPath(join(layout.binDir, "kubectl"), kubeconfig, layout.dir, options, timeoutMs).catch(
+    (error: unknown) => {
+      const message = `the storage provisioner did not roll out: ${(error as Error).message}`;
+      throw new KubeClusterError(message, { cause: error });
+    },
+  );
+  const ms = Date.now() - started;
+  log(
+    `default StorageClass ${LOCAL_PATH_STORAGE_CLASS}: local-path-provisioner rolled out in ` +
+      `${(ms / 1000).toFixed(1)} s; claims under ${options.sharedPath}`,
+  );
+  return ms;
 }
 
 /** Picks the cluster's ports once (six distinct free ports) and keeps them; a file of an older layout is redone. */

@@ -7,6 +7,7 @@ import {
   renderEtcdGoMod,
   renderKubernetesGoMod,
   renderKwokGoMod,
+  renderLocalPathGoMod,
   renderToolsGo,
 } from "./go-module.ts";
 import { KUBERNETES_BINARIES, stagingVersion } from "./versions.ts";
@@ -93,6 +94,13 @@ describe("renderEtcdGoMod, renderContainerdGoMod, renderKwokGoMod and renderTool
     expect(text).toContain("\nmodule kvt.local/kwok-build\n");
     expect(text).toContain("\ngo 1.26.0\n");
     expect(text).toContain("\nrequire sigs.k8s.io/kwok v0.8.0\n");
+  });
+
+  it("pins local-path-provisioner in a module of its own", () => {
+    const text = renderLocalPathGoMod("v0.0.30", "1.23.0");
+    expect(text).toContain("\nmodule kvt.local/local-path-build\n");
+    expect(text).toContain("\ngo 1.23.0\n");
+    expect(text).toContain("\nrequire github.com/rancher/local-path-provisioner v0.0.30\n");
   });
 
   it("imports every binary's main package behind the tools tag", () => {

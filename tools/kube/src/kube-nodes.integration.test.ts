@@ -165,7 +165,11 @@ describe.skipIf(!BUILT || !ROOT)(`two real nodes: kubelet + containerd in networ
     expect(apiserver).toBe("0");
 
     // Each node's sandboxes run the registry's pause image (nobody else could have provided it), as does the pause
-    // container: containerd's own list of its containers says so.
+    // container: containerd's own list of its containers says so. One node also runs the storage provisioner's pod.
+    const provisionerNode = await kubectl(
+      kubeconfig,
+      ...["-n", "local-path-storage", "get", "pods", "-o", "jsonpath={.items[*].spec.nodeName}"],
+    );
     for (const node of ["node01", "node02"]) {
       const socket = `/run/kvtk-${tag}/${node}/containerd.sock`;
       const ctr = join(binDir(DEFAULT_DATA_DIR), "ctr");
@@ -175,8 +179,11 @@ describe.skipIf(!BUILT || !ROOT)(`two real nodes: kubelet + containerd in networ
         .slice(1)
         .filter(Boolean)
         .map((l) => l.split(/\s+/)[1]);
-      expect(byImage.filter((i) => i === images.pause)).toHaveLength(2); // the sandbox and the pause container
+      const provisioner = node === provisionerNode ? 1 : 0;
+      // the web pod's sandbox and pause container, and the provisioner pod's sandbox where it runs
+      expect(byImage.filter((i) => i === images.pause)).toHaveLength(2 + provisioner);
       expect(byImage.filter((i) => i === images.busybox)).toHaveLength(1);
+      expect(byImage.filter((i) => i === images.localPath)).toHaveLength(provisioner);
     }
 
     const state = readState(where) as ClusterState;

@@ -1,10 +1,11 @@
 /**
- * The two images the nodes need and cannot pull here, built on this machine into an OCI layout and pushed to the
+ * The images the nodes need and cannot pull here, built on this machine into an OCI layout and pushed to the
  * cluster's registry by `up`:
  *
  *   kubevirt-ts/pause:<v>     the pod sandbox: pause/pause.c compiled with gcc -static (about 0.7 MB), /pause
  *   kubevirt-ts/busybox:<v>   Debian's busybox-static (its .deb through apt-get download) with every applet linked,
- *                             for test pods: sh, httpd, wget, nc, ...
+ *                             for test pods: sh, httpd, wget, nc, ... (and local-path's helper pods)
+ *   kubevirt-ts/local-path-provisioner:<v>   the static binary `npm run kube -- build` made, alone (local-path.ts)
  *
  * ```
  * <data-dir>/node-images/
@@ -19,6 +20,9 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { downloadPackage, ensureHostTools, extractPackage, type HostTool, resolvePackage } from "@kvt/images";
 import { BUILD_TOOLS, type BuiltImage, LayerDir, OciLayout, pushImages } from "@kvt/oci-images";
+import { binDir } from "./build.ts";
+import { LOCAL_PATH_BINARY, LOCAL_PATH_IMAGE_REFERENCE } from "./local-path.ts";
+import { LOCAL_PATH_VERSION } from "./versions.ts";
 
 const exec = promisify(execFile);
 
@@ -42,6 +46,7 @@ export interface NodeImages {
   readonly layout: OciLayout;
   readonly pause: BuiltImage;
   readonly busybox: BuiltImage;
+  readonly localPath: BuiltImage;
 }
 
 /** The image references (without the registry) of the pause image and of busybox version `busyboxVersion`. */
@@ -71,7 +76,7 @@ export async function tagImage(
   return { ...layout.info(tag), tag, reference, uncompressedBytes: bytes, skipped };
 }
 
-/** Builds (or finds current) the pause and busybox images in `<dataDir>/node-images/layout`. */
+/** Builds (or finds current) the pause, busybox and local-path-provisioner images in `<dataDir>/node-images/layout`. */
 export async function buildNodeImages(dataDir: string, log: (line: string) => void): Promise<NodeImages> {
   await ensureHostTools([...BUILD_TOOLS, ...PAUSE_TOOLS], log);
   const work = join(dataDir, "node-images");
@@ -117,8 +122,20 @@ export async function buildNodeImages(dataDir: string, log: (line: string) => vo
     env: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"],
     labels: { "org.opencontainers.image.title": "busybox", "org.opencontainers.image.version": busyboxPkg.version },
   });
-  log(`node images: pause ${pause.skipped ? "current" : "built"}, busybox ${bb.skipped ? "current" : "built"}`);
-  return { layout, pause, busybox: bb };
+
+  const lpDir = new LayerDir(join(work, "stage", "local-path-provisioner"));
+  lpDir.copy(join(binDir(dataDir), "local-path-provisioner"), LOCAL_PATH_BINARY, 0o755);
+  lpDir.mkdir("/tmp", 0o1777);
+  const localPath = await tagImage(layout, "local-path-provisioner", LOCAL_PATH_IMAGE_REFERENCE, lpDir, {
+    entrypoint: [LOCAL_PATH_BINARY],
+    labels: {
+      "org.opencontainers.image.title": "local-path-provisioner",
+      "org.opencontainers.image.version": LOCAL_PATH_VERSION,
+    },
+  });
+  const state = (image: BuiltImage): string => (image.skipped ? "current" : "built");
+  log(`node images: pause ${state(pause)}, busybox ${state(bb)}, local-path-provisioner ${state(localPath)}`);
+  return { layout, pause, busybox: bb, localPath };
 }
 
 /**
@@ -133,5 +150,5 @@ export async function pushNodeImages(
   log: (line: string) => void,
 ): Promise<string[]> {
   const options = { registry, insecure: false, certDir, workDir, log };
-  return await pushImages(images.layout, [images.pause, images.busybox], options);
+  return await pushImages(images.layout, [images.pause, images.busybox, images.localPath], options);
 }

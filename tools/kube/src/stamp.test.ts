@@ -1,14 +1,27 @@
 import { describe, expect, it } from "vitest";
 import { type BuildStamp, mergeStamp, parseStamp, staleSteps } from "./stamp.ts";
 
-const WANT = { kubernetes: "v1.37.2", etcd: "v3.7.3", containerd: "v2.4.2", kwok: "v0.8.0", go: "go1.26.8" };
+const WANT = {
+  kubernetes: "v1.37.2",
+  etcd: "v3.7.3",
+  containerd: "v2.4.2",
+  kwok: "v0.8.0",
+  "local-path": "v0.0.30",
+  go: "go1.26.8",
+};
 const STAMP: BuildStamp = {
   ...WANT,
-  seconds: { kubernetes: 1800, etcd: 200, containerd: 240, kwok: 90 },
+  seconds: { kubernetes: 1800, etcd: 200, containerd: 240, kwok: 90, "local-path": 60 },
   sizes: { etcd: 1 },
   builtAt: "x",
 };
-const BINARIES = { kubernetes: ["kube-apiserver"], etcd: ["etcd"], containerd: ["containerd"], kwok: ["kwok"] };
+const BINARIES = {
+  kubernetes: ["kube-apiserver"],
+  etcd: ["etcd"],
+  containerd: ["containerd"],
+  kwok: ["kwok"],
+  "local-path": ["local-path-provisioner"],
+};
 
 describe("staleSteps", () => {
   it("is empty when versions, go and every binary match", () => {
@@ -30,10 +43,20 @@ describe("staleSteps", () => {
   it("builds a step the stamp predates, and only that one", () => {
     const { kwok: _, ...older } = STAMP;
     expect(staleSteps(older, WANT, BINARIES, () => true)).toEqual({ kwok: "kwok v0.8.0 not built yet" });
+    const { "local-path": __, ...beforeLocalPath } = STAMP;
+    expect(staleSteps(beforeLocalPath, WANT, BINARIES, () => true)).toEqual({
+      "local-path": "local-path v0.0.30 not built yet",
+    });
   });
 
   it("rebuilds every step without a stamp or with another Go", () => {
-    const all = (reason: string) => ({ kubernetes: reason, etcd: reason, containerd: reason, kwok: reason });
+    const all = (reason: string) => ({
+      kubernetes: reason,
+      etcd: reason,
+      containerd: reason,
+      kwok: reason,
+      "local-path": reason,
+    });
     expect(staleSteps(undefined, WANT, BINARIES, () => true)).toEqual(all("no build yet"));
     expect(staleSteps({ ...STAMP, go: "go1.26.7" }, WANT, BINARIES, () => true)).toEqual(
       all("go changed: go1.26.7 -> go1.26.8"),

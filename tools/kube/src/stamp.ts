@@ -1,13 +1,14 @@
 /**
  * The build stamp `<bin-dir>/stamp.json`: which versions and which Go made the binaries beside it, how long that
- * took and how big each is. The build has steps (one Go module each: kubernetes, etcd, containerd, kwok); a step is
+ * took and how big each is. The build has steps (one Go module each: kubernetes, etcd, containerd, kwok,
+ * local-path); a step is
  * skipped when the stamp records its pinned version, the machine's Go is the stamp's, and each of its binaries is
  * still there, so bumping one pin (or adding a step) rebuilds only that step (pure decision; the caller reads the
  * files).
  */
 
 /** The build's steps, in build order: each is one Go module with its own pinned version. */
-export const BUILD_STEPS = ["kubernetes", "etcd", "containerd", "kwok"] as const;
+export const BUILD_STEPS = ["kubernetes", "etcd", "containerd", "kwok", "local-path"] as const;
 
 /** One build step. */
 export type BuildStep = (typeof BUILD_STEPS)[number];
@@ -18,7 +19,7 @@ export type BuildInputs = Readonly<Record<BuildStep, string>> & { readonly go: s
 /** The stamp written after a successful build; a step missing from it (a stamp from before it existed) is unbuilt. */
 export type BuildStamp = Readonly<Partial<Record<BuildStep, string>>> & {
   readonly go: string;
-  /** Wall-clock seconds per step (`kubernetes`, `etcd`, `containerd`, `kwok`), downloads included. */
+  /** Wall-clock seconds per step (`kubernetes`, ..., `local-path`), downloads included. */
   readonly seconds: Readonly<Record<string, number>>;
   /** Size in bytes of each binary, by file name. */
   readonly sizes: Readonly<Record<string, number>>;

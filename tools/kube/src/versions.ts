@@ -11,6 +11,10 @@
  * - kwok v0.8.0: the newest release the Go module proxy serves here (`go list -m -versions sigs.k8s.io/kwok`);
  *   only its controller (cmd/kwok), which simulates nodes and their pods for the scale bench. Its go.mod asks for
  *   go 1.26.0 and pins k8s.io/* v0.36.1, so it gets a module of its own.
+ * - local-path-provisioner v0.0.30: Rancher's provisioner, the lane's default StorageClass `local-path`
+ *   (local-path.ts; ADR 0007); the newest release on the Go module proxy (`go list -m -versions
+ *   github.com/rancher/local-path-provisioner`). Its go.mod asks for go 1.23.0 and pins k8s.io/* v0.30.0. Built
+ *   without cgo: its image has nothing but the binary.
  */
 
 /** The Kubernetes release (module k8s.io/kubernetes; its staging modules are the matching v0.X.Y tags). */
@@ -24,6 +28,9 @@ export const CONTAINERD_VERSION = "v2.4.2";
 
 /** The kwok release (module sigs.k8s.io/kwok). */
 export const KWOK_VERSION = "v0.8.0";
+
+/** The local-path-provisioner release (module github.com/rancher/local-path-provisioner). */
+export const LOCAL_PATH_VERSION = "v0.0.30";
 
 /** The build tags containerd is compiled with: only the overlayfs and native snapshotters are needed here. */
 export const CONTAINERD_TAGS = "no_btrfs,no_devmapper,no_zfs";
@@ -59,6 +66,11 @@ export const CONTAINERD_BINARIES: readonly BinarySpec[] = [
 
 /** What the kwok module builds: the controller that fakes nodes and pods (not kwokctl, which runs clusters). */
 export const KWOK_BINARIES: readonly BinarySpec[] = [{ name: "kwok", pkg: "sigs.k8s.io/kwok/cmd/kwok" }];
+
+/** What the local-path-provisioner module builds: its one command (the module's root package is `main`). */
+export const LOCAL_PATH_BINARIES: readonly BinarySpec[] = [
+  { name: "local-path-provisioner", pkg: "github.com/rancher/local-path-provisioner" },
+];
 
 /** The staging modules' version for a Kubernetes release: v1.37.2 -> v0.37.2 (how Kubernetes tags them). */
 export function stagingVersion(kubernetesVersion: string): string {
