@@ -284,6 +284,31 @@ describe("planVmi", () => {
       [{ kind: "prepare-target", on: "target", migrationUid: "mig-1" }],
     ],
     [
+      // Killing it then would race the source's cancel: a stream cut before the cancel fails the abort.
+      "leaves a waiting target alone on abortRequested until the source reports the migration over",
+      vmi("Running", { migrationState: ms({ abortRequested: true }) }),
+      facts(undefined),
+      info("IncomingMigration"),
+      "node02",
+      [],
+    ],
+    [
+      "does not prepare a target for a migration already asked to abort",
+      vmi("Running", { migrationState: ms({ abortRequested: true }) }),
+      facts(undefined),
+      info("NoDomain", { pod: { name: "virt-launcher-vm1-b", uid: "pod-b" } }),
+      "node02",
+      [],
+    ],
+    [
+      "kills a waiting target once the source reports the canceled migration failed",
+      vmi("Running", { migrationState: ms({ abortRequested: true, abortStatus: "Succeeded", failed: true }) }),
+      facts(undefined),
+      info("IncomingMigration"),
+      "node02",
+      [{ kind: "kill", on: "target" }],
+    ],
+    [
       "kills a waiting target when the migration failed",
       vmi("Running", { migrationState: ms({ failed: true }) }),
       facts(undefined),

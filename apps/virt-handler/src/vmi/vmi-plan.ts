@@ -11,7 +11,8 @@
  *     target launcher NoDomain, migration open     -> prepare-target
  *     target launcher Ready, its secret not published
  *       by this handler process (it restarted)     -> prepare-target again (the launcher answers the same)
- *     migration failed/aborted, launcher waiting   -> kill the target launcher
+ *     migration failed (a cancel too, once the
+ *       source reports it), launcher waiting       -> kill the target launcher (abortRequested alone: wait)
  */
 import { DEFAULT_GRACE_PERIOD_SECONDS, type VirtualMachineInstance } from "@kvt/api";
 import type { DomainInfo, MigrateRequestOptions } from "@kvt/launcher-rpc";
@@ -92,10 +93,12 @@ function planTarget(
 ): HandlerAction[] {
   const ms = vmi.status?.migrationState;
   if (!ms?.migrationUid || ms.targetNode !== nodeName || !target) return [];
-  const over = ms.failed === true || ms.abortRequested === true;
-  if (over)
+  // Over once the source reports it failed (a cancel ends so too: sourceMigrationStatus). Not on abortRequested
+  // alone: killing the target then races the source's cancel, and a stream cut first fails the abort (abortStatus
+  // Failed; seen on real nodes, where both handlers see the request at the same moment).
+  if (ms.failed === true)
     return target.state === "IncomingMigration" || target.state === "NoDomain" ? [{ kind: "kill", on: "target" }] : [];
-  if (ms.completed) return [];
+  if (ms.completed || ms.abortRequested) return [];
   const prepare: HandlerAction = { kind: "prepare-target", on: "target", migrationUid: ms.migrationUid };
   if (target.state === "NoDomain") return [prepare];
   // Prepared before this handler (re)started: it may have died between the launcher's answer and publishing the
