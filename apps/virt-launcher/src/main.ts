@@ -27,16 +27,18 @@
  */
 import { chmodSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
+import type { Logger } from "@kvt/observability";
 import { createLogger } from "@kvt/observability/logger";
 import { startTracing } from "@kvt/observability/tracing";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
+import { markConsoleDone } from "./domain/console-log-done.ts";
 import { acquireVmiLock, type VmiLock, VmiLockedError } from "./fencing/vmi-lock.ts";
 import { startLauncherApp } from "./launcher-app.ts";
 import { type LauncherDirs, launcherDirs } from "./launcher-dirs.ts";
 import { parseUseEmulation } from "./machine/backend-choice.ts";
 import { machineFactory } from "./machine/create-machine.ts";
-import { launcherNetwork, processHoldsNetAdmin } from "./network/launcher-network.ts";
+import { type LauncherNetwork, launcherNetwork, processHoldsNetAdmin } from "./network/launcher-network.ts";
 import { parseVolumeMounts, type VolumeMount } from "./vmi/disks.ts";
 import { imageStoreResolver } from "./vmi/image-store.ts";
 import { podImageResolver } from "./vmi/image-volumes.ts";
@@ -114,18 +116,14 @@ await main({
       // The fencing lock beside the socket: the pod's sockets volume, or the directory launchers run by hand share.
       lock = acquireVmiLock(dirs.socketDir, source.identity.uid);
       const { workDir } = dirs;
+      const consoleLog = values["console-log"] ?? dirs.consoleLog;
       const storeRoot = values["image-store"] ?? env.KVT_IMAGE_STORE ?? DEFAULT_IMAGE_STORE;
       const log = logger.child({
         namespace: source.identity.namespace,
         name: source.identity.name,
         uid: source.identity.uid,
       });
-      const network = launcherNetwork(env.POD_IP, env.POD_IP ? processHoldsNetAdmin() : false);
-      if (network.podIp && !network.inPodNetwork)
-        log.info(
-          { podIp: network.podIp },
-          "no CAP_NET_ADMIN in the pod: the pod network is left to the node (migrations listen on the pod IP)",
-        );
+      const network = podNetworkPlacement(log);
       const app = await startLauncherApp({
         identity: {
           ...source.identity,
@@ -134,7 +132,7 @@ await main({
         },
         ...(source.vmi ? { vmi: source.vmi } : {}),
         socketPath: dirs.socketPath,
-        consoleLogPath: values["console-log"] ?? dirs.consoleLog,
+        consoleLogPath: consoleLog,
         toSpec: (vmi, role) =>
           buildMachineSpec(
             vmi,
@@ -169,6 +167,7 @@ await main({
       // No guest here any more (shut down, crashed or migrated away): a launcher of the same VMI may start (a
       // migration back to this node) while this one finishes exiting.
       lock.release();
+      if (consoleLog) markConsoleDone(consoleLog); // guest-console-log's virt-tail ends: the pod can complete
       signal.removeEventListener("abort", onTerm);
       log.info({ outcome }, "guest gone; launcher exiting");
       await app.close();
@@ -227,6 +226,18 @@ function podDirs(
   }
   if (dirs.consoleLog) mkdirSync(dirname(dirs.consoleLog), { recursive: true, mode: 0o755 });
   return { mounts, dirs };
+}
+
+/** Where this launcher is on the network (network/launcher-network.ts), logged when it leaves the wiring alone. */
+function podNetworkPlacement(log: Logger): LauncherNetwork {
+  const podIp = process.env.POD_IP;
+  const network = launcherNetwork(podIp, podIp ? processHoldsNetAdmin() : false);
+  if (network.podIp && !network.inPodNetwork)
+    log.info(
+      { podIp: network.podIp },
+      "no CAP_NET_ADMIN in the pod: the pod network is left to the node (migrations listen on the pod IP)",
+    );
+  return network;
 }
 
 /** The launcher could not start serving. */

@@ -3,7 +3,9 @@
  * virt-tail: the launcher pod's `guest-console-log` container (KubeVirt's cmd/virt-tail). Copies the guest's serial
  * console log, which virt-launcher writes in the pod's `private` volume and rotates, to this container's stdout, so
  * `kubectl logs <pod> -c guest-console-log` shows the console. Waits for the file to appear, follows it by name
- * across rotations, and ends on SIGTERM (the kubelet's, when the pod goes away).
+ * across rotations, and ends on SIGTERM (the kubelet's, when the pod goes away) or, as KubeVirt's, once the
+ * launcher has written `<logfile>-sigTerm-done` (its guest is gone: domain/console-log-done.ts), so the pod
+ * completes when its compute container has exited.
  *
  *   command: virt-tail --logfile /var/run/kubevirt-private/<vmi uid>/virt-serial0-log
  *
@@ -11,6 +13,11 @@
  */
 import { followFile, main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
+import { consoleDone } from "./domain/console-log-done.ts";
+
+/** How often the launcher's done marker is looked for, and how long the last bytes are copied after it (ms). */
+const POLL_MS = 500;
+const DRAIN_MS = 600;
 
 await main({
   name: "virt-tail",
@@ -23,8 +30,18 @@ await main({
       process.stderr.write("virt-tail: --logfile is required\n");
       return 2;
     }
-    const stop = followFile(values.logfile, 1);
-    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    const logfile = values.logfile;
+    const stop = followFile(logfile, 1);
+    await new Promise<void>((resolve) => {
+      signal.addEventListener("abort", () => resolve(), { once: true });
+      // The launcher is done (console-log-done.ts): copy what it wrote last, then end, so the pod can complete.
+      const poll = setInterval(() => {
+        if (!consoleDone(logfile)) return;
+        clearInterval(poll);
+        setTimeout(resolve, DRAIN_MS);
+      }, POLL_MS);
+      signal.addEventListener("abort", () => clearInterval(poll), { once: true });
+    });
     stop();
     return 0;
   },
