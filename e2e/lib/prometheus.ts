@@ -31,7 +31,9 @@ export interface Prometheus {
 export function prometheusBinary(): string | undefined {
   if (existsSync("/usr/bin/prometheus")) return "/usr/bin/prometheus";
   if (process.getuid?.() !== 0) return undefined;
-  execFileSync("apt-get", ["install", "-y", "--no-install-recommends", "prometheus"], { stdio: "ignore" });
+  execFileSync("apt-get", ["-o", "DPkg::Lock::Timeout=600", "install", "-y", "--no-install-recommends", "prometheus"], {
+    stdio: "ignore",
+  });
   return existsSync("/usr/bin/prometheus") ? "/usr/bin/prometheus" : undefined;
 }
 

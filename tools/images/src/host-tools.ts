@@ -46,12 +46,14 @@ export async function ensureHostTools(tools: readonly HostTool[], log: (line: st
   if (process.getuid?.() !== 0) throw new HostToolError(`Missing Debian packages; as root run: ${fix}`);
   log(`installing Debian packages: ${missing.join(" ")}`);
   const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  const args = ["install", "-y", "--no-install-recommends", ...missing];
+  // Another install may hold dpkg's lock (tests and builds install in parallel on a fresh machine): wait for it.
+  const lock = ["-o", "DPkg::Lock::Timeout=600"];
+  const args = [...lock, "install", "-y", "--no-install-recommends", ...missing];
   try {
     await run("apt-get", args, { env });
   } catch {
     // Stale package lists are the usual cause on a fresh machine: refresh them once and retry.
-    await run("apt-get", ["update"], { env });
+    await run("apt-get", [...lock, "update"], { env });
     await run("apt-get", args, { env });
   }
 }

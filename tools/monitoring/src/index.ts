@@ -16,3 +16,5 @@ export { allQueries, DASHBOARDS, type Dashboard, type Panel, renderDashboard, ty
 
 /** Absolute path of the Prometheus rules file. */
 export const RULES_FILE: string = new URL("../rules/kubevirt-ts.rules.yaml", import.meta.url).pathname;
+/** Prometheus's promtool for the tests that check rules (installed from Debian when missing, as root). */
+export { ensurePromtool } from "./promtool.ts";

@@ -1,9 +1,10 @@
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { isKnownMetric, METRICS, metricNamesIn } from "./catalog.ts";
 import { allQueries, DASHBOARDS, renderDashboard } from "./dashboards.ts";
+import { ensurePromtool } from "./promtool.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 const rulesFile = `${root}rules/kubevirt-ts.rules.yaml`;
@@ -13,26 +14,6 @@ interface RuleFile {
 }
 const rules = (parse(readFileSync(rulesFile, "utf8")) as RuleFile).groups.flatMap((g) => g.rules);
 const recorded = rules.flatMap((r) => (r.record ? [r.record] : []));
-
-function promtool(): string | undefined {
-  if (spawnSync("promtool", ["--version"]).status === 0) return "promtool";
-  if (process.getuid?.() === 0) {
-    // Tests may install Debian packages they need (CI runs as root with the Debian mirror reachable).
-    spawnSync("apt-get", ["install", "-y", "-q", "prometheus"], {
-      stdio: "ignore",
-      env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
-    });
-    if (spawnSync("promtool", ["--version"]).status !== 0) {
-      spawnSync("apt-get", ["update", "-q"], { stdio: "ignore" });
-      spawnSync("apt-get", ["install", "-y", "-q", "prometheus"], {
-        stdio: "ignore",
-        env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
-      });
-    }
-    if (spawnSync("promtool", ["--version"]).status === 0) return "promtool";
-  }
-  return undefined;
-}
 
 describe("dashboards", () => {
   it.each(Object.keys(DASHBOARDS))("%s on disk matches the generator (run npm run gen -w @kvt/monitoring)", (file) => {
@@ -74,9 +55,8 @@ describe("rules", () => {
     for (const r of rules.filter((x) => x.alert)) expect(runbooks).toContain(`## ${r.alert}\n`);
   });
 
-  it("pass promtool check rules and promtool test rules", () => {
-    const tool = promtool();
-    if (!tool) throw new Error("promtool is missing: install it with `apt-get install -y prometheus` (Debian)");
+  it("pass promtool check rules and promtool test rules", async () => {
+    const tool = await ensurePromtool();
     execFileSync(tool, ["check", "rules", rulesFile], { encoding: "utf8" });
     const out = execFileSync(tool, ["test", "rules", `${root}rules/kubevirt-ts.rules.test.yaml`], { encoding: "utf8" });
     expect(out).toContain("SUCCESS");

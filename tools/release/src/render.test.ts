@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { customResourceDefinitions } from "@kvt/api";
+import { ensurePromtool } from "@kvt/monitoring";
 import { SUBRESOURCE_NAMES } from "@kvt/virt-api/lib";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
@@ -280,13 +281,14 @@ describe("monitoring", () => {
     }
   });
 
-  it("the PrometheusRule's groups pass `promtool check rules`", () => {
+  it("the PrometheusRule's groups pass `promtool check rules`", async () => {
+    const promtool = await ensurePromtool();
     const rule = find("PrometheusRule", "prometheus-kubevirt-rules") as Obj & { spec: unknown };
     const dir = mkdtempSync(join(tmpdir(), "kvt-release-"));
     try {
       const file = join(dir, "rules.json");
       writeFileSync(file, JSON.stringify(rule.spec));
-      expect(execFileSync("promtool", ["check", "rules", file], { encoding: "utf8" })).toContain("SUCCESS");
+      expect(execFileSync(promtool, ["check", "rules", file], { encoding: "utf8" })).toContain("SUCCESS");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -31,9 +31,11 @@ export function ensureIsoTools(): void {
   if (missing.length > 0 && process.getuid?.() === 0) {
     const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
     const pkgs = missing.map((t) => PACKAGES[t]);
-    if (spawnSync("apt-get", ["install", "-y", "-q", ...pkgs], { stdio: "ignore", env }).status !== 0) {
-      spawnSync("apt-get", ["update", "-q"], { stdio: "ignore", env });
-      spawnSync("apt-get", ["install", "-y", "-q", ...pkgs], { stdio: "ignore", env });
+    // Other tests may be installing packages at the same time: wait for dpkg's lock rather than fail on it.
+    const install = ["-o", "DPkg::Lock::Timeout=600", "install", "-y", "-q", ...pkgs];
+    if (spawnSync("apt-get", install, { stdio: "ignore", env }).status !== 0) {
+      spawnSync("apt-get", ["-o", "DPkg::Lock::Timeout=600", "update", "-q"], { stdio: "ignore", env });
+      spawnSync("apt-get", install, { stdio: "ignore", env });
     }
   }
   const still = Object.keys(PACKAGES).filter((t) => t !== "fuseiso" && !present(t));
