@@ -255,8 +255,10 @@ describe.skipIf(!hasKvm())("native live migration between two launcher processes
       const { result } = resultOf(source, uid);
       expect(result.ok).toBe(false);
       expect(result.failureReason).toMatch(why);
-      const info = await source.client.info();
-      expect(info).toMatchObject({ state: "Running", migration: { migrationUid: uid, phase: "Failed" } });
+      // The source resumes its guest just after it reports the failure: look until it has (bounded).
+      await expect
+        .poll(() => source.client.info(), { timeout: 10_000 })
+        .toMatchObject({ state: "Running", migration: { migrationUid: uid, phase: "Failed" } });
       expect(await exitOf(target, "the failed target launcher")).toBe(1); // its guest never ran
       expect(await exitOf(source, "the source launcher (its guest finishing its lines)")).toBe(0);
       expect(source.console().split("\n")).toEqual((await expected).split("\n"));
