@@ -62,7 +62,11 @@ import type { Logger } from "pino";
 import type { Registry } from "prom-client";
 import { BUNDLE_TARGET_TYPES, CertificateManager } from "./certificates/cert-manager.ts";
 import { EvacuationController } from "./evacuation/evacuation-controller.ts";
-import { type ClusterObjectView, CommonInstancetypesController } from "./kubevirt/common-instancetypes.ts";
+import {
+  BUNDLED_KINDS,
+  type ClusterObjectView,
+  CommonInstancetypesController,
+} from "./kubevirt/common-instancetypes.ts";
 import { APPS_V1, KubeVirtStatusController } from "./kubevirt/kubevirt-status.ts";
 import type { ControllerMetrics } from "./metrics/controller-metrics.ts";
 import { MigrationController, migrationVmiIndex } from "./migration/migration-controller.ts";
@@ -399,13 +403,12 @@ export class VirtControllerApp {
    * Its informers are not required: the other controllers do not wait for them.
    */
   #commonInstancetypes(transport: RestTransport, kubevirts: Informer<KubeVirt>): void {
-    const kinds = ["VirtualMachineClusterInstancetype", "VirtualMachineClusterPreference"] as const;
     const clients = new Map(
-      kinds.map((k) => [k, resourceClient<ClusterObjectView>(transport, instancetypeResourceType(k))] as const),
+      BUNDLED_KINDS.map((k) => [k, resourceClient<ClusterObjectView>(transport, instancetypeResourceType(k))] as const),
     );
     const logger = this.#o.logger;
     const informers = new Map(
-      kinds.map((k) => [
+      BUNDLED_KINDS.map((k) => [
         k,
         this.#informer(new Informer<ClusterObjectView>({ client: clients.get(k)!, logger }), false),
       ]),

@@ -36,6 +36,12 @@ const BUNDLE_VERSION_LABEL = "instancetype.kubevirt.io/common-instancetypes-vers
 
 type BundledKind = BundledObject["kind"];
 
+/** The two kinds the bundle holds, each read from its own informer. */
+export const BUNDLED_KINDS: readonly BundledKind[] = [
+  "VirtualMachineClusterInstancetype",
+  "VirtualMachineClusterPreference",
+];
+
 /** A cluster instancetype or preference as stored (the fields compared here). */
 export interface ClusterObjectView extends KubeObject {
   readonly kind?: string;
@@ -78,7 +84,7 @@ function matches(have: ClusterObjectView, want: BundledObject): boolean {
 }
 
 /**
- * The writes that bring `existing` (both kinds, as stored) in line with `bundle`. `inSync(kind, name, o)` says an
+ * The writes that bring `existing` (both kinds, as stored) in line with `bundle`. `inSync(kind, o)` says an
  * object is as this controller last wrote it (its generation unchanged since), so a server that stores a spec a
  * little differently from the one sent is not rewritten forever.
  */
@@ -88,8 +94,10 @@ export function planCommonInstancetypes(
   enabled: boolean,
   inSync: (kind: BundledKind, o: ClusterObjectView) => boolean = () => false,
 ): CommonInstancetypesPlan {
-  const stored = (kind: BundledKind, name: string): ClusterObjectView | undefined =>
-    existing.get(kind)?.find((o) => o.metadata?.name === name);
+  const byKey = new Map(
+    [...existing].flatMap(([kind, objects]) => objects.map((o) => [`${kind}/${o.metadata?.name}`, o] as const)),
+  );
+  const stored = (kind: BundledKind, name: string): ClusterObjectView | undefined => byKey.get(`${kind}/${name}`);
   const create: BundledObject[] = [];
   const update: BundledObject[] = [];
   const remove: { kind: BundledKind; name: string }[] = [];
@@ -106,8 +114,8 @@ export function planCommonInstancetypes(
     }
     const ours = isManaged(have) || have.metadata?.labels?.[BUNDLE_VERSION_LABEL] !== undefined;
     if (!ours || inSync(obj.kind, have) || matches(have, want)) continue;
-    // Replace: the bundle's object, keeping what the server and others added to its metadata.
-    const replacement = structuredClone(want) as BundledObject & { metadata: KubeObject["metadata"] };
+    // Replace: the bundle's object (a fresh copy), keeping what the server and others added to its metadata.
+    const replacement = want as BundledObject & { metadata: KubeObject["metadata"] };
     replacement.metadata = {
       ...have.metadata,
       name: obj.metadata.name,
@@ -148,8 +156,7 @@ export class CommonInstancetypesController implements Reconciler {
   async reconcile(_key: unknown, ctx: ReconcileContext): Promise<Result> {
     const kv = this.#d.kubevirt();
     if (!kv) return {}; // woken again when the CR appears
-    const kinds: BundledKind[] = ["VirtualMachineClusterInstancetype", "VirtualMachineClusterPreference"];
-    const existing = new Map(kinds.map((k) => [k, this.#d.stored(k)] as const));
+    const existing = new Map(BUNDLED_KINDS.map((k) => [k, this.#d.stored(k)] as const));
     const inSync = (kind: BundledKind, o: ClusterObjectView): boolean =>
       o.metadata?.generation !== undefined && this.#written.get(`${kind}/${o.metadata.name}`) === o.metadata.generation;
     const plan = planCommonInstancetypes(this.#d.bundle(), existing, deploymentEnabled(kv), inSync);
