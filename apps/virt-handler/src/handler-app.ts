@@ -36,6 +36,7 @@ import { OrphanReaper } from "./launchers/orphans.ts";
 import { registerHandlerMetrics } from "./metrics/handler-metrics.ts";
 import { registerVmiMetrics } from "./metrics/vmi-metrics.ts";
 import { HandlerMigrationSecrets, type PinSourceCertificate } from "./migration/migration-secrets.ts";
+import { PodNetworkWiring } from "./network/pod-network-wiring.ts";
 import { NodeHeartbeat } from "./node/heartbeat.ts";
 import { reconcileParent } from "./tracing/migration-trace.ts";
 import { VmiController, type VmiStatusWriter } from "./vmi/vmi-controller.ts";
@@ -73,6 +74,11 @@ export interface HandlerAppOptions {
   readonly devicePluginsDir?: string;
   /** Slots each device plugin advertises (KubeVirt's --max-devices, 1000). */
   readonly maxDevices?: number;
+  /**
+   * Plumb launcher pods' networks from here (main.ts --wire-pod-network; needs hostPID and privileges, as the
+   * release's DaemonSet has): launchers without CAP_NET_ADMIN then only serve what the handler plumbed.
+   */
+  readonly wirePodNetwork?: boolean;
 }
 
 /** A running handler. */
@@ -213,6 +219,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
     launchers,
     secrets,
     syncAddress: () => syncAddress,
+    ...(o.wirePodNetwork ? { podNetwork: new PodNetworkWiring() } : {}),
   });
   const runner = new Runner({
     controller: "vmi",

@@ -45,6 +45,7 @@ await main({
     "log-level": { type: "string" },
     "device-plugins-dir": { type: "string" },
     "max-devices": { type: "string" },
+    "wire-pod-network": { type: "boolean" },
   },
   details: [
     "  --node-name NAME      this node (env NODE_NAME)",
@@ -68,6 +69,9 @@ await main({
     "  --device-plugins-dir DIR  the kubelet's device plugins directory: kubelet.sock is there, and the plugins for",
     "                        devices.kubevirt.io/kvm, tun and vhost-net serve there (default /var/lib/kubelet/device-plugins)",
     "  --max-devices N       slots each device plugin advertises (default 1000)",
+    "  --wire-pod-network    plumb each launcher pod's network (bridge, tap, NAT) from here, entering the pod's",
+    "                        namespace through /proc/<launcher pid>/ns/net (needs hostPID and privileges, as",
+    "                        KubeVirt's handler); launchers without CAP_NET_ADMIN then only serve DHCP",
   ],
   async run({ values }, signal) {
     const nodeName = values["node-name"] ?? process.env.NODE_NAME;
@@ -138,6 +142,7 @@ await main({
         tls: tls.initial,
         devicePluginsDir: values["device-plugins-dir"] ?? DEFAULT_DEVICE_PLUGINS_DIR,
         maxDevices,
+        wirePodNetwork: values["wire-pod-network"] === true,
       });
       // A renewed kubevirt-virt-handler-server-certs or a rotated CA bundle is taken without a restart.
       tls.follow((material) => app.updateTls(material));

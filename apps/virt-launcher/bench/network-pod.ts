@@ -22,6 +22,7 @@
  */
 import { createInterface } from "node:readline";
 import { createLogger } from "@kvt/observability";
+import { type MasqueradePlan, MIGRATION_PORTS, wirePodNetwork } from "@kvt/pod-network";
 import { nativeVmm } from "@kvt/vmm";
 import type {
   Machine,
@@ -32,8 +33,6 @@ import type {
 } from "../src/machine/machine.ts";
 import { NativeMachine } from "../src/machine/native/native-machine.ts";
 import { QemuMachine } from "../src/machine/qemu/qemu-machine.ts";
-import { type MasqueradePlan, MIGRATION_PORTS } from "../src/network/masquerade-plan.ts";
-import { wirePodNetwork } from "../src/network/pod-network.ts";
 
 /** What one pod runs. */
 export interface NetworkPodConfig {

@@ -43,10 +43,10 @@ import {
   serviceRoutes,
   staleFlows,
 } from "@kvt/local-cluster";
+import { type MasqueradePlan, planMasquerade } from "@kvt/pod-network";
 import { benchLane, kvmRunsLinux } from "@kvt/vmm";
 import type { MachineSpec, MigrationResult } from "../src/machine/machine.ts";
 import { migrationTlsPair } from "../src/machine/migration-tls.test-util.ts";
-import { type MasqueradePlan, planMasquerade } from "../src/network/masquerade-plan.ts";
 import { imageStoreResolver } from "../src/vmi/image-store.ts";
 import { buildNoCloudDisk } from "../src/volumes/cloud-init-disks.ts";
 import {

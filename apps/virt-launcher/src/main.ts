@@ -143,8 +143,8 @@ await main({
           logger: log,
           useEmulation,
           // In its pod's own network: the target listens on the pod IP at KubeVirt's migration port (the
-          // masquerade binding never forwards it to the guest); the binding is wired here only by a launcher
-          // holding CAP_NET_ADMIN (the process-kubelet's), see launcher-network.ts.
+          // masquerade binding never forwards it to the guest); the binding is plumbed here only by a launcher
+          // holding CAP_NET_ADMIN (the process-kubelet's), else by virt-handler, see launcher-network.ts.
           ...network,
         }),
         logger: log,
@@ -228,15 +228,12 @@ function podDirs(
   return { mounts, dirs };
 }
 
-/** Where this launcher is on the network (network/launcher-network.ts), logged when it leaves the wiring alone. */
+/** Where this launcher is on the network (network/launcher-network.ts), logged when the node plumbs the pod. */
 function podNetworkPlacement(log: Logger): LauncherNetwork {
   const podIp = process.env.POD_IP;
   const network = launcherNetwork(podIp, podIp ? processHoldsNetAdmin() : false);
-  if (network.podIp && !network.inPodNetwork)
-    log.info(
-      { podIp: network.podIp },
-      "no CAP_NET_ADMIN in the pod: the pod network is left to the node (migrations listen on the pod IP)",
-    );
+  if (network.podNetworkWiring === "node")
+    log.info({ podIp: network.podIp }, "no CAP_NET_ADMIN in the pod: virt-handler plumbs the pod network");
   return network;
 }
 

@@ -26,7 +26,15 @@ import { type AppBundle, bundleApp } from "./app-bundle.ts";
 import { debianRoot } from "./debian-root.ts";
 import { BUILD_TOOLS, ensureHostTools } from "./host-tools.ts";
 import { LayerDir } from "./layer-dir.ts";
-import { NODE_PATH, stageApp, stageBase, stageCommand, stageContainerDisk, stageQemu } from "./layers.ts";
+import {
+  NODE_PATH,
+  stageApp,
+  stageBase,
+  stageCommand,
+  stageContainerDisk,
+  stageNetTools,
+  stageQemu,
+} from "./layers.ts";
 import { type ImageConfig, OciLayout } from "./oci-layout.ts";
 import {
   type ComponentImage,
@@ -141,7 +149,7 @@ async function commandBundle(app: string, command: ImageCommand, work: string): 
 function appConfig(image: ComponentImage, entry: string): ImageConfig {
   return {
     entrypoint: [NODE_PATH, entry],
-    env: ["PATH=/usr/local/bin:/usr/bin:/bin"],
+    env: ["PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
     user: image.user,
     workingDir: "/",
     labels: {
@@ -183,6 +191,10 @@ export async function buildImages(options: BuildImagesOptions = {}): Promise<Bui
   const qemuDir = new LayerDir(join(work, "stage/qemu"));
   await stageQemu(tree, qemuDir, baseLibs);
   const qemu = await layerStage(layout, base, "stage-qemu", qemuDir);
+  log("staging the network tools layer (nsenter, ip, nft)");
+  const netToolsDir = new LayerDir(join(work, "stage/net-tools"));
+  await stageNetTools(tree, netToolsDir, baseLibs);
+  const netTools = await layerStage(layout, base, "stage-net-tools", netToolsDir);
 
   for (const image of IMAGES) {
     log(`bundling ${image.tag}`);
@@ -194,7 +206,7 @@ export async function buildImages(options: BuildImagesOptions = {}): Promise<Bui
       stageCommand(appDir, command.path, own.entry);
       if (own !== bundle) await stageApp(appDir, command.name, own, addonPath);
     }
-    const parent = image.qemu ? qemu : base;
+    const parent = image.qemu ? qemu : image.netTools ? netTools : base;
     done(await layerStage(layout, parent, image.tag, appDir, appConfig(image, bundle.entry)), image.reference);
   }
 

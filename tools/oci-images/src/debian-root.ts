@@ -33,8 +33,19 @@ export const DEBIAN_SOURCES: readonly string[] = [
   `deb http://deb.debian.org/debian-security ${DEBIAN_SUITE}-security main`,
 ];
 
-/** Packages unpacked into the tree: the C and C++ runtimes Node and the addon link to, and QEMU for TCG. */
-export const DEBIAN_PACKAGES: readonly string[] = ["libc6", "libgcc-s1", "libstdc++6", "qemu-system-x86"];
+/**
+ * Packages unpacked into the tree: the C and C++ runtimes Node and the addon link to, QEMU for TCG, and the tools
+ * virt-handler plumbs launcher pods' networks with (nsenter from util-linux, ip from iproute2, nft from nftables).
+ */
+export const DEBIAN_PACKAGES: readonly string[] = [
+  "libc6",
+  "libgcc-s1",
+  "libstdc++6",
+  "qemu-system-x86",
+  "util-linux",
+  "iproute2",
+  "nftables",
+];
 
 /** The dynamic loader every x86-64 glibc program names as its interpreter. */
 export const LOADER = "/lib64/ld-linux-x86-64.so.2";

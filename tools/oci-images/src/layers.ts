@@ -5,7 +5,8 @@
  * demo-linux,      [containerDisk: /image.json, /boot/vmlinuz, /boot/initrd.img, /disk/* when the image has a disk;
  * test-guest        107:107]
  * virt-launcher:   [app: bundle + addon] -> [qemu: TCG only] -> [base]
- * virt-api, virt-controller, virt-handler:  [app: bundle (+ addon when it loads it)] -> [base]
+ * virt-handler:    [app: bundle (+ addon)] -> [net tools: nsenter, ip, nft] -> [base]
+ * virt-api, virt-controller:  [app: bundle (+ addon when it loads it)] -> [base]
  * base:            glibc's loader and the libraries Node and the addon link to, Node 24 (stripped), /etc/passwd
  * ```
  * No shell, package manager or coreutils in any image: only what the entrypoint runs.
@@ -89,6 +90,18 @@ export async function stageQemu(tree: string, layer: LayerDir, baseLibs: readonl
   copyFromTree(tree, layer, QEMU_TCG_MODULE);
   for (const fw of QEMU_FIRMWARE) copyFromTree(tree, layer, fw);
   copyCopyrights(tree, layer);
+}
+
+/** The programs virt-handler plumbs launcher pods' networks with (@kvt/pod-network), at Debian's paths. */
+export const NET_TOOLS = ["/usr/bin/nsenter", "/bin/ip", "/usr/sbin/nft"] as const;
+
+/** Stages virt-handler's network tools layer: {@link NET_TOOLS}, their libraries not in `baseLibs`, copyrights. */
+export async function stageNetTools(tree: string, layer: LayerDir, baseLibs: readonly string[]): Promise<void> {
+  const have = new Set(baseLibs);
+  const libs = await elfClosure(tree, [...NET_TOOLS]);
+  for (const lib of libs) if (!have.has(lib)) copyFromTree(tree, layer, lib);
+  for (const tool of NET_TOOLS) copyFromTree(tree, layer, tool);
+  copyCopyrights(tree, layer, ["util-linux", "iproute2", "nftables", "libnftables1", "libnftnl11", "libmnl0"]);
 }
 
 /**

@@ -15,6 +15,8 @@ export interface ComponentImage {
   readonly user: string;
   /** Whether the image carries QEMU (the launcher's software-emulation backend). */
   readonly qemu: boolean;
+  /** Whether the image carries nsenter, ip and nft (virt-handler plumbs launcher pods' networks with them). */
+  readonly netTools?: boolean;
   /**
    * Commands the pods that run this image name (not its entrypoint): an executable at `path` that runs the app's
    * `apps/<tag>/src/<source>.ts`, bundled as `<name>`. virt-controller renders the launcher pod's containers with
@@ -64,7 +66,7 @@ const LAUNCHER_COMMANDS: readonly ImageCommand[] = [
 export const IMAGES: readonly ComponentImage[] = [
   component("virt-api", "1001", false, "KubeVirt-compatible admission webhooks and subresources"),
   component("virt-controller", "1001", false, "KubeVirt-compatible cluster controllers"),
-  component("virt-handler", "0", false, "KubeVirt-compatible node agent"),
+  { ...component("virt-handler", "0", false, "KubeVirt-compatible node agent"), netTools: true },
   component(
     "virt-launcher",
     "107",

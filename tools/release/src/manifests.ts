@@ -72,6 +72,13 @@ function workloadManifests(component: Component, namespace: string, version: str
       notes: [
         probeNote,
         {
+          path: [...pod, "hostPID"],
+          comment:
+            "hostPID: --wire-pod-network plumbs each launcher pod's network as KubeVirt's handler does: it finds the " +
+            "launcher's process (pod uid in /proc/<pid>/cgroup, its socket under /proc/<pid>/root) and enters " +
+            "/proc/<pid>/ns/net; the launcher (user 107, no capabilities) only opens the tap and serves DHCP.",
+        },
+        {
           path: [...pod, "containers", 0, "securityContext"],
           comment:
             "privileged: the device plugins (devices.kubevirt.io/kvm, tun, vhost-net) follow the host's /dev/kvm, " +
@@ -85,7 +92,7 @@ function workloadManifests(component: Component, namespace: string, version: str
             "hostPath /var/lib/kubelet/pods, read-only at /pods: each launcher's socket is in its pod's sockets " +
             "emptyDir there (<pod uid>/volumes/kubernetes.io~empty-dir/sockets/launcher-sock; --kubelet-pods-dir " +
             "/pods, short as KubeVirt's kubelet-pods-shortened: a unix socket path ends at 107 bytes). No " +
-            "hostNetwork and no hostPID: virt-api calls the pod IP, launchers are reached through their sockets.",
+            "hostNetwork: virt-api calls the pod IP, launchers are reached through their sockets.",
         },
         {
           path: [...pod, "volumes", 2],

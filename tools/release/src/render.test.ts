@@ -230,10 +230,11 @@ describe("workloads", () => {
     expect(role.rules.some((r) => r.resourceNames?.includes("virt-controller"))).toBe(true);
   });
 
-  it("virt-handler: privileged with two host paths, no host network or PID, each justified in a comment", () => {
+  it("virt-handler: privileged with host PIDs and two host paths, no host network, each justified in a comment", () => {
     const pod = podSpecOf(find("DaemonSet", "virt-handler"));
     expect(pod.hostNetwork).toBeUndefined();
-    expect(pod.hostPID).toBeUndefined();
+    expect(pod.hostPID).toBe(true); // it enters launcher pods' network namespaces (--wire-pod-network)
+    expect((pod.containers[0] as Container & { args: string[] }).args).toContain("--wire-pod-network");
     expect(pod.volumes?.flatMap((v) => (v.hostPath ? [v.hostPath.path] : []))).toEqual([
       "/var/lib/kubelet/pods",
       "/var/lib/kubelet/device-plugins",
@@ -252,6 +253,7 @@ describe("workloads", () => {
     expect(text).toContain("# privileged: the device plugins (devices.kubevirt.io/kvm, tun, vhost-net)");
     expect(text).toContain("# hostPath /var/lib/kubelet/pods, read-only at /pods: each launcher's socket");
     expect(text).toContain("# hostPath /var/lib/kubelet/device-plugins: the kubelet's kubelet.sock");
+    expect(text).toContain("# hostPID: --wire-pod-network plumbs each launcher pod's network");
   });
 
   it("webhooks and APIServices point at Service virt-api:443, whose target port virt-api declares", () => {

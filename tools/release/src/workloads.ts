@@ -230,8 +230,10 @@ function virtController(namespace: string, version: string): KubeObject {
  * - hostPath /var/lib/kubelet/device-plugins (Directory): the kubelet's kubelet.sock, where the device plugins
  *   register, and their own sockets, which the kubelet dials (main.ts --device-plugins-dir). Only that directory,
  *   not KubeVirt's whole /var/lib/kubelet.
- * - no hostNetwork, no hostPID: virt-api reaches it on the pod IP (PodHandlerLocator), and it signals launchers only
- *   through their sockets.
+ * - hostPID (no hostNetwork): it plumbs each launcher pod's network (--wire-pod-network, as KubeVirt's handler):
+ *   it finds the launcher's process in the node's /proc (its pod uid in /proc/<pid>/cgroup, its socket under
+ *   /proc/<pid>/root) and enters /proc/<pid>/ns/net; the launcher, user 107 without capabilities, only serves DHCP.
+ *   virt-api reaches it on the pod IP (PodHandlerLocator), and it signals launchers only through their sockets.
  */
 /** The kubelet's device plugins directory on every node. */
 const DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins";
@@ -253,6 +255,7 @@ function virtHandler(namespace: string, version: string): KubeObject {
           serviceAccountName: RULES["virt-handler"].serviceAccount,
           priorityClassName: PRIORITY_CLASS,
           tolerations: [{ key: "CriticalAddonsOnly", operator: "Exists" }],
+          hostPID: true,
           containers: [
             {
               name: "virt-handler",
@@ -268,6 +271,7 @@ function virtHandler(namespace: string, version: string): KubeObject {
                 "--metrics-host=$(POD_IP)",
                 "--tls-cert=/etc/virt-handler/servercertificates/tls.crt",
                 "--tls-key=/etc/virt-handler/servercertificates/tls.key",
+                "--wire-pod-network",
                 // Only virt-api's client certificate, signed by a CA of ConfigMap kubevirt-ca (watched, not mounted),
                 // may call pause, console, ...
               ],

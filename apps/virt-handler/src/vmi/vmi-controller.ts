@@ -69,6 +69,20 @@ export interface VmiControllerDeps {
   readonly clockMs?: () => number;
   /** Mints a launcher's per-migration TLS identity; default @kvt/certs mintMigrationCertificate. */
   readonly mintTls?: (commonName: string) => Promise<MigrationTlsIdentity>;
+  /**
+   * Plumbs the launcher pod's network before the launcher builds the guest (network/pod-network-wiring.ts); unset:
+   * launchers plumb their own (the local cluster's root launchers).
+   */
+  readonly podNetwork?: PodNetworkSetup;
+}
+
+/** The handler's half of the pod network (network/pod-network-wiring.ts PodNetworkWiring). */
+export interface PodNetworkSetup {
+  ensure(
+    vmi: VirtualMachineInstance,
+    launcher: { readonly socketPath: string; readonly podUid?: string },
+    log: ReconcileContext["logger"],
+  ): Promise<void>;
 }
 
 /** A fresh key pair and short-lived self-signed certificate for one launcher of one migration (ADR 0013). */
@@ -191,6 +205,12 @@ export class VmiController {
     await view.client.kill();
   }
 
+  /** The launcher pod's network, plumbed by this handler when it is configured to (before the guest is built). */
+  async #plumbPodNetwork(vmi: VirtualMachineInstance, view: LauncherView, ctx: ReconcileContext): Promise<void> {
+    const podUid = view.info.pod?.uid;
+    await this.#d.podNetwork?.ensure(vmi, { socketPath: view.socketPath, ...(podUid ? { podUid } : {}) }, ctx.logger);
+  }
+
   #facts(uid: string, view: LauncherView | undefined): LauncherFacts {
     const failure = this.#syncFailures.get(uid);
     return {
@@ -212,6 +232,7 @@ export class VmiController {
     ctx.logger.info({ action: action.kind }, "launcher command");
     switch (action.kind) {
       case "sync":
+        await this.#plumbPodNetwork(vmi, view, ctx);
         try {
           view.info = await client.sync({ vmi: vmi as unknown as JsonObject }, { timeoutMs: 60_000 });
         } catch (error) {
@@ -236,6 +257,7 @@ export class VmiController {
         await client.cancelMigration({ migrationUid: action.migrationUid });
         return;
       case "prepare-target": {
+        await this.#plumbPodNetwork(vmi, view, ctx);
         const again = view.info.state !== "NoDomain";
         // A fresh identity for the target launcher (a repeated prepare keeps, and answers, its first one).
         const tls = tlsDisabled(vmi) ? {} : { tls: await this.#mint(action.migrationUid, "target") };

@@ -11,11 +11,17 @@
 
 import type { DomainInterface } from "@kvt/launcher-rpc";
 import type { Logger } from "@kvt/observability";
+import {
+  adoptPodNetwork,
+  HANDOVER_FILE,
+  isBridgePlan,
+  nicNeedsQemu,
+  POD_INTERFACE,
+  type WiredPodNetwork,
+  wirePodNetwork,
+} from "@kvt/pod-network";
 import { type HostVirt, nativeVmm, probeHostVirt, type Vmm } from "@kvt/vmm";
 import type { BuiltMachine } from "../domain/domain-manager.ts";
-import { isBridgePlan } from "../network/bridge-plan.ts";
-import { nicNeedsQemu, POD_INTERFACE } from "../network/masquerade-plan.ts";
-import type { WiredPodNetwork } from "../network/pod-network.ts";
 import { guestNetworkOf } from "../network/port-forward.ts";
 import { disksNeedQemu } from "../vmi/disks.ts";
 import { chooseBackend, type UseEmulation } from "./backend-choice.ts";
@@ -43,6 +49,14 @@ export interface MachineFactoryOptions {
    * Never on a launcher sharing a host's network (tests, a kubelet without a pod network).
    */
   readonly inPodNetwork?: boolean;
+  /**
+   * Who builds the binding in the pod: `self` (this launcher holds CAP_NET_ADMIN: the process-kubelet's root
+   * launcher) or `node` (virt-handler plumbs it and leaves the result in `handoverFile`; this launcher only serves
+   * DHCP: a real node's unprivileged launcher). Default `self`.
+   */
+  readonly podNetworkWiring?: "self" | "node";
+  /** Where virt-handler leaves the plumbing's result (default @kvt/pod-network HANDOVER_FILE). */
+  readonly handoverFile?: string;
   /** The pod's IP (POD_IP): a masquerade interface's address in status.interfaces (a bridge reports its own). */
   readonly podIp?: string;
 }
@@ -51,7 +65,7 @@ export interface MachineFactoryOptions {
 export function machineFactory(options: MachineFactoryOptions): MachineFactory {
   const build = backendFactory(options);
   return async (unwired) => {
-    const wired = options.inPodNetwork ? await withPodNics(unwired, options.logger) : undefined;
+    const wired = options.inPodNetwork ? await withPodNics(unwired, options) : undefined;
     const spec = wired?.spec ?? unwired;
     const built = await build(spec);
     const interfaces = wiredInterfaces(spec, wired?.ipAddresses ?? options.podIp);
@@ -149,17 +163,22 @@ async function withWriteLayers(spec: MachineSpec, backend: "native" | "qemu"): P
  */
 async function withPodNics(
   spec: MachineSpec,
-  logger: Logger,
+  options: MachineFactoryOptions,
 ): Promise<{ spec: MachineSpec; ipAddresses?: readonly string[] } | undefined> {
-  if (!spec.podNetwork) return undefined;
-  const { wirePodNetwork } = await import("../network/pod-network.ts");
-  wired ??= wirePodNetwork(spec.podNetwork, logger).catch((err: unknown) => {
+  const plan = spec.podNetwork;
+  if (!plan) return undefined;
+  const logger = options.logger;
+  wired ??= (
+    options.podNetworkWiring === "node"
+      ? adoptPodNetwork(plan, options.handoverFile ?? HANDOVER_FILE, logger)
+      : wirePodNetwork(plan, logger)
+  ).catch((err: unknown) => {
     wired = undefined; // a later start tries again
     throw err;
   });
   const nic = await wired;
   return {
-    spec: { ...spec, nics: [{ tap: nic.tap, mac: nic.mac, model: spec.podNetwork.model }] },
+    spec: { ...spec, nics: [{ tap: nic.tap, mac: nic.mac, model: plan.model }] },
     ...(nic.ipAddresses ? { ipAddresses: nic.ipAddresses } : {}),
   };
 }

@@ -21,7 +21,7 @@ import type {
   MigrationTarget,
   MigrationTlsIdentity,
 } from "@kvt/migration/types";
-import type { PodNetworkPlan } from "../network/pod-network.ts";
+import type { PodNetworkPlan } from "@kvt/pod-network";
 export interface BootSource {
   /** Absolute path of the kernel (bzImage or a PVH ELF such as the test guest). */
   readonly kernelPath: string;

@@ -37,15 +37,17 @@ describe("launcherNetwork()", () => {
       migrationHost: "10.200.1.7",
       migrationPort: 49152,
       inPodNetwork: true,
+      podNetworkWiring: "self",
       podIp: "10.200.1.7",
     });
   });
 
-  it("in a pod without it (a real node's user 107): listens on the pod IP, leaves the wiring alone", () => {
+  it("in a pod without it (a real node's user 107): listens on the pod IP, serves what virt-handler plumbed", () => {
     expect(launcherNetwork("10.200.1.7", false)).toEqual({
       migrationHost: "10.200.1.7",
       migrationPort: 49152,
-      inPodNetwork: false,
+      inPodNetwork: true,
+      podNetworkWiring: "node",
       podIp: "10.200.1.7",
     });
   });

@@ -8,16 +8,16 @@
  *                 incoming migration listens on 127.0.0.1, at any free port.
  *
  * Wiring the VMI's pod-network binding (bridge, tap, nftables) needs CAP_NET_ADMIN in the pod's namespace and the
- * `ip` and `nft` tools. The process-kubelet's launcher runs as root and has both, so it wires the binding itself. A
- * real node's launcher runs as user 107 with no capabilities and an image without those tools, so it leaves the pod
- * network alone, as KubeVirt's launcher does (virt-handler wires it there), and still listens on the pod IP: the
- * migration port does not depend on the binding.
+ * `ip` and `nft` tools. The process-kubelet's launcher runs as root and has both, so it wires the binding itself
+ * (`self`). A real node's launcher runs as user 107 with no capabilities and an image without those tools: as
+ * KubeVirt's, it leaves the plumbing to virt-handler, which enters the pod's namespace before it syncs the VMI and
+ * leaves the result in the pod (@kvt/pod-network HANDOVER_FILE); the launcher only opens the tap and serves DHCP
+ * (`node`). It listens on the pod IP either way: the migration port does not depend on the binding.
  */
 import { readFileSync } from "node:fs";
-import { MIGRATION_PORTS } from "./masquerade-plan.ts";
+import { holdsNetAdmin, MIGRATION_PORTS } from "@kvt/pod-network";
 
-/** The capability bit of CAP_NET_ADMIN (linux/capability.h). */
-const CAP_NET_ADMIN = 12;
+export { holdsNetAdmin } from "@kvt/pod-network";
 
 /** The launcher's network placement, as machineFactory() takes it. */
 export interface LauncherNetwork {
@@ -25,8 +25,10 @@ export interface LauncherNetwork {
   readonly migrationHost?: string;
   /** The port an incoming migration listens on; undefined: any free port. */
   readonly migrationPort?: number;
-  /** Wire the VMI's pod-network binding in this process (its pod's namespace, with CAP_NET_ADMIN). */
+  /** The launcher is in its pod's own namespace: the VMI's pod-network binding is set up there. */
   readonly inPodNetwork: boolean;
+  /** Who plumbs the binding: this launcher (`self`, with CAP_NET_ADMIN) or virt-handler (`node`); set in a pod. */
+  readonly podNetworkWiring?: "self" | "node";
   /** The pod's IP, for status.interfaces. */
   readonly podIp?: string;
 }
@@ -37,17 +39,13 @@ export interface LauncherNetwork {
  */
 export function launcherNetwork(podIp: string | undefined, netAdmin: boolean): LauncherNetwork {
   if (!podIp) return { inPodNetwork: false };
-  return { migrationHost: podIp, migrationPort: MIGRATION_PORTS[0], inPodNetwork: netAdmin, podIp };
-}
-
-/**
- * True when CAP_NET_ADMIN is in the effective set of a /proc/<pid>/status text (`CapEff:`, hexadecimal). A status
- * without a readable CapEff line holds nothing.
- */
-export function holdsNetAdmin(procStatus: string): boolean {
-  const hex = /^CapEff:\s*([0-9a-fA-F]+)\s*$/m.exec(procStatus)?.[1];
-  if (hex === undefined) return false;
-  return ((BigInt(`0x${hex}`) >> BigInt(CAP_NET_ADMIN)) & 1n) === 1n;
+  return {
+    migrationHost: podIp,
+    migrationPort: MIGRATION_PORTS[0],
+    inPodNetwork: true,
+    podNetworkWiring: netAdmin ? "self" : "node",
+    podIp,
+  };
 }
 
 /** Whether this process holds CAP_NET_ADMIN (false where /proc/self/status cannot be read). */

@@ -13,7 +13,7 @@
 import { connect, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { LauncherRpcError, type PortForwardEndpoint, type PortForwardProtocol } from "@kvt/launcher-rpc";
-import type { MasqueradePlan } from "./masquerade-plan.ts";
+import type { MasqueradePlan } from "@kvt/pod-network";
 
 /** Where the guest is reached on the pod network, and which of its ports the binding forwards. */
 export interface GuestNetwork {

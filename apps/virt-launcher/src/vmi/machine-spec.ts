@@ -14,9 +14,8 @@
  * one clear reason instead of a stack trace.
  */
 import { tryParseQuantity, type VirtualMachineInstance } from "@kvt/api";
+import { MasqueradeError, type PodNetworkPlan, planPodNetwork } from "@kvt/pod-network";
 import type { BootSource, MachineSpec } from "../machine/machine.ts";
-import { MasqueradeError } from "../network/masquerade-plan.ts";
-import { type PodNetworkPlan, planPodNetwork } from "../network/pod-network.ts";
 import { copiedOnMigration, planDisks, prepareDisks, type VolumeMount } from "./disks.ts";
 import { fileInImage, ImageNotFoundError, type ImageResolver } from "./image-store.ts";
 

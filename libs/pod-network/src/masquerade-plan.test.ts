@@ -101,33 +101,6 @@ it("parseResolvConf() reads name servers and the search list", () => {
   });
 });
 
-describe("wiredInterfaces()", () => {
-  it("reports a wired masquerade NIC with the pod IP, as KubeVirt without a guest agent", async () => {
-    const { wiredInterfaces } = await import("../machine/create-machine.ts");
-    const podNetwork = planMasquerade(vmi({ masquerade: {} }))!;
-    const spec = {
-      vmiKey: "default/vm1",
-      memoryBytes: 1,
-      vcpus: 1,
-      boot: { kernelPath: "/k", cmdline: "", pvmSafe: false },
-      workDir: "/w",
-      podNetwork,
-    };
-    expect(wiredInterfaces(spec, "10.64.1.7")).toEqual([]); // not wired: no NIC
-    expect(wiredInterfaces({ ...spec, nics: [{ tap: "tap0", mac: podNetwork.mac }] }, "10.64.1.7")).toEqual([
-      {
-        name: "default",
-        mac: podNetwork.mac,
-        ipAddress: "10.64.1.7",
-        ipAddresses: ["10.64.1.7"],
-        podInterfaceName: "eth0",
-        infoSource: "domain",
-        queueCount: 1,
-      },
-    ]);
-  });
-});
-
 describe("nicNeedsQemu()", () => {
   it("sends a non-virtio model to QEMU (KubeVirt's models), virtio stays on our VMM", () => {
     expect(nicNeedsQemu(planMasquerade(vmi({ masquerade: {} })))).toBeUndefined();

@@ -183,31 +183,3 @@ describe("the wiring commands", () => {
     expect(commands.filter((c) => c.startsWith("ip link set dev eth0 ") && c.endsWith(" up"))).toEqual([]);
   });
 });
-
-describe("wiredInterfaces() of a bridge", () => {
-  it("reports the addresses the wiring handed to the guest, its MAC, eth0 and infoSource domain", async () => {
-    const { wiredInterfaces } = await import("../machine/create-machine.ts");
-    const podNetwork = planBridge(vmi({ bridge: {} }))!;
-    const spec = {
-      vmiKey: "default/vm1",
-      memoryBytes: 1 << 26,
-      vcpus: 1,
-      workDir: "/tmp",
-      boot: { kernelPath: "/k", cmdline: "", pvmSafe: false },
-      podNetwork,
-      nics: [{ tap: "tap0", mac: "c6:63:56:a0:9b:13" }],
-    };
-    expect(wiredInterfaces(spec, ["10.99.1.5"])).toEqual([
-      {
-        name: "default",
-        mac: "c6:63:56:a0:9b:13",
-        ipAddress: "10.99.1.5",
-        ipAddresses: ["10.99.1.5"],
-        podInterfaceName: "eth0",
-        infoSource: "domain",
-        queueCount: 1,
-      },
-    ]);
-    expect(wiredInterfaces(spec, [])[0]).not.toHaveProperty("ipAddress"); // a pod without IPv4
-  });
-});
