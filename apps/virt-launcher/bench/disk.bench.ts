@@ -25,6 +25,7 @@ import { closeSync, ftruncateSync, mkdtempSync, openSync, rmSync, statSync, writ
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { ensureHostTools, HostToolError } from "@kvt/runtime";
 import { benchLane, kvmRunsLinux, Vm } from "@kvt/vmm";
 import { diskArgs } from "../src/machine/qemu/qemu-args.ts";
 import { imageStoreResolver } from "../src/vmi/image-store.ts";
@@ -369,10 +370,17 @@ async function qemu(): Promise<GuestRun> {
   }
 }
 
-/** fio on data.img itself (direct I/O; buffered where the file system has no O_DIRECT, e.g. L1's tmpfs). */
-function host(): { results: Map<string, FioResult>; direct: boolean } | undefined {
-  if (spawnSync("fio", ["--version"]).status !== 0) {
-    process.stdout.write("host: skipped: fio is not installed (apt-get install -y fio)\n");
+/**
+ * fio on data.img itself (direct I/O; buffered where the file system has no O_DIRECT, e.g. L1's tmpfs). fio is
+ * installed when missing (root); in L1, which cannot install, it is there when the host installed it (bench-lane.ts).
+ */
+async function host(): Promise<{ results: Map<string, FioResult>; direct: boolean } | undefined> {
+  try {
+    await ensureHostTools([{ bin: "fio", pkg: "fio" }], (line) => void process.stdout.write(`host: ${line}\n`));
+  } catch (err) {
+    // The guests' figures stand without the host's: say why they are missing (the message names the command).
+    if (!(err instanceof HostToolError)) throw err;
+    process.stdout.write(`host: skipped: ${err.message}\n`);
     return undefined;
   }
   const probe = spawnSync("fio", [...fioArgs(JOBS[0], data, true), "--runtime=1", "--ramp_time=0"]);
@@ -432,7 +440,7 @@ function deviceRows(o: DeviceView | undefined, q: DeviceView | undefined): strin
 try {
   const oursRuns: GuestRun[] = [];
   const qemuRuns: GuestRun[] = [];
-  let h: ReturnType<typeof host>;
+  let h: Awaited<ReturnType<typeof host>>;
   if (FIO) {
     makeData(data);
     const s = Buffer.alloc(64 * 1024, "\n");
@@ -447,7 +455,7 @@ try {
         if (run) (side === "qemu" ? qemuRuns : oursRuns).push(run);
       }
     }
-    h = host();
+    h = await host();
   }
   const o = oursRuns[0];
   const q = qemuRuns[0];

@@ -92,7 +92,7 @@ function sameBytes(a: string, b: string): boolean {
 }
 
 async function main(): Promise<void> {
-  ensureQemuUtils();
+  await ensureQemuUtils();
   const dir = mkdtempSync(join(tmpdir(), "kvt-containerdisk-bench-"));
   try {
     const raw = join(dir, "disk.raw");

@@ -19,7 +19,8 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { gunzipSync } from "node:zlib";
 import { listCpio } from "./cpio.ts";
-import { type DebianPackage, DebianToolError, requireTools, resolveMetaPackage, resolvePackage } from "./debian.ts";
+import { type DebianPackage, DebianToolError, resolveMetaPackage, resolvePackage } from "./debian.ts";
+import { ensureHostTools } from "./host-tools.ts";
 import {
   defaultStoreRoot,
   type ImageManifest,
@@ -256,10 +257,13 @@ export async function buildDebianCloud(options: DebianCloudOptions = {}): Promis
   }
   if (typeof process.getuid === "function" && process.getuid() !== 0)
     throw new DebianToolError(`building ${DEBIAN_CLOUD_IMAGE} needs root (mmdebstrap --mode=root, chroot)`);
-  await requireTools([
-    { bin: "mmdebstrap", pkg: "mmdebstrap" },
-    { bin: "mkfs.ext4", pkg: "e2fsprogs" },
-  ]);
+  await ensureHostTools(
+    [
+      { bin: "mmdebstrap", pkg: "mmdebstrap" },
+      { bin: "mkfs.ext4", pkg: "e2fsprogs" },
+    ],
+    log,
+  );
   const kernelVersion = kernelPkg.name.slice("linux-image-".length);
   const debCache = join(storeRoot, ".cache", "debian-cloud-debs");
   mkdirSync(debCache, { recursive: true });

@@ -122,25 +122,3 @@ export async function extractPackage(deb: string, dest: string): Promise<void> {
     throw new DebianToolError(`dpkg -x ${deb} failed: ${detail}`);
   }
 }
-
-/** Fails with the install command when a host tool the build needs is missing (apt, dpkg). */
-export async function requireTools(tools: readonly { bin: string; pkg: string }[]): Promise<void> {
-  const missing: { bin: string; pkg: string }[] = [];
-  for (const t of tools) {
-    try {
-      await run("sh", ["-c", `command -v ${t.bin}`]);
-    } catch {
-      missing.push(t);
-    }
-  }
-  if (missing.length === 0) return;
-  const pkgs = [...new Set(missing.map((m) => m.pkg))];
-  if (isRoot()) {
-    await run("apt-get", ["install", "-y", "--no-install-recommends", ...pkgs], { maxBuffer: 64 << 20 });
-    return;
-  }
-  throw new DebianToolError(
-    `missing tools: ${missing.map((m) => m.bin).join(", ")}`,
-    `sudo apt-get install -y ${pkgs.join(" ")}`,
-  );
-}

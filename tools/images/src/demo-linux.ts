@@ -17,7 +17,8 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { type CpioEntry, writeCpio } from "./cpio.ts";
-import { downloadPackage, extractPackage, requireTools, resolveMetaPackage, resolvePackage } from "./debian.ts";
+import { downloadPackage, extractPackage, resolveMetaPackage, resolvePackage } from "./debian.ts";
+import { ensureHostTools } from "./host-tools.ts";
 import { parseBuiltin, resolveModules } from "./kmod.ts";
 import { NET_TOOL_PACKAGES, NET_TOOL_PROGRAMS } from "./net-tools.ts";
 import { type ProgramFiles, programFiles } from "./program-files.ts";
@@ -196,11 +197,14 @@ function initramfsEntries(input: {
 export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildResult> {
   const storeRoot = options.storeRoot ?? defaultStoreRoot();
   const log = options.log ?? ((): void => {});
-  await requireTools([
-    { bin: "apt-get", pkg: "apt" },
-    { bin: "apt-cache", pkg: "apt" },
-    { bin: "dpkg", pkg: "dpkg" },
-  ]);
+  await ensureHostTools(
+    [
+      { bin: "apt-get", pkg: "apt" },
+      { bin: "apt-cache", pkg: "apt" },
+      { bin: "dpkg", pkg: "dpkg" },
+    ],
+    log,
+  );
   const kernelPkg = await resolveMetaPackage("linux-image-amd64", /^linux-image-\d.*-amd64$/);
   const busyboxPkg = await resolvePackage("busybox-static");
   const sshPkgs = [];

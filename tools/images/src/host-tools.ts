@@ -1,15 +1,13 @@
 /**
  * The Debian programs the image build, the push and the test run, and the one place that runs them. Missing ones are
- * installed with apt-get when this process is root (the project's CI machine is: Debian 12, root), else the error
- * names the command that installs them. apt keeps the .debs in its own cache, so a second install costs nothing.
+ * installed by @kvt/runtime's `ensureHostTools` (apt-get when this process is root, as the project's CI machine is;
+ * else the error names the command). apt keeps the .debs in its own cache, so a second install costs nothing.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
+import { type HostTool, HostToolError } from "@kvt/runtime";
 
-/** A program and the Debian package that provides it. */
-export interface HostTool {
-  readonly bin: string;
-  readonly pkg: string;
-}
+/** The installer and its types live in @kvt/runtime (apps install host programs too); re-exported for the tools. */
+export { ensureHostTools, type HostTool, HostToolError } from "@kvt/runtime";
 
 /** What `npm run images -- build` needs. */
 export const BUILD_TOOLS: readonly HostTool[] = [
@@ -28,35 +26,6 @@ export const TEST_TOOLS: readonly HostTool[] = [
   { bin: "crun", pkg: "crun" },
   { bin: "runc", pkg: "runc" },
 ];
-
-/** A host program failed (or is missing); `message` carries its command line and the end of its stderr. */
-export class HostToolError extends Error {
-  override name = "HostToolError";
-}
-
-function onPath(bin: string): boolean {
-  return spawnSync("sh", ["-c", `command -v ${bin}`], { stdio: "ignore" }).status === 0;
-}
-
-/** Installs the missing `tools` with apt-get (root only); throws {@link HostToolError} naming the fix otherwise. */
-export async function ensureHostTools(tools: readonly HostTool[], log: (line: string) => void): Promise<void> {
-  const missing = [...new Set(tools.filter((t) => !onPath(t.bin)).map((t) => t.pkg))];
-  if (missing.length === 0) return;
-  const fix = `apt-get install -y --no-install-recommends ${missing.join(" ")}`;
-  if (process.getuid?.() !== 0) throw new HostToolError(`Missing Debian packages; as root run: ${fix}`);
-  log(`installing Debian packages: ${missing.join(" ")}`);
-  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  // Another install may hold dpkg's lock (tests and builds install in parallel on a fresh machine): wait for it.
-  const lock = ["-o", "DPkg::Lock::Timeout=600"];
-  const args = [...lock, "install", "-y", "--no-install-recommends", ...missing];
-  try {
-    await run("apt-get", args, { env });
-  } catch {
-    // Stale package lists are the usual cause on a fresh machine: refresh them once and retry.
-    await run("apt-get", [...lock, "update"], { env });
-    await run("apt-get", args, { env });
-  }
-}
 
 /** Options of {@link run}. */
 export interface RunOptions {

@@ -7,7 +7,7 @@
  * table the decompressor would apply, which ELF loaders ignore).
  */
 import { spawn } from "node:child_process";
-import { requireTools } from "./debian.ts";
+import { ensureHostTools } from "./host-tools.ts";
 
 /** The bzImage is not one this can unpack, or the decompressor failed; `message` says which and what to do. */
 export class VmlinuxExtractError extends Error {
@@ -40,13 +40,13 @@ export function locatePayload(bzImage: Buffer): { offset: number; length: number
 
 /**
  * The vmlinux of `bzImage` for an image build, or undefined (with the reason passed to `warn`) when it cannot be
- * had: the payload's decompressor is installed first if missing (as requireTools does: apt-get when root), and
+ * had: the payload's decompressor is installed first if missing (ensureHostTools: apt-get when root), and
  * when that fails too the image keeps only its bzImage, which every VMM still boots.
  */
 export async function tryExtractVmlinux(bzImage: Buffer, warn: (why: string) => void): Promise<Buffer | undefined> {
   try {
     const c = COMPRESSORS.find((k) => k.name === locatePayload(bzImage).compressor);
-    if (c) await requireTools([{ bin: c.command[0] ?? c.name, pkg: c.pkg }]);
+    if (c) await ensureHostTools([{ bin: c.command[0] ?? c.name, pkg: c.pkg }]);
     return await extractVmlinux(bzImage);
   } catch (err) {
     // Not fatal: the uncompressed kernel only speeds up boots on VMMs that load it; the bzImage stays.

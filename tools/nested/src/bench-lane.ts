@@ -22,9 +22,11 @@ export const KVM_BENCH_AREAS: ReadonlySet<string> = new Set(["migration", "vmm-s
 /**
  * Debian programs an area runs inside L1, installed here first (L1 sees this host's `/` read-only and cannot
  * install anything). network: its host-side iperf3 and busybox (the ping-pong's echo server for the veth limit),
- * and what the local cluster's pod network needs (which the bench checks again in L1 without being able to install).
+ * and what the local cluster's pod network needs (which the bench checks again in L1 without being able to install);
+ * disk: fio, for its figures on the host file (the guests bring their own).
  */
 export const L1_BENCH_HOST_TOOLS: Readonly<Record<string, readonly HostTool[]>> = {
+  disk: [{ bin: "fio", pkg: "fio" }],
   network: [{ bin: "iperf3", pkg: "iperf3" }, { bin: "busybox", pkg: "busybox" }, ...POD_NETWORK_TOOLS],
 };
 

@@ -381,7 +381,7 @@ describe("config volumes as ISO disks", () => {
 
 describe("containerDisk images: checked before the machine is built", () => {
   it("takes a qcow2 image over a raw backing file, and refuses a truncated one with the reason", async () => {
-    ensureQemuUtils();
+    await ensureQemuUtils();
     const dir = join(root, "qcow-store", "local", "qcow", "latest");
     mkdirSync(dir, { recursive: true });
     writeFileSync(

@@ -16,6 +16,8 @@ import type { MachineDisk } from "../machine/machine.ts";
 import { makeWriteLayer, makeWriteLayers } from "./container-disk-layer.ts";
 import { ensureQemuUtils, qemuImg, qemuIo } from "./host-qemu-img.ts";
 
+// The images are made while the tests are collected (below), so qemu-img is installed first, when missing.
+await ensureQemuUtils();
 const root = mkdtempSync(join(tmpdir(), "kvt-layer-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
@@ -43,7 +45,6 @@ function images(dir: string): { raw: string; qcow2: string } {
   data.write("base-data", 0);
   data.fill(0x42, MiB, MiB + 4096);
   writeFileSync(raw, data);
-  ensureQemuUtils();
   const qcow2 = join(dir, "disk.qcow2");
   qemuImg("create", "-q", "-f", "qcow2", "-b", "disk.raw", "-F", "raw", qcow2);
   qemuIo(qcow2, "write -P 0x61 65536 4096");

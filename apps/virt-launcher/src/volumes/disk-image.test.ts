@@ -20,10 +20,11 @@ let dir: string;
 let n = 0;
 const file = (name: string): string => join(dir, `${n++}-${name}`);
 
-beforeAll(() => {
-  ensureQemuUtils();
+// A fresh machine installs qemu-utils with apt-get first: minutes, not the default hook timeout.
+beforeAll(async () => {
+  await ensureQemuUtils();
   dir = mkdtempSync(join(tmpdir(), "kvt-disk-image-"));
-});
+}, 600_000);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Imports `image` and checks it byte for byte against `qemu-img convert -O raw` of the same image. */

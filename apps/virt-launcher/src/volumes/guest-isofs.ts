@@ -13,10 +13,12 @@ import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
+import { ensureHostTools, type HostTool, HostToolError } from "@kvt/runtime";
 
 const repoRoot = new URL("../../../../", import.meta.url).pathname;
 const dataDir = join(repoRoot, ".data");
 const downloadDir = join(tmpdir(), "kvt-volumes-test-debs");
+const QEMU: readonly HostTool[] = [{ bin: "qemu-system-x86_64", pkg: "qemu-system-x86" }];
 
 /** A Debian kernel tree (boot/ and lib/modules/) and a static busybox. */
 export interface GuestParts {
@@ -75,10 +77,14 @@ function download(): void {
   }
 }
 
-/** The guest's parts, fetched when root and missing; a string saying why not when they cannot be had. */
-export function guestParts(): GuestParts | string {
-  if (spawnSync("qemu-system-x86_64", ["--version"], { stdio: "ignore" }).status !== 0) {
-    return "qemu-system-x86_64 is missing (apt-get install qemu-system-x86)";
+/** The guest's parts and QEMU, fetched when root and missing; a string saying why not when they cannot be had. */
+export async function guestParts(): Promise<GuestParts | string> {
+  try {
+    await ensureHostTools(QEMU);
+  } catch (err) {
+    // Not root (or apt-get failed): the test is skipped with this reason, which names the command to run.
+    if (err instanceof HostToolError) return err.message;
+    throw err;
   }
   const found = findParts();
   if (found) return found;

@@ -1,48 +1,34 @@
 /**
  * Test support only (the launcher never imports it): independent readers of the ISO images we write, from Debian's
  * packages - the kernel's isofs through `mount -o loop,ro` (or, when this kernel has no iso9660, FUSE's fuseiso),
- * genisoimage's `isoinfo`, `xorriso` and libarchive's `bsdtar`. Missing tools are installed with apt-get when running
- * as root (CI does), as tools/monitoring's tests do for promtool.
+ * genisoimage's `isoinfo`, `xorriso` and libarchive's `bsdtar`. Missing tools are installed by @kvt/runtime's
+ * ensureHostTools (apt-get when running as root, as CI does).
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ensureHostTools, type HostTool, onPath } from "@kvt/runtime";
 
-/** Debian package of each reader. */
-const PACKAGES: Record<string, string> = {
-  isoinfo: "genisoimage",
-  xorriso: "xorriso",
-  bsdtar: "libarchive-tools",
-  fuseiso: "fuseiso",
-  blkid: "util-linux",
-};
+/** The readers, by the Debian package of each. */
+const ISO_READERS: readonly HostTool[] = [
+  { bin: "isoinfo", pkg: "genisoimage" },
+  { bin: "xorriso", pkg: "xorriso" },
+  { bin: "bsdtar", pkg: "libarchive-tools" },
+  { bin: "blkid", pkg: "util-linux" },
+];
 
-function present(tool: string): boolean {
-  return spawnSync("sh", ["-c", `command -v ${tool}`], { stdio: "ignore" }).status === 0;
-}
+/** FUSE's ISO reader: only stands in for a kernel without iso9660 (readMounted). */
+const FUSEISO: readonly HostTool[] = [{ bin: "fuseiso", pkg: "fuseiso" }];
 
 /**
- * Makes sure the readers exist, installing them with apt-get when root; throws naming the packages when one is still
- * missing (fuseiso is optional: it only stands in for a kernel without iso9660).
+ * Makes sure the readers exist, installing them with apt-get when root; rejects with a HostToolError naming the
+ * command when one is still missing. fuseiso is optional: readMounted says why when it is needed and absent.
  */
-export function ensureIsoTools(): void {
-  const missing = Object.keys(PACKAGES).filter((t) => !present(t));
-  if (missing.length > 0 && process.getuid?.() === 0) {
-    const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-    const pkgs = missing.map((t) => PACKAGES[t]);
-    // Other tests may be installing packages at the same time: wait for dpkg's lock rather than fail on it.
-    const install = ["-o", "DPkg::Lock::Timeout=600", "install", "-y", "-q", ...pkgs];
-    if (spawnSync("apt-get", install, { stdio: "ignore", env }).status !== 0) {
-      spawnSync("apt-get", ["-o", "DPkg::Lock::Timeout=600", "update", "-q"], { stdio: "ignore", env });
-      spawnSync("apt-get", install, { stdio: "ignore", env });
-    }
-  }
-  const still = Object.keys(PACKAGES).filter((t) => t !== "fuseiso" && !present(t));
-  if (still.length > 0) {
-    const pkgs = still.map((t) => PACKAGES[t]).join(" ");
-    throw new Error(`The ISO readers ${still.join(", ")} are missing: apt-get install -y ${pkgs} (as root)`);
-  }
+export async function ensureIsoTools(): Promise<void> {
+  await ensureHostTools(ISO_READERS);
+  // Not fatal: fuseiso is needed only where the kernel has no iso9660, and readMounted reports its absence there.
+  await ensureHostTools(FUSEISO).catch(() => undefined);
 }
 
 /** Runs a tool and returns stdout; throws with stderr when it fails. */
@@ -94,7 +80,7 @@ export function readMounted(file: string, scratch: string): MountedTree | string
   const kernel = spawnSync("mount", ["-o", "loop,ro", "-t", "iso9660", file, mnt], { encoding: "utf8" });
   const how = kernel.status === 0 ? "kernel isofs" : "fuseiso";
   if (kernel.status !== 0) {
-    const fuse = present("fuseiso") ? spawnSync("fuseiso", [file, mnt], { encoding: "utf8" }) : undefined;
+    const fuse = onPath("fuseiso") ? spawnSync("fuseiso", [file, mnt], { encoding: "utf8" }) : undefined;
     if (fuse?.status !== 0) {
       return `mount -o loop,ro: ${kernel.stderr.trim() || kernel.status}; fuseiso: ${fuse ? fuse.stderr.trim() : "not installed"}`;
     }

@@ -1,27 +1,21 @@
 /**
  * Test and bench support only (the launcher never imports it): Debian's qemu-img and qemu-io (package qemu-utils),
- * the reference that disk-image.ts is compared against. Installed with apt-get when missing and running as root
- * (CI does), as host-iso-tools.ts does for the ISO readers.
+ * the reference that disk-image.ts is compared against. Installed by @kvt/runtime's ensureHostTools when missing
+ * (apt-get when running as root, as CI does).
  */
 import { spawnSync } from "node:child_process";
 import { closeSync, ftruncateSync, openSync, writeSync } from "node:fs";
+import { ensureHostTools, type HostTool } from "@kvt/runtime";
 
-function present(tool: string): boolean {
-  return spawnSync("sh", ["-c", `command -v ${tool}`], { stdio: "ignore" }).status === 0;
-}
+/** qemu-img and qemu-io, from Debian's qemu-utils. */
+const QEMU_UTILS: readonly HostTool[] = [
+  { bin: "qemu-img", pkg: "qemu-utils" },
+  { bin: "qemu-io", pkg: "qemu-utils" },
+];
 
-/** Makes sure qemu-img and qemu-io exist, installing qemu-utils when root; throws with the command otherwise. */
-export function ensureQemuUtils(): void {
-  if (present("qemu-img") && present("qemu-io")) return;
-  if (process.getuid?.() === 0) {
-    const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-    if (spawnSync("apt-get", ["install", "-y", "-q", "qemu-utils"], { stdio: "ignore", env }).status !== 0) {
-      spawnSync("apt-get", ["update", "-q"], { stdio: "ignore", env });
-      spawnSync("apt-get", ["install", "-y", "-q", "qemu-utils"], { stdio: "ignore", env });
-    }
-  }
-  if (!present("qemu-img") || !present("qemu-io"))
-    throw new Error("qemu-img/qemu-io are missing: apt-get install -y qemu-utils (as root)");
+/** Makes sure qemu-img and qemu-io exist, installing qemu-utils when root; rejects naming the command otherwise. */
+export function ensureQemuUtils(): Promise<void> {
+  return ensureHostTools(QEMU_UTILS);
 }
 
 /** Runs qemu-img with `args`; throws with its stderr when it fails. */

@@ -9,9 +9,7 @@ import { ensureIsoTools, writeScratchImage } from "./host-iso-tools.ts";
 export function isoScratch(): (image: Buffer) => { file: string; dir: string } {
   const cleanups: (() => void)[] = [];
   // A fresh machine installs the readers with apt-get first: minutes, not the default 10 s.
-  beforeAll(() => {
-    ensureIsoTools();
-  }, 600_000);
+  beforeAll(() => ensureIsoTools(), 600_000);
   afterEach(() => {
     for (const c of cleanups.splice(0)) c();
   });

@@ -62,8 +62,8 @@ function expectTree(got: Map<string, GuestEntry> | undefined, files: IsoFileInpu
 }
 
 describe("images under a Linux guest's isofs", () => {
-  it("mount with exact names, modes and bytes (Rock Ridge), Joliet names without RR, and KubeVirt's layouts", (ctx) => {
-    const parts = guestParts();
+  it("mount with exact names, modes and bytes (Rock Ridge), Joliet names without RR, and KubeVirt's layouts", async (ctx) => {
+    const parts = await guestParts();
     if (typeof parts === "string") return ctx.skip(`no Linux guest to mount ISO images in: ${parts}`);
     const scratch = mkdtempSync(join(tmpdir(), "kvt-guest-iso-"));
     try {

@@ -1,6 +1,3 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { MachineSpec } from "../machine.ts";
 import { diskArgs, kernelCmdline, qemuArgs } from "./qemu-args.ts";
@@ -101,40 +98,6 @@ describe("kernelCmdline()", () => {
     ["", "console=ttyS0"],
   ])("%j -> %j", (input, want) => {
     expect(kernelCmdline(input)).toBe(want);
-  });
-});
-
-describe("installMissing()", () => {
-  it("names the one command to run when a tool is missing and we are not root", async () => {
-    const { installMissing, MissingHostToolError } = await import("./host-tools.ts");
-    const err = await installMissing([{ bin: "kvt-no-such-qemu", pkg: "qemu-system-x86" }], false).catch(
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(MissingHostToolError);
-    expect((err as Error).message).toMatch(
-      /kvt-no-such-qemu is not installed; run: sudo apt-get install -y qemu-system-x86/,
-    );
-  });
-  it("is satisfied when the tools exist", async () => {
-    const { installMissing } = await import("./host-tools.ts");
-    await expect(installMissing([{ bin: "sh", pkg: "dash" }], false)).resolves.toBeUndefined();
-  });
-  it("finds a tool on PATH in process, as in the launcher image that has no shell", async () => {
-    const { onPath } = await import("./host-tools.ts");
-    const dir = mkdtempSync(join(tmpdir(), "kvt-onpath-"));
-    try {
-      mkdirSync(join(dir, "bin"));
-      mkdirSync(join(dir, "bin", "a-directory"));
-      writeFileSync(join(dir, "bin", "qemu-system-x86_64"), "", { mode: 0o755 });
-      writeFileSync(join(dir, "bin", "not-executable"), "", { mode: 0o644 });
-      const path = `/nonexistent::${join(dir, "bin")}`;
-      expect(onPath("qemu-system-x86_64", path)).toBe(true);
-      expect(onPath("not-executable", path)).toBe(false);
-      expect(onPath("a-directory", path)).toBe(false);
-      expect(onPath("qemu-system-x86_64", "/nonexistent")).toBe(false);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
   });
 });
 

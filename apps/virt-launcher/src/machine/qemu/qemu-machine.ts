@@ -14,6 +14,7 @@ import { EventEmitter } from "node:events";
 import { chmodSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "@kvt/observability";
+import { ensureHostTools, type HostTool } from "@kvt/runtime";
 import { copiedOnMigration } from "../../vmi/disks.ts";
 import type {
   IncomingOptions,
@@ -28,12 +29,14 @@ import type {
   StartOptions,
 } from "../machine.ts";
 import { ConsoleScrollback } from "./console-buffer.ts";
-import { ensureHostTools } from "./host-tools.ts";
 import { IncomingRelay, newMigrationSecret } from "./migration-relay.ts";
 import { residentBytes, threadCpuSeconds } from "./proc-stats.ts";
 import { type QemuAccel, type QemuMachineType, qemuArgs } from "./qemu-args.ts";
 import { migrateOut } from "./qemu-migration.ts";
 import { QmpClient } from "./qmp.ts";
+
+/** What the QEMU backend needs on the host (the NoCloud seed is written in process: seed.ts). */
+export const QEMU_TOOLS: readonly HostTool[] = [{ bin: "qemu-system-x86_64", pkg: "qemu-system-x86" }];
 
 /** Construction options of {@link QemuMachine}. */
 export interface QemuMachineOptions {
@@ -245,7 +248,7 @@ export class QemuMachine implements Machine {
   }
 
   async #launch(incoming: boolean): Promise<void> {
-    await ensureHostTools();
+    await ensureHostTools(QEMU_TOOLS, (line) => this.#log.info(line));
     const { workDir } = this.#spec;
     mkdirSync(workDir, { recursive: true, mode: 0o700 });
     const qmpSocket = join(workDir, "qmp.sock");

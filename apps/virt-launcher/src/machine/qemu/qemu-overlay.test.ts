@@ -23,7 +23,7 @@ const md5 = (b: Uint8Array): string => createHash("md5").update(b).digest("hex")
 describe("QemuMachine with a containerDisk overlay (real QEMU, TCG, demo image)", { timeout: 240_000 }, () => {
   it("the guest reads the image through the overlay and writes only the overlay", async () => {
     execFileSync(process.execPath, [join(root, "tools/images/src/cli.ts")], { stdio: "inherit" });
-    ensureQemuUtils();
+    await ensureQemuUtils();
     const dir = mkdtempSync(join(tmpdir(), "kvt-qemu-overlay-"));
     const boot = imageStoreResolver(process.env.KVT_IMAGE_STORE ?? join(root, ".data/images"))(
       "local/demo-linux:latest",
