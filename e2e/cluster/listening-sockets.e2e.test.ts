@@ -3,7 +3,7 @@
  * socket of every process of the cluster (e2e/lib/listening-sockets.ts: /proc, not a list of known ports) is
  * classified by its owner and port and probed as an attacker on this host would:
  *
- *   API server            TLS only; no credentials -> 401
+ *   API server            TLS only; no credentials -> system:anonymous, 403 from RBAC; a stranger's certificate -> 401
  *   virt-api              TLS only; a subresource without the front proxy's client certificate -> 401 (its
  *                         admission webhooks answer any TLS client, as KubeVirt's: they only compute a verdict)
  *   virt-handler server   mutual TLS: plain HTTP, TLS without a certificate, a certificate of another CA, and the
@@ -171,9 +171,9 @@ describe("every listening socket of the cluster authenticates its peer", () => {
     }
   });
 
-  it("API server: no credentials, or a stranger's certificate, get 401", async () => {
+  it("API server: no credentials get 403 (system:anonymous), a stranger's certificate 401", async () => {
     const path = "/api/v1/namespaces/kube-system/secrets";
-    expect(await probe(state.apiPort, path, "GET", {})).toBe(401);
+    expect(await probe(state.apiPort, path, "GET", {})).toBe(403);
     expect(await probe(state.apiPort, path, "GET", { cert: strangerClient.certPem, key: strangerClient.keyPem })).toBe(
       401,
     );

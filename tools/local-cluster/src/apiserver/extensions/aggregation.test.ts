@@ -205,7 +205,11 @@ describe("API aggregation from stored APIServices", () => {
     expect(echoed).toMatch(/^HTTP\/1\.1 101/);
     expect(echoed).toContain("X-Seen-User: kubernetes-admin");
     expect(echoed).toContain("echo:hello");
-    expect(await rawUpgrade(path, undefined, "", /\}$/)).toMatch(/^HTTP\/1\.1 401[\s\S]*"reason":"Unauthorized"/);
+    expect(await rawUpgrade(path, "not-a-token", "", /\}$/)).toMatch(/^HTTP\/1\.1 401[\s\S]*"reason":"Unauthorized"/);
+    // No credentials: system:anonymous, whom RBAC refuses (kube-apiserver's default --anonymous-auth).
+    expect(await rawUpgrade(path, undefined, "", /\}$/)).toMatch(
+      /^HTTP\/1\.1 403[\s\S]*User \\"system:anonymous\\" cannot get resource[\s\S]*"reason":"Forbidden"/,
+    );
     expect(await rawUpgrade("/api/v1/namespaces/default/pods/p/exec", api.token, "", /\}$/)).toMatch(
       /^HTTP\/1\.1 404[\s\S]*"reason":"NotFound"/,
     );

@@ -1,15 +1,16 @@
 /**
- * The HTTP `upgrade` event (WebSocket requests such as virtctl console): authenticate the bearer token as every
- * other request is, then hand the socket to the aggregated API that serves the path. Anything else is answered on
- * the raw socket with a Status: 401 without a valid token, 404 for a path nothing upgrades.
+ * The HTTP `upgrade` event (WebSocket requests such as virtctl console): authenticate the request as every other
+ * request is (auth/authenticate.ts: a token, or system:anonymous without credentials), then hand the socket to the
+ * aggregated API that serves the path. Anything else is answered on the raw socket with a Status: 401 for
+ * credentials that do not authenticate, 403 for a user RBAC refuses, 404 for a path nothing upgrades.
  *
  *   GET /apis/subresources.kubevirt.io/v1/namespaces/NS/virtualmachineinstances/NAME/console  (Upgrade: websocket)
  *     -> token -> user -> RBAC (get virtualmachineinstances/console) -> AggregatedGroup.upgrade() -> virt-api (101, then bytes both ways)
  */
-import { timingSafeEqual } from "node:crypto";
 import { type IncomingMessage, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Logger } from "pino";
+import { authenticateRequest } from "../auth/authenticate.ts";
 import { authorizeRequest } from "../auth/authorize-request.ts";
 import type { Authorizer } from "../auth/rbac.ts";
 import { ApiError, statusError } from "../errors.ts";
@@ -21,17 +22,6 @@ interface Upgradable extends AggregatedApi {
 }
 
 const isUpgradable = (a: AggregatedApi): a is Upgradable => typeof (a as Partial<Upgradable>).upgrade === "function";
-
-/** The user of a `Bearer` token, or undefined. */
-export function userOfToken(tokens: ReadonlyMap<string, UserInfo>, header: string | undefined): UserInfo | undefined {
-  if (!header?.startsWith("Bearer ")) return undefined;
-  const token = Buffer.from(header.slice(7).trim());
-  for (const [t, user] of tokens) {
-    const b = Buffer.from(t);
-    if (b.length === token.length && timingSafeEqual(b, token)) return user;
-  }
-  return undefined;
-}
 
 /** Writes a Status answer on a socket that was never upgraded, then closes it. */
 export function refuseUpgrade(socket: Duplex, err: ApiError): void {
@@ -61,7 +51,7 @@ export function upgradeHandler(
     socket.on("close", () => open.delete(socket));
     socket.on("error", (err) => logger.debug({ err, url: req.url }, "upgrade socket error"));
     try {
-      const authenticated = userOfToken(tokens, req.headers.authorization);
+      const authenticated = authenticateRequest(tokens, req);
       if (!authenticated) {
         refuseUpgrade(socket, statusError(401, "Unauthorized", "Unauthorized"));
         return;

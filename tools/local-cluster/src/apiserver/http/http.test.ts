@@ -13,12 +13,31 @@ const get = (path: string, headers: Record<string, string> = {}): Promise<Respon
   fetch(`${api.url}${path}`, { headers: { Authorization: `Bearer ${api.token}`, ...headers } });
 
 describe("HTTP front", () => {
-  it("answers 401 without a token or with a wrong one", async () => {
-    expect((await fetch(`${api.url}/api`)).status).toBe(401);
+  it("answers 401 for a wrong token, as kube-apiserver", async () => {
     const wrong = await fetch(`${api.url}/api/v1/pods`, { headers: { Authorization: "Bearer nope" } });
     expect(wrong.status).toBe(401);
     expect(await wrong.json()).toMatchObject({ kind: "Status", reason: "Unauthorized", code: 401 });
+    expect((await fetch(`${api.url}/api`, { headers: { Authorization: "Basic Zm9vOmJhcg==" } })).status).toBe(401);
+  });
+
+  it("takes a request without credentials as system:anonymous, as kube-apiserver's default --anonymous-auth", async () => {
+    // system:public-info-viewer lets system:unauthenticated read the health endpoints and /version ...
     expect((await fetch(`${api.url}/healthz`)).status).toBe(200);
+    expect((await fetch(`${api.url}/readyz`)).status).toBe(200);
+    const version = await fetch(`${api.url}/version`);
+    expect(version.status).toBe(200);
+    expect(await version.json()).toMatchObject({ major: "1" });
+    // ... and nothing else: RBAC's 403 names the anonymous user, as kube-apiserver's does.
+    const pods = await fetch(`${api.url}/api/v1/namespaces/default/pods`);
+    expect(pods.status).toBe(403);
+    expect(await pods.json()).toMatchObject({
+      kind: "Status",
+      reason: "Forbidden",
+      code: 403,
+      message:
+        'pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" in the namespace "default"',
+    });
+    expect((await fetch(`${api.url}/api`)).status).toBe(403); // discovery is system:authenticated's only
   });
 
   it("serves /version as 1.32, aggregated discovery with its content type, legacy discovery, and both OpenAPI versions", async () => {

@@ -1,7 +1,7 @@
 /**
  * The HTTP front of the API server. Request pipeline:
  *
- *   request -> authentication (bearer token; 401)
+ *   request -> authentication (bearer token, else system:anonymous without credentials; 401: ../auth/authenticate.ts)
  *           -> impersonation and RBAC authorization (../auth; 403)
  *           -> non-resource paths: /version /healthz /livez /readyz /openapi/v2 /openapi/v3[/...]
  *           -> discovery: /api /apis /apis/<g> /api/v1 /apis/<g>/<v>   (aggregated v2 or legacy)
@@ -10,10 +10,10 @@
  *                 writes: decode -> strategy -> mutating admission -> schema -> validating admission -> storage
  *           -> any error becomes a Kubernetes Status
  */
-import { timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import type { Logger } from "pino";
+import { authenticateRequest } from "../auth/authenticate.ts";
 import { authorizeRequest } from "../auth/authorize-request.ts";
 import type { Authorizer } from "../auth/rbac.ts";
 import { notFound, statusError, toApiError } from "../errors.ts";
@@ -77,17 +77,6 @@ export interface HttpDeps {
   readonly aggregated: AggregatedApi[];
 }
 
-function authenticate(deps: HttpDeps, req: IncomingMessage): UserInfo | undefined {
-  const h = req.headers.authorization;
-  if (!h?.startsWith("Bearer ")) return undefined;
-  const token = Buffer.from(h.slice(7).trim());
-  for (const [t, user] of deps.tokens) {
-    const b = Buffer.from(t);
-    if (b.length === token.length && timingSafeEqual(b, token)) return user;
-  }
-  return undefined;
-}
-
 /**
  * /livez, /readyz, /healthz as kube-apiserver answers them: "ok", or 500 with one line per check and
  * "<endpoint> check failed". The storage check fails while the last commit failed (a full disk); /livez leaves it out,
@@ -118,7 +107,7 @@ async function route(deps: HttpDeps, req: IncomingMessage, res: ServerResponse):
   const url = new URL(req.url ?? "/", "http://localhost");
   const path = url.pathname.replace(/\/+$/, "") || "/";
   if (path === "/healthz" || path === "/livez" || path === "/readyz") return health(deps, res, path, url.searchParams);
-  const authenticated = authenticate(deps, req);
+  const authenticated = authenticateRequest(deps.tokens, req);
   if (!authenticated) throw statusError(401, "Unauthorized", "Unauthorized");
   const user = authorizeRequest(deps.authorizer, authenticated, req, url);
   const { registry } = deps.svc;
@@ -191,7 +180,11 @@ export function createApiHttpServer(deps: HttpDeps, tls?: { cert: string; key: s
         );
       });
   };
-  const server: Server = tls ? createHttpsServer({ cert: tls.cert, key: tls.key }, handler) : createServer(handler);
+  // requestCert: a client certificate is seen (and refused with 401, as one kube-apiserver cannot verify), not
+  // ignored, which would make its request anonymous.
+  const server: Server = tls
+    ? createHttpsServer({ cert: tls.cert, key: tls.key, requestCert: true, rejectUnauthorized: false }, handler)
+    : createServer(handler);
   server.keepAliveTimeout = 60_000;
   return server;
 }
