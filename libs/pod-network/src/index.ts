@@ -18,7 +18,15 @@ export {
   TAP,
 } from "./masquerade-plan.ts";
 /** Where the wiring's commands run: this process's namespace or one entered through /proc/<pid>/ns/net. */
-export { enteredNetns, holdsNetAdmin, type Netns, ownNetns, PodNetworkWiringError, sysctlPath } from "./netns.ts";
+export {
+  enteredNetns,
+  holdsNetAdmin,
+  type Netns,
+  ownNetns,
+  PLUMBING_PROGRAMS,
+  PodNetworkWiringError,
+  sysctlPath,
+} from "./netns.ts";
 /** The plumbing's result, handed from virt-handler to the launcher, and the DHCP serving of it. */
 export {
   HANDOVER_FILE,

@@ -18,6 +18,12 @@ export class PodNetworkWiringError extends Error {
   override name = "PodNetworkWiringError";
 }
 
+/**
+ * The programs the plumbing runs in a namespace (iproute2's ip and bridge, nftables' nft); an entered namespace
+ * also needs util-linux's nsenter. virt-handler's image carries each (tools/oci-images NET_TOOLS).
+ */
+export const PLUMBING_PROGRAMS = ["ip", "bridge", "nft"] as const;
+
 /** The capability bit of CAP_NET_ADMIN (linux/capability.h). */
 const CAP_NET_ADMIN = 12;
 

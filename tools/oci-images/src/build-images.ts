@@ -191,7 +191,7 @@ export async function buildImages(options: BuildImagesOptions = {}): Promise<Bui
   const qemuDir = new LayerDir(join(work, "stage/qemu"));
   await stageQemu(tree, qemuDir, baseLibs);
   const qemu = await layerStage(layout, base, "stage-qemu", qemuDir);
-  log("staging the network tools layer (nsenter, ip, nft)");
+  log("staging the network tools layer (nsenter, ip, bridge, nft)");
   const netToolsDir = new LayerDir(join(work, "stage/net-tools"));
   await stageNetTools(tree, netToolsDir, baseLibs);
   const netTools = await layerStage(layout, base, "stage-net-tools", netToolsDir);

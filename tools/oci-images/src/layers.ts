@@ -5,7 +5,7 @@
  * demo-linux,      [containerDisk: /image.json, /boot/vmlinuz, /boot/initrd.img, /disk/* when the image has a disk;
  * test-guest        107:107]
  * virt-launcher:   [app: bundle + addon] -> [qemu: TCG only] -> [base]
- * virt-handler:    [app: bundle (+ addon)] -> [net tools: nsenter, ip, nft] -> [base]
+ * virt-handler:    [app: bundle (+ addon)] -> [net tools: nsenter, ip, bridge, nft] -> [base]
  * virt-api, virt-controller:  [app: bundle (+ addon when it loads it)] -> [base]
  * base:            glibc's loader and the libraries Node and the addon link to, Node 24 (stripped), /etc/passwd
  * ```
@@ -93,7 +93,7 @@ export async function stageQemu(tree: string, layer: LayerDir, baseLibs: readonl
 }
 
 /** The programs virt-handler plumbs launcher pods' networks with (@kvt/pod-network), at Debian's paths. */
-export const NET_TOOLS = ["/usr/bin/nsenter", "/bin/ip", "/usr/sbin/nft"] as const;
+export const NET_TOOLS = ["/usr/bin/nsenter", "/bin/ip", "/sbin/bridge", "/usr/sbin/nft"] as const;
 
 /** Stages virt-handler's network tools layer: {@link NET_TOOLS}, their libraries not in `baseLibs`, copyrights. */
 export async function stageNetTools(tree: string, layer: LayerDir, baseLibs: readonly string[]): Promise<void> {

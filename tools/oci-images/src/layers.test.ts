@@ -1,0 +1,11 @@
+import { basename } from "node:path";
+import { PLUMBING_PROGRAMS } from "@kvt/pod-network";
+import { expect, it } from "vitest";
+import { NET_TOOLS } from "./layers.ts";
+import { IMAGES } from "./release-images.ts";
+
+it("virt-handler's image carries every program the pod-network plumbing runs, and nsenter to enter pods", () => {
+  const tools = NET_TOOLS.map((t) => basename(t));
+  expect(tools).toEqual(expect.arrayContaining([...PLUMBING_PROGRAMS, "nsenter"]));
+  expect(IMAGES.filter((i) => i.netTools).map((i) => i.tag)).toEqual(["virt-handler"]);
+});
