@@ -6,7 +6,8 @@ const kind = clusterKindFromEnv();
 const localOnly = kind === "local" ? [] : Object.keys(LOCAL_CLUSTER_ONLY);
 for (const file of localOnly) process.stdout.write(`[e2e] skipped on ${kind}: ${file}: ${LOCAL_CLUSTER_ONLY[file]}\n`);
 
-const report = `.reports/vitest${"Deno" in globalThis ? "-deno" : ""}.json`;
+// Each lane its own report, so npm test's kube lane does not overwrite the local run's.
+const report = `.reports/vitest${"Deno" in globalThis ? "-deno" : ""}${kind === "kube" ? "-kube" : ""}.json`;
 export default defineConfig({
   test: {
     passWithNoTests: true,

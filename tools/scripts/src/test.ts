@@ -2,10 +2,12 @@
  * `npm test`: builds what the tests need, then runs every project's tests (Nx), the check that every RBAC rule of
  * the KubeVirt components is needed by an e2e flow (rbac-usage.ts, over the e2e run's authorization audit), the
  * typecheck, the lint (Biome and type-aware ESLint with the module-boundary rule), and the Deno lane (libs' tests under Deno, every app's --help
- * under Deno), and our VMM's real-KVM checks in the nested lane (tools/nested) when this host's KVM cannot run Linux.
+ * under Deno), our VMM's real-KVM checks in the nested lane (tools/nested) when this host's KVM cannot run Linux, and
+ * the kube lane: the same e2e suite on a real Kubernetes (tools/kube: kube-apiserver, etcd, real kubelets with
+ * containerd) with the release installed from deploy/ (e2e/lib/kube-cluster.ts).
  * Prints `N passed, N failed, N skipped` last and writes it to .reports/test-summary.txt.
  *
- * Flags: --skip-deno, --skip-lint, --skip-nested (for quick local loops; CI runs everything).
+ * Flags: --skip-deno, --skip-lint, --skip-nested, --skip-kube (for quick local loops; CI runs everything).
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -17,9 +19,14 @@ const root = new URL("../../../", import.meta.url).pathname;
 const bin = (name: string): string => join(root, "node_modules/.bin", name);
 // Usage and flag check first: --help, or an unknown flag, must not start a whole run.
 parseScriptArgs(
-  "usage: npm test [-- [--skip-deno] [--skip-lint] [--skip-nested]]\n\nRuns every project's tests, the nested lane, typecheck, lint and the Deno lane.",
+  "usage: npm test [-- [--skip-deno] [--skip-lint] [--skip-nested] [--skip-kube]]\n\nRuns every project's tests, the nested lane, typecheck, lint, the Deno lane and the e2e suite on a real Kubernetes.",
   {
-    options: { "skip-deno": { type: "boolean" }, "skip-lint": { type: "boolean" }, "skip-nested": { type: "boolean" } },
+    options: {
+      "skip-deno": { type: "boolean" },
+      "skip-lint": { type: "boolean" },
+      "skip-nested": { type: "boolean" },
+      "skip-kube": { type: "boolean" },
+    },
   },
 );
 const args = new Set(process.argv.slice(2));
@@ -52,12 +59,12 @@ async function step(
   name: string,
   cmd: string,
   cmdArgs: string[],
-  options: { cwd?: string; beside?: boolean; ok?: (code: number) => string } = {},
+  options: { cwd?: string; beside?: boolean; env?: NodeJS.ProcessEnv; ok?: (code: number) => string } = {},
 ): Promise<number> {
   const output: Buffer[] | undefined = options.beside ? [] : undefined;
   if (!output) process.stdout.write(`\n=== ${name} ===\n`);
   const t0 = Date.now();
-  const code = await run(cmd, cmdArgs, { cwd: options.cwd ?? root, env, output });
+  const code = await run(cmd, cmdArgs, { cwd: options.cwd ?? root, env: { ...env, ...options.env }, output });
   const verdict = options.ok ? options.ok(code) : code === 0 ? "ok" : `FAILED (exit ${code})`;
   const tail = `=== ${name}: ${verdict} (${seconds(t0)}) ===\n`;
   process.stdout.write(output ? `\n=== ${name} ===\n${Buffer.concat(output).toString()}${tail}` : tail);
@@ -90,6 +97,21 @@ function seconds(t0: number): string {
 
 const vitestProjects = projectDirs().filter((d) => existsSync(join(d, "vitest.config.ts")));
 for (const dir of vitestProjects) rmSync(join(dir, ".reports"), { recursive: true, force: true });
+
+// 0. The kube lane's binaries (kube-apiserver, kubelet, etcd, containerd, ... from the Go module proxy) build from the
+// start, beside everything else: every go command runs under `nice -n 19`, so it only takes what the tests leave
+// idle. With Go's module and build caches warm it is about 80 s of linking; on a fresh machine about 25 minutes of
+// compiling, which this keeps off the critical path (the lane itself starts after the tests, step 5).
+const kubeBuild = args.has("--skip-kube")
+  ? Promise.resolve(0)
+  : step(
+      "kube lane: build the pinned Kubernetes, etcd and containerd (cached)",
+      "npm",
+      ["run", "-s", "kube", "--", "build"],
+      {
+        beside: true,
+      },
+    );
 
 // 1. Build, then the unit/integration tests of every project. The e2e suite is the longest task (about 14 of the
 // stage's 19 minutes), so it starts as soon as the builds are done, beside the other projects' tests (two at a
@@ -154,7 +176,30 @@ async function besideTheLane(): Promise<void> {
   }
 }
 
-await Promise.all([args.has("--skip-nested") ? undefined : nestedLane(), besideTheLane()]);
+// 5. The kube lane: the e2e suite on a real Kubernetes, the release installed as a user installs it (e2e/lib/
+// kube-cluster.ts: `npm run kube -- up`, the images pushed to its registry, `kubectl apply -k deploy/`, KubeVirt
+// Available), the files needing the local cluster's internals left out with their reasons (e2e/lib/cluster-kind.ts).
+// It runs beside the nested lane, after the typecheck, lint and Deno lane: L1 keeps one core busy, this the other.
+async function kubeLane(): Promise<void> {
+  if (args.has("--skip-kube")) return;
+  const built = await kubeBuild;
+  if (built !== 0) {
+    addNamed({ passed: 0, failed: 1, skipped: 0, failedNames: ["kube lane: the build failed (its output is above)"] });
+    return;
+  }
+  const e2e = join(root, "e2e");
+  const report = join(e2e, ".reports/vitest-kube.json");
+  rmSync(report, { force: true });
+  await step("kube lane: the e2e suite on a real Kubernetes", bin("vitest"), ["run"], {
+    cwd: e2e,
+    beside: !args.has("--skip-nested"),
+    env: { KVT_E2E_CLUSTER: "kube" },
+    ok: () => "done",
+  });
+  addNamed(prefixed("kube: ", readVitestReport(report)));
+}
+
+await Promise.all([args.has("--skip-nested") ? undefined : nestedLane(), besideTheLane().then(kubeLane)]);
 
 function prefixed(prefix: string, t: NamedTally): NamedTally {
   return { ...t, failedNames: t.failedNames.map((n) => prefix + n) };
