@@ -106,11 +106,9 @@ const kubeBuild = args.has("--skip-kube")
   ? Promise.resolve(0)
   : step(
       "kube lane: build the pinned Kubernetes, etcd and containerd (cached)",
-      "npm",
-      ["run", "-s", "kube", "--", "build"],
-      {
-        beside: true,
-      },
+      process.execPath,
+      [join(root, "tools/kube/src/cli.ts"), "build"],
+      { beside: true },
     );
 
 // 1. Build, then the unit/integration tests of every project. The e2e suite is the longest task (about 14 of the
