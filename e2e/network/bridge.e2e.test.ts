@@ -3,7 +3,8 @@
  * here) with `bridge: {}` on the pod network takes the launcher pod's own IP by DHCP; the host reaches the guest's
  * HTTP server at that IP; status.interfaces reports it; the VMI is LiveMigratable=False (InterfaceNotLiveMigratable)
  * and `virtctl migrate` is refused with KubeVirt's message. With the KubeVirt CR's permitBridgeInterfaceOnPodNetwork
- * false, admission refuses such a VM. Once the VM stops, the pod's namespace and its veth are gone.
+ * false, admission refuses such a VM. On the local cluster, whose pods are namespaces of this host, it also checks
+ * the pod's links (KubeVirt's layout) and that the pod's namespace and its veth go once the VM stops.
  */
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -12,6 +13,7 @@ import { KUBEVIRT_CR } from "@kvt/api";
 import { eventually } from "@kvt/testing";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { kubectl, kubectlOk, virtctl } from "../lib/cli.ts";
+import { clusterKindFromEnv } from "../lib/cluster-kind.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { consoleLog } from "../lib/console-log.ts";
 import { httpGuestVm } from "../lib/http-vm.ts";
@@ -19,6 +21,8 @@ import { launcherPods, vmiOrUndefined } from "../lib/objects.ts";
 
 const NAME = "e2e-bridge";
 const root = process.getuid?.() === 0;
+/** The local cluster: its pods' namespaces, links and plan are on this host. */
+const local = clusterKindFromEnv() === "local";
 const BOOT = { ...CLUSTER_WAIT, timeoutMs: 240_000, intervalMs: 1000 };
 const CR = ["-n", KUBEVIRT_CR.namespace, "kubevirt", KUBEVIRT_CR.name];
 const NOT_MIGRATABLE =
@@ -60,6 +64,25 @@ const setPermit = (kubeconfig: string, permit: boolean | null): Promise<string> 
     JSON.stringify({ spec: { configuration: { network: { permitBridgeInterfaceOnPodNetwork: permit } } } }),
   ]);
 
+/** The local cluster's pod network plan (tools/local-cluster writes it beside the kubeconfig). */
+function localPlan(kubeconfig: string): { bridge: string; netnsPrefix: string } {
+  return JSON.parse(readFileSync(join(dirname(kubeconfig), "network", "pod-network.json"), "utf8")) as {
+    bridge: string;
+    netnsPrefix: string;
+  };
+}
+
+/** Checks the bridged pod's links in namespace `netns` (local cluster); returns the host's end of its veth. */
+function podLayout(kubeconfig: string, netns: string): Link | undefined {
+  const inPod = links(netns);
+  const byName = (name: string): Link | undefined => inPod.find((l) => l.ifname === name);
+  expect(byName("tap0")?.master).toBe("k6t-eth0");
+  expect(byName("eth0-nic")?.master).toBe("k6t-eth0");
+  const hostVeth = links().find((l) => l.ifindex === byName("eth0-nic")?.link_index);
+  expect(hostVeth?.master).toBe(localPlan(kubeconfig).bridge);
+  return hostVeth;
+}
+
 describe.runIf(root)("bridge binding (the guest takes the pod IP by DHCP; no live migration)", () => {
   const kubeconfig = inject("kubeconfig");
   afterAll(async () => {
@@ -97,18 +120,10 @@ describe.runIf(root)("bridge binding (the guest takes the pod IP by DHCP; no liv
     ).trim();
     expect(podIp).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
 
-    // Inside the pod: KubeVirt's layout; the host's end of the pod's veth is on the cluster's bridge.
-    const plan = JSON.parse(readFileSync(join(dirname(kubeconfig), "network", "pod-network.json"), "utf8")) as {
-      bridge: string;
-      netnsPrefix: string;
-    };
-    const netns = `${plan.netnsPrefix}${pod.metadata.uid}`;
-    const inPod = links(netns);
-    const byName = (name: string): Link | undefined => inPod.find((l) => l.ifname === name);
-    expect(byName("tap0")?.master).toBe("k6t-eth0");
-    expect(byName("eth0-nic")?.master).toBe("k6t-eth0");
-    const hostVeth = links().find((l) => l.ifindex === byName("eth0-nic")?.link_index);
-    expect(hostVeth?.master).toBe(plan.bridge);
+    // Inside the pod (the local cluster's pods are namespaces of this host): KubeVirt's layout; the host's end of
+    // the pod's veth is on the cluster's bridge.
+    const netns = local ? `${localPlan(kubeconfig).netnsPrefix}${pod.metadata.uid}` : undefined;
+    const hostVeth = netns ? podLayout(kubeconfig, netns) : undefined;
 
     // The guest's own view: the lease it took and its eth0 (printed by the guest, served by its HTTP server).
     await eventually(async () => {
@@ -157,8 +172,10 @@ describe.runIf(root)("bridge binding (the guest takes the pod IP by DHCP; no liv
     expect(stop.code, stop.stderr).toBe(0);
     await eventually(async () => {
       expect(await vmiOrUndefined(kubeconfig, NAME)).toBeUndefined();
-      expect(execFileSync("ip", ["netns", "list"], { encoding: "utf8" })).not.toContain(netns);
-      expect(links().some((l) => l.ifindex === hostVeth?.ifindex && l.ifname === hostVeth.ifname)).toBe(false);
+      if (netns) {
+        expect(execFileSync("ip", ["netns", "list"], { encoding: "utf8" })).not.toContain(netns);
+        expect(links().some((l) => l.ifindex === hostVeth?.ifindex && l.ifname === hostVeth.ifname)).toBe(false);
+      }
       return true;
     }, CLUSTER_WAIT);
   });
