@@ -95,13 +95,36 @@ export async function stageQemu(tree: string, layer: LayerDir, baseLibs: readonl
 /** The programs virt-handler plumbs launcher pods' networks with (@kvt/pod-network), at Debian's paths. */
 export const NET_TOOLS = ["/usr/bin/nsenter", "/bin/ip", "/sbin/bridge", "/usr/sbin/nft"] as const;
 
+/** The Debian packages of {@link NET_TOOLS} and of their libraries (whose copyright files the layer carries). */
+const NET_TOOLS_PACKAGES = [
+  "util-linux",
+  "iproute2",
+  "nftables",
+  "libnftables1",
+  "libnftnl11",
+  "libmnl0",
+  "libbpf1",
+  "libelf1",
+  "zlib1g",
+  "libcap2",
+  "libselinux1",
+  "libpcre2-8-0",
+  "libbsd0",
+  "libmd0",
+  "libtinfo6",
+  "libgmp10",
+  "libjansson4",
+  "libxtables12",
+  "libedit2",
+];
+
 /** Stages virt-handler's network tools layer: {@link NET_TOOLS}, their libraries not in `baseLibs`, copyrights. */
 export async function stageNetTools(tree: string, layer: LayerDir, baseLibs: readonly string[]): Promise<void> {
   const have = new Set(baseLibs);
   const libs = await elfClosure(tree, [...NET_TOOLS]);
   for (const lib of libs) if (!have.has(lib)) copyFromTree(tree, layer, lib);
   for (const tool of NET_TOOLS) copyFromTree(tree, layer, tool);
-  copyCopyrights(tree, layer, ["util-linux", "iproute2", "nftables", "libnftables1", "libnftnl11", "libmnl0"]);
+  copyCopyrights(tree, layer, NET_TOOLS_PACKAGES);
 }
 
 /**
