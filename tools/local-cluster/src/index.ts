@@ -23,6 +23,13 @@ export type { KubeObject, ObjectMeta } from "./apiserver/types.ts";
 /** Bundle an app's entry point as the launcher image does (rolldown; each module keeps its source file's URL). */
 /** The components' bundles the cluster runs, and how to recognise a component's process by its command line. */
 export { COMPONENT_ENTRIES, runsComponent } from "./cluster/component-images.ts";
+/** The Kubernetes object shapes the storage code reads. */
+export type {
+  V1Node,
+  V1PersistentVolume,
+  V1PersistentVolumeClaim,
+  V1StorageClass,
+} from "./cluster/kube-models.ts";
 /** The whole local cluster: bring-up under a data dir (npm start, e2e), its components and their supervisor. */
 export { type LocalCluster, type LocalClusterOptions, startLocalCluster } from "./cluster/local-cluster.ts";
 /** The cluster's CAs and leaves under a pki directory (made once, remade when due or from another CA). */
@@ -66,3 +73,30 @@ export { PodNetwork, type PodSandbox } from "./network/pod-network.ts";
 export { runConntrack, staleFlows } from "./proxy/conntrack.ts";
 export { runNft } from "./proxy/nft.ts";
 export { type ProxyNetwork, renderRuleset, type ServicePortRoute, serviceRoutes } from "./proxy/nft-ruleset.ts";
+export { linkDevice, makeBlockDevice, removeBlockDevice } from "./volumes/block-devices.ts";
+/**
+ * The local-block volumes' decisions (class, PV, device size, layout) and their host side (sparse file, loop device,
+ * link), shared with tools/kube's host provisioner for kube-apiserver.
+ */
+export {
+  backingFileOf,
+  deviceBytes,
+  LOCAL_BLOCK_CLASS,
+  LOCAL_BLOCK_PROVISIONER,
+  localBlockRefusal,
+  localBlockStorageClass,
+  localBlockVolume,
+} from "./volumes/local-block.ts";
+/** Loop devices keyed by their backing files (losetup). */
+export {
+  attach as attachLoopDevice,
+  attachedUnder,
+  canonicalFile,
+  detachDevice,
+  type LoopDevice,
+  listLoopDevices,
+} from "./volumes/loop-devices.ts";
+/** A path strictly inside a directory (what a provisioner may remove). */
+export { isInside } from "./volumes/provisioner-writes.ts";
+/** The PV/PVC annotations of the volume controllers (provisioned-by, selected-node, storage-provisioner). */
+export { ANN as VOLUME_ANNOTATIONS, classOf } from "./volumes/volume-match.ts";

@@ -9,13 +9,19 @@
  *                              the link follows it; devices over our files that no PV names are detached (a crash)
  *   stop()    (at stop)     -> every device over our files is detached: none outlives the cluster
  */
-import { closeSync, ftruncateSync, mkdirSync, openSync, readlinkSync, rmSync, symlinkSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Logger } from "pino";
 import { type ResourceService, systemContext } from "../apiserver/rest/service.ts";
 import type { V1Node, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "../cluster/kube-models.ts";
-import { backingFileOf, deviceBytes, LOCAL_BLOCK_PROVISIONER, localBlockVolume } from "./local-block.ts";
-import { attach, attachedUnder, canonicalFile, detach, detachDevice } from "./loop-devices.ts";
+import { linkDevice, makeBlockDevice, removeBlockDevice } from "./block-devices.ts";
+import {
+  backingFileOf,
+  deviceBytes,
+  LOCAL_BLOCK_PROVISIONER,
+  localBlockRefusal,
+  localBlockVolume,
+} from "./local-block.ts";
+import { attach, attachedUnder, canonicalFile, detachDevice } from "./loop-devices.ts";
 import { createVolume, deleteVolume, isInside, requireNode } from "./provisioner-writes.ts";
 import type { Provisioner } from "./pv-controller.ts";
 import { ANN } from "./volume-match.ts";
@@ -41,24 +47,15 @@ export class LocalBlockProvisioner implements Provisioner {
   /** Makes the file and its device, then the PV pre-bound to the claim. */
   async provision(claim: V1PersistentVolumeClaim, sc: V1StorageClass, node: V1Node | undefined): Promise<void> {
     requireNode(claim, node);
-    const mode = claim.spec?.volumeMode ?? "Filesystem";
-    if (mode !== "Block")
-      throw new Error(
-        `${LOCAL_BLOCK_PROVISIONER} provisions volumeMode Block only, not ${mode}: use a filesystem class (local-path)`,
-      );
+    const refusal = localBlockRefusal(claim);
+    if (refusal) throw new Error(refusal);
     const pv = localBlockVolume(claim, sc, this.#baseDir, node);
     const link = pv.spec!.local!.path;
-    const file = backingFileOf(link);
-    mkdirSync(this.#baseDir, { recursive: true, mode: 0o700 });
-    const fd = openSync(file, "a", 0o600); // kept if it exists: a retry after a failed PV create reuses it
-    try {
-      ftruncateSync(fd, Number(deviceBytes(claim)));
-    } finally {
-      closeSync(fd);
-    }
-    const device = attach(file);
-    this.#link(link, device);
-    this.#logger.info({ pv: pv.metadata?.name, device, file }, "attached a loop device for a Block claim");
+    const device = makeBlockDevice(link, deviceBytes(claim));
+    this.#logger.info(
+      { pv: pv.metadata?.name, device, file: backingFileOf(link) },
+      "attached a loop device for a Block claim",
+    );
     await createVolume(this.#svc, pv, ctx);
   }
 
@@ -68,9 +65,7 @@ export class LocalBlockProvisioner implements Provisioner {
     if (!link || !isInside(this.#baseDir, link))
       throw new Error(`volume path ${link ?? "(none)"} is not inside ${this.#baseDir}: not deleting it`);
     const file = backingFileOf(link);
-    const devices = safeDetach(file);
-    rmSync(link, { force: true });
-    rmSync(file, { force: true });
+    const devices = removeBlockDevice(link);
     this.#logger.info({ pv: volume.metadata?.name, devices, file }, "detached and removed a Block volume");
     await deleteVolume(this.#svc, volume, ctx);
   }
@@ -89,7 +84,7 @@ export class LocalBlockProvisioner implements Provisioner {
       const file = backingFileOf(link);
       try {
         wanted.add(canonicalFile(file));
-        this.#link(link, attach(file));
+        linkDevice(link, attach(file));
       } catch (err) {
         // The PV stays; the kubelet reports the missing device to pods that use it (FailedMapVolume).
         this.#logger.error({ err, pv: pv.metadata?.name }, "cannot attach the loop device of a Block volume");
@@ -105,29 +100,6 @@ export class LocalBlockProvisioner implements Provisioner {
   /** Detaches every device over a file under baseDir (the cluster stops; {@link resume} attaches them again). */
   stop(): void {
     for (const d of safeAttachedUnder(this.#baseDir, this.#logger)) safeDetachDevice(d.device, this.#logger);
-  }
-
-  /** Points `link` at `device` (replacing a link to an older device). */
-  #link(link: string, device: string): void {
-    let current: string | undefined;
-    try {
-      current = readlinkSync(link);
-    } catch {
-      current = undefined;
-    }
-    if (current === device) return;
-    rmSync(link, { force: true });
-    symlinkSync(device, link);
-  }
-}
-
-/** Detaches the devices of `file`; none attached (or no file) is not an error. */
-function safeDetach(file: string): string[] {
-  try {
-    return detach(file);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
-    throw err;
   }
 }
 

@@ -52,6 +52,13 @@ export function deviceBytes(claim: V1PersistentVolumeClaim): bigint {
   return ((bytes + SECTOR - 1n) / SECTOR) * SECTOR;
 }
 
+/** Why the local-block provisioner refuses `claim` (it makes raw block volumes only), or undefined for a Block claim. */
+export function localBlockRefusal(claim: V1PersistentVolumeClaim): string | undefined {
+  const mode = claim.spec?.volumeMode ?? "Filesystem";
+  if (mode === "Block") return undefined;
+  return `${LOCAL_BLOCK_PROVISIONER} provisions volumeMode Block only, not ${mode}: use a filesystem class (local-path)`;
+}
+
 /** The PV for Block `claim` of class `sc`, provisioned for `node` (undefined only for shared claims). */
 export function localBlockVolume(
   claim: V1PersistentVolumeClaim,
