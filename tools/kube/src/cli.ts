@@ -10,9 +10,12 @@
  *
  * <data-dir> defaults to the repository's .data/kube (git-ignored). Exit 1 with what to do next on failure.
  */
+import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { createLogger } from "@kvt/observability";
 import { buildKube, DEFAULT_DATA_DIR } from "./build.ts";
 import { DEFAULT_NODES, down, status, supervise, up } from "./cluster.ts";
+import { LOCAL_BLOCK_COMPONENT, runLocalBlockProvisioner } from "./local-block.ts";
 
 const USAGE = `usage: npm run kube -- build|up|status|down [--nodes N] [--data-dir DIR] [--cluster-dir DIR] [--force]
 
@@ -51,6 +54,12 @@ try {
     process.stdout.write(`export KUBECONFIG=${result.kubeconfig}\n`);
   } else if (command === "supervise") {
     await supervise(where);
+  } else if (command === LOCAL_BLOCK_COMPONENT) {
+    // The supervised Block provisioner (local-block.ts); SIGTERM stops it and detaches its devices.
+    const stop = new AbortController();
+    for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => stop.abort());
+    const dir = values["cluster-dir"] ?? join(dataDir, "cluster");
+    await runLocalBlockProvisioner(dir, createLogger({ component: LOCAL_BLOCK_COMPONENT }), stop.signal);
   } else if (command === "down") {
     const stopped = await down(where, log);
     log(stopped ? "stopped" : "nothing was running");

@@ -4,14 +4,16 @@
  *   up:     network (bridge, node namespaces; node-network.ts) -> certificates, ports, kubeconfigs, node files
  *           (foreground, so errors show) -> spawn `cli.ts supervise` detached -> kube-apiserver /readyz
  *           -> node images pushed to the registry -> nodes registered, given their CNI network and routes, Ready
- *           -> the storage provisioner (local-path.ts) installed and rolled out
+ *           -> the storage provisioner (local-path.ts) installed and rolled out; StorageClass local-block and
+ *           the token of its host provisioner (local-block.ts, a supervised process waiting for it)
  *           -> print `export KUBECONFIG=<admin.kubeconfig>`
  *   supervise: local-cluster's Supervisor runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
- *           the registry and each node's containerd, kubelet and kube-proxy (restart with backoff, each logging to
- *           logs/<name>.log, each dying with it through setpriv's parent-death signal); state.json names its pid
- *           and theirs; SIGTERM stops them all, last started first.
+ *           the registry, the local-block provisioner and each node's containerd, kubelet and kube-proxy (restart
+ *           with backoff, each logging to logs/<name>.log, each dying with it through setpriv's parent-death
+ *           signal); state.json names its pid and theirs; SIGTERM stops them all, last started first.
  *   down:   SIGTERM to the supervisor, wait; any recorded component still alive is killed by pid after checking
- *           its command line; then the nodes' pods, shims, mounts, cgroups and the network go (nodes.ts).
+ *           its command line; the Block volumes' loop devices detached (local-block.ts); then the nodes' pods,
+ *           shims, mounts, cgroups and the network go (nodes.ts).
  *   status: each component's pid, RSS and health (verified against our CAs), and each node as the API reports it.
  */
 import { spawn } from "node:child_process";
@@ -39,6 +41,14 @@ import {
   ensureNodeCertificates,
   ensureRegistryCertificates,
 } from "./control-plane-pki.ts";
+import {
+  installLocalBlock,
+  LOCAL_BLOCK_CLASS,
+  LOCAL_BLOCK_COMPONENT,
+  localBlockDir,
+  localBlockKubeconfig,
+  releaseLocalBlockDevices,
+} from "./local-block.ts";
 import { installLocalPath, LOCAL_PATH_STORAGE_CLASS, type LocalPathOptions, storageDir } from "./local-path.ts";
 import { containerdArgs, containerdEnv, kubeletArgs, kubeProxyArgs } from "./node-config.ts";
 import { buildNodeImages, pushNodeImages } from "./node-images.ts";
@@ -65,6 +75,9 @@ export type { ComponentHealth, NodeStatus } from "./cluster-health.ts";
 
 /** The control plane's components, in start order; the registry and the nodes' components follow. */
 export const CONTROL_PLANE = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"] as const;
+
+/** The command-line entry point (`supervise` and the local-block provisioner run through it). */
+const CLI = new URL("./cli.ts", import.meta.url).pathname;
 
 /** The default number of nodes of `up`. */
 export const DEFAULT_NODES = 2;
@@ -123,6 +136,12 @@ export function componentSpecs(
     { name: "kube-scheduler", argv: schedulerArgs(layout) },
     { name: "registry", argv: registryArgs(layout) },
   ];
+  if (net.nodes.length > 0) {
+    // The Block provisioner (local-block.ts): a host process (losetup) waiting for the kubeconfig `up` writes once
+    // the nodes are Ready (no nodes: no storage, as for local-path).
+    const argv = [process.execPath, CLI, LOCAL_BLOCK_COMPONENT, "--cluster-dir", layout.dir];
+    specs.push({ name: LOCAL_BLOCK_COMPONENT, argv });
+  }
   for (const node of nodeLayouts(layout.dir, net)) {
     specs.push({ name: `containerd/${node.name}`, argv: containerdArgs(node, layout), env: containerdEnv(layout) });
     specs.push({ name: `kubelet/${node.name}`, argv: kubeletArgs(node, layout) });
@@ -164,7 +183,7 @@ export interface UpResult {
   /** Milliseconds from the call until kube-apiserver was ready, and until every node was Ready. */
   readonly apiserverReadyMs: number;
   readonly nodesReadyMs: number;
-  /** Milliseconds the storage provisioner took from apply to rolled out (0 without nodes: not installed). */
+  /** Milliseconds the storage provisioners took from apply to ready (0 without nodes: not installed). */
   readonly storageReadyMs: number;
 }
 
@@ -215,8 +234,8 @@ export async function up(options: UpOptions = {}): Promise<UpResult> {
 
   const kubeletsStart = Date.now();
   const out = openSync(paths.daemonLog, "a");
-  const cli = new URL("./cli.ts", import.meta.url).pathname;
-  const daemon = spawn(process.execPath, [cli, "supervise", "--data-dir", dataDir, "--cluster-dir", dir], {
+  rmSync(localBlockKubeconfig(dir), { force: true }); // a token of the last run's account: made again below
+  const daemon = spawn(process.execPath, [CLI, "supervise", "--data-dir", dataDir, "--cluster-dir", dir], {
     detached: true,
     stdio: ["ignore", out, out],
   });
@@ -273,18 +292,25 @@ async function installStorage(
 ): Promise<number> {
   const started = Date.now();
   const kubeconfig = clusterPaths(layout.dir).adminKubeconfig;
-  await installLocalPath(join(layout.binDir, "kubectl"), kubeconfig, layout.dir, options, timeoutMs).catch(
-    (error: unknown) => {
-      const message = `the storage provisioner did not roll out: ${(error as Error).message}`;
-      throw new KubeClusterError(message, { cause: error });
-    },
-  );
+  const kubectl = join(layout.binDir, "kubectl");
+  await installLocalPath(kubectl, kubeconfig, layout.dir, options, timeoutMs).catch((error: unknown) => {
+    const message = `the storage provisioner did not roll out: ${(error as Error).message}`;
+    throw new KubeClusterError(message, { cause: error });
+  });
   const ms = Date.now() - started;
   log(
     `default StorageClass ${LOCAL_PATH_STORAGE_CLASS}: local-path-provisioner rolled out in ` +
       `${(ms / 1000).toFixed(1)} s; claims under ${options.sharedPath}`,
   );
-  return ms;
+  await installLocalBlock(kubectl, kubeconfig, layout.dir, timeoutMs).catch((error: unknown) => {
+    const message = `the local-block provisioner's objects: ${(error as Error).message}`;
+    throw new KubeClusterError(message, { cause: error });
+  });
+  log(
+    `StorageClass ${LOCAL_BLOCK_CLASS}: Block claims as loop devices under ${localBlockDir(layout.dir)} ` +
+      `(${LOCAL_BLOCK_COMPONENT}, a host process)`,
+  );
+  return Date.now() - started;
 }
 
 /** Picks the cluster's ports once (six distinct free ports) and keeps them; a file of an older layout is redone. */
@@ -381,6 +407,9 @@ export async function down(where: ClusterLocation = {}, log = (_line: string): v
     );
     rmSync(file, { force: true });
   }
+  // The provisioner detached its devices when it stopped; a killed one could not: none outlives the cluster.
+  const detached = releaseLocalBlockDevices(dir, (line) => log(line));
+  if (detached.length > 0) log(`detached ${detached.length} loop devices of Block volumes: ${detached.join(", ")}`);
   if (net) {
     log(`removing ${net.nodes.length} nodes and the network ${net.bridge}`);
     await releaseNodes(dir, net);
@@ -409,7 +438,10 @@ export async function status(
 function ourProcess(pid: number, dir: string): boolean {
   try {
     const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
-    return argv.some((a) => a.startsWith(`${dir}/`) || dirname(a) === dir || a.endsWith("docker-registry"));
+    const provisioner = argv[1] === CLI && argv[2] === LOCAL_BLOCK_COMPONENT;
+    return (
+      provisioner || argv.some((a) => a.startsWith(`${dir}/`) || dirname(a) === dir || a.endsWith("docker-registry"))
+    );
   } catch {
     return false;
   }

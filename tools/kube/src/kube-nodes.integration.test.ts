@@ -2,7 +2,8 @@
  * Real nodes end to end: `up` with two nodes (a kubelet and containerd each, in network namespaces of their own),
  * a pod on each node from the cluster's registry (our pause image as the sandbox and as a container, busybox
  * serving HTTP), pod-to-pod traffic between the two nodes' pod CIDRs, the API server reaching the kubelets (logs,
- * exec), then `down` leaving no namespace, link, route, nft table, mount, cgroup or process behind.
+ * exec), a Block claim of local-block as one pod's raw device, then `down` (that pod still running) leaving no
+ * namespace, link, route, nft table, mount, cgroup, process or loop device behind.
  * Needs the binaries of `npm run kube -- build` (tens of minutes cold, so CI does not build them yet) and root:
  * without them the suite is skipped and says so.
  */
@@ -28,8 +29,12 @@ function kubectl(kubeconfig: string, ...args: string[]): Promise<string> {
   return kubectlWithInput(kubeconfig, "", ...args);
 }
 
-/** A pod pinned (through the scheduler) to `node`: busybox's httpd answering its own name, and a pause container. */
-function webPod(name: string, node: string, images: UpResult["images"]): string {
+/**
+ * A pod pinned (through the scheduler) to `node`: busybox's httpd answering its own name, and a pause container;
+ * with `blockClaim`, that claim as the raw device /dev/xvda of the web container.
+ */
+function webPod(name: string, node: string, images: UpResult["images"], blockClaim?: string): string {
+  const block = blockClaim ? [{ name: "block", persistentVolumeClaim: { claimName: blockClaim } }] : [];
   return JSON.stringify({
     apiVersion: "v1",
     kind: "Pod",
@@ -47,17 +52,29 @@ function webPod(name: string, node: string, images: UpResult["images"]): string 
             "mkdir -p /www && hostname > /www/index.html && echo serving && exec httpd -f -p 8080 -h /www",
           ],
           volumeMounts: [{ name: "kubelet-pods", mountPath: "/pods", readOnly: true }],
+          ...(blockClaim ? { volumeDevices: [{ name: "block", devicePath: "/dev/xvda" }] } : {}),
         },
         { name: "pause", image: images.pause },
       ],
       // What virt-handler mounts: the node's kubelet pods directory, which each node has on its own.
-      volumes: [{ name: "kubelet-pods", hostPath: { path: "/var/lib/kubelet/pods", type: "Directory" } }],
+      volumes: [{ name: "kubelet-pods", hostPath: { path: "/var/lib/kubelet/pods", type: "Directory" } }, ...block],
     },
   });
 }
 
-/** Whatever of the cluster with tag `tag` and directory `dir` is still on the host (empty lists when clean). */
-async function leftovers(tag: string, dir: string): Promise<Record<string, string[]>> {
+/** The loop devices of the machine: device and backing file. */
+async function loopDevices(): Promise<{ name: string; "back-file": string }[]> {
+  const out = (await run("losetup", ["--list", "--json", "--output", "NAME,BACK-FILE"])).stdout;
+  return out.trim() === ""
+    ? []
+    : (JSON.parse(out) as { loopdevices: { name: string; "back-file": string }[] }).loopdevices;
+}
+
+/**
+ * Whatever of the cluster with tag `tag` and directory `dir` is still on the host (empty lists when clean); loop
+ * devices over its files or, the kubelets' (backed by `.../volumeDevices/<pv>/<pod uid>`), over one of `volumes`.
+ */
+async function leftovers(tag: string, dir: string, volumes: readonly string[]): Promise<Record<string, string[]>> {
   const names = (await run("ip", ["netns", "list"])).stdout.split("\n").map((l) => l.split(" ")[0]);
   const links = JSON.parse((await run("ip", ["-j", "link", "show"])).stdout) as { ifname: string }[];
   const routes = JSON.parse((await run("ip", ["-j", "route", "show"])).stdout) as { dev?: string; dst: string }[];
@@ -86,6 +103,11 @@ async function leftovers(tag: string, dir: string): Promise<Record<string, strin
     cgroups,
     processes,
     runDir: existsSync(`/run/kvtk-${tag}`) ? [`/run/kvtk-${tag}`] : [],
+    loopDevices: (await loopDevices())
+      .filter(
+        (d) => d["back-file"].startsWith(dir) || volumes.some((v) => d["back-file"].includes(`/volumeDevices/${v}/`)),
+      )
+      .map((d) => `${d.name} ${d["back-file"]}`),
   };
 }
 
@@ -97,7 +119,7 @@ describe.skipIf(!BUILT || !ROOT)(`two real nodes: kubelet + containerd in networ
   afterAll(async () => {
     await down(where);
     rmSync(clusterDir, { recursive: true, force: true });
-  });
+  }, 120_000); // down takes 15-25 s on a loaded host
 
   it("runs a pod on each node that reaches the other node's pod, and goes down leaving nothing", async () => {
     const result = await up({ ...where, nodes: 2, log: () => undefined });
@@ -116,8 +138,22 @@ describe.skipIf(!BUILT || !ROOT)(`two real nodes: kubelet + containerd in networ
       ["node02", "True"],
     ]);
 
+    // A Block claim of local-block (a loop device made by the host provisioner) as web-node01's raw device.
+    const claim = {
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: { name: "raw", namespace: "default" },
+      spec: {
+        accessModes: ["ReadWriteOnce"],
+        volumeMode: "Block",
+        storageClassName: "local-block",
+        resources: { requests: { storage: "16Mi" } },
+      },
+    };
+    await kubectlWithInput(kubeconfig, JSON.stringify(claim), "create", "-f", "-");
     for (const node of ["node01", "node02"]) {
-      await kubectlWithInput(kubeconfig, webPod(`web-${node}`, node, images), "create", "-f", "-");
+      const pod = webPod(`web-${node}`, node, images, node === "node01" ? "raw" : undefined);
+      await kubectlWithInput(kubeconfig, pod, "create", "-f", "-");
     }
     await kubectl(kubeconfig, "wait", "--for=condition=Ready", "pod/web-node01", "pod/web-node02", "--timeout=120s");
     const pods = JSON.parse(await kubectl(kubeconfig, "get", "pods", "-o", "json")) as {
@@ -146,8 +182,12 @@ describe.skipIf(!BUILT || !ROOT)(`two real nodes: kubelet + containerd in networ
     const uid = (name: string): string => pods.items.find((p) => p.metadata.name === name)?.metadata.uid ?? "";
     const podsSeenBy = async (pod: string): Promise<string[]> =>
       (await kubectl(kubeconfig, "exec", pod, "-c", "web", "--", "ls", "/pods")).split(/\s+/);
-    expect(await podsSeenBy("web-node01")).toEqual([uid("web-node01")]);
-    expect(await podsSeenBy("web-node02")).toEqual([uid("web-node02")]);
+    // (local-path-provisioner's pod runs on one of the nodes too.)
+    const [seen1, seen2] = [await podsSeenBy("web-node01"), await podsSeenBy("web-node02")];
+    expect(seen1).toContain(uid("web-node01"));
+    expect(seen1).not.toContain(uid("web-node02"));
+    expect(seen2).toContain(uid("web-node02"));
+    expect(seen2).not.toContain(uid("web-node01"));
 
     // Services through each node's kube-proxy (nftables): a ClusterIP to the other node's pod, and the
     // `kubernetes` Service to the API server on the bridge.
@@ -186,13 +226,24 @@ describe.skipIf(!BUILT || !ROOT)(`two real nodes: kubelet + containerd in networ
       expect(byImage.filter((i) => i === images.localPath)).toHaveLength(provisioner);
     }
 
+    // The pod's writes to its raw device land in the claim's file on the host: the kubelet in its mount namespace
+    // mapped the host's loop device.
+    const pv = await kubectl(kubeconfig, "get", "pvc", "raw", "-o", "jsonpath={.spec.volumeName}");
+    const link = await kubectl(kubeconfig, "get", "pv", pv, "-o", "jsonpath={.spec.local.path}");
+    expect(link.startsWith(join(clusterDir, "storage", "local-block"))).toBe(true);
+    const write = "echo raw-marker | dd of=/dev/xvda bs=512 count=1 conv=sync,fsync 2>/dev/null; echo $?";
+    expect(await kubectl(kubeconfig, "exec", "web-node01", "-c", "web", "--", "sh", "-c", write)).toBe("0");
+    expect(readFileSync(`${link}.img`, "latin1").slice(0, 11)).toBe("raw-marker\n");
+
     const state = readState(where) as ClusterState;
     const pids = [state.supervisorPid, ...Object.values(state.pids)];
-    expect(pids).toHaveLength(12); // the supervisor, 4 control plane, the registry, 3 per node
+    // the supervisor, 4 control plane, the registry, the local-block provisioner, 3 per node
+    expect(pids).toHaveLength(13);
     expect(readNetwork(where)?.nodes).toHaveLength(2);
     expect(await down(where)).toBe(true);
     expect(pids.filter((pid) => processAlive(pid))).toEqual([]);
-    expect(await leftovers(tag, clusterDir)).toEqual({
+    // down with the pod still running: its device and the kubelet's own loop device over it go too.
+    expect(await leftovers(tag, clusterDir, [pv])).toEqual({
       namespaces: [],
       links: [],
       routes: [],
@@ -201,6 +252,7 @@ describe.skipIf(!BUILT || !ROOT)(`two real nodes: kubelet + containerd in networ
       cgroups: [],
       processes: [],
       runDir: [],
+      loopDevices: [],
     });
   }, 400_000);
 });

@@ -85,6 +85,7 @@ describe("containerdConfig", () => {
     );
     expect(table(toml, "plugins.'io.containerd.cri.v1.runtime'").restrict_oom_score_adj).toBe("true");
     expect(table(toml, "plugins.'io.containerd.cri.v1.runtime'").netns_mounts_under_state_dir).toBe("true");
+    expect(table(toml, "plugins.'io.containerd.cri.v1.runtime'").device_ownership_from_security_context).toBe("true");
   });
 });
 

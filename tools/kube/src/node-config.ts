@@ -130,6 +130,9 @@ export function containerdConfig(node: NodeLayout, facts: Pick<NodeClusterFacts,
     // host's bounding set lacks: without this every sandbox fails in runc ("can't get final child's PID").
     "  restrict_oom_score_adj = true",
     "  netns_mounts_under_state_dir = true",
+    // A volumeDevice's node in the container is owned by the container's user (runAsUser/runAsGroup), not root:
+    // the non-root virt-launcher (107) opens its Block claims' devices, as KubeVirt requires of containerd.
+    "  device_ownership_from_security_context = true",
     `[${cri}.runtime'.containerd]`,
     "  default_runtime_name = 'runc'",
     `[${cri}.runtime'.containerd.runtimes.runc]`,
