@@ -47,6 +47,14 @@ describe("onPath()", () => {
     expect(onPath("qemu-system-x86_64", "/nonexistent")).toBe(false);
     expect(onPath(join(bin, "qemu-system-x86_64"), "/nonexistent")).toBe(true);
   });
+
+  it("takes a path as a file the package installs, a program or not (libc6-dev's libc.a)", () => {
+    put("libc.a", 0o644);
+    mkdirSync(join(bin, "a-directory"));
+    expect(onPath(join(bin, "libc.a"), "/nonexistent")).toBe(true);
+    expect(onPath(join(bin, "a-directory"), "/nonexistent")).toBe(false);
+    expect(onPath(join(bin, "missing.a"), "/nonexistent")).toBe(false);
+  });
 });
 
 describe("hostToolInstaller()", () => {

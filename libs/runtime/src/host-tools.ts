@@ -60,18 +60,29 @@ const LOCK = ["-o", "DPkg::Lock::Timeout=600"];
 
 /**
  * Whether `bin` is an executable regular file in a directory of `path` (a PATH string), looked up in process. A
- * `bin` holding a slash is checked as that path.
+ * `bin` holding a slash names a file the package installs, a program or not (`/usr/lib/x86_64-linux-gnu/libc.a` of
+ * libc6-dev): it only has to be a regular file there.
  */
 export function onPath(bin: string, path: string = process.env.PATH ?? DEFAULT_PATH): boolean {
-  const candidates = bin.includes("/") ? [bin] : path.split(":").flatMap((dir) => (dir === "" ? [] : [join(dir, bin)]));
-  return candidates.some((file) => {
+  if (bin.includes("/")) return isFile(bin);
+  return path.split(":").some((dir) => {
+    if (dir === "") return false;
+    const file = join(dir, bin);
     try {
       accessSync(file, constants.X_OK);
-      return statSync(file).isFile();
+      return isFile(file);
     } catch {
       return false; // not there, or not executable: try the next directory
     }
   });
+}
+
+function isFile(file: string): boolean {
+  try {
+    return statSync(file).isFile();
+  } catch {
+    return false;
+  }
 }
 
 /** The shell command that installs `pkgs`, as an error message names it. */
