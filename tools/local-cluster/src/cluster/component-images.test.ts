@@ -19,6 +19,8 @@ beforeAll(async () => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("the components' images", () => {
+  // Two Node starts per component, the source's through the type stripper: 30 s was too little on a loaded 2-core CI
+  // machine (CI 2026-11-27, load 13-16).
   it("bundles every component, and each bundle answers --help as its sources do, without the type stripper", () => {
     // The probe lists the built-in modules a run loaded: amaro is Node's TypeScript stripper, loaded by a .ts module.
     const probe = join(dir, "probe.cjs");
@@ -38,7 +40,7 @@ describe("the components' images", () => {
         bundle,
       ).toEqual([]);
     }
-  });
+  }, 120_000);
 
   it("bundles the API server's worker threads and points the API server at them, not at their sources", () => {
     const code = readdirSync(join(dir, "images"))
