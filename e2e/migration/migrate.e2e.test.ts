@@ -137,9 +137,12 @@ describe("live migration (VirtualMachineInstanceMigration)", () => {
       expect(Math.max(0, ...lines.keys())).toBeGreaterThan(lastBefore + 2);
       return lines;
     }, CLUSTER_WAIT);
-    // The target continues the same sequence: its first line follows the source's last, nothing restarts at 0.
-    expect(Math.min(...after.keys())).toBeGreaterThan(0);
-    expect(Math.min(...after.keys())).toBeLessThanOrEqual(lastBefore + 1);
+    // The target continues the same sequence: nothing restarts at 0, and its first line follows the source's last.
+    // The guest writes the UART a byte at a time, so the pause can split one line between the two logs (CI
+    // 2026-11-27: the source's log ended at 560, the target's began at 562): that one line may be in neither whole.
+    const firstAfter = Math.min(...after.keys());
+    expect(firstAfter).toBeGreaterThan(0);
+    expect(firstAfter).toBeLessThanOrEqual(lastBefore + 2);
     await kubectlOk(kubeconfig, ["delete", "vm", NAME]);
   });
 });
