@@ -39,7 +39,7 @@ const spec = (name: string): MachineSpec => ({
   memoryBytes: 256 * 1024 * 1024,
   vcpus: 1,
   boot,
-  disks: [{ name: "cloudinitdisk", path: seed, readOnly: true, kind: "cloudInitNoCloud" }],
+  disks: [{ name: "cloudinitdisk", path: seed, readOnly: true, shared: false, kind: "cloudInitNoCloud" }],
   workDir: join(dir, name),
 });
 
