@@ -152,7 +152,12 @@ async function nestedLane(): Promise<void> {
 // 3. Typecheck and lint; 4. the Deno lane: the libs' and native's tests under Deno, and every app's --help under Deno.
 async function besideTheLane(): Promise<void> {
   const beside = !args.has("--skip-nested");
-  await check("typecheck (tsc -b)", bin("tsc"), ["-b"], { beside });
+  // The benches' tsconfigs (no emit, so not references of the root's) are checked too: a bench that no longer
+  // compiles fails here rather than when someone next runs it.
+  const benches = [...projectDirs().map((d) => join(d, "bench")), join(root, "docs/decisions/benches")]
+    .map((d) => join(d, "tsconfig.json"))
+    .filter((f) => existsSync(f));
+  await check("typecheck (tsc -b, the benches too)", bin("tsc"), ["-b", "tsconfig.json", ...benches], { beside });
   if (!args.has("--skip-lint")) {
     await check("lint: biome", bin("biome"), ["check", "."], { beside });
     await check("lint: eslint (type-aware, module boundaries)", bin("eslint"), ["."], { beside });
