@@ -40,7 +40,7 @@ describe.skipIf(!BUILT || !ROOT)(`a containerDisk image volume on a real node${w
   afterAll(async () => {
     await down(where);
     rmSync(work, { recursive: true, force: true });
-  });
+  }, 120_000); // `down` takes 15 s on a quiet machine; vitest's default 10 s failed it in a loaded CI run
 
   it("mounts the containerDisk's image.json, kernel, initrd and disk read-only where the launcher reads them", async () => {
     // A store entry as tools/images writes one, packed as `npm run images` packs containerDisks.

@@ -38,7 +38,7 @@ describe("virt-controller /metrics against the catalog", () => {
     await app?.stop();
     await health?.close();
     await server?.stop();
-  }, 30_000); // a loaded CI machine took over the default 10 s to stop the three
+  }, 120_000); // a loaded CI machine took over the default 10 s to stop the three, and once over 30 s (load 13-16)
 
   it("exports every catalog metric of virt-controller with its type and labels", async () => {
     let problems: string[] = [];
