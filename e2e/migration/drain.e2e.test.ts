@@ -71,7 +71,7 @@ describe("kubectl drain of a node running VMs", () => {
     }, CLUSTER_WAIT);
 
     // No other VM may be on the node: a leftover of another file would be drained too and could stretch the drain
-    // past its timeout (a real cluster's own pods, such as virt-api's, may stay: the drain evicts them as well).
+    // past its timeout.
     await eventually(
       async () => {
         const args = ["get", "pods", "-A", "-l", "kubevirt.io=virt-launcher", "--field-selector"];
@@ -86,7 +86,17 @@ describe("kubectl drain of a node running VMs", () => {
     const started = Date.now();
     const drain = await kubectl(
       kubeconfig,
-      ["drain", drained, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=75s"],
+      // As KubeVirt's user guide evacuates a node's VMs: only the launcher pods (`--pod-selector`). A drain of every
+      // pod also evicts a virt-api replica placed there, and on real nodes the eviction webhook's call to that
+      // replica then failed with EOF as it stopped (CI 2026-11-27; virt-api's graceful stop is open, issue 20).
+      [
+        "drain",
+        drained,
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--pod-selector=kubevirt.io=virt-launcher",
+        "--timeout=75s",
+      ],
       undefined,
       80_000,
     );
