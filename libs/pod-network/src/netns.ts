@@ -71,12 +71,20 @@ export function ownNetns(): Netns {
   };
 }
 
-/** The script the entered namespace's sysctl writer runs: argv[1] the path, argv[2] the value. */
-const SYSCTL_SCRIPT = 'require("node:fs").writeFileSync(process.argv[1], process.argv[2] + "\\n")';
+/**
+ * The command line of the entered namespace's sysctl writer: this runtime's own binary (no shell or sysctl in the
+ * handler's image) evaluating a one-line script, `path` and `value` its arguments: Node's `-e` (process.argv[1], [2])
+ * or Deno's `eval` (Deno.args).
+ */
+export function sysctlWriter(runtime: string, path: string, value: string, deno = "Deno" in globalThis): string[] {
+  return deno
+    ? [runtime, "eval", 'Deno.writeTextFileSync(Deno.args[0], Deno.args[1] + "\\n")', path, value]
+    : [runtime, "-e", 'require("node:fs").writeFileSync(process.argv[1], process.argv[2] + "\\n")', path, value];
+}
 
 /**
  * The namespace of file `nsPath` (`/proc/<pid>/ns/net`), entered with util-linux's nsenter for each command (it
- * needs CAP_SYS_ADMIN: virt-handler's privileged container). `node` is the Node binary that writes sysctls there.
+ * needs CAP_SYS_ADMIN: virt-handler's privileged container). `node` is the runtime binary (Node or Deno) that writes sysctls there.
  */
 export function enteredNetns(nsPath: string, node: string = process.execPath): Netns {
   const enter = [`--net=${nsPath}`, "--"];
@@ -84,7 +92,7 @@ export function enteredNetns(nsPath: string, node: string = process.execPath): N
     description: nsPath,
     exec: (program, args, input) => runProgram("nsenter", [...enter, program, ...args], input),
     setSysctl: async (name, value) => {
-      await runProgram("nsenter", [...enter, node, "-e", SYSCTL_SCRIPT, sysctlPath(name), value]);
+      await runProgram("nsenter", [...enter, ...sysctlWriter(node, sysctlPath(name), value)]);
     },
   };
 }

@@ -4,7 +4,7 @@ import { plumbBridge } from "./bridge.ts";
 import type { BridgePlan } from "./bridge-plan.ts";
 import { plumbMasquerade } from "./masquerade.ts";
 import type { MasqueradePlan } from "./masquerade-plan.ts";
-import { type Netns, PLUMBING_PROGRAMS, PodNetworkWiringError, sysctlPath } from "./netns.ts";
+import { type Netns, PLUMBING_PROGRAMS, PodNetworkWiringError, sysctlPath, sysctlWriter } from "./netns.ts";
 
 const log = createLogger({ component: "t", level: "silent" });
 
@@ -130,5 +130,19 @@ describe("plumbing for an unprivileged launcher (what virt-handler runs in the p
   it("refuses a sysctl outside net.* (not per namespace)", () => {
     expect(() => sysctlPath("kernel.hostname")).toThrow(/not a per-namespace sysctl/);
     expect(sysctlPath("net.ipv4.conf.all.arp_ignore")).toBe("/proc/sys/net/ipv4/conf/all/arp_ignore");
+  });
+});
+
+describe("sysctlWriter()", () => {
+  it("runs the runtime's own binary: node -e with process.argv, deno eval with Deno.args (no -e in Deno)", () => {
+    const path = "/proc/sys/net/ipv4/ip_forward";
+    const node = sysctlWriter("/usr/bin/node", path, "1", false);
+    expect(node.slice(0, 2)).toEqual(["/usr/bin/node", "-e"]);
+    expect(node[2]).toContain("process.argv[1]");
+    expect(node.slice(3)).toEqual([path, "1"]);
+    const deno = sysctlWriter("/usr/bin/deno", path, "1", true);
+    expect(deno.slice(0, 2)).toEqual(["/usr/bin/deno", "eval"]);
+    expect(deno[2]).toContain("Deno.args[0]");
+    expect(deno.slice(3)).toEqual([path, "1"]);
   });
 });
