@@ -37,3 +37,13 @@ export const LOCAL_CLUSTER_ONLY: Readonly<Record<string, string>> = {
   "failure/migration-handler-kill.e2e.test.ts": "kills virt-handler and launcher processes by pid mid-migration",
   "observability/observability.e2e.test.ts": "reads the local cluster's trace file and Prometheus scrape config",
 };
+
+/**
+ * e2e files left out on a real Kubernetes (`kube`) for an open bug found there, not for a need of the local cluster:
+ * each reason says what failed, so the entry goes when the bug is fixed.
+ */
+export const KUBE_LANE_OPEN: Readonly<Record<string, string>> = {
+  "migration/migrate-cancel.e2e.test.ts":
+    "open bug (issue 20): on real nodes a cancel mid-flight once left the source's guest making no progress and the " +
+    "VMIM without FailedMigration (CI 2026-11-27, ci7; it passed in the two runs before)",
+};
