@@ -278,7 +278,7 @@ Status OutgoingMigration::Complete() {
     if (!r.ok()) return WithPeerReason(r);
   }
   auto r = SendFrame(Command::kComplete, nullptr, 0);
-  if (!r.ok()) return r;
+  if (!r.ok()) return WithPeerReason(r);  // a target that failed the digest sent its Abandon and hung up
   std::vector<uint8_t> reply;
   return ReadReply(Command::kResumed, &reply);
 }
