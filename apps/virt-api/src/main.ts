@@ -49,6 +49,8 @@ await main({
     "  --ca-configmap-name NAME        that ConfigMap's name (default kubevirt-ca)",
     "  --handler-client-cert FILE / --handler-client-key FILE   client certificate presented to virt-handler",
     "  --handler-server-name CN        CN required of virt-handler's certificate (default kubevirt.io:system:node:virt-handler)",
+    "  --shutdown-delay-seconds N      on SIGTERM, keep serving N seconds (not ready, closing connections) before the",
+    "                                  listener closes, so API server calls move to the other replicas (default 0)",
   ],
   flags: {
     kubeconfig: { type: "string" },
@@ -67,6 +69,7 @@ await main({
     "handler-server-name": { type: "string" },
     "metrics-port": { type: "string" },
     "metrics-host": { type: "string" },
+    "shutdown-delay-seconds": { type: "string" },
   },
   async run({ values }, signal) {
     const logger = createLogger({ component: "virt-api" });
@@ -74,6 +77,13 @@ await main({
     const keyFile = values["tls-key"];
     if (!certFile || !keyFile) {
       process.stderr.write("virt-api: --tls-cert and --tls-key are required\n");
+      return 2;
+    }
+    const shutdownDelay = seconds(values["shutdown-delay-seconds"]);
+    if (shutdownDelay === undefined) {
+      process.stderr.write(
+        `virt-api: --shutdown-delay-seconds ${values["shutdown-delay-seconds"]}: expected a number of seconds from 0 to 300\n`,
+      );
       return 2;
     }
     const tracing = setupTracing({ serviceName: "virt-api", serviceVersion: pkg.version });
@@ -140,15 +150,22 @@ await main({
     logger.info({ port: server.port, metricsPort: ops?.port }, "virt-api serving");
     await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
     metrics.setReady(false);
+    logger.info({ delaySeconds: shutdownDelay }, "stopping: draining connections");
+    await server.close({ delayMs: shutdownDelay * 1000 });
     handlerTls?.stop();
     reloadServing.stop();
-    await server.close();
     await ops?.close();
     await tracing.shutdown();
     logger.info("virt-api stopped");
     return 0;
   },
 });
+
+/** A `--shutdown-delay-seconds` value (absent: 0), or undefined when it is not a number of seconds from 0 to 300. */
+function seconds(value: string | undefined): number | undefined {
+  const n = Number(value ?? "0");
+  return Number.isFinite(n) && n >= 0 && n <= 300 ? n : undefined;
+}
 
 /** The client for the handlers, with its TLS material followed live (see {@link watchHandlerTls}). */
 async function handlerClient(

@@ -143,6 +143,10 @@ function virtApi(namespace: string, version: string): KubeObject {
         "--handler-client-key=/etc/virt-handler/clientcertificates/tls.key",
         `--metrics-port=${PORTS.virtApiMetrics}`,
         "--metrics-host=$(POD_IP)",
+        // On SIGTERM (a drain, a rollout) it answers on, not ready, while its endpoint leaves the Service and the
+        // API server's pooled connections move to the other replica (each closed after its next answer, or by the
+        // 5 s keep-alive timeout): a webhook call then never meets a closed port.
+        "--shutdown-delay-seconds=6",
       ],
       env: DOWNWARD_ENV,
       ports: [

@@ -266,4 +266,13 @@ describe("virt-api over HTTPS", () => {
     });
     expect(code).toBe(400);
   });
+
+  // Last: it leaves this server draining.
+  it("a draining server is not ready: /healthz answers 503 while it still serves requests", async () => {
+    const drain = server.close({ delayMs: 500 });
+    const health = await call(server.port, "GET", "/healthz");
+    expect(health).toMatchObject({ code: 503, body: "shutting down" });
+    expect((await call(server.port, "GET", "/apis/subresources.kubevirt.io/v1")).code).toBe(200);
+    await drain;
+  });
 });

@@ -113,6 +113,7 @@ function options<T>(body: unknown, action: string): T {
 export class VirtApiApp {
   readonly #deps: VirtApiDeps;
   readonly #webhookPaths: ReadonlySet<string>;
+  #draining = false;
   readonly #wss = new WebSocketServer({
     noServer: true,
     handleProtocols: (p) => (p.has(CONSOLE_SUBPROTOCOL) ? CONSOLE_SUBPROTOCOL : false),
@@ -184,9 +185,7 @@ export class VirtApiApp {
       case "methodNotAllowed":
         return sendError(res, methodNotAllowed(req.method ?? "", req.url ?? ""));
       case "healthz":
-        res.writeHead(200, { "Content-Type": "text/plain" });
-        res.end("ok");
-        return;
+        return this.#healthz(res);
       case "discovery":
         return sendJson(
           res,
@@ -389,6 +388,17 @@ export class VirtApiApp {
         log.info("port-forward tunnel closed");
       });
     });
+  }
+
+  #healthz(res: ServerResponse): void {
+    // Draining (SIGTERM, server.ts): not ready, so the pod leaves its Service while it still answers.
+    res.writeHead(this.#draining ? 503 : 200, { "Content-Type": "text/plain" });
+    res.end(this.#draining ? "shutting down" : "ok");
+  }
+
+  /** From now on /healthz answers 503: the readiness probe takes this replica out of its Service. */
+  drain(): void {
+    this.#draining = true;
   }
 
   /** Closes open console sessions. */

@@ -1,5 +1,5 @@
 import { X509Certificate } from "node:crypto";
-import { request } from "node:https";
+import { Agent, request } from "node:https";
 import { generateCa, issueCertificate } from "@kvt/certs";
 import { afterEach, describe, expect, it } from "vitest";
 import type { VirtApiApp } from "./app.ts";
@@ -27,6 +27,7 @@ const app = {
   handle: (_req: unknown, res: { writeHead(c: number): { end(): void } }) => res.writeHead(200).end(),
   upgrade: () => undefined,
   close: () => undefined,
+  drain: () => undefined,
 } as unknown as VirtApiApp;
 
 describe("virt-api's HTTPS server", () => {
@@ -51,5 +52,84 @@ describe("virt-api's HTTPS server", () => {
     expect(after).toEqual({ serial: new X509Certificate(renewed.certPem).serialNumber, status: 200 });
     expect(() => server?.updateCertificate(first.certPem, renewed.keyPem)).toThrow();
     expect((await probe(server.port, ca.certPem)).serial).toBe(after.serial);
+  });
+
+  it("drains on close: in-flight requests finish, responses say Connection: close, then the port is shut", async () => {
+    const ca = await generateCa("kubevirt.io@1");
+    const pair = await issueCertificate(ca, { dnsNames: ["virt-api.kubevirt.svc"] });
+    const slow = {
+      handle: (_req: unknown, res: { writeHead(c: number): { end(b: string): void } }) =>
+        setTimeout(() => res.writeHead(200).end("done"), 300),
+      upgrade: () => undefined,
+      close: () => undefined,
+      drain: () => undefined,
+    } as unknown as VirtApiApp;
+    server = await startVirtApiServer(slow, { certPem: pair.certPem, keyPem: pair.keyPem, port: 0, host: "127.0.0.1" });
+    const agent = new Agent({ keepAlive: true, maxSockets: 4 });
+    const get = (): Promise<{ status: number; connection: string | undefined; body: string }> =>
+      new Promise((resolve, reject) => {
+        const req = request(
+          {
+            host: "127.0.0.1",
+            port: server!.port,
+            path: "/x",
+            ca: ca.certPem,
+            servername: "virt-api.kubevirt.svc",
+            agent,
+          },
+          (res) => {
+            let body = "";
+            res.on("data", (c: Buffer) => {
+              body += c.toString();
+            });
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body }));
+          },
+        );
+        req.on("error", reject);
+        req.end();
+      });
+    expect(await get()).toMatchObject({ status: 200, connection: "keep-alive" });
+    const inFlight = get();
+    await new Promise((r) => setTimeout(r, 50));
+    const closing = server.close({ delayMs: 600, graceMs: 5_000 });
+    // Still answering while it leaves its Service, but no connection is kept for a later request.
+    expect(await inFlight).toEqual({ status: 200, connection: "close", body: "done" });
+    expect(await get()).toEqual({ status: 200, connection: "close", body: "done" });
+    await closing;
+    await expect(get()).rejects.toThrow(/ECONNREFUSED/);
+    server = undefined;
+    agent.destroy();
+  });
+
+  it("a request in flight when the listener closes finishes within the grace period", async () => {
+    const ca = await generateCa("kubevirt.io@1");
+    const pair = await issueCertificate(ca, { dnsNames: ["virt-api.kubevirt.svc"] });
+    const slow = {
+      handle: (_req: unknown, res: { writeHead(c: number): { end(b: string): void } }) =>
+        setTimeout(() => res.writeHead(200).end("late"), 400),
+      upgrade: () => undefined,
+      close: () => undefined,
+      drain: () => undefined,
+    } as unknown as VirtApiApp;
+    server = await startVirtApiServer(slow, { certPem: pair.certPem, keyPem: pair.keyPem, port: 0, host: "127.0.0.1" });
+    const port = server.port;
+    const answer = new Promise<string>((resolve, reject) => {
+      const req = request(
+        { host: "127.0.0.1", port, path: "/x", ca: ca.certPem, servername: "virt-api.kubevirt.svc", agent: false },
+        (res) => {
+          let body = "";
+          res.on("data", (c: Buffer) => {
+            body += c.toString();
+          });
+          res.on("end", () => resolve(`${res.statusCode} ${body}`));
+        },
+      );
+      req.on("error", reject);
+      req.end();
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    await server.close({ delayMs: 0, graceMs: 5_000 });
+    server = undefined;
+    expect(await answer).toBe("200 late");
   });
 });
