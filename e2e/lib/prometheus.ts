@@ -3,11 +3,11 @@
  * scrape configuration (interval shortened to 1 s so a short migration is seen), queried over its HTTP API, and
  * stopped with its temporary storage removed.
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort } from "@kvt/runtime";
+import { ensureHostTools, freePort } from "@kvt/runtime";
 import { eventually } from "@kvt/testing";
 import { CLUSTER_WAIT } from "./cluster-wait.ts";
 
@@ -27,14 +27,13 @@ export interface Prometheus {
   stop(): Promise<void>;
 }
 
-/** The prometheus binary, installed with apt-get when missing and running as root; undefined when unavailable. */
-export function prometheusBinary(): string | undefined {
-  if (existsSync("/usr/bin/prometheus")) return "/usr/bin/prometheus";
-  if (process.getuid?.() !== 0) return undefined;
-  execFileSync("apt-get", ["-o", "DPkg::Lock::Timeout=600", "install", "-y", "--no-install-recommends", "prometheus"], {
-    stdio: "ignore",
-  });
-  return existsSync("/usr/bin/prometheus") ? "/usr/bin/prometheus" : undefined;
+/**
+ * The prometheus binary (Debian's package), installed by the project's one installer when missing
+ * (`ensureHostTools`: apt-get as root, else a HostToolError naming the command to run).
+ */
+export async function prometheusBinary(): Promise<string> {
+  await ensureHostTools([{ bin: "prometheus", pkg: "prometheus" }], (line) => console.log(`[prometheus] ${line}`));
+  return "prometheus";
 }
 
 /** Starts Prometheus on 127.0.0.1 scraping what `scrapeConfigPath` lists; resolves once it is ready. */

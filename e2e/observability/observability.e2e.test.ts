@@ -56,9 +56,7 @@ describe("observability: metrics and traces of a VM start and a live migration",
   const durationCount = (node: string) => value(`sum(kubevirt_vmi_migration_duration_seconds_count{node="${node}"})`);
 
   beforeAll(async () => {
-    const binary = prometheusBinary();
-    if (!binary) throw new Error("prometheus is not installed (apt-get install prometheus) and this is not root");
-    prometheus = await startPrometheus(binary, inject("scrapeConfig"));
+    prometheus = await startPrometheus(await prometheusBinary(), inject("scrapeConfig"));
   });
 
   afterAll(async () => {
