@@ -12,9 +12,9 @@ import { join } from "node:path";
 import { createLogger } from "@kvt/observability";
 import { afterEach, describe, expect, it } from "vitest";
 import { type BridgePlan, planBridge } from "./bridge-plan.ts";
-import type { MasqueradePlan } from "./masquerade-plan.ts";
 import { enteredNetns } from "./netns.ts";
 import { plumbPodNetwork } from "./pod-network.ts";
+import { masqueradePlan } from "./testdata/plans.ts";
 
 const root = process.getuid?.() === 0;
 const fixture = new URL("./testdata/adopt.fixture.ts", import.meta.url).pathname;
@@ -60,15 +60,7 @@ function adoptAsLauncher(ns: string, plan: object, handover: string): string {
   ]);
 }
 
-const masquerade: MasqueradePlan = {
-  name: "default",
-  model: "virtio",
-  mac: "02:00:00:aa:bb:cd",
-  gateway: "10.0.2.1",
-  guestIp: "10.0.2.2",
-  prefixLength: 24,
-  hostname: "vm1",
-};
+const masquerade = masqueradePlan({ mac: "02:00:00:aa:bb:cd" });
 
 afterEach(() => {
   for (const ns of made.splice(0)) sh("ip", ["netns", "delete", ns]);

@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { DHCP, parseDhcpRequest } from "./dhcp.ts";
 import { startDhcpServer } from "./dhcp-server.ts";
 import { type MasqueradePlan, masqueradeRuleset } from "./masquerade-plan.ts";
+import { masqueradePlan } from "./testdata/plans.ts";
 
 const root = process.getuid?.() === 0;
 const fixture = new URL("./testdata/wire.fixture.ts", import.meta.url).pathname;
@@ -32,16 +33,7 @@ function podNamespace(): string {
   return name;
 }
 
-const plan = (ports?: MasqueradePlan["ports"]): MasqueradePlan => ({
-  name: "default",
-  model: "virtio",
-  mac: "02:00:00:aa:bb:cc",
-  gateway: "10.0.2.1",
-  guestIp: "10.0.2.2",
-  prefixLength: 24,
-  hostname: "vm1",
-  ...(ports ? { ports } : {}),
-});
+const plan = (ports?: MasqueradePlan["ports"]): MasqueradePlan => masqueradePlan(ports ? { ports } : {});
 
 afterEach(() => {
   for (const ns of made.splice(0)) sh("ip", ["netns", "delete", ns]); // takes eth0, and with it its host peer

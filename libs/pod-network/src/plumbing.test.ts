@@ -1,10 +1,9 @@
 import { createLogger } from "@kvt/observability";
 import { describe, expect, it } from "vitest";
 import { plumbBridge } from "./bridge.ts";
-import type { BridgePlan } from "./bridge-plan.ts";
 import { plumbMasquerade } from "./masquerade.ts";
-import type { MasqueradePlan } from "./masquerade-plan.ts";
 import { type Netns, PLUMBING_PROGRAMS, PodNetworkWiringError, sysctlPath, sysctlWriter } from "./netns.ts";
+import { bridgePlan, masqueradePlan } from "./testdata/plans.ts";
 
 const log = createLogger({ component: "t", level: "silent" });
 
@@ -55,16 +54,8 @@ function fakeNetns(links: string[]): { ns: Netns; commands: string[]; sysctls: s
   return { ns, commands, sysctls };
 }
 
-const masquerade: MasqueradePlan = {
-  name: "default",
-  model: "virtio",
-  mac: "02:00:00:aa:bb:cc",
-  gateway: "10.0.2.1",
-  guestIp: "10.0.2.2",
-  prefixLength: 24,
-  hostname: "vm1",
-};
-const bridge: BridgePlan = { binding: "bridge", name: "default", model: "virtio", index: 0, hostname: "vm1" };
+const masquerade = masqueradePlan();
+const bridge = bridgePlan;
 
 describe("plumbing for an unprivileged launcher (what virt-handler runs in the pod)", () => {
   it("masquerade: the tap owned by the launcher's user, forwarding, ports from 0, the NAT from stdin", async () => {
