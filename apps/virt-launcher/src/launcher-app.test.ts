@@ -168,6 +168,30 @@ describe("virt-launcher over launcher-rpc", () => {
     expect(info.migration?.result?.failureReason).toBe("canceled");
   });
 
+  it("a guest that shuts down while it migrates out: the migration fails with the reason, then the domain is Shutdown", async () => {
+    await client.sync({ vmi: vmi as unknown as Record<string, unknown> });
+    const options = {
+      bandwidthBytesPerSec: 0,
+      maxDowntimeMs: 300,
+      allowAutoConverge: false,
+      allowPostCopy: false,
+      completionTimeoutPerGiB: 150,
+      progressTimeoutSeconds: 150,
+      disableTLS: true,
+    };
+    await client.migrate({ migrationUid: "m5", target: { host: "127.0.0.1", port: 1, secret: "s" }, options });
+    machine.setState("stopped", "GuestShutdown: exit code 0"); // the migration decides: still Running here
+    expect((await client.info()).state).toBe("Running");
+    const failureReason = "the guest ended during the migration: GuestShutdown: exit code 0";
+    machine.finishMigration({ ok: false, failureReason, totalSeconds: 1, bytesSent: 0, iterations: 1 });
+    await expect(app.finished).resolves.toEqual({ state: "Shutdown", reason: "GuestShutdown: exit code 0" });
+    await expect.poll(transitions).toContain("shutdown");
+    const result = events.find((e) => e.type === "migration-result");
+    expect(result).toMatchObject({ migrationUid: "m5", result: { ok: false, failureReason } });
+    expect(transitions().at(-1)).toBe("shutdown");
+    expect(events.findIndex((e) => e.type === "migration-result")).toBeLessThan(events.length - 1);
+  });
+
   it("prepares as a migration target with its TLS identity, pins the source's certificate, runs once the incoming migration completes", async () => {
     await expect(
       client.sourceCertificate({ migrationUid: "m3", certificate: TLS.source.certificate }),

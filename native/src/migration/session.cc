@@ -99,9 +99,9 @@ uint64_t HugePageBytes(const RamLayout& ram) {
   return total;
 }
 
-SourceSession::SourceSession(vmm::Machine* machine, std::unique_ptr<TlsChannel> ch, RamLayout ram,
+SourceSession::SourceSession(std::shared_ptr<vmm::Machine> machine, std::unique_ptr<TlsChannel> ch, RamLayout ram,
                              const std::string& secret)
-    : machine_(machine), ch_(std::move(ch)), ram_(std::move(ram)) {
+    : machine_(std::move(machine)), ch_(std::move(ch)), ram_(std::move(ram)) {
   out_ = std::make_unique<OutgoingMigration>(*ch_, ram_, secret, SystemRandom);
   for (const RamRegion& r : ram_.regions()) {
     pending_.emplace_back(r.size / memory::kPageSize);
@@ -111,7 +111,8 @@ SourceSession::SourceSession(vmm::Machine* machine, std::unique_ptr<TlsChannel> 
 
 SourceSession::~SourceSession() { Close(); }
 
-Result<std::unique_ptr<SourceSession>> SourceSession::Connect(vmm::Machine* machine, const std::string& host,
+Result<std::unique_ptr<SourceSession>> SourceSession::Connect(std::shared_ptr<vmm::Machine> machine,
+                                                              const std::string& host,
                                                               uint16_t port, const std::string& secret,
                                                               uint32_t io_timeout_ms,
                                                               const std::optional<PinnedTls>& tls) {
@@ -140,7 +141,8 @@ Result<std::unique_ptr<SourceSession>> SourceSession::Connect(vmm::Machine* mach
     auto h = ch->Handshake(false, tls->me, tls->peer_certificate_pem);
     if (!h.ok()) return h.error();
   }
-  std::unique_ptr<SourceSession> s(new SourceSession(machine, std::move(ch), LayoutOf(machine), secret));
+  RamLayout layout = LayoutOf(machine.get());
+  std::unique_ptr<SourceSession> s(new SourceSession(machine, std::move(ch), std::move(layout), secret));
   s->out_->SetEncrypted(tls.has_value());
   std::vector<DiskSpec> specs;
   for (const vmm::CopiedDisk& d : machine->CopiedDisks()) {
@@ -310,7 +312,8 @@ void SourceSession::Close() {
   if (!released_) ch_->Shutdown();
 }
 
-Result<std::unique_ptr<TargetSession>> TargetSession::Listen(vmm::Machine* machine, const std::string& host,
+Result<std::unique_ptr<TargetSession>> TargetSession::Listen(std::shared_ptr<vmm::Machine> machine,
+                                                             const std::string& host,
                                                              uint16_t port) {
   auto res = Resolve(host, port, true);
   if (!res.ok()) return res.error();
@@ -334,7 +337,7 @@ Result<std::unique_ptr<TargetSession>> TargetSession::Listen(vmm::Machine* machi
   getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
   uint16_t bound = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
                                             : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  return std::unique_ptr<TargetSession>(new TargetSession(machine, fd, bound));
+  return std::unique_ptr<TargetSession>(new TargetSession(std::move(machine), fd, bound));
 }
 
 TargetSession::~TargetSession() {
@@ -401,7 +404,7 @@ Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io
     auto h = ch.Handshake(true, *tls, peer_pem);
     if (!h.ok()) return refused(h.error());
   }
-  RamLayout ram = LayoutOf(machine_);
+  RamLayout ram = LayoutOf(machine_.get());
   IncomingMigration in(ch, ram, secret, false, SystemRandom);
   in.SetEncrypted(tls.has_value());
   in.EnablePrefault(PrefaultOptions{});

@@ -66,7 +66,8 @@ class SourceSession {
   /** Connects to host:port, runs the TLS handshake (unless `tls` is empty: KubeVirt's migrations.disableTLS, and
    *  the target must agree), authenticates, sends Start and starts the dirty log. `io_timeout_ms` bounds every
    *  blocking send/receive (a hung peer is an error, not a hang). */
-  static Result<std::unique_ptr<SourceSession>> Connect(vmm::Machine* machine, const std::string& host, uint16_t port,
+  static Result<std::unique_ptr<SourceSession>> Connect(std::shared_ptr<vmm::Machine> machine, const std::string& host,
+                                                        uint16_t port,
                                                         const std::string& secret, uint32_t io_timeout_ms,
                                                         const std::optional<PinnedTls>& tls);
   ~SourceSession();
@@ -83,7 +84,8 @@ class SourceSession {
   const TlsInfo& tls() const { return ch_->info(); }
 
  private:
-  SourceSession(vmm::Machine* machine, std::unique_ptr<TlsChannel> ch, RamLayout ram, const std::string& secret);
+  SourceSession(std::shared_ptr<vmm::Machine> machine, std::unique_ptr<TlsChannel> ch, RamLayout ram,
+                const std::string& secret);
   Status Check() const;
   // Sends memory ranges, then every copied disk whole (`bulk`) or its pending blocks.
   Result<RoundStats> SendRangesTimed(const std::vector<PageRange>& ranges, const SendOptions& o, bool bulk);
@@ -91,7 +93,9 @@ class SourceSession {
   template <typename F>
   Result<RoundStats> Timed(F send);
 
-  vmm::Machine* machine_;
+  // Shared with the JS Vm: a guest that exits (or a Vm closed) mid-migration leaves a stopped machine here, whose
+  // memory the step in flight still reads, never a freed one.
+  std::shared_ptr<vmm::Machine> machine_;
   std::unique_ptr<TlsChannel> ch_;  // plain unless the TLS handshake ran
   RamLayout ram_;
   std::unique_ptr<OutgoingMigration> out_;
@@ -116,7 +120,8 @@ struct TargetStats {
 class TargetSession {
  public:
   /** Binds and listens on host:port (port 0 = any free port). */
-  static Result<std::unique_ptr<TargetSession>> Listen(vmm::Machine* machine, const std::string& host, uint16_t port);
+  static Result<std::unique_ptr<TargetSession>> Listen(std::shared_ptr<vmm::Machine> machine, const std::string& host,
+                                                       uint16_t port);
   ~TargetSession();
   uint16_t port() const { return port_; }
   /** Waits for one source, runs the TLS handshake as `tls` (empty: a plain stream, KubeVirt's
@@ -132,8 +137,9 @@ class TargetSession {
   void Cancel();
 
  private:
-  TargetSession(vmm::Machine* machine, int listen_fd, uint16_t port) : machine_(machine), listen_fd_(listen_fd), port_(port) {}
-  vmm::Machine* machine_;
+  TargetSession(std::shared_ptr<vmm::Machine> machine, int listen_fd, uint16_t port)
+      : machine_(std::move(machine)), listen_fd_(listen_fd), port_(port) {}
+  std::shared_ptr<vmm::Machine> machine_;  // shared with the JS Vm, as the source's
   int listen_fd_;
   uint16_t port_;
   std::atomic<bool> cancel_{false};

@@ -139,7 +139,7 @@ std::optional<migration::PinnedTls> TlsArg(const Napi::CallbackInfo& info, size_
 Napi::Value JS_SourceConnect(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!Args(info, 5)) return env.Undefined();
-  vmm::Machine* machine = UnwrapMachine(env, info[0]);
+  std::shared_ptr<vmm::Machine> machine = SharedMachine(env, info[0]);
   if (machine == nullptr) return env.Undefined();
   Napi::Object vm = info[0].As<Napi::Object>();
   std::string host = info[1].ToString(), secret = info[3].ToString();
@@ -262,9 +262,10 @@ Napi::Value JS_SourceTotals(const Napi::CallbackInfo& info) {
 Napi::Value JS_TargetListen(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!Args(info, 3)) return env.Undefined();
-  vmm::Machine* machine = UnwrapMachine(env, info[0]);
+  std::shared_ptr<vmm::Machine> machine = SharedMachine(env, info[0]);
   if (machine == nullptr) return env.Undefined();
-  auto t = TargetSession::Listen(machine, info[1].ToString(), static_cast<uint16_t>(info[2].ToNumber().Uint32Value()));
+  auto t = TargetSession::Listen(std::move(machine), info[1].ToString(),
+                                 static_cast<uint16_t>(info[2].ToNumber().Uint32Value()));
   if (!t.ok()) {
     MakeVmmError(env, t.error()).ThrowAsJavaScriptException();
     return env.Undefined();

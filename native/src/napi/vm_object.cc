@@ -31,6 +31,7 @@ class VmObject : public Napi::ObjectWrap<VmObject> {
   explicit VmObject(const Napi::CallbackInfo& info);
   ~VmObject() override;
   vmm::Machine* machine() { return machine_.get(); }
+  std::shared_ptr<vmm::Machine> shared_machine() { return machine_; }
   void Close();
 
  private:
@@ -431,7 +432,7 @@ Napi::Value VmObject::WriteMemory(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
-vmm::Machine* UnwrapMachine(Napi::Env env, Napi::Value handle) {
+std::shared_ptr<vmm::Machine> SharedMachine(Napi::Env env, Napi::Value handle) {
   auto* data = env.GetInstanceData<AddonData>();
   if (!data || !handle.IsObject() || !handle.As<Napi::Object>().InstanceOf(data->ctor.Value())) {
     Napi::TypeError::New(env, "expected a NativeVm handle").ThrowAsJavaScriptException();
@@ -442,8 +443,10 @@ vmm::Machine* UnwrapMachine(Napi::Env env, Napi::Value handle) {
     MakeVmmError(env, Error{EBADF, "vm", "the VM is closed"}).ThrowAsJavaScriptException();
     return nullptr;
   }
-  return vm->machine();
+  return vm->shared_machine();
 }
+
+vmm::Machine* UnwrapMachine(Napi::Env env, Napi::Value handle) { return SharedMachine(env, handle).get(); }
 
 void RegisterVmObject(Napi::Env env, Napi::Object exports) {
   Napi::Function ctor = VmObject::Define(env);

@@ -14,12 +14,18 @@
 
 #include <napi.h>
 
+#include <memory>
+
 #include "vmm/machine.h"
 
 namespace kvmts::bind {
 
 // The Machine behind a JS Vm handle, or nullptr with a TypeError thrown.
 vmm::Machine* UnwrapMachine(Napi::Env env, Napi::Value handle);
+
+// The same, shared: for work that may outlive the handle's Machine (a migration session the guest's exit or a
+// vm.close() leaves mid-step keeps a stopped Machine, never a freed one). nullptr with a TypeError thrown.
+std::shared_ptr<vmm::Machine> SharedMachine(Napi::Env env, Napi::Value handle);
 
 // Defines the VmObject class on exports (createVm and the handle's methods).
 void RegisterVmObject(Napi::Env env, Napi::Object exports);

@@ -91,6 +91,8 @@ export class DomainManager implements LauncherService {
   #reason: string | undefined;
   #startedAt: string | undefined;
   #migration: MigrationInfo | undefined;
+  /** The machine's stop reason while this source migrated out (applied once the migration failed). */
+  #stoppedWhileMigrating: string | undefined;
   /** The prepared incoming migration and its answer (listener and one-time secret), for a repeated prepare. */
   #prepared: { readonly migrationUid: string; readonly target: MigrationTarget } | undefined;
   /** The prepare in flight (or done), so a repeated request for the same migration shares it. */
@@ -248,6 +250,7 @@ export class DomainManager implements LauncherService {
     const uid = request.migrationUid;
     const options = toMachineOptions(request, this.#vmi ?? NO_VMI, this.#memoryBytes);
     this.#migration = { migrationUid: uid, role: "source", phase: "Running", startTime: new Date().toISOString() };
+    this.#stoppedWhileMigrating = undefined;
     const spans = new SourceMigrationTrace(uid, request.target.host);
     const onProgress = (progress: MigrationInfo["progress"] & object): void => {
       spans.progress(progress);
@@ -272,7 +275,10 @@ export class DomainManager implements LauncherService {
         this.#migration = { ...this.#migration!, phase: result.ok ? "Succeeded" : "Failed", result, endTime };
         this.#deps.logger.info({ migrationUid: uid, ...result }, "migration ended");
         this.#deps.publish({ type: "migration-result", migrationUid: uid, result });
+        const stopped = this.#stoppedWhileMigrating;
+        this.#stoppedWhileMigrating = undefined;
         if (result.ok) this.#transition("Migrated", "migrated", "migrated to the target");
+        else if (stopped !== undefined) this.#onMachineState("stopped", stopped);
         else this.#publishDomain("snapshot");
       })
       .catch((error: unknown) => this.#deps.logger.error({ err: error }, "migration bookkeeping failed"));
@@ -367,7 +373,11 @@ export class DomainManager implements LauncherService {
   #onMachineState(state: MachineState, reason: string | undefined): void {
     // While this source migrates out, a backend pausing or stopping the guest is the switch-over, not a user
     // pause or a shutdown: the migration result decides (Migrated on success; the guest runs on after a failure).
-    if (this.#migration?.role === "source" && this.#migration.phase === "Running" && state !== "crashed") return;
+    if (this.#migration?.role === "source" && this.#migration.phase === "Running" && state !== "crashed") {
+      // A guest that shut down meanwhile: once the migration failed (it cannot succeed), the domain is Shutdown.
+      if (state === "stopped") this.#stoppedWhileMigrating = reason ?? "GuestShutdown";
+      return;
+    }
     const next = nextDomainState(this.#state, state, reason);
     if (!next) return;
     if (next.transition === "incoming-completed") {

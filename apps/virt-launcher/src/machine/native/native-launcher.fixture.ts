@@ -10,7 +10,8 @@ import { startLauncherApp } from "../../launcher-app.ts";
 import { machineFactory } from "../create-machine.ts";
 
 const [socketPath = "", consoleLogPath = "", cmdline = ""] = process.argv.slice(2);
-const logger = createLogger({ component: "virt-launcher", level: "silent" });
+// Structured log lines on stdout: the tests keep them in a file and show its tail when a case fails.
+const logger = createLogger({ component: "virt-launcher", level: "debug" });
 const app = await startLauncherApp({
   identity: { namespace: "default", name: "guest", uid: "vmi-m" },
   vmi: { metadata: { name: "guest", namespace: "default", uid: "vmi-m" } } as never,

@@ -284,6 +284,11 @@ export class NativeMachine implements Machine {
   }
 
   #set(state: MachineState, reason?: string): void {
+    if ((state === "stopped" && reason !== "migrated") || state === "crashed") {
+      // A migration of this guest has nothing left to move: it fails now, with the reason, instead of sending the
+      // memory of a guest that is gone (its session keeps the stopped machine until its step in flight returns).
+      this.#migration.cancel(`the guest ended during the migration: ${reason ?? state}`);
+    }
     this.#state = state;
     this.#events.emit("state", state, reason);
   }

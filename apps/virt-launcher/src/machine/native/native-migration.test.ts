@@ -6,7 +6,7 @@
  * certificate the target was not given leave the guest running on the source.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LauncherClient, type LauncherEvent, type MigrateRequestOptions } from "@kvt/launcher-rpc";
@@ -35,7 +35,11 @@ const WORKLOAD = "ws=8 pattern=random rate=40 seed=7 every=128 lines=120";
  * migrations.disableTLS at both ends). Everywhere else it is encrypted, as in production.
  */
 const PLAIN_IN_L1: { disableTLS?: true } = process.env.KVT_NESTED_L1 === undefined ? {} : { disableTLS: true };
-const SLOW = "ws=32 pattern=fill rate=0 seed=2 every=2048 tick=50 lines=50";
+/**
+ * A guest that outlives the failed migrations below (15 s of lines): one that ended in the middle would fail the
+ * migration for that reason instead (the last case), and under a loaded L1 a handshake alone can take seconds.
+ */
+const SLOW = "ws=32 pattern=fill rate=0 seed=2 every=2048 tick=50 lines=300";
 
 describe("NativeMachine migration (fake VMM)", () => {
   const logger = createLogger({ component: "test", level: "silent" });
@@ -88,6 +92,8 @@ interface Launcher {
   readonly exited: Promise<number | null>;
   readonly child: ChildProcess;
   console(): string;
+  /** The launcher's own log lines (JSON). */
+  log(): string;
 }
 
 let dir = "";
@@ -105,9 +111,11 @@ async function launcher(cmdline: string): Promise<Launcher> {
   const n = seq++;
   const socketPath = join(dir, `l${n}.sock`);
   const logPath = join(dir, `l${n}.log`);
+  const launcherLog = openSync(`${logPath}.launcher`, "w");
   const child = spawn(process.execPath, [fixture, socketPath, logPath, cmdline], {
-    stdio: ["ignore", "ignore", "inherit"],
+    stdio: ["ignore", launcherLog, "inherit"],
   });
+  closeSync(launcherLog);
   children.push(child);
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   const client = new LauncherClient(socketPath, { timeoutMs: 20_000 });
@@ -130,7 +138,14 @@ async function launcher(cmdline: string): Promise<Launcher> {
       return "";
     }
   };
-  return { client, events, exited, child, console };
+  const log = (): string => {
+    try {
+      return readFileSync(`${logPath}.launcher`, "utf8");
+    } catch {
+      return "";
+    }
+  };
+  return { client, events, exited, child, console, log };
 }
 
 const lines = (text: string): number => text.split("\n").length - 1;
@@ -170,6 +185,24 @@ function resultOf(l: Launcher, uid: string): LauncherEvent & { type: "migration-
   return e;
 }
 
+/** The source's migration result, waited for; without one in `ms`, an error with the tail of the launcher's log. */
+async function resultWithin(
+  l: Launcher,
+  uid: string,
+  ms = 60_000,
+): Promise<LauncherEvent & { type: "migration-result" }> {
+  try {
+    await expect.poll(() => resultOf(l, uid), { timeout: ms }).toBeTruthy();
+  } catch (error) {
+    const tail = l.log().trimEnd().split("\n").slice(-40).join("\n");
+    const exit = l.child.exitCode ?? l.child.signalCode ?? "running";
+    throw new Error(`${(error as Error).message}; the source launcher (${exit}) logged last:\n${tail}`, {
+      cause: error,
+    });
+  }
+  return resultOf(l, uid);
+}
+
 describe.skipIf(!hasKvm())("native live migration between two launcher processes (real KVM)", () => {
   /**
    * Every identity the cases use, minted before any launcher runs: under L1's TCG minting takes long enough for a
@@ -177,7 +210,7 @@ describe.skipIf(!hasKvm())("native live migration between two launcher processes
    */
   const identities = new Map<string, Awaited<ReturnType<typeof migrationTlsPair>>>();
   beforeAll(async () => {
-    for (const uid of ["m1", "m2", "m3", "m4", "stranger"]) identities.set(uid, await migrationTlsPair());
+    for (const uid of ["m1", "m2", "m3", "m4", "m5", "stranger"]) identities.set(uid, await migrationTlsPair());
   }, 120_000);
   const tlsFor = (uid: string) => identities.get(uid)!;
 
@@ -201,8 +234,7 @@ describe.skipIf(!hasKvm())("native live migration between two launcher processes
       options: { ...options, ...PLAIN_IN_L1 },
       tls: tls.source,
     });
-    await expect.poll(() => resultOf(source, "m1"), { timeout: 60_000 }).toBeTruthy();
-    const { result } = resultOf(source, "m1");
+    const { result } = await resultWithin(source, "m1");
     expect(result).toMatchObject({ ok: true });
     expect(result.downtimeMs).toBeGreaterThan(0);
     expect(result.iterations).toBeGreaterThanOrEqual(2);
@@ -251,8 +283,7 @@ describe.skipIf(!hasKvm())("native live migration between two launcher processes
         await new Promise((r) => setTimeout(r, 300));
         await source.client.cancelMigration({ migrationUid: uid });
       }
-      await expect.poll(() => resultOf(source, uid), { timeout: 60_000 }).toBeTruthy();
-      const { result } = resultOf(source, uid);
+      const { result } = await resultWithin(source, uid);
       expect(result.ok).toBe(false);
       expect(result.failureReason).toMatch(why);
       // The source resumes its guest just after it reports the failure: look until it has (bounded).
@@ -265,4 +296,29 @@ describe.skipIf(!hasKvm())("native live migration between two launcher processes
     },
     180_000,
   );
+
+  it("a guest that ends mid-migration fails it with that reason; the source reports Shutdown and exits 0", async () => {
+    const source = await launcher(SLOW);
+    const target = await launcher(SLOW);
+    await source.client.sync();
+    await expect.poll(() => lines(source.console()), { timeout: 60_000 }).toBeGreaterThanOrEqual(4);
+    const tls = tlsFor("m5");
+    const address = await target.client.prepareTarget({ migrationUid: "m5", tls: tls.target });
+    await target.client.sourceCertificate({ migrationUid: "m5", certificate: tls.source.certificate });
+    // 1 MiB/s: the bulk pass of the guest's 32 MiB working set outlasts the guest, which is stopped meanwhile.
+    await source.client.migrate({
+      migrationUid: "m5",
+      target: address,
+      options: { ...options, bandwidthBytesPerSec: MiB },
+      tls: tls.source,
+    });
+    await source.client.shutdown({ gracePeriodSeconds: 0 });
+    const { result } = await resultWithin(source, "m5");
+    expect(result.ok).toBe(false);
+    expect(result.failureReason).toMatch(/^the guest ended during the migration: GuestShutdown/);
+    expect(await exitOf(source, "the source launcher (its guest stopped mid-migration)")).toBe(0);
+    const states = source.events.flatMap((e) => (e.type === "domain" ? [e.info.state] : []));
+    expect(states.at(-1)).toBe("Shutdown");
+    expect(await exitOf(target, "the failed target launcher")).toBe(1); // its guest never ran
+  }, 180_000);
 });

@@ -147,8 +147,8 @@ export class NativeMigration {
     }
   }
 
-  /** Source side: aborts the outgoing migration in flight (its result says "canceled"); no-op when none. */
-  cancel(): void {
-    this.#outgoing?.cancel("canceled");
+  /** Source side: aborts the outgoing migration in flight (its result's failureReason is `reason`); no-op when none. */
+  cancel(reason = "canceled"): void {
+    this.#outgoing?.cancel(reason);
   }
 }
