@@ -44,6 +44,8 @@ export const LOCAL_CLUSTER_ONLY: Readonly<Record<string, string>> = {
  */
 export const KUBE_LANE_OPEN: Readonly<Record<string, string>> = {
   "migration/migrate-cancel.e2e.test.ts":
-    "open bug (issue 20): on real nodes a cancel mid-flight once left the source's guest making no progress and the " +
-    "VMIM without FailedMigration (CI 2026-11-27, ci7; it passed in the two runs before)",
+    "open bug (issue 20): on real nodes (QEMU TCG, no /dev/kvm) a cancel mid-flight sometimes leaves the source's " +
+    "guest console making no progress for 60 s while the VMI says Running with the abort Succeeded (ci7, and 1 of 3 " +
+    "runs on 2026-11-27 under load; 0 of 12 manual cancels stalled). The test now prints the source's compute log and " +
+    "console tail when it happens",
 };

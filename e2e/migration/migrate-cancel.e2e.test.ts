@@ -188,7 +188,16 @@ describe("virtctl migrate-cancel on a bandwidth-capped migration", () => {
         return true;
       },
       { ...CLUSTER_WAIT, timeoutMs: 60_000 },
-    );
+    ).catch(async (error: unknown) => {
+      // What the source launcher and its console said last: a guest that stopped and a console that stopped
+      // copying look alike from here.
+      const compute = await kubectl(kubeconfig, ["logs", sourcePod.metadata.name, "-c", "compute", "--tail=25"]);
+      const tail = (await consoleLog(kubeconfig, vmi.metadata.uid, sourcePod.metadata.name)).slice(-400);
+      throw new Error(
+        `${(error as Error).message}\nsource compute log:\n${compute.stdout}${compute.stderr}\nconsole tail:\n${tail}`,
+        { cause: error },
+      );
+    });
     events = await kubectlOk(kubeconfig, [
       "get",
       "events",
