@@ -49,12 +49,20 @@ const kubeconfig = (): string => {
 
 describe("a host without /dev/kvm", () => {
   it("its nodes advertise no KVM device, and the cluster's KubeVirt CR allows emulation", async () => {
-    const nodes = await getJson<{ items: { status: { allocatable: Record<string, string> } }[] }>(
-      kubeconfig(),
-      "nodes",
+    // Eventually: each virt-handler's device plugin registers with its kubelet after the node is up, and the
+    // node's allocatable shows the resource (0 devices) on the kubelet's next status update.
+    await eventually(
+      async () => {
+        const nodes = await getJson<{ items: { status: { allocatable: Record<string, string> } }[] }>(
+          kubeconfig(),
+          "nodes",
+        );
+        expect(nodes.items).toHaveLength(2);
+        for (const n of nodes.items) expect(n.status.allocatable["devices.kubevirt.io/kvm"]).toBe("0");
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 60_000, what: "both nodes to advertise 0 KVM devices" },
     );
-    expect(nodes.items).toHaveLength(2);
-    for (const n of nodes.items) expect(n.status.allocatable["devices.kubevirt.io/kvm"]).toBe("0");
     const kv = await kubectlOk(kubeconfig(), [
       "get",
       "kv",
