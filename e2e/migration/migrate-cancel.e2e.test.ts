@@ -192,9 +192,18 @@ describe("virtctl migrate-cancel on a bandwidth-capped migration", () => {
       // What the source launcher and its console said last: a guest that stopped and a console that stopped
       // copying look alike from here.
       const compute = await kubectl(kubeconfig, ["logs", sourcePod.metadata.name, "-c", "compute", "--tail=25"]);
+      // guest-console-log (virt-tail) runs under KubeVirt's tiny limits (15m CPU, 60M): did it end or restart?
+      const containers = await kubectl(kubeconfig, [
+        "get",
+        "pod",
+        sourcePod.metadata.name,
+        "-o",
+        "jsonpath={.status.containerStatuses}",
+      ]);
       const tail = (await consoleLog(kubeconfig, vmi.metadata.uid, sourcePod.metadata.name)).slice(-400);
       throw new Error(
-        `${(error as Error).message}\nsource compute log:\n${compute.stdout}${compute.stderr}\nconsole tail:\n${tail}`,
+        `${(error as Error).message}\nsource containers: ${containers.stdout}\nsource compute log:\n` +
+          `${compute.stdout}${compute.stderr}\nconsole tail:\n${tail}`,
         { cause: error },
       );
     });
