@@ -96,7 +96,9 @@ describe("RestClient", () => {
     const quiet = watchOnce(new RestClient(kubeConfigFor(url), { watchIdleTimeoutMs: 50 }));
     expect(((await quiet.done) as Error).name).toBe("TimeoutError");
 
-    const stopped = watchOnce(new RestClient(kubeConfigFor(url), { watchIdleTimeoutMs: 50 }));
+    // A long idle bound here: on a loaded machine 50 ms may pass before stop() is called, and the timeout then ends
+    // the watch first (CI 2026-11-27).
+    const stopped = watchOnce(new RestClient(kubeConfigFor(url), { watchIdleTimeoutMs: 60_000 }));
     (await stopped.handle).stop();
     const outcome = await Promise.race([stopped.done, new Promise((r) => setTimeout(() => r("not called"), 150))]);
     expect(outcome).toBe("not called");
