@@ -2,7 +2,7 @@
  * Live migrations of real KVM guests between OS processes (forked test peers), compared with unmigrated runs of
  * the same deterministic workload: the guest's console output must be identical byte for byte.
  */
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createServer, type Server, type Socket, connect as tcpConnect } from "node:net";
 import { mintMigrationCertificate } from "@kvt/certs";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +15,19 @@ import {
   prepareTarget,
 } from "./live-peers.test-util.ts";
 import type { MigrationResult } from "./source.ts";
+
+/** Whether a TCP connection to local port `port` is established on this host (/proc/net/tcp and tcp6). */
+function establishedTo(port: number): boolean {
+  const hex = port.toString(16).toUpperCase().padStart(4, "0");
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    if (!existsSync(table)) continue;
+    for (const line of readFileSync(table, "utf8").split("\n").slice(1)) {
+      const [, local, remote, state] = line.trim().split(/\s+/);
+      if (state === "01" && (local?.endsWith(`:${hex}`) || remote?.endsWith(`:${hex}`))) return true;
+    }
+  }
+  return false;
+}
 
 const hasKvm = existsSync("/dev/kvm");
 if (!hasKvm) console.warn("\n*** /dev/kvm is missing: the live migration tests are SKIPPED on this machine ***\n");
@@ -169,7 +182,12 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
     await source.waitForLines(8);
     const dest = await listen(target);
     start(source, dest, { bandwidthBytesPerSec: 8 * MiB });
-    await new Promise((r) => setTimeout(r, 400)); // the capped bulk pass of ~32 MiB takes ~4 s
+    // Mid-transfer: once the source is connected (a loaded L1 once took longer than a fixed 400 ms, and the kill
+    // then met a connect, ECONNREFUSED), then a little into the capped bulk pass of ~32 MiB (~4 s).
+    const deadline = Date.now() + 30_000;
+    while (!establishedTo(dest.destination.port) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(establishedTo(dest.destination.port), "the source connected to the target").toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
     target.signal("SIGKILL");
     const result = (await source.waitFor("migrated")).result as MigrationResult;
     expect(result.ok).toBe(false);
