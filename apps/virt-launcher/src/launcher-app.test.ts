@@ -11,6 +11,18 @@ import type { MachineSpec, MigrationTlsIdentity } from "./machine/machine.ts";
 import { migrationTlsPair } from "./machine/migration-tls.test-util.ts";
 
 const logger = createLogger({ component: "test", level: "silent" });
+/** A migrate request's options, KubeVirt's defaults but a 300 ms downtime. */
+const MIGRATE_OPTIONS = {
+  bandwidthBytesPerSec: 0,
+  maxDowntimeMs: 300,
+  allowAutoConverge: false,
+  allowPostCopy: false,
+  completionTimeoutPerGiB: 150,
+  progressTimeoutSeconds: 150,
+};
+/** The same with KubeVirt's migrations.disableTLS (no certificates), and a target for it. */
+const PLAIN_OPTIONS = { ...MIGRATE_OPTIONS, disableTLS: true };
+const PLAIN_TARGET = { host: "127.0.0.1", port: 1, secret: "s" };
 /** The per-migration identities the handlers would mint. */
 let TLS: { source: MigrationTlsIdentity; target: MigrationTlsIdentity };
 beforeAll(async () => {
@@ -112,14 +124,7 @@ describe("virt-launcher over launcher-rpc", () => {
 
   it("migrates as the source: progress and result reach the handler, success ends the launcher", async () => {
     await client.sync({ vmi: vmi as unknown as Record<string, unknown> });
-    const options = {
-      bandwidthBytesPerSec: 0,
-      maxDowntimeMs: 300,
-      allowAutoConverge: true,
-      allowPostCopy: false,
-      completionTimeoutPerGiB: 150,
-      progressTimeoutSeconds: 150,
-    };
+    const options = { ...MIGRATE_OPTIONS, allowAutoConverge: true };
     const target = { host: "127.0.0.1", port: 1, secret: "s", certificate: TLS.target.certificate };
     await client.migrate({ migrationUid: "m1", target, options, tls: TLS.source });
     expect(machine.lastMigrationOptions).toEqual({
@@ -150,16 +155,7 @@ describe("virt-launcher over launcher-rpc", () => {
 
   it("a cancelled migration leaves the guest running here", async () => {
     await client.sync({ vmi: vmi as unknown as Record<string, unknown> });
-    const options = {
-      bandwidthBytesPerSec: 0,
-      maxDowntimeMs: 300,
-      allowAutoConverge: false,
-      allowPostCopy: false,
-      completionTimeoutPerGiB: 150,
-      progressTimeoutSeconds: 150,
-    };
-    const plain = { ...options, disableTLS: true }; // KubeVirt's migrations.disableTLS: no certificates
-    await client.migrate({ migrationUid: "m2", target: { host: "127.0.0.1", port: 1, secret: "s" }, options: plain });
+    await client.migrate({ migrationUid: "m2", target: PLAIN_TARGET, options: PLAIN_OPTIONS });
     expect(machine.lastMigrationOptions?.tls).toBe(false);
     await client.cancelMigration({ migrationUid: "m2" });
     await expect.poll(async () => (await client.info()).migration?.phase).toBe("Failed");
@@ -170,16 +166,7 @@ describe("virt-launcher over launcher-rpc", () => {
 
   it("a guest that shuts down while it migrates out: the migration fails with the reason, then the domain is Shutdown", async () => {
     await client.sync({ vmi: vmi as unknown as Record<string, unknown> });
-    const options = {
-      bandwidthBytesPerSec: 0,
-      maxDowntimeMs: 300,
-      allowAutoConverge: false,
-      allowPostCopy: false,
-      completionTimeoutPerGiB: 150,
-      progressTimeoutSeconds: 150,
-      disableTLS: true,
-    };
-    await client.migrate({ migrationUid: "m5", target: { host: "127.0.0.1", port: 1, secret: "s" }, options });
+    await client.migrate({ migrationUid: "m5", target: PLAIN_TARGET, options: PLAIN_OPTIONS });
     machine.setState("stopped", "GuestShutdown: exit code 0"); // the migration decides: still Running here
     expect((await client.info()).state).toBe("Running");
     const failureReason = "the guest ended during the migration: GuestShutdown: exit code 0";

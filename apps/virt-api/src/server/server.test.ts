@@ -23,6 +23,41 @@ async function probe(port: number, ca: string): Promise<{ serial: string; status
   });
 }
 
+/** A server whose app answers every request with 200 `body` after `ms`. */
+async function startSlow(ca: Awaited<ReturnType<typeof generateCa>>, body: string, ms: number): Promise<RunningServer> {
+  const pair = await issueCertificate(ca, { dnsNames: ["virt-api.kubevirt.svc"] });
+  const slow = {
+    handle: (_req: unknown, res: { writeHead(c: number): { end(b: string): void } }) =>
+      setTimeout(() => res.writeHead(200).end(body), ms),
+    upgrade: () => undefined,
+    close: () => undefined,
+    drain: () => undefined,
+  } as unknown as VirtApiApp;
+  return startVirtApiServer(slow, { certPem: pair.certPem, keyPem: pair.keyPem, port: 0, host: "127.0.0.1" });
+}
+
+/** GET /x over `agent`: the status, the Connection header and the body. */
+function getX(
+  port: number,
+  ca: string,
+  agent: Agent | false,
+): Promise<{ status: number; connection: string | undefined; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: "127.0.0.1", port, path: "/x", ca, servername: "virt-api.kubevirt.svc", agent },
+      (res) => {
+        let body = "";
+        res.on("data", (c: Buffer) => {
+          body += c.toString();
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body }));
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
 const app = {
   handle: (_req: unknown, res: { writeHead(c: number): { end(): void } }) => res.writeHead(200).end(),
   upgrade: () => undefined,
@@ -56,38 +91,9 @@ describe("virt-api's HTTPS server", () => {
 
   it("drains on close: in-flight requests finish, responses say Connection: close, then the port is shut", async () => {
     const ca = await generateCa("kubevirt.io@1");
-    const pair = await issueCertificate(ca, { dnsNames: ["virt-api.kubevirt.svc"] });
-    const slow = {
-      handle: (_req: unknown, res: { writeHead(c: number): { end(b: string): void } }) =>
-        setTimeout(() => res.writeHead(200).end("done"), 300),
-      upgrade: () => undefined,
-      close: () => undefined,
-      drain: () => undefined,
-    } as unknown as VirtApiApp;
-    server = await startVirtApiServer(slow, { certPem: pair.certPem, keyPem: pair.keyPem, port: 0, host: "127.0.0.1" });
+    server = await startSlow(ca, "done", 300);
     const agent = new Agent({ keepAlive: true, maxSockets: 4 });
-    const get = (): Promise<{ status: number; connection: string | undefined; body: string }> =>
-      new Promise((resolve, reject) => {
-        const req = request(
-          {
-            host: "127.0.0.1",
-            port: server!.port,
-            path: "/x",
-            ca: ca.certPem,
-            servername: "virt-api.kubevirt.svc",
-            agent,
-          },
-          (res) => {
-            let body = "";
-            res.on("data", (c: Buffer) => {
-              body += c.toString();
-            });
-            res.on("end", () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body }));
-          },
-        );
-        req.on("error", reject);
-        req.end();
-      });
+    const get = () => getX(server!.port, ca.certPem, agent);
     expect(await get()).toMatchObject({ status: 200, connection: "keep-alive" });
     const inFlight = get();
     await new Promise((r) => setTimeout(r, 50));
@@ -103,33 +109,11 @@ describe("virt-api's HTTPS server", () => {
 
   it("a request in flight when the listener closes finishes within the grace period", async () => {
     const ca = await generateCa("kubevirt.io@1");
-    const pair = await issueCertificate(ca, { dnsNames: ["virt-api.kubevirt.svc"] });
-    const slow = {
-      handle: (_req: unknown, res: { writeHead(c: number): { end(b: string): void } }) =>
-        setTimeout(() => res.writeHead(200).end("late"), 400),
-      upgrade: () => undefined,
-      close: () => undefined,
-      drain: () => undefined,
-    } as unknown as VirtApiApp;
-    server = await startVirtApiServer(slow, { certPem: pair.certPem, keyPem: pair.keyPem, port: 0, host: "127.0.0.1" });
-    const port = server.port;
-    const answer = new Promise<string>((resolve, reject) => {
-      const req = request(
-        { host: "127.0.0.1", port, path: "/x", ca: ca.certPem, servername: "virt-api.kubevirt.svc", agent: false },
-        (res) => {
-          let body = "";
-          res.on("data", (c: Buffer) => {
-            body += c.toString();
-          });
-          res.on("end", () => resolve(`${res.statusCode} ${body}`));
-        },
-      );
-      req.on("error", reject);
-      req.end();
-    });
+    server = await startSlow(ca, "late", 400);
+    const answer = getX(server.port, ca.certPem, false);
     await new Promise((r) => setTimeout(r, 100));
     await server.close({ delayMs: 0, graceMs: 5_000 });
     server = undefined;
-    expect(await answer).toBe("200 late");
+    expect(await answer).toMatchObject({ status: 200, body: "late" });
   });
 });

@@ -131,21 +131,18 @@ async function launcher(cmdline: string): Promise<Launcher> {
     .toBe(true);
   const events: LauncherEvent[] = [];
   void client.watchEvents((e) => events.push(e)).catch(() => {});
-  const console = (): string => {
-    try {
-      return readFileSync(logPath, "latin1");
-    } catch {
-      return "";
-    }
-  };
-  const log = (): string => {
-    try {
-      return readFileSync(`${logPath}.launcher`, "utf8");
-    } catch {
-      return "";
-    }
-  };
+  const console = (): string => textOf(logPath, "latin1");
+  const log = (): string => textOf(`${logPath}.launcher`, "utf8");
   return { client, events, exited, child, console, log };
+}
+
+/** A file's text, "" while it does not exist yet. */
+function textOf(path: string, encoding: BufferEncoding): string {
+  try {
+    return readFileSync(path, encoding);
+  } catch {
+    return "";
+  }
 }
 
 const lines = (text: string): number => text.split("\n").length - 1;
