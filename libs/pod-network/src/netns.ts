@@ -84,7 +84,8 @@ export function sysctlWriter(runtime: string, path: string, value: string, deno 
 
 /**
  * The namespace of file `nsPath` (`/proc/<pid>/ns/net`), entered with util-linux's nsenter for each command (it
- * needs CAP_SYS_ADMIN: virt-handler's privileged container). `node` is the runtime binary (Node or Deno) that writes sysctls there.
+ * needs CAP_SYS_ADMIN: virt-handler's privileged container). `node` is the runtime binary (Node or Deno) that
+ * writes sysctls there.
  */
 export function enteredNetns(nsPath: string, node: string = process.execPath): Netns {
   const enter = [`--net=${nsPath}`, "--"];
