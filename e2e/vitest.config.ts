@@ -1,4 +1,4 @@
-import { defineConfig } from "vitest/config";
+import { projectConfig } from "../tools/vitest-config/src/index.ts";
 import { clusterKindFromEnv, KUBE_LANE_OPEN, LOCAL_CLUSTER_ONLY } from "./lib/cluster-kind.ts";
 
 // KVT_E2E_CLUSTER=kube: the files that need the local cluster's internals, or have an open bug on real nodes, stay
@@ -7,11 +7,9 @@ const kind = clusterKindFromEnv();
 const leftOut: Record<string, string> = kind === "local" ? {} : { ...LOCAL_CLUSTER_ONLY, ...KUBE_LANE_OPEN };
 for (const file of Object.keys(leftOut)) process.stdout.write(`[e2e] skipped on ${kind}: ${file}: ${leftOut[file]}\n`);
 
-// Each lane its own report, so npm test's kube lane does not overwrite the local run's.
-const report = `.reports/vitest${"Deno" in globalThis ? "-deno" : ""}${kind === "kube" ? "-kube" : ""}.json`;
-export default defineConfig({
-  test: {
-    passWithNoTests: true,
+// Each lane its own report (the kube lane's ends in -kube), so npm test's kube lane does not overwrite the local run's.
+export default projectConfig(
+  {
     include: ["**/*.e2e.test.ts"],
     exclude: ["node_modules/**", ...Object.keys(leftOut)],
     globalSetup: ["lib/global-setup.ts"],
@@ -19,6 +17,6 @@ export default defineConfig({
     fileParallelism: false,
     testTimeout: 180_000,
     hookTimeout: 300_000,
-    reporters: ["default", ["json", { outputFile: report }]],
   },
-});
+  kind === "kube" ? "-kube" : "",
+);

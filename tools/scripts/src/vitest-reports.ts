@@ -1,10 +1,12 @@
 /** Reads vitest JSON reports (`<project>/.reports/*.json`) into tallies. */
 import { existsSync, readFileSync } from "node:fs";
+import { type OutsideErrors, outsideErrorsPath } from "@kvt/vitest-config";
 import type { Tally } from "./steps.ts";
 
 interface VitestJson {
   testResults?: {
     name?: string;
+    status?: string;
     message?: string;
     assertionResults?: { fullName?: string; status?: string; failureMessages?: string[] }[];
   }[];
@@ -22,34 +24,58 @@ export interface NamedTally extends Tally {
 }
 
 /**
- * The tally of one vitest JSON report, its failures named `<file>: <test>` (a file that failed to load is named with
- * its first message line); a missing or unreadable report (the run crashed before writing it) counts as one failure
- * so it can never pass unnoticed.
+ * The tally of one vitest JSON report, its failures named `<file>: <test>`. The errors no test owns (a failed hook, a
+ * file that failed to load, an unhandled error) come from the outside-errors file beside it (vitest-project.ts), one
+ * failure each, since the JSON report counts them as failed suites with no message. A missing or unreadable report
+ * (the run crashed before writing it) counts as one failure so it can never pass unnoticed.
  */
 export function readVitestReport(file: string): NamedTally {
   if (!existsSync(file)) return { passed: 0, failed: 1, skipped: 0, failedNames: [`${file}: no report written`] };
+  let r: VitestJson;
   try {
-    const r = JSON.parse(readFileSync(file, "utf8")) as VitestJson;
-    const suiteFailures = r.numFailedTests === 0 && (r.numFailedTestSuites ?? 0) > 0 ? (r.numFailedTestSuites ?? 0) : 0;
-    return {
-      passed: r.numPassedTests,
-      failed: r.numFailedTests + suiteFailures,
-      skipped: r.numPendingTests + r.numTodoTests,
-      failedNames: failedNamesOf(r),
-    };
+    r = JSON.parse(readFileSync(file, "utf8")) as VitestJson;
   } catch {
     // A truncated report means the run died mid-write: count it as a failure rather than guessing.
     return { passed: 0, failed: 1, skipped: 0, failedNames: [`${file}: unreadable report`] };
   }
+  const names = failedTestNames(r);
+  const outside = readOutsideErrors(outsideErrorsPath(file));
+  if (outside) {
+    for (const [where, lines] of Object.entries(outside)) {
+      for (const line of lines) names.push(`${where}: outside any test: ${line}`);
+    }
+  } else {
+    // No outside-errors file: name what the JSON report itself says of a suite that failed with no failed test.
+    for (const suite of r.testResults ?? []) {
+      const failed = (suite.assertionResults ?? []).some((a) => a.status === "failed");
+      if (failed || (suite.status !== "failed" && !suite.message)) continue;
+      const why = suite.message?.split("\n")[0] || "failed outside its tests (a hook?): its output is above";
+      names.push(`${suite.name ?? "?"}: ${why}`);
+    }
+  }
+  let failed = Math.max(names.length, r.numFailedTests);
+  if (failed === 0 && (r.success === false || (r.numFailedTestSuites ?? 0) > 0)) {
+    names.push(`${file}: vitest reported a failure no test or suite names: its output is above`);
+    failed = 1;
+  }
+  return { passed: r.numPassedTests, failed, skipped: r.numPendingTests + r.numTodoTests, failedNames: names };
 }
 
-function failedNamesOf(r: VitestJson): string[] {
+function readOutsideErrors(file: string): OutsideErrors | undefined {
+  try {
+    return JSON.parse(readFileSync(file, "utf8")) as OutsideErrors;
+  } catch {
+    return undefined;
+  }
+}
+
+function failedTestNames(r: VitestJson): string[] {
   const names: string[] = [];
   for (const suite of r.testResults ?? []) {
-    const failed = (suite.assertionResults ?? []).filter((a) => a.status === "failed");
     const file = suite.name ?? "?";
-    for (const a of failed) names.push(`${file}: ${a.fullName ?? "?"}${why(a.failureMessages)}`);
-    if (failed.length === 0 && suite.message) names.push(`${file}: ${suite.message.split("\n")[0]}`);
+    for (const a of suite.assertionResults ?? []) {
+      if (a.status === "failed") names.push(`${file}: ${a.fullName ?? "?"}${why(a.failureMessages)}`);
+    }
   }
   return names;
 }

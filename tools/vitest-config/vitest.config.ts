@@ -1,0 +1,3 @@
+import { projectConfig } from "./src/index.ts";
+
+export default projectConfig();
