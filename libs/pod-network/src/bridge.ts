@@ -21,7 +21,7 @@ import {
 } from "./bridge-plan.ts";
 import { linkExists, linkInfo, PodNetworkWiringError, tapAddArgs } from "./masquerade.ts";
 import { BRIDGE, POD_INTERFACE, TAP } from "./masquerade-plan.ts";
-import { type Netns, ownNetns } from "./netns.ts";
+import { CriticalNetworkError, type Netns, ownNetns } from "./netns.ts";
 import { type PlumbedPodNetwork, type PlumbOptions, servePodNetwork, type WiredPodNetwork } from "./plumbed.ts";
 
 /** Wires `plan` in this process's network namespace and starts the guest's DHCP server. */
@@ -39,7 +39,9 @@ export async function wireBridge(plan: BridgePlan, log: Logger): Promise<WiredPo
 
 /**
  * Builds the bridge binding in `ns` and says what the guest's DHCP server hands out (the pod's address, gateway and
- * routes, read before eth0 gives them up). Not idempotent: once eth0 is bridged its address is only in the result.
+ * routes, read before eth0 gives them up). Not idempotent: once eth0 is bridged its address is only in the result,
+ * so a failure from then on, or a namespace found bridged already, is a {@link CriticalNetworkError} (the VMI fails
+ * rather than being retried forever); a failure before it leaves the pod as it was, and the next attempt starts over.
  */
 export async function plumbBridge(
   plan: BridgePlan,
@@ -48,8 +50,9 @@ export async function plumbBridge(
   options: PlumbOptions = {},
 ): Promise<PlumbedPodNetwork> {
   if (await linkExists(ns, BRIDGED_POD_INTERFACE))
-    throw new PodNetworkWiringError(
-      `the pod network is bridged already (${BRIDGED_POD_INTERFACE} exists): its address is not known any more`,
+    throw new CriticalNetworkError(
+      `the pod network is bridged already (${BRIDGED_POD_INTERFACE} exists) by an attempt that did not finish: ` +
+        "the pod's address is not known any more; a new launcher pod is needed",
     );
   if (!(await linkExists(ns, POD_INTERFACE)))
     throw new PodNetworkWiringError(`the pod has no ${POD_INTERFACE}: the bridge binding needs the pod network`);
@@ -61,12 +64,19 @@ export async function plumbBridge(
   if (!bridgeMac) throw new PodNetworkWiringError(`the bridge ${BRIDGE} has no MAC address`);
   const moves = enslaveCommands(pod, bridgeMac).map((c) => withTapOwner(c, options.tapOwner));
   const placeholder = moves.length - placeholderCommands(pod, "dummy").length;
-  await runAll(ns, moves.slice(0, placeholder));
-  await keepPodAddress(ns, pod, log);
-  // The address stays on the placeholder (a local address of the pod): only the guest may answer ARP for it.
-  if (lease) await ns.setSysctl("net.ipv4.conf.all.arp_ignore", "1");
-  if (options.unprivilegedPortStart !== undefined)
-    await ns.setSysctl("net.ipv4.ip_unprivileged_port_start", String(options.unprivilegedPortStart));
+  try {
+    await runAll(ns, moves.slice(0, placeholder));
+    await keepPodAddress(ns, pod, log);
+    // The address stays on the placeholder (a local address of the pod): only the guest may answer ARP for it.
+    if (lease) await ns.setSysctl("net.ipv4.conf.all.arp_ignore", "1");
+    if (options.unprivilegedPortStart !== undefined)
+      await ns.setSysctl("net.ipv4.ip_unprivileged_port_start", String(options.unprivilegedPortStart));
+  } catch (err) {
+    throw new CriticalNetworkError(
+      `the bridge binding failed after the pod's ${POD_INTERFACE} joined the bridge: ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
   if (!lease) return { tap: TAP, mac: plan.mac ?? pod.mac, ipAddresses: [] };
   return {
     tap: TAP,

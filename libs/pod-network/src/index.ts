@@ -19,6 +19,7 @@ export {
 } from "./masquerade-plan.ts";
 /** Where the wiring's commands run: this process's namespace or one entered through /proc/<pid>/ns/net. */
 export {
+  CriticalNetworkError,
   enteredNetns,
   holdsNetAdmin,
   type Netns,

@@ -19,6 +19,14 @@ export class PodNetworkWiringError extends Error {
 }
 
 /**
+ * The wiring failed after it had changed the pod's network past undoing (the bridge binding's eth0 gave its address
+ * up): no retry can rebuild it, so the VMI fails, as KubeVirt's handler fails it on a CriticalNetworkError.
+ */
+export class CriticalNetworkError extends PodNetworkWiringError {
+  override name = "CriticalNetworkError";
+}
+
+/**
  * The programs the plumbing runs in a namespace (iproute2's ip and bridge, nftables' nft); an entered namespace
  * also needs util-linux's nsenter. virt-handler's image carries each (tools/oci-images NET_TOOLS).
  */

@@ -2,11 +2,12 @@ import type { ObjectKey, VirtualMachineInstance } from "@kvt/api";
 import type { JsonPatchOp, ReconcileContext } from "@kvt/kube";
 import { type DomainInfo, LauncherRpcError } from "@kvt/launcher-rpc";
 import { createLogger } from "@kvt/observability";
+import { CriticalNetworkError, PodNetworkWiringError } from "@kvt/pod-network";
 import { trace } from "@opentelemetry/api";
 import { describe, expect, it } from "vitest";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
 import { type MigrationHandoff, MigrationSecretError, type MigrationSecrets } from "../migration/migration-secrets.ts";
-import { SECRET_DEADLINE_MS, statusPatch, VmiController } from "./vmi-controller.ts";
+import { type PodNetworkSetup, SECRET_DEADLINE_MS, statusPatch, VmiController } from "./vmi-controller.ts";
 
 const baseCtx = {
   logger: createLogger({ component: "test", level: "silent" }),
@@ -56,7 +57,7 @@ const cached: VirtualMachineInstance = {
 };
 const vmi = deepFreeze(cached);
 
-function setup(sync: () => Promise<DomainInfo>) {
+function setup(sync: () => Promise<DomainInfo>, podNetwork?: PodNetworkSetup) {
   const info: DomainInfo = {
     protocolVersion: "v1",
     vmi: { namespace: "default", name: "vm1", uid: "u1" },
@@ -88,6 +89,7 @@ function setup(sync: () => Promise<DomainInfo>) {
     launchers: { synced: true, forVmi: (uid) => (uid === "u1" ? [view] : []) },
     secrets: fakeSecrets(),
     now: () => NOW,
+    ...(podNetwork ? { podNetwork } : {}),
   });
   return { controller, calls, patches, info, labels };
 }
@@ -117,6 +119,36 @@ describe("VmiController.reconcile (fake launcher and writer; cached VMI frozen)"
     await controller.reconcile("default/vm1" as ObjectKey, ctx);
     expect(calls).toEqual(["sync"]);
     expect(patches[0]).toContainEqual({ op: "replace", path: "/status/phase", value: "Failed" });
+  });
+
+  it("a pod network past rebuilding fails the VMI once, saying why; a plain wiring failure is retried", async () => {
+    let tries = 0;
+    let failure: Error = new PodNetworkWiringError("ip link add failed: RTNETLINK answers: Operation not permitted");
+    const wiring: PodNetworkSetup = {
+      ensure: async () => {
+        tries++;
+        throw failure;
+      },
+    };
+    const { controller, calls, patches } = setup(async () => {
+      throw new Error("not synced before the network");
+    }, wiring);
+    await expect(controller.reconcile("default/vm1" as ObjectKey, ctx)).rejects.toBe(failure);
+    failure = new CriticalNetworkError("the pod network is bridged already (eth0-nic exists)");
+    await controller.reconcile("default/vm1" as ObjectKey, ctx);
+    await controller.reconcile("default/vm1" as ObjectKey, ctx);
+    expect({ tries, calls }).toEqual({ tries: 2, calls: [] });
+    expect(patches[0]).toContainEqual({ op: "replace", path: "/status/phase", value: "Failed" });
+    const conditions = patches[0]?.find((op) => op.op === "add" && op.path === "/status/conditions");
+    expect(conditions).toMatchObject({
+      value: expect.arrayContaining([
+        expect.objectContaining({
+          type: "Synchronized",
+          status: "False",
+          message: "failed to configure vmi network: the pod network is bridged already (eth0-nic exists)",
+        }),
+      ]),
+    });
   });
 
   it("a launcher that cannot be reached is retried by the runner (the error propagates)", async () => {

@@ -16,6 +16,7 @@ import {
   requeueAfter,
 } from "@kvt/kube";
 import { type JsonObject, LauncherRpcError, type MigrationTlsIdentity } from "@kvt/launcher-rpc";
+import { CriticalNetworkError } from "@kvt/pod-network";
 import { chooseLauncher } from "../launchers/domain-choice.ts";
 import type { LauncherView } from "../launchers/launcher-registry.ts";
 import { type MigrationHandoff, MigrationSecretError, type MigrationSecrets } from "../migration/migration-secrets.ts";
@@ -232,7 +233,16 @@ export class VmiController {
     ctx.logger.info({ action: action.kind }, "launcher command");
     switch (action.kind) {
       case "sync":
-        await this.#plumbPodNetwork(vmi, view, ctx);
+        try {
+          await this.#plumbPodNetwork(vmi, view, ctx);
+        } catch (error) {
+          if (!(error instanceof CriticalNetworkError)) throw error; // the runner retries the VMI
+          // The pod's network is past rebuilding: the VMI fails (KubeVirt: "failed to configure vmi network").
+          const reason = `failed to configure vmi network: ${error.message}`;
+          this.#syncFailures.set(uid, reason);
+          ctx.logger.error({ reason }, "the launcher pod's network cannot be set up");
+          return;
+        }
         try {
           view.info = await client.sync({ vmi: vmi as unknown as JsonObject }, { timeoutMs: 60_000 });
         } catch (error) {
