@@ -1,5 +1,9 @@
+import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { LoopDevice, V1PersistentVolume, V1PersistentVolumeClaim, V1StorageClass } from "@kvt/local-cluster";
 import { createLogger } from "@kvt/observability";
+import { eventually } from "@kvt/testing";
 import { describe, expect, it } from "vitest";
 import {
   type BlockDevices,
@@ -9,7 +13,9 @@ import {
   LOCAL_BLOCK_PROVISIONER,
   type LocalBlockApi,
   LocalBlockReconciler,
+  localBlockKubeconfig,
   localBlockManifests,
+  runLocalBlockProvisioner,
   volumeNamesOfFiles,
   volumesToDelete,
 } from "./local-block.ts";
@@ -210,6 +216,69 @@ describe("LocalBlockReconciler", () => {
     expect((await new LocalBlockReconciler(api, devices, BASE, logger).pass()).deleted).toEqual([]);
     expect(devices.made.has("/etc/passwd-link")).toBe(true);
     expect(api.volumes).toHaveLength(1);
+  });
+});
+
+describe("runLocalBlockProvisioner (fake API and devices)", () => {
+  const FAST = { timeoutMs: 10_000, intervalMs: 20 };
+  /** A cluster directory with the provisioner's kubeconfig, a fake API whose changes the test announces. */
+  function harness() {
+    const dir = mkdtempSync(join(tmpdir(), "kvt-local-block-"));
+    mkdirSync(join(dir, "storage"), { recursive: true });
+    writeFileSync(localBlockKubeconfig(dir), "{}");
+    const api = Object.assign(new FakeApi(), { synced: false, start() {}, stop() {} });
+    let passes = 0;
+    const listClaims = api.listClaims;
+    api.listClaims = async () => {
+      passes++;
+      return listClaims();
+    };
+    let changed: () => void = () => {};
+    const stop = new AbortController();
+    const run = runLocalBlockProvisioner(dir, logger, stop.signal, {
+      resyncMs: 3_600_000, // only a change can start a pass in these tests
+      devices: new FakeDevices(),
+      api: (_kubeconfig, _logger, onChange) => {
+        changed = onChange;
+        return api;
+      },
+    });
+    return { dir, api, passes: () => passes, change: () => changed(), stop, run };
+  }
+
+  it("passes once its watches have synced, then at each change, and not otherwise", async () => {
+    const h = harness();
+    try {
+      h.api.synced = true;
+      h.change();
+      await eventually(async () => h.passes() === 1, FAST);
+      h.api.claims = [claim("rwo")];
+      h.change();
+      await eventually(async () => h.api.volumes.some((v) => v.metadata?.name === "pvc-u-rwo"), FAST);
+      const after = h.passes();
+      await new Promise((r) => setTimeout(r, 300));
+      expect(h.passes()).toBe(after);
+    } finally {
+      h.stop.abort();
+      await h.run;
+      rmSync(h.dir, { recursive: true, force: true });
+    }
+  });
+
+  it("ends when up writes its kubeconfig anew, so the supervisor restarts it with the new token", async () => {
+    const h = harness();
+    try {
+      h.api.synced = true;
+      h.change();
+      await eventually(async () => h.passes() === 1, FAST);
+      const later = new Date(Date.now() + 5000);
+      utimesSync(localBlockKubeconfig(h.dir), later, later);
+      h.change();
+      await expect(h.run).rejects.toThrow(/was written anew/);
+    } finally {
+      h.stop.abort();
+      rmSync(h.dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -9,7 +9,7 @@
  *        watch; persistentvolumeclaims, storageclasses get/list/watch; events create) and its binding, StorageClass
  *        local-block (kubevirt-ts.io/local-block, WaitForFirstConsumer, Delete) -> a TokenRequest token of the
  *        account in <cluster-dir>/local-block-provisioner.kubeconfig, which the supervised process waits for
- *   each pass (every second):
+ *   each pass (at every change its watches of StorageClasses, claims and PVs see, and every 30 s):
  *     Pending claim of a class of ours, storage-provisioner annotation ours (kube-controller-manager's), a selected
  *     node when the class waits for the first consumer, no PV pvc-<uid> yet
  *        -> Block: <cluster-dir>/storage/local-block/pvc-<uid>_<ns>_<name>.img (sparse, the request), a loop device
@@ -28,8 +28,8 @@
  * is there for every kubelet at once.
  */
 import { execFile } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
-import { basename, join, resolve } from "node:path";
+import { existsSync, mkdirSync, readdirSync, statSync, watch, writeFileSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import {
@@ -37,8 +37,10 @@ import {
   CORE_V1,
   type CoreEvent,
   EventRecorder,
+  Informer,
   type KubeObject,
   kubeConfigFromFile,
+  type ResourceClient,
   RestClient,
   resourceClient,
 } from "@kvt/kube";
@@ -398,18 +400,35 @@ export async function installLocalBlock(
   writeFileSync(localBlockKubeconfig(clusterDir), JSON.stringify(config, null, 2), { mode: 0o600 });
 }
 
-/** The API side of the reconciler over a kubeconfig. */
-function kubeApi(kubeconfig: string, logger: Logger): LocalBlockApi {
+/** The API side of the reconciler over a kubeconfig: reads from watch caches, `onChange` at every change seen. */
+function kubeApi(kubeconfig: string, logger: Logger, onChange: () => void): LocalBlockApi & WatchedApi {
   const transport = new RestClient(kubeConfigFromFile(kubeconfig), { userAgent: LOCAL_BLOCK_COMPONENT });
   const classes = resourceClient<V1StorageClass & KubeObject>(transport, CORE_V1.storageClasses);
   const claims = resourceClient<V1PersistentVolumeClaim & KubeObject>(transport, CORE_V1.persistentVolumeClaims);
   const volumes = resourceClient<V1PersistentVolume & KubeObject>(transport, CORE_V1.persistentVolumes);
   const events = resourceClient<CoreEvent>(transport, CORE_V1.events);
   const recorder = new EventRecorder({ events, component: LOCAL_BLOCK_PROVISIONER, logger });
+  const handlers = { onAdd: onChange, onUpdate: onChange, onDelete: onChange };
+  const watched = <T extends KubeObject>(client: ResourceClient<T>): Informer<T> => {
+    const informer = new Informer<T>({ client, logger });
+    informer.addHandlers(handlers);
+    return informer;
+  };
+  const informers = { classes: watched(classes), claims: watched(claims), volumes: watched(volumes) };
+  const all = Object.values(informers);
   return {
-    listClasses: async () => (await classes.list()).items,
-    listClaims: async () => (await claims.list()).items,
-    listVolumes: async () => (await volumes.list()).items,
+    start: () => {
+      for (const i of all) i.start();
+    },
+    stop: () => {
+      for (const i of all) i.stop();
+    },
+    get synced() {
+      return all.every((i) => i.hasSynced);
+    },
+    listClasses: async () => informers.classes.store.list(),
+    listClaims: async () => informers.claims.store.list(),
+    listVolumes: async () => informers.volumes.store.list(),
     async createVolume(pv) {
       try {
         await volumes.create(pv);
@@ -430,38 +449,106 @@ function kubeApi(kubeconfig: string, logger: Logger): LocalBlockApi {
   };
 }
 
+/** The watches behind {@link kubeApi}. */
+export interface WatchedApi {
+  start(): void;
+  stop(): void;
+  /** True once every watch has its first list. */
+  readonly synced: boolean;
+}
+
+/** What {@link runLocalBlockProvisioner} uses; tests replace the API and the devices. */
+export interface ProvisionerOptions {
+  /** A pass this often besides the changes (ms); default 30 s. */
+  readonly resyncMs?: number;
+  readonly api?: (kubeconfig: string, logger: Logger, onChange: () => void) => LocalBlockApi & WatchedApi;
+  readonly devices?: BlockDevices;
+}
+
 /**
- * The supervised process: waits for its kubeconfig, then reconciles every `intervalMs` until `signal` aborts; then
- * detaches every loop device of the cluster's Block volumes. A rejected token (401) ends it: the supervisor starts
- * it again, and it waits for the kubeconfig the next `up` writes.
+ * The supervised process: waits for its kubeconfig, then watches StorageClasses, claims and PVs and reconciles
+ * when any of them changes (coalesced: one pass at a time, one more if something changed during it), and every
+ * `resyncMs` besides (a provisioning that failed is tried again then), until `signal` aborts; then detaches every
+ * loop device of the cluster's Block volumes. A rejected token (401 on a write), or a kubeconfig that `up` wrote
+ * anew (a new token: the watches cannot authenticate with the old one), ends it: the supervisor starts it again.
  */
 export async function runLocalBlockProvisioner(
   clusterDir: string,
   logger: Logger,
   signal: AbortSignal,
-  intervalMs = 1000,
+  options: ProvisionerOptions = {},
 ): Promise<void> {
+  const resyncMs = options.resyncMs ?? 30_000;
   const kubeconfig = localBlockKubeconfig(clusterDir);
   while (!signal.aborted && !existsSync(kubeconfig)) await sleep(1000, undefined, { signal }).catch(() => undefined);
   const baseDir = localBlockDir(clusterDir);
+  let api: (LocalBlockApi & WatchedApi) | undefined;
   try {
     if (signal.aborted) return;
-    const reconciler = new LocalBlockReconciler(kubeApi(kubeconfig, logger), hostBlockDevices, baseDir, logger);
-    logger.info({ baseDir }, "local-block provisioner running");
-    while (!signal.aborted) {
-      try {
-        await reconciler.pass();
-      } catch (err) {
-        if (err instanceof ApiError && err.code === 401) throw err;
-        logger.warn({ err }, "a pass failed; retrying");
+    const written = statSync(kubeconfig).mtimeMs;
+    let kick: () => void = () => {};
+    let changed = true;
+    const onChange = (): void => {
+      changed = true;
+      kick();
+    };
+    api = (options.api ?? kubeApi)(kubeconfig, logger, onChange);
+    const reconciler = new LocalBlockReconciler(api, options.devices ?? hostBlockDevices, baseDir, logger);
+    api.start();
+    logger.info({ baseDir }, "local-block provisioner watching claims and volumes");
+    const renewed = watchFile(kubeconfig, onChange);
+    try {
+      while (!signal.aborted) {
+        if (statSync(kubeconfig, { throwIfNoEntry: false })?.mtimeMs !== written)
+          throw new Error(`${kubeconfig} was written anew (a new token): restarting to use it`);
+        let failed = false;
+        if (api.synced && changed) {
+          changed = false;
+          failed = !(await passOnce(reconciler, logger));
+          if (changed && !failed) continue; // something changed during the pass
+        }
+        // Until a change (kick) or the resync: a second after a failed pass or while the caches fill, else resyncMs.
+        const woken = new AbortController();
+        kick = () => woken.abort();
+        await sleep(failed || !api.synced ? 1000 : resyncMs, undefined, {
+          signal: AbortSignal.any([signal, woken.signal]),
+        }).then(
+          () => {
+            changed = true;
+          },
+          () => undefined,
+        );
       }
-      await sleep(intervalMs, undefined, { signal }).catch(() => undefined);
+    } finally {
+      renewed.close();
     }
   } finally {
+    api?.stop();
     // Only when stopped: a restart after a failure keeps the devices pods use.
     if (signal.aborted) {
       const detached = releaseLocalBlockDevices(clusterDir, (line) => logger.error(line));
       logger.info({ detached }, "local-block provisioner stopped");
     }
   }
+}
+
+/** One pass; false when it failed (retried), a rejected token (401) thrown. */
+async function passOnce(reconciler: LocalBlockReconciler, logger: Logger): Promise<boolean> {
+  try {
+    await reconciler.pass();
+    return true;
+  } catch (err) {
+    if (err instanceof ApiError && err.code === 401) throw err;
+    logger.warn({ err }, "a pass failed; retrying in a second");
+    return false;
+  }
+}
+
+/** Calls `onChange` when `file` is written (its directory is watched: a rename over it is seen too). */
+function watchFile(file: string, onChange: () => void): { close(): void } {
+  const watcher = watch(dirname(file), (_event, name) => {
+    if (name === basename(file)) onChange();
+  });
+  watcher.on("error", () => undefined); // the resync's stat check still sees the file change
+  return watcher;
 }
