@@ -15,8 +15,7 @@ import { followFile, main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
 import { consoleDone } from "./domain/console-log-done.ts";
 
-/** How often the launcher's done marker is looked for, and how long the last bytes are copied after it (ms). */
-const POLL_MS = 500;
+/** How long the last bytes are copied after the launcher's done marker appeared (ms). */
 const DRAIN_MS = 600;
 
 await main({
@@ -31,16 +30,18 @@ await main({
       return 2;
     }
     const logfile = values.logfile;
-    const stop = followFile(logfile, 1);
+    let stop: () => void = () => {};
     await new Promise<void>((resolve) => {
       signal.addEventListener("abort", () => resolve(), { once: true });
-      // The launcher is done (console-log-done.ts): copy what it wrote last, then end, so the pod can complete.
-      const poll = setInterval(() => {
-        if (!consoleDone(logfile)) return;
-        clearInterval(poll);
+      // The launcher is done (console-log-done.ts; the marker is written beside the log, so the follower's watch of
+      // that directory wakes it): copy what it wrote last, then end, so the pod can complete.
+      let done = false;
+      const onPump = (): void => {
+        if (done || !consoleDone(logfile)) return;
+        done = true;
         setTimeout(resolve, DRAIN_MS);
-      }, POLL_MS);
-      signal.addEventListener("abort", () => clearInterval(poll), { once: true });
+      };
+      stop = followFile(logfile, 1, 0, { onPump });
     });
     stop();
     return 0;

@@ -25,6 +25,20 @@ describe("followFile", () => {
     stop();
   });
 
+  it("rests between changes: no copy pass without an event, but for its 2 s poll", async () => {
+    const src = join(dir, "virt-serial0-log");
+    appendFileSync(src, "one\n");
+    let pumps = 0;
+    const stop = followFile(src, openSync("/dev/null", "w"), 0, { onPump: () => pumps++ });
+    await new Promise((r) => setTimeout(r, 200)); // the first pass, and any event of the append above
+    const before = pumps;
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(pumps - before).toBeLessThanOrEqual(1);
+    appendFileSync(src, "two\n");
+    await eventually(() => pumps > before + 1 || undefined);
+    stop();
+  });
+
   it("starts over when the file is truncated in place", async () => {
     const src = join(dir, "s.log");
     const dst = join(dir, "d.log");

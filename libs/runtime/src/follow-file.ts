@@ -10,8 +10,18 @@ import { dirname } from "node:path";
  * closes `fd`). Follows the file by name, as virt-tail does with ReOpen: when `file` is replaced (renamed away by a
  * rotation) the old one is read to its end first; when it is truncated, copying restarts at its beginning. A write
  * to `fd` that fails (a full disk) drops that data; it never throws.
+ *
+ * It copies when the file's directory reports a change (inotify), and polls besides: every 2 s while the directory
+ * is watched (a missed event), every 250 ms when it cannot be. `onPump` runs after each copy (virt-tail looks for
+ * the launcher's done marker there, in the same directory). A follower at rest costs no CPU between events: the pod's
+ * guest-console-log container has KubeVirt's 15m CPU limit.
  */
-export function followFile(file: string, fd: number, startOffset = 0): () => void {
+export function followFile(
+  file: string,
+  fd: number,
+  startOffset = 0,
+  options: { readonly onPump?: () => void } = {},
+): () => void {
   let src: { fd: number; ino: number } | undefined;
   let offset = startOffset;
   let stopped = false;
@@ -53,15 +63,17 @@ export function followFile(file: string, fd: number, startOffset = 0): () => voi
       // The file changed under us between two calls: the next round sees the new state.
       close();
     }
+    options.onPump?.();
   };
 
-  const timer = setInterval(pump, 250);
   let watcher: ReturnType<typeof watch> | undefined;
   try {
     watcher = watch(dirname(file), () => pump());
+    watcher.on("error", () => undefined); // the poll goes on
   } catch {
-    // Watching is an optimisation over the 250 ms poll; without it the copy is only slower.
+    // Watching only makes the copy prompter than the poll; without it the poll runs more often.
   }
+  const timer = setInterval(pump, watcher ? 2000 : 250);
   pump();
   return () => {
     pump();
