@@ -1,6 +1,6 @@
 import { appendFileSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { eventually } from "@kvt/testing";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { followFile } from "./follow-file.ts";
@@ -37,6 +37,26 @@ describe("followFile", () => {
     appendFileSync(src, "two\n");
     await eventually(() => pumps > before + 1 || undefined);
     stop();
+  });
+
+  it("copies a fast writer's every line in about ten passes a second, not one per write", async () => {
+    const src = join(dir, "virt-serial0-log");
+    const dst = join(mkdtempSync(join(tmpdir(), "kvt-follow-out-")), "out.log");
+    appendFileSync(src, "start\n");
+    let pumps = 0;
+    const stop = followFile(src, openSync(dst, "a"), 0, { onPump: () => pumps++ });
+    let written = "start\n";
+    for (let i = 0; i < 100; i++) {
+      const chunk = Array.from({ length: 10 }, (_, k) => `line ${i * 10 + k}\n`).join("");
+      appendFileSync(src, chunk);
+      written += chunk;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await eventually(() => readFileSync(dst, "utf8") === written || undefined);
+    stop();
+    // 100 writes over at least a second: one pass per write would be 100.
+    expect(pumps).toBeLessThan(40);
+    rmSync(dirname(dst), { recursive: true, force: true });
   });
 
   it("starts over when the file is truncated in place", async () => {

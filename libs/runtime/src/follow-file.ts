@@ -5,16 +5,23 @@
 import { closeSync, existsSync, fstatSync, openSync, readSync, statSync, watch, writeSync } from "node:fs";
 import { dirname } from "node:path";
 
+/** The poll while the file is being written, and how many still polls in a row put the follower back at rest. */
+const BUSY_POLL_MS = 100;
+const BUSY_POLLS_UNTIL_REST = 20;
+/** The poll at rest, beside the watch: only a missed event waits for it. */
+const REST_POLL_MS = 2000;
+
 /**
  * Copies what is appended to `file` (which may not exist yet) into `fd`, from `startOffset`, until stop() (which
  * closes `fd`). Follows the file by name, as virt-tail does with ReOpen: when `file` is replaced (renamed away by a
  * rotation) the old one is read to its end first; when it is truncated, copying restarts at its beginning. A write
  * to `fd` that fails (a full disk) drops that data; it never throws.
  *
- * It copies when the file's directory reports a change (inotify), and polls besides: every 2 s while the directory
- * is watched (a missed event), every 250 ms when it cannot be. `onPump` runs after each copy (virt-tail looks for
- * the launcher's done marker there, in the same directory). A follower at rest costs no CPU between events: the pod's
- * guest-console-log container has KubeVirt's 15m CPU limit.
+ * A follower at rest costs no CPU (a directory watch, and a poll every 2 s for a missed event); one that copies a
+ * guest printing as fast as it can costs little (a 100 ms poll, not an event per write): the pod's guest-console-log
+ * container has KubeVirt's 15m CPU limit. Measured beside a writer of 1,000 lines a second: 13 ms of CPU in 5 s
+ * polling, 56-62 ms woken by each event. `onPump` runs after each copy pass (virt-tail looks for the launcher's done
+ * marker there: it is written in the same directory, so the watch wakes the follower for it too).
  */
 export function followFile(
   file: string,
@@ -66,14 +73,39 @@ export function followFile(
     options.onPump?.();
   };
 
+  // Two modes. At rest the directory is watched (inotify) and polled every 2 s: no CPU between writes. A write ends
+  // the watch (an event per write would cost a busy guest's console more than the copy) and a 100 ms poll copies
+  // until the file has been still for 2 s, when the watch comes back. Without inotify: the 100 ms poll throughout.
   let watcher: ReturnType<typeof watch> | undefined;
-  try {
-    watcher = watch(dirname(file), () => pump());
-    watcher.on("error", () => undefined); // the poll goes on
-  } catch {
-    // Watching only makes the copy prompter than the poll; without it the poll runs more often.
-  }
-  const timer = setInterval(pump, watcher ? 2000 : 250);
+  let timer: ReturnType<typeof setInterval> | undefined;
+  let still = 0;
+  const busy = (): void => {
+    watcher?.close();
+    watcher = undefined;
+    clearInterval(timer);
+    still = 0;
+    timer = setInterval(() => {
+      const copied = offset;
+      const ino = src?.ino;
+      pump();
+      still = offset === copied && src?.ino === ino ? still + 1 : 0;
+      if (still >= BUSY_POLLS_UNTIL_REST) rest();
+    }, BUSY_POLL_MS);
+  };
+  const rest = (): void => {
+    clearInterval(timer);
+    timer = undefined;
+    try {
+      watcher = watch(dirname(file), () => {
+        if (!stopped && watcher) busy();
+      });
+      watcher.on("error", () => busy());
+      timer = setInterval(pump, REST_POLL_MS);
+    } catch {
+      busy(); // no inotify here: poll
+    }
+  };
+  rest();
   pump();
   return () => {
     pump();
