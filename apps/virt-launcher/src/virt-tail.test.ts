@@ -57,6 +57,21 @@ describe("virt-tail", () => {
     }
   }, 30_000);
 
+  it("exits 0 on the marker of a launcher that never wrote a console log (a canceled migration's target)", async () => {
+    dir = mkdtempSync(join(tmpdir(), "kvt-tail-"));
+    const log = join(dir, "virt-serial0-log");
+    const tail = runTail(log);
+    try {
+      await new Promise((r) => setTimeout(r, 1500));
+      markConsoleDone(log);
+      const { code, stdout } = await tail.done;
+      expect(code).toBe(0);
+      expect(stdout).toBe("");
+    } finally {
+      tail.kill();
+    }
+  }, 30_000);
+
   it("keeps following while the launcher runs (no marker)", async () => {
     dir = mkdtempSync(join(tmpdir(), "kvt-tail-"));
     const log = join(dir, "virt-serial0-log");

@@ -50,8 +50,7 @@ export function followFile(
     if (src) closeSync(src.fd);
     src = undefined;
   };
-  const pump = (): void => {
-    if (stopped) return;
+  const copy = (): void => {
     try {
       const current = existsSync(file) ? statSync(file) : undefined;
       if (src && current?.ino !== src.ino) {
@@ -70,6 +69,12 @@ export function followFile(
       // The file changed under us between two calls: the next round sees the new state.
       close();
     }
+  };
+  // onPump runs after every pass, whether or not the file exists yet (a target launcher that never ran a guest
+  // writes no log, only its done marker).
+  const pump = (): void => {
+    if (stopped) return;
+    copy();
     options.onPump?.();
   };
 
