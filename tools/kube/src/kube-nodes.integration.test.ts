@@ -198,6 +198,12 @@ describe.skipIf(!BUILT || !ROOT)(`two real nodes: kubelet + containerd in networ
     await expect
       .poll(() => fetchFrom("web-node01", `${clusterIp}:80`).catch((e: Error) => e.message), { timeout: 30_000 })
       .toBe("web-node02");
+    // The node itself reaches it too (a hostNetwork client, as on a real node with its default route).
+    const get = `fetch("http://${clusterIp}/").then(async (r) => console.log(await r.text()))`;
+    const fromNode = await run("ip", ["netns", "exec", `kvtk-${tag}-1`, process.execPath, "-e", get], {
+      timeout: 30_000,
+    });
+    expect(fromNode.stdout.trim()).toBe("web-node02");
     const apiserver = await kubectl(
       kubeconfig,
       ...["exec", "web-node02", "-c", "web", "--", "sh", "-c", "timeout 5 nc 10.96.0.1 443 </dev/null; echo $?"],

@@ -8,6 +8,7 @@
  *   kvtk-<tag> bridge 10.X.255.1/24                     eth0 10.X.255.(10+i)/24 <--veth--> kvtk-<tag>-<i> on the bridge
  *     kube-apiserver, docker-registry listen here       kubelet :10250, containerd, CNI bridge cni0 10.X.k.1/24
  *   route 10.X.k.0/24 via node i (node i's podCIDR)     route 10.X.m.0/24 via node j (every other node's podCIDR)
+ *                                                       route 10.96.0.0/12 dev eth0 (Services, DNATed by kube-proxy)
  *   nft table inet kvtk-<tag>: nothing forwarded between the bridge and another interface
  *
  *   pod CIDRs: the controller manager allocates /24s of 10.X.0.0/17 (--cluster-cidr); node addresses: 10.X.255.0/24
@@ -22,6 +23,7 @@ import { resolve } from "node:path";
 import { promisify } from "node:util";
 import { ensureHostTools } from "@kvt/images";
 import { cidrsOverlap, linkExists, namespacesWithPrefix, POD_NETWORK_TOOLS, runNft } from "@kvt/local-cluster";
+import { SERVICE_CIDR } from "./control-plane.ts";
 import { NODE_RUNTIME_TOOLS } from "./node-config.ts";
 
 const exec = promisify(execFile);
@@ -158,6 +160,11 @@ export async function createClusterNetwork(net: ClusterNetwork, log: (line: stri
     await inNode(node, "link", "set", "eth0", "up");
     // The node routes its pods' packets to other nodes' pods: forwarding in this namespace only.
     await exec("ip", ["netns", "exec", node.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    // A real node reaches a ClusterIP by its default route, and kube-proxy's DNAT then picks the endpoint; these
+    // namespaces have no default route, so a connection from the node itself to a Service failed (ENETUNREACH)
+    // before kube-proxy saw it. The Service range gets that route; a ClusterIP nothing answers dies at the host's
+    // nft guard like any other packet for outside.
+    await inNode(node, "route", "add", SERVICE_CIDR, "dev", "eth0");
   }
 }
 
