@@ -1,6 +1,6 @@
 /** Reads vitest JSON reports (`<project>/.reports/*.json`) into tallies. */
 import { existsSync, readFileSync } from "node:fs";
-import { type OutsideErrors, outsideErrorsPath } from "@kvt/vitest-config";
+import { firstLine, type OutsideErrors, outsideErrorsPath } from "@kvt/vitest-config";
 import type { Tally } from "./steps.ts";
 
 interface VitestJson {
@@ -25,7 +25,7 @@ export interface NamedTally extends Tally {
 
 /**
  * The tally of one vitest JSON report, its failures named `<file>: <test>`. The errors no test owns (a failed hook, a
- * file that failed to load, an unhandled error) come from the outside-errors file beside it (vitest-project.ts), one
+ * file that failed to load, an unhandled error) come from the outside-errors file beside it (@kvt/vitest-config), one
  * failure each, since the JSON report counts them as failed suites with no message. A missing or unreadable report
  * (the run crashed before writing it) counts as one failure so it can never pass unnoticed.
  */
@@ -82,8 +82,8 @@ function failedTestNames(r: VitestJson): string[] {
 
 /** The first line of a test's first failure message (CI shows only the end of the output), at most 300 chars. */
 function why(messages: readonly string[] | undefined): string {
-  const first = messages?.[0]?.split("\n")[0]?.trim();
-  return first ? `\n      ${first.slice(0, 300)}` : "";
+  const first = firstLine(messages?.[0]);
+  return first ? `\n      ${first}` : "";
 }
 
 /**

@@ -65,6 +65,7 @@ export class OutsideErrorsReporter implements Reporter {
   }
 }
 
-function firstLine(message: string | undefined): string {
+/** A message's first line, trimmed, at most 300 characters (CI shows only the end of the output). */
+export function firstLine(message: string | undefined): string {
   return (message ?? "").split("\n")[0]?.trim().slice(0, 300) ?? "";
 }
