@@ -6,7 +6,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger } from "@kvt/observability";
@@ -18,6 +18,8 @@ import { masqueradePlan } from "./testdata/plans.ts";
 
 const root = process.getuid?.() === 0;
 const fixture = new URL("./testdata/adopt.fixture.ts", import.meta.url).pathname;
+/** The checkout's root (ends with `/`). */
+const checkout = new URL("../../../", import.meta.url).pathname;
 const log = createLogger({ component: "t", level: "silent" });
 const made: string[] = [];
 const dirs: string[] = [];
@@ -41,23 +43,47 @@ function podNamespace(address?: string): string {
   return name;
 }
 
-/** Runs the adopting launcher as user 107 with no capabilities (setpriv), inside namespace `ns`. */
+/**
+ * Runs the adopting launcher as user 107 with no capabilities (setpriv), inside namespace `ns`. User 107 must reach
+ * the fixture and the runtime, and a checkout may sit under a directory only root can enter (`mktemp -d` makes them
+ * 0700): the command runs in a private mount namespace where the checkout is bind-mounted at a path anyone can
+ * enter, and the paths under the checkout are given by that mount.
+ */
 function adoptAsLauncher(ns: string, plan: object, handover: string): string {
-  return sh("ip", [
-    "netns",
-    "exec",
-    ns,
+  const door = mkdtempSync(join(tmpdir(), "kvt-handover-checkout-"));
+  chmodSync(door, 0o755);
+  const mount = join(door, "p");
+  mkdirSync(mount);
+  const seen = (path: string): string => (path.startsWith(checkout) ? join(mount, path.slice(checkout.length)) : path);
+  const launcher = [
     "setpriv",
     "--reuid=107",
     "--regid=107",
     "--clear-groups",
     "--inh-caps=-all",
     "--bounding-set=-all",
-    process.execPath,
-    fixture,
-    JSON.stringify(plan),
-    handover,
-  ]);
+  ];
+  const bindThenRun = 'mount --bind "$1" "$2" && shift 2 && exec "$@"';
+  try {
+    return sh("unshare", [
+      "--mount",
+      "--propagation",
+      "private",
+      "sh",
+      "-c",
+      bindThenRun,
+      "sh",
+      checkout,
+      mount,
+      ...["ip", "netns", "exec", ns, ...launcher, seen(process.execPath), seen(fixture)],
+      JSON.stringify(plan),
+      handover,
+    ]);
+  } finally {
+    // rmdir, never a recursive remove: the mount point is empty outside the command's private namespace.
+    rmdirSync(mount);
+    rmdirSync(door);
+  }
 }
 
 const masquerade = masqueradePlan({ mac: "02:00:00:aa:bb:cd" });
