@@ -21,8 +21,11 @@ function run(bin: string, args: string[]): string {
 beforeAll(() => {
   // Long bounds: on a loaded 2-CPU machine (CI beside other builds) the migration tests' build alone took over 300 s,
   // and the fuzz targets' over 600 s at load 13-16.
-  execFileSync("make", ["-s", "-C", join(root, "test/migration")], { stdio: "inherit", timeout: 1_200_000 });
-  execFileSync("make", ["-s", "-C", join(root, "fuzz")], { stdio: "inherit", timeout: 1_200_000 });
+  execFileSync("make", ["-s", "-j2", "-C", join(root, "test/migration")], { stdio: "inherit", timeout: 1_200_000 });
+  execFileSync("make", ["-s", "-j2", "-C", join(root, "fuzz"), "frame-parser"], {
+    stdio: "inherit",
+    timeout: 1_200_000,
+  });
 }, 2_400_000);
 
 describe("migration stream (C++)", () => {

@@ -39,7 +39,7 @@ function fuzzBriefly(target: string, corpusName: string, seconds: number): void 
 }
 
 beforeAll(() => {
-  execFileSync("make", ["-s", "-C", join(root, "fuzz"), "virtqueue"], { stdio: "inherit", timeout: 300_000 });
+  execFileSync("make", ["-s", "-j2", "-C", join(root, "fuzz"), "virtqueue"], { stdio: "inherit", timeout: 300_000 });
 }, 600_000);
 
 describe("virtio fuzz targets (C++)", () => {

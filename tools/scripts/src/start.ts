@@ -21,6 +21,7 @@ import { startLocalCluster } from "@kvt/local-cluster";
 import { guardStdio } from "@kvt/observability";
 import { testGuestPath } from "@kvt/vmm";
 import { parse as parseYaml } from "yaml";
+import { ensureCompilerCache } from "./compiler-cache.ts";
 import { parseScriptArgs, usageError } from "./script-args.ts";
 
 const USAGE = `usage: npm start [-- [--data-dir DIR] [--nodes N] [--runtime node|deno] [--traces FILE] [--no-demo]]
@@ -169,6 +170,8 @@ parentWatch.unref();
 
 if (!existsSync(join(root, "native/build/kvm_native.node")) || !existsSync(testGuestPath())) {
   progress("building the native VMM and the test guest (make -C native)");
+  const noCcache = await ensureCompilerCache((line) => progress(`  ${line}`));
+  if (noCcache) progress(noCcache);
   const built = spawnSync("make", ["-C", join(root, "native"), "-j2"], { stdio: ["ignore", "inherit", "inherit"] });
   if (built.status !== 0) {
     process.stderr.write("Building native/ failed (see above). It needs g++ and make: apt-get install -y g++ make\n");

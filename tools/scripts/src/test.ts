@@ -11,6 +11,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { ensureCompilerCache } from "./compiler-cache.ts";
 import { parseScriptArgs } from "./script-args.ts";
 import { addTally, formatTally, run, type Tally } from "./steps.ts";
 import { type NamedTally, readLaneReport, readVitestReport } from "./vitest-reports.ts";
@@ -116,6 +117,8 @@ const kubeBuild = args.has("--skip-kube")
 // time), rather than waiting for a free slot in one Nx run as it used to (it started 5 minutes late).
 process.stdout.write("\n=== tests (nx run-many -t test) ===\n");
 const testsFrom = Date.now();
+const noCcache = await ensureCompilerCache((line) => process.stdout.write(`${line}\n`));
+if (noCcache) process.stdout.write(`${noCcache}\n`);
 const nxRun = (nxArgs: string[]): Promise<number> =>
   run(bin("nx"), [...nxArgs, "--outputStyle=stream", "--skip-nx-cache"], { cwd: root, env });
 await nxRun(["run-many", "-t", "build"]);
