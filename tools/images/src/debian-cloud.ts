@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { gunzipSync } from "node:zlib";
 import { listCpio } from "./cpio.ts";
-import { type DebianPackage, DebianToolError, resolveMetaPackage, resolvePackage } from "./debian.ts";
+import { type DebianPackage, DebianToolError, resolveMetaPackage, resolvePackages } from "./debian.ts";
 import { ensureHostTools } from "./host-tools.ts";
 import {
   defaultStoreRoot,
@@ -237,9 +237,9 @@ function bootFile(rootfs: string, prefix: string, kernelVersion: string): string
 export async function buildDebianCloud(options: DebianCloudOptions = {}): Promise<DebianCloudResult> {
   const storeRoot = options.storeRoot ?? defaultStoreRoot();
   const log = options.log ?? ((): void => {});
+  const named = await resolvePackages(["linux-image-amd64", ...KEY_PACKAGES]);
   const kernelPkg = await resolveMetaPackage("linux-image-amd64", /^linux-image-\d.*-amd64$/);
-  const keys: DebianPackage[] = [kernelPkg];
-  for (const name of KEY_PACKAGES) keys.push(await resolvePackage(name));
+  const keys: DebianPackage[] = [kernelPkg, ...named.slice(1)];
   const digest = digestOf([
     BUILDER_REVISION,
     ...keys.map((p) => `${p.name}=${p.version}`),

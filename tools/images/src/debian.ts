@@ -31,12 +31,28 @@ function isRoot(): boolean {
   return typeof process.getuid === "function" && process.getuid() === 0;
 }
 
-async function aptCacheShow(name: string): Promise<string | undefined> {
+/**
+ * The apt records shown so far in this process, by package name. Each apt-cache call loads apt's whole cache (about
+ * half a second here), and an image build resolves some 20 packages, each image check again: one call per batch of
+ * names, and none for a name already shown. Versions change only with `apt-get update`, which this process runs at
+ * most once, before any record of the names it looked for could be kept.
+ */
+const shown = new Map<string, string>();
+
+/** Shows the records of `names` not shown yet, in one apt-cache call; names apt does not know stay unshown. */
+async function aptCacheShow(names: readonly string[]): Promise<void> {
+  const missing = [...new Set(names)].filter((n) => !shown.has(n));
+  if (missing.length === 0) return;
+  let stdout: string;
   try {
-    const { stdout } = await run("apt-cache", ["show", "--no-all-versions", name], { maxBuffer: 16 << 20 });
-    return stdout.trim() === "" ? undefined : stdout;
-  } catch {
-    return undefined;
+    ({ stdout } = await run("apt-cache", ["show", "--no-all-versions", ...missing], { maxBuffer: 64 << 20 }));
+  } catch (err) {
+    // One unknown name fails the call (exit 100); the others' records are still printed.
+    stdout = (err as { stdout?: string }).stdout ?? "";
+  }
+  for (const record of stdout.split(/\n\s*\n/)) {
+    const name = field(record, "Package");
+    if (name && missing.includes(name) && !shown.has(name)) shown.set(name, record.trim());
   }
 }
 
@@ -54,22 +70,36 @@ async function updateLists(name: string): Promise<void> {
   await run("apt-get", ["update"], { maxBuffer: 64 << 20 });
 }
 
-/** The apt record of `name`; runs `apt-get update` once when root and the lists lack it. */
-async function showWithUpdate(name: string): Promise<string> {
-  let record = await aptCacheShow(name);
-  if (!record) {
-    await updateLists(name);
-    record = await aptCacheShow(name);
+/** The apt records of `names`, in order; runs `apt-get update` once when root and the lists lack one. */
+async function showWithUpdate(names: readonly string[]): Promise<string[]> {
+  await aptCacheShow(names);
+  const unknown = names.find((n) => !shown.has(n));
+  if (unknown !== undefined) {
+    await updateLists(unknown);
+    await aptCacheShow(names);
   }
-  if (!record) throw new DebianToolError(`apt does not know "${name}" even after apt-get update`);
-  return record;
+  return names.map((name) => {
+    const record = shown.get(name);
+    if (!record) throw new DebianToolError(`apt does not know "${name}" even after apt-get update`);
+    return record;
+  });
+}
+
+/** The candidate versions of `names`, in their order, from one apt-cache call for those not shown before. */
+export async function resolvePackages(names: readonly string[]): Promise<DebianPackage[]> {
+  const records = await showWithUpdate(names);
+  return names.map((name, i) => {
+    const version = field(records[i] ?? "", "Version");
+    if (!version) throw new DebianToolError(`no installable version of "${name}"`);
+    return { name, version };
+  });
 }
 
 /** The candidate version of `name`. */
 export async function resolvePackage(name: string): Promise<DebianPackage> {
-  const version = field(await showWithUpdate(name), "Version");
-  if (!version) throw new DebianToolError(`no installable version of "${name}"`);
-  return { name, version };
+  const [pkg] = await resolvePackages([name]);
+  if (!pkg) throw new DebianToolError(`no installable version of "${name}"`);
+  return pkg;
 }
 
 /**
@@ -77,7 +107,8 @@ export async function resolvePackage(name: string): Promise<DebianPackage> {
  * (`linux-image-6.1.0-50-amd64`), which is the one holding the files.
  */
 export async function resolveMetaPackage(meta: string, pattern: RegExp): Promise<DebianPackage> {
-  const depends = field(await showWithUpdate(meta), "Depends") ?? "";
+  const [record] = await showWithUpdate([meta]);
+  const depends = field(record ?? "", "Depends") ?? "";
   const target = depends
     .split(/[,|]/)
     .map((d) => d.trim().split(/\s/)[0] ?? "")

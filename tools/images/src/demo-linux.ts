@@ -17,7 +17,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { type CpioEntry, writeCpio } from "./cpio.ts";
-import { downloadPackage, extractPackage, resolveMetaPackage, resolvePackage } from "./debian.ts";
+import { downloadPackage, extractPackage, resolveMetaPackage, resolvePackages } from "./debian.ts";
 import { ensureHostTools } from "./host-tools.ts";
 import { parseBuiltin, resolveModules } from "./kmod.ts";
 import { NET_TOOL_PACKAGES, NET_TOOL_PROGRAMS } from "./net-tools.ts";
@@ -205,13 +205,15 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
     ],
     log,
   );
+  // The metapackage's record comes with the others' in one apt-cache call; its kernel package takes a second.
+  const [, busyboxPkg, ...programPkgs] = await resolvePackages([
+    "linux-image-amd64",
+    "busybox-static",
+    ...SSH_SERVER_PACKAGES,
+    ...NET_TOOL_PACKAGES,
+  ]);
+  if (!busyboxPkg) throw new Error("unreachable: resolvePackages returns one package per name");
   const kernelPkg = await resolveMetaPackage("linux-image-amd64", /^linux-image-\d.*-amd64$/);
-  const busyboxPkg = await resolvePackage("busybox-static");
-  const sshPkgs = [];
-  for (const name of SSH_SERVER_PACKAGES) sshPkgs.push(await resolvePackage(name));
-  const netPkgs = [];
-  for (const name of NET_TOOL_PACKAGES) netPkgs.push(await resolvePackage(name));
-  const programPkgs = [...sshPkgs, ...netPkgs];
   const kernelVersion = kernelPkg.name.slice("linux-image-".length);
   const files = guestFiles();
   const digest = digestOf([

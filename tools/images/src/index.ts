@@ -3,7 +3,7 @@
 /** The newc cpio writer and reader used for the initramfs. */
 export { type CpioEntry, listCpio, writeCpio } from "./cpio.ts";
 /** Errors from the Debian tools, carrying the command that fixes them; one package's candidate, .deb and files. */
-export { DebianToolError, downloadPackage, extractPackage, resolvePackage } from "./debian.ts";
+export { DebianToolError, downloadPackage, extractPackage, resolvePackage, resolvePackages } from "./debian.ts";
 /** Build `local/debian-cloud:latest` (Debian 12 on a raw ext4 disk, cloud-init NoCloud; skipped when current). */
 export {
   buildDebianCloud,
