@@ -8,6 +8,8 @@
  *   NodeHeartbeat (kubevirt.io/heartbeat, kubevirt.io/schedulable while the device plugins are registered)
  *   HandlerServer (pause/unpause/softreboot/console for virt-api; migration secrets for the other handlers)
  *   HandlerMigrationSecrets (held in memory as a migration's target; fetched from the target's handler as its source)
+ *   MigratedFlows (with a conntrack deleter): every VMI's completed migration that moved its pod address -> the node's
+ *     conntrack entries of flows to the old address deleted (beyond KubeVirt; network/migrated-flows.ts)
  *
  * Stopping leaves every launcher and guest running: a restarted handler re-adopts them from the socket dirs.
  */
@@ -28,6 +30,7 @@ import {
   WorkQueue,
 } from "@kvt/kube";
 import type { Logger, Registry } from "@kvt/observability";
+import type { ConntrackDeleter } from "@kvt/pod-network";
 import { DeviceController, permanentDevicePlugins } from "./device-manager/device-controller.ts";
 import { HandlerServer, type HandlerServerTls } from "./http/handler-server.ts";
 import { holdsGuest } from "./launchers/domain-choice.ts";
@@ -36,6 +39,7 @@ import { OrphanReaper } from "./launchers/orphans.ts";
 import { registerHandlerMetrics } from "./metrics/handler-metrics.ts";
 import { registerVmiMetrics } from "./metrics/vmi-metrics.ts";
 import { HandlerMigrationSecrets, type PinSourceCertificate } from "./migration/migration-secrets.ts";
+import { MigratedFlows } from "./network/migrated-flows.ts";
 import { PodNetworkWiring } from "./network/pod-network-wiring.ts";
 import { NodeHeartbeat } from "./node/heartbeat.ts";
 import { reconcileParent } from "./tracing/migration-trace.ts";
@@ -79,6 +83,11 @@ export interface HandlerAppOptions {
    * release's DaemonSet has): launchers without CAP_NET_ADMIN then only serve what the handler plumbed.
    */
   readonly wirePodNetwork?: boolean;
+  /**
+   * Deletes conntrack entries in the node's network namespace (main.ts --clear-migrated-flows): given, the handler
+   * deletes the entries of flows to a pod address a VMI left in a live migration (network/migrated-flows.ts).
+   */
+  readonly clearMigratedFlows?: ConntrackDeleter;
 }
 
 /** A running handler. */
@@ -160,12 +169,32 @@ function pinIn(launchers: LauncherRegistry): PinSourceCertificate {
   };
 }
 
-/** Starts everything; resolves once launchers are re-adopted and the cache is synced. */
-export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp> {
-  const rest = new RestClient(o.kubeConfig, {
+/** The handler's client of the API server (its requests counted in the app's registry, when it has one). */
+function apiClient(o: HandlerAppOptions): RestClient {
+  return new RestClient(o.kubeConfig, {
     userAgent: `virt-handler/${o.nodeName}`,
     ...(o.registry ? { registry: o.registry } : {}),
   });
+}
+
+/** With a conntrack deleter: every VMI (not only this node's) goes through MigratedFlows as the informer sees it. */
+function followMigratedFlows(informer: Informer<Vmi>, o: HandlerAppOptions): MigratedFlows | undefined {
+  if (!o.clearMigratedFlows) return undefined;
+  const flows = new MigratedFlows({
+    deleter: o.clearMigratedFlows,
+    logger: o.logger.child({ component: "migrated-flows" }),
+  });
+  informer.addHandlers({
+    onAdd: (vmi) => flows.observe(vmi),
+    onUpdate: (_old, vmi) => flows.observe(vmi),
+    onDelete: (vmi) => vmi.metadata?.uid && flows.forget(vmi.metadata.uid),
+  });
+  return flows;
+}
+
+/** Starts everything; resolves once launchers are re-adopted and the cache is synced. */
+export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp> {
+  const rest = apiClient(o);
   const vmis = resourceClient<Vmi>(rest, KUBEVIRT_V1.virtualMachineInstances);
   const nodes = resourceClient<Node>(rest, CORE_V1.nodes);
   const informer = new Informer<Vmi>({ client: vmis, logger: o.logger.child({ informer: "vmi" }), resyncMs: 30_000 });
@@ -189,6 +218,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
       reaper.vmiDeleted(vmi.metadata.uid, vmi.spec?.terminationGracePeriodSeconds);
     },
   });
+  const migratedFlows = followMigratedFlows(informer, o);
   const launchers = new LauncherRegistry({
     ...(o.podsDir ? { podsDir: o.podsDir } : {}),
     ...(o.socketDirs ? { socketDirs: o.socketDirs } : {}),
@@ -283,6 +313,7 @@ export async function startHandlerApp(o: HandlerAppOptions): Promise<HandlerApp>
       await devices?.stop();
       launchers.stop();
       informer.stop();
+      migratedFlows?.stop();
       queue.shutDown();
       await running;
     },

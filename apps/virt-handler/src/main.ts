@@ -11,11 +11,13 @@ import { fileCaBundle, watchTlsMaterial } from "@kvt/certs";
 import { DEFAULT_DEVICE_PLUGINS_DIR } from "@kvt/device-plugin";
 import { loadKubeConfig, RestClient, watchConfigMapKey } from "@kvt/kube";
 import { createLogger, createMetricsRegistry, setupTracing } from "@kvt/observability";
+import type { ConntrackDeleter } from "@kvt/pod-network";
 import { main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
 import { DEFAULT_MAX_DEVICES } from "./device-manager/device-controller.ts";
 import { startHandlerApp } from "./handler-app.ts";
 import { startMetricsServer } from "./http/metrics-server.ts";
+import { nodeConntrackDeleter } from "./network/migrated-flows.ts";
 
 /**
  * Where the kubelet's pods directory is mounted (KubeVirt's cmd-client podsBaseDir and the DaemonSet's
@@ -46,6 +48,8 @@ await main({
     "device-plugins-dir": { type: "string" },
     "max-devices": { type: "string" },
     "wire-pod-network": { type: "boolean" },
+    "clear-migrated-flows": { type: "boolean" },
+    "node-netns": { type: "string" },
   },
   details: [
     "  --node-name NAME      this node (env NODE_NAME)",
@@ -72,6 +76,12 @@ await main({
     "  --wire-pod-network    plumb each launcher pod's network (bridge, tap, NAT) from here, entering the pod's",
     "                        namespace through /proc/<launcher pid>/ns/net (needs hostPID and privileges, as",
     "                        KubeVirt's handler); launchers without CAP_NET_ADMIN then only serve DHCP",
+    "  --clear-migrated-flows  after a live migration moved a VMI's pod address, delete the node's conntrack",
+    "                        entries of flows to the old address (beyond KubeVirt: kube-proxy deletes only UDP ones),",
+    "                        so a client's connection through a Service follows the VM; needs conntrack, nsenter,",
+    "                        hostPID and privileges",
+    "  --node-netns FILE     the node's network namespace for --clear-migrated-flows (default: the parent process's,",
+    "                        /proc/<ppid>/ns/net: the container runtime's shim runs in the node's namespace)",
   ],
   async run({ values }, signal) {
     const nodeName = values["node-name"] ?? process.env.NODE_NAME;
@@ -143,6 +153,7 @@ await main({
         devicePluginsDir: values["device-plugins-dir"] ?? DEFAULT_DEVICE_PLUGINS_DIR,
         maxDevices,
         wirePodNetwork: values["wire-pod-network"] === true,
+        ...migratedFlowsOption(values),
       });
       // A renewed kubevirt-virt-handler-server-certs or a rotated CA bundle is taken without a restart.
       tls.follow((material) => app.updateTls(material));
@@ -161,6 +172,14 @@ await main({
     }
   },
 });
+
+/** --clear-migrated-flows: the deleter in --node-netns (default the parent's, the runtime shim's: the node's). */
+function migratedFlowsOption(values: { "clear-migrated-flows"?: boolean; "node-netns"?: string }): {
+  clearMigratedFlows?: ConntrackDeleter;
+} {
+  if (values["clear-migrated-flows"] !== true) return {};
+  return { clearMigratedFlows: nodeConntrackDeleter(values["node-netns"] ?? `/proc/${process.ppid}/ns/net`) };
+}
 
 /** --port and --max-devices, or what is wrong with them. */
 function numericFlags(values: {

@@ -2,6 +2,15 @@
 
 /** The bridge binding's plan (pure). */
 export { type BridgePlan, isBridgePlan, planBridge } from "./bridge-plan.ts";
+/** Deleting the conntrack entries whose replies come from an address (flows pinned to a pod address that moved). */
+export {
+  type ConntrackDeleter,
+  ConntrackError,
+  type ConntrackFlows,
+  conntrackDeleteArgs,
+  conntrackDeleter,
+  deletedCount,
+} from "./conntrack.ts";
 /** The guest's DHCP server (UDP 67 in the pod). */
 export { type DhcpServer, startDhcpServer } from "./dhcp-server.ts";
 /** The masquerade binding's plan (pure) and names of the in-pod devices. */

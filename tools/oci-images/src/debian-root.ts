@@ -34,8 +34,9 @@ export const DEBIAN_SOURCES: readonly string[] = [
 ];
 
 /**
- * Packages unpacked into the tree: the C and C++ runtimes Node and the addon link to, QEMU for TCG, and the tools
- * virt-handler plumbs launcher pods' networks with (nsenter from util-linux, ip from iproute2, nft from nftables).
+ * Packages unpacked into the tree: the C and C++ runtimes Node and the addon link to, QEMU for TCG, the tools
+ * virt-handler plumbs launcher pods' networks with (nsenter from util-linux, ip from iproute2, nft from nftables),
+ * and conntrack, with which it deletes the flows pinned to a migrated VMI's old pod address.
  */
 export const DEBIAN_PACKAGES: readonly string[] = [
   "libc6",
@@ -45,6 +46,7 @@ export const DEBIAN_PACKAGES: readonly string[] = [
   "util-linux",
   "iproute2",
   "nftables",
+  "conntrack",
 ];
 
 /** The dynamic loader every x86-64 glibc program names as its interpreter. */

@@ -4,8 +4,8 @@ import { expect, it } from "vitest";
 import { NET_TOOLS } from "./layers.ts";
 import { IMAGES } from "./release-images.ts";
 
-it("virt-handler's image carries every program the pod-network plumbing runs, and nsenter to enter pods", () => {
+it("virt-handler's image carries every program the pod-network plumbing runs, nsenter and conntrack", () => {
   const tools = NET_TOOLS.map((t) => basename(t));
-  expect(tools).toEqual(expect.arrayContaining([...PLUMBING_PROGRAMS, "nsenter"]));
+  expect(tools).toEqual(expect.arrayContaining([...PLUMBING_PROGRAMS, "nsenter", "conntrack"]));
   expect(IMAGES.filter((i) => i.netTools).map((i) => i.tag)).toEqual(["virt-handler"]);
 });

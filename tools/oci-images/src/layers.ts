@@ -92,8 +92,17 @@ export async function stageQemu(tree: string, layer: LayerDir, baseLibs: readonl
   copyCopyrights(tree, layer);
 }
 
-/** The programs virt-handler plumbs launcher pods' networks with (@kvt/pod-network), at Debian's paths. */
-export const NET_TOOLS = ["/usr/bin/nsenter", "/bin/ip", "/sbin/bridge", "/usr/sbin/nft"] as const;
+/**
+ * The programs virt-handler plumbs launcher pods' networks with (@kvt/pod-network), and deletes conntrack entries in
+ * the node's namespace with (--clear-migrated-flows), at Debian's paths.
+ */
+export const NET_TOOLS = [
+  "/usr/bin/nsenter",
+  "/bin/ip",
+  "/sbin/bridge",
+  "/usr/sbin/nft",
+  "/usr/sbin/conntrack",
+] as const;
 
 /** The Debian packages of {@link NET_TOOLS} and of their libraries (whose copyright files the layer carries). */
 const NET_TOOLS_PACKAGES = [
@@ -116,6 +125,9 @@ const NET_TOOLS_PACKAGES = [
   "libjansson4",
   "libxtables12",
   "libedit2",
+  "conntrack",
+  "libnetfilter-conntrack3",
+  "libnfnetlink0",
 ];
 
 /** Stages virt-handler's network tools layer: {@link NET_TOOLS}, their libraries not in `baseLibs`, copyrights. */

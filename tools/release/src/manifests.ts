@@ -76,7 +76,9 @@ function workloadManifests(component: Component, namespace: string, version: str
           comment:
             "hostPID: --wire-pod-network plumbs each launcher pod's network as KubeVirt's handler does: it finds the " +
             "launcher's process (pod uid in /proc/<pid>/cgroup, its socket under /proc/<pid>/root) and enters " +
-            "/proc/<pid>/ns/net; the launcher (user 107, no capabilities) only opens the tap and serves DHCP.",
+            "/proc/<pid>/ns/net; the launcher (user 107, no capabilities) only opens the tap and serves DHCP. " +
+            "--clear-migrated-flows (beyond KubeVirt) enters the node's namespace (its parent's, the runtime's shim) " +
+            "and deletes the conntrack entries of flows to the pod address a VMI left in a live migration.",
         },
         {
           path: [...pod, "containers", 0, "securityContext"],

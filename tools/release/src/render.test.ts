@@ -235,6 +235,8 @@ describe("workloads", () => {
     expect(pod.hostNetwork).toBeUndefined();
     expect(pod.hostPID).toBe(true); // it enters launcher pods' network namespaces (--wire-pod-network)
     expect((pod.containers[0] as Container & { args: string[] }).args).toContain("--wire-pod-network");
+    // Beyond KubeVirt: flows pinned to a migrated VMI's old pod address are deleted in the node's namespace.
+    expect((pod.containers[0] as Container & { args: string[] }).args).toContain("--clear-migrated-flows");
     expect(pod.volumes?.flatMap((v) => (v.hostPath ? [v.hostPath.path] : []))).toEqual([
       "/var/lib/kubelet/pods",
       "/var/lib/kubelet/device-plugins",

@@ -238,6 +238,8 @@ function virtController(namespace: string, version: string): KubeObject {
  *   it finds the launcher's process in the node's /proc (its pod uid in /proc/<pid>/cgroup, its socket under
  *   /proc/<pid>/root) and enters /proc/<pid>/ns/net; the launcher, user 107 without capabilities, only serves DHCP.
  *   virt-api reaches it on the pod IP (PodHandlerLocator), and it signals launchers only through their sockets.
+ *   With it (beyond KubeVirt), --clear-migrated-flows enters the node's network namespace (its parent's, the
+ *   runtime's shim) and deletes the conntrack entries of flows to a pod address a VMI left in a live migration.
  */
 /** The kubelet's device plugins directory on every node. */
 const DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins";
@@ -276,6 +278,7 @@ function virtHandler(namespace: string, version: string): KubeObject {
                 "--tls-cert=/etc/virt-handler/servercertificates/tls.crt",
                 "--tls-key=/etc/virt-handler/servercertificates/tls.key",
                 "--wire-pod-network",
+                "--clear-migrated-flows",
                 // Only virt-api's client certificate, signed by a CA of ConfigMap kubevirt-ca (watched, not mounted),
                 // may call pause, console, ...
               ],

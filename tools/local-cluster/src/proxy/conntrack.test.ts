@@ -1,6 +1,8 @@
-/** Which conntrack deletions a change of routes asks for (pure), and the `conntrack` arguments of one. */
+/** Which conntrack deletions a change of routes asks for (pure), and the entries of one. */
+
+import { conntrackDeleteArgs } from "@kvt/pod-network";
 import { describe, expect, it } from "vitest";
-import { conntrackDeleteArgs, staleFlows } from "./conntrack.ts";
+import { staleFlowEntries, staleFlows } from "./conntrack.ts";
 import type { ServicePortRoute } from "./nft-ruleset.ts";
 
 const route = (serving: string[], over: Partial<ServicePortRoute> = {}): ServicePortRoute => ({
@@ -47,10 +49,19 @@ describe("staleFlows", () => {
   });
 });
 
-describe("conntrackDeleteArgs", () => {
+describe("staleFlowEntries", () => {
   it("matches the Service's address and port before DNAT and the endpoint as the reply's source", () => {
-    expect(conntrackDeleteArgs({ protocol: "tcp", clusterIP: "10.134.0.20", port: 80, endpoint: "10.70.1.5" })).toEqual(
-      ["-D", "-p", "tcp", "--orig-dst", "10.134.0.20", "--orig-port-dst", "80", "--reply-src", "10.70.1.5"],
-    );
+    const flows = { protocol: "tcp", clusterIP: "10.134.0.20", port: 80, endpoint: "10.70.1.5" } as const;
+    expect(conntrackDeleteArgs(staleFlowEntries(flows))).toEqual([
+      "-D",
+      "-p",
+      "tcp",
+      "--orig-dst",
+      "10.134.0.20",
+      "--orig-port-dst",
+      "80",
+      "--reply-src",
+      "10.70.1.5",
+    ]);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Stale flows: when an endpoint stops serving a Service port, the host's conntrack entries of flows that port's
- * ClusterIP had DNATed to it are deleted (Debian's `conntrack -D`), so the flows' next packets go through the
- * Service's rules again and reach a serving endpoint.
+ * ClusterIP had DNATed to it are deleted (Debian's `conntrack -D`, through @kvt/pod-network's deleter, which
+ * virt-handler also uses), so the flows' next packets go through the Service's rules again and reach a serving
+ * endpoint.
  *
  *   Service 10.M.0.7:80 --DNAT--> source launcher 10.N.1.5:8080      (conntrack entry, reply-src 10.N.1.5)
  *   live migration: the guest moves to 10.N.2.9, the source pod ends, its address leaves the EndpointSlice
@@ -13,7 +14,7 @@
  * VM outlives its pod, so every protocol is cleared. Only addresses that left the serving set are cleared (not ones
  * that merely stopped being ready while terminating), so a terminating pod still drains its connections.
  */
-import { spawn } from "node:child_process";
+import { type ConntrackFlows, conntrackDeleter } from "@kvt/pod-network";
 import type { ServicePortRoute } from "./nft-ruleset.ts";
 
 /** The flows of one Service port DNATed to one endpoint address. */
@@ -44,37 +45,15 @@ export function staleFlows(before: readonly ServicePortRoute[], after: readonly 
   return out;
 }
 
-/** `conntrack` arguments deleting these flows (pure). */
-export function conntrackDeleteArgs(f: StaleFlows): string[] {
-  return [
-    "-D",
-    "-p",
-    f.protocol,
-    "--orig-dst",
-    f.clusterIP,
-    "--orig-port-dst",
-    String(f.port),
-    "--reply-src",
-    f.endpoint,
-  ];
+/** The conntrack entries of these flows (pure): the Service port before DNAT, the endpoint as the replies' source. */
+export function staleFlowEntries(f: StaleFlows): ConntrackFlows {
+  return { protocol: f.protocol, origDst: f.clusterIP, origDstPort: f.port, replySource: f.endpoint };
 }
 
 /** Deletes the conntrack entries of these flows; resolves with how many were deleted, rejects with the tool's message. */
 export type ConntrackRunner = (flows: StaleFlows) => Promise<number>;
 
-/** Runs Debian's `conntrack -D` (it exits 1 when nothing matched: that is 0 deleted, not an error). */
-export const runConntrack: ConntrackRunner = (flows) =>
-  new Promise((resolve, reject) => {
-    const child = spawn("conntrack", conntrackDeleteArgs(flows), { stdio: ["ignore", "ignore", "pipe"] });
-    let stderr = "";
-    child.stderr.on("data", (d: Buffer) => {
-      stderr += d.toString("utf8");
-    });
-    child.on("error", reject);
-    child.on("close", (code) => {
-      const deleted = /(\d+) flow entries have been deleted/.exec(stderr);
-      if (deleted && (code === 0 || code === 1)) resolve(Number(deleted[1]));
-      else
-        reject(new Error(`conntrack ${conntrackDeleteArgs(flows).join(" ")} exited ${String(code)}: ${stderr.trim()}`));
-    });
-  });
+const deleteHere = conntrackDeleter();
+
+/** Runs Debian's `conntrack -D` in this process's namespace (the host's, where the proxy's rules are). */
+export const runConntrack: ConntrackRunner = (flows) => deleteHere(staleFlowEntries(flows));
