@@ -2,7 +2,7 @@
  * Runs the real `kubectl` (the machine's, as a user would) and our `virtctl` against the e2e cluster, each with an
  * isolated HOME so kubectl's discovery cache never leaks between runs.
  */
-import { spawn } from "node:child_process";
+import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -141,4 +141,12 @@ export function kubectlWatch(kubeconfig: string, args: readonly string[], timeou
       return stdout;
     },
   };
+}
+
+/**
+ * Starts `kubectl <args>` with its stdin, stdout and stderr as pipes (an interactive `kubectl exec -i`); the caller
+ * writes, reads and kills it.
+ */
+export function kubectlSession(kubeconfig: string, args: readonly string[]): ChildProcessWithoutNullStreams {
+  return spawn("kubectl", args, { env: { ...process.env, KUBECONFIG: kubeconfig, HOME: home }, stdio: "pipe" });
 }

@@ -25,10 +25,6 @@ export const LOCAL_CLUSTER_ONLY: Readonly<Record<string, string>> = {
     "reads virt-api's and the handlers' ports from the local cluster's cluster.json and serves them on the host",
   "network/service.e2e.test.ts":
     "reads the local cluster's pod network plan (network/pod-network.json) and enters pod namespaces",
-  "network/service-migration.e2e.test.ts":
-    "connects from this host to a Service's ClusterIP, which on tools/kube only the nodes' kube-proxy routes; and " +
-    "from a node there the connection does not survive the move: kube-proxy clears no TCP conntrack entry, so the " +
-    "flow stays DNATed to the source pod's address (measured 2026-11-27; the local proxy clears them)",
   "emulation/no-kvm-host.e2e.test.ts": "starts a second local cluster with /dev/kvm hidden",
   "runtime/deno-cluster.e2e.test.ts": "starts a second local cluster on Deno",
   "storage/cluster-restart.e2e.test.ts": "stops and restarts a local cluster of its own",

@@ -1,16 +1,22 @@
 /**
  * A TCP connection through a Service survives `virtctl migrate` (when the cluster runs as root and has its pod
- * network): the demo VM (QEMU here, masquerade binding) runs a line echo server (busybox nc) on 7000; the host opens
+ * network): the demo VM (QEMU here, masquerade binding) runs a line echo server (busybox nc) on 7000; a client opens
  * one connection to the Service's ClusterIP and keeps a paced stream of numbered lines going while the VM migrates.
- * The source launcher pod ends, its address leaves the EndpointSlice, the service proxy clears the host's conntrack
- * entries DNATed to it, and the stream's next segment is DNATed to the target pod, whose masquerade NAT hands it to
- * the guest, which kept its TCP state and its 10.0.2.2. Every line comes back, in order, on the same socket; the
- * guest sees the same peer address and port before and after; the longest gap between replies is the outage.
+ * The client is where a user's would be: on the local cluster a process of this host (the local cluster's node, whose
+ * service proxy routes ClusterIPs); on a real Kubernetes (tools/kube) a pod on the VMI's source node, whose
+ * connection kube-proxy DNATs in that node's namespace (a process in the node's namespace would not do: kube-proxy
+ * masquerades it with `fully-random` ports, and a re-made conntrack entry would show the guest another port).
+ * The source launcher pod ends, its address leaves the EndpointSlice, and the conntrack entries DNATed to it are
+ * deleted (the local service proxy does it; on a real cluster kube-proxy deletes only UDP ones, and virt-handler
+ * deletes the rest, apps/virt-handler/src/network/migrated-flows.ts): the stream's next segment is DNATed to the target
+ * pod, whose masquerade NAT hands it to the guest, which kept its TCP state and its 10.0.2.2. Every line comes back,
+ * in order, on the same connection; the guest sees the same peer address and port before and after; the longest gap
+ * between replies is the outage.
  */
-import { connect, type Socket } from "node:net";
+import { connect } from "node:net";
 import { eventually } from "@kvt/testing";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { getJson, kubectl, kubectlOk, virtctl } from "../lib/cli.ts";
+import { getJson, kubectl, kubectlOk, kubectlSession, virtctl } from "../lib/cli.ts";
 import { CLUSTER_WAIT } from "../lib/cluster-wait.ts";
 import { consoleLog } from "../lib/console-log.ts";
 import { httpGuestVm } from "../lib/http-vm.ts";
@@ -18,6 +24,7 @@ import { vmiOrUndefined } from "../lib/objects.ts";
 
 const NAME = "e2e-svc-migrate";
 const SERVICE = `${NAME}-echo`;
+const CLIENT_POD = `${NAME}-client`;
 const root = process.getuid?.() === 0;
 const BOOT = { ...CLUSTER_WAIT, timeoutMs: 240_000, intervalMs: 1000 };
 /** One numbered line every PACE_MS while the VM migrates. */
@@ -42,32 +49,39 @@ setsid nc -ll -p 7000 -e /tmp/echo.sh </dev/null >/dev/null 2>&1 &
 echo kvt-echo-up
 `;
 
-/** A line-oriented client on one socket: each reply line with the time it arrived. */
+/** Where a client's bytes go: a socket of this process, or a relay in a pod. */
+interface LineTransport {
+  write(text: string): void;
+  close(): void;
+}
+
+/** A line-oriented client on one connection: each reply line with the time it arrived. */
 class LineClient {
   readonly lines: { text: string; at: number }[] = [];
   #buf = "";
   #closed: string | undefined;
   /** When the connection ended (performance.now()), if it has. */
   endedAt: number | undefined;
-  readonly socket: Socket;
-  constructor(socket: Socket) {
-    this.socket = socket;
-    socket.setEncoding("utf8");
-    socket.on("data", (d: string) => {
-      this.#buf += d;
-      for (let i = this.#buf.indexOf("\n"); i >= 0; i = this.#buf.indexOf("\n")) {
-        this.lines.push({ text: this.#buf.slice(0, i), at: performance.now() });
-        this.#buf = this.#buf.slice(i + 1);
-      }
-    });
-    socket.on("error", (err) => {
-      this.#closed = `error: ${err.message}`;
-      this.endedAt ??= performance.now();
-    });
-    socket.on("close", () => {
-      this.#closed ??= "closed";
-      this.endedAt ??= performance.now();
-    });
+  /** The connection's own end (`address:port`), as the guest should see its peer. */
+  local = "";
+  readonly transport: LineTransport;
+  constructor(transport: LineTransport) {
+    this.transport = transport;
+  }
+
+  /** Takes bytes that arrived. */
+  feed(d: string): void {
+    this.#buf += d;
+    for (let i = this.#buf.indexOf("\n"); i >= 0; i = this.#buf.indexOf("\n")) {
+      this.lines.push({ text: this.#buf.slice(0, i), at: performance.now() });
+      this.#buf = this.#buf.slice(i + 1);
+    }
+  }
+
+  /** The connection ended (reset, closed), for `reason`. */
+  end(reason: string): void {
+    this.#closed ??= reason;
+    this.endedAt ??= performance.now();
   }
 
   /** Throws when the connection has ended (reset, closed), saying when and after which reply. */
@@ -81,7 +95,7 @@ class LineClient {
   /** Sends `line` and waits for the first reply starting with `prefix`. */
   async ask(line: string, prefix: string, timeoutMs = 20_000): Promise<string> {
     const from = this.lines.length;
-    this.socket.write(`${line}\n`);
+    this.transport.write(`${line}\n`);
     return eventually(
       async () => {
         this.alive();
@@ -94,14 +108,20 @@ class LineClient {
   }
 }
 
-/** Opens a connection to `host:port`, rejecting on error. */
-function open(host: string, port: number): Promise<Socket> {
+/** A connection from this process to `host:port`, rejecting on error. */
+function openHere(host: string, port: number): Promise<LineClient> {
   return new Promise((resolve, reject) => {
     const s = connect({ host, port, timeout: 5000 });
     s.once("connect", () => {
       s.setTimeout(0);
       s.setNoDelay(true);
-      resolve(s);
+      s.setEncoding("utf8");
+      const c = new LineClient({ write: (t) => s.write(t), close: () => s.destroy() });
+      c.local = `${s.localAddress}:${s.localPort}`;
+      s.on("data", (d: string) => c.feed(d));
+      s.on("error", (err) => c.end(`error: ${err.message}`));
+      s.on("close", () => c.end("closed"));
+      resolve(c);
     });
     s.once("timeout", () => {
       s.destroy();
@@ -109,6 +129,58 @@ function open(host: string, port: number): Promise<Socket> {
     });
     s.once("error", reject);
   });
+}
+
+/**
+ * The client pod's relay (Node, the release image's runtime): one connection to argv[1]:argv[2], its own end first
+ * (`local <address>:<port>`), then stdin to the connection and the connection to stdout; it exits when the
+ * connection ends.
+ */
+const RELAY = `const s = require("node:net").connect({ host: process.argv[1], port: Number(process.argv[2]) }, () => {
+  s.setNoDelay(true);
+  process.stdout.write("local " + s.localAddress + ":" + s.localPort + "\\n");
+  process.stdin.pipe(s);
+  s.pipe(process.stdout);
+});
+s.on("error", (e) => { process.stderr.write(e.message + "\\n"); process.exit(1); });
+s.on("close", () => process.exit(2));`;
+
+/** A connection from pod `pod` to `host:port` through `kubectl exec -i` and {@link RELAY}. */
+async function openInPod(kubeconfig: string, pod: string, host: string, port: number): Promise<LineClient> {
+  const child = kubectlSession(kubeconfig, [
+    "exec",
+    "-i",
+    pod,
+    "--",
+    "/usr/local/bin/node",
+    "-e",
+    RELAY,
+    host,
+    String(port),
+  ]);
+  const c = new LineClient({ write: (t) => child.stdin.write(t), close: () => child.kill("SIGKILL") });
+  let stderr = "";
+  child.stdout.setEncoding("utf8");
+  child.stdout.on("data", (d: string) => c.feed(d));
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdin.on("error", () => {});
+  child.on("close", (code) => c.end(`kubectl exec exited ${String(code)}: ${stderr.trim()}`));
+  try {
+    const local = await eventually(
+      async () => {
+        c.alive();
+        const line = c.lines.find((l) => l.text.startsWith("local "));
+        expect(line, "the relay's own address").toBeDefined();
+        return line!.text.slice("local ".length);
+      },
+      { timeoutMs: 20_000, intervalMs: 100 },
+    );
+    c.local = local;
+    return c;
+  } catch (err) {
+    child.kill("SIGKILL");
+    throw err;
+  }
 }
 
 interface PodNet {
@@ -123,15 +195,34 @@ async function launcherPods(kubeconfig: string, vmiUid: string): Promise<PodNet[
   return list.items.sort((a, b) => a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp));
 }
 
+/** The client pod: the release's image (it has Node) idling until the test execs the relay in it. */
+function relayPod(image: string, nodeName: string): Record<string, unknown> {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: CLIENT_POD },
+    spec: {
+      nodeSelector: { "kubernetes.io/hostname": nodeName },
+      restartPolicy: "Never",
+      terminationGracePeriodSeconds: 0,
+      containers: [
+        { name: "client", image, command: ["/usr/local/bin/node", "-e", "setInterval(() => {}, 3_600_000)"] },
+      ],
+    },
+  };
+}
+
 interface Slice {
   endpoints?: { addresses: string[]; conditions?: { ready?: boolean } }[];
 }
 
 describe.runIf(root)("a TCP connection through a Service survives a live migration", () => {
   const kubeconfig = inject("kubeconfig");
+  const kube = inject("clusterKind") === "kube";
   let client: LineClient | undefined;
   afterAll(async () => {
-    client?.socket.destroy();
+    client?.transport.close();
+    await kubectl(kubeconfig, ["delete", "pod", CLIENT_POD, "--ignore-not-found", "--wait=false"]);
     await kubectl(kubeconfig, ["delete", "svc", SERVICE, "--ignore-not-found", "--wait=false"]);
     await kubectl(kubeconfig, ["delete", "vm", NAME, "--ignore-not-found", "--wait=false"]);
   });
@@ -147,10 +238,13 @@ describe.runIf(root)("a TCP connection through a Service survives a live migrati
     const exposed = await virtctl(kubeconfig, expose);
     expect(exposed.code, exposed.stderr).toBe(0);
     const clusterIP = (await getJson<{ spec: { clusterIP: string } }>(kubeconfig, "svc", SERVICE)).spec.clusterIP;
+    // The addresses the Service routes to: ready endpoints (kube-controller-manager keeps a finished source pod in
+    // the slice as not ready).
     const sliceAddresses = async (): Promise<string[]> => {
       const args = ["get", "endpointslices", "-l", `kubernetes.io/service-name=${SERVICE}`, "-o", "json"];
       const list = JSON.parse(await kubectlOk(kubeconfig, args)) as { items: Slice[] };
-      return list.items.flatMap((s) => (s.endpoints ?? []).flatMap((e) => e.addresses)).sort();
+      const ready = list.items.flatMap((s) => (s.endpoints ?? []).filter((e) => e.conditions?.ready !== false));
+      return ready.flatMap((e) => e.addresses).sort();
     };
     const [source] = await launcherPods(kubeconfig, vmi.metadata.uid);
     const sourceIP = source?.status?.podIP;
@@ -162,14 +256,25 @@ describe.runIf(root)("a TCP connection through a Service survives a live migrati
       return true;
     }, BOOT);
 
-    // One connection from the host to the ClusterIP (the echo server may take a moment after its marker).
+    // The client: on a real cluster a pod on the VMI's node, from the release's own image (Node, for the relay).
+    let open = (): Promise<LineClient> => openHere(clusterIP, 17000);
+    if (kube) {
+      const image = await kubectlOk(kubeconfig, [
+        ...["get", "ds", "virt-handler", "-n", "kubevirt", "-o"],
+        "jsonpath={.spec.template.spec.containers[0].image}",
+      ]);
+      await kubectlOk(kubeconfig, ["create", "-f", "-"], JSON.stringify(relayPod(image, vmi.status?.nodeName ?? "")));
+      await kubectlOk(kubeconfig, ["wait", "--for=condition=Ready", `pod/${CLIENT_POD}`, "--timeout=120s"]);
+      open = () => openInPod(kubeconfig, CLIENT_POD, clusterIP, 17000);
+    }
+    // One connection to the ClusterIP (the echo server may take a moment after its marker).
     client = await eventually(
       async () => {
-        const c = new LineClient(await open(clusterIP, 17000));
+        const c = await open();
         try {
           await c.ask("hello", "hello", 3000);
         } catch (err) {
-          c.socket.destroy();
+          c.transport.close();
           throw err;
         }
         return c;
@@ -180,14 +285,15 @@ describe.runIf(root)("a TCP connection through a Service survives a live migrati
     const addrBefore = await c.ask("addr", "addr ");
     expect(addrBefore).toBe("addr 10.0.2.2/24");
     const peerBefore = await c.ask("peer", "peer ");
-    // The guest sees the host's side as the bridge address and the socket's own port (the proxy masquerades to the
-    // bridge address and keeps the port).
-    expect(peerBefore).toBe(`peer 10.0.2.2:7000 ${c.socket.localAddress}:${c.socket.localPort}`);
+    // The guest sees the client's own end: on the local cluster the bridge address and the socket's own port (the
+    // proxy masquerades to the bridge address and keeps the port); on a real cluster the client pod's address and port
+    // (kube-proxy leaves pod traffic to a ClusterIP unmasqueraded).
+    expect(peerBefore).toBe(`peer 10.0.2.2:7000 ${c.local}`);
 
     // A paced stream of numbered lines across the migration.
     let sent = 0;
     const pacer = setInterval(() => {
-      c.socket.write(`seq ${++sent}\n`);
+      c.transport.write(`seq ${++sent}\n`);
     }, PACE_MS);
     try {
       await eventually(async () => {
