@@ -28,6 +28,8 @@ import {
   isCurrent,
   type MovedFile,
   readManifest,
+  restoreMachineImage,
+  saveMachineImage,
   writeImage,
 } from "./store.ts";
 import { tryExtractVmlinux } from "./vmlinux.ts";
@@ -99,6 +101,10 @@ const EXCLUDED_MODULE_TREES = [
 ];
 /** Bump when the build changes in a way the versions and guest files do not capture. */
 const BUILDER_REVISION = "2";
+/** The code that builds the image: with the inputs digest, the key of its copy in the machine's cache. */
+const BUILDER_SOURCES = ["debian-cloud.ts", "cpio.ts", "debian.ts", "store.ts", "vmlinux.ts"].map(
+  (f) => new URL(f, import.meta.url).pathname,
+);
 
 /** Options for {@link buildDebianCloud}. */
 export interface DebianCloudOptions {
@@ -251,10 +257,14 @@ export async function buildDebianCloud(options: DebianCloudOptions = {}): Promis
     ...guestFiles().flat(),
   ]);
   const stored = readManifest(storeRoot, DEBIAN_CLOUD_IMAGE);
+  const machine = { ref: DEBIAN_CLOUD_IMAGE, inputsDigest: digest, builderSources: BUILDER_SOURCES };
   if (!options.force && stored && isCurrent(storeRoot, DEBIAN_CLOUD_IMAGE, digest)) {
     log(`${DEBIAN_CLOUD_IMAGE} is current (${kernelPkg.name}, cloud-init ${keys[2]?.version}); nothing to do`);
+    saveMachineImage(storeRoot, machine, log);
     return { dir: imageDir(storeRoot, DEBIAN_CLOUD_IMAGE), manifest: stored, skipped: true };
   }
+  const restored = options.force ? undefined : restoreMachineImage(storeRoot, machine, log);
+  if (restored) return { dir: imageDir(storeRoot, DEBIAN_CLOUD_IMAGE), manifest: restored, skipped: true };
   if (typeof process.getuid === "function" && process.getuid() !== 0)
     throw new DebianToolError(`building ${DEBIAN_CLOUD_IMAGE} needs root (mmdebstrap --mode=root, chroot)`);
   await ensureHostTools(
@@ -313,6 +323,7 @@ export async function buildDebianCloud(options: DebianCloudOptions = {}): Promis
         ["disk.img", { moveFrom: disk }],
       ]),
     );
+    saveMachineImage(storeRoot, machine, log);
     const used = statSync(join(dir, "disk.img")).blocks * 512;
     log(
       `built ${DEBIAN_CLOUD_IMAGE} in ${dir} after ${((Date.now() - t0) / 1000).toFixed(0)} s (disk ` +

@@ -23,7 +23,16 @@ import { parseBuiltin, resolveModules } from "./kmod.ts";
 import { NET_TOOL_PACKAGES, NET_TOOL_PROGRAMS } from "./net-tools.ts";
 import { type ProgramFiles, programFiles } from "./program-files.ts";
 import { SSH_SERVER_PACKAGES, SSH_SERVER_PROGRAMS } from "./ssh-server.ts";
-import { defaultStoreRoot, type ImageManifest, imageDir, isCurrent, readManifest, writeImage } from "./store.ts";
+import {
+  defaultStoreRoot,
+  type ImageManifest,
+  imageDir,
+  isCurrent,
+  readManifest,
+  restoreMachineImage,
+  saveMachineImage,
+  writeImage,
+} from "./store.ts";
 import { tryExtractVmlinux } from "./vmlinux.ts";
 
 const run = promisify(execFile);
@@ -60,6 +69,19 @@ export const DEMO_MODULES = [
 ];
 /** Bump when the build changes in a way the package versions and guest files do not capture. */
 const BUILDER_REVISION = "5";
+/** The code that builds the image: with the inputs digest, the key of its copy in the machine's cache. */
+const BUILDER_SOURCES = [
+  "demo-linux.ts",
+  "cpio.ts",
+  "debian.ts",
+  "elf-deps.ts",
+  "kmod.ts",
+  "net-tools.ts",
+  "program-files.ts",
+  "ssh-server.ts",
+  "store.ts",
+  "vmlinux.ts",
+].map((f) => new URL(f, import.meta.url).pathname);
 
 /** Options for {@link buildDemoLinux}. */
 export interface BuildOptions {
@@ -190,21 +212,8 @@ function initramfsEntries(input: {
   return entries;
 }
 
-/**
- * Builds (or finds current) `local/demo-linux:latest` in the store. Needs apt-get, apt-cache and dpkg; installs
- * them when root, else fails naming the command. Downloads are cached under `<store>/.cache/debs`.
- */
-export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildResult> {
-  const storeRoot = options.storeRoot ?? defaultStoreRoot();
-  const log = options.log ?? ((): void => {});
-  await ensureHostTools(
-    [
-      { bin: "apt-get", pkg: "apt" },
-      { bin: "apt-cache", pkg: "apt" },
-      { bin: "dpkg", pkg: "dpkg" },
-    ],
-    log,
-  );
+/** The Debian packages the demo image is built from (their candidate versions), its files, and their digest. */
+async function demoInputs() {
   // The metapackage's record comes with the others' in one apt-cache call; its kernel package takes a second.
   const [, busyboxPkg, ...programPkgs] = await resolvePackages([
     "linux-image-amd64",
@@ -225,12 +234,37 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
     DEMO_MODULES.join(","),
     ...[...files].flat(),
   ]);
+  return { kernelPkg, busyboxPkg, programPkgs, kernelVersion, files, digest };
+}
+
+/**
+ * Builds (or finds current) `local/demo-linux:latest` in the store. Needs apt-get, apt-cache and dpkg; installs
+ * them when root, else fails naming the command. Downloads are cached under `<store>/.cache/debs`.
+ */
+export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildResult> {
+  const storeRoot = options.storeRoot ?? defaultStoreRoot();
+  const log = options.log ?? ((): void => {});
+  await ensureHostTools(
+    [
+      { bin: "apt-get", pkg: "apt" },
+      { bin: "apt-cache", pkg: "apt" },
+      { bin: "dpkg", pkg: "dpkg" },
+    ],
+    log,
+  );
+  const { kernelPkg, busyboxPkg, programPkgs, kernelVersion, files, digest } = await demoInputs();
   const stored = readManifest(storeRoot, DEMO_LINUX_IMAGE);
+  const machine = { ref: DEMO_LINUX_IMAGE, inputsDigest: digest, builderSources: BUILDER_SOURCES };
   // A store built before the image carried the uncompressed kernel (or without the decompressor) is rebuilt, so it
   // gets one now that it can.
   if (!options.force && stored?.uncompressedKernel && isCurrent(storeRoot, DEMO_LINUX_IMAGE, digest)) {
     log(`${DEMO_LINUX_IMAGE} is current (${kernelPkg.name} ${kernelPkg.version}); nothing to do`);
+    saveMachineImage(storeRoot, machine, log);
     return { dir: imageDir(storeRoot, DEMO_LINUX_IMAGE), manifest: stored, skipped: true };
+  }
+  const restored = options.force ? undefined : restoreMachineImage(storeRoot, machine, log);
+  if (restored?.uncompressedKernel) {
+    return { dir: imageDir(storeRoot, DEMO_LINUX_IMAGE), manifest: restored, skipped: true };
   }
   const debs = join(storeRoot, ".cache", "debs");
   mkdirSync(debs, { recursive: true });
@@ -291,6 +325,7 @@ export async function buildDemoLinux(options: BuildOptions = {}): Promise<BuildR
       ]),
     );
     log(`built ${DEMO_LINUX_IMAGE} in ${dir} (initrd ${(initrd.length / 1048576).toFixed(1)} MiB)`);
+    saveMachineImage(storeRoot, machine, log);
     return { dir, manifest, skipped: false };
   } finally {
     rmSync(work, { recursive: true, force: true });

@@ -11,8 +11,9 @@
  *
  * A reference `local/demo-linux:latest` maps to `<store>/local/demo-linux/latest`; no tag means `latest`.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { machineCache, machineCacheKey } from "@kvt/runtime";
 
 /** The manifest of one stored image (`image.json`). */
 export interface ImageManifest {
@@ -130,4 +131,48 @@ export function writeImage(
   writeFileSync(join(dir, "image.json.tmp"), `${JSON.stringify(manifest, null, 2)}\n`);
   renameSync(join(dir, "image.json.tmp"), join(dir, "image.json"));
   return dir;
+}
+
+/**
+ * The machine's cache of built images (@kvt/runtime `machineCache`, kind `images`): a fresh clone of the project (each
+ * CI run) takes an image another clone built from the same inputs with the same builder code instead of building it
+ * again. `builderSources` are the files of the code that builds it; the key digests them with the reference and the
+ * image's inputs digest, so any change to either builds afresh.
+ */
+export interface MachineImage {
+  readonly ref: string;
+  readonly inputsDigest: string;
+  readonly builderSources: readonly string[];
+}
+
+const imagesCache = (log: (line: string) => void) => machineCache("images", { keep: 4, log });
+const imageKey = (m: MachineImage): string => machineCacheKey([m.ref, m.inputsDigest], m.builderSources);
+
+/** Restores `image` from the machine's cache into the store; its manifest, or undefined when the machine lacks it. */
+export function restoreMachineImage(
+  storeRoot: string,
+  image: MachineImage,
+  log: (line: string) => void = () => {},
+): ImageManifest | undefined {
+  const staging = join(storeRoot, ".cache", `restore-${process.pid}`);
+  rmSync(staging, { recursive: true, force: true });
+  try {
+    if (!imagesCache(log).restore(imageKey(image), staging)) return undefined;
+    const manifest = JSON.parse(readFileSync(join(staging, "image.json"), "utf8")) as ImageManifest;
+    if (manifest.image !== image.ref || manifest.inputsDigest !== image.inputsDigest) return undefined;
+    const files = new Map<string, MovedFile>();
+    for (const name of readdirSync(staging)) {
+      if (name !== "image.json") files.set(name, { moveFrom: join(staging, name) });
+    }
+    writeImage(storeRoot, manifest, files);
+    return isCurrent(storeRoot, image.ref, image.inputsDigest) ? manifest : undefined;
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
+/** Saves the stored `image` (complete and current) to the machine's cache, unless the machine has it. */
+export function saveMachineImage(storeRoot: string, image: MachineImage, log: (line: string) => void = () => {}): void {
+  if (!isCurrent(storeRoot, image.ref, image.inputsDigest)) return;
+  imagesCache(log).save(imageKey(image), imageDir(storeRoot, image.ref), (rel) => !rel.endsWith(".tmp"));
 }
