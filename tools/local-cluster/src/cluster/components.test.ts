@@ -46,6 +46,16 @@ describe("clusterComponents()", () => {
     expect(components[0].argv.slice(-2)).toEqual(["--service-cluster-ip-range", "10.150.0.0/16"]);
   });
 
+  it("has each handler delete the flows a migration left, with a pod network only (the proxy deletes UDP ones)", () => {
+    const withNet = { ...layout, podNetworkFile: "/data/network/pod-network.json", serviceCidr: "10.150.0.0/16" };
+    for (const node of ["node01", "node02"]) {
+      const handler = clusterComponents(withNet).find((c) => c.name === `virt-handler/${node}`)!;
+      expect(handler.argv.slice(-3)).toEqual(["--clear-migrated-flows", "--node-netns", "/proc/self/ns/net"]);
+      const without = clusterComponents(layout).find((c) => c.name === `virt-handler/${node}`)!;
+      expect(without.argv).not.toContain("--clear-migrated-flows");
+    }
+  });
+
   it("runs the API server with its Node flags (a larger young generation)", () => {
     const apiserver = clusterComponents(layout).find((c) => c.name === "apiserver")!;
     expect(apiserver.argv.slice(0, 4)).toEqual([

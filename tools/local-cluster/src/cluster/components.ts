@@ -199,6 +199,10 @@ export function clusterComponents(layout: ClusterLayout): ComponentCommand[] {
         layout.componentTls.handlerServer.cert,
         "--tls-key",
         layout.componentTls.handlerServer.key,
+        // With the pod network, as on a real node: the flows a live migration left pinned to the source pod's
+        // address are the handler's to delete (the service proxy, as kube-proxy, deletes UDP ones only). Every
+        // simulated node's Services are routed in this host's namespace, the handler's own.
+        ...(layout.podNetworkFile ? ["--clear-migrated-flows", "--node-netns", "/proc/self/ns/net"] : []),
       ],
       env,
       metricsPort: port(name),

@@ -16,46 +16,64 @@ const route = (serving: string[], over: Partial<ServicePortRoute> = {}): Service
 });
 
 describe("staleFlows", () => {
-  it("clears the flows of an endpoint that moved (a migrated VM's old launcher pod)", () => {
-    expect(staleFlows([route(["10.70.1.5"])], [route(["10.70.2.9"])])).toEqual([
-      { protocol: "tcp", clusterIP: "10.134.0.20", port: 80, endpoint: "10.70.1.5" },
+  const udp = { id: "default/web/udp/80", protocol: "udp" as const };
+
+  it("clears the UDP flows of an endpoint that left the Service, as kube-proxy", () => {
+    expect(staleFlows([route(["10.70.1.5"], udp)], [route(["10.70.2.9"], udp)])).toEqual([
+      { protocol: "udp", clusterIP: "10.134.0.20", port: 80, endpoint: "10.70.1.5" },
     ]);
   });
 
-  it("clears nothing while the endpoint still serves, nor for a new one", () => {
-    expect(staleFlows([route(["10.70.1.5"])], [route(["10.70.1.5", "10.70.2.9"])])).toEqual([]);
-    // Terminating but serving: out of the backends while others are ready, still draining its connections.
-    expect(
-      staleFlows([route(["10.70.1.5", "10.70.2.9"])], [route(["10.70.1.5", "10.70.2.9"], { backends: [] })]),
-    ).toEqual([]);
-    expect(staleFlows([], [route(["10.70.2.9"])])).toEqual([]);
+  it("leaves TCP and SCTP flows, as kube-proxy (a migrated VM's are virt-handler's)", () => {
+    expect(staleFlows([route(["10.70.1.5"])], [route(["10.70.2.9"])])).toEqual([]);
+    const sctp = { id: "default/web/sctp/80", protocol: "sctp" as const };
+    expect(staleFlows([route(["10.70.1.5"], sctp)], [route(["10.70.2.9"], sctp)])).toEqual([]);
   });
 
-  it("clears per Service port and protocol, and nothing for a port that is gone", () => {
-    const dns = { id: "default/web/udp/dns", protocol: "udp" as const, port: 53 };
-    const before = [route(["10.70.1.5", "10.70.1.6"]), route(["10.70.1.5"], dns), route(["10.70.1.7"], { port: 81 })];
-    const after = [route(["10.70.1.6"]), route([], dns)];
+  it("clears nothing while the endpoint still serves, nor for a new one", () => {
+    expect(staleFlows([route(["10.70.1.5"], udp)], [route(["10.70.1.5", "10.70.2.9"], udp)])).toEqual([]);
+    // Terminating but serving: out of the backends while others are ready, still draining its connections.
+    expect(
+      staleFlows(
+        [route(["10.70.1.5", "10.70.2.9"], udp)],
+        [route(["10.70.1.5", "10.70.2.9"], { ...udp, backends: [] })],
+      ),
+    ).toEqual([]);
+    expect(staleFlows([], [route(["10.70.2.9"], udp)])).toEqual([]);
+  });
+
+  it("clears per Service port, and nothing for a port that is gone", () => {
+    const dns = { id: "default/web/udp/dns", port: 53 };
+    const before = [
+      route(["10.70.1.5", "10.70.1.6"], udp),
+      route(["10.70.1.5"], { ...udp, ...dns }),
+      route(["10.70.1.7"], { ...udp, port: 81 }),
+    ];
+    const after = [route(["10.70.1.6"], udp), route([], { ...udp, ...dns })];
     expect(staleFlows(before, after)).toEqual([
-      { protocol: "tcp", clusterIP: "10.134.0.20", port: 80, endpoint: "10.70.1.5" },
+      { protocol: "udp", clusterIP: "10.134.0.20", port: 80, endpoint: "10.70.1.5" },
       { protocol: "udp", clusterIP: "10.134.0.20", port: 53, endpoint: "10.70.1.5" },
     ]);
   });
 
   it("tells a ClusterIP's ports apart from another Service's same port", () => {
-    const other = { id: "default/other/tcp/80", clusterIP: "10.134.0.21" };
+    const other = { ...udp, id: "default/other/udp/80", clusterIP: "10.134.0.21" };
     expect(
-      staleFlows([route(["10.70.1.5"]), route(["10.70.1.5"], other)], [route(["10.70.1.5"]), route([], other)]),
-    ).toEqual([{ protocol: "tcp", clusterIP: "10.134.0.21", port: 80, endpoint: "10.70.1.5" }]);
+      staleFlows(
+        [route(["10.70.1.5"], udp), route(["10.70.1.5"], other)],
+        [route(["10.70.1.5"], udp), route([], other)],
+      ),
+    ).toEqual([{ protocol: "udp", clusterIP: "10.134.0.21", port: 80, endpoint: "10.70.1.5" }]);
   });
 });
 
 describe("staleFlowEntries", () => {
   it("matches the Service's address and port before DNAT and the endpoint as the reply's source", () => {
-    const flows = { protocol: "tcp", clusterIP: "10.134.0.20", port: 80, endpoint: "10.70.1.5" } as const;
+    const flows = { protocol: "udp", clusterIP: "10.134.0.20", port: 80, endpoint: "10.70.1.5" } as const;
     expect(conntrackDeleteArgs(staleFlowEntries(flows))).toEqual([
       "-D",
       "-p",
-      "tcp",
+      "udp",
       "--orig-dst",
       "10.134.0.20",
       "--orig-port-dst",

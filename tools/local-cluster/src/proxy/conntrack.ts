@@ -1,18 +1,18 @@
 /**
- * Stale flows: when an endpoint stops serving a Service port, the host's conntrack entries of flows that port's
- * ClusterIP had DNATed to it are deleted (Debian's `conntrack -D`, through @kvt/pod-network's deleter, which
- * virt-handler also uses), so the flows' next packets go through the Service's rules again and reach a serving
- * endpoint.
+ * Stale flows, as kube-proxy clears them (pkg/proxy/conntrack/cleanup.go): when an endpoint stops serving a UDP
+ * Service port, the host's conntrack entries of flows that port's ClusterIP had DNATed to it are deleted (Debian's
+ * `conntrack -D`, through @kvt/pod-network's deleter), so the flows' next datagrams go through the Service's rules
+ * again and reach a serving endpoint:
  *
- *   Service 10.M.0.7:80 --DNAT--> source launcher 10.N.1.5:8080      (conntrack entry, reply-src 10.N.1.5)
- *   live migration: the guest moves to 10.N.2.9, the source pod ends, its address leaves the EndpointSlice
- *   proxy: table rewritten, then `conntrack -D -p tcp --orig-dst 10.M.0.7 --orig-port-dst 80 --reply-src 10.N.1.5`
- *   the client's next segment (nf_conntrack_tcp_loose picks up a flow mid-stream) --DNAT--> 10.N.2.9:8080, where the
- *   launcher's masquerade DNAT hands it to the guest, whose TCP state moved with it
+ *   Service 10.M.0.7:53/udp --DNAT--> pod 10.N.1.5:5353        (conntrack entry, reply-src 10.N.1.5)
+ *   the pod stops serving; proxy: table rewritten, then
+ *   `conntrack -D -p udp --orig-dst 10.M.0.7 --orig-port-dst 53 --reply-src 10.N.1.5`
+ *   the client's next datagram --DNAT--> a serving endpoint
  *
- * kube-proxy does this for UDP only (a TCP server that went away answers with a reset); here a TCP flow to a KubeVirt
- * VM outlives its pod, so every protocol is cleared. Only addresses that left the serving set are cleared (not ones
- * that merely stopped being ready while terminating), so a terminating pod still drains its connections.
+ * TCP flows are left, as kube-proxy leaves them (a TCP server that went away answers with a reset; a terminating one
+ * drains). The TCP connections of a live-migrated VM, which outlive its source pod, are virt-handler's to clear
+ * (--clear-migrated-flows), here as on a real cluster. Only addresses that left the serving set are cleared (not
+ * ones that merely stopped being ready while terminating).
  */
 import { type ConntrackFlows, conntrackDeleter } from "@kvt/pod-network";
 import type { ServicePortRoute } from "./nft-ruleset.ts";
@@ -29,14 +29,15 @@ export interface StaleFlows {
 const routeKey = (r: ServicePortRoute): string => `${r.protocol}/${r.clusterIP}/${String(r.port)}`;
 
 /**
- * The flows to clear going from the routes `before` to the routes `after` (pure): for each Service port in both, every
- * address serving it before and not after. A port that is gone altogether is rejected by the new table, and its
- * flows' packets are rejected with it; a port that is new has no flows.
+ * The flows to clear going from the routes `before` to the routes `after` (pure): for each UDP Service port in both,
+ * every address serving it before and not after. A port that is gone altogether is rejected by the new table, and its
+ * flows' packets are rejected with it; a port that is new has no flows; TCP and SCTP flows are left (kube-proxy's).
  */
 export function staleFlows(before: readonly ServicePortRoute[], after: readonly ServicePortRoute[]): StaleFlows[] {
   const next = new Map(after.map((r) => [routeKey(r), new Set(r.serving)]));
   const out: StaleFlows[] = [];
   for (const r of before) {
+    if (r.protocol !== "udp") continue;
     const still = next.get(routeKey(r));
     if (!still) continue;
     for (const endpoint of r.serving)

@@ -12,7 +12,8 @@
  *   filter-forward: nothing that came in through the bridge leaves through another interface
  *   filter-input: a TCP segment from the bridge that is neither SYN nor RST and has no flow is dropped, not answered:
  *   it is a reply from an endpoint a flow has not been DNATed to yet (a migrated VM answering from its new pod before
- *   the client's next segment re-picks the flow, conntrack.ts); the host's reset would kill the guest's connection
+ *   the client's next segment re-picks the flow, once virt-handler deleted the old one: its --clear-migrated-flows);
+ *   the host's reset would kill the guest's connection
  *
  * The table is `ip <name>` (the cluster's bridge name, so two clusters on one host never share one); a script
  * replaces it whole in one transaction. Everything that reaches the script comes from API objects, so each value is

@@ -3,11 +3,12 @@
  * (bridge, Debian's CNI plugins, one namespace per pod), the embedded API server with its ClusterIP allocator and
  * EndpointSlice controller, and the service proxy writing its nftables table. TCP to a ClusterIP reaches the pods
  * behind it from the host, from another pod and from a pod behind the Service itself (hairpin); a Service without
- * a ready endpoint refuses; a connection to an endpoint that stops serving is cleared from conntrack (its next
- * segment goes to the other pod, which resets it); after the pod network is removed (what the cluster's stop does)
- * the table is gone.
+ * a ready endpoint refuses; as kube-proxy, a UDP flow to an endpoint that stops serving is cleared from conntrack
+ * (its next datagram goes to the other pod) and a TCP connection is left to drain; after the pod network is removed
+ * (what the cluster's stop does) the table is gone.
  */
 import { execFileSync, spawn } from "node:child_process";
+import { createSocket } from "node:dgram";
 import { mkdtempSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
@@ -51,9 +52,20 @@ function streamServer(sandbox: PodSandbox, name: string, port: number): Promise<
   });
 }
 
-/** The host's conntrack entries of flows to `ip:port` (Debian's conntrack -L). */
-function flowsTo(ip: string, port: number): string {
-  return execFileSync("conntrack", ["-L", "-p", "tcp", "--orig-dst", ip, "--orig-port-dst", String(port)], {
+/** A UDP server in `sandbox` that answers every datagram with `name`. */
+function datagramServer(sandbox: PodSandbox, name: string, port: number): Promise<() => void> {
+  const script = `const s=require("node:dgram").createSocket("udp4");s.on("message",(m,r)=>s.send("${name}",r.port,r.address));s.bind(${port},"0.0.0.0",()=>console.log("up"))`;
+  const [cmd, ...args] = inSandbox([process.execPath, "-e", script], sandbox);
+  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    child.stdout.once("data", () => resolve(() => child.kill("SIGKILL")));
+    child.once("exit", (code) => reject(new Error(`server ${name} exited ${code}`)));
+  });
+}
+
+/** The host's conntrack entries of `protocol` flows to `ip:port` (Debian's conntrack -L). */
+function flowsTo(ip: string, port: number, protocol = "tcp"): string {
+  return execFileSync("conntrack", ["-L", "-p", protocol, "--orig-dst", ip, "--orig-port-dst", String(port)], {
     encoding: "utf8",
     stdio: ["ignore", "pipe", "ignore"],
   });
@@ -121,6 +133,7 @@ describe.runIf(root)("service proxy (ClusterIP -> pods through nftables, root)",
       sandboxes[name] = sandbox;
       stops.push(await nameServer(sandbox, name, 8080));
       stops.push(await streamServer(sandbox, name, 8081));
+      stops.push(await datagramServer(sandbox, name, 8082));
       const pod = await call(api, "POST", `${NS}/pods`, {
         metadata: { name, labels: { app: "echo" } },
         spec: {
@@ -132,6 +145,7 @@ describe.runIf(root)("service proxy (ClusterIP -> pods through nftables, root)",
               ports: [
                 { name: "web", containerPort: 8080 },
                 { name: "stream", containerPort: 8081 },
+                { name: "datagram", containerPort: 8082, protocol: "UDP" },
               ],
             },
           ],
@@ -199,7 +213,7 @@ describe.runIf(root)("service proxy (ClusterIP -> pods through nftables, root)",
     });
   }, 60_000);
 
-  it("clears the flows of an endpoint that stops serving: their next segment meets the other pod", async () => {
+  it("clears the UDP flows of an endpoint that stops serving, and leaves its TCP connections (kube-proxy's)", async () => {
     const setReady = async (name: string, ready: boolean): Promise<void> => {
       const pod = (await call(api, "GET", `${NS}/pods/${name}`)).body as { status: Record<string, unknown> };
       const conditions = [{ type: "Ready", status: ready ? "True" : "False" }];
@@ -210,39 +224,73 @@ describe.runIf(root)("service proxy (ClusterIP -> pods through nftables, root)",
     await setReady("b", true);
     const created = await call(api, "POST", `${NS}/services`, {
       metadata: { name: "stream" },
-      spec: { selector: { app: "echo" }, ports: [{ port: 81, targetPort: "stream" }] },
+      spec: {
+        selector: { app: "echo" },
+        ports: [
+          { name: "stream", port: 81, targetPort: "stream" },
+          { name: "datagram", port: 82, protocol: "UDP", targetPort: "datagram" },
+        ],
+      },
     });
     const ip = (created.body.spec as { clusterIP: string }).clusterIP;
-    const replies: string[] = [];
-    let failure: NodeJS.ErrnoException | undefined;
-    const sock = await eventually("a connection through the ClusterIP", async () => {
+    const addressOf = (name: string | undefined): string => `src=${sandboxes[name ?? ""]?.ips[0]} `;
+
+    // UDP: one socket (one flow) to the ClusterIP; the pod that answered stops serving; the proxy clears the flow,
+    // and the next datagram of the same socket meets the other pod.
+    const udp = createSocket("udp4");
+    const answers: string[] = [];
+    udp.on("message", (m) => answers.push(m.toString()));
+    const tcp = await eventually("a connection through the ClusterIP", async () => {
       const s = connect({ host: ip, port: 81 });
       return new Promise<ReturnType<typeof connect> | undefined>((resolve) => {
         s.once("connect", () => resolve(s));
         s.once("error", () => resolve(undefined));
       });
     });
-    sock.on("data", (d: Buffer) => replies.push(...d.toString().trim().split("\n")));
-    sock.on("error", (e: NodeJS.ErrnoException) => {
+    const replies: string[] = [];
+    let failure: NodeJS.ErrnoException | undefined;
+    tcp.on("data", (d: Buffer) => replies.push(...d.toString().trim().split("\n")));
+    tcp.on("error", (e: NodeJS.ErrnoException) => {
       failure = e;
     });
     try {
-      sock.write("1");
-      const first = await eventually("the first answer", async () => replies[0]);
-      await eventually("the flow in conntrack, DNATed to that pod", async () =>
-        flowsTo(ip, 81).includes(`src=${sandboxes[first]?.ips[0]} `) ? true : undefined,
+      const first = await eventually("the first datagram's answer", async () => {
+        udp.send("1", 82, ip);
+        await new Promise((r) => setTimeout(r, 100));
+        return answers[0];
+      });
+      await eventually("the UDP flow in conntrack, DNATed to that pod", async () =>
+        flowsTo(ip, 82, "udp").includes(addressOf(first)) ? true : undefined,
       );
-      // The pod that answered stops serving (its server keeps the connection): the proxy clears the flow.
       await setReady(first, false);
-      await eventually("the flow cleared", async () =>
-        flowsTo(ip, 81).includes(`src=${sandboxes[first]?.ips[0]} `) ? undefined : true,
+      await eventually("the UDP flow cleared", async () =>
+        flowsTo(ip, 82, "udp").includes(addressOf(first)) ? undefined : true,
       );
-      // The next segment is DNATed to the other pod, which knows no such connection and resets it.
-      sock.write("2");
-      expect(await eventually("the reset", async () => failure?.code)).toBe("ECONNRESET");
-      expect(replies).toEqual([first]);
+      const other = first === "a" ? "b" : "a";
+      const next = answers.length;
+      udp.send("2", 82, ip);
+      expect(await eventually("the next datagram's answer", async () => answers[next])).toBe(other);
+      await setReady(first, true);
+
+      // TCP: the pod that answered stops serving; its connection keeps its entry and its pod, as with kube-proxy.
+      tcp.write("1");
+      const tcpFirst = await eventually("the first answer", async () => replies[0]);
+      await eventually("the TCP flow in conntrack, DNATed to that pod", async () =>
+        flowsTo(ip, 81).includes(addressOf(tcpFirst)) ? true : undefined,
+      );
+      await setReady(tcpFirst ?? "", false);
+      const table = (): string => execFileSync("nft", ["list", "table", "ip", config.bridge], { encoding: "utf8" });
+      await eventually("the proxy's table without that pod's stream port", async () =>
+        table().includes(`${sandboxes[tcpFirst ?? ""]?.ips[0]}:8081`) ? undefined : true,
+      );
+      await new Promise((r) => setTimeout(r, 300)); // a clearing would follow the table at once
+      expect(flowsTo(ip, 81)).toContain(addressOf(tcpFirst));
+      tcp.write("2");
+      expect(await eventually("the second answer", async () => replies[1])).toBe(tcpFirst);
+      expect(failure).toBeUndefined();
     } finally {
-      sock.destroy();
+      udp.close();
+      tcp.destroy();
     }
   }, 60_000);
 
