@@ -15,6 +15,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, w
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { buildDemoLinux, type CpioEntry, DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir, writeCpio } from "@kvt/images";
+import { machineCache, machineCacheKey } from "@kvt/runtime";
 
 const run = promisify(execFile);
 
@@ -132,17 +133,25 @@ export async function buildL1Image(log: (line: string) => void = () => {}): Prom
   const kernelPkg = manifest.sources?.find((s) => s.name.startsWith("linux-image-"));
   if (!kernelPkg) throw new Error("the demo image manifest names no kernel package");
   const kernelVersion = kernelPkg.name.replace(/^linux-image-/, "");
-  const initrdPath = join(nestedDataDir, `l1-${kernelVersion}.cpio`);
-  const kroot = await debianPackage(kernelPkg.name, kernelPkg.version, log);
-  const kernelPath = join(kroot, "boot", `vmlinuz-${kernelVersion}`);
+  const initrdName = `l1-${kernelVersion}.cpio`;
+  const initrdPath = join(nestedDataDir, initrdName);
+  // The demo image's bzImage is that package's /boot/vmlinuz, copied: L1 boots it, so the package is unpacked only
+  // when the initramfs needs its modules.
+  const kernelPath = join(demoDir, "vmlinuz");
   const initSource = new URL("./guest/l1-init.sh", import.meta.url);
   // Everything the initramfs is made of, hashed: a change to any of them (the init script, the module list, the
   // kernel package) rebuilds it; otherwise the cached one is used as it is.
   const inputs = [BUILD_REVISION, readFileSync(initSource, "utf8"), JSON.stringify(L1_MODULES), kernelPkg.version];
   const layout = `${BUILD_REVISION} inputs ${createHash("sha256").update(inputs.join("\0")).digest("hex")}`;
-  if (existsSync(initrdPath) && readFileSync(initrdPath).includes(Buffer.from(layout))) {
+  const current = (): boolean => existsSync(initrdPath) && readFileSync(initrdPath).includes(Buffer.from(layout));
+  // A fresh clone (each CI run) takes the initramfs another clone built from the same inputs and code.
+  const cache = machineCache("nested-l1", { log });
+  const cacheKey = machineCacheKey([layout, initrdName], [new URL(import.meta.url).pathname]);
+  if (current() || (cache.restore(cacheKey, nestedDataDir) && current())) {
+    cache.save(cacheKey, nestedDataDir, (rel) => rel === initrdName);
     return { kernelPath, initrdPath, kernelVersion };
   }
+  const kroot = await debianPackage(kernelPkg.name, kernelPkg.version, log);
   const bbroot = await debianPackage("busybox-static", undefined, log);
   const index = indexModules(join(kroot, "lib", "modules", kernelVersion, "kernel"));
   const order = moduleLoadOrder(L1_MODULES, index, (p) => readFileSync(p));
@@ -167,5 +176,6 @@ export async function buildL1Image(log: (line: string) => void = () => {}): Prom
   writeFileSync(`${initrdPath}.tmp`, writeCpio(entries));
   renameSync(`${initrdPath}.tmp`, initrdPath);
   log(`nested: built ${initrdPath} (${order.map(([n]) => n).join(" ")})`);
+  cache.save(cacheKey, nestedDataDir, (rel) => rel === initrdName);
   return { kernelPath, initrdPath, kernelVersion };
 }
