@@ -15,14 +15,6 @@ export {
   hostToolInstaller,
   onPath,
 } from "./host-tools.ts";
-/** The machine's cache of deterministic build outputs (Kubernetes binaries, guest images), shared by fresh clones. */
-export {
-  type MachineCache,
-  type MachineCacheOptions,
-  machineCache,
-  machineCacheKey,
-  machineCacheRoot,
-} from "./machine-cache.ts";
 /** The declaration an app's main.ts makes, and how it is run. */
 export {
   type FlagSpec,

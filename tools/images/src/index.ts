@@ -37,6 +37,17 @@ export {
   run,
   TEST_TOOLS,
 } from "./host-tools.ts";
+/**
+ * The machine's cache of deterministic build outputs (guest images here, the Kubernetes binaries in tools/kube, the
+ * nested lane's initramfs), which fresh clones of the project share.
+ */
+export {
+  type MachineCache,
+  type MachineCacheOptions,
+  machineCache,
+  machineCacheKey,
+  machineCacheRoot,
+} from "./machine-cache.ts";
 /** The store layout: root, reference parsing, manifests. */
 export {
   defaultStoreRoot,

@@ -13,7 +13,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { machineCache, machineCacheKey } from "@kvt/runtime";
+import { machineCache, machineCacheKey } from "./machine-cache.ts";
 
 /** The manifest of one stored image (`image.json`). */
 export interface ImageManifest {
@@ -134,10 +134,10 @@ export function writeImage(
 }
 
 /**
- * The machine's cache of built images (@kvt/runtime `machineCache`, kind `images`): a fresh clone of the project (each
- * CI run) takes an image another clone built from the same inputs with the same builder code instead of building it
- * again. `builderSources` are the files of the code that builds it; the key digests them with the reference and the
- * image's inputs digest, so any change to either builds afresh.
+ * The machine's cache of built images (machine-cache.ts, kind `images`): a fresh clone of the project (each CI run)
+ * takes an image another clone built from the same inputs with the same builder code instead of building it again.
+ * `builderSources` are the files of the code that builds it; the key digests them with the reference and the image's
+ * inputs digest, so any change to either builds afresh.
  */
 export interface MachineImage {
   readonly ref: string;

@@ -16,7 +16,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { machineCache, machineCacheKey } from "@kvt/runtime";
+import { machineCache, machineCacheKey } from "@kvt/images";
 import {
   compareGoVersions,
   kubernetesLdflags,

@@ -14,8 +14,16 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { buildDemoLinux, type CpioEntry, DEMO_LINUX_IMAGE, defaultStoreRoot, imageDir, writeCpio } from "@kvt/images";
-import { machineCache, machineCacheKey } from "@kvt/runtime";
+import {
+  buildDemoLinux,
+  type CpioEntry,
+  DEMO_LINUX_IMAGE,
+  defaultStoreRoot,
+  imageDir,
+  machineCache,
+  machineCacheKey,
+  writeCpio,
+} from "@kvt/images";
 
 const run = promisify(execFile);
 
@@ -143,6 +151,8 @@ export async function buildL1Image(log: (line: string) => void = () => {}): Prom
   // kernel package) rebuilds it; otherwise the cached one is used as it is.
   const inputs = [BUILD_REVISION, readFileSync(initSource, "utf8"), JSON.stringify(L1_MODULES), kernelPkg.version];
   const layout = `${BUILD_REVISION} inputs ${createHash("sha256").update(inputs.join("\0")).digest("hex")}`;
+  // The initramfs's busybox, and the one the net checks run their ping with (net-checks.ts): unpacked either way.
+  const bbroot = await debianPackage("busybox-static", undefined, log);
   const current = (): boolean => existsSync(initrdPath) && readFileSync(initrdPath).includes(Buffer.from(layout));
   // A fresh clone (each CI run) takes the initramfs another clone built from the same inputs and code.
   const cache = machineCache("nested-l1", { log });
@@ -152,7 +162,6 @@ export async function buildL1Image(log: (line: string) => void = () => {}): Prom
     return { kernelPath, initrdPath, kernelVersion };
   }
   const kroot = await debianPackage(kernelPkg.name, kernelPkg.version, log);
-  const bbroot = await debianPackage("busybox-static", undefined, log);
   const index = indexModules(join(kroot, "lib", "modules", kernelVersion, "kernel"));
   const order = moduleLoadOrder(L1_MODULES, index, (p) => readFileSync(p));
   const entries: CpioEntry[] = [
