@@ -15,6 +15,7 @@ import {
   prepareTarget,
 } from "./live-peers.test-util.ts";
 import type { MigrationResult } from "./source.ts";
+import type { MigrationTarget } from "./types.ts";
 
 /** Whether a TCP connection to local port `port` is established on this host (/proc/net/tcp and tcp6). */
 function establishedTo(port: number): boolean {
@@ -347,6 +348,34 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
     },
     60_000,
   );
+
+  it("closes a connection that comes before the source's certificate, and the source then migrates", async () => {
+    const expected = baseline(WORKLOAD);
+    const [source, target] = [await peer(), await peer()];
+    source.send({ op: "boot", memoryBytes: MEM, cmdline: WORKLOAD });
+    await source.waitForLines(8);
+    // The handlers' exchange, with a stranger in between: the target listens, something else connects and speaks
+    // (a stale peer of an earlier migration to this port, a probe), then the source's certificate comes.
+    const { certPem, keyPem } = identities.target;
+    target.send({ op: "prepare", memoryBytes: MEM, digest: false, tls: { certificate: certPem, key: keyPem } });
+    const destination = (await target.waitFor("listening")).destination as MigrationTarget;
+    const answered = await new Promise<string>((resolve) => {
+      const stray = tcpConnect(destination.port, "127.0.0.1", () => stray.write("\x16\x03\x01 not the source\n"));
+      const got: Buffer[] = [];
+      stray.on("data", (d: Buffer) => got.push(d));
+      stray.on("error", () => undefined);
+      stray.on("close", () => resolve(Buffer.concat(got).toString("latin1")));
+    });
+    expect(answered).toBe(""); // closed unread: nothing was sent to it
+    target.send({ op: "trust", certificate: identities.source.certPem });
+    await target.waitFor("trusted");
+    const sourceTls = { certificate: identities.source.certPem, key: identities.source.keyPem };
+    const result = await migrate(source, { destination, sourceTls });
+    expect(result).toMatchObject({ ok: true });
+    await target.waitFor("incoming-done");
+    await target.waitFor("shutdown");
+    expect((source.output + target.output).split("\n")).toEqual((await expected).split("\n"));
+  }, 120_000);
 
   it("refuses a plain source at a TLS target with a message naming migrations.disableTLS", async () => {
     const [source, target] = [await peer(), await peer()];

@@ -366,20 +366,45 @@ Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io
     auto c = TlsAvailable();
     if (!c.ok()) return c.error();
   }
-  pollfd p{listen_fd_, POLLIN, 0};
-  int pr = poll(&p, 1, static_cast<int>(io_timeout_ms));
-  if (cancel_.load()) return Error{ECANCELED, "migration", "canceled"};
-  if (pr == 0) return Error{ETIMEDOUT, "accept", "no source connected"};
-  int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) return Error{cancel_.load() ? ECANCELED : errno, "accept", "migration listener"};
-  SetTimeouts(fd, io_timeout_ms);
+  // With TLS, virt-handler gives this target the source's certificate before the source learns where to connect, so
+  // a connection that comes earlier is not the source (a stale peer of an earlier migration to this address and
+  // port, a probe): it is closed unread and the listener waits on for the source. Taken as the source, it would
+  // leave the session busy and the source's certificate refused (EBUSY), failing a migration it had no part in.
+  const uint64_t deadline = NowNs() + uint64_t{io_timeout_ms} * 1000000u;
+  uint32_t early = 0;
+  int fd = -1;
   std::string peer_pem;
-  {
+  for (;;) {
+    uint64_t now = NowNs();
+    int wait_ms = now >= deadline ? 0 : static_cast<int>((deadline - now + 999999) / 1000000);
+    pollfd p{listen_fd_, POLLIN, 0};
+    int pr = poll(&p, 1, wait_ms);
+    if (cancel_.load()) return Error{ECANCELED, "migration", "canceled"};
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) {
+      return Error{ETIMEDOUT, "accept",
+                   early == 0 ? "no source connected"
+                              : "no source connected (" + std::to_string(early) +
+                                    " connection(s) before the source's certificate refused)"};
+    }
+    fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (cancel_.load()) return Error{ECANCELED, "migration", "canceled"};
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return Error{errno, "accept", "migration listener"};
+    }
     std::lock_guard<std::mutex> lock(mu_);
+    if (tls && peer_pem_.empty()) {
+      close(fd);
+      early++;
+      continue;
+    }
     conn_fd_ = fd;
     connected_ = true;
     peer_pem = peer_pem_;
+    break;
   }
+  SetTimeouts(fd, io_timeout_ms);
   struct Forget {  // clears conn_fd_ before ch closes the fd, on every path
     TargetSession* self;
     ~Forget() {
@@ -397,10 +422,6 @@ Result<TargetStats> TargetSession::Accept(const std::string& secret, uint32_t io
   auto mode = CheckStreamMode(fd, tls.has_value());
   if (!mode.ok()) return refused(mode.error());
   if (tls) {
-    if (peer_pem.empty()) {
-      return Error{EACCES, "migration TLS handshake",
-                   "a source connected before its certificate was given to this target (virt-handler's exchange)"};
-    }
     auto h = ch.Handshake(true, *tls, peer_pem);
     if (!h.ok()) return refused(h.error());
   }

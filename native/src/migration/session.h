@@ -127,7 +127,8 @@ class TargetSession {
   /** Waits for one source, runs the TLS handshake as `tls` (empty: a plain stream, KubeVirt's
    *  migrations.disableTLS; the source must agree), receives the guest, restores it and starts it, then confirms. The
    *  machine is started only when everything arrived intact; otherwise it is left untouched in kCreated. With TLS,
-   *  the source must present the certificate given to TrustPeer() before it connected. */
+   *  the source must present the certificate given to TrustPeer() before it connected; a connection that comes
+   *  before any certificate is not the source and is closed unread (the wait for the source goes on). */
   Result<TargetStats> Accept(const std::string& secret, uint32_t io_timeout_ms, bool digest,
                              const std::optional<TlsIdentity>& tls);
   /** The source's certificate (PEM), the only one the TLS handshake accepts; may come after Accept started, and
