@@ -350,10 +350,10 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
   );
 
   it("closes a connection that comes before the source's certificate, and the source then migrates", async () => {
-    const expected = baseline(WORKLOAD);
     const [source, target] = [await peer(), await peer()];
-    source.send({ op: "boot", memoryBytes: MEM, cmdline: WORKLOAD });
-    await source.waitForLines(8);
+    // A guest that outlives even an encrypted move in L1 (a line every 100 ms for a minute; the peers stop it).
+    source.send({ op: "boot", memoryBytes: MEM, cmdline: "ws=8 pattern=idle tick=100 lines=600" });
+    await source.waitForLines(3);
     // The handlers' exchange, with a stranger in between: the target listens, something else connects and speaks
     // (a stale peer of an earlier migration to this port, a probe), then the source's certificate comes.
     const { certPem, keyPem } = identities.target;
@@ -371,10 +371,9 @@ describe.skipIf(!hasKvm)("live migration between processes (real KVM)", () => {
     await target.waitFor("trusted");
     const sourceTls = { certificate: identities.source.certPem, key: identities.source.keyPem };
     const result = await migrate(source, { destination, sourceTls });
-    expect(result).toMatchObject({ ok: true });
+    expect(result).toMatchObject({ ok: true, tls: { cipher: "TLS_AES_128_GCM_SHA256" } });
     await target.waitFor("incoming-done");
-    await target.waitFor("shutdown");
-    expect((source.output + target.output).split("\n")).toEqual((await expected).split("\n"));
+    await target.waitForLines(2); // the guest runs on at the target
   }, 120_000);
 
   it("refuses a plain source at a TLS target with a message naming migrations.disableTLS", async () => {
