@@ -112,6 +112,23 @@ describe("live migration (VirtualMachineInstanceMigration)", () => {
       { ...CLUSTER_WAIT, timeoutMs: 20_000, what: "the kubevirt.io/nodeName label to follow the guest" },
     );
 
+    // The source's console is complete once its guest-console-log container has ended: virt-tail copies what the
+    // guest printed last before it exits, and at rest it looks every 2 s, so a read right after the move can miss the
+    // last lines (CI 2026-11-27, kube lane: the source's log ended at 4805, the target's began at 4822).
+    await eventually(
+      async () => {
+        const r = await kubectl(kubeconfig, [
+          "get",
+          "pod",
+          sourcePod.metadata.name,
+          "-o",
+          'jsonpath={.status.containerStatuses[?(@.name=="guest-console-log")].state.terminated.reason}',
+        ]);
+        expect(r.stdout.trim()).not.toBe("");
+        return true;
+      },
+      { ...CLUSTER_WAIT, timeoutMs: 60_000, what: "the source's guest-console-log container to end" },
+    );
     const before = progressLines(await guestConsole(kubeconfig, vmi.metadata.uid, sourcePod));
     const lastBefore = Math.max(...before.keys());
     const targetPod = (await launcherPods(kubeconfig, vmi.metadata.uid)).find(
