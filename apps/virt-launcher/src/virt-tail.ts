@@ -15,8 +15,11 @@ import { followFile, main } from "@kvt/runtime";
 import pkg from "../package.json" with { type: "json" };
 import { consoleDone } from "./domain/console-log-done.ts";
 
-/** How long the last bytes are copied after the launcher's done marker appeared (ms). */
-const DRAIN_MS = 600;
+/**
+ * How long the last bytes are copied after the launcher's done marker appeared (ms): longer than the follower's 2 s
+ * poll at rest, so one more pass copies what the guest printed last where no watch event comes (kube nodes).
+ */
+const DRAIN_MS = 2_500;
 
 await main({
   name: "virt-tail",
