@@ -1,7 +1,14 @@
 // virtio-net: the pure frame code (transmit iovecs, receive copies, every refusal), the config layout and option
 // checks, then the whole path through the transport and the worker thread with a SOCK_SEQPACKET pair as the
 // backend (guest -> peer, peer -> guest, MSI, dirty pages), a broken chain, quiesce, and save/restore carrying a
-// frame that was waiting for a receive buffer. A tap is opened when this process may (CAP_NET_ADMIN).
+// frame that was waiting for a receive buffer. A tap is opened when this process may (CAP_NET_ADMIN), and with
+// /dev/vhost-net (the nested lane's L1) the in-kernel data path carries frames both ways, hands the rings to the
+// userspace path for a migration's dirty tracking and takes them back.
+#include <arpa/inet.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <netinet/if_ether.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -313,9 +320,17 @@ struct Live {
     t = std::make_unique<VirtioPciTransport>(net.get(), &mem, &msi, kBar);
     t->SetListener(&events);
   }
+  // A device opened with `o` (a tap: no peer socket); net is null when Open refused (the caller skips).
+  explicit Live(const NetOptions& o) {
+    auto r = VirtioNet::Open(o);
+    if (!r.ok()) return;
+    net = std::move(r.value());
+    t = std::make_unique<VirtioPciTransport>(net.get(), &mem, &msi, kBar);
+    t->SetListener(&events);
+  }
   ~Live() {
     t.reset();
-    close(peer);
+    if (peer >= 0) close(peer);
   }
   void W(uint64_t off, uint64_t v, size_t len) { CHECK(t->MmioWrite(kBar + off, reinterpret_cast<uint8_t*>(&v), len)); }
   void Queue(uint16_t q, const Ring& r, uint16_t vector) {
@@ -635,4 +650,207 @@ TEST(virtio_net_mergeable_receive_spans_buffers_and_waits_until_enough_are_poste
   CHECK_EQ(s.broken, 0u);
   v.t.reset();
   close(sv[1]);
+}
+
+namespace {
+
+constexpr uint16_t kTestEthertype = 0x88b5;  // IEEE local experimental: nothing in the kernel answers it
+
+// An Ethernet frame from `src` to broadcast carrying `tag` (60 bytes, the minimum).
+std::vector<uint8_t> TaggedFrame(const uint8_t* src, uint8_t tag) {
+  std::vector<uint8_t> f(60, tag);
+  std::memset(f.data(), 0xff, 6);
+  std::memcpy(f.data() + 6, src, 6);
+  f[12] = kTestEthertype >> 8;
+  f[13] = kTestEthertype & 0xff;
+  return f;
+}
+
+// A packet socket on the tap's host side: what it sends the tap hands the guest; it sees what the guest sends.
+struct HostSide {
+  int fd = -1;
+  int ifindex = 0;
+  explicit HostSide(const std::string& ifname) {
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ifreq ifr{};
+    std::memcpy(ifr.ifr_name, ifname.data(), ifname.size());
+    bool up = s >= 0 && ioctl(s, SIOCGIFFLAGS, &ifr) == 0;
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+    up = up && ioctl(s, SIOCSIFFLAGS, &ifr) == 0;
+    if (s >= 0) close(s);
+    ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
+    if (!up || ifindex == 0) return;
+    fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(kTestEthertype));
+    sockaddr_ll a{};
+    a.sll_family = AF_PACKET;
+    a.sll_protocol = htons(kTestEthertype);
+    a.sll_ifindex = ifindex;
+    if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  ~HostSide() {
+    if (fd >= 0) close(fd);
+  }
+  bool Send(const std::vector<uint8_t>& f) {
+    sockaddr_ll a{};
+    a.sll_family = AF_PACKET;
+    a.sll_ifindex = ifindex;
+    a.sll_halen = 6;
+    std::memset(a.sll_addr, 0xff, 6);
+    return sendto(fd, f.data(), f.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof a) ==
+           static_cast<ssize_t>(f.size());
+  }
+  // Waits up to 5 s for a frame ending in `tag` bytes (the payload TaggedFrame made).
+  bool Expect(uint8_t tag) {
+    for (int i = 0; i < 500; ++i) {
+      uint8_t buf[2048];
+      ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n >= 60 && buf[59] == tag && buf[14] == tag) return true;
+      if (n < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+};
+
+// Whether one of the receive buffers the guest got back holds the frame tagged `tag` after its 12-byte header.
+bool GuestGot(Live& v, uint16_t buffers, uint8_t tag) {
+  for (uint16_t i = 0; i < buffers && i < v.rx.UsedIdx(); ++i) {
+    uint32_t id = 0;
+    std::memcpy(&id, v.mem.bytes().data() + v.rx.used() + 4 + 8ull * i, 4);
+    const uint8_t* p = v.mem.bytes().data() + Live::RxBuf(static_cast<uint16_t>(id)) + kNetHdrBytes;
+    if (v.rx.UsedLen(i) == kNetHdrBytes + 60 && p[12] == (kTestEthertype >> 8) && p[14] == tag && p[59] == tag) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST(virtio_net_vhost_carries_frames_and_yields_the_rings_to_dirty_tracking) {
+  if (access("/dev/vhost-net", R_OK | W_OK) != 0) {
+    std::fprintf(stderr, "  (skipped: no /dev/vhost-net here; the nested lane's L1 has it)\n");
+    return;
+  }
+  NetOptions o;
+  o.tap = "kvtvh" + std::to_string(getpid() % 100000);
+  o.vhost = VhostMode::kOn;
+  std::memcpy(o.mac, kMac, 6);
+  Live v(o);
+  if (v.net == nullptr) {
+    std::fprintf(stderr, "  (skipped: no tap here)\n");
+    return;
+  }
+  HostSide host(o.tap);
+  CHECK(host.fd >= 0);
+  if (host.fd < 0) return;
+  v.Bringup();
+  CHECK_EQ(v.t->status() & (kStatusDriverOk | kStatusNeedsReset), kStatusDriverOk);
+  NetStats s = v.net->stats();
+  CHECK(s.vhost_active);
+  CHECK_EQ(s.vhost_starts, 1u);
+  CHECK_EQ(s.vhost_fallbacks, 0u);
+  for (uint16_t i = 0; i < kQ; ++i) v.PostRx(i);
+
+  // vhost: guest -> host and host -> guest, each completion signalled through the worker's relay.
+  v.Send(0, TaggedFrame(kMac, 0xa1));
+  CHECK(host.Expect(0xa1));
+  CHECK(v.WaitFor([&] { return v.tx.UsedIdx() == 1 && v.msi.count(kTxVector) >= 1; }));
+  uint8_t peer_mac[6] = {0x02, 0, 0, 0, 0, 0x99};
+  CHECK(host.Send(TaggedFrame(peer_mac, 0xb1)));
+  CHECK(v.WaitFor([&] { return GuestGot(v, kQ, 0xb1); }));
+  CHECK(v.msi.count(kRxVector) >= 1);
+  s = v.net->stats();
+  CHECK(s.tx_frames >= 1 && s.rx_frames >= 1);  // vhost's frames, read from the tap's counters
+
+  // A migration tracks dirty pages: the userspace path takes the rings where vhost left them.
+  uint16_t rx_used = v.rx.UsedIdx();
+  v.net->SetDirtyTracking(true);
+  CHECK(!v.net->stats().vhost_active);
+  v.Send(1, TaggedFrame(kMac, 0xa2));
+  CHECK(host.Expect(0xa2));
+  CHECK(v.WaitFor([&] { return v.tx.UsedIdx() == 2; }));
+  v.mem.ClearDirty();
+  CHECK(host.Send(TaggedFrame(peer_mac, 0xb2)));
+  CHECK(v.WaitFor([&] { return GuestGot(v, kQ, 0xb2); }));
+  CHECK(v.rx.UsedIdx() > rx_used);
+  CHECK(!v.mem.dirty().empty());  // the userspace path marks what it writes: the migration resends it
+
+  // Tracking ends (a cancelled migration): vhost again, from the userspace path's positions.
+  v.net->SetDirtyTracking(false);
+  s = v.net->stats();
+  CHECK(s.vhost_active);
+  CHECK_EQ(s.vhost_starts, 2u);
+  v.Send(2, TaggedFrame(kMac, 0xa3));
+  CHECK(host.Expect(0xa3));
+  CHECK(v.WaitFor([&] { return v.tx.UsedIdx() == 3; }));
+  CHECK(host.Send(TaggedFrame(peer_mac, 0xb3)));
+  CHECK(v.WaitFor([&] { return GuestGot(v, kQ, 0xb3); }));
+
+  // Quiesce stops vhost (nothing touches the rings until Resume), Resume starts it again.
+  v.t->Quiesce();
+  CHECK(!v.net->stats().vhost_active);
+  uint16_t tx_used = v.tx.UsedIdx();
+  v.Send(3, TaggedFrame(kMac, 0xa4));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_EQ(v.tx.UsedIdx(), tx_used);
+  v.t->Resume();
+  CHECK(host.Expect(0xa4));
+  CHECK(v.WaitFor([&] { return v.tx.UsedIdx() == tx_used + 1; }));
+  CHECK(v.net->stats().vhost_active);
+  CHECK_EQ(v.net->stats().broken, 0u);
+  v.W(kCommonDeviceStatus, 0, 1);  // reset: vhost lets go of the rings
+  CHECK(!v.net->stats().vhost_active);
+}
+
+TEST(virtio_net_vhost_auto_falls_back_and_on_refuses_where_vhost_cannot_run) {
+  if (access("/dev/vhost-net", F_OK) == 0) {
+    std::fprintf(stderr, "  (skipped: /dev/vhost-net exists here)\n");
+    return;
+  }
+  for (VhostMode mode : {VhostMode::kAuto, VhostMode::kOn}) {
+    NetOptions o;
+    o.tap = "kvtva" + std::to_string(getpid() % 100000);
+    o.vhost = mode;
+    std::memcpy(o.mac, kMac, 6);
+    Live v(o);
+    if (v.net == nullptr) {
+      std::fprintf(stderr, "  (skipped: no tap here)\n");
+      return;
+    }
+    v.Bringup();
+    NetStats s = v.net->stats();
+    CHECK(!s.vhost_active);
+    CHECK_EQ(s.vhost_fallbacks, 1u);
+    if (mode == VhostMode::kAuto) {
+      CHECK_EQ(v.t->status() & (kStatusDriverOk | kStatusNeedsReset), kStatusDriverOk);  // the userspace path runs
+    } else {
+      CHECK((v.t->status() & kStatusNeedsReset) != 0);  // on: activation fails, the driver sees NEEDS_RESET
+    }
+  }
+}
+
+TEST(virtio_net_proc_net_dev_parser_finds_the_tap_and_nothing_else) {
+  const char* text =
+      "Inter-|   Receive                                                |  Transmit\n"
+      " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier "
+      "compressed\n"
+      "    lo:     100       2    0    0    0     0          0         0      100       2    0    0    0     0       0"
+      "          0\n"
+      " tap10: 5000 7 0 0 0 0 0 0 9000 11 0 0 0 0 0 0\n"
+      "  tap1:  300       4    0    0    0     0          0         0      600       5    0    0    0     0       0"
+      "          0\n";
+  TapCounters c;
+  CHECK(ParseProcNetDev(text, "tap1", &c));
+  CHECK_EQ(c.rx_bytes, 300u);
+  CHECK_EQ(c.rx_packets, 4u);
+  CHECK_EQ(c.tx_bytes, 600u);
+  CHECK_EQ(c.tx_packets, 5u);
+  CHECK(ParseProcNetDev(text, "tap10", &c));
+  CHECK_EQ(c.tx_packets, 11u);
+  CHECK(!ParseProcNetDev(text, "tap", &c));
+  CHECK(!ParseProcNetDev(text, "eth0", &c));
+  CHECK(!ParseProcNetDev(" tap2: 1 2 3\n", "tap2", &c));  // too few fields
 }

@@ -8,6 +8,7 @@
  *                                                               {"kind":"listening"}  --> listening (a target)
  *                                                               {"kind":"console"}    --> console text
  *                                                               {"kind":"migrated"}   --> migrate() resolves
+ *                                                               {"kind":"datapath"}   --> dataPath() resolves
  *                                                               {"kind":"error"}/exit --> every waiter rejects
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -25,6 +26,7 @@ interface PodMessage {
   readonly message?: string;
   readonly state?: string;
   readonly reason?: string;
+  readonly vhost?: boolean;
 }
 
 /** A running pod process. */
@@ -104,6 +106,13 @@ export class PodPeer {
     this.#send({ migrate: target, ...(tls ? { tls } : {}) });
     const m = await this.next("migrated", timeoutMs);
     return m.result ?? { ok: false, failureReason: "no result", totalSeconds: 0, bytesSent: 0, iterations: 0 };
+  }
+
+  /** Whether the kernel's vhost-net carries this pod's guest's frames (a vhost worker its VMM owns). */
+  async dataPath(): Promise<"vhost-net" | "userspace"> {
+    this.#seen.delete("datapath");
+    this.#send({ datapath: true });
+    return (await this.next("datapath", 30_000)).vhost ? "vhost-net" : "userspace";
   }
 
   /** Types `text` on the guest's serial console (keep a line within the UART's 64-byte FIFO). */

@@ -20,6 +20,7 @@
  *
  * Usage: nsenter --net=/run/netns/NS node network-pod.ts '<NetworkPodConfig JSON>'
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { createLogger } from "@kvt/observability";
 import { type MasqueradePlan, MIGRATION_PORTS, wirePodNetwork } from "@kvt/pod-network";
@@ -43,6 +44,8 @@ export interface NetworkPodConfig {
   /** The guest (its disks written already; nics and podNetwork are added here). */
   readonly spec: MachineSpec;
   readonly plan: MasqueradePlan;
+  /** The NIC's data path (MachineNic.vhost; default auto). */
+  readonly vhost?: "off" | "auto" | "on";
   /** A target's TLS identity and the source's certificate it accepts (the handlers' part, done by the bench). */
   readonly migrationTls?: { readonly identity: MigrationTlsIdentity; readonly sourceCertificate: string };
 }
@@ -66,7 +69,7 @@ async function main(): Promise<void> {
   const spec: MachineSpec = {
     ...config.spec,
     podNetwork: config.plan,
-    nics: [{ tap: wired.tap, mac: wired.mac, model: "virtio" }],
+    nics: [{ tap: wired.tap, mac: wired.mac, model: "virtio", vhost: config.vhost ?? "auto" }],
   };
   const [port] = MIGRATION_PORTS;
   const machine: Machine =
@@ -90,8 +93,10 @@ async function main(): Promise<void> {
       tls?: MigrationTlsIdentity;
       console?: string;
       stop?: boolean;
+      datapath?: boolean;
     };
     if (c.stop) void stop();
+    if (c.datapath) say({ kind: "datapath", vhost: ownsVhostWorker() });
     if (c.console !== undefined) machine.writeConsole(Buffer.from(c.console));
     if (c.migrate) {
       machine.migrateTo(c.migrate, { ...BENCH_MIGRATION_OPTIONS, tls: c.tls ?? false }).then(
@@ -107,6 +112,40 @@ async function main(): Promise<void> {
     if (config.migrationTls) machine.trustMigrationSource(config.migrationTls.sourceCertificate);
     say({ kind: "listening", target });
   }
+}
+
+/**
+ * Whether a vhost-net worker serves this process or a child of it (QEMU): the kernel names it `vhost-<owner pid>`, a
+ * kernel thread before Linux 6.4 and a thread of the owner since.
+ */
+function ownsVhostWorker(): boolean {
+  const comm = (path: string): string => {
+    try {
+      return readFileSync(path, "utf8").trim();
+    } catch {
+      return ""; // gone meanwhile
+    }
+  };
+  const parent = (pid: number): number => {
+    const stat = comm(`/proc/${pid}/stat`);
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  };
+  const names = readdirSync("/proc")
+    .filter((e) => /^\d+$/.test(e))
+    .flatMap((pid) => {
+      const own = comm(`/proc/${pid}/comm`);
+      let threads: string[] = [];
+      try {
+        threads = readdirSync(`/proc/${pid}/task`).map((t) => comm(`/proc/${pid}/task/${t}/comm`));
+      } catch {
+        // gone meanwhile
+      }
+      return [own, ...threads];
+    });
+  return names.some((name) => {
+    const owner = Number(/^vhost-(\d+)$/.exec(name)?.[1] ?? Number.NaN);
+    return owner === process.pid || (Number.isInteger(owner) && parent(owner) === process.pid);
+  });
 }
 
 main().catch((err: unknown) => {

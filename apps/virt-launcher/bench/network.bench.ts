@@ -86,7 +86,9 @@ cannot run Linux (--host keeps it here). Root only.
   --seconds N       iperf3 run length per direction (default 5)
   --rtt-seconds N   ping-pong length (default 3; after 20 warm-up round trips)
   --rounds N        measure every side N times, alternating them, and report the medians (default 3)
-  --only SIDE       ours, qemu or limit; repeat it for more than one (default all three; L1 takes no commas)
+  --only SIDE       ours, ours-user, qemu or limit; repeat it for more than one (default all four; L1 takes no
+                    commas). ours: our VMM's default data path (vhost-net where /dev/vhost-net opens, as QEMU's);
+                    ours-user: our VMM's userspace path (vhost off), measured in the same rounds, not migrated
   --no-migration    skip the live migrations (the outages are then null)
   --plain-migration move the guests over a plain stream (KubeVirt's migrations.disableTLS) instead of TLS
   -h, --help        this text`;
@@ -95,7 +97,7 @@ const { values } = parseArgs({
   options: {
     seconds: { type: "string", default: "5" },
     "rtt-seconds": { type: "string", default: "3" },
-    only: { type: "string", multiple: true, default: ["ours", "qemu", "limit"] },
+    only: { type: "string", multiple: true, default: ["ours", "ours-user", "qemu", "limit"] },
     "no-migration": { type: "boolean", default: false },
     "plain-migration": { type: "boolean", default: false },
     rounds: { type: "string", default: "3" },
@@ -110,8 +112,8 @@ if (values.help) {
 }
 const SIDES = new Set(values.only.flatMap((o) => o.split(",")).map((s) => s.trim()));
 for (const s of SIDES) {
-  if (!["ours", "qemu", "limit"].includes(s)) {
-    process.stderr.write(`--only: unknown side "${s}" (ours, qemu, limit)\n${USAGE}\n`);
+  if (!["ours", "ours-user", "qemu", "limit"].includes(s)) {
+    process.stderr.write(`--only: unknown side "${s}" (ours, ours-user, qemu, limit)\n${USAGE}\n`);
     process.exit(2);
   }
 }
@@ -294,9 +296,15 @@ async function migrate(
   }
 }
 
+/** A VMM side: ours (its default data path), ours with vhost-net off, QEMU. */
+type VmmLabel = "ours" | "ours-user" | "qemu";
+
 /** One VMM's guest, booted behind the binding in its source pod. */
 interface BootedSide {
-  readonly label: "ours" | "qemu";
+  readonly label: VmmLabel;
+  readonly vhost: "off" | "auto";
+  /** What carried the frames (network-pod.ts: a vhost worker the pod's VMM owns, or none). */
+  readonly dataPath: "vhost-net" | "userspace";
   readonly backend: NetworkPodConfig["backend"];
   readonly source: { pod: PodPeer; ip: string };
   readonly plan: MasqueradePlan;
@@ -315,11 +323,13 @@ interface SideResult {
   readonly features: string;
   /** The average frame the guest's driver handled each way over all rounds (its /proc/net/dev). */
   readonly frames: { rxAvgBytes: number; txAvgBytes: number };
+  readonly dataPath: "vhost-net" | "userspace";
 }
 
 /** Boots one VMM's guest in a launcher pod on node-a and waits until its servers listen. */
-async function bootSide(net: PodNetworkConfig, label: "ours" | "qemu"): Promise<BootedSide> {
-  const backend = label === "ours" ? "native" : "qemu";
+async function bootSide(net: PodNetworkConfig, label: VmmLabel): Promise<BootedSide> {
+  const backend = label === "qemu" ? "qemu" : "native";
+  const vhost = label === "ours-user" ? "off" : "auto";
   const vmi = benchVmi(`net-${label}`);
   const plan = planMasquerade(vmi);
   if (!plan) throw new Error("the bench VMI has no masquerade plan");
@@ -338,12 +348,13 @@ async function bootSide(net: PodNetworkConfig, label: "ours" | "qemu"): Promise<
   const t0 = performance.now();
   say(`${label}: starting a launcher pod on node-a (${backend === "native" ? "our VMM" : "QEMU -accel kvm"})`);
   const name = `virt-launcher-net-${label}-a`;
-  const source = await startPod(net, "node-a", name, { backend, role: "source", spec: spec("a"), plan });
+  const source = await startPod(net, "node-a", name, { backend, role: "source", spec: spec("a"), plan, vhost });
   await source.pod.next("running", 300_000);
   const ready = await source.pod.waitConsole(/KVT_NET_READY (\S+) features=([01]*)/, BOOT_TIMEOUT_MS);
   const upS = ((performance.now() - t0) / 1000).toFixed(1);
-  say(`${label}: guest up as ${ready[1]} behind pod IP ${source.ip} after ${upS} s`);
-  return { label, backend, source, plan, spec, features: ready[2] ?? "" };
+  const dataPath = await source.pod.dataPath();
+  say(`${label}: guest up as ${ready[1]} behind pod IP ${source.ip} after ${upS} s; data path ${dataPath}`);
+  return { label, vhost, dataPath, backend, source, plan, spec, features: ready[2] ?? "" };
 }
 
 /** The guest's average frame each way so far (it prints its eth0 counters on the console). */
@@ -383,16 +394,22 @@ function summary(r: SideResult | null): { figures: SideFigures | null; outageMs:
 }
 
 /** The table's text: the figures, each round's, the features, frames and outages. */
-function reportText(ours: SideResult | null, qemu: SideResult | null, limRun: SideRun | null, lim: SideRun[] | null) {
+function reportText(sides: Partial<Record<VmmLabel, SideResult>>, limRun: SideRun | null, lim: SideRun[] | null) {
+  const [ours, qemu, user] = [sides.ours ?? null, sides.qemu ?? null, sides["ours-user"] ?? null];
   const [o, q] = [summary(ours), summary(qemu)];
   const perRound = (runs: readonly SideRun[] | null | undefined): SideFigures[] | null =>
     runs?.map(sideFigures) ?? null;
-  const table = figuresTable([
-    ["ours", ours?.run ?? null],
-    ["qemu", qemu?.run ?? null],
-    ["limit", limRun],
-  ]);
-  const rounds = { ours: perRound(ours?.rounds), qemu: perRound(qemu?.rounds), limit: perRound(lim) };
+  const row = (name: string, r: SideResult | null): [string, SideRun | null] => [
+    `${name} (${r?.dataPath ?? "-"})`,
+    r?.run ?? null,
+  ];
+  const table = figuresTable([row("ours", ours), row("ours", user), row("qemu", qemu), ["limit", limRun]]);
+  const rounds = {
+    ours: perRound(ours?.rounds),
+    oursUserspace: perRound(user?.rounds),
+    qemu: perRound(qemu?.rounds),
+    limit: perRound(lim),
+  };
   return (
     `\nnetwork bench (${lane} lane; guest 1 vCPU ${GUEST_MEMORY / 2 ** 20} MiB, masquerade binding; iperf3 ` +
     `${OPTIONS.seconds} s a direction; medians of ${ROUNDS} alternated rounds; Gbps = 10^9 bit/s)\n${table}\n` +
@@ -405,13 +422,33 @@ function reportText(ours: SideResult | null, qemu: SideResult | null, limRun: Si
   );
 }
 
+/**
+ * Our two data paths side by side in the same rounds (the default is kept only where it is the faster), and which
+ * one each side ran.
+ */
+function dataPaths(sides: Partial<Record<VmmLabel, SideResult>>, o: SideFigures | null, u: SideFigures | null) {
+  const ratio = (a: number | undefined, b: number | undefined): number | null =>
+    a && b ? Math.round((a / b) * 100) / 100 : null;
+  const path = (label: VmmLabel): string | null => sides[label]?.dataPath ?? null;
+  return {
+    oursUserspace: u,
+    dataPath: { ours: path("ours"), oursUserspace: path("ours-user"), qemu: path("qemu") },
+    oursVsUserspace: {
+      tx: ratio(o?.txGbps, u?.txGbps),
+      rx: ratio(o?.rxGbps, u?.rxGbps),
+      rttUserspaceOverOurs: ratio(u?.rttUs, o?.rttUs),
+    },
+  };
+}
+
 /** Prints the table and, last, the JSON line. */
-function report(ours: SideResult | null, qemu: SideResult | null, lim: SideRun[] | null, skipped: string[]): void {
-  const [o, q] = [summary(ours), summary(qemu)];
+function report(sides: Partial<Record<VmmLabel, SideResult>>, lim: SideRun[] | null, skipped: string[]): void {
+  const [ours, qemu, user] = [sides.ours ?? null, sides.qemu ?? null, sides["ours-user"] ?? null];
+  const [o, q, u] = [summary(ours), summary(qemu), summary(user)];
   const limRun = lim ? medianRun(lim) : null;
   const l = limRun ? sideFigures(limRun) : null;
   const moves = { ours: ours?.move ?? null, qemu: qemu?.move ?? null };
-  process.stdout.write(reportText(ours, qemu, limRun, lim));
+  process.stdout.write(reportText(sides, limRun, lim));
   process.stdout.write(
     `${JSON.stringify({
       area: "network",
@@ -419,6 +456,7 @@ function report(ours: SideResult | null, qemu: SideResult | null, lim: SideRun[]
       ours: o.figures,
       qemu: q.figures,
       limit: l,
+      ...dataPaths(sides, o.figures, u.figures),
       migrationOutageMs: o.outageMs,
       qemuMigrationOutageMs: q.outageMs,
       seconds: OPTIONS.seconds,
@@ -438,8 +476,8 @@ function limitTarget(limit: VethLimit): { name: string; server: string; netns: s
 }
 
 /** Boots the selected VMMs' guests, measures every side in rounds, then moves each guest. */
-async function measureVmms(labels: readonly ("ours" | "qemu")[], limit: VethLimit | undefined) {
-  const results: Partial<Record<"ours" | "qemu", SideResult>> = {};
+async function measureVmms(labels: readonly VmmLabel[], limit: VethLimit | undefined) {
+  const results: Partial<Record<VmmLabel, SideResult>> = {};
   say("creating the pod network (the local cluster's: bridge, CNI, Service rules)");
   const net = await createPodNetwork(join(made.dir, "cluster"), ["node-a", "node-b"], say);
   made.network = net;
@@ -452,12 +490,12 @@ async function measureVmms(labels: readonly ("ours" | "qemu")[], limit: VethLimi
   limit?.stop();
   for (const b of booted) {
     const frames = await framesOf(b);
-    const config = { backend: b.backend, spec: b.spec("b"), plan: b.plan };
-    const move = MIGRATE ? await migrate(net, b.label, b.source, config) : null;
+    const config = { backend: b.backend, spec: b.spec("b"), plan: b.plan, vhost: b.vhost };
+    const move = MIGRATE && b.label !== "ours-user" ? await migrate(net, b.label, b.source, config) : null;
     if (move) say(`${b.label}: migration outage ${move.outageMs} ms (downtime ${move.downtimeMs} ms)`);
     await b.source.pod.stop();
     const mine = runs.get(b.label) ?? [];
-    results[b.label] = { run: medianRun(mine), rounds: mine, move, features: b.features, frames };
+    results[b.label] = { run: medianRun(mine), rounds: mine, move, features: b.features, frames, dataPath: b.dataPath };
   }
   return { results, limitRuns: limit ? (runs.get("limit") ?? null) : null };
 }
@@ -466,17 +504,17 @@ async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error("the network bench needs root (network namespaces, nftables)");
   made.dir = mkdtempSync(join(tmpdir(), "kvt-net-bench-"));
   const limit = SIDES.has("limit") ? await startLimit(left) : undefined;
-  const vmms = (["ours", "qemu"] as const).filter((s) => SIDES.has(s));
+  const vmms = (["ours", "ours-user", "qemu"] as const).filter((s) => SIDES.has(s));
   const skipped: string[] = [];
   if (vmms.length > 0 && !kvmRunsLinux()) {
     skipped.push("this host's KVM cannot run Linux guests (run the bench without --host)");
   }
-  let results: Partial<Record<"ours" | "qemu", SideResult>> = {};
+  let results: Partial<Record<VmmLabel, SideResult>> = {};
   let limitRuns: SideRun[] | null = null;
   if (vmms.length > 0 && skipped.length === 0) ({ results, limitRuns } = await measureVmms(vmms, limit));
   else if (limit) limitRuns = (await rounds([limitTarget(limit)])).get("limit") ?? null;
   limit?.stop();
-  report(results.ours ?? null, results.qemu ?? null, limitRuns, skipped);
+  report(results, limitRuns, skipped);
 }
 
 try {

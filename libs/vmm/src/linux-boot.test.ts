@@ -240,8 +240,12 @@ describe("linux boot options", () => {
       // a multicast MAC (EINVAL).
       const Ctor = nativeAddon().NativeVm as new (...args: unknown[]) => NativeVm;
       expect(() => new Ctor(64 << 20, 1, false, () => undefined, true, [], [[tap, "52:54:00:12:34:56"]])).toThrow(
-        /nics must be \[\[tap: string, mac: Uint8Array\(6\)\], \.\.\.\]/,
+        /nics must be \[\[tap: string, mac: Uint8Array\(6\), vhost\?: 0 \| 1 \| 2\], \.\.\.\]/,
       );
+      // vhost out of range (the modes are 0 off, 1 auto, 2 on).
+      expect(
+        () => new Ctor(64 << 20, 1, false, () => undefined, true, [], [[tap, new Uint8Array(6).fill(2), 3]]),
+      ).toThrow(TypeError);
       expect(() => new Ctor(64 << 20, 1, false, () => undefined, true, [], [[tap, new Uint8Array(5)]])).toThrow(
         TypeError,
       );

@@ -38,6 +38,8 @@ export interface NativeVmStats {
   netTxBytes: number;
   netErrors: number;
   netBroken: number;
+  netVhost: number;
+  netVhostFallbacks: number;
 }
 
 /** One region's dirty pages: bit i of the little-endian u64 words = page i from baseGpa. */

@@ -48,6 +48,10 @@ export interface VmStats {
   readonly netErrors: number;
   /** Times a NIC stopped on a guest protocol error (each also a "device-error" event). */
   readonly netBroken: number;
+  /** NICs whose frames the kernel's vhost-net carries now (0 while a migration tracks dirty pages). */
+  readonly netVhost: number;
+  /** Times a NIC that wanted vhost-net ran its userspace path instead (no /dev/vhost-net, or a feature it lacks). */
+  readonly netVhostFallbacks: number;
 }
 
 /** The disk counters of a VM without disks. */
@@ -67,6 +71,8 @@ export const NO_NET_STATS = {
   netTxBytes: 0,
   netErrors: 0,
   netBroken: 0,
+  netVhost: 0,
+  netVhostFallbacks: 0,
 } as const satisfies Partial<VmStats>;
 
 /** One memory region's dirty pages since the previous collection. */

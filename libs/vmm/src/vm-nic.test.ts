@@ -15,17 +15,27 @@ describe("boot.nics validation (no KVM needed)", () => {
   it("normalises the MAC and hands C++ [tap, 6 bytes] pairs", () => {
     const nics = parseVmNics([
       { tap: "kvt-tap0", mac: "52:54:00:AB:cd:01" },
-      { tap: "tap1", mac: "02:00:00:00:00:02" },
+      { tap: "tap1", mac: "02:00:00:00:00:02", vhost: "off" },
+      { tap: "tap2", mac: "02:00:00:00:00:03", vhost: "on" },
     ]);
     expect(nics).toEqual([
-      { tap: "kvt-tap0", mac: "52:54:00:ab:cd:01" },
-      { tap: "tap1", mac: "02:00:00:00:00:02" },
+      { tap: "kvt-tap0", mac: "52:54:00:ab:cd:01", vhost: "auto" },
+      { tap: "tap1", mac: "02:00:00:00:00:02", vhost: "off" },
+      { tap: "tap2", mac: "02:00:00:00:00:03", vhost: "on" },
     ]);
+    // vhost as native/src/devices/virtio/vhost_net.h's VhostMode: 0 off, 1 auto, 2 on.
     expect(nativeNics(nics)).toEqual([
-      ["kvt-tap0", Uint8Array.of(0x52, 0x54, 0x00, 0xab, 0xcd, 0x01)],
-      ["tap1", Uint8Array.of(2, 0, 0, 0, 0, 2)],
+      ["kvt-tap0", Uint8Array.of(0x52, 0x54, 0x00, 0xab, 0xcd, 0x01), 1],
+      ["tap1", Uint8Array.of(2, 0, 0, 0, 0, 2), 0],
+      ["tap2", Uint8Array.of(2, 0, 0, 0, 0, 3), 2],
     ]);
     expect(parseVmNics([])).toEqual([]);
+  });
+
+  it("refuses a vhost mode it does not know", () => {
+    expect(() => parseVmNics([{ tap: "t0", mac: "52:54:00:00:00:01", vhost: "yes" }])).toThrow(
+      /boot.nics\[0\].vhost must be one of off, auto, on, got "yes"/,
+    );
   });
 
   it.each([
@@ -89,7 +99,7 @@ describe("boot.nics validation (no KVM needed)", () => {
   it("is checked by Vm.create's option parser before KVM is touched", () => {
     const nic = { tap: "kvt0", mac: "52:54:00:12:34:56" };
     const boot = { kind: "linux" as const, kernelPath: "/k", disks: [{ path: image }], nics: [nic] };
-    expect(parseLinuxBoot(boot).nics).toEqual([nic]);
+    expect(parseLinuxBoot(boot).nics).toEqual([{ ...nic, vhost: "auto" }]);
     expect(parseLinuxBoot({ kind: "linux", kernelPath: "/k" }).nics).toBeUndefined();
     expect(() =>
       parseVmOptions({ memoryBytes: 64 << 20, boot: { ...boot, nics: [{ tap: "kvt0", mac: "01:00:00:00:00:01" }] } }),

@@ -5,7 +5,9 @@
  *
  *   boot.nics[j] { tap, mac } --parseVmNics--> mac normalised (lower case) --nativeNics--> [tap, Uint8Array(6)]
  *   --> new NativeVm(..., linuxPlatform, disks, nics)
- *   host: the tap (attached if it exists, else created for the VM's lifetime; needs CAP_NET_ADMIN)
+ *   host: the tap (attached if it exists, else created for the VM's lifetime; needs CAP_NET_ADMIN); with `vhost`
+ *         "auto" or "on" the kernel's vhost-net moves the frames between the tap and the guest's rings
+ *         (native/src/devices/virtio/vhost_net.h), as QEMU's `vhost=on` does
  *   guest: eth<j> with that MAC, link up (VIRTIO_NET_F_STATUS); frames pass unchanged between the two
  */
 
@@ -18,7 +20,17 @@ export interface VmNic {
   readonly tap: string;
   /** The guest's MAC address: six hex octets separated by ":" (e.g. "52:54:00:12:34:56"), unicast, not all zero. */
   readonly mac: string;
+  /**
+   * The data path: "off" (the VMM's own worker thread), "auto" (the kernel's vhost-net where /dev/vhost-net opens
+   * and takes the driver's ring features, the worker otherwise; the default) or "on" (vhost-net, or the NIC fails
+   * to start). A live migration runs the worker path while it tracks dirty pages either way.
+   */
+  readonly vhost?: VhostMode;
 }
+
+/** How a NIC moves its frames (VmNic.vhost). */
+export type VhostMode = "off" | "auto" | "on";
+const VHOST_MODES: readonly VhostMode[] = ["off", "auto", "on"];
 
 /** Most disks plus NICs one VM takes (the native machine's PCI slots 1..16). */
 export const MAX_VM_PCI_DEVICES = 16;
@@ -26,7 +38,7 @@ export const MAX_VM_PCI_DEVICES = 16;
 export const MAX_TAP_NAME_BYTES = 15;
 
 /** A NIC as the native constructor takes it. */
-export type NativeNic = [tap: string, mac: Uint8Array];
+export type NativeNic = [tap: string, mac: Uint8Array, vhost: number];
 
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;
 // Linux refuses "", ".", "..", and names with "/", ":" or whitespace (dev_valid_name).
@@ -56,7 +68,7 @@ export function parseVmNics(nics: unknown, disks = 0, label = "boot.nics"): Requ
   return nics.map((nic: unknown, j): Required<VmNic> => {
     const name = `${label}[${j}]`;
     if (typeof nic !== "object" || nic === null) throw new TypeError(`${name} must be an object`);
-    const { tap, mac } = nic as Partial<Record<keyof VmNic, unknown>>;
+    const { tap, mac, vhost = "auto" } = nic as Partial<Record<keyof VmNic, unknown>>;
     if (typeof tap !== "string" || tap === "") throw new TypeError(`${name}.tap must be a non-empty string`);
     if (typeof mac !== "string") throw new TypeError(`${name}.mac must be a string`);
     if (new TextEncoder().encode(tap).length > MAX_TAP_NAME_BYTES) {
@@ -68,11 +80,14 @@ export function parseVmNics(nics: unknown, disks = 0, label = "boot.nics"): Requ
     if (taps.has(tap)) throw new RangeError(`${name}.tap "${tap}" is used by another NIC`);
     taps.add(tap);
     parseMac(mac, `${name}.mac`);
-    return { tap, mac: mac.toLowerCase() };
+    if (!VHOST_MODES.includes(vhost as VhostMode)) {
+      throw new RangeError(`${name}.vhost must be one of ${VHOST_MODES.join(", ")}, got ${JSON.stringify(vhost)}`);
+    }
+    return { tap, mac: mac.toLowerCase(), vhost: vhost as VhostMode };
   });
 }
 
 /** Parsed NICs as the native constructor takes them. */
 export function nativeNics(nics: readonly VmNic[]): NativeNic[] {
-  return nics.map((n) => [n.tap, parseMac(n.mac)]);
+  return nics.map((n) => [n.tap, parseMac(n.mac), VHOST_MODES.indexOf(n.vhost ?? "auto")]);
 }

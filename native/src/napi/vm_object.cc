@@ -126,13 +126,18 @@ bool ParseNics(Napi::Value value, std::vector<vmm::NicConfig>* out) {
     Napi::Value item = list.Get(i);
     if (!item.IsArray()) return false;
     Napi::Array t = item.As<Napi::Array>();
-    if (t.Length() != 2 || !t.Get(0u).IsString() || !t.Get(1u).IsTypedArray()) return false;
+    if (t.Length() < 2 || t.Length() > 3 || !t.Get(0u).IsString() || !t.Get(1u).IsTypedArray()) return false;
+    if (t.Length() == 3 && !t.Get(2u).IsNumber()) return false;
     Napi::TypedArray mac = t.Get(1u).As<Napi::TypedArray>();
     if (mac.TypedArrayType() != napi_uint8_array || mac.ElementLength() != 6) return false;
     vmm::NicConfig n;
     n.tap = t.Get(0u).As<Napi::String>().Utf8Value();
     Napi::Uint8Array bytes = mac.As<Napi::Uint8Array>();
     for (size_t b = 0; b < 6; ++b) n.mac[b] = bytes[b];
+    // vhost: 0 off, 1 auto, 2 on (libs/vmm vm-nic.ts).
+    uint32_t vhost = t.Length() == 3 ? t.Get(2u).As<Napi::Number>().Uint32Value() : 0;
+    if (vhost > 2) return false;
+    n.vhost = static_cast<devices::virtio::VhostMode>(vhost);
     out->push_back(std::move(n));
   }
   return true;
@@ -167,7 +172,7 @@ VmObject::VmObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<VmObject>(
   // libs/vmm validated them (vm-nic.ts parseVmNics); only the shape is checked here.
   if (info.Length() > 6 && !info[6].IsUndefined()) {
     if (!ParseNics(info[6], &config.nics)) {
-      Napi::TypeError::New(env, "nics must be [[tap: string, mac: Uint8Array(6)], ...]").ThrowAsJavaScriptException();
+      Napi::TypeError::New(env, "nics must be [[tap: string, mac: Uint8Array(6), vhost?: 0 | 1 | 2], ...]").ThrowAsJavaScriptException();
       return;
     }
   }
@@ -323,6 +328,8 @@ Napi::Value VmObject::Stats(const Napi::CallbackInfo& info) {
   o.Set("netTxBytes", Napi::Number::New(env, static_cast<double>(s.net_tx_bytes)));
   o.Set("netErrors", Napi::Number::New(env, static_cast<double>(s.net_errors)));
   o.Set("netBroken", Napi::Number::New(env, static_cast<double>(s.net_broken)));
+  o.Set("netVhost", Napi::Number::New(env, static_cast<double>(s.net_vhost)));
+  o.Set("netVhostFallbacks", Napi::Number::New(env, static_cast<double>(s.net_vhost_fallbacks)));
   Napi::Array seconds = Napi::Array::New(env, s.vcpu_seconds.size());
   for (size_t i = 0; i < s.vcpu_seconds.size(); ++i) seconds.Set(static_cast<uint32_t>(i), s.vcpu_seconds[i]);
   o.Set("vcpuSeconds", seconds);

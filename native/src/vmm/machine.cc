@@ -250,6 +250,8 @@ memory::GuestMemory& Machine::memory() { return *impl_->mem; }
 uint32_t Machine::vcpu_count() const { return impl_->config.vcpu_count; }
 
 Status Machine::StartDirtyLog() {
+  // NICs on vhost-net move to their userspace path, whose writes into guest memory are marked dirty (net.h).
+  for (auto& n : impl_->nets) n->SetDirtyTracking(true);
   std::lock_guard<std::mutex> lock(impl_->dirty_mu);
   for (size_t i = 0; i < impl_->mem->region_count(); ++i) {
     const auto& r = impl_->mem->region(i);
@@ -284,11 +286,14 @@ Result<DirtySnapshot> Machine::CollectDirty() {
 }
 
 Status Machine::StopDirtyLog() {
-  std::lock_guard<std::mutex> lock(impl_->dirty_mu);
-  for (const auto& r : impl_->mem->regions()) {
-    if (auto st = impl_->vm.SetUserMemoryRegion(r.slot, 0, r.base.value, r.size_bytes, r.host); !st.ok()) return st;
+  {
+    std::lock_guard<std::mutex> lock(impl_->dirty_mu);
+    for (const auto& r : impl_->mem->regions()) {
+      if (auto st = impl_->vm.SetUserMemoryRegion(r.slot, 0, r.base.value, r.size_bytes, r.host); !st.ok()) return st;
+    }
+    impl_->dirty_logging = false;
   }
-  impl_->dirty_logging = false;
+  for (auto& n : impl_->nets) n->SetDirtyTracking(false);  // back to vhost-net where it runs
   return OkStatus();
 }
 

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "devices/virtio/blk_overlay.h"
+#include "devices/virtio/vhost_net.h"
 #include "kvm/result.h"
 #include "memory/guest_memory.h"
 
@@ -77,6 +78,7 @@ struct NicConfig {
   std::string tap;      // tap name: an existing (persistent) tap is attached, otherwise the kernel creates one
                         // that lives as long as the machine (needs CAP_NET_ADMIN either way)
   uint8_t mac[6] = {};  // unicast, non-zero: what the guest reads as eth0's address
+  devices::virtio::VhostMode vhost = devices::virtio::VhostMode::kOff;  // the in-kernel data path (net.h)
 };
 
 struct MachineConfig {
@@ -148,6 +150,8 @@ struct MachineStats {
   uint64_t net_tx_bytes = 0;
   uint64_t net_errors = 0;          // frames dropped: refused by the tap, or cut to fit a receive buffer
   uint64_t net_broken = 0;          // times a NIC stopped on a protocol error (NEEDS_RESET)
+  uint64_t net_vhost = 0;           // NICs whose frames vhost-net carries now
+  uint64_t net_vhost_fallbacks = 0; // times a NIC wanted vhost-net and ran its userspace path instead
   uint64_t msi_failures = 0;        // KVM_SIGNAL_MSI errors
   uint64_t ioeventfd_failures = 0;  // KVM_IOEVENTFD errors (the kick then exits instead)
 };

@@ -85,6 +85,7 @@ Status CreateVirtioDevices(MachineImpl& m) {
   for (const NicConfig& n : m.config.nics) {
     dv::NetOptions o;
     o.tap = n.tap;
+    o.vhost = n.vhost;
     std::memcpy(o.mac, n.mac, sizeof o.mac);
     auto net = dv::VirtioNet::Open(o);
     if (!net.ok()) return net.error();
@@ -119,7 +120,9 @@ void AddVirtioStats(const MachineImpl& m, MachineStats* s) {
     s->net_rx_bytes += ns.rx_bytes;
     s->net_tx_frames += ns.tx_frames;
     s->net_tx_bytes += ns.tx_bytes;
-    s->net_errors += ns.tx_errors + ns.rx_truncated;
+    s->net_errors += ns.tx_errors + ns.rx_truncated + ns.rx_dropped;
+    s->net_vhost += ns.vhost_active ? 1 : 0;
+    s->net_vhost_fallbacks += ns.vhost_fallbacks;
   }
   for (size_t i = 0; i < m.transports.size(); ++i) {
     dv::TransportStats ts = m.transports[i]->stats();

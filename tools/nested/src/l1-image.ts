@@ -57,6 +57,8 @@ const L1_MODULES: readonly [string, string][] = [
   ["nft_reject_ipv4", ""],
   ["nft_numgen", ""],
   ["nf_conntrack_netlink", ""],
+  // /dev/vhost-net: the in-kernel virtio-net data path both VMMs take where it exists (native vhost_net.h).
+  ["vhost_net", ""],
 ];
 
 /** Bump when the initramfs layout changes in a way l1-init.sh does not show. */

@@ -256,6 +256,24 @@ async function startEchoProber(): Promise<EchoProber> {
 const consolePeer = (g: DemoGuest): ConsolePeer => ({ console: g.console, writeSerial: (t) => g.vm.writeSerial(t) });
 const targetPeer = (t: TargetPeer): ConsolePeer => ({ console: t.console, writeSerial: (s) => t.writeSerial(s) });
 
+/** The NIC's counters after the traffic checks: frames both ways, nothing broken, and the data path L1 offers. */
+function deviceHealthy(guest: DemoGuest, deviceErrors: readonly DeviceErrorEvent[]): string {
+  const st = guest.vm.stats();
+  if (st.netRxFrames === 0 || st.netTxFrames === 0) throw new Error(`no frames counted: ${JSON.stringify(st)}`);
+  if (st.netBroken !== 0 || deviceErrors.length > 0) {
+    throw new Error(`device errors: ${deviceErrors.map((e) => `${e.device}: ${e.reason}`).join(", ")}`);
+  }
+  // L1 loads vhost_net: the NIC's default data path ("auto") is then the kernel's, as QEMU's vhost=on.
+  const vhost = existsSync("/dev/vhost-net");
+  if (vhost && (st.netVhost !== 1 || st.netVhostFallbacks !== 0)) {
+    throw new Error(`/dev/vhost-net exists but the NIC is not on it: ${JSON.stringify(st)}`);
+  }
+  return (
+    `${st.netRxFrames} frames (${st.netRxBytes} B) to the guest, ${st.netTxFrames} (${st.netTxBytes} B) from it, ` +
+    `${st.netErrors} dropped, 0 broken; data path ${st.netVhost ? "vhost-net" : "userspace"}`
+  );
+}
+
 /** Runs the net group: setup, boot with a NIC, traffic both ways, a live migration, traffic on the target. */
 export async function netChecks(bootTimeoutMs: number): Promise<void> {
   const deviceErrors: DeviceErrorEvent[] = [];
@@ -307,17 +325,7 @@ export async function netChecks(bootTimeoutMs: number): Promise<void> {
       const u = realSeconds(sent.text);
       return `8 MiB host -> guest (wget) in ${d?.toFixed(2)} s ${rate(d)}; guest -> host (nc) in ${u?.toFixed(2)} s ${rate(u)}`;
     });
-    await check("net-device-healthy", async () => {
-      const st = guest.vm.stats();
-      if (st.netRxFrames === 0 || st.netTxFrames === 0) throw new Error(`no frames counted: ${JSON.stringify(st)}`);
-      if (st.netBroken !== 0 || deviceErrors.length > 0) {
-        throw new Error(`device errors: ${deviceErrors.map((e) => `${e.device}: ${e.reason}`).join(", ")}`);
-      }
-      return (
-        `${st.netRxFrames} frames (${st.netRxBytes} B) to the guest, ${st.netTxFrames} (${st.netTxBytes} B) from it, ` +
-        `${st.netErrors} dropped, 0 broken`
-      );
-    });
+    await check("net-device-healthy", async () => deviceHealthy(guest, deviceErrors));
     // The move: the target's NIC has the same MAC on the other tap of the bridge, as on another node's pod network.
     // A TCP connection into the guest that must live through the move (an echo server; L1 probes it).
     typeLine(peer, `nc -l -p ${ECHO_PORT} -e cat &`);

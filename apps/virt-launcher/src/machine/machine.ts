@@ -121,6 +121,11 @@ export interface MachineNic {
   readonly mac: string;
   /** KubeVirt's model (default virtio); the native VMM has virtio only. */
   readonly model?: string;
+  /**
+   * The kernel's vhost-net data path, as libvirt picks it for KubeVirt: "auto" (the default) where /dev/vhost-net
+   * opens, "on" (required), "off" (the VMM's userspace path). Both backends (QEMU: `-netdev tap,vhost=`).
+   */
+  readonly vhost?: "off" | "auto" | "on";
 }
 
 /** Observable state of the guest. */

@@ -46,7 +46,7 @@ Status VirtioBlock::Activate(const ActivateContext& ctx) {
   busy_ = false;
   again_ = false;
   stop_ = false;
-  pause_ = false;
+  pause_ = ctx.paused;
   broken_ = false;
   Drain(ctl_fd_);
   worker_ = std::thread([this] { WorkerLoop(); });

@@ -20,6 +20,12 @@
 
 namespace kvmts::devices::virtio {
 
+// One RAM region: guest-physical base, size and where the VMM maps it (vhost's memory table).
+struct GuestRegion {
+  uint64_t gpa = 0, size = 0;
+  uint8_t* host = nullptr;
+};
+
 class GuestAccess {
  public:
   virtual ~GuestAccess() = default;
@@ -27,6 +33,8 @@ class GuestAccess {
   virtual uint8_t* HostPtr(uint64_t gpa, uint64_t len) const = 0;
   // Records that the device wrote [gpa, gpa+len) (through a HostPtr pointer).
   virtual void MarkDirty(uint64_t gpa, uint64_t len) = 0;
+  // Every RAM region (an in-kernel data path maps guest addresses itself); empty where there is no such list.
+  virtual std::vector<GuestRegion> Regions() const { return {}; }
 };
 
 // Copies len bytes of guest memory at gpa into dst; false when the range is not RAM.
@@ -54,6 +62,11 @@ class GuestMemoryAccess : public GuestAccess {
   explicit GuestMemoryAccess(memory::GuestMemory* mem) : mem_(mem) {}
   uint8_t* HostPtr(uint64_t gpa, uint64_t len) const override { return mem_->HostPtr(memory::Gpa(gpa), len); }
   void MarkDirty(uint64_t gpa, uint64_t len) override { mem_->MarkDirty(memory::Gpa(gpa), len); }
+  std::vector<GuestRegion> Regions() const override {
+    std::vector<GuestRegion> out;
+    for (const auto& r : mem_->regions()) out.push_back({r.base.value, r.size_bytes, r.host});
+    return out;
+  }
 
  private:
   memory::GuestMemory* mem_;
@@ -68,6 +81,9 @@ class FlatGuestMemory : public GuestAccess {
     return const_cast<uint8_t*>(bytes_.data()) + gpa;
   }
   void MarkDirty(uint64_t gpa, uint64_t len) override { dirty_.emplace_back(gpa, len); }
+  std::vector<GuestRegion> Regions() const override {
+    return {{0, bytes_.size(), const_cast<uint8_t*>(bytes_.data())}};
+  }
   std::vector<uint8_t>& bytes() { return bytes_; }
   const std::vector<std::pair<uint64_t, uint64_t>>& dirty() const { return dirty_; }
   void ClearDirty() { dirty_.clear(); }

@@ -179,7 +179,29 @@ NetStats VirtioNet::stats() const {
   s.tx_errors = counters_.tx_errors;
   s.broken = counters_.broken;
   s.announces = counters_.announces;
+  s.rx_dropped = counters_.rx_dropped;
+  s.vhost_starts = counters_.vhost_starts;
+  s.vhost_fallbacks = counters_.vhost_fallbacks;
+  s.vhost_active = vhost_ != nullptr && vhost_->started();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  if (s.vhost_active) {  // frames vhost moved since it started: the tap's counters (its transmit = the guest's rx)
+    TapCounters now = ReadTapCounters(ifname_);
+    s.rx_frames += now.tx_packets - vhost_base_.tx_packets;
+    s.rx_bytes += now.tx_bytes - vhost_base_.tx_bytes;
+    s.tx_frames += now.rx_packets - vhost_base_.rx_packets;
+    s.tx_bytes += now.rx_bytes - vhost_base_.rx_bytes;
+  }
   return s;
+}
+
+void VirtioNet::FoldVhostCounters() {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  TapCounters now = ReadTapCounters(ifname_);
+  counters_.rx_frames += now.tx_packets - vhost_base_.tx_packets;
+  counters_.rx_bytes += now.tx_bytes - vhost_base_.tx_bytes;
+  counters_.tx_frames += now.rx_packets - vhost_base_.rx_packets;
+  counters_.tx_bytes += now.rx_bytes - vhost_base_.rx_bytes;
+  vhost_base_ = now;
 }
 
 std::vector<uint8_t> VirtioNet::SaveState() const {

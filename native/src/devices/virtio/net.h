@@ -33,6 +33,12 @@
 //              backend (as QEMU announces a migrated guest), so bridges and switches learn the MAC's new port at
 //              once instead of when the guest next speaks.
 //   Reset(): stops and joins the worker; the queues belong to the transport again.
+//   vhost (NetOptions::vhost, a tap backend): Activate hands the rings and the tap to the kernel's vhost-net
+//              (vhost_net.h) and the worker only relays its interrupts; Quiesce stops vhost and takes its ring
+//              positions back, Resume starts it again. While a migration tracks dirty pages (SetDirtyTracking)
+//              the device runs the userspace path above, whose writes into guest memory are marked dirty; vhost's
+//              are not. kAuto falls back to the userspace path where /dev/vhost-net cannot be opened or lacks a
+//              ring feature the driver took; kOn makes that an activation error.
 //   A bad chain (net_frame.h) -> MarkBroken: NEEDS_RESET and an event; the worker then ignores the queues.
 #pragma once
 
@@ -46,6 +52,7 @@
 #include <vector>
 
 #include "devices/virtio/net_frame.h"
+#include "devices/virtio/vhost_net.h"
 #include "devices/virtio/virtio_device.h"
 #include "kvm/result.h"
 
@@ -71,6 +78,7 @@ struct NetOptions {
   // No worker thread: QueueNotify(q) serves queue q on the caller's thread (a fuzz target drives the transport and
   // the device deterministically this way). Never for a machine: a vCPU thread must not do packet I/O.
   bool inline_io = false;
+  VhostMode vhost = VhostMode::kOff;  // only for a tap opened by name
 };
 
 // Counters (snapshot, any thread).
@@ -81,6 +89,10 @@ struct NetStats {
   uint64_t tx_errors = 0;                // the backend refused a frame (dropped, the chain still completes)
   uint64_t announces = 0;                // RARP frames sent after a restore
   uint64_t broken = 0;                   // chains that broke the protocol (device then NEEDS_RESET)
+  uint64_t rx_dropped = 0;               // frames held for the guest when the data path moved to vhost
+  uint64_t vhost_starts = 0;             // times vhost-net took the data path
+  uint64_t vhost_fallbacks = 0;          // times it could not (kAuto: the userspace path ran instead)
+  bool vhost_active = false;             // vhost-net carries the frames now
 };
 
 class VirtioNet : public VirtioDevice {
@@ -111,6 +123,9 @@ class VirtioNet : public VirtioDevice {
   bool RestoreState(const uint8_t* data, size_t len) override;
 
   NetStats stats() const;
+  // A migration started (true) or stopped (false) tracking dirty guest pages: the data path moves to userspace
+  // (whose writes are marked dirty) for its duration, and back to vhost after. Any thread but the worker.
+  void SetDirtyTracking(bool on);
   // The tap's interface name as the kernel gave it (empty for an adopted fd).
   const std::string& ifname() const { return ifname_; }
 
@@ -134,6 +149,18 @@ class VirtioNet : public VirtioDevice {
   void Broken(const char* why);
   // Writes a broadcast RARP frame (ethertype 0x8035) with the guest's MAC as source to the backend.
   void Announce();
+  // Adds what vhost moved since it started (the tap's counters) to the frame counters; restarts the count.
+  void FoldVhostCounters();
+  // Quiesce/Resume without mode_mu_ (the caller holds it).
+  void QuiesceLocked();
+  void ResumeLocked();
+  // Whether vhost should carry the frames now: wanted, not given up on, and no dirty tracking.
+  bool WantVhost() const;
+  // Starts vhost over the active queues (the worker is parked or not running); false: the userspace path goes on
+  // (counted), or with kOn the error in *err.
+  bool StartVhost(Status* err);
+  // The vhost branch of the worker: relays interrupts and errors until the mode or the pause changes.
+  void RelayVhost(bool paused);
 
   NetOptions options_;
   int fd_;
@@ -155,6 +182,13 @@ class VirtioNet : public VirtioDevice {
   uint16_t rx_posted_ = 0;  // avail.idx when the receive buffers last ran short for a frame (MRG_RXBUF)
 
   ActivateContext ctx_;
+  std::unique_ptr<VhostNet> vhost_;  // opened at the first Activate that wants it, kept until destruction
+  std::mutex mode_mu_;               // serialises Quiesce, Resume and SetDirtyTracking
+  bool dirty_tracking_ = false;
+  bool vhost_failed_ = false;        // kAuto gave up on vhost for this driver session
+  bool vhost_running_ = false;       // under mu_: the worker relays instead of serving the queues
+  TapCounters vhost_base_;           // the tap's counters when vhost last started (frames it moved: the delta)
+  mutable std::mutex stats_mu_;      // vhost_base_ against stats()
   std::thread worker_;
   std::mutex mu_;
   std::condition_variable idle_cv_;
@@ -165,7 +199,7 @@ class VirtioNet : public VirtioDevice {
 
   struct Counters {
     std::atomic<uint64_t> rx_frames{0}, rx_bytes{0}, tx_frames{0}, tx_bytes{0}, rx_truncated{0}, tx_errors{0},
-        broken{0}, announces{0};
+        broken{0}, announces{0}, rx_dropped{0}, vhost_starts{0}, vhost_fallbacks{0};
   } counters_;
 };
 

@@ -51,12 +51,82 @@ Status VirtioNet::Activate(const ActivateContext& ctx) {
   busy_ = false;
   again_ = true;  // look at both queues once: a restored device has no kick for what was queued before
   stop_ = false;
-  pause_ = false;
+  pause_ = ctx.paused;
   broken_ = false;
   rx_starved_ = false;
+  vhost_failed_ = false;
+  vhost_running_ = false;
   Drain(ctl_fd_);
+  if (!ctx.paused && WantVhost()) {  // paused: Resume starts it
+    Status err = OkStatus();
+    if (!StartVhost(&err) && !err.ok()) {
+      ctx_ = ActivateContext{};
+      return err;
+    }
+  }
   if (!options_.inline_io) worker_ = std::thread([this] { WorkerLoop(); });
   return OkStatus();
+}
+
+bool VirtioNet::WantVhost() const {
+  return options_.vhost != VhostMode::kOff && !options_.tap.empty() && !options_.inline_io && !vhost_failed_ &&
+         !dirty_tracking_ && ctx_.mem != nullptr && !broken_;
+}
+
+bool VirtioNet::StartVhost(Status* err) {
+  Status st = OkStatus();
+  if (vhost_ == nullptr) {
+    auto opened = VhostNet::Open();
+    if (opened.ok()) {
+      vhost_ = std::move(opened.value());
+    } else {
+      st = opened.error();
+    }
+  }
+  if (vhost_ != nullptr) {
+    // The guest now lives behind this tap (a restore): announce it before vhost takes the tap.
+    if (announce_) {
+      announce_ = false;
+      Announce();
+    }
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      vhost_base_ = ReadTapCounters(ifname_);
+    }
+    st = vhost_->Start(*ctx_.mem, ctx_.queues, ctx_.acked_features, kick_fd_, fd_);
+  }
+  if (!st.ok()) {
+    vhost_failed_ = true;
+    counters_.vhost_fallbacks++;
+    if (options_.vhost == VhostMode::kOn) *err = st;
+    return false;
+  }
+  if (pending_len_ != 0) {  // a frame the userspace path held for the guest: vhost reads the tap itself
+    pending_len_ = 0;
+    counters_.rx_dropped++;
+  }
+  // Look at both rings once: what the driver queued before vhost took them came with kicks vhost never saw.
+  Signal(kick_fd_[kNetRxQueue]);
+  Signal(kick_fd_[kNetTxQueue]);
+  counters_.vhost_starts++;
+  std::lock_guard<std::mutex> lock(mu_);
+  vhost_running_ = true;
+  return true;
+}
+
+void VirtioNet::SetDirtyTracking(bool on) {
+  std::lock_guard<std::mutex> mode(mode_mu_);
+  dirty_tracking_ = on;
+  if (!worker_.joinable()) return;  // not active: Activate looks at the flag
+  bool running;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pause_) return;  // parked by the transport: Resume picks the path
+    running = vhost_running_;
+  }
+  if (running == WantVhost()) return;
+  QuiesceLocked();
+  ResumeLocked();
 }
 
 void VirtioNet::QueueNotify(uint16_t q) {
@@ -90,6 +160,11 @@ void VirtioNet::Reset() {
   }
   Signal(ctl_fd_);
   worker_.join();
+  if (vhost_ != nullptr && vhost_->started()) {
+    (void)vhost_->Stop(*ctx_.mem, ctx_.queues);  // the rings are reset anyway
+    FoldVhostCounters();
+  }
+  vhost_running_ = false;
   ctx_ = ActivateContext{};
   pause_ = false;
   Drain(kick_fd_[0]);
@@ -97,13 +172,39 @@ void VirtioNet::Reset() {
 }
 
 void VirtioNet::Quiesce() {
-  std::unique_lock<std::mutex> lock(mu_);
-  pause_ = true;
-  Signal(ctl_fd_);
-  idle_cv_.wait(lock, [this] { return !busy_; });
+  std::lock_guard<std::mutex> mode(mode_mu_);
+  QuiesceLocked();
 }
 
 void VirtioNet::Resume() {
+  std::lock_guard<std::mutex> mode(mode_mu_);
+  ResumeLocked();
+}
+
+void VirtioNet::QuiesceLocked() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    pause_ = true;
+    Signal(ctl_fd_);
+    idle_cv_.wait(lock, [this] { return !busy_; });
+    if (!vhost_running_) return;
+    vhost_running_ = false;
+  }
+  // Take the rings back from vhost (their positions land in the SplitQueues), then pass on the interrupts it asked
+  // for and the worker had not relayed yet: the driver must not wait for a completion it was never told of.
+  if (!vhost_->Stop(*ctx_.mem, ctx_.queues).ok()) counters_.vhost_fallbacks++;
+  FoldVhostCounters();
+  for (uint16_t q = 0; q < 2; ++q) {
+    if (Drain(vhost_->call_fd(q))) ctx_.irq->SignalQueue(q);
+  }
+  again_ = true;  // kicks vhost consumed are gone: the userspace path (or the next vhost start) looks once
+}
+
+void VirtioNet::ResumeLocked() {
+  if (worker_.joinable() && !vhost_running_ && WantVhost()) {
+    Status err = OkStatus();
+    (void)StartVhost(&err);  // a failure leaves the userspace path (kOn included: the device is running already)
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     pause_ = false;
@@ -111,18 +212,52 @@ void VirtioNet::Resume() {
   Signal(ctl_fd_);
 }
 
+void VirtioNet::RelayVhost(bool paused) {
+  pollfd fds[4] = {{ctl_fd_, POLLIN, 0}, {vhost_->call_fd(0), POLLIN, 0}, {vhost_->call_fd(1), POLLIN, 0},
+                   {vhost_->err_fd(), POLLIN, 0}};
+  int n = poll(fds, paused ? 1 : 4, -1);
+  if (n <= 0) return;  // EINTR; anything else cannot happen with valid fds
+  if (fds[0].revents & POLLIN) Drain(ctl_fd_);
+  if (paused) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || pause_ || !vhost_running_) return;  // Quiesce relays what is left
+    busy_ = true;
+  }
+  for (uint16_t q = 0; q < 2; ++q) {
+    if ((fds[1 + q].revents & POLLIN) && Drain(vhost_->call_fd(q))) ctx_.irq->SignalQueue(q);
+  }
+  if ((fds[3].revents & POLLIN) && Drain(vhost_->err_fd()) && !broken_) Broken("vhost");  // a ring vhost refused
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+  idle_cv_.notify_all();
+}
+
 void VirtioNet::WorkerLoop() {
   // SCHED_BATCH: a kick or a frame wakes the worker without preempting a running vCPU thread on the same CPU
   // (net.h). Refused (a sandbox without sched_setscheduler): the worker stays SCHED_OTHER and merely batches less.
   sched_param normal{};
-  (void)sched_setscheduler(0, SCHED_BATCH, &normal);
+  bool batch = false;
   for (;;) {
-    bool paused, again;
+    bool paused, again, relay;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
       paused = pause_;
       again = again_ && !paused;
+      relay = vhost_running_;
+    }
+    // SCHED_BATCH for the userspace path only: a relayed interrupt must reach the guest at once (a transmit
+    // completion it waits for frees its socket's budget: batched, guest -> host ran 8x slower in the nested lane).
+    if (batch == relay) {
+      batch = !relay;
+      (void)sched_setscheduler(0, batch ? SCHED_BATCH : SCHED_OTHER, &normal);
+    }
+    if (relay) {
+      RelayVhost(paused);
+      continue;
     }
     bool tx = again, rx = again;
     if (!again) {

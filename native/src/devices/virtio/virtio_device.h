@@ -55,6 +55,9 @@ struct ActivateContext {
   std::vector<SplitQueue*> queues;
   uint64_t acked_features = 0;
   VirtioInterrupt* irq = nullptr;
+  // The machine is paused (a restore before Resume): the device starts parked, as if Quiesce had run, and touches
+  // no queue until Resume (a migration target that never starts sends nothing the source already sent).
+  bool paused = false;
 };
 
 class VirtioDevice {

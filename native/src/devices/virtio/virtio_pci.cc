@@ -293,6 +293,7 @@ void VirtioPciTransport::ActivateLocked() {
   ctx.mem = mem_;
   ctx.acked_features = driver_features_;
   ctx.irq = this;
+  ctx.paused = quiesced_;
   for (SplitQueue& q : queues_) {
     q.set_event_idx((driver_features_ & kFeatureEventIdx) != 0);
     QueueError e = q.state().ready ? q.Validate(*mem_) : QueueError::kNone;

@@ -71,7 +71,9 @@ export function nativeBootOptions(spec: MachineSpec): VmOptions {
           }
         : {}),
       // virtio-net NICs after the disks, each on the tap the launcher wired in the pod (network/masquerade.ts).
-      ...(spec.nics?.length ? { nics: spec.nics.map((n) => ({ tap: n.tap, mac: n.mac })) } : {}),
+      ...(spec.nics?.length
+        ? { nics: spec.nics.map((n) => ({ tap: n.tap, mac: n.mac, vhost: n.vhost ?? "auto" })) }
+        : {}),
       // The SMBIOS system UUID (KubeVirt's firmware.uuid), as /sys/class/dmi/id/product_uuid shows it.
       ...(spec.firmwareUuid ? { uuid: spec.firmwareUuid } : {}),
     },

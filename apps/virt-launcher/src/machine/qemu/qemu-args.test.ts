@@ -77,7 +77,7 @@ describe("qemuArgs() NICs", () => {
   it("puts each NIC on its wired tap as virtio-net-pci with the spec's MAC; refuses them on microvm", () => {
     const nics = [{ tap: "tap0", mac: "02:11:22:33:44:55" }];
     const args = qemuArgs({ ...spec, nics }, { qmpSocket: "/w/qmp.sock" }, { machineType: "pc", incoming: false });
-    expect(after(args, "-netdev")).toBe("tap,id=net0,ifname=tap0,script=no,downscript=no");
+    expect(after(args, "-netdev")).toBe("tap,id=net0,ifname=tap0,script=no,downscript=no,vhost=off");
     expect(args).toContain("virtio-net-pci,netdev=net0,mac=02:11:22:33:44:55");
     const e1000 = qemuArgs(
       { ...spec, nics: [{ ...nics[0], model: "e1000" }] },
@@ -85,6 +85,14 @@ describe("qemuArgs() NICs", () => {
       { machineType: "pc", incoming: false },
     );
     expect(e1000).toContain("e1000,netdev=net0,mac=02:11:22:33:44:55");
+    // vhost-net as libvirt picks it: auto (the default) where /dev/vhost-net opens, on always, off never.
+    const pc = { machineType: "pc" as const, incoming: false };
+    const netdev = (vhost: "off" | "auto" | "on" | undefined, vhostNet: boolean) =>
+      after(qemuArgs({ ...spec, nics: [{ ...nics[0], vhost }] }, { qmpSocket: "/q" }, { ...pc, vhostNet }), "-netdev");
+    expect(netdev(undefined, true)).toMatch(/,vhost=on$/);
+    expect(netdev("auto", false)).toMatch(/,vhost=off$/);
+    expect(netdev("on", false)).toMatch(/,vhost=on$/);
+    expect(netdev("off", true)).toMatch(/,vhost=off$/);
     expect(() =>
       qemuArgs({ ...spec, nics }, { qmpSocket: "/w/qmp.sock" }, { machineType: "microvm", incoming: false }),
     ).toThrow(/NICs need the pc machine type/);

@@ -53,6 +53,8 @@ export interface QemuArgOptions {
   readonly incoming: boolean;
   /** Default `tcg` (software emulation); `kvm` runs the guest on this host's KVM with `-cpu host` (benches). */
   readonly accel?: QemuAccel;
+  /** This host's /dev/vhost-net opens: a NIC whose `vhost` is "auto" (the default) gets `vhost=on`. */
+  readonly vhostNet?: boolean;
 }
 
 /** How QEMU runs the guest's code. */
@@ -110,7 +112,9 @@ export function qemuArgs(spec: MachineSpec, paths: QemuPaths, options: QemuArgOp
     throw new Error("NICs need the pc machine type (virtio-net-pci)");
   // virtio-net on the tap the launcher wired in the pod (network/masquerade.ts); QEMU only opens it.
   (spec.nics ?? []).forEach((nic, i) => {
-    args.push("-netdev", `tap,id=net${i},ifname=${optionValue(nic.tap)},script=no,downscript=no`);
+    const vhost = nic.vhost === "on" || (nic.vhost !== "off" && options.vhostNet === true);
+    const netdev = `tap,id=net${i},ifname=${optionValue(nic.tap)},script=no,downscript=no`;
+    args.push("-netdev", `${netdev},vhost=${vhost ? "on" : "off"}`);
     const device = !nic.model || nic.model === "virtio" ? "virtio-net-pci" : nic.model;
     args.push("-device", `${device},netdev=net${i},mac=${nic.mac}`);
   });

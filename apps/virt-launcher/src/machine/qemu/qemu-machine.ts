@@ -11,7 +11,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { EventEmitter } from "node:events";
-import { chmodSync, mkdirSync, rmSync } from "node:fs";
+import { accessSync, chmodSync, constants, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "@kvt/observability";
 import { ensureHostTools, type HostTool } from "@kvt/runtime";
@@ -256,7 +256,8 @@ export class QemuMachine implements Machine {
       throw new Error(`work directory path too long for a unix socket: ${workDir}`);
     rmSync(qmpSocket, { force: true });
     const accel = this.#opts.accel ?? "tcg";
-    const args = qemuArgs(this.#spec, { qmpSocket }, { machineType: this.#opts.machineType ?? "pc", incoming, accel });
+    const machineType = this.#opts.machineType ?? "pc";
+    const args = qemuArgs(this.#spec, { qmpSocket }, { machineType, incoming, accel, vhostNet: vhostNetOpens() });
     const binary = this.#opts.qemuBinary ?? "qemu-system-x86_64";
     this.#log.info({ binary, args }, `starting QEMU (${accel.toUpperCase()})`);
     const child = spawn(binary, args, { stdio: ["pipe", "pipe", "pipe"] });
@@ -349,5 +350,15 @@ export class QemuMachine implements Machine {
       const held = this.#heldInput.splice(0);
       for (const chunk of held) this.writeConsole(chunk);
     }
+  }
+}
+
+/** Whether this process may open /dev/vhost-net (libvirt's test before it gives a KubeVirt NIC vhost=on). */
+function vhostNetOpens(): boolean {
+  try {
+    accessSync("/dev/vhost-net", constants.R_OK | constants.W_OK);
+    return true;
+  } catch {
+    return false;
   }
 }
