@@ -115,36 +115,36 @@ async function main(): Promise<void> {
 }
 
 /**
- * Whether a vhost-net worker serves this process or a child of it (QEMU): the kernel names it `vhost-<owner pid>`, a
- * kernel thread before Linux 6.4 and a thread of the owner since.
+ * Whether a vhost-net worker serves this process or a child of it (QEMU). The kernel names the worker
+ * `vhost-<id of the thread that claimed the device>` (a vCPU thread of our VMM, a thread of QEMU): a kernel thread
+ * before Linux 6.4, a thread of the owner since.
  */
 function ownsVhostWorker(): boolean {
-  const comm = (path: string): string => {
+  const read = (path: string): string => {
     try {
-      return readFileSync(path, "utf8").trim();
+      return readFileSync(path, "utf8");
     } catch {
       return ""; // gone meanwhile
     }
   };
-  const parent = (pid: number): number => {
-    const stat = comm(`/proc/${pid}/stat`);
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-  };
+  const field = (pid: number, name: string): number =>
+    Number(new RegExp(`^${name}:\\s*(\\d+)`, "m").exec(read(`/proc/${pid}/status`))?.[1] ?? Number.NaN);
   const names = readdirSync("/proc")
     .filter((e) => /^\d+$/.test(e))
     .flatMap((pid) => {
-      const own = comm(`/proc/${pid}/comm`);
       let threads: string[] = [];
       try {
-        threads = readdirSync(`/proc/${pid}/task`).map((t) => comm(`/proc/${pid}/task/${t}/comm`));
+        threads = readdirSync(`/proc/${pid}/task`).map((t) => read(`/proc/${pid}/task/${t}/comm`).trim());
       } catch {
         // gone meanwhile
       }
-      return [own, ...threads];
+      return [read(`/proc/${pid}/comm`).trim(), ...threads];
     });
   return names.some((name) => {
     const owner = Number(/^vhost-(\d+)$/.exec(name)?.[1] ?? Number.NaN);
-    return owner === process.pid || (Number.isInteger(owner) && parent(owner) === process.pid);
+    if (!Number.isInteger(owner)) return false;
+    const tgid = field(owner, "Tgid"); // the owning thread's process
+    return tgid === process.pid || field(tgid, "PPid") === process.pid;
   });
 }
 

@@ -38,7 +38,10 @@
 //              positions back, Resume starts it again. While a migration tracks dirty pages (SetDirtyTracking)
 //              the device runs the userspace path above, whose writes into guest memory are marked dirty; vhost's
 //              are not. kAuto falls back to the userspace path where /dev/vhost-net cannot be opened or lacks a
-//              ring feature the driver took; kOn makes that an activation error.
+//              ring feature the driver took; kOn makes that an activation error. The vhost worker and the relaying
+//              worker both run SCHED_BATCH for the reason above: without it on vhost's, guest -> host ran 8x slower
+//              in the nested lane; with the relay preempting the guest for every completion, 0.75x the userspace
+//              path, and batched 1.03x (host -> guest 1.17x; docs/benchmarks/network.md).
 //   A bad chain (net_frame.h) -> MarkBroken: NEEDS_RESET and an event; the worker then ignores the queues.
 #pragma once
 
