@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -17,6 +16,7 @@
 
 #include "devices/virtio/blk_overlay.h"
 #include "devices/virtio/byte_io.h"
+#include "devices/virtio/eventfd.h"
 
 namespace kvmts::devices::virtio {
 
@@ -77,16 +77,13 @@ Result<std::unique_ptr<VirtioBlock>> VirtioBlock::Open(const BlockOptions& optio
       return e;
     }
   }
-  int kick = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  int ctl = kick < 0 ? -1 : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (ctl < 0) {
-    Error e = ErrnoError("eventfd");
-    if (kick >= 0) close(kick);
+  int efd[2];  // kick, ctl
+  if (Status st = OpenEventfds(efd, 2); !st.ok()) {
     if (base >= 0) close(base);
     close(fd);
-    return e;
+    return st.error();
   }
-  return std::unique_ptr<VirtioBlock>(new VirtioBlock(options, fd, base, kick, ctl, bytes / kSectorBytes));
+  return std::unique_ptr<VirtioBlock>(new VirtioBlock(options, fd, base, efd[0], efd[1], bytes / kSectorBytes));
 }
 
 VirtioBlock::VirtioBlock(const BlockOptions& options, int fd, int base_fd, int kick_fd, int ctl_fd,

@@ -18,25 +18,9 @@
 #include <cerrno>
 
 #include "devices/virtio/blk.h"
+#include "devices/virtio/eventfd.h"
 
 namespace kvmts::devices::virtio {
-
-namespace {
-
-void Signal(int efd) {
-  uint64_t one = 1;
-  // An eventfd write only fails when the counter would overflow (2^64 - 2 unread kicks): the wake is there.
-  ssize_t n = write(efd, &one, sizeof one);
-  (void)n;
-}
-
-// Reads and clears an eventfd's counter; true when it was signalled.
-bool Drain(int efd) {
-  uint64_t count = 0;
-  return read(efd, &count, sizeof count) == static_cast<ssize_t>(sizeof count) && count != 0;
-}
-
-}  // namespace
 
 Status VirtioBlock::Activate(const ActivateContext& ctx) {
   if (worker_.joinable() || ctx.queues.size() != 1 || ctx.mem == nullptr || ctx.irq == nullptr) {
@@ -48,13 +32,13 @@ Status VirtioBlock::Activate(const ActivateContext& ctx) {
   stop_ = false;
   pause_ = ctx.paused;
   broken_ = false;
-  Drain(ctl_fd_);
+  DrainEventfd(ctl_fd_);
   worker_ = std::thread([this] { WorkerLoop(); });
   return OkStatus();
 }
 
 void VirtioBlock::QueueNotify(uint16_t q) {
-  if (q == 0) Signal(kick_fd_);
+  if (q == 0) SignalEventfd(kick_fd_);
 }
 
 void VirtioBlock::Reset() {
@@ -63,17 +47,17 @@ void VirtioBlock::Reset() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  Signal(ctl_fd_);
+  SignalEventfd(ctl_fd_);
   worker_.join();
   ctx_ = ActivateContext{};
   pause_ = false;
-  Drain(kick_fd_);  // kicks of the old driver session mean nothing to the next one
+  DrainEventfd(kick_fd_);  // kicks of the old driver session mean nothing to the next one
 }
 
 void VirtioBlock::Quiesce() {
   std::unique_lock<std::mutex> lock(mu_);
   pause_ = true;
-  Signal(ctl_fd_);
+  SignalEventfd(ctl_fd_);
   idle_cv_.wait(lock, [this] { return !busy_; });
 }
 
@@ -82,7 +66,7 @@ void VirtioBlock::Resume() {
     std::lock_guard<std::mutex> lock(mu_);
     pause_ = false;
   }
-  Signal(ctl_fd_);
+  SignalEventfd(ctl_fd_);
 }
 
 void VirtioBlock::WorkerLoop() {
@@ -99,8 +83,8 @@ void VirtioBlock::WorkerLoop() {
       pollfd fds[2] = {{ctl_fd_, POLLIN, 0}, {kick_fd_, POLLIN, 0}};
       int n = poll(fds, paused ? 1 : 2, -1);
       if (n < 0 && errno != EINTR) return;  // cannot happen with valid fds; Reset still joins
-      if (n > 0 && (fds[0].revents & POLLIN)) Drain(ctl_fd_);
-      if (!paused && n > 0 && (fds[1].revents & POLLIN)) kicked = Drain(kick_fd_);
+      if (n > 0 && (fds[0].revents & POLLIN)) DrainEventfd(ctl_fd_);
+      if (!paused && n > 0 && (fds[1].revents & POLLIN)) kicked = DrainEventfd(kick_fd_);
     }
     if (!kicked) continue;
     {

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <cstring>
 
 #include "devices/virtio/byte_io.h"
+#include "devices/virtio/eventfd.h"
 
 namespace kvmts::devices::virtio {
 
@@ -75,16 +75,10 @@ Result<std::unique_ptr<VirtioNet>> VirtioNet::Open(const NetOptions& options) {
       return e;
     }
   }
-  int fds[3] = {-1, -1, -1};
-  for (int& e : fds) {
-    e = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (e >= 0) continue;
-    Error err = ErrnoError("eventfd");
-    for (int f : fds) {
-      if (f >= 0) close(f);
-    }
+  int fds[3];  // rx kick, tx kick, ctl
+  if (Status st = OpenEventfds(fds, 3); !st.ok()) {
     close(fd);
-    return err;
+    return st.error();
   }
   NetOptions o = options;
   o.vnet_hdr = vnet_hdr;
@@ -184,12 +178,12 @@ NetStats VirtioNet::stats() const {
   s.vhost_fallbacks = counters_.vhost_fallbacks;
   s.vhost_active = vhost_ != nullptr && vhost_->started();
   std::lock_guard<std::mutex> lock(stats_mu_);
-  if (s.vhost_active) {  // frames vhost moved since it started: the tap's counters (its transmit = the guest's rx)
-    TapCounters now = ReadTapCounters(ifname_);
-    s.rx_frames += now.tx_packets - vhost_base_.tx_packets;
-    s.rx_bytes += now.tx_bytes - vhost_base_.tx_bytes;
-    s.tx_frames += now.rx_packets - vhost_base_.rx_packets;
-    s.tx_bytes += now.rx_bytes - vhost_base_.rx_bytes;
+  if (s.vhost_active) {  // the frames vhost moved since it started, not yet folded into counters_
+    GuestFrameCounts d = GuestFramesBetween(vhost_base_, ReadTapCounters(ifname_));
+    s.rx_frames += d.rx_frames;
+    s.rx_bytes += d.rx_bytes;
+    s.tx_frames += d.tx_frames;
+    s.tx_bytes += d.tx_bytes;
   }
   return s;
 }
@@ -197,10 +191,11 @@ NetStats VirtioNet::stats() const {
 void VirtioNet::FoldVhostCounters() {
   std::lock_guard<std::mutex> lock(stats_mu_);
   TapCounters now = ReadTapCounters(ifname_);
-  counters_.rx_frames += now.tx_packets - vhost_base_.tx_packets;
-  counters_.rx_bytes += now.tx_bytes - vhost_base_.tx_bytes;
-  counters_.tx_frames += now.rx_packets - vhost_base_.rx_packets;
-  counters_.tx_bytes += now.rx_bytes - vhost_base_.rx_bytes;
+  GuestFrameCounts d = GuestFramesBetween(vhost_base_, now);
+  counters_.rx_frames += d.rx_frames;
+  counters_.rx_bytes += d.rx_bytes;
+  counters_.tx_frames += d.tx_frames;
+  counters_.tx_bytes += d.tx_bytes;
   vhost_base_ = now;
 }
 

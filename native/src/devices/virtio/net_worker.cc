@@ -18,6 +18,7 @@
 
 #include <cerrno>
 
+#include "devices/virtio/eventfd.h"
 #include "devices/virtio/net.h"
 
 namespace kvmts::devices::virtio {
@@ -26,18 +27,6 @@ namespace {
 
 // Frames moved into the guest per turn before the transmit side and the control eventfd get a look.
 constexpr uint32_t kRxBatch = 256;
-
-void Signal(int efd) {
-  uint64_t one = 1;
-  // An eventfd write only fails when the counter would overflow (2^64 - 2 unread kicks): the wake is there.
-  ssize_t n = write(efd, &one, sizeof one);
-  (void)n;
-}
-
-bool Drain(int efd) {
-  uint64_t count = 0;
-  return read(efd, &count, sizeof count) == static_cast<ssize_t>(sizeof count) && count != 0;
-}
 
 }  // namespace
 
@@ -56,7 +45,7 @@ Status VirtioNet::Activate(const ActivateContext& ctx) {
   rx_starved_ = false;
   vhost_failed_ = false;
   vhost_running_ = false;
-  Drain(ctl_fd_);
+  DrainEventfd(ctl_fd_);
   if (!ctx.paused && WantVhost()) {  // paused: Resume starts it
     Status err = OkStatus();
     if (!StartVhost(&err) && !err.ok()) {
@@ -106,8 +95,8 @@ bool VirtioNet::StartVhost(Status* err) {
     counters_.rx_dropped++;
   }
   // Look at both rings once: what the driver queued before vhost took them came with kicks vhost never saw.
-  Signal(kick_fd_[kNetRxQueue]);
-  Signal(kick_fd_[kNetTxQueue]);
+  SignalEventfd(kick_fd_[kNetRxQueue]);
+  SignalEventfd(kick_fd_[kNetTxQueue]);
   counters_.vhost_starts++;
   std::lock_guard<std::mutex> lock(mu_);
   vhost_running_ = true;
@@ -131,7 +120,7 @@ void VirtioNet::SetDirtyTracking(bool on) {
 
 void VirtioNet::QueueNotify(uint16_t q) {
   if (!options_.inline_io) {
-    if (q < 2) Signal(kick_fd_[q]);
+    if (q < 2) SignalEventfd(kick_fd_[q]);
     return;
   }
   if (ctx_.mem == nullptr || pause_ || q >= 2) return;  // not active, or parked: the driver's next kick serves it
@@ -158,7 +147,7 @@ void VirtioNet::Reset() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  Signal(ctl_fd_);
+  SignalEventfd(ctl_fd_);
   worker_.join();
   if (vhost_ != nullptr && vhost_->started()) {
     (void)vhost_->Stop(*ctx_.mem, ctx_.queues);  // the rings are reset anyway
@@ -167,8 +156,8 @@ void VirtioNet::Reset() {
   vhost_running_ = false;
   ctx_ = ActivateContext{};
   pause_ = false;
-  Drain(kick_fd_[0]);
-  Drain(kick_fd_[1]);
+  DrainEventfd(kick_fd_[0]);
+  DrainEventfd(kick_fd_[1]);
 }
 
 void VirtioNet::Quiesce() {
@@ -185,7 +174,7 @@ void VirtioNet::QuiesceLocked() {
   {
     std::unique_lock<std::mutex> lock(mu_);
     pause_ = true;
-    Signal(ctl_fd_);
+    SignalEventfd(ctl_fd_);
     idle_cv_.wait(lock, [this] { return !busy_; });
     if (!vhost_running_) return;
     vhost_running_ = false;
@@ -195,7 +184,7 @@ void VirtioNet::QuiesceLocked() {
   if (!vhost_->Stop(*ctx_.mem, ctx_.queues).ok()) counters_.vhost_fallbacks++;
   FoldVhostCounters();
   for (uint16_t q = 0; q < 2; ++q) {
-    if (Drain(vhost_->call_fd(q))) ctx_.irq->SignalQueue(q);
+    if (DrainEventfd(vhost_->call_fd(q))) ctx_.irq->SignalQueue(q);
   }
   again_ = true;  // kicks vhost consumed are gone: the userspace path (or the next vhost start) looks once
 }
@@ -209,7 +198,7 @@ void VirtioNet::ResumeLocked() {
     std::lock_guard<std::mutex> lock(mu_);
     pause_ = false;
   }
-  Signal(ctl_fd_);
+  SignalEventfd(ctl_fd_);
 }
 
 void VirtioNet::RelayVhost(bool paused) {
@@ -217,7 +206,7 @@ void VirtioNet::RelayVhost(bool paused) {
                    {vhost_->err_fd(), POLLIN, 0}};
   int n = poll(fds, paused ? 1 : 4, -1);
   if (n <= 0) return;  // EINTR; anything else cannot happen with valid fds
-  if (fds[0].revents & POLLIN) Drain(ctl_fd_);
+  if (fds[0].revents & POLLIN) DrainEventfd(ctl_fd_);
   if (paused) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -225,9 +214,9 @@ void VirtioNet::RelayVhost(bool paused) {
     busy_ = true;
   }
   for (uint16_t q = 0; q < 2; ++q) {
-    if ((fds[1 + q].revents & POLLIN) && Drain(vhost_->call_fd(q))) ctx_.irq->SignalQueue(q);
+    if ((fds[1 + q].revents & POLLIN) && DrainEventfd(vhost_->call_fd(q))) ctx_.irq->SignalQueue(q);
   }
-  if ((fds[3].revents & POLLIN) && Drain(vhost_->err_fd()) && !broken_) Broken("vhost");  // a ring vhost refused
+  if ((fds[3].revents & POLLIN) && DrainEventfd(vhost_->err_fd()) && !broken_) Broken("vhost");  // a ring vhost refused
   {
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = false;
@@ -260,13 +249,13 @@ void VirtioNet::WorkerLoop() {
       pollfd fds[4] = {{ctl_fd_, POLLIN, 0}, {kick_fd_[0], POLLIN, 0}, {kick_fd_[1], POLLIN, 0}, {fd_, POLLIN, 0}};
       int n = poll(fds, paused ? 1 : (want_frames ? 4 : 3), -1);
       if (n < 0 && errno != EINTR) return;  // cannot happen with valid fds; Reset still joins
-      if (n > 0 && (fds[0].revents & POLLIN)) Drain(ctl_fd_);
+      if (n > 0 && (fds[0].revents & POLLIN)) DrainEventfd(ctl_fd_);
       if (!paused && n > 0) {
-        if ((fds[1].revents & POLLIN) && Drain(kick_fd_[0])) {
+        if ((fds[1].revents & POLLIN) && DrainEventfd(kick_fd_[0])) {
           rx = true;
           rx_starved_ = false;
         }
-        tx = (fds[2].revents & POLLIN) && Drain(kick_fd_[1]);
+        tx = (fds[2].revents & POLLIN) && DrainEventfd(kick_fd_[1]);
         if (want_frames && (fds[3].revents & POLLIN)) rx = true;
         if (want_frames && (fds[3].revents & (POLLERR | POLLHUP | POLLNVAL)) && !(fds[3].revents & POLLIN)) {
           backend_dead_ = true;  // a peer that hung up would wake poll forever

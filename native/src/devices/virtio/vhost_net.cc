@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <linux/ioctl.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -13,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "devices/virtio/eventfd.h"
+#include "devices/virtio/net.h"
 #include "devices/virtio/virtio_device.h"
 
 namespace kvmts::devices::virtio {
@@ -58,11 +59,23 @@ constexpr unsigned long VHOST_SET_VRING_CALL = _IOW(kVhostVirtio, 0x21, vhost_vr
 constexpr unsigned long VHOST_SET_VRING_ERR = _IOW(kVhostVirtio, 0x22, vhost_vring_file);
 constexpr unsigned long VHOST_NET_SET_BACKEND = _IOW(kVhostVirtio, 0x30, vhost_vring_file);
 
-constexpr uint64_t kMrgRxbuf = 1ull << 15;  // VIRTIO_NET_F_MRG_RXBUF (net.h's kNetFeatureMrgRxbuf)
+// A /proc file's text, at most `max` bytes ("" when it cannot be read).
+std::string ReadProcText(const std::string& path, size_t max) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; text.size() < max && (n = read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  if (text.size() > max) text.resize(max);
+  return text;
+}
 
 }  // namespace
 
-uint64_t VhostRingFeatures() { return kFeatureVersion1 | kFeatureIndirectDesc | kFeatureEventIdx | kMrgRxbuf; }
+uint64_t VhostRingFeatures() {
+  return kFeatureVersion1 | kFeatureIndirectDesc | kFeatureEventIdx | kNetFeatureMrgRxbuf;
+}
 
 bool ParseProcNetDev(const char* text, const std::string& ifname, TapCounters* out) {
   // "Inter-|   Receive ... |  Transmit ...\n face |bytes packets errs drop fifo frame compressed multicast|bytes
@@ -91,13 +104,7 @@ bool ParseProcNetDev(const char* text, const std::string& ifname, TapCounters* o
 
 TapCounters ReadTapCounters(const std::string& ifname) {
   TapCounters c;
-  int fd = open("/proc/net/dev", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return c;
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0 && text.size() < (1u << 20);) text.append(buf, static_cast<size_t>(n));
-  close(fd);
-  (void)ParseProcNetDev(text.c_str(), ifname, &c);
+  (void)ParseProcNetDev(ReadProcText("/proc/net/dev", 1u << 20).c_str(), ifname, &c);
   return c;
 }
 
@@ -105,12 +112,7 @@ namespace {
 
 // The comm of /proc/<dir>/comm without its newline, or "" when it cannot be read.
 std::string Comm(const std::string& dir) {
-  int fd = open((dir + "/comm").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  char buf[32] = {};
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  std::string c(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  std::string c = ReadProcText(dir + "/comm", 31);
   if (!c.empty() && c.back() == '\n') c.pop_back();
   return c;
 }
@@ -155,16 +157,10 @@ Result<std::unique_ptr<VhostNet>> VhostNet::Open() {
     close(fd);
     return e;
   }
-  int efd[3] = {-1, -1, -1};
-  for (int& e : efd) {
-    e = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (e >= 0) continue;
-    Error err = ErrnoError("eventfd");
-    for (int f : efd) {
-      if (f >= 0) close(f);
-    }
+  int efd[3];  // rx call, tx call, err
+  if (Status st = OpenEventfds(efd, 3); !st.ok()) {
     close(fd);
-    return err;
+    return st.error();
   }
   (void)BatchVhostWorkers();  // none found (another kernel's naming): vhost merely batches less
   return std::unique_ptr<VhostNet>(new VhostNet(fd, efd[0], efd[1], efd[2], features));

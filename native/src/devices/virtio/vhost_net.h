@@ -49,6 +49,15 @@ struct TapCounters {
 bool ParseProcNetDev(const char* text, const std::string& ifname, TapCounters* out);
 // Reads /proc/net/dev; zeros when it cannot be read or the interface is gone.
 TapCounters ReadTapCounters(const std::string& ifname);
+// What vhost moved between two readings of a tap's counters, as the guest counts it: the tap's transmit side is what
+// the guest received, its receive side what the guest sent.
+struct GuestFrameCounts {
+  uint64_t rx_frames = 0, rx_bytes = 0, tx_frames = 0, tx_bytes = 0;
+};
+inline GuestFrameCounts GuestFramesBetween(const TapCounters& before, const TapCounters& after) {
+  return {after.tx_packets - before.tx_packets, after.tx_bytes - before.tx_bytes,
+          after.rx_packets - before.rx_packets, after.rx_bytes - before.rx_bytes};
+}
 
 class VhostNet {
  public:
