@@ -1,5 +1,7 @@
 /** Process lifecycle for the apps. */
 
+/** Closing a server for good: every accepted socket tracked, and ended by the stop. */
+export { closeServer, type TrackedSockets, trackSockets } from "./close-server.ts";
 /** Copies what another process appends to a file into a descriptor, across the file's rotation (virt-tail). */
 export { followFile } from "./follow-file.ts";
 /** A TCP port on 127.0.0.1 for a server started a little later, outside the kernel's ephemeral range. */

@@ -107,3 +107,25 @@ describe("Informer", () => {
     await eventually(() => expect(server.openWatches()).toBe(1));
   });
 });
+
+describe("Informer stopped while its watch is opening", () => {
+  it("ends the watch the server answers after the stop (nothing else would)", async () => {
+    let answer: ((h: { stop(): void }) => void) | undefined;
+    let stopped = 0;
+    const client = {
+      type: pods,
+      list: () => Promise.resolve({ metadata: { resourceVersion: "3" }, items: [] }),
+      watch: () =>
+        new Promise<{ stop(): void }>((resolve) => {
+          answer = resolve;
+        }),
+    };
+    const informer = new Informer({ client, logger: pino({ level: "silent" }) });
+    informer.start();
+    await informer.waitForSync();
+    await eventually(() => expect(answer).toBeDefined());
+    informer.stop();
+    answer!({ stop: () => stopped++ });
+    await eventually(() => expect(stopped).toBe(1));
+  });
+});

@@ -54,6 +54,8 @@ export class Informer<T extends KubeObject> {
   #syncWaiters: (() => void)[] = [];
   #stopped = true;
   #watch: WatchHandle | undefined;
+  /** Counts stops: a watch that a stopped run started is ended as soon as it opens. */
+  #generation = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #resync: ReturnType<typeof setInterval> | undefined;
   #failures = 0;
@@ -101,6 +103,7 @@ export class Informer<T extends KubeObject> {
   /** Stops the watch and timers. */
   stop(): void {
     this.#stopped = true;
+    this.#generation++;
     this.#watch?.stop();
     this.#watch = undefined;
     if (this.#timer) clearTimeout(this.#timer);
@@ -153,13 +156,18 @@ export class Informer<T extends KubeObject> {
       }
       this.#apply(event);
     };
+    const generation = this.#generation;
     try {
-      this.#watch = await this.#opts.client.watch(
+      const watch = await this.#opts.client.watch(
         this.#opts.namespace,
         { ...this.#opts.selector, resourceVersion: this.#resourceVersion },
         onEvent,
         (error) => this.#onWatchEnd(isGone(error), error ?? undefined),
       );
+      // Stopped while the server was answering: nothing else would ever end this watch (its connection would hold
+      // the API server's close open).
+      if (generation !== this.#generation) watch.stop();
+      else this.#watch = watch;
     } catch (error) {
       this.#onWatchEnd(isGone(error), error);
     }

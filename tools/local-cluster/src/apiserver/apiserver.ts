@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { closeServer, trackSockets } from "@kvt/runtime";
 import { type Logger, pino } from "pino";
 import { startVolumeControllers } from "../volumes/start.ts";
 import { defaultTolerationSecondsAdmission } from "./admission/default-toleration-seconds.ts";
@@ -198,6 +199,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
     },
     certs,
   );
+  const sockets = trackSockets(server);
   const extensions = installExtensions({
     server,
     service,
@@ -250,10 +252,8 @@ export async function startApiServer(options: ApiServerOptions): Promise<ApiServ
       controllers.stop();
       volumes.stop();
       await extensions.stop();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      const destroyed = await closeServer(server, sockets);
+      if (destroyed > 0) logger.debug({ sockets: destroyed }, "closed connections the HTTP layer had not");
       await store.close();
       auditLog?.close();
       if (tmp) rmSync(tmp, { recursive: true, force: true });
