@@ -3,6 +3,7 @@
 // NEEDS_RESET, reset, and save/restore. The device behind it is a fake that records the calls.
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -391,6 +392,82 @@ TEST(virtio_pci_msix_delivers_masks_and_replays_pending) {
   CHECK_EQ(r.dev.notified.size(), 0u);  // broken: kicks are dropped
   d.SetStatus(0);
   CHECK_EQ(d.Status(), 0);
+}
+
+namespace {
+
+// Records what the transport routes: eventfd -> (address, data) while attached.
+struct FakeRouter : MsiRouter {
+  bool Attach(int fd, uint64_t address, uint32_t data) override {
+    attaches++;
+    if (refuse) return false;
+    routes[fd] = {address, data};
+    return true;
+  }
+  void Detach(int fd) override { routes.erase(fd); }
+  std::map<int, std::pair<uint64_t, uint32_t>> routes;
+  int attaches = 0;
+  bool refuse = false;
+};
+
+}  // namespace
+
+TEST(virtio_pci_routes_a_bound_queue_eventfd_while_its_vector_is_deliverable) {
+  Rig r;
+  FakeRouter router;
+  r.transport.SetMsiRouter(&router);
+  Driver& d = r.drv;
+  d.Bringup(kFeatureVersion1, 8);
+  // Bound before MSI-X is on: nothing to route yet (the device's relay sees its signals).
+  r.transport.BindQueueEventfd(0, 77);
+  CHECK(router.routes.empty());
+  d.ProgramMsix(1, 0xfee00000, 0x4021);
+  CHECK(router.routes.empty());  // the queue has no vector yet
+  d.Write(kCommonQueueSelect, 0, 2);
+  d.Write(kCommonQueueMsixVector, 1, 2);
+  CHECK(router.routes.count(77) == 1);
+  CHECK_EQ(router.routes[77].first, 0xfee00000ull);
+  CHECK_EQ(router.routes[77].second, 0x4021u);
+  // The vector masked: detached; unmasked: attached again. A new message (an affinity change) follows.
+  d.Write(kMsixTableOffset + 16 + 12, kMsixVectorMasked, 4);
+  CHECK(router.routes.empty());
+  d.Write(kMsixTableOffset + 16 + 12, 0, 4);
+  CHECK(router.routes.count(77) == 1);
+  d.Write(kMsixTableOffset + 16 + 8, 0x4022, 4);
+  CHECK_EQ(router.routes[77].second, 0x4022u);
+  // The function masked through the capability, then MSI-X off: detached.
+  uint16_t cap = 0;
+  for (uint16_t at = static_cast<uint16_t>(d.Cfg(kPciCapPointerOffset, 1)); at != 0;
+       at = static_cast<uint16_t>(d.Cfg(static_cast<uint16_t>(at + 1), 1))) {
+    if (d.Cfg(at, 1) == kPciCapMsix) cap = at;
+  }
+  d.SetCfg(static_cast<uint16_t>(cap + 2), kMsixControlEnable | kMsixControlFunctionMask, 2);
+  CHECK(router.routes.empty());
+  d.SetCfg(static_cast<uint16_t>(cap + 2), kMsixControlEnable, 2);
+  CHECK(router.routes.count(77) == 1);
+  // The queue's vector taken away, then given back; the eventfd unbound; bound again; a reset.
+  d.Write(kCommonQueueMsixVector, kMsixNoVector, 2);
+  CHECK(router.routes.empty());
+  d.Write(kCommonQueueMsixVector, 1, 2);
+  CHECK(router.routes.count(77) == 1);
+  r.transport.BindQueueEventfd(0, -1);
+  CHECK(router.routes.empty());
+  r.transport.BindQueueEventfd(0, 78);
+  CHECK(router.routes.count(78) == 1);
+  d.SetStatus(0);
+  CHECK(router.routes.empty());
+  // A router that cannot route leaves the queue to the relay: SignalQueue still delivers through the sink.
+  router.refuse = true;
+  d.Bringup(kFeatureVersion1, 8);
+  d.ProgramMsix(1, 0xfee00000, 0x4021);
+  d.Write(kCommonQueueSelect, 0, 2);
+  d.Write(kCommonQueueMsixVector, 1, 2);
+  CHECK(router.routes.empty());
+  size_t sent = r.msi.sent.size();
+  r.transport.SignalQueue(0);
+  CHECK_EQ(r.msi.sent.size(), sent + 1);
+  CHECK(router.attaches > 0);
+  r.transport.SetMsiRouter(nullptr);
 }
 
 TEST(virtio_pci_config_window_capability_reads_the_bar) {

@@ -40,6 +40,8 @@ export interface NativeVmStats {
   netBroken: number;
   netVhost: number;
   netVhostFallbacks: number;
+  irqfdRoutes: number;
+  irqfdFailures: number;
 }
 
 /** One region's dirty pages: bit i of the little-endian u64 words = page i from baseGpa. */

@@ -52,6 +52,10 @@ export interface VmStats {
   readonly netVhost: number;
   /** Times a NIC that wanted vhost-net ran its userspace path instead (no /dev/vhost-net, or a feature it lacks). */
   readonly netVhostFallbacks: number;
+  /** Device interrupts KVM raises itself now (irqfd on an MSI route: vhost-net's, while their vector is unmasked). */
+  readonly irqfdRoutes: number;
+  /** Routes KVM refused (those interrupts went through the device's worker instead). */
+  readonly irqfdFailures: number;
 }
 
 /** The disk counters of a VM without disks. */
@@ -73,6 +77,8 @@ export const NO_NET_STATS = {
   netBroken: 0,
   netVhost: 0,
   netVhostFallbacks: 0,
+  irqfdRoutes: 0,
+  irqfdFailures: 0,
 } as const satisfies Partial<VmStats>;
 
 /** One memory region's dirty pages since the previous collection. */

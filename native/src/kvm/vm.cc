@@ -1,5 +1,7 @@
 #include "kvm/vm.h"
 
+#include <cstring>
+
 #include <errno.h>
 #include <sys/ioctl.h>
 
@@ -74,6 +76,44 @@ Status VmFd::Ioeventfd(uint64_t addr, uint32_t len, int fd, bool assign) {
   io.fd = fd;
   io.flags = assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN;
   if (Ioctl(fd_.get(), KVM_IOEVENTFD, &io) < 0) return ErrnoError("KVM_IOEVENTFD");
+  return OkStatus();
+}
+
+Status VmFd::SetGsiRouting(const std::vector<GsiRoute>& routes) {
+  // struct kvm_irq_routing is { u32 nr; u32 flags; entries[] at offset 8 }. Not through linux/kvm.h's type: in C++
+  // its __DECLARE_FLEX_ARRAY adds an empty member, which makes sizeof 16 (the ioctl number then encodes the wrong
+  // size and KVM answers ENOTTY) and may move the entries.
+  constexpr unsigned long kSetGsiRouting = _IOC(_IOC_WRITE, KVMIO, 0x6a, 8);
+  constexpr size_t kHeader = 8;
+  std::vector<uint64_t> buf((kHeader + routes.size() * sizeof(kvm_irq_routing_entry) + 7) / 8, 0);  // aligned, 0
+  auto* bytes = reinterpret_cast<uint8_t*>(buf.data());
+  uint32_t nr = static_cast<uint32_t>(routes.size());
+  std::memcpy(bytes, &nr, sizeof nr);
+  for (size_t i = 0; i < routes.size(); ++i) {
+    kvm_irq_routing_entry e{};
+    e.gsi = routes[i].gsi;
+    if (routes[i].msi) {
+      e.type = KVM_IRQ_ROUTING_MSI;
+      e.u.msi.address_lo = static_cast<uint32_t>(routes[i].address);
+      e.u.msi.address_hi = static_cast<uint32_t>(routes[i].address >> 32);
+      e.u.msi.data = routes[i].data;
+    } else {
+      e.type = KVM_IRQ_ROUTING_IRQCHIP;
+      e.u.irqchip.irqchip = routes[i].irqchip;
+      e.u.irqchip.pin = routes[i].pin;
+    }
+    std::memcpy(bytes + kHeader + i * sizeof e, &e, sizeof e);
+  }
+  if (Ioctl(fd_.get(), kSetGsiRouting, bytes) < 0) return ErrnoError("KVM_SET_GSI_ROUTING");
+  return OkStatus();
+}
+
+Status VmFd::Irqfd(int fd, uint32_t gsi, bool assign) {
+  kvm_irqfd irqfd{};
+  irqfd.fd = static_cast<uint32_t>(fd);
+  irqfd.gsi = gsi;
+  irqfd.flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN;
+  if (Ioctl(fd_.get(), KVM_IRQFD, &irqfd) < 0) return ErrnoError("KVM_IRQFD");
   return OkStatus();
 }
 

@@ -5,6 +5,7 @@
 #include <linux/kvm.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "kvm/fd.h"
 #include "kvm/result.h"
@@ -44,6 +45,18 @@ class VmFd {
   // KVM_IOEVENTFD on MMIO [addr, addr + len) without datamatch: a guest write there signals `fd` in the kernel
   // instead of exiting (len 0 = any length, with KVM_CAP_IOEVENTFD_ANY_LENGTH). assign false removes it.
   Status Ioeventfd(uint64_t addr, uint32_t len, int fd, bool assign);
+  // One GSI routing entry: an MSI (address, data) or an in-kernel irqchip pin.
+  struct GsiRoute {
+    uint32_t gsi = 0;
+    bool msi = false;
+    uint32_t irqchip = 0, pin = 0;  // irqchip routes
+    uint64_t address = 0;           // MSI routes
+    uint32_t data = 0;
+  };
+  // Replaces the whole GSI routing table (KVM_SET_GSI_ROUTING).
+  Status SetGsiRouting(const std::vector<GsiRoute>& routes);
+  // Has KVM raise `gsi` whenever eventfd `fd` is signalled (KVM_IRQFD), or stops it (assign false).
+  Status Irqfd(int fd, uint32_t gsi, bool assign);
   // KVM_CREATE_VCPU; the caller owns the returned fd.
   Result<ScopedFd> CreateVcpu(uint32_t id);
 

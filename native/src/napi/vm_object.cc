@@ -330,6 +330,8 @@ Napi::Value VmObject::Stats(const Napi::CallbackInfo& info) {
   o.Set("netBroken", Napi::Number::New(env, static_cast<double>(s.net_broken)));
   o.Set("netVhost", Napi::Number::New(env, static_cast<double>(s.net_vhost)));
   o.Set("netVhostFallbacks", Napi::Number::New(env, static_cast<double>(s.net_vhost_fallbacks)));
+  o.Set("irqfdRoutes", Napi::Number::New(env, static_cast<double>(s.irqfd_routes)));
+  o.Set("irqfdFailures", Napi::Number::New(env, static_cast<double>(s.irqfd_failures)));
   Napi::Array seconds = Napi::Array::New(env, s.vcpu_seconds.size());
   for (size_t i = 0; i < s.vcpu_seconds.size(); ++i) seconds.Set(static_cast<uint32_t>(i), s.vcpu_seconds[i]);
   o.Set("vcpuSeconds", seconds);

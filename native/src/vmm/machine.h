@@ -152,6 +152,8 @@ struct MachineStats {
   uint64_t net_broken = 0;          // times a NIC stopped on a protocol error (NEEDS_RESET)
   uint64_t net_vhost = 0;           // NICs whose frames vhost-net carries now
   uint64_t net_vhost_fallbacks = 0; // times a NIC wanted vhost-net and ran its userspace path instead
+  uint64_t irqfd_routes = 0;        // device eventfds KVM raises as MSIs itself now (vhost-net's, unmasked)
+  uint64_t irqfd_failures = 0;      // routes KVM refused (those interrupts are relayed instead)
   uint64_t msi_failures = 0;        // KVM_SIGNAL_MSI errors
   uint64_t ioeventfd_failures = 0;  // KVM_IOEVENTFD errors (the kick then exits instead)
 };

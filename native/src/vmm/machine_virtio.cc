@@ -13,10 +13,13 @@
 //   broken queue/request  -> VirtioErrorForwarder -> MachineEvents::OnDeviceError("virtio-blk 00:01.0", why)
 //                            (or "virtio-net 00:02.0")
 //
-// The legacy IRQCHIP routes (UART 4, keyboard 1) are untouched: MSIs bypass the GSI routing table.
+// KVM_SIGNAL_MSI bypasses the GSI routing table. KvmMsiRouter rewrites it whole for its irqfd routes, KVM's default
+// irqchip routes (GSIs 0-23: UART 4, keyboard 1, the PIT's 0) included unchanged.
 // Lifecycle: the devices run while the machine runs; Pause/Stop quiesce them (no guest-memory write after the
 // final dirty-log collection), Start/Resume let them go on, a restore happens quiesced (a target that never starts
-// runs nothing twice). Not yet: irqfd routes (each interrupt is one KVM_SIGNAL_MSI ioctl from the worker).
+// runs nothing twice). Interrupts: a device worker's are one KVM_SIGNAL_MSI ioctl each; vhost-net's go through
+// KvmMsiRouter (irqfd on an MSI route) while their vector is deliverable.
+//   vhost call eventfd -> KVM irqfd -> MSI route (GSI 24+) -> the in-kernel LAPIC: no userspace hop
 #include <errno.h>
 
 #include <cstdio>
@@ -31,6 +34,64 @@ namespace dv = devices::virtio;
 
 void KvmMsiSink::SignalMsi(uint64_t address, uint32_t data) {
   if (!vm_->SignalMsi(address, data).ok()) failures_++;
+}
+
+bool KvmMsiRouter::Attach(int fd, uint64_t address, uint32_t data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = routes_.find(fd);
+  if (it != routes_.end()) {
+    if (it->second.address == address && it->second.data == data) return true;
+    Route old = it->second;
+    it->second.address = address;
+    it->second.data = data;
+    if (CommitLocked()) return true;
+    (void)vm_->Irqfd(fd, old.gsi, false);  // the route could not follow the vector: the relay takes over
+    routes_.erase(fd);
+    (void)CommitLocked();
+    failures_++;
+    return false;
+  }
+  // The lowest free GSI from 24 (below are the irqchip pins).
+  uint32_t gsi = 24;
+  auto taken = [&](uint32_t g) {
+    for (const auto& kv : routes_) {
+      if (kv.second.gsi == g) return true;
+    }
+    return false;
+  };
+  while (taken(gsi)) gsi++;
+  routes_[fd] = Route{gsi, address, data};
+  if (CommitLocked() && vm_->Irqfd(fd, gsi, true).ok()) return true;
+  routes_.erase(fd);
+  (void)CommitLocked();
+  failures_++;
+  return false;
+}
+
+void KvmMsiRouter::Detach(int fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = routes_.find(fd);
+  if (it == routes_.end()) return;
+  if (!vm_->Irqfd(fd, it->second.gsi, false).ok()) failures_++;
+  routes_.erase(it);
+  if (!CommitLocked()) failures_++;
+}
+
+size_t KvmMsiRouter::routes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return routes_.size();
+}
+
+bool KvmMsiRouter::CommitLocked() {
+  // KVM's default table (arch/x86/kvm/irq_comm.c): GSI i to IOAPIC pin i for 0-23, and to the PICs for 0-15.
+  std::vector<kvm::VmFd::GsiRoute> table;
+  for (uint32_t i = 0; i < 24; ++i) {
+    table.push_back({i, false, KVM_IRQCHIP_IOAPIC, i, 0, 0});
+    uint32_t pic = i < 8 ? KVM_IRQCHIP_PIC_MASTER : KVM_IRQCHIP_PIC_SLAVE;
+    if (i < 16) table.push_back({i, false, pic, i % 8, 0, 0});
+  }
+  for (const auto& [fd, r] : routes_) table.push_back({r.gsi, true, 0, 0, r.address, r.data});
+  return vm_->SetGsiRouting(table).ok();
 }
 
 KvmNotifyRegistrar::KvmNotifyRegistrar(kvm::VmFd* vm)
@@ -54,6 +115,7 @@ void AddFunction(MachineImpl& m, dv::VirtioDevice* device, const char* kind) {
   uint64_t bar = kPciMmioWindowBase + k * dv::kVirtioBarSize;
   m.transports.push_back(std::make_unique<dv::VirtioPciTransport>(device, m.guest_access.get(), m.msi_sink.get(), bar));
   m.transports.back()->SetNotifyRegistrar(m.notify_registrar.get());
+  m.transports.back()->SetMsiRouter(m.msi_router.get());
   char name[40];
   std::snprintf(name, sizeof name, "%s 00:%02x.0", kind, static_cast<unsigned>(k + 1));  // k < 16
   m.virtio_listeners.push_back(std::make_unique<VirtioErrorForwarder>(m.events, name));
@@ -69,6 +131,7 @@ Status CreateVirtioDevices(MachineImpl& m) {
   if (m.config.disks.size() + m.config.nics.size() > 16) return Error{EINVAL, "create-vm", "at most 16 disks and NICs"};
   m.guest_access = std::make_unique<dv::GuestMemoryAccess>(m.mem.get());
   m.msi_sink = std::make_unique<KvmMsiSink>(&m.vm);
+  m.msi_router = std::make_unique<KvmMsiRouter>(&m.vm);
   m.notify_registrar = std::make_unique<KvmNotifyRegistrar>(&m.vm);
   m.pci = std::make_unique<dv::PciRootBus>();
   for (const DiskConfig& d : m.config.disks) {
@@ -130,6 +193,10 @@ void AddVirtioStats(const MachineImpl& m, MachineStats* s) {
     s->disk_kicks_exited += ts.notifies;
   }
   if (m.msi_sink) s->msi_failures = m.msi_sink->failures();
+  if (m.msi_router) {
+    s->irqfd_routes = m.msi_router->routes();
+    s->irqfd_failures = m.msi_router->failures();
+  }
   if (m.notify_registrar) s->ioeventfd_failures = m.notify_registrar->failures();
 }
 

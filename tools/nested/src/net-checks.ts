@@ -268,9 +268,13 @@ function deviceHealthy(guest: DemoGuest, deviceErrors: readonly DeviceErrorEvent
   if (vhost && (st.netVhost !== 1 || st.netVhostFallbacks !== 0)) {
     throw new Error(`/dev/vhost-net exists but the NIC is not on it: ${JSON.stringify(st)}`);
   }
+  // Its receive and transmit interrupts then go straight from vhost into KVM (irqfd on their MSI routes).
+  if (vhost && (st.irqfdRoutes !== 2 || st.irqfdFailures !== 0)) {
+    throw new Error(`vhost-net's interrupts are not on irqfd routes: ${JSON.stringify(st)}`);
+  }
   return (
     `${st.netRxFrames} frames (${st.netRxBytes} B) to the guest, ${st.netTxFrames} (${st.netTxBytes} B) from it, ` +
-    `${st.netErrors} dropped, 0 broken; data path ${st.netVhost ? "vhost-net" : "userspace"}`
+    `${st.netErrors} dropped, 0 broken; data path ${st.netVhost ? `vhost-net, ${st.irqfdRoutes} irqfd routes` : "userspace"}`
   );
 }
 

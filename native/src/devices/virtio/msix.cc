@@ -15,7 +15,7 @@ void MsixTable::Reset() {
 }
 
 bool MsixTable::Deliverable(uint16_t v) const {
-  return enabled_ && !function_masked_ && !(entries_[v].control & kMsixVectorMasked);
+  return v < entries_.size() && enabled_ && !function_masked_ && !(entries_[v].control & kMsixVectorMasked);
 }
 
 uint32_t MsixTable::DeliverPending(MsiSink* sink) {

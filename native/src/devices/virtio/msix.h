@@ -1,5 +1,6 @@
 // MsixTable: a PCI function's MSI-X table and pending-bit array (PCI spec 6.8.2), pure state. The transport owns
-// one, maps it into its BAR and delivers messages through an MsiSink (KVM_SIGNAL_MSI, or an irqfd route later).
+// one, maps it into its BAR and delivers messages through an MsiSink (KVM_SIGNAL_MSI); an MsiRouter (irqfd) carries
+// a device's eventfd straight into KVM while the vector is deliverable.
 //
 //   table entry i at 16*i:  +0 le32 message address low | +4 address high | +8 le32 data | +12 vector control
 //                           (bit 0 = masked; every entry starts masked)
@@ -29,6 +30,19 @@ class MsiSink {
   virtual void SignalMsi(uint64_t address, uint32_t data) = 0;
 };
 
+// Where an eventfd's signals go without a userspace hop: the machine routes an MSI to a GSI and has KVM raise it
+// whenever the eventfd is signalled (KVM_IRQFD). The transport attaches a device's eventfd while the queue's vector
+// is deliverable and detaches it while it is masked (the device's own relay then sees the signal and the vector
+// goes pending as for any masked MSI).
+class MsiRouter {
+ public:
+  virtual ~MsiRouter() = default;
+  // Routes (address, data) for `fd` (again, with a new message, when attached already); false when it cannot (the
+  // relay goes on).
+  virtual bool Attach(int fd, uint64_t address, uint32_t data) = 0;
+  virtual void Detach(int fd) = 0;
+};
+
 class MsixTable {
  public:
   explicit MsixTable(uint16_t vectors);
@@ -49,6 +63,13 @@ class MsixTable {
   // Fires vector v: true when delivered now, false when disabled, out of range, or left pending while masked.
   bool Signal(uint16_t v, MsiSink* sink);
   bool Pending(uint16_t v) const { return v < entries_.size() && pending_[v]; }
+  // Enabled, neither the function nor vector v masked, v in range.
+  bool Deliverable(uint16_t v) const;
+  // Vector v's message address and data (v in range).
+  uint64_t Address(uint16_t v) const {
+    return static_cast<uint64_t>(entries_[v].addr_hi) << 32 | entries_[v].addr_lo;
+  }
+  uint32_t Data(uint16_t v) const { return entries_[v].data; }
 
   // Persist: u8 version (1) | u8 flags (enable 1, function mask 2) | u16 n | n x 16-byte entries | n pending bytes.
   std::vector<uint8_t> Save() const;
@@ -58,7 +79,6 @@ class MsixTable {
   struct Entry {
     uint32_t addr_lo = 0, addr_hi = 0, data = 0, control = kMsixVectorMasked;
   };
-  bool Deliverable(uint16_t v) const;
   uint32_t DeliverPending(MsiSink* sink);
   std::vector<Entry> entries_;
   std::vector<uint8_t> pending_;

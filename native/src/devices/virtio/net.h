@@ -116,6 +116,7 @@ class VirtioNet : public VirtioDevice {
   bool AcceptFeatures(uint64_t acked) override;
   Status Activate(const ActivateContext& ctx) override;
   void QueueNotify(uint16_t q) override;
+  void QueueEventfdRouted(uint16_t q, bool routed) override;
   int QueueKickFd(uint16_t q) const override { return q < 2 ? kick_fd_[q] : -1; }
   void Reset() override;
   void Quiesce() override;
@@ -190,6 +191,7 @@ class VirtioNet : public VirtioDevice {
   bool dirty_tracking_ = false;
   bool vhost_failed_ = false;        // kAuto gave up on vhost for this driver session
   bool vhost_running_ = false;       // under mu_: the worker relays instead of serving the queues
+  std::atomic<bool> irq_routed_[2] = {false, false};  // KVM raises queue q's interrupt from vhost itself (irqfd)
   TapCounters vhost_base_;           // the tap's counters when vhost last started (frames it moved: the delta)
   mutable std::mutex stats_mu_;      // vhost_base_ against stats()
   std::thread worker_;

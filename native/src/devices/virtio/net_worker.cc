@@ -94,6 +94,8 @@ bool VirtioNet::StartVhost(Status* err) {
     pending_len_ = 0;
     counters_.rx_dropped++;
   }
+  // vhost's interrupts straight into KVM where the machine routes them (irqfd); the worker relays the rest.
+  for (uint16_t q = 0; q < 2; ++q) ctx_.irq->BindQueueEventfd(q, vhost_->call_fd(q));
   // Look at both rings once: what the driver queued before vhost took them came with kicks vhost never saw.
   SignalEventfd(kick_fd_[kNetRxQueue]);
   SignalEventfd(kick_fd_[kNetTxQueue]);
@@ -150,6 +152,7 @@ void VirtioNet::Reset() {
   SignalEventfd(ctl_fd_);
   worker_.join();
   if (vhost_ != nullptr && vhost_->started()) {
+    for (uint16_t q = 0; q < 2; ++q) ctx_.irq->BindQueueEventfd(q, -1);
     (void)vhost_->Stop(*ctx_.mem, ctx_.queues);  // the rings are reset anyway
     FoldVhostCounters();
   }
@@ -181,6 +184,7 @@ void VirtioNet::QuiesceLocked() {
   }
   // Take the rings back from vhost (their positions land in the SplitQueues), then pass on the interrupts it asked
   // for and the worker had not relayed yet: the driver must not wait for a completion it was never told of.
+  for (uint16_t q = 0; q < 2; ++q) ctx_.irq->BindQueueEventfd(q, -1);
   if (!vhost_->Stop(*ctx_.mem, ctx_.queues).ok()) counters_.vhost_fallbacks++;
   FoldVhostCounters();
   for (uint16_t q = 0; q < 2; ++q) {
@@ -201,9 +205,17 @@ void VirtioNet::ResumeLocked() {
   SignalEventfd(ctl_fd_);
 }
 
+void VirtioNet::QueueEventfdRouted(uint16_t q, bool routed) {
+  if (q >= 2) return;
+  irq_routed_[q] = routed;
+  SignalEventfd(ctl_fd_);  // the relay polls what is not routed: let it look again
+}
+
 void VirtioNet::RelayVhost(bool paused) {
-  pollfd fds[4] = {{ctl_fd_, POLLIN, 0}, {vhost_->call_fd(0), POLLIN, 0}, {vhost_->call_fd(1), POLLIN, 0},
-                   {vhost_->err_fd(), POLLIN, 0}};
+  // A routed call eventfd is KVM's (it consumes each signal): polling it too would only wake this thread for
+  // nothing. -1 entries are skipped by poll.
+  int call0 = irq_routed_[0] ? -1 : vhost_->call_fd(0), call1 = irq_routed_[1] ? -1 : vhost_->call_fd(1);
+  pollfd fds[4] = {{ctl_fd_, POLLIN, 0}, {call0, POLLIN, 0}, {call1, POLLIN, 0}, {vhost_->err_fd(), POLLIN, 0}};
   int n = poll(fds, paused ? 1 : 4, -1);
   if (n <= 0) return;  // EINTR; anything else cannot happen with valid fds
   if (fds[0].revents & POLLIN) DrainEventfd(ctl_fd_);

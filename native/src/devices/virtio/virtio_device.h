@@ -46,6 +46,10 @@ class VirtioInterrupt {
   virtual void SignalConfig() = 0;
   // The driver broke the protocol: the device stops and reports NEEDS_RESET. why: a stable short name.
   virtual void MarkBroken(const char* why) = 0;
+  // An eventfd whose signal means SignalQueue(q) (vhost's call eventfd), for the transport to route into KVM while
+  // the queue's vector is deliverable (MsiRouter, irqfd); -1 takes it back. The device keeps watching it and calls
+  // SignalQueue for what it sees (nothing while routed: KVM consumes the signal). Default: not routed.
+  virtual void BindQueueEventfd(uint16_t /*q*/, int /*fd*/) {}
 };
 
 // What Activate hands the device: guest memory, its queues (validated, owned by the transport, used only by the
@@ -81,6 +85,9 @@ class VirtioDevice {
   // KVM_IOEVENTFD, so a kick needs no exit), or -1 when the device has none. Valid for the device's lifetime.
   virtual int QueueKickFd(uint16_t /*q*/) const { return -1; }
   virtual void Reset() = 0;
+  // The transport started (true) or stopped (false) routing queue q's bound eventfd into KVM (BindQueueEventfd):
+  // while routed the device need not watch it. Called with the transport's MSI-X lock held: no blocking.
+  virtual void QueueEventfdRouted(uint16_t /*q*/, bool /*routed*/) {}
   virtual void Quiesce() = 0;
   virtual void Resume() = 0;
   virtual std::vector<uint8_t> SaveState() const = 0;

@@ -45,6 +45,8 @@ VirtioPciTransport::VirtioPciTransport(VirtioDevice* device, GuestAccess* mem, M
       msix_(static_cast<uint16_t>(device->queue_count() + 1)),
       queue_vectors_(device->queue_count(), kMsixNoVector) {
   for (uint16_t q = 0; q < queue_count_; ++q) queues_.emplace_back(device->queue_max_size());
+  queue_eventfds_.assign(queue_count_, -1);
+  queue_routed_.assign(queue_count_, 0);
   BuildConfigSpace(bar_gpa);
 }
 
@@ -117,6 +119,7 @@ void VirtioPciTransport::SyncMsixControlLocked() {
   std::lock_guard<std::mutex> lock(msix_mu_);
   stats_.interrupts += msix_.SetControl((control & kMsixControlEnable) != 0,
                                         (control & kMsixControlFunctionMask) != 0, msi_);
+  SyncRoutesLocked();
 }
 
 // ---- BAR0 -----------------------------------------------------------------------------------------------------
@@ -180,6 +183,7 @@ void VirtioPciTransport::BarWriteLocked(uint64_t off, const uint8_t* data, size_
   } else if (off >= kMsixTableOffset && off < kMsixPbaOffset) {
     std::lock_guard<std::mutex> lock(msix_mu_);
     stats_.interrupts += msix_.TableWrite(off - kMsixTableOffset, data, len, msi_);
+    SyncRoutesLocked();
   } else {
     stats_.bad_accesses++;  // ISR, PBA and the gaps are read-only
   }
@@ -247,6 +251,7 @@ void VirtioPciTransport::CommonWrite(uint64_t off, const uint8_t* data, size_t l
     if (q == nullptr) return;
     std::lock_guard<std::mutex> lock(msix_mu_);
     queue_vectors_[queue_select_] = v < msix_.size() ? static_cast<uint16_t>(v) : kMsixNoVector;
+    SyncRoutesLocked();
   } else if (q == nullptr || !configurable) {
     stats_.bad_accesses++;  // per-queue registers need a valid queue_select and a device not yet live
   } else if (off == kCommonQueueSize && len == 2) {
@@ -326,6 +331,7 @@ void VirtioPciTransport::ResetLocked() {
   config_vector_ = kMsixNoVector;
   for (uint16_t& v : queue_vectors_) v = kMsixNoVector;
   isr_ = 0;
+  SyncRoutesLocked();
 }
 
 uint64_t VirtioPciTransport::bar_address() {

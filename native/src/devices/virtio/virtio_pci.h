@@ -104,10 +104,13 @@ class VirtioPciTransport : public PciDevice, public VirtioInterrupt {
   void SignalQueue(uint16_t q) override;
   void SignalConfig() override;
   void MarkBroken(const char* why) override;
+  void BindQueueEventfd(uint16_t q, int fd) override;
 
   // Binds the notify address of every queue with a kick eventfd (VirtioDevice::QueueKickFd) while memory decoding
   // is on, following BAR moves; nullptr unbinds. Before the guest runs.
   void SetNotifyRegistrar(NotifyRegistrar* registrar);
+  // Routes the device's queue eventfds into KVM (BindQueueEventfd); before the guest runs; nullptr for none.
+  void SetMsiRouter(MsiRouter* router) { router_ = router; }
   // Before the guest runs; nullptr for none.
   void SetListener(TransportListener* listener) { listener_ = listener; }
   uint64_t bar_address();
@@ -144,6 +147,7 @@ class VirtioPciTransport : public PciDevice, public VirtioInterrupt {
   void ActivateLocked();
   void SyncMsixControlLocked();
   void Deliver(uint16_t vector);  // msix_mu_ held
+  void SyncRoutesLocked();        // msix_mu_ held: attaches/detaches the bound eventfds after an MSI-X change
   void SyncNotifyLocked();        // (re)binds the notify addresses after a BAR or command change
 
   VirtioDevice* device_;
@@ -172,6 +176,9 @@ class VirtioPciTransport : public PciDevice, public VirtioInterrupt {
   uint16_t config_vector_ = kMsixNoVector;
   std::vector<uint16_t> queue_vectors_;
   uint8_t isr_ = 0;
+  MsiRouter* router_ = nullptr;
+  std::vector<int> queue_eventfds_;   // BindQueueEventfd's, -1 when none
+  std::vector<uint8_t> queue_routed_; // 1 while the router carries the queue's eventfd
 
   std::atomic<bool> needs_reset_{false};
   std::atomic<const char*> broken_reason_{""};

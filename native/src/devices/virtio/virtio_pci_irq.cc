@@ -5,6 +5,10 @@
 //   SignalQueue(q) / SignalConfig()  -> ISR |= bit -> MSI-X on and vector set? -> MsixTable::Signal (sent, or PBA)
 //                                                    otherwise: counted as dropped (no INTx pin)
 //   MarkBroken(why)                  -> NEEDS_RESET reads back set, why kept, config interrupt, listener told
+//   BindQueueEventfd(q, fd) and every MSI-X change (enable/function mask, a table write, a queue's vector, reset,
+//   restore) -> SyncRoutesLocked: fd attached to the router (irqfd: KVM raises the vector itself) while q's vector
+//                                    is deliverable, detached while not (the device's relay then sees the signal
+//                                    and SignalQueue leaves it pending)
 //   command.MEM or BAR0 changes      -> NotifyRegistrar: remove old BAR0 + 0x6000 + 4 q, add the new one
 #include "devices/virtio/virtio_pci.h"
 
@@ -27,6 +31,35 @@ void VirtioPciTransport::SignalQueue(uint16_t q) {
   std::lock_guard<std::mutex> lock(msix_mu_);
   isr_ |= kIsrQueue;
   Deliver(queue_vectors_[q]);
+}
+
+void VirtioPciTransport::BindQueueEventfd(uint16_t q, int fd) {
+  if (q >= queue_count_) return;
+  std::lock_guard<std::mutex> lock(msix_mu_);
+  if (queue_routed_[q] && queue_eventfds_[q] != fd) {
+    router_->Detach(queue_eventfds_[q]);
+    queue_routed_[q] = 0;
+    device_->QueueEventfdRouted(q, false);
+  }
+  queue_eventfds_[q] = fd;
+  SyncRoutesLocked();
+}
+
+void VirtioPciTransport::SyncRoutesLocked() {
+  if (router_ == nullptr) return;
+  for (uint16_t q = 0; q < queue_count_; ++q) {
+    int fd = queue_eventfds_[q];
+    if (fd < 0) continue;
+    uint16_t v = queue_vectors_[q];
+    uint8_t was = queue_routed_[q];
+    if (v != kMsixNoVector && msix_.Deliverable(v)) {
+      queue_routed_[q] = router_->Attach(fd, msix_.Address(v), msix_.Data(v)) ? 1 : 0;
+    } else if (queue_routed_[q]) {
+      router_->Detach(fd);
+      queue_routed_[q] = 0;
+    }
+    if (queue_routed_[q] != was) device_->QueueEventfdRouted(q, queue_routed_[q] != 0);
+  }
 }
 
 void VirtioPciTransport::SignalConfig() {

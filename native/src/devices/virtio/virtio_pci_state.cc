@@ -138,6 +138,7 @@ Status VirtioPciTransport::Restore(const uint8_t* data, size_t len) {
       queues_[i].set_state(saved[i].state);
       queue_vectors_[i] = saved[i].vector;
     }
+    SyncRoutesLocked();
   }
   if ((status_ & kStatusDriverOk) && !needs_reset_) {
     ActivateLocked();
